@@ -1,0 +1,79 @@
+"""Privacy-reduced audit log: identities, hashes, sizes, durations and codes only.
+
+Callers hand :meth:`AuditLog.append` plain fields; anything that could carry content is
+reduced before it is stored: strings longer than a short identifier become their SHA-256,
+and keys that look like credentials are refused outright. The reduction lives here, in one
+place, so no caller has to remember it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from deepseek_eyes.store.db import Database
+
+__all__ = ["AuditLog", "message_digest", "reduce_for_audit"]
+
+_SECRETISH = re.compile(r"(?i)(api[_-]?key|secret|token|password|authorization|cookie)")
+MAX_PLAIN_STRING = 128
+MAX_ITEMS = 64
+
+
+def message_digest(text: str) -> str:
+    """How an error message or free text enters the audit: its SHA-256, never the text."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+
+
+def reduce_for_audit(value: Any, depth: int = 0) -> Any:
+    """Reduce a value to what the audit may hold (bounded, no free text, no secrets)."""
+    if depth > 6:
+        return "…"
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return value if len(value) <= MAX_PLAIN_STRING else message_digest(value)
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for i, (key, item) in enumerate(value.items()):
+            if i >= MAX_ITEMS:
+                out["…"] = len(value) - MAX_ITEMS
+                break
+            key_text = str(key)
+            out[key_text] = "[redacted]" if _SECRETISH.search(key_text) else reduce_for_audit(
+                item, depth + 1
+            )
+        return out
+    if isinstance(value, list | tuple):
+        items = [reduce_for_audit(v, depth + 1) for v in value[:MAX_ITEMS]]
+        if len(value) > MAX_ITEMS:
+            items.append(f"… {len(value) - MAX_ITEMS} more")
+        return items
+    return message_digest(repr(value))
+
+
+class AuditLog:
+    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    def append(self, kind: str, subject: str | None = None, **fields: Any) -> None:
+        details = json.dumps(reduce_for_audit(fields), sort_keys=True, separators=(",", ":"))
+        self._db.execute(
+            "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)",
+            (self._clock(), kind, subject, details),
+        )
+
+    def recent(self, limit: int = 100) -> list[dict[str, Any]]:
+        rows = self._db.query(
+            "SELECT ts, kind, subject, details FROM audit ORDER BY id DESC LIMIT ?", (limit,)
+        )
+        return [
+            {"ts": r["ts"], "kind": r["kind"], "subject": r["subject"],
+             "details": json.loads(r["details"])}
+            for r in rows
+        ]

@@ -1,0 +1,180 @@
+"""Every failure DeepSeekEyes reports, with a stable upper-case code.
+
+Codes are API: they appear in CLI output, JSON, audit rows and HTTP error bodies, and
+tests pin them. Never rename one silently; add a new code instead.
+
+The tree::
+
+    DeepSeekEyesError(code, message, details)
+    ├── ConfigError(ValueError)          CONFIG_*
+    ├── StoreError(OSError)              STORE_*
+    ├── ImageError(ValueError)           IMAGE_*
+    ├── EvidenceError(ValueError)        EVIDENCE_*
+    │   └── EvidenceIntegrityError       EVIDENCE_CACHE_TAMPERED
+    ├── VisionError                      VISION_*
+    │   ├── RouteError                   VISION_ROUTE_* (one route's operation failed)
+    │   │   └── RouteTimeoutError(TimeoutError)   VISION_ROUTE_TIMEOUT
+    │   ├── ProbeFailedError             VISION_PROBE_FAILED
+    │   └── FailoverExhaustedError       VISION_FAILOVER_EXHAUSTED
+    └── LLMError                         LLM_* (the OpenAI-compatible client)
+
+A class names a family; the ``code`` names the exact failure. Callers catch a family
+(``except ImageError``) and branch on ``code`` only when they must.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "ERROR_CODES",
+    "ConfigError",
+    "DeepSeekEyesError",
+    "EvidenceError",
+    "EvidenceIntegrityError",
+    "FailoverExhaustedError",
+    "ImageError",
+    "LLMError",
+    "ProbeFailedError",
+    "RouteError",
+    "RouteTimeoutError",
+    "StoreError",
+    "VisionError",
+]
+
+#: Every code with a one-line meaning. ``docs/errors.md`` is checked against this table.
+ERROR_CODES: Mapping[str, str] = {
+    # settings
+    "CONFIG_INVALID": "The settings file failed validation; details list every error with its path.",
+    "CONFIG_NOT_FOUND": "A settings file named with --config does not exist.",
+    "CONFIG_UNREADABLE": "The settings file is not valid TOML or cannot be read.",
+    "CONFIG_ENV_MISSING": "A { env = \"NAME\" } reference names a variable that is not set.",
+    # store
+    "STORE_WRITE_FAILED": "A blob or database write failed; nothing partial was published.",
+    "STORE_BLOB_MISSING": "A referenced blob is not in the content-addressed store.",
+    "STORE_BLOB_CORRUPT": "A stored blob no longer hashes to its address.",
+    # image intake
+    "IMAGE_EMPTY": "The image has no bytes.",
+    "IMAGE_UNSUPPORTED_FORMAT": "Not a PNG, JPEG, WebP, GIF or BMP image.",
+    "IMAGE_TRUNCATED": "The image data is truncated or corrupt and cannot be decoded.",
+    "IMAGE_TOO_LARGE": "The encoded image exceeds the byte limit (image.max_bytes).",
+    "IMAGE_DECOMPRESSION_BOMB": "The header declares more pixels than image.max_pixels.",
+    "IMAGE_UNREADABLE": "The image file cannot be read from disk.",
+    # evidence contract
+    "EVIDENCE_NOT_FOUND": "The route's answer holds no JSON object for the requested contract.",
+    "EVIDENCE_SCHEMA_INVALID": "The evidence failed the strict schema gate; details carry JSON pointers.",
+    "EVIDENCE_CACHE_TAMPERED": "A cached evidence record no longer matches its own hash; it was refused.",
+    # vision routing
+    "VISION_ROUTE_UNKNOWN": "No route has that name.",
+    "VISION_NO_ROUTE": "No route is configured or eligible.",
+    "VISION_ROUTE_TIMEOUT": "The route did not answer within its timeout.",
+    "VISION_ROUTE_UNAVAILABLE": "The route could not be reached (connection refused, DNS, TLS).",
+    "VISION_ROUTE_HTTP_ERROR": "The route answered with an HTTP error status (kept in details).",
+    "VISION_ROUTE_BAD_RESPONSE": "The route's answer is not a well-formed chat completion.",
+    "VISION_ROUTE_STREAM_INCOMPLETE": "The route's SSE stream ended before its finish reason.",
+    "VISION_ROUTE_UNHEALTHY": "The route's metadata health check failed (model not listed, bad status).",
+    "VISION_ROUTE_CREDENTIAL_MISSING": "The route's API key reference names an unset variable.",
+    "VISION_ROUTE_ENGINE_FAILED": "The embedded local engine failed on this image.",
+    "VISION_PROBE_FAILED": "The route failed the randomized 3×3 pixel probe; it is not trusted.",
+    "VISION_FAILOVER_EXHAUSTED": "Every eligible route failed; details carry the structured attempts.",
+    # llm client
+    "LLM_TIMEOUT": "The model endpoint did not answer within its timeout.",
+    "LLM_UNAVAILABLE": "The model endpoint could not be reached.",
+    "LLM_HTTP_ERROR": "The model endpoint answered with an HTTP error status.",
+    "LLM_BAD_RESPONSE": "The model endpoint's answer is not a well-formed chat completion.",
+    "LLM_STREAM_INCOMPLETE": "The model endpoint's stream ended before a finish reason.",
+}
+
+
+class DeepSeekEyesError(Exception):
+    """Root of every error this package raises on purpose.
+
+    Attributes:
+        code: stable upper-case identifier from :data:`ERROR_CODES`.
+        message: one human sentence; never contains secrets or image bytes.
+        details: JSON-serializable structure for machines (pointers, attempts, status).
+    """
+
+    default_code = "DEEPSEEK_EYES_ERROR"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        resolved = code or self.default_code
+        if resolved not in ERROR_CODES:
+            raise ValueError(f"unregistered error code {resolved!r}")  # a programming error
+        super().__init__(message)
+        self.code = resolved
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape used by the CLI and, later, the gateway."""
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+class ConfigError(DeepSeekEyesError, ValueError):
+    default_code = "CONFIG_INVALID"
+
+
+class StoreError(DeepSeekEyesError, OSError):
+    default_code = "STORE_WRITE_FAILED"
+
+
+class ImageError(DeepSeekEyesError, ValueError):
+    default_code = "IMAGE_UNSUPPORTED_FORMAT"
+
+
+class EvidenceError(DeepSeekEyesError, ValueError):
+    default_code = "EVIDENCE_SCHEMA_INVALID"
+
+
+class EvidenceIntegrityError(EvidenceError):
+    default_code = "EVIDENCE_CACHE_TAMPERED"
+
+
+class VisionError(DeepSeekEyesError):
+    default_code = "VISION_NO_ROUTE"
+
+
+class RouteError(VisionError):
+    """One route's operation failed. ``operational`` failures open the route's circuit."""
+
+    default_code = "VISION_ROUTE_UNAVAILABLE"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        details: Mapping[str, Any] | None = None,
+        operational: bool = True,
+    ) -> None:
+        super().__init__(message, code=code, details=details)
+        self.operational = operational
+
+
+class RouteTimeoutError(RouteError, TimeoutError):
+    default_code = "VISION_ROUTE_TIMEOUT"
+
+
+class ProbeFailedError(VisionError):
+    default_code = "VISION_PROBE_FAILED"
+
+
+class FailoverExhaustedError(VisionError):
+    default_code = "VISION_FAILOVER_EXHAUSTED"
+
+
+class LLMError(DeepSeekEyesError):
+    """The OpenAI-compatible client failed; ``details['status']`` keeps an upstream status."""
+
+    default_code = "LLM_BAD_RESPONSE"

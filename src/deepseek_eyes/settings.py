@@ -1,0 +1,341 @@
+"""One strict settings model for the whole runtime, loaded from ``deepseek-eyes.toml``.
+
+Where a file comes from, in order: ``--config PATH`` (must exist), ``./deepseek-eyes.toml``,
+then ``deepseek-eyes.toml`` in the user config dir. No file at all is valid: every field has
+a default, and with no route configured the embedded local OCR route serves vision.
+
+Two decisions a newcomer would otherwise undo:
+
+* Secrets exist only as ``{ env = "NAME" }`` references (:class:`SecretRef`). A literal
+  string where a secret belongs is a validation error, not a warning, so a key can never
+  reach a settings file, a log line or the audit. References resolve at connection time.
+* Every model forbids unknown keys. A typo (``failover_atempts``) is an error with its
+  path, never a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import platformdirs
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from deepseek_eyes.errors import ConfigError
+
+__all__ = [
+    "CONFIG_FILENAME",
+    "ENV_HOME",
+    "ImageSettings",
+    "LLMModelSettings",
+    "LLMSettings",
+    "LoadedSettings",
+    "LocalRouteSettings",
+    "RouteSettings",
+    "SecretRef",
+    "Settings",
+    "StorageSettings",
+    "VisionSettings",
+    "config_search_path",
+    "data_home",
+    "format_validation_errors",
+    "load_settings",
+    "validate_settings_file",
+]
+
+CONFIG_FILENAME = "deepseek-eyes.toml"
+ENV_HOME = "DEEPSEEK_EYES_HOME"
+APP_NAME = "deepseek-eyes"
+LOCAL_ROUTE = "local"
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_ROUTE_NAME = r"^[a-z0-9][a-z0-9._/-]{0,63}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class SecretRef(_Strict):
+    """A secret named by the environment variable that holds it."""
+
+    env: str = Field(description="Name of the environment variable holding the secret.")
+
+    @field_validator("env")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not _ENV_NAME.match(value):
+            raise PydanticCustomError("env_name", "not a valid environment variable name")
+        return value
+
+    def resolve(self, environ: os._Environ[str] | dict[str, str] | None = None) -> str:
+        """Return the secret's value.
+
+        Raises:
+            ConfigError: ``CONFIG_ENV_MISSING`` when the variable is unset or empty.
+        """
+        env = os.environ if environ is None else environ
+        value = env.get(self.env, "")
+        if not value:
+            raise ConfigError(
+                f"environment variable {self.env} is not set",
+                code="CONFIG_ENV_MISSING",
+                details={"env": self.env},
+            )
+        return value
+
+    def is_set(self) -> bool:
+        return bool(os.environ.get(self.env))
+
+
+def _refuse_literal_secret(value: Any) -> Any:
+    if isinstance(value, str):
+        raise PydanticCustomError(
+            "literal_secret",
+            "a literal secret is not allowed here; reference it as {{ env = \"NAME\" }} "
+            "and set NAME in the environment",
+        )
+    return value
+
+
+Secret = Annotated[SecretRef, BeforeValidator(_refuse_literal_secret)]
+
+
+class StorageSettings(_Strict):
+    home: Path | None = Field(
+        default=None,
+        description="Data directory; the DEEPSEEK_EYES_HOME environment variable wins over it.",
+    )
+
+
+ImageFormat = Literal["PNG", "JPEG", "WEBP", "GIF", "BMP"]
+
+
+class ImageSettings(_Strict):
+    max_bytes: int = Field(default=20 * 1024 * 1024, gt=0, le=1024 * 1024 * 1024)
+    max_pixels: int = Field(default=40_000_000, gt=0, le=400_000_000)
+    formats: tuple[ImageFormat, ...] = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
+
+
+BoxConvention = Literal["auto", "xywh-normalized", "xyxy-pixels", "xyxy-1000", "yxyx-1000"]
+
+
+class RouteSettings(_Strict):
+    """One vision route: an OpenAI-compatible multimodal endpoint, or the local engine."""
+
+    name: str = Field(pattern=_ROUTE_NAME)
+    kind: Literal["openai", "local"] = "openai"
+    base_url: str | None = Field(default=None, description="e.g. https://host/v1")
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    api_key: Secret | None = None
+    headers: dict[str, Secret] = Field(default_factory=dict)
+    timeout: float = Field(default=60.0, gt=0, le=600)
+    connect_timeout: float = Field(default=10.0, gt=0, le=120)
+    stream: bool = False
+    json_mode: bool = Field(
+        default=False, description="Send response_format json_object (not every server has it)."
+    )
+    max_tokens: int = Field(default=4096, gt=0, le=65536)
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    health_check: Literal["models", "none"] = "models"
+    box_convention: BoxConvention = "auto"
+    probe: bool | None = Field(
+        default=None, description="Override vision.probe for this route (local is always exempt)."
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not re.match(r"^https?://[^\s/@]+(/[^\s]*)?$", value):
+            raise PydanticCustomError(
+                "base_url", "must be an http(s) URL without user information"
+            )
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> RouteSettings:
+        if self.kind == "openai":
+            missing = [f for f in ("base_url", "model") if getattr(self, f) is None]
+            if missing:
+                raise PydanticCustomError(
+                    "route_fields",
+                    "an openai route needs {missing}",
+                    {"missing": " and ".join(missing)},
+                )
+        elif self.base_url or self.model or self.api_key or self.headers:
+            raise PydanticCustomError(
+                "route_fields", "a local route takes no base_url, model, api_key or headers"
+            )
+        return self
+
+
+class LocalRouteSettings(_Strict):
+    min_confidence: float = Field(
+        default=0.6, ge=0, le=1, description="Lines below this become uncertainties."
+    )
+    threads: int | None = Field(default=None, ge=1, le=64)
+
+
+class VisionSettings(_Strict):
+    route: str | None = Field(default=None, description="The explicitly selected route.")
+    route_priority: tuple[str, ...] = ()
+    auto_detect: bool = Field(
+        default=False, description="Also try llm.models that declare image input."
+    )
+    health_ttl: float = Field(default=300.0, ge=0, le=86400)
+    failure_cooldown: float = Field(default=60.0, ge=0, le=86400)
+    failover_attempts: int = Field(default=2, ge=0, le=16)
+    probe: bool = True
+    probe_ttl: float = Field(default=86400.0, ge=0, le=30 * 86400)
+    attempts_max_rows: int = Field(default=50_000, ge=100, le=10_000_000)
+    routes: tuple[RouteSettings, ...] = ()
+    local: LocalRouteSettings = LocalRouteSettings()
+
+    @model_validator(mode="after")
+    def _names(self) -> VisionSettings:
+        seen: set[str] = set()
+        for route in self.routes:
+            if route.name in seen:
+                raise PydanticCustomError(
+                    "duplicate_route", "route name {name!r} is used twice", {"name": route.name}
+                )
+            seen.add(route.name)
+        known = seen | {LOCAL_ROUTE}
+        for name in (self.route, *self.route_priority):
+            if name is not None and name not in known:
+                raise PydanticCustomError(
+                    "unknown_route", "route {name!r} is not defined in vision.routes",
+                    {"name": name},
+                )
+        return self
+
+
+class LLMModelSettings(_Strict):
+    id: str = Field(min_length=1, max_length=200)
+    input: tuple[Literal["text", "image"], ...] = ("text",)
+
+
+class LLMSettings(_Strict):
+    """The final-answer endpoint (DeepSeek by default). Its image-capable models can serve
+    vision when ``vision.auto_detect`` is on."""
+
+    base_url: str = "https://api.deepseek.com"
+    api_key: Secret | None = SecretRef(env="DEEPSEEK_API_KEY")
+    models: tuple[LLMModelSettings, ...] = ()
+    timeout: float = Field(default=120.0, gt=0, le=1800)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return RouteSettings._http_url(value) or value
+
+
+class Settings(_Strict):
+    storage: StorageSettings = StorageSettings()
+    image: ImageSettings = ImageSettings()
+    vision: VisionSettings = VisionSettings()
+    llm: LLMSettings = LLMSettings()
+
+
+@dataclass(frozen=True)
+class LoadedSettings:
+    settings: Settings
+    source: Path | None  # None: no file, all defaults
+
+
+def config_search_path() -> list[Path]:
+    """Where a settings file is looked for when ``--config`` is not given."""
+    return [
+        Path.cwd() / CONFIG_FILENAME,
+        Path(platformdirs.user_config_dir(APP_NAME)) / CONFIG_FILENAME,
+    ]
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(root)"
+
+
+def format_validation_errors(error: ValidationError) -> list[dict[str, str]]:
+    """Each pydantic error as ``{"path": "vision.routes[0].api_key", "message": ...}``."""
+    out: list[dict[str, str]] = []
+    for item in error.errors(include_url=False, include_input=False):
+        # Union/Annotated wrappers add type names to the location; keep only real keys.
+        loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and p[:1].isupper()))
+        out.append({"path": _location(loc), "message": item["msg"]})
+    return out
+
+
+def _parse(path: Path) -> Settings:
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            f"settings file {path} does not exist", code="CONFIG_NOT_FOUND",
+            details={"path": str(path)},
+        ) from exc
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(
+            f"settings file {path} cannot be read: {exc}", code="CONFIG_UNREADABLE",
+            details={"path": str(path)},
+        ) from exc
+    try:
+        return Settings.model_validate(raw)
+    except ValidationError as exc:
+        errors = format_validation_errors(exc)
+        raise ConfigError(
+            f"settings file {path} has {len(errors)} error(s)",
+            code="CONFIG_INVALID",
+            details={"path": str(path), "errors": errors},
+        ) from None
+
+
+def load_settings(config: Path | None = None) -> LoadedSettings:
+    """Load the settings the CLI and the runtime use.
+
+    Raises:
+        ConfigError: ``CONFIG_NOT_FOUND`` for a missing ``config``, ``CONFIG_UNREADABLE``
+            for bad TOML, ``CONFIG_INVALID`` (with every error's path) for bad content.
+    """
+    if config is not None:
+        return LoadedSettings(_parse(config), config)
+    for candidate in config_search_path():
+        if candidate.is_file():
+            return LoadedSettings(_parse(candidate), candidate)
+    return LoadedSettings(Settings(), None)
+
+
+def validate_settings_file(path: Path) -> Settings:
+    """Validate one file exactly as :func:`load_settings` would (``config check``)."""
+    return _parse(path)
+
+
+def data_home(settings: Settings) -> Path:
+    """The data directory: ``$DEEPSEEK_EYES_HOME``, then ``storage.home``, then the user
+    data dir."""
+    env = os.environ.get(ENV_HOME)
+    if env:
+        return Path(env).expanduser()
+    if settings.storage.home is not None:
+        return settings.storage.home.expanduser()
+    return Path(platformdirs.user_data_dir(APP_NAME))

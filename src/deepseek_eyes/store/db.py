@@ -1,0 +1,190 @@
+"""The runtime's SQLite database (WAL) with forward-only schema migrations.
+
+One file, ``eyes.db`` in the data directory, holds the evidence index, the attempts log,
+route state, the audit and usage. Migrations are numbered SQL scripts applied in one
+transaction each and tracked by ``PRAGMA user_version``; a database newer than this code is
+refused rather than guessed at.
+
+Why a lock around one connection instead of a pool: every statement here is small, WAL lets
+other processes read while we write, and the asyncio runtime calls in from worker threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from deepseek_eyes.errors import StoreError
+
+__all__ = ["MIGRATIONS", "Database"]
+
+#: Append only. Never edit a migration that has shipped; add the next one.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: images, evidence, attempts, route state, audit, usage
+    """
+    CREATE TABLE images (
+        sha256 TEXT PRIMARY KEY,
+        pixel_sha256 TEXT NOT NULL,
+        width INTEGER NOT NULL,
+        height INTEGER NOT NULL,
+        media_type TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX images_pixel ON images(pixel_sha256);
+
+    CREATE TABLE evidence (
+        key TEXT PRIMARY KEY,
+        pixel_sha256 TEXT NOT NULL,
+        route TEXT NOT NULL,
+        variant TEXT NOT NULL,
+        question_sha256 TEXT,
+        record_sha256 TEXT NOT NULL,
+        record TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE TRIGGER evidence_no_update BEFORE UPDATE ON evidence
+    BEGIN SELECT RAISE(ABORT, 'evidence records are immutable'); END;
+
+    CREATE TABLE evidence_quarantine (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        key TEXT NOT NULL,
+        record_sha256 TEXT NOT NULL,
+        record TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        quarantined_at REAL NOT NULL
+    );
+
+    CREATE TABLE attempts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts REAL NOT NULL,
+        operation_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        route TEXT,
+        phase TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        code TEXT,
+        latency_ms REAL,
+        details TEXT NOT NULL
+    );
+    CREATE INDEX attempts_operation ON attempts(operation_id, seq);
+
+    CREATE TABLE route_state (
+        route TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        health_ok INTEGER,
+        health_at REAL,
+        health_code TEXT,
+        probe_ok INTEGER,
+        probe_at REAL,
+        probe_code TEXT,
+        circuit_open_until REAL,
+        last_code TEXT,
+        PRIMARY KEY (route, fingerprint)
+    );
+
+    CREATE TABLE audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts REAL NOT NULL,
+        kind TEXT NOT NULL,
+        subject TEXT,
+        details TEXT NOT NULL
+    );
+
+    CREATE TABLE usage (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts REAL NOT NULL,
+        category TEXT NOT NULL,
+        exact INTEGER NOT NULL,
+        source TEXT,
+        model TEXT,
+        calls INTEGER NOT NULL,
+        prompt_tokens INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        reasoning_tokens INTEGER NOT NULL,
+        cache_hit_tokens INTEGER NOT NULL,
+        cache_miss_tokens INTEGER NOT NULL,
+        estimated_tokens INTEGER NOT NULL
+    );
+    """,
+)
+
+
+class Database:
+    """A migrated SQLite database shared by the runtime's stores."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(
+                path, check_same_thread=False, isolation_level=None, timeout=10.0
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"cannot open database {path}: {exc}", code="STORE_WRITE_FAILED"
+            ) from exc
+
+    @property
+    def schema_version(self) -> int:
+        row = self._conn.execute("PRAGMA user_version").fetchone()
+        return int(row[0])
+
+    def _migrate(self) -> None:
+        current = self.schema_version
+        if current > len(MIGRATIONS):
+            raise StoreError(
+                f"database schema {current} is newer than this DeepSeekEyes "
+                f"({len(MIGRATIONS)}); upgrade DeepSeekEyes",
+                code="STORE_WRITE_FAILED",
+            )
+        for version in range(current + 1, len(MIGRATIONS) + 1):
+            script = MIGRATIONS[version - 1]
+            # executescript commits implicitly, so the version bump rides in the script.
+            self._conn.executescript(
+                f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {version};\nCOMMIT;"
+            )
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            else:
+                self._conn.execute("COMMIT")
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one write; returns the last row id."""
+        try:
+            with self._lock:
+                cur = self._conn.execute(sql, params)
+                return int(cur.lastrowid or 0)
+        except sqlite3.Error as exc:
+            raise StoreError(f"database write failed: {exc}", code="STORE_WRITE_FAILED") from exc
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            cur = self._conn.execute(sql, params)
+            cur.row_factory = sqlite3.Row
+            return list(cur.fetchall())
+
+    def query_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        rows = self.query(sql, params)
+        return rows[0] if rows else None
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

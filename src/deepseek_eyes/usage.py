@@ -1,0 +1,151 @@
+"""One usage tracker with separate categories, persisted in the runtime database.
+
+Exact categories hold what a provider reported; estimated categories hold our own
+attribution (characters / 4) of parts of requests that are already counted exactly
+elsewhere. Estimates are subsets, never added to the exact totals a second time, which is
+why :meth:`UsageTracker.summary` reports them apart.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from deepseek_eyes.store.db import Database
+
+__all__ = ["ProviderUsage", "UsageCategory", "UsageTracker", "estimate_tokens"]
+
+
+class UsageCategory(StrEnum):
+    # exact provider usage
+    VISION = "vision"  # evidence and targeted reread calls to a vision route
+    PROBE = "probe"  # pixel probes
+    FINAL = "final"  # final-answer model calls (incl. native visual turns)
+    MCP_CONTINUATION = "mcp_continuation"
+    # estimated attribution (subsets of exact requests)
+    BRIDGE_INPUT = "bridge_input"  # evidence text handed to the final model
+    MCP_SCHEMA = "mcp_schema"
+    MCP_RESULT = "mcp_result"
+    # avoided: what we did not send or pay for
+    AVOIDED_REPLAY = "avoided_replay"  # cache hits, pointers instead of pixels
+    # counters
+    NATIVE_VISUAL_TURNS = "native_visual_turns"
+
+    @property
+    def exact(self) -> bool:
+        return self in {self.VISION, self.PROBE, self.FINAL, self.MCP_CONTINUATION}
+
+
+@dataclass(frozen=True)
+class ProviderUsage:
+    """Token usage as a provider reported it (zeros where it reported nothing)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cache_hit_tokens: int = 0
+    cache_miss_tokens: int = 0
+
+    @classmethod
+    def from_openai(cls, usage: dict[str, Any] | None) -> ProviderUsage:
+        """Read an OpenAI-style ``usage`` object, including DeepSeek's cache fields."""
+        if not isinstance(usage, dict):
+            return cls()
+
+        def num(value: Any) -> int:
+            return value if isinstance(value, int) and value >= 0 else 0
+
+        details = usage.get("completion_tokens_details")
+        reasoning = num(details.get("reasoning_tokens")) if isinstance(details, dict) else 0
+        return cls(
+            prompt_tokens=num(usage.get("prompt_tokens")),
+            completion_tokens=num(usage.get("completion_tokens")),
+            reasoning_tokens=reasoning,
+            cache_hit_tokens=num(usage.get("prompt_cache_hit_tokens")),
+            cache_miss_tokens=num(usage.get("prompt_cache_miss_tokens")),
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def estimate_tokens(text_chars: int) -> int:
+    """Our estimate for attribution categories: four characters a token, rounded up."""
+    return (text_chars + 3) // 4
+
+
+class UsageTracker:
+    def __init__(self, db: Database, *, clock: Any = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    def record_exact(
+        self,
+        category: UsageCategory,
+        usage: ProviderUsage,
+        *,
+        source: str | None = None,
+        model: str | None = None,
+        calls: int = 1,
+    ) -> None:
+        if not category.exact:
+            raise ValueError(f"{category} is not an exact category")
+        self._insert(category, usage, source=source, model=model, calls=calls, estimated=0)
+
+    def record_estimate(
+        self, category: UsageCategory, tokens: int, *, source: str | None = None, calls: int = 0
+    ) -> None:
+        if category.exact:
+            raise ValueError(f"{category} is an exact category")
+        self._insert(
+            category, ProviderUsage(), source=source, model=None, calls=calls, estimated=tokens
+        )
+
+    def count(self, category: UsageCategory, *, source: str | None = None) -> None:
+        self._insert(category, ProviderUsage(), source=source, model=None, calls=1, estimated=0)
+
+    def _insert(
+        self,
+        category: UsageCategory,
+        usage: ProviderUsage,
+        *,
+        source: str | None,
+        model: str | None,
+        calls: int,
+        estimated: int,
+    ) -> None:
+        self._db.execute(
+            "INSERT INTO usage (ts, category, exact, source, model, calls, prompt_tokens,"
+            " completion_tokens, reasoning_tokens, cache_hit_tokens, cache_miss_tokens,"
+            " estimated_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                self._clock(), category.value, int(category.exact), source, model, calls,
+                usage.prompt_tokens, usage.completion_tokens, usage.reasoning_tokens,
+                usage.cache_hit_tokens, usage.cache_miss_tokens, estimated,
+            ),
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """Totals per category, exact and estimated kept apart."""
+        rows = self._db.query(
+            "SELECT category, SUM(calls) calls, SUM(prompt_tokens) p, SUM(completion_tokens) c,"
+            " SUM(reasoning_tokens) r, SUM(cache_hit_tokens) h, SUM(cache_miss_tokens) m,"
+            " SUM(estimated_tokens) e FROM usage GROUP BY category ORDER BY category"
+        )
+        exact: dict[str, Any] = {}
+        other: dict[str, Any] = {}
+        for row in rows:
+            category = UsageCategory(row["category"])
+            if category.exact:
+                exact[category.value] = {
+                    "calls": row["calls"],
+                    **asdict(
+                        ProviderUsage(row["p"], row["c"], row["r"], row["h"], row["m"])
+                    ),
+                }
+            else:
+                other[category.value] = {"events": row["calls"], "estimated_tokens": row["e"]}
+        return {"exact": exact, "estimated": other}

@@ -1,0 +1,41 @@
+"""Shared fixtures: every test runs against a temporary data directory with no API keys."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_KEY")
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    home = tmp_path / "eyes-home"
+    monkeypatch.setenv("DEEPSEEK_EYES_HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    for name in list(os.environ):
+        if name.endswith(SECRET_ENV_SUFFIXES):
+            monkeypatch.delenv(name, raising=False)
+    yield home
+
+
+def require_module(name: str) -> ModuleType:
+    """Import an optional test dependency: skip locally, but fail under CI=true, where a
+    missing dependency is a broken setup and never a silent skip."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and the test dependency {name!r} is missing")
+        pytest.skip(f"{name} is not installed")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
