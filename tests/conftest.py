@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -14,7 +13,7 @@ SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_KEY")
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "eyes-home"
     monkeypatch.setenv("DEEPSEEK_EYES_HOME", str(home))
     monkeypatch.chdir(tmp_path)
@@ -22,7 +21,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     for name in list(os.environ):
         if name.endswith(SECRET_ENV_SUFFIXES):
             monkeypatch.delenv(name, raising=False)
-    yield home
+    return home
 
 
 def require_module(name: str) -> ModuleType:

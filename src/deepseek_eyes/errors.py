@@ -46,7 +46,9 @@ __all__ = [
 #: Every code with a one-line meaning. ``docs/errors.md`` is checked against this table.
 ERROR_CODES: Mapping[str, str] = {
     # settings
-    "CONFIG_INVALID": "The settings file failed validation; details list every error with its path.",
+    "CONFIG_INVALID": (
+        "The settings file failed validation; details list every error with its path."
+    ),
     "CONFIG_NOT_FOUND": "A settings file named with --config does not exist.",
     "CONFIG_UNREADABLE": "The settings file is not valid TOML or cannot be read.",
     "CONFIG_ENV_MISSING": "A { env = \"NAME\" } reference names a variable that is not set.",
@@ -62,9 +64,15 @@ ERROR_CODES: Mapping[str, str] = {
     "IMAGE_DECOMPRESSION_BOMB": "The header declares more pixels than image.max_pixels.",
     "IMAGE_UNREADABLE": "The image file cannot be read from disk.",
     # evidence contract
-    "EVIDENCE_NOT_FOUND": "The route's answer holds no JSON object for the requested contract.",
-    "EVIDENCE_SCHEMA_INVALID": "The evidence failed the strict schema gate; details carry JSON pointers.",
-    "EVIDENCE_CACHE_TAMPERED": "A cached evidence record no longer matches its own hash; it was refused.",
+    "EVIDENCE_NOT_FOUND": (
+        "The route's answer holds no JSON object for the requested contract."
+    ),
+    "EVIDENCE_SCHEMA_INVALID": (
+        "The evidence failed the strict schema gate; details carry JSON pointers."
+    ),
+    "EVIDENCE_CACHE_TAMPERED": (
+        "A cached evidence record no longer matches its own hash; it was refused."
+    ),
     # vision routing
     "VISION_ROUTE_UNKNOWN": "No route has that name.",
     "VISION_NO_ROUTE": "No route is configured or eligible.",
@@ -73,11 +81,15 @@ ERROR_CODES: Mapping[str, str] = {
     "VISION_ROUTE_HTTP_ERROR": "The route answered with an HTTP error status (kept in details).",
     "VISION_ROUTE_BAD_RESPONSE": "The route's answer is not a well-formed chat completion.",
     "VISION_ROUTE_STREAM_INCOMPLETE": "The route's SSE stream ended before its finish reason.",
-    "VISION_ROUTE_UNHEALTHY": "The route's metadata health check failed (model not listed, bad status).",
+    "VISION_ROUTE_UNHEALTHY": (
+        "The route's metadata health check failed (model not listed, bad status)."
+    ),
     "VISION_ROUTE_CREDENTIAL_MISSING": "The route's API key reference names an unset variable.",
     "VISION_ROUTE_ENGINE_FAILED": "The embedded local engine failed on this image.",
     "VISION_PROBE_FAILED": "The route failed the randomized 3×3 pixel probe; it is not trusted.",
-    "VISION_FAILOVER_EXHAUSTED": "Every eligible route failed; details carry the structured attempts.",
+    "VISION_FAILOVER_EXHAUSTED": (
+        "Every eligible route failed; details carry the structured attempts."
+    ),
     # llm client
     "LLM_TIMEOUT": "The model endpoint did not answer within its timeout.",
     "LLM_UNAVAILABLE": "The model endpoint could not be reached.",

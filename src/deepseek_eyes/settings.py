@@ -126,7 +126,8 @@ ImageFormat = Literal["PNG", "JPEG", "WEBP", "GIF", "BMP"]
 
 class ImageSettings(_Strict):
     max_bytes: int = Field(default=20 * 1024 * 1024, gt=0, le=1024 * 1024 * 1024)
-    max_pixels: int = Field(default=40_000_000, gt=0, le=400_000_000)
+    # Pillow itself refuses images over ~89 MP (its bomb warning is an error here).
+    max_pixels: int = Field(default=40_000_000, gt=0, le=89_000_000)
     formats: tuple[ImageFormat, ...] = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
 
 

@@ -1,0 +1,125 @@
+"""``deepseek-eyes see`` and ``deepseek-eyes routes``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from deepseek_eyes.cli.common import dump_json, open_bridge
+from deepseek_eyes.cli.render import render_evidence, render_routes
+from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.vision.bridge import VisionBridge
+from deepseek_eyes.vision.intake import ImageLimits, decode_image, read_image_file
+from deepseek_eyes.vision.overlay import draw_overlay
+from deepseek_eyes.vision.router import Acquisition
+
+__all__ = ["routes_command", "see_command"]
+
+
+def _overlay_path(base: Path, index: int, count: int) -> Path:
+    if count == 1:
+        return base
+    return base.with_name(f"{base.stem}.{index + 1}{base.suffix or '.png'}")
+
+
+def _image_json(path: Path, acquisition: Acquisition) -> dict[str, Any]:
+    meta = acquisition.image
+    record = acquisition.record
+    return {
+        "image": {
+            "path": str(path),
+            "sha256": meta.sha256,
+            "pixel_sha256": meta.pixel_sha256,
+            "width": meta.width,
+            "height": meta.height,
+            "media_type": meta.media_type,
+        },
+        "route": record.route,
+        "model": record.model,
+        "cached": acquisition.cached,
+        "record_sha256": record.record_sha256,
+        "repairs": list(record.repairs),
+        "evidence": record.evidence,
+        "attempts": list(acquisition.attempts),
+    }
+
+
+async def _see_one(
+    bridge: VisionBridge, path: Path, route: str | None, as_json: bool, overlay: Path | None
+) -> bool:
+    limits = ImageLimits.from_settings(bridge.settings.image)
+    try:
+        data = read_image_file(path, limits)
+        acquisition = await bridge.see(data, route=route)
+    except DeepSeekEyesError as exc:
+        if as_json:
+            click.echo(dump_json({"image": {"path": str(path)}, "error": exc.to_dict()}))
+        else:
+            click.echo(f"{path}: error {exc.code}: {exc.message}", err=True)
+            for failure in exc.details.get("failures", []):
+                click.echo(f"  route {failure['route']}: {failure['code']}", err=True)
+        return False
+    if overlay is not None:
+        decoded = decode_image(data, limits, sha256=acquisition.image.sha256)
+        draw_overlay(decoded.pixels, acquisition.record.evidence, overlay)
+    if as_json:
+        click.echo(dump_json(_image_json(path, acquisition)))
+    else:
+        click.echo(render_evidence(path, acquisition))
+        if overlay is not None:
+            click.echo(f"  overlay  {overlay}")
+    return True
+
+
+@click.command("see")
+@click.argument("images", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--route", default=None, help="Try this route first.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per image, one per line.")
+@click.option(
+    "--overlay",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the image with OCR/region boxes drawn (OUT.N.png for several images).",
+)
+@click.pass_context
+def see_command(
+    ctx: click.Context, images: tuple[Path, ...], route: str | None, as_json: bool,
+    overlay: Path | None,
+) -> None:
+    """Turn each IMAGE into validated visual evidence."""
+
+    async def run() -> bool:
+        ok = True
+        async with open_bridge(ctx) as bridge:
+            for index, path in enumerate(images):
+                target = None if overlay is None else _overlay_path(overlay, index, len(images))
+                ok = await _see_one(bridge, path, route, as_json, target) and ok
+        return ok
+
+    if not asyncio.run(run()):
+        sys.exit(1)
+
+
+@click.command("routes")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--probe", is_flag=True, help="Health-check and pixel-probe every route now.")
+@click.pass_context
+def routes_command(ctx: click.Context, as_json: bool, probe: bool) -> None:
+    """List vision routes with their order, health, circuit and probe state."""
+
+    async def run() -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+        async with open_bridge(ctx) as bridge:
+            probes = await bridge.router.probe_all() if probe else None
+            return bridge.router.status(), probes
+
+    status, probes = asyncio.run(run())
+    if as_json:
+        click.echo(dump_json({"routes": status, "probes": probes}))
+    else:
+        click.echo(render_routes(status, probes))
+    if probes is not None and not all(p["ok"] for p in probes):
+        sys.exit(1)

@@ -1,0 +1,109 @@
+"""The bounded, privacy-reduced attempts log of the vision router.
+
+Every health check, probe, circuit decision, cache lookup, route call and gate result is a
+row. Rows hold identities, hashes, sizes, codes and latencies, never pixels, prompts, keys
+or raw messages: details pass through :func:`deepseek_eyes.audit.reduce_for_audit`. The
+table is trimmed to ``max_rows`` so a long-running gateway cannot grow it without bound.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from deepseek_eyes.audit import reduce_for_audit
+from deepseek_eyes.store.db import Database
+
+__all__ = ["AttemptLog", "OperationLog"]
+
+TRIM_EVERY = 256
+
+
+class AttemptLog:
+    def __init__(
+        self, db: Database, *, max_rows: int = 50_000, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._db = db
+        self._max_rows = max_rows
+        self._clock = clock
+        self._inserts = 0
+
+    def operation(self, kind: str) -> OperationLog:
+        return OperationLog(self, f"{kind}-{uuid.uuid4().hex[:16]}")
+
+    def _write(self, operation_id: str, seq: int, row: dict[str, Any]) -> None:
+        details = json.dumps(row["details"], sort_keys=True, separators=(",", ":"))
+        self._db.execute(
+            "INSERT INTO attempts (ts, operation_id, seq, route, phase, outcome, code,"
+            " latency_ms, details) VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                row["ts"], operation_id, seq, row["route"], row["phase"], row["outcome"],
+                row["code"], row["latency_ms"], details,
+            ),
+        )
+        self._inserts += 1
+        if self._inserts % TRIM_EVERY == 0:
+            self.trim()
+
+    def trim(self) -> None:
+        self._db.execute(
+            "DELETE FROM attempts WHERE id <= (SELECT MAX(id) FROM attempts) - ?",
+            (self._max_rows,),
+        )
+
+    def rows(self, operation_id: str) -> list[dict[str, Any]]:
+        rows = self._db.query(
+            "SELECT ts, seq, route, phase, outcome, code, latency_ms, details FROM attempts"
+            " WHERE operation_id = ? ORDER BY seq",
+            (operation_id,),
+        )
+        return [
+            {
+                "seq": r["seq"], "route": r["route"], "phase": r["phase"],
+                "outcome": r["outcome"], "code": r["code"], "latency_ms": r["latency_ms"],
+                "details": json.loads(r["details"]),
+            }
+            for r in rows
+        ]
+
+    def count(self) -> int:
+        row = self._db.query_one("SELECT COUNT(*) n FROM attempts")
+        return int(row["n"]) if row else 0
+
+
+@dataclass
+class OperationLog:
+    """The attempts of one acquisition, kept in order and mirrored to the database."""
+
+    log: AttemptLog
+    operation_id: str
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+    def record(
+        self,
+        phase: str,
+        outcome: str,
+        *,
+        route: str | None = None,
+        code: str | None = None,
+        latency_ms: float | None = None,
+        **details: Any,
+    ) -> dict[str, Any]:
+        row = {
+            "ts": self.log._clock(),
+            "route": route,
+            "phase": phase,
+            "outcome": outcome,
+            "code": code,
+            "latency_ms": None if latency_ms is None else round(latency_ms, 3),
+            "details": reduce_for_audit(details),
+        }
+        seq = len(self.entries)
+        self.log._write(self.operation_id, seq, row)
+        public = {"seq": seq, **{k: v for k, v in row.items() if k != "ts"}}
+        self.entries.append(public)
+        return public

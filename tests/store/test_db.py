@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from deepseek_eyes.errors import StoreError
+from deepseek_eyes.store.db import MIGRATIONS, Database
+
+
+def test_migrates_to_latest_in_wal_mode(tmp_path: Path) -> None:
+    db = Database(tmp_path / "eyes.db")
+    assert db.schema_version == len(MIGRATIONS)
+    mode = db.query_one("PRAGMA journal_mode")
+    assert mode is not None
+    assert mode[0] == "wal"
+    tables = {r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"images", "evidence", "attempts", "audit", "usage", "route_state"} <= tables
+    db.close()
+    # Reopening applies nothing twice.
+    assert Database(tmp_path / "eyes.db").schema_version == len(MIGRATIONS)
+
+
+def test_newer_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "eyes.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="newer"):
+        Database(path)
+
+
+def test_evidence_rows_cannot_be_updated(tmp_path: Path) -> None:
+    db = Database(tmp_path / "eyes.db")
+    db.execute(
+        "INSERT INTO evidence VALUES ('k','p','r','v',NULL,'h','{}',0)",
+    )
+    with pytest.raises(StoreError, match="immutable"):
+        db.execute("UPDATE evidence SET record = '{\"x\":1}' WHERE key = 'k'")
+
+
+def test_transaction_rolls_back(tmp_path: Path) -> None:
+    db = Database(tmp_path / "eyes.db")
+
+    def write_then_fail() -> None:
+        with db.transaction() as conn:
+            conn.execute("INSERT INTO audit (ts, kind, details) VALUES (0, 'x', '{}')")
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        write_then_fail()
+    assert db.query("SELECT * FROM audit") == []

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deepseek_eyes.errors import ConfigError
+from deepseek_eyes.settings import (
+    SecretRef,
+    Settings,
+    data_home,
+    load_settings,
+    validate_settings_file,
+)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_no_file_gives_defaults_with_local_route(tmp_path: Path) -> None:
+    loaded = load_settings()
+    assert loaded.source is None
+    assert loaded.settings.vision.routes == ()
+    assert loaded.settings.image.max_bytes == 20 * 1024 * 1024
+    assert loaded.settings.image.max_pixels == 40_000_000
+
+
+def test_working_directory_file_is_found(tmp_path: Path) -> None:
+    write(tmp_path / "deepseek-eyes.toml", "[vision]\nfailover_attempts = 1\n")
+    loaded = load_settings()
+    assert loaded.source == tmp_path / "deepseek-eyes.toml"
+    assert loaded.settings.vision.failover_attempts == 1
+
+
+def test_user_config_dir_is_second(tmp_path: Path) -> None:
+    user_dir = tmp_path / "xdg-config" / "deepseek-eyes"
+    user_dir.mkdir(parents=True)
+    write(user_dir / "deepseek-eyes.toml", "[vision]\nprobe = false\n")
+    assert load_settings().settings.vision.probe is False
+
+
+def test_explicit_config_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(tmp_path / "missing.toml")
+    assert info.value.code == "CONFIG_NOT_FOUND"
+
+
+def test_bad_toml_is_unreadable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(write(tmp_path / "x.toml", "[vision\n"))
+    assert info.value.code == "CONFIG_UNREADABLE"
+
+
+def test_literal_secret_is_refused_with_its_path(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "x.toml",
+        """
+[[vision.routes]]
+name = "qwen"
+base_url = "https://dashscope.example/compatible-mode/v1"
+model = "qwen-vl-max"
+api_key = "sk-live-123"
+""",
+    )
+    with pytest.raises(ConfigError) as info:
+        validate_settings_file(path)
+    assert info.value.code == "CONFIG_INVALID"
+    errors = info.value.details["errors"]
+    assert errors[0]["path"] == "vision.routes[0].api_key"
+    assert "env" in errors[0]["message"]
+    assert "sk-live-123" not in str(info.value.details)
+
+
+def test_every_error_is_reported_with_a_path(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "x.toml",
+        """
+[image]
+max_bytes = -1
+[vision]
+failover_atempts = 3
+route = "nowhere"
+[[vision.routes]]
+name = "a"
+kind = "openai"
+""",
+    )
+    with pytest.raises(ConfigError) as info:
+        validate_settings_file(path)
+    paths = {e["path"] for e in info.value.details["errors"]}
+    assert "image.max_bytes" in paths
+    assert "vision.failover_atempts" in paths
+    assert "vision.routes[0]" in paths
+
+
+def test_env_reference_resolves_only_at_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    ref = SecretRef(env="MY_ROUTE_KEY")
+    with pytest.raises(ConfigError) as info:
+        ref.resolve()
+    assert info.value.code == "CONFIG_ENV_MISSING"
+    monkeypatch.setenv("MY_ROUTE_KEY", "value")
+    assert ref.resolve() == "value"
+
+
+def test_data_home_prefers_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEEPSEEK_EYES_HOME", str(tmp_path / "a"))
+    settings = Settings.model_validate({"storage": {"home": str(tmp_path / "b")}})
+    assert data_home(settings) == tmp_path / "a"
+    monkeypatch.delenv("DEEPSEEK_EYES_HOME")
+    assert data_home(settings) == tmp_path / "b"
+
+
+def test_duplicate_route_names_refused() -> None:
+    with pytest.raises(ValueError, match="used twice"):
+        Settings.model_validate(
+            {"vision": {"routes": [{"name": "x", "kind": "local"}, {"name": "x", "kind": "local"}]}}
+        )
+
+
+def test_url_with_user_info_refused() -> None:
+    with pytest.raises(ValueError, match="user information"):
+        Settings.model_validate(
+            {"vision": {"routes": [{"name": "x", "base_url": "https://u:p@h/v1", "model": "m"}]}}
+        )

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deepseek_eyes.audit import AuditLog, reduce_for_audit
+from deepseek_eyes.store.db import Database
+from deepseek_eyes.usage import ProviderUsage, UsageCategory, UsageTracker
+
+
+def test_provider_usage_reads_deepseek_fields() -> None:
+    usage = ProviderUsage.from_openai({
+        "prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150,
+        "prompt_cache_hit_tokens": 100, "prompt_cache_miss_tokens": 20,
+        "completion_tokens_details": {"reasoning_tokens": 12},
+    })
+    assert usage == ProviderUsage(120, 30, 12, 100, 20)
+    assert ProviderUsage.from_openai(None) == ProviderUsage()
+    assert ProviderUsage.from_openai({"prompt_tokens": "9"}).prompt_tokens == 0
+
+
+def test_exact_and_estimated_are_kept_apart(tmp_path: Path) -> None:
+    tracker = UsageTracker(Database(tmp_path / "eyes.db"))
+    tracker.record_exact(UsageCategory.VISION, ProviderUsage(100, 20), source="qwen")
+    tracker.record_exact(UsageCategory.PROBE, ProviderUsage(50, 5), source="qwen")
+    tracker.record_estimate(UsageCategory.AVOIDED_REPLAY, 120, calls=1)
+    tracker.count(UsageCategory.NATIVE_VISUAL_TURNS)
+    summary = tracker.summary()
+    assert summary["exact"]["vision"]["prompt_tokens"] == 100
+    assert summary["exact"]["probe"]["completion_tokens"] == 5
+    assert summary["estimated"]["avoided_replay"] == {"events": 1, "estimated_tokens": 120}
+    assert summary["estimated"]["native_visual_turns"]["events"] == 1
+    with pytest.raises(ValueError, match="exact"):
+        tracker.record_estimate(UsageCategory.VISION, 1)
+    with pytest.raises(ValueError, match="not an exact"):
+        tracker.record_exact(UsageCategory.BRIDGE_INPUT, ProviderUsage())
+
+
+def test_audit_never_holds_free_text_or_secrets(tmp_path: Path) -> None:
+    log = AuditLog(Database(tmp_path / "eyes.db"))
+    long_message = "upstream said: " + "x" * 500
+    log.append("vision.acquire", "sha", message=long_message, api_key="sk-1", code="E")
+    (row,) = log.recent()
+    details = row["details"]
+    assert details["api_key"] == "[redacted]"
+    assert details["message"].startswith("sha256:")
+    assert "x" * 100 not in str(details)
+    assert details["code"] == "E"
+
+
+def test_reduction_is_bounded() -> None:
+    reduced = reduce_for_audit({"items": list(range(1000))})
+    assert len(reduced["items"]) == 65
+    deep: dict[str, object] = {}
+    cursor = deep
+    for _ in range(20):
+        cursor["d"] = {}
+        cursor = cursor["d"]  # type: ignore[assignment]
+    assert "…" in str(reduce_for_audit(deep))

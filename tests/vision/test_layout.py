@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+from deepseek_eyes.vision.layout import (
+    Segment,
+    build_evidence,
+    build_target,
+    group_blocks,
+    group_lines,
+    quantities_in,
+)
+
+
+def seg(text: str, x0: float, y0: float, x1: float, y1: float, c: float = 0.95) -> Segment:
+    return Segment(text, x0, y0, x1, y1, c)
+
+
+def test_lines_join_near_segments_and_split_far_columns() -> None:
+    segments = [
+        seg("Total", 10, 100, 60, 120),
+        seg("61.28", 70, 101, 120, 121),  # same phrase: small gap
+        seg("General", 10, 10, 80, 30),
+        seg("Enable notifications", 300, 12, 500, 31),  # far column on the same row
+    ]
+    lines = group_lines(segments)
+    assert [line.text for line in lines] == ["General", "Enable notifications", "Total 61.28"]
+
+
+def test_blocks_group_adjacent_lines() -> None:
+    lines = group_lines([
+        seg("Heading", 10, 10, 200, 30),
+        seg("first paragraph line", 10, 36, 300, 56),
+        seg("footer far below", 10, 400, 200, 420),
+    ])
+    assert group_blocks(lines) == [[0, 1], [2]]
+
+
+def test_quantities_with_labels_units_and_currency() -> None:
+    found = quantities_in("Revenue 48,213 EUR")
+    assert [(q.label, q.value, q.unit) for q in found] == [("Revenue", 48213.0, "EUR")]
+    assert [(q.value, q.unit) for q in quantities_in("Price $1,299.00 15% off")] == [
+        (1299.0, "USD"), (15.0, "%")
+    ]
+    assert quantities_in("Churn 2.4%")[0].label == "Churn"
+    # Dates, times, ids and versions are not quantities.
+    assert quantities_in("Invoice #2026-0412 Date 2026-11-30 at 22:00 v1.2.3") == []
+
+
+def test_evidence_is_complete_and_honest() -> None:
+    segments = [
+        seg("ACME Store", 10, 10, 200, 30, 0.99),
+        seg("Total 61.28", 10, 40, 200, 60, 0.97),
+        seg("blurry", 10, 300, 100, 320, 0.3),
+    ]
+    evidence = build_evidence(segments, 400, 400, min_confidence=0.6)
+    assert evidence["schema"] == "deepseekeyes.evidence.v1"
+    assert [o["text"] for o in evidence["ocr"]] == ["ACME Store", "Total 61.28", "blurry"]  # type: ignore[index]
+    assert evidence["objects"] == []
+    ocr0 = evidence["ocr"][0]  # type: ignore[index]
+    assert ocr0["bbox"] == [0.025, 0.025, 0.475, 0.05]
+    facts = evidence["quantitative_facts"]
+    assert [(f["label"], f["value"]) for f in facts] == [("Total", 61.28)]  # type: ignore[union-attr]
+    topics = [u["topic"] for u in evidence["uncertainties"]]  # type: ignore[union-attr]
+    assert topics == ["coverage", "low-confidence text"]
+    assert len(evidence["regions"]) == 2  # type: ignore[arg-type]
+    assert evidence["relations"] == [
+        {"subject": "r2", "predicate": "below", "object": "r1", "confidence": 0.9}
+    ]
+
+
+def test_no_text_says_so() -> None:
+    evidence = build_evidence([], 64, 32, min_confidence=0.6)
+    assert evidence["ocr"] == []
+    assert "no legible text" in str(evidence["summary"])
+
+
+def test_target_quotes_matching_line() -> None:
+    segments = [seg("Subtotal 56.74", 10, 10, 200, 30), seg("Total 61.28", 10, 40, 200, 60)]
+    target = build_target(segments, 400, 400, "What is the total?")
+    assert target["schema"] == "deepseekeyes.target.v1"
+    assert "Total 61.28" in str(target["answer"])
+    assert float(target["confidence"]) <= 0.5  # type: ignore[arg-type]
+    miss = build_target(segments, 400, 400, "Which colour is the logo?")
+    assert miss["observations"] == []
