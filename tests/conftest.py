@@ -1,13 +1,19 @@
-"""Shared fixtures: every test runs against a temporary data directory with no API keys."""
+"""Shared fixtures: every test runs against a temporary data directory with no API keys;
+tests that need a remote model get the session's loopback OpenAI-compatible server, which
+decodes every image it is sent (see :mod:`vision.loopback`). Tests that need counters of
+their own use a tagged behaviour, ``loopback.url("healthy~" + tag)``."""
 
 from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from vision.loopback import LoopbackVisionServer
 
 SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_KEY")
 
@@ -38,3 +44,9 @@ def require_module(name: str) -> ModuleType:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def loopback() -> Iterator[LoopbackVisionServer]:
+    with LoopbackVisionServer() as server:
+        yield server

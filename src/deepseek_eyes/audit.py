@@ -63,7 +63,7 @@ class AuditLog:
 
     def append(self, kind: str, subject: str | None = None, **fields: Any) -> None:
         details = json.dumps(reduce_for_audit(fields), sort_keys=True, separators=(",", ":"))
-        self._db.execute(
+        self._db.append(
             "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)",
             (self._clock(), kind, subject, details),
         )

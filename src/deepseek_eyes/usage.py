@@ -117,7 +117,7 @@ class UsageTracker:
         calls: int,
         estimated: int,
     ) -> None:
-        self._db.execute(
+        self._db.append(
             "INSERT INTO usage (ts, category, exact, source, model, calls, prompt_tokens,"
             " completion_tokens, reasoning_tokens, cache_hit_tokens, cache_miss_tokens,"
             " estimated_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",

@@ -51,3 +51,20 @@ def test_transaction_rolls_back(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         write_then_fail()
     assert db.query("SELECT * FROM audit") == []
+
+
+def test_appended_rows_are_batched_but_always_visible(tmp_path: Path) -> None:
+    db = Database(tmp_path / "eyes.db")
+    db.append("INSERT INTO audit (ts, kind, details) VALUES (1, 'a', '{}')")
+    # Not yet written: another connection sees nothing.
+    other = sqlite3.connect(tmp_path / "eyes.db")
+    assert other.execute("SELECT COUNT(*) FROM audit").fetchone()[0] == 0
+    # A query through this object flushes first.
+    assert len(db.query("SELECT * FROM audit")) == 1
+    for i in range(64):
+        db.append("INSERT INTO audit (ts, kind, details) VALUES (?, 'b', '{}')", (i,))
+    assert other.execute("SELECT COUNT(*) FROM audit").fetchone()[0] == 65  # batch of 64
+    db.append("INSERT INTO audit (ts, kind, details) VALUES (2, 'c', '{}')")
+    db.close()  # close flushes
+    assert other.execute("SELECT COUNT(*) FROM audit").fetchone()[0] == 66
+    other.close()

@@ -7,6 +7,13 @@ refused rather than guessed at.
 
 Why a lock around one connection instead of a pool: every statement here is small, WAL lets
 other processes read while we write, and the asyncio runtime calls in from worker threads.
+
+Why log rows are appended in batches (:meth:`Database.append`): a cache hit must cost about
+what hashing the image costs, and three separate commits (attempt, usage, audit) cost more
+than the hash itself. Appended rows are written in one transaction when 64 are pending,
+when the oldest has waited a second, before any other statement or query on this
+connection, and at close; so every reader through this object sees them, and a crash loses
+at most the last second of log rows, never evidence or route state.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +29,9 @@ from typing import Any
 from deepseek_eyes.errors import StoreError
 
 __all__ = ["MIGRATIONS", "Database"]
+
+APPEND_BATCH = 64
+APPEND_MAX_AGE_S = 1.0
 
 #: Append only. Never edit a migration that has shipped; add the next one.
 MIGRATIONS: tuple[str, ...] = (
@@ -120,6 +131,8 @@ class Database:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.RLock()
+        self._pending: list[tuple[str, Sequence[Any]]] = []
+        self._pending_since = 0.0
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
@@ -154,9 +167,40 @@ class Database:
                 f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {version};\nCOMMIT;"
             )
 
+    def append(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Queue one log-row INSERT; written in a batch (see the module docstring)."""
+        with self._lock:
+            if not self._pending:
+                self._pending_since = time.monotonic()
+            self._pending.append((sql, params))
+            if (
+                len(self._pending) >= APPEND_BATCH
+                or time.monotonic() - self._pending_since >= APPEND_MAX_AGE_S
+            ):
+                self.flush()
+
+    def flush(self) -> None:
+        """Write every queued row now, in one transaction."""
+        with self._lock:
+            if not self._pending:
+                return
+            pending, self._pending = self._pending, []
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                for sql, params in pending:
+                    self._conn.execute(sql, params)
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise StoreError(
+                    f"database write failed: {exc}", code="STORE_WRITE_FAILED"
+                ) from exc
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            self.flush()
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
@@ -170,6 +214,7 @@ class Database:
         """Run one write; returns the last row id."""
         try:
             with self._lock:
+                self.flush()
                 cur = self._conn.execute(sql, params)
                 return int(cur.lastrowid or 0)
         except sqlite3.Error as exc:
@@ -177,6 +222,7 @@ class Database:
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
+            self.flush()
             cur = self._conn.execute(sql, params)
             cur.row_factory = sqlite3.Row
             return list(cur.fetchall())
@@ -187,4 +233,7 @@ class Database:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            try:
+                self.flush()
+            finally:
+                self._conn.close()

@@ -37,7 +37,7 @@ class AttemptLog:
 
     def _write(self, operation_id: str, seq: int, row: dict[str, Any]) -> None:
         details = json.dumps(row["details"], sort_keys=True, separators=(",", ":"))
-        self._db.execute(
+        self._db.append(
             "INSERT INTO attempts (ts, operation_id, seq, route, phase, outcome, code,"
             " latency_ms, details) VALUES (?,?,?,?,?,?,?,?,?)",
             (

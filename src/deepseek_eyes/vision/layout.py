@@ -84,6 +84,14 @@ def _vertical_overlap(a: Segment, b: Segment) -> float:
     return max(0.0, bottom - top) / max(1e-6, min(a.height, b.height))
 
 
+def _numeric(text: str) -> bool:
+    chars = [c for c in text if not c.isspace()]
+    if not chars or not any(c.isdigit() for c in chars):
+        return False
+    numeric = sum(1 for c in chars if c.isdigit() or c in ".,%$€£¥+-−*xX/")
+    return numeric / len(chars) >= 0.6
+
+
 def group_lines(segments: Sequence[Segment], *, gap_factor: float = 2.0) -> list[Line]:
     """Reading-order lines: segments that share a row and sit close together.
 
@@ -107,7 +115,9 @@ def group_lines(segments: Sequence[Segment], *, gap_factor: float = 2.0) -> list
         current = [row[0]]
         for seg in row[1:]:
             height = max(seg.height, current[-1].height)
-            if seg.x0 - current[-1].x1 > gap_factor * height:
+            # A number across a wide gap is the value of the label on its left (a price
+            # column, a table cell); words across a wide gap are another column.
+            if seg.x0 - current[-1].x1 > gap_factor * height and not _numeric(seg.text):
                 lines.append(Line(tuple(current)))
                 current = [seg]
             else:
@@ -171,7 +181,11 @@ def quantities_in(text: str) -> list[Quantity]:
     tokens = text.split()
     out: list[Quantity] = []
     label_words: list[str] = []
+    skip = False
     for index, raw in enumerate(tokens):
+        if skip:  # the unit word of the previous number
+            skip = False
+            continue
         token = raw.strip("()[]{}:;,\"'")
         if token.endswith(".") and not token.endswith(".."):
             token = token[:-1]
@@ -196,6 +210,7 @@ def quantities_in(text: str) -> list[Quantity]:
             following = tokens[index + 1].strip(".,;:")
             if following.lower() in _UNITS or following in _CURRENCY:
                 unit = _CURRENCY.get(following, following)
+                skip = True
         label = " ".join(w for w in label_words if not any(c.isdigit() for c in w)).strip(" :")
         out.append(Quantity(label=label[:200], value=value, unit=unit, text=raw[:200]))
     return out
@@ -278,7 +293,8 @@ def build_evidence(
             if len(facts) >= MAX_ITEMS:
                 break
             facts.append({
-                "label": quantity.label,
+                # A bare number is labelled by its whole line, its only context.
+                "label": quantity.label or _clip(line.text, 200),
                 "value": quantity.value,
                 "unit": quantity.unit,
                 "text": quantity.text,
@@ -345,7 +361,7 @@ def build_target(
     scored.sort(key=lambda item: -item[0])
     observations = [
         {
-            "text": _clip(line.text),
+            "text": _clip(line.text, 1000),
             "bbox": _norm_box(line.box, width, height),
             "confidence": round(min(max(line.confidence, 0.0), 1.0), 4),
         }
