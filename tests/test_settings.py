@@ -124,3 +124,17 @@ def test_url_with_user_info_refused() -> None:
         Settings.model_validate(
             {"vision": {"routes": [{"name": "x", "base_url": "https://u:p@h/v1", "model": "m"}]}}
         )
+
+
+def test_keys_never_travel_over_plain_http_to_remote_hosts() -> None:
+    route = {"name": "x", "model": "m", "api_key": {"env": "K"}}
+    with pytest.raises(ValueError, match="https"):
+        Settings.model_validate(
+            {"vision": {"routes": [{**route, "base_url": "http://vision.example/v1"}]}}
+        )
+    for url in ("http://127.0.0.1:8000/v1", "http://localhost/v1", "https://vision.example/v1"):
+        Settings.model_validate({"vision": {"routes": [{**route, "base_url": url}]}})
+    # Without a credential, a LAN server over http is fine (an Ollama box, say).
+    Settings.model_validate(
+        {"vision": {"routes": [{"name": "x", "model": "m", "base_url": "http://10.0.0.5/v1"}]}}
+    )

@@ -15,12 +15,14 @@ Two decisions a newcomer would otherwise undo:
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import platformdirs
 from pydantic import (
@@ -134,6 +136,16 @@ class ImageSettings(_Strict):
 BoxConvention = Literal["auto", "xywh-normalized", "xyxy-pixels", "xyxy-1000", "yxyx-1000"]
 
 
+def _is_loopback_url(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class RouteSettings(_Strict):
     """One vision route: an OpenAI-compatible multimodal endpoint, or the local engine."""
 
@@ -177,6 +189,17 @@ class RouteSettings(_Strict):
                     "route_fields",
                     "an openai route needs {missing}",
                     {"missing": " and ".join(missing)},
+                )
+            if (
+                self.base_url
+                and self.base_url.startswith("http://")
+                and (self.api_key or self.headers)
+                and not _is_loopback_url(self.base_url)
+            ):
+                raise PydanticCustomError(
+                    "plain_http_secret",
+                    "credentials may only travel over https:// (plain http is allowed for "
+                    "loopback hosts)",
                 )
         elif self.base_url or self.model or self.api_key or self.headers:
             raise PydanticCustomError(

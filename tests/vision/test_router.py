@@ -376,6 +376,39 @@ async def test_attempts_log_is_bounded(harness: Harness) -> None:
     assert bridge.attempts.count() <= 100
 
 
+async def test_auto_detected_image_models_join_the_order(
+    loopback: LoopbackVisionServer, request: pytest.FixtureRequest
+) -> None:
+    tag = request.node.name
+    settings = Settings.model_validate({
+        "vision": {"auto_detect": True},
+        "llm": {
+            "base_url": loopback.url(f"healthy~{tag}"),
+            "api_key": None,
+            "models": [
+                {"id": "text-only-model", "input": ["text"]},
+                {"id": "vision-1", "input": ["text", "image"]},
+            ],
+        },
+    })
+    with DataHome.open(settings) as home:
+        bridge = VisionBridge(settings, home)
+        assert bridge.router.order() == ["llm/vision-1"]
+        result = await bridge.see(png(16, 16))
+        await bridge.aclose()
+    assert result.route == "llm/vision-1"
+    assert loopback.calls[f"healthy~{tag}"] == 2  # probe, then evidence
+
+
+def test_auto_detection_is_off_by_default() -> None:
+    settings = Settings.model_validate(
+        {"llm": {"models": [{"id": "vision-1", "input": ["text", "image"]}]}}
+    )
+    with DataHome.open(settings) as home:
+        bridge = VisionBridge(settings, home)
+        assert bridge.router.order() == ["local"]
+
+
 def test_status_lists_routes_in_order(tmp_path: Path) -> None:
     settings = Settings()
     with DataHome.open(settings) as home:

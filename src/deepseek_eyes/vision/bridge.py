@@ -15,10 +15,11 @@ from deepseek_eyes.settings import Settings
 from deepseek_eyes.store.home import DataHome
 from deepseek_eyes.vision.attempts import AttemptLog
 from deepseek_eyes.vision.cache import EvidenceCache
+from deepseek_eyes.vision.guard import RouteEntry
 from deepseek_eyes.vision.intake import ImageLimits
 from deepseek_eyes.vision.registry import build_routes
 from deepseek_eyes.vision.route_state import RouteStateStore
-from deepseek_eyes.vision.router import Acquisition, RouteEntry, VisionRouter
+from deepseek_eyes.vision.router import Acquisition, VisionRouter
 from deepseek_eyes.vision.types import Variant
 
 __all__ = ["VisionBridge"]

@@ -18,15 +18,18 @@ import hashlib
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from deepseek_eyes.errors import EvidenceIntegrityError
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.vision.types import Variant
 
 __all__ = ["EvidenceCache", "EvidenceKey", "EvidenceRecord", "ImageMeta", "canonical_json"]
+
+_V = TypeVar("_V")
 
 
 def canonical_json(value: Any) -> str:
@@ -146,14 +149,30 @@ class EvidenceRecord:
 
 
 class EvidenceCache:
-    """Two tiers: a process-local dict in front of the ``evidence`` table."""
+    """Two tiers: a bounded process-local LRU in front of the ``evidence`` table."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        clock: Callable[[], float] = time.time,
+        memory_items: int = 4096,
+    ) -> None:
         self._db = db
         self._clock = clock
-        self._records: dict[str, EvidenceRecord] = {}
-        self._images: dict[str, ImageMeta] = {}
+        self._memory_items = memory_items
+        self._records: OrderedDict[str, EvidenceRecord] = OrderedDict()
+        self._images: OrderedDict[str, ImageMeta] = OrderedDict()
         self._lock = threading.Lock()
+
+    def _remember(self, table: OrderedDict[str, _V], key: str, value: _V) -> _V:
+        """Insert or refresh ``key`` in an LRU tier; the first value stored wins."""
+        with self._lock:
+            current = table.setdefault(key, value)
+            table.move_to_end(key)
+            while len(table) > self._memory_items:
+                table.popitem(last=False)
+            return current
 
     # images ---------------------------------------------------------------
     def image_meta(self, sha256: str) -> ImageMeta | None:
@@ -167,8 +186,7 @@ class EvidenceCache:
             row["sha256"], row["pixel_sha256"], row["width"], row["height"],
             row["media_type"], row["size"],
         )
-        self._images[sha256] = meta
-        return meta
+        return self._remember(self._images, sha256, meta)
 
     def remember_image(self, meta: ImageMeta) -> None:
         self._db.execute(
@@ -179,7 +197,7 @@ class EvidenceCache:
                 meta.size, self._clock(),
             ),
         )
-        self._images[meta.sha256] = meta
+        self._remember(self._images, meta.sha256, meta)
 
     # evidence -------------------------------------------------------------
     def get(self, key: EvidenceKey) -> EvidenceRecord | None:
@@ -191,9 +209,11 @@ class EvidenceCache:
                 misses and a fresh acquisition can take its place.
         """
         text = key.text
-        record = self._records.get(text)
-        if record is not None:
-            return record
+        with self._lock:
+            record = self._records.get(text)
+            if record is not None:
+                self._records.move_to_end(text)
+                return record
         row = self._db.query_one(
             "SELECT record, record_sha256 FROM evidence WHERE key = ?", (text,)
         )
@@ -209,9 +229,7 @@ class EvidenceCache:
                 "a cached evidence record no longer matches its hash and was refused",
                 details={"key_sha256": hashlib.sha256(text.encode()).hexdigest()},
             )
-        with self._lock:
-            self._records[text] = record
-        return record
+        return self._remember(self._records, text, record)
 
     def put(self, record: EvidenceRecord) -> EvidenceRecord:
         """Store a new record; an existing record for the key wins (records are immutable)."""
@@ -225,9 +243,7 @@ class EvidenceCache:
                 canonical_json(record.body()), record.created_at,
             ),
         )
-        with self._lock:
-            self._records.setdefault(text, record)
-            return self._records[text]
+        return self._remember(self._records, text, record)
 
     def forget_memory(self) -> None:
         """Drop the process-local tier (tests, and after external database edits)."""

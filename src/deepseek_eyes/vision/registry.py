@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from deepseek_eyes.settings import LLMSettings, RouteSettings, VisionSettings
-from deepseek_eyes.vision.router import RouteEntry
+from deepseek_eyes.vision.guard import RouteEntry
 from deepseek_eyes.vision.routes.local_ocr import LocalRoute
 from deepseek_eyes.vision.routes.openai_compat import OpenAIRoute
 

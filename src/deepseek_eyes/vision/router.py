@@ -17,12 +17,12 @@ Order of work for one acquisition, each step a row in the attempts log:
 
 Why operational failures open a circuit but gate failures do not: a timeout or a 500 says
 the endpoint is sick and the next image will likely fail too; a schema miss says this one
-answer was bad, and the route's next answer may well pass.
+answer was bad, and the route's next answer may well pass. Health, probe, circuit and the
+guarded call itself live in :mod:`deepseek_eyes.vision.guard`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -48,47 +48,16 @@ from deepseek_eyes.vision.attempts import AttemptLog, OperationLog
 from deepseek_eyes.vision.cache import EvidenceCache, EvidenceKey, EvidenceRecord, ImageMeta
 from deepseek_eyes.vision.canonical import canonicalize
 from deepseek_eyes.vision.evidence import require_valid
+from deepseek_eyes.vision.guard import RouteEntry, RouteGuard, RouterPolicy
 from deepseek_eyes.vision.intake import DecodedImage, ImageLimits, decode_image
-from deepseek_eyes.vision.probe import GRID, judge_probe, make_challenge, probe_prompts
 from deepseek_eyes.vision.prompts import evidence_prompts, target_prompts
-from deepseek_eyes.vision.route_state import RouteState, RouteStateStore
-from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest, VisionRoute
+from deepseek_eyes.vision.route_state import RouteStateStore
+from deepseek_eyes.vision.types import Variant, VisionRequest
 
-__all__ = ["Acquisition", "RouteEntry", "RouterPolicy", "VisionRouter"]
+__all__ = ["Acquisition", "VisionRouter"]
 
 #: Above this size the SHA-256 of an image runs in a worker thread, off the event loop.
 HASH_IN_THREAD_BYTES = 1 << 20
-
-
-@dataclass(frozen=True)
-class RouterPolicy:
-    health_ttl: float = 300.0
-    failure_cooldown: float = 60.0
-    failover_attempts: int = 2
-    probe: bool = True
-    probe_ttl: float = 86400.0
-
-    @classmethod
-    def from_settings(cls, settings: VisionSettings) -> RouterPolicy:
-        return cls(
-            health_ttl=settings.health_ttl,
-            failure_cooldown=settings.failure_cooldown,
-            failover_attempts=settings.failover_attempts,
-            probe=settings.probe,
-            probe_ttl=settings.probe_ttl,
-        )
-
-
-@dataclass(frozen=True)
-class RouteEntry:
-    route: VisionRoute
-    probe: bool | None = None  # per-route override of RouterPolicy.probe
-
-    def probe_mode(self, policy: RouterPolicy) -> str:
-        if self.route.probe_exempt:
-            return "exempt"
-        wanted = policy.probe if self.probe is None else self.probe
-        return "required" if wanted else "disabled"
 
 
 @dataclass(frozen=True)
@@ -131,13 +100,15 @@ class VisionRouter:
         self._auto = tuple(auto_routes)
         self._cache = cache
         self._attempts = attempts
-        self._states = states
         self._usage = usage
         self._blobs = blobs
         self._limits = limits
         self.policy = policy or RouterPolicy.from_settings(settings)
         self._clock = clock
-        self._locks: dict[str, asyncio.Lock] = {}
+        self.guard = RouteGuard(
+            self._routes, states=states, usage=usage, attempts=attempts,
+            policy=self.policy, clock=clock,
+        )
 
     # ordering ---------------------------------------------------------------
     @property
@@ -276,18 +247,6 @@ class VisionRouter:
         )
         return decoded
 
-    def _state(self, name: str) -> RouteState:
-        return self._states.get(name, self._routes[name].route.fingerprint)
-
-    def _update_state(self, name: str, **changes: Any) -> RouteState:
-        return self._states.update(name, self._routes[name].route.fingerprint, **changes)
-
-    def _lock(self, name: str) -> asyncio.Lock:
-        lock = self._locks.get(name)
-        if lock is None:
-            lock = self._locks[name] = asyncio.Lock()
-        return lock
-
     async def _acquire_from_routes(
         self,
         op: OperationLog,
@@ -298,41 +257,9 @@ class VisionRouter:
         question: str | None,
         qsha: str | None,
     ) -> Acquisition:
-        now = self._clock()
-        eligible: list[str] = []
-        open_circuits: list[str] = []
-        failures: list[VisionError | EvidenceError] = []
-        for name in order:
-            state = self._state(name)
-            mode = self._routes[name].probe_mode(self.policy)
-            if (
-                mode == "required"
-                and state.probe_fresh(now, self.policy.probe_ttl)
-                and state.probe_ok is False
-            ):
-                op.record("probe", "ineligible", route=name, code="VISION_PROBE_FAILED")
-                failures.append(
-                    ProbeFailedError(
-                        f"route {name} failed its pixel probe and is not trusted",
-                        details={"route": name},
-                    )
-                )
-                continue
-            if state.circuit_open(now):
-                remaining = (state.circuit_open_until or now) - now
-                op.record(
-                    "circuit", "skip", route=name, code=state.last_code,
-                    open_for_ms=round(remaining * 1000),
-                )
-                open_circuits.append(name)
-                continue
-            eligible.append(name)
-        if not eligible and open_circuits:
-            # No alternative is left: an open circuit is tried rather than failing blind.
-            for name in open_circuits:
-                op.record("circuit", "half_open", route=name)
-            eligible = open_circuits
-
+        screening = self.guard.screen(op, order)
+        eligible = screening.eligible
+        failures: list[VisionError | EvidenceError] = list(screening.probe_failed)
         budget = 1 + self.policy.failover_attempts
         for name in eligible[:budget]:
             try:
@@ -387,12 +314,6 @@ class VisionRouter:
             pixels=decoded.pixels,
         )
 
-    def _route_failed(self, name: str, exc: RouteError) -> None:
-        changes: dict[str, Any] = {"last_code": exc.code}
-        if exc.operational:
-            changes["circuit_open_until"] = self._clock() + self.policy.failure_cooldown
-        self._update_state(name, **changes)
-
     async def _try_route(
         self,
         op: OperationLog,
@@ -403,13 +324,9 @@ class VisionRouter:
         question: str | None,
         qsha: str | None,
     ) -> Acquisition:
-        entry = self._routes[name]
-        route = entry.route
-        async with self._lock(name):
-            await self._ensure_health(op, name, route)
-            await self._ensure_probe(op, name, entry)
-        request = self._request(decoded, variant, question)
-        answer = await self._call(op, name, route, request)
+        route = self._routes[name].route
+        await self.guard.admit(op, name)
+        answer = await self.guard.call(op, name, self._request(decoded, variant, question))
 
         raw: str | dict[str, Any] | None = answer.value if answer.value is not None else answer.text
         started = time.perf_counter()
@@ -451,193 +368,18 @@ class VisionRouter:
             created_at=self._clock(),
         )
         stored = self._cache.put(record)
-        if self._state(name).circuit_open_until is not None:
-            self._update_state(name, circuit_open_until=None, last_code=None)
+        self.guard.succeeded(name)
         return Acquisition(stored, meta, False, op.operation_id, tuple(op.entries))
-
-    async def _ensure_health(self, op: OperationLog, name: str, route: VisionRoute) -> None:
-        now = self._clock()
-        if self._state(name).health_fresh(now, self.policy.health_ttl):
-            op.record("health", "cached", route=name)
-            return
-        started = time.perf_counter()
-        try:
-            await route.check_health()
-        except RouteError as exc:
-            exc.details.setdefault("route", name)
-            op.record(
-                "health", "fail", route=name, code=exc.code,
-                latency_ms=(time.perf_counter() - started) * 1000,
-            )
-            self._update_state(name, health_ok=False, health_at=now, health_code=exc.code)
-            self._route_failed(name, exc)
-            raise
-        op.record("health", "ok", route=name, latency_ms=(time.perf_counter() - started) * 1000)
-        self._update_state(name, health_ok=True, health_at=now, health_code=None)
-
-    async def _ensure_probe(self, op: OperationLog, name: str, entry: RouteEntry) -> None:
-        mode = entry.probe_mode(self.policy)
-        if mode != "required":
-            op.record("probe", mode, route=name)
-            return
-        state = self._state(name)
-        if state.probe_fresh(self._clock(), self.policy.probe_ttl) and state.probe_ok:
-            op.record("probe", "cached", route=name)
-            return
-        await self.probe(name, op=op)
-
-    async def probe(self, name: str, *, op: OperationLog | None = None) -> int:
-        """Run a fresh pixel probe on ``name``; returns the cells named right (9 = pass).
-
-        Raises:
-            ProbeFailedError: fewer than nine cells were right; the route is ineligible
-                until ``probe_ttl`` passes or a later probe passes.
-            RouteError: the probe call itself failed (an operational failure).
-        """
-        op = op or self._attempts.operation("probe")
-        route = self._routes[name].route
-        challenge = make_challenge()
-        system, user = probe_prompts()
-        request = VisionRequest(
-            purpose="probe", image_bytes=challenge.png, media_type="image/png",
-            width=challenge.width, height=challenge.height,
-            system_prompt=system, user_prompt=user,
-        )
-        started = time.perf_counter()
-        answer = await self._call(op, name, route, request, phase="probe")
-        latency = (time.perf_counter() - started) * 1000
-        correct = judge_probe(answer.text or "", challenge)
-        now = self._clock()
-        if correct < GRID * GRID:
-            op.record(
-                "probe", "fail", route=name, code="VISION_PROBE_FAILED", correct=correct,
-                latency_ms=latency,
-            )
-            self._update_state(
-                name, probe_ok=False, probe_at=now, probe_code="VISION_PROBE_FAILED",
-                last_code="VISION_PROBE_FAILED",
-            )
-            raise ProbeFailedError(
-                f"route {name} named {correct} of 9 probe cells; it does not read pixels",
-                details={"route": name, "correct": correct},
-            )
-        op.record("probe", "pass", route=name, correct=correct, latency_ms=latency)
-        self._update_state(name, probe_ok=True, probe_at=now, probe_code=None)
-        return correct
-
-    async def _call(
-        self,
-        op: OperationLog,
-        name: str,
-        route: VisionRoute,
-        request: VisionRequest,
-        *,
-        phase: str = "call",
-    ) -> RouteAnswer:
-        """One route call (``phase`` "call" or "probe"); an incomplete SSE stream is retried
-        once on the same route, and both tries stay visible in the attempts."""
-        category = UsageCategory.PROBE if phase == "probe" else UsageCategory.VISION
-        for attempt in (1, 2):
-            started = time.perf_counter()
-            try:
-                answer = await route.call(request)
-            except RouteError as exc:
-                exc.details.setdefault("route", name)
-                op.record(
-                    phase, "error" if phase == "probe" else "fail", route=name, code=exc.code,
-                    try_number=attempt, latency_ms=(time.perf_counter() - started) * 1000,
-                )
-                if exc.code == "VISION_ROUTE_STREAM_INCOMPLETE" and attempt == 1:
-                    op.record("retry", "same_route", route=name, code=exc.code)
-                    continue
-                self._route_failed(name, exc)
-                raise
-            self._usage.record_exact(
-                category, answer.usage, source=name, model=answer.model or route.model
-            )
-            if phase == "probe":
-                return answer
-            text = answer.text or ""
-            op.record(
-                "call", "ok", route=name, try_number=attempt, model=answer.model,
-                streamed=answer.streamed, response_bytes=len(text.encode()),
-                response_sha256=hashlib.sha256(text.encode()).hexdigest() if text else None,
-                prompt_tokens=answer.usage.prompt_tokens,
-                completion_tokens=answer.usage.completion_tokens,
-                latency_ms=(time.perf_counter() - started) * 1000,
-            )
-            return answer
-        raise AssertionError("unreachable")  # pragma: no cover
 
     # status -----------------------------------------------------------------
     def status(self) -> list[dict[str, Any]]:
         """Each known route with its order, health, circuit and probe state."""
-        now = self._clock()
-        order = self.order()
-        names = order + [n for n in self._routes if n not in order]
-        out: list[dict[str, Any]] = []
-        for name in names:
-            entry = self._routes[name]
-            state = self._state(name)
-            mode = entry.probe_mode(self.policy)
-            out.append({
-                "name": name,
-                "order": order.index(name) + 1 if name in order else None,
-                "kind": entry.route.kind,
-                "model": entry.route.model,
-                "health": _health_word(state, now, self.policy.health_ttl),
-                "health_code": state.health_code,
-                "circuit": "open" if state.circuit_open(now) else "closed",
-                "circuit_open_for_s": (
-                    round((state.circuit_open_until or now) - now, 1)
-                    if state.circuit_open(now) else 0
-                ),
-                "last_code": state.last_code,
-                "probe": mode if mode != "required" else _probe_word(
-                    state, now, self.policy.probe_ttl
-                ),
-            })
-        return out
+        return self.guard.status(self.order())
 
     async def probe_all(self) -> list[dict[str, Any]]:
         """Health-check and probe every route now, ignoring cached results."""
-        results: list[dict[str, Any]] = []
-        for name, entry in self._routes.items():
-            op = self._attempts.operation("probe")
-            outcome: dict[str, Any] = {"name": name, "ok": True, "code": None}
-            try:
-                await self._ensure_health_fresh(op, name, entry.route)
-                if entry.probe_mode(self.policy) == "exempt":
-                    op.record("probe", "exempt", route=name)
-                else:
-                    outcome["correct"] = await self.probe(name, op=op)
-            except (RouteError, ProbeFailedError) as exc:
-                outcome.update(ok=False, code=exc.code)
-            outcome["attempts"] = list(op.entries)
-            results.append(outcome)
-        return results
-
-    async def _ensure_health_fresh(self, op: OperationLog, name: str, route: VisionRoute) -> None:
-        self._update_state(name, health_at=None)
-        await self._ensure_health(op, name, route)
+        return await self.guard.probe_all()
 
     async def aclose(self) -> None:
         for entry in self._routes.values():
             await entry.route.aclose()
-
-
-def _health_word(state: RouteState, now: float, ttl: float) -> str:
-    if state.health_ok is None or state.health_at is None:
-        return "unknown"
-    if not state.health_ok:
-        return "failed"
-    return "ok" if now - state.health_at < ttl else "stale"
-
-
-def _probe_word(state: RouteState, now: float, ttl: float) -> str:
-    if state.probe_ok is None or state.probe_at is None:
-        return "untested"
-    if now - state.probe_at >= ttl:
-        return "expired"
-    return "passed" if state.probe_ok else "failed"
-
