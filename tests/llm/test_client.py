@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from deepseek_eyes.errors import LLMError
-from deepseek_eyes.llm import MAX_RESPONSE_BYTES, ChatClient, ChatResult, SSEDecoder
+from deepseek_eyes.llm import MAX_RESPONSE_BYTES, ChatClient, ChatResult
 from vision.loopback import USAGE, LoopbackVisionServer, solid_png
 
 API_KEY = "sk-loopback-0123456789abcdef"
@@ -305,15 +305,3 @@ async def test_stream_reasoning_deltas_and_crlf_lines() -> None:
         await client.aclose()
     assert (result.content, result.reasoning, result.finish_reason) == ("hello", "hmm ok", "stop")
     assert result.usage.total_tokens == 0
-
-
-def test_sse_decoder_handles_split_lines_comments_and_multiline_data() -> None:
-    decoder = SSEDecoder()
-    events: list[str] = []
-    for piece in [": ping\r", "\n\r\ndata: {\"a\":", "\r", "\ndata:  1}\r\n", "event: x\n", "\n"]:
-        events += decoder.feed(piece)
-    events += decoder.feed("data: first\rdata: second\r\r")
-    events += decoder.feed("data: unterminated")
-    events += decoder.close()
-
-    assert events == ['{"a":\n 1}', "first\nsecond"]

@@ -10,8 +10,8 @@ from deepseek_eyes.llm.client import (
     MAX_RESPONSE_BYTES,
     ChatClient,
     ChatResult,
-    SSEDecoder,
 )
+from deepseek_eyes.llm.sse import SSEDecoder
 
 __all__ = [
     "MAX_ERROR_BODY_BYTES",

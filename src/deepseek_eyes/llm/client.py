@@ -3,9 +3,9 @@
 Why not the ``openai`` SDK: we must tell a complete answer from a cut one. The SDK raises a
 generic connection error when an SSE stream is cut mid-way and raises nothing at all when a
 stream ends cleanly without a finish reason, and it lets malformed chunk JSON escape as a bare
-``json.JSONDecodeError``. Here the SSE lines are parsed by hand, and a stream only counts as
-complete once a chunk carried a ``finish_reason``; everything else is ``LLM_STREAM_INCOMPLETE``
-so the vision router can recognise it and retry once.
+``json.JSONDecodeError``. Here the SSE lines are parsed by hand (:mod:`deepseek_eyes.llm.sse`),
+and a stream only counts as complete once a chunk carried a ``finish_reason``; everything else
+is ``LLM_STREAM_INCOMPLETE`` so the vision router can recognise it and retry once.
 
 Decisions a newcomer would otherwise undo:
 
@@ -35,6 +35,7 @@ import anyio
 import httpx
 
 from deepseek_eyes.errors import LLMError
+from deepseek_eyes.llm.sse import SSEDecoder
 from deepseek_eyes.usage import ProviderUsage
 
 __all__ = [
@@ -42,7 +43,6 @@ __all__ = [
     "MAX_RESPONSE_BYTES",
     "ChatClient",
     "ChatResult",
-    "SSEDecoder",
 ]
 
 #: Largest response body (or whole SSE stream) read from an endpoint.
@@ -68,67 +68,6 @@ class ChatResult:
     model: str | None
     usage: ProviderUsage = field(default_factory=ProviderUsage)
     streamed: bool = False
-
-
-class SSEDecoder:
-    """Incremental ``text/event-stream`` decoder that yields each event's ``data`` field.
-
-    Follows the WHATWG rules that matter for chat streams: lines end with CRLF, LF or CR;
-    lines starting with ``:`` are comments (keep-alives); several ``data:`` lines in one event
-    are joined with ``\\n``; a blank line dispatches the event; ``event``/``id``/``retry``
-    fields are ignored; an event left without its blank line at end of stream is dropped.
-    """
-
-    def __init__(self) -> None:
-        self._buffer = ""
-        self._data: list[str] | None = None
-
-    def feed(self, text: str) -> list[str]:
-        """Add decoded text; return the data of every event it completed."""
-        self._buffer += text
-        events: list[str] = []
-        start = 0
-        buffer = self._buffer
-        while True:
-            cr = buffer.find("\r", start)
-            lf = buffer.find("\n", start)
-            if cr == -1 and lf == -1:
-                break
-            if cr != -1 and (lf == -1 or cr < lf):
-                if cr + 1 == len(buffer):
-                    break  # a CR at the end may be the first half of a CRLF
-                end, step = cr, 2 if buffer[cr + 1] == "\n" else 1
-            else:
-                end, step = lf, 1
-            self._line(buffer[start:end], events)
-            start = end + step
-        self._buffer = buffer[start:]
-        return events
-
-    def close(self) -> list[str]:
-        """End of stream: a trailing CR still ends its line; an undispatched event is dropped."""
-        events: list[str] = []
-        if self._buffer.endswith("\r"):
-            self._line(self._buffer[:-1], events)
-        self._buffer = ""
-        self._data = None
-        return events
-
-    def _line(self, line: str, events: list[str]) -> None:
-        if not line:
-            if self._data is not None:
-                events.append("\n".join(self._data))
-            self._data = None
-            return
-        if line.startswith(":"):
-            return
-        name, sep, value = line.partition(":")
-        if sep and value.startswith(" "):
-            value = value[1:]
-        if name == "data":
-            if self._data is None:
-                self._data = []
-            self._data.append(value)
 
 
 class ChatClient:

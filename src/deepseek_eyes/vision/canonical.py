@@ -1,11 +1,12 @@
 """From a route's raw answer to one candidate evidence object, repaired only where it is safe.
 
-Models wrap JSON in reasoning, prose and code fences, emit drafts before the final object,
-write ``"0.93"`` for ``0.93`` and draw boxes in their own convention (pixel corners, Qwen's
-0–1000 ``[x1, y1, x2, y2]``, Gemini's 0–1000 ``[ymin, xmin, ymax, xmax]``). This module finds
-the object the contract asks for and normalizes that *known* structure, recording every
-change as a :class:`Repair` for the audit log. The strict gate
-(:func:`deepseek_eyes.vision.evidence.require_valid`) runs unchanged afterwards.
+Models write ``"0.93"`` for ``0.93``, leave out empty arrays and draw boxes in their own
+convention (pixel corners, Qwen's 0–1000 ``[x1, y1, x2, y2]``, Gemini's 0–1000
+``[ymin, xmin, ymax, xmax]``). :func:`canonicalize` takes the object the contract asks for
+(found and selected by :mod:`deepseek_eyes.vision.extraction`) and normalizes that *known*
+structure, recording every change, the extraction steps included, as a :class:`Repair` for
+the audit log. The strict gate (:func:`deepseek_eyes.vision.evidence.require_valid`) runs
+unchanged afterwards.
 
 Decisions a newcomer would otherwise undo:
 
@@ -13,31 +14,28 @@ Decisions a newcomer would otherwise undo:
   numeric fields, box shapes. Nothing is ever deleted, renamed or invented beyond that, so
   an extra or misspelt field still fails the gate. What is known is read from the schema
   file itself (:func:`_layout`), not from a second hand-written list.
-* Selection is by contract, and the *last* acceptable object wins: a model's final answer
-  follows its drafts. An object declaring the other variant is never taken.
-* Scanning untrusted text is bounded: a size cap, a cap on decode attempts, only the last
-  :data:`MAX_CANDIDATES` objects kept, decoding through growing windows (a failed
-  ``raw_decode`` on the whole text costs time proportional to its position), a budget on
-  failed decoding work and over-deep nesting skipped in one step, so no input (a megabyte
-  of ``{``, ten thousand nested arrays) makes the scan quadratic.
 * ``auto`` boxes are guessed only with the image size in hand; without it a box outside
   0..1 is left for the gate to reject rather than scaled by a guess.
+* :data:`MAX_TEXT_BYTES` and :data:`MAX_CANDIDATES` are defined by the extraction module
+  and re-exported here, where callers have always imported them.
 """
 
 from __future__ import annotations
 
-import bisect
 import functools
-import json
 import math
 import re
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from deepseek_eyes.errors import EvidenceError
 from deepseek_eyes.vision.evidence import schema_document
+from deepseek_eyes.vision.extraction import (
+    MAX_CANDIDATES,
+    MAX_TEXT_BYTES,
+    find_candidates,
+    select_candidate,
+)
 from deepseek_eyes.vision.types import Variant
 
 __all__ = [
@@ -50,15 +48,6 @@ __all__ = [
     "canonicalize",
 ]
 
-#: A route answer larger than this is refused before any parsing.
-MAX_TEXT_BYTES = 4 * 1024 * 1024
-#: At most this many JSON objects (the last ones) are kept from one answer.
-MAX_CANDIDATES = 64
-#: After this many decode attempts the scan stops looking for more objects.
-MAX_DECODE_ATTEMPTS = 100_000
-#: A structured (dict) answer deeper or larger than this is refused.
-MAX_DEPTH = 64
-MAX_NODES = 1_000_000
 #: A box may overflow an image edge by this fraction of the image and still be clamped.
 CLAMP_TOLERANCE = 0.01
 
@@ -81,17 +70,6 @@ REPAIR_KINDS = (
     "bbox_clamped",
 )
 
-_THINK_OPEN = "<think>"
-_THINK_CLOSE = "</think>"
-# Only a brace followed by a quote or a closing brace can start a JSON object; skipping
-# every other brace in C keeps a text made of ``{`` from costing one decode per character.
-_OBJECT_START = re.compile(r'\{\s*["}]')
-_FENCE = re.compile(r"```([^\n`]*)")
-_FENCE_TAG = re.compile(r"[A-Za-z0-9_+-]{1,16}")
-_BRACKET = re.compile(r"[\[\]{}]")
-_MAX_FENCES = 1000
-_FIRST_WINDOW = 256
-_TOKEN_SLACK = 16  # a window cut inside a literal or escape fails this close to its end
 # Plain decimal or exponent notation only: no "nan", "inf", "1_000", "50%" or other digits.
 _NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
@@ -156,253 +134,18 @@ def canonicalize(
     """
     if box_convention not in BOX_CONVENTIONS:
         raise ValueError(f"unknown box convention {box_convention!r}")
+    found = find_candidates(raw, variant)
+    chosen = select_candidate(found, variant, _layout(variant).keys)
     repairs: list[Repair] = []
-    if isinstance(raw, str):
-        candidates, total = _candidates_from_text(raw, variant, repairs)
-    elif isinstance(raw, dict):
-        candidates, total = [_Candidate(_bounded_copy(raw, variant), None)], 1
-    else:
-        raise EvidenceError(
-            f"the route's answer is a {type(raw).__name__}, not text or a JSON object",
-            code="EVIDENCE_NOT_FOUND",
-            details={"variant": variant.value, "reason": "not_an_object"},
-        )
-    chosen = _select(candidates, total, variant, repairs)
-    value = _Repairer(variant, image_size, box_convention, repairs).run(chosen)
+    if found.reasoning:
+        repairs.append(Repair("reasoning_stripped", "", found.reasoning))
+    if chosen.fence is not None:
+        repairs.append(Repair("code_fence_unwrapped", "", chosen.fence))
+    if found.total > 1:
+        detail = f"{chosen.ordinal} of {found.total} candidates"
+        repairs.append(Repair("object_selected", "", detail))
+    value = _Repairer(variant, image_size, box_convention, repairs).run(chosen.value)
     return Canonicalized(value, tuple(repairs))
-
-
-# ----------------------------------------------------------------------- finding objects
-
-
-@dataclass(frozen=True)
-class _Candidate:
-    value: dict[str, Any]
-    fence: str | None  # the fence's language tag ("" for a bare fence); None outside fences
-    ordinal: int = 1  # 1-based position among every object the answer held
-
-
-def _candidates_from_text(
-    text: str, variant: Variant, repairs: list[Repair]
-) -> tuple[list[_Candidate], int]:
-    size = len(text) if len(text) > MAX_TEXT_BYTES else len(text.encode("utf-8", "surrogatepass"))
-    if size > MAX_TEXT_BYTES:
-        raise EvidenceError(
-            f"the route's answer has {size} bytes; at most {MAX_TEXT_BYTES} are read",
-            code="EVIDENCE_NOT_FOUND",
-            details={
-                "variant": variant.value,
-                "reason": "too_large",
-                "bytes": size,
-                "limit": MAX_TEXT_BYTES,
-            },
-        )
-    text, detail = _strip_reasoning(text)
-    if detail:
-        repairs.append(Repair("reasoning_stripped", "", detail))
-    return _scan(text)
-
-
-def _strip_reasoning(text: str) -> tuple[str, str]:
-    """Remove ``<think>…</think>`` blocks; return the rest and a detail ("" if none).
-
-    A ``</think>`` before any ``<think>`` ends an untagged prefix (chat templates that open
-    the block inside the prompt). An unterminated ``<think>`` loses only its tag: the model
-    may have run out of budget with its answer inside, and selection by contract, last
-    object first, still prefers the final object over drafts.
-    """
-    notes: list[str] = []
-    first_close = text.find(_THINK_CLOSE)
-    first_open = text.find(_THINK_OPEN)
-    if first_close != -1 and (first_open == -1 or first_close < first_open):
-        text = text[first_close + len(_THINK_CLOSE) :]
-        notes.append("untagged prefix")
-    pieces: list[str] = []
-    closed = 0
-    pos = 0
-    while True:
-        start = text.find(_THINK_OPEN, pos)
-        if start == -1:
-            pieces.append(text[pos:])
-            break
-        pieces.append(text[pos:start])
-        end = text.find(_THINK_CLOSE, start + len(_THINK_OPEN))
-        if end == -1:
-            pieces.append(text[start + len(_THINK_OPEN) :])
-            notes.append("unterminated block")
-            break
-        closed += 1
-        pos = end + len(_THINK_CLOSE)
-    if closed:
-        notes.insert(0, f"{closed} block{'s' if closed > 1 else ''}")
-    return ("".join(pieces), ", ".join(notes)) if notes else (text, "")
-
-
-def _scan(text: str) -> tuple[list[_Candidate], int]:
-    """The JSON objects in ``text`` (the last :data:`MAX_CANDIDATES`), within fixed work.
-
-    A decoded object is skipped past whole (its nested objects are not candidates). A
-    failed attempt normally retries at the next brace, so an object nested in a broken one
-    is still found; once failed work passes a budget proportional to the text, the scan
-    jumps to where each failure happened instead, which keeps it linear. The last objects
-    are the ones kept because the last acceptable one wins.
-    """
-    decoder = json.JSONDecoder()
-    fences = _fence_spans(text)
-    candidates: deque[_Candidate] = deque(maxlen=MAX_CANDIDATES)
-    budget = 4 * len(text) + (1 << 20)
-    total = 0
-    work = 0
-    pos = 0
-    for _ in range(MAX_DECODE_ATTEMPTS):
-        match = _OBJECT_START.search(text, pos)
-        if match is None:
-            break
-        start = match.start()
-        try:
-            value, end = _decode_at(decoder, text, start)
-        except RecursionError:
-            # Nesting deeper than the interpreter allows is never evidence: skip it whole,
-            # and stop if it never closes.
-            pos = _naive_end(text, start)
-            if pos < 0:
-                break
-            continue
-        except _DecodeFailed as failure:
-            work += max(failure.reached - start, 1)
-            pos = start + 1 if work <= budget else max(start + 1, failure.reached)
-            continue
-        total += 1
-        candidates.append(_Candidate(value, _fence_at(fences, start), total))
-        pos = end
-    return list(candidates), total
-
-
-class _DecodeFailed(Exception):
-    def __init__(self, reached: int) -> None:
-        super().__init__(reached)
-        self.reached = reached
-
-
-def _decode_at(decoder: json.JSONDecoder, text: str, start: int) -> tuple[dict[str, Any], int]:
-    """``raw_decode`` at ``start`` through growing windows of the text.
-
-    Decoding the whole text at every brace would be quadratic: a ``JSONDecodeError``
-    counts the newlines before its position. A window that ends mid-token or mid-string is
-    grown and retried; an error well inside a window is final, because the decoder reads
-    left to right and what follows cannot change it.
-
-    Raises:
-        _DecodeFailed: not JSON here; ``reached`` is where decoding stopped.
-        RecursionError: nesting deeper than the decoder can follow.
-    """
-    size = _FIRST_WINDOW
-    while True:
-        window = text[start : start + size]
-        complete = start + size >= len(text)
-        try:
-            value, end = decoder.raw_decode(window)
-        except json.JSONDecodeError as exc:
-            cut = exc.pos >= len(window) - _TOKEN_SLACK or exc.msg.startswith("Unterminated")
-            if cut and not complete:
-                size *= 4
-                continue
-            raise _DecodeFailed(start + exc.pos) from None
-        except ValueError:  # an integer literal too long to convert
-            raise _DecodeFailed(start + 1) from None
-        return value, start + end
-
-
-def _naive_end(text: str, start: int) -> int:
-    """End of the bracket-balanced span at ``start`` (strings ignored), or -1."""
-    depth = 0
-    for match in _BRACKET.finditer(text, start):
-        depth += 1 if match.group() in "[{" else -1
-        if depth <= 0:
-            return match.end()
-    return -1
-
-
-def _fence_spans(text: str) -> list[tuple[int, int, str]]:
-    """``(content start, content end, tag)`` of each Markdown code fence, paired in order."""
-    spans: list[tuple[int, int, str]] = []
-    opener: re.Match[str] | None = None
-    for match in _FENCE.finditer(text):
-        if opener is None:
-            opener = match
-            continue
-        spans.append((opener.end(), match.start(), opener.group(1).strip()))
-        opener = None
-        if len(spans) >= _MAX_FENCES:
-            break
-    if opener is not None:
-        spans.append((opener.end(), len(text), opener.group(1).strip()))
-    return spans
-
-
-def _fence_at(spans: list[tuple[int, int, str]], position: int) -> str | None:
-    index = bisect.bisect_right(spans, position, key=lambda span: span[0]) - 1
-    if index >= 0 and spans[index][0] <= position < spans[index][1]:
-        tag = spans[index][2]
-        return tag if _FENCE_TAG.fullmatch(tag) else ""
-    return None
-
-
-def _select(
-    candidates: list[_Candidate], total: int, variant: Variant, repairs: list[Repair]
-) -> dict[str, Any]:
-    """The last object declaring ``variant``; else the last undeclared one that looks like it.
-
-    ``total`` counts every object the answer held, including any no longer kept.
-    """
-    keys = _layout(variant).keys
-    declared = [c for c in candidates if c.value.get("schema") == variant.value]
-    undeclared = [
-        c for c in candidates if "schema" not in c.value and len(keys.intersection(c.value)) >= 2
-    ]
-    chosen = declared or undeclared
-    if not chosen:
-        raise EvidenceError(
-            f"the route's answer holds no {variant.value} object",
-            code="EVIDENCE_NOT_FOUND",
-            details={"variant": variant.value, "reason": "no_candidate", "candidates": total},
-        )
-    candidate = chosen[-1]
-    if candidate.fence is not None:
-        repairs.append(Repair("code_fence_unwrapped", "", candidate.fence))
-    if total > 1:
-        repairs.append(Repair("object_selected", "", f"{candidate.ordinal} of {total} candidates"))
-    return candidate.value
-
-
-def _bounded_copy(value: Any, variant: Variant) -> Any:
-    """A deep copy of a JSON-like value, refusing absurd depth or size."""
-    nodes = 0
-
-    def copy(node: Any, depth: int) -> Any:
-        nonlocal nodes
-        nodes += 1
-        if nodes > MAX_NODES or depth > MAX_DEPTH:
-            reason = "too_large" if nodes > MAX_NODES else "too_deep"
-            raise EvidenceError(
-                "the route's structured answer is too large or too deeply nested",
-                code="EVIDENCE_NOT_FOUND",
-                details={
-                    "variant": variant.value,
-                    "reason": reason,
-                    "max_nodes": MAX_NODES,
-                    "max_depth": MAX_DEPTH,
-                },
-            )
-        if isinstance(node, dict):
-            return {key: copy(child, depth + 1) for key, child in node.items()}
-        if isinstance(node, list):
-            return [copy(child, depth + 1) for child in node]
-        if isinstance(node, tuple):  # kept a tuple, so the gate still refuses it
-            return tuple(copy(child, depth + 1) for child in node)
-        return node
-
-    return copy(value, 0)
 
 
 # ------------------------------------------------------------- what the schema says exists
