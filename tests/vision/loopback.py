@@ -48,6 +48,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from deepseek_eyes.vision.probe import PROBE_COLOURS
+
 __all__ = [
     "BEHAVIOURS",
     "LOOPBACK_MODEL",
@@ -63,16 +65,8 @@ __all__ = [
 
 LOOPBACK_MODEL = "vision-1"
 USAGE = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
-PALETTE: dict[str, tuple[int, int, int]] = {
-    "red": (255, 0, 0),
-    "green": (0, 160, 0),
-    "blue": (0, 0, 255),
-    "yellow": (255, 255, 0),
-    "black": (0, 0, 0),
-    "white": (255, 255, 255),
-    "cyan": (0, 255, 255),
-    "magenta": (255, 0, 255),
-}
+# The colour names any vision model knows; the server names the nearest one it sees.
+PALETTE: dict[str, tuple[int, int, int]] = dict(PROBE_COLOURS)
 BEHAVIOURS = (
     "healthy", "error500", "hang", "malformed", "cut", "cut_once", "textonly", "nomodel",
     "nofinish", "badchunk", "empty",

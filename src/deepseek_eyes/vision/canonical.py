@@ -27,8 +27,9 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
+from deepseek_eyes.settings import BoxConvention
 from deepseek_eyes.vision.evidence import schema_document
 from deepseek_eyes.vision.extraction import (
     MAX_CANDIDATES,
@@ -51,7 +52,8 @@ __all__ = [
 #: A box may overflow an image edge by this fraction of the image and still be clamped.
 CLAMP_TOLERANCE = 0.01
 
-BOX_CONVENTIONS = ("auto", "xywh-normalized", "xyxy-pixels", "xyxy-1000", "yxyx-1000")
+#: The conventions a route may declare (``box_convention`` in its settings).
+BOX_CONVENTIONS: tuple[str, ...] = get_args(BoxConvention)
 
 #: Every repair kind, in the order the steps run. Names are stable: audit rows keep them.
 REPAIR_KINDS = (
