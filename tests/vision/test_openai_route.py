@@ -366,3 +366,11 @@ async def test_loopback_answers_meet_the_evidence_gate(
     fenced = malformed.text.split("```json\n", 1)[1].rsplit("\n```", 1)[0]
     issues = validate_evidence(json.loads(fenced), Variant.EVIDENCE)
     assert [issue.pointer for issue in issues] == ["/ocr/0/font"]
+
+
+def test_namespaced_model_ids_match() -> None:
+    from deepseek_eyes.vision.routes.openai_compat import _same_model
+
+    assert _same_model("gemini-2.5-flash", "models/gemini-2.5-flash")
+    assert _same_model("Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct")
+    assert not _same_model("vision-1", "vision-2")

@@ -103,8 +103,8 @@ class OpenAIRoute:
             models = await client.list_models()
         except LLMError as exc:
             raise self._route_error(exc, "health check") from exc
-        ids = {entry.get("id") for entry in models}
-        if self._model not in ids:
+        ids = {str(entry.get("id")) for entry in models}
+        if not any(_same_model(self._model, listed) for listed in ids):
             raise RouteError(
                 f"route {self.name}: model {self._model!r} is not listed by the endpoint",
                 code="VISION_ROUTE_UNHEALTHY",
@@ -221,3 +221,9 @@ class OpenAIRoute:
         if code == "VISION_ROUTE_TIMEOUT":
             return RouteTimeoutError(message, code=code, details=details)
         return RouteError(message, code=code, details=details)
+
+
+def _same_model(configured: str, listed: str) -> bool:
+    """Whether a listed id names the configured model. Some endpoints list ids with a
+    namespace the chat API does not need (Gemini's ``models/gemini-2.5-flash``)."""
+    return listed == configured or listed.rsplit("/", 1)[-1] == configured.rsplit("/", 1)[-1]
