@@ -16,6 +16,11 @@ The tree::
     │   │   └── RouteTimeoutError(TimeoutError)   VISION_ROUTE_TIMEOUT
     │   ├── ProbeFailedError             VISION_PROBE_FAILED
     │   └── FailoverExhaustedError       VISION_FAILOVER_EXHAUSTED
+    ├── TurnError(ValueError)            RUNTIME_* (a turn could not run as asked)
+    ├── GatewayError                     GATEWAY_* (the HTTP gateway)
+    ├── TerminalError                    TERMINAL_* (the terminal MCP server)
+    │   ├── PolicyBlockedError(PermissionError)   TERMINAL_POLICY_BLOCKED
+    │   └── ReceiptError(ValueError)     TERMINAL_RECEIPT_*
     └── LLMError                         LLM_* (the OpenAI-compatible client)
 
 A class names a family; the ``code`` names the exact failure. Callers catch a family
@@ -34,12 +39,17 @@ __all__ = [
     "EvidenceError",
     "EvidenceIntegrityError",
     "FailoverExhaustedError",
+    "GatewayError",
     "ImageError",
     "LLMError",
+    "PolicyBlockedError",
     "ProbeFailedError",
+    "ReceiptError",
     "RouteError",
     "RouteTimeoutError",
     "StoreError",
+    "TerminalError",
+    "TurnError",
     "VisionError",
 ]
 
@@ -56,6 +66,8 @@ ERROR_CODES: Mapping[str, str] = {
     "STORE_WRITE_FAILED": "A blob or database write failed; nothing partial was published.",
     "STORE_BLOB_MISSING": "A referenced blob is not in the content-addressed store.",
     "STORE_BLOB_CORRUPT": "A stored blob no longer hashes to its address.",
+    "STORE_SESSION_INVALID": "A session id is malformed (1-128 letters, digits, . _ : -).",
+    "STORE_SESSION_NOT_FOUND": "No session has that id.",
     # image intake
     "IMAGE_EMPTY": "The image has no bytes.",
     "IMAGE_UNSUPPORTED_FORMAT": "Not a PNG, JPEG, WebP, GIF or BMP image.",
@@ -90,12 +102,66 @@ ERROR_CODES: Mapping[str, str] = {
     "VISION_FAILOVER_EXHAUSTED": (
         "Every eligible route failed; details carry the structured attempts."
     ),
+    # runtime (turns)
+    "RUNTIME_BAD_MESSAGE": "A chat message is malformed (role, content part or tool call).",
+    "RUNTIME_IMAGE_URL_DISABLED": "An http(s) image_url was sent; gateway.allow_image_urls is off.",
+    "RUNTIME_IMAGE_FETCH_FAILED": "An http(s) image could not be fetched within its limits.",
+    "RUNTIME_TOO_MANY_IMAGES": "A turn holds more images than runtime.max_images_per_turn.",
+    "RUNTIME_MODEL_CALL_LIMIT": "The tool loop reached runtime.max_model_calls_per_turn.",
+    "RUNTIME_TOOL_LIMIT": "A tool call was refused: runtime.max_tool_calls_per_turn reached.",
+    "RUNTIME_REREAD_LIMIT": "A look call was refused: runtime.max_rereads_per_turn reached.",
+    # gateway
+    "GATEWAY_UNAUTHORIZED": "The bearer key is missing or wrong.",
+    "GATEWAY_BAD_REQUEST": "The request body is not a valid chat completion request.",
+    "GATEWAY_BODY_TOO_LARGE": "The request body exceeds gateway.max_body_bytes.",
+    "GATEWAY_NOT_FOUND": "No such endpoint or model.",
+    "GATEWAY_UNSAFE_BIND": "Refused to listen beyond loopback without a gateway key.",
+    # terminal
+    "TERMINAL_POLICY_BLOCKED": (
+        "The policy engine refused the command; details carry the risk and every reason."
+    ),
+    "TERMINAL_APPROVAL_REQUIRED": "The plan needs approval before it can be executed.",
+    "TERMINAL_PLAN_NOT_FOUND": "No plan has that id in this session.",
+    "TERMINAL_PLAN_STATE": (
+        "The plan is not in a state that allows this (already executed, denied or running)."
+    ),
+    "TERMINAL_PLAN_CHANGED": (
+        "A path or the executable resolves differently at execute time than when planned."
+    ),
+    "TERMINAL_SESSION_NOT_FOUND": "No execution session has that id (closed or expired).",
+    "TERMINAL_SESSION_LIMIT": "The maximum number of concurrent execution sessions is open.",
+    "TERMINAL_SESSION_BUSY": "The session already has an active process (one at a time).",
+    "TERMINAL_NO_ACTIVE_PROCESS": "The session has no running process to pause, resume or cancel.",
+    "TERMINAL_SPAWN_FAILED": "The process could not be started (exec failed, sandbox error).",
+    "TERMINAL_WORKSPACE_INVALID": (
+        "A workspace root does not exist, or the working directory lies outside every root."
+    ),
+    "TERMINAL_TOKEN_MISSING": (
+        "HTTP serving needs a bearer token (terminal.token or DEEPSEEK_EYES_TERMINAL_TOKEN)."
+    ),
+    "TERMINAL_TOKEN_WEAK": "The bearer token is shorter or simpler than 256 bits of randomness.",
+    "TERMINAL_RECEIPT_INVALID": (
+        "A receipt fails verification: malformed, or its signature does not match its bytes."
+    ),
+    "TERMINAL_RECEIPT_KEY_UNKNOWN": "A receipt names a key id that is not in the keyring.",
+    "TERMINAL_RECEIPT_CHAIN_BROKEN": (
+        "Receipts out of sequence, or a previous_hash does not match the receipt before it."
+    ),
+    "TERMINAL_RECEIPT_NOT_FOUND": "No receipt has that id.",
+    "TERMINAL_KEYRING_INVALID": "The receipt keyring file is unreadable or malformed.",
+    "TERMINAL_ADVISOR_UNAVAILABLE": "No advisory model is configured or it failed to answer.",
+    "TERMINAL_UNAUTHORIZED": "The HTTP request has no bearer token or the wrong one.",
+    "TERMINAL_FORBIDDEN": "The Host or Origin header is not allowed (DNS rebinding defence).",
+    "TERMINAL_RATE_LIMITED": "Too many HTTP requests from this client; retry after a pause.",
+    "TERMINAL_BODY_TOO_LARGE": "The HTTP request body exceeds terminal.max_body_bytes.",
     # llm client
+    "LLM_CREDENTIAL_MISSING": "The final-model key reference names an unset variable.",
     "LLM_TIMEOUT": "The model endpoint did not answer within its timeout.",
     "LLM_UNAVAILABLE": "The model endpoint could not be reached.",
     "LLM_HTTP_ERROR": "The model endpoint answered with an HTTP error status.",
     "LLM_BAD_RESPONSE": "The model endpoint's answer is not a well-formed chat completion.",
     "LLM_STREAM_INCOMPLETE": "The model endpoint's stream ended before a finish reason.",
+    "LLM_MODEL_UNKNOWN": "No final model is configured and the endpoint lists none.",
 }
 
 
@@ -184,6 +250,36 @@ class ProbeFailedError(VisionError):
 
 class FailoverExhaustedError(VisionError):
     default_code = "VISION_FAILOVER_EXHAUSTED"
+
+
+class TurnError(DeepSeekEyesError, ValueError):
+    """A turn could not be run as asked (bad message, limits)."""
+
+    default_code = "RUNTIME_BAD_MESSAGE"
+
+
+class GatewayError(DeepSeekEyesError):
+    """The HTTP gateway refused a request or could not start."""
+
+    default_code = "GATEWAY_BAD_REQUEST"
+
+
+class TerminalError(DeepSeekEyesError):
+    """The terminal server refused an operation; ``code`` names which."""
+
+    default_code = "TERMINAL_PLAN_STATE"
+
+
+class PolicyBlockedError(TerminalError, PermissionError):
+    """The policy engine refused a command; ``details`` carry the decision."""
+
+    default_code = "TERMINAL_POLICY_BLOCKED"
+
+
+class ReceiptError(TerminalError, ValueError):
+    """A receipt, an export or the keyring failed verification or could not be read."""
+
+    default_code = "TERMINAL_RECEIPT_INVALID"
 
 
 class LLMError(DeepSeekEyesError):

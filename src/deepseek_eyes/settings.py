@@ -41,15 +41,18 @@ from deepseek_eyes.errors import ConfigError
 __all__ = [
     "CONFIG_FILENAME",
     "ENV_HOME",
+    "GatewaySettings",
     "ImageSettings",
     "LLMModelSettings",
     "LLMSettings",
     "LoadedSettings",
     "LocalRouteSettings",
     "RouteSettings",
+    "RuntimeSettings",
     "SecretRef",
     "Settings",
     "StorageSettings",
+    "TerminalSettings",
     "VisionSettings",
     "config_search_path",
     "data_home",
@@ -60,6 +63,7 @@ __all__ = [
 
 CONFIG_FILENAME = "deepseek-eyes.toml"
 ENV_HOME = "DEEPSEEK_EYES_HOME"
+ENV_LLM_BASE_URL = "DEEPSEEK_BASE_URL"
 APP_NAME = "deepseek-eyes"
 LOCAL_ROUTE = "local"
 
@@ -104,16 +108,21 @@ class SecretRef(_Strict):
 
 
 def _refuse_literal_secret(value: Any) -> Any:
+    if value is False:
+        return None  # `api_key = false`: this endpoint takes no key (a local server)
     if isinstance(value, str):
         raise PydanticCustomError(
             "literal_secret",
-            "a literal secret is not allowed here; reference it as {{ env = \"NAME\" }} "
-            "and set NAME in the environment",
+            "a literal secret is not allowed here; reference it as {example} and set NAME in "
+            "the environment",
+            {"example": '{ env = "NAME" }'},
         )
     return value
 
 
 Secret = Annotated[SecretRef, BeforeValidator(_refuse_literal_secret)]
+#: A secret that may also be absent: omitted, or ``false`` for an endpoint that takes none.
+OptionalSecret = Annotated[SecretRef | None, BeforeValidator(_refuse_literal_secret)]
 
 
 class StorageSettings(_Strict):
@@ -153,7 +162,7 @@ class RouteSettings(_Strict):
     kind: Literal["openai", "local"] = "openai"
     base_url: str | None = Field(default=None, description="e.g. https://host/v1")
     model: str | None = Field(default=None, min_length=1, max_length=200)
-    api_key: Secret | None = None
+    api_key: OptionalSecret = None
     headers: dict[str, Secret] = Field(default_factory=dict)
     timeout: float = Field(default=60.0, gt=0, le=600)
     connect_timeout: float = Field(default=10.0, gt=0, le=120)
@@ -254,14 +263,28 @@ class LLMModelSettings(_Strict):
     input: tuple[Literal["text", "image"], ...] = ("text",)
 
 
-class LLMSettings(_Strict):
-    """The final-answer endpoint (DeepSeek by default). Its image-capable models can serve
-    vision when ``vision.auto_detect`` is on."""
+def _default_llm_base_url() -> str:
+    # With no settings file, the environment names the upstream (DEEPSEEK_BASE_URL).
+    return os.environ.get(ENV_LLM_BASE_URL) or "https://api.deepseek.com"
 
-    base_url: str = "https://api.deepseek.com"
-    api_key: Secret | None = SecretRef(env="DEEPSEEK_API_KEY")
+
+class LLMSettings(_Strict):
+    """The final-answer endpoint (DeepSeek by default). Model names come from ``model``,
+    ``models`` and the endpoint's ``/models``, never from a list in the code. Its
+    image-capable models can serve vision when ``vision.auto_detect`` is on."""
+
+    base_url: str = Field(default_factory=_default_llm_base_url)
+    api_key: OptionalSecret = SecretRef(env="DEEPSEEK_API_KEY")
+    model: str | None = Field(
+        default=None, min_length=1, max_length=200,
+        description="Default final model; else the first of models, else of /models.",
+    )
     models: tuple[LLMModelSettings, ...] = ()
     timeout: float = Field(default=120.0, gt=0, le=1800)
+    connect_timeout: float = Field(default=10.0, gt=0, le=120)
+    models_ttl: float = Field(
+        default=300.0, ge=0, le=86400, description="Seconds a /models listing is reused."
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -269,11 +292,93 @@ class LLMSettings(_Strict):
         return RouteSettings._http_url(value) or value
 
 
+class RuntimeSettings(_Strict):
+    """How a turn is run for the final model."""
+
+    max_rereads_per_turn: int = Field(default=2, ge=0, le=16)
+    max_tool_calls_per_turn: int = Field(default=8, ge=0, le=128)
+    max_model_calls_per_turn: int = Field(default=6, ge=1, le=64)
+    history_budget_tokens: int = Field(
+        default=48_000, ge=1000, le=2_000_000,
+        description="Estimated tokens of model-facing history; older turns are dropped first.",
+    )
+    max_images_per_turn: int = Field(default=8, ge=1, le=64)
+
+
+class GatewaySettings(_Strict):
+    """``deepseek-eyes serve``: the OpenAI-compatible HTTP gateway."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    api_key: OptionalSecret = SecretRef(env="DEEPSEEK_EYES_GATEWAY_KEY")
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+    allow_image_urls: bool = Field(
+        default=False, description="Fetch http(s) image_url parts (off: data URLs only)."
+    )
+    image_url_timeout: float = Field(default=10.0, gt=0, le=120)
+    allow_private_image_urls: bool = Field(
+        default=False,
+        description="Also fetch image URLs on loopback/private addresses (SSRF risk).",
+    )
+    max_concurrent_turns: int = Field(default=64, ge=1, le=4096)
+
+
+TerminalMode = Literal["read-only", "confirm", "trusted"]
+
+
+class TerminalSettings(_Strict):
+    """``deepseek-eyes terminal serve``: the terminal MCP server and its approval console.
+
+    The bearer token is a reference like every secret; ``DEEPSEEK_EYES_TERMINAL_TOKEN`` is
+    read when ``token`` is not set. Receipt keys are references too; with none configured a
+    private keyring file in the data directory holds generated keys.
+    """
+
+    mode: TerminalMode = "confirm"
+    workspaces: tuple[Path, ...] = Field(
+        default=(), description="Workspace roots; empty means the working directory."
+    )
+    token: Secret | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(default=8766, ge=0, le=65535)
+    allowed_hosts: tuple[str, ...] = Field(
+        default=(), description="Extra Host header values accepted (host:port)."
+    )
+    allowed_origins: tuple[str, ...] = Field(
+        default=(), description="Extra Origin values accepted (scheme://host:port)."
+    )
+    timeout: float = Field(default=60.0, gt=0, le=3600, description="Default command timeout.")
+    max_timeout: float = Field(default=600.0, gt=0, le=86400)
+    max_output_bytes: int = Field(
+        default=1024 * 1024, ge=1024, le=256 * 1024 * 1024,
+        description="Bytes of stdout and of stderr kept in a receipt; the rest is truncated.",
+    )
+    max_sessions: int = Field(default=8, ge=1, le=1024)
+    session_idle_timeout: float = Field(default=900.0, gt=0, le=7 * 86400)
+    rate_limit_per_minute: int = Field(default=600, ge=1, le=1_000_000)
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    subscriber_queue: int = Field(default=256, ge=4, le=65536)
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    receipt_keys: tuple[Secret, ...] = Field(
+        default=(), description="HMAC keys (first signs, all verify); else the keyring file."
+    )
+    redact_env: tuple[str, ...] = Field(
+        default=(), description="Environment variables whose values are redacted from receipts."
+    )
+    approvals: Literal["client", "console"] = Field(
+        default="client",
+        description="Who may approve plans: the MCP client (terminal_approve) or only the console.",
+    )
+
+
 class Settings(_Strict):
     storage: StorageSettings = StorageSettings()
     image: ImageSettings = ImageSettings()
     vision: VisionSettings = VisionSettings()
-    llm: LLMSettings = LLMSettings()
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    runtime: RuntimeSettings = RuntimeSettings()
+    gateway: GatewaySettings = GatewaySettings()
+    terminal: TerminalSettings = TerminalSettings()
 
 
 @dataclass(frozen=True)

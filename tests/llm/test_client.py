@@ -1,4 +1,5 @@
-"""ChatClient against a real loopback server (and httpx.MockTransport for malformed bodies)."""
+"""ChatClient against real loopback servers (the vision one, and the DeepSeek-like upstream of
+:mod:`runtime.upstream`), and httpx.MockTransport for bodies no honest server sends."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import base64
 import hashlib
 import json
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -14,7 +15,24 @@ import httpx
 import pytest
 
 from deepseek_eyes.errors import LLMError
-from deepseek_eyes.llm import MAX_RESPONSE_BYTES, ChatClient, ChatResult
+from deepseek_eyes.llm import (
+    MAX_RESPONSE_BYTES,
+    MAX_TOOL_CALLS,
+    PROVIDER_MESSAGE_CHARS,
+    ChatClient,
+    ChatResult,
+    ChatStream,
+    ToolCall,
+)
+from runtime.upstream import (
+    REASONING_MODEL,
+    REASONING_TEXT,
+    RETRY_AFTER_S,
+    VISION_MODEL,
+    LoopbackUpstream,
+    deepseek_image_error,
+    estimate,
+)
 from vision.loopback import USAGE, LoopbackVisionServer, solid_png
 
 API_KEY = "sk-loopback-0123456789abcdef"
@@ -305,3 +323,463 @@ async def test_stream_reasoning_deltas_and_crlf_lines() -> None:
         await client.aclose()
     assert (result.content, result.reasoning, result.finish_reason) == ("hello", "hmm ok", "stop")
     assert result.usage.total_tokens == 0
+
+
+# -- against the DeepSeek-like loopback upstream -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[LoopbackUpstream]:
+    with LoopbackUpstream() as loopback:
+        yield loopback
+
+
+def text_payload(model: str, prompt: str, **extra: Any) -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": prompt}], **extra}
+
+
+async def collect(
+    url: str, payload: dict[str, Any], **kwargs: Any
+) -> tuple[list[dict[str, Any]], ChatStream]:
+    client = ChatClient(url, **{"timeout": BOUND_S, **kwargs})
+    try:
+        with anyio.fail_after(BOUND_S):
+            async with client.stream(payload) as chunks:
+                seen = [chunk async for chunk in chunks]
+    finally:
+        await client.aclose()
+    return seen, chunks
+
+
+TOOLS = [
+    {"type": "function", "function": {"name": "look", "parameters": {"type": "object"}}},
+    {"type": "function", "function": {"name": "calc", "parameters": {"type": "object"}}},
+]
+
+
+@pytest.mark.anyio
+async def test_stream_yields_each_chunk_and_assembles_the_result(
+    upstream: LoopbackUpstream,
+) -> None:
+    payload = text_payload(
+        REASONING_MODEL, "hello there", stream_options={"continuous_usage_stats": False}
+    )
+    chunks, stream = await collect(upstream.base_url, payload, api_key=API_KEY)
+
+    assert all(isinstance(chunk, dict) for chunk in chunks)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    pieces = [d["content"] for d in deltas if d.get("content")]
+    thoughts = [d["reasoning_content"] for d in deltas if d.get("reasoning_content")]
+    assert len(pieces) > 1
+    assert len(thoughts) > 1
+    assert chunks[-1]["choices"] == []  # the usage chunk, forwarded as sent
+
+    result = stream.result
+    assert result.content == "".join(pieces) == "echo: hello there"
+    assert result.reasoning == "".join(thoughts) == REASONING_TEXT
+    assert (result.finish_reason, result.model, result.streamed) == ("stop", REASONING_MODEL, True)
+    assert result.tool_calls == ()
+    reasoning = estimate(len(REASONING_TEXT))
+    assert result.usage.reasoning_tokens == reasoning
+    assert result.usage.completion_tokens == estimate(len("echo: hello there")) + reasoning
+    assert result.usage.prompt_tokens == estimate(len("hello there"))
+    assert stream.first_chunk_at is not None
+
+    sent = upstream.requests[-1]
+    assert sent["stream"] is True
+    assert sent["stream_options"] == {"continuous_usage_stats": False, "include_usage": True}
+    expected = hashlib.sha256(f"Bearer {API_KEY}".encode()).hexdigest()
+    assert upstream.authorizations[-1] == expected
+
+
+@pytest.mark.anyio
+async def test_stream_gathers_tool_calls_split_across_chunks(upstream: LoopbackUpstream) -> None:
+    prompt = 'LOOK[img-1]: What is the total?\nCALL[calc]: {"expr": "2+'  # invalid JSON on purpose
+    payload = text_payload("deepseek-v4-flash", prompt, tools=TOOLS)
+    chunks, stream = await collect(upstream.base_url, payload)
+
+    argument_pieces = [
+        call
+        for chunk in chunks
+        if chunk["choices"]
+        for call in chunk["choices"][0]["delta"].get("tool_calls") or ()
+        if call["index"] == 0 and call["function"]["arguments"]
+    ]
+    assert len(argument_pieces) > 1
+    result = stream.result
+    assert result.finish_reason == "tool_calls"
+    look, calc = result.tool_calls
+    assert look.name == "look"
+    assert json.loads(look.arguments) == {"image": "img-1", "question": "What is the total?"}
+    assert (calc.name, calc.arguments) == ("calc", '{"expr": "2+')
+    assert look.id
+    assert calc.id
+    assert look.id != calc.id
+
+    # The same answer, whole, carries the same calls.
+    whole = await complete(upstream.base_url, payload)
+    assert whole.tool_calls == result.tool_calls
+    assert whole.finish_reason == "tool_calls"
+
+    # Once the messages end with the tool's result, the model answers from it.
+    history = [
+        *payload["messages"],
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": look.id, "type": "function",
+                 "function": {"name": look.name, "arguments": look.arguments}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": look.id, "content": "TOTAL 64.03"},
+    ]
+    after = await complete(upstream.base_url, {**payload, "messages": history}, stream=True)
+    assert after.content == "after look: TOTAL 64.03"
+
+
+@pytest.mark.anyio
+async def test_usage_reports_prompt_cache_hits_like_deepseek(upstream: LoopbackUpstream) -> None:
+    system = {"role": "system", "content": "You are a careful assistant. " * 8}
+    first_user = {"role": "user", "content": "ANSWER: fine\nHow are you?"}
+    tag = {"role": "user", "content": f"unique {id(system)}"}  # no earlier request began so
+    first = await complete(
+        upstream.base_url, {"model": "deepseek-v4-flash", "messages": [tag, system, first_user]}
+    )
+    second = await complete(
+        upstream.base_url,
+        {
+            "model": "deepseek-v4-flash",
+            "messages": [
+                tag, system, first_user,
+                {"role": "assistant", "content": first.content},
+                {"role": "user", "content": "And now?"},
+            ],
+        },
+        stream=True,
+    )
+
+    assert first.content == "fine"
+    assert first.usage.cache_hit_tokens == 0
+    assert first.usage.cache_miss_tokens == first.usage.prompt_tokens
+    prefix = len(str(tag["content"])) + len(str(system["content"])) + len(first_user["content"])
+    assert second.usage.cache_hit_tokens == estimate(prefix)
+    assert second.usage.cache_hit_tokens + second.usage.cache_miss_tokens == (
+        second.usage.prompt_tokens
+    )
+    assert second.content == "fine"  # ANSWER: in any message decides the reply
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", [False, True])
+async def test_deepseek_refuses_an_image_part_and_the_reason_is_kept(
+    upstream: LoopbackUpstream, stream: bool
+) -> None:
+    payload = chat_payload()
+    payload["model"] = "deepseek-v4-flash"
+    payload["messages"] = payload["messages"][1:]  # the image part in messages[0]
+    error = await failure(upstream.base_url, payload, stream=stream, api_key=API_KEY)
+
+    assert error.code == "LLM_HTTP_ERROR"
+    assert error.details["status"] == 400
+    assert error.details["provider_code"] == "invalid_request_error"
+    assert error.details["provider_type"] == "invalid_request_error"
+    assert error.details["provider_message"] == (
+        deepseek_image_error(0)["error"]["message"]
+    )
+    assert "unknown variant `image_url`, expected `text`" in error.details["provider_message"]
+    assert upstream.requests[-1]["messages"][0]["content"][1]["image_url"]["url"] == "<image>"
+
+
+@pytest.mark.anyio
+async def test_the_vision_model_decodes_the_image(upstream: LoopbackUpstream) -> None:
+    payload = chat_payload(30, 20)
+    payload["model"] = VISION_MODEL
+    result = await complete(upstream.base_url, payload, stream=True)
+    assert result.content == "I see an image of 30x20 pixels."
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("model", "stream", "code", "status"),
+    [
+        ("fail-500", False, "LLM_HTTP_ERROR", 500),
+        ("fail-500", True, "LLM_HTTP_ERROR", 500),
+        ("fail-429", False, "LLM_HTTP_ERROR", 429),
+        ("fail-429", True, "LLM_HTTP_ERROR", 429),
+        ("fail-401", False, "LLM_HTTP_ERROR", 401),
+        ("fail-401", True, "LLM_HTTP_ERROR", 401),
+        ("cut", True, "LLM_STREAM_INCOMPLETE", None),
+        ("cut", False, "LLM_BAD_RESPONSE", None),
+        ("nofinish", True, "LLM_STREAM_INCOMPLETE", None),
+        ("badjson", True, "LLM_BAD_RESPONSE", None),
+        ("badjson", False, "LLM_BAD_RESPONSE", None),
+    ],
+)
+async def test_upstream_failures_map_to_their_codes(
+    upstream: LoopbackUpstream, model: str, stream: bool, code: str, status: int | None
+) -> None:
+    error = await failure(
+        upstream.base_url, text_payload(model, "hi"), stream=stream, api_key=API_KEY
+    )
+
+    assert error.code == code
+    assert error.details.get("status") == status
+    if model == "fail-429":
+        assert error.details["retry_after_s"] == RETRY_AFTER_S
+    if model == "fail-401":
+        assert error.details["provider_type"] == "authentication_error"
+        assert "Authentication Fails" in error.details["provider_message"]
+    if model == "cut" and stream:
+        assert error.details["chunks"] == 2
+    assert API_KEY not in json.dumps(error.to_dict()) + str(error)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_hanging_upstream_meets_the_deadline(
+    upstream: LoopbackUpstream, stream: bool
+) -> None:
+    with anyio.fail_after(BOUND_S):
+        error = await failure(
+            upstream.base_url, text_payload("hang", "hi"), stream=stream, timeout=0.3
+        )
+    assert error.code == "LLM_TIMEOUT"
+    assert error.details["timeout_s"] == 0.3
+
+
+# -- stream edge cases on a mock transport ------------------------------------------------------
+
+
+def sse_client(*events: str | bytes, stall: anyio.Event | None = None) -> ChatClient:
+    """A client whose endpoint streams ``events`` (then waits on ``stall``, if given)."""
+
+    async def body() -> AsyncIterator[bytes]:
+        for event in events:
+            yield event if isinstance(event, bytes) else event.encode()
+        if stall is not None:
+            await stall.wait()
+
+    def handler(_: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, content=body(), headers={"content-type": "text/event-stream"}
+        )
+
+    return ChatClient("http://model.test/v1", transport=httpx.MockTransport(handler), timeout=0.5)
+
+
+def data(chunk: dict[str, Any]) -> str:
+    return f"data: {json.dumps(chunk)}\n\n"
+
+
+def delta_chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+    return data({"model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+
+async def drain(client: ChatClient) -> ChatStream:
+    try:
+        with anyio.fail_after(BOUND_S):
+            async with client.stream(chat_payload()) as chunks:
+                async for _ in chunks:
+                    pass
+    finally:
+        await client.aclose()
+    return chunks
+
+
+async def drain_error(client: ChatClient) -> LLMError:
+    with pytest.raises(LLMError) as caught:
+        await drain(client)
+    return caught.value
+
+
+@pytest.mark.anyio
+async def test_a_trickling_stream_is_bounded_by_the_whole_call_deadline() -> None:
+    stall = anyio.Event()  # never set: the endpoint sends one chunk and then nothing
+    error = await drain_error(sse_client(delta_chunk({"content": "a"}), stall=stall))
+    assert error.code == "LLM_TIMEOUT"
+    assert error.details["timeout_s"] == 0.5
+    assert error.details["chunks"] == 1
+
+
+@pytest.mark.anyio
+async def test_a_provider_error_inside_the_stream_is_a_bad_response() -> None:
+    error = await drain_error(
+        sse_client(
+            delta_chunk({"content": "a"}),
+            data({"error": {"message": "Server\x1b[31m overloaded", "code": "overloaded"}}),
+        )
+    )
+    assert error.code == "LLM_BAD_RESPONSE"
+    assert error.details["provider_code"] == "overloaded"
+    assert error.details["provider_message"] == "Server [31m overloaded"
+
+
+@pytest.mark.anyio
+async def test_finish_without_done_is_complete_but_no_finish_is_not() -> None:
+    stream = await drain(sse_client(delta_chunk({"content": "ok"}, "stop")))
+    assert (stream.result.content, stream.result.finish_reason) == ("ok", "stop")
+
+    error = await drain_error(sse_client(delta_chunk({"content": "ok"})))
+    assert error.code == "LLM_STREAM_INCOMPLETE"
+    assert "end of the stream" in error.message
+
+
+@pytest.mark.anyio
+async def test_tool_call_deltas_without_index_open_a_call_per_id() -> None:
+    def call(call_id: str | None, name: str | None, arguments: str) -> dict[str, Any]:
+        function: dict[str, Any] = {"arguments": arguments}
+        if name:
+            function["name"] = name
+        return {"id": call_id, "function": function} if call_id else {"function": function}
+
+    stream = await drain(
+        sse_client(
+            delta_chunk({"tool_calls": [call("a", "look", '{"x":')]}),
+            delta_chunk({"tool_calls": [call(None, None, " 1}")]}),
+            delta_chunk({"tool_calls": [call("b", "calc", "{}")]}),
+            delta_chunk({}, "tool_calls"),
+            "data: [DONE]\n\n",
+        )
+    )
+    assert stream.result.tool_calls == (
+        ToolCall("a", "look", '{"x": 1}'),
+        ToolCall("b", "calc", "{}"),
+    )
+
+
+@pytest.mark.anyio
+async def test_too_many_tool_calls_are_a_bad_response() -> None:
+    far = {"index": MAX_TOOL_CALLS, "id": "x", "function": {"name": "f", "arguments": ""}}
+    error = await drain_error(sse_client(delta_chunk({"tool_calls": [far]})))
+    assert error.code == "LLM_BAD_RESPONSE"
+
+
+@pytest.mark.anyio
+async def test_a_json_answer_to_a_stream_request_is_one_synthesized_chunk() -> None:
+    document = {
+        "id": "cmpl-1",
+        "model": "m",
+        "choices": [
+            {
+                "message": {
+                    "content": "",
+                    "reasoning_content": "hmm",
+                    # Ollama sends the arguments as an object; they become JSON text.
+                    "tool_calls": [
+                        {"id": "c1", "function": {"name": "look", "arguments": {"a": 1}}}
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+    }
+    client = mock_client(lambda _: httpx.Response(200, json=document))
+    try:
+        with anyio.fail_after(BOUND_S):
+            async with client.stream(chat_payload()) as chunks:
+                seen = [chunk async for chunk in chunks]
+    finally:
+        await client.aclose()
+
+    (chunk,) = seen
+    assert chunk["object"] == "chat.completion.chunk"
+    assert chunk["id"] == "cmpl-1"
+    assert chunk["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] == '{"a": 1}'
+    assert chunk["usage"] == document["usage"]
+    result = chunks.result
+    assert result.streamed is False
+    assert result.tool_calls == (ToolCall("c1", "look", '{"a": 1}'),)
+    assert (result.reasoning, result.usage.total_tokens) == ("hmm", 5)
+
+
+@pytest.mark.anyio
+async def test_result_before_the_end_is_a_programming_error() -> None:
+    client = sse_client(delta_chunk({"content": "a"}), delta_chunk({"content": "b"}, "stop"))
+    try:
+        async with client.stream(chat_payload()) as chunks:
+            async for _ in chunks:
+                break
+            with pytest.raises(RuntimeError):
+                _ = chunks.result
+    finally:
+        await client.aclose()
+
+
+# -- what an HTTP error keeps ------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_provider_message_is_short_clean_and_never_holds_the_key() -> None:
+    header_secret = "org-secret-value-42"
+    message = (
+        f"Bad key {API_KEY}\r\nInjected: header\x00 for org {header_secret} "
+        + "x" * 1000
+    )
+
+    def handler(_: httpx.Request) -> httpx.Response:
+        body = {"error": {"message": message, "type": "authentication_error", "code": 401}}
+        return httpx.Response(401, json=body)
+
+    client = ChatClient(
+        "http://model.test/v1",
+        api_key=API_KEY,
+        headers={"X-Org": header_secret},
+        transport=httpx.MockTransport(handler),
+    )
+    try:
+        with anyio.fail_after(BOUND_S), pytest.raises(LLMError) as caught:
+            await client.complete(chat_payload())
+    finally:
+        await client.aclose()
+
+    details = caught.value.details
+    shown = details["provider_message"]
+    assert shown.startswith("Bad key [redacted] Injected: header for org [redacted] xxx")
+    assert len(shown) == PROVIDER_MESSAGE_CHARS
+    assert API_KEY not in json.dumps(caught.value.to_dict())
+    assert header_secret not in json.dumps(caught.value.to_dict())
+    assert (details["provider_code"], details["provider_type"]) == ("401", "authentication_error")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b'{"error": "plain words"}', "plain words"),
+        (b'{"detail": "Not Found"}', "Not Found"),
+        (b"<html>bad gateway</html>", None),
+    ],
+)
+async def test_provider_message_in_other_error_shapes(body: bytes, expected: str | None) -> None:
+    client = mock_client(lambda _: httpx.Response(502, content=body))
+    try:
+        with anyio.fail_after(BOUND_S), pytest.raises(LLMError) as caught:
+            await client.complete(chat_payload())
+    finally:
+        await client.aclose()
+    assert caught.value.details["provider_message"] == expected
+    assert caught.value.details["provider_code"] is None
+
+
+@pytest.mark.anyio
+async def test_a_wrong_key_is_refused_like_deepseek_and_never_shown() -> None:
+    with LoopbackUpstream(api_key=API_KEY) as guarded:
+        wrong = "sk-wrong-key-9999999999"
+        payload = text_payload("deepseek-v4-flash", "hi")
+        error = await failure(guarded.base_url, payload, api_key=wrong)
+        result = await complete(guarded.base_url, payload, api_key=API_KEY)
+        hashes = guarded.authorizations
+
+    assert error.code == "LLM_HTTP_ERROR"
+    assert error.details["status"] == 401
+    assert error.details["provider_message"] == (
+        "Authentication Fails, Your api key: ****9999 is invalid"
+    )
+    assert wrong not in json.dumps(error.to_dict())
+    assert result.content == "echo: hi"
+    assert hashes == [
+        hashlib.sha256(f"Bearer {key}".encode()).hexdigest() for key in (wrong, API_KEY)
+    ]

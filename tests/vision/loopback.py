@@ -302,7 +302,7 @@ class _RawSSE(Response):
         self._pieces = pieces
 
     # The ASGI signature is fixed; this response reads nothing from the request.
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: ARG002
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send(
             {
                 "type": "http.response.start",

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from deepseek_eyes import __version__
+from deepseek_eyes.cli.ask import ask_command, serve_command, sessions_group
 from deepseek_eyes.cli.config import config_group
 from deepseek_eyes.cli.evidence import evidence_group
 from deepseek_eyes.cli.see import routes_command, see_command
@@ -43,6 +44,9 @@ cli.add_command(routes_command)
 cli.add_command(evidence_group)
 cli.add_command(config_group)
 cli.add_command(usage_command)
+cli.add_command(ask_command)
+cli.add_command(sessions_group)
+cli.add_command(serve_command)
 
 
 def main() -> None:

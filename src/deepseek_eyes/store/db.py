@@ -122,6 +122,43 @@ MIGRATIONS: tuple[str, ...] = (
         estimated_tokens INTEGER NOT NULL
     );
     """,
+    # 2: sessions, their append-only events, and one summary row per finished turn
+    """
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        created_at REAL NOT NULL,
+        source TEXT NOT NULL
+    );
+
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        seq INTEGER NOT NULL,
+        ts REAL NOT NULL,
+        role TEXT NOT NULL,
+        turn_id TEXT,
+        body_sha256 TEXT NOT NULL,
+        body TEXT NOT NULL,
+        UNIQUE (session_id, seq)
+    );
+    CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+    BEGIN SELECT RAISE(ABORT, 'session events are append-only'); END;
+    CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+    BEGIN SELECT RAISE(ABORT, 'session events are append-only'); END;
+
+    CREATE TABLE turns (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        started_at REAL NOT NULL,
+        ended_at REAL NOT NULL,
+        model TEXT,
+        path TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        code TEXT,
+        details TEXT NOT NULL
+    );
+    CREATE INDEX turns_session ON turns(session_id, started_at);
+    """,
 )
 
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+import anyio
+
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.settings import Settings
+from deepseek_eyes.store.blobs import sha256_hex
 from deepseek_eyes.store.home import DataHome
 from deepseek_eyes.vision.attempts import AttemptLog
-from deepseek_eyes.vision.cache import EvidenceCache
+from deepseek_eyes.vision.cache import EvidenceCache, ImageMeta
 from deepseek_eyes.vision.guard import RouteEntry
-from deepseek_eyes.vision.intake import ImageLimits
+from deepseek_eyes.vision.intake import ImageLimits, decode_image
 from deepseek_eyes.vision.registry import build_routes
 from deepseek_eyes.vision.route_state import RouteStateStore
 from deepseek_eyes.vision.router import Acquisition, VisionRouter
@@ -55,6 +58,31 @@ class VisionBridge:
             limits=ImageLimits.from_settings(settings.image),
             clock=clock,
         )
+
+    async def admit(self, data: bytes) -> ImageMeta:
+        """Validate and store an image without asking any route about it (a known image
+        costs one hash). Raises ImageError or StoreError like intake does."""
+        sha = sha256_hex(data)
+        meta = self.cache.image_meta(sha)
+        if meta is not None:
+            return meta
+        limits = ImageLimits.from_settings(self.settings.image)
+
+        def admit() -> ImageMeta:
+            decoded = decode_image(data, limits, sha256=sha)
+            self.home.blobs.put(data, sha256=sha)
+            return ImageMeta(
+                decoded.sha256, decoded.pixel_sha256, decoded.width, decoded.height,
+                decoded.media_type, decoded.size,
+            )
+
+        meta = await anyio.to_thread.run_sync(admit)
+        self.cache.remember_image(meta)
+        return meta
+
+    def image_bytes(self, sha256: str) -> bytes:
+        """The original bytes of a stored image. Raises StoreError."""
+        return self.home.blobs.get(sha256)
 
     async def see(self, data: bytes, *, route: str | None = None) -> Acquisition:
         """Base evidence (``deepseekeyes.evidence.v1``) for one image."""

@@ -1,0 +1,156 @@
+"""Gateway overhead, idle memory and tokens sent for an image conversation.
+
+    .venv/bin/python bench/gateway.py [--requests N]
+
+1. Overhead: the same loopback upstream (tests/runtime/upstream.py) called directly and
+   through ``deepseek-eyes serve`` (a real process), by one keep-alive HTTP client, one
+   request at a time: p50 latency of a text turn, and p50 time to the first content byte of
+   a streamed turn. Ratio = through gateway / direct.
+2. Idle memory: the gateway process's resident set before its first image.
+3. Tokens: a 5-turn conversation about one image, as a client sends it (the whole history
+   every turn). Ours: prompt tokens the upstream counted. Naive replay: the same
+   conversation with the image sent as its base64 data URL text every turn, counted the
+   same way (the upstream's characters / 4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from deepseek_eyes.runtime.runtime import Runtime
+from deepseek_eyes.settings import Settings
+from deepseek_eyes.store.home import DataHome
+from runtime.upstream import LoopbackUpstream
+
+RECEIPT = ROOT / "examples" / "receipt.png"
+
+
+def start_gateway(upstream: LoopbackUpstream, home: Path) -> tuple[subprocess.Popen[str], str]:
+    config = home / "eyes.toml"
+    config.write_text(
+        f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
+        'model = "deepseek-v4-flash"\n', encoding="utf-8",
+    )
+    env = {**os.environ, "DEEPSEEK_EYES_HOME": str(home / "data")}
+    env.pop("DEEPSEEK_EYES_GATEWAY_KEY", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "serve", "--port", "0"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    assert process.stderr is not None
+    for line in process.stderr:
+        match = re.search(r"listening on (http://\S+/v1)", line)
+        if match:
+            return process, match.group(1)
+    raise SystemExit("the gateway did not start")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return math.nan
+
+
+async def latencies(base: str, n: int, *, stream: bool) -> list[float]:
+    body = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "ping"}]}
+    if stream:
+        body["stream"] = True
+    out: list[float] = []
+    async with httpx.AsyncClient(timeout=30) as client:
+        for i in range(n + 20):
+            started = time.perf_counter()
+            if stream:
+                async with client.stream("POST", f"{base}/chat/completions", json=body) as r:
+                    async for line in r.aiter_lines():
+                        if line.startswith("data: ") and '"content"' in line:
+                            elapsed = time.perf_counter() - started
+                            break
+                    async for _ in r.aiter_lines():
+                        pass
+            else:
+                r = await client.post(f"{base}/chat/completions", json=body)
+                r.raise_for_status()
+                elapsed = time.perf_counter() - started
+            if i >= 20:  # warm-up excluded
+                out.append(elapsed)
+    return out
+
+
+async def tokens(upstream: LoopbackUpstream, home: Path) -> tuple[int, int]:
+    settings = Settings.model_validate({"llm": {
+        "base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-flash",
+    }})
+    data_url = "data:image/png;base64," + base64.b64encode(RECEIPT.read_bytes()).decode()
+    questions = ["What shop is this?", "What is the total?", "How much tax?",
+                 "Which item costs most?", "How was it paid?"]
+    ours = naive = 0
+    with DataHome(home / "tokens") as data:
+        runtime = Runtime(settings, data)
+        from deepseek_eyes.runtime.messages import parse_messages
+        from deepseek_eyes.runtime.turn import TurnRequest
+
+        history: list[dict[str, Any]] = []
+        naive_history: list[dict[str, Any]] = []
+        for turn, question in enumerate(questions):
+            content: list[dict[str, Any]] = [{"type": "text", "text": question}]
+            if turn == 0:
+                content.append({"type": "image_url", "image_url": {"url": data_url}})
+            history.append({"role": "user", "content": content})
+            naive_history.append({"role": "user", "content": question + (
+                "\n" + data_url if turn == 0 else "")})
+            messages = await parse_messages(history, admit=runtime.bridge.admit)
+            result = await runtime.run(TurnRequest(messages=messages))
+            ours += result.usage.prompt_tokens
+            naive += math.ceil(len(json.dumps(naive_history)) / 4)
+            history.append({"role": "assistant", "content": result.content})
+            naive_history.append({"role": "assistant", "content": result.content})
+        await runtime.aclose()
+    return ours, naive
+
+
+async def main(n: int) -> None:
+    with LoopbackUpstream() as upstream, tempfile.TemporaryDirectory() as tmp:
+        process, gateway = start_gateway(upstream, Path(tmp))
+        try:
+            print(f"gateway_idle_rss: ours={rss_mib(process.pid):.0f}MiB target<150MiB")
+            for stream in (False, True):
+                direct = await latencies(upstream.base_url, n, stream=stream)
+                through = await latencies(gateway, n, stream=stream)
+                name = "gateway_stream_ttft" if stream else "gateway_text_turn"
+                d, t = statistics.median(direct), statistics.median(through)
+                print(
+                    f"{name}: ours={t * 1e3:.2f}ms baseline=direct {d * 1e3:.2f}ms "
+                    f"ratio={t / d:.2f} added={(t - d) * 1e3:.2f}ms (p50 of {n})"
+                )
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+        ours, naive = await tokens(upstream, Path(tmp))
+        print(
+            f"image_conversation_tokens: ours={ours} baseline=naive-replay {naive} "
+            f"ratio={ours / naive:.3f}"
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--requests", type=int, default=300)
+    asyncio.run(main(parser.parse_args().requests))

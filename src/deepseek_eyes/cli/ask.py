@@ -1,0 +1,177 @@
+"""``deepseek-eyes ask``, ``deepseek-eyes sessions`` and ``deepseek-eyes serve``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from deepseek_eyes.cli.common import dump_json, loaded_settings
+from deepseek_eyes.errors import StoreError
+from deepseek_eyes.runtime.messages import image_part
+from deepseek_eyes.runtime.runtime import Runtime
+from deepseek_eyes.runtime.turn import TurnRequest, usage_json
+from deepseek_eyes.store.events import SessionStore
+from deepseek_eyes.store.home import DataHome
+from deepseek_eyes.vision.intake import ImageLimits, read_image_file
+
+__all__ = ["ask_command", "serve_command", "sessions_group"]
+
+
+@contextlib.asynccontextmanager
+async def open_runtime(ctx: click.Context) -> AsyncIterator[Runtime]:
+    settings = loaded_settings(ctx).settings
+    home = DataHome.open(settings)
+    runtime = Runtime(settings, home)
+    try:
+        yield runtime
+    finally:
+        await runtime.aclose()
+        home.close()
+
+
+@click.command("ask")
+@click.argument("args", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Answer, usage and evidence as JSON.")
+@click.option("--session", "session_id", default=None, help="Continue (or start) this session.")
+@click.option("--model", default=None, help="Final model (default: llm.model, then /models).")
+@click.pass_context
+def ask_command(
+    ctx: click.Context, args: tuple[str, ...], as_json: bool, session_id: str | None,
+    model: str | None,
+) -> None:
+    """Ask about IMAGE... : deepseek-eyes ask [IMAGE...] "QUESTION"."""
+    *images, question = args
+
+    async def run() -> dict[str, Any]:
+        async with open_runtime(ctx) as runtime:
+            runtime.check_credentials()
+            limits = ImageLimits.from_settings(runtime.settings.image)
+            content: list[dict[str, Any]] = []
+            for path in images:
+                meta = await runtime.bridge.admit(read_image_file(Path(path), limits))
+                content.append(image_part(meta))
+            content.append({"type": "text", "text": question})
+            history: list[dict[str, Any]] = []
+            if session_id is not None and runtime.sessions.exists(session_id):
+                history = runtime.sessions.messages(session_id)
+            result = await runtime.run(TurnRequest(
+                messages=[*history, {"role": "user", "content": content}],
+                model=model, session_id=session_id, source="cli",
+            ))
+            return {
+                "answer": result.content,
+                "session_id": result.session_id,
+                "turn_id": result.turn_id,
+                "model": result.model,
+                "path": result.path,
+                "usage": usage_json(result.usage),
+                "evidence": result.evidence,
+                "rereads": result.rereads,
+            }
+
+    out = asyncio.run(run())
+    if as_json:
+        click.echo(dump_json(out))
+    else:
+        click.echo(out["answer"])
+        click.echo(f"(session {out['session_id']}, {out['path']} turn)", err=True)
+
+
+@click.group("sessions")
+def sessions_group() -> None:
+    """Inspect stored sessions (append-only event logs)."""
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@sessions_group.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.pass_context
+def sessions_list(ctx: click.Context, as_json: bool, limit: int) -> None:
+    """Sessions, most recent first."""
+    with DataHome.open(loaded_settings(ctx).settings) as home:
+        rows = SessionStore(home.db).sessions(limit=limit)
+    if as_json:
+        click.echo(dump_json(rows))
+        return
+    for row in rows:
+        click.echo(f"{row['id']}  {row['events']:>4} events  last {_when(row['last_at'])}  "
+                   f"({row['source']})")
+    if not rows:
+        click.echo("(no sessions)")
+
+
+def _describe(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        pieces = []
+        for part in content:
+            if part.get("type") == "image":
+                size = f"{part['width']}x{part['height']}"
+                pieces.append(f"[image sha256:{part['sha256'][:12]} {size}]")
+            else:
+                pieces.append(str(part.get("text", "")))
+        text = " ".join(pieces)
+    else:
+        text = str(content or "")
+    calls = message.get("tool_calls") or []
+    if calls:
+        text += " " + " ".join(f"→ {c['name']}({c['arguments']})" for c in calls)
+    return text
+
+
+@sessions_group.command("show")
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def sessions_show(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """The events and turns of one session."""
+    with DataHome.open(loaded_settings(ctx).settings) as home:
+        store = SessionStore(home.db)
+        if not store.exists(session_id):
+            raise StoreError(f"no session {session_id!r}", code="STORE_SESSION_NOT_FOUND")
+        events = store.events(session_id)
+        turns = store.turns(session_id)
+    if as_json:
+        click.echo(dump_json({
+            "session_id": session_id,
+            "events": [
+                {"seq": e.seq, "ts": e.ts, "role": e.role, "turn_id": e.turn_id,
+                 "body_sha256": e.body_sha256, "message": e.message}
+                for e in events
+            ],
+            "turns": [t.__dict__ for t in turns],
+        }))
+        return
+    for event in events:
+        click.echo(f"{event.seq:>4} {_when(event.ts)} {event.role:<9} {_describe(event.message)}")
+    for turn in turns:
+        click.echo(f"turn {turn.id}: {turn.path} {turn.model} {turn.outcome}"
+                   f"{' ' + turn.code if turn.code else ''}")
+
+
+@click.command("serve")
+@click.option("--host", default=None, help="Bind address (default gateway.host, 127.0.0.1).")
+@click.option("--port", default=None, type=click.IntRange(0, 65535),
+              help="Port (default gateway.port, 8765).")
+@click.pass_context
+def serve_command(ctx: click.Context, host: str | None, port: int | None) -> None:
+    """Run the OpenAI-compatible gateway."""
+    # Imported here so that other commands never load the HTTP server stack.
+    from deepseek_eyes.gateway.server import serve
+
+    settings = loaded_settings(ctx).settings
+    serve(settings, host=host, port=port)
+    sys.exit(0)

@@ -1,0 +1,280 @@
+"""The OpenAI-compatible gateway: any OpenAI client gains eyes by changing its base URL.
+
+``GET /v1/models`` lists every final model with image input added; ``POST
+/v1/chat/completions`` runs the same turn code as ``deepseek-eyes ask``, streamed (SSE) or
+not. Errors use OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``, with
+our stable code in ``code``.
+
+Decisions a newcomer would otherwise undo:
+
+* A streamed turn is prepared and its first chunk pulled *before* the response starts, so
+  a bad image, a missing key or an upstream refusal still gets a real HTTP status. An error
+  after the first byte can only travel as an SSE ``error`` event.
+* The bearer key is compared in constant time, and the server refuses to listen beyond
+  loopback without one (:func:`check_bind`).
+* Sessions are optional: the ``X-DeepSeekEyes-Session`` header names one; without it each
+  request is its own session. Clients resend the whole history each turn, so images are
+  found again by their hash and their evidence comes from the cache.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from deepseek_eyes.errors import DeepSeekEyesError, GatewayError
+from deepseek_eyes.runtime.messages import Fetch, parse_messages
+from deepseek_eyes.runtime.runtime import Runtime
+from deepseek_eyes.runtime.turn import TurnRequest, TurnResult, usage_json
+from deepseek_eyes.settings import GatewaySettings
+from deepseek_eyes.store.fetch import fetch_image
+
+__all__ = ["SESSION_HEADER", "check_bind", "create_app", "error_status"]
+
+SESSION_HEADER = "x-deepseekeyes-session"
+
+#: Status for our codes; anything unlisted by family below.
+_STATUS = {
+    "GATEWAY_UNAUTHORIZED": 401,
+    "GATEWAY_BODY_TOO_LARGE": 413,
+    "GATEWAY_NOT_FOUND": 404,
+    "LLM_TIMEOUT": 504,
+    "VISION_ROUTE_TIMEOUT": 504,
+    "LLM_CREDENTIAL_MISSING": 500,
+    "LLM_MODEL_UNKNOWN": 404,
+    "CONFIG_ENV_MISSING": 500,
+    "RUNTIME_IMAGE_URL_DISABLED": 400,
+    "RUNTIME_IMAGE_FETCH_FAILED": 400,
+    "RUNTIME_MODEL_CALL_LIMIT": 502,
+}
+_UPSTREAM_PASSED = {400, 401, 402, 403, 404, 409, 413, 422, 429}
+
+
+def error_status(exc: DeepSeekEyesError) -> int:
+    """The HTTP status a gateway client gets for one of our errors."""
+    if exc.code in _STATUS:
+        return _STATUS[exc.code]
+    if exc.code == "LLM_HTTP_ERROR":
+        status = exc.details.get("status")
+        return status if isinstance(status, int) and status in _UPSTREAM_PASSED else 502
+    family = exc.code.split("_", 1)[0]
+    if family in ("IMAGE", "RUNTIME", "GATEWAY", "EVIDENCE", "STORE"):
+        return 400 if family != "STORE" else 500
+    return 502  # LLM_*, VISION_*: the upstream or a vision route failed
+
+
+def _error_body(exc: DeepSeekEyesError) -> dict[str, Any]:
+    status = error_status(exc)
+    kind = (
+        "authentication_error" if status == 401
+        else "invalid_request_error" if status < 500
+        else "upstream_error"
+    )
+    message = exc.message
+    provider = exc.details.get("provider_message")
+    if isinstance(provider, str) and provider:
+        message = f"{message} (upstream said: {provider})"
+    return {"error": {"message": message, "type": kind, "param": None, "code": exc.code}}
+
+
+def _error(exc: DeepSeekEyesError) -> JSONResponse:
+    return JSONResponse(_error_body(exc), status_code=error_status(exc))
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, key: str | None) -> None:
+    """Raises GatewayError ``GATEWAY_UNSAFE_BIND`` for a non-loopback bind without a key."""
+    if key is None and not is_loopback(host):
+        raise GatewayError(
+            f"refusing to listen on {host} without a gateway key; set "
+            "DEEPSEEK_EYES_GATEWAY_KEY (or gateway.api_key) or bind to 127.0.0.1",
+            code="GATEWAY_UNSAFE_BIND",
+            details={"host": host},
+        )
+
+
+def _sse(value: dict[str, Any]) -> bytes:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return b"data: " + text.encode() + b"\n\n"
+
+
+def _completion(result: TurnResult) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": result.content}
+    if result.reasoning:
+        message["reasoning_content"] = result.reasoning
+    if result.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in result.tool_calls
+        ]
+    return {
+        "id": f"chatcmpl-{result.turn_id}",
+        "object": "chat.completion",
+        "created": result.created,
+        "model": result.model,
+        "choices": [{"index": 0, "message": message, "finish_reason": result.finish_reason}],
+        "usage": usage_json(result.usage),
+        "deepseekeyes": {
+            "session_id": result.session_id,
+            "path": result.path,
+            "evidence": result.evidence,
+            "rereads": result.rereads,
+        },
+    }
+
+
+def create_app(runtime: Runtime, settings: GatewaySettings, *, key: str | None) -> Starlette:
+    """The ASGI app. ``key`` is the resolved bearer key, or None for an open loopback gateway."""
+    expected = f"Bearer {key}".encode() if key is not None else None
+    fetch: Fetch | None = None
+    if settings.allow_image_urls:
+        max_bytes = runtime.settings.image.max_bytes
+
+        async def fetch_url(url: str) -> bytes:
+            return await fetch_image(
+                url, max_bytes=max_bytes, timeout=settings.image_url_timeout,
+                allow_private=settings.allow_private_image_urls,
+            )
+
+        fetch = fetch_url
+
+    def guarded(
+        handler: Callable[[Request], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            if expected is not None:
+                given = request.headers.get("authorization", "").encode()
+                if not hmac.compare_digest(given, expected):
+                    return _error(GatewayError(
+                        "missing or wrong bearer key", code="GATEWAY_UNAUTHORIZED"
+                    ))
+            try:
+                return await handler(request)
+            except DeepSeekEyesError as exc:
+                return _error(exc)
+
+        return endpoint
+
+    async def models(_request: Request) -> Response:
+        listing = await runtime.catalog.models()
+        data = [_model_entry(info.id, info.owned_by) for info in listing]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def model(request: Request) -> Response:
+        wanted = request.path_params["model_id"]
+        info = await runtime.catalog.get(wanted)
+        if info is None:
+            raise GatewayError(f"no model named {wanted[:80]!r}", code="GATEWAY_NOT_FOUND")
+        return JSONResponse(_model_entry(info.id, info.owned_by))
+
+    async def read_body(request: Request) -> dict[str, Any]:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
+            raise GatewayError("the request body is too large", code="GATEWAY_BODY_TOO_LARGE",
+                               details={"limit": settings.max_body_bytes})
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > settings.max_body_bytes:
+                raise GatewayError("the request body is too large",
+                                   code="GATEWAY_BODY_TOO_LARGE",
+                                   details={"limit": settings.max_body_bytes})
+            chunks.append(chunk)
+        try:
+            body = json.loads(b"".join(chunks))
+        except ValueError as exc:
+            raise GatewayError("the request body is not JSON", code="GATEWAY_BAD_REQUEST") from exc
+        if not isinstance(body, dict):
+            raise GatewayError("the request body must be a JSON object",
+                               code="GATEWAY_BAD_REQUEST")
+        return body
+
+    async def chat(request: Request) -> Response:
+        body = await read_body(request)
+        turn = await _turn_request(request, body)
+        if not body.get("stream"):
+            result = await runtime.run(turn)
+            return JSONResponse(_completion(result))
+        stream = runtime.stream(turn)
+        iterator = aiter(stream)
+        first = await anext(iterator)  # errors before this point get a real status
+
+        async def sse() -> AsyncIterator[bytes]:
+            yield _sse(first)
+            try:
+                async for chunk in iterator:
+                    yield _sse(chunk)
+            except DeepSeekEyesError as exc:
+                yield _sse(_error_body(exc))
+                return
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(
+            sse(), media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def _turn_request(request: Request, body: dict[str, Any]) -> TurnRequest:
+        model = body.get("model")
+        if model is not None and not isinstance(model, str):
+            raise GatewayError("model must be a string", code="GATEWAY_BAD_REQUEST")
+        if body.get("n", 1) != 1:
+            raise GatewayError("only n = 1 is supported", code="GATEWAY_BAD_REQUEST")
+        tools = body.get("tools") or []
+        if not isinstance(tools, list):
+            raise GatewayError("tools must be a list", code="GATEWAY_BAD_REQUEST")
+        options = body.get("stream_options") or {}
+        messages = await parse_messages(
+            body.get("messages"), admit=runtime.bridge.admit, fetch=fetch,
+            max_image_bytes=runtime.settings.image.max_bytes,
+        )
+        return TurnRequest(
+            messages=messages,
+            model=model or None,
+            params=body,
+            client_tools=tools,
+            tool_choice=body.get("tool_choice"),
+            session_id=request.headers.get(SESSION_HEADER) or None,
+            source="gateway",
+            include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
+        )
+
+    async def health(_request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    return Starlette(
+        routes=[
+            Route("/healthz", health, methods=["GET"]),
+            Route("/v1/models", guarded(models), methods=["GET"]),
+            Route("/v1/models/{model_id:path}", guarded(model), methods=["GET"]),
+            Route("/v1/chat/completions", guarded(chat), methods=["POST"]),
+        ],
+    )
+
+
+def _model_entry(model_id: str, owned_by: str | None) -> dict[str, Any]:
+    return {
+        "id": model_id,
+        "object": "model",
+        "created": 0,
+        "owned_by": owned_by or "deepseek-eyes",
+        "input_modalities": ["text", "image"],
+    }
+

@@ -1,0 +1,237 @@
+"""Which final models exist and which of them take images: settings first, then ``/models``.
+
+The gateway asks this on every turn (``image_input`` decides whether pixels may reach the
+model or must become evidence text first), so answers come from a cache and the upstream
+listing is fetched at most once per ``llm.models_ttl``.
+
+Decisions a newcomer would otherwise undo:
+
+* No model name is hard-coded anywhere. A model takes images when the settings say so
+  (``input = ["text", "image"]`` set explicitly), else when its ``/models`` entry says so in
+  one of the shapes providers use, else not. A default ``input`` is not an explicit one:
+  pydantic's ``model_fields_set`` tells them apart, so ``{ id = "x" }`` in the settings does
+  not hide what the upstream reports about ``x``.
+* A failed listing never empties the catalog: the last good listing (or the settings alone)
+  keeps serving, the failure's *code* is kept in :attr:`ModelCatalog.last_error`, and the
+  next attempt waits :data:`FAILURE_RETRY_S` (or the TTL, if shorter) so that a down upstream
+  does not add its timeout to every turn. While one refresh runs, callers that already have
+  a listing use it instead of queueing behind the refresh.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from deepseek_eyes.errors import LLMError
+from deepseek_eyes.llm.client import ChatClient
+from deepseek_eyes.settings import LLMSettings
+
+__all__ = [
+    "FAILURE_RETRY_S",
+    "MAX_LISTED_MODELS",
+    "ModelCatalog",
+    "ModelInfo",
+    "declares_image_input",
+]
+
+#: At most this many entries of an upstream listing are read.
+MAX_LISTED_MODELS = 1000
+#: After a failed listing, the next attempt waits this long (or ``models_ttl`` if shorter).
+FAILURE_RETRY_S = 30.0
+
+_MAX_ID_CHARS = 200
+_MAX_OWNER_CHARS = 200
+_MAX_MODALITIES = 32  # items of one metadata list looked at
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """One final model. ``source`` is ``"settings"``, ``"upstream"`` or
+    ``"settings+upstream"``."""
+
+    id: str
+    image_input: bool
+    source: str
+    owned_by: str | None = None
+
+
+def _names(value: Any) -> Iterable[str]:
+    """Lower-cased strings of a metadata list, boundedly."""
+    if isinstance(value, list | tuple):
+        for item in value[:_MAX_MODALITIES]:
+            if isinstance(item, str):
+                yield item.strip().lower()
+
+
+def _has_image(value: Any) -> bool:
+    return any(name in ("image", "images", "vision") for name in _names(value))
+
+
+def declares_image_input(entry: Mapping[str, Any]) -> bool:
+    """Whether a ``/models`` entry says the model takes images, in any shape we know.
+
+    ``input_modalities: [..., "image"]``; ``modalities: {"input": [...]}`` or
+    ``modalities: [...]``; OpenRouter's ``architecture: {"input_modalities": [...]}`` or
+    ``architecture.modality: "text+image->text"``; ``capabilities: {"vision": true}`` or
+    ``capabilities: [..., "vision"]``; ``supports_vision: true`` or ``vision: true``.
+    """
+    if _has_image(entry.get("input_modalities")):
+        return True
+    modalities = entry.get("modalities")
+    if isinstance(modalities, dict):
+        if _has_image(modalities.get("input")):
+            return True
+    elif _has_image(modalities):
+        return True
+    architecture = entry.get("architecture")
+    if isinstance(architecture, dict):
+        if _has_image(architecture.get("input_modalities")):
+            return True
+        modality = architecture.get("modality")
+        if isinstance(modality, str) and "image" in modality[:200].partition("->")[0].lower():
+            return True
+    capabilities = entry.get("capabilities")
+    if isinstance(capabilities, dict):
+        if capabilities.get("vision") is True:
+            return True
+    elif _has_image(capabilities):
+        return True
+    return entry.get("supports_vision") is True or entry.get("vision") is True
+
+
+def _owner(entry: Mapping[str, Any]) -> str | None:
+    owner = entry.get("owned_by")
+    return owner[:_MAX_OWNER_CHARS] if isinstance(owner, str) and owner else None
+
+
+class ModelCatalog:
+    """The final models of ``[llm]``: the settings' models in order, then the upstream's.
+
+    ``clock`` is injectable so tests can age the cached listing without sleeping.
+    """
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        client: ChatClient,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._settings = settings
+        self._client = client
+        self._clock = clock
+        self._lock = anyio.Lock()
+        self._listing: list[dict[str, Any]] | None = None  # the last good upstream listing
+        self._next_refresh: float | None = None
+        self._merged: list[ModelInfo] = []
+        self._by_id: dict[str, ModelInfo] = {}
+        #: The ``LLM_*`` code of the last failed listing; None once one succeeds.
+        self.last_error: str | None = None
+        self._merge()
+
+    async def models(self) -> list[ModelInfo]:
+        """Every known model: settings first (in order), then upstream ids not listed yet."""
+        await self._refresh()
+        return list(self._merged)
+
+    async def get(self, model_id: str) -> ModelInfo | None:
+        await self._refresh()
+        return self._by_id.get(model_id)
+
+    async def image_input(self, model_id: str) -> bool:
+        """Settings ``input`` (when set explicitly) wins; else upstream metadata; else False."""
+        info = await self.get(model_id)
+        return info.image_input if info is not None else False
+
+    async def default_model(self) -> str:
+        """``llm.model``, else the first of ``llm.models``, else the first upstream id.
+
+        Raises:
+            LLMError: ``LLM_MODEL_UNKNOWN`` when none is configured and the upstream lists
+                none (details carry ``last_error``, the code of a failed listing).
+        """
+        if self._settings.model is not None:
+            return self._settings.model
+        if self._settings.models:
+            return self._settings.models[0].id
+        await self._refresh()
+        if self._merged:
+            return self._merged[0].id
+        raise LLMError(
+            "no final model is configured (llm.model, llm.models) and the endpoint lists none",
+            code="LLM_MODEL_UNKNOWN",
+            details={"last_error": self.last_error},
+        )
+
+    # -- the cache -----------------------------------------------------------------------
+
+    def _fresh(self) -> bool:
+        return self._next_refresh is not None and self._clock() < self._next_refresh
+
+    async def _refresh(self) -> None:
+        if self._fresh():
+            return
+        if self._lock.locked() and self._next_refresh is not None:
+            return  # a refresh is under way; serve what we have rather than queue behind it
+        async with self._lock:
+            if self._fresh():
+                return
+            ttl = self._settings.models_ttl
+            try:
+                entries = await self._client.list_models()
+            except LLMError as exc:
+                self.last_error = exc.code
+                self._next_refresh = self._clock() + min(ttl, FAILURE_RETRY_S)
+                return
+            self._listing = entries[:MAX_LISTED_MODELS]
+            self.last_error = None
+            self._next_refresh = self._clock() + ttl
+            self._merge()
+
+    def _merge(self) -> None:
+        upstream: dict[str, dict[str, Any]] = {}
+        for entry in self._listing or ():
+            model_id = entry.get("id")
+            if isinstance(model_id, str) and 0 < len(model_id) <= _MAX_ID_CHARS:
+                upstream.setdefault(model_id, entry)
+        merged: list[ModelInfo] = []
+        seen: set[str] = set()
+
+        def add(model_id: str, explicit_image: bool | None) -> None:
+            if model_id in seen:
+                return
+            seen.add(model_id)
+            entry = upstream.get(model_id)
+            declared = entry is not None and declares_image_input(entry)
+            merged.append(
+                ModelInfo(
+                    id=model_id,
+                    image_input=declared if explicit_image is None else explicit_image,
+                    source="settings+upstream" if entry is not None else "settings",
+                    owned_by=_owner(entry) if entry is not None else None,
+                )
+            )
+
+        for configured in self._settings.models:
+            explicit = "input" in configured.model_fields_set
+            add(configured.id, ("image" in configured.input) if explicit else None)
+        if self._settings.model is not None:
+            add(self._settings.model, None)
+        for model_id, entry in upstream.items():
+            if model_id not in seen:
+                seen.add(model_id)
+                merged.append(
+                    ModelInfo(
+                        id=model_id,
+                        image_input=declares_image_input(entry),
+                        source="upstream",
+                        owned_by=_owner(entry),
+                    )
+                )
+        self._merged = merged
+        self._by_id = {info.id: info for info in merged}

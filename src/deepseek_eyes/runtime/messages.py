@@ -1,0 +1,238 @@
+"""OpenAI-format chat messages in, the runtime's own messages out (images as blob refs).
+
+The runtime's message is what the session log stores::
+
+    {"role": "user", "content": [{"type": "text", "text": "..."},
+                                 {"type": "image", "sha256": "...", "media_type": "image/png",
+                                  "width": 900, "height": 700, "size": 45144,
+                                  "detail": "auto"}]}
+    {"role": "assistant", "content": "...", "tool_calls": [{"id", "name", "arguments"}]}
+    {"role": "tool", "tool_call_id": "...", "name": "look", "content": "..."}
+    {"role": "system", "content": "..."}
+
+Every image is admitted (validated, stored by SHA-256) while parsing, so nothing downstream
+ever holds image bytes it has not checked, and a repeated image costs one hash. Parsing is
+strict: an unknown role or content part is a ``RUNTIME_BAD_MESSAGE`` naming where it is,
+never silently dropped, because a dropped part changes what the model is asked.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from deepseek_eyes.errors import TurnError
+from deepseek_eyes.vision.cache import ImageMeta
+
+__all__ = [
+    "Admit",
+    "Fetch",
+    "has_images",
+    "image_part",
+    "image_refs",
+    "parse_messages",
+    "text_of",
+]
+
+Admit = Callable[[bytes], Awaitable[ImageMeta]]
+Fetch = Callable[[str], Awaitable[bytes]]
+
+MAX_MESSAGES = 2000
+MAX_PARTS = 256
+MAX_TEXT_CHARS = 4 * 1024 * 1024
+MAX_TOOL_CALLS = 128
+_DATA_URL = re.compile(r"^data:(?P<type>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^,;]*)*?),", re.I)
+_ROLES = {"system", "developer", "user", "assistant", "tool"}
+
+
+def _bad(message: str, where: str) -> TurnError:
+    return TurnError(f"{where}: {message}", code="RUNTIME_BAD_MESSAGE", details={"at": where})
+
+
+def image_part(meta: ImageMeta, detail: str = "auto") -> dict[str, Any]:
+    return {
+        "type": "image",
+        "sha256": meta.sha256,
+        "media_type": meta.media_type,
+        "width": meta.width,
+        "height": meta.height,
+        "size": meta.size,
+        "detail": detail,
+    }
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise _bad("text must be a string", where)
+    if len(value) > MAX_TEXT_CHARS:
+        raise _bad(f"text longer than {MAX_TEXT_CHARS} characters", where)
+    return value
+
+
+def decode_data_url(url: str, max_bytes: int, where: str) -> bytes:
+    """The bytes of a base64 ``data:`` URL, refused before decoding when too large."""
+    match = _DATA_URL.match(url)
+    if match is None or ";base64" not in match.group("params").lower():
+        raise _bad("an image data URL must be data:<type>;base64,<data>", where)
+    payload = url[match.end() :]
+    if len(payload) > (max_bytes // 3 + 1) * 4 + 8:
+        raise TurnError(
+            f"{where}: the image is larger than {max_bytes} bytes",
+            code="RUNTIME_BAD_MESSAGE",
+            details={"at": where, "limit": max_bytes, "reason": "image_too_large"},
+        )
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise _bad("the image data URL is not valid base64", where) from exc
+
+
+async def _content(
+    content: Any,
+    where: str,
+    *,
+    admit: Admit,
+    fetch: Fetch | None,
+    max_image_bytes: int,
+    allow_images: bool,
+) -> str | list[dict[str, Any]]:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return _text(content, where)
+    if not isinstance(content, list):
+        raise _bad("content must be a string or a list of parts", where)
+    if len(content) > MAX_PARTS:
+        raise _bad(f"more than {MAX_PARTS} content parts", where)
+    parts: list[dict[str, Any]] = []
+    for index, part in enumerate(content):
+        at = f"{where}.content[{index}]"
+        if not isinstance(part, Mapping):
+            raise _bad("a content part must be an object", at)
+        kind = part.get("type")
+        if kind in ("text", "input_text"):
+            parts.append({"type": "text", "text": _text(part.get("text"), at)})
+        elif kind == "image_url":
+            if not allow_images:
+                raise _bad("only user messages may carry images", at)
+            spec = part.get("image_url")
+            url = spec.get("url") if isinstance(spec, Mapping) else spec
+            detail = spec.get("detail", "auto") if isinstance(spec, Mapping) else "auto"
+            if not isinstance(url, str) or not url:
+                raise _bad("image_url needs a url", at)
+            if url.startswith("data:"):
+                data = decode_data_url(url, max_image_bytes, at)
+            elif url.startswith(("http://", "https://")):
+                if fetch is None:
+                    raise TurnError(
+                        f"{at}: http(s) image URLs are off (gateway.allow_image_urls)",
+                        code="RUNTIME_IMAGE_URL_DISABLED",
+                        details={"at": at},
+                    )
+                data = await fetch(url)
+            else:
+                raise _bad("image_url must be a data: or http(s) URL", at)
+            meta = await admit(data)
+            parts.append(image_part(meta, detail if isinstance(detail, str) else "auto"))
+        else:
+            raise _bad(f"unsupported content part type {str(kind)[:40]!r}", at)
+    return parts
+
+
+def _tool_calls(value: Any, where: str) -> list[dict[str, str]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > MAX_TOOL_CALLS:
+        raise _bad("tool_calls must be a list", where)
+    calls: list[dict[str, str]] = []
+    for index, call in enumerate(value):
+        at = f"{where}.tool_calls[{index}]"
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping):
+            raise _bad("a tool call needs a function", at)
+        name, arguments = function.get("name"), function.get("arguments", "")
+        call_id = call.get("id")
+        if not isinstance(name, str) or not isinstance(arguments, str):
+            raise _bad("a tool call needs a name and string arguments", at)
+        calls.append({
+            "id": call_id if isinstance(call_id, str) else f"call_{index}",
+            "name": name,
+            "arguments": arguments,
+        })
+    return calls
+
+
+async def parse_messages(
+    raw: Any,
+    *,
+    admit: Admit,
+    fetch: Fetch | None = None,
+    max_image_bytes: int = 20 * 1024 * 1024,
+) -> list[dict[str, Any]]:
+    """Parse an OpenAI ``messages`` array.
+
+    Raises:
+        TurnError: ``RUNTIME_BAD_MESSAGE`` (with ``details['at']``),
+            ``RUNTIME_IMAGE_URL_DISABLED``; image admission raises ImageError.
+    """
+    if not isinstance(raw, list) or not raw:
+        raise _bad("messages must be a non-empty list", "messages")
+    if len(raw) > MAX_MESSAGES:
+        raise _bad(f"more than {MAX_MESSAGES} messages", "messages")
+    out: list[dict[str, Any]] = []
+    for index, message in enumerate(raw):
+        where = f"messages[{index}]"
+        if not isinstance(message, Mapping):
+            raise _bad("a message must be an object", where)
+        role = message.get("role")
+        if role not in _ROLES:
+            raise _bad(f"unknown role {str(role)[:40]!r}", where)
+        role = "system" if role == "developer" else role
+        content = await _content(
+            message.get("content"), where, admit=admit, fetch=fetch,
+            max_image_bytes=max_image_bytes, allow_images=role == "user",
+        )
+        parsed: dict[str, Any] = {"role": role, "content": content}
+        if role == "assistant":
+            calls = _tool_calls(message.get("tool_calls"), where)
+            if calls:
+                parsed["tool_calls"] = calls
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise _bad("a tool message needs tool_call_id", where)
+            parsed["tool_call_id"] = call_id
+            if isinstance(message.get("name"), str):
+                parsed["name"] = message["name"]
+        out.append(parsed)
+    return out
+
+
+def text_of(content: str | Sequence[Mapping[str, Any]]) -> str:
+    """The text of a message's content, parts joined by newlines."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
+
+
+def image_refs(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every image part of the conversation, in order of first appearance, deduplicated."""
+    seen: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            for part in content:
+                if part.get("type") == "image" and part["sha256"] not in seen:
+                    seen[part["sha256"]] = dict(part)
+    return list(seen.values())
+
+
+def has_images(messages: Sequence[Mapping[str, Any]]) -> bool:
+    return any(
+        isinstance(m.get("content"), list)
+        and any(p.get("type") == "image" for p in m["content"])
+        for m in messages
+    )

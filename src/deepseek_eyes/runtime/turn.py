@@ -1,0 +1,424 @@
+"""One turn: a conversation in, the final model's answer out, every step recorded.
+
+The path is chosen once per turn:
+
+* **text** — no image in the conversation: the messages go straight to the final model. No
+  router, probe or attempt record, no tool schema added.
+* **native** — the final model declares image input (settings or its ``/models`` entry):
+  user images go through unchanged, no evidence, probe or router call; counted as a
+  ``native_visual_turns`` event.
+* **bridged** — every image is replaced by validated evidence (cache first), the model gets
+  the ``look`` tool, and internal tool calls run in a bounded loop (model calls, tool calls
+  and rereads per turn). The final model never receives an image part or unvalidated
+  evidence.
+
+The same code serves the CLI (``ask``) and the gateway, streamed or not. Tool calls to the
+client's own tools are returned to the client; only the runtime's tools run here.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from deepseek_eyes.errors import DeepSeekEyesError, TurnError
+from deepseek_eyes.llm.catalog import ModelCatalog
+from deepseek_eyes.llm.client import ChatClient, ChatResult, ToolCall
+from deepseek_eyes.runtime.messages import image_refs
+from deepseek_eyes.runtime.tools import ToolRegistry, TurnContext
+from deepseek_eyes.runtime.view import EvidenceSlot, View, build_view
+from deepseek_eyes.settings import RuntimeSettings
+from deepseek_eyes.store.events import SessionStore, TurnRecord, body_digest
+from deepseek_eyes.usage import ProviderUsage, UsageCategory, UsageTracker, estimate_tokens
+from deepseek_eyes.vision.bridge import VisionBridge
+
+__all__ = ["TurnRequest", "TurnResult", "TurnRunner", "TurnStream", "usage_json"]
+
+#: OpenAI request fields passed to the final model unchanged.
+PASSTHROUGH = frozenset({
+    "temperature", "top_p", "max_tokens", "max_completion_tokens", "stop", "presence_penalty",
+    "frequency_penalty", "response_format", "seed", "logprobs", "top_logprobs", "user",
+    "thinking", "reasoning_effort", "parallel_tool_calls", "logit_bias",
+})
+
+
+@dataclass
+class TurnRequest:
+    messages: list[dict[str, Any]]  # the whole conversation, runtime format
+    model: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    client_tools: list[dict[str, Any]] = field(default_factory=list)
+    tool_choice: Any = None
+    session_id: str | None = None
+    source: str = "gateway"
+    include_usage: bool = False
+
+
+@dataclass
+class TurnResult:
+    turn_id: str
+    session_id: str
+    model: str
+    path: str
+    content: str
+    reasoning: str
+    finish_reason: str
+    tool_calls: list[ToolCall]
+    usage: ProviderUsage
+    evidence: list[dict[str, Any]]
+    rereads: int
+    model_calls: int
+    created: int
+
+
+def add_usage(a: ProviderUsage, b: ProviderUsage) -> ProviderUsage:
+    return ProviderUsage(
+        a.prompt_tokens + b.prompt_tokens,
+        a.completion_tokens + b.completion_tokens,
+        a.reasoning_tokens + b.reasoning_tokens,
+        a.cache_hit_tokens + b.cache_hit_tokens,
+        a.cache_miss_tokens + b.cache_miss_tokens,
+    )
+
+
+def usage_json(usage: ProviderUsage) -> dict[str, Any]:
+    """Usage in the OpenAI shape, with DeepSeek's cache fields."""
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_cache_hit_tokens": usage.cache_hit_tokens,
+        "prompt_cache_miss_tokens": usage.cache_miss_tokens,
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }
+
+
+def _tool_call_json(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    return [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in calls
+    ]
+
+
+@dataclass
+class _Turn:
+    """Everything prepared before the first model call."""
+
+    request: TurnRequest
+    turn_id: str
+    session_id: str
+    model: str
+    path: str
+    view: View
+    context: TurnContext
+    internal: set[str]
+    payload: dict[str, Any]
+    generation: int
+    started: float
+    evidence: list[dict[str, Any]]
+    usage: ProviderUsage = field(default_factory=ProviderUsage)
+    model_calls: int = 0
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        *,
+        settings: RuntimeSettings,
+        bridge: VisionBridge,
+        client: ChatClient,
+        catalog: ModelCatalog,
+        registry: ToolRegistry,
+        sessions: SessionStore,
+        usage: UsageTracker,
+    ) -> None:
+        self._settings = settings
+        self._bridge = bridge
+        self._client = client
+        self._catalog = catalog
+        self._registry = registry
+        self._sessions = sessions
+        self._usage = usage
+
+    # preparation -------------------------------------------------------------
+    async def _prepare(self, request: TurnRequest) -> _Turn:
+        started = time.time()
+        model = request.model or await self._catalog.default_model()
+        images = image_refs(request.messages)
+        if len(images) > self._settings.max_images_per_turn:
+            raise TurnError(
+                f"the conversation holds {len(images)} images; at most "
+                f"{self._settings.max_images_per_turn} are allowed",
+                code="RUNTIME_TOO_MANY_IMAGES",
+                details={"images": len(images), "limit": self._settings.max_images_per_turn},
+            )
+        if not images:
+            path = "text"
+        elif await self._catalog.image_input(model):
+            path = "native"
+        else:
+            path = "bridged"
+        session_id = self._log_request(request)
+        context = TurnContext(
+            session_id=session_id,
+            images={},
+            max_tool_calls=self._settings.max_tool_calls_per_turn,
+            max_rereads=self._settings.max_rereads_per_turn,
+        )
+        evidence: list[dict[str, Any]] = []
+        slots: dict[str, EvidenceSlot] = {}
+        if path == "bridged":
+            for number, image in enumerate(images, start=1):
+                image_id = f"img-{number}"
+                result = await self._bridge.see(self._bridge.image_bytes(image["sha256"]))
+                slots[image["sha256"]] = EvidenceSlot(
+                    image_id, image, result.route, result.record.record_sha256,
+                    result.record.evidence,
+                )
+                context.images[image_id] = {**image, "route": result.route}
+                evidence.append({
+                    "image": image_id, "sha256": image["sha256"], "route": result.route,
+                    "record_sha256": result.record.record_sha256, "cached": result.cached,
+                })
+        elif path == "native":
+            self._usage.count(UsageCategory.NATIVE_VISUAL_TURNS, source=model)
+        view = build_view(
+            request.messages,
+            path=path,
+            slots=slots,
+            image_bytes=self._bridge.image_bytes,
+            budget_tokens=self._settings.history_budget_tokens if path != "text" else None,
+        )
+        if path == "bridged":
+            self._usage.record_estimate(
+                UsageCategory.BRIDGE_INPUT, view.evidence_tokens, source=model, calls=1
+            )
+            self._usage.record_estimate(
+                UsageCategory.AVOIDED_REPLAY, self._pixel_tokens(request.messages),
+                source="pointers", calls=1,
+            )
+        client_names = {
+            str(t.get("function", {}).get("name")) for t in request.client_tools
+            if isinstance(t, Mapping)
+        }
+        offered = (
+            self._registry.offered(context, exclude=client_names) if path == "bridged" else []
+        )
+        payload: dict[str, Any] = {"model": model, "messages": view.messages}
+        payload.update({k: v for k, v in request.params.items() if k in PASSTHROUGH})
+        tools = list(request.client_tools) + [tool.spec.openai() for tool in offered]
+        if tools:
+            payload["tools"] = tools
+            if request.tool_choice is not None:
+                payload["tool_choice"] = request.tool_choice
+        return _Turn(
+            request=request, turn_id=f"turn-{uuid.uuid4().hex[:20]}", session_id=session_id,
+            model=model, path=path, view=view, context=context,
+            internal={tool.spec.name for tool in offered}, payload=payload,
+            generation=self._registry.generation, started=started, evidence=evidence,
+        )
+
+    @staticmethod
+    def _pixel_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+        """What replaying every image occurrence as base64 would have cost (estimate)."""
+        total = 0
+        for message in messages:
+            content = message.get("content")
+            if isinstance(content, list):
+                for part in content:
+                    if part.get("type") == "image":
+                        total += estimate_tokens((int(part["size"]) + 2) // 3 * 4)
+        return total
+
+    def _log_request(self, request: TurnRequest) -> str:
+        """Append the messages the session has not seen yet; returns the session id."""
+        session_id = request.session_id or self._sessions.new_id()
+        self._sessions.ensure(session_id, request.source)
+        stored = [body_digest(m) for m in self._sessions.messages(session_id)]
+        common = 0
+        for stored_digest, message in zip(stored, request.messages, strict=False):
+            if stored_digest != body_digest(message):
+                break
+            common += 1
+        self._sessions.append(session_id, request.messages[common:])
+        return session_id
+
+    # the loop ------------------------------------------------------------------
+    def _split(
+        self, turn: _Turn, calls: Sequence[ToolCall]
+    ) -> tuple[list[ToolCall], list[ToolCall]]:
+        internal = [c for c in calls if c.name in turn.internal]
+        external = [c for c in calls if c.name not in turn.internal]
+        return internal, external
+
+    def _count_call(self, turn: _Turn, result: ChatResult) -> None:
+        turn.model_calls += 1
+        turn.usage = add_usage(turn.usage, result.usage)
+        self._usage.record_exact(
+            UsageCategory.FINAL, result.usage, source=turn.path, model=result.model or turn.model
+        )
+
+    async def _run_tools(self, turn: _Turn, result: ChatResult, calls: list[ToolCall]) -> None:
+        assistant = {"role": "assistant", "content": result.content or None,
+                     "tool_calls": _tool_call_json(calls)}
+        stored = [{"role": "assistant", "content": result.content, "reasoning": result.reasoning,
+                   "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                                  for c in calls]}]
+        turn.payload["messages"] = [*turn.payload["messages"], assistant]
+        for call in calls:
+            outcome = await self._registry.call(
+                call.name, call.arguments, turn.context, generation=turn.generation
+            )
+            message = {"role": "tool", "tool_call_id": call.id, "content": outcome.content}
+            turn.payload["messages"].append(message)
+            stored.append({**message, "name": call.name})
+        self._sessions.append(turn.session_id, stored, turn_id=turn.turn_id)
+
+    def _check_budget(self, turn: _Turn) -> None:
+        if turn.model_calls >= self._settings.max_model_calls_per_turn:
+            raise TurnError(
+                f"the turn reached {turn.model_calls} model calls without an answer",
+                code="RUNTIME_MODEL_CALL_LIMIT",
+                details={"limit": self._settings.max_model_calls_per_turn},
+            )
+
+    def _finish(self, turn: _Turn, result: ChatResult, external: list[ToolCall]) -> TurnResult:
+        message: dict[str, Any] = {"role": "assistant", "content": result.content}
+        if result.reasoning:
+            message["reasoning"] = result.reasoning
+        if external:
+            message["tool_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in external
+            ]
+        self._sessions.append(turn.session_id, [message], turn_id=turn.turn_id)
+        finish = result.finish_reason or "stop"
+        if finish == "tool_calls" and not external:
+            finish = "stop"
+        outcome = TurnResult(
+            turn_id=turn.turn_id, session_id=turn.session_id, model=turn.model, path=turn.path,
+            content=result.content, reasoning=result.reasoning, finish_reason=finish,
+            tool_calls=external, usage=turn.usage, evidence=turn.evidence,
+            rereads=turn.context.rereads, model_calls=turn.model_calls,
+            created=int(turn.started),
+        )
+        self._record(turn, "ok", None)
+        return outcome
+
+    def _record(self, turn: _Turn, outcome: str, code: str | None) -> None:
+        self._sessions.record_turn(TurnRecord(
+            id=turn.turn_id, session_id=turn.session_id, started_at=turn.started,
+            ended_at=time.time(), model=turn.model, path=turn.path, outcome=outcome, code=code,
+            details={
+                "model_calls": turn.model_calls, "rereads": turn.context.rereads,
+                "tool_calls": turn.context.calls, "evidence": turn.evidence,
+                "omitted_messages": turn.view.omitted,
+                "usage": usage_json(turn.usage),
+            },
+        ))
+
+    async def run(self, request: TurnRequest) -> TurnResult:
+        """Run a turn to its answer (no streaming).
+
+        Raises:
+            DeepSeekEyesError: TurnError, ImageError, VisionError or LLMError with its code.
+        """
+        turn = await self._prepare(request)
+        try:
+            while True:
+                self._check_budget(turn)
+                result = await self._client.complete(turn.payload, stream=False)
+                self._count_call(turn, result)
+                internal, external = self._split(turn, result.tool_calls)
+                if internal and not external:
+                    await self._run_tools(turn, result, internal)
+                    continue
+                return self._finish(turn, result, external)
+        except DeepSeekEyesError as exc:
+            self._record(turn, "failed", exc.code)
+            raise
+
+    def stream(self, request: TurnRequest) -> TurnStream:
+        """Run a turn, yielding OpenAI ``chat.completion.chunk`` objects as they come."""
+        return TurnStream(self, request)
+
+
+class TurnStream:
+    """``async for chunk in runner.stream(request)``; ``result`` is set at the end.
+
+    Content and reasoning deltas are forwarded as the upstream sends them. Tool-call deltas
+    are held until the call is complete, because only then is it known whether the runtime
+    runs it (and the client never sees it) or the client does.
+    """
+
+    def __init__(self, runner: TurnRunner, request: TurnRequest) -> None:
+        self._runner = runner
+        self._request = request
+        self.result: TurnResult | None = None
+        self.chunk_id = f"chatcmpl-{uuid.uuid4().hex}"
+
+    def _chunk(
+        self, turn: _Turn, delta: dict[str, Any], finish: str | None = None
+    ) -> dict[str, Any]:
+        return {
+            "id": self.chunk_id,
+            "object": "chat.completion.chunk",
+            "created": int(turn.started),
+            "model": turn.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
+        runner = self._runner
+        turn = await runner._prepare(self._request)
+        sent_role = False
+        try:
+            while True:
+                runner._check_budget(turn)
+                async with runner._client.stream(turn.payload) as chunks:
+                    async for chunk in chunks:
+                        choices = chunk.get("choices") or []
+                        if not choices:
+                            continue
+                        delta = choices[0].get("delta") or {}
+                        forward: dict[str, Any] = {}
+                        if not sent_role:
+                            forward["role"] = "assistant"
+                        if delta.get("reasoning_content"):
+                            forward["reasoning_content"] = delta["reasoning_content"]
+                        if delta.get("content"):
+                            forward["content"] = delta["content"]
+                        if "content" in forward or "reasoning_content" in forward:
+                            sent_role = True
+                            yield self._chunk(turn, forward)
+                    result = chunks.result
+                runner._count_call(turn, result)
+                internal, external = runner._split(turn, result.tool_calls)
+                if internal and not external:
+                    await runner._run_tools(turn, result, internal)
+                    continue
+                final = runner._finish(turn, result, external)
+                if external:
+                    calls: dict[str, Any] = {"tool_calls": [
+                        {"index": i, **call} for i, call in enumerate(_tool_call_json(external))
+                    ]}
+                    if not sent_role:
+                        calls["role"] = "assistant"
+                        sent_role = True
+                    yield self._chunk(turn, calls)
+                if not sent_role:
+                    yield self._chunk(turn, {"role": "assistant", "content": ""})
+                yield self._chunk(turn, {}, final.finish_reason)
+                if self._request.include_usage:
+                    yield {**self._chunk(turn, {}), "choices": [], "usage": usage_json(final.usage)}
+                self.result = final
+                return
+        except DeepSeekEyesError as exc:
+            runner._record(turn, "failed", exc.code)
+            raise
+

@@ -1,0 +1,170 @@
+"""Sessions as append-only event logs in SQLite.
+
+Every user, assistant and tool message of a session is one row, in order, holding the
+message as canonical JSON with images as blob references (``sha256`` plus media type and
+size), never as pixels. Rows are never updated or deleted (triggers enforce it), so what a
+user sent stays exactly as sent. The model-facing view (evidence instead of images, bounded
+history) is derived from these rows at every turn and never written back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from deepseek_eyes.errors import StoreError
+from deepseek_eyes.store.db import Database
+
+__all__ = ["SESSION_ID", "Event", "SessionStore", "TurnRecord", "body_digest"]
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+MAX_EVENTS_READ = 10_000
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def body_digest(message: dict[str, Any]) -> str:
+    return hashlib.sha256(_canonical(message).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Event:
+    session_id: str
+    seq: int
+    ts: float
+    role: str
+    turn_id: str | None
+    body_sha256: str
+    message: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    id: str
+    session_id: str
+    started_at: float
+    ended_at: float
+    model: str | None
+    path: str  # "text", "bridged" or "native"
+    outcome: str  # "ok" or "failed"
+    code: str | None
+    details: dict[str, Any]
+
+
+class SessionStore:
+    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    @staticmethod
+    def new_id() -> str:
+        return uuid.uuid4().hex
+
+    @staticmethod
+    def valid_id(session_id: str) -> bool:
+        return bool(SESSION_ID.match(session_id))
+
+    def ensure(self, session_id: str, source: str) -> bool:
+        """Create the session if it does not exist; True when it was created.
+
+        Raises:
+            StoreError: ``STORE_SESSION_INVALID`` for an id outside ``SESSION_ID``.
+        """
+        if not self.valid_id(session_id):
+            raise StoreError(
+                "a session id is 1-128 letters, digits, '.', '_', ':' or '-'",
+                code="STORE_SESSION_INVALID",
+            )
+        if self.exists(session_id):
+            return False
+        self._db.execute(
+            "INSERT OR IGNORE INTO sessions (id, created_at, source) VALUES (?,?,?)",
+            (session_id, self._clock(), source),
+        )
+        return True
+
+    def exists(self, session_id: str) -> bool:
+        return self._db.query_one("SELECT 1 FROM sessions WHERE id = ?", (session_id,)) is not None
+
+    def append(
+        self, session_id: str, messages: Sequence[dict[str, Any]], *, turn_id: str | None = None
+    ) -> list[int]:
+        """Append messages in order, in one transaction; returns their sequence numbers."""
+        if not messages:
+            return []
+        now = self._clock()
+        seqs: list[int] = []
+        with self._db.transaction() as conn:
+            row = conn.execute(
+                "SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            next_seq = int(row[0]) + 1
+            for message in messages:
+                body = _canonical(message)
+                conn.execute(
+                    "INSERT INTO events (session_id, seq, ts, role, turn_id, body_sha256, body)"
+                    " VALUES (?,?,?,?,?,?,?)",
+                    (
+                        session_id, next_seq, now, str(message.get("role", "")), turn_id,
+                        hashlib.sha256(body.encode()).hexdigest(), body,
+                    ),
+                )
+                seqs.append(next_seq)
+                next_seq += 1
+        return seqs
+
+    def events(self, session_id: str, *, limit: int = MAX_EVENTS_READ) -> list[Event]:
+        rows = self._db.query(
+            "SELECT session_id, seq, ts, role, turn_id, body_sha256, body FROM events"
+            " WHERE session_id = ? ORDER BY seq LIMIT ?",
+            (session_id, limit),
+        )
+        return [
+            Event(
+                r["session_id"], r["seq"], r["ts"], r["role"], r["turn_id"], r["body_sha256"],
+                json.loads(r["body"]),
+            )
+            for r in rows
+        ]
+
+    def messages(self, session_id: str) -> list[dict[str, Any]]:
+        return [event.message for event in self.events(session_id)]
+
+    def sessions(self, *, limit: int = 100) -> list[dict[str, Any]]:
+        rows = self._db.query(
+            "SELECT s.id, s.created_at, s.source, COUNT(e.id) AS events, MAX(e.ts) AS last_at"
+            " FROM sessions s LEFT JOIN events e ON e.session_id = s.id"
+            " GROUP BY s.id ORDER BY COALESCE(MAX(e.ts), s.created_at) DESC LIMIT ?",
+            (limit,),
+        )
+        return [dict(r) for r in rows]
+
+    def record_turn(self, turn: TurnRecord) -> None:
+        self._db.execute(
+            "INSERT INTO turns (id, session_id, started_at, ended_at, model, path, outcome,"
+            " code, details) VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                turn.id, turn.session_id, turn.started_at, turn.ended_at, turn.model, turn.path,
+                turn.outcome, turn.code, _canonical(turn.details),
+            ),
+        )
+
+    def turns(self, session_id: str) -> list[TurnRecord]:
+        rows = self._db.query(
+            "SELECT * FROM turns WHERE session_id = ? ORDER BY started_at", (session_id,)
+        )
+        return [
+            TurnRecord(
+                r["id"], r["session_id"], r["started_at"], r["ended_at"], r["model"], r["path"],
+                r["outcome"], r["code"], json.loads(r["details"]),
+            )
+            for r in rows
+        ]

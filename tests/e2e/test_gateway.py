@@ -1,0 +1,207 @@
+"""``deepseek-eyes serve`` as a real process, driven by the official ``openai`` client."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import require_module
+from runtime.upstream import LoopbackUpstream
+
+openai = require_module("openai")
+
+ROOT = Path(__file__).resolve().parents[2]
+RECEIPT_URL = "data:image/png;base64," + base64.b64encode(
+    (ROOT / "examples" / "receipt.png").read_bytes()
+).decode()
+KEY = "gw-test-key-" + "0123456789abcdef" * 2
+START_DEADLINE_S = 30
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[LoopbackUpstream]:
+    with LoopbackUpstream() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def gateway(upstream: LoopbackUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    home = tmp_path_factory.mktemp("gateway")
+    config = home / "eyes.toml"
+    config.write_text(
+        f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\nmodel = "deepseek-v4-flash"\n'
+        "timeout = 10\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "DEEPSEEK_EYES_HOME": str(home / "data"),
+           "DEEPSEEK_EYES_GATEWAY_KEY": KEY}
+    process = subprocess.Popen(  # noqa: S603 - our own CLI, argv list
+        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "serve",
+         "--port", "0"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(
+        target=lambda: [lines.put(line) for line in process.stderr or []], daemon=True
+    )
+    reader.start()
+    base = ""
+    deadline = time.monotonic() + START_DEADLINE_S
+    while not base:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            process.kill()
+            pytest.fail("the gateway did not say where it listens in time")
+        match = re.search(r"listening on (http://\S+)/v1", line)
+        if match:
+            base = match.group(1)
+    yield f"{base}/v1"
+    process.terminate()
+    process.wait(timeout=10)
+    reader.join(timeout=10)
+    if process.stderr is not None:
+        process.stderr.close()
+
+
+_open_clients: list[Any] = []
+
+
+def client(gateway: str, key: str = KEY) -> Any:
+    api = openai.OpenAI(base_url=gateway, api_key=key, max_retries=0, timeout=60)
+    _open_clients.append(api)
+    return api
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _open_clients:
+        _open_clients.pop().close()
+
+
+def test_models_list_every_model_with_image_input(gateway: str) -> None:
+    models = client(gateway).models.list()
+    ids = [m.id for m in models.data]
+    assert "deepseek-v4-flash" in ids
+    assert "deepseek-v4-pro" in ids
+    entry = next(m for m in models.data if m.id == "deepseek-v4-flash")
+    assert entry.model_extra is not None
+    assert "image" in entry.model_extra["input_modalities"]
+
+
+def test_text_non_streaming(gateway: str) -> None:
+    reply = client(gateway).chat.completions.create(
+        model="deepseek-v4-flash", messages=[{"role": "user", "content": "hello"}]
+    )
+    assert reply.choices[0].message.content == "echo: hello"
+    assert reply.usage is not None
+    assert reply.usage.prompt_tokens > 0
+
+
+def test_text_streaming_with_usage(gateway: str) -> None:
+    stream = client(gateway).chat.completions.create(
+        model="deepseek-v4-flash", messages=[{"role": "user", "content": "stream please"}],
+        stream=True, stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "echo: stream please"
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens > 0
+
+
+@pytest.mark.slow
+def test_image_non_streaming_and_streaming(gateway: str) -> None:
+    messages = [{"role": "user", "content": [
+        {"type": "text", "text": "ANSWER: I read the receipt."},
+        {"type": "image_url", "image_url": {"url": RECEIPT_URL}},
+    ]}]
+    reply = client(gateway).chat.completions.create(model="deepseek-v4-flash", messages=messages)
+    assert reply.choices[0].message.content == "I read the receipt."
+    extra = reply.model_extra or {}
+    assert extra["deepseekeyes"]["path"] == "bridged"
+    assert extra["deepseekeyes"]["evidence"][0]["route"] == "local"
+    stream = client(gateway).chat.completions.create(
+        model="deepseek-v4-flash", messages=messages, stream=True
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == (
+        "I read the receipt."
+    )
+
+
+def test_errors_use_openai_shape_with_our_code(gateway: str) -> None:
+    with pytest.raises(openai.AuthenticationError) as denied:
+        client(gateway, key="wrong").models.list()
+    assert denied.value.code == "GATEWAY_UNAUTHORIZED"
+    broken = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\nxx").decode()
+    with pytest.raises(openai.BadRequestError) as bad:
+        client(gateway).chat.completions.create(
+            model="deepseek-v4-flash",
+            messages=[{"role": "user", "content": [{"type": "image_url",
+                                                   "image_url": {"url": broken}}]}],
+        )
+    assert bad.value.code in {"IMAGE_TRUNCATED", "IMAGE_UNSUPPORTED_FORMAT"}
+    with pytest.raises(openai.RateLimitError) as limited:
+        client(gateway).chat.completions.create(
+            model="fail-429", messages=[{"role": "user", "content": "x"}]
+        )
+    assert limited.value.code == "LLM_HTTP_ERROR"
+    with pytest.raises(openai.InternalServerError) as failed:
+        client(gateway).chat.completions.create(
+            model="fail-500", messages=[{"role": "user", "content": "x"}]
+        )
+    assert failed.value.status_code == 502
+    with pytest.raises(openai.BadRequestError) as malformed:
+        client(gateway).chat.completions.create(
+            model="deepseek-v4-flash", messages=[{"role": "wizard", "content": "x"}]
+        )
+    assert malformed.value.code == "RUNTIME_BAD_MESSAGE"
+
+
+def test_an_error_mid_stream_arrives_as_an_error_event(gateway: str) -> None:
+    stream = client(gateway).chat.completions.create(
+        model="cut", messages=[{"role": "user", "content": "x"}], stream=True
+    )
+    with pytest.raises(openai.APIError):
+        list(stream)
+
+
+def test_fifty_concurrent_streams(gateway: str) -> None:
+    async def one(index: int, api: openai.AsyncOpenAI) -> str:
+        stream = await api.chat.completions.create(
+            model="deepseek-v4-flash", messages=[{"role": "user", "content": f"n{index}"}],
+            stream=True,
+        )
+        return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+    async def main() -> list[str]:
+        api = openai.AsyncOpenAI(base_url=gateway, api_key=KEY, max_retries=0, timeout=60)
+        try:
+            return await asyncio.gather(*(one(i, api) for i in range(50)))
+        finally:
+            await api.close()
+
+    assert asyncio.run(main()) == [f"echo: n{i}" for i in range(50)]
+
+
+def test_refuses_to_bind_beyond_loopback_without_a_key(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_EYES_GATEWAY_KEY"}
+    done = subprocess.run(
+        [sys.executable, "-m", "deepseek_eyes", "serve", "--host", "0.0.0.0", "--port", "0"],  # noqa: S104 - the point
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )
+    assert done.returncode == 1
+    assert "GATEWAY_UNSAFE_BIND" in done.stderr

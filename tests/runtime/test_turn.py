@@ -1,0 +1,252 @@
+"""Turns end to end against a loopback upstream that behaves like DeepSeek's text-only API
+(it answers any image part with DeepSeek's 400), with the real vision bridge."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.runtime.messages import image_part
+from deepseek_eyes.runtime.runtime import Runtime
+from deepseek_eyes.runtime.turn import TurnRequest
+from deepseek_eyes.settings import Settings
+from deepseek_eyes.store.home import DataHome
+from runtime.upstream import LoopbackUpstream
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+RECEIPT = (ROOT / "examples" / "receipt.png").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[LoopbackUpstream]:
+    with LoopbackUpstream() as server:
+        yield server
+
+
+def settings_for(upstream: LoopbackUpstream, **sections: Any) -> Settings:
+    llm = {"base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-flash",
+           "timeout": 5.0, **sections.pop("llm", {})}
+    return Settings.model_validate({"llm": llm, **sections})
+
+
+@pytest.fixture
+async def runtime(upstream: LoopbackUpstream) -> AsyncIterator[Runtime]:
+    upstream.reset()
+    settings = settings_for(upstream)
+    home = DataHome.open(settings)
+    rt = Runtime(settings, home)
+    yield rt
+    await rt.aclose()
+    home.close()
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+async def image_message(rt: Runtime, question: str, data: bytes = RECEIPT) -> dict[str, Any]:
+    meta = await rt.bridge.admit(data)
+    return {"role": "user", "content": [image_part(meta), text(question)]}
+
+
+def all_text(payload: dict[str, Any]) -> str:
+    return json.dumps(payload["messages"])
+
+
+async def test_pure_text_turn_goes_straight_through(
+    runtime: Runtime, upstream: LoopbackUpstream
+) -> None:
+    result = await runtime.run(TurnRequest(messages=[{"role": "user", "content": [text("hi")]}]))
+    assert result.content == "echo: hi"
+    assert result.path == "text"
+    (sent,) = upstream.requests
+    assert sent["messages"] == [{"role": "user", "content": "hi"}]
+    assert "tools" not in sent
+    # No vision work of any kind: no attempt rows, no evidence, no probe.
+    assert runtime.home.db.query("SELECT COUNT(*) n FROM attempts")[0]["n"] == 0
+    summary = runtime.home.usage.summary()
+    assert summary["exact"]["final"]["calls"] == 1
+    assert "vision" not in summary["exact"]
+    assert "probe" not in summary["exact"]
+
+
+@pytest.mark.slow
+async def test_image_turn_reaches_the_text_model_as_evidence(
+    runtime: Runtime, upstream: LoopbackUpstream
+) -> None:
+    message = await image_message(runtime, "What is the total?")
+    result = await runtime.run(TurnRequest(messages=[message]))
+    assert result.path == "bridged"
+    (sent,) = upstream.requests
+    body = all_text(sent)
+    assert "image_url" not in body  # the text model never gets an image part
+    assert "TOTAL 64.03" in body
+    assert "img-1" in body
+    assert [t["function"]["name"] for t in sent["tools"]] == ["look"]
+    assert result.content.startswith("echo: ")
+    assert result.evidence[0]["route"] == "local"
+    summary = runtime.home.usage.summary()
+    assert summary["estimated"]["bridge_input"]["estimated_tokens"] > 0
+    assert summary["estimated"]["avoided_replay"]["estimated_tokens"] > 0
+    # The second turn finds the evidence in the cache: no new route call.
+    again = await runtime.run(TurnRequest(messages=[message, {"role": "assistant",
+        "content": result.content}, {"role": "user", "content": [text("And the tax?")]}]))
+    assert again.evidence[0]["cached"] is True
+
+
+@pytest.mark.slow
+async def test_the_upstream_really_refuses_images(runtime: Runtime) -> None:
+    # What happens without the bridge: DeepSeek's 400, kept with its message.
+    message = await image_message(runtime, "What is the total?")
+    with pytest.raises(DeepSeekEyesError) as info:
+        await runtime.client.complete({
+            "model": "deepseek-v4-flash",
+            "messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}],
+        })
+    assert info.value.code == "LLM_HTTP_ERROR"
+    assert info.value.details["status"] == 400
+    assert "image_url" in info.value.details["provider_message"]
+    del message
+
+
+@pytest.mark.slow
+async def test_look_rereads_the_original_pixels(
+    runtime: Runtime, upstream: LoopbackUpstream
+) -> None:
+    message = await image_message(runtime, "LOOK[img-1]: What is the TOTAL?")
+    result = await runtime.run(TurnRequest(messages=[message]))
+    assert result.rereads == 1
+    assert result.content.startswith("after look: ")
+    assert "64.03" in result.content
+    assert len(upstream.requests) == 2
+    tool_message = upstream.requests[1]["messages"][-1]
+    assert tool_message["role"] == "tool"
+    assert "deepseekeyes" not in tool_message["content"]  # rendered, not raw JSON
+    events = runtime.sessions.events(result.session_id)
+    assert [e.role for e in events] == ["user", "assistant", "tool", "assistant"]
+    assert events[1].message["tool_calls"][0]["name"] == "look"
+
+
+@pytest.mark.slow
+async def test_rereads_per_turn_are_bounded(upstream: LoopbackUpstream) -> None:
+    upstream.reset()
+    settings = settings_for(upstream, runtime={"max_rereads_per_turn": 0})
+    with DataHome.open(settings) as home:
+        rt = Runtime(settings, home)
+        message = await image_message(rt, "LOOK[img-1]: What is the TOTAL?")
+        result = await rt.run(TurnRequest(messages=[message]))
+        await rt.aclose()
+    assert result.rereads == 0
+    assert "reread limit" in result.content
+
+
+async def test_native_vision_model_bypasses_the_bridge(
+    runtime: Runtime, upstream: LoopbackUpstream
+) -> None:
+    message = await image_message(runtime, "Describe it.")
+    result = await runtime.run(
+        TurnRequest(messages=[message], model="deepseek-v4-flash-vision-exp")
+    )
+    assert result.path == "native"
+    assert result.content == "I see an image of 900x700 pixels."
+    assert "image_url" in all_text(upstream.requests[-1])
+    assert runtime.home.db.query("SELECT COUNT(*) n FROM attempts")[0]["n"] == 0
+    assert runtime.home.usage.summary()["estimated"]["native_visual_turns"]["events"] == 1
+
+
+async def test_sessions_log_only_new_messages_and_never_change(
+    runtime: Runtime, upstream: LoopbackUpstream
+) -> None:
+    first = [{"role": "user", "content": [text("one")]}]
+    result = await runtime.run(TurnRequest(messages=first, session_id="s-1"))
+    history = [*first, {"role": "assistant", "content": result.content},
+               {"role": "user", "content": [text("two")]}]
+    await runtime.run(TurnRequest(messages=history, session_id="s-1"))
+    events = runtime.sessions.events("s-1")
+    assert [e.role for e in events] == ["user", "assistant", "user", "assistant"]
+    assert [t.path for t in runtime.sessions.turns("s-1")] == ["text", "text"]
+
+
+@pytest.mark.parametrize(
+    ("model", "stream", "code", "status"),
+    [
+        ("fail-500", False, "LLM_HTTP_ERROR", 500),
+        ("fail-429", False, "LLM_HTTP_ERROR", 429),
+        ("fail-401", False, "LLM_HTTP_ERROR", 401),
+        ("cut", True, "LLM_STREAM_INCOMPLETE", None),
+        ("nofinish", True, "LLM_STREAM_INCOMPLETE", None),
+        ("badjson", True, "LLM_BAD_RESPONSE", None),
+    ],
+)
+async def test_upstream_failures_map_to_codes(
+    runtime: Runtime, model: str, stream: bool, code: str, status: int | None
+) -> None:
+    request = TurnRequest(messages=[{"role": "user", "content": [text("hi")]}], model=model)
+
+    async def run() -> None:
+        if stream:
+            async for _ in runtime.stream(request):
+                pass
+        else:
+            await runtime.run(request)
+
+    with pytest.raises(DeepSeekEyesError) as info:
+        await run()
+    assert info.value.code == code
+    if status is not None:
+        assert info.value.details["status"] == status
+    (turn,) = runtime.sessions.turns(runtime.sessions.sessions()[0]["id"])
+    assert turn.outcome == "failed"
+    assert turn.code == code
+
+
+async def test_hang_times_out(upstream: LoopbackUpstream) -> None:
+    settings = settings_for(upstream, llm={"timeout": 0.5})
+    with DataHome.open(settings) as home:
+        rt = Runtime(settings, home)
+        with pytest.raises(DeepSeekEyesError) as info:
+            await rt.run(TurnRequest(messages=[{"role": "user", "content": "x"}], model="hang"))
+        await rt.aclose()
+    assert info.value.code == "LLM_TIMEOUT"
+
+
+async def test_missing_key_is_its_own_code(upstream: LoopbackUpstream) -> None:
+    settings = Settings.model_validate(
+        {"llm": {"base_url": upstream.base_url, "api_key": {"env": "UNSET_TEST_KEY"}}}
+    )
+    with DataHome.open(settings) as home:
+        rt = Runtime(settings, home)
+        with pytest.raises(DeepSeekEyesError) as info:
+            await rt.run(TurnRequest(messages=[{"role": "user", "content": "x"}]))
+        await rt.aclose()
+    assert info.value.code == "LLM_CREDENTIAL_MISSING"
+    assert "UNSET_TEST_KEY" in info.value.message
+
+
+async def test_streamed_text_turn_forwards_deltas_and_usage(
+    runtime: Runtime, upstream: LoopbackUpstream
+) -> None:
+    stream = runtime.stream(TurnRequest(
+        messages=[{"role": "user", "content": [text("stream me")]}],
+        model="deepseek-v4-pro", include_usage=True,
+    ))
+    chunks = [chunk async for chunk in stream]
+    content = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    reasoning = "".join(
+        c["choices"][0]["delta"].get("reasoning_content", "") for c in chunks if c["choices"]
+    )
+    assert content == "echo: stream me"
+    assert reasoning
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"]["completion_tokens_details"]["reasoning_tokens"] > 0
+    assert stream.result is not None
+    assert stream.result.usage.reasoning_tokens > 0

@@ -1,0 +1,783 @@
+"""A loopback upstream that behaves like DeepSeek's text-only chat API, for runtime tests.
+
+``with LoopbackUpstream() as upstream:`` serves Starlette on ``127.0.0.1`` (an OS-chosen
+port) through uvicorn in a background thread; ``upstream.base_url`` is ``http://…/v1``.
+It is not a test file: tests of the client, the catalog, the turn runner and the gateway
+all point at it.
+
+What it does, so that tests can check what reached the model:
+
+* ``GET /v1/models`` lists :data:`TEXT_MODELS` (no image metadata), :data:`VISION_MODEL`
+  (``"input_modalities": ["text", "image"]``), the :data:`BEHAVIOUR_MODELS`, then any
+  ``extra_models`` given to the constructor.
+* Text models answer any content part whose type is not ``"text"`` with DeepSeek's HTTP 400
+  (:func:`deepseek_image_error`); the vision model (and any extra model that lists
+  ``"image"`` in ``input_modalities``) decodes every ``data:`` URL image with Pillow and
+  answers ``"I see an image of WxH pixels."`` (one sentence per image), or 400 when one
+  cannot be decoded. An unknown model is DeepSeek's 400 "Model Not Exist".
+* The reply, in order of precedence: messages that end with tool results →
+  ``"after <tool>: <result text>"`` (one line per result); the last user text holds
+  ``LOOK[<ref>]: <question>`` and a tool ``look`` is offered → a call to ``look`` with
+  ``{"image": ref, "question": question}``, and ``CALL[<tool>]: <args>`` for any other offered
+  tool → a call with ``<args>`` verbatim (finish reason ``tool_calls``; a marker's text runs
+  to the end of its line or the next marker, and several markers give parallel calls);
+  images sent to the vision model → their sentences; a line starting ``ANSWER:`` in any
+  message → the rest of the (last such) line; else
+  ``"echo: " + <last user text>`` (its text parts joined with ``"\\n"``).
+* :data:`REASONING_MODEL` also sends ``reasoning_content`` (:data:`REASONING_TEXT`) first.
+* Usage like DeepSeek's: ``prompt_tokens = ceil(chars / 4)`` where chars counts every
+  message's text plus the compact JSON of ``tools`` and of assistant ``tool_calls`` (images
+  count nothing); ``prompt_cache_hit_tokens`` = ``ceil(chars of the longest run of leading
+  messages equal to a previous served request's leading messages / 4)`` (capped at
+  ``prompt_tokens``), the rest are misses; ``completion_tokens = ceil(len(reply) / 4)`` (a
+  tool call counts its name and arguments) plus, as DeepSeek counts, the reasoning tokens,
+  which ``completion_tokens_details.reasoning_tokens`` also reports for the pro model.
+* Streams are proper SSE: a keep-alive comment, the role chunk, reasoning and content in a
+  few pieces, tool-call deltas by index with their arguments split over chunks, the finish
+  chunk, a usage chunk (``choices: []``) when ``stream_options.include_usage``, ``[DONE]``.
+* Behaviour models: ``fail-500``, ``fail-429`` (``Retry-After``), ``fail-401`` (DeepSeek's
+  "Authentication Fails"), ``hang`` (answers only when the server stops), ``cut`` (two content
+  chunks, then the connection drops; a whole answer is cut half-way), ``nofinish`` (``[DONE]``
+  without a finish reason; a whole answer has ``finish_reason: null``), ``badjson`` (a chunk,
+  or a whole body, that is not JSON).
+
+Recorded, thread-safely: every parsed chat payload with image data replaced by
+``"<image>"`` (:attr:`LoopbackUpstream.requests`), counters, and the SHA-256 of each
+``Authorization`` header (never the header itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import copy
+import hashlib
+import hmac
+import io
+import json
+import math
+import re
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+from PIL import Image, UnidentifiedImageError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+__all__ = [
+    "BEHAVIOUR_MODELS",
+    "IMAGE_PLACEHOLDER",
+    "REASONING_MODEL",
+    "REASONING_TEXT",
+    "RETRY_AFTER_S",
+    "TEXT_MODELS",
+    "VISION_MODEL",
+    "LoopbackUpstream",
+    "deepseek_image_error",
+    "estimate",
+]
+
+TEXT_MODELS = ("deepseek-v4-flash", "deepseek-v4-pro")
+REASONING_MODEL = "deepseek-v4-pro"
+VISION_MODEL = "deepseek-v4-flash-vision-exp"
+BEHAVIOUR_MODELS = ("fail-500", "fail-429", "fail-401", "hang", "cut", "nofinish", "badjson")
+REASONING_TEXT = "thinking…"
+IMAGE_PLACEHOLDER = "<image>"
+RETRY_AFTER_S = 2
+
+_DATA_URL = re.compile(r"^data:([\w.+/-]+);base64,(.*)$", re.DOTALL)
+# A marker's text runs to the end of its line or to the next marker.
+_MARKER = re.compile(r"(LOOK|CALL)\[([^\]\n]{1,500})\]:[ \t]*((?:(?!LOOK\[|CALL\[)[^\n])*)")
+_ANSWER = re.compile(r"^ANSWER:[ \t]*(.*)$", re.MULTILINE)
+_MAX_MESSAGES = 4096
+_MAX_MARKERS = 16
+_MAX_PIXELS = 40_000_000
+_MAX_PREFIXES = 100_000
+_DETAILS = (None, "low", "high", "original", "auto")
+_START_TIMEOUT_S = 10.0
+_STOP_TIMEOUT_S = 10.0
+_HANG_LIMIT_S = 300.0  # a hung request answers 503 after this even if nobody stops the server
+
+
+def estimate(chars: int) -> int:
+    """The upstream's token count for ``chars`` characters: four a token, rounded up."""
+    return math.ceil(chars / 4)
+
+
+def deepseek_image_error(index: int = 0, variant: str = "image_url") -> dict[str, Any]:
+    """DeepSeek's body for a non-text content part sent to a text model."""
+    return _error_body(
+        "Failed to deserialize the JSON body into the target type: "
+        f"messages[{index}]: unknown variant `{variant}`, expected `text`",
+        "invalid_request_error",
+        "invalid_request_error",
+    )
+
+
+def _error_body(message: str, kind: str, code: str | None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+class _Refusal(Exception):
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+
+
+def _bad_request(message: str) -> _Refusal:
+    return _Refusal(400, _error_body(message, "invalid_request_error", "invalid_request_error"))
+
+
+# -- reading a request ------------------------------------------------------------------------
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _message_chars(message: dict[str, Any]) -> int:
+    chars = len(_text(message.get("content")))
+    if message.get("tool_calls"):
+        chars += len(_compact(message["tool_calls"]))
+    return chars
+
+
+def _decode_image(url: Any, where: str) -> Image.Image:
+    match = _DATA_URL.match(url) if isinstance(url, str) else None
+    if not match:
+        raise _bad_request(f"{where}: the image is not a base64 data URL")
+    try:
+        raw = base64.b64decode(match.group(2), validate=True)
+        with Image.open(io.BytesIO(raw)) as image:
+            width, height = image.size
+            if width * height > _MAX_PIXELS:
+                raise _bad_request(f"{where}: the image is too large")
+            image.load()
+            return image.copy()
+    except (
+        binascii.Error, UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError
+    ):
+        raise _bad_request(f"{where}: the image cannot be decoded") from None
+
+
+def _check_parts(
+    messages: list[Any], *, vision: bool
+) -> list[Image.Image]:
+    """Refuse what the model cannot take, as DeepSeek does; decode the vision model's images."""
+    images: list[Image.Image] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise _bad_request(f"messages[{index}]: expected a message object")
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text":
+                continue
+            if not vision:
+                raise _Refusal(400, deepseek_image_error(index, str(kind)))
+            if kind != "image_url":
+                raise _bad_request(
+                    f"messages[{index}]: unknown variant `{kind}`, expected `text` or `image_url`"
+                )
+            image_url = part.get("image_url")
+            if not isinstance(image_url, dict) or image_url.get("detail") not in _DETAILS:
+                raise _bad_request(f"messages[{index}]: image_url must be {{url, detail?}}")
+            images.append(_decode_image(image_url.get("url"), f"messages[{index}]"))
+    return images
+
+
+def _redacted(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload with every ``data:`` image URL replaced by :data:`IMAGE_PLACEHOLDER`."""
+    copied = copy.deepcopy(payload)
+    for message in copied.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else ():
+            image_url = part.get("image_url") if isinstance(part, dict) else None
+            if isinstance(image_url, dict) and str(image_url.get("url", "")).startswith("data:"):
+                image_url["url"] = IMAGE_PLACEHOLDER
+    return copied
+
+
+# -- deciding the answer ----------------------------------------------------------------------
+
+
+@dataclass
+class _Reply:
+    content: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    reasoning: str = ""
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.tool_calls else "stop"
+
+    @property
+    def completion_chars(self) -> int:
+        return len(self.content) + sum(
+            len(call["function"]["name"]) + len(call["function"]["arguments"])
+            for call in self.tool_calls
+        )
+
+
+def _offered_tools(payload: dict[str, Any]) -> set[str]:
+    if payload.get("tool_choice") == "none" or not isinstance(payload.get("tools"), list):
+        return set()
+    names: set[str] = set()
+    for tool in payload["tools"][:128]:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            names.add(function["name"])
+    return names
+
+
+def _tool_call(name: str, arguments: str, ordinal: int) -> dict[str, Any]:
+    digest = hashlib.sha256(f"{ordinal}\n{name}\n{arguments}".encode()).hexdigest()[:16]
+    return {
+        "id": f"call_{ordinal}_{digest}",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+def _after_tools(messages: list[dict[str, Any]]) -> str | None:
+    trailing: list[dict[str, Any]] = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        trailing.append(message)
+    if not trailing:
+        return None
+    names: dict[str, str] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                names[str(call.get("id"))] = str(call["function"].get("name"))
+    return "\n".join(
+        f"after {names.get(str(m.get('tool_call_id')), 'tool')}: {_text(m.get('content'))}"
+        for m in reversed(trailing)
+    )
+
+
+def _reply(payload: dict[str, Any], images: Sequence[Image.Image]) -> _Reply:
+    messages: list[dict[str, Any]] = payload["messages"]
+    after = _after_tools(messages)
+    if after is not None:
+        return _Reply(after)
+    users = [m for m in messages if m.get("role") == "user"]
+    user_text = _text(users[-1].get("content")) if users else ""
+    offered = _offered_tools(payload)
+    calls: list[dict[str, Any]] = []
+    for match in _MARKER.finditer(user_text):
+        if len(calls) >= _MAX_MARKERS:
+            break
+        marker, target, rest = match.groups()
+        if marker == "LOOK" and "look" in offered:
+            arguments = json.dumps({"image": target, "question": rest.strip()})
+            calls.append(_tool_call("look", arguments, len(calls)))
+        elif marker == "CALL" and target in offered:
+            calls.append(_tool_call(target, rest.strip(), len(calls)))
+    if calls:
+        return _Reply(tool_calls=calls)
+    if images:
+        return _Reply(" ".join(f"I see an image of {i.width}x{i.height} pixels." for i in images))
+    answers = [a for m in messages for a in _ANSWER.findall(_text(m.get("content")))]
+    if answers:
+        return _Reply(answers[-1].strip())
+    return _Reply("echo: " + user_text)
+
+
+# -- the app ----------------------------------------------------------------------------------
+
+
+class _RawResponse(Response):
+    """Sends the given body pieces and, unless ``complete``, returns without finishing the
+    response, so uvicorn drops the connection mid-body: the client sees a cut stream."""
+
+    def __init__(self, pieces: list[bytes], media_type: str, *, complete: bool) -> None:
+        super().__init__(media_type=media_type)
+        self._pieces = pieces
+        self._complete = complete
+
+    # The ASGI signature is fixed; this response reads nothing from the request.
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [(b"content-type", str(self.media_type).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for piece in self._pieces:
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        if self._complete:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _event(value: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(value, ensure_ascii=False).encode() + b"\n\n"
+
+
+def _pieces(text: str, count: int = 3) -> list[str]:
+    step = max(1, -(-len(text) // count))
+    return [text[i : i + step] for i in range(0, len(text), step)]
+
+
+class _App:
+    def __init__(self, api_key: str | None, extra_models: Sequence[Mapping[str, Any]]) -> None:
+        self.lock = threading.Lock()
+        self.requests: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []
+        self.last_authorization_sha256: str | None = None
+        self.counts: Counter[str] = Counter()
+        self.models_failure: int | None = None
+        self._prefixes: set[str] = set()
+        self._expected_auth = (
+            None if api_key is None else hashlib.sha256(f"Bearer {api_key}".encode()).digest()
+        )
+        listing: list[dict[str, Any]] = [
+            {"id": model, "object": "model", "owned_by": "deepseek"} for model in TEXT_MODELS
+        ]
+        listing.append(
+            {
+                "id": VISION_MODEL,
+                "object": "model",
+                "owned_by": "deepseek",
+                "input_modalities": ["text", "image"],
+            }
+        )
+        listing += [{"id": m, "object": "model", "owned_by": "loopback"} for m in BEHAVIOUR_MODELS]
+        listing += [dict(entry) for entry in extra_models]
+        self.listing = listing
+        self.vision_models = {
+            str(entry.get("id"))
+            for entry in listing
+            if "image" in (entry.get("input_modalities") or ())
+        }
+        self.known_models = {str(entry.get("id")) for entry in listing}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.shutdown: asyncio.Event | None = None
+        routes = []
+        for prefix in ("/v1", ""):
+            routes += [
+                Route(f"{prefix}/models", self.models, methods=["GET"]),
+                Route(f"{prefix}/chat/completions", self.chat, methods=["POST"]),
+            ]
+        self.starlette = Starlette(routes=routes)
+
+    def reset(self, *, cache: bool) -> None:
+        with self.lock:
+            self.requests.clear()
+            self.authorizations.clear()
+            self.last_authorization_sha256 = None
+            self.counts.clear()
+            if cache:
+                self._prefixes.clear()
+
+    # -- auth and bookkeeping ------------------------------------------------------------
+
+    def _authorized(self, request: Request) -> tuple[bool, str | None]:
+        header = request.headers.get("authorization")
+        digest = None if header is None else hashlib.sha256(header.encode()).digest()
+        with self.lock:
+            self.last_authorization_sha256 = None if digest is None else digest.hex()
+        if self._expected_auth is None:
+            return True, None if digest is None else digest.hex()
+        ok = digest is not None and hmac.compare_digest(digest, self._expected_auth)
+        return ok, None if digest is None else digest.hex()
+
+    @staticmethod
+    def _auth_failure(request: Request) -> JSONResponse:
+        header = request.headers.get("authorization", "")
+        tail = header[-4:] if header.lower().startswith("bearer ") and len(header) > 11 else ""
+        message = (
+            f"Authentication Fails, Your api key: ****{tail} is invalid"
+            if tail
+            else "Authentication Fails (no such user)"
+        )
+        return JSONResponse(
+            _error_body(message, "authentication_error", "invalid_request_error"), status_code=401
+        )
+
+    def _cache_hit_chars(self, messages: list[dict[str, Any]]) -> int:
+        """Characters of the longest run of leading messages some earlier served request
+        also began with; this request's prefixes are remembered afterwards."""
+        digest = hashlib.sha256()
+        hit = chars = 0
+        keys: list[str] = []
+        with self.lock:
+            for message in messages:
+                digest.update(_compact(message).encode())
+                digest.update(b"\x00")
+                key = digest.hexdigest()
+                keys.append(key)
+                chars += _message_chars(message)
+                if key in self._prefixes:
+                    hit = chars
+            if len(self._prefixes) + len(keys) > _MAX_PREFIXES:
+                self._prefixes.clear()
+            self._prefixes.update(keys)
+        return hit
+
+    # -- handlers ------------------------------------------------------------------------
+
+    async def models(self, request: Request) -> Response:
+        with self.lock:
+            self.counts["models"] += 1
+            failure = self.models_failure
+        ok, _ = self._authorized(request)
+        if not ok:
+            return self._auth_failure(request)
+        if failure is not None:
+            body = _error_body("the model list is unavailable", "server_error", "unavailable")
+            return JSONResponse(body, status_code=failure)
+        return JSONResponse({"object": "list", "data": copy.deepcopy(self.listing)})
+
+    async def chat(self, request: Request) -> Response:
+        ok, auth = self._authorized(request)
+        try:
+            payload = json.loads(await request.body())
+        except ValueError:
+            payload = None
+        model = payload.get("model") if isinstance(payload, dict) else None
+        with self.lock:
+            self.counts["chat"] += 1
+            if isinstance(model, str):
+                self.counts[f"chat:{model}"] += 1
+            if isinstance(payload, dict):
+                self.requests.append(_redacted(payload))
+                self.authorizations.append(auth)
+        if not ok:
+            return self._auth_failure(request)
+        try:
+            return await self._answer(request, payload)
+        except _Refusal as refusal:
+            return JSONResponse(refusal.body, status_code=refusal.status)
+
+    async def _answer(self, request: Request, payload: Any) -> Response:
+        if not isinstance(payload, dict):
+            raise _bad_request("Failed to deserialize the JSON body into the target type")
+        model = payload.get("model")
+        messages = payload.get("messages")
+        if not isinstance(messages, list) or not 0 < len(messages) <= _MAX_MESSAGES:
+            raise _bad_request(
+                "Failed to deserialize the JSON body into the target type: missing field "
+                "`messages`"
+            )
+        if not isinstance(model, str) or model not in self.known_models:
+            raise _bad_request("Model Not Exist")
+        if model == "fail-401":
+            return self._auth_failure(request)
+        if model == "fail-429":
+            return JSONResponse(
+                _error_body("Rate Limit Reached", "rate_limit_error", "rate_limit_exceeded"),
+                status_code=429,
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        if model == "fail-500":
+            return JSONResponse(
+                _error_body("the loopback upstream failed", "server_error", "internal_error"),
+                status_code=500,
+            )
+        if model == "hang":
+            assert self.shutdown is not None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.shutdown.wait(), _HANG_LIMIT_S)
+            body = _error_body("the loopback upstream is shutting down", "server_error", None)
+            return JSONResponse(body, status_code=503)
+        images = _check_parts(messages, vision=model in self.vision_models)
+        reply = _reply(payload, images)
+        if model == REASONING_MODEL:
+            reply.reasoning = REASONING_TEXT
+        usage = self._usage(payload, reply)
+        stream = payload.get("stream") is True
+        options = payload.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        identity = {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "created": int(time.time()),
+            "model": model,
+            "system_fingerprint": "fp_loopback",
+        }
+        if model == "cut":
+            return self._cut(identity, reply, stream=stream)
+        if model == "badjson":
+            if stream:
+                first = _event(_chunk(identity, {"role": "assistant", "content": "x"}))
+                pieces = [first, b"data: {not json\n\n", b"data: [DONE]\n\n"]
+                return _RawResponse(pieces, "text/event-stream", complete=True)
+            return Response(b'{"id": "x", "choices": [', media_type="application/json")
+        finish = None if model == "nofinish" else reply.finish_reason
+        if stream:
+            events = _sse(identity, reply, finish, usage if include_usage else None)
+            return StreamingResponse(events, media_type="text/event-stream")
+        return JSONResponse(_completion(identity, reply, finish, usage))
+
+    def _usage(self, payload: dict[str, Any], reply: _Reply) -> dict[str, Any]:
+        messages: list[dict[str, Any]] = payload["messages"]
+        chars = sum(_message_chars(m) for m in messages)
+        if isinstance(payload.get("tools"), list):
+            chars += len(_compact(payload["tools"]))
+        prompt = estimate(chars)
+        hit = min(prompt, estimate(self._cache_hit_chars(messages)))
+        reasoning = estimate(len(reply.reasoning))
+        completion = estimate(reply.completion_chars) + reasoning
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_cache_hit_tokens": hit,
+            "prompt_cache_miss_tokens": prompt - hit,
+        }
+        if reply.reasoning:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+        return usage
+
+    @staticmethod
+    def _cut(identity: dict[str, Any], reply: _Reply, *, stream: bool) -> Response:
+        if stream:
+            text = reply.content or "cut"
+            half = max(1, len(text) // 2)
+            pieces = [
+                _event(_chunk(identity, {"role": "assistant", "content": text[:half]})),
+                _event(_chunk(identity, {"content": text[half:]})),
+            ]
+            return _RawResponse(pieces, "text/event-stream", complete=False)
+        body = json.dumps(_completion(identity, reply, "stop", None)).encode()
+        return _RawResponse([body[: len(body) // 2]], "application/json", complete=False)
+
+
+def _chunk(
+    identity: dict[str, Any], delta: dict[str, Any], finish: str | None = None
+) -> dict[str, Any]:
+    return {
+        **identity,
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
+
+
+def _completion(
+    identity: dict[str, Any], reply: _Reply, finish: str | None, usage: dict[str, Any] | None
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.reasoning:
+        message["reasoning_content"] = reply.reasoning
+    if reply.tool_calls:
+        message["tool_calls"] = reply.tool_calls
+    document: dict[str, Any] = {
+        **identity,
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+    }
+    if usage is not None:
+        document["usage"] = usage
+    return document
+
+
+async def _sse(
+    identity: dict[str, Any], reply: _Reply, finish: str | None, usage: dict[str, Any] | None
+) -> AsyncIterator[bytes]:
+    yield b": keep-alive\n\n"
+    yield _event(_chunk(identity, {"role": "assistant", "content": ""}))
+    for piece in _pieces(reply.reasoning, 2):
+        yield _event(_chunk(identity, {"content": None, "reasoning_content": piece}))
+    for piece in _pieces(reply.content):
+        yield _event(_chunk(identity, {"content": piece}))
+    for index, call in enumerate(reply.tool_calls):
+        opening = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": ""},
+        }
+        yield _event(_chunk(identity, {"tool_calls": [opening]}))
+        for piece in _pieces(call["function"]["arguments"]):
+            more = {"index": index, "function": {"arguments": piece}}
+            yield _event(_chunk(identity, {"tool_calls": [more]}))
+    if finish is not None:
+        yield _event(_chunk(identity, {"content": ""}, finish))
+    if usage is not None:
+        yield _event({**identity, "object": "chat.completion.chunk", "choices": [], "usage": usage})
+    yield b"data: [DONE]\n\n"
+
+
+# -- the server -------------------------------------------------------------------------------
+
+
+class _Server(uvicorn.Server):
+    """uvicorn that reports, through a thread-safe event, when it is listening."""
+
+    def __init__(self, config: uvicorn.Config, app: _App, ready: threading.Event) -> None:
+        super().__init__(config)
+        self._app = app
+        self._ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self._app.loop = asyncio.get_running_loop()
+        self._app.shutdown = asyncio.Event()
+        try:
+            await super().startup(sockets=sockets)
+        finally:
+            self._ready.set()
+
+
+class LoopbackUpstream:
+    """``with LoopbackUpstream() as upstream: ChatClient(upstream.base_url)``.
+
+    Args:
+        api_key: when given, every request must carry ``Authorization: Bearer <api_key>``
+            or gets DeepSeek's 401 (only its SHA-256 is kept).
+        extra_models: more ``/models`` entries, listed after the built-in ones; an entry whose
+            ``input_modalities`` holds ``"image"`` is served like the vision model, any other
+            like a text model.
+    """
+
+    def __init__(
+        self, *, api_key: str | None = None, extra_models: Sequence[Mapping[str, Any]] = ()
+    ) -> None:
+        self._app = _App(api_key, extra_models)
+        self._socket: socket.socket | None = None
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        if not self.port:
+            raise RuntimeError("the loopback upstream is not started")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every chat payload received (refused ones too), images as ``"<image>"``; a copy."""
+        with self._app.lock:
+            return list(self._app.requests)
+
+    @property
+    def authorizations(self) -> list[str | None]:
+        """SHA-256 of each chat request's ``Authorization`` header (None: none), in the order
+        of :attr:`requests`."""
+        with self._app.lock:
+            return list(self._app.authorizations)
+
+    @property
+    def last_authorization_sha256(self) -> str | None:
+        """SHA-256 of the last request's ``Authorization`` header (chat or models)."""
+        with self._app.lock:
+            return self._app.last_authorization_sha256
+
+    @property
+    def chat_calls(self) -> int:
+        with self._app.lock:
+            return self._app.counts["chat"]
+
+    @property
+    def models_calls(self) -> int:
+        with self._app.lock:
+            return self._app.counts["models"]
+
+    def calls_for(self, model: str) -> int:
+        """Chat requests received for ``model``."""
+        with self._app.lock:
+            return self._app.counts[f"chat:{model}"]
+
+    def fail_models(self, status: int | None = 503) -> None:
+        """Make ``/models`` answer ``status`` from now on (None: list models again)."""
+        with self._app.lock:
+            self._app.models_failure = status
+
+    def reset(self, *, cache: bool = True) -> None:
+        """Forget recorded requests and counters (and, with ``cache``, the prompt cache)."""
+        self._app.reset(cache=cache)
+
+    def start(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self._socket = sock
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self._app.starlette,
+            log_config=None,  # leave the process's logging alone; pytest captures records
+            access_log=False,
+            lifespan="off",
+            http="h11",
+            ws="none",
+            timeout_graceful_shutdown=5,
+        )
+        ready = threading.Event()
+        self._server = _Server(config, self._app, ready)
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(self._server, sock),
+            name=f"loopback-upstream-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        if not ready.wait(_START_TIMEOUT_S) or not self._server.started:
+            self.stop()
+            raise RuntimeError(f"the loopback upstream did not start: {self._failure!r}")
+
+    def _run(self, server: _Server, sock: socket.socket) -> None:
+        try:
+            server.run(sockets=[sock])
+        except BaseException as exc:  # reported by start(); a thread has nowhere to raise
+            self._failure = exc
+
+    def stop(self) -> None:
+        server, thread = self._server, self._thread
+        if server is not None and thread is not None:
+            loop, shutdown = self._app.loop, self._app.shutdown
+            if loop is not None and shutdown is not None and not loop.is_closed():
+                _call_soon(loop, shutdown.set)  # release hung requests first
+            server.should_exit = True
+            thread.join(_STOP_TIMEOUT_S)
+            if thread.is_alive():
+                server.force_exit = True
+                thread.join(_STOP_TIMEOUT_S)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = self._thread = self._socket = None
+        if thread is not None and thread.is_alive():
+            raise RuntimeError("the loopback upstream thread did not stop")
+
+    def __enter__(self) -> LoopbackUpstream:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop closed between the check and the call
+        loop.call_soon_threadsafe(callback)

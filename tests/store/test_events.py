@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from deepseek_eyes.errors import StoreError
+from deepseek_eyes.store.db import Database
+from deepseek_eyes.store.events import SessionStore, TurnRecord, body_digest
+
+
+def test_events_are_append_only_and_ordered(tmp_path: Path) -> None:
+    db = Database(tmp_path / "eyes.db")
+    store = SessionStore(db)
+    assert store.ensure("s1", "cli") is True
+    assert store.ensure("s1", "cli") is False
+    first = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    second = {"role": "assistant", "content": "hello"}
+    assert store.append("s1", [first, second], turn_id="t1") == [0, 1]
+    assert store.append("s1", [{"role": "user", "content": "again"}]) == [2]
+    events = store.events("s1")
+    assert [e.seq for e in events] == [0, 1, 2]
+    assert events[0].message == first
+    assert events[0].body_sha256 == body_digest(first)
+    assert events[1].turn_id == "t1"
+    for statement in ("UPDATE events SET body = '{}'", "DELETE FROM events"):
+        with pytest.raises(StoreError, match="append-only"):
+            db.execute(statement)
+    raw = sqlite3.connect(tmp_path / "eyes.db")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        raw.execute("UPDATE events SET role = 'system'")
+    raw.close()
+
+
+def test_session_ids_are_validated(tmp_path: Path) -> None:
+    store = SessionStore(Database(tmp_path / "eyes.db"))
+    for bad in ("", "../x", "a b", "x" * 129, "ünï"):
+        with pytest.raises(StoreError) as info:
+            store.ensure(bad, "gateway")
+        assert info.value.code == "STORE_SESSION_INVALID"
+
+
+def test_sessions_listing_and_turns(tmp_path: Path) -> None:
+    clock = iter(range(100, 200))
+    store = SessionStore(Database(tmp_path / "eyes.db"), clock=lambda: float(next(clock)))
+    store.ensure("old", "cli")
+    store.append("old", [{"role": "user", "content": "a"}])
+    store.ensure("new", "gateway")
+    store.append("new", [{"role": "user", "content": "b"}, {"role": "assistant", "content": "c"}])
+    listing = store.sessions()
+    assert [row["id"] for row in listing] == ["new", "old"]
+    assert listing[0]["events"] == 2
+    store.record_turn(TurnRecord("t", "new", 1.0, 2.0, "m", "text", "ok", None, {"k": 1}))
+    (turn,) = store.turns("new")
+    assert turn.details == {"k": 1}
+    assert turn.path == "text"
