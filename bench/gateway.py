@@ -78,13 +78,13 @@ async def latencies(base: str, n: int, *, stream: bool) -> list[float]:
         for i in range(n + 20):
             started = time.perf_counter()
             if stream:
+                elapsed = math.nan
                 async with client.stream("POST", f"{base}/chat/completions", json=body) as r:
                     async for line in r.aiter_lines():
-                        if line.startswith("data: ") and '"content"' in line:
+                        if elapsed != elapsed and line.startswith("data: ") and (
+                            '"content":"' in line.replace(" ", "")
+                        ):
                             elapsed = time.perf_counter() - started
-                            break
-                    async for _ in r.aiter_lines():
-                        pass
             else:
                 r = await client.post(f"{base}/chat/completions", json=body)
                 r.raise_for_status()
@@ -94,15 +94,23 @@ async def latencies(base: str, n: int, *, stream: bool) -> list[float]:
     return out
 
 
-async def tokens(upstream: LoopbackUpstream, home: Path) -> tuple[int, int]:
-    settings = Settings.model_validate({"llm": {
-        "base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-flash",
-    }})
+async def tokens(upstream: LoopbackUpstream, home: Path, history: str) -> tuple[int, int]:
+    settings = Settings.model_validate({
+        "llm": {"base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-flash"},
+        "runtime": {"history_evidence": history},
+    })
     data_url = "data:image/png;base64," + base64.b64encode(RECEIPT.read_bytes()).decode()
-    questions = ["What shop is this?", "What is the total?", "How much tax?",
-                 "Which item costs most?", "How was it paid?"]
+    # The loopback upstream answers with a message's "ANSWER:" line, so each turn gets a
+    # realistic one-line answer instead of an echo of the whole prompt.
+    questions = [
+        "What shop is this?\nANSWER: Green Leaf Market in Portland.",
+        "What is the total?\nANSWER: The total is 64.03.",
+        "How much tax?\nANSWER: Tax at 8.5% is 5.02.",
+        "Which item costs most?\nANSWER: Coffee beans at 18.90.",
+        "How was it paid?\nANSWER: By VISA card ending 4821.",
+    ]
     ours = naive = 0
-    with DataHome(home / "tokens") as data:
+    with DataHome(home / f"tokens-{history}") as data:
         runtime = Runtime(settings, data)
         from deepseek_eyes.runtime.messages import parse_messages
         from deepseek_eyes.runtime.turn import TurnRequest
@@ -143,11 +151,12 @@ async def main(n: int) -> None:
         finally:
             process.terminate()
             process.wait(timeout=10)
-        ours, naive = await tokens(upstream, Path(tmp))
-        print(
-            f"image_conversation_tokens: ours={ours} baseline=naive-replay {naive} "
-            f"ratio={ours / naive:.3f}"
-        )
+        for history in ("pointer", "full"):
+            ours, naive = await tokens(upstream, Path(tmp), history)
+            print(
+                f"image_conversation_tokens[history_evidence={history}]: ours={ours} "
+                f"baseline=naive-replay {naive} ratio={ours / naive:.3f}"
+            )
 
 
 if __name__ == "__main__":

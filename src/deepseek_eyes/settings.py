@@ -303,6 +303,11 @@ class RuntimeSettings(_Strict):
         description="Estimated tokens of model-facing history; older turns are dropped first.",
     )
     max_images_per_turn: int = Field(default=8, ge=1, le=64)
+    history_evidence: Literal["pointer", "full"] = Field(
+        default="pointer",
+        description="Images of earlier user messages: a pointer the model can look at "
+        "again (cheap), or their full evidence every turn.",
+    )
 
 
 class GatewaySettings(_Strict):

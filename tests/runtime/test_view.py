@@ -33,13 +33,8 @@ def test_text_path_passes_messages_through() -> None:
     assert view.evidence_tokens == 0
 
 
-def test_bridged_path_renders_latest_images_in_full_and_older_as_pointers() -> None:
-    messages = [
-        user(text("What is the total?"), IMAGE),
-        {"role": "assistant", "content": "64.03"},
-        user(text("And the tax?")),
-    ]
-    view = build_view(messages, path="bridged", slots=SLOTS)
+def test_bridged_path_renders_the_turns_images_in_full() -> None:
+    view = build_view([user(text("What is the total?"), IMAGE)], path="bridged", slots=SLOTS)
     assert view.messages[0] == {"role": "system", "content": BRIDGE_SYSTEM_PROMPT}
     first = view.messages[1]["content"]
     assert isinstance(first, str)
@@ -47,7 +42,23 @@ def test_bridged_path_renders_latest_images_in_full_and_older_as_pointers() -> N
     assert "TOTAL = 64.03" in first
     assert "img-1" in first
     assert "image_url" not in str(view.messages)
-    # The same image sent again later: the latest copy is full, the earlier one a pointer.
+    assert view.evidence_tokens > 0
+
+
+def test_later_turns_carry_a_pointer_unless_full_history_is_asked() -> None:
+    messages = [
+        user(text("What is the total?"), IMAGE),
+        {"role": "assistant", "content": "64.03"},
+        user(text("And the tax?")),
+    ]
+    view = build_view(messages, path="bridged", slots=SLOTS)
+    pointer = view.messages[1]["content"]
+    assert "shown earlier" in pointer
+    assert 'look(image="img-1"' in pointer
+    assert '"TOTAL 64.03"' not in pointer
+    full = build_view(messages, path="bridged", slots=SLOTS, history_evidence="full")
+    assert '"TOTAL 64.03"' in full.messages[1]["content"]
+    # The same image sent again: the latest copy is full, the earlier one a pointer.
     again = [*messages, user(text("Look again"), IMAGE)]
     view = build_view(again, path="bridged", slots=SLOTS)
     assert "shown earlier" in view.messages[1]["content"]

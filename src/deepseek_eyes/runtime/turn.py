@@ -191,6 +191,7 @@ class TurnRunner:
             slots=slots,
             image_bytes=self._bridge.image_bytes,
             budget_tokens=self._settings.history_budget_tokens if path != "text" else None,
+            history_evidence=self._settings.history_evidence,
         )
         if path == "bridged":
             self._usage.record_estimate(
@@ -235,7 +236,11 @@ class TurnRunner:
 
     def _log_request(self, request: TurnRequest) -> str:
         """Append the messages the session has not seen yet; returns the session id."""
-        session_id = request.session_id or self._sessions.new_id()
+        if request.session_id is None:  # a session of its own: one transaction, no lookups
+            session_id = self._sessions.new_id()
+            self._sessions.append(session_id, request.messages, create=request.source)
+            return session_id
+        session_id = request.session_id
         self._sessions.ensure(session_id, request.source)
         stored = [body_digest(m) for m in self._sessions.messages(session_id)]
         common = 0
@@ -293,7 +298,6 @@ class TurnRunner:
             message["tool_calls"] = [
                 {"id": c.id, "name": c.name, "arguments": c.arguments} for c in external
             ]
-        self._sessions.append(turn.session_id, [message], turn_id=turn.turn_id)
         finish = result.finish_reason or "stop"
         if finish == "tool_calls" and not external:
             finish = "stop"
@@ -304,11 +308,16 @@ class TurnRunner:
             rereads=turn.context.rereads, model_calls=turn.model_calls,
             created=int(turn.started),
         )
-        self._record(turn, "ok", None)
+        self._sessions.append(
+            turn.session_id, [message], turn_id=turn.turn_id, turn=self._turn_record(turn, "ok")
+        )
         return outcome
 
     def _record(self, turn: _Turn, outcome: str, code: str | None) -> None:
-        self._sessions.record_turn(TurnRecord(
+        self._sessions.record_turn(self._turn_record(turn, outcome, code))
+
+    def _turn_record(self, turn: _Turn, outcome: str, code: str | None = None) -> TurnRecord:
+        return TurnRecord(
             id=turn.turn_id, session_id=turn.session_id, started_at=turn.started,
             ended_at=time.time(), model=turn.model, path=turn.path, outcome=outcome, code=code,
             details={
@@ -317,7 +326,7 @@ class TurnRunner:
                 "omitted_messages": turn.view.omitted,
                 "usage": usage_json(turn.usage),
             },
-        ))
+        )
 
     async def run(self, request: TurnRequest) -> TurnResult:
         """Run a turn to its answer (no streaming).

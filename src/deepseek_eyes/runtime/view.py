@@ -3,10 +3,12 @@
 Three shapes, one per turn path:
 
 * **text** — no image anywhere: the messages go to the final model as the client sent them.
-* **bridged** — images become validated evidence. The images of the latest image-bearing
-  user message are rendered in full; images of earlier messages become pointers (identity,
-  size, one line of summary), since the model can ``look`` again and its own earlier answers
-  carry what it already read. A system message explains the evidence and the tool.
+* **bridged** — images become validated evidence. Images of the latest user message (the
+  turn that brings them) are rendered in full; images of earlier messages become pointers
+  (identity, size, one line of summary), since the model can ``look`` again and its own
+  earlier answers carry what it already read. That keeps a long conversation about one
+  image from paying for its evidence every turn (``history_evidence = "full"`` does pay).
+  A system message explains the evidence and the tool.
 * **native** — the final model declares image input: user images travel as data URLs built
   from the stored original bytes; images anywhere else are dropped (providers refuse them).
 
@@ -110,6 +112,7 @@ def build_view(
     slots: Mapping[str, EvidenceSlot] | None = None,
     image_bytes: Callable[[str], bytes] | None = None,
     budget_tokens: int | None = None,
+    history_evidence: str = "pointer",
 ) -> View:
     """The upstream ``messages`` for one model call of a turn.
 
@@ -117,10 +120,12 @@ def build_view(
     an original from the blob store (native path).
     """
     slots = slots or {}
-    latest_images = max(
-        (i for i, m in enumerate(messages) if m.get("role") == "user" and _image_parts(m)),
-        default=-1,
-    )
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    image_users = [i for i in users if _image_parts(messages[i])]
+    if history_evidence == "full":
+        full = set(image_users[-1:])
+    else:
+        full = {users[-1]} if users and users[-1] in image_users else set()
     out: list[dict[str, Any]] = []
     evidence_tokens = 0
     for index, message in enumerate(messages):
@@ -137,7 +142,7 @@ def build_view(
                 pieces.append(str(part["text"]))
                 continue
             slot = slots[part["sha256"]]
-            if index == latest_images:
+            if index in full:
                 text = render_evidence(
                     slot.image_id, slot.image, slot.evidence, route=slot.route,
                     record_sha256=slot.record_sha256,

@@ -59,6 +59,19 @@ class TurnRecord:
     details: dict[str, Any]
 
 
+_INSERT_TURN = (
+    "INSERT INTO turns (id, session_id, started_at, ended_at, model, path, outcome, code,"
+    " details) VALUES (?,?,?,?,?,?,?,?,?)"
+)
+
+
+def _turn_row(turn: TurnRecord) -> tuple[Any, ...]:
+    return (
+        turn.id, turn.session_id, turn.started_at, turn.ended_at, turn.model, turn.path,
+        turn.outcome, turn.code, _canonical(turn.details),
+    )
+
+
 class SessionStore:
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self._db = db
@@ -95,14 +108,35 @@ class SessionStore:
         return self._db.query_one("SELECT 1 FROM sessions WHERE id = ?", (session_id,)) is not None
 
     def append(
-        self, session_id: str, messages: Sequence[dict[str, Any]], *, turn_id: str | None = None
+        self,
+        session_id: str,
+        messages: Sequence[dict[str, Any]],
+        *,
+        turn_id: str | None = None,
+        create: str | None = None,
+        turn: TurnRecord | None = None,
     ) -> list[int]:
-        """Append messages in order, in one transaction; returns their sequence numbers."""
-        if not messages:
+        """Append messages in order, in one transaction; returns their sequence numbers.
+
+        ``create`` (a source name) creates the session in the same transaction, and
+        ``turn`` records a finished turn with its last messages: one commit per step of a
+        turn keeps the gateway's own overhead per turn small.
+        """
+        if not messages and create is None and turn is None:
             return []
         now = self._clock()
         seqs: list[int] = []
         with self._db.transaction() as conn:
+            if create is not None:
+                if not self.valid_id(session_id):
+                    raise StoreError(
+                        "a session id is 1-128 letters, digits, '.', '_', ':' or '-'",
+                        code="STORE_SESSION_INVALID",
+                    )
+                conn.execute(
+                    "INSERT OR IGNORE INTO sessions (id, created_at, source) VALUES (?,?,?)",
+                    (session_id, now, create),
+                )
             row = conn.execute(
                 "SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?", (session_id,)
             ).fetchone()
@@ -119,6 +153,8 @@ class SessionStore:
                 )
                 seqs.append(next_seq)
                 next_seq += 1
+            if turn is not None:
+                conn.execute(_INSERT_TURN, _turn_row(turn))
         return seqs
 
     def events(self, session_id: str, *, limit: int = MAX_EVENTS_READ) -> list[Event]:
@@ -148,14 +184,7 @@ class SessionStore:
         return [dict(r) for r in rows]
 
     def record_turn(self, turn: TurnRecord) -> None:
-        self._db.execute(
-            "INSERT INTO turns (id, session_id, started_at, ended_at, model, path, outcome,"
-            " code, details) VALUES (?,?,?,?,?,?,?,?,?)",
-            (
-                turn.id, turn.session_id, turn.started_at, turn.ended_at, turn.model, turn.path,
-                turn.outcome, turn.code, _canonical(turn.details),
-            ),
-        )
+        self._db.execute(_INSERT_TURN, _turn_row(turn))
 
     def turns(self, session_id: str) -> list[TurnRecord]:
         rows = self._db.query(
