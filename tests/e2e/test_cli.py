@@ -161,3 +161,40 @@ def test_usage_reports_categories() -> None:
     done = run("usage", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"exact": {}, "estimated": {}}
+
+
+def test_ask_and_sessions(tmp_path: Path) -> None:
+    from runtime.upstream import LoopbackUpstream
+
+    with LoopbackUpstream() as upstream:
+        config = tmp_path / "eyes.toml"
+        config.write_text(
+            f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
+            'model = "deepseek-v4-flash"\n', encoding="utf-8",
+        )
+        first = run("--config", str(config), "ask", "--json", "--session", "s1", "hello there")
+        assert first.returncode == 0, first.stderr
+        body = json.loads(first.stdout)
+        assert body["answer"] == "echo: hello there"
+        assert body["path"] == "text"
+        assert body["session_id"] == "s1"
+        second = run("--config", str(config), "ask", "--session", "s1", "again")
+        assert second.stdout.strip() == "echo: again"
+        # The second turn carried the first one as history.
+        assert len(upstream.requests[-1]["messages"]) == 3
+    listing = json.loads(run("sessions", "list", "--json").stdout)
+    assert [row["id"] for row in listing] == ["s1"]
+    assert listing[0]["events"] == 4
+    shown = run("sessions", "show", "s1")
+    assert shown.returncode == 0
+    assert "hello there" in shown.stdout
+    missing = run("sessions", "show", "nope")
+    assert missing.returncode == 1
+    assert "STORE_SESSION_NOT_FOUND" in missing.stderr
+
+
+def test_ask_without_a_key_names_the_variable() -> None:
+    done = run("ask", "hello")
+    assert done.returncode == 1
+    assert "LLM_CREDENTIAL_MISSING" in done.stderr
+    assert "DEEPSEEK_API_KEY" in done.stderr

@@ -250,3 +250,24 @@ async def test_streamed_text_turn_forwards_deltas_and_usage(
     assert chunks[-1]["usage"]["completion_tokens_details"]["reasoning_tokens"] > 0
     assert stream.result is not None
     assert stream.result.usage.reasoning_tokens > 0
+
+
+async def test_client_tool_calls_go_back_to_the_client(
+    runtime: Runtime, upstream: LoopbackUpstream
+) -> None:
+    weather = {"type": "function", "function": {
+        "name": "weather", "description": "the weather", "parameters": {"type": "object"}}}
+    request = TurnRequest(
+        messages=[{"role": "user", "content": [text('CALL[weather]: {"city": "Oslo"}')]}],
+        client_tools=[weather],
+    )
+    result = await runtime.run(request)
+    assert result.finish_reason == "tool_calls"
+    (call,) = result.tool_calls
+    assert call.name == "weather"
+    assert json.loads(call.arguments) == {"city": "Oslo"}
+    assert upstream.requests[-1]["tools"] == [weather]  # no look on a text turn
+    streamed = [c async for c in runtime.stream(request)]
+    deltas = [c["choices"][0]["delta"] for c in streamed if c["choices"]]
+    assert any("tool_calls" in d for d in deltas)
+    assert streamed[-1]["choices"][0]["finish_reason"] == "tool_calls"
