@@ -19,12 +19,14 @@ Decisions a newcomer would otherwise undo:
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -206,25 +208,39 @@ def create_app(runtime: Runtime, settings: GatewaySettings, *, key: str | None) 
                                code="GATEWAY_BAD_REQUEST")
         return body
 
+    # Turns beyond the limit wait for a slot (a stream holds its slot until it ends).
+    slots = asyncio.Semaphore(settings.max_concurrent_turns)
+
     async def chat(request: Request) -> Response:
         body = await read_body(request)
         turn = await _turn_request(request, body)
         if not body.get("stream"):
-            result = await runtime.run(turn)
+            async with slots:
+                result = await runtime.run(turn)
             return JSONResponse(_completion(result))
-        stream = runtime.stream(turn)
-        iterator = aiter(stream)
-        first = await anext(iterator)  # errors before this point get a real status
+        await slots.acquire()
+        try:
+            iterator = aiter(runtime.stream(turn))
+            first = await anext(iterator)  # errors before this point get a real status
+        except BaseException:
+            slots.release()
+            raise
 
         async def sse() -> AsyncIterator[bytes]:
-            yield _sse(first)
             try:
+                yield _sse(first)
                 async for chunk in iterator:
                     yield _sse(chunk)
+                yield b"data: [DONE]\n\n"
             except DeepSeekEyesError as exc:
                 yield _sse(_error_body(exc))
-                return
-            yield b"data: [DONE]\n\n"
+            finally:
+                # A client that goes away mid-stream must not leave the upstream stream open.
+                close = getattr(iterator, "aclose", None)
+                if close is not None:
+                    with anyio.CancelScope(shield=True):
+                        await close()
+                slots.release()
 
         return StreamingResponse(
             sse(), media_type="text/event-stream",
