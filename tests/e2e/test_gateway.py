@@ -205,3 +205,28 @@ def test_refuses_to_bind_beyond_loopback_without_a_key(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "GATEWAY_UNSAFE_BIND" in done.stderr
+
+
+def test_a_header_names_the_session_otherwise_each_request_is_its_own(gateway: str) -> None:
+    api = client(gateway)
+    messages = [{"role": "user", "content": "hi"}]
+    named = [
+        api.chat.completions.create(
+            model="deepseek-v4-flash", messages=messages,
+            extra_headers={"X-DeepSeekEyes-Session": "conv-1"},
+        )
+        for _ in range(2)
+    ]
+    assert {(r.model_extra or {})["deepseekeyes"]["session_id"] for r in named} == {"conv-1"}
+    anonymous = [
+        (api.chat.completions.create(model="deepseek-v4-flash", messages=messages).model_extra
+         or {})["deepseekeyes"]["session_id"]
+        for _ in range(2)
+    ]
+    assert len(set(anonymous)) == 2
+    with pytest.raises(openai.BadRequestError) as bad:
+        api.chat.completions.create(
+            model="deepseek-v4-flash", messages=messages,
+            extra_headers={"X-DeepSeekEyes-Session": "../etc"},
+        )
+    assert bad.value.code == "STORE_SESSION_INVALID"

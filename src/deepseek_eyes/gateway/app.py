@@ -32,11 +32,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from deepseek_eyes.errors import DeepSeekEyesError, GatewayError
+from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, StoreError
 from deepseek_eyes.runtime.messages import Fetch, parse_messages
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest, TurnResult, usage_json
 from deepseek_eyes.settings import GatewaySettings
+from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.store.fetch import fetch_image
 
 __all__ = ["SESSION_HEADER", "check_bind", "create_app", "error_status"]
@@ -48,6 +49,8 @@ _STATUS = {
     "GATEWAY_UNAUTHORIZED": 401,
     "GATEWAY_BODY_TOO_LARGE": 413,
     "GATEWAY_NOT_FOUND": 404,
+    "STORE_SESSION_INVALID": 400,
+    "STORE_SESSION_NOT_FOUND": 404,
     "LLM_TIMEOUT": 504,
     "VISION_ROUTE_TIMEOUT": 504,
     "LLM_CREDENTIAL_MISSING": 500,
@@ -256,6 +259,12 @@ def create_app(runtime: Runtime, settings: GatewaySettings, *, key: str | None) 
         tools = body.get("tools") or []
         if not isinstance(tools, list):
             raise GatewayError("tools must be a list", code="GATEWAY_BAD_REQUEST")
+        session_id = request.headers.get(SESSION_HEADER) or None
+        if session_id is not None and not SessionStore.valid_id(session_id):
+            raise StoreError(
+                f"the {SESSION_HEADER} header is not a valid session id",
+                code="STORE_SESSION_INVALID",
+            )
         options = body.get("stream_options") or {}
         messages = await parse_messages(
             body.get("messages"), admit=runtime.bridge.admit, fetch=fetch,
@@ -267,7 +276,7 @@ def create_app(runtime: Runtime, settings: GatewaySettings, *, key: str | None) 
             params=body,
             client_tools=tools,
             tool_choice=body.get("tool_choice"),
-            session_id=request.headers.get(SESSION_HEADER) or None,
+            session_id=session_id,
             source="gateway",
             include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
         )
