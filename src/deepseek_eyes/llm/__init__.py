@@ -12,17 +12,17 @@ from deepseek_eyes.llm.catalog import (
     ModelInfo,
     declares_image_input,
 )
-from deepseek_eyes.llm.client import (
+from deepseek_eyes.llm.client import ChatClient
+from deepseek_eyes.llm.response import (
     MAX_ERROR_BODY_BYTES,
     MAX_RESPONSE_BYTES,
     MAX_TOOL_CALLS,
     PROVIDER_MESSAGE_CHARS,
-    ChatClient,
     ChatResult,
-    ChatStream,
     ToolCall,
 )
 from deepseek_eyes.llm.sse import SSEDecoder
+from deepseek_eyes.llm.stream import ChatStream
 
 __all__ = [
     "MAX_ERROR_BODY_BYTES",

@@ -1,13 +1,13 @@
 """A hand-written incremental ``text/event-stream`` decoder for streamed chat completions.
 
-:class:`~deepseek_eyes.llm.client.ChatClient` feeds it decoded text as bytes arrive and
+:class:`~deepseek_eyes.llm.stream.ChatStream` feeds it decoded text as bytes arrive and
 gets back the ``data`` of each completed event; deciding what an event means (a chunk,
-``[DONE]``, an error) and whether the stream ended complete stays with the client.
+``[DONE]``, an error) and whether the stream ended complete stays with the stream.
 
 Decisions a newcomer would otherwise undo:
 
 * Written by hand rather than taken from the ``openai`` SDK or an SSE library, because the
-  client must tell a complete stream from a cut one (see :mod:`deepseek_eyes.llm.client`);
+  client must tell a complete stream from a cut one (see :mod:`deepseek_eyes.llm.stream`);
   this decoder therefore never guesses: an event left without its blank line at the end
   of the stream is dropped, not dispatched.
 * It works on text, not bytes: the client decodes UTF-8 incrementally, so a multi-byte
