@@ -271,3 +271,24 @@ async def test_client_tool_calls_go_back_to_the_client(
     deltas = [c["choices"][0]["delta"] for c in streamed if c["choices"]]
     assert any("tool_calls" in d for d in deltas)
     assert streamed[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+async def test_a_refused_vision_turn_is_logged_and_recorded(upstream: LoopbackUpstream) -> None:
+    upstream.reset()
+    settings = settings_for(upstream, vision={
+        "route": "down",
+        "routes": [{"name": "down", "base_url": "http://127.0.0.1:9/v1", "model": "m",
+                    "connect_timeout": 1, "timeout": 2}],
+    })
+    with DataHome.open(settings) as home:
+        rt = Runtime(settings, home)
+        message = await image_message(rt, "What is it?")
+        with pytest.raises(DeepSeekEyesError) as info:
+            await rt.run(TurnRequest(messages=[message], session_id="v1"))
+        await rt.aclose()
+        turns = rt.sessions.turns("v1")
+        events = rt.sessions.events("v1")
+    assert info.value.code == "VISION_ROUTE_UNAVAILABLE"
+    assert [(t.outcome, t.code) for t in turns] == [("failed", "VISION_ROUTE_UNAVAILABLE")]
+    assert [e.role for e in events] == ["user"]
+    assert upstream.requests == []  # the final model was never asked

@@ -162,6 +162,26 @@ class TurnRunner:
         else:
             path = "bridged"
         session_id = self._log_request(request)
+        try:
+            return await self._bridge_and_build(request, model, path, images, session_id, started)
+        except DeepSeekEyesError as exc:
+            # The request is logged; its failure to reach the model is recorded with it.
+            self._sessions.record_turn(TurnRecord(
+                id=f"turn-{uuid.uuid4().hex[:20]}", session_id=session_id,
+                started_at=started, ended_at=time.time(), model=model, path=path,
+                outcome="failed", code=exc.code, details={"stage": "prepare"},
+            ))
+            raise
+
+    async def _bridge_and_build(
+        self,
+        request: TurnRequest,
+        model: str,
+        path: str,
+        images: list[dict[str, Any]],
+        session_id: str,
+        started: float,
+    ) -> _Turn:
         context = TurnContext(
             session_id=session_id,
             images={},
