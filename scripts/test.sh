@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Set up DeepSeekEyes with its test tools, then run lint, type checks and the whole test
-# suite. Extra arguments go to pytest. With CI=true a missing test dependency fails.
+# Set up DeepSeekEyes with everything its tests use, then run lint, type checks, the
+# terminal server's conformance checks and the whole test suite. Extra arguments go to
+# pytest. With CI=true a missing test dependency fails instead of skipping.
+#   .venv          the package with its dev extras (scripts/setup.sh dev)
+#   Debian, npm    bubblewrap, chromium, Node 22, the MCP conformance suite and the MCP
+#                  Inspector (scripts/ci-deps.sh; apt-get runs through sudo when not root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh dev
+scripts/ci-deps.sh
 .venv/bin/ruff check src tests bench
 .venv/bin/mypy
+scripts/terminal-conformance.sh
 exec .venv/bin/pytest "$@"

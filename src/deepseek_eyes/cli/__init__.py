@@ -17,6 +17,7 @@ from deepseek_eyes.cli.ask import ask_command, serve_command, sessions_group
 from deepseek_eyes.cli.config import config_group
 from deepseek_eyes.cli.evidence import evidence_group
 from deepseek_eyes.cli.see import routes_command, see_command
+from deepseek_eyes.cli.terminal import terminal_group
 from deepseek_eyes.cli.usage import usage_command
 from deepseek_eyes.errors import DeepSeekEyesError
 
@@ -44,6 +45,7 @@ cli.add_command(routes_command)
 cli.add_command(evidence_group)
 cli.add_command(config_group)
 cli.add_command(usage_command)
+cli.add_command(terminal_group)
 cli.add_command(ask_command)
 cli.add_command(sessions_group)
 cli.add_command(serve_command)

@@ -1,0 +1,70 @@
+"""Plan + execute + signed receipt of ``true``, against a bare ``subprocess.run``.
+
+    .venv/bin/python bench/terminal_execute.py
+
+Ours: ``TerminalService.plan`` (policy engine: parse, resolve and hash the executable,
+paths, mode) then ``execute`` (re-resolution, reduced environment and fresh HOME,
+``Popen`` in its own process group, output read on the event loop, redaction, canonical
+JSON, HMAC-SHA256, chaining, the receipt written to disk), in process. Baseline:
+``subprocess.run(["true"])`` with captured output. Both run interleaved in one process.
+Ratio = ours / baseline (target: at most 2 without the sandbox). A second line runs ours
+inside bubblewrap when it works here (a namespace sandbox costs a few milliseconds more).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from deepseek_eyes.terminal.keyring import Keyring
+from deepseek_eyes.terminal.paths import Workspace
+from deepseek_eyes.terminal.sandbox import bwrap_available
+from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
+
+ROUNDS = 200
+
+
+async def measure(sandbox: str | None, rounds: int) -> tuple[float, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "ws"
+        root.mkdir()
+        service = TerminalService(
+            ServiceConfig(Workspace.of([root]), mode="read-only", sandbox=sandbox,
+                          max_sessions=1),
+            Keyring([b"b" * 32]), Path(tmp) / "receipts",
+        )
+        session = service.open_session()["session_id"]
+        ours: list[float] = []
+        base: list[float] = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            plan = service.plan(session_id=session, argv=["true"])
+            receipt = await service.execute(session, plan["plan_id"])
+            ours.append(time.perf_counter() - t0)
+            if receipt["status"] != "completed":
+                raise SystemExit(f"unexpected status {receipt['status']}")
+            t0 = time.perf_counter()
+            subprocess.run(["true"], capture_output=True, check=True)
+            base.append(time.perf_counter() - t0)
+        await service.aclose()
+    return statistics.median(ours), statistics.median(base)
+
+
+def main() -> None:
+    asyncio.run(measure(None, 20))  # warm caches and imports
+    ours, base = asyncio.run(measure(None, ROUNDS))
+    print(f"terminal plan+execute+receipt (true): ours={ours * 1000:.2f}ms "
+          f"baseline={base * 1000:.2f}ms ratio={ours / base:.2f}")
+    bwrap = bwrap_available()
+    if bwrap:
+        ours, base = asyncio.run(measure(bwrap, ROUNDS // 2))
+        print(f"terminal plan+execute+receipt in bwrap (true): ours={ours * 1000:.2f}ms "
+              f"baseline={base * 1000:.2f}ms ratio={ours / base:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""A loopback proxy that adds the terminal's bearer token to every request.
+
+Why: the MCP conformance suite cannot send custom headers, and the terminal's HTTP server
+refuses every request without its token (by design; there is no switch to turn that off).
+This proxy forwards requests byte for byte, Host and Origin unchanged (so the suite's DNS
+rebinding scenario still reaches the server's own checks), streams responses back (SSE
+included), and injects ``Authorization: Bearer $DEEPSEEK_EYES_TERMINAL_TOKEN``.
+
+    python scripts/terminal_auth_proxy.py LISTEN_PORT UPSTREAM_PORT
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+
+import httpx
+import uvicorn
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
+from starlette.applications import Starlette
+
+_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
+        "proxy-authorization", "proxy-authenticate", "content-length", "authorization"}
+
+
+def main() -> None:
+    listen, upstream = int(sys.argv[1]), int(sys.argv[2])
+    token = os.environ["DEEPSEEK_EYES_TERMINAL_TOKEN"]
+    client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{upstream}", timeout=None)
+
+    async def forward(request: Request) -> StreamingResponse:
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
+        headers.append(("authorization", f"Bearer {token}"))
+
+        async def body() -> AsyncIterator[bytes]:
+            async for chunk in request.stream():
+                yield chunk
+
+        upstream_request = client.build_request(
+            request.method, request.url.path + (f"?{request.url.query}" if request.url.query
+                                                else ""),
+            headers=headers, content=body(),
+        )
+        response = await client.send(upstream_request, stream=True)
+        out_headers = {k: v for k, v in response.headers.items() if k.lower() not in _HOP}
+        return StreamingResponse(response.aiter_raw(), status_code=response.status_code,
+                                 headers=out_headers, background=BackgroundTask(response.aclose))
+
+    methods = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS", "HEAD"]
+    app = Starlette(routes=[Route("/{path:path}", forward, methods=methods)])
+    uvicorn.run(app, host="127.0.0.1", port=listen, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""``deepseek-eyes terminal …``: serve the terminal MCP server, plan without running,
+verify receipts, rotate receipt keys, make a token. Thin: the work is in
+:mod:`deepseek_eyes.terminal`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from deepseek_eyes.cli.common import dump_json, loaded_settings
+from deepseek_eyes.errors import ReceiptError
+from deepseek_eyes.store.home import DataHome
+from deepseek_eyes.terminal.config import (
+    build_service,
+    load_keyring,
+    resolve_token,
+    resolve_workspace,
+)
+from deepseek_eyes.terminal.policy import MODES, PolicyEngine
+from deepseek_eyes.terminal.receipts import verify_chain, verify_receipt
+
+__all__ = ["terminal_group"]
+
+_workspace_option = click.option(
+    "--workspace", "workspaces", multiple=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Workspace root (repeatable; default: the working directory or terminal.workspaces).",
+)
+_mode_option = click.option("--mode", type=click.Choice(MODES), default=None,
+                            help="Policy mode (default: terminal.mode).")
+
+
+@click.group("terminal")
+def terminal_group() -> None:
+    """The terminal MCP server: plan, approve, execute, with signed receipts."""
+
+
+@terminal_group.command("serve")
+@click.option("--stdio", "transport", flag_value="stdio", help="JSON-RPC over stdin/stdout.")
+@click.option("--http", "transport", flag_value="http", help="Streamable HTTP at /mcp.")
+@click.option("--host", default=None, help="HTTP bind address (default: terminal.host).")
+@click.option("--port", type=int, default=None, help="HTTP port (default: terminal.port).")
+@click.option("--advisor", is_flag=True,
+              help="Offer terminal_advise, backed by the [llm] model (advisory text only).")
+@_workspace_option
+@_mode_option
+@click.pass_context
+def serve_command(
+    ctx: click.Context, transport: str | None, host: str | None, port: int | None,
+    advisor: bool, workspaces: tuple[Path, ...], mode: str | None,
+) -> None:
+    """Serve over stdio or HTTP. HTTP refuses to start without a strong bearer token."""
+    if transport is None:
+        raise click.UsageError("choose --stdio or --http")
+    settings = loaded_settings(ctx).settings
+    token = resolve_token(settings) if transport == "http" else None
+    with DataHome.open(settings) as home:
+        service = build_service(settings, workspaces=list(workspaces), mode=mode,
+                                audit=home.audit, token=token)
+        helper = _advisor(settings) if advisor else None
+        roots = ", ".join(service.config.workspace.roots)
+        sandbox = "bwrap" if service.config.sandbox else "none (see README)"
+        click.echo(f"terminal: mode {service.config.mode}; workspace {roots}; sandbox {sandbox}",
+                   err=True)
+        if transport == "stdio":
+            asyncio.run(_serve_stdio(service, helper))
+            return
+        import uvicorn
+
+        from deepseek_eyes.terminal.http import HttpOptions, build_http_app
+
+        term = settings.terminal
+        options = HttpOptions(
+            token=token or "", host=host or term.host, allowed_hosts=term.allowed_hosts,
+            allowed_origins=term.allowed_origins,
+            rate_limit_per_minute=term.rate_limit_per_minute,
+            max_body_bytes=term.max_body_bytes,
+        )
+        app = build_http_app(service, options, helper)
+        bind_port = term.port if port is None else port
+        click.echo(f"terminal: MCP at http://{options.host}:{bind_port}/mcp, console at "
+                   f"http://{options.host}:{bind_port}/console/", err=True)
+        uvicorn.run(app, host=options.host, port=bind_port, log_level="warning",
+                    access_log=False, lifespan="on")
+
+
+async def _serve_stdio(service: Any, helper: Any) -> None:
+    from deepseek_eyes.terminal.server import build_mcp_server
+
+    try:
+        await build_mcp_server(service, helper).run_stdio_async()
+    finally:
+        await service.aclose()
+
+
+def _advisor(settings: Any) -> Any:
+    from deepseek_eyes.cli.terminal_advisor import DeepSeekAdvisor
+
+    return DeepSeekAdvisor.from_settings(settings)
+
+
+@terminal_group.command("plan")
+@click.option("--command", "command", default=None,
+              help="A command string (parsed without shell semantics) instead of ARGV.")
+@click.option("--cwd", default=None, help="Working directory (default: the first workspace).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@_workspace_option
+@_mode_option
+@click.argument("argv", nargs=-1)
+@click.pass_context
+def plan_command(
+    ctx: click.Context, command: str | None, cwd: str | None, as_json: bool,
+    workspaces: tuple[Path, ...], mode: str | None, argv: tuple[str, ...],
+) -> None:
+    """Judge ARGV (after --) or --command without running it. Exit 0 when allowed."""
+    if bool(argv) == (command is not None):
+        raise click.UsageError("give ARGV after -- or --command, not both")
+    settings = loaded_settings(ctx).settings
+    engine = PolicyEngine(resolve_workspace(list(workspaces) or list(settings.terminal.workspaces)),
+                          mode or settings.terminal.mode)  # type: ignore[arg-type]
+    result = engine.evaluate(argv=list(argv) if argv else None, command=command, cwd=cwd)
+    decision = result.decision
+    if as_json:
+        click.echo(dump_json({
+            "argv": list(result.argv), "display": result.display,
+            "decision": decision.to_dict(),
+            "resolution": result.resolution.to_dict() if result.resolution else None,
+        }))
+    else:
+        verdict = ("refused" if not decision.allowed else
+                   "needs approval" if decision.requires_approval else "allowed")
+        click.echo(f"{verdict} ({decision.mode}, risk {decision.risk}): {result.display}")
+        for reason in decision.reasons:
+            click.echo(f"  - {reason}")
+    sys.exit(0 if decision.allowed else 1)
+
+
+@terminal_group.group("receipts")
+def receipts_group() -> None:
+    """Check signed receipts and share exports."""
+
+
+@receipts_group.command("verify")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option("--chain", is_flag=True, help="Also check sequence and previous_hash links.")
+@click.pass_context
+def verify_command(ctx: click.Context, file: Path, chain: bool) -> None:
+    """Verify FILE: one receipt (or export), a JSON list of them, or JSON lines."""
+    text = file.read_text(encoding="utf-8")
+    try:
+        loaded = json.loads(text)
+        items = loaded if isinstance(loaded, list) else [loaded]
+    except ValueError:
+        try:
+            items = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError as exc:
+            raise ReceiptError(f"{file} is not JSON or JSON lines") from exc
+    keyring = load_keyring(loaded_settings(ctx).settings)
+    if chain:
+        verify_chain(items, keyring)
+    else:
+        for item in items:
+            verify_receipt(item, keyring)
+    kinds = sum(1 for i in items if isinstance(i, dict) and i.get("sharing_redacted"))
+    click.echo(f"{file}: {len(items)} valid ({kinds} share export(s))"
+               + (", chain intact" if chain else ""))
+
+
+@terminal_group.group("keys")
+def keys_group() -> None:
+    """The receipt keyring (ids only; keys never leave the keyring)."""
+
+
+@keys_group.command("list")
+@click.pass_context
+def keys_list(ctx: click.Context) -> None:
+    for i, kid in enumerate(load_keyring(loaded_settings(ctx).settings).ids()):
+        click.echo(f"{kid}{'  (signs)' if i == 0 else ''}")
+
+
+@keys_group.command("rotate")
+@click.pass_context
+def keys_rotate(ctx: click.Context) -> None:
+    """Add a fresh signing key; older keys keep verifying old receipts."""
+    click.echo(load_keyring(loaded_settings(ctx).settings).rotate())
+
+
+@terminal_group.command("token")
+def token_command() -> None:
+    """Print a fresh 256-bit bearer token for DEEPSEEK_EYES_TERMINAL_TOKEN."""
+    click.echo(secrets.token_urlsafe(32))

@@ -1,0 +1,239 @@
+"""The HTTP server: Streamable HTTP MCP at ``/mcp``, the console API with per-session SSE,
+and the console's static files, all behind :class:`SecurityMiddleware`.
+
+The console API exists for people: it lists pending plans with their argv shown exactly
+(invisible characters made visible), approves or denies them (recorded as approvals ``via``
+the console), streams live output over SSE, and shows receipts. It calls the same
+:class:`TerminalService` as the MCP tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
+
+from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
+from deepseek_eyes.terminal.security import (
+    RateLimiter,
+    SecurityMiddleware,
+    loopback_hosts,
+    loopback_origins,
+)
+from deepseek_eyes.terminal.server import Advisor, build_mcp_server, policy_summary
+from deepseek_eyes.terminal.service import TerminalService
+
+__all__ = ["CONSOLE_DIR", "HttpOptions", "build_http_app"]
+
+CONSOLE_DIR = Path(__file__).with_name("console")
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_STATUS = {
+    "TERMINAL_SESSION_NOT_FOUND": 404, "TERMINAL_PLAN_NOT_FOUND": 404,
+    "TERMINAL_RECEIPT_NOT_FOUND": 404, "TERMINAL_POLICY_BLOCKED": 403,
+    "TERMINAL_APPROVAL_REQUIRED": 409, "TERMINAL_PLAN_STATE": 409,
+    "TERMINAL_SESSION_BUSY": 409, "TERMINAL_NO_ACTIVE_PROCESS": 409,
+    "TERMINAL_PLAN_CHANGED": 409, "TERMINAL_SESSION_LIMIT": 429,
+}
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    token: str
+    host: str = "127.0.0.1"
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    rate_limit_per_minute: int = 600
+    max_body_bytes: int = 1024 * 1024
+
+    def hosts(self) -> list[str]:
+        base = loopback_hosts() if self.host in _LOOPBACK else []
+        if self.host not in _LOOPBACK and self.host not in ("0.0.0.0", "::"):  # noqa: S104
+            base.append(f"{self.host}:*")
+        return base + list(self.allowed_hosts)
+
+    def origins(self) -> list[str]:
+        base = loopback_origins() if self.host in _LOOPBACK else []
+        return base + list(self.allowed_origins)
+
+
+def _error(exc: DeepSeekEyesError) -> JSONResponse:
+    return JSONResponse({"error": exc.to_dict()}, status_code=_STATUS.get(exc.code, 400))
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    try:
+        data = json.loads(await request.body() or b"{}")
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise TerminalError("the request body must be a JSON object", code="TERMINAL_PLAN_STATE")
+    return data
+
+
+def _api_routes(service: TerminalService) -> list[Route]:
+    async def call(fn: Any) -> Response:
+        try:
+            result = fn()
+            if asyncio.iscoroutine(result):
+                result = await result
+        except DeepSeekEyesError as exc:
+            return _error(exc)
+        if isinstance(result, Response):
+            return result
+        return JSONResponse(result)
+
+    def p(request: Request, name: str) -> str:
+        return str(request.path_params[name])
+
+    async def info(_: Request) -> Response:
+        return await call(lambda: policy_summary(service))
+
+    async def sessions(request: Request) -> Response:
+        if request.method == "POST":
+            return await call(lambda: service.open_session())
+        return await call(lambda: {"sessions": service.list_sessions()})
+
+    async def close(request: Request) -> Response:
+        return await call(lambda: service.close_session(p(request, "sid")))
+
+    async def plan(request: Request) -> Response:
+        async def make(r: Request) -> dict[str, Any]:
+            body = await _body(r)
+            timeout = body.get("timeout_s")
+            return service.plan(
+                session_id=p(request, "sid"),
+                argv=body.get("argv"),
+                command=body.get("command"),
+                cwd=body.get("cwd") if isinstance(body.get("cwd"), str) else None,
+                timeout=float(timeout) if isinstance(timeout, int | float) else None,
+            )
+        return await call(lambda: make(request))
+
+    async def approve(request: Request) -> Response:
+        return await call(lambda: service.approve(
+            p(request, "sid"), p(request, "pid"), via="console", approver="console"))
+
+    async def deny(request: Request) -> Response:
+        return await call(lambda: service.deny(p(request, "sid"), p(request, "pid"),
+                                                          via="console"))
+
+    async def execute(request: Request) -> Response:
+        return await call(lambda: service.execute(p(request, "sid"), p(request, "pid"),
+                                                             wait=False))
+
+    async def control(request: Request) -> Response:
+        action = p(request, "action")
+        if action == "pause":
+            return await call(lambda: service.pause(p(request, "sid")))
+        if action == "resume":
+            return await call(lambda: service.resume(p(request, "sid")))
+        return await call(lambda: service.cancel(p(request, "sid")))
+
+    async def receipts(_: Request) -> Response:
+        return await call(lambda: {"receipts": service.receipts.recent(50)})
+
+    async def receipt(request: Request) -> Response:
+        return await call(lambda: service.receipt(p(request, "rid")))
+
+    async def share(request: Request) -> Response:
+        return await call(lambda: service.share(p(request, "rid")))
+
+    async def events(request: Request) -> Response:
+        try:
+            service.session(p(request, "sid"))
+        except DeepSeekEyesError as exc:
+            return _error(exc)
+        bus = service.bus.get(p(request, "sid"))
+        sub = bus.subscribe() if bus is not None else None
+        if bus is None or sub is None:
+            return _error(TerminalError("the session accepts no more subscribers",
+                                        code="TERMINAL_SESSION_LIMIT"))
+
+        async def stream() -> AsyncIterator[bytes]:
+            try:
+                yield b"retry: 2000\n\n"
+                async for event in sub.events():
+                    data = json.dumps(event, ensure_ascii=False)
+                    frame = f"id: {event.get('id', '')}\nevent: {event['type']}\ndata: {data}\n\n"
+                    yield frame.encode()
+            finally:
+                bus.unsubscribe(sub)
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"x-accel-buffering": "no"})
+
+    return [
+        Route("/api/info", info, methods=["GET"]),
+        Route("/api/sessions", sessions, methods=["GET", "POST"]),
+        Route("/api/sessions/{sid}", close, methods=["DELETE"]),
+        Route("/api/sessions/{sid}/plans", plan, methods=["POST"]),
+        Route("/api/sessions/{sid}/plans/{pid}/approve", approve, methods=["POST"]),
+        Route("/api/sessions/{sid}/plans/{pid}/deny", deny, methods=["POST"]),
+        Route("/api/sessions/{sid}/plans/{pid}/execute", execute, methods=["POST"]),
+        Route("/api/sessions/{sid}/{action:str}", control, methods=["POST"]),
+        Route("/api/sessions/{sid}/events", events, methods=["GET"]),
+        Route("/api/receipts", receipts, methods=["GET"]),
+        Route("/api/receipts/{rid}", receipt, methods=["GET"]),
+        Route("/api/receipts/{rid}/share", share, methods=["GET"]),
+    ]
+
+
+def build_http_app(
+    service: TerminalService, options: HttpOptions, advisor: Advisor | None = None
+) -> ASGIApp:
+    """The whole HTTP server as one ASGI app (lifespan included)."""
+    mcp = build_mcp_server(service, advisor, reaper=False)
+    sdk_app = mcp.streamable_http_app(
+        streamable_http_path="/mcp",
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=options.hosts(),
+            allowed_origins=options.origins(),
+        ),
+        max_request_body_size=options.max_body_bytes,
+        host=options.host,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with mcp.session_manager.run():
+            reaper = asyncio.create_task(service.run_reaper())
+            try:
+                yield
+            finally:
+                reaper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reaper
+                await service.aclose()
+
+    async def console_redirect(_: Request) -> Response:
+        return Response(status_code=307, headers={"location": "/console/"})
+
+    routes: list[Any] = [
+        *_api_routes(service),
+        Route("/", console_redirect, methods=["GET"]),
+        Mount("/console", StaticFiles(directory=CONSOLE_DIR, html=True), name="console"),
+        *sdk_app.routes,
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    return SecurityMiddleware(
+        app,
+        token=options.token,
+        allowed_hosts=options.hosts(),
+        allowed_origins=options.origins(),
+        limiter=RateLimiter(options.rate_limit_per_minute),
+        max_body_bytes=options.max_body_bytes,
+        public_prefixes=("/console",),
+    )

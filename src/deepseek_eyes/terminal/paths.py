@@ -1,0 +1,142 @@
+"""Where things really are: workspace roots, argument paths and the executable.
+
+Every check here works on *real* paths (``os.path.realpath``: symlinks and ``..`` resolved),
+because every published bypass of a prefix check used a path that reads as inside and
+resolves outside (a symlink, ``../``, ``/proc/self/root``, ``/dev/fd/N``). A path that does
+not exist yet resolves as far as it exists, then lexically, which is also what the kernel
+will do when the command creates it.
+
+The executable is found through a fixed ``PATH`` (never the caller's), resolved to its real
+file and hashed, so a receipt names exactly which binary ran, and the execution service can
+refuse to run a plan whose binary changed since it was planned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "FIXED_PATH",
+    "ResolvedExecutable",
+    "Workspace",
+    "file_sha256",
+    "resolve_executable",
+]
+
+FIXED_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+_TRUSTED_PREFIXES = ("/usr/", "/bin/", "/sbin/")
+_PSEUDO_ROOTS = ("/proc", "/dev", "/sys")
+_HASH_CACHE_MAX = 512
+_hash_cache: dict[tuple[str, int, int, int], str] = {}
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The directories a command may touch, as real paths."""
+
+    roots: tuple[str, ...]
+
+    @classmethod
+    def of(cls, roots: list[Path] | tuple[Path, ...]) -> Workspace:
+        """Resolve each root; a root must be an existing directory.
+
+        Raises:
+            ValueError: a root does not exist or is not a directory.
+        """
+        real: list[str] = []
+        for root in roots:
+            resolved = os.path.realpath(os.path.expanduser(str(root)))
+            if not os.path.isdir(resolved):
+                raise ValueError(f"workspace root {root} is not a directory")
+            if resolved == "/":
+                raise ValueError("the filesystem root cannot be a workspace")
+            if resolved not in real:
+                real.append(resolved)
+        if not real:
+            raise ValueError("at least one workspace root is needed")
+        return cls(tuple(real))
+
+    def contains(self, real_path: str) -> bool:
+        return any(_inside(real_path, root) for root in self.roots)
+
+    def resolve(self, arg: str, cwd: str) -> tuple[str | None, str]:
+        """``(real path, "")`` when ``arg`` resolves inside a root, else ``(None, reason)``."""
+        joined = os.path.normpath(os.path.join(cwd, arg))
+        for pseudo in _PSEUDO_ROOTS:
+            if _inside(joined, pseudo):
+                return None, f"{arg!r} is under {pseudo}, which is never allowed"
+        real = os.path.realpath(joined)
+        for pseudo in _PSEUDO_ROOTS:
+            if _inside(real, pseudo):
+                return None, f"{arg!r} resolves under {pseudo}, which is never allowed"
+        if not self.contains(real):
+            how = "resolves" if real != joined else "is"
+            return None, f"{arg!r} {how} outside the workspace ({real})"
+        return real, ""
+
+
+def file_sha256(path: str) -> str:
+    """SHA-256 of a file, cached by (path, inode, size, mtime) so re-planning is cheap."""
+    st = os.stat(path)
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _hash_cache.get(key)
+    if cached is not None:
+        return cached
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    value = digest.hexdigest()
+    if len(_hash_cache) >= _HASH_CACHE_MAX:
+        _hash_cache.clear()
+    _hash_cache[key] = value
+    return value
+
+
+@dataclass(frozen=True)
+class ResolvedExecutable:
+    real_path: str
+    sha256: str
+    in_workspace: bool
+
+
+def _is_executable_file(path: str) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and os.access(path, os.X_OK)
+
+
+def resolve_executable(
+    name: str, cwd: str, workspace: Workspace
+) -> tuple[ResolvedExecutable | None, str]:
+    """Find ``name`` through :data:`FIXED_PATH` (or as a path) and resolve it.
+
+    Returns ``(executable, "")`` or ``(None, reason)``. A name with a slash must resolve into
+    a system directory or into the workspace (then it is project code); anything else, such
+    as ``/tmp/x``, is refused.
+    """
+    if "/" in name:
+        candidate = os.path.realpath(os.path.join(cwd, name))
+        if not _is_executable_file(candidate):
+            return None, f"{name!r} is not an executable file"
+        if workspace.contains(candidate):
+            return ResolvedExecutable(candidate, file_sha256(candidate), True), ""
+        if not candidate.startswith(_TRUSTED_PREFIXES):
+            return None, f"{name!r} resolves to {candidate}, outside the system directories"
+        return ResolvedExecutable(candidate, file_sha256(candidate), False), ""
+    for directory in FIXED_PATH:
+        candidate = os.path.join(directory, name)
+        if _is_executable_file(candidate):
+            real = os.path.realpath(candidate)
+            return ResolvedExecutable(real, file_sha256(real), workspace.contains(real)), ""
+    return None, f"{name!r} was not found on the fixed PATH ({':'.join(FIXED_PATH)})"

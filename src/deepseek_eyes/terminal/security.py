@@ -1,0 +1,245 @@
+"""The HTTP security layer: one ASGI middleware in front of everything the server serves.
+
+In order, for every HTTP request: ``Host`` must be an allowed host (DNS rebinding), an
+``Origin`` when present must be an allowed origin (``Origin: null`` is refused), the client
+must be within its rate limit, the bearer token must match (compared in constant time),
+and the body may not exceed its limit (checked on ``Content-Length`` and while streaming).
+Every response gets security headers. The only unauthenticated paths are the console's
+static files, which hold no data (the console asks for the token and sends it as a header).
+
+Why a pure ASGI middleware rather than Starlette's ``BaseHTTPMiddleware``: SSE responses
+stream for minutes and must not be buffered or wrapped in extra tasks.
+
+The token is never logged, never put in an error, and never passed to children.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from deepseek_eyes.errors import TerminalError
+
+__all__ = [
+    "MIN_TOKEN_BITS",
+    "RateLimiter",
+    "SecurityMiddleware",
+    "check_token_strength",
+    "host_allowed",
+    "loopback_hosts",
+    "loopback_origins",
+]
+
+MIN_TOKEN_BITS = 256
+_MAX_CLIENTS = 4096
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+    (b"permissions-policy", b"camera=(), microphone=(), geolocation=()"),
+    (b"cache-control", b"no-store"),
+    (b"content-security-policy",
+     b"default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+     b"img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+)
+
+
+def check_token_strength(token: str) -> None:
+    """Refuse tokens that cannot hold 256 bits of randomness.
+
+    The estimate is length × log2(alphabet), where the alphabet is the union of the
+    character classes present; a token also needs 10 distinct characters, so ``aaaa…`` fails.
+
+    Raises:
+        TerminalError: ``TERMINAL_TOKEN_WEAK``.
+    """
+    classes = [
+        ("abcdefghijklmnopqrstuvwxyz", 26), ("ABCDEFGHIJKLMNOPQRSTUVWXYZ", 26),
+        ("0123456789", 10), ("-_", 2), ("+/=", 3),
+    ]
+    alphabet = sum(size for chars, size in classes if any(c in chars for c in token))
+    other = {c for c in token if not any(c in chars for chars, _ in classes)}
+    alphabet += len(other) * 4
+    bits = len(token) * math.log2(alphabet) if alphabet > 1 else 0.0
+    if bits < MIN_TOKEN_BITS or len(set(token)) < 10 or any(c.isspace() for c in token):
+        raise TerminalError(
+            f"the bearer token holds about {int(bits)} bits; {MIN_TOKEN_BITS} are needed "
+            "(e.g. `deepseek-eyes terminal token`)",
+            code="TERMINAL_TOKEN_WEAK",
+            details={"estimated_bits": int(bits)},
+        )
+
+
+def loopback_hosts() -> list[str]:
+    return ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+
+
+def loopback_origins() -> list[str]:
+    return ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+
+
+def host_allowed(value: str, allowed: Iterable[str]) -> bool:
+    """Whether a Host (or Origin) matches one of ``allowed``; ``x:*`` means any port of x."""
+    for pattern in allowed:
+        if value == pattern:
+            return True
+        if pattern.endswith(":*"):
+            base = pattern[:-2]
+            port = value[len(base) + 1 :] if value.startswith(base + ":") else ""
+            if port.isdigit():
+                return True
+    return False
+
+
+class RateLimiter:
+    """A token bucket per client: ``per_minute`` requests, bursts of a sixth of that."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = max(10.0, per_minute / 6.0)
+        self.clock = clock
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    def allow(self, client: str) -> float:
+        """0 when the request may proceed, else the seconds to wait."""
+        now = self.clock()
+        tokens, last = self._buckets.pop(client, (self.capacity, now))
+        tokens = min(self.capacity, tokens + (now - last) * self.rate)
+        wait = 0.0
+        if tokens >= 1.0:
+            tokens -= 1.0
+        else:
+            wait = (1.0 - tokens) / self.rate
+        self._buckets[client] = (tokens, now)
+        while len(self._buckets) > _MAX_CLIENTS:
+            self._buckets.popitem(last=False)
+        return wait
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+class SecurityMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str,
+        allowed_hosts: list[str],
+        allowed_origins: list[str],
+        limiter: RateLimiter,
+        max_body_bytes: int,
+        public_prefixes: tuple[str, ...] = ("/console",),
+    ) -> None:
+        self.app = app
+        self._expected = ("Bearer " + token).encode("utf-8")
+        self.allowed_hosts = allowed_hosts
+        self.allowed_origins = allowed_origins
+        self.limiter = limiter
+        self.max_body_bytes = max_body_bytes
+        self.public_prefixes = public_prefixes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [h for h in message.get("headers", [])
+                           if h[0].lower() not in {k for k, _ in SECURITY_HEADERS}]
+                message = {**message, "headers": headers + list(SECURITY_HEADERS)}
+            await send(message)
+
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            status, code, text, extra = refusal
+            await _reply(send_with_headers, status, code, text, extra)
+            return
+        length = _header(scope, b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
+            await _reply(send_with_headers, 413, "TERMINAL_BODY_TOO_LARGE",
+                         "the request body is too large", [])
+            return
+        # The body is read here, whole and bounded, then replayed: a streamed body that
+        # grows past the limit is refused before the app sees a byte of it.
+        chunks: list[bytes] = []
+        received = 0
+        more = True
+        while more:  # bounded: stops at max_body_bytes
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([], message, receive), send_with_headers)
+                return
+            body = message.get("body", b"")
+            received += len(body)
+            if received > self.max_body_bytes:
+                await _reply(send_with_headers, 413, "TERMINAL_BODY_TOO_LARGE",
+                             "the request body is too large", [])
+                return
+            chunks.append(body)
+            more = bool(message.get("more_body", False))
+        request: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        await self.app(scope, _replay([request], None, receive), send_with_headers)
+
+    def _refusal(self, scope: Scope) -> tuple[int, str, str, list[tuple[bytes, bytes]]] | None:
+        host = _header(scope, b"host") or ""
+        if not host_allowed(host, self.allowed_hosts):
+            return 421, "TERMINAL_FORBIDDEN", "this Host is not allowed", []
+        origin = _header(scope, b"origin")
+        if origin is not None and (origin == "null" or not host_allowed(origin,
+                                                                       self.allowed_origins)):
+            return 403, "TERMINAL_FORBIDDEN", "this Origin is not allowed", []
+        client = (scope.get("client") or ("?", 0))[0]
+        wait = self.limiter.allow(str(client))
+        if wait > 0:
+            return 429, "TERMINAL_RATE_LIMITED", "too many requests", [
+                (b"retry-after", str(max(1, math.ceil(wait))).encode())
+            ]
+        path = scope.get("path", "")
+        if scope.get("method") in ("GET", "HEAD") and path.startswith(self.public_prefixes):
+            return None
+        given = (_header(scope, b"authorization") or "").encode("utf-8", "replace")
+        if not hmac.compare_digest(given, self._expected):
+            return 401, "TERMINAL_UNAUTHORIZED", "a valid bearer token is required", [
+                (b"www-authenticate", b'Bearer realm="deepseek-eyes-terminal"')
+            ]
+        return None
+
+
+def _replay(first: list[Message], extra: Message | None, receive: Receive) -> Receive:
+    queue = [*first, *([extra] if extra is not None else [])]
+
+    async def replay() -> Message:
+        if queue:
+            return queue.pop(0)
+        return await receive()  # afterwards: the real channel, for disconnects
+
+    return replay
+
+
+async def _reply(
+    send: Send, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]]
+) -> None:
+    body: dict[str, Any] = {"error": {"code": code, "message": message}}
+    data = json.dumps(body).encode()
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", b"application/json"),
+                    (b"content-length", str(len(data)).encode()), *extra],
+    })
+    await send({"type": "http.response.body", "body": data})

@@ -1,0 +1,283 @@
+"""The MCP surface of the terminal: tools, one prompt, and resources, on the official SDK.
+
+The tools are thin: each maps to one :class:`TerminalService` call and turns a
+:class:`DeepSeekEyesError` into a tool error whose text is ``{"code", "message",
+"details"}``. Tool annotations are truthful: only the plan and the reads are
+``readOnlyHint`` (a plan records intent and changes nothing outside the server); execute and
+cancel are destructive and open-world.
+
+The same server object serves stdio and Streamable HTTP; the SDK negotiates the protocol
+revision (the stateless ``2026-07-28`` and the session-based handshake revisions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, Protocol
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+
+from deepseek_eyes import __version__
+from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
+from deepseek_eyes.terminal.service import TerminalService
+
+__all__ = ["Advisor", "build_mcp_server"]
+
+INSTRUCTIONS = (
+    "A terminal that never runs model output directly. Call terminal_plan with an argv list "
+    "(or a command string, parsed without any shell features), read the decision (allowed, "
+    "requires_approval, risk, reasons), get approval when asked (terminal_approve, or a person "
+    "in the console), then terminal_execute the plan. Every run ends in a signed receipt."
+)
+
+WORKFLOW_PROMPT = """You have a policy-guarded terminal. Use it like this:
+
+1. terminal_plan(argv=[...], cwd=..., session_id=...): describe ONE command as an argv list.
+   A command string is accepted but is split without shell features: pipes, redirections,
+   `;`, `&&`, `$(...)`, `$VAR`, globs and newlines are refused, not run.
+2. Read the decision: `allowed`, `requires_approval`, `risk` (low/medium/high/critical),
+   `effects` and `reasons`. A refused plan can never run; plan something else.
+3. If `requires_approval` is true, ask the user, then call terminal_approve(session_id,
+   plan_id) (or the user approves in the console). Never approve on your own initiative.
+4. terminal_execute(session_id, plan_id) runs it without a shell, in a reduced
+   environment, with a timeout and output limits, and returns a signed receipt.
+5. terminal_pause / terminal_resume / terminal_cancel act on the session's running process.
+6. terminal_receipt_get / terminal_receipt_share fetch receipts; the share export hides
+   the command, cwd, argv and output.
+
+The mode is {mode}. Workspace roots: {roots}.
+"""
+
+
+class Advisor(Protocol):
+    """An optional model that explains plans or suggests commands, as text only."""
+
+    async def advise(self, question: str) -> str: ...
+
+
+def _error_text(exc: DeepSeekEyesError) -> str:
+    return json.dumps(exc.to_dict(), ensure_ascii=False)
+
+
+async def _guard(call: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return await call
+    except DeepSeekEyesError as exc:
+        raise ToolError(_error_text(exc)) from None
+
+
+async def _value(value: dict[str, Any]) -> dict[str, Any]:
+    return value
+
+
+def _sync(fn: Callable[[], dict[str, Any]]) -> Coroutine[Any, Any, dict[str, Any]]:
+    try:
+        return _value(fn())
+    except DeepSeekEyesError as exc:
+        raise ToolError(_error_text(exc)) from None
+
+
+_READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                        open_world_hint=False)
+_STATE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                         open_world_hint=False)
+_RUN = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
+                       open_world_hint=True)
+
+
+def build_mcp_server(
+    service: TerminalService, advisor: Advisor | None = None, *, reaper: bool = True
+) -> MCPServer:
+    """The terminal's MCP server. With ``reaper`` its lifespan runs the session reaper (for
+    stdio; the HTTP app runs one reaper for the whole process instead, because the SDK
+    enters this lifespan once per HTTP session)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
+        if not reaper:
+            yield None
+            return
+        task = asyncio.create_task(service.run_reaper())
+        try:
+            yield None
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    mcp: MCPServer = MCPServer(
+        "deepseek-eyes-terminal",
+        title="DeepSeekEyes terminal",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        lifespan=lifespan,
+        log_level="WARNING",
+    )
+
+    @mcp.tool(annotations=_READ)
+    async def terminal_plan(
+        argv: list[str] | None = None,
+        command: str | None = None,
+        cwd: str | None = None,
+        session_id: str | None = None,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Judge one command (argv list, or a string parsed WITHOUT shell features) and
+        record a plan. Returns the decision (allowed, requires_approval, risk, effects,
+        reasons). Runs nothing. Without session_id a new session is opened."""
+        return await _sync(lambda: service.plan(session_id=session_id, argv=argv,
+                                                command=command, cwd=cwd, timeout=timeout_s))
+
+    @mcp.tool(annotations=_STATE)
+    async def terminal_approve(session_id: str, plan_id: str) -> dict[str, Any]:
+        """Approve a plan whose decision requires approval. Only after the user agreed."""
+        return await _sync(lambda: service.approve(session_id, plan_id, via="client"))
+
+    @mcp.tool(annotations=_STATE)
+    async def terminal_deny(session_id: str, plan_id: str) -> dict[str, Any]:
+        """Deny a plan; it can never run."""
+        return await _sync(lambda: service.deny(session_id, plan_id, via="client"))
+
+    @mcp.tool(annotations=_RUN)
+    async def terminal_execute(session_id: str, plan_id: str, wait: bool = True) -> dict[str, Any]:
+        """Run an allowed (and, when required, approved) plan without a shell, inside the
+        limits. Returns the signed receipt, or {"state": "running"} when wait is false."""
+        return await _guard(service.execute(session_id, plan_id, wait=wait))
+
+    @mcp.tool(annotations=_RUN)
+    async def terminal_cancel(session_id: str) -> dict[str, Any]:
+        """Kill the session's running process group; returns its receipt."""
+        return await _guard(service.cancel(session_id))
+
+    @mcp.tool(annotations=_STATE)
+    async def terminal_pause(session_id: str) -> dict[str, Any]:
+        """Stop (SIGSTOP) the session's running process group."""
+        return await _sync(lambda: service.pause(session_id))
+
+    @mcp.tool(annotations=_STATE)
+    async def terminal_resume(session_id: str) -> dict[str, Any]:
+        """Continue (SIGCONT) the session's paused process group."""
+        return await _sync(lambda: service.resume(session_id))
+
+    @mcp.tool(annotations=_STATE)
+    async def terminal_session_open() -> dict[str, Any]:
+        """Open an execution session (plans, receipts, one process at a time)."""
+        return await _sync(service.open_session)
+
+    @mcp.tool(annotations=_RUN)
+    async def terminal_session_close(session_id: str) -> dict[str, Any]:
+        """Close a session; its running process group is killed."""
+        return await _sync(lambda: service.close_session(session_id))
+
+    @mcp.tool(annotations=_READ)
+    async def terminal_session_status(session_id: str) -> dict[str, Any]:
+        """The session's plans, active process and receipt ids."""
+        return await _sync(lambda: service.session(session_id).to_dict())
+
+    @mcp.tool(annotations=_READ)
+    async def terminal_receipt_get(
+        receipt_id: str | None = None,
+        session_id: str | None = None,
+        plan_id: str | None = None,
+        wait_s: float = 0.0,
+    ) -> dict[str, Any]:
+        """A signed receipt, by receipt_id or by session_id + plan_id (optionally waiting up
+        to wait_s seconds for a running plan to finish)."""
+        async def get() -> dict[str, Any]:
+            if receipt_id is not None:
+                return service.receipt(receipt_id)
+            if session_id is None or plan_id is None:
+                raise TerminalError("give receipt_id, or session_id and plan_id",
+                                    code="TERMINAL_RECEIPT_NOT_FOUND")
+            found = await service.receipt_for_plan(session_id, plan_id, min(wait_s, 300.0))
+            if found is None:
+                raise TerminalError("the plan has no receipt yet",
+                                    code="TERMINAL_RECEIPT_NOT_FOUND")
+            return found
+        return await _guard(get())
+
+    @mcp.tool(annotations=_READ)
+    async def terminal_receipt_share(receipt_id: str) -> dict[str, Any]:
+        """A share-safe export of a receipt: command, cwd, argv and output redacted, signed."""
+        return await _sync(lambda: service.share(receipt_id))
+
+    @mcp.tool(annotations=_READ)
+    async def terminal_advise(question: str) -> dict[str, Any]:
+        """Ask the optional advisory model to explain a plan or suggest a command. The answer
+        is text only: nothing it says runs unless you plan, get approval and execute it."""
+        if advisor is None:
+            raise ToolError(_error_text(TerminalError(
+                "no advisory model is configured", code="TERMINAL_ADVISOR_UNAVAILABLE")))
+        try:
+            text = await asyncio.wait_for(advisor.advise(question[:4000]), 120)
+        except (TimeoutError, DeepSeekEyesError) as exc:
+            raise ToolError(_error_text(TerminalError(
+                f"the advisory model failed: {type(exc).__name__}",
+                code="TERMINAL_ADVISOR_UNAVAILABLE"))) from None
+        return {"advice": text, "executed": False,
+                "note": "Advisory text only. Nothing was planned or run."}
+
+    @mcp.prompt(name="terminal_workflow", title="How to use the terminal")
+    def terminal_workflow() -> str:
+        """The plan → approve → execute workflow, the modes and the refusals."""
+        return WORKFLOW_PROMPT.format(mode=service.config.mode,
+                                      roots=", ".join(service.config.workspace.roots))
+
+    @mcp.resource("terminal://policy", name="policy", mime_type="application/json",
+                  description="The mode, workspace roots, sandbox and what each mode allows.")
+    def policy_resource() -> str:
+        return json.dumps(policy_summary(service), indent=2)
+
+    @mcp.resource("terminal://receipts", name="receipts", mime_type="application/json",
+                  description="The most recent signed receipts (newest last).")
+    def receipts_resource() -> str:
+        return json.dumps(service.receipts.recent(20))
+
+    @mcp.resource("terminal://receipts/{receipt_id}", name="receipt",
+                  mime_type="application/json", description="One signed receipt.")
+    def receipt_resource(receipt_id: str) -> str:
+        return json.dumps(service.receipt(receipt_id))
+
+    _allow_log_level(mcp)
+    return mcp
+
+
+def policy_summary(service: TerminalService) -> dict[str, Any]:
+    return {
+        "mode": service.config.mode,
+        "workspaces": list(service.config.workspace.roots),
+        "sandbox": "bwrap" if service.config.sandbox else "none",
+        "approvals": service.config.approvals,
+        "limits": {"timeout_s": service.config.timeout, "max_timeout_s": service.config.max_timeout,
+                   "max_output_bytes": service.config.max_output_bytes,
+                   "max_sessions": service.config.max_sessions,
+                   "session_idle_timeout_s": service.config.session_idle_timeout},
+        "modes": {
+            "read-only": "reads run; everything else is refused",
+            "confirm": "reads run; writes, code, network and unknowns need approval",
+            "trusted": "reads, writes and code run; network and unknowns need approval",
+        },
+        "always_refused": ["shell composition in a command string", "paths outside the "
+                           "workspace", "privileged and system programs", "control or invisible "
+                           "characters", "programs outside the system directories"],
+    }
+
+
+def _allow_log_level(mcp: MCPServer) -> None:
+    """Answer ``logging/setLevel`` (handshake revisions) so clients that send it still work.
+
+    MCPServer does not register it; the low-level server takes a handler. We keep no log
+    stream of our own to filter, so the request is accepted and acknowledged.
+    """
+    from mcp_types import SetLevelRequestParams
+
+    async def set_level(_ctx: Any, _params: SetLevelRequestParams) -> dict[str, Any]:
+        return {}
+
+    lowlevel = mcp._lowlevel_server  # the SDK exposes no public hook for this
+    lowlevel.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)

@@ -1,0 +1,121 @@
+"""Execution sessions and their plans: the state the service keeps between tool calls.
+
+A plan moves ``planned → approved → running → finished`` (or ``planned → denied``);
+a plan the policy refused is born ``refused`` and can never run. Approval is a state change
+of one plan in one session, never a flag a caller passes to execute. A session owns its plans,
+its receipts' ids, at most one active process, and its event stream; sessions and plans are
+bounded in number so a client cannot grow the server's memory without limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from deepseek_eyes.terminal.commandline import make_visible
+from deepseek_eyes.terminal.policy import PolicyResult
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from deepseek_eyes.terminal.events import SessionEvents
+    from deepseek_eyes.terminal.process import RunningProcess
+
+__all__ = ["MAX_PLANS_PER_SESSION", "PLAN_SCHEMA", "ExecutionSession", "Plan", "new_id"]
+
+PLAN_SCHEMA = "deepseek-eyes/terminal-plan"
+MAX_PLANS_PER_SESSION = 256
+MAX_RECEIPTS_PER_SESSION = 1024
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass
+class Plan:
+    plan_id: str
+    session_id: str
+    created_at: float
+    result: PolicyResult
+    cwd_requested: str | None
+    timeout: float
+    max_output_bytes: int
+    state: str  # planned, approved, denied, refused, running, finished
+    approval: dict[str, Any] | None = None
+    receipt_id: str | None = None
+    plan_hash: str = ""
+
+    def __post_init__(self) -> None:
+        body = {
+            "plan_id": self.plan_id, "session_id": self.session_id,
+            "argv": list(self.result.argv), "decision": self.result.decision.to_dict(),
+            "resolution": self.result.resolution.to_dict() if self.result.resolution else None,
+            "timeout": self.timeout, "max_output_bytes": self.max_output_bytes,
+            "created_at": self.created_at,
+        }
+        data = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        self.plan_hash = "sha256:" + hashlib.sha256(data).hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The versioned plan as clients and the console see it."""
+        res = self.result.resolution
+        return {
+            "schema": PLAN_SCHEMA,
+            "schema_version": "1.0",
+            "plan_id": self.plan_id,
+            "session_id": self.session_id,
+            "state": self.state,
+            "argv": list(self.result.argv),
+            "argv_visible": [make_visible(a) for a in self.result.argv],
+            "display": self.result.display,
+            "cwd": res.cwd if res else self.cwd_requested,
+            "executable": res.executable if res else None,
+            "executable_sha256": res.executable_sha256 if res else None,
+            "decision": self.result.decision.to_dict(),
+            "limits": {"timeout_s": self.timeout, "max_output_bytes": self.max_output_bytes},
+            "approval": self.approval,
+            "receipt_id": self.receipt_id,
+            "plan_hash": self.plan_hash,
+            "created_at": self.created_at,
+        }
+
+
+@dataclass
+class ExecutionSession:
+    session_id: str
+    created_at: float
+    last_activity: float  # monotonic
+    events: SessionEvents
+    plans: dict[str, Plan] = field(default_factory=dict)
+    receipts: list[str] = field(default_factory=list)
+    active_plan: str | None = None
+    process: RunningProcess | None = None
+    task: asyncio.Task[dict[str, Any]] | None = None
+
+    def add_plan(self, plan: Plan) -> None:
+        if len(self.plans) >= MAX_PLANS_PER_SESSION:
+            for pid, old in list(self.plans.items()):  # forget the oldest settled plan
+                if old.state in ("finished", "denied", "refused"):
+                    del self.plans[pid]
+                    break
+        self.plans[plan.plan_id] = plan
+
+    def add_receipt(self, receipt_id: str) -> None:
+        self.receipts.append(receipt_id)
+        del self.receipts[:-MAX_RECEIPTS_PER_SESSION]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "created_at": self.created_at,
+            "idle_s": round(time.monotonic() - self.last_activity, 3),
+            "active_plan": self.active_plan,
+            "paused": bool(self.process and self.process.paused),
+            "plans": [p.to_dict() for p in self.plans.values()],
+            "receipts": list(self.receipts[-50:]),
+        }
