@@ -57,6 +57,7 @@ __all__ = [
     "config_search_path",
     "data_home",
     "format_validation_errors",
+    "is_loopback_host",
     "load_settings",
     "validate_settings_file",
 ]
@@ -145,14 +146,19 @@ class ImageSettings(_Strict):
 BoxConvention = Literal["auto", "xywh-normalized", "xyxy-pixels", "xyxy-1000", "yxyx-1000"]
 
 
-def _is_loopback_url(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
+def is_loopback_host(host: str) -> bool:
+    """``localhost`` or a loopback IP address (the only hosts plain http may carry a key to,
+    and the only ones a server may listen on without one)."""
     if host == "localhost":
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _is_loopback_url(url: str) -> bool:
+    return is_loopback_host(urlsplit(url).hostname or "")
 
 
 class RouteSettings(_Strict):

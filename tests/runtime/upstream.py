@@ -59,23 +59,22 @@ import io
 import json
 import math
 import re
-import socket
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
-import uvicorn
 from PIL import Image, UnidentifiedImageError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
+
+from threaded_server import ThreadedServer
 
 __all__ = [
     "BEHAVIOUR_MODELS",
@@ -107,8 +106,6 @@ _MAX_MARKERS = 16
 _MAX_PIXELS = 40_000_000
 _MAX_PREFIXES = 100_000
 _DETAILS = (None, "low", "high", "original", "auto")
-_START_TIMEOUT_S = 10.0
-_STOP_TIMEOUT_S = 10.0
 _HANG_LIMIT_S = 300.0  # a hung request answers 503 after this even if nobody stops the server
 
 
@@ -627,24 +624,7 @@ async def _sse(
 # -- the server -------------------------------------------------------------------------------
 
 
-class _Server(uvicorn.Server):
-    """uvicorn that reports, through a thread-safe event, when it is listening."""
-
-    def __init__(self, config: uvicorn.Config, app: _App, ready: threading.Event) -> None:
-        super().__init__(config)
-        self._app = app
-        self._ready = ready
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        self._app.loop = asyncio.get_running_loop()
-        self._app.shutdown = asyncio.Event()
-        try:
-            await super().startup(sockets=sockets)
-        finally:
-            self._ready.set()
-
-
-class LoopbackUpstream:
+class LoopbackUpstream(ThreadedServer):
     """``with LoopbackUpstream() as upstream: ChatClient(upstream.base_url)``.
 
     Args:
@@ -655,15 +635,13 @@ class LoopbackUpstream:
             like a text model.
     """
 
+    thread_name = "loopback-upstream"
+
     def __init__(
         self, *, api_key: str | None = None, extra_models: Sequence[Mapping[str, Any]] = ()
     ) -> None:
-        self._app = _App(api_key, extra_models)
-        self._socket: socket.socket | None = None
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-        self._failure: BaseException | None = None
-        self.port = 0
+        super().__init__(_App(api_key, extra_models))
+        self._app: _App = self._app
 
     @property
     def base_url(self) -> str:
@@ -714,70 +692,3 @@ class LoopbackUpstream:
         """Forget recorded requests and counters (and, with ``cache``, the prompt cache)."""
         self._app.reset(cache=cache)
 
-    def start(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self._socket = sock
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self._app.starlette,
-            log_config=None,  # leave the process's logging alone; pytest captures records
-            access_log=False,
-            lifespan="off",
-            http="h11",
-            ws="none",
-            timeout_graceful_shutdown=5,
-        )
-        ready = threading.Event()
-        self._server = _Server(config, self._app, ready)
-        self._thread = threading.Thread(
-            target=self._run,
-            args=(self._server, sock),
-            name=f"loopback-upstream-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        if not ready.wait(_START_TIMEOUT_S) or not self._server.started:
-            self.stop()
-            raise RuntimeError(f"the loopback upstream did not start: {self._failure!r}")
-
-    def _run(self, server: _Server, sock: socket.socket) -> None:
-        try:
-            server.run(sockets=[sock])
-        except BaseException as exc:  # reported by start(); a thread has nowhere to raise
-            self._failure = exc
-
-    def stop(self) -> None:
-        server, thread = self._server, self._thread
-        if server is not None and thread is not None:
-            loop, shutdown = self._app.loop, self._app.shutdown
-            if loop is not None and shutdown is not None and not loop.is_closed():
-                _call_soon(loop, shutdown.set)  # release hung requests first
-            server.should_exit = True
-            thread.join(_STOP_TIMEOUT_S)
-            if thread.is_alive():
-                server.force_exit = True
-                thread.join(_STOP_TIMEOUT_S)
-        if self._socket is not None:
-            self._socket.close()
-        self._server = self._thread = self._socket = None
-        if thread is not None and thread.is_alive():
-            raise RuntimeError("the loopback upstream thread did not stop")
-
-    def __enter__(self) -> LoopbackUpstream:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop closed between the check and the call
-        loop.call_soon_threadsafe(callback)

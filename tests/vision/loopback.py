@@ -32,15 +32,11 @@ import hashlib
 import io
 import json
 import re
-import socket
-import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from types import TracebackType
+from collections.abc import AsyncIterator
 from typing import Any
 
-import uvicorn
 from PIL import Image, ImageStat, UnidentifiedImageError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -49,6 +45,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from deepseek_eyes.vision.probe import PROBE_COLOURS
+from threaded_server import ThreadedServer
 
 __all__ = [
     "BEHAVIOURS",
@@ -73,8 +70,6 @@ BEHAVIOURS = (
 )
 _MODELS = {"textonly": ["text-1"], "nomodel": ["other-model"]}
 _DATA_URL = re.compile(r"^data:([\w.+/-]+);base64,(.*)$", re.DOTALL)
-_START_TIMEOUT_S = 10.0
-_STOP_TIMEOUT_S = 10.0
 _HANG_LIMIT_S = 300.0  # a hung request answers 503 after this even if nobody stops the server
 
 
@@ -432,24 +427,7 @@ class _RawSSEComplete(_RawSSE):
 # -- the server ------------------------------------------------------------------------------
 
 
-class _Server(uvicorn.Server):
-    """uvicorn that reports, through a thread-safe event, when it is listening."""
-
-    def __init__(self, config: uvicorn.Config, app: _App, ready: threading.Event) -> None:
-        super().__init__(config)
-        self._app = app
-        self._ready = ready
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        self._app.loop = asyncio.get_running_loop()
-        self._app.shutdown = asyncio.Event()
-        try:
-            await super().startup(sockets=sockets)
-        finally:
-            self._ready.set()
-
-
-class LoopbackVisionServer:
+class LoopbackVisionServer(ThreadedServer):
     """``with LoopbackVisionServer() as server: server.url("healthy")``.
 
     Attributes (keyed by the behaviour path segment, tag included):
@@ -460,13 +438,11 @@ class LoopbackVisionServer:
         last_authorization_sha256: SHA-256 of the last ``Authorization`` header, or None.
     """
 
+    thread_name = "loopback-vision"
+
     def __init__(self) -> None:
-        self._app = _App()
-        self._socket: socket.socket | None = None
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-        self._failure: BaseException | None = None
-        self.port = 0
+        super().__init__(_App())
+        self._app: _App = self._app
 
     @property
     def calls(self) -> Counter[str]:
@@ -496,70 +472,3 @@ class LoopbackVisionServer:
             raise RuntimeError("the loopback server is not started")
         return f"http://127.0.0.1:{self.port}/{behaviour}/v1"
 
-    def start(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self._socket = sock
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self._app.starlette,
-            log_config=None,  # leave the process's logging alone; pytest captures records
-            access_log=False,
-            lifespan="off",
-            http="h11",
-            ws="none",
-            timeout_graceful_shutdown=5,
-        )
-        ready = threading.Event()
-        self._server = _Server(config, self._app, ready)
-        self._thread = threading.Thread(
-            target=self._run,
-            args=(self._server, sock),
-            name=f"loopback-vision-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        if not ready.wait(_START_TIMEOUT_S) or not self._server.started:
-            self.stop()
-            raise RuntimeError(f"the loopback server did not start: {self._failure!r}")
-
-    def _run(self, server: _Server, sock: socket.socket) -> None:
-        try:
-            server.run(sockets=[sock])
-        except BaseException as exc:  # reported by start(); a thread has nowhere to raise
-            self._failure = exc
-
-    def stop(self) -> None:
-        server, thread = self._server, self._thread
-        if server is not None and thread is not None:
-            loop, shutdown = self._app.loop, self._app.shutdown
-            if loop is not None and shutdown is not None and not loop.is_closed():
-                _call_soon(loop, shutdown.set)  # release hung requests first
-            server.should_exit = True
-            thread.join(_STOP_TIMEOUT_S)
-            if thread.is_alive():
-                server.force_exit = True
-                thread.join(_STOP_TIMEOUT_S)
-        if self._socket is not None:
-            self._socket.close()
-        self._server = self._thread = self._socket = None
-        if thread is not None and thread.is_alive():
-            raise RuntimeError("the loopback server thread did not stop")
-
-    def __enter__(self) -> LoopbackVisionServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop closed between the check and the call
-        loop.call_soon_threadsafe(callback)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -36,7 +35,7 @@ from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, StoreError
 from deepseek_eyes.runtime.messages import Fetch, parse_messages
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest, TurnResult, usage_json
-from deepseek_eyes.settings import GatewaySettings
+from deepseek_eyes.settings import GatewaySettings, is_loopback_host
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.store.fetch import fetch_image
 
@@ -94,18 +93,9 @@ def _error(exc: DeepSeekEyesError) -> JSONResponse:
     return JSONResponse(_error_body(exc), status_code=error_status(exc))
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_bind(host: str, key: str | None) -> None:
     """Raises GatewayError ``GATEWAY_UNSAFE_BIND`` for a non-loopback bind without a key."""
-    if key is None and not is_loopback(host):
+    if key is None and not is_loopback_host(host):
         raise GatewayError(
             f"refusing to listen on {host} without a gateway key; set "
             "DEEPSEEK_EYES_GATEWAY_KEY (or gateway.api_key) or bind to 127.0.0.1",
