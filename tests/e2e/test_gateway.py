@@ -159,11 +159,13 @@ def test_errors_use_openai_shape_with_our_code(gateway: str) -> None:
             model="fail-429", messages=[{"role": "user", "content": "x"}]
         )
     assert limited.value.code == "LLM_HTTP_ERROR"
-    with pytest.raises(openai.InternalServerError) as failed:
-        client(gateway).chat.completions.create(
-            model="fail-500", messages=[{"role": "user", "content": "x"}]
-        )
-    assert failed.value.status_code == 502
+    for model in ("fail-500", "fail-401"):
+        with pytest.raises(openai.InternalServerError) as failed:
+            client(gateway).chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "x"}]
+            )
+        assert failed.value.status_code == 502  # the upstream's fault, not the client's
+        assert failed.value.code == "LLM_HTTP_ERROR"
     with pytest.raises(openai.BadRequestError) as malformed:
         client(gateway).chat.completions.create(
             model="deepseek-v4-flash", messages=[{"role": "wizard", "content": "x"}]

@@ -59,7 +59,9 @@ _STATUS = {
     "RUNTIME_IMAGE_FETCH_FAILED": 400,
     "RUNTIME_MODEL_CALL_LIMIT": 502,
 }
-_UPSTREAM_PASSED = {400, 401, 402, 403, 404, 409, 413, 422, 429}
+# Upstream statuses a client can act on pass through; an upstream 401/403 is the gateway's
+# own credential problem, not the client's, so it becomes a 502 like other upstream faults.
+_UPSTREAM_PASSED = {400, 402, 404, 409, 413, 422, 429}
 
 
 def error_status(exc: DeepSeekEyesError) -> int:
