@@ -308,7 +308,10 @@ class RuntimeSettings(_Strict):
         default=48_000, ge=1000, le=2_000_000,
         description="Estimated tokens of model-facing history; older turns are dropped first.",
     )
-    max_images_per_turn: int = Field(default=8, ge=1, le=64)
+    max_images_per_turn: int = Field(
+        default=8, ge=1, le=64,
+        description="Distinct images a conversation may carry into one turn.",
+    )
     history_evidence: Literal["pointer", "full"] = Field(
         default="pointer",
         description="Images of earlier user messages: a pointer the model can look at "
