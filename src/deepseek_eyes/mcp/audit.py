@@ -1,0 +1,58 @@
+"""The MCP call audit: a bounded in-memory ring plus one SQLite audit row per call.
+
+A record holds identities, the risk class, status, duration, argument and result hashes,
+and on failure the stable code and the SHA-256 of the message. Arguments, results,
+credentials and raw messages never enter it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from deepseek_eyes.audit import AuditLog, message_digest
+
+__all__ = ["McpAudit", "McpAuditRecord"]
+
+
+@dataclass(frozen=True)
+class McpAuditRecord:
+    ts: float
+    server: str
+    tool: str
+    kind: str  # tool | resource | prompt
+    risk: str
+    status: str  # ok | tool-error | failed
+    duration_ms: float
+    arguments_sha256: str | None
+    result_sha256: str | None = None
+    code: str | None = None
+    message_sha256: str | None = None
+
+
+class McpAudit:
+    def __init__(self, log: AuditLog | None, ring: int = 256) -> None:
+        self._log = log
+        self.ring: deque[McpAuditRecord] = deque(maxlen=ring)
+
+    def record(
+        self, *, server: str, tool: str, kind: str, risk: str, status: str, started: float,
+        arguments_sha256: str | None, result_sha256: str | None = None,
+        code: str | None = None, message: str | None = None,
+    ) -> McpAuditRecord:
+        rec = McpAuditRecord(
+            ts=time.time(), server=server, tool=tool, kind=kind, risk=risk, status=status,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            arguments_sha256=arguments_sha256, result_sha256=result_sha256, code=code,
+            message_sha256=message_digest(message) if message is not None else None,
+        )
+        self.ring.append(rec)
+        if self._log is not None:
+            fields = {k: v for k, v in asdict(rec).items() if k not in ("ts", "server")}
+            self._log.append("mcp.call", server, **fields)
+        return rec
+
+    def recent(self) -> list[dict[str, Any]]:
+        return [asdict(r) for r in self.ring]

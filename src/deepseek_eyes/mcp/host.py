@@ -1,0 +1,337 @@
+"""Exposure and dispatch: what the model may see and call, checked again at every call.
+
+:meth:`McpHost.exposed` applies, in order: the global switch and suspension, each server's
+state, allow/deny selectors (deny wins, empty allows nothing), the ``read-only`` risk gate,
+then the global ``max_tools`` and ``max_schema_tokens`` budgets. :meth:`McpHost.call_tool`,
+:meth:`read_resource` and :meth:`get_prompt` repeat the same checks, enforce the per-run
+quota, and pass the result through admission before hashing, storing or previewing it.
+The CLI uses exactly these methods, so an operator sees what the model would.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from deepseek_eyes.errors import McpError, McpPolicyError
+from deepseek_eyes.mcp.admission import admit
+from deepseek_eyes.mcp.audit import McpAudit
+from deepseek_eyes.mcp.catalog import ToolEntry
+from deepseek_eyes.mcp.connection import map_error
+from deepseek_eyes.mcp.manager import McpManager, ServerState
+from deepseek_eyes.mcp.policy import permitted, risk_allowed
+from deepseek_eyes.mcp.results import (
+    ImageRef,
+    canonical_json,
+    decode_images,
+    preview_text,
+    store_images,
+    write_artifact,
+)
+from deepseek_eyes.store.blobs import BlobStore
+from deepseek_eyes.usage import UsageCategory, UsageTracker, estimate_tokens
+
+__all__ = ["PROMPT_TOOL", "RESOURCE_TOOL", "CallResult", "ExposedTool", "McpHost", "RunQuota"]
+
+RESOURCE_TOOL = "mcp__deepseekeyes__resource"
+PROMPT_TOOL = "mcp__deepseekeyes__prompt"
+
+
+@dataclass(frozen=True)
+class ExposedTool:
+    """A model-facing definition; ``generation`` must come back with the call."""
+
+    public_name: str
+    server: str
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    risk: str
+    generation: int
+    schema_tokens: int
+
+
+@dataclass
+class RunQuota:
+    """External calls one run may make (``0`` = unlimited); charged before contacting."""
+
+    limit: int
+    used: int = 0
+
+    def charge(self) -> None:
+        if self.limit and self.used >= self.limit:
+            raise McpPolicyError(f"the run reached its {self.limit} external MCP calls",
+                                 code="MCP_CALL_QUOTA", details={"limit": self.limit})
+        self.used += 1
+
+
+@dataclass(frozen=True)
+class CallResult:
+    server: str
+    name: str
+    is_error: bool
+    preview: str
+    truncated: bool
+    result_sha256: str
+    artifact: str | None
+    images: tuple[ImageRef, ...] = field(default=())
+
+
+_GENERIC_SCHEMAS = {
+    RESOURCE_TOOL: ("Read an allowed resource of a connected MCP server.", {
+        "type": "object", "required": ["server", "uri"], "additionalProperties": False,
+        "properties": {"server": {"type": "string"}, "uri": {"type": "string"}}}),
+    PROMPT_TOOL: ("Get an allowed prompt of a connected MCP server.", {
+        "type": "object", "required": ["server", "name"], "additionalProperties": False,
+        "properties": {"server": {"type": "string"}, "name": {"type": "string"},
+                       "arguments": {"type": "object",
+                                     "additionalProperties": {"type": "string"}}}}),
+}
+
+
+def _template_regex(template: str) -> re.Pattern[str]:
+    parts = re.split(r"(\{[^{}]{1,64}\})", template)
+    return re.compile("".join(
+        "[^/?#]+" if p.startswith("{") and p.endswith("}") else re.escape(p) for p in parts
+    ) + r"\Z")
+
+
+class McpHost:
+    def __init__(self, manager: McpManager, *, blobs: BlobStore, artifacts: Any,
+                 audit: McpAudit, usage: UsageTracker | None = None) -> None:
+        self.manager = manager
+        self.blobs = blobs
+        self.artifacts = artifacts
+        self.audit = audit
+        self.usage = usage
+
+    # -- exposure ------------------------------------------------------------------------------
+    def _live(self) -> list[ServerState]:
+        if self.manager.suspended or not self.manager.settings.enabled:
+            return []
+        return [s for s in self.manager.servers.values()
+                if s.status == "ready" and s.catalog is not None]
+
+    def discovered(self, server_id: str) -> list[dict[str, Any]]:
+        state = self.manager.require(server_id)
+        exposed = {t.public_name for t in self.exposed()}
+        return [{"name": t.name, "public_name": t.public_name, "risk": t.risk,
+                 "exposed": t.public_name in exposed}
+                for t in (state.catalog.tools if state.catalog else ())]
+
+    def exposed(self) -> list[ExposedTool]:
+        cfg = self.manager.settings
+        out: list[ExposedTool] = []
+        tokens = 0
+        content = False
+        for state in self._live():
+            s, cat = state.settings, state.catalog
+            assert cat is not None
+            content = content or any(
+                s.resources_enabled and permitted(s, "resources", r.uri) for r in cat.resources
+            ) or any(s.prompts_enabled and permitted(s, "prompts", p.name) for p in cat.prompts)
+            if not s.tools_enabled:
+                continue
+            for tool in cat.tools:
+                if not (permitted(s, "tools", tool.name) and risk_allowed(s, tool.risk)):
+                    continue
+                if len(out) >= cfg.max_tools or tokens + tool.schema_tokens > cfg.max_schema_tokens:
+                    continue
+                tokens += tool.schema_tokens
+                out.append(ExposedTool(tool.public_name, s.id, tool.name, tool.description,
+                                       tool.input_schema, tool.risk, cat.generation,
+                                       tool.schema_tokens))
+        if content:
+            for name, (desc, schema) in _GENERIC_SCHEMAS.items():
+                cost = (len(desc) + len(str(schema))) // 4
+                if len(out) < cfg.max_tools and tokens + cost <= cfg.max_schema_tokens:
+                    tokens += cost
+                    out.append(ExposedTool(name, "deepseekeyes", name, desc, schema, "read", 0,
+                                           cost))
+        return out
+
+    def instructions(self) -> dict[str, str]:
+        """Server instructions, size-limited, keyed by the server that sent them."""
+        return {s.settings.id: s.catalog.instructions for s in self._live()
+                if s.catalog is not None and s.catalog.instructions}
+
+    # -- dispatch ------------------------------------------------------------------------------
+    def _resolve(self, public_name: str) -> tuple[ServerState, ToolEntry]:
+        if self.manager.suspended:
+            raise McpPolicyError("MCP exposure is suspended", code="MCP_EXPOSURE_SUSPENDED")
+        for state in self._live():
+            assert state.catalog is not None
+            tool = state.catalog.by_public.get(public_name)
+            if tool is None or not state.settings.tools_enabled:
+                continue
+            if not permitted(state.settings, "tools", tool.name):
+                break
+            if not risk_allowed(state.settings, tool.risk):
+                raise McpPolicyError(
+                    f"{public_name} is {tool.risk}; the server is read-only",
+                    code="MCP_TOOL_RISK_BLOCKED", details={"risk": tool.risk})
+            if public_name not in {t.public_name for t in self.exposed()}:
+                break
+            return state, tool
+        raise McpPolicyError(f"no exposed MCP tool {public_name!r}", code="MCP_TOOL_NOT_EXPOSED")
+
+    async def call_tool(self, public_name: str, arguments: Mapping[str, Any], *,
+                        generation: int | None = None, quota: RunQuota | None = None
+                        ) -> CallResult:
+        """Run one exposed tool.
+
+        Raises:
+            McpError: a policy, quota, generation, transport or ``MCP_RESULT_*`` code.
+        """
+        state, tool = self._resolve(public_name)
+        return await self._dispatch(state, "tool", tool.name, tool.risk, dict(arguments),
+                                    generation, quota)
+
+    async def _dispatch(self, state: ServerState, kind: str, name: str, risk: str,
+                        arguments: dict[str, Any], generation: int | None,
+                        quota: RunQuota | None) -> CallResult:
+        started = time.perf_counter()
+        args_hash = canonical_json(arguments)[1]
+        code: str | None = None
+        try:
+            live = state.catalog.generation if state.catalog else -1
+            if generation is not None and generation != live:
+                raise McpError("the tool belongs to an older catalog generation",
+                               code="MCP_GENERATION_STALE", details={"live": live})
+            (quota or RunQuota(self.manager.settings.max_external_calls_per_run)).charge()
+            client = state.client
+            if client is None:
+                raise McpError(f"{state.settings.id} is not connected",
+                               code="MCP_SERVER_UNAVAILABLE")
+            timeout = state.settings.call_timeout
+            try:
+                with anyio.fail_after(timeout + 1):
+                    if kind == "tool":
+                        raw: Any = await client.call_tool(name, arguments,
+                                                          read_timeout_seconds=timeout)
+                    elif kind == "resource":
+                        raw = await client.read_resource(name)
+                    else:
+                        raw = await client.get_prompt(name, arguments or None)
+            except Exception as exc:
+                raise map_call_error(exc) from None
+            now = state.catalog.generation if state.catalog else -1
+            if now != live:
+                raise McpError("the catalog changed during the call; its result was dropped",
+                               code="MCP_GENERATION_STALE", details={"live": now})
+            value = raw.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if kind != "tool":
+                value = _as_content(value)
+            result = await anyio.to_thread.run_sync(self._admit_and_store, value)
+        except McpError as exc:
+            code = exc.code
+            self.audit.record(server=state.settings.id, tool=name, kind=kind, risk=risk,
+                              status="failed", started=started, arguments_sha256=args_hash,
+                              code=exc.code, message=exc.message)
+            raise
+        is_error = bool(value.get("isError"))
+        self.audit.record(server=state.settings.id, tool=name, kind=kind, risk=risk,
+                          status="tool-error" if is_error else "ok", started=started,
+                          arguments_sha256=args_hash, result_sha256=result[1], code=code)
+        if self.usage is not None:
+            self.usage.record_estimate(UsageCategory.MCP_RESULT, estimate_tokens(len(result[0])),
+                                       source=state.settings.id, calls=1)
+        return CallResult(state.settings.id, name, is_error, result[0], result[2], result[1],
+                          result[3], tuple(result[4]))
+
+    def _admit_and_store(self, value: Any) -> tuple[str, str, bool, str | None, list[ImageRef]]:
+        admit(value)
+        data, digest = canonical_json(value)
+        images = store_images(self.blobs, decode_images(value))
+        preview, truncated, text_only = preview_text(
+            value, images, self.manager.settings.max_result_chars)
+        artifact = None
+        if truncated or not text_only:
+            artifact = str(write_artifact(self.artifacts, data, digest))
+        return preview, digest, truncated, artifact, images
+
+    # -- content plane -------------------------------------------------------------------------
+    def _content_state(self, server_id: str, plane: str) -> ServerState:
+        state = self.manager.require(server_id)
+        if not getattr(state.settings, f"{plane}_enabled") or self.manager.suspended:
+            raise McpError(f"{plane} are disabled for {server_id}", code="MCP_SERVER_DISABLED")
+        if state not in self._live():
+            raise McpError(f"{server_id} is not connected", code="MCP_SERVER_UNAVAILABLE")
+        return state
+
+    def resources(self, server_id: str) -> list[dict[str, Any]]:
+        state = self._content_state(server_id, "resources")
+        assert state.catalog is not None
+        return [{"uri": r.uri, "name": r.name, "template": r.template,
+                 "allowed": permitted(state.settings, "resources", r.uri)}
+                for r in state.catalog.resources]
+
+    def prompts(self, server_id: str) -> list[dict[str, Any]]:
+        state = self._content_state(server_id, "prompts")
+        assert state.catalog is not None
+        return [{"name": p.name, "arguments": [a for a, _ in p.arguments],
+                 "allowed": permitted(state.settings, "prompts", p.name)}
+                for p in state.catalog.prompts]
+
+    async def read_resource(self, server_id: str, uri: str, *,
+                            quota: RunQuota | None = None) -> CallResult:
+        state = self._content_state(server_id, "resources")
+        assert state.catalog is not None
+        ok = any(
+            permitted(state.settings, "resources", r.uri) and (
+                (not r.template and r.uri == uri)
+                or (r.template and _template_regex(r.uri).match(uri) is not None))
+            for r in state.catalog.resources
+        )
+        if not ok or len(uri) > 2048:
+            raise McpPolicyError(f"{uri!r} is not an allowed resource",
+                                 code="MCP_RESOURCE_NOT_ALLOWED")
+        return await self._dispatch(state, "resource", uri, "read", {}, None, quota)
+
+    async def get_prompt(self, server_id: str, name: str, arguments: Mapping[str, Any], *,
+                         quota: RunQuota | None = None) -> CallResult:
+        state = self._content_state(server_id, "prompts")
+        assert state.catalog is not None
+        prompt = next((p for p in state.catalog.prompts if p.name == name), None)
+        if prompt is None or not permitted(state.settings, "prompts", name):
+            raise McpPolicyError(f"no allowed prompt {name!r}", code="MCP_PROMPT_NOT_ALLOWED")
+        known = {a for a, _ in prompt.arguments}
+        missing = [a for a, required in prompt.arguments if required and a not in arguments]
+        bad = [k for k, v in arguments.items() if k not in known or not isinstance(v, str)]
+        if missing or bad:
+            raise McpError("prompt arguments are invalid", code="MCP_ARGUMENTS_INVALID",
+                           details={"missing": missing, "invalid": bad[:16]})
+        return await self._dispatch(state, "prompt", name, "read", dict(arguments), None, quota)
+
+    async def call_generic(self, public_name: str, arguments: Mapping[str, Any], *,
+                           quota: RunQuota | None = None) -> CallResult:
+        """Dispatch the two shared content tools by their public names."""
+        server = str(arguments.get("server", ""))
+        if public_name == RESOURCE_TOOL:
+            return await self.read_resource(server, str(arguments.get("uri", "")), quota=quota)
+        if public_name == PROMPT_TOOL:
+            args = arguments.get("arguments") or {}
+            if not isinstance(args, Mapping):
+                raise McpError("arguments must be an object", code="MCP_ARGUMENTS_INVALID")
+            return await self.get_prompt(server, str(arguments.get("name", "")), args,
+                                         quota=quota)
+        return await self.call_tool(public_name, arguments, quota=quota)
+
+
+def _as_content(value: dict[str, Any]) -> dict[str, Any]:
+    """Resource contents and prompt messages, shaped as content blocks for admission."""
+    if "contents" in value:
+        return {"content": [
+            {"type": "text", "text": c["text"]} if "text" in c else
+            {"type": "resource", "resource": c} for c in value["contents"]]}
+    blocks = [m.get("content", {}) for m in value.get("messages", [])]
+    return {"content": blocks, "description": value.get("description", "")}
+
+
+def map_call_error(exc: BaseException) -> McpError:
+    return map_error(exc)

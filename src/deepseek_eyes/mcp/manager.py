@@ -1,0 +1,404 @@
+"""The MCP server manager: one supervised SDK connection per enabled server.
+
+Each server's connection lives in its own task (the SDK's ``Client`` must be entered and
+left in one task). That task connects under a timeout, drains discovery into an immutable
+:class:`Catalog` generation, then waits for a ``list_changed`` notification (the
+handshake revisions' notification path, or ``Client.listen`` on ``2026-07-28``) or a stop.
+A failed refresh keeps the previous generation; a non-empty catalog turning empty is
+withdrawn until a separate probe confirms it. A dropped connection reconnects with backoff.
+
+Stop and reconfigure suspend all exposure *before* awaiting any close, and republish only
+after the new set has settled. Every dispatch names the generation it was offered under
+and is refused (``MCP_GENERATION_STALE``) when the live one differs, before and after the
+call, so a stale definition never runs against — or returns for — a replacement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from deepseek_eyes.errors import McpCatalogError, McpError, McpTimeoutError
+from deepseek_eyes.mcp.catalog import (
+    CONTENT_BUDGET,
+    TOOL_BUDGET,
+    Catalog,
+    Meter,
+    PromptEntry,
+    ResourceEntry,
+    drain,
+    tool_entries,
+)
+from deepseek_eyes.mcp.connection import Connector, build_client, map_error, set_discover_timeout
+from deepseek_eyes.mcp.oauth import OAuthHandle, oauth_handle
+from deepseek_eyes.settings import McpServerSettings, McpSettings
+from mcp import Client
+
+__all__ = ["McpManager", "ServerState"]
+
+BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+@dataclass
+class ServerState:
+    settings: McpServerSettings
+    status: str = "stopped"  # stopped | connecting | ready | failed | disabled
+    tools_status: str = "pending"  # pending | ready | failed | withdrawn | disabled
+    content_status: str = "disabled"
+    catalog: Catalog | None = None
+    generation: int = 0
+    latency_ms: float | None = None
+    last_error: str | None = None
+    protocol: str | None = None
+    mode: str = "auto"
+    client: Client | None = None
+    task: asyncio.Task[None] | None = None
+    oauth: OAuthHandle | None = None
+    refresh: asyncio.Event = field(default_factory=asyncio.Event)
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def view(self) -> dict[str, Any]:
+        cat = self.catalog
+        return {
+            "id": self.settings.id, "name": self.settings.display_name,
+            "transport": self.settings.transport, "status": self.status,
+            "tools_status": self.tools_status, "content_status": self.content_status,
+            "generation": self.generation, "latency_ms": self.latency_ms,
+            "last_error": self.last_error, "protocol": self.protocol,
+            "tools": len(cat.tools) if cat else 0,
+            "resources": len(cat.resources) if cat else 0,
+            "prompts": len(cat.prompts) if cat else 0,
+            "oauth": self.oauth.storage.health() if self.oauth else None,
+        }
+
+
+def _content_wanted(s: McpServerSettings) -> bool:
+    return s.resources_enabled or s.prompts_enabled
+
+
+class McpManager:
+    """Lifecycle and catalogs; exposure and dispatch live in :mod:`deepseek_eyes.mcp.host`."""
+
+    def __init__(self, settings: McpSettings, *, connector: Connector | None = None) -> None:
+        self.settings = settings
+        self._connector = connector
+        self.servers: dict[str, ServerState] = {}
+        self.suspended = False
+        self._lock = asyncio.Lock()
+        set_discover_timeout(settings.discover_timeout)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self, *, wait: float | None = 30.0) -> None:
+        async with self._lock:
+            self._build(self.settings)
+        if wait:
+            await self.wait_settled(wait)
+
+    def _build(self, settings: McpSettings) -> None:
+        self.settings = settings
+        self.servers = {s.id: ServerState(s) for s in settings.servers}
+        for state in self.servers.values():
+            s = state.settings
+            if not (settings.enabled and s.enabled and (s.tools_enabled or _content_wanted(s))):
+                state.status = state.tools_status = "disabled"
+                state.settled.set()
+                continue
+            if not s.tools_enabled:
+                state.tools_status = "disabled"
+            state.content_status = "pending" if _content_wanted(s) else "disabled"
+            state.mode = "legacy" if s.protocol == "legacy" else s.protocol
+            state.task = asyncio.create_task(self._run(state), name=f"mcp:{s.id}")
+
+    async def wait_settled(self, timeout: float) -> None:
+        """Wait until every started server has connected and listed, or failed."""
+        with anyio.move_on_after(timeout):
+            for state in list(self.servers.values()):
+                await state.settled.wait()
+
+    async def stop(self) -> None:
+        """Suspend exposure first, then close every connection; ends with nothing exposed."""
+        self.suspended = True
+        async with self._lock:
+            await self._close_all()
+        self.servers = {}
+
+    async def reconfigure(self, settings: McpSettings, *, wait: float = 30.0) -> None:
+        self.suspended = True
+        async with self._lock:
+            await self._close_all()
+            set_discover_timeout(settings.discover_timeout)
+            self._build(settings)
+        await self.wait_settled(wait)
+        self.suspended = False
+
+    async def restart(self, server_id: str, *, wait: float = 30.0) -> None:
+        state = self.require(server_id)
+        async with self._lock:
+            await self._close(state)
+            fresh = ServerState(state.settings, mode=state.mode, generation=state.generation)
+            self.servers[server_id] = fresh
+            if state.status == "disabled":
+                fresh.status = fresh.tools_status = "disabled"
+                fresh.settled.set()
+            else:
+                fresh.content_status = (
+                    "pending" if _content_wanted(fresh.settings) else "disabled"
+                )
+                fresh.task = asyncio.create_task(self._run(fresh), name=f"mcp:{server_id}")
+        with anyio.move_on_after(wait):
+            await fresh.settled.wait()
+
+    async def _close_all(self) -> None:
+        for state in self.servers.values():
+            state.catalog = None  # revoke before awaiting any close
+        for state in list(self.servers.values()):
+            await self._close(state)
+
+    async def _close(self, state: ServerState) -> None:
+        state.catalog = None
+        state.stopping.set()
+        task = state.task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        state.status = "stopped"
+
+    def require(self, server_id: str) -> ServerState:
+        state = self.servers.get(server_id)
+        if state is None:
+            raise McpError(f"no MCP server {server_id!r}", code="MCP_SERVER_UNKNOWN",
+                           details={"server": server_id})
+        return state
+
+    # -- one server's supervised connection --------------------------------------------------
+    def _oauth(self, state: ServerState) -> OAuthHandle | None:
+        s = state.settings
+        if s.oauth is not None and s.url is not None and state.oauth is None:
+            state.oauth = oauth_handle(s.url, s.oauth)
+        return state.oauth
+
+    async def _run(self, state: ServerState) -> None:
+        attempt = 0
+        while not state.stopping.is_set():
+            try:
+                await self._session(state)
+                attempt = 0
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                err = map_error(exc, connecting=state.status == "connecting")
+                state.status, state.last_error, state.client = "failed", err.code, None
+                state.settled.set()
+            if state.stopping.is_set():
+                return
+            delay = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
+            attempt += 1
+            with anyio.move_on_after(delay):
+                await state.stopping.wait()
+
+    async def _session(self, state: ServerState) -> None:
+        s = state.settings
+        state.status = "connecting"
+
+        async def on_message(message: Any) -> None:
+            if str(getattr(message, "method", "")).endswith("/list_changed"):
+                state.refresh.set()
+
+        client = build_client(s, mode=state.mode, oauth=self._oauth(state),
+                              message_handler=on_message, connector=self._connector)
+        started = time.perf_counter()
+        # The connect deadline covers entering the client only; it is lifted once connected
+        # (the SDK's scopes must be left in the task and order they were entered).
+        scope = anyio.CancelScope(deadline=anyio.current_time() + s.connect_timeout)
+        with scope:
+            async with client:
+                scope.deadline = math.inf
+                await self._serve(state, client, started)
+        if scope.cancelled_caught:
+            raise McpTimeoutError("the server did not connect in time")
+
+    async def _serve(self, state: ServerState, client: Client, started: float) -> None:
+        s = state.settings
+        try:
+            state.protocol = client.protocol_version
+            if s.protocol == "auto" and state.protocol in HANDSHAKE_PROTOCOL_VERSIONS:
+                state.mode = "legacy"  # remembered: reconnects skip the discover probe
+            state.latency_ms = round((time.perf_counter() - started) * 1000, 2)
+            state.client = client
+            await self._discover(state, client)
+            state.status = "ready"
+            state.settled.set()
+            async with anyio.create_task_group() as tg:
+                if state.protocol not in HANDSHAKE_PROTOCOL_VERSIONS:
+                    tg.start_soon(self._listen, state, client)
+                while not state.stopping.is_set():
+                    await state.refresh.wait()
+                    state.refresh.clear()
+                    await self._discover(state, client)
+                tg.cancel_scope.cancel()
+        finally:
+            state.client = None
+
+    async def _listen(self, state: ServerState, client: Client) -> None:
+        caps = client.server_capabilities
+        tools = bool(caps.tools and caps.tools.list_changed)
+        resources = bool(caps.resources and caps.resources.list_changed)
+        prompts = bool(caps.prompts and caps.prompts.list_changed)
+        if not (tools or resources or prompts):
+            return
+        with contextlib.suppress(Exception):
+            async with client.listen(tools_list_changed=tools, resources_list_changed=resources,
+                                     prompts_list_changed=prompts) as sub:
+                async for _event in sub:
+                    state.refresh.set()
+
+    async def _discover(self, state: ServerState, client: Client) -> None:
+        """Build the next generation; a failure keeps the previous one (and its exposure)."""
+        try:
+            with anyio.fail_after(state.settings.connect_timeout):
+                catalog = await self.list_catalog(state.settings, client, state.generation + 1)
+        except Exception as exc:
+            err = map_error(exc)
+            state.last_error = err.code
+            if state.catalog is None:
+                state.tools_status = "failed" if state.settings.tools_enabled else "disabled"
+                if _content_wanted(state.settings):
+                    state.content_status = "failed"
+            if isinstance(exc, McpCatalogError | McpError) or state.catalog is not None:
+                return
+            raise
+        previous = state.catalog
+        if previous is not None and _same(previous, catalog):
+            return  # an unchanged listing keeps its generation; in-flight calls stay valid
+        if previous is not None and not previous.empty and catalog.empty:
+            state.catalog = None  # withdrawn until a probe confirms the empty catalog
+            state.tools_status = "withdrawn"
+            state.generation += 1
+            return
+        state.generation = catalog.generation
+        state.catalog = catalog
+        state.tools_status = "ready" if state.settings.tools_enabled else "disabled"
+        state.content_status = "ready" if _content_wanted(state.settings) else "disabled"
+
+    async def list_catalog(self, s: McpServerSettings, client: Client, generation: int) -> Catalog:
+        """Drain the enabled planes of one server under their budgets.
+
+        Raises:
+            McpCatalogError: the whole generation is rejected.
+        """
+        caps = client.server_capabilities
+        tools: list[Any] = []
+        if s.tools_enabled and caps.tools is not None:
+            meter = Meter(TOOL_BUDGET, "tools")
+
+            async def tool_page(cursor: str | None) -> tuple[list[Any], str | None]:
+                page = await client.list_tools(cursor=cursor)
+                return page.tools, page.next_cursor
+
+            await drain(tool_page, meter, tools)
+        resources: list[ResourceEntry] = []
+        prompts: list[PromptEntry] = []
+        if _content_wanted(s):
+            meter = Meter(CONTENT_BUDGET, "content")
+            if s.resources_enabled and caps.resources is not None:
+                raw: list[Any] = []
+
+                async def res_page(cursor: str | None) -> tuple[list[Any], str | None]:
+                    page = await client.list_resources(cursor=cursor)
+                    return page.resources, page.next_cursor
+
+                async def tpl_page(cursor: str | None) -> tuple[list[Any], str | None]:
+                    page = await client.list_resource_templates(cursor=cursor)
+                    return page.resource_templates, page.next_cursor
+
+                await drain(res_page, meter, raw)
+                resources = [ResourceEntry(str(r.uri), r.name, r.mime_type) for r in raw]
+                raw = []
+                await drain(tpl_page, meter, raw)
+                resources += [
+                    ResourceEntry(str(r.uri_template), r.name, r.mime_type, template=True)
+                    for r in raw
+                ]
+            if s.prompts_enabled and caps.prompts is not None:
+                rawp: list[Any] = []
+
+                async def prompt_page(cursor: str | None) -> tuple[list[Any], str | None]:
+                    page = await client.list_prompts(cursor=cursor)
+                    return page.prompts, page.next_cursor
+
+                await drain(prompt_page, meter, rawp)
+                prompts = [
+                    PromptEntry(p.name, (p.description or "")[:4096], tuple(
+                        (a.name, bool(a.required)) for a in (p.arguments or ())))
+                    for p in rawp
+                ]
+            _unique([r.uri for r in resources], "resource")
+            _unique([p.name for p in prompts], "prompt")
+        entries = tool_entries(s.id, tools)
+        instructions = (client.instructions or "").strip()[: s.max_instruction_chars] or None
+        return Catalog(
+            generation=generation, tools=entries, resources=tuple(resources),
+            prompts=tuple(prompts), instructions=instructions,
+            content_listed=_content_wanted(s),
+            by_public={t.public_name: t for t in entries},
+        )
+
+    # -- probe ---------------------------------------------------------------------------------
+    async def probe(self, server_id: str) -> dict[str, Any]:
+        """Connect, list and close a *separate* connection; the live one is untouched.
+
+        A probe that confirms a withdrawn (now empty) catalog publishes it; one that finds
+        entries asks the live connection to refresh.
+        """
+        state = self.require(server_id)
+        s = state.settings
+        started = time.perf_counter()
+        client = build_client(s, mode=state.mode, oauth=self._oauth(state),
+                              message_handler=None, connector=self._connector)
+        try:
+            with anyio.fail_after(s.connect_timeout):
+                async with client:
+                    catalog = await self.list_catalog(s, client, 0)
+                    protocol = client.protocol_version
+        except Exception as exc:
+            raise map_error(exc, connecting=True) from None
+        if state.tools_status == "withdrawn":
+            if catalog.empty:
+                state.generation += 1
+                state.catalog = Catalog(generation=state.generation)
+                state.tools_status = "ready"
+            else:
+                state.refresh.set()
+        return {
+            "id": s.id, "ok": True, "protocol": protocol,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+            "tools": [t.name for t in catalog.tools],
+            "resources": len(catalog.resources), "prompts": len(catalog.prompts),
+            "instructions": catalog.instructions is not None,
+        }
+
+    def status(self) -> list[dict[str, Any]]:
+        return [state.view() for state in self.servers.values()]
+
+    def catalogs(self) -> Mapping[str, ServerState]:
+        return self.servers
+
+
+def _same(a: Catalog, b: Catalog) -> bool:
+    return (a.tools, a.resources, a.prompts, a.instructions) == (
+        b.tools, b.resources, b.prompts, b.instructions)
+
+
+def _unique(names: list[str], what: str) -> None:
+    if len(set(names)) != len(names):
+        raise McpCatalogError(f"a {what} is listed twice", code="MCP_CATALOG_INVALID")

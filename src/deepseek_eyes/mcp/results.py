@@ -1,0 +1,169 @@
+"""What an admitted result becomes: a canonical hash, a bounded preview, an artifact, images.
+
+* The hash is SHA-256 over canonical JSON (sorted keys, no spaces, UTF-8), so the same
+  result hashes the same on every host and in every audit row.
+* The preview is what enters the model's context, bounded by ``mcp.max_result_chars``.
+  When it had to be cut, or the result carries more than text, the complete canonical
+  JSON is kept as an immutable private artifact (temp file, fsync, atomic rename, the temp
+  file removed on every exit), so nothing that reached the model is untraceable.
+* Image blocks are decoded and validated as one batch before the first blob is written;
+  a bad image stores none, and a storage fault returns no partial list. The runtime hands
+  the returned blob references to the vision bridge.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from deepseek_eyes.errors import McpResultError, StoreError
+from deepseek_eyes.store.blobs import BlobRef, BlobStore
+
+__all__ = [
+    "ImageRef",
+    "canonical_json",
+    "decode_images",
+    "preview_text",
+    "store_images",
+    "write_artifact",
+]
+
+_MAGIC = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),
+}
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    blob: BlobRef
+    mime_type: str
+
+
+def canonical_json(value: Any) -> tuple[bytes, str]:
+    """Canonical UTF-8 JSON of ``value`` and its ``sha256:`` digest."""
+    data = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8", "surrogatepass")
+    return data, "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def decode_images(value: Any) -> list[tuple[bytes, str]]:
+    """Decode and check every top-level image block; all pass or none is returned.
+
+    Raises:
+        McpResultError: ``MCP_RESULT_IMAGE_INVALID`` naming the first bad block.
+    """
+    out: list[tuple[bytes, str]] = []
+    content = value.get("content") if isinstance(value, dict) else None
+    for index, block in enumerate(content if isinstance(content, list) else ()):
+        if not (isinstance(block, dict) and block.get("type") == "image"):
+            continue
+        mime = str(block.get("mimeType", "")).lower()
+        try:
+            data = base64.b64decode(block.get("data", ""), validate=True)
+        except (binascii.Error, ValueError, TypeError):
+            data = b""
+        magics = _MAGIC.get(mime, ())
+        if not data or not any(data.startswith(m) for m in magics) or (
+            mime == "image/webp" and data[8:12] != b"WEBP"
+        ):
+            raise McpResultError(
+                f"image block {index} is not valid base64 of a {mime or 'known'} image",
+                code="MCP_RESULT_IMAGE_INVALID", details={"block": index, "mime_type": mime},
+            )
+        out.append((data, mime))
+    return out
+
+
+def store_images(blobs: BlobStore, images: list[tuple[bytes, str]]) -> list[ImageRef]:
+    """Write an already validated batch; a storage fault returns nothing.
+
+    Raises:
+        McpResultError: ``MCP_RESULT_PERSIST_FAILED``.
+    """
+    refs: list[ImageRef] = []
+    try:
+        for data, mime in images:
+            refs.append(ImageRef(blobs.put(data), mime))
+    except StoreError as exc:
+        raise McpResultError(
+            "the result's images could not be stored", code="MCP_RESULT_PERSIST_FAILED",
+            details={"stored_before_fault": len(refs)},
+        ) from exc
+    return refs
+
+
+def write_artifact(root: Path, data: bytes, digest: str) -> Path:
+    """Store canonical JSON at ``root/<hex[:2]>/<hex>.json``, read-only, atomically.
+
+    Raises:
+        McpResultError: ``MCP_RESULT_PERSIST_FAILED``; the temp file never survives.
+    """
+    hex_digest = digest.removeprefix("sha256:")
+    target = root / hex_digest[:2] / f"{hex_digest}.json"
+    if target.is_file():
+        return target
+    tmp: str | None = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o400)
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as exc:
+        raise McpResultError(
+            f"the result artifact could not be written: {exc.strerror or exc}",
+            code="MCP_RESULT_PERSIST_FAILED",
+        ) from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return target
+
+
+def preview_text(value: Any, images: list[ImageRef], limit: int) -> tuple[str, bool, bool]:
+    """(preview, truncated, text_only): text blocks joined; other blocks as short markers."""
+    parts: list[str] = []
+    text_only = True
+    content = value.get("content") if isinstance(value, dict) else None
+    image_iter = iter(images)
+    size = 0
+    for block in content if isinstance(content, list) else ():
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            part = str(block.get("text", ""))
+        elif kind == "image":
+            text_only = False
+            ref = next(image_iter, None)
+            part = f"[image {ref.blob.uri} {ref.mime_type}]" if ref else "[image]"
+        else:
+            text_only = False
+            part = f"[{kind or 'block'}]"
+        parts.append(part)
+        size += len(part) + 1
+        if size > limit:
+            break
+    if isinstance(value, dict) and value.get("structuredContent") is not None:
+        text_only = False
+        if not parts:
+            parts.append(json.dumps(value["structuredContent"], ensure_ascii=False)[: limit + 1])
+    text = "\n".join(parts)
+    if len(text) > limit:
+        return text[:limit], True, text_only
+    return text, False, text_only
