@@ -1,0 +1,198 @@
+"""One strict settings model for the whole runtime, loaded from ``deepseek-eyes.toml``.
+
+Where a file comes from, in order: ``--config PATH`` (must exist), ``./deepseek-eyes.toml``,
+then ``deepseek-eyes.toml`` in the user config dir. No file at all is valid: every field has
+a default, and with no route configured the embedded local OCR route serves vision.
+
+Two decisions a newcomer would otherwise undo:
+
+* Secrets exist only as ``{ env = "NAME" }`` references (:class:`SecretRef`). A literal
+  string where a secret belongs is a validation error, not a warning, so a key can never
+  reach a settings file, a log line or the audit. References resolve at connection time.
+* Every model forbids unknown keys. A typo (``failover_atempts``) is an error with its
+  path, never a silently ignored setting.
+
+One module per part of the runtime (``base``, ``vision``, ``llm``, ``terminal``, ``mcp``);
+this package holds the root :class:`Settings`, loading and the data directory, and
+re-exports every model so callers import from ``deepseek_eyes.settings`` alone.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+from pydantic import Field, ValidationError
+
+from deepseek_eyes.errors import ConfigError
+from deepseek_eyes.settings.base import (
+    APP_NAME,
+    CONFIG_FILENAME,
+    ENV_HOME,
+    OptionalSecret,
+    Secret,
+    SecretRef,
+    Strict,
+    is_loopback_host,
+)
+from deepseek_eyes.settings.llm import (
+    GatewaySettings,
+    LLMModelSettings,
+    LLMSettings,
+    RuntimeSettings,
+)
+from deepseek_eyes.settings.mcp import (
+    McpOAuthSettings,
+    McpSelectors,
+    McpServerSettings,
+    McpSettings,
+)
+from deepseek_eyes.settings.terminal import TerminalSettings
+from deepseek_eyes.settings.vision import (
+    BoxConvention,
+    ImageSettings,
+    LocalRouteSettings,
+    RouteSettings,
+    VisionSettings,
+)
+
+__all__ = [
+    "CONFIG_FILENAME",
+    "ENV_HOME",
+    "BoxConvention",
+    "GatewaySettings",
+    "ImageSettings",
+    "LLMModelSettings",
+    "LLMSettings",
+    "LoadedSettings",
+    "LocalRouteSettings",
+    "McpOAuthSettings",
+    "McpSelectors",
+    "McpServerSettings",
+    "McpSettings",
+    "OptionalSecret",
+    "RouteSettings",
+    "RuntimeSettings",
+    "Secret",
+    "SecretRef",
+    "Settings",
+    "StorageSettings",
+    "TerminalSettings",
+    "VisionSettings",
+    "config_search_path",
+    "data_home",
+    "format_validation_errors",
+    "is_loopback_host",
+    "load_settings",
+    "validate_settings_file",
+]
+
+
+class StorageSettings(Strict):
+    home: Path | None = Field(
+        default=None,
+        description="Data directory; the DEEPSEEK_EYES_HOME environment variable wins over it.",
+    )
+
+
+class Settings(Strict):
+    storage: StorageSettings = StorageSettings()
+    image: ImageSettings = ImageSettings()
+    vision: VisionSettings = VisionSettings()
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    runtime: RuntimeSettings = RuntimeSettings()
+    gateway: GatewaySettings = GatewaySettings()
+    terminal: TerminalSettings = TerminalSettings()
+    mcp: McpSettings = McpSettings()
+
+
+@dataclass(frozen=True)
+class LoadedSettings:
+    settings: Settings
+    source: Path | None  # None: no file, all defaults
+
+
+def config_search_path() -> list[Path]:
+    """Where a settings file is looked for when ``--config`` is not given."""
+    return [
+        Path.cwd() / CONFIG_FILENAME,
+        Path(platformdirs.user_config_dir(APP_NAME)) / CONFIG_FILENAME,
+    ]
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(root)"
+
+
+def format_validation_errors(error: ValidationError) -> list[dict[str, str]]:
+    """Each pydantic error as ``{"path": "vision.routes[0].api_key", "message": ...}``."""
+    out: list[dict[str, str]] = []
+    for item in error.errors(include_url=False, include_input=False):
+        # Union/Annotated wrappers add type names to the location; keep only real keys.
+        loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and p[:1].isupper()))
+        out.append({"path": _location(loc), "message": item["msg"]})
+    return out
+
+
+def _parse(path: Path) -> Settings:
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            f"settings file {path} does not exist", code="CONFIG_NOT_FOUND",
+            details={"path": str(path)},
+        ) from exc
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(
+            f"settings file {path} cannot be read: {exc}", code="CONFIG_UNREADABLE",
+            details={"path": str(path)},
+        ) from exc
+    try:
+        return Settings.model_validate(raw)
+    except ValidationError as exc:
+        errors = format_validation_errors(exc)
+        raise ConfigError(
+            f"settings file {path} has {len(errors)} error(s)",
+            code="CONFIG_INVALID",
+            details={"path": str(path), "errors": errors},
+        ) from None
+
+
+def load_settings(config: Path | None = None) -> LoadedSettings:
+    """Load the settings the CLI and the runtime use.
+
+    Raises:
+        ConfigError: ``CONFIG_NOT_FOUND`` for a missing ``config``, ``CONFIG_UNREADABLE``
+            for bad TOML, ``CONFIG_INVALID`` (with every error's path) for bad content.
+    """
+    if config is not None:
+        return LoadedSettings(_parse(config), config)
+    for candidate in config_search_path():
+        if candidate.is_file():
+            return LoadedSettings(_parse(candidate), candidate)
+    return LoadedSettings(Settings(), None)
+
+
+def validate_settings_file(path: Path) -> Settings:
+    """Validate one file exactly as :func:`load_settings` would (``config check``)."""
+    return _parse(path)
+
+
+def data_home(settings: Settings) -> Path:
+    """The data directory: ``$DEEPSEEK_EYES_HOME``, then ``storage.home``, then the user
+    data dir."""
+    env = os.environ.get(ENV_HOME)
+    if env:
+        return Path(env).expanduser()
+    if settings.storage.home is not None:
+        return settings.storage.home.expanduser()
+    return Path(platformdirs.user_data_dir(APP_NAME))

@@ -1,0 +1,120 @@
+"""What every settings model shares: strict models, secret references, host checks.
+
+Secrets exist only as ``{ env = "NAME" }`` references (:class:`SecretRef`); a literal
+string where a secret belongs is a validation error, so a key never reaches a settings file,
+a log line or the audit. References resolve at connection time.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from deepseek_eyes.errors import ConfigError
+
+__all__ = [
+    "APP_NAME",
+    "CONFIG_FILENAME",
+    "ENV_HOME",
+    "ENV_LLM_BASE_URL",
+    "LOCAL_ROUTE",
+    "ROUTE_NAME",
+    "OptionalSecret",
+    "Secret",
+    "SecretRef",
+    "Strict",
+    "is_loopback_host",
+    "is_loopback_url",
+]
+
+CONFIG_FILENAME = "deepseek-eyes.toml"
+ENV_HOME = "DEEPSEEK_EYES_HOME"
+ENV_LLM_BASE_URL = "DEEPSEEK_BASE_URL"
+APP_NAME = "deepseek-eyes"
+LOCAL_ROUTE = "local"
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+ROUTE_NAME = r"^[a-z0-9][a-z0-9._/-]{0,63}$"
+
+
+class Strict(BaseModel):
+    """Forbids unknown keys (a typo is an error with its path) and is immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class SecretRef(Strict):
+    """A secret named by the environment variable that holds it."""
+
+    env: str = Field(description="Name of the environment variable holding the secret.")
+
+    @field_validator("env")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not _ENV_NAME.match(value):
+            raise PydanticCustomError("env_name", "not a valid environment variable name")
+        return value
+
+    def resolve(self, environ: os._Environ[str] | dict[str, str] | None = None) -> str:
+        """Return the secret's value.
+
+        Raises:
+            ConfigError: ``CONFIG_ENV_MISSING`` when the variable is unset or empty.
+        """
+        env = os.environ if environ is None else environ
+        value = env.get(self.env, "")
+        if not value:
+            raise ConfigError(
+                f"environment variable {self.env} is not set",
+                code="CONFIG_ENV_MISSING",
+                details={"env": self.env},
+            )
+        return value
+
+    def is_set(self) -> bool:
+        return bool(os.environ.get(self.env))
+
+
+def _refuse_literal_secret(value: Any) -> Any:
+    if value is False:
+        return None  # `api_key = false`: this endpoint takes no key (a local server)
+    if isinstance(value, str):
+        raise PydanticCustomError(
+            "literal_secret",
+            "a literal secret is not allowed here; reference it as {example} and set NAME in "
+            "the environment",
+            {"example": '{ env = "NAME" }'},
+        )
+    return value
+
+
+Secret = Annotated[SecretRef, BeforeValidator(_refuse_literal_secret)]
+#: A secret that may also be absent: omitted, or ``false`` for an endpoint that takes none.
+OptionalSecret = Annotated[SecretRef | None, BeforeValidator(_refuse_literal_secret)]
+
+
+def is_loopback_host(host: str) -> bool:
+    """``localhost`` or a loopback IP address (the only hosts plain http may carry a key to,
+    and the only ones a server may listen on without one)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def is_loopback_url(url: str) -> bool:
+    return is_loopback_host(urlsplit(url).hostname or "")

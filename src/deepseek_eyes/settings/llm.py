@@ -1,0 +1,94 @@
+"""Settings of the final model, the turn runtime and the OpenAI-compatible gateway."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import (
+    Field,
+    field_validator,
+)
+
+from deepseek_eyes.settings.base import (
+    ENV_LLM_BASE_URL,
+    OptionalSecret,
+    SecretRef,
+    Strict,
+)
+from deepseek_eyes.settings.vision import RouteSettings
+
+__all__ = ["GatewaySettings", "LLMModelSettings", "LLMSettings", "RuntimeSettings"]
+
+
+class LLMModelSettings(Strict):
+    id: str = Field(min_length=1, max_length=200)
+    input: tuple[Literal["text", "image"], ...] = ("text",)
+
+
+def _default_llm_base_url() -> str:
+    # With no settings file, the environment names the upstream (DEEPSEEK_BASE_URL).
+    return os.environ.get(ENV_LLM_BASE_URL) or "https://api.deepseek.com"
+
+
+class LLMSettings(Strict):
+    """The final-answer endpoint (DeepSeek by default). Model names come from ``model``,
+    ``models`` and the endpoint's ``/models``, never from a list in the code. Its
+    image-capable models can serve vision when ``vision.auto_detect`` is on."""
+
+    base_url: str = Field(default_factory=_default_llm_base_url)
+    api_key: OptionalSecret = SecretRef(env="DEEPSEEK_API_KEY")
+    model: str | None = Field(
+        default=None, min_length=1, max_length=200,
+        description="Default final model; else the first of models, else of /models.",
+    )
+    models: tuple[LLMModelSettings, ...] = ()
+    timeout: float = Field(default=120.0, gt=0, le=1800)
+    connect_timeout: float = Field(default=10.0, gt=0, le=120)
+    models_ttl: float = Field(
+        default=300.0, ge=0, le=86400, description="Seconds a /models listing is reused."
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return RouteSettings._http_url(value) or value
+
+
+class RuntimeSettings(Strict):
+    """How a turn is run for the final model."""
+
+    max_rereads_per_turn: int = Field(default=2, ge=0, le=16)
+    max_tool_calls_per_turn: int = Field(default=8, ge=0, le=128)
+    max_model_calls_per_turn: int = Field(default=6, ge=1, le=64)
+    history_budget_tokens: int = Field(
+        default=48_000, ge=1000, le=2_000_000,
+        description="Estimated tokens of model-facing history; older turns are dropped first.",
+    )
+    max_images_per_turn: int = Field(
+        default=8, ge=1, le=64,
+        description="Distinct images a conversation may carry into one turn.",
+    )
+    history_evidence: Literal["pointer", "full"] = Field(
+        default="pointer",
+        description="Images of earlier user messages: a pointer the model can look at "
+        "again (cheap), or their full evidence every turn.",
+    )
+
+
+class GatewaySettings(Strict):
+    """``deepseek-eyes serve``: the OpenAI-compatible HTTP gateway."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    api_key: OptionalSecret = SecretRef(env="DEEPSEEK_EYES_GATEWAY_KEY")
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+    allow_image_urls: bool = Field(
+        default=False, description="Fetch http(s) image_url parts (off: data URLs only)."
+    )
+    image_url_timeout: float = Field(default=10.0, gt=0, le=120)
+    allow_private_image_urls: bool = Field(
+        default=False,
+        description="Also fetch image URLs on loopback/private addresses (SSRF risk).",
+    )
+    max_concurrent_turns: int = Field(default=64, ge=1, le=4096)

@@ -1,0 +1,146 @@
+"""Settings of the vision bridge: image intake limits, routes and the router's policy."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import (
+    Field,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from deepseek_eyes.settings.base import (
+    LOCAL_ROUTE,
+    ROUTE_NAME,
+    OptionalSecret,
+    Secret,
+    Strict,
+    is_loopback_url,
+)
+
+__all__ = [
+    "BoxConvention",
+    "ImageFormat",
+    "ImageSettings",
+    "LocalRouteSettings",
+    "RouteSettings",
+    "VisionSettings",
+]
+
+ImageFormat = Literal["PNG", "JPEG", "WEBP", "GIF", "BMP"]
+
+
+class ImageSettings(Strict):
+    max_bytes: int = Field(default=20 * 1024 * 1024, gt=0, le=1024 * 1024 * 1024)
+    # Pillow itself refuses images over ~89 MP (its bomb warning is an error here).
+    max_pixels: int = Field(default=40_000_000, gt=0, le=89_000_000)
+    formats: tuple[ImageFormat, ...] = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
+
+
+BoxConvention = Literal["auto", "xywh-normalized", "xyxy-pixels", "xyxy-1000", "yxyx-1000"]
+
+
+class RouteSettings(Strict):
+    """One vision route: an OpenAI-compatible multimodal endpoint, or the local engine."""
+
+    name: str = Field(pattern=ROUTE_NAME)
+    kind: Literal["openai", "local"] = "openai"
+    base_url: str | None = Field(default=None, description="e.g. https://host/v1")
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    api_key: OptionalSecret = None
+    headers: dict[str, Secret] = Field(default_factory=dict)
+    timeout: float = Field(default=60.0, gt=0, le=600)
+    connect_timeout: float = Field(default=10.0, gt=0, le=120)
+    stream: bool = False
+    json_mode: bool = Field(
+        default=False, description="Send response_format json_object (not every server has it)."
+    )
+    max_tokens: int = Field(default=4096, gt=0, le=65536)
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    health_check: Literal["models", "none"] = "models"
+    box_convention: BoxConvention = "auto"
+    probe: bool | None = Field(
+        default=None, description="Override vision.probe for this route (local is always exempt)."
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not re.match(r"^https?://[^\s/@]+(/[^\s]*)?$", value):
+            raise PydanticCustomError(
+                "base_url", "must be an http(s) URL without user information"
+            )
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> RouteSettings:
+        if self.kind == "openai":
+            missing = [f for f in ("base_url", "model") if getattr(self, f) is None]
+            if missing:
+                raise PydanticCustomError(
+                    "route_fields",
+                    "an openai route needs {missing}",
+                    {"missing": " and ".join(missing)},
+                )
+            if (
+                self.base_url
+                and self.base_url.startswith("http://")
+                and (self.api_key or self.headers)
+                and not is_loopback_url(self.base_url)
+            ):
+                raise PydanticCustomError(
+                    "plain_http_secret",
+                    "credentials may only travel over https:// (plain http is allowed for "
+                    "loopback hosts)",
+                )
+        elif self.base_url or self.model or self.api_key or self.headers:
+            raise PydanticCustomError(
+                "route_fields", "a local route takes no base_url, model, api_key or headers"
+            )
+        return self
+
+
+class LocalRouteSettings(Strict):
+    min_confidence: float = Field(
+        default=0.6, ge=0, le=1, description="Lines below this become uncertainties."
+    )
+    threads: int | None = Field(default=None, ge=1, le=64)
+
+
+class VisionSettings(Strict):
+    route: str | None = Field(default=None, description="The explicitly selected route.")
+    route_priority: tuple[str, ...] = ()
+    auto_detect: bool = Field(
+        default=False, description="Also try llm.models that declare image input."
+    )
+    health_ttl: float = Field(default=300.0, ge=0, le=86400)
+    failure_cooldown: float = Field(default=60.0, ge=0, le=86400)
+    failover_attempts: int = Field(default=2, ge=0, le=16)
+    probe: bool = True
+    probe_ttl: float = Field(default=86400.0, ge=0, le=30 * 86400)
+    attempts_max_rows: int = Field(default=50_000, ge=100, le=10_000_000)
+    routes: tuple[RouteSettings, ...] = ()
+    local: LocalRouteSettings = LocalRouteSettings()
+
+    @model_validator(mode="after")
+    def _names(self) -> VisionSettings:
+        seen: set[str] = set()
+        for route in self.routes:
+            if route.name in seen:
+                raise PydanticCustomError(
+                    "duplicate_route", "route name {name!r} is used twice", {"name": route.name}
+                )
+            seen.add(route.name)
+        known = seen | {LOCAL_ROUTE}
+        for name in (self.route, *self.route_priority):
+            if name is not None and name not in known:
+                raise PydanticCustomError(
+                    "unknown_route", "route {name!r} is not defined in vision.routes",
+                    {"name": name},
+                )
+        return self
