@@ -12,4 +12,5 @@ scripts/ci-deps.sh
 .venv/bin/ruff check src tests bench
 .venv/bin/mypy
 scripts/terminal-conformance.sh
+scripts/mcp-conformance.sh  # the MCP host client against the suite's client scenarios
 exec .venv/bin/pytest "$@"

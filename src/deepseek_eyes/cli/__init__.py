@@ -16,6 +16,7 @@ from deepseek_eyes import __version__
 from deepseek_eyes.cli.ask import ask_command, serve_command, sessions_group
 from deepseek_eyes.cli.config import config_group
 from deepseek_eyes.cli.evidence import evidence_group
+from deepseek_eyes.cli.mcp import mcp_group
 from deepseek_eyes.cli.see import routes_command, see_command
 from deepseek_eyes.cli.terminal import terminal_group
 from deepseek_eyes.cli.usage import usage_command
@@ -46,6 +47,7 @@ cli.add_command(evidence_group)
 cli.add_command(config_group)
 cli.add_command(usage_command)
 cli.add_command(terminal_group)
+cli.add_command(mcp_group)
 cli.add_command(ask_command)
 cli.add_command(sessions_group)
 cli.add_command(serve_command)

@@ -7,14 +7,16 @@ credentials and raw messages never enter it.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from deepseek_eyes.audit import AuditLog, message_digest
+from deepseek_eyes.store.db import Database
 
-__all__ = ["McpAudit", "McpAuditRecord"]
+__all__ = ["McpAudit", "McpAuditRecord", "stored_records"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,9 @@ class McpAuditRecord:
     result_sha256: str | None = None
     code: str | None = None
     message_sha256: str | None = None
+
+
+_ROW_FIELDS = tuple(f for f in fields(McpAuditRecord) if f.name not in ("ts", "server", "kind"))
 
 
 class McpAudit:
@@ -50,9 +55,25 @@ class McpAudit:
         )
         self.ring.append(rec)
         if self._log is not None:
-            fields = {k: v for k, v in asdict(rec).items() if k not in ("ts", "server")}
-            self._log.append("mcp.call", server, **fields)
+            # A shallow copy: every field is a scalar (asdict's deep copy costs more per call).
+            fields = {f.name: getattr(rec, f.name) for f in _ROW_FIELDS}
+            # `kind` names the audit row's own kind in AuditLog.append; ours is the plane.
+            self._log.append("mcp.call", server, plane=rec.kind, **fields)
         return rec
 
     def recent(self) -> list[dict[str, Any]]:
         return [asdict(r) for r in self.ring]
+
+
+def stored_records(db: Database, limit: int = 100) -> list[dict[str, Any]]:
+    """The newest ``limit`` MCP call rows of the SQLite audit, newest first."""
+    rows = db.query(
+        "SELECT ts, subject, details FROM audit WHERE kind = 'mcp.call' ORDER BY id DESC LIMIT ?",
+        (max(1, min(limit, 10_000)),),
+    )
+    out = []
+    for row in rows:
+        details = json.loads(row["details"])
+        out.append({"ts": row["ts"], "server": row["subject"], "kind": details.pop("plane", None),
+                    **details})
+    return out

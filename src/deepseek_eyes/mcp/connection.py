@@ -25,7 +25,7 @@ from deepseek_eyes.mcp.oauth import OAuthHandle
 from deepseek_eyes.settings import McpServerSettings
 from mcp import Client, StdioServerParameters
 
-__all__ = ["Connector", "build_client", "map_error", "set_discover_timeout"]
+__all__ = ["Connector", "build_client", "check_credentials", "map_error", "set_discover_timeout"]
 
 #: Tests and embedders may map a server id to any ``Client`` target (an in-process server).
 Connector = Callable[[McpServerSettings], Any]
@@ -34,6 +34,19 @@ Connector = Callable[[McpServerSettings], Any]
 def set_discover_timeout(seconds: float) -> None:
     """Bound the SDK's ``server/discover`` probe (a module constant read at call time)."""
     sdk_session.DISCOVER_TIMEOUT_SECONDS = seconds
+
+
+def check_credentials(server: McpServerSettings) -> None:
+    """Resolve every reference the server needs (values are dropped at once).
+
+    Raises:
+        ConfigError: ``CONFIG_ENV_MISSING`` naming the first unset variable.
+    """
+    refs = [*server.env.values(), *server.headers.values()]
+    if server.oauth is not None:
+        refs += [server.oauth.client_id, server.oauth.client_secret]
+    for ref in refs:
+        ref.resolve()
 
 
 def build_client(

@@ -38,6 +38,9 @@ from deepseek_eyes.usage import UsageCategory, UsageTracker, estimate_tokens
 
 __all__ = ["PROMPT_TOOL", "RESOURCE_TOOL", "CallResult", "ExposedTool", "McpHost", "RunQuota"]
 
+#: Admitted results up to this many characters are finished on the event loop.
+INLINE_RESULT_CHARS = 64 * 1024
+
 RESOURCE_TOOL = "mcp__deepseekeyes__resource"
 PROMPT_TOOL = "mcp__deepseekeyes__prompt"
 
@@ -118,11 +121,43 @@ class McpHost:
                 if s.status == "ready" and s.catalog is not None]
 
     def discovered(self, server_id: str) -> list[dict[str, Any]]:
-        state = self.manager.require(server_id)
+        """Every discovered tool of one server, its risk class and whether it is exposed.
+
+        Raises:
+            McpError: ``MCP_SERVER_UNKNOWN``, ``MCP_SERVER_DISABLED``, ``MCP_SERVER_UNAVAILABLE``.
+        """
+        state = self._listed(server_id)
         exposed = {t.public_name for t in self.exposed()}
         return [{"name": t.name, "public_name": t.public_name, "risk": t.risk,
                  "exposed": t.public_name in exposed}
                 for t in (state.catalog.tools if state.catalog else ())]
+
+    def public_name_of(self, server_id: str, tool: str) -> str:
+        """The public name of a *discovered* tool (exposure is checked at the call).
+
+        Raises:
+            McpError: ``MCP_SERVER_UNKNOWN``, ``MCP_SERVER_DISABLED``,
+                ``MCP_SERVER_UNAVAILABLE`` or ``MCP_TOOL_NOT_EXPOSED``.
+        """
+        state = self._listed(server_id)
+        assert state.catalog is not None
+        for entry in state.catalog.tools:
+            if entry.name == tool:
+                return entry.public_name
+        raise McpPolicyError(f"{server_id} has no tool {tool!r}", code="MCP_TOOL_NOT_EXPOSED",
+                             details={"server": server_id})
+
+    def _listed(self, server_id: str) -> ServerState:
+        state = self.manager.require(server_id)
+        if state.status == "disabled":
+            raise McpError(f"{server_id} is disabled in the settings",
+                           code="MCP_SERVER_DISABLED", details={"server": server_id})
+        if state.catalog is None:
+            raise McpError(
+                f"{server_id} is not connected (last error: {state.last_error or 'none'})",
+                code="MCP_SERVER_UNAVAILABLE",
+                details={"server": server_id, "last_error": state.last_error})
+        return state
 
     def exposed(self) -> list[ExposedTool]:
         cfg = self.manager.settings
@@ -227,7 +262,15 @@ class McpHost:
             value = raw.model_dump(mode="json", by_alias=True, exclude_none=True)
             if kind != "tool":
                 value = _as_content(value)
-            result = await anyio.to_thread.run_sync(self._admit_and_store, value)
+            # Admission is bounded by its limits (lengths are read, never scanned), so it runs
+            # here; it also tells how big the rest of the work is. A small text result is
+            # hashed and previewed inline (a thread hop would cost more than the work); a big
+            # one or one with images (blob writes) goes to a thread.
+            size = admit(value)
+            if size.images == 0 and size.string_chars + size.raw_bytes <= INLINE_RESULT_CHARS:
+                result = self._store(value)
+            else:
+                result = await anyio.to_thread.run_sync(self._store, value)
         except McpError as exc:
             code = exc.code
             self.audit.record(server=state.settings.id, tool=name, kind=kind, risk=risk,
@@ -244,8 +287,8 @@ class McpHost:
         return CallResult(state.settings.id, name, is_error, result[0], result[2], result[1],
                           result[3], tuple(result[4]))
 
-    def _admit_and_store(self, value: Any) -> tuple[str, str, bool, str | None, list[ImageRef]]:
-        admit(value)
+    def _store(self, value: Any) -> tuple[str, str, bool, str | None, list[ImageRef]]:
+        """Hash, decode images, preview and keep an artifact of an *admitted* value."""
         data, digest = canonical_json(value)
         images = store_images(self.blobs, decode_images(value))
         preview, truncated, text_only = preview_text(

@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from deepseek_eyes.errors import McpCatalogError, McpError, McpTimeoutError
+from deepseek_eyes.errors import ConfigError, McpCatalogError, McpError, McpTimeoutError
 from deepseek_eyes.mcp.catalog import (
     CONTENT_BUDGET,
     TOOL_BUDGET,
@@ -37,7 +37,13 @@ from deepseek_eyes.mcp.catalog import (
     drain,
     tool_entries,
 )
-from deepseek_eyes.mcp.connection import Connector, build_client, map_error, set_discover_timeout
+from deepseek_eyes.mcp.connection import (
+    Connector,
+    build_client,
+    check_credentials,
+    map_error,
+    set_discover_timeout,
+)
 from deepseek_eyes.mcp.oauth import OAuthHandle, oauth_handle
 from deepseek_eyes.settings import McpServerSettings, McpSettings
 from mcp import Client
@@ -144,7 +150,10 @@ class McpManager:
         state = self.require(server_id)
         async with self._lock:
             await self._close(state)
-            fresh = ServerState(state.settings, mode=state.mode, generation=state.generation)
+            # The OAuth provider (and its in-memory token) belongs to the server, not to one
+            # connection: a restart keeps it.
+            fresh = ServerState(state.settings, mode=state.mode, generation=state.generation,
+                                oauth=state.oauth)
             self.servers[server_id] = fresh
             if state.status == "disabled":
                 fresh.status = fresh.tools_status = "disabled"
@@ -173,6 +182,16 @@ class McpManager:
                 await task
         state.status = "stopped"
 
+    def _configured(self, server_id: str) -> ServerState:
+        """The live state, or a detached one for a configured server that was not started."""
+        state = self.servers.get(server_id)
+        if state is not None:
+            return state
+        for s in self.settings.servers:
+            if s.id == server_id:
+                return ServerState(s, mode="legacy" if s.protocol == "legacy" else s.protocol)
+        return self.require(server_id)
+
     def require(self, server_id: str) -> ServerState:
         state = self.servers.get(server_id)
         if state is None:
@@ -188,6 +207,16 @@ class McpManager:
         return state.oauth
 
     async def _run(self, state: ServerState) -> None:
+        try:
+            check_credentials(state.settings)
+        except ConfigError as exc:
+            # A missing variable will not appear by retrying: fail once, connect nothing.
+            state.status, state.last_error = "failed", exc.code
+            state.tools_status = "failed" if state.settings.tools_enabled else "disabled"
+            if _content_wanted(state.settings):
+                state.content_status = "failed"
+            state.settled.set()
+            return
         attempt = 0
         while not state.stopping.is_set():
             try:
@@ -358,10 +387,19 @@ class McpManager:
         """Connect, list and close a *separate* connection; the live one is untouched.
 
         A probe that confirms a withdrawn (now empty) catalog publishes it; one that finds
-        entries asks the live connection to refresh.
+        entries asks the live connection to refresh. A server that is configured but not
+        started (the CLI's ``mcp probe``) is probed on its own.
+
+        Raises:
+            ConfigError: ``CONFIG_ENV_MISSING``, before any connection.
+            McpError: ``MCP_SERVER_UNKNOWN``, ``MCP_SERVER_DISABLED`` or a connect code.
         """
-        state = self.require(server_id)
+        state = self._configured(server_id)
         s = state.settings
+        if not (self.settings.enabled and s.enabled):
+            raise McpError(f"{server_id} is disabled in the settings", code="MCP_SERVER_DISABLED",
+                           details={"server": server_id})
+        check_credentials(s)
         started = time.perf_counter()
         client = build_client(s, mode=state.mode, oauth=self._oauth(state),
                               message_handler=None, connector=self._connector)

@@ -10,10 +10,12 @@ expires, never the token.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 from deepseek_eyes.settings import McpOAuthSettings
 
@@ -68,12 +70,19 @@ def oauth_handle(url: str, oauth: McpOAuthSettings) -> OAuthHandle:
         ConfigError: ``CONFIG_ENV_MISSING`` when a reference names an unset variable.
     """
     storage = MemoryTokenStorage()
-    provider = ClientCredentialsOAuthProvider(
-        server_url=url,
-        storage=storage,
-        client_id=oauth.client_id.resolve(),
-        client_secret=oauth.client_secret.resolve(),
-        token_endpoint_auth_method=oauth.token_endpoint_auth_method,
-        scope=oauth.scope,
-    )
+    issuer: str | None = getattr(oauth, "issuer", None)
+    with warnings.catch_warnings():
+        # Without a configured issuer the SDK warns that omitting it is deprecated; the
+        # settings have no `issuer` field yet, so the discovered one is used (as before).
+        if issuer is None:
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+        provider = ClientCredentialsOAuthProvider(
+            server_url=url,
+            storage=storage,
+            client_id=oauth.client_id.resolve(),
+            client_secret=oauth.client_secret.resolve(),
+            token_endpoint_auth_method=oauth.token_endpoint_auth_method,
+            scope=oauth.scope,
+            issuer=issuer,
+        )
     return OAuthHandle(provider, storage)

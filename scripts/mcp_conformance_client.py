@@ -1,0 +1,81 @@
+"""The MCP host's client, driven by the official conformance suite's client scenarios.
+
+``conformance client --command "python scripts/mcp_conformance_client.py"`` runs this with
+the scenario's URL as the last argument and ``MCP_CONFORMANCE_SCENARIO`` (and, for auth
+scenarios, ``MCP_CONFORMANCE_CONTEXT`` with the client credentials) in the environment.
+Everything goes through our own code: settings validation, :class:`McpManager` (connect,
+bounded discovery), :class:`McpHost` (policy, admission, audit) and the OAuth provider.
+Credentials from the context are put in this process's environment and referenced as
+``{ env = "NAME" }``, exactly as an operator would configure them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from deepseek_eyes.mcp.audit import McpAudit
+from deepseek_eyes.mcp.host import McpHost
+from deepseek_eyes.mcp.manager import McpManager
+from deepseek_eyes.settings import McpSettings
+from deepseek_eyes.store.blobs import BlobStore
+
+#: The tool each scenario expects to be called, and its arguments.
+CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "tools_call": ("add_numbers", {"a": 5, "b": 3}),
+    "sse-retry": ("test_reconnection", {}),
+}
+
+
+def server_settings(scenario: str, url: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"id": "conformance", "transport": "streamable-http", "url": url,
+                             "allow": {"tools": _allowed(scenario)},
+                             "connect_timeout": 20, "call_timeout": 20}
+    if scenario.startswith("auth/"):
+        context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT", "{}"))
+        if "client_id" not in context or "client_secret" not in context:
+            # Only client_credentials is implemented; see scripts/mcp-conformance.sh.
+            raise SystemExit(f"{scenario}: no client credentials in the context")
+        os.environ["CONFORMANCE_CLIENT_ID"] = context["client_id"]
+        os.environ["CONFORMANCE_CLIENT_SECRET"] = context["client_secret"]
+        method = context.get("token_endpoint_auth_method", "client_secret_basic")
+        entry["oauth"] = {"client_id": {"env": "CONFORMANCE_CLIENT_ID"},
+                          "client_secret": {"env": "CONFORMANCE_CLIENT_SECRET"},
+                          "token_endpoint_auth_method": method}
+    return entry
+
+
+def _allowed(scenario: str) -> list[str]:
+    return [CALLS[scenario][0]] if scenario in CALLS else []
+
+
+async def main(url: str, scenario: str) -> int:
+    settings = McpSettings.model_validate({"servers": [server_settings(scenario, url)]})
+    with tempfile.TemporaryDirectory() as tmp:
+        host = McpHost(McpManager(settings), blobs=BlobStore(Path(tmp) / "blobs"),
+                       artifacts=Path(tmp) / "artifacts", audit=McpAudit(None))
+        await host.manager.start(wait=25)
+        try:
+            state = host.manager.servers["conformance"]
+            print(f"status={state.status} protocol={state.protocol} "
+                  f"last_error={state.last_error}")
+            if state.status != "ready":
+                return 1
+            if scenario in CALLS:
+                name, arguments = CALLS[scenario]
+                result = await host.call_tool(host.public_name_of("conformance", name),
+                                              arguments)
+                print(f"{name}: is_error={result.is_error} preview={result.preview[:200]!r}")
+                return 1 if result.is_error else 0
+            return 0
+        finally:
+            await host.manager.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[-1], os.environ.get("MCP_CONFORMANCE_SCENARIO", ""))))

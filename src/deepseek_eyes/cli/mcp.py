@@ -1,0 +1,335 @@
+"""``deepseek-eyes mcp …``: inspect, probe, allow and call the configured MCP servers.
+
+Thin: ``call``, ``read`` and ``get-prompt`` go through :class:`~deepseek_eyes.mcp.host.McpHost`,
+the path the model's calls take, so an operator sees exactly what the model would. ``allow``,
+``deny`` and ``import`` edit the settings file through the loader's own validation and
+write nothing when the result would be invalid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from deepseek_eyes.cli.common import dump_json, loaded_settings
+from deepseek_eyes.errors import McpError
+from deepseek_eyes.mcp.audit import stored_records
+from deepseek_eyes.mcp.host import CallResult, McpHost
+from deepseek_eyes.mcp.importer import import_servers
+from deepseek_eyes.mcp.manager import McpManager
+from deepseek_eyes.mcp.running import running_host
+from deepseek_eyes.mcp.settings_file import edit_selectors, edit_settings_file, read_raw
+from deepseek_eyes.settings import CONFIG_FILENAME
+from deepseek_eyes.store.home import DataHome
+
+__all__ = ["mcp_group"]
+
+T = TypeVar("T")
+
+_json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+_args_option = click.option("--args", "args_json", default="{}", show_default=True,
+                            help="Arguments as a JSON object.")
+_kind_option = click.option("--kind", type=click.Choice(["tools", "resources", "prompts"]),
+                            default="tools", show_default=True,
+                            help="Which selector list to extend.")
+
+
+def _with_host(ctx: click.Context, work: Callable[[McpHost], Awaitable[T]]) -> T:
+    settings = loaded_settings(ctx).settings
+
+    async def run() -> T:
+        with DataHome.open(settings) as home:
+            async with running_host(settings, home) as host:
+                return await work(host)
+
+    return asyncio.run(run())
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise McpError(f"--args is not valid JSON: {exc}", code="MCP_ARGUMENTS_INVALID") from None
+    if not isinstance(value, dict):
+        raise McpError("--args must be a JSON object", code="MCP_ARGUMENTS_INVALID")
+    return value
+
+
+def _target_file(ctx: click.Context) -> Path:
+    """The file an edit writes: --config, else the one the search path finds, else ./."""
+    root = ctx.find_root()
+    explicit: Path | None = (root.obj or {}).get("config_path")
+    if explicit is not None:
+        return explicit
+    source = loaded_settings(ctx).source
+    return source if source is not None else Path.cwd() / CONFIG_FILENAME
+
+
+def _show_result(result: CallResult, as_json: bool) -> None:
+    if as_json:
+        view = asdict(result)
+        view["images"] = [{"blob": i.blob.uri, "mime_type": i.mime_type} for i in result.images]
+        click.echo(dump_json(view))
+    else:
+        click.echo(result.preview)
+        click.echo(f"result {result.result_sha256}" + (" (truncated)" if result.truncated else ""),
+                   err=True)
+        if result.artifact:
+            click.echo(f"artifact {result.artifact}", err=True)
+        for image in result.images:
+            click.echo(f"image {image.blob.uri} {image.mime_type}", err=True)
+    if result.is_error:
+        click.echo("the tool reported an error (isError)", err=True)
+        raise SystemExit(1)
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+    if not rows:
+        click.echo("(none)")
+        return
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
+    click.echo("  ".join(c.ljust(widths[c]) for c in columns).rstrip())
+    for row in rows:
+        click.echo("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns).rstrip())
+
+
+@click.group("mcp")
+def mcp_group() -> None:
+    """The MCP host: servers, exposure policy, calls and their audit."""
+
+
+@mcp_group.command("list")
+@_json_option
+@click.pass_context
+def list_command(ctx: click.Context, as_json: bool) -> None:
+    """Configured servers, without connecting."""
+    mcp = loaded_settings(ctx).settings.mcp
+    rows = [{
+        "id": s.id, "name": s.display_name, "transport": s.transport,
+        "enabled": mcp.enabled and s.enabled, "risk_policy": s.risk_policy,
+        "planes": ",".join(p for p, on in (("tools", s.tools_enabled),
+                                          ("resources", s.resources_enabled),
+                                          ("prompts", s.prompts_enabled)) if on) or "-",
+        "allow": sum(len(getattr(s.allow, k)) for k in ("tools", "resources", "prompts")),
+        "deny": sum(len(getattr(s.deny, k)) for k in ("tools", "resources", "prompts")),
+    } for s in mcp.servers]
+    if as_json:
+        click.echo(dump_json({"enabled": mcp.enabled, "servers": rows}))
+        return
+    if not mcp.enabled:
+        click.echo("mcp.enabled = false: no server connects")
+    _table(rows, ["id", "name", "transport", "enabled", "planes", "risk_policy", "allow", "deny"])
+
+
+@mcp_group.command("status")
+@_json_option
+@click.pass_context
+def status_command(ctx: click.Context, as_json: bool) -> None:
+    """Connect the enabled servers and show each one's health."""
+    async def work(host: McpHost) -> list[dict[str, Any]]:
+        return host.manager.status()
+
+    rows = _with_host(ctx, work)
+    if as_json:
+        click.echo(dump_json(rows))
+        return
+    for row in rows:
+        oauth = row.get("oauth")
+        row["oauth"] = oauth["status"] if oauth else "-"
+        row["last_error"] = row["last_error"] or "-"
+    _table(rows, ["id", "status", "tools_status", "content_status", "protocol", "generation",
+                  "tools", "resources", "prompts", "latency_ms", "last_error", "oauth"])
+
+
+@mcp_group.command("probe")
+@click.argument("server_id")
+@_json_option
+@click.pass_context
+def probe_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
+    """Connect to one server, list its catalog and close."""
+    manager = McpManager(loaded_settings(ctx).settings.mcp)
+    report = asyncio.run(manager.probe(server_id))
+    if as_json:
+        click.echo(dump_json(report))
+        return
+    click.echo(f"{report['id']}: ok, protocol {report['protocol']}, {report['latency_ms']} ms")
+    click.echo(f"  tools ({len(report['tools'])}): {', '.join(report['tools']) or '-'}")
+    click.echo(f"  resources: {report['resources']}  prompts: {report['prompts']}  "
+               f"instructions: {'yes' if report['instructions'] else 'no'}")
+
+
+@mcp_group.command("tools")
+@click.argument("server_id")
+@_json_option
+@click.pass_context
+def tools_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
+    """Discovered tools, their risk class and whether the model is offered them."""
+    async def work(host: McpHost) -> list[dict[str, Any]]:
+        return host.discovered(server_id)
+
+    rows = _with_host(ctx, work)
+    if as_json:
+        click.echo(dump_json(rows))
+        return
+    for row in rows:
+        row["exposed"] = "yes" if row["exposed"] else "no"
+    _table(rows, ["name", "risk", "exposed", "public_name"])
+
+
+def _edit(ctx: click.Context, which: str, server_id: str, kind: str,
+          selectors: tuple[str, ...]) -> None:
+    path = _target_file(ctx)
+    edit_selectors(path, server_id, which, kind, selectors)
+    click.echo(f"{path}: {server_id} {which}.{kind} += {', '.join(selectors)}")
+
+
+@mcp_group.command("allow")
+@click.argument("server_id")
+@click.argument("selectors", nargs=-1, required=True)
+@_kind_option
+@click.pass_context
+def allow_command(ctx: click.Context, server_id: str, selectors: tuple[str, ...],
+                  kind: str) -> None:
+    """Add allow selectors (a name, or a prefix ending in *)."""
+    _edit(ctx, "allow", server_id, kind, selectors)
+
+
+@mcp_group.command("deny")
+@click.argument("server_id")
+@click.argument("selectors", nargs=-1, required=True)
+@_kind_option
+@click.pass_context
+def deny_command(ctx: click.Context, server_id: str, selectors: tuple[str, ...],
+                 kind: str) -> None:
+    """Add deny selectors (deny always wins over allow)."""
+    _edit(ctx, "deny", server_id, kind, selectors)
+
+
+@mcp_group.command("call")
+@click.argument("server_id")
+@click.argument("tool")
+@_args_option
+@_json_option
+@click.pass_context
+def call_command(ctx: click.Context, server_id: str, tool: str, args_json: str,
+                 as_json: bool) -> None:
+    """Call a tool under the model's policy (allow/deny, risk, budgets, admission)."""
+    arguments = _arguments(args_json)
+
+    async def work(host: McpHost) -> CallResult:
+        return await host.call_tool(host.public_name_of(server_id, tool), arguments)
+
+    _show_result(_with_host(ctx, work), as_json)
+
+
+@mcp_group.command("resources")
+@click.argument("server_id")
+@_json_option
+@click.pass_context
+def resources_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
+    """Discovered resources and templates, and whether each is allowed."""
+    async def work(host: McpHost) -> list[dict[str, Any]]:
+        return host.resources(server_id)
+
+    rows = _with_host(ctx, work)
+    if as_json:
+        click.echo(dump_json(rows))
+        return
+    for row in rows:
+        row["kind"] = "template" if row.pop("template") else "resource"
+        row["allowed"] = "yes" if row["allowed"] else "no"
+    _table(rows, ["uri", "kind", "allowed", "name"])
+
+
+@mcp_group.command("read")
+@click.argument("server_id")
+@click.argument("uri")
+@_json_option
+@click.pass_context
+def read_command(ctx: click.Context, server_id: str, uri: str, as_json: bool) -> None:
+    """Read an allowed resource under the model's policy."""
+    async def work(host: McpHost) -> CallResult:
+        return await host.read_resource(server_id, uri)
+
+    _show_result(_with_host(ctx, work), as_json)
+
+
+@mcp_group.command("prompts")
+@click.argument("server_id")
+@_json_option
+@click.pass_context
+def prompts_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
+    """Discovered prompts, their arguments, and whether each is allowed."""
+    async def work(host: McpHost) -> list[dict[str, Any]]:
+        return host.prompts(server_id)
+
+    rows = _with_host(ctx, work)
+    if as_json:
+        click.echo(dump_json(rows))
+        return
+    for row in rows:
+        row["arguments"] = ",".join(row["arguments"]) or "-"
+        row["allowed"] = "yes" if row["allowed"] else "no"
+    _table(rows, ["name", "allowed", "arguments"])
+
+
+@mcp_group.command("get-prompt")
+@click.argument("server_id")
+@click.argument("name")
+@_args_option
+@_json_option
+@click.pass_context
+def get_prompt_command(ctx: click.Context, server_id: str, name: str, args_json: str,
+                       as_json: bool) -> None:
+    """Get an allowed prompt under the model's policy."""
+    arguments = _arguments(args_json)
+
+    async def work(host: McpHost) -> CallResult:
+        return await host.get_prompt(server_id, name, arguments)
+
+    _show_result(_with_host(ctx, work), as_json)
+
+
+@mcp_group.command("import")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.pass_context
+def import_command(ctx: click.Context, file: Path) -> None:
+    """Import Claude Desktop / Claude Code / Cursor / VS Code MCP JSON (enabled, nothing
+    allowed)."""
+    path = _target_file(ctx)
+    servers = read_raw(path).get("mcp", {}).get("servers", [])
+    existing = {s.get("id") for s in servers if isinstance(s, dict)}
+    result = import_servers(file, {str(i) for i in existing if i})
+
+    def change(raw: dict[str, Any]) -> None:
+        raw.setdefault("mcp", {}).setdefault("servers", []).extend(result.servers)
+
+    edit_settings_file(path, change)
+    for entry in result.servers:
+        click.echo(f"imported {entry['id']} ({entry['transport']}): enabled, nothing allowed")
+    for key in result.ignored:
+        click.echo(f"  not carried over: {key}", err=True)
+    click.echo(f"{path}: {len(result.servers)} server(s) added; allow tools with "
+               "`deepseek-eyes mcp allow ID NAME`")
+
+
+@mcp_group.command("audit")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@_json_option
+@click.pass_context
+def audit_command(ctx: click.Context, limit: int, as_json: bool) -> None:
+    """Recent MCP calls: identities, hashes, durations and codes (never arguments)."""
+    with DataHome.open(loaded_settings(ctx).settings) as home:
+        rows = stored_records(home.db, limit)
+    if as_json:
+        click.echo(dump_json(rows))
+        return
+    for row in rows:
+        row["code"] = row.get("code") or "-"
+    _table(rows, ["server", "tool", "kind", "risk", "status", "duration_ms", "code"])

@@ -1,0 +1,175 @@
+"""A loopback OAuth 2.1 authorization server and a protected MCP resource, in one app.
+
+* ``/.well-known/oauth-protected-resource[/mcp]``: RFC 9728 metadata naming this origin as
+  the authorization server; a 401 from ``/mcp`` points at it in ``WWW-Authenticate``.
+* ``/.well-known/oauth-authorization-server``: RFC 8414 metadata.
+* ``/token``: the client_credentials grant with client_secret_basic; each token's lifetime
+  comes from ``expires`` in turn (``0`` = expired at once), so expiry needs no waiting.
+* ``/mcp``: an SDK ``MCPServer`` that only answers requests bearing a live token.
+
+The server runs on the test's own event loop (uvicorn with its lifespan, which runs the
+SDK's session manager); start and stop wait on events, bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import itertools
+import secrets
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+CLIENT_ID = "eyes-client"
+CLIENT_SECRET = "s3cret-value-" + "q" * 12
+
+
+@dataclass
+class OAuthFixture:
+    expires: list[int] = field(default_factory=lambda: [3600])
+    port: int = 0
+    issued: list[str] = field(default_factory=list)
+    live: set[str] = field(default_factory=set)
+    hits: dict[str, int] = field(default_factory=dict)
+    token_auth: list[str] = field(default_factory=list)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base}/mcp"
+
+    def revoke_all(self) -> None:
+        self.live.clear()
+
+
+def _count(fx: OAuthFixture, name: str) -> None:
+    fx.hits[name] = fx.hits.get(name, 0) + 1
+
+
+def build_app(fx: OAuthFixture) -> Starlette:
+    mcp = MCPServer("protected")
+
+    @mcp.tool(annotations={"readOnlyHint": True})  # type: ignore[misc]
+    def whoami() -> str:
+        """Say who is calling."""
+        return "a client_credentials client"
+
+    @mcp.resource("note://one")  # type: ignore[misc]
+    def note() -> str:
+        return "note body"
+
+    inner = mcp.streamable_http_app(streamable_http_path="/mcp")
+    lifetimes = itertools.chain(fx.expires, itertools.repeat(fx.expires[-1]))
+
+    async def prm(_: Request) -> Response:
+        _count(fx, "prm")
+        return JSONResponse({"resource": fx.url, "authorization_servers": [fx.base]})
+
+    async def asm(_: Request) -> Response:
+        _count(fx, "asm")
+        return JSONResponse({
+            "issuer": fx.base, "authorization_endpoint": f"{fx.base}/authorize",
+            "token_endpoint": f"{fx.base}/token", "grant_types_supported": ["client_credentials"],
+            "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+            "response_types_supported": ["token"],
+        })
+
+    async def token(request: Request) -> Response:
+        _count(fx, "token")
+        form = parse_qs((await request.body()).decode())
+        header = request.headers.get("authorization", "")
+        fx.token_auth.append(header.split(" ", 1)[0])
+        try:
+            pair = base64.b64decode(header.removeprefix("Basic ")).decode()
+            user, _, password = pair.partition(":")
+        except ValueError:
+            user = password = ""
+        if form.get("grant_type") != ["client_credentials"]:
+            return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
+        if (user, password) != (CLIENT_ID, CLIENT_SECRET):
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        value = "tok-" + secrets.token_hex(12)
+        fx.issued.append(value)
+        fx.live.add(value)
+        return JSONResponse({"access_token": value, "token_type": "Bearer",
+                             "expires_in": next(lifetimes)})
+
+    async def guard(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/mcp"):
+            _count(fx, "mcp")
+            headers = dict(scope["headers"])
+            auth = headers.get(b"authorization", b"").decode()
+            if auth.removeprefix("Bearer ") not in fx.live:
+                _count(fx, "401")
+                meta = f"{fx.base}/.well-known/oauth-protected-resource/mcp"
+                response = JSONResponse(
+                    {"error": "invalid_token"}, status_code=401,
+                    headers={"WWW-Authenticate": f'Bearer resource_metadata="{meta}"'})
+                await response(scope, receive, send)
+                return
+        await inner(scope, receive, send)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with mcp.session_manager.run():
+            yield
+
+    return Starlette(routes=[
+        Route("/.well-known/oauth-protected-resource/mcp", prm),
+        Route("/.well-known/oauth-protected-resource", prm),
+        Route("/.well-known/oauth-authorization-server", asm),
+        Route("/token", token, methods=["POST"]),
+        Mount("/", app=guard),
+    ], lifespan=lifespan)
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, ready: asyncio.Event) -> None:
+        super().__init__(config)
+        self._ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets=sockets)
+        finally:
+            self._ready.set()
+
+
+@contextlib.asynccontextmanager
+async def serve_oauth(expires: list[int] | None = None) -> AsyncIterator[OAuthFixture]:
+    fx = OAuthFixture(expires=expires or [3600])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    fx.port = sock.getsockname()[1]
+    ready = asyncio.Event()
+    server = _Server(uvicorn.Config(build_app(fx), log_config=None, access_log=False,
+                                    lifespan="on", http="h11", ws="none"), ready)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        async with asyncio.timeout(10):
+            await ready.wait()
+        if not server.started:
+            raise RuntimeError("the OAuth test server did not start")
+        yield fx
+    finally:
+        server.should_exit = True
+        async with asyncio.timeout(10):
+            await task
+        sock.close()
+
+
+__all__ = ["CLIENT_ID", "CLIENT_SECRET", "OAuthFixture", "serve_oauth"]

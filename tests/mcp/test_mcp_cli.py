@@ -1,0 +1,171 @@
+"""``deepseek-eyes mcp …`` as a real process against the real server-everything over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp_peers import everything_stdio
+
+from deepseek_eyes.mcp.settings_file import dumps
+
+
+def run(config: Path, *args: str, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(  # noqa: S603 - our own CLI, argv list, no shell
+        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "mcp", *args],
+        capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=120,
+        check=False,
+    )
+
+
+def write_config(path: Path, **overrides: Any) -> Path:
+    server = everything_stdio(**overrides).model_dump(mode="json", exclude_defaults=True)
+    path.write_text(dumps({"mcp": {"servers": [server]}}), encoding="utf-8")
+    return path
+
+
+def test_list_status_probe_and_tools(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "eyes.toml")
+    listed = json.loads(run(config, "list", "--json").stdout)
+    assert listed["servers"][0]["id"] == "everything"
+    assert listed["servers"][0]["allow"] == 0
+    status = run(config, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    row = json.loads(status.stdout)[0]
+    assert (row["status"], row["tools_status"], row["tools"]) == ("ready", "ready", 13)
+    probe = run(config, "probe", "everything", "--json")
+    assert json.loads(probe.stdout)["tools"][0] == "echo"
+    tools = {t["name"]: t for t in json.loads(run(config, "tools", "everything", "--json").stdout)}
+    assert tools["echo"] == {"name": "echo", "public_name": "mcp__everything__echo",
+                             "risk": "read", "exposed": False}
+    assert tools["toggle-simulated-logging"]["risk"] == "write"
+    unknown = run(config, "probe", "nope")
+    assert unknown.returncode == 1
+    assert "error MCP_SERVER_UNKNOWN" in unknown.stderr
+
+
+def test_allow_deny_call_and_audit(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "eyes.toml")
+    refused = run(config, "call", "everything", "echo", "--args", '{"message": "lapis-7"}')
+    assert refused.returncode == 1
+    assert "error MCP_TOOL_NOT_EXPOSED" in refused.stderr
+    allowed = run(config, "allow", "everything", "echo", "get-tiny-image")
+    assert allowed.returncode == 0, allowed.stderr
+    called = run(config, "call", "everything", "echo", "--args", '{"message": "lapis-7"}',
+                 "--json")
+    assert called.returncode == 0, called.stderr
+    result = json.loads(called.stdout)
+    assert "lapis-7" in result["preview"]
+    assert result["result_sha256"].startswith("sha256:")
+    image = json.loads(run(config, "call", "everything", "get-tiny-image", "--json").stdout)
+    assert image["images"][0]["mime_type"] == "image/png"
+    assert Path(image["artifact"]).is_file()
+    assert run(config, "deny", "everything", "echo").returncode == 0
+    denied = run(config, "call", "everything", "echo", "--args", '{"message": "x"}')
+    assert "error MCP_TOOL_NOT_EXPOSED" in denied.stderr
+    bad_args = run(config, "call", "everything", "get-sum", "--args", "[1, 2]")
+    assert "error MCP_ARGUMENTS_INVALID" in bad_args.stderr
+    # An edit that would not validate writes nothing.
+    before = config.read_bytes()
+    bare = run(config, "allow", "everything", "*")
+    assert bare.returncode == 1
+    assert "error CONFIG_INVALID" in bare.stderr
+    assert "allow.tools" in bare.stderr
+    assert config.read_bytes() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+    assert "error MCP_SERVER_UNKNOWN" in run(config, "allow", "nope", "echo").stderr
+    rows = json.loads(run(config, "audit", "--json").stdout)
+    statuses = [(r["tool"], r["status"]) for r in rows]
+    assert ("echo", "ok") in statuses
+    assert ("get-tiny-image", "ok") in statuses
+    assert "lapis-7" not in json.dumps(rows)
+    assert all(r["arguments_sha256"].startswith("sha256:") for r in rows)
+
+
+def test_read_only_policy_reaches_the_cli(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "eyes.toml", risk_policy="read-only",
+                          allow={"tools": ["toggle-simulated-logging"]})
+    blocked = run(config, "call", "everything", "toggle-simulated-logging")
+    assert blocked.returncode == 1
+    assert "error MCP_TOOL_RISK_BLOCKED" in blocked.stderr
+
+
+def test_content_plane_commands(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "eyes.toml", resources_enabled=True, prompts_enabled=True)
+    assert run(config, "allow", "--kind", "resources", "everything",
+               "demo://resource/dynamic/text/*").returncode == 0
+    assert run(config, "allow", "everything", "--kind", "prompts", "args-prompt").returncode == 0
+    resources = json.loads(run(config, "resources", "everything", "--json").stdout)
+    assert any(r["template"] and r["allowed"] for r in resources)
+    read = run(config, "read", "everything", "demo://resource/dynamic/text/3")
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.strip()
+    other = run(config, "read", "everything", "demo://resource/static/document/features.md")
+    assert "error MCP_RESOURCE_NOT_ALLOWED" in other.stderr
+    prompts = {p["name"]: p for p in json.loads(run(config, "prompts", "everything",
+                                                    "--json").stdout)}
+    assert prompts["args-prompt"]["allowed"]
+    assert not prompts["simple-prompt"]["allowed"]
+    missing = run(config, "get-prompt", "everything", "args-prompt")
+    assert "error MCP_ARGUMENTS_INVALID" in missing.stderr
+    got = run(config, "get-prompt", "everything", "args-prompt", "--args", '{"city": "Oslo"}')
+    assert got.returncode == 0, got.stderr
+    assert "Oslo" in got.stdout
+    assert "error MCP_PROMPT_NOT_ALLOWED" in run(config, "get-prompt", "everything",
+                                                 "simple-prompt").stderr
+
+
+def test_import_other_hosts_json(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "eyes.toml")
+    claude = tmp_path / "claude.json"
+    claude.write_text(json.dumps({"mcpServers": {
+        "Files Server": {"command": "npx", "args": ["-y", "some-files-server"],
+                         "env": {"FILES_TOKEN": "${env:FILES_TOKEN}", "HOME_DIR": "${HOME}"},
+                         "disabled": True},
+        "remote": {"type": "http", "url": "https://mcp.example.com/mcp",
+                   "headers": {"Authorization": "${REMOTE_AUTH}"}},
+    }}))
+    done = run(config, "import", str(claude))
+    assert done.returncode == 0, done.stderr
+    assert "files-server" in done.stdout
+    assert "not carried over: Files Server.disabled" in done.stderr
+    listed = {s["id"]: s for s in json.loads(run(config, "list", "--json").stdout)["servers"]}
+    assert set(listed) == {"everything", "files-server", "remote"}
+    assert listed["files-server"]["enabled"]
+    assert listed["files-server"]["allow"] == 0
+    assert listed["remote"]["transport"] == "streamable-http"
+    text = config.read_text()
+    assert '{ env = "FILES_TOKEN" }' in text
+    assert '{ env = "REMOTE_AUTH" }' in text
+    again = run(config, "import", str(claude))
+    assert "error MCP_IMPORT_INVALID" in again.stderr  # ids are taken
+
+    vscode = tmp_path / "mcp.json"
+    vscode.write_text(json.dumps({"servers": {"gh": {
+        "type": "http", "url": "https://api.example.com/mcp",
+        "headers": {"Authorization": "Bearer ghp_realLookingSecretValue123"}}}}))
+    before = config.read_bytes()
+    secret = run(config, "import", str(vscode))
+    assert secret.returncode == 1
+    assert "error MCP_IMPORT_INVALID" in secret.stderr
+    assert "headers.Authorization" in secret.stderr
+    assert "${" in secret.stderr
+    assert "env" in secret.stderr
+    assert "ghp_realLookingSecretValue123" not in secret.stderr + secret.stdout
+    assert config.read_bytes() == before
+
+
+def test_missing_env_reference_fails_with_its_code(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "eyes.toml",
+                          env={"PATH": {"env": "DSE_TEST_NODE_PATH"},
+                               "API_KEY": {"env": "DSE_TEST_UNSET_VARIABLE"}})
+    probe = run(config, "probe", "everything")
+    assert probe.returncode == 1
+    assert "error CONFIG_ENV_MISSING" in probe.stderr
+    status = json.loads(run(config, "status", "--json").stdout)[0]
+    assert (status["status"], status["last_error"]) == ("failed", "CONFIG_ENV_MISSING")
