@@ -60,3 +60,13 @@ def test_public_names_are_stable_and_bounded() -> None:
     assert dotted != public_name("fs", "read_file")
     assert dotted == public_name("fs", "read.file")
     assert len(public_name("fs", "x" * 300)) == 64
+
+
+def test_oauth_issuer_must_be_https_unless_loopback() -> None:
+    from deepseek_eyes.settings import McpOAuthSettings
+
+    creds = {"client_id": {"env": "CID"}, "client_secret": {"env": "CSECRET"}}
+    assert McpOAuthSettings.model_validate({**creds, "issuer": "https://auth.example"}).issuer
+    assert McpOAuthSettings.model_validate({**creds, "issuer": "http://127.0.0.1:9/"}).issuer
+    with pytest.raises(ValueError, match="https"):
+        McpOAuthSettings.model_validate({**creds, "issuer": "http://auth.example"})

@@ -70,10 +70,10 @@ def oauth_handle(url: str, oauth: McpOAuthSettings) -> OAuthHandle:
         ConfigError: ``CONFIG_ENV_MISSING`` when a reference names an unset variable.
     """
     storage = MemoryTokenStorage()
-    issuer: str | None = getattr(oauth, "issuer", None)
+    issuer = oauth.issuer
     with warnings.catch_warnings():
         # Without a configured issuer the SDK warns that omitting it is deprecated; the
-        # settings have no `issuer` field yet, so the discovered one is used (as before).
+        # discovered one is used then (the protected resource's metadata names it).
         if issuer is None:
             warnings.simplefilter("ignore", MCPDeprecationWarning)
         provider = ClientCredentialsOAuthProvider(

@@ -73,6 +73,25 @@ class McpOAuthSettings(Strict):
     token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post"] = (
         "client_secret_basic"  # noqa: S105 -- a method name, not a password
     )
+    issuer: str | None = Field(
+        default=None, max_length=2048,
+        description="Pin the authorization server (https URL) that may receive the credentials; "
+        "unset: the one the protected resource names.",
+    )
+
+    @field_validator("issuer")
+    @classmethod
+    def _https_issuer(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme != "https" and not (
+            parts.scheme == "http" and is_loopback_host(parts.hostname or "")
+        ):
+            raise PydanticCustomError(
+                "mcp_issuer", "issuer must be an https:// URL (plain http only for loopback)"
+            )
+        return value
 
 
 class McpServerSettings(Strict):
