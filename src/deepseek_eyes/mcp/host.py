@@ -112,6 +112,10 @@ class McpHost:
         self.artifacts = artifacts
         self.audit = audit
         self.usage = usage
+        # exposed() is asked on every call; it is recomputed only when what it depends on —
+        # the settings object and each live server's settings and (immutable) catalog — is
+        # no longer the very same objects.
+        self._exposure: tuple[tuple[object, ...], list[ExposedTool], frozenset[str]] | None = None
 
     # -- exposure ------------------------------------------------------------------------------
     def _live(self) -> list[ServerState]:
@@ -159,7 +163,28 @@ class McpHost:
                 details={"server": server_id, "last_error": state.last_error})
         return state
 
+    def _exposure_inputs(self) -> tuple[object, ...]:
+        live = self._live()
+        return (self.manager.settings, *(s.settings for s in live), *(s.catalog for s in live))
+
+    def _current_exposure(self) -> tuple[list[ExposedTool], frozenset[str]]:
+        inputs = self._exposure_inputs()
+        cached = self._exposure
+        if (
+            cached is not None
+            and len(cached[0]) == len(inputs)
+            and all(a is b for a, b in zip(cached[0], inputs, strict=True))
+        ):
+            return cached[1], cached[2]
+        tools = self._compute_exposed()
+        self._exposure = (inputs, tools, frozenset(t.public_name for t in tools))
+        return tools, self._exposure[2]
+
     def exposed(self) -> list[ExposedTool]:
+        """The tools the model is offered now (policy, risk and budgets applied)."""
+        return list(self._current_exposure()[0])
+
+    def _compute_exposed(self) -> list[ExposedTool]:
         cfg = self.manager.settings
         out: list[ExposedTool] = []
         tokens = 0
@@ -210,7 +235,7 @@ class McpHost:
                 raise McpPolicyError(
                     f"{public_name} is {tool.risk}; the server is read-only",
                     code="MCP_TOOL_RISK_BLOCKED", details={"risk": tool.risk})
-            if public_name not in {t.public_name for t in self.exposed()}:
+            if public_name not in self._current_exposure()[1]:
                 break
             return state, tool
         raise McpPolicyError(f"no exposed MCP tool {public_name!r}", code="MCP_TOOL_NOT_EXPOSED")
