@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from deepseek_eyes.errors import McpResultError, StoreError
 from deepseek_eyes.store.blobs import BlobRef, BlobStore
+from deepseek_eyes.store.files import write_file_atomic
 
 __all__ = [
     "ImageRef",
@@ -118,26 +116,13 @@ def write_artifact(root: Path, data: bytes, digest: str) -> Path:
     target = root / hex_digest[:2] / f"{hex_digest}.json"
     if target.is_file():
         return target
-    tmp: str | None = None
     try:
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o400)
-        os.replace(tmp, target)
-        tmp = None
+        write_file_atomic(target, data, mode=0o400, dir_mode=0o700)
     except OSError as exc:
         raise McpResultError(
             f"the result artifact could not be written: {exc.strerror or exc}",
             code="MCP_RESULT_PERSIST_FAILED",
         ) from exc
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
     return target
 
 

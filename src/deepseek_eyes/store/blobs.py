@@ -7,15 +7,13 @@ again is a no-op, and reads can verify the hash so silent disk corruption is cau
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from deepseek_eyes.errors import StoreError
+from deepseek_eyes.store.files import write_file_atomic
 
 __all__ = ["BlobRef", "BlobStore", "sha256_hex"]
 
@@ -62,27 +60,14 @@ class BlobStore:
         target = self.path_for(digest)
         if target.is_file():
             return BlobRef(digest, len(data))
-        tmp_name: str | None = None
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp_name, 0o444)
-            os.replace(tmp_name, target)
-            tmp_name = None
+            write_file_atomic(target, data, mode=0o444)
         except OSError as exc:
             raise StoreError(
                 f"cannot write blob: {exc.strerror or exc}",
                 code="STORE_WRITE_FAILED",
                 details={"sha256": digest},
             ) from exc
-        finally:
-            if tmp_name is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp_name)
         return BlobRef(digest, len(data))
 
     def get(self, sha256: str, *, verify: bool = True) -> bytes:
