@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import types
 from mcp.server import Server
 
 from deepseek_eyes.errors import McpError
@@ -17,7 +18,6 @@ from deepseek_eyes.mcp.host import McpHost
 from deepseek_eyes.mcp.manager import McpManager
 from deepseek_eyes.settings import McpSettings
 from deepseek_eyes.store.blobs import BlobStore
-from mcp import types
 
 pytestmark = pytest.mark.anyio
 

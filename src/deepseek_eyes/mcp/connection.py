@@ -17,13 +17,13 @@ from typing import Any
 import anyio
 import httpx2
 import mcp.client.session as sdk_session
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from deepseek_eyes.errors import ConfigError, McpError, McpTimeoutError
 from deepseek_eyes.mcp.oauth import OAuthHandle
 from deepseek_eyes.settings import McpServerSettings
-from mcp import Client, StdioServerParameters
 
 __all__ = ["Connector", "build_client", "check_credentials", "map_error", "set_discover_timeout"]
 

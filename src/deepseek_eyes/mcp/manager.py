@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from mcp import Client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from deepseek_eyes.errors import ConfigError, McpCatalogError, McpError, McpTimeoutError
@@ -46,7 +47,6 @@ from deepseek_eyes.mcp.connection import (
 )
 from deepseek_eyes.mcp.oauth import OAuthHandle, oauth_handle
 from deepseek_eyes.settings import McpServerSettings, McpSettings
-from mcp import Client
 
 __all__ = ["McpManager", "ServerState"]
 
