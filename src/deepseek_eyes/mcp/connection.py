@@ -20,12 +20,20 @@ import mcp.client.session as sdk_session
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import DiscoverResult
 
 from deepseek_eyes.errors import ConfigError, McpError, McpTimeoutError
 from deepseek_eyes.mcp.oauth import OAuthHandle
 from deepseek_eyes.settings import McpServerSettings
 
-__all__ = ["Connector", "build_client", "check_credentials", "map_error", "set_discover_timeout"]
+__all__ = [
+    "Connector",
+    "build_client",
+    "check_credentials",
+    "learn_capabilities",
+    "map_error",
+    "set_discover_timeout",
+]
 
 #: Tests and embedders may map a server id to any ``Client`` target (an in-process server).
 Connector = Callable[[McpServerSettings], Any]
@@ -78,6 +86,21 @@ def build_client(
         target, mode=mode, cache=None, message_handler=message_handler,
         read_timeout_seconds=server.call_timeout,
     )
+
+
+async def learn_capabilities(client: Client, mode: str) -> None:
+    """Ask a server pinned to ``2026-07-28`` for its real capabilities.
+
+    A pinned client adopts a synthesized discover result whose capabilities are empty (and
+    ``session.discover()`` returns that cached result), so without this the manager would
+    list nothing and publish an empty catalog. One ``server/discover`` at the pinned
+    version, no legacy fallback: the pin stays a pin.
+    """
+    if mode in ("auto", "legacy"):
+        return
+    session = client.session
+    raw = await session.send_discover(client.protocol_version)
+    session.adopt(DiscoverResult.model_validate(raw))
 
 
 @asynccontextmanager

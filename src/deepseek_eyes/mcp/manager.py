@@ -5,7 +5,8 @@ left in one task). That task connects under a timeout, drains discovery into an 
 :class:`Catalog` generation, then waits for a ``list_changed`` notification (the
 handshake revisions' notification path, or ``Client.listen`` on ``2026-07-28``) or a stop.
 A failed refresh keeps the previous generation; a non-empty catalog turning empty is
-withdrawn until a separate probe confirms it. A dropped connection reconnects with backoff.
+withdrawn until a separate probe confirms it. A dropped connection reconnects with backoff;
+an idle server is pinged every ``HEARTBEAT_S`` so that one that died unasked is noticed too.
 
 Stop and reconfigure suspend all exposure *before* awaiting any close, and republish only
 after the new set has settled. Every dispatch names the generation it was offered under
@@ -42,6 +43,7 @@ from deepseek_eyes.mcp.connection import (
     Connector,
     build_client,
     check_credentials,
+    learn_capabilities,
     map_error,
     set_discover_timeout,
 )
@@ -51,6 +53,8 @@ from deepseek_eyes.settings import McpServerSettings, McpSettings
 __all__ = ["McpManager", "ServerState"]
 
 BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+#: Seconds between liveness pings of a connected server that is otherwise idle.
+HEARTBEAT_S = 15.0
 
 
 @dataclass
@@ -94,9 +98,16 @@ def _content_wanted(s: McpServerSettings) -> bool:
 class McpManager:
     """Lifecycle and catalogs; exposure and dispatch live in :mod:`deepseek_eyes.mcp.host`."""
 
-    def __init__(self, settings: McpSettings, *, connector: Connector | None = None) -> None:
+    def __init__(
+        self,
+        settings: McpSettings,
+        *,
+        connector: Connector | None = None,
+        heartbeat_s: float = HEARTBEAT_S,
+    ) -> None:
         self.settings = settings
         self._connector = connector
+        self._heartbeat_s = heartbeat_s
         self.servers: dict[str, ServerState] = {}
         self.suspended = False
         self._lock = asyncio.Lock()
@@ -251,6 +262,7 @@ class McpManager:
         scope = anyio.CancelScope(deadline=anyio.current_time() + s.connect_timeout)
         with scope:
             async with client:
+                await learn_capabilities(client, state.mode)
                 scope.deadline = math.inf
                 await self._serve(state, client, started)
         if scope.cancelled_caught:
@@ -270,6 +282,7 @@ class McpManager:
             async with anyio.create_task_group() as tg:
                 if state.protocol not in HANDSHAKE_PROTOCOL_VERSIONS:
                     tg.start_soon(self._listen, state, client)
+                tg.start_soon(self._heartbeat, state, client)
                 while not state.stopping.is_set():
                     await state.refresh.wait()
                     state.refresh.clear()
@@ -277,6 +290,23 @@ class McpManager:
                 tg.cancel_scope.cancel()
         finally:
             state.client = None
+
+    async def _heartbeat(self, state: ServerState, client: Client) -> None:
+        """Ping an idle server: a process that died (or a connection that dropped) while
+        nothing was asked of it must still be noticed, withdrawn and reconnected."""
+        while not state.stopping.is_set():
+            with anyio.move_on_after(self._heartbeat_s):
+                await state.stopping.wait()
+            if state.stopping.is_set():
+                return
+            try:
+                with anyio.fail_after(state.settings.connect_timeout):
+                    await client.send_ping()
+            except Exception as exc:
+                raise McpError(
+                    "the server stopped answering pings", code="MCP_CONNECTION_LOST",
+                    details={"cause": type(exc).__name__},
+                ) from exc
 
     async def _listen(self, state: ServerState, client: Client) -> None:
         caps = client.server_capabilities
@@ -406,6 +436,7 @@ class McpManager:
         try:
             with anyio.fail_after(s.connect_timeout):
                 async with client:
+                    await learn_capabilities(client, state.mode)
                     catalog = await self.list_catalog(s, client, 0)
                     protocol = client.protocol_version
         except Exception as exc:
