@@ -126,3 +126,20 @@ async def test_blob_fault_returns_no_partial_image_list(
         assert host.audit.recent()[-1]["code"] == "MCP_RESULT_PERSIST_FAILED"
     finally:
         await host.manager.stop()
+
+
+def test_resource_blobs_count_as_bytes_not_characters() -> None:
+    from deepseek_eyes.mcp.admission import admit
+
+    def resource(size: int) -> dict[str, object]:
+        blob = base64.b64encode(b"\0" * size).decode()
+        return {"contents": [{"uri": "file:///x.bin", "mimeType": "application/octet-stream",
+                              "blob": blob}]}
+
+    # 13 MiB of bytes is 17.3 Mi characters of base64: over the text limit, under the bytes one.
+    admitted = admit(resource(13 * 1024 * 1024))
+    assert admitted.raw_bytes == 13 * 1024 * 1024
+    assert admitted.string_chars < 1000
+    with pytest.raises(McpError) as info:
+        admit(resource(20 * 1024 * 1024 + 3))
+    assert info.value.code == "MCP_RESULT_BYTES_LIMIT"

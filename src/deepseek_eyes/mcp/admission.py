@@ -83,9 +83,17 @@ def admit(value: Any, limits: AdmissionLimits = LIMITS) -> Admitted:
             if len(item) + values > limits.values:
                 raise _fail("MCP_RESULT_VALUES_LIMIT", "values", limits.values)
             image_data = item.get("data") if item.get("type") == "image" else None
+            # A resource's binary contents travel as base64 text; they are bytes, and count
+            # against the bytes limit at their decoded size, not as 16 Mi of characters.
+            blob = item.get("blob") if "uri" in item else None
             for key, child in item.items():
                 chars += len(key) if isinstance(key, str) else 0
-                if isinstance(image_data, str) and child is image_data and key == "data":
+                if isinstance(blob, str) and child is blob and key == "blob":
+                    values += 1
+                    raw += _decoded_len(blob)
+                    if raw > limits.raw_bytes:
+                        raise _fail("MCP_RESULT_BYTES_LIMIT", "raw bytes", limits.raw_bytes)
+                elif isinstance(image_data, str) and child is image_data and key == "data":
                     images += 1
                     enc += len(image_data)
                     dec += _decoded_len(image_data)
