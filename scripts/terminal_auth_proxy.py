@@ -17,11 +17,11 @@ from collections.abc import AsyncIterator
 
 import httpx
 import uvicorn
+from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
-from starlette.applications import Starlette
 
 _HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
         "proxy-authorization", "proxy-authenticate", "content-length", "authorization"}
@@ -30,7 +30,9 @@ _HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgra
 def main() -> None:
     listen, upstream = int(sys.argv[1]), int(sys.argv[2])
     token = os.environ["DEEPSEEK_EYES_TERMINAL_TOKEN"]
-    client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{upstream}", timeout=None)
+    # No read deadline: SSE responses stay open as long as the suite listens.
+    timeout = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=10.0)
+    client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{upstream}", timeout=timeout)
 
     async def forward(request: Request) -> StreamingResponse:
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]

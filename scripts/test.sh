@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh dev
 scripts/ci-deps.sh
-.venv/bin/ruff check src tests bench
+.venv/bin/ruff check src tests bench scripts
 .venv/bin/mypy
 scripts/terminal-conformance.sh
 scripts/mcp-conformance.sh  # the MCP host client against the suite's client scenarios
