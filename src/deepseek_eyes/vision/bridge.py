@@ -19,7 +19,7 @@ from deepseek_eyes.store.home import DataHome
 from deepseek_eyes.vision.attempts import AttemptLog
 from deepseek_eyes.vision.cache import EvidenceCache, ImageMeta
 from deepseek_eyes.vision.guard import RouteEntry
-from deepseek_eyes.vision.intake import ImageLimits, decode_image
+from deepseek_eyes.vision.intake import ImageLimits
 from deepseek_eyes.vision.registry import build_routes
 from deepseek_eyes.vision.route_state import RouteStateStore
 from deepseek_eyes.vision.router import Acquisition, VisionRouter
@@ -66,17 +66,8 @@ class VisionBridge:
         meta = self.cache.image_meta(sha)
         if meta is not None:
             return meta
-        limits = ImageLimits.from_settings(self.settings.image)
-
-        def admit() -> ImageMeta:
-            decoded = decode_image(data, limits, sha256=sha)
-            self.home.blobs.put(data, sha256=sha)
-            return ImageMeta(
-                decoded.sha256, decoded.pixel_sha256, decoded.width, decoded.height,
-                decoded.media_type, decoded.size,
-            )
-
-        meta = await anyio.to_thread.run_sync(admit)
+        decoded = await anyio.to_thread.run_sync(self.router.decode_and_store, data, sha)
+        meta = ImageMeta.of(decoded)
         self.cache.remember_image(meta)
         return meta
 

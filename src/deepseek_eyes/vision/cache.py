@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from deepseek_eyes.errors import EvidenceIntegrityError
 from deepseek_eyes.store.db import Database
+from deepseek_eyes.vision.intake import DecodedImage
 from deepseek_eyes.vision.types import Variant
 
 __all__ = ["EvidenceCache", "EvidenceKey", "EvidenceRecord", "ImageMeta", "canonical_json"]
@@ -44,6 +45,13 @@ class ImageMeta:
     height: int
     media_type: str
     size: int
+
+    @classmethod
+    def of(cls, decoded: DecodedImage) -> ImageMeta:
+        return cls(
+            decoded.sha256, decoded.pixel_sha256, decoded.width, decoded.height,
+            decoded.media_type, decoded.size,
+        )
 
 
 @dataclass(frozen=True)

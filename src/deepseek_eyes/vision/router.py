@@ -179,20 +179,13 @@ class VisionRouter:
                 return hit
         decoded = await self._admit(op, data, sha)
         if meta is None:
-            meta = self._meta(decoded)
+            meta = ImageMeta.of(decoded)
             self._cache.remember_image(meta)
             # The same pixels may be known under another encoding.
             hit = self._lookup(op, meta, order, variant, qsha)
             if hit is not None:
                 return hit
         return await self._acquire_from_routes(op, decoded, meta, order, variant, question, qsha)
-
-    @staticmethod
-    def _meta(decoded: DecodedImage) -> ImageMeta:
-        return ImageMeta(
-            decoded.sha256, decoded.pixel_sha256, decoded.width, decoded.height,
-            decoded.media_type, decoded.size,
-        )
 
     def _lookup(
         self,
@@ -224,15 +217,21 @@ class VisionRouter:
         op.record("cache", "miss", image_sha256=meta.sha256, routes=len(order))
         return None
 
-    async def _admit(self, op: OperationLog, data: bytes, sha: str) -> DecodedImage:
-        def admit() -> DecodedImage:
-            decoded = decode_image(data, self._limits, sha256=sha)
-            self._blobs.put(data, sha256=sha)
-            return decoded
+    def decode_and_store(self, data: bytes, sha: str) -> DecodedImage:
+        """Intake of one image (blocking): safe decode, then the blob store.
 
+        Raises:
+            ImageError: the image was refused; nothing was stored.
+            StoreError: the bytes could not be stored.
+        """
+        decoded = decode_image(data, self._limits, sha256=sha)
+        self._blobs.put(data, sha256=sha)
+        return decoded
+
+    async def _admit(self, op: OperationLog, data: bytes, sha: str) -> DecodedImage:
         started = time.perf_counter()
         try:
-            decoded = await anyio.to_thread.run_sync(admit)
+            decoded = await anyio.to_thread.run_sync(self.decode_and_store, data, sha)
         except (ImageError, StoreError) as exc:
             op.record(
                 "intake", "refused", code=exc.code, image_sha256=sha, size=len(data),
