@@ -406,7 +406,8 @@ def test_sed_scripts(script: str, effect: Effect | None) -> None:
     [("{ print $1 }", None), ("/a|b/ { print }", None), ('{ print "a|b" }', None),
      ("$1 > 5", None), ("{ if (a || b) print }", None),
      ('BEGIN{system("id")}', Effect.EXEC), ('{print | "cat"}', Effect.EXEC),
-     ('{print > "f"}', Effect.WRITE), ("{getline x}", Effect.UNKNOWN)],
+     ('{print > "f"}', Effect.WRITE), ("{getline x}", None),
+         ('{getline x < "f"}', Effect.UNKNOWN)],
 )
 def test_awk_programs(program: str, effect: Effect | None) -> None:
     problem = awk_program_problem(program)

@@ -122,7 +122,8 @@ def plan_command(
     if bool(argv) == (command is not None):
         raise click.UsageError("give ARGV after -- or --command, not both")
     settings = loaded_settings(ctx).settings
-    engine = PolicyEngine(resolve_workspace(list(workspaces) or list(settings.terminal.workspaces)),
+    engine = PolicyEngine(resolve_workspace(list(workspaces) or list(settings.terminal.workspaces),
+                                            settings),
                           mode or settings.terminal.mode)  # type: ignore[arg-type]
     result = engine.evaluate(argv=list(argv) if argv else None, command=command, cwd=cwd)
     decision = result.decision

@@ -54,6 +54,9 @@ class Findings:
     paths: list[str] = field(default_factory=list)  # arguments resolved and kept in the workspace
     write_paths: list[str] = field(default_factory=list)
     inner: list[list[str]] = field(default_factory=list)  # commands a wrapper runs
+    # Directories read recursively, and whether symlinks inside them are followed: the
+    # engine checks what such a read will reach, not only the argument itself.
+    reach: list[tuple[str, bool]] = field(default_factory=list)
 
     def add(self, effect: Effect, reason: str) -> None:
         self.effects.add(effect)
@@ -68,3 +71,11 @@ class Findings:
         if arg in ("", "-"):
             return  # "-" is stdin/stdout by convention, and stdin is /dev/null
         (self.write_paths if write else self.paths).append(arg)
+
+    def reach_path(self, arg: str, *, follow: bool) -> None:
+        """``arg`` will be read recursively (following symlinks when ``follow``)."""
+        if arg in ("", "-"):
+            return
+        self.path(arg)
+        if (arg, follow) not in self.reach:
+            self.reach.append((arg, follow))

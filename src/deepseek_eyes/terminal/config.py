@@ -80,12 +80,18 @@ def resolve_sandbox(settings: Settings) -> str | None:
     return path
 
 
-def resolve_workspace(roots: list[Path] | tuple[Path, ...]) -> Workspace:
-    """Raises:
+def resolve_workspace(
+    roots: list[Path] | tuple[Path, ...], settings: Settings | None = None
+) -> Workspace:
+    """The workspace roots, with the data directory (keyring, receipts, audit) protected:
+    no planned command may reach into it, even when a root contains it.
+
+    Raises:
         TerminalError: ``TERMINAL_WORKSPACE_INVALID``.
     """
+    protected = [data_home(settings)] if settings is not None else []
     try:
-        return Workspace.of(list(roots) or [Path.cwd()])
+        return Workspace.of(list(roots) or [Path.cwd()], protected)
     except ValueError as exc:
         raise TerminalError(str(exc), code="TERMINAL_WORKSPACE_INVALID") from None
 
@@ -111,7 +117,7 @@ def build_service(
     if settings.llm.api_key is not None:
         secrets.append(os.environ.get(settings.llm.api_key.env, ""))
     config = ServiceConfig(
-        workspace=resolve_workspace(workspaces or list(term.workspaces)),
+        workspace=resolve_workspace(workspaces or list(term.workspaces), settings),
         mode=chosen,
         timeout=min(term.timeout, term.max_timeout),
         max_timeout=term.max_timeout,

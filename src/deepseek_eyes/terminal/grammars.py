@@ -15,7 +15,11 @@ import re
 from collections.abc import Callable
 
 from deepseek_eyes.terminal.analysis import Effect, Findings
+from deepseek_eyes.terminal.awkprogram import judge_awk_program
+from deepseek_eyes.terminal.getopt import parse_argv
+from deepseek_eyes.terminal.options import OPTION_TABLES
 from deepseek_eyes.terminal.programs import ToolSpec, looks_like_path, read_options
+from deepseek_eyes.terminal.sedscript import read_sed_script
 from deepseek_eyes.terminal.transfer import (
     curl_grammar,
     dd_grammar,
@@ -28,6 +32,7 @@ from deepseek_eyes.terminal.transfer import (
 
 __all__ = ["GRAMMARS", "awk_program_problem", "rg_grammar", "sed_script_problem"]
 
+
 Grammar = Callable[[list[str], Findings], None]
 
 
@@ -39,7 +44,7 @@ _FIND_VALUE_TESTS = frozenset({
     "-size", "-mtime", "-mmin", "-atime", "-amin", "-ctime", "-cmin", "-maxdepth",
     "-mindepth", "-links", "-inum", "-used", "-printf", "-regextype", "-fstype", "-context",
 })
-_FIND_PATH_TESTS = frozenset({"-newer", "-anewer", "-cnewer", "-samefile", "-files0-from"})
+_FIND_PATH_TESTS = frozenset({"-newer", "-anewer", "-cnewer", "-samefile"})
 _FIND_FLAGS = frozenset({
     "-print", "-print0", "-ls", "-prune", "-quit", "-true", "-false", "-empty", "-readable",
     "-writable", "-executable", "-nouser", "-nogroup", "-depth", "-d", "-mount", "-xdev",
@@ -49,20 +54,26 @@ _FIND_FLAGS = frozenset({
 
 
 def find_grammar(args: list[str], f: Findings) -> None:
+    """findutils find: leading options, start points, then the expression. A find walks
+    every start point, following symlinks with ``-L``/``-follow``: what it reaches is
+    checked (:meth:`Findings.reach_path`), not only the start points."""
     i = 0
-    while i < len(args) and args[i] in ("-H", "-L", "-P", "-O0", "-O1", "-O2", "-O3"):
-        if args[i] == "-L":
-            f.add(Effect.UNKNOWN, "find -L follows symlinks, which may lead outside the workspace")
-        i += 1
-    if i < len(args) and args[i] == "-D":
-        i += 2
-    starts = 0
+    follow = False
+    while i < len(args) and (args[i] in ("-H", "-L", "-P", "-D") or re.fullmatch(
+        r"-O\d*", args[i]
+    )):
+        follow = (follow or args[i] == "-L") and args[i] != "-P"
+        i += 2 if args[i] == "-D" else 1
+    starts: list[str] = []
     while i < len(args) and not args[i].startswith("-") and args[i] not in ("(", ")", "!", ","):
-        f.path(args[i])
-        starts += 1
+        starts.append(args[i])
         i += 1
-    if starts == 0:
-        f.path(".")
+    if "-files0-from" in args[i:]:
+        f.add(Effect.UNKNOWN, "find -files0-from takes its start points from a file the policy "
+                              "does not read")
+    follow = follow or "-follow" in args[i:]
+    for start in starts or ["."]:
+        f.reach_path(start, follow=follow)
     while i < len(args):  # bounded: every branch advances i
         tok = args[i]
         i += 1
@@ -90,8 +101,12 @@ def find_grammar(args: list[str], f: Findings) -> None:
             i += 1
         elif tok in _FIND_VALUE_TESTS:
             i += 1
-        elif tok in ("-L", "-follow"):
-            f.add(Effect.UNKNOWN, "find -L follows symlinks, which may lead outside the workspace")
+        elif tok == "-files0-from":
+            if i < len(args):
+                f.path(args[i])
+            i += 1
+        elif tok == "-follow":
+            continue  # judged above: the start points are walked following links
         elif tok not in _FIND_FLAGS:
             f.add(Effect.UNKNOWN, f"find expression {tok!r} is not one the policy knows")
 
@@ -145,6 +160,8 @@ _GIT_GLOBAL_FLAGS = frozenset({
     "--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs",
     "--no-optional-locks", "--version", "--help", "--no-lazy-fetch", "--no-advice",
 })
+_GIT_DIFFING = frozenset({"diff", "log", "show", "diff-tree", "diff-index", "diff-files",
+                          "whatchanged", "format-patch", "range-diff"})
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://|ext::)")
 _URLISH = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://|[^/:]+:|ext::)")
 
@@ -222,8 +239,12 @@ def git_grammar(args: list[str], f: Findings) -> None:
             f.add(Effect.WRITE, f"git {sub} {opt} writes a file")
             target = value if eq else (rest[k + 1] if k + 1 < len(rest) else "")
             f.path(target, write=True)
-        elif opt == "-O" and sub == "grep":
-            f.add(Effect.EXEC, "git grep -O opens a pager program")
+        elif sub == "grep" and not opt.startswith("--") and "O" in opt:
+            # -O[<pager>] takes an optional attached value and bundles (-nOid, -Oid):
+            # any O in a short-option word may be it. Over-reading a pattern is the safe side.
+            f.add(Effect.EXEC, f"git grep {arg!r} may open files in a pager program (-O)")
+        elif sub in _GIT_DIFFING and not opt.startswith("--") and opt.startswith("-O"):
+            f.add(Effect.UNKNOWN, f"git {sub} {arg!r} reads an order file (-O<file>)")
         elif opt == "--remote":
             f.add(Effect.NETWORK, f"git {sub} --remote talks to a remote")
         elif eq and looks_like_path(value):
@@ -232,242 +253,115 @@ def git_grammar(args: list[str], f: Findings) -> None:
 
 # -- sed ----------------------------------------------------------------------------------
 
-_SED_SIMPLE = set("pdDnNPhHgGxl=qQzF")
-
-
-def _sed_skip_delimited(script: str, i: int, delim: str) -> int:
-    """Index just past the next unescaped ``delim`` from ``i``, or -1."""
-    while i < len(script):
-        ch = script[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == delim:
-            return i + 1
-        i += 1
-    return -1
-
-
-def _sed_address(script: str, i: int) -> int:
-    """Skip one address at ``i`` (returns ``i`` unchanged when there is none; -1 on error)."""
-    if i < len(script) and script[i].isdigit():
-        while i < len(script) and (script[i].isdigit() or script[i] == "~"):
-            i += 1
-    elif i < len(script) and script[i] == "$":
-        i += 1
-    elif i < len(script) and script[i] in "/\\":
-        delim = "/"
-        if script[i] == "\\":
-            if i + 1 >= len(script):
-                return -1
-            delim = script[i + 1]
-            i += 1
-        i = _sed_skip_delimited(script, i + 1, delim)
-        if i < 0:
-            return -1
-        while i < len(script) and script[i] in "IM":
-            i += 1
-    return i
-
-
 def sed_script_problem(script: str) -> tuple[Effect, str] | None:
-    """Why a sed script is not plainly a filter, or ``None`` when it is.
-
-    Only a known subset is accepted: addresses, ``s`` with flags ``gpiImM`` and digits,
-    ``y``, the plain commands, braces, labels and branches, ``a``/``i``/``c`` text. ``e``,
-    ``w``/``W``, ``r``/``R``, the ``e``/``w`` flags of ``s`` and anything unrecognised are
-    reported.
-    """
-    i = 0
-    steps = 0
-    while i < len(script):
-        steps += 1
-        if steps > 10_000:
-            return Effect.UNKNOWN, "the sed script is too long to read"
-        ch = script[i]
-        if ch in " \t;{}!":
-            i += 1
-            continue
-        start = i
-        i = _sed_address(script, i)
-        if i < 0:
-            return Effect.UNKNOWN, "an unterminated sed address"
-        if i > start and i < len(script) and script[i] == ",":
-            i += 1
-            if i < len(script) and script[i] in "+~":
-                i += 1
-            i = _sed_address(script, i)
-            if i < 0:
-                return Effect.UNKNOWN, "an unterminated sed address"
-        while i < len(script) and script[i] in " \t!":
-            i += 1
-        if i >= len(script):
-            break
-        cmd = script[i]
-        i += 1
-        if cmd in "{};":
-            continue
-        if cmd in _SED_SIMPLE:
-            while i < len(script) and script[i].isdigit():
-                i += 1
-            continue
-        if cmd in "s":
-            if i >= len(script) or script[i] in "\\\n":
-                return Effect.UNKNOWN, "a sed s command without a delimiter"
-            delim = script[i]
-            i = _sed_skip_delimited(script, i + 1, delim)
-            i = _sed_skip_delimited(script, i, delim) if i >= 0 else -1
-            if i < 0:
-                return Effect.UNKNOWN, "an unterminated sed s command"
-            while i < len(script) and script[i] not in ";} \t":
-                flag = script[i]
-                if flag == "e":
-                    return Effect.EXEC, "sed s///e runs the pattern space as a command"
-                if flag in "wW":
-                    return Effect.WRITE, "sed s///w writes a file"
-                if flag not in "gpiImM0123456789":
-                    return Effect.UNKNOWN, f"sed s flag {flag!r} is not one the policy knows"
-                i += 1
-            continue
-        if cmd == "y":
-            if i >= len(script):
-                return Effect.UNKNOWN, "a sed y command without a delimiter"
-            delim = script[i]
-            i = _sed_skip_delimited(script, i + 1, delim)
-            i = _sed_skip_delimited(script, i, delim) if i >= 0 else -1
-            if i < 0:
-                return Effect.UNKNOWN, "an unterminated sed y command"
-            continue
-        if cmd in "btT:":
-            while i < len(script) and script[i] not in ";}":
-                i += 1
-            continue
-        if cmd in "aic":
-            return None  # GNU one-line text: the rest of the script is text to print
-        if cmd == "e":
-            return Effect.EXEC, "sed e runs a command"
-        if cmd in "wW":
-            return Effect.WRITE, "sed w writes a file"
-        if cmd in "rR":
-            return Effect.UNKNOWN, "sed r reads a file the policy cannot check"
-        return Effect.UNKNOWN, f"sed command {cmd!r} is not one the policy knows"
+    """The first effect of a sed ``script`` beyond filtering (see :mod:`.sedscript`)."""
+    reading = read_sed_script(script)
+    found = [(e, r) for e, r in reading.effects if e is not Effect.READ]
+    if found:
+        return found[0]
+    if reading.reads:
+        return Effect.UNKNOWN, "sed r reads a file"
     return None
 
 
-_SED_SPEC = ToolSpec(
-    operands="none",
-    values=frozenset({"-l", "--line-length"}),
-    pattern_values=frozenset({"-e", "--expression", "-f", "--file"}),
-    write_flags=frozenset({"-i", "--in-place"}),
-)
-
-
 def sed_grammar(args: list[str], f: Findings) -> None:
-    scripts: list[str] = []
+    """GNU sed: options by its getopt table; the script read by :mod:`.sedscript`."""
+    parsed = parse_argv(OPTION_TABLES["sed"], args)
+    for problem in parsed.problems:
+        f.add(Effect.UNKNOWN, f"sed: {problem}")
+    pieces: list[str] = []
     in_place = False
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a in ("-e", "--expression") and i + 1 < len(args):
-            scripts.append(args[i + 1])
-        elif a.startswith("--expression="):
-            scripts.append(a.split("=", 1)[1])
-        elif a.startswith("-e") and not a.startswith("--") and len(a) > 2:
-            scripts.append(a[2:])
-        elif a in ("-f", "--file") or (a.startswith(("--file=", "-f")) and not a.startswith("--")):
-            f.add(Effect.UNKNOWN, "sed -f reads its script from a file the policy cannot read")
-        elif a.startswith(("-i", "--in-place")) or (
-            a.startswith("-") and not a.startswith("--") and "i" in a[1:] and "e" not in a[1:]
-        ):
+    from_file = False
+    for use in parsed.uses:
+        if use.option in ("-e", "--expression") and use.value is not None:
+            pieces.append(use.value)
+        elif use.option in ("-f", "--file"):
+            from_file = True
+            f.add(Effect.UNKNOWN, "sed -f reads its script from a file the policy does not read")
+        elif use.option in ("-i", "--in-place"):
             in_place = True
-        elif a == "--":
-            break
-        i += 1
-    operands = read_options("sed", _SED_SPEC, args, Findings())
-    explicit = bool(scripts) or any(a.startswith(("-f", "--file")) for a in args)
-    if not explicit and operands:
-        scripts.append(operands[0])
-        operands = operands[1:]
-    for script in scripts:
-        problem = sed_script_problem(script)
-        if problem:
-            f.add(*problem)
-    files = operands
+        elif use.option == "--follow-symlinks" and in_place:
+            f.add(Effect.WRITE, "sed --follow-symlinks -i writes through symlinks")
+    operands = list(parsed.operands)
+    if not pieces and not from_file:
+        if not operands:
+            f.block("sed without a script")
+            return
+        pieces.append(operands.pop(0))
+    if pieces:
+        reading = read_sed_script("\n".join(pieces))
+        for effect, reason in reading.effects:
+            if effect is not Effect.READ:
+                f.add(effect, reason)
+        for name in reading.reads:
+            f.path(name)
+        for name in reading.writes:
+            f.path(name, write=True)
     if in_place:
         f.add(Effect.WRITE, "sed -i edits files in place")
-    for path in files:
+    for path in operands:
         f.path(path, write=in_place)
 
 
 # -- awk ----------------------------------------------------------------------------------
 
-_AWK_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_AWK_REGEX = re.compile(r"(^|[(,~!&|{;:?\s])/(?:[^/\\\n]|\\.)+/")
-_AWK_PRINT_REDIRECT = re.compile(r"\bprintf?\b[^;{}]*>")
-
 
 def awk_program_problem(program: str) -> tuple[Effect, str] | None:
-    code = _AWK_STRING.sub('""', program)
-    code = _AWK_REGEX.sub(r"\1//", code)
-    if re.search(r"\bsystem\s*\(", code):
-        return Effect.EXEC, "the awk program calls system()"
-    if re.search(r"(?<!\|)\|(?!\|)", code):
-        return Effect.EXEC, "the awk program pipes to or from a command"
-    if "getline" in code:
-        return Effect.UNKNOWN, "the awk program reads with getline"
-    if re.search(r"\b(ARGV|ARGC|ENVIRON|PROCINFO)\b", code) and "=" in code:
-        return Effect.UNKNOWN, "the awk program changes ARGV/ARGC or reads the environment"
-    if _AWK_PRINT_REDIRECT.search(code):
-        return Effect.WRITE, "the awk program redirects output to a file"
-    if "@" in code:
-        return Effect.UNKNOWN, "the awk program uses a gawk directive (@include, @load)"
-    return None
+    """The first effect of ``program`` beyond reading (see :mod:`.awkprogram`), or None."""
+    found = judge_awk_program(program)
+    return found[0] if found else None
 
 
 def awk_grammar(args: list[str], f: Findings) -> None:
+    """awk (mawk here, gawk elsewhere): only ``-F``, ``-v``, ``-e``/``--source`` and the
+    version flags are read; any other option (``-f``, mawk's ``-W exec``, gawk's ``-i``,
+    ``-l``, ``-E``, ``-o`` …) loads or writes something the policy does not read."""
     i = 0
-    program: str | None = None
+    programs: list[str] = []
     from_file = False
-    while i < len(args):
+    while i < len(args):  # bounded: every branch advances i
         a = args[i]
         if a == "--":
             i += 1
             break
-        if not a.startswith("-") or a == "-":
+        if a == "-" or not a.startswith("-"):
             break
-        if a in ("-F", "-v", "-W") or a in ("--field-separator", "--assign"):
-            i += 2
-            continue
-        if a.startswith(("-F", "-v", "-W", "--field-separator=", "--assign=")):
-            i += 1
-            continue
-        if a in ("-f", "--file", "-E", "--exec", "-i", "--include") or a.startswith(
-            ("-f", "--file=", "-E", "--exec=", "-i", "--include=")
-        ):
-            from_file = True
-            f.add(Effect.UNKNOWN, "awk reads its program from a file the policy cannot read")
-            i += 1 if "=" in a or (len(a) > 2 and not a.startswith("--")) else 2
-            continue
-        if a in ("-e", "--source"):
-            program = (program or "") + "\n" + (args[i + 1] if i + 1 < len(args) else "")
-            i += 2
-            continue
-        if a in ("-l", "--load") or a.startswith(("-l", "--load=")):
-            f.add(Effect.EXEC, "awk -l loads a shared library")
-        elif a.startswith(("-o", "-p", "-d", "--dump-variables", "--pretty-print",
-                           "--profile")):
-            f.add(Effect.WRITE, f"awk {a} writes a file")
+        letter = a[1:2]
+        if a.startswith("--"):
+            opt, eq, value = a.partition("=")
+            if opt == "--source":
+                if not eq:
+                    value = args[i + 1] if i + 1 < len(args) else ""
+                    i += 1
+                programs.append(value)
+            elif a not in ("--version", "--help"):
+                f.add(Effect.UNKNOWN, f"awk option {a!r} is not one the policy reads")
+        elif letter in ("F", "v", "f", "e"):
+            value = a[2:]
+            if not value:
+                value = args[i + 1] if i + 1 < len(args) else ""
+                i += 1
+            if letter == "f":
+                from_file = True
+                f.add(Effect.UNKNOWN, "awk -f reads its program from a file the policy does "
+                                      "not read")
+            elif letter == "e":
+                programs.append(value)
+            elif letter == "v" and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", value):
+                f.add(Effect.UNKNOWN, f"awk -v {value!r} is not an assignment")
+        elif a not in ("-V",):
+            f.add(Effect.UNKNOWN, f"awk option {a!r} is not one the policy reads (mawk -W "
+                                  "exec, gawk -i/-l/-E/-o … load or write files)")
         i += 1
     rest = args[i:]
-    if program is None and not from_file:
+    if not programs and not from_file:
         if not rest:
             f.block("awk without a program")
             return
-        program, rest = rest[0], rest[1:]
-    if program is not None:
-        problem = awk_program_problem(program)
-        if problem:
-            f.add(*problem)
+        programs.append(rest[0])
+        rest = rest[1:]
+    for effect, reason in judge_awk_program("\n".join(programs)):
+        f.add(effect, reason)
     for operand in rest:
         if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", operand):
             continue  # a variable assignment operand

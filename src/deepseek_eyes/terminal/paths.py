@@ -21,6 +21,8 @@ from pathlib import Path
 
 __all__ = [
     "FIXED_PATH",
+    "REACH_LIMIT",
+    "Reach",
     "ResolvedExecutable",
     "Workspace",
     "file_sha256",
@@ -32,6 +34,7 @@ _TRUSTED_PREFIXES = ("/usr/", "/bin/", "/sbin/")
 _PSEUDO_ROOTS = ("/proc", "/dev", "/sys")
 _HASH_CACHE_MAX = 512
 _hash_cache: dict[tuple[str, int, int, int], str] = {}
+REACH_LIMIT = 20_000
 
 
 def _inside(path: str, root: str) -> bool:
@@ -40,32 +43,51 @@ def _inside(path: str, root: str) -> bool:
 
 @dataclass(frozen=True)
 class Workspace:
-    """The directories a command may touch, as real paths."""
+    """The directories a command may touch, as real paths.
+
+    ``protected`` are directories inside which no command may ever reach, even when a
+    workspace root contains them: the data directory with the receipt keyring, receipts and
+    audit. A recursive read of a directory that *contains* one is refused too, because the
+    program would walk into it.
+    """
 
     roots: tuple[str, ...]
+    protected: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, roots: list[Path] | tuple[Path, ...]) -> Workspace:
+    def of(
+        cls, roots: list[Path] | tuple[Path, ...], protected: list[Path] | tuple[Path, ...] = ()
+    ) -> Workspace:
         """Resolve each root; a root must be an existing directory.
 
         Raises:
-            ValueError: a root does not exist or is not a directory.
+            ValueError: a root does not exist or is not a directory, or it lies inside a
+                protected directory.
         """
         real: list[str] = []
+        guarded = tuple(dict.fromkeys(os.path.realpath(str(p)) for p in protected))
         for root in roots:
             resolved = os.path.realpath(os.path.expanduser(str(root)))
             if not os.path.isdir(resolved):
                 raise ValueError(f"workspace root {root} is not a directory")
             if resolved == "/":
                 raise ValueError("the filesystem root cannot be a workspace")
+            if any(_inside(resolved, p) for p in guarded):
+                raise ValueError(f"workspace root {root} lies inside the data directory")
             if resolved not in real:
                 real.append(resolved)
         if not real:
             raise ValueError("at least one workspace root is needed")
-        return cls(tuple(real))
+        return cls(tuple(real), guarded)
 
     def contains(self, real_path: str) -> bool:
-        return any(_inside(real_path, root) for root in self.roots)
+        return any(_inside(real_path, root) for root in self.roots) and not self.guarded(
+            real_path
+        )
+
+    def guarded(self, real_path: str) -> bool:
+        """Whether ``real_path`` is inside a protected directory."""
+        return any(_inside(real_path, p) for p in self.protected)
 
     def resolve(self, arg: str, cwd: str) -> tuple[str | None, str]:
         """``(real path, "")`` when ``arg`` resolves inside a root, else ``(None, reason)``."""
@@ -77,10 +99,66 @@ class Workspace:
         for pseudo in _PSEUDO_ROOTS:
             if _inside(real, pseudo):
                 return None, f"{arg!r} resolves under {pseudo}, which is never allowed"
+        if self.guarded(real) or self.guarded(joined):
+            return None, f"{arg!r} is inside the DeepSeekEyes data directory, never readable"
         if not self.contains(real):
             how = "resolves" if real != joined else "is"
             return None, f"{arg!r} {how} outside the workspace ({real})"
         return real, ""
+
+    def reach(self, real_dir: str, *, follow: bool, limit: int = REACH_LIMIT) -> Reach:
+        """What a recursive read of ``real_dir`` will reach.
+
+        The tree is walked (bounded by ``limit`` entries); a protected directory inside it
+        is refused, and when the program follows symlinks, so is every link whose target
+        resolves outside the workspace. Links into the workspace are walked too, once each.
+        """
+        for guarded in self.protected:
+            if _inside(guarded, real_dir):
+                return Reach(False, f"{real_dir} contains the DeepSeekEyes data directory")
+        if not follow or not os.path.isdir(real_dir):
+            return Reach(True, "")
+        seen: set[str] = set()
+        stack = [real_dir]
+        count = 0
+        while stack:  # bounded: each real directory once, at most ``limit`` entries
+            directory = stack.pop()
+            if directory in seen:
+                continue
+            seen.add(directory)
+            try:
+                entries = list(os.scandir(directory))
+            except OSError:
+                continue
+            for entry in entries:
+                count += 1
+                if count > limit:
+                    return Reach(None, f"{real_dir} holds more than {limit} entries to check")
+                try:
+                    link = entry.is_symlink()
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    continue
+                if link:
+                    target = os.path.realpath(entry.path)
+                    if not self.contains(target) or any(
+                        _inside(target, p) for p in _PSEUDO_ROOTS
+                    ):
+                        return Reach(False, f"the symlink {entry.path} leads to {target}, "
+                                            "outside the workspace")
+                    if os.path.isdir(target):
+                        stack.append(target)
+                elif is_dir:
+                    stack.append(entry.path)
+        return Reach(True, "")
+
+
+@dataclass(frozen=True)
+class Reach:
+    """The verdict on a recursive read: ``ok`` True, False (escapes) or None (too big)."""
+
+    ok: bool | None
+    reason: str
 
 
 def file_sha256(path: str) -> str:

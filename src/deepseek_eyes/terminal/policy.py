@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from deepseek_eyes.terminal.analysis import Effect, Findings, risk_of
 from deepseek_eyes.terminal.commandline import ArgvProblem, check_argv, make_visible, split_command
+from deepseek_eyes.terminal.gitrepo import repository_risks
 from deepseek_eyes.terminal.grammars import GRAMMARS
 from deepseek_eyes.terminal.paths import ResolvedExecutable, Workspace, resolve_executable
 from deepseek_eyes.terminal.programs import (
@@ -158,6 +159,7 @@ class PolicyEngine:
                 f.block(reason)
             elif (arg, real) not in resolved_paths:
                 resolved_paths.append((arg, real))
+        self._judge_reach(f, real_cwd)
         resolution = None
         if exe is not None:
             resolution = Resolution(real_cwd, exe.real_path, exe.sha256, tuple(resolved_paths))
@@ -220,6 +222,8 @@ class PolicyEngine:
             GRAMMARS[name](args, f)
             if not f.effects:
                 f.add(Effect.READ, f"{name} reads files inside the workspace")
+            if name == "git":
+                self._judge_git_repository(args, cwd, f)
         elif name in SIMPLE_TOOLS:
             spec = SIMPLE_TOOLS[name]
             read_options(name, spec, args, f)
@@ -242,6 +246,40 @@ class PolicyEngine:
             f.inner.remove(inner)
             self._analyze(inner, cwd, f, depth + 1, inner_exes)
         return exe
+
+    def _judge_git_repository(self, args: list[str], cwd: str, f: Findings) -> None:
+        """git also obeys the repository it runs in: judge its location and config."""
+        directory = cwd
+        i = 0
+        while i < len(args) and args[i].startswith("-"):
+            opt, eq, value = args[i].partition("=")
+            if opt in ("-C", "--git-dir", "--work-tree") and not eq:
+                value = args[i + 1] if i + 1 < len(args) else ""
+                i += 1
+            if opt == "-C" and value:
+                directory = os.path.realpath(os.path.join(directory, value))
+            elif opt in ("--git-dir", "--work-tree"):
+                f.add(Effect.UNKNOWN, f"git {opt} points git at a repository the policy does "
+                                      "not check")
+            i += 1
+        refusals, unknowns = repository_risks([directory], self.workspace)
+        for reason in refusals:
+            f.block(reason)
+        for reason in unknowns:
+            f.add(Effect.UNKNOWN, reason)
+
+    def _judge_reach(self, f: Findings, cwd: str) -> None:
+        """A recursive read is judged on everything it will open, not only its argument."""
+        for arg, follow in f.reach:
+            real, _ = self.workspace.resolve(arg, cwd)
+            if real is None:
+                continue  # already refused as a path
+            verdict = self.workspace.reach(real, follow=follow)
+            if verdict.ok is False:
+                f.block(f"{arg!r} would be read recursively, and {verdict.reason}")
+            elif verdict.ok is None:
+                f.add(Effect.UNKNOWN, f"what a recursive read of {arg!r} reaches could not be "
+                                      f"checked: {verdict.reason}")
 
     @staticmethod
     def _decide(f: Findings, mode: Mode) -> Decision:

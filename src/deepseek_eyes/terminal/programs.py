@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 
 from deepseek_eyes.terminal.analysis import Effect, Findings
+from deepseek_eyes.terminal.getopt import parse_argv
+from deepseek_eyes.terminal.options import OPTION_TABLES
 
 __all__ = [
     "EXEC_PROGRAMS",
@@ -34,7 +36,7 @@ __all__ = [
 _VERSION_TAIL = re.compile(r"[0-9.\-]+$")
 _ALIASES = {
     "gawk": "awk", "mawk": "awk", "nawk": "awk", "original-awk": "awk",
-    "egrep": "grep", "fgrep": "grep", "rgrep": "grep",
+    "egrep": "grep", "fgrep": "grep",  # rgrep (grep -r in a script) stays unknown
     "vim": "vim", "nvim": "vim", "vi": "vim", "view": "vim", "ex": "vim", "rvim": "vim",
     "gtar": "tar", "bsdtar": "tar", "gsed": "sed", "gfind": "find", "gmake": "make",
     "python": "python", "pypy": "python", "dir": "ls", "vdir": "ls",
@@ -64,7 +66,12 @@ def looks_like_path(value: str) -> bool:
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One program's option grammar, enough to find its paths and class-changing flags.
+    """One program's option *roles*: which options change its class or name its paths.
+
+    How the argv is split into options, values and operands comes from the program's own
+    getopt table (:data:`.options.OPTION_TABLES`); this spec only says what each option
+    *means*. An option the table has but the spec does not name is a harmless flag or
+    value; an option the table does not have makes the command unknown (fail closed).
 
     ``operands``: ``paths`` (every operand is a path read), ``none`` (operands are text),
     ``pattern`` (the first operand is a pattern unless a pattern option was given, the rest
@@ -82,6 +89,13 @@ class ToolSpec:
     write_flags: frozenset[str] = frozenset()  # flags that make the program write
     privilege_options: frozenset[str] = frozenset()  # flags that change the system
     operands_privilege: bool = False  # any operand changes the system (hostname NAME)
+    file_lists: frozenset[str] = frozenset()  # value: a file of file names (--files0-from)
+    follow: frozenset[str] = frozenset()  # options that follow symlinks (-L, -R, …)
+    recursive: frozenset[str] = frozenset()  # options that descend into directories
+    recursive_values: tuple[tuple[str, str], ...] = ()  # (option, value) that recurse
+    recursive_by_default: bool = False  # du: always descends
+    follows_by_default: bool = False  # diff: follows symlinks unless told not to
+    default_operand: str | None = None  # what the program reads with no operand (".")
 
 
 def _fs(*names: str) -> frozenset[str]:
@@ -93,11 +107,14 @@ def _kind_of(spec: ToolSpec, option: str) -> str:
     tables = (
         ("exec", spec.exec_options),
         ("privilege", spec.privilege_options),
+        ("filelist", spec.file_lists),
         ("write", spec.write_values),
         ("path", spec.path_values),
         ("pattern", spec.pattern_values),
         ("value", spec.values),
         ("writeflag", spec.write_flags),
+        ("follow", spec.follow),
+        ("recursive", spec.recursive),
     )
     for kind, table in tables:
         if option in table:
@@ -109,8 +126,89 @@ def _kind_of(spec: ToolSpec, option: str) -> str:
     return "flag"
 
 
+def _handle(name: str, kind: str, option: str, value: str | None, f: Findings) -> None:
+    if kind == "exec":
+        f.add(Effect.EXEC, f"{name} {option} runs another program")
+    elif kind == "privilege":
+        f.add(Effect.PRIVILEGE, f"{name} {option} changes the system")
+    elif kind == "filelist":
+        f.add(Effect.UNKNOWN, f"{name} {option} takes the names of the files it reads from "
+                              "a file the policy does not read")
+        if value is not None:
+            f.path(value)
+    elif kind == "write":
+        f.add(Effect.WRITE, f"{name} {option} writes a file")
+        if value is not None:
+            f.path(value, write=True)
+    elif kind == "path" and value is not None:
+        f.path(value)
+    elif kind == "writeflag":
+        f.add(Effect.WRITE, f"{name} {option} modifies files")
+    elif kind == "flag" and value is not None and looks_like_path(value):
+        f.path(value)
+
+
 def read_options(name: str, spec: ToolSpec, args: list[str], f: Findings) -> list[str]:
-    """Walk ``args`` with ``spec``: record effects and paths in ``f``; return the operands."""
+    """Walk ``args`` with ``spec``: record effects and paths in ``f``; return the operands.
+
+    With a getopt table for ``name`` the argv is split exactly as the program splits it;
+    without one (programs that parse by hand) the legacy reader below is used.
+    """
+    table = OPTION_TABLES.get(name)
+    if table is None:
+        return _read_options_by_hand(name, spec, args, f)
+    parsed = parse_argv(table, args)
+    for problem in parsed.problems:
+        f.add(Effect.UNKNOWN, f"{name}: {problem}")
+    pattern_given = False
+    recursive = spec.recursive_by_default
+    follows = spec.follows_by_default
+    for use in parsed.uses:
+        kind = _kind_of(spec, use.option)
+        if kind == "pattern" or use.option in spec.pattern_values:
+            pattern_given = True
+        elif kind == "follow":
+            follows = True
+            recursive = recursive or use.option in spec.recursive
+        elif kind == "recursive":
+            recursive = True
+        if (use.option, use.value) in spec.recursive_values:
+            recursive = True
+        _handle(name, kind, use.option, use.value, f)
+    operands = _judge_operands(name, spec, parsed.operands, pattern_given, f)
+    if follows or recursive:
+        targets = operands if spec.operands != "none" else []
+        if not targets and spec.default_operand is not None:
+            targets = [spec.default_operand]
+        for target in targets:
+            f.reach_path(target, follow=follows)
+    return operands
+
+
+def _judge_operands(
+    name: str, spec: ToolSpec, operands: list[str], pattern_given: bool, f: Findings
+) -> list[str]:
+    if spec.operands_privilege and operands:
+        f.add(Effect.PRIVILEGE, f"{name} with an operand changes the system")
+    mode = spec.operands
+    if mode == "pattern" and not pattern_given and operands:
+        operands = operands[1:]
+    if mode in ("paths", "pattern"):
+        for op in operands:
+            f.path(op)
+    elif mode == "write":
+        for op in operands:
+            f.path(op, write=True)
+    elif mode == "second-write":
+        for k, op in enumerate(operands):
+            f.path(op, write=k >= 1)
+        if len(operands) >= 2:
+            f.add(Effect.WRITE, f"{name} writes its second operand")
+    return operands
+
+
+def _read_options_by_hand(name: str, spec: ToolSpec, args: list[str], f: Findings) -> list[str]:
+    """The reader for programs without a getopt table (they parse their argv by hand)."""
     operands: list[str] = []
     pattern_given = False
     i = 0
@@ -118,24 +216,11 @@ def read_options(name: str, spec: ToolSpec, args: list[str], f: Findings) -> lis
 
     def handle(kind: str, option: str, value: str | None) -> None:
         nonlocal pattern_given
-        if kind == "exec":
-            f.add(Effect.EXEC, f"{name} {option} runs another program")
-        elif kind == "privilege":
-            f.add(Effect.PRIVILEGE, f"{name} {option} changes the system")
-        elif kind == "write":
-            f.add(Effect.WRITE, f"{name} {option} writes a file")
-            if value is not None:
-                f.path(value, write=True)
-        elif kind == "path" and value is not None:
-            f.path(value)
-        elif kind == "pattern":
+        if kind == "pattern" or option in spec.pattern_values:
             pattern_given = True
-        elif kind == "writeflag":
-            f.add(Effect.WRITE, f"{name} {option} modifies files")
-        elif kind == "flag" and value is not None and looks_like_path(value):
-            f.path(value)
+        _handle(name, kind, option, value, f)
 
-    valued = ("exec", "write", "path", "pattern", "value", "privilege")
+    valued = ("exec", "write", "path", "pattern", "value", "privilege", "filelist")
     while i < len(args):  # bounded by len(args); every branch advances i
         arg = args[i]
         i += 1
@@ -180,24 +265,7 @@ def read_options(name: str, spec: ToolSpec, args: list[str], f: Findings) -> lis
                 break
             handle(kind, option, None)
             j += 1
-
-    if spec.operands_privilege and operands:
-        f.add(Effect.PRIVILEGE, f"{name} with an operand changes the system")
-    mode = spec.operands
-    if mode == "pattern" and not pattern_given and operands:
-        operands = operands[1:]
-    if mode in ("paths", "pattern"):
-        for op in operands:
-            f.path(op)
-    elif mode == "write":
-        for op in operands:
-            f.path(op, write=True)
-    elif mode == "second-write":
-        for k, op in enumerate(operands):
-            f.path(op, write=k >= 1)
-        if len(operands) >= 2:
-            f.add(Effect.WRITE, f"{name} writes its second operand")
-    return operands
+    return _judge_operands(name, spec, operands, pattern_given, f)
 
 
 _READ = Effect.READ
@@ -213,21 +281,26 @@ SIMPLE_TOOLS: dict[str, ToolSpec] = {
     "head": ToolSpec(values=_fs("-n", "-c", "--lines", "--bytes")),
     "tail": ToolSpec(values=_fs("-n", "-c", "--lines", "--bytes", "-s", "--pid",
                                 "--sleep-interval", "--max-unchanged-stats")),
-    "wc": ToolSpec(path_values=_fs("--files0-from")),
+    "wc": ToolSpec(file_lists=_fs("--files0-from")),
     "stat": ToolSpec(values=_fs("-c", "--format", "--printf", "-t")),
-    "file": ToolSpec(values=_fs("-F", "-e", "-P"), path_values=_fs("-m", "--magic-file",
-                                                                   "-f", "--files-from")),
+    "file": ToolSpec(values=_fs("-F", "-e", "-P"), path_values=_fs("-m", "--magic-file"),
+                     file_lists=_fs("-f", "--files-from")),
     "du": ToolSpec(values=_fs("-d", "--max-depth", "-B", "--block-size", "-t", "--threshold",
                               "--exclude", "--time-style", "--time"),
-                   path_values=_fs("-X", "--exclude-from", "--files0-from")),
+                   path_values=_fs("-X", "--exclude-from"), file_lists=_fs("--files0-from"),
+                   follow=_fs("-L", "--dereference"), recursive_by_default=True,
+                   default_operand="."),
     "df": ToolSpec(values=_fs("-B", "--block-size", "-t", "--type", "-x", "--exclude-type",
                               "--output")),
     "ls": ToolSpec(values=_fs("-I", "--ignore", "--hide", "-w", "--width", "-T", "--tabsize",
                               "--color", "--format", "--sort", "--time", "--time-style",
-                              "--block-size", "--quoting-style", "--indicator-style")),
+                              "--block-size", "--quoting-style", "--indicator-style"),
+                 follow=_fs("-L", "--dereference"), recursive=_fs("-R", "--recursive"),
+                 default_operand="."),
     "tree": ToolSpec(values=_fs("-L", "-P", "-I", "--filelimit", "--charset", "-H",
                                 "--sort", "--timefmt"),
-                     write_values=_fs("-o"), path_values=_fs("--fromfile")),
+                     write_values=_fs("-o"), file_lists=_fs("--fromfile"),
+                     follow=_fs("-l"), recursive_by_default=True, default_operand="."),
     "diff": ToolSpec(values=_fs("-L", "--label", "-I", "--ignore-matching-lines", "-x",
                                 "--exclude", "-F", "--show-function-line", "-U", "-C",
                                 "--unified", "--context", "-W", "--width", "--color",
@@ -236,7 +309,8 @@ SIMPLE_TOOLS: dict[str, ToolSpec] = {
                                 "--old-group-format", "--new-group-format",
                                 "--changed-group-format", "--unchanged-group-format",
                                 "--horizon-lines", "--tabsize"),
-                     path_values=_fs("-X", "--exclude-from", "--from-file", "--to-file")),
+                     path_values=_fs("-X", "--exclude-from", "--from-file", "--to-file"),
+                     recursive=_fs("-r", "--recursive"), follows_by_default=True),
     "cmp": ToolSpec(values=_fs("-i", "--ignore-initial", "-n", "--bytes")),
     "comm": ToolSpec(values=_fs("--output-delimiter")),
     "join": ToolSpec(values=_fs("-a", "-e", "-j", "-o", "-t", "-v", "-1", "-2")),
@@ -269,16 +343,20 @@ SIMPLE_TOOLS: dict[str, ToolSpec] = {
                                 "--exclude-dir", "--color", "--colour", "--label",
                                 "-d", "--directories", "-D", "--devices", "--binary-files",
                                 "--group-separator"),
-                     pattern_values=_fs("-e", "--regexp"),
-                     path_values=_fs("-f", "--file", "--exclude-from")),
+                     pattern_values=_fs("-e", "--regexp", "-f", "--file"),
+                     path_values=_fs("--exclude-from", "-f", "--file"),
+                     follow=_fs("-R", "--dereference-recursive"),
+                     recursive=_fs("-r", "--recursive", "-R", "--dereference-recursive"),
+                     recursive_values=(("-d", "recurse"), ("--directories", "recurse")),
+                     default_operand="."),
     "jq": ToolSpec(operands="pattern",
                    values=_fs("--indent", "--arg", "--argjson", "--tab"),
-                   path_values=_fs("-L"),
+                   path_values=_fs("-L", "-f", "--from-file"),
                    pattern_values=_fs("-f", "--from-file")),
     "sort": ToolSpec(values=_fs("-k", "--key", "-t", "--field-separator", "-S",
                                 "--buffer-size", "--parallel", "--batch-size", "--sort"),
                      write_values=_fs("-o", "--output", "-T", "--temporary-directory"),
-                     path_values=_fs("--files0-from", "--random-source"),
+                     path_values=_fs("--random-source"), file_lists=_fs("--files0-from"),
                      exec_options=_fs("--compress-program")),
     "uniq": ToolSpec(operands="second-write",
                      values=_fs("-f", "-s", "-w", "--skip-fields", "--skip-chars",
@@ -298,8 +376,10 @@ SIMPLE_TOOLS: dict[str, ToolSpec] = {
     "pwd": ToolSpec(operands="none"),
     "basename": ToolSpec(operands="none", values=_fs("-s", "--suffix")),
     "dirname": ToolSpec(operands="none"),
-    "realpath": ToolSpec(operands="none", values=_fs("--relative-to", "--relative-base")),
-    "readlink": ToolSpec(operands="none"),
+    # Metadata is a read too: realpath, readlink and test on a path outside the workspace
+    # tell what is outside, so their operands are paths like any reader's.
+    "realpath": ToolSpec(path_values=_fs("--relative-to", "--relative-base")),
+    "readlink": ToolSpec(),
     "date": ToolSpec(operands="none", values=_fs("-d", "--date", "-I", "--iso-8601",
                                                   "--rfc-3339", "--resolution"),
                      path_values=_fs("-f", "--file", "-r", "--reference"),
@@ -316,7 +396,7 @@ SIMPLE_TOOLS: dict[str, ToolSpec] = {
     "seq": ToolSpec(operands="none", values=_fs("-f", "-s", "--format", "--separator")),
     "sleep": ToolSpec(operands="none"),
     "yes": ToolSpec(operands="none"),
-    "test": ToolSpec(operands="none"),
+    "test": ToolSpec(),  # operands and operators alike are checked as paths: fail closed
     "expr": ToolSpec(operands="none"),
     "factor": ToolSpec(operands="none"),
     "numfmt": ToolSpec(operands="none"),
@@ -340,7 +420,9 @@ SIMPLE_TOOLS: dict[str, ToolSpec] = {
     "cp": ToolSpec(_WRITE, "write", values=_fs("--backup", "-S", "--suffix", "--sparse",
                                                 "--reflink", "--preserve", "--no-preserve",
                                                 "--update"),
-                   write_values=_fs("-t", "--target-directory")),
+                   write_values=_fs("-t", "--target-directory"),
+                   follow=_fs("-L", "--dereference"),
+                   recursive=_fs("-r", "-R", "--recursive", "-a", "--archive")),
     "mv": ToolSpec(_WRITE, "write", values=_fs("--backup", "-S", "--suffix", "--update"),
                    write_values=_fs("-t", "--target-directory")),
     "ln": ToolSpec(_WRITE, "write", values=_fs("--backup", "-S", "--suffix"),
@@ -349,9 +431,12 @@ SIMPLE_TOOLS: dict[str, ToolSpec] = {
                                                      "--group", "-S", "--suffix",
                                                      "--backup", "--strip-program"),
                         write_values=_fs("-t", "--target-directory")),
-    "chmod": ToolSpec(_WRITE, "write", path_values=_fs("--reference")),
-    "chgrp": ToolSpec(_WRITE, "write", path_values=_fs("--reference")),
-    "chown": ToolSpec(_WRITE, "write", path_values=_fs("--reference")),
+    "chmod": ToolSpec(_WRITE, "write", path_values=_fs("--reference"),
+                      recursive=_fs("-R", "--recursive")),
+    "chgrp": ToolSpec(_WRITE, "write", path_values=_fs("--reference"),
+                      recursive=_fs("-R", "--recursive"), follow=_fs("-L")),
+    "chown": ToolSpec(_WRITE, "write", path_values=_fs("--reference"),
+                      recursive=_fs("-R", "--recursive"), follow=_fs("-L")),
     "truncate": ToolSpec(_WRITE, "write", values=_fs("-s", "--size"),
                          path_values=_fs("-r", "--reference")),
     "tee": ToolSpec(_WRITE, "write", values=_fs("--output-error")),
