@@ -6,11 +6,16 @@ temporary directory (no dotfiles, no credentials, no shell history) and git is h
 no system or global config, no hooks, no fsmonitor, no pager, no editor, no credential
 helper, no ``ext::`` transport.
 
-Where Linux ``bwrap`` works, the command runs inside it: the whole filesystem read-only, a
-private ``/tmp``, ``/dev`` and ``/proc``, new PID/IPC/UTS/network namespaces, the workspace
-writable only when the plan's mode and effects allow writes, and the network only when the
-plan is a network plan. The policy engine is triage; this is the boundary. Without bwrap the
-child runs as this user with this user's reach (see the README).
+Where Linux ``bwrap`` works, the command runs inside it, and the sandbox, not the policy,
+is the boundary: the child's filesystem holds only what programs need, read-only (``/usr``
+and the ``/bin``, ``/sbin``, ``/lib*`` links or directories, and a short list of files from
+``/etc``: users and groups, the loader cache, time zone, name service, TLS roots, file magic),
+the workspace roots, a private ``/tmp``, ``/dev`` and ``/proc``, and the scratch HOME. Not
+the user's home, not the data directory with the receipt keyring (masked with an empty tmpfs
+even when a workspace root contains it), not ``/var``, ``/run``, ``/opt`` or ``/srv``. New
+PID/IPC/UTS/user/network namespaces; the workspace writable only when the plan's effects
+allow writes, and the network only for network plans. Without bwrap the child runs as this
+user with this user's reach, and the policy's refusals are all there is (see docs/terminal.md).
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from functools import lru_cache
 from deepseek_eyes.terminal.paths import FIXED_PATH
 
 __all__ = [
-    "SandboxPlan", "bwrap_available", "child_environment", "make_home", "remove_home", "wrap_argv",
+    "ETC_ENTRIES", "SYSTEM_DIRS", "SandboxPlan", "bwrap_available", "child_environment",
+    "make_home", "remove_home", "wrap_argv",
 ]
 
 _PASS_THROUGH = ("TZ", "USER", "LOGNAME")
@@ -44,9 +50,16 @@ _GIT_CONFIG = (
 )
 
 
-def child_environment(home: str) -> dict[str, str]:
-    """The complete environment of a child: an allowlist plus fixed hardening."""
+def child_environment(home: str, roots: tuple[str, ...] = ()) -> dict[str, str]:
+    """The complete environment of a child: an allowlist plus fixed hardening.
+
+    ``GIT_CEILING_DIRECTORIES`` holds the parent of every workspace root, so git never
+    looks for a repository (and its config) above the workspace.
+    """
     env = {name: os.environ[name] for name in _PASS_THROUGH if name in os.environ}
+    ceilings = sorted({os.path.dirname(root.rstrip("/")) or "/" for root in roots})
+    if ceilings:
+        env["GIT_CEILING_DIRECTORIES"] = ":".join(ceilings)
     env.update({
         "PATH": ":".join(FIXED_PATH),
         "HOME": home,
@@ -129,20 +142,53 @@ class SandboxPlan:
         }
 
 
+#: The system directories a program may need, bound read-only (or recreated as the same
+#: symlink on a merged-/usr system).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+#: The files and directories of /etc that ordinary programs read; nothing else of /etc.
+ETC_ENTRIES = (
+    "passwd", "group", "nsswitch.conf", "host.conf", "hosts", "resolv.conf", "gai.conf",
+    "protocols", "services", "localtime", "timezone", "ld.so.cache", "ld.so.conf",
+    "ld.so.conf.d", "alternatives", "ssl", "ca-certificates", "ca-certificates.conf",
+    "magic", "magic.mime", "mime.types", "locale.alias", "os-release", "lsb-release",
+    "debian_version", "xattr.conf",
+)
+
+
+def _system_binds() -> list[str]:
+    binds: list[str] = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            binds += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            binds += ["--ro-bind", path, path]
+    for name in ETC_ENTRIES:
+        binds += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return binds
+
+
 def wrap_argv(
     argv: list[str], executable: str, cwd: str, home: str, roots: tuple[str, ...],
-    plan: SandboxPlan, bwrap: str | None,
+    plan: SandboxPlan, bwrap: str | None, protected: tuple[str, ...] = (),
 ) -> tuple[list[str], str]:
-    """``(argv to spawn, program to exec)`` for ``plan``."""
+    """``(argv to spawn, program to exec)`` for ``plan``.
+
+    Mount order matters: later mounts cover earlier ones, so each protected directory that
+    lies inside a workspace root is covered with an empty tmpfs after the roots are bound.
+    """
     if plan.kind != "bwrap" or bwrap is None:
         return argv, executable
     wrapped = [bwrap, "--die-with-parent", "--unshare-all"]
     if plan.network:
         wrapped.append("--share-net")
-    wrapped += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs",
-                _PRIVATE_TMP, "--bind", home, home]
+    wrapped += _system_binds()
+    wrapped += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", _PRIVATE_TMP,
+                "--bind", home, home]
     for root in roots:
         wrapped += ["--bind" if plan.workspace_writable else "--ro-bind", root, root]
+    for guarded in protected:
+        if any(guarded == r or guarded.startswith(r.rstrip("/") + "/") for r in roots):
+            wrapped += ["--tmpfs", guarded]
     wrapped += ["--chdir", cwd, "--", executable, *argv[1:]]
     return wrapped, bwrap
 

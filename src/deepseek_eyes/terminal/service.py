@@ -271,9 +271,11 @@ class TerminalService:
             network=decision.network,
             workspace_writable=decision.writes,
         )
+        workspace = self.config.workspace
         argv, program = wrap_argv(list(plan.result.argv), res.executable, res.cwd, home,
-                                  self.config.workspace.roots, sandbox, self.config.sandbox)
-        env = child_environment(home) | {"PWD": res.cwd}
+                                  workspace.roots, sandbox, self.config.sandbox,
+                                  workspace.protected)
+        env = child_environment(home, workspace.roots) | {"PWD": res.cwd}
         events = session.events
 
         def on_output(stream: str, text: str) -> None:
