@@ -8,7 +8,7 @@ read-only mode and need approval (at least) in confirm mode; the everyday spelli
 each class must still run.
 """
 
-# ruff: noqa: S108 - the /tmp and /etc paths are attack strings, never used as files here
+
 from __future__ import annotations
 
 import os

@@ -17,10 +17,8 @@ bubblewrap, and they still cannot see the keyring, the user's home or the canary
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,55 +26,22 @@ import pytest
 from deepseek_eyes.terminal.analysis import Effect
 from deepseek_eyes.terminal.getopt import ArgKind, OptionTable
 from deepseek_eyes.terminal.options import OPTION_TABLES
-from deepseek_eyes.terminal.paths import Workspace
-from deepseek_eyes.terminal.policy import PolicyEngine
 from deepseek_eyes.terminal.programs import SIMPLE_TOOLS
-from deepseek_eyes.terminal.sandbox import SandboxPlan, child_environment, make_home, wrap_argv
+from deepseek_eyes.terminal.sandbox import SandboxPlan, child_environment, wrap_argv
 from terminal.support import require_bwrap, require_executable, require_module
-from terminal.tripwire import Trace, trace_command
+from terminal.tripwire import (
+    Arena,
+    assert_contained,
+    build_arena,
+    run_as_planned,
+    trace_command,
+)
 
 hypothesis = require_module("hypothesis")
 st = hypothesis.strategies
 
 # Programs that never end or flood by design; they add nothing to what is proved.
 _EXCLUDED = frozenset({"yes", "sleep", "tail", "seq", "shuf", "factor"})
-
-
-@dataclass(frozen=True)
-class Arena:
-    ws: Path
-    outside: Path
-    protected: Path
-    home: str
-    canaries: tuple[bytes, ...]
-    logs: Path
-
-    def engine(self) -> PolicyEngine:
-        return PolicyEngine(Workspace.of([self.ws], [self.protected]), "read-only")
-
-
-def build_arena(root: Path, *, protected_inside: bool = True) -> Arena:
-    canary_out = b"CANARY-OUTSIDE-" + secrets.token_hex(8).encode()
-    canary_key = b"CANARY-KEYRING-" + secrets.token_hex(8).encode()
-    ws, outside, logs = root / "ws", root / "outside", root / "logs"
-    for d in (ws / "sub", ws / "deep", outside / "dir", logs):
-        d.mkdir(parents=True)
-    (outside / "secret.txt").write_bytes(canary_out + b"\n")
-    (outside / "dir" / "more.txt").write_bytes(canary_out + b"\n")
-    (ws / "a.txt").write_text("alpha e w\nbeta\n")
-    (ws / "b.txt").write_text("beta\ngamma\n")
-    (ws / "sub" / "c.txt").write_text("gamma\n")
-    (ws / "out-link").symlink_to(outside)
-    (ws / "file-link").symlink_to(outside / "secret.txt")
-    (ws / "deep" / "inner").symlink_to(Path("..") / ".." / "outside")
-    (ws / "list0").write_bytes(str(outside / "secret.txt").encode() + b"\0a.txt\0")
-    (ws / "list").write_text(f"{outside / 'secret.txt'}\na.txt\n")
-    protected = (ws if protected_inside else root) / ".eyes-data"
-    (protected / "terminal").mkdir(parents=True)
-    keyring = protected / "terminal" / "keyring.json"
-    keyring.write_bytes(canary_key + b"\n")
-    keyring.chmod(0o600)
-    return Arena(ws, outside, protected, make_home(), (canary_out, canary_key), logs)
 
 
 @pytest.fixture(params=["data-inside", "data-outside"])
@@ -166,33 +131,6 @@ def argvs(draw: st.DrawFn, name: str, values: list[str]) -> list[str]:
     return words
 
 
-def run_as_planned(arena: Arena, argv: list[str], sandbox: str | None) -> Trace | None:
-    """Plan ``argv`` in read-only mode; run it under strace only when the plan is allowed."""
-    result = arena.engine().evaluate(argv=argv, cwd=str(arena.ws))
-    if not result.decision.allowed or result.resolution is None:
-        return None
-    res = result.resolution
-    plan = SandboxPlan("bwrap" if sandbox else "none", network=False, workspace_writable=False)
-    spawn, _ = wrap_argv(list(result.argv), res.executable, res.cwd, arena.home,
-                         (str(arena.ws),), plan, sandbox, (str(arena.protected),))
-    env = child_environment(arena.home, (str(arena.ws),)) | {"PWD": res.cwd}
-    if sandbox is None:
-        spawn = [res.executable, *spawn[1:]]
-    return trace_command(spawn, cwd=res.cwd, env=env, log_dir=arena.logs)
-
-
-def assert_contained(arena: Arena, argv: list[str], trace: Trace, planned: set[str]) -> None:
-    where = f"{argv!r} was allowed read-only and then"
-    extra = [e for e in trace.execs if e not in planned]
-    assert not extra, f"{where} executed {extra}"
-    outside = trace.opens_outside([str(arena.ws), arena.home])
-    assert not outside, f"{where} opened {outside}"
-    inside_protected = [p for p in trace.opens if p.startswith(str(arena.protected))]
-    assert not inside_protected, f"{where} opened the protected {inside_protected}"
-    for canary in arena.canaries:
-        assert canary not in trace.stdout + trace.stderr, f"{where} printed a canary"
-
-
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_generated_read_only_plans_stay_inside(tmp_path: Path, name: str) -> None:
     """Catalogued programs, generated from their option grammar, observed under strace."""
@@ -243,7 +181,7 @@ def test_everyday_reads_run_and_stay_inside(arena: Arena, argv: list[str]) -> No
     """The tripwire is not vacuous: ordinary reads are allowed, run, and pass it. With the
     data directory inside the workspace, a read that would walk into it is refused."""
     trace = run_as_planned(arena, argv, None)
-    walks = argv[0] in ("grep", "ls", "du", "find") and argv[-1] == "." or argv[0] == "find"
+    walks = (argv[0] in ("grep", "ls", "du", "find") and argv[-1] == ".") or argv[0] == "find"
     if walks and arena.protected.parent == arena.ws:
         assert trace is None, f"{argv} walks into the data directory and must be refused"
         return
@@ -265,11 +203,12 @@ def test_the_tripwire_fires_on_a_real_escape(arena: Arena) -> None:
 
 @pytest.mark.parametrize("argv", [
     ["cat", "{protected}/terminal/keyring.json"],
-    ["grep", "-R", "CANARY", "/"],
+    ["grep", "-R", "CANARY", "/tmp", "/etc", "/var", "/run", "/root", "{home}", "{outside}"],
     ["cat", "{outside}/secret.txt"],
     ["ls", "-la", "{home}"],
     ["cat", "/etc/shadow"],
-    ["find", "/", "-name", "keyring.json"],
+    ["find", "/", "-path", "/usr", "-prune", "-o", "-path", "/proc", "-prune", "-o",
+     "-name", "keyring.json", "-print"],
 ])
 def test_the_sandbox_is_the_boundary(arena: Arena, argv: list[str]) -> None:
     """Commands the policy refuses, run inside bubblewrap anyway: nothing secret is

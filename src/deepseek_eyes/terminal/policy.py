@@ -56,7 +56,15 @@ _DANGEROUS_ENV = re.compile(
     r"PERL5.*|PERLLIB|RUBY.*|NODE_OPTIONS|NODE_PATH|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|GIT_.*|"
     r"GCONV_PATH|LOCPATH|HOSTALIASES|EDITOR|VISUAL|PAGER|MANPAGER|LESSOPEN|LESSCLOSE|"
     r"TAR_OPTIONS|GREP_OPTIONS|SSH_.*|BROWSER|TMPDIR|HOME|XDG_.*|LUA_.*|GEM_.*|CARGO_.*|"
-    r"RUSTC.*|GOFLAGS|CC|CXX|MAKEFLAGS|SUDO_.*)$"
+    r"RUSTC.*|GOFLAGS|CC|CXX|MAKEFLAGS|SUDO_.*|GLIBC_TUNABLES|MALLOC_.*|GZIP|BZIP2?|XZ_.*|"
+    r"ZIPOPT|UNZIP(OPT)?|ZSTD_.*|RIPGREP_CONFIG_PATH|WGETRC|CURL_HOME|SHELL|POSIXLY_CORRECT|"
+    r"_POSIX2_VERSION|MAGIC|NLSPATH|TZDIR|TERMINFO.*|RES_OPTIONS|LOCALDOMAIN)$"
+)
+# Variables a command may be given through ``env NAME=value``: display and locale only.
+# Any other name is unknown (many variables add options or name files: GZIP, MAGIC, TZ=:/x).
+_HARMLESS_ENV = re.compile(
+    r"^(LANG|LANGUAGE|LC_[A-Z]+|NO_COLOR|FORCE_COLOR|CLICOLOR(_FORCE)?|COLUMNS|LINES|TERM|"
+    r"LS_COLORS|GREP_COLORS?|TIME_STYLE|QUOTING_STYLE|(DF_|DU_|LS_)?BLOCK_?SIZE)$"
 )
 
 
@@ -226,7 +234,7 @@ class PolicyEngine:
                 self._judge_git_repository(args, cwd, f)
         elif name in SIMPLE_TOOLS:
             spec = SIMPLE_TOOLS[name]
-            read_options(name, spec, args, f)
+            read_options(name, spec, args, f, program=os.path.basename(exe.real_path))
             if spec.effect is Effect.WRITE:
                 f.add(Effect.WRITE, f"{name} changes files")
             else:
@@ -342,9 +350,14 @@ def _env_wrapper(args: list[str], f: Findings) -> list[str]:
             i += 1
             break
         elif "=" in a:
-            name = a.split("=", 1)[0]
+            name, value = a.split("=", 1)
             if _DANGEROUS_ENV.match(name):
                 f.add(Effect.EXEC, f"env sets {name}, which changes what code programs load")
+            elif name == "TZ" and not value.startswith(":") and "/" not in value:
+                pass  # a zone name or POSIX TZ string, not a file
+            elif not _HARMLESS_ENV.match(name):
+                f.add(Effect.UNKNOWN, f"env sets {name}, which the policy does not know to be "
+                                      "harmless (variables can add options or name files)")
             i += 1
         else:
             break

@@ -96,6 +96,11 @@ class ToolSpec:
     recursive_by_default: bool = False  # du: always descends
     follows_by_default: bool = False  # diff: follows symlinks unless told not to
     default_operand: str | None = None  # what the program reads with no operand (".")
+    file_list_flags: frozenset[str] = frozenset()  # make every operand a list of files (-c)
+    obsolete_first: str = ""  # a regex: a first word read before getopt (head -5c)
+    response_files: bool = False  # an operand "@FILE" is replaced by FILE's words
+    setting_operands: bool = False  # an operand not starting with "+" changes the system
+    colon_path_values: frozenset[str] = frozenset()  # value: paths joined by ":" (file -m)
 
 
 def _fs(*names: str) -> frozenset[str]:
@@ -148,13 +153,18 @@ def _handle(name: str, kind: str, option: str, value: str | None, f: Findings) -
         f.path(value)
 
 
-def read_options(name: str, spec: ToolSpec, args: list[str], f: Findings) -> list[str]:
+def read_options(
+    name: str, spec: ToolSpec, args: list[str], f: Findings, *, program: str | None = None
+) -> list[str]:
     """Walk ``args`` with ``spec``: record effects and paths in ``f``; return the operands.
 
-    With a getopt table for ``name`` the argv is split exactly as the program splits it;
-    without one (programs that parse by hand) the legacy reader below is used.
+    With a getopt table for ``program`` (the real basename, e.g. ``b2sum``) or for ``name``
+    (its normalized name) the argv is split exactly as the program splits it; without one
+    (programs that parse by hand) the reader below is used.
     """
-    table = OPTION_TABLES.get(name)
+    table = OPTION_TABLES.get(program or name) or OPTION_TABLES.get(name)
+    if spec.obsolete_first and args and re.fullmatch(spec.obsolete_first, args[0]):
+        args = args[1:]  # head -5c FILE, tail +3 FILE: a count read before getopt
     if table is None:
         return _read_options_by_hand(name, spec, args, f)
     parsed = parse_argv(table, args)
@@ -174,7 +184,14 @@ def read_options(name: str, spec: ToolSpec, args: list[str], f: Findings) -> lis
             recursive = True
         if (use.option, use.value) in spec.recursive_values:
             recursive = True
+        if use.option in spec.colon_path_values and use.value is not None:
+            for piece in use.value.split(":"):
+                f.path(piece)
+            continue
         _handle(name, kind, use.option, use.value, f)
+    if spec.file_list_flags and parsed.has(*spec.file_list_flags):
+        f.add(Effect.UNKNOWN, f"{name} with {sorted(spec.file_list_flags)[0]} reads the files "
+                              "named inside its operands, which the policy does not read")
     operands = _judge_operands(name, spec, parsed.operands, pattern_given, f)
     if follows or recursive:
         targets = operands if spec.operands != "none" else []
@@ -190,6 +207,12 @@ def _judge_operands(
 ) -> list[str]:
     if spec.operands_privilege and operands:
         f.add(Effect.PRIVILEGE, f"{name} with an operand changes the system")
+    if spec.setting_operands and any(not op.startswith("+") for op in operands):
+        f.add(Effect.PRIVILEGE, f"{name} with an operand that is not a +FORMAT changes the "
+                                "system")
+    if spec.response_files and any(op.startswith("@") for op in operands):
+        f.add(Effect.UNKNOWN, f"{name} reads more arguments from an @FILE the policy does "
+                              "not read")
     mode = spec.operands
     if mode == "pattern" and not pattern_given and operands:
         operands = operands[1:]
@@ -278,13 +301,15 @@ SIMPLE_TOOLS: dict[str, ToolSpec] = {
     "cat": ToolSpec(),
     "tac": ToolSpec(values=_fs("-s", "--separator")),
     "nl": ToolSpec(values=_fs("-b", "-d", "-f", "-h", "-i", "-l", "-n", "-s", "-v", "-w")),
-    "head": ToolSpec(values=_fs("-n", "-c", "--lines", "--bytes")),
-    "tail": ToolSpec(values=_fs("-n", "-c", "--lines", "--bytes", "-s", "--pid",
+    "head": ToolSpec(values=_fs("-n", "-c", "--lines", "--bytes"),
+                     obsolete_first=r"-\d+[bcklmqvz]*"),
+    "tail": ToolSpec(obsolete_first=r"[-+]\d+[bcl]?f?",
+                     values=_fs("-n", "-c", "--lines", "--bytes", "-s", "--pid",
                                 "--sleep-interval", "--max-unchanged-stats")),
     "wc": ToolSpec(file_lists=_fs("--files0-from")),
     "stat": ToolSpec(values=_fs("-c", "--format", "--printf", "-t")),
-    "file": ToolSpec(values=_fs("-F", "-e", "-P"), path_values=_fs("-m", "--magic-file"),
-                     file_lists=_fs("-f", "--files-from")),
+    "file": ToolSpec(values=_fs("-F", "-e", "-P"), colon_path_values=_fs("-m", "--magic-file"),
+                     file_lists=_fs("-f", "--files-from"), write_flags=_fs("-C", "--compile")),
     "du": ToolSpec(values=_fs("-d", "--max-depth", "-B", "--block-size", "-t", "--threshold",
                               "--exclude", "--time-style", "--time"),
                    path_values=_fs("-X", "--exclude-from"), file_lists=_fs("--files0-from"),
@@ -310,7 +335,8 @@ SIMPLE_TOOLS: dict[str, ToolSpec] = {
                                 "--changed-group-format", "--unchanged-group-format",
                                 "--horizon-lines", "--tabsize"),
                      path_values=_fs("-X", "--exclude-from", "--from-file", "--to-file"),
-                     recursive=_fs("-r", "--recursive"), follows_by_default=True),
+                     recursive=_fs("-r", "--recursive"), follows_by_default=True,
+                     exec_options=_fs("-l", "--paginate")),
     "cmp": ToolSpec(values=_fs("-i", "--ignore-initial", "-n", "--bytes")),
     "comm": ToolSpec(values=_fs("--output-delimiter")),
     "join": ToolSpec(values=_fs("-a", "-e", "-j", "-o", "-t", "-v", "-1", "-2")),
@@ -330,9 +356,10 @@ SIMPLE_TOOLS: dict[str, ToolSpec] = {
                     values=_fs("-c", "-g", "-l", "-o", "-s", "-n", "-cols", "-len", "-seek",
                                "-name")),
     "strings": ToolSpec(values=_fs("-n", "-t", "-e", "--bytes", "--radix", "--encoding",
-                                   "-s", "--output-separator")),
-    "sha256sum": ToolSpec(),
-    "cksum": ToolSpec(values=_fs("-a", "--algorithm", "-l", "--length")),
+                                   "-s", "--output-separator"), response_files=True),
+    "sha256sum": ToolSpec(file_list_flags=_fs("-c", "--check")),
+    "cksum": ToolSpec(values=_fs("-a", "--algorithm", "-l", "--length"),
+                      file_list_flags=_fs("-c", "--check")),
     "sum": ToolSpec(),
     "base32": ToolSpec(values=_fs("-w", "--wrap")),
     "base64": ToolSpec(values=_fs("-w", "--wrap")),
@@ -383,7 +410,7 @@ SIMPLE_TOOLS: dict[str, ToolSpec] = {
     "date": ToolSpec(operands="none", values=_fs("-d", "--date", "-I", "--iso-8601",
                                                   "--rfc-3339", "--resolution"),
                      path_values=_fs("-f", "--file", "-r", "--reference"),
-                     privilege_options=_fs("-s", "--set")),
+                     privilege_options=_fs("-s", "--set"), setting_operands=True),
     "whoami": ToolSpec(operands="none"),
     "id": ToolSpec(operands="none"),
     "groups": ToolSpec(operands="none"),
