@@ -157,3 +157,34 @@ def _body() -> dict[str, Any]:
         "exit_code": 0, "signal": None, "stdout": {"text": ""}, "stderr": {"text": ""},
         "redactions": 0, "sharing_redacted": False,
     }
+
+
+def _code(fn: Any, *args: Any, **kwargs: Any) -> str:
+    with pytest.raises(ReceiptError) as err:
+        fn(*args, **kwargs)
+    return err.value.code
+
+
+def test_an_exposed_keyring_is_refused_and_its_directory_made_private(tmp_path: Path) -> None:
+    ring_dir = tmp_path / "keys"
+    first = Keyring.load_or_create(ring_dir)
+    path = ring_dir / "keyring.json"
+    ring_dir.chmod(0o755)
+    assert Keyring.load_or_create(ring_dir).ids() == first.ids()
+    assert _mode(ring_dir) == 0o700
+    for mode in (0o640, 0o604, 0o620, 0o644):
+        path.chmod(mode)
+        with pytest.raises(ReceiptError) as err:
+            Keyring.load_or_create(ring_dir)
+        assert err.value.code == "TERMINAL_KEYRING_EXPOSED"
+        assert f"chmod 600 {path}" in err.value.message
+    path.chmod(0o600)
+    assert Keyring.load_or_create(ring_dir).ids() == first.ids()
+    # a symbolic link in place of the file is not followed
+    path.rename(tmp_path / "elsewhere.json")
+    path.symlink_to(tmp_path / "elsewhere.json")
+    assert _code(Keyring.load_or_create, ring_dir) == "TERMINAL_KEYRING_INVALID"
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
