@@ -308,6 +308,8 @@ def test_the_log_refuses_to_open_over_a_cut_and_repairs_a_lagging_head(
     # cut at the end: the head still names receipt 3
     log_path.write_bytes(b"".join(lines[:2]))
     assert _code(ReceiptLog, directory, keyring) == "TERMINAL_RECEIPT_CHAIN_BROKEN"
+    log_path.unlink()  # or the whole log removed
+    assert _code(ReceiptLog, directory, keyring) == "TERMINAL_RECEIPT_CHAIN_BROKEN"
     # cut at the start
     log_path.write_bytes(b"".join(lines[1:]))
     assert _code(ReceiptLog, directory, keyring) == "TERMINAL_RECEIPT_CHAIN_BROKEN"

@@ -43,7 +43,7 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -632,6 +632,14 @@ class ReceiptLog:
             data = fh.read()
         return parse_head_file(data, self.keyring, str(self.head_path))
 
+    def _lines(self) -> Iterator[bytes]:
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 - closed by the with below
+        except FileNotFoundError:
+            return
+        with fh:
+            yield from fh
+
     def _index(self, stored: dict[str, Any] | None) -> int:
         """Index the log and check it against its stored head (see the class docstring).
 
@@ -640,41 +648,38 @@ class ReceiptLog:
         """
         head_sequence = stored["sequence"] if stored else 0
         behind = 0
-        if not self.path.exists():
-            return 0
-        with open(self.path, "rb") as fh:
-            for number, raw in enumerate(fh, start=1):
-                if not raw.endswith(b"\n"):
-                    break  # a torn write: cut off by the caller
-                item = loads_strict(raw, what=f"line {number} of {self.path}")
-                if not (isinstance(item, dict) and isinstance(item.get("receipt_id"), str)
-                        and item.get("sequence") == number):
-                    raise _broken(
-                        f"line {number} of {self.path} is not receipt {number}: the log was "
-                        "cut or rewritten; move the receipts directory aside to start a new "
-                        "chain", line=number, path=str(self.path),
-                    )
-                digest = receipt_hash(item)
-                if number == 1:
-                    self._first_hash = digest
-                if stored is not None and number == head_sequence and (
-                    digest != stored["last_hash"] or self._first_hash != stored["first_hash"]
-                ):
-                    raise _broken(
-                        f"receipt {number} of {self.path} is not the one its signed head "
-                        "names: the log was rewritten", path=str(self.path),
-                    )
-                if number > head_sequence:
-                    verify_receipt(item, self.keyring)
-                    if item["previous_hash"] != self._head:
-                        raise _broken(f"receipt {number} of {self.path} does not chain to the "
-                                      "one before it", path=str(self.path))
-                    behind += 1
-                self._offsets[item["receipt_id"]] = self._size
-                self._order.append(item["receipt_id"])
-                self._size += len(raw)
-                self._sequence = number
-                self._before, self._head = self._head, digest
+        for number, raw in enumerate(self._lines(), start=1):
+            if not raw.endswith(b"\n"):
+                break  # a torn write: cut off by the caller
+            item = loads_strict(raw, what=f"line {number} of {self.path}")
+            if not (isinstance(item, dict) and isinstance(item.get("receipt_id"), str)
+                    and item.get("sequence") == number):
+                raise _broken(
+                    f"line {number} of {self.path} is not receipt {number}: the log was "
+                    "cut or rewritten; move the receipts directory aside to start a new "
+                    "chain", line=number, path=str(self.path),
+                )
+            digest = receipt_hash(item)
+            if number == 1:
+                self._first_hash = digest
+            if stored is not None and number == head_sequence and (
+                digest != stored["last_hash"] or self._first_hash != stored["first_hash"]
+            ):
+                raise _broken(
+                    f"receipt {number} of {self.path} is not the one its signed head "
+                    "names: the log was rewritten", path=str(self.path),
+                )
+            if number > head_sequence:
+                verify_receipt(item, self.keyring)
+                if item["previous_hash"] != self._head:
+                    raise _broken(f"receipt {number} of {self.path} does not chain to the "
+                                  "one before it", path=str(self.path))
+                behind += 1
+            self._offsets[item["receipt_id"]] = self._size
+            self._order.append(item["receipt_id"])
+            self._size += len(raw)
+            self._sequence = number
+            self._before, self._head = self._head, digest
         if self._sequence < head_sequence:
             raise _broken(
                 f"the receipt log ends at sequence {self._sequence} but its signed head names "
