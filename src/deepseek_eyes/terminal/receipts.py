@@ -113,11 +113,13 @@ class _Refused(Exception):
 
 
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Refused(f"the key {key!r} appears twice in one object")
-        out[key] = value
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Refused(f"the key {key!r} appears twice in one object")
+            seen.add(key)
     return out
 
 
@@ -125,8 +127,12 @@ def _no_constant(name: str) -> Any:
     raise _Refused(f"{name} is not a JSON number")
 
 
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
+
+
 def _decode(data: str | bytes) -> Any:
-    return json.loads(data, object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    return _DECODER.decode(text)
 
 
 def loads_strict(data: str | bytes, *, what: str = "the receipt") -> Any:
@@ -648,6 +654,8 @@ class ReceiptLog:
         """
         head_sequence = stored["sequence"] if stored else 0
         behind = 0
+        before: dict[str, Any] | None = None  # hashed only where needed: opening stays cheap
+        last: dict[str, Any] | None = None
         for number, raw in enumerate(self._lines(), start=1):
             if not raw.endswith(b"\n"):
                 break  # a torn write: cut off by the caller
@@ -659,11 +667,11 @@ class ReceiptLog:
                     "cut or rewritten; move the receipts directory aside to start a new "
                     "chain", line=number, path=str(self.path),
                 )
-            digest = receipt_hash(item)
             if number == 1:
-                self._first_hash = digest
+                self._first_hash = receipt_hash(item)
             if stored is not None and number == head_sequence and (
-                digest != stored["last_hash"] or self._first_hash != stored["first_hash"]
+                receipt_hash(item) != stored["last_hash"]
+                or self._first_hash != stored["first_hash"]
             ):
                 raise _broken(
                     f"receipt {number} of {self.path} is not the one its signed head "
@@ -671,7 +679,8 @@ class ReceiptLog:
                 )
             if number > head_sequence:
                 verify_receipt(item, self.keyring)
-                if item["previous_hash"] != self._head:
+                link = None if last is None else receipt_hash(last)
+                if item["previous_hash"] != link:
                     raise _broken(f"receipt {number} of {self.path} does not chain to the "
                                   "one before it", path=str(self.path))
                 behind += 1
@@ -679,7 +688,9 @@ class ReceiptLog:
             self._order.append(item["receipt_id"])
             self._size += len(raw)
             self._sequence = number
-            self._before, self._head = self._head, digest
+            before, last = last, item
+        self._head = None if last is None else receipt_hash(last)
+        self._before = None if before is None else receipt_hash(before)
         if self._sequence < head_sequence:
             raise _broken(
                 f"the receipt log ends at sequence {self._sequence} but its signed head names "
