@@ -151,14 +151,22 @@ ERROR_CODES: Mapping[str, str] = {
     ),
     "TERMINAL_TOKEN_WEAK": "The bearer token is shorter or simpler than 256 bits of randomness.",
     "TERMINAL_RECEIPT_INVALID": (
-        "A receipt fails verification: malformed, or its signature does not match its bytes."
+        "A receipt or a receipt chain head fails verification: malformed (including a"
+        " duplicate JSON key or a NaN), or its signature does not match its bytes."
     ),
     "TERMINAL_RECEIPT_KEY_UNKNOWN": "A receipt names a key id that is not in the keyring.",
     "TERMINAL_RECEIPT_CHAIN_BROKEN": (
-        "Receipts out of sequence, or a previous_hash does not match the receipt before it."
+        "Receipts out of sequence, a previous_hash that does not match the receipt before it,"
+        " a chain that does not start at sequence 1, or a log that does not end at (or no"
+        " longer holds) the receipt its signed head names: receipts were removed."
     ),
     "TERMINAL_RECEIPT_NOT_FOUND": "No receipt has that id.",
     "TERMINAL_KEYRING_INVALID": "The receipt keyring file is unreadable or malformed.",
+    "TERMINAL_KEYRING_EXPOSED": (
+        "The receipt keyring file is readable or writable by other users (or owned by one),"
+        " or its directory or the receipt log's cannot be made private: the key may be"
+        " known; fix the mode or start over."
+    ),
     "TERMINAL_ADVISOR_UNAVAILABLE": "No advisory model is configured or it failed to answer.",
     "TERMINAL_UNAUTHORIZED": "The HTTP request has no bearer token or the wrong one.",
     "TERMINAL_FORBIDDEN": "The Host or Origin header is not allowed (DNS rebinding defence).",

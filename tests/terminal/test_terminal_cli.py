@@ -1,5 +1,7 @@
 """The real ``deepseek-eyes terminal`` command: stdio serving with the SDK client, the
-HTTP token gate, planning without running, and receipt verification."""
+HTTP token gate, planning without running, and receipt verification (with the chain's
+signed head, pinned heads, strict parsing and key checks; those run the same ``main`` in
+process, which is much faster than a subprocess per call)."""
 
 from __future__ import annotations
 
@@ -7,12 +9,17 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
 
+from deepseek_eyes.cli import main
 from deepseek_eyes.terminal.config import ENV_TOKEN
+from deepseek_eyes.terminal.keyring import Keyring
+from deepseek_eyes.terminal.receipts import HEAD_FILENAME, ReceiptLog, sign_receipt
 
 pytestmark = pytest.mark.anyio
 
@@ -60,6 +67,17 @@ async def test_stdio_server_with_the_sdk_client(workspace: Path) -> None:
     refused = _run("terminal", "receipts", "verify", str(bad))
     assert refused.returncode == 1
     assert "TERMINAL_RECEIPT_INVALID" in refused.stderr
+    head = log.with_name(HEAD_FILENAME)
+    assert head.stat().st_mode & 0o777 == 0o600
+    assert log.stat().st_mode & 0o777 == 0o600
+    with_head = _run("terminal", "receipts", "verify", "--head", str(head), str(log))
+    assert with_head.returncode == 0, with_head.stderr
+    assert "ends at its signed head" in with_head.stdout
+    cut = log.with_name("cut.jsonl")
+    cut.write_text("")
+    refused = _run("terminal", "receipts", "verify", "--head", str(head), str(cut))
+    assert refused.returncode == 1
+    assert "TERMINAL_RECEIPT_CHAIN_BROKEN" in refused.stderr
 
 
 def test_http_refuses_to_start_without_a_strong_token(workspace: Path) -> None:
@@ -96,3 +114,187 @@ def test_keys_rotate_and_list() -> None:
     assert len(listed) == 2
     token = _run("terminal", "token").stdout.strip()
     assert len(token) >= 43
+
+
+# -- receipts with the signed head, in process ----------------------------------------------
+
+
+class Cli:
+    """``deepseek-eyes ARGS…`` through the real ``main``, in this process."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+        self.monkeypatch = monkeypatch
+        self.capsys = capsys
+
+    def __call__(self, *args: str | Path) -> tuple[int, str, str]:
+        self.capsys.readouterr()
+        self.monkeypatch.setattr(sys, "argv", ["deepseek-eyes", *map(str, args)])
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        captured = self.capsys.readouterr()
+        return code, captured.out, captured.err
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(monkeypatch, capsys)
+
+
+def _terminal_dir() -> Path:
+    return Path(os.environ["DEEPSEEK_EYES_HOME"]) / "terminal"
+
+
+def _append(n: int, **fields: Any) -> list[dict[str, Any]]:
+    """Append ``n`` receipts to the data directory's log, signed with its keyring."""
+    log = ReceiptLog(_terminal_dir() / "receipts", Keyring.load_or_create(_terminal_dir()))
+    try:
+        return [log.append(_receipt_body() | fields) for _ in range(n)]
+    finally:
+        log.close()
+
+
+def _receipt_body() -> dict[str, Any]:
+    return {
+        "schema": "deepseek-eyes/terminal-receipt", "schema_version": "1.0",
+        "receipt_id": uuid.uuid4().hex, "session_id": "s", "plan_id": "p",
+        "plan_hash": "sha256:0", "mode": "read-only", "command": {"argv": ["true"]},
+        "policy": {"reasons": []}, "approval": {}, "sandbox": {"kind": "none"},
+        "started_at": "t", "ended_at": "t", "duration_ms": 1.0, "status": "completed",
+        "exit_code": 0, "signal": None, "stdout": {"text": ""}, "stderr": {"text": ""},
+        "redactions": 0, "sharing_redacted": False,
+    }
+
+
+def _lines(receipts: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in receipts)
+
+
+def test_verify_with_the_head_catches_cuts_at_either_end(cli: Cli, tmp_path: Path) -> None:
+    receipts = _append(3)
+    log = _terminal_dir() / "receipts" / ReceiptLog.FILENAME
+    head = log.with_name(HEAD_FILENAME)
+    code, out, err = cli("terminal", "receipts", "verify", "--chain", "--head", head, log)
+    assert code == 0, err
+    assert "chain intact from sequence 1 to 3, ends at its signed head" in out
+    code, out, _ = cli("terminal", "receipts", "verify", "--chain", log)
+    assert code == 0
+    assert "its end is not checked without --head" in out
+    tail_cut = tmp_path / "tail.jsonl"
+    tail_cut.write_text(_lines(receipts[:2]))
+    code, out, err = cli("terminal", "receipts", "verify", "--chain", tail_cut)
+    assert code == 0  # a shorter chain is a chain: only the head can tell
+    code, out, err = cli("terminal", "receipts", "verify", "--chain", "--head", head, tail_cut)
+    assert code == 1
+    assert "TERMINAL_RECEIPT_CHAIN_BROKEN" in err
+    assert "cut from the end" in err
+    start_cut = tmp_path / "start.jsonl"
+    start_cut.write_text(_lines(receipts[1:]))
+    for args in (("--chain",), ("--head", head)):  # --head implies --chain
+        code, out, err = cli("terminal", "receipts", "verify", *args, start_cut)
+        assert code == 1
+        assert "TERMINAL_RECEIPT_CHAIN_BROKEN" in err
+        assert "cut from the start" in err
+    data = bytearray(head.read_bytes())
+    at = data.index(b'"sequence":') + len(b'"sequence":')
+    data[at : at + 1] = b"2" if data[at : at + 1] != b"2" else b"1"
+    forged = tmp_path / "forged.jsonl"
+    forged.write_bytes(bytes(data))
+    code, out, err = cli("terminal", "receipts", "verify", "--head", forged, log)
+    assert code == 1
+    assert "TERMINAL_RECEIPT_INVALID" in err
+
+
+def test_an_exported_head_pins_what_came_before_it(cli: Cli, tmp_path: Path) -> None:
+    receipts = _append(3)
+    pin = tmp_path / "pin.jsonl"
+    code, out, err = cli("terminal", "receipts", "head", "--output", pin)
+    assert code == 0, err
+    assert "head 3" in err
+    assert "chain intact" in err
+    code, out, _ = cli("terminal", "receipts", "head")
+    assert out.encode() == pin.read_bytes()
+    receipts += _append(2)
+    log = _terminal_dir() / "receipts" / ReceiptLog.FILENAME
+    head = log.with_name(HEAD_FILENAME)
+    code, out, err = cli("terminal", "receipts", "verify", "--pinned", pin, "--head", head, log)
+    assert code == 0, err
+    assert "pinned head 3 present" in out
+    # the pin is older than the log: as --head (exact) it is refused
+    code, out, err = cli("terminal", "receipts", "verify", "--head", pin, log)
+    assert code == 1
+    assert "goes on past its signed head" in err
+    # the log cut back past the pin (and no head given, or one put back to match): caught
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(_lines(receipts[:2]))
+    code, out, err = cli("terminal", "receipts", "verify", "--pinned", pin, cut)
+    assert code == 1
+    assert "TERMINAL_RECEIPT_CHAIN_BROKEN" in err
+    # exporting refuses a head the log does not support
+    log.write_text(_lines(receipts[:2]))
+    code, out, err = cli("terminal", "receipts", "head")
+    assert code == 1
+    assert "TERMINAL_RECEIPT_CHAIN_BROKEN" in err
+
+
+def test_verify_refuses_a_duplicate_key_that_used_to_verify(cli: Cli, tmp_path: Path) -> None:
+    (receipt,) = _append(1)
+    text = json.dumps(receipt, separators=(",", ":"))
+    smuggled = tmp_path / "dup.json"
+    smuggled.write_text(text.replace('"exit_code":0', '"exit_code":1,"exit_code":0', 1))
+    code, out, err = cli("terminal", "receipts", "verify", smuggled)
+    assert code == 1
+    assert "TERMINAL_RECEIPT_INVALID" in err
+    assert "'exit_code' appears twice" in err
+    nan = tmp_path / "nan.json"
+    nan.write_text(text.replace('"duration_ms":1.0', '"duration_ms":NaN', 1))
+    code, out, err = cli("terminal", "receipts", "verify", nan)
+    assert code == 1
+    assert "TERMINAL_RECEIPT_INVALID" in err
+    nested = tmp_path / "nested.json"
+    nested.write_text("[" * 100_000 + "]" * 100_000)
+    code, out, err = cli("terminal", "receipts", "verify", nested)
+    assert code == 1
+    assert "TERMINAL_RECEIPT_INVALID" in err
+    odd = _append(1, stdout={"text": "x\u2028y\u0085z"})
+    log = _terminal_dir() / "receipts" / ReceiptLog.FILENAME
+    assert "\u2028" in log.read_text(encoding="utf-8")
+    code, out, err = cli("terminal", "receipts", "verify", "--chain", log)
+    assert code == 0, err  # JSON lines are split at newlines only, not at U+2028 or U+0085
+    assert "2 valid" in out
+    assert odd[0]["sequence"] == 2
+
+
+def test_keys_rotation_keeps_the_chain_and_its_head_verifying(cli: Cli, tmp_path: Path) -> None:
+    before = _append(2)
+    code, rotated, _ = cli("terminal", "keys", "rotate")
+    assert code == 0
+    after = _append(2)
+    assert {r["signature"]["key_id"] for r in after} == {rotated.strip()}
+    assert before[0]["signature"]["key_id"] != rotated.strip()
+    log = _terminal_dir() / "receipts" / ReceiptLog.FILENAME
+    code, out, err = cli("terminal", "receipts", "verify", "--head",
+                         log.with_name(HEAD_FILENAME), log)
+    assert code == 0, err
+    assert "1 to 4" in out
+    attacker = Keyring([b"a" * 32])
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(sign_receipt(dict(after[1], exit_code=7), attacker)))
+    code, out, err = cli("terminal", "receipts", "verify", edited)
+    assert code == 1
+    assert "TERMINAL_RECEIPT_KEY_UNKNOWN" in err
+
+
+def test_an_exposed_keyring_is_refused(cli: Cli) -> None:
+    code, _, _ = cli("terminal", "keys", "list")
+    assert code == 0
+    path = _terminal_dir() / "keyring.json"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert _terminal_dir().stat().st_mode & 0o777 == 0o700
+    path.chmod(0o644)
+    code, _, err = cli("terminal", "keys", "list")
+    assert code == 1
+    assert "TERMINAL_KEYRING_EXPOSED" in err
+    assert f"chmod 600 {path}" in err

@@ -5,7 +5,6 @@ verify receipts, rotate receipt keys, make a token. Thin: the work is in
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import sys
 from pathlib import Path
@@ -21,9 +20,19 @@ from deepseek_eyes.terminal.config import (
     load_keyring,
     resolve_token,
     resolve_workspace,
+    terminal_dir,
 )
 from deepseek_eyes.terminal.policy import MODES, PolicyEngine
-from deepseek_eyes.terminal.receipts import verify_chain, verify_receipt
+from deepseek_eyes.terminal.receipts import (
+    HEAD_FILENAME,
+    ReceiptLog,
+    load_head,
+    parse_receipts,
+    read_log,
+    snapshot_head,
+    verify_chain,
+    verify_receipt,
+)
 
 __all__ = ["terminal_group"]
 
@@ -147,30 +156,81 @@ def receipts_group() -> None:
     """Check signed receipts and share exports."""
 
 
+_head_file = click.Path(path_type=Path, dir_okay=False, exists=True)
+
+
 @receipts_group.command("verify")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
-@click.option("--chain", is_flag=True, help="Also check sequence and previous_hash links.")
+@click.option("--chain", is_flag=True,
+              help="Also check the links, and that the chain starts at sequence 1.")
+@click.option("--head", "head_file", type=_head_file, default=None,
+              help="A head file (the log's head.jsonl, or a copy taken with it): the log must "
+                   "end exactly at the receipt its newest head names. Implies --chain.")
+@click.option("--pinned", "pinned_files", type=_head_file, multiple=True,
+              help="A head file exported earlier (`receipts head`; repeatable): the receipt "
+                   "it names must still be in the chain, later ones are allowed. Implies "
+                   "--chain.")
 @click.pass_context
-def verify_command(ctx: click.Context, file: Path, chain: bool) -> None:
-    """Verify FILE: one receipt (or export), a JSON list of them, or JSON lines."""
-    text = file.read_text(encoding="utf-8")
-    try:
-        loaded = json.loads(text)
-        items = loaded if isinstance(loaded, list) else [loaded]
-    except ValueError:
-        try:
-            items = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except ValueError as exc:
-            raise ReceiptError(f"{file} is not JSON or JSON lines") from exc
+def verify_command(
+    ctx: click.Context, file: Path, chain: bool, head_file: Path | None,
+    pinned_files: tuple[Path, ...],
+) -> None:
+    """Verify FILE: one receipt (or export), a JSON list of them, or JSON lines.
+
+    With --chain, FILE must be a whole chain from sequence 1. Heads are read before FILE, so
+    a live log that grows meanwhile is never taken for a cut one (but with --head, a receipt
+    appended in between reads as a stale head: use --pinned on a live log).
+    """
     keyring = load_keyring(loaded_settings(ctx).settings)
+    head = load_head(head_file, keyring) if head_file else None
+    pins = [load_head(path, keyring) for path in pinned_files]
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReceiptError(f"{file} is not UTF-8 text") from exc
+    items = parse_receipts(text)
+    chain = chain or head is not None or bool(pins)
     if chain:
-        verify_chain(items, keyring)
+        verify_chain(items, keyring, head=head, pinned=pins)
     else:
         for item in items:
             verify_receipt(item, keyring)
     kinds = sum(1 for i in items if isinstance(i, dict) and i.get("sharing_redacted"))
-    click.echo(f"{file}: {len(items)} valid ({kinds} share export(s))"
-               + (", chain intact" if chain else ""))
+    summary = f"{file}: {len(items)} valid ({kinds} share export(s))"
+    if chain:
+        summary += (f", chain intact from sequence 1 to {len(items)}" if items
+                    else ", chain intact (empty)")
+        if head is not None:
+            summary += f", ends at its signed head (written {head['written_at']})"
+        else:
+            summary += " (its end is not checked without --head)"
+        for pin in pins:
+            summary += f", pinned head {pin['sequence']} present"
+    click.echo(summary)
+
+
+@receipts_group.command("head")
+@click.option("--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the head file here (default: standard output).")
+@click.pass_context
+def head_command(ctx: click.Context, output: Path | None) -> None:
+    """Export the head of this data directory's receipt log, to keep elsewhere.
+
+    The head and the whole chain behind it are verified first. Later, `receipts verify
+    --pinned FILE LOG` shows that the receipts it covers are all still there.
+    """
+    settings = loaded_settings(ctx).settings
+    directory = terminal_dir(settings) / "receipts"
+    keyring = load_keyring(settings)
+    head, data = snapshot_head(directory / HEAD_FILENAME, keyring)
+    receipts = read_log(directory / ReceiptLog.FILENAME)  # read after the head: it only grows
+    verify_chain(receipts, keyring, pinned=[head])
+    if output is None:
+        click.echo(data.decode("utf-8"), nl=False)
+    else:
+        output.write_bytes(data)
+    click.echo(f"head {head['sequence']} ({head['last_hash'] or 'no receipts yet'}, written "
+               f"{head['written_at']}): chain intact", err=True)
 
 
 @terminal_group.group("keys")

@@ -8,6 +8,13 @@ front and keeps the old ones, so receipts signed before a rotation still verify.
 A receipt names its key by a *key id*: a truncated SHA-256 of a domain string and the key.
 It identifies the key without revealing anything useful about it; the key itself never
 leaves this module except to compute an HMAC.
+
+Whoever can read the keyring file can forge receipts, and whoever can replace it can make
+the server sign with a key they know. So its directory is made private (0700: group and
+other bits are removed from an existing one, which is ours and holds nothing others need),
+the file is written 0600, and a keyring file that group or others can read or write, or
+that another user owns, is *refused* (``TERMINAL_KEYRING_EXPOSED``) instead of quietly
+tightened: the key may already be known, and only the operator can judge that.
 """
 
 from __future__ import annotations
@@ -20,16 +27,35 @@ import hmac
 import json
 import os
 import secrets
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from deepseek_eyes.errors import ReceiptError
 
-__all__ = ["KEYRING_FILENAME", "Keyring", "key_id"]
+__all__ = ["KEYRING_FILENAME", "Keyring", "key_id", "private_directory"]
 
 KEYRING_FILENAME = "keyring.json"
 MIN_KEY_BYTES = 32
+
+
+def private_directory(directory: Path) -> None:
+    """Create ``directory`` (0700), or take group and other access away from an existing one.
+
+    Raises:
+        ReceiptError: ``TERMINAL_KEYRING_EXPOSED`` when it cannot be made private.
+    """
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(directory.stat().st_mode)
+        if mode & 0o077:
+            os.chmod(directory, mode & 0o700)
+    except OSError as exc:
+        raise ReceiptError(
+            f"{directory} is open to other users and cannot be made private",
+            code="TERMINAL_KEYRING_EXPOSED", details={"path": str(directory)},
+        ) from exc
 
 
 def key_id(key: bytes) -> str:
@@ -71,8 +97,10 @@ class Keyring:
         Raises:
             ReceiptError: ``TERMINAL_RECEIPT_KEY_UNKNOWN`` when no key has that id.
         """
-        for key in self.keys:
-            if hmac.compare_digest(key_id(key), kid):
+        for key in self.keys:  # compare_digest refuses non-ASCII text; no key id has any
+            if kid.isascii() and hmac.compare_digest(key_id(key), kid):
+                if not value.isascii():
+                    return False
                 expected = hmac.new(key, data, hashlib.sha256).hexdigest()
                 return hmac.compare_digest(expected, value)
         raise ReceiptError(
@@ -94,15 +122,36 @@ class Keyring:
         Raises:
             ReceiptError: ``TERMINAL_KEYRING_INVALID`` for an unreadable or malformed file.
         """
+        private_directory(directory)
         path = directory / KEYRING_FILENAME
-        if not path.exists():
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
             ring = cls([secrets.token_bytes(32)], path)
             ring.save()
             return ring
+        except OSError as exc:
+            raise ReceiptError(
+                f"the receipt keyring {path} cannot be read (a symbolic link is refused)",
+                code="TERMINAL_KEYRING_INVALID", details={"path": str(path)},
+            ) from exc
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fh.fileno())
+            mode = stat.S_IMODE(info.st_mode)
+            if mode & 0o077 or info.st_uid != os.geteuid():
+                raise ReceiptError(
+                    f"the receipt keyring {path} is open to other users (mode {mode:04o}, "
+                    f"owner uid {info.st_uid}): whoever could read it can forge receipts. If "
+                    f"no one else can have read it, run chmod 600 {path}; otherwise move it "
+                    "and the receipts directory aside to start over with a fresh key",
+                    code="TERMINAL_KEYRING_EXPOSED",
+                    details={"path": str(path), "mode": f"{mode:04o}", "uid": info.st_uid},
+                )
+            raw_bytes = fh.read()
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = json.loads(raw_bytes)
             keys = [base64.b64decode(item["key"], validate=True) for item in raw["keys"]]
-        except (OSError, ValueError, KeyError, TypeError, binascii.Error) as exc:
+        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
             raise ReceiptError(
                 f"the receipt keyring {path} cannot be read",
                 code="TERMINAL_KEYRING_INVALID",
@@ -122,7 +171,7 @@ class Keyring:
                 "keys from settings are rotated in the settings, not here",
                 code="TERMINAL_KEYRING_INVALID",
             )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_directory(self.path.parent)
         body = {
             "version": 1,
             "saved_at": time.time(),
@@ -131,8 +180,9 @@ class Keyring:
             ],
         }
         tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
+            os.fchmod(fd, 0o600)  # a stale temporary file keeps its old mode
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(body, fh)
             os.replace(tmp, self.path)
