@@ -384,9 +384,15 @@ def test_rsync_and_ssh() -> None:
 
 
 def test_tar_bundles_consume_values_in_order() -> None:
-    f = _facts(tar_grammar, ["-cfC", "out.tar", "dir", "file"])
+    # Old style (no dash): each letter that takes a value takes the next word, in order.
+    f = _facts(tar_grammar, ["cfC", "out.tar", "dir", "file"])
     assert Effect.WRITE in f.effects
-    assert set(f.write_paths) == {"out.tar", "dir", "file"}
+    assert set(f.write_paths) == {"out.tar", "dir"}
+    assert f.reach == [("file", False)]
+    # With a dash it is getopt: -f takes the rest of the word, so the archive is "C".
+    f = _facts(tar_grammar, ["-cfC", "out.tar", "dir"])
+    assert set(f.write_paths) == {"C"}
+    assert {p for p, _ in f.reach} == {"out.tar", "dir"}
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 
 from deepseek_eyes.terminal.analysis import Effect, Findings
+from deepseek_eyes.terminal.getopt import ArgKind, parse_argv
+from deepseek_eyes.terminal.options import OPTION_TABLES
 from deepseek_eyes.terminal.programs import ToolSpec, looks_like_path, read_options
 
 __all__ = [
@@ -28,84 +30,77 @@ __all__ = [
 
 # -- tar ----------------------------------------------------------------------------------
 
-_TAR_VALUE_LETTERS = set("fCTXbKNLgVFI")
-_TAR_EXEC_LONG = ("--to-command", "--use-compress-program", "--info-script",
-                  "--new-volume-script", "--rsh-command", "--rmt-command")
+_TAR_WRITES = frozenset({"-c", "--create", "-r", "--append", "-u", "--update", "-A",
+                         "--catenate", "--concatenate", "-x", "--extract", "--get",
+                         "--delete", "--remove-files", "--backup"})
+_TAR_CREATES = frozenset({"-c", "--create", "-r", "--append", "-u", "--update"})
+_TAR_EXEC = frozenset({"-I", "--use-compress-program", "--to-command", "-F", "--info-script",
+                       "--new-volume-script", "--rsh-command", "--rmt-command"})
+_TAR_WRITE_VALUES = frozenset({"-g", "--listed-incremental", "--index-file", "--volno-file"})
+_TAR_PATH_VALUES = frozenset({"-X", "--exclude-from", "--exclude-ignore",
+                              "--exclude-ignore-recursive"})
+_TAR_DATE_OR_FILE = frozenset({"-N", "--newer", "--after-date", "--newer-mtime"})
+_TAR_OUTSIDE = frozenset({"-P", "--absolute-names"})
+
+
+def _tar_words(args: list[str]) -> list[str]:
+    """Expand an old-style first word (``tar xzf a.tgz``): each letter is an option, and each
+    letter that takes a value takes the next unused word, in order (tar's own rule)."""
+    if not args or args[0].startswith("-"):
+        return list(args)
+    table = OPTION_TABLES["tar"]
+    bundle, rest = args[0], list(args[1:])
+    words: list[str] = []
+    for letter in bundle:
+        if table.short_kind(letter) is ArgKind.REQUIRED:
+            words += ["-" + letter, rest.pop(0) if rest else ""]
+        else:
+            words.append("-" + letter)
+    return words + rest
 
 
 def tar_grammar(args: list[str], f: Findings) -> None:
-    writes = False
-    archive: str | None = None
-    directory: str | None = None
-    operands: list[str] = []
-    queue: list[str] = []
-    items = list(args)
-    if items and not items[0].startswith("-"):
-        items[0] = "-" + items[0]  # old-style bundle: tar xzf a.tgz
-    i = 0
-    while i < len(items):
-        a = items[i]
-        i += 1
-        if a == "--":
-            operands.extend(items[i:])
-            break
-        if a.startswith("--"):
-            opt, eq, value = a.partition("=")
-            needs = opt in ("--file", "--directory", "--files-from", "--exclude-from",
-                            "--index-file") or any(k.startswith(opt) for k in _TAR_EXEC_LONG)
-            if needs and not eq:
-                value = items[i] if i < len(items) else ""
-                i += 1
-            if any(k.startswith(opt) for k in _TAR_EXEC_LONG) and len(opt) > 4:
-                f.add(Effect.EXEC, f"tar {opt} runs another program")
-            elif opt.startswith("--checkpoint-action") and "exec" in value:
-                f.add(Effect.EXEC, "tar --checkpoint-action=exec runs a command")
-            elif opt in ("--extract", "--get", "--create", "--append", "--update", "--delete",
-                         "--concatenate", "--catenate"):
-                writes = True
-            elif opt == "--file":
-                archive = value
-            elif opt == "--directory":
-                directory = value
-            elif opt in ("--files-from", "--exclude-from"):
-                f.path(value)
-            elif opt == "--index-file":
-                f.path(value, write=True)
-            elif opt in ("--absolute-names", "--overwrite-dir", "--unlink-first"):
-                f.add(Effect.UNKNOWN, f"tar {opt} may write outside the workspace")
-            elif eq and looks_like_path(value):
-                f.path(value)
-            continue
-        if a.startswith("-") and len(a) > 1:
-            for letter in a[1:]:
-                if letter in "xcruA":
-                    writes = True
-                if letter == "P":
-                    f.add(Effect.UNKNOWN, "tar -P keeps absolute names and may write outside")
-                if letter in ("I", "F"):
-                    f.add(Effect.EXEC, f"tar -{letter} runs another program")
-                if letter in _TAR_VALUE_LETTERS:
-                    queue.append(letter)
-            while queue:  # values of bundled letters follow in order: tar -cfC a.tar dir
-                letter = queue.pop(0)
-                value = items[i] if i < len(items) else ""
-                i += 1
-                if letter == "f":
-                    archive = value
-                elif letter == "C":
-                    directory = value
-                elif letter in "TX":
-                    f.path(value)
-            continue
-        operands.append(a)
-    if archive is not None and re.match(r"^[^/]+:", archive):
-        f.add(Effect.NETWORK, "tar -f host:file uses a remote tape server")
-    elif archive is not None:
-        f.path(archive, write=writes)
-    if directory is not None:
-        f.path(directory, write=writes)
-    for op in operands:
-        f.path(op, write=writes)
+    """GNU tar, read with its own option table. Creating follows symlinks with ``-h`` and
+    always recurses, so what it archives is judged on what it reaches; ``-T`` names the
+    files to archive from a file the policy does not read."""
+    parsed = parse_argv(OPTION_TABLES["tar"], _tar_words(args))
+    for problem in parsed.problems:
+        f.add(Effect.UNKNOWN, f"tar: {problem}")
+    writes = parsed.has(*_TAR_WRITES)
+    creates = parsed.has(*_TAR_CREATES)
+    follow = parsed.has("-h", "--dereference")
+    for use in parsed.uses:
+        value = use.value
+        if use.option in _TAR_EXEC:
+            f.add(Effect.EXEC, f"tar {use.option} runs another program")
+        elif use.option == "--checkpoint-action" and value and "exec" in value:
+            f.add(Effect.EXEC, "tar --checkpoint-action=exec runs a command")
+        elif use.option in ("-f", "--file") and value is not None:
+            if re.match(r"^[^/]+:", value) and not parsed.has("--force-local"):
+                f.add(Effect.NETWORK, "tar -f host:file uses a remote tape server")
+            else:
+                f.path(value, write=writes)
+        elif use.option in ("-C", "--directory") and value is not None:
+            f.path(value, write=writes)
+        elif use.option in ("-T", "--files-from") and value is not None:
+            f.path(value)
+            if creates:
+                f.add(Effect.UNKNOWN, "tar -T takes the names of the files to archive from a "
+                                      "file the policy does not read")
+        elif use.option in _TAR_WRITE_VALUES and value is not None:
+            f.add(Effect.WRITE, f"tar {use.option} writes a file")
+            f.path(value, write=True)
+        elif value is not None and (use.option in _TAR_PATH_VALUES or (
+            use.option in _TAR_DATE_OR_FILE and looks_like_path(value)
+        )):
+            f.path(value)
+        elif use.option in _TAR_OUTSIDE:
+            f.add(Effect.UNKNOWN, f"tar {use.option} keeps absolute names and may reach outside")
+    for op in parsed.operands:
+        if creates:
+            f.reach_path(op, follow=follow)
+        else:
+            f.path(op, write=writes)
     if writes:
         f.add(Effect.WRITE, "tar creates or extracts files")
     else:
