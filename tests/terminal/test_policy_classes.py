@@ -61,7 +61,8 @@ def _never_unasked(engine: PolicyEngine, ws: Path, argv: list[str]) -> None:
 
 def _runs(engine: PolicyEngine, ws: Path, argv: list[str], cwd: Path | None = None) -> None:
     ro = engine.evaluate(argv=argv, cwd=str(cwd or ws), mode="read-only")
-    assert ro.decision.allowed and not ro.decision.requires_approval, (argv, ro.decision)
+    assert ro.decision.allowed, (argv, ro.decision)
+    assert not ro.decision.requires_approval, (argv, ro.decision)
 
 
 # -- class 1: the argv as the program reads it ------------------------------------------------
@@ -241,7 +242,7 @@ def test_the_everyday_spellings_still_run(engine: PolicyEngine, ws: Path, argv: 
 
 
 def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,  # noqa: S607
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,  # noqa: S603, S607
                    env={"PATH": os.environ["PATH"], "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1"})
 
 
