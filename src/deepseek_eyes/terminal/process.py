@@ -126,10 +126,13 @@ class RunningProcess:
         )
         proc = cls(popen, limit, on_output)
         loop = asyncio.get_running_loop()
-        for name, pipe in (("stdout", popen.stdout), ("stderr", popen.stderr)):
-            reader = _PipeReader(name, proc)
-            await loop.connect_read_pipe(lambda r=reader: r, pipe)  # type: ignore[misc]
-            proc._readers.append(reader)
+        pipes = (("stdout", popen.stdout), ("stderr", popen.stderr))
+        proc._readers = [_PipeReader(name, proc) for name, _ in pipes]
+        # Both pipes are connected in the same loop iteration (one wake-up, not two).
+        await asyncio.gather(*(
+            loop.connect_read_pipe(lambda r=reader: r, pipe)  # type: ignore[misc]
+            for reader, (_, pipe) in zip(proc._readers, pipes, strict=True)
+        ))
         proc._watch_exit()
         return proc
 

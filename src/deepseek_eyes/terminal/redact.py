@@ -53,6 +53,8 @@ class Redactor:
 
     def redact(self, text: str) -> tuple[str, int]:
         """``(scrubbed text, number of replacements)``."""
+        if not text:
+            return text, 0
         count = 0
         for value in self._values:
             if value in text:
