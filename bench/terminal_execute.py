@@ -9,16 +9,23 @@ JSON, HMAC-SHA256, chaining, the receipt written to disk), in process. Baseline:
 ``subprocess.run(["true"])`` with captured output. Both run interleaved in one process.
 Ratio = ours / baseline (target: at most 2 without the sandbox). A second line runs ours
 inside bubblewrap when it works here (a namespace sandbox costs a few milliseconds more).
+A third line goes through the real stdio MCP server (``deepseek-eyes terminal serve
+--stdio``, read-only, no sandbox) with the official SDK client: ``terminal_plan`` then
+``terminal_execute`` per round, against the same baseline (target: at most 3).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+from mcp import Client, StdioServerParameters
 
 from deepseek_eyes.terminal.keyring import Keyring
 from deepseek_eyes.terminal.paths import Workspace
@@ -54,6 +61,40 @@ async def measure(sandbox: str | None, rounds: int) -> tuple[float, float]:
     return statistics.median(ours), statistics.median(base)
 
 
+async def measure_stdio(rounds: int) -> tuple[float, float]:
+    exe = str(Path(sys.executable).with_name("deepseek-eyes"))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "ws"
+        root.mkdir()
+        settings = Path(tmp) / "settings.toml"
+        settings.write_text('[terminal]\nsandbox = "none"\n')
+        params = StdioServerParameters(
+            command=exe,
+            args=["--config", str(settings), "terminal", "serve", "--stdio", "--workspace",
+                  str(root), "--mode", "read-only"],
+            env={**os.environ, "DEEPSEEK_EYES_HOME": str(Path(tmp) / "home")},
+        )
+        ours: list[float] = []
+        base: list[float] = []
+        async with Client(params, mode="legacy") as client:
+            opened = await client.call_tool("terminal_session_open", {})
+            session = (opened.structured_content or {})["session_id"]
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                plan = await client.call_tool("terminal_plan",
+                                              {"argv": ["true"], "session_id": session})
+                content = plan.structured_content or {}
+                receipt = await client.call_tool("terminal_execute", {
+                    "session_id": content["session_id"], "plan_id": content["plan_id"]})
+                ours.append(time.perf_counter() - t0)
+                if (receipt.structured_content or {}).get("status") != "completed":
+                    raise SystemExit(f"unexpected receipt {receipt}")
+                t0 = time.perf_counter()
+                subprocess.run(["true"], capture_output=True, check=True)
+                base.append(time.perf_counter() - t0)
+    return statistics.median(ours[5:]), statistics.median(base[5:])
+
+
 def main() -> None:
     asyncio.run(measure(None, 20))  # warm caches and imports
     ours, base = asyncio.run(measure(None, ROUNDS))
@@ -64,6 +105,9 @@ def main() -> None:
         ours, base = asyncio.run(measure(bwrap, ROUNDS // 2))
         print(f"terminal plan+execute+receipt in bwrap (true): ours={ours * 1000:.2f}ms "
               f"baseline={base * 1000:.2f}ms ratio={ours / base:.2f}")
+    ours, base = asyncio.run(measure_stdio(ROUNDS // 2))
+    print(f"terminal plan+execute+receipt over stdio MCP (true): ours={ours * 1000:.2f}ms "
+          f"baseline={base * 1000:.2f}ms ratio={ours / base:.2f}")
 
 
 if __name__ == "__main__":
