@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -18,45 +16,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from deepseek_eyes.errors import TerminalError
-from deepseek_eyes.terminal.http import HttpOptions, build_http_app
-from deepseek_eyes.terminal.keyring import Keyring
-from deepseek_eyes.terminal.paths import Workspace
 from deepseek_eyes.terminal.receipts import verify_receipt
 from deepseek_eyes.terminal.security import check_token_strength
-from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
-from terminal.support import serve_in_thread
+from terminal.support import Running
 
 pytestmark = pytest.mark.anyio
-
-
-@dataclass
-class Running:
-    url: str
-    token: str
-    keyring: Keyring
-
-    def headers(self, **extra: str) -> dict[str, str]:
-        return {"authorization": f"Bearer {self.token}", **extra}
-
-
-@pytest.fixture
-def running(workspace: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Running]:
-    options = getattr(request, "param", {})
-    token = secrets.token_urlsafe(32)
-    keyring = Keyring([b"h" * 32])
-    config = ServiceConfig(workspace=Workspace.of([workspace]), mode="confirm")
-    service = TerminalService(config, keyring, tmp_path / "receipts")
-    app = build_http_app(service, HttpOptions(token=token, **options))
-    url, server, thread = serve_in_thread(app)
-    yield Running(url, token, keyring)
-    server.should_exit = True
-    thread.join(30)
-
-
-@pytest.fixture
-async def http(running: Running) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=running.url, timeout=30) as client:
-        yield client
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])

@@ -8,6 +8,10 @@ cancel are destructive and open-world.
 
 The same server object serves stdio and Streamable HTTP; the SDK negotiates the protocol
 revision (the stateless ``2026-07-28`` and the session-based handshake revisions).
+
+Numeric arguments are taken raw (the SDK would otherwise coerce ``"5"``, ``true`` and
+``"NaN"`` into floats) and checked by the service: finite numbers in range, or
+``TERMINAL_ARGUMENT_INVALID``.
 """
 
 from __future__ import annotations
@@ -16,17 +20,31 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
+from pydantic import WithJsonSchema
 
 from deepseek_eyes import __version__
 from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
-from deepseek_eyes.terminal.service import TerminalService
+from deepseek_eyes.terminal.arguments import number
+from deepseek_eyes.terminal.service import MAX_WAIT_S, TerminalService
 
 __all__ = ["Advisor", "build_mcp_server"]
+
+# Numbers arrive unconverted (Any) so the service can refuse bools, strings and NaN itself;
+# the published schema still says "number".
+TimeoutArg = Annotated[Any, WithJsonSchema({
+    "type": ["number", "null"], "exclusiveMinimum": 0,
+    "description": "Seconds before the process group is killed; at most the server's "
+                   "max_timeout (terminal://policy). Default: the server's timeout.",
+})]
+WaitArg = Annotated[Any, WithJsonSchema({
+    "type": "number", "minimum": 0, "maximum": MAX_WAIT_S,
+    "description": "Seconds to wait for a running plan to finish.",
+})]
 
 INSTRUCTIONS = (
     "A terminal that never runs model output directly. Call terminal_plan with an argv list "
@@ -125,7 +143,7 @@ def build_mcp_server(
         command: str | None = None,
         cwd: str | None = None,
         session_id: str | None = None,
-        timeout_s: float | None = None,
+        timeout_s: TimeoutArg = None,
     ) -> dict[str, Any]:
         """Judge one command (argv list, or a string parsed WITHOUT shell features) and
         record a plan. Returns the decision (allowed, requires_approval, risk, effects,
@@ -184,17 +202,18 @@ def build_mcp_server(
         receipt_id: str | None = None,
         session_id: str | None = None,
         plan_id: str | None = None,
-        wait_s: float = 0.0,
+        wait_s: WaitArg = 0.0,
     ) -> dict[str, Any]:
         """A signed receipt, by receipt_id or by session_id + plan_id (optionally waiting up
         to wait_s seconds for a running plan to finish)."""
         async def get() -> dict[str, Any]:
+            number(wait_s, "wait_s", minimum=0.0, maximum=MAX_WAIT_S)
             if receipt_id is not None:
                 return service.receipt(receipt_id)
             if session_id is None or plan_id is None:
                 raise TerminalError("give receipt_id, or session_id and plan_id",
                                     code="TERMINAL_RECEIPT_NOT_FOUND")
-            found = await service.receipt_for_plan(session_id, plan_id, min(wait_s, 300.0))
+            found = await service.receipt_for_plan(session_id, plan_id, wait_s)
             if found is None:
                 raise TerminalError("the plan has no receipt yet",
                                     code="TERMINAL_RECEIPT_NOT_FOUND")

@@ -5,12 +5,16 @@ terminal logic of its own. The sequence is fixed: a plan is judged by the policy
 it is made; approval (when the decision asks for it) is a state change of that plan;
 execution re-resolves the plan and refuses when anything moved (a symlink retargeted, the
 binary replaced), then runs it inside the limits and signs a receipt for every final state.
+
+Every value a client sends is checked here (:mod:`deepseek_eyes.terminal.arguments`) before it
+reaches any state, whichever transport it came through.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import time
 from collections.abc import Callable
@@ -20,6 +24,7 @@ from typing import Any
 
 from deepseek_eyes.audit import AuditLog, message_digest
 from deepseek_eyes.errors import PolicyBlockedError, TerminalError
+from deepseek_eyes.terminal.arguments import invalid, number, optional_string, string_list
 from deepseek_eyes.terminal.events import EventBus
 from deepseek_eyes.terminal.keyring import Keyring
 from deepseek_eyes.terminal.paths import Workspace
@@ -41,7 +46,9 @@ from deepseek_eyes.terminal.sandbox import (
 )
 from deepseek_eyes.terminal.sessions import ExecutionSession, Plan, new_id
 
-__all__ = ["ServiceConfig", "TerminalService"]
+__all__ = ["MAX_WAIT_S", "ServiceConfig", "TerminalService"]
+
+MAX_WAIT_S = 300.0  # the longest a receipt request may wait for a running plan
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,15 @@ class ServiceConfig:
     subscriber_queue: int = 256
     sandbox: str | None = None  # the bwrap path, or None to run without a sandbox
     approvals: str = "client"  # or "console"
+
+    def __post_init__(self) -> None:
+        for name in ("timeout", "max_timeout", "session_idle_timeout"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"ServiceConfig.{name} must be a positive finite number")
+        for name in ("max_output_bytes", "max_sessions", "subscriber_queue"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ServiceConfig.{name} must be positive")
 
 
 def _iso(ts: float) -> str:
@@ -158,17 +174,33 @@ class TerminalService:
         cwd: str | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """Judge a command and record the plan (refused plans are recorded too)."""
+        """Judge a command and record the plan (refused plans are recorded too).
+
+        ``timeout`` (seconds) must be a finite number in ``(0, max_timeout]``; None means the
+        configured default.
+
+        Raises:
+            TerminalError: ``TERMINAL_ARGUMENT_INVALID``, ``TERMINAL_SESSION_NOT_FOUND``,
+                ``TERMINAL_SESSION_LIMIT``.
+        """
+        argv = string_list(argv, "argv")
+        command = optional_string(command, "command")
+        cwd = optional_string(cwd, "cwd")
+        if (argv is None) == (command is None):
+            raise invalid("argv", "give exactly one of argv or command")
+        default = min(self.config.timeout, self.config.max_timeout)
+        limit = default if timeout is None else number(
+            timeout, "timeout_s", minimum=0.0, maximum=self.config.max_timeout,
+            exclusive_minimum=True)
         if session_id is None:
             session_id = self.open_session()["session_id"]
         session = self.session(session_id)
         if cwd is not None and not os.path.isabs(cwd):
             cwd = os.path.join(self.config.workspace.roots[0], cwd)
         result = self.engine.evaluate(argv=argv, command=command, cwd=cwd)
-        limit = min(timeout or self.config.timeout, self.config.max_timeout)
         plan = Plan(
             plan_id=new_id(), session_id=session_id, created_at=time.time(), result=result,
-            cwd_requested=cwd, timeout=max(limit, 0.001),
+            cwd_requested=cwd, timeout=limit,
             max_output_bytes=self.config.max_output_bytes,
             state="planned" if result.decision.allowed else "refused",
         )
@@ -445,7 +477,14 @@ class TerminalService:
     async def receipt_for_plan(
         self, session_id: str, plan_id: str, wait_s: float = 0.0
     ) -> dict[str, Any] | None:
-        """The plan's receipt, waiting up to ``wait_s`` for a running plan to finish."""
+        """The plan's receipt, waiting up to ``wait_s`` (a finite number of seconds in
+        ``[0, MAX_WAIT_S]``) for a running plan to finish.
+
+        Raises:
+            TerminalError: ``TERMINAL_ARGUMENT_INVALID``, ``TERMINAL_SESSION_NOT_FOUND``,
+                ``TERMINAL_PLAN_NOT_FOUND``.
+        """
+        wait_s = number(wait_s, "wait_s", minimum=0.0, maximum=MAX_WAIT_S)
         plan = self.get_plan(session_id, plan_id)
         session = self.sessions.get(session_id)
         if plan.receipt_id is None and wait_s > 0 and session and session.task and (

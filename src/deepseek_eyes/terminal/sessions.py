@@ -5,12 +5,14 @@ a plan the policy refused is born ``refused`` and can never run. Approval is a s
 of one plan in one session, never a flag a caller passes to execute. A session owns its plans,
 its receipts' ids, at most one active process, and its event stream; sessions and plans are
 bounded in number so a client cannot grow the server's memory without limit.
+Numbers in a plan are finite by construction, so a plan can always be encoded as JSON.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -51,6 +53,8 @@ class Plan:
     plan_hash: str = ""
 
     def __post_init__(self) -> None:
+        if not math.isfinite(self.timeout) or self.timeout <= 0:
+            raise ValueError("a plan's timeout must be a positive finite number")
         body = {
             "plan_id": self.plan_id, "session_id": self.session_id,
             "argv": list(self.result.argv), "decision": self.result.decision.to_dict(),
@@ -58,7 +62,8 @@ class Plan:
             "timeout": self.timeout, "max_output_bytes": self.max_output_bytes,
             "created_at": self.created_at,
         }
-        data = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        data = json.dumps(body, sort_keys=True, separators=(",", ":"),
+                          allow_nan=False).encode("utf-8")
         self.plan_hash = "sha256:" + hashlib.sha256(data).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
