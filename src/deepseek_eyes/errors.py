@@ -168,6 +168,10 @@ ERROR_CODES: Mapping[str, str] = {
         "An argument has the wrong type, an unknown name, or a number that is not finite or "
         "lies outside its range."
     ),
+    "TERMINAL_PLAN_LIMIT": (
+        "The session holds its maximum number of plans and none is settled; finish, deny or "
+        "close before planning more."
+    ),
     # llm client
     "LLM_CREDENTIAL_MISSING": "The final-model key reference names an unset variable.",
     "LLM_TIMEOUT": "The model endpoint did not answer within its timeout.",

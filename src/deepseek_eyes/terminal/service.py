@@ -181,7 +181,7 @@ class TerminalService:
 
         Raises:
             TerminalError: ``TERMINAL_ARGUMENT_INVALID``, ``TERMINAL_SESSION_NOT_FOUND``,
-                ``TERMINAL_SESSION_LIMIT``.
+                ``TERMINAL_SESSION_LIMIT``, ``TERMINAL_PLAN_LIMIT``.
         """
         argv = string_list(argv, "argv")
         command = optional_string(command, "command")
@@ -195,6 +195,7 @@ class TerminalService:
         if session_id is None:
             session_id = self.open_session()["session_id"]
         session = self.session(session_id)
+        session.make_room()
         if cwd is not None and not os.path.isabs(cwd):
             cwd = os.path.join(self.config.workspace.roots[0], cwd)
         result = self.engine.evaluate(argv=argv, command=command, cwd=cwd)

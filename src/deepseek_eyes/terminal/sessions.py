@@ -4,7 +4,10 @@ A plan moves ``planned → approved → running → finished`` (or ``planned →
 a plan the policy refused is born ``refused`` and can never run. Approval is a state change
 of one plan in one session, never a flag a caller passes to execute. A session owns its plans,
 its receipts' ids, at most one active process, and its event stream; sessions and plans are
-bounded in number so a client cannot grow the server's memory without limit.
+bounded in number so a client cannot grow the server's memory without limit. A full session
+forgets its oldest settled plan; when every plan is still open (planned, approved, running)
+it refuses the new one rather than grow.
+
 Numbers in a plan are finite by construction, so a plan can always be encoded as JSON.
 """
 
@@ -18,6 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from deepseek_eyes.errors import TerminalError
 from deepseek_eyes.terminal.commandline import make_visible
 from deepseek_eyes.terminal.policy import PolicyResult
 
@@ -32,6 +36,7 @@ __all__ = ["MAX_PLANS_PER_SESSION", "PLAN_SCHEMA", "ExecutionSession", "Plan", "
 PLAN_SCHEMA = "deepseek-eyes/terminal-plan"
 MAX_PLANS_PER_SESSION = 256
 MAX_RECEIPTS_PER_SESSION = 1024
+SETTLED_STATES = frozenset({"finished", "denied", "refused"})
 
 
 def new_id() -> str:
@@ -102,12 +107,29 @@ class ExecutionSession:
     process: RunningProcess | None = None
     task: asyncio.Task[dict[str, Any]] | None = None
 
+    def make_room(self) -> None:
+        """Forget the oldest settled plan when the session is full.
+
+        Raises:
+            TerminalError: ``TERMINAL_PLAN_LIMIT`` when it is full of unsettled plans.
+        """
+        if len(self.plans) < MAX_PLANS_PER_SESSION:
+            return
+        for pid, old in self.plans.items():
+            if old.state in SETTLED_STATES:
+                del self.plans[pid]
+                return
+        raise TerminalError(
+            f"the session already holds {MAX_PLANS_PER_SESSION} plans and none is settled; "
+            "execute, deny or close some first (or open another session)",
+            code="TERMINAL_PLAN_LIMIT", details={"max_plans": MAX_PLANS_PER_SESSION},
+        )
+
     def add_plan(self, plan: Plan) -> None:
-        if len(self.plans) >= MAX_PLANS_PER_SESSION:
-            for pid, old in list(self.plans.items()):  # forget the oldest settled plan
-                if old.state in ("finished", "denied", "refused"):
-                    del self.plans[pid]
-                    break
+        """Raises:
+            TerminalError: ``TERMINAL_PLAN_LIMIT`` (see :meth:`make_room`).
+        """
+        self.make_room()
         self.plans[plan.plan_id] = plan
 
     def add_receipt(self, receipt_id: str) -> None:
