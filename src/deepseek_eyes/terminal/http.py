@@ -4,8 +4,9 @@ and the console's static files, all behind :class:`SecurityMiddleware`.
 The console API exists for people: it lists pending plans with their argv shown exactly
 (invisible characters made visible), approves or denies them (recorded as approvals ``via``
 the console), streams live output over SSE, and shows receipts. It calls the same
-:class:`TerminalService` as the MCP tools. Request bodies are checked strictly (a JSON object
-with known fields of the right types; ``NaN`` and ``Infinity`` are not JSON), else 400
+:class:`TerminalService` as the MCP tools, as the console: it may act on every session,
+whichever MCP connection owns it. Request bodies are checked strictly (a JSON object with
+known fields of the right types; ``NaN`` and ``Infinity`` are not JSON), else 400
 ``TERMINAL_ARGUMENT_INVALID``.
 """
 

@@ -7,7 +7,10 @@ execution re-resolves the plan and refuses when anything moved (a symlink retarg
 binary replaced), then runs it inside the limits and signs a receipt for every final state.
 
 Every value a client sends is checked here (:mod:`deepseek_eyes.terminal.arguments`) before it
-reaches any state, whichever transport it came through.
+reaches any state, whichever transport it came through. Sessions have an ``owner`` (an MCP
+connection's identity, or None for the console and in-process callers): :meth:`session`
+with ``owner`` answers only that owner's sessions, and a plan without a session goes to the
+owner's default session, made when needed.
 """
 
 from __future__ import annotations
@@ -98,11 +101,14 @@ class TerminalService:
         self.bus = EventBus(config.subscriber_queue)
         self.clock = clock
         self.sessions: dict[str, ExecutionSession] = {}
+        self._defaults: dict[str, str] = {}  # owner -> its default session's id
 
     # -- sessions ---------------------------------------------------------------------------
 
-    def open_session(self) -> dict[str, Any]:
-        """Raises:
+    def open_session(self, *, owner: str | None = None) -> dict[str, Any]:
+        """Open a session owned by ``owner`` (None: the console or an in-process caller).
+
+        Raises:
             TerminalError: ``TERMINAL_SESSION_LIMIT``.
         """
         self.reap()
@@ -113,19 +119,38 @@ class TerminalService:
                 details={"max_sessions": self.config.max_sessions},
             )
         sid = new_id()
-        session = ExecutionSession(sid, time.time(), self.clock(), self.bus.open(sid))
+        session = ExecutionSession(sid, time.time(), self.clock(), self.bus.open(sid),
+                                   owner=owner)
         self.sessions[sid] = session
         self._audit("terminal.session.open", sid)
         return {"session_id": sid, "mode": self.config.mode,
                 "idle_timeout_s": self.config.session_idle_timeout}
 
-    def session(self, session_id: str) -> ExecutionSession:
-        """The live session, marked active now.
+    def default_session(self, owner: str) -> str:
+        """The id of ``owner``'s default session, opened now if it has none (or it ended).
+
+        Raises:
+            TerminalError: ``TERMINAL_SESSION_LIMIT``.
+        """
+        self.reap()
+        sid = self._defaults.get(owner)
+        if sid is not None and sid in self.sessions:
+            return sid
+        sid = str(self.open_session(owner=owner)["session_id"])
+        self._defaults[owner] = sid
+        return sid
+
+    def session(self, session_id: str, *, owner: str | None = None) -> ExecutionSession:
+        """The live session, marked active now. With ``owner`` (an MCP connection), only a
+        session that connection owns: another's is answered as not found, so a connection
+        can neither act on nor learn of a session that is not its own.
 
         Raises:
             TerminalError: ``TERMINAL_SESSION_NOT_FOUND``.
         """
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is not None and owner is not None and session.owner != owner:
+            session = None
         if session is None:
             raise TerminalError("no execution session has that id",
                                 code="TERMINAL_SESSION_NOT_FOUND")
@@ -141,6 +166,8 @@ class TerminalService:
         if session.process is not None and session.process.running:
             session.process.kill("expired" if reason == "expired" else "cancelled")
         self.sessions.pop(session.session_id, None)
+        if session.owner is not None and self._defaults.get(session.owner) == session.session_id:
+            del self._defaults[session.owner]
         self.bus.close(session.session_id, reason)
         self._audit(f"terminal.session.{reason}", session.session_id)
 
@@ -173,11 +200,13 @@ class TerminalService:
         command: str | None = None,
         cwd: str | None = None,
         timeout: float | None = None,
+        owner: str | None = None,
     ) -> dict[str, Any]:
         """Judge a command and record the plan (refused plans are recorded too).
 
-        ``timeout`` (seconds) must be a finite number in ``(0, max_timeout]``; None means the
-        configured default.
+        Without ``session_id`` the plan goes to ``owner``'s default session (a new session
+        when there is no owner). ``timeout`` (seconds) must be a finite number in
+        ``(0, max_timeout]``; None means the configured default.
 
         Raises:
             TerminalError: ``TERMINAL_ARGUMENT_INVALID``, ``TERMINAL_SESSION_NOT_FOUND``,
@@ -193,8 +222,9 @@ class TerminalService:
             timeout, "timeout_s", minimum=0.0, maximum=self.config.max_timeout,
             exclusive_minimum=True)
         if session_id is None:
-            session_id = self.open_session()["session_id"]
-        session = self.session(session_id)
+            session_id = (self.default_session(owner) if owner is not None
+                          else self.open_session()["session_id"])
+        session = self.session(session_id, owner=owner)
         session.make_room()
         if cwd is not None and not os.path.isabs(cwd):
             cwd = os.path.join(self.config.workspace.roots[0], cwd)

@@ -8,6 +8,8 @@ bounded in number so a client cannot grow the server's memory without limit. A f
 forgets its oldest settled plan; when every plan is still open (planned, approved, running)
 it refuses the new one rather than grow.
 
+A session records its ``owner``: the MCP connection that opened it (see
+:mod:`deepseek_eyes.terminal.server`), or None for the console and in-process callers.
 Numbers in a plan are finite by construction, so a plan can always be encoded as JSON.
 """
 
@@ -106,6 +108,7 @@ class ExecutionSession:
     active_plan: str | None = None
     process: RunningProcess | None = None
     task: asyncio.Task[dict[str, Any]] | None = None
+    owner: str | None = None  # the MCP connection that owns it; None: console, in-process
 
     def make_room(self) -> None:
         """Forget the oldest settled plan when the session is full.
