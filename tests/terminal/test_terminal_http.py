@@ -94,6 +94,60 @@ async def test_rate_limit(running: Running, http: httpx.AsyncClient) -> None:
     assert int(limited.headers["retry-after"]) >= 1
 
 
+@pytest.mark.parametrize("running", [{"rate_limit_per_minute": 60}], indirect=True)
+async def test_an_unauthenticated_flood_does_not_starve_the_token_holder(
+    running: Running, http: httpx.AsyncClient
+) -> None:
+    """Same address, no or wrong token: the flood exhausts its own bucket only."""
+    flood = [(await http.get("/api/info", headers=headers)).status_code
+             for headers in [{}, {"authorization": "Bearer wrong"}] * 15]
+    assert flood[:10] == [401] * 10
+    assert flood[-1] == 429
+    limited = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert limited.status_code == 429
+    assert int(limited.headers["retry-after"]) >= 1
+    for _ in range(5):
+        ok = await http.get("/api/info", headers=running.headers())
+        assert ok.status_code == 200
+    static = await http.get("/console/")  # unauthenticated too: the flood's bucket
+    assert static.status_code == 429
+
+
+async def test_rate_limit_buckets_never_hold_the_token() -> None:
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from deepseek_eyes.terminal.security import RateLimiter, SecurityMiddleware
+
+    class Recording(RateLimiter):
+        def __init__(self) -> None:
+            super().__init__(600)
+            self.keys: list[str] = []
+
+        def allow(self, client: str) -> float:
+            self.keys.append(client)
+            return super().allow(client)
+
+    async def ok(_: Any) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    token = secrets.token_urlsafe(32)
+    by_token, by_address = Recording(), Recording()
+    app = SecurityMiddleware(Starlette(routes=[Route("/x", ok)]), token=token,
+                             allowed_hosts=["testserver"], allowed_origins=[],
+                             limiter=by_token, anonymous_limiter=by_address,
+                             max_body_bytes=1024)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        assert (await client.get("/x", headers={"authorization": f"Bearer {token}"})).text == "ok"
+        assert (await client.get("/x", headers={"authorization": "Bearer no"})).status_code == 401
+    assert len(by_token.keys) == 1
+    assert by_token.keys[0].startswith("token:")
+    assert token not in by_token.keys[0]
+    assert by_address.keys == ["ip:127.0.0.1"]
+
+
 @pytest.mark.parametrize("running", [{"max_body_bytes": 4096}], indirect=True)
 async def test_bounded_bodies(running: Running, http: httpx.AsyncClient) -> None:
     big = json.dumps({"argv": ["echo", "x" * 10_000]})

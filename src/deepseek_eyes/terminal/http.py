@@ -248,7 +248,8 @@ def build_http_app(
         token=options.token,
         allowed_hosts=options.hosts(),
         allowed_origins=options.origins(),
-        limiter=RateLimiter(options.rate_limit_per_minute),
+        limiter=RateLimiter(options.rate_limit_per_minute),  # per token
+        anonymous_limiter=RateLimiter(options.rate_limit_per_minute),  # per client address
         max_body_bytes=options.max_body_bytes,
         public_prefixes=("/console",),
     )
