@@ -5,6 +5,13 @@ Two layers: exact values we know are secret (the bearer token, receipt keys, the
 (``KEY=value`` assignments with secret-looking names, ``Authorization: Bearer …``, private
 key blocks, well-known token prefixes). Redaction happens *before* signing, so a signature
 never vouches for a secret and a receipt can be handed on.
+
+Live output (the SSE ``output`` events) goes through the same :class:`Redactor`, by
+:class:`LiveRedactor`: a command's output arrives in chunks of any size, and a secret can
+be cut in two by a chunk boundary, so each stream is redacted a line at a time. The
+unfinished last line is held back until its newline arrives, or until it grows past a cap,
+when all but a tail longer than any secret is released (never cutting through a match).
+A private key block stays hidden from its ``BEGIN`` line to its ``END`` line.
 """
 
 from __future__ import annotations
@@ -13,10 +20,15 @@ import re
 import string
 from collections.abc import Iterable, Iterator
 
-__all__ = ["MARKER", "Redactor"]
+__all__ = ["MARKER", "LiveRedactor", "Redactor"]
 
 MARKER = "[REDACTED]"
 _MIN_SECRET = 6  # shorter "secrets" would redact ordinary words
+LINE_CAP = 8192  # characters of an unfinished line held back before part of it is released
+_TAIL = 512  # characters always held back at a forced release (longer than a pattern needs)
+_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+_KEY_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+_WORD = re.compile(r"\S*")
 
 # ``NAME=value`` / ``NAME: value`` where NAME is a run of name characters holding a secret
 # word. The match starts where the run starts and never backtracks into it (an atomic
@@ -33,8 +45,8 @@ _RUN_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
 
 # Each pattern with the lower-case strings one of which any match contains: a pattern whose
 # hints are all absent from an ASCII text cannot match and is skipped, which keeps redacting
-# megabytes of ordinary output cheap. Text that is not ASCII is always run through every
-# pattern (case-insensitive matching knows non-ASCII equivalents: K, ſ, ı).
+# megabytes of ordinary output (live output included) cheap. Text that is not ASCII is always
+# run through every pattern (case-insensitive matching knows non-ASCII equivalents: K, ſ, ı).
 _PATTERNS: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
     (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|$)",
                 re.S), MARKER, ("-----begin ",)),
@@ -92,6 +104,12 @@ def _assignments(text: str, lowered: str) -> Iterator[re.Match[str]]:
             yield match
 
 
+def _finditer(pattern: re.Pattern[str], text: str, lowered: str | None) -> Iterator[re.Match[str]]:
+    if pattern is _ASSIGNMENT and lowered is not None:
+        return _assignments(text, lowered)
+    return pattern.finditer(text)
+
+
 def _subn(
     pattern: re.Pattern[str], replacement: str, text: str, lowered: str | None
 ) -> tuple[str, int]:
@@ -135,3 +153,92 @@ class Redactor:
                 count += n
                 lowered = _lowered(text)
         return text, count
+
+    def longest_secret(self) -> int:
+        return len(self._values[0]) if self._values else 0
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where in ``text`` a known secret or a pattern matches (start, end)."""
+        found: list[tuple[int, int]] = []
+        for value in self._values:
+            start = text.find(value)
+            while start != -1:
+                found.append((start, start + len(value)))
+                start = text.find(value, start + 1)
+        lowered = _lowered(text)
+        for pattern, _, hints in _PATTERNS:
+            if _may_match(hints, lowered):
+                found.extend(m.span() for m in _finditer(pattern, text, lowered))
+        return found
+
+
+class LiveRedactor:
+    """Redacts one output stream chunk by chunk; see the module docstring.
+
+    ``feed`` returns the text that is safe to publish now (possibly ``""``); ``flush``
+    returns the rest once the stream has ended. Memory is bounded: at most about
+    ``4 × line_cap`` characters are held, however long a line is. ``feed(…, publish=False)``
+    (nobody is listening) skips the redaction itself but keeps the held line and the
+    key-block state, so a subscriber who joins later still never sees part of a secret.
+    """
+
+    def __init__(self, redactor: Redactor, line_cap: int = LINE_CAP) -> None:
+        self.redactor = redactor
+        self.line_cap = line_cap
+        self.hard_cap = 4 * line_cap
+        self._pending = ""
+        self._in_key = False  # inside a private key block
+        self._skip_word = False  # hiding the rest of a match cut at the hard cap
+
+    def feed(self, text: str, *, publish: bool = True) -> str:
+        if self._skip_word:
+            text = self._skip(text)
+        self._pending += text
+        cut = self._pending.rfind("\n") + 1
+        if len(self._pending) - cut > self.line_cap:
+            cut = self._forced_cut()
+        if cut <= 0:
+            return ""
+        ready, self._pending = self._pending[:cut], self._pending[cut:]
+        return self._scrub(ready, publish)
+
+    def flush(self) -> str:
+        ready, self._pending = self._pending, ""
+        return self._scrub(ready) if ready else ""
+
+    def _skip(self, text: str) -> str:
+        word = _WORD.match(text)
+        rest = text[word.end():] if word else text
+        self._skip_word = not rest
+        return rest
+
+    def _forced_cut(self) -> int:
+        """Release all but a tail longer than any secret, never cutting through a match;
+        a match longer than the hard cap is cut, and the rest of its word hidden."""
+        hold = max(_TAIL, self.redactor.longest_secret())
+        end = len(self._pending)
+        cut = end - hold
+        spans = self.redactor.spans(self._pending)
+        moved = True
+        while moved and cut > 0:
+            moved = False
+            for start, stop in spans:
+                if start < cut < stop:
+                    cut, moved = start, True
+        if end - cut <= self.hard_cap:
+            return max(cut, 0)
+        cut = end - hold
+        self._pending = self._pending[:cut] + self._skip(self._pending[cut:])
+        return cut
+
+    def _scrub(self, text: str, publish: bool = True) -> str:
+        if self._in_key:  # hide everything up to the block's END line
+            end = _KEY_END.search(text)
+            if end is None:
+                return ""
+            self._in_key = False
+            text = text[end.end():]
+        begins = list(_KEY_BEGIN.finditer(text))
+        if begins and _KEY_END.search(text, begins[-1].end()) is None:
+            self._in_key = True
+        return self.redactor.redact(text)[0] if publish else ""

@@ -10,7 +10,7 @@ Every value a client sends is checked here (:mod:`deepseek_eyes.terminal.argumen
 reaches any state, whichever transport it came through. Sessions have an ``owner`` (an MCP
 connection's identity, or None for the console and in-process callers): :meth:`session`
 with ``owner`` answers only that owner's sessions, and a plan without a session goes to the
-owner's default session, made when needed.
+owner's default session, made when needed. Live output is redacted like receipts are.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 from deepseek_eyes.audit import AuditLog, message_digest
 from deepseek_eyes.errors import PolicyBlockedError, TerminalError
 from deepseek_eyes.terminal.arguments import invalid, number, optional_string, string_list
-from deepseek_eyes.terminal.events import EventBus
+from deepseek_eyes.terminal.events import EventBus, SessionEvents
 from deepseek_eyes.terminal.keyring import Keyring
 from deepseek_eyes.terminal.paths import Workspace
 from deepseek_eyes.terminal.policy import Mode, PolicyEngine
@@ -39,7 +39,7 @@ from deepseek_eyes.terminal.receipts import (
     ReceiptLog,
     share_export,
 )
-from deepseek_eyes.terminal.redact import Redactor
+from deepseek_eyes.terminal.redact import LiveRedactor, Redactor
 from deepseek_eyes.terminal.sandbox import (
     SandboxPlan,
     child_environment,
@@ -338,9 +338,11 @@ class TerminalService:
                                   self.config.workspace.roots, sandbox, self.config.sandbox)
         env = child_environment(home) | {"PWD": res.cwd}
         events = session.events
+        live = {name: LiveRedactor(self.redactor) for name in ("stdout", "stderr")}
 
         def on_output(stream: str, text: str) -> None:
-            events.publish("output", plan_id=plan.plan_id, stream=stream, data=text)
+            text = live[stream].feed(text, publish=bool(events.subscribers))
+            _publish_output(events, plan.plan_id, stream, text)
 
         try:
             process = await RunningProcess.start(
@@ -359,7 +361,7 @@ class TerminalService:
         session.process = process
         events.publish("state", plan_id=plan.plan_id, state="running")
         session.task = asyncio.create_task(
-            self._complete(session, plan, process, sandbox, sorted(env), home)
+            self._complete(session, plan, process, sandbox, sorted(env), home, live)
         )
         if not wait:
             return {"state": "running", "plan_id": plan.plan_id, "session_id": session_id}
@@ -384,7 +386,7 @@ class TerminalService:
 
     async def _complete(
         self, session: ExecutionSession, plan: Plan, process: RunningProcess,
-        sandbox: SandboxPlan, env_names: list[str], home: str,
+        sandbox: SandboxPlan, env_names: list[str], home: str, live: dict[str, LiveRedactor],
     ) -> dict[str, Any]:
         try:
             outcome = await process.finished(plan.timeout)
@@ -392,6 +394,8 @@ class TerminalService:
             remove_home(home)
             session.active_plan = None
             session.process = None
+            for stream, redactor in live.items():  # the held-back tails, redacted
+                _publish_output(session.events, plan.plan_id, stream, redactor.flush())
         return self._finish(plan, outcome, process, sandbox, env_names)
 
     def _finish(
@@ -544,3 +548,7 @@ class TerminalService:
         if self.audit is not None:
             self.audit.append(kind, subject, **fields)
 
+
+def _publish_output(events: SessionEvents, plan_id: str, stream: str, text: str) -> None:
+    if text:
+        events.publish("output", plan_id=plan_id, stream=stream, data=text)
