@@ -172,6 +172,14 @@ ERROR_CODES: Mapping[str, str] = {
     "TERMINAL_FORBIDDEN": "The Host or Origin header is not allowed (DNS rebinding defence).",
     "TERMINAL_RATE_LIMITED": "Too many HTTP requests from this client; retry after a pause.",
     "TERMINAL_BODY_TOO_LARGE": "The HTTP request body exceeds terminal.max_body_bytes.",
+    "TERMINAL_ARGUMENT_INVALID": (
+        "An argument has the wrong type, an unknown name, or a number that is not finite or "
+        "lies outside its range."
+    ),
+    "TERMINAL_PLAN_LIMIT": (
+        "The session holds its maximum number of plans and none is settled; finish, deny or "
+        "close before planning more."
+    ),
     # llm client
     "LLM_CREDENTIAL_MISSING": "The final-model key reference names an unset variable.",
     "LLM_TIMEOUT": "The model endpoint did not answer within its timeout.",

@@ -3,16 +3,26 @@ sandboxes (none, and bubblewrap where it works; under CI=true a missing bwrap fa
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from deepseek_eyes.terminal.http import HttpOptions, build_http_app
 from deepseek_eyes.terminal.keyring import Keyring
 from deepseek_eyes.terminal.paths import Workspace
+from deepseek_eyes.terminal.redact import Redactor
 from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
-from terminal.support import ServiceFactory, require_bwrap, require_module
+from terminal.support import (
+    Running,
+    ServiceFactory,
+    require_bwrap,
+    require_module,
+    serve_in_thread,
+)
 
 # Re-exported: this file shadows tests/conftest.py as the module ``conftest`` once imported,
 # and other directories do ``from conftest import require_module``.
@@ -55,3 +65,29 @@ async def make_service(
     yield factory
     for service in made:
         await service.aclose()
+
+
+@pytest.fixture
+def running(workspace: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Running]:
+    """The HTTP server (confirm mode) on a loopback port. Parametrize indirectly with a dict
+    of :class:`HttpOptions` fields, plus ``redact`` (secrets for the redactor, the token is
+    always one) and ``advisor`` (the name of a fixture that gives one)."""
+    options = dict(getattr(request, "param", {}))
+    advisor_fixture = options.pop("advisor", None)
+    advisor = request.getfixturevalue(advisor_fixture) if advisor_fixture else None
+    token = secrets.token_urlsafe(32)
+    keyring = Keyring([b"h" * 32])
+    config = ServiceConfig(workspace=Workspace.of([workspace]), mode="confirm")
+    service = TerminalService(config, keyring, tmp_path / "receipts",
+                              redactor=Redactor([token, *options.pop("redact", ())]))
+    app = build_http_app(service, HttpOptions(token=token, **options), advisor)
+    url, server, thread = serve_in_thread(app)
+    yield Running(url, token, keyring, service)
+    server.should_exit = True
+    thread.join(30)
+
+
+@pytest.fixture
+async def http(running: Running) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=running.url, timeout=30) as client:
+        yield client

@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import json
 import os
 import shutil
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+import httpx2
 import pytest
 import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult
 
+from deepseek_eyes.terminal.keyring import Keyring
 from deepseek_eyes.terminal.sandbox import bwrap_available
 from deepseek_eyes.terminal.service import TerminalService
 
 __all__ = [
-    "ServiceFactory", "require_bwrap", "require_executable", "require_module", "serve_in_thread",
+    "Running", "ServiceFactory", "mcp_client", "require_bwrap", "require_executable",
+    "require_module", "serve_in_thread", "tool_error",
 ]
 
 ServiceFactory = Callable[..., TerminalService]
@@ -68,3 +77,36 @@ def require_module(name: str) -> ModuleType:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI=true and the test dependency {name!r} is missing")
         pytest.skip(f"{name} is not installed")
+
+
+@dataclass
+class Running:
+    """A terminal HTTP server serving in a thread (the ``running`` fixture)."""
+
+    url: str
+    token: str
+    keyring: Keyring
+    service: TerminalService
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.token}", **extra}
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(running: Running, mode: str = "legacy") -> AsyncIterator[Client]:
+    """A real MCP SDK client over Streamable HTTP: its own connection (``legacy``: one MCP
+    session; ``2026-07-28``: the stateless revision)."""
+    async with (
+        httpx2.AsyncClient(headers=running.headers(), timeout=30) as http_client,
+        Client(streamable_http_client(running.url + "/mcp", http_client=http_client),
+               mode=mode) as client,
+    ):
+        yield client
+
+
+def tool_error(result: CallToolResult) -> dict[str, Any]:
+    """The ``{"code", "message", "details"}`` object of a tool error."""
+    assert result.is_error, result
+    text = result.content[0].text  # type: ignore[union-attr]
+    error: dict[str, Any] = json.loads(text[text.index("{"):])
+    return error

@@ -54,6 +54,8 @@ async def test_stdio_server_with_the_sdk_client(workspace: Path) -> None:
         write = await client.call_tool("terminal_plan", {"argv": ["touch", "x"]})
         assert write.structured_content is not None
         assert write.structured_content["state"] == "refused"
+        # stdio is one connection: plans without session_id share its default session
+        assert write.structured_content["session_id"] == content["session_id"]
     log = Path(os.environ["DEEPSEEK_EYES_HOME"]) / "terminal" / "receipts" / "receipts.jsonl"
     lines = log.read_text().splitlines()
     assert len(lines) == 1

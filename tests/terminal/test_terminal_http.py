@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -18,45 +16,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from deepseek_eyes.errors import TerminalError
-from deepseek_eyes.terminal.http import HttpOptions, build_http_app
-from deepseek_eyes.terminal.keyring import Keyring
-from deepseek_eyes.terminal.paths import Workspace
 from deepseek_eyes.terminal.receipts import verify_receipt
 from deepseek_eyes.terminal.security import check_token_strength
-from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
-from terminal.support import serve_in_thread
+from terminal.support import Running
 
 pytestmark = pytest.mark.anyio
-
-
-@dataclass
-class Running:
-    url: str
-    token: str
-    keyring: Keyring
-
-    def headers(self, **extra: str) -> dict[str, str]:
-        return {"authorization": f"Bearer {self.token}", **extra}
-
-
-@pytest.fixture
-def running(workspace: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Running]:
-    options = getattr(request, "param", {})
-    token = secrets.token_urlsafe(32)
-    keyring = Keyring([b"h" * 32])
-    config = ServiceConfig(workspace=Workspace.of([workspace]), mode="confirm")
-    service = TerminalService(config, keyring, tmp_path / "receipts")
-    app = build_http_app(service, HttpOptions(token=token, **options))
-    url, server, thread = serve_in_thread(app)
-    yield Running(url, token, keyring)
-    server.should_exit = True
-    thread.join(30)
-
-
-@pytest.fixture
-async def http(running: Running) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=running.url, timeout=30) as client:
-        yield client
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -128,6 +92,60 @@ async def test_rate_limit(running: Running, http: httpx.AsyncClient) -> None:
     assert statuses[-1] == 429
     limited = await http.get("/api/info", headers=running.headers())
     assert int(limited.headers["retry-after"]) >= 1
+
+
+@pytest.mark.parametrize("running", [{"rate_limit_per_minute": 60}], indirect=True)
+async def test_an_unauthenticated_flood_does_not_starve_the_token_holder(
+    running: Running, http: httpx.AsyncClient
+) -> None:
+    """Same address, no or wrong token: the flood exhausts its own bucket only."""
+    flood = [(await http.get("/api/info", headers=headers)).status_code
+             for headers in [{}, {"authorization": "Bearer wrong"}] * 15]
+    assert flood[:10] == [401] * 10
+    assert flood[-1] == 429
+    limited = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert limited.status_code == 429
+    assert int(limited.headers["retry-after"]) >= 1
+    for _ in range(5):
+        ok = await http.get("/api/info", headers=running.headers())
+        assert ok.status_code == 200
+    static = await http.get("/console/")  # unauthenticated too: the flood's bucket
+    assert static.status_code == 429
+
+
+async def test_rate_limit_buckets_never_hold_the_token() -> None:
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from deepseek_eyes.terminal.security import RateLimiter, SecurityMiddleware
+
+    class Recording(RateLimiter):
+        def __init__(self) -> None:
+            super().__init__(600)
+            self.keys: list[str] = []
+
+        def allow(self, client: str) -> float:
+            self.keys.append(client)
+            return super().allow(client)
+
+    async def ok(_: Any) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    token = secrets.token_urlsafe(32)
+    by_token, by_address = Recording(), Recording()
+    app = SecurityMiddleware(Starlette(routes=[Route("/x", ok)]), token=token,
+                             allowed_hosts=["testserver"], allowed_origins=[],
+                             limiter=by_token, anonymous_limiter=by_address,
+                             max_body_bytes=1024)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        assert (await client.get("/x", headers={"authorization": f"Bearer {token}"})).text == "ok"
+        assert (await client.get("/x", headers={"authorization": "Bearer no"})).status_code == 401
+    assert len(by_token.keys) == 1
+    assert by_token.keys[0].startswith("token:")
+    assert token not in by_token.keys[0]
+    assert by_address.keys == ["ip:127.0.0.1"]
 
 
 @pytest.mark.parametrize("running", [{"max_body_bytes": 4096}], indirect=True)

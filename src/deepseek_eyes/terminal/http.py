@@ -4,7 +4,10 @@ and the console's static files, all behind :class:`SecurityMiddleware`.
 The console API exists for people: it lists pending plans with their argv shown exactly
 (invisible characters made visible), approves or denies them (recorded as approvals ``via``
 the console), streams live output over SSE, and shows receipts. It calls the same
-:class:`TerminalService` as the MCP tools.
+:class:`TerminalService` as the MCP tools, as the console: it may act on every session,
+whichever MCP connection owns it. Request bodies are checked strictly (a JSON object with
+known fields of the right types; ``NaN`` and ``Infinity`` are not JSON), else 400
+``TERMINAL_ARGUMENT_INVALID``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
+from deepseek_eyes.terminal.arguments import invalid, known_keys
 from deepseek_eyes.terminal.security import (
     RateLimiter,
     SecurityMiddleware,
@@ -45,7 +49,9 @@ _STATUS = {
     "TERMINAL_APPROVAL_REQUIRED": 409, "TERMINAL_PLAN_STATE": 409,
     "TERMINAL_SESSION_BUSY": 409, "TERMINAL_NO_ACTIVE_PROCESS": 409,
     "TERMINAL_PLAN_CHANGED": 409, "TERMINAL_SESSION_LIMIT": 429,
+    "TERMINAL_PLAN_LIMIT": 429, "TERMINAL_ARGUMENT_INVALID": 400,
 }
+PLAN_FIELDS = ("argv", "command", "cwd", "timeout_s")
 
 
 @dataclass(frozen=True)
@@ -72,13 +78,22 @@ def _error(exc: DeepSeekEyesError) -> JSONResponse:
     return JSONResponse({"error": exc.to_dict()}, status_code=_STATUS.get(exc.code, 400))
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 async def _body(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object.
+
+    Raises:
+        TerminalError: ``TERMINAL_ARGUMENT_INVALID``.
+    """
     try:
-        data = json.loads(await request.body() or b"{}")
-    except ValueError:
+        data = json.loads(await request.body() or b"{}", parse_constant=_not_json)
+    except (ValueError, RecursionError):
         data = None
     if not isinstance(data, dict):
-        raise TerminalError("the request body must be a JSON object", code="TERMINAL_PLAN_STATE")
+        raise invalid("body", "must be a JSON object")
     return data
 
 
@@ -111,13 +126,13 @@ def _api_routes(service: TerminalService) -> list[Route]:
     async def plan(request: Request) -> Response:
         async def make(r: Request) -> dict[str, Any]:
             body = await _body(r)
-            timeout = body.get("timeout_s")
-            return service.plan(
+            known_keys(body, PLAN_FIELDS, "plan")
+            return service.plan(  # the service checks each field's type and range
                 session_id=p(request, "sid"),
                 argv=body.get("argv"),
                 command=body.get("command"),
-                cwd=body.get("cwd") if isinstance(body.get("cwd"), str) else None,
-                timeout=float(timeout) if isinstance(timeout, int | float) else None,
+                cwd=body.get("cwd"),
+                timeout=body.get("timeout_s"),
             )
         return await call(lambda: make(request))
 
@@ -233,7 +248,8 @@ def build_http_app(
         token=options.token,
         allowed_hosts=options.hosts(),
         allowed_origins=options.origins(),
-        limiter=RateLimiter(options.rate_limit_per_minute),
+        limiter=RateLimiter(options.rate_limit_per_minute),  # per token
+        anonymous_limiter=RateLimiter(options.rate_limit_per_minute),  # per client address
         max_body_bytes=options.max_body_bytes,
         public_prefixes=("/console",),
     )

@@ -1,11 +1,18 @@
 """The HTTP security layer: one ASGI middleware in front of everything the server serves.
 
 In order, for every HTTP request: ``Host`` must be an allowed host (DNS rebinding), an
-``Origin`` when present must be an allowed origin (``Origin: null`` is refused), the client
-must be within its rate limit, the bearer token must match (compared in constant time),
-and the body may not exceed its limit (checked on ``Content-Length`` and while streaming).
+``Origin`` when present must be an allowed origin (``Origin: null`` is refused), the bearer
+token must match (compared in constant time), the caller must be within its rate limit, and
+the body may not exceed its limit (checked on ``Content-Length`` and while streaming).
 Every response gets security headers. The only unauthenticated paths are the console's
 static files, which hold no data (the console asks for the token and sends it as a header).
+
+Authentication comes before rate limiting, and the two kinds of caller have separate
+buckets: authenticated requests are limited per token (the bucket is keyed by a hash of
+the token, never the token), unauthenticated ones (failed authentications and the public
+static files) per client address, in a limiter of their own. A flood of bad requests from
+the token holder's own address therefore exhausts only the flood's bucket, never the token
+holder's, and cannot evict the token's bucket from the limiter's table either.
 
 Why a pure ASGI middleware rather than Starlette's ``BaseHTTPMiddleware``: SSE responses
 stream for minutes and must not be buffered or wrapped in extra tasks.
@@ -15,6 +22,7 @@ The token is never logged, never put in an error, and never passed to children.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import math
@@ -143,9 +151,15 @@ class SecurityMiddleware:
         limiter: RateLimiter,
         max_body_bytes: int,
         public_prefixes: tuple[str, ...] = ("/console",),
+        anonymous_limiter: RateLimiter | None = None,
     ) -> None:
+        """``limiter`` limits authenticated requests, per token; ``anonymous_limiter`` (by
+        default one with the same rate) limits unauthenticated ones, per client address."""
         self.app = app
         self._expected = ("Bearer " + token).encode("utf-8")
+        self._token_bucket = "token:" + hashlib.sha256(token.encode("utf-8")).hexdigest()[:32]
+        self.anonymous_limiter = anonymous_limiter or RateLimiter(
+            round(limiter.rate * 60), clock=limiter.clock)
         self.allowed_hosts = allowed_hosts
         self.allowed_origins = allowed_origins
         self.limiter = limiter
@@ -203,21 +217,27 @@ class SecurityMiddleware:
         if origin is not None and (origin == "null" or not host_allowed(origin,
                                                                        self.allowed_origins)):
             return 403, "TERMINAL_FORBIDDEN", "this Origin is not allowed", []
-        client = (scope.get("client") or ("?", 0))[0]
-        wait = self.limiter.allow(str(client))
-        if wait > 0:
-            return 429, "TERMINAL_RATE_LIMITED", "too many requests", [
-                (b"retry-after", str(max(1, math.ceil(wait))).encode())
-            ]
+        given = (_header(scope, b"authorization") or "").encode("utf-8", "replace")
+        if hmac.compare_digest(given, self._expected):
+            return _limited(self.limiter.allow(self._token_bucket))
+        client = "ip:" + str((scope.get("client") or ("?", 0))[0])
+        limited = _limited(self.anonymous_limiter.allow(client))
+        if limited is not None:
+            return limited
         path = scope.get("path", "")
         if scope.get("method") in ("GET", "HEAD") and path.startswith(self.public_prefixes):
             return None
-        given = (_header(scope, b"authorization") or "").encode("utf-8", "replace")
-        if not hmac.compare_digest(given, self._expected):
-            return 401, "TERMINAL_UNAUTHORIZED", "a valid bearer token is required", [
-                (b"www-authenticate", b'Bearer realm="deepseek-eyes-terminal"')
-            ]
+        return 401, "TERMINAL_UNAUTHORIZED", "a valid bearer token is required", [
+            (b"www-authenticate", b'Bearer realm="deepseek-eyes-terminal"')
+        ]
+
+
+def _limited(wait: float) -> tuple[int, str, str, list[tuple[bytes, bytes]]] | None:
+    if wait <= 0:
         return None
+    return 429, "TERMINAL_RATE_LIMITED", "too many requests", [
+        (b"retry-after", str(max(1, math.ceil(wait))).encode())
+    ]
 
 
 def _replay(first: list[Message], extra: Message | None, receive: Receive) -> Receive:

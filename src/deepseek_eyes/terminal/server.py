@@ -8,6 +8,21 @@ cancel are destructive and open-world.
 
 The same server object serves stdio and Streamable HTTP; the SDK negotiates the protocol
 revision (the stateless ``2026-07-28`` and the session-based handshake revisions).
+
+Connections own sessions. Each tool call is attributed to a connection (:func:`connection_owner`):
+over stdio, the process's one client; over HTTP with a handshake revision, the MCP session
+(``Mcp-Session-Id``, as the SDK's ``Connection`` records it); over HTTP with the stateless
+``2026-07-28`` revision there is no connection at all (the SDK builds a fresh ``Connection``
+per request, with no session id, and the envelope's client info is whatever the client says),
+so every stateless request is one owner, the holder of the bearer token speaking that
+revision. A plan without ``session_id`` goes to its owner's default session, and every tool
+that names a session acts only on a session its caller owns (another's is
+``TERMINAL_SESSION_NOT_FOUND``); the console API, authenticated by the HTTP token, may act on
+every session.
+
+Numeric arguments are taken raw (the SDK would otherwise coerce ``"5"``, ``true`` and
+``"NaN"`` into floats) and checked by the service: finite numbers in range, or
+``TERMINAL_ARGUMENT_INVALID``.
 """
 
 from __future__ import annotations
@@ -16,17 +31,34 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
+from pydantic import WithJsonSchema
 
 from deepseek_eyes import __version__
 from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
-from deepseek_eyes.terminal.service import TerminalService
+from deepseek_eyes.terminal.arguments import number
+from deepseek_eyes.terminal.service import MAX_WAIT_S, TerminalService
 
-__all__ = ["Advisor", "build_mcp_server"]
+__all__ = ["STATELESS_OWNER", "STDIO_OWNER", "Advisor", "build_mcp_server", "connection_owner"]
+
+STDIO_OWNER = "stdio"
+STATELESS_OWNER = "http-stateless"
+
+# Numbers arrive unconverted (Any) so the service can refuse bools, strings and NaN itself;
+# the published schema still says "number".
+TimeoutArg = Annotated[Any, WithJsonSchema({
+    "type": ["number", "null"], "exclusiveMinimum": 0,
+    "description": "Seconds before the process group is killed; at most the server's "
+                   "max_timeout (terminal://policy). Default: the server's timeout.",
+})]
+WaitArg = Annotated[Any, WithJsonSchema({
+    "type": "number", "minimum": 0, "maximum": MAX_WAIT_S,
+    "description": "Seconds to wait for a running plan to finish.",
+})]
 
 INSTRUCTIONS = (
     "A terminal that never runs model output directly. Call terminal_plan with an argv list "
@@ -58,6 +90,20 @@ class Advisor(Protocol):
     """An optional model that explains plans or suggests commands, as text only."""
 
     async def advise(self, question: str) -> str: ...
+
+
+def connection_owner(ctx: Context) -> str:
+    """The identity of the MCP connection a tool call came on; see the module docstring."""
+    request_context = ctx.request_context
+    # The SDK keeps the per-client Connection (and its transport session id) on the
+    # per-request ServerSession without a public accessor.
+    connection = getattr(request_context.session, "_connection", None)
+    session_id = getattr(connection, "session_id", None)
+    if isinstance(session_id, str) and session_id:
+        return "mcp-session:" + session_id
+    if request_context.request is not None:  # HTTP without an MCP session: no connection
+        return STATELESS_OWNER
+    return STDIO_OWNER
 
 
 def _error_text(exc: DeepSeekEyesError) -> str:
@@ -121,80 +167,114 @@ def build_mcp_server(
 
     @mcp.tool(annotations=_READ)
     async def terminal_plan(
+        ctx: Context,
         argv: list[str] | None = None,
         command: str | None = None,
         cwd: str | None = None,
         session_id: str | None = None,
-        timeout_s: float | None = None,
+        timeout_s: TimeoutArg = None,
     ) -> dict[str, Any]:
         """Judge one command (argv list, or a string parsed WITHOUT shell features) and
         record a plan. Returns the decision (allowed, requires_approval, risk, effects,
-        reasons). Runs nothing. Without session_id a new session is opened."""
-        return await _sync(lambda: service.plan(session_id=session_id, argv=argv,
-                                                command=command, cwd=cwd, timeout=timeout_s))
+        reasons). Runs nothing. Without session_id the plan goes to this connection's
+        default session (opened when needed)."""
+        return await _sync(lambda: service.plan(
+            session_id=session_id, argv=argv, command=command, cwd=cwd, timeout=timeout_s,
+            owner=connection_owner(ctx)))
+
+    def own(ctx: Context, session_id: str) -> None:
+        service.session(session_id, owner=connection_owner(ctx))
 
     @mcp.tool(annotations=_STATE)
-    async def terminal_approve(session_id: str, plan_id: str) -> dict[str, Any]:
+    async def terminal_approve(ctx: Context, session_id: str, plan_id: str) -> dict[str, Any]:
         """Approve a plan whose decision requires approval. Only after the user agreed."""
-        return await _sync(lambda: service.approve(session_id, plan_id, via="client"))
+        def approve() -> dict[str, Any]:
+            own(ctx, session_id)
+            return service.approve(session_id, plan_id, via="client")
+        return await _sync(approve)
 
     @mcp.tool(annotations=_STATE)
-    async def terminal_deny(session_id: str, plan_id: str) -> dict[str, Any]:
+    async def terminal_deny(ctx: Context, session_id: str, plan_id: str) -> dict[str, Any]:
         """Deny a plan; it can never run."""
-        return await _sync(lambda: service.deny(session_id, plan_id, via="client"))
+        def deny() -> dict[str, Any]:
+            own(ctx, session_id)
+            return service.deny(session_id, plan_id, via="client")
+        return await _sync(deny)
 
     @mcp.tool(annotations=_RUN)
-    async def terminal_execute(session_id: str, plan_id: str, wait: bool = True) -> dict[str, Any]:
+    async def terminal_execute(
+        ctx: Context, session_id: str, plan_id: str, wait: bool = True
+    ) -> dict[str, Any]:
         """Run an allowed (and, when required, approved) plan without a shell, inside the
         limits. Returns the signed receipt, or {"state": "running"} when wait is false."""
-        return await _guard(service.execute(session_id, plan_id, wait=wait))
+        async def execute() -> dict[str, Any]:
+            own(ctx, session_id)
+            return await service.execute(session_id, plan_id, wait=wait)
+        return await _guard(execute())
 
     @mcp.tool(annotations=_RUN)
-    async def terminal_cancel(session_id: str) -> dict[str, Any]:
+    async def terminal_cancel(ctx: Context, session_id: str) -> dict[str, Any]:
         """Kill the session's running process group; returns its receipt."""
-        return await _guard(service.cancel(session_id))
+        async def cancel() -> dict[str, Any]:
+            own(ctx, session_id)
+            return await service.cancel(session_id)
+        return await _guard(cancel())
 
     @mcp.tool(annotations=_STATE)
-    async def terminal_pause(session_id: str) -> dict[str, Any]:
+    async def terminal_pause(ctx: Context, session_id: str) -> dict[str, Any]:
         """Stop (SIGSTOP) the session's running process group."""
-        return await _sync(lambda: service.pause(session_id))
+        def pause() -> dict[str, Any]:
+            own(ctx, session_id)
+            return service.pause(session_id)
+        return await _sync(pause)
 
     @mcp.tool(annotations=_STATE)
-    async def terminal_resume(session_id: str) -> dict[str, Any]:
+    async def terminal_resume(ctx: Context, session_id: str) -> dict[str, Any]:
         """Continue (SIGCONT) the session's paused process group."""
-        return await _sync(lambda: service.resume(session_id))
+        def resume() -> dict[str, Any]:
+            own(ctx, session_id)
+            return service.resume(session_id)
+        return await _sync(resume)
 
     @mcp.tool(annotations=_STATE)
-    async def terminal_session_open() -> dict[str, Any]:
-        """Open an execution session (plans, receipts, one process at a time)."""
-        return await _sync(service.open_session)
+    async def terminal_session_open(ctx: Context) -> dict[str, Any]:
+        """Open an execution session (plans, receipts, one process at a time) owned by this
+        connection."""
+        return await _sync(lambda: service.open_session(owner=connection_owner(ctx)))
 
     @mcp.tool(annotations=_RUN)
-    async def terminal_session_close(session_id: str) -> dict[str, Any]:
+    async def terminal_session_close(ctx: Context, session_id: str) -> dict[str, Any]:
         """Close a session; its running process group is killed."""
-        return await _sync(lambda: service.close_session(session_id))
+        def close() -> dict[str, Any]:
+            own(ctx, session_id)
+            return service.close_session(session_id)
+        return await _sync(close)
 
     @mcp.tool(annotations=_READ)
-    async def terminal_session_status(session_id: str) -> dict[str, Any]:
+    async def terminal_session_status(ctx: Context, session_id: str) -> dict[str, Any]:
         """The session's plans, active process and receipt ids."""
-        return await _sync(lambda: service.session(session_id).to_dict())
+        return await _sync(
+            lambda: service.session(session_id, owner=connection_owner(ctx)).to_dict())
 
     @mcp.tool(annotations=_READ)
     async def terminal_receipt_get(
+        ctx: Context,
         receipt_id: str | None = None,
         session_id: str | None = None,
         plan_id: str | None = None,
-        wait_s: float = 0.0,
+        wait_s: WaitArg = 0.0,
     ) -> dict[str, Any]:
         """A signed receipt, by receipt_id or by session_id + plan_id (optionally waiting up
         to wait_s seconds for a running plan to finish)."""
         async def get() -> dict[str, Any]:
+            number(wait_s, "wait_s", minimum=0.0, maximum=MAX_WAIT_S)
             if receipt_id is not None:
                 return service.receipt(receipt_id)
             if session_id is None or plan_id is None:
                 raise TerminalError("give receipt_id, or session_id and plan_id",
                                     code="TERMINAL_RECEIPT_NOT_FOUND")
-            found = await service.receipt_for_plan(session_id, plan_id, min(wait_s, 300.0))
+            own(ctx, session_id)
+            found = await service.receipt_for_plan(session_id, plan_id, wait_s)
             if found is None:
                 raise TerminalError("the plan has no receipt yet",
                                     code="TERMINAL_RECEIPT_NOT_FOUND")

@@ -5,12 +5,19 @@ terminal logic of its own. The sequence is fixed: a plan is judged by the policy
 it is made; approval (when the decision asks for it) is a state change of that plan;
 execution re-resolves the plan and refuses when anything moved (a symlink retargeted, the
 binary replaced), then runs it inside the limits and signs a receipt for every final state.
+
+Every value a client sends is checked here (:mod:`deepseek_eyes.terminal.arguments`) before it
+reaches any state, whichever transport it came through. Sessions have an ``owner`` (an MCP
+connection's identity, or None for the console and in-process callers): :meth:`session`
+with ``owner`` answers only that owner's sessions, and a plan without a session goes to the
+owner's default session, made when needed. Live output is redacted like receipts are.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import time
 from collections.abc import Callable
@@ -20,7 +27,8 @@ from typing import Any
 
 from deepseek_eyes.audit import AuditLog, message_digest
 from deepseek_eyes.errors import PolicyBlockedError, TerminalError
-from deepseek_eyes.terminal.events import EventBus
+from deepseek_eyes.terminal.arguments import invalid, number, optional_string, string_list
+from deepseek_eyes.terminal.events import EventBus, SessionEvents
 from deepseek_eyes.terminal.keyring import Keyring
 from deepseek_eyes.terminal.paths import Workspace
 from deepseek_eyes.terminal.policy import Mode, PolicyEngine
@@ -31,7 +39,7 @@ from deepseek_eyes.terminal.receipts import (
     ReceiptLog,
     share_export,
 )
-from deepseek_eyes.terminal.redact import Redactor
+from deepseek_eyes.terminal.redact import LiveRedactor, Redactor
 from deepseek_eyes.terminal.sandbox import (
     SandboxPlan,
     child_environment,
@@ -41,7 +49,9 @@ from deepseek_eyes.terminal.sandbox import (
 )
 from deepseek_eyes.terminal.sessions import ExecutionSession, Plan, new_id
 
-__all__ = ["ServiceConfig", "TerminalService"]
+__all__ = ["MAX_WAIT_S", "ServiceConfig", "TerminalService"]
+
+MAX_WAIT_S = 300.0  # the longest a receipt request may wait for a running plan
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,15 @@ class ServiceConfig:
     subscriber_queue: int = 256
     sandbox: str | None = None  # the bwrap path, or None to run without a sandbox
     approvals: str = "client"  # or "console"
+
+    def __post_init__(self) -> None:
+        for name in ("timeout", "max_timeout", "session_idle_timeout"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"ServiceConfig.{name} must be a positive finite number")
+        for name in ("max_output_bytes", "max_sessions", "subscriber_queue"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ServiceConfig.{name} must be positive")
 
 
 def _iso(ts: float) -> str:
@@ -82,11 +101,14 @@ class TerminalService:
         self.bus = EventBus(config.subscriber_queue)
         self.clock = clock
         self.sessions: dict[str, ExecutionSession] = {}
+        self._defaults: dict[str, str] = {}  # owner -> its default session's id
 
     # -- sessions ---------------------------------------------------------------------------
 
-    def open_session(self) -> dict[str, Any]:
-        """Raises:
+    def open_session(self, *, owner: str | None = None) -> dict[str, Any]:
+        """Open a session owned by ``owner`` (None: the console or an in-process caller).
+
+        Raises:
             TerminalError: ``TERMINAL_SESSION_LIMIT``.
         """
         self.reap()
@@ -97,19 +119,38 @@ class TerminalService:
                 details={"max_sessions": self.config.max_sessions},
             )
         sid = new_id()
-        session = ExecutionSession(sid, time.time(), self.clock(), self.bus.open(sid))
+        session = ExecutionSession(sid, time.time(), self.clock(), self.bus.open(sid),
+                                   owner=owner)
         self.sessions[sid] = session
         self._audit("terminal.session.open", sid)
         return {"session_id": sid, "mode": self.config.mode,
                 "idle_timeout_s": self.config.session_idle_timeout}
 
-    def session(self, session_id: str) -> ExecutionSession:
-        """The live session, marked active now.
+    def default_session(self, owner: str) -> str:
+        """The id of ``owner``'s default session, opened now if it has none (or it ended).
+
+        Raises:
+            TerminalError: ``TERMINAL_SESSION_LIMIT``.
+        """
+        self.reap()
+        sid = self._defaults.get(owner)
+        if sid is not None and sid in self.sessions:
+            return sid
+        sid = str(self.open_session(owner=owner)["session_id"])
+        self._defaults[owner] = sid
+        return sid
+
+    def session(self, session_id: str, *, owner: str | None = None) -> ExecutionSession:
+        """The live session, marked active now. With ``owner`` (an MCP connection), only a
+        session that connection owns: another's is answered as not found, so a connection
+        can neither act on nor learn of a session that is not its own.
 
         Raises:
             TerminalError: ``TERMINAL_SESSION_NOT_FOUND``.
         """
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is not None and owner is not None and session.owner != owner:
+            session = None
         if session is None:
             raise TerminalError("no execution session has that id",
                                 code="TERMINAL_SESSION_NOT_FOUND")
@@ -125,6 +166,8 @@ class TerminalService:
         if session.process is not None and session.process.running:
             session.process.kill("expired" if reason == "expired" else "cancelled")
         self.sessions.pop(session.session_id, None)
+        if session.owner is not None and self._defaults.get(session.owner) == session.session_id:
+            del self._defaults[session.owner]
         self.bus.close(session.session_id, reason)
         self._audit(f"terminal.session.{reason}", session.session_id)
 
@@ -157,18 +200,38 @@ class TerminalService:
         command: str | None = None,
         cwd: str | None = None,
         timeout: float | None = None,
+        owner: str | None = None,
     ) -> dict[str, Any]:
-        """Judge a command and record the plan (refused plans are recorded too)."""
+        """Judge a command and record the plan (refused plans are recorded too).
+
+        Without ``session_id`` the plan goes to ``owner``'s default session (a new session
+        when there is no owner). ``timeout`` (seconds) must be a finite number in
+        ``(0, max_timeout]``; None means the configured default.
+
+        Raises:
+            TerminalError: ``TERMINAL_ARGUMENT_INVALID``, ``TERMINAL_SESSION_NOT_FOUND``,
+                ``TERMINAL_SESSION_LIMIT``, ``TERMINAL_PLAN_LIMIT``.
+        """
+        argv = string_list(argv, "argv")
+        command = optional_string(command, "command")
+        cwd = optional_string(cwd, "cwd")
+        if (argv is None) == (command is None):
+            raise invalid("argv", "give exactly one of argv or command")
+        default = min(self.config.timeout, self.config.max_timeout)
+        limit = default if timeout is None else number(
+            timeout, "timeout_s", minimum=0.0, maximum=self.config.max_timeout,
+            exclusive_minimum=True)
         if session_id is None:
-            session_id = self.open_session()["session_id"]
-        session = self.session(session_id)
+            session_id = (self.default_session(owner) if owner is not None
+                          else self.open_session()["session_id"])
+        session = self.session(session_id, owner=owner)
+        session.make_room()
         if cwd is not None and not os.path.isabs(cwd):
             cwd = os.path.join(self.config.workspace.roots[0], cwd)
         result = self.engine.evaluate(argv=argv, command=command, cwd=cwd)
-        limit = min(timeout or self.config.timeout, self.config.max_timeout)
         plan = Plan(
             plan_id=new_id(), session_id=session_id, created_at=time.time(), result=result,
-            cwd_requested=cwd, timeout=max(limit, 0.001),
+            cwd_requested=cwd, timeout=limit,
             max_output_bytes=self.config.max_output_bytes,
             state="planned" if result.decision.allowed else "refused",
         )
@@ -277,9 +340,11 @@ class TerminalService:
                                   workspace.protected)
         env = child_environment(home, workspace.roots) | {"PWD": res.cwd}
         events = session.events
+        live = {name: LiveRedactor(self.redactor) for name in ("stdout", "stderr")}
 
         def on_output(stream: str, text: str) -> None:
-            events.publish("output", plan_id=plan.plan_id, stream=stream, data=text)
+            text = live[stream].feed(text, publish=bool(events.subscribers))
+            _publish_output(events, plan.plan_id, stream, text)
 
         try:
             process = await RunningProcess.start(
@@ -298,7 +363,7 @@ class TerminalService:
         session.process = process
         events.publish("state", plan_id=plan.plan_id, state="running")
         session.task = asyncio.create_task(
-            self._complete(session, plan, process, sandbox, sorted(env), home)
+            self._complete(session, plan, process, sandbox, sorted(env), home, live)
         )
         if not wait:
             return {"state": "running", "plan_id": plan.plan_id, "session_id": session_id}
@@ -323,7 +388,7 @@ class TerminalService:
 
     async def _complete(
         self, session: ExecutionSession, plan: Plan, process: RunningProcess,
-        sandbox: SandboxPlan, env_names: list[str], home: str,
+        sandbox: SandboxPlan, env_names: list[str], home: str, live: dict[str, LiveRedactor],
     ) -> dict[str, Any]:
         try:
             outcome = await process.finished(plan.timeout)
@@ -331,6 +396,8 @@ class TerminalService:
             remove_home(home)
             session.active_plan = None
             session.process = None
+            for stream, redactor in live.items():  # the held-back tails, redacted
+                _publish_output(session.events, plan.plan_id, stream, redactor.flush())
         return self._finish(plan, outcome, process, sandbox, env_names)
 
     def _finish(
@@ -447,7 +514,14 @@ class TerminalService:
     async def receipt_for_plan(
         self, session_id: str, plan_id: str, wait_s: float = 0.0
     ) -> dict[str, Any] | None:
-        """The plan's receipt, waiting up to ``wait_s`` for a running plan to finish."""
+        """The plan's receipt, waiting up to ``wait_s`` (a finite number of seconds in
+        ``[0, MAX_WAIT_S]``) for a running plan to finish.
+
+        Raises:
+            TerminalError: ``TERMINAL_ARGUMENT_INVALID``, ``TERMINAL_SESSION_NOT_FOUND``,
+                ``TERMINAL_PLAN_NOT_FOUND``.
+        """
+        wait_s = number(wait_s, "wait_s", minimum=0.0, maximum=MAX_WAIT_S)
         plan = self.get_plan(session_id, plan_id)
         session = self.sessions.get(session_id)
         if plan.receipt_id is None and wait_s > 0 and session and session.task and (
@@ -476,3 +550,7 @@ class TerminalService:
         if self.audit is not None:
             self.audit.append(kind, subject, **fields)
 
+
+def _publish_output(events: SessionEvents, plan_id: str, stream: str, text: str) -> None:
+    if text:
+        events.publish("output", plan_id=plan_id, stream=stream, data=text)

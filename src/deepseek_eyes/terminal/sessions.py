@@ -4,18 +4,26 @@ A plan moves ``planned → approved → running → finished`` (or ``planned →
 a plan the policy refused is born ``refused`` and can never run. Approval is a state change
 of one plan in one session, never a flag a caller passes to execute. A session owns its plans,
 its receipts' ids, at most one active process, and its event stream; sessions and plans are
-bounded in number so a client cannot grow the server's memory without limit.
+bounded in number so a client cannot grow the server's memory without limit. A full session
+forgets its oldest settled plan; when every plan is still open (planned, approved, running)
+it refuses the new one rather than grow.
+
+A session records its ``owner``: the MCP connection that opened it (see
+:mod:`deepseek_eyes.terminal.server`), or None for the console and in-process callers.
+Numbers in a plan are finite by construction, so a plan can always be encoded as JSON.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from deepseek_eyes.errors import TerminalError
 from deepseek_eyes.terminal.commandline import make_visible
 from deepseek_eyes.terminal.policy import PolicyResult
 
@@ -30,6 +38,7 @@ __all__ = ["MAX_PLANS_PER_SESSION", "PLAN_SCHEMA", "ExecutionSession", "Plan", "
 PLAN_SCHEMA = "deepseek-eyes/terminal-plan"
 MAX_PLANS_PER_SESSION = 256
 MAX_RECEIPTS_PER_SESSION = 1024
+SETTLED_STATES = frozenset({"finished", "denied", "refused"})
 
 
 def new_id() -> str:
@@ -51,6 +60,8 @@ class Plan:
     plan_hash: str = ""
 
     def __post_init__(self) -> None:
+        if not math.isfinite(self.timeout) or self.timeout <= 0:
+            raise ValueError("a plan's timeout must be a positive finite number")
         body = {
             "plan_id": self.plan_id, "session_id": self.session_id,
             "argv": list(self.result.argv), "decision": self.result.decision.to_dict(),
@@ -58,7 +69,8 @@ class Plan:
             "timeout": self.timeout, "max_output_bytes": self.max_output_bytes,
             "created_at": self.created_at,
         }
-        data = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        data = json.dumps(body, sort_keys=True, separators=(",", ":"),
+                          allow_nan=False).encode("utf-8")
         self.plan_hash = "sha256:" + hashlib.sha256(data).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,13 +108,31 @@ class ExecutionSession:
     active_plan: str | None = None
     process: RunningProcess | None = None
     task: asyncio.Task[dict[str, Any]] | None = None
+    owner: str | None = None  # the MCP connection that owns it; None: console, in-process
+
+    def make_room(self) -> None:
+        """Forget the oldest settled plan when the session is full.
+
+        Raises:
+            TerminalError: ``TERMINAL_PLAN_LIMIT`` when it is full of unsettled plans.
+        """
+        if len(self.plans) < MAX_PLANS_PER_SESSION:
+            return
+        for pid, old in self.plans.items():
+            if old.state in SETTLED_STATES:
+                del self.plans[pid]
+                return
+        raise TerminalError(
+            f"the session already holds {MAX_PLANS_PER_SESSION} plans and none is settled; "
+            "execute, deny or close some first (or open another session)",
+            code="TERMINAL_PLAN_LIMIT", details={"max_plans": MAX_PLANS_PER_SESSION},
+        )
 
     def add_plan(self, plan: Plan) -> None:
-        if len(self.plans) >= MAX_PLANS_PER_SESSION:
-            for pid, old in list(self.plans.items()):  # forget the oldest settled plan
-                if old.state in ("finished", "denied", "refused"):
-                    del self.plans[pid]
-                    break
+        """Raises:
+            TerminalError: ``TERMINAL_PLAN_LIMIT`` (see :meth:`make_room`).
+        """
+        self.make_room()
         self.plans[plan.plan_id] = plan
 
     def add_receipt(self, receipt_id: str) -> None:
