@@ -161,10 +161,10 @@ def run_as_planned(arena: Arena, argv: list[str], sandbox: str | None) -> Trace 
 
 def assert_contained(arena: Arena, argv: list[str], trace: Trace, planned: set[str]) -> None:
     where = f"{argv!r} was allowed read-only and then"
-    extra = [e for e in trace.execs if e not in planned]
-    assert not extra, f"{where} executed {extra}"
-    outside = trace.opens_outside([str(arena.ws), arena.home])
-    assert not outside, f"{where} opened {outside}"
+    extra = list(dict.fromkeys(e for e in trace.execs if e not in planned))
+    assert not extra, f"{where} executed {extra[:8]}"
+    outside = list(dict.fromkeys(trace.opens_outside([str(arena.ws), arena.home])))
+    assert not outside, f"{where} opened {outside[:8]}"
     inside_protected = [p for p in trace.opens if p.startswith(str(arena.protected))]
     assert not inside_protected, f"{where} opened the protected {inside_protected}"
     for canary in arena.canaries:

@@ -17,10 +17,12 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import fcntl
 import hashlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -96,6 +98,19 @@ class _PipeReader(asyncio.Protocol):
             self.closed.set_result(None)
 
 
+_PIPE_BYTES = 1024 * 1024
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Linux; Python 3.10+ names it
+
+
+def _widen(pipe: Any) -> None:
+    """A 1 MiB pipe (Linux): a fast writer fills fewer, larger chunks, so the loop wakes,
+    hashes, redacts and publishes a quarter as often. Best effort: the default still works."""
+    if pipe is None or not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(pipe.fileno(), _F_SETPIPE_SZ, _PIPE_BYTES)
+
+
 class RunningProcess:
     """A started child. Create with :meth:`start`, then ``await finished()``."""
 
@@ -127,6 +142,8 @@ class RunningProcess:
         proc = cls(popen, limit, on_output)
         loop = asyncio.get_running_loop()
         pipes = (("stdout", popen.stdout), ("stderr", popen.stderr))
+        for _, pipe in pipes:
+            _widen(pipe)
         proc._readers = [_PipeReader(name, proc) for name, _ in pipes]
         # Both pipes are connected in the same loop iteration (one wake-up, not two).
         await asyncio.gather(*(

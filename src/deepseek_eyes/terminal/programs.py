@@ -427,7 +427,8 @@ SIMPLE_TOOLS: dict[str, ToolSpec] = {
     "expr": ToolSpec(operands="none"),
     "factor": ToolSpec(operands="none"),
     "numfmt": ToolSpec(operands="none"),
-    "locale": ToolSpec(operands="none"),
+    # locale -m runs gzip to read the compressed charmaps (seen by the strace tripwire)
+    "locale": ToolSpec(operands="none", exec_options=_fs("-m", "--charmaps")),
     "getconf": ToolSpec(operands="none"),
     "which": ToolSpec(operands="none"),
     "tty": ToolSpec(operands="none"),
