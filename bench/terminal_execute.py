@@ -9,9 +9,10 @@ JSON, HMAC-SHA256, chaining, the receipt written to disk), in process. Baseline:
 ``subprocess.run(["true"])`` with captured output. Both run interleaved in one process.
 Ratio = ours / baseline (target: at most 2 without the sandbox). A second line runs ours
 inside bubblewrap when it works here (a namespace sandbox costs a few milliseconds more).
-A third line goes through the real stdio MCP server (``deepseek-eyes terminal serve
---stdio``, read-only, no sandbox) with the official SDK client: ``terminal_plan`` then
-``terminal_execute`` per round, against the same baseline (target: at most 3).
+Then the real stdio MCP server (``deepseek-eyes terminal serve --stdio``, read-only, no
+sandbox) with the official SDK client, against the same baseline (target: at most 3): one
+``terminal_run`` call per round, then ``terminal_plan`` + ``terminal_execute`` (two round
+trips of the SDK, about 1.7 ms each here).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ async def measure(sandbox: str | None, rounds: int) -> tuple[float, float]:
     return statistics.median(ours), statistics.median(base)
 
 
-async def measure_stdio(rounds: int) -> tuple[float, float]:
+async def measure_stdio(rounds: int, *, one_call: bool) -> tuple[float, float]:
     exe = str(Path(sys.executable).with_name("deepseek-eyes"))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ws"
@@ -81,13 +82,19 @@ async def measure_stdio(rounds: int) -> tuple[float, float]:
             session = (opened.structured_content or {})["session_id"]
             for _ in range(rounds):
                 t0 = time.perf_counter()
-                plan = await client.call_tool("terminal_plan",
-                                              {"argv": ["true"], "session_id": session})
-                content = plan.structured_content or {}
-                receipt = await client.call_tool("terminal_execute", {
-                    "session_id": content["session_id"], "plan_id": content["plan_id"]})
+                if one_call:
+                    ran = await client.call_tool("terminal_run",
+                                                 {"argv": ["true"], "session_id": session})
+                    receipt = (ran.structured_content or {}).get("receipt", {})
+                else:
+                    plan = await client.call_tool("terminal_plan",
+                                                  {"argv": ["true"], "session_id": session})
+                    content = plan.structured_content or {}
+                    done = await client.call_tool("terminal_execute", {
+                        "session_id": content["session_id"], "plan_id": content["plan_id"]})
+                    receipt = done.structured_content or {}
                 ours.append(time.perf_counter() - t0)
-                if (receipt.structured_content or {}).get("status") != "completed":
+                if receipt.get("status") != "completed":
                     raise SystemExit(f"unexpected receipt {receipt}")
                 t0 = time.perf_counter()
                 subprocess.run(["true"], capture_output=True, check=True)
@@ -105,8 +112,11 @@ def main() -> None:
         ours, base = asyncio.run(measure(bwrap, ROUNDS // 2))
         print(f"terminal plan+execute+receipt in bwrap (true): ours={ours * 1000:.2f}ms "
               f"baseline={base * 1000:.2f}ms ratio={ours / base:.2f}")
-    ours, base = asyncio.run(measure_stdio(ROUNDS // 2))
-    print(f"terminal plan+execute+receipt over stdio MCP (true): ours={ours * 1000:.2f}ms "
+    ours, base = asyncio.run(measure_stdio(ROUNDS // 2, one_call=True))
+    print(f"terminal_run (plan+execute+receipt) over stdio MCP (true): ours={ours * 1000:.2f}ms "
+          f"baseline={base * 1000:.2f}ms ratio={ours / base:.2f}")
+    ours, base = asyncio.run(measure_stdio(ROUNDS // 2, one_call=False))
+    print(f"terminal_plan + terminal_execute over stdio MCP (true): ours={ours * 1000:.2f}ms "
           f"baseline={base * 1000:.2f}ms ratio={ours / base:.2f}")
 
 

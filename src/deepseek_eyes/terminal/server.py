@@ -213,6 +213,29 @@ def build_mcp_server(
         return await _guard(execute())
 
     @mcp.tool(annotations=_RUN)
+    async def terminal_run(
+        ctx: Context,
+        argv: list[str] | None = None,
+        command: str | None = None,
+        cwd: str | None = None,
+        session_id: str | None = None,
+        timeout_s: TimeoutArg = None,
+    ) -> dict[str, Any]:
+        """Plan one command and, only when the policy allows it WITHOUT approval, execute it
+        in the same call. Returns {"plan", "executed", "receipt"?}: a plan that needs
+        approval (or was refused) is recorded and not run; approve it and call
+        terminal_execute as usual."""
+        async def run() -> dict[str, Any]:
+            plan = service.plan(session_id=session_id, argv=argv, command=command, cwd=cwd,
+                                timeout=timeout_s, owner=connection_owner(ctx))
+            decision = plan["decision"]
+            if not decision["allowed"] or decision["requires_approval"]:
+                return {"plan": plan, "executed": False}
+            receipt = await service.execute(plan["session_id"], plan["plan_id"])
+            return {"plan": plan, "executed": True, "receipt": receipt}
+        return await _guard(run())
+
+    @mcp.tool(annotations=_RUN)
     async def terminal_cancel(ctx: Context, session_id: str) -> dict[str, Any]:
         """Kill the session's running process group; returns its receipt."""
         async def cancel() -> dict[str, Any]:
