@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import threading
+import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -110,3 +111,16 @@ def tool_error(result: CallToolResult) -> dict[str, Any]:
     text = result.content[0].text  # type: ignore[union-attr]
     error: dict[str, Any] = json.loads(text[text.index("{"):])
     return error
+
+
+def receipt_body() -> dict[str, Any]:
+    """A minimal, well-formed receipt body (unsigned, unchained) for receipt-log tests."""
+    return {
+        "schema": "deepseek-eyes/terminal-receipt", "schema_version": "1.0",
+        "receipt_id": uuid.uuid4().hex, "session_id": "s", "plan_id": "p",
+        "plan_hash": "sha256:0", "mode": "read-only", "command": {"argv": ["true"]},
+        "policy": {"reasons": []}, "approval": {}, "sandbox": {"kind": "none"},
+        "started_at": "t", "ended_at": "t", "duration_ms": 1.0, "status": "completed",
+        "exit_code": 0, "signal": None, "stdout": {"text": ""}, "stderr": {"text": ""},
+        "redactions": 0, "sharing_redacted": False,
+    }

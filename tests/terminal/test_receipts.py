@@ -30,7 +30,7 @@ from deepseek_eyes.terminal.receipts import (
     verify_head,
     verify_receipt,
 )
-from terminal.support import ServiceFactory
+from terminal.support import ServiceFactory, receipt_body
 
 pytestmark = pytest.mark.anyio
 
@@ -88,12 +88,12 @@ async def test_key_rotation_keeps_old_receipts_verifiable(tmp_path: Path) -> Non
     ring = Keyring.load_or_create(tmp_path / "keys")
     assert (tmp_path / "keys" / "keyring.json").stat().st_mode & 0o777 == 0o600
     log = ReceiptLog(tmp_path / "r", ring)
-    old = log.append(_body())
+    old = log.append(receipt_body())
     old_id = ring.active_id
     new_id = ring.rotate()
     assert new_id != old_id
     assert ring.ids() == [new_id, old_id]
-    new = log.append(_body())
+    new = log.append(receipt_body())
     log.close()
     assert new["signature"]["key_id"] == new_id
     reloaded = Keyring.load_or_create(tmp_path / "keys")
@@ -139,10 +139,10 @@ async def test_share_export_redacts_and_is_signed_again(
 
 async def test_log_resumes_its_chain(tmp_path: Path, keyring: Keyring) -> None:
     log = ReceiptLog(tmp_path / "r", keyring)
-    first = log.append(_body())
+    first = log.append(receipt_body())
     log.close()
     log = ReceiptLog(tmp_path / "r", keyring)
-    second = log.append(_body())
+    second = log.append(receipt_body())
     log.close()
     assert second["sequence"] == first["sequence"] + 1
     verify_chain([first, second], keyring)
@@ -158,18 +158,6 @@ async def test_log_resumes_its_chain(tmp_path: Path, keyring: Keyring) -> None:
     reopened.close()
 
 
-def _body() -> dict[str, Any]:
-    import uuid
-
-    return {
-        "schema": "deepseek-eyes/terminal-receipt", "schema_version": "1.0",
-        "receipt_id": uuid.uuid4().hex, "session_id": "s", "plan_id": "p",
-        "plan_hash": "sha256:0", "mode": "read-only", "command": {"argv": ["true"]},
-        "policy": {"reasons": []}, "approval": {}, "sandbox": {"kind": "none"},
-        "started_at": "t", "ended_at": "t", "duration_ms": 1.0, "status": "completed",
-        "exit_code": 0, "signal": None, "stdout": {"text": ""}, "stderr": {"text": ""},
-        "redactions": 0, "sharing_redacted": False,
-    }
 
 
 # -- the signed head: cuts at either end --------------------------------------------------
@@ -178,7 +166,7 @@ def _body() -> dict[str, Any]:
 def _log_with(directory: Path, keyring: Keyring, n: int) -> list[dict[str, Any]]:
     log = ReceiptLog(directory, keyring)
     try:
-        return [log.append(_body()) for _ in range(n)]
+        return [log.append(receipt_body()) for _ in range(n)]
     finally:
         log.close()
 
@@ -212,7 +200,7 @@ def test_the_head_follows_every_append_and_catches_a_cut_at_the_end(
     receipts = []
     heads = []
     for n in range(1, 5):
-        receipts.append(log.append(_body()))
+        receipts.append(log.append(receipt_body()))
         head = log.head()
         assert head["sequence"] == n
         assert head["last_hash"] == receipt_hash(receipts[-1])
@@ -327,7 +315,7 @@ def test_the_log_refuses_to_open_over_a_cut_and_repairs_a_lagging_head(
     log_path.write_bytes(whole)
     log = ReceiptLog(directory, keyring)
     assert log.head()["sequence"] == 3
-    fourth = log.append(_body())
+    fourth = log.append(receipt_body())
     log.close()
     assert head_path.read_bytes() != lagging
     verify_chain([*receipts, fourth], keyring, head=load_head(head_path, keyring))
@@ -433,7 +421,7 @@ def test_a_duplicate_key_is_refused_where_it_used_to_verify(
 def test_the_log_reads_stored_receipts_strictly(tmp_path: Path, keyring: Keyring) -> None:
     directory = tmp_path / "r"
     log = ReceiptLog(directory, keyring)
-    receipt = log.append(_body())
+    receipt = log.append(receipt_body())
     log.close()
     path = directory / ReceiptLog.FILENAME
     line = path.read_bytes()
@@ -445,10 +433,10 @@ def test_the_log_reads_stored_receipts_strictly(tmp_path: Path, keyring: Keyring
 
 
 def test_json_lines_split_only_at_newlines(tmp_path: Path, keyring: Keyring) -> None:
-    body = _body()
+    body = receipt_body()
     body["stdout"] = {"text": "a\u2028b\u0085c\u2029d\x1ce"}
     log = ReceiptLog(tmp_path / "r", keyring)
-    receipts = [log.append(body), log.append(_body())]
+    receipts = [log.append(body), log.append(receipt_body())]
     log.close()
     text = (tmp_path / "r" / ReceiptLog.FILENAME).read_text(encoding="utf-8")
     assert "\u2028" in text  # written raw: str.splitlines would break the line there
@@ -490,11 +478,11 @@ def test_the_chain_and_its_heads_verify_across_a_rotation(tmp_path: Path) -> Non
     ring = Keyring.load_or_create(tmp_path / "keys")
     directory = tmp_path / "r"
     log = ReceiptLog(directory, ring)
-    before = [log.append(_body()) for _ in range(2)]
+    before = [log.append(receipt_body()) for _ in range(2)]
     pinned_before = log.head()
     old_id = ring.active_id
     assert ring.rotate() != old_id
-    after = [log.append(_body()) for _ in range(2)]
+    after = [log.append(receipt_body()) for _ in range(2)]
     log.close()
     assert {r["signature"]["key_id"] for r in before} == {old_id}
     assert {r["signature"]["key_id"] for r in after} == {ring.active_id}
@@ -505,7 +493,7 @@ def test_the_chain_and_its_heads_verify_across_a_rotation(tmp_path: Path) -> Non
     verify_chain([*before, *after], reloaded, head=head, pinned=[pinned_before])
     # the log reopens after the rotation and keeps chaining
     log = ReceiptLog(directory, reloaded)
-    fifth = log.append(_body())
+    fifth = log.append(receipt_body())
     log.close()
     verify_chain([*before, *after, fifth], reloaded,
                  head=load_head(directory / HEAD_FILENAME, reloaded))

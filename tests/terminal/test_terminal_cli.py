@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from deepseek_eyes.cli import main
 from deepseek_eyes.terminal.config import ENV_TOKEN
 from deepseek_eyes.terminal.keyring import Keyring
 from deepseek_eyes.terminal.receipts import HEAD_FILENAME, ReceiptLog, sign_receipt
+from terminal.support import receipt_body
 
 pytestmark = pytest.mark.anyio
 
@@ -153,21 +153,11 @@ def _append(n: int, **fields: Any) -> list[dict[str, Any]]:
     """Append ``n`` receipts to the data directory's log, signed with its keyring."""
     log = ReceiptLog(_terminal_dir() / "receipts", Keyring.load_or_create(_terminal_dir()))
     try:
-        return [log.append(_receipt_body() | fields) for _ in range(n)]
+        return [log.append(receipt_body() | fields) for _ in range(n)]
     finally:
         log.close()
 
 
-def _receipt_body() -> dict[str, Any]:
-    return {
-        "schema": "deepseek-eyes/terminal-receipt", "schema_version": "1.0",
-        "receipt_id": uuid.uuid4().hex, "session_id": "s", "plan_id": "p",
-        "plan_hash": "sha256:0", "mode": "read-only", "command": {"argv": ["true"]},
-        "policy": {"reasons": []}, "approval": {}, "sandbox": {"kind": "none"},
-        "started_at": "t", "ended_at": "t", "duration_ms": 1.0, "status": "completed",
-        "exit_code": 0, "signal": None, "stdout": {"text": ""}, "stderr": {"text": ""},
-        "redactions": 0, "sharing_redacted": False,
-    }
 
 
 def _lines(receipts: list[dict[str, Any]]) -> str:

@@ -429,8 +429,8 @@ SIMPLE_TOOLS: dict[str, ToolSpec] = {
     "numfmt": ToolSpec(operands="none"),
     # locale -m runs gzip to read the compressed charmaps (seen by the strace tripwire)
     "locale": ToolSpec(operands="none", exec_options=_fs("-m", "--charmaps")),
-    "getconf": ToolSpec(operands="none"),
-    "which": ToolSpec(operands="none"),
+    "getconf": ToolSpec(),  # getconf VAR PATH stats PATH: operands are checked as paths
+    "which": ToolSpec(),  # which /x/y tests a path: operands are checked as paths
     "tty": ToolSpec(operands="none"),
     "uptime": ToolSpec(operands="none"),
     "free": ToolSpec(operands="none"),

@@ -486,13 +486,7 @@ def snapshot_head(
             :func:`parse_head_file`, or ``TERMINAL_RECEIPT_INVALID`` (unreadable).
     """
     for attempt in range(attempts):
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise ReceiptError(f"there is no receipt chain head at {path}",
-                               code="TERMINAL_RECEIPT_NOT_FOUND") from None
-        except OSError as exc:
-            raise ReceiptError(f"the receipt chain head {path} cannot be read") from exc
+        data = _read_bytes(path, "receipt chain head")
         try:
             return parse_head_file(data, keyring, str(path)), data
         except ReceiptError:
@@ -500,6 +494,20 @@ def snapshot_head(
                 raise
             time.sleep(0.01)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _read_bytes(path: Path, what: str) -> bytes:
+    """Raises:
+        ReceiptError: ``TERMINAL_RECEIPT_NOT_FOUND`` (no such file) or
+            ``TERMINAL_RECEIPT_INVALID`` (unreadable).
+    """
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise ReceiptError(f"there is no {what} at {path}",
+                           code="TERMINAL_RECEIPT_NOT_FOUND") from None
+    except OSError as exc:
+        raise ReceiptError(f"the {what} {path} cannot be read") from exc
 
 
 def read_log(path: Path) -> list[dict[str, Any]]:
@@ -510,13 +518,7 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     Raises:
         ReceiptError: ``TERMINAL_RECEIPT_NOT_FOUND``, ``TERMINAL_RECEIPT_INVALID``.
     """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ReceiptError(f"there is no receipt log at {path}",
-                           code="TERMINAL_RECEIPT_NOT_FOUND") from None
-    except OSError as exc:
-        raise ReceiptError(f"the receipt log {path} cannot be read") from exc
+    data = _read_bytes(path, "receipt log")
     lines = data.split(b"\n")[:-1]  # the part after the last newline is not a whole line
     out: list[dict[str, Any]] = []
     for number, raw in enumerate(lines, start=1):
