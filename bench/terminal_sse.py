@@ -23,6 +23,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -65,6 +66,15 @@ def stall(url: str, token: str, session_id: str) -> socket.socket:
     return sock
 
 
+def sse_frames(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Whole SSE frames (separated by a blank line) from raw body chunks."""
+    buffer = b""
+    for chunk in chunks:
+        buffer += chunk
+        *frames, buffer = buffer.split(b"\n\n")
+        yield from frames
+
+
 def run_once(url: str, token: str, with_stalled: bool) -> tuple[float, int, int, float]:
     headers = {"authorization": f"Bearer {token}"}
     with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
@@ -72,15 +82,17 @@ def run_once(url: str, token: str, with_stalled: bool) -> tuple[float, int, int,
         stalled = stall(url, token, sid) if with_stalled else None
         received = dropped = 0
         with client.stream("GET", f"/api/sessions/{sid}/events") as events:
-            lines = events.iter_lines()
-            next(lines)  # "retry:" — the subscription is live
+            frames = sse_frames(events.iter_raw())
+            next(frames)  # "retry:" — the subscription is live
             plan = client.post(f"/api/sessions/{sid}/plans", json={"argv": ["cat", "big.txt"]})
             t0 = time.perf_counter()
             client.post(f"/api/sessions/{sid}/plans/{plan.json()['plan_id']}/execute")
-            for line in lines:
-                if not line.startswith("data: "):
+            for frame in frames:
+                data = next((ln[6:] for ln in frame.split(b"\n") if ln.startswith(b"data: ")),
+                            None)
+                if data is None:
                     continue
-                event = json.loads(line[6:])
+                event = json.loads(data)
                 if event["type"] == "output":
                     received += len(event["data"])
                 elif event["type"] == "dropped":

@@ -68,6 +68,13 @@ _HARMLESS_ENV = re.compile(
 )
 
 
+_WHAT = {
+    Effect.WRITE: "write", Effect.EXEC: "run code", Effect.NETWORK: "use the network",
+    Effect.UNKNOWN: "the policy cannot fully read", Effect.PRIVILEGE: "need privilege",
+    Effect.READ: "read",
+}
+
+
 @dataclass(frozen=True)
 class Decision:
     """The verdict on one command under one mode."""
@@ -237,7 +244,7 @@ class PolicyEngine:
             read_options(name, spec, args, f, program=os.path.basename(exe.real_path))
             if spec.effect is Effect.WRITE:
                 f.add(Effect.WRITE, f"{name} changes files")
-            else:
+            elif not f.effects:
                 f.add(Effect.READ, f"{name} only reads")
         elif name in PRIVILEGE_PROGRAMS:
             f.add(Effect.PRIVILEGE, f"{name} acts with privilege or on the system")
@@ -300,7 +307,7 @@ class PolicyEngine:
         beyond_read = effects - {Effect.READ}
         if not blocked and mode == "read-only" and beyond_read:
             blocked = True
-            names = ", ".join(sorted(e.value for e in beyond_read))
+            names = ", ".join(sorted(_WHAT[e] for e in beyond_read))
             reasons.insert(0, f"read-only mode refuses commands that {names}")
         requires_approval = False
         if not blocked:
