@@ -297,3 +297,22 @@ def test_the_sed_reader_names_files() -> None:
     assert reading.reads == ["in.txt"]
     assert reading.writes == ["out.txt", "other.txt"]
     assert [e for e, _ in read_sed_script("1{p").effects] == [Effect.UNKNOWN]
+
+
+@pytest.mark.parametrize(("argv", "runs"), [
+    (["env", "LANG=C.UTF-8", "cat", "a.txt"], True),
+    (["env", "TZ=UTC", "date"], True),
+    (["env", "LC_ALL=/tmp/evil-locale", "cat", "a.txt"], False),  # a path: loads a file
+    (["env", "TZ=:/etc/shadow", "date"], False),
+    (["env", "GZIP=-S.x", "cat", "a.txt"], False),  # adds options to another program
+    (["env", "GLIBC_TUNABLES=glibc.malloc.check=3", "cat", "a.txt"], False),
+    (["env", "MAGIC=/tmp/m", "file", "a.txt"], False),
+    (["env", "SOMETHING=1", "cat", "a.txt"], False),  # unknown names are not harmless
+], ids=repr)
+def test_env_assignments_only_for_display_and_locale(
+    engine: PolicyEngine, ws: Path, argv: list[str], runs: bool
+) -> None:
+    if runs:
+        _runs(engine, ws, argv)
+    else:
+        _never_unasked(engine, ws, argv)

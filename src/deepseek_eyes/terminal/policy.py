@@ -360,9 +360,11 @@ def _env_wrapper(args: list[str], f: Findings) -> list[str]:
             name, value = a.split("=", 1)
             if _DANGEROUS_ENV.match(name):
                 f.add(Effect.EXEC, f"env sets {name}, which changes what code programs load")
-            elif name == "TZ" and not value.startswith(":") and "/" not in value:
-                pass  # a zone name or POSIX TZ string, not a file
-            elif not _HARMLESS_ENV.match(name):
+            elif (name == "TZ" or _HARMLESS_ENV.match(name)) and not value.startswith(
+                ":"
+            ) and "/" not in value:
+                pass  # a zone, locale or display name; with a "/" it would name a file
+            else:
                 f.add(Effect.UNKNOWN, f"env sets {name}, which the policy does not know to be "
                                       "harmless (variables can add options or name files)")
             i += 1
