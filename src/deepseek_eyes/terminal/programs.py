@@ -166,7 +166,11 @@ def read_options(
     if spec.obsolete_first and args and re.fullmatch(spec.obsolete_first, args[0]):
         args = args[1:]  # head -5c FILE, tail +3 FILE: a count read before getopt
     if table is None:
-        return _read_options_by_hand(name, spec, args, f)
+        operands = _read_options_by_hand(name, spec, args, f)
+        follows = spec.follows_by_default or _mentions(args, spec.follow)
+        recursive = spec.recursive_by_default or follows or _mentions(args, spec.recursive)
+        _reach(spec, operands, follows, recursive, f)
+        return operands
     parsed = parse_argv(table, args)
     for problem in parsed.problems:
         f.add(Effect.UNKNOWN, f"{name}: {problem}")
@@ -193,13 +197,36 @@ def read_options(
         f.add(Effect.UNKNOWN, f"{name} with {sorted(spec.file_list_flags)[0]} reads the files "
                               "named inside its operands, which the policy does not read")
     operands = _judge_operands(name, spec, parsed.operands, pattern_given, f)
-    if follows or recursive:
-        targets = operands if spec.operands != "none" else []
-        if not targets and spec.default_operand is not None:
-            targets = [spec.default_operand]
-        for target in targets:
-            f.reach_path(target, follow=follows)
+    _reach(spec, operands, follows, recursive, f)
     return operands
+
+
+def _reach(spec: ToolSpec, operands: list[str], follows: bool, recursive: bool,
+           f: Findings) -> None:
+    """A recursive or link-following read is judged on what it reaches (its operands, or
+    the directory it reads when it has none)."""
+    if not (follows or recursive):
+        return
+    targets = operands if spec.operands != "none" else []
+    if not targets and spec.default_operand is not None:
+        targets = [spec.default_operand]
+    for target in targets:
+        f.reach_path(target, follow=follows)
+
+
+def _mentions(args: list[str], options: frozenset[str]) -> bool:
+    """Whether a hand-parsed argv may use one of ``options``: a long option by its name or
+    any prefix of it, a short one alone or anywhere in a bundle (over-reading is safe)."""
+    for arg in args:
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            name = arg.split("=", 1)[0]
+            if any(o.startswith(name) and o.startswith("--") for o in options):
+                return True
+        elif arg.startswith("-") and any(f"-{c}" in options for c in arg[1:]):
+            return True
+    return False
 
 
 def _judge_operands(
