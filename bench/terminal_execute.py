@@ -28,9 +28,9 @@ from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 
-from deepseek_eyes.terminal.keyring import Keyring
-from deepseek_eyes.terminal.paths import Workspace
-from deepseek_eyes.terminal.sandbox import bwrap_available
+from deepseek_eyes.terminal.execution.sandbox import bwrap_available
+from deepseek_eyes.terminal.policy.paths import Workspace
+from deepseek_eyes.terminal.receipts.keyring import Keyring
 from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
 
 ROUNDS = 200

@@ -29,10 +29,10 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from deepseek_eyes.terminal.http import HttpOptions, build_http_app
-from deepseek_eyes.terminal.keyring import Keyring
-from deepseek_eyes.terminal.paths import Workspace
+from deepseek_eyes.terminal.policy.paths import Workspace
+from deepseek_eyes.terminal.receipts.keyring import Keyring
 from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
+from deepseek_eyes.terminal.transport.http import HttpOptions, build_http_app
 
 SIZE = 64 * 1024 * 1024
 

@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
-from deepseek_eyes.terminal.http import HttpOptions, build_http_app
-from deepseek_eyes.terminal.keyring import Keyring
-from deepseek_eyes.terminal.paths import Workspace
-from deepseek_eyes.terminal.redact import Redactor
+from deepseek_eyes.terminal.execution.redact import Redactor
+from deepseek_eyes.terminal.policy.paths import Workspace
+from deepseek_eyes.terminal.receipts.keyring import Keyring
 from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
+from deepseek_eyes.terminal.transport.http import HttpOptions, build_http_app
 from terminal.support import (
     Running,
     ServiceFactory,

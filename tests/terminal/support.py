@@ -22,8 +22,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
-from deepseek_eyes.terminal.keyring import Keyring
-from deepseek_eyes.terminal.sandbox import bwrap_available
+from deepseek_eyes.terminal.execution.sandbox import bwrap_available
+from deepseek_eyes.terminal.receipts.keyring import Keyring
 from deepseek_eyes.terminal.service import TerminalService
 
 __all__ = [

@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from deepseek_eyes.errors import TerminalError
-from deepseek_eyes.terminal.paths import Workspace
+from deepseek_eyes.terminal.execution.sessions import Plan
+from deepseek_eyes.terminal.policy.paths import Workspace
 from deepseek_eyes.terminal.service import ServiceConfig
-from deepseek_eyes.terminal.sessions import Plan
 from terminal.support import Running, ServiceFactory, mcp_client, tool_error
 
 pytestmark = pytest.mark.anyio

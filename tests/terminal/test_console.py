@@ -6,10 +6,10 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from deepseek_eyes.terminal.http import HttpOptions, build_http_app
-from deepseek_eyes.terminal.keyring import Keyring
-from deepseek_eyes.terminal.paths import Workspace
+from deepseek_eyes.terminal.policy.paths import Workspace
+from deepseek_eyes.terminal.receipts.keyring import Keyring
 from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
+from deepseek_eyes.terminal.transport.http import HttpOptions, build_http_app
 from terminal.support import require_executable, require_module, serve_in_thread
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",

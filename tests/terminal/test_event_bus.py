@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deepseek_eyes.terminal.events import EventBus
+from deepseek_eyes.terminal.execution.events import EventBus
 
 pytestmark = pytest.mark.anyio
 

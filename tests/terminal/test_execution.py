@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from deepseek_eyes.errors import PolicyBlockedError, TerminalError
-from deepseek_eyes.terminal.receipts import verify_receipt
+from deepseek_eyes.terminal.receipts.chain import verify_receipt
 from terminal.support import ServiceFactory, require_bwrap
 
 pytestmark = pytest.mark.anyio
@@ -93,7 +93,7 @@ async def test_the_sandbox_is_the_boundary(workspace: Path, tmp_path: Path) -> N
     import socket
     import subprocess
 
-    from deepseek_eyes.terminal.sandbox import SandboxPlan, child_environment, wrap_argv
+    from deepseek_eyes.terminal.execution.sandbox import SandboxPlan, child_environment, wrap_argv
 
     bwrap = require_bwrap()
     home = tmp_path / "home"
@@ -313,7 +313,7 @@ async def test_plan_changed_between_plan_and_execute(
 
 
 async def test_secrets_are_redacted_before_signing(make_service: ServiceFactory) -> None:
-    from deepseek_eyes.terminal.redact import Redactor
+    from deepseek_eyes.terminal.execution.redact import Redactor
 
     service = make_service(mode="read-only", redactor=Redactor(["s3cr3t-value-123"]))
     plan = service.plan(argv=["echo", "API_KEY=abcdef123456", "s3cr3t-value-123",

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from deepseek_eyes.terminal.redact import MARKER, LiveRedactor, Redactor
+from deepseek_eyes.terminal.execution.redact import MARKER, LiveRedactor, Redactor
 from terminal.support import Running, ServiceFactory
 
 pytestmark = pytest.mark.anyio

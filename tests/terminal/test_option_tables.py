@@ -20,8 +20,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from deepseek_eyes.terminal.getopt import ArgKind, OptionTable, Use, parse_argv
-from deepseek_eyes.terminal.options import NOT_GETOPT, OPTION_TABLES, QUIRKS
+from deepseek_eyes.terminal.policy.getopt import ArgKind, OptionTable, Use, parse_argv
+from deepseek_eyes.terminal.policy.options import NOT_GETOPT, OPTION_TABLES, QUIRKS
 
 # Every program the policy names, in one of the two tables.
 REQUIRED = [

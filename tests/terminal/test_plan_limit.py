@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from deepseek_eyes.errors import TerminalError
-from deepseek_eyes.terminal import sessions
-from deepseek_eyes.terminal.sessions import MAX_PLANS_PER_SESSION
+from deepseek_eyes.terminal.execution import sessions
+from deepseek_eyes.terminal.execution.sessions import MAX_PLANS_PER_SESSION
 from terminal.support import Running, ServiceFactory
 
 pytestmark = pytest.mark.anyio

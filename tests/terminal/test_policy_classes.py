@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from deepseek_eyes.terminal.analysis import Effect
-from deepseek_eyes.terminal.awkprogram import judge_awk_program, tokenize_awk
-from deepseek_eyes.terminal.getopt import OptionTable, parse_argv
-from deepseek_eyes.terminal.paths import Workspace
-from deepseek_eyes.terminal.policy import PolicyEngine
-from deepseek_eyes.terminal.sedscript import read_sed_script
+from deepseek_eyes.terminal.policy.analysis import Effect
+from deepseek_eyes.terminal.policy.awkprogram import judge_awk_program, tokenize_awk
+from deepseek_eyes.terminal.policy.engine import PolicyEngine
+from deepseek_eyes.terminal.policy.getopt import OptionTable, parse_argv
+from deepseek_eyes.terminal.policy.paths import Workspace
+from deepseek_eyes.terminal.policy.sedscript import read_sed_script
 
 
 @pytest.fixture

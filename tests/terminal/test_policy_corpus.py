@@ -8,11 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from deepseek_eyes.terminal.analysis import Effect, Findings
-from deepseek_eyes.terminal.grammars import awk_program_problem, rg_grammar, sed_script_problem
-from deepseek_eyes.terminal.paths import Workspace
-from deepseek_eyes.terminal.policy import PolicyEngine
-from deepseek_eyes.terminal.transfer import rsync_grammar, ssh_grammar, tar_grammar
+from deepseek_eyes.terminal.policy.analysis import Effect, Findings
+from deepseek_eyes.terminal.policy.engine import PolicyEngine
+from deepseek_eyes.terminal.policy.grammars import (
+    awk_program_problem,
+    rg_grammar,
+    sed_script_problem,
+)
+from deepseek_eyes.terminal.policy.paths import Workspace
+from deepseek_eyes.terminal.policy.transfer import rsync_grammar, ssh_grammar, tar_grammar
 
 
 @pytest.fixture

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from deepseek_eyes.errors import ReceiptError
-from deepseek_eyes.terminal.keyring import Keyring, key_id
-from deepseek_eyes.terminal.receipts import (
+from deepseek_eyes.terminal.receipts.chain import (
     HEAD_FILENAME,
     HEAD_SLOT_BYTES,
     SHARE_MARKER,
@@ -30,6 +29,7 @@ from deepseek_eyes.terminal.receipts import (
     verify_head,
     verify_receipt,
 )
+from deepseek_eyes.terminal.receipts.keyring import Keyring, key_id
 from terminal.support import ServiceFactory, receipt_body
 
 pytestmark = pytest.mark.anyio

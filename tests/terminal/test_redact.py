@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from deepseek_eyes.terminal.redact import MARKER, Redactor
+from deepseek_eyes.terminal.execution.redact import MARKER, Redactor
 
 # The pattern as it was before it was made linear: the reference for what must be redacted.
 OLD = re.compile(

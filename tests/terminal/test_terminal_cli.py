@@ -17,8 +17,8 @@ from mcp import Client, StdioServerParameters
 
 from deepseek_eyes.cli import main
 from deepseek_eyes.terminal.config import ENV_TOKEN
-from deepseek_eyes.terminal.keyring import Keyring
-from deepseek_eyes.terminal.receipts import HEAD_FILENAME, ReceiptLog, sign_receipt
+from deepseek_eyes.terminal.receipts.chain import HEAD_FILENAME, ReceiptLog, sign_receipt
+from deepseek_eyes.terminal.receipts.keyring import Keyring
 from terminal.support import receipt_body
 
 pytestmark = pytest.mark.anyio

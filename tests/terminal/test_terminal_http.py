@@ -16,8 +16,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from deepseek_eyes.errors import TerminalError
-from deepseek_eyes.terminal.receipts import verify_receipt
-from deepseek_eyes.terminal.security import check_token_strength
+from deepseek_eyes.terminal.receipts.chain import verify_receipt
+from deepseek_eyes.terminal.transport.security import check_token_strength
 from terminal.support import Running
 
 pytestmark = pytest.mark.anyio
@@ -118,7 +118,7 @@ async def test_rate_limit_buckets_never_hold_the_token() -> None:
     from starlette.responses import PlainTextResponse
     from starlette.routing import Route
 
-    from deepseek_eyes.terminal.security import RateLimiter, SecurityMiddleware
+    from deepseek_eyes.terminal.transport.security import RateLimiter, SecurityMiddleware
 
     class Recording(RateLimiter):
         def __init__(self) -> None:

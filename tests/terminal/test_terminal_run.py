@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from deepseek_eyes.terminal.server import build_mcp_server
+from deepseek_eyes.terminal.transport.server import build_mcp_server
 from terminal.support import ServiceFactory
 
 pytestmark = pytest.mark.anyio

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from deepseek_eyes.terminal.analysis import Effect
-from deepseek_eyes.terminal.getopt import ArgKind, OptionTable
-from deepseek_eyes.terminal.options import OPTION_TABLES
-from deepseek_eyes.terminal.programs import SIMPLE_TOOLS
-from deepseek_eyes.terminal.sandbox import SandboxPlan, child_environment, wrap_argv
+from deepseek_eyes.terminal.execution.sandbox import SandboxPlan, child_environment, wrap_argv
+from deepseek_eyes.terminal.policy.analysis import Effect
+from deepseek_eyes.terminal.policy.getopt import ArgKind, OptionTable
+from deepseek_eyes.terminal.policy.options import OPTION_TABLES
+from deepseek_eyes.terminal.policy.programs import SIMPLE_TOOLS
 from terminal.support import require_bwrap, require_executable, require_module
 from terminal.tripwire import (
     Arena,

@@ -15,9 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deepseek_eyes.terminal.paths import Workspace
-from deepseek_eyes.terminal.policy import PolicyEngine
-from deepseek_eyes.terminal.sandbox import (
+from deepseek_eyes.terminal.execution.sandbox import (
     ETC_ENTRIES,
     SYSTEM_DIRS,
     SandboxPlan,
@@ -25,6 +23,8 @@ from deepseek_eyes.terminal.sandbox import (
     make_home,
     wrap_argv,
 )
+from deepseek_eyes.terminal.policy.engine import PolicyEngine
+from deepseek_eyes.terminal.policy.paths import Workspace
 
 __all__ = ["Arena", "Trace", "assert_contained", "build_arena", "run_as_planned",
            "trace_command"]

@@ -22,8 +22,8 @@ from deepseek_eyes.terminal.config import (
     resolve_workspace,
     terminal_dir,
 )
-from deepseek_eyes.terminal.policy import MODES, PolicyEngine
-from deepseek_eyes.terminal.receipts import (
+from deepseek_eyes.terminal.policy.engine import MODES, PolicyEngine
+from deepseek_eyes.terminal.receipts.chain import (
     HEAD_FILENAME,
     ReceiptLog,
     load_head,
@@ -82,7 +82,7 @@ def serve_command(
             return
         import uvicorn
 
-        from deepseek_eyes.terminal.http import HttpOptions, build_http_app
+        from deepseek_eyes.terminal.transport.http import HttpOptions, build_http_app
 
         term = settings.terminal
         options = HttpOptions(
@@ -100,7 +100,7 @@ def serve_command(
 
 
 async def _serve_stdio(service: Any, helper: Any) -> None:
-    from deepseek_eyes.terminal.server import build_mcp_server
+    from deepseek_eyes.terminal.transport.server import build_mcp_server
 
     try:
         await build_mcp_server(service, helper).run_stdio_async()

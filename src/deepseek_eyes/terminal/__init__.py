@@ -6,8 +6,8 @@ judged by the policy engine on its argv, approved when the policy asks, executed
 shell inside hard limits (and inside bubblewrap where it works), and leaves a signed receipt.
 """
 
-from deepseek_eyes.terminal.policy import MODES, Decision, PolicyEngine, PolicyResult
-from deepseek_eyes.terminal.receipts import share_export, verify_chain, verify_receipt
+from deepseek_eyes.terminal.policy.engine import MODES, Decision, PolicyEngine, PolicyResult
+from deepseek_eyes.terminal.receipts.chain import share_export, verify_chain, verify_receipt
 from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
 
 __all__ = [

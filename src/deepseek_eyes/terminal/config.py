@@ -14,13 +14,13 @@ from pathlib import Path
 from deepseek_eyes.audit import AuditLog
 from deepseek_eyes.errors import TerminalError
 from deepseek_eyes.settings import Settings, data_home
-from deepseek_eyes.terminal.keyring import Keyring
-from deepseek_eyes.terminal.paths import Workspace
-from deepseek_eyes.terminal.policy import MODES, Mode
-from deepseek_eyes.terminal.redact import Redactor
-from deepseek_eyes.terminal.sandbox import bwrap_available
-from deepseek_eyes.terminal.security import check_token_strength
+from deepseek_eyes.terminal.execution.redact import Redactor
+from deepseek_eyes.terminal.execution.sandbox import bwrap_available
+from deepseek_eyes.terminal.policy.engine import MODES, Mode
+from deepseek_eyes.terminal.policy.paths import Workspace
+from deepseek_eyes.terminal.receipts.keyring import Keyring
 from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
+from deepseek_eyes.terminal.transport.security import check_token_strength
 
 __all__ = [
     "ENV_TOKEN",

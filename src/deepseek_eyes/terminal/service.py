@@ -28,26 +28,26 @@ from typing import Any
 from deepseek_eyes.audit import AuditLog, message_digest
 from deepseek_eyes.errors import PolicyBlockedError, TerminalError
 from deepseek_eyes.terminal.arguments import invalid, number, optional_string, string_list
-from deepseek_eyes.terminal.events import EventBus, SessionEvents
-from deepseek_eyes.terminal.keyring import Keyring
-from deepseek_eyes.terminal.paths import Workspace
-from deepseek_eyes.terminal.policy import Mode, PolicyEngine
-from deepseek_eyes.terminal.process import ProcessOutcome, RunningProcess
-from deepseek_eyes.terminal.receipts import (
-    RECEIPT_SCHEMA,
-    RECEIPT_SCHEMA_VERSION,
-    ReceiptLog,
-    share_export,
-)
-from deepseek_eyes.terminal.redact import LiveRedactor, Redactor
-from deepseek_eyes.terminal.sandbox import (
+from deepseek_eyes.terminal.execution.events import EventBus, SessionEvents
+from deepseek_eyes.terminal.execution.process import ProcessOutcome, RunningProcess
+from deepseek_eyes.terminal.execution.redact import LiveRedactor, Redactor
+from deepseek_eyes.terminal.execution.sandbox import (
     SandboxPlan,
     child_environment,
     make_home,
     remove_home,
     wrap_argv,
 )
-from deepseek_eyes.terminal.sessions import ExecutionSession, Plan, new_id
+from deepseek_eyes.terminal.execution.sessions import ExecutionSession, Plan, new_id
+from deepseek_eyes.terminal.policy.engine import Mode, PolicyEngine
+from deepseek_eyes.terminal.policy.paths import Workspace
+from deepseek_eyes.terminal.receipts.chain import (
+    RECEIPT_SCHEMA,
+    RECEIPT_SCHEMA_VERSION,
+    ReceiptLog,
+    share_export,
+)
+from deepseek_eyes.terminal.receipts.keyring import Keyring
 
 __all__ = ["MAX_WAIT_S", "ServiceConfig", "TerminalService"]
 

@@ -50,7 +50,7 @@ variables that add options, operands that are really outputs or commands).
 
 from __future__ import annotations
 
-from deepseek_eyes.terminal.getopt import OptionTable
+from deepseek_eyes.terminal.policy.getopt import OptionTable
 
 __all__ = ["NOT_GETOPT", "OPTION_TABLES", "QUIRKS"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from deepseek_eyes.terminal.analysis import Effect
+from deepseek_eyes.terminal.policy.analysis import Effect
 
 __all__ = ["SedReading", "read_sed_script"]
 

@@ -9,7 +9,7 @@ forgets its oldest settled plan; when every plan is still open (planned, approve
 it refuses the new one rather than grow.
 
 A session records its ``owner``: the MCP connection that opened it (see
-:mod:`deepseek_eyes.terminal.server`), or None for the console and in-process callers.
+:mod:`deepseek_eyes.terminal.transport.server`), or None for the console and in-process callers.
 Numbers in a plan are finite by construction, so a plan can always be encoded as JSON.
 """
 
@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from deepseek_eyes.errors import TerminalError
-from deepseek_eyes.terminal.commandline import make_visible
-from deepseek_eyes.terminal.policy import PolicyResult
+from deepseek_eyes.terminal.policy.commandline import make_visible
+from deepseek_eyes.terminal.policy.engine import PolicyResult
 
 if TYPE_CHECKING:
     import asyncio
 
-    from deepseek_eyes.terminal.events import SessionEvents
-    from deepseek_eyes.terminal.process import RunningProcess
+    from deepseek_eyes.terminal.execution.events import SessionEvents
+    from deepseek_eyes.terminal.execution.process import RunningProcess
 
 __all__ = ["MAX_PLANS_PER_SESSION", "PLAN_SCHEMA", "ExecutionSession", "Plan", "new_id"]
 

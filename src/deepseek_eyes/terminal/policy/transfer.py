@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 
-from deepseek_eyes.terminal.analysis import Effect, Findings
-from deepseek_eyes.terminal.getopt import ArgKind, parse_argv
-from deepseek_eyes.terminal.options import OPTION_TABLES
-from deepseek_eyes.terminal.programs import ToolSpec, looks_like_path, read_options
+from deepseek_eyes.terminal.policy.analysis import Effect, Findings
+from deepseek_eyes.terminal.policy.getopt import ArgKind, parse_argv
+from deepseek_eyes.terminal.policy.options import OPTION_TABLES
+from deepseek_eyes.terminal.policy.programs import ToolSpec, looks_like_path, read_options
 
 __all__ = [
     "curl_grammar",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deepseek_eyes.terminal.analysis import Effect
+from deepseek_eyes.terminal.policy.analysis import Effect
 
 __all__ = ["AwkToken", "judge_awk_program", "tokenize_awk"]
 

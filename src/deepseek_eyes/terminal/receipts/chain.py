@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from deepseek_eyes.errors import ReceiptError
-from deepseek_eyes.terminal.keyring import Keyring, private_directory
+from deepseek_eyes.terminal.receipts.keyring import Keyring, private_directory
 
 __all__ = [
     "HEAD_FILENAME",

@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Iterable
 
-from deepseek_eyes.terminal.paths import Workspace
+from deepseek_eyes.terminal.policy.paths import Workspace
 
 __all__ = ["repository_risks"]
 

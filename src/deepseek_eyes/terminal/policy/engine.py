@@ -30,12 +30,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from deepseek_eyes.terminal.analysis import Effect, Findings, risk_of
-from deepseek_eyes.terminal.commandline import ArgvProblem, check_argv, make_visible, split_command
-from deepseek_eyes.terminal.gitrepo import repository_risks
-from deepseek_eyes.terminal.grammars import GRAMMARS
-from deepseek_eyes.terminal.paths import ResolvedExecutable, Workspace, resolve_executable
-from deepseek_eyes.terminal.programs import (
+from deepseek_eyes.terminal.policy.analysis import Effect, Findings, risk_of
+from deepseek_eyes.terminal.policy.commandline import (
+    ArgvProblem,
+    check_argv,
+    make_visible,
+    split_command,
+)
+from deepseek_eyes.terminal.policy.gitrepo import repository_risks
+from deepseek_eyes.terminal.policy.grammars import GRAMMARS
+from deepseek_eyes.terminal.policy.paths import ResolvedExecutable, Workspace, resolve_executable
+from deepseek_eyes.terminal.policy.programs import (
     EXEC_PROGRAMS,
     NETWORK_PROGRAMS,
     PRIVILEGE_PROGRAMS,

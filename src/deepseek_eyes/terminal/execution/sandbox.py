@@ -30,7 +30,7 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
-from deepseek_eyes.terminal.paths import FIXED_PATH
+from deepseek_eyes.terminal.policy.paths import FIXED_PATH
 
 __all__ = [
     "ETC_ENTRIES", "SYSTEM_DIRS", "SandboxPlan", "bwrap_available", "child_environment",

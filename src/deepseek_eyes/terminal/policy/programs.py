@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from deepseek_eyes.terminal.analysis import Effect, Findings
-from deepseek_eyes.terminal.getopt import parse_argv
-from deepseek_eyes.terminal.options import OPTION_TABLES
+from deepseek_eyes.terminal.policy.analysis import Effect, Findings
+from deepseek_eyes.terminal.policy.getopt import parse_argv
+from deepseek_eyes.terminal.policy.options import OPTION_TABLES
 
 __all__ = [
     "EXEC_PROGRAMS",

@@ -30,14 +30,14 @@ from starlette.types import ASGIApp
 
 from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
 from deepseek_eyes.terminal.arguments import invalid, known_keys
-from deepseek_eyes.terminal.security import (
+from deepseek_eyes.terminal.service import TerminalService
+from deepseek_eyes.terminal.transport.security import (
     RateLimiter,
     SecurityMiddleware,
     loopback_hosts,
     loopback_origins,
 )
-from deepseek_eyes.terminal.server import Advisor, build_mcp_server, policy_summary
-from deepseek_eyes.terminal.service import TerminalService
+from deepseek_eyes.terminal.transport.server import Advisor, build_mcp_server, policy_summary
 
 __all__ = ["CONSOLE_DIR", "HttpOptions", "build_http_app"]
 

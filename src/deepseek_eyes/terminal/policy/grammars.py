@@ -14,13 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from deepseek_eyes.terminal.analysis import Effect, Findings
-from deepseek_eyes.terminal.awkprogram import judge_awk_program
-from deepseek_eyes.terminal.getopt import parse_argv
-from deepseek_eyes.terminal.options import OPTION_TABLES
-from deepseek_eyes.terminal.programs import ToolSpec, looks_like_path, read_options
-from deepseek_eyes.terminal.sedscript import read_sed_script
-from deepseek_eyes.terminal.transfer import (
+from deepseek_eyes.terminal.policy.analysis import Effect, Findings
+from deepseek_eyes.terminal.policy.awkprogram import judge_awk_program
+from deepseek_eyes.terminal.policy.getopt import parse_argv
+from deepseek_eyes.terminal.policy.options import OPTION_TABLES
+from deepseek_eyes.terminal.policy.programs import ToolSpec, looks_like_path, read_options
+from deepseek_eyes.terminal.policy.sedscript import read_sed_script
+from deepseek_eyes.terminal.policy.transfer import (
     curl_grammar,
     dd_grammar,
     rsync_grammar,
