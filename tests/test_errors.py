@@ -6,7 +6,13 @@ from pathlib import Path
 import pytest
 
 import deepseek_eyes.errors as errors_module
-from deepseek_eyes.errors import ERROR_CODES, DeepSeekEyesError, ImageError, RouteTimeoutError
+from deepseek_eyes.errors import (
+    ERROR_CODES,
+    CliError,
+    DeepSeekEyesError,
+    ImageError,
+    RouteTimeoutError,
+)
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
 
@@ -41,3 +47,19 @@ def test_families_subclass_builtins() -> None:
     err = ImageError("empty", code="IMAGE_EMPTY", details={"size": 0})
     assert err.to_dict() == {"code": "IMAGE_EMPTY", "message": "empty", "details": {"size": 0}}
     assert str(err) == "IMAGE_EMPTY: empty"
+
+
+def test_docs_rows_say_what_the_table_says() -> None:
+    """Each code's row in docs/errors.md carries the table's sentence (the docs may add a
+    parenthesis, such as an HTTP status), and the docs list no code the table lacks."""
+    rows = dict(re.findall(r"^\| `([A-Z0-9_]+)` \| (.*) \|$", DOCS.read_text("utf-8"), re.M))
+    assert sorted(rows) == sorted(ERROR_CODES)
+    for code, meaning in ERROR_CODES.items():
+        assert rows[code].rstrip(".").startswith(meaning.rstrip(".")), code
+
+
+def test_command_line_codes_are_registered() -> None:
+    for code in ("CLI_USAGE", "CLI_OUTPUT_DIR_MISSING", "CLI_OUTPUT_FORMAT_UNKNOWN",
+                 "CLI_ADDRESS_IN_USE", "EVIDENCE_FILE_INVALID"):
+        assert code in ERROR_CODES
+    assert CliError("bad").code == "CLI_USAGE"

@@ -138,3 +138,29 @@ def test_keys_never_travel_over_plain_http_to_remote_hosts() -> None:
     Settings.model_validate(
         {"vision": {"routes": [{"name": "x", "model": "m", "base_url": "http://10.0.0.5/v1"}]}}
     )
+
+
+def test_unknown_key_names_the_closest_known_one(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "typo.toml",
+        """
+[vision]
+route_priorty = ["local"]
+[[vision.routes]]
+name = "q"
+base_url = "https://h/v1"
+model = "m"
+api_kye = { env = "Q_KEY" }
+[gatway]
+port = 1
+[storage]
+zzzz = 1
+""",
+    )
+    with pytest.raises(ConfigError) as info:
+        validate_settings_file(path)
+    messages = {e["path"]: e["message"] for e in info.value.details["errors"]}
+    assert messages["vision.route_priorty"].endswith("did you mean `route_priority`?")
+    assert messages["vision.routes[0].api_kye"].endswith("did you mean `api_key`?")
+    assert messages["gatway"].endswith("did you mean `gateway`?")
+    assert "did you mean" not in messages["storage.zzzz"]  # nothing close: no guess

@@ -22,11 +22,12 @@ The tree::
     │   ├── PolicyBlockedError(PermissionError)   TERMINAL_POLICY_BLOCKED
     │   └── ReceiptError(ValueError)     TERMINAL_RECEIPT_*
     ├── LLMError                         LLM_* (the OpenAI-compatible client)
-    └── McpError                         MCP_* (the MCP host)
-        ├── McpTimeoutError(TimeoutError)         MCP_TIMEOUT
-        ├── McpPolicyError(PermissionError)       MCP_TOOL_RISK_BLOCKED, MCP_*_NOT_*, MCP_CALL_QUOTA
-        ├── McpCatalogError(ValueError)           MCP_CATALOG_*
-        └── McpResultError(ValueError)            MCP_RESULT_*
+    ├── McpError                         MCP_* (the MCP host)
+    │   ├── McpTimeoutError(TimeoutError)         MCP_TIMEOUT
+    │   ├── McpPolicyError(PermissionError)       MCP_TOOL_RISK_BLOCKED, MCP_*_NOT_*, MCP_CALL_QUOTA
+    │   ├── McpCatalogError(ValueError)           MCP_CATALOG_*
+    │   └── McpResultError(ValueError)            MCP_RESULT_*
+    └── CliError                         CLI_* (the command line itself)
 
 A class names a family; the ``code`` names the exact failure. Callers catch a family
 (``except ImageError``) and branch on ``code`` only when they must.
@@ -39,6 +40,7 @@ from typing import Any
 
 __all__ = [
     "ERROR_CODES",
+    "CliError",
     "ConfigError",
     "DeepSeekEyesError",
     "EvidenceError",
@@ -95,6 +97,7 @@ ERROR_CODES: Mapping[str, str] = {
     "EVIDENCE_CACHE_TAMPERED": (
         "A cached evidence record no longer matches its own hash; it was refused."
     ),
+    "EVIDENCE_FILE_INVALID": "An evidence file cannot be read or is not UTF-8 JSON.",
     # vision routing
     "VISION_ROUTE_UNKNOWN": "No route has that name.",
     "VISION_NO_ROUTE": "No route is configured or eligible.",
@@ -252,6 +255,17 @@ ERROR_CODES: Mapping[str, str] = {
         "The result's artifact or image blobs could not be written; the call was rejected."
     ),
     "MCP_IMPORT_INVALID": "An imported MCP JSON file is malformed or holds a literal secret.",
+    # command line
+    "CLI_USAGE": (
+        "The command line is malformed (unknown command or option, missing or bad argument); "
+        "exit status 2."
+    ),
+    "CLI_OUTPUT_DIR_MISSING": "An output file's directory does not exist; it is never created.",
+    "CLI_OUTPUT_FORMAT_UNKNOWN": (
+        "An output file's extension names no format it can be written in (.png, .jpg, .jpeg, "
+        ".webp)."
+    ),
+    "CLI_ADDRESS_IN_USE": "The host and port to listen on are already in use.",
 }
 
 
@@ -404,3 +418,10 @@ class McpResultError(McpError, ValueError):
     """A result failed admission or persistence; nothing of it was stored or exposed."""
 
     default_code = "MCP_RESULT_DEPTH_LIMIT"
+
+
+class CliError(DeepSeekEyesError):
+    """The command line itself was refused: a malformed invocation (exit status 2) or an
+    output it cannot write as asked (exit status 1)."""
+
+    default_code = "CLI_USAGE"

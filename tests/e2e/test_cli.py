@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,23 @@ def run(
         timeout=120,
         check=False,
     )
+
+
+def only_error_line(done: subprocess.CompletedProcess[str], code: str) -> None:
+    """The failure is one ``error CODE: sentence`` line on stderr, and nothing else."""
+    assert done.stderr.splitlines() == [done.stderr.strip()], done.stderr
+    assert done.stderr.startswith(f"error {code}: "), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def json_error(done: subprocess.CompletedProcess[str], code: str) -> dict[str, object]:
+    """With --json the failure is one JSON object on stdout, and stderr stays empty."""
+    body = json.loads(done.stdout)
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"code", "message", "details"}
+    assert body["error"]["code"] == code
+    assert done.stderr == ""
+    return dict(body["error"])
 
 
 @pytest.mark.slow
@@ -198,3 +218,146 @@ def test_ask_without_a_key_names_the_variable() -> None:
     assert done.returncode == 1
     assert "LLM_CREDENTIAL_MISSING" in done.stderr
     assert "DEEPSEEK_API_KEY" in done.stderr
+
+
+HEAVY = ("mcp", "uvicorn", "rapidocr", "onnxruntime", "httpx", "openai", "starlette", "numpy")
+
+
+def test_importing_the_cli_and_its_help_load_no_heavy_dependency() -> None:
+    probe = (
+        "import json, sys\n"
+        "from deepseek_eyes.cli import main\n"
+        "main(['--help'])\n"
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n"
+    )
+    done = subprocess.run(  # noqa: S603 - our own interpreter, argv list
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+def test_help_summaries_are_the_commands_own() -> None:
+    import click
+
+    from deepseek_eyes.cli import COMMANDS, cli
+
+    ctx = click.Context(cli)
+    for name, (_, _, summary) in COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        assert command.name == name
+        for limit in (30, 45, 60, 200):
+            expected = command.get_short_help_str(limit)
+            assert click.Command(name, help=summary).get_short_help_str(limit) == expected, name
+
+
+def test_usage_errors_have_one_code_and_exit_status_2() -> None:
+    for args in (["see", "--bogus"], ["nope"], ["see"], ["routes", "--probe=x"],
+                 ["evidence", "validate", "missing.json"], ["terminal", "serve"]):
+        done = run(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        only_error_line(done, "CLI_USAGE")
+        assert done.stdout == ""
+    error = json_error(run("see", "--bogus", "--json"), "CLI_USAGE")
+    assert "--bogus" in str(error["message"])
+    assert run("--help").returncode == 0
+
+
+def test_config_check_reports_like_every_command_and_speaks_json(tmp_path: Path) -> None:
+    path = tmp_path / "eyes.toml"
+    path.write_text("[vision]\nhealth_ttl = -5\nroute_priorty = []\n")
+    done = run("config", "check", str(path))
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("error CONFIG_INVALID: ")
+    assert any(line.startswith("  vision.health_ttl: ") for line in lines[1:])
+    assert any("did you mean `route_priority`?" in line for line in lines[1:])
+    error = json_error(run("config", "check", str(path), "--json"), "CONFIG_INVALID")
+    paths = {item["path"] for item in error["details"]["errors"]}  # type: ignore[index]
+    assert paths == {"vision.health_ttl", "vision.route_priorty"}
+    only_error_line(run("config", "check", str(tmp_path / "none.toml")), "CONFIG_NOT_FOUND")
+    path.write_text("[vision]\nhealth_ttl = 5\n")
+    ok = run("config", "check", str(path), "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout) == {"valid": True, "path": str(path)}
+    assert json.loads(run("config", "check", "--json").stdout) == {"valid": True, "path": None}
+
+
+def test_evidence_validate_errors_have_codes_and_json(tmp_path: Path) -> None:
+    (tmp_path / "notjson.json").write_text("{")
+    done = run("evidence", "validate", str(tmp_path / "notjson.json"))
+    assert done.returncode == 1
+    only_error_line(done, "EVIDENCE_FILE_INVALID")
+    json_error(run("evidence", "validate", str(tmp_path / "notjson.json"), "--json"),
+               "EVIDENCE_FILE_INVALID")
+    good = {
+        "schema": "deepseekeyes.target.v1", "answer": "Yes.", "confidence": 0.9,
+        "observations": [], "ocr": [], "uncertainties": [],
+    }
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    ok = run("evidence", "validate", str(tmp_path / "good.json"), "--json")
+    assert ok.returncode == 0
+    assert json.loads(ok.stdout) == {
+        "valid": True, "file": str(tmp_path / "good.json"), "variant": "deepseekeyes.target.v1",
+    }
+    (tmp_path / "bad.json").write_text(json.dumps(dict(good, confidence=2)))
+    bad = run("evidence", "validate", str(tmp_path / "bad.json"), "--json")
+    assert bad.returncode == 1
+    error = json_error(bad, "EVIDENCE_SCHEMA_INVALID")
+    assert [i["pointer"] for i in error["details"]["errors"]] == ["/confidence"]  # type: ignore[index]
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+def test_serving_on_a_busy_port_is_an_error_with_a_code(busy_port: int) -> None:
+    gateway = run("serve", "--port", str(busy_port))
+    assert gateway.returncode == 1
+    only_error_line(gateway, "CLI_ADDRESS_IN_USE")
+    terminal = run("terminal", "serve", "--http", "--port", str(busy_port),
+                   env={"DEEPSEEK_EYES_TERMINAL_TOKEN": secrets.token_urlsafe(32)})
+    assert terminal.returncode == 1
+    assert terminal.stderr.splitlines()[-1].startswith("error CLI_ADDRESS_IN_USE: ")
+    assert "Traceback" not in terminal.stderr
+
+
+def test_overlay_refuses_a_missing_directory_and_an_unknown_format(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "dir" / "boxes.png"
+    done = run("see", str(RECEIPT), "--overlay", str(missing))
+    assert done.returncode == 1
+    only_error_line(done, "CLI_OUTPUT_DIR_MISSING")
+    assert not (tmp_path / "no").exists()
+    for name in ("boxes.gif", "boxes", "boxes.png.txt"):
+        refused = run("see", str(RECEIPT), "--overlay", str(tmp_path / name), "--json")
+        assert refused.returncode == 1
+        json_error(refused, "CLI_OUTPUT_FORMAT_UNKNOWN")
+    assert not any(p.name.startswith("boxes") for p in tmp_path.iterdir())
+    assert run("see", "-", "-").returncode == 2
+
+
+@pytest.mark.slow
+def test_see_reads_stdin_and_overlays_take_their_extensions_format(tmp_path: Path) -> None:
+    done = subprocess.run(  # noqa: S603 - our own CLI, argv list, no shell
+        [sys.executable, "-m", "deepseek_eyes", "see", "-", str(RECEIPT), "--json",
+         "--overlay", str(tmp_path / "boxes.jpg")],
+        input=RECEIPT.read_bytes(), capture_output=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = (json.loads(line) for line in done.stdout.splitlines())
+    assert first["image"]["path"] == "-"
+    assert first["image"]["sha256"] == second["image"]["sha256"]
+    assert second["cached"] is True  # the same bytes, read from stdin first
+    for index in (1, 2):
+        with Image.open(tmp_path / f"boxes.{index}.jpg") as image:
+            assert image.format == "JPEG"
+            assert image.size == (900, 700)
+    for name, fmt in (("boxes.webp", "WEBP"), ("boxes.jpeg", "JPEG"), ("BOXES.PNG", "PNG")):
+        again = run("see", str(RECEIPT), "--overlay", str(tmp_path / name))
+        assert again.returncode == 0, again.stderr
+        with Image.open(tmp_path / name) as image:
+            assert image.format == fmt

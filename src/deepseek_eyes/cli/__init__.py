@@ -1,31 +1,92 @@
 """The ``deepseek-eyes`` command line: a thin layer over the library.
 
 Each command group lives in its own module and holds no business logic: it parses options,
-calls the library and renders. Every DeepSeekEyes error reaches the user as its code and one
-sentence, never as a traceback.
+calls the library and renders.
+
+Commands are imported only when they run. The library's layers pull in heavy dependencies
+at import time (the MCP SDK, uvicorn, the OCR engine, the HTTP client, numpy), and importing
+every command to print ``--help`` or to answer ``see`` from the cache cost about two seconds
+of a start-up that should cost tens of milliseconds. So the root group knows each command
+by name, module and one-line summary (:data:`COMMANDS`; a test keeps the summaries equal to
+the commands' own help) and imports the module on first use.
+
+Every failure reaches the user the same way, never as a traceback: ``error CODE: one
+sentence`` on standard error, or with ``--json`` on the command line
+``{"error": {"code", "message", "details"}}`` on standard output, where the rest of the
+machine-readable output goes. Exit status: 0 success, 1 failure, 2 usage (``CLI_USAGE``).
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
 from deepseek_eyes import __version__
-from deepseek_eyes.cli.ask import ask_command, serve_command, sessions_group
-from deepseek_eyes.cli.config import config_group
-from deepseek_eyes.cli.evidence import evidence_group
-from deepseek_eyes.cli.mcp import mcp_group
-from deepseek_eyes.cli.see import routes_command, see_command
-from deepseek_eyes.cli.terminal import terminal_group
-from deepseek_eyes.cli.usage import usage_command
 from deepseek_eyes.errors import DeepSeekEyesError
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS", "cli", "main"]
+
+#: name -> (module, attribute, first line of its help). Imported on first use only.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "see": ("deepseek_eyes.cli.see", "see_command",
+            "Turn each IMAGE into validated visual evidence."),
+    "routes": ("deepseek_eyes.cli.see", "routes_command",
+               "List vision routes with their order, health, circuit and probe state."),
+    "evidence": ("deepseek_eyes.cli.evidence", "evidence_group",
+                 "Work with evidence objects."),
+    "config": ("deepseek_eyes.cli.config", "config_group", "Inspect and validate settings."),
+    "usage": ("deepseek_eyes.cli.usage", "usage_command",
+              "Show exact provider usage and estimated attribution, kept apart."),
+    "terminal": ("deepseek_eyes.cli.terminal", "terminal_group",
+                 "The terminal MCP server: plan, approve, execute, with signed receipts."),
+    "mcp": ("deepseek_eyes.cli.mcp", "mcp_group",
+            "The MCP host: servers, exposure policy, calls and their audit."),
+    "ask": ("deepseek_eyes.cli.ask", "ask_command",
+            'Ask about IMAGE... : deepseek-eyes ask [IMAGE...] "QUESTION".'),
+    "sessions": ("deepseek_eyes.cli.ask", "sessions_group",
+                 "Inspect stored sessions (append-only event logs)."),
+    "serve": ("deepseek_eyes.cli.serve", "serve_command", "Run the OpenAI-compatible gateway."),
+}
+
+USAGE_EXIT = 2
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group that imports a command's module only when that command is looked up to run;
+    its help lists the summaries from :data:`COMMANDS` without importing anything."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, attribute, _ = COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module), attribute)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            if name in COMMANDS and name not in self.commands:
+                # Click's own shortening, applied to the summary without importing.
+                summary = click.Command(name, help=COMMANDS[name][2]).get_short_help_str(limit)
+            else:
+                summary = self.commands[name].get_short_help_str(limit)
+            rows.append((name, summary))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--config",
     "config_path",
@@ -41,32 +102,51 @@ def cli(ctx: click.Context, config_path: Path | None) -> None:
     ctx.obj["config_path"] = config_path
 
 
-cli.add_command(see_command)
-cli.add_command(routes_command)
-cli.add_command(evidence_group)
-cli.add_command(config_group)
-cli.add_command(usage_command)
-cli.add_command(terminal_group)
-cli.add_command(mcp_group)
-cli.add_command(ask_command)
-cli.add_command(sessions_group)
-cli.add_command(serve_command)
+def wants_json(args: Sequence[str]) -> bool:
+    """Whether ``--json`` was given (before any ``--``): failures are then JSON too. Read
+    from the arguments, not from a parsed option, so that a usage error is JSON as well."""
+    head = list(args)
+    if "--" in head:
+        head = head[: head.index("--")]
+    return "--json" in head
 
 
-def main() -> None:
+def _usage_message(exc: click.ClickException) -> str:
+    message = exc.format_message().strip().rstrip(".")
+    context = getattr(exc, "ctx", None)
+    if context is not None:
+        message += f" (see '{context.command_path} --help')"
+    return message + "."
+
+
+def _report(error: dict[str, Any], as_json: bool) -> None:
+    """Print one failure: JSON on stdout with ``--json``, else ``error CODE: message`` and
+    any itemised errors (settings paths, JSON pointers) on stderr."""
+    if as_json:
+        click.echo(json.dumps({"error": error}, ensure_ascii=False, separators=(",", ":")))
+        return
+    click.echo(f"error {error['code']}: {error['message']}", err=True)
+    details = error.get("details")
+    for item in details.get("errors", []) if isinstance(details, dict) else []:
+        if isinstance(item, dict) and "message" in item:
+            where = item.get("path", item.get("pointer")) or "/"
+            keyword = f" [{item['keyword']}]" if item.get("keyword") else ""
+            click.echo(f"  {where}: {item['message']}{keyword}", err=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    as_json = wants_json(args)
     try:
-        cli(standalone_mode=False)
+        status = cli.main(args=args, prog_name="deepseek-eyes", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+        _report({"code": "CLI_USAGE", "message": _usage_message(exc), "details": {}}, as_json)
+        sys.exit(USAGE_EXIT)
     except DeepSeekEyesError as exc:
-        click.echo(f"error {exc.code}: {exc.message}", err=True)
-        for item in exc.details.get("errors", []) if isinstance(exc.details, dict) else []:
-            if isinstance(item, dict) and "path" in item:
-                click.echo(f"  {item['path']}: {item['message']}", err=True)
-        sys.exit(1)
-    except SystemExit:
-        raise
+        _report(exc.to_dict(), as_json)
+        sys.exit(USAGE_EXIT if exc.code == "CLI_USAGE" else 1)
+    if isinstance(status, int) and status:
+        sys.exit(status)  # click's own exits (--help, --version) return their status

@@ -1,20 +1,29 @@
-"""What every command needs: settings from ``--config``, the data home, the bridge."""
+"""What every command needs: settings from ``--config``, the data home, the bridge, and
+the checks that turn a command line the library would misread into an error with a code.
+
+The store and the bridge are imported inside the functions that open them: this module is
+imported by every command, and ``config check`` should not pay for the vision stack.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from deepseek_eyes.errors import CliError
 from deepseek_eyes.settings import LoadedSettings, load_settings
-from deepseek_eyes.store.home import DataHome
-from deepseek_eyes.vision.bridge import VisionBridge
 
-__all__ = ["dump_json", "loaded_settings", "open_bridge"]
+if TYPE_CHECKING:
+    from deepseek_eyes.vision.bridge import VisionBridge
+
+__all__ = ["dump_json", "ensure_can_listen", "loaded_settings", "open_bridge"]
 
 
 def loaded_settings(ctx: click.Context) -> LoadedSettings:
@@ -25,6 +34,9 @@ def loaded_settings(ctx: click.Context) -> LoadedSettings:
 
 @contextlib.asynccontextmanager
 async def open_bridge(ctx: click.Context) -> AsyncIterator[VisionBridge]:
+    from deepseek_eyes.store.home import DataHome
+    from deepseek_eyes.vision.bridge import VisionBridge
+
     loaded = loaded_settings(ctx)
     home = DataHome.open(loaded.settings)
     bridge = VisionBridge(loaded.settings, home)
@@ -37,3 +49,30 @@ async def open_bridge(ctx: click.Context) -> AsyncIterator[VisionBridge]:
 
 def dump_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def ensure_can_listen(host: str, port: int) -> None:
+    """Refuse a port another server already listens on, before a server starts and fails
+    with its own log line. Only that case: other bind failures are the server's to report.
+
+    Raises:
+        CliError: ``CLI_ADDRESS_IN_USE``.
+    """
+    if port == 0:
+        return
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM)[0]
+    except OSError:
+        return
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's servers do
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CliError(
+                    f"{host}:{port} is already in use; stop the server holding it or pick "
+                    "another port with --port",
+                    code="CLI_ADDRESS_IN_USE", details={"host": host, "port": port},
+                ) from None

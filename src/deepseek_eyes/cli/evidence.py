@@ -1,14 +1,20 @@
-"""``deepseek-eyes evidence validate``: the strict gate, from the command line."""
+"""``deepseek-eyes evidence validate``: the strict gate, from the command line.
+
+Invalid evidence is the library's own ``EVIDENCE_SCHEMA_INVALID`` (every issue's JSON
+pointer in its details) and a file that is not JSON is ``EVIDENCE_FILE_INVALID``, both
+reported by the entry point like any other failure.
+"""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
-from deepseek_eyes.vision.evidence import validate_evidence
+from deepseek_eyes.cli.common import dump_json
+from deepseek_eyes.errors import EvidenceError
+from deepseek_eyes.vision.evidence import require_valid
 from deepseek_eyes.vision.types import Variant
 
 __all__ = ["evidence_group"]
@@ -27,24 +33,25 @@ def evidence_group() -> None:
     default=None,
     help="Schema variant (default: from the object's own schema field, else evidence).",
 )
-def validate_command(file: Path, variant: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"valid": true, "file", "variant"}; errors as {"error": ...} on stdout.')
+def validate_command(file: Path, variant: str | None, as_json: bool) -> None:
     """Exit 0 when FILE is valid evidence; 1 with each error's JSON pointer when not."""
     try:
-        value = json.loads(file.read_text(encoding="utf-8"))
+        value = json.loads(file.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        click.echo(f"{file}: not JSON: {exc}", err=True)
-        sys.exit(1)
+        raise EvidenceError(
+            f"{file} is not UTF-8 JSON: {exc}", code="EVIDENCE_FILE_INVALID",
+            details={"file": str(file)},
+        ) from None
     if variant is not None:
         chosen = Variant.parse(variant)
     elif isinstance(value, dict) and value.get("schema") == Variant.TARGET.value:
         chosen = Variant.TARGET
     else:
         chosen = Variant.EVIDENCE
-    issues = validate_evidence(value, chosen)
-    if not issues:
+    require_valid(value, chosen)
+    if as_json:
+        click.echo(dump_json({"valid": True, "file": str(file), "variant": chosen.value}))
+    else:
         click.echo(f"{file}: valid {chosen.value}")
-        return
-    click.echo(f"{file}: {len(issues)} error(s) against {chosen.value}", err=True)
-    for issue in issues:
-        click.echo(f"  {issue.pointer or '/'}: {issue.message} [{issue.keyword}]", err=True)
-    sys.exit(1)

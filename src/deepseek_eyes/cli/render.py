@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from deepseek_eyes.vision.router import Acquisition
+if TYPE_CHECKING:
+    from deepseek_eyes.vision.router import Acquisition
 
 __all__ = ["render_evidence", "render_routes"]
 

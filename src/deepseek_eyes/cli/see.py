@@ -1,29 +1,94 @@
-"""``deepseek-eyes see`` and ``deepseek-eyes routes``."""
+"""``deepseek-eyes see`` and ``deepseek-eyes routes``.
+
+``see -`` reads one image from standard input, under the same byte limit as a file.
+``--overlay OUT`` is checked before any image is read: its directory must exist (a typo in
+a path never creates a directory tree) and its extension names the format written.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from deepseek_eyes.cli.common import dump_json, open_bridge
 from deepseek_eyes.cli.render import render_evidence, render_routes
-from deepseek_eyes.errors import DeepSeekEyesError
-from deepseek_eyes.vision.bridge import VisionBridge
+from deepseek_eyes.errors import CliError, DeepSeekEyesError, ImageError
 from deepseek_eyes.vision.intake import ImageLimits, decode_image, read_image_file
-from deepseek_eyes.vision.overlay import draw_overlay
-from deepseek_eyes.vision.router import Acquisition
 
-__all__ = ["routes_command", "see_command"]
+if TYPE_CHECKING:
+    from deepseek_eyes.vision.bridge import VisionBridge
+    from deepseek_eyes.vision.router import Acquisition
+
+__all__ = ["OVERLAY_FORMATS", "routes_command", "see_command"]
+
+STDIN = "-"
+
+#: Overlay extension -> the Pillow format it is written in.
+OVERLAY_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP"}
+
+
+def _overlay_format(base: Path) -> str:
+    """Raises:
+        CliError: ``CLI_OUTPUT_FORMAT_UNKNOWN``, ``CLI_OUTPUT_DIR_MISSING``.
+    """
+    fmt = OVERLAY_FORMATS.get(base.suffix.lower())
+    if fmt is None:
+        raise CliError(
+            f"cannot write an overlay named {base.name!r}: use .png, .jpg, .jpeg or .webp",
+            code="CLI_OUTPUT_FORMAT_UNKNOWN", details={"path": str(base)},
+        )
+    parent = base.parent
+    if not parent.is_dir():
+        raise CliError(
+            f"the overlay's directory {parent} does not exist; create it first",
+            code="CLI_OUTPUT_DIR_MISSING", details={"path": str(base)},
+        )
+    return fmt
 
 
 def _overlay_path(base: Path, index: int, count: int) -> Path:
     if count == 1:
         return base
-    return base.with_name(f"{base.stem}.{index + 1}{base.suffix or '.png'}")
+    return base.with_name(f"{base.stem}.{index + 1}{base.suffix}")
+
+
+def _write_overlay(pixels: Any, evidence: dict[str, Any], out: Path) -> None:
+    from PIL import Image
+
+    from deepseek_eyes.vision.overlay import draw_overlay
+
+    fmt = OVERLAY_FORMATS[out.suffix.lower()]
+    if fmt == "PNG":
+        draw_overlay(pixels, evidence, out)
+        return
+    # draw_overlay writes PNG only; re-encode its output in the format OUT names.
+    with tempfile.TemporaryDirectory() as tmp:
+        drawn = Path(tmp) / "overlay.png"
+        draw_overlay(pixels, evidence, drawn)
+        with Image.open(drawn) as image:
+            image.save(out, format=fmt)
+
+
+def _read(path: Path, limits: ImageLimits) -> bytes:
+    """The image's bytes, from the file or, for ``-``, from standard input.
+
+    Raises:
+        ImageError: ``IMAGE_TOO_LARGE`` over the byte limit, ``IMAGE_UNREADABLE``.
+    """
+    if str(path) != STDIN:
+        return read_image_file(path, limits)
+    data = sys.stdin.buffer.read(limits.max_bytes + 1)
+    if len(data) > limits.max_bytes:
+        raise ImageError(
+            f"The image on standard input is over the limit of {limits.max_bytes:,} bytes.",
+            code="IMAGE_TOO_LARGE", details={"path": STDIN, "limit": limits.max_bytes},
+        )
+    return data
 
 
 def _image_json(path: Path, acquisition: Acquisition) -> dict[str, Any]:
@@ -53,19 +118,19 @@ async def _see_one(
 ) -> bool:
     limits = ImageLimits.from_settings(bridge.settings.image)
     try:
-        data = read_image_file(path, limits)
+        data = _read(path, limits)
         acquisition = await bridge.see(data, route=route)
     except DeepSeekEyesError as exc:
         if as_json:
             click.echo(dump_json({"image": {"path": str(path)}, "error": exc.to_dict()}))
         else:
-            click.echo(f"{path}: error {exc.code}: {exc.message}", err=True)
+            click.echo(f"error {exc.code}: {path}: {exc.message}", err=True)
             for failure in exc.details.get("failures", []):
                 click.echo(f"  route {failure['route']}: {failure['code']}", err=True)
         return False
     if overlay is not None:
         decoded = decode_image(data, limits, sha256=acquisition.image.sha256)
-        draw_overlay(decoded.pixels, acquisition.record.evidence, overlay)
+        _write_overlay(decoded.pixels, acquisition.record.evidence, overlay)
     if as_json:
         click.echo(dump_json(_image_json(path, acquisition)))
     else:
@@ -76,21 +141,30 @@ async def _see_one(
 
 
 @click.command("see")
-@click.argument("images", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("images", nargs=-1, required=True,
+                type=click.Path(path_type=Path, allow_dash=True))
 @click.option("--route", default=None, help="Try this route first.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per image, one per line.")
 @click.option(
     "--overlay",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Write the image with OCR/region boxes drawn (OUT.N.png for several images).",
+    help="Write the image with OCR/region boxes drawn, as .png, .jpg or .webp (OUT.N.png "
+    "for several images). The directory must exist.",
 )
 @click.pass_context
 def see_command(
     ctx: click.Context, images: tuple[Path, ...], route: str | None, as_json: bool,
     overlay: Path | None,
 ) -> None:
-    """Turn each IMAGE into validated visual evidence."""
+    """Turn each IMAGE into validated visual evidence.
+
+    IMAGE may be - for one image on standard input.
+    """
+    if sum(1 for path in images if str(path) == STDIN) > 1:
+        raise CliError("standard input (-) can be read only once")
+    if overlay is not None:
+        _overlay_format(overlay)
 
     async def run() -> bool:
         ok = True

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from deepseek_eyes.cli.common import dump_json, loaded_settings
+from deepseek_eyes.cli.common import dump_json, ensure_can_listen, loaded_settings
 from deepseek_eyes.errors import ReceiptError
 from deepseek_eyes.store.home import DataHome
 from deepseek_eyes.terminal.config import (
@@ -93,6 +93,7 @@ def serve_command(
         )
         app = build_http_app(service, options, helper)
         bind_port = term.port if port is None else port
+        ensure_can_listen(options.host, bind_port)
         click.echo(f"terminal: MCP at http://{options.host}:{bind_port}/mcp, console at "
                    f"http://{options.host}:{bind_port}/console/", err=True)
         uvicorn.run(app, host=options.host, port=bind_port, log_level="warning",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from deepseek_eyes.errors import ConfigError
 from deepseek_eyes.settings.base import (
@@ -50,6 +50,7 @@ from deepseek_eyes.settings.mcp import (
     McpServerSettings,
     McpSettings,
 )
+from deepseek_eyes.settings.suggest import closest_key
 from deepseek_eyes.settings.terminal import TerminalSettings
 from deepseek_eyes.settings.vision import (
     BoxConvention,
@@ -133,13 +134,24 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return out or "(root)"
 
 
-def format_validation_errors(error: ValidationError) -> list[dict[str, str]]:
-    """Each pydantic error as ``{"path": "vision.routes[0].api_key", "message": ...}``."""
+def format_validation_errors(
+    error: ValidationError, model: type[BaseModel] | None = None
+) -> list[dict[str, str]]:
+    """Each pydantic error as ``{"path": "vision.routes[0].api_key", "message": ...}``.
+
+    With ``model`` (the one validated), an unknown key's message names the closest known
+    key at its level: ``did you mean `route_priority`?``.
+    """
     out: list[dict[str, str]] = []
     for item in error.errors(include_url=False, include_input=False):
         # Union/Annotated wrappers add type names to the location; keep only real keys.
         loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and p[:1].isupper()))
-        out.append({"path": _location(loc), "message": item["msg"]})
+        message = item["msg"]
+        if model is not None and item["type"] == "extra_forbidden":
+            suggestion = closest_key(model, loc)
+            if suggestion is not None:
+                message += f"; did you mean `{suggestion}`?"
+        out.append({"path": _location(loc), "message": message})
     return out
 
 
@@ -159,7 +171,7 @@ def _parse(path: Path) -> Settings:
     try:
         return Settings.model_validate(raw)
     except ValidationError as exc:
-        errors = format_validation_errors(exc)
+        errors = format_validation_errors(exc, Settings)
         raise ConfigError(
             f"settings file {path} has {len(errors)} error(s)",
             code="CONFIG_INVALID",

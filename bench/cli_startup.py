@@ -1,0 +1,66 @@
+"""Command-line start-up time against a bare interpreter.
+
+    .venv/bin/python bench/cli_startup.py
+
+A command line is started once per use, so its fixed cost is paid every time. Ours, each
+as a fresh process: ``deepseek-eyes --help`` and ``deepseek-eyes see IMAGE --json`` on an
+image whose evidence is already cached (no route call, no OCR). Baseline: ``python -c
+pass`` with the same interpreter. Runs are interleaved and the median is reported. Ratio =
+ours / baseline (targets: at most 15 for --help, at most 30 for a cached see).
+
+Every child runs with bytecode writing allowed and one untimed warm-up run first, as an
+installed package has its ``.pyc`` files; a ``PYTHONDONTWRITEBYTECODE`` environment would
+otherwise measure compiling the sources on every start. The data directory is a
+temporary one, filled by the warm-up run.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+IMAGE = ROOT / "examples" / "receipt.png"
+RUNS = 15
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    cli = [sys.executable, "-m", "deepseek_eyes"]
+    commands = {
+        "baseline": [sys.executable, "-c", "pass"],
+        "cli_help": [*cli, "--help"],
+        "cli_see_cached_json": [*cli, "see", str(IMAGE), "--json"],
+    }
+    with tempfile.TemporaryDirectory() as home:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["DEEPSEEK_EYES_HOME"] = home
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p
+        )
+        for argv in commands.values():  # warm-up: .pyc files, and the evidence cache
+            timed(argv, env)
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(RUNS):
+            for name, argv in commands.items():
+                samples[name].append(timed(argv, env))
+    baseline = statistics.median(samples["baseline"])
+    for name in ("cli_help", "cli_see_cached_json"):
+        ours = statistics.median(samples[name])
+        print(f"{name}: ours={ours * 1e3:.0f}ms baseline=python -c pass {baseline * 1e3:.0f}ms "
+              f"ratio={ours / baseline:.1f}")
+
+
+if __name__ == "__main__":
+    main()
