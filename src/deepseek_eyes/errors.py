@@ -194,7 +194,10 @@ ERROR_CODES: Mapping[str, str] = {
     "LLM_HTTP_ERROR": "The model endpoint answered with an HTTP error status.",
     "LLM_BAD_RESPONSE": "The model endpoint's answer is not a well-formed chat completion.",
     "LLM_STREAM_INCOMPLETE": "The model endpoint's stream ended before a finish reason.",
-    "LLM_MODEL_UNKNOWN": "No final model is configured and the endpoint lists none.",
+    "LLM_MODEL_UNKNOWN": (
+        "No final model is configured and the endpoint lists none (a listing that failed "
+        "keeps its own code, e.g. LLM_UNAVAILABLE)."
+    ),
     # mcp host
     "MCP_SERVER_UNKNOWN": "No configured MCP server has that id.",
     "MCP_SERVER_DISABLED": (
