@@ -297,6 +297,16 @@ def test_every_answer_names_its_session(gateway: Gateway) -> None:
     assert named.headers["x-deepseekeyes-session"] == "s-9"
 
 
+def test_a_failed_turn_names_the_session_that_holds_it(gateway: Gateway) -> None:
+    for stream in (False, True):
+        failed = gateway.http.post(CHAT, json=chat_body(model="fail-429", stream=stream))
+        assert failed.status_code == 429
+        assert error_of(failed)["code"] == "LLM_HTTP_ERROR"
+        session = failed.headers["x-deepseekeyes-session"]
+        turns = gateway.runtime.sessions.turns(session)
+        assert [(t.outcome, t.code) for t in turns] == [("failed", "LLM_HTTP_ERROR")]
+
+
 def test_a_stream_carries_the_session_header_and_a_final_deepseekeyes_chunk(
     gateway: Gateway,
 ) -> None:

@@ -204,7 +204,10 @@ def create_app(runtime: Runtime, settings: GatewaySettings, *, key: str | None) 
             try:
                 return await handler(request)
             except DeepSeekEyesError as exc:
-                return _error(exc)
+                # A turn that failed after its request was logged names its session too.
+                session = exc.details.get("session_id")
+                headers = {_SESSION_HEADER_OUT: session} if isinstance(session, str) else None
+                return _error(exc, headers)
 
         return endpoint
 

@@ -182,7 +182,9 @@ class TurnRunner:
         try:
             return await self._bridge_and_build(request, model, path, images, session_id, started)
         except DeepSeekEyesError as exc:
-            # The request is logged; its failure to reach the model is recorded with it.
+            # The request is logged; its failure to reach the model is recorded with it,
+            # and the caller learns which session holds it.
+            exc.details.setdefault("session_id", session_id)
             self._sessions.record_turn(TurnRecord(
                 id=f"turn-{uuid.uuid4().hex[:20]}", session_id=session_id,
                 started_at=started, ended_at=time.time(), model=model, path=path,
@@ -383,6 +385,7 @@ class TurnRunner:
                     continue
                 return self._finish(turn, result, external)
         except DeepSeekEyesError as exc:
+            exc.details.setdefault("session_id", turn.session_id)
             self._record(turn, "failed", exc.code)
             raise
 
@@ -560,5 +563,6 @@ class TurnStream:
                 self.result = final
                 return
         except DeepSeekEyesError as exc:
+            exc.details.setdefault("session_id", turn.session_id)
             runner._record(turn, "failed", exc.code)
             raise
