@@ -37,7 +37,7 @@ from typing import Any
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -253,6 +253,9 @@ def create_app(runtime: Runtime, settings: GatewaySettings, *, key: str | None) 
                                            code="GATEWAY_BODY_TOO_LARGE",
                                            details={"limit": settings.max_body_bytes})
                     chunks.append(chunk)
+        except ClientDisconnect:  # nobody reads the answer; not a gateway failure to log
+            raise GatewayError("the client went away before its body arrived",
+                               details={"bytes": size}) from None
         except TimeoutError:
             raise GatewayError(
                 f"the request body did not arrive within {settings.body_timeout:g}s",
