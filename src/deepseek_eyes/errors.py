@@ -125,9 +125,16 @@ ERROR_CODES: Mapping[str, str] = {
     "RUNTIME_REREAD_LIMIT": "A look call was refused: runtime.max_rereads_per_turn reached.",
     # gateway
     "GATEWAY_UNAUTHORIZED": "The bearer key is missing or wrong.",
-    "GATEWAY_BAD_REQUEST": "The request body is not a valid chat completion request.",
+    "GATEWAY_BAD_REQUEST": (
+        "The request body is not a valid chat completion request: not JSON, a NaN or "
+        "Infinity number, a lone surrogate, or a field of the wrong type (param names it)."
+    ),
+    "GATEWAY_JSON_TOO_DEEP": "The request body nests arrays and objects deeper than 64 levels.",
     "GATEWAY_BODY_TOO_LARGE": "The request body exceeds gateway.max_body_bytes.",
+    "GATEWAY_BODY_TIMEOUT": "The request body did not arrive within gateway.body_timeout.",
     "GATEWAY_NOT_FOUND": "No such endpoint or model.",
+    "GATEWAY_METHOD_NOT_ALLOWED": "The endpoint exists but does not take this HTTP method.",
+    "GATEWAY_INTERNAL_ERROR": "An unexpected failure inside the gateway (logged on the server).",
     "GATEWAY_UNSAFE_BIND": "Refused to listen beyond loopback without a gateway key.",
     # terminal
     "TERMINAL_POLICY_BLOCKED": (
@@ -190,7 +197,10 @@ ERROR_CODES: Mapping[str, str] = {
     "LLM_HTTP_ERROR": "The model endpoint answered with an HTTP error status.",
     "LLM_BAD_RESPONSE": "The model endpoint's answer is not a well-formed chat completion.",
     "LLM_STREAM_INCOMPLETE": "The model endpoint's stream ended before a finish reason.",
-    "LLM_MODEL_UNKNOWN": "No final model is configured and the endpoint lists none.",
+    "LLM_MODEL_UNKNOWN": (
+        "No final model is configured and the endpoint lists none (a listing that failed "
+        "keeps its own code, e.g. LLM_UNAVAILABLE)."
+    ),
     # mcp host
     "MCP_SERVER_UNKNOWN": "No configured MCP server has that id.",
     "MCP_SERVER_DISABLED": (

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import re
 import secrets
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -361,3 +364,54 @@ def test_see_reads_stdin_and_overlays_take_their_extensions_format(tmp_path: Pat
         assert again.returncode == 0, again.stderr
         with Image.open(tmp_path / name) as image:
             assert image.format == fmt
+
+
+def test_ask_with_only_an_image_needs_a_question(tmp_path: Path) -> None:
+    for args in ([str(RECEIPT)], ["photo.png"], [str(RECEIPT), "  "]):
+        done = run("ask", *args)
+        assert done.returncode == 2, done.stderr
+        assert "ask needs a question" in done.stderr
+        assert "LLM_CREDENTIAL_MISSING" not in done.stderr  # refused before anything ran
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_ask_with_the_upstream_down_says_unavailable(tmp_path: Path) -> None:
+    config = tmp_path / "eyes.toml"
+    config.write_text(
+        f'[llm]\nbase_url = "http://127.0.0.1:{_closed_port()}/v1"\napi_key = false\n',
+        encoding="utf-8",
+    )
+    done = run("--config", str(config), "ask", "hello")
+    assert done.returncode == 1
+    assert "LLM_UNAVAILABLE" in done.stderr
+    assert "LLM_MODEL_UNKNOWN" not in done.stderr
+
+
+def test_serve_warns_at_start_when_the_upstream_key_is_missing() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "deepseek_eyes", "serve", "--port", "0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ},
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(
+        target=lambda: [lines.put(line) for line in process.stderr or []], daemon=True
+    )
+    reader.start()
+    seen: list[str] = []
+    try:
+        while not any(re.search(r"listening on http://", line) for line in seen):
+            seen.append(lines.get(timeout=30))
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        reader.join(timeout=10)
+        if process.stderr is not None:
+            process.stderr.close()
+    warning = next(line for line in seen if "warning" in line)
+    assert "LLM_CREDENTIAL_MISSING" in warning
+    assert "DEEPSEEK_API_KEY" in warning

@@ -243,20 +243,45 @@ def listing_client(data: list[dict[str, Any]] | None, *, status: int = 200) -> C
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(
-    ("data", "status", "last_error"), [([], 200, None), (None, 500, "LLM_HTTP_ERROR")]
-)
-async def test_no_model_anywhere_is_model_unknown(
-    data: list[dict[str, Any]] | None, status: int, last_error: str | None
-) -> None:
-    chat = listing_client(data, status=status)
+async def test_no_model_anywhere_is_model_unknown() -> None:
+    chat = listing_client([])
     try:
         with anyio.fail_after(BOUND_S), pytest.raises(LLMError) as caught:
             await ModelCatalog(settings(), chat).default_model()
     finally:
         await chat.aclose()
     assert caught.value.code == "LLM_MODEL_UNKNOWN"
-    assert caught.value.details == {"last_error": last_error}
+    assert caught.value.details == {"last_error": None}
+
+
+@pytest.mark.anyio
+async def test_a_failed_listing_keeps_its_own_code_instead_of_model_unknown() -> None:
+    chat = listing_client(None, status=500)
+    try:
+        with anyio.fail_after(BOUND_S), pytest.raises(LLMError) as caught:
+            await ModelCatalog(settings(), chat).default_model()
+    finally:
+        await chat.aclose()
+    assert caught.value.code == "LLM_HTTP_ERROR"
+    assert caught.value.details["status"] == 500
+    assert caught.value.details["stage"] == "list_models"
+
+
+@pytest.mark.anyio
+async def test_a_down_upstream_is_unavailable_not_model_unknown() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    chat = ChatClient("http://model.test/v1", transport=httpx.MockTransport(refuse))
+    catalog = ModelCatalog(settings(), chat)
+    try:
+        with anyio.fail_after(BOUND_S), pytest.raises(LLMError) as caught:
+            await catalog.default_model()
+    finally:
+        await chat.aclose()
+    assert caught.value.code == "LLM_UNAVAILABLE"
+    assert catalog.last_failure is not None
+    assert catalog.last_failure.code == "LLM_UNAVAILABLE"
 
 
 @pytest.mark.anyio

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.llm.client import ToolCall
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.runtime import Runtime
-from deepseek_eyes.runtime.turn import TurnRequest
+from deepseek_eyes.runtime.turn import TurnRequest, _ToolRelay
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.store.home import DataHome
 from runtime.upstream import LoopbackUpstream
@@ -292,3 +293,28 @@ async def test_a_refused_vision_turn_is_logged_and_recorded(upstream: LoopbackUp
     assert [(t.outcome, t.code) for t in turns] == [("failed", "VISION_ROUTE_UNAVAILABLE")]
     assert [e.role for e in events] == ["user"]
     assert upstream.requests == []  # the final model was never asked
+
+
+def test_tool_relay_forwards_client_calls_live_and_holds_back_the_runtimes() -> None:
+    relay = _ToolRelay({"look"})
+    look = {"index": 0, "id": "c0", "type": "function",
+            "function": {"name": "look", "arguments": ""}}
+    assert relay.take([look]) == []
+    assert relay.take([{"index": 0, "function": {"arguments": '{"image": 1}'}}]) == []
+    # The name arrives after the id: the early delta is held, then sent with it, in order.
+    assert relay.take([{"index": 1, "id": "c1", "type": "function"}]) == []
+    opened = relay.take([{"index": 1, "function": {"name": "weather", "arguments": ""}}])
+    assert opened == [
+        {"index": 0, "id": "c1", "type": "function"},
+        {"index": 0, "function": {"name": "weather", "arguments": ""}},
+    ]
+    assert relay.take([{"index": 1, "function": {"arguments": '{"city"'}}]) == [
+        {"index": 0, "function": {"arguments": '{"city"'}}
+    ]
+    assert relay.take([None, "x", {"index": True}]) == []  # odd entries are skipped
+    calls = [ToolCall("c1", "weather", '{"city"')]
+    assert relay.unsent(calls) == []
+    # A server that sends no index: its calls go out whole at the end.
+    blind = _ToolRelay(set())
+    assert blind.take([{"id": "c9", "function": {"name": "w", "arguments": "{}"}}]) == []
+    assert blind.unsent([ToolCall("c9", "w", "{}")]) == [ToolCall("c9", "w", "{}")]

@@ -36,6 +36,16 @@ async def open_runtime(ctx: click.Context) -> AsyncIterator[Runtime]:
         home.close()
 
 
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp")
+
+
+def _names_an_image(arg: str) -> bool:
+    """Whether the last argument is an image path rather than a question."""
+    if any(ch.isspace() for ch in arg):
+        return False
+    return arg.lower().endswith(_IMAGE_SUFFIXES) or Path(arg).is_file()
+
+
 @click.command("ask")
 @click.argument("args", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Answer, usage and evidence as JSON.")
@@ -48,6 +58,9 @@ def ask_command(
 ) -> None:
     """Ask about IMAGE... : deepseek-eyes ask [IMAGE...] "QUESTION"."""
     *images, question = args
+    if not question.strip() or _names_an_image(question):
+        # `ask photo.png` alone would send the path to the model as the question.
+        raise click.UsageError('ask needs a question: deepseek-eyes ask [IMAGE...] "QUESTION"')
 
     async def run() -> dict[str, Any]:
         async with open_runtime(ctx) as runtime:

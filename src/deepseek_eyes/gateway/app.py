@@ -2,8 +2,9 @@
 
 ``GET /v1/models`` lists every final model with image input added; ``POST
 /v1/chat/completions`` runs the same turn code as ``deepseek-eyes ask``, streamed (SSE) or
-not. Errors use OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``, with
-our stable code in ``code``.
+not. Every failure, unknown paths and methods and unexpected exceptions included, uses
+OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``, with our stable code
+in ``code``: a client never gets a plain-text page or a bare 500.
 
 Decisions a newcomer would otherwise undo:
 
@@ -14,7 +15,14 @@ Decisions a newcomer would otherwise undo:
   loopback without one (:func:`check_bind`).
 * Sessions are optional: the ``X-DeepSeekEyes-Session`` header names one; without it each
   request is its own session. Clients resend the whole history each turn, so images are
-  found again by their hash and their evidence comes from the cache.
+  found again by their hash and their evidence comes from the cache. Every answer, streamed
+  or not, carries the session's id in that header, and a stream's last chunk carries the
+  ``deepseekeyes`` object a whole answer has.
+* The body is read under a deadline (``gateway.body_timeout``) and checked whole
+  (:mod:`deepseek_eyes.gateway.body`) before the turn starts, so a refused request leaves
+  nothing in the session store and a slow trickle cannot hold a connection forever.
+* ``/v1/models`` with the upstream down is the upstream's error (502 ``LLM_UNAVAILABLE``),
+  not an empty list; models the settings declare are still listed, marked as such.
 """
 
 from __future__ import annotations
@@ -22,19 +30,22 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, StoreError
+from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, LLMError, StoreError
+from deepseek_eyes.gateway.body import check_fields, parse_body
 from deepseek_eyes.runtime.messages import Fetch, parse_messages
 from deepseek_eyes.runtime.runtime import Runtime
-from deepseek_eyes.runtime.turn import TurnRequest, TurnResult, usage_json
+from deepseek_eyes.runtime.turn import TurnRequest, TurnResult, deepseekeyes_json, usage_json
 from deepseek_eyes.settings import GatewaySettings, is_loopback_host
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.store.fetch import fetch_image
@@ -42,12 +53,17 @@ from deepseek_eyes.store.fetch import fetch_image
 __all__ = ["SESSION_HEADER", "check_bind", "create_app", "error_status"]
 
 SESSION_HEADER = "x-deepseekeyes-session"
+_SESSION_HEADER_OUT = "X-DeepSeekEyes-Session"
+_log = logging.getLogger(__name__)
 
 #: Status for our codes; anything unlisted by family below.
 _STATUS = {
     "GATEWAY_UNAUTHORIZED": 401,
     "GATEWAY_BODY_TOO_LARGE": 413,
+    "GATEWAY_BODY_TIMEOUT": 408,
     "GATEWAY_NOT_FOUND": 404,
+    "GATEWAY_METHOD_NOT_ALLOWED": 405,
+    "GATEWAY_INTERNAL_ERROR": 500,
     "STORE_SESSION_INVALID": 400,
     "STORE_SESSION_NOT_FOUND": 404,
     "LLM_TIMEOUT": 504,
@@ -88,11 +104,38 @@ def _error_body(exc: DeepSeekEyesError) -> dict[str, Any]:
     provider = exc.details.get("provider_message")
     if isinstance(provider, str) and provider:
         message = f"{message} (upstream said: {provider})"
-    return {"error": {"message": message, "type": kind, "param": None, "code": exc.code}}
+    param = exc.details.get("param")
+    return {"error": {"message": message, "type": kind,
+                      "param": param if isinstance(param, str) else None, "code": exc.code}}
 
 
-def _error(exc: DeepSeekEyesError) -> JSONResponse:
-    return JSONResponse(_error_body(exc), status_code=error_status(exc))
+def _error(exc: DeepSeekEyesError, headers: dict[str, str] | None = None) -> JSONResponse:
+    status = error_status(exc)
+    merged = dict(headers or {})
+    if status == 408:  # the body was not read to its end: the connection cannot be reused
+        merged["Connection"] = "close"
+    return JSONResponse(_error_body(exc), status_code=status, headers=merged)
+
+
+async def _http_exception(_request: Request, exc: Exception) -> Response:
+    """Starlette's own 404 and 405 (unknown path, wrong method), in our shape."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}
+    if status == 404:
+        error = GatewayError("no such endpoint", code="GATEWAY_NOT_FOUND")
+    elif status == 405:
+        error = GatewayError("this endpoint does not take that method",
+                             code="GATEWAY_METHOD_NOT_ALLOWED")
+    else:
+        error = GatewayError(str(getattr(exc, "detail", "bad request"))[:200])
+    return JSONResponse(_error_body(error), status_code=status, headers=headers)
+
+
+async def _unexpected(_request: Request, exc: Exception) -> Response:
+    """A bug, not a client's fault: logged with its traceback, answered in our shape."""
+    _log.error("unexpected gateway failure: %s", type(exc).__name__, exc_info=exc)
+    error = GatewayError("the gateway failed unexpectedly", code="GATEWAY_INTERNAL_ERROR")
+    return _error(error)
 
 
 def check_bind(host: str, key: str | None) -> None:
@@ -112,7 +155,9 @@ def _sse(value: dict[str, Any]) -> bytes:
 
 
 def _completion(result: TurnResult) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": result.content}
+    # As OpenAI does: beside tool calls, no text is ``null``, not ``""``.
+    content = result.content or None if result.tool_calls else result.content
+    message: dict[str, Any] = {"role": "assistant", "content": content}
     if result.reasoning:
         message["reasoning_content"] = result.reasoning
     if result.tool_calls:
@@ -127,12 +172,7 @@ def _completion(result: TurnResult) -> dict[str, Any]:
         "model": result.model,
         "choices": [{"index": 0, "message": message, "finish_reason": result.finish_reason}],
         "usage": usage_json(result.usage),
-        "deepseekeyes": {
-            "session_id": result.session_id,
-            "path": result.path,
-            "evidence": result.evidence,
-            "rereads": result.rereads,
-        },
+        "deepseekeyes": deepseekeyes_json(result),
     }
 
 
@@ -164,14 +204,30 @@ def create_app(runtime: Runtime, settings: GatewaySettings, *, key: str | None) 
             try:
                 return await handler(request)
             except DeepSeekEyesError as exc:
-                return _error(exc)
+                # A turn that failed after its request was logged names its session too.
+                session = exc.details.get("session_id")
+                headers = {_SESSION_HEADER_OUT: session} if isinstance(session, str) else None
+                return _error(exc, headers)
 
         return endpoint
 
     async def models(_request: Request) -> Response:
         listing = await runtime.catalog.models()
+        failure = runtime.catalog.last_failure
+        if failure is not None and not listing:
+            raise LLMError(
+                f"the model endpoint's list could not be read: {failure.message}",
+                code=failure.code, details=failure.details,
+            )
         data = [_model_entry(info.id, info.owned_by) for info in listing]
-        return JSONResponse({"object": "list", "data": data})
+        body: dict[str, Any] = {"object": "list", "data": data}
+        if failure is not None:  # the settings' models (or the last good listing) only
+            body["deepseekeyes"] = {
+                "complete": False,
+                "upstream_error": failure.code,
+                "sources": sorted({info.source for info in listing}),
+            }
+        return JSONResponse(body)
 
     async def model(request: Request) -> Response:
         wanted = request.path_params["model_id"]
@@ -187,20 +243,27 @@ def create_app(runtime: Runtime, settings: GatewaySettings, *, key: str | None) 
                                details={"limit": settings.max_body_bytes})
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > settings.max_body_bytes:
-                raise GatewayError("the request body is too large",
-                                   code="GATEWAY_BODY_TOO_LARGE",
-                                   details={"limit": settings.max_body_bytes})
-            chunks.append(chunk)
         try:
-            body = json.loads(b"".join(chunks))
-        except ValueError as exc:
-            raise GatewayError("the request body is not JSON", code="GATEWAY_BAD_REQUEST") from exc
-        if not isinstance(body, dict):
-            raise GatewayError("the request body must be a JSON object",
-                               code="GATEWAY_BAD_REQUEST")
+            # One deadline for the whole body: a trickle of bytes cannot stretch it.
+            with anyio.fail_after(settings.body_timeout):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > settings.max_body_bytes:
+                        raise GatewayError("the request body is too large",
+                                           code="GATEWAY_BODY_TOO_LARGE",
+                                           details={"limit": settings.max_body_bytes})
+                    chunks.append(chunk)
+        except ClientDisconnect:  # nobody reads the answer; not a gateway failure to log
+            raise GatewayError("the client went away before its body arrived",
+                               details={"bytes": size}) from None
+        except TimeoutError:
+            raise GatewayError(
+                f"the request body did not arrive within {settings.body_timeout:g}s",
+                code="GATEWAY_BODY_TIMEOUT",
+                details={"timeout_s": settings.body_timeout, "bytes": size},
+            ) from None
+        body = parse_body(b"".join(chunks))
+        check_fields(body)
         return body
 
     # Turns beyond the limit wait for a slot (a stream holds its slot until it ends).
@@ -212,14 +275,20 @@ def create_app(runtime: Runtime, settings: GatewaySettings, *, key: str | None) 
         if not body.get("stream"):
             async with slots:
                 result = await runtime.run(turn)
-            return JSONResponse(_completion(result))
+            return JSONResponse(
+                _completion(result), headers={_SESSION_HEADER_OUT: result.session_id}
+            )
         await slots.acquire()
         try:
-            iterator = aiter(runtime.stream(turn))
+            stream = runtime.stream(turn)
+            iterator = aiter(stream)
             first = await anext(iterator)  # errors before this point get a real status
         except BaseException:
             slots.release()
             raise
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        if stream.session_id is not None:
+            headers[_SESSION_HEADER_OUT] = stream.session_id
 
         async def sse() -> AsyncIterator[bytes]:
             try:
@@ -237,20 +306,11 @@ def create_app(runtime: Runtime, settings: GatewaySettings, *, key: str | None) 
                         await close()
                 slots.release()
 
-        return StreamingResponse(
-            sse(), media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return StreamingResponse(sse(), media_type="text/event-stream", headers=headers)
 
     async def _turn_request(request: Request, body: dict[str, Any]) -> TurnRequest:
-        model = body.get("model")
-        if model is not None and not isinstance(model, str):
-            raise GatewayError("model must be a string", code="GATEWAY_BAD_REQUEST")
-        if body.get("n", 1) != 1:
-            raise GatewayError("only n = 1 is supported", code="GATEWAY_BAD_REQUEST")
+        model = body.get("model")  # types were checked by check_fields
         tools = body.get("tools") or []
-        if not isinstance(tools, list):
-            raise GatewayError("tools must be a list", code="GATEWAY_BAD_REQUEST")
         session_id = request.headers.get(SESSION_HEADER) or None
         if session_id is not None and not SessionStore.valid_id(session_id):
             raise StoreError(
@@ -277,6 +337,7 @@ def create_app(runtime: Runtime, settings: GatewaySettings, *, key: str | None) 
         return JSONResponse({"status": "ok"})
 
     return Starlette(
+        exception_handlers={HTTPException: _http_exception, Exception: _unexpected},
         routes=[
             Route("/healthz", health, methods=["GET"]),
             Route("/v1/models", guarded(models), methods=["GET"]),

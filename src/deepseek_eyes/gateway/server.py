@@ -4,6 +4,10 @@ uvicorn picks uvloop and httptools when they are installed (they are dependencie
 Linux and macOS), which keeps the gateway's own overhead per turn well under a
 millisecond. The OCR models are not loaded until the first image arrives, so an idle
 gateway stays small.
+
+A missing upstream key does not stop the server (``/healthz`` and ``/v1/models`` may still
+be useful, and the key can be exported before the next start), but it is said on stderr at
+start, because otherwise the first sign of it is every chat request failing.
 """
 
 from __future__ import annotations
@@ -59,6 +63,11 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     async def main() -> None:
         home = DataHome.open(settings)
         runtime = Runtime(settings, home)
+        missing = runtime.credential_error
+        if missing is not None:
+            print(f"deepseek-eyes gateway warning {missing.code}: {missing.message}; "
+                  "chat completions will fail until it is set",
+                  file=sys.stderr, flush=True)
         app = create_app(runtime, settings.gateway, key=key)
         config = uvicorn.Config(
             app, host=bind_host, port=bind_port, log_level="warning", access_log=False,

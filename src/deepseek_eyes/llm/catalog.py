@@ -16,6 +16,10 @@ Decisions a newcomer would otherwise undo:
   next attempt waits :data:`FAILURE_RETRY_S` (or the TTL, if shorter) so that a down upstream
   does not add its timeout to every turn. While one refresh runs, callers that already have
   a listing use it instead of queueing behind the refresh.
+* An empty catalog after a failed listing is the upstream's failure, not an unknown model:
+  :meth:`ModelCatalog.default_model` raises the listing's own error (``LLM_UNAVAILABLE``,
+  ``LLM_TIMEOUT``, ...), so a user with the upstream down is told that, not
+  ``LLM_MODEL_UNKNOWN``. :attr:`ModelCatalog.last_failure` lets the gateway say the same.
 """
 
 from __future__ import annotations
@@ -132,6 +136,8 @@ class ModelCatalog:
         self._by_id: dict[str, ModelInfo] = {}
         #: The ``LLM_*`` code of the last failed listing; None once one succeeds.
         self.last_error: str | None = None
+        #: The last failed listing's error itself; None once one succeeds.
+        self.last_failure: LLMError | None = None
         self._merge()
 
     async def models(self) -> list[ModelInfo]:
@@ -152,8 +158,9 @@ class ModelCatalog:
         """``llm.model``, else the first of ``llm.models``, else the first upstream id.
 
         Raises:
-            LLMError: ``LLM_MODEL_UNKNOWN`` when none is configured and the upstream lists
-                none (details carry ``last_error``, the code of a failed listing).
+            LLMError: the failed listing's own error (``LLM_UNAVAILABLE``, ``LLM_TIMEOUT``,
+                ``LLM_HTTP_ERROR``, ...) when none is configured and the listing failed;
+                ``LLM_MODEL_UNKNOWN`` when the upstream answered and lists none.
         """
         if self._settings.model is not None:
             return self._settings.model
@@ -162,6 +169,14 @@ class ModelCatalog:
         await self._refresh()
         if self._merged:
             return self._merged[0].id
+        failure = self.last_failure
+        if failure is not None:
+            raise LLMError(
+                f"no final model is configured and listing the endpoint's models failed: "
+                f"{failure.message}",
+                code=failure.code,
+                details={**failure.details, "stage": "list_models"},
+            )
         raise LLMError(
             "no final model is configured (llm.model, llm.models) and the endpoint lists none",
             code="LLM_MODEL_UNKNOWN",
@@ -186,10 +201,12 @@ class ModelCatalog:
                 entries = await self._client.list_models()
             except LLMError as exc:
                 self.last_error = exc.code
+                self.last_failure = exc
                 self._next_refresh = self._clock() + min(ttl, FAILURE_RETRY_S)
                 return
             self._listing = entries[:MAX_LISTED_MODELS]
             self.last_error = None
+            self.last_failure = None
             self._next_refresh = self._clock() + ttl
             self._merge()
 

@@ -66,6 +66,11 @@ class Runtime:
             usage=home.usage,
         )
 
+    @property
+    def credential_error(self) -> LLMError | None:
+        """``LLM_CREDENTIAL_MISSING`` when the final-model key reference is unset, else None."""
+        return self._credential_error
+
     def check_credentials(self) -> None:
         """Raises LLMError ``LLM_CREDENTIAL_MISSING`` when the key reference is unset."""
         if self._credential_error is not None:

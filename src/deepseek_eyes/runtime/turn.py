@@ -14,10 +14,15 @@ The path is chosen once per turn:
 
 The same code serves the CLI (``ask``) and the gateway, streamed or not. Tool calls to the
 client's own tools are returned to the client; only the runtime's tools run here.
+
+A streamed turn is not blind: its last chunk carries the same ``deepseekeyes`` object
+(session id, path, evidence) that a whole answer carries, and the client's tool-call
+deltas are forwarded as they arrive (:class:`_ToolRelay`), not gathered into one piece.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -26,7 +31,7 @@ from typing import Any
 
 from deepseek_eyes.errors import DeepSeekEyesError, TurnError
 from deepseek_eyes.llm.catalog import ModelCatalog
-from deepseek_eyes.llm.client import ChatClient, ChatResult, ToolCall
+from deepseek_eyes.llm.client import MAX_TOOL_CALLS, ChatClient, ChatResult, ToolCall
 from deepseek_eyes.runtime.messages import image_refs
 from deepseek_eyes.runtime.tools import ToolRegistry, TurnContext
 from deepseek_eyes.runtime.view import EvidenceSlot, View, build_view
@@ -35,7 +40,9 @@ from deepseek_eyes.store.events import SessionStore, TurnRecord, body_digest
 from deepseek_eyes.usage import ProviderUsage, UsageCategory, UsageTracker, estimate_tokens
 from deepseek_eyes.vision.bridge import VisionBridge
 
-__all__ = ["TurnRequest", "TurnResult", "TurnRunner", "TurnStream", "usage_json"]
+__all__ = [
+    "TurnRequest", "TurnResult", "TurnRunner", "TurnStream", "deepseekeyes_json", "usage_json",
+]
 
 #: OpenAI request fields passed to the final model unchanged.
 PASSTHROUGH = frozenset({
@@ -93,6 +100,16 @@ def usage_json(usage: ProviderUsage) -> dict[str, Any]:
         "prompt_cache_hit_tokens": usage.cache_hit_tokens,
         "prompt_cache_miss_tokens": usage.cache_miss_tokens,
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }
+
+
+def deepseekeyes_json(result: TurnResult) -> dict[str, Any]:
+    """The ``deepseekeyes`` object of a response: what a client cannot learn elsewhere."""
+    return {
+        "session_id": result.session_id,
+        "path": result.path,
+        "evidence": result.evidence,
+        "rereads": result.rereads,
     }
 
 
@@ -165,7 +182,9 @@ class TurnRunner:
         try:
             return await self._bridge_and_build(request, model, path, images, session_id, started)
         except DeepSeekEyesError as exc:
-            # The request is logged; its failure to reach the model is recorded with it.
+            # The request is logged; its failure to reach the model is recorded with it,
+            # and the caller learns which session holds it.
+            exc.details.setdefault("session_id", session_id)
             self._sessions.record_turn(TurnRecord(
                 id=f"turn-{uuid.uuid4().hex[:20]}", session_id=session_id,
                 started_at=started, ended_at=time.time(), model=model, path=path,
@@ -366,6 +385,7 @@ class TurnRunner:
                     continue
                 return self._finish(turn, result, external)
         except DeepSeekEyesError as exc:
+            exc.details.setdefault("session_id", turn.session_id)
             self._record(turn, "failed", exc.code)
             raise
 
@@ -374,18 +394,99 @@ class TurnRunner:
         return TurnStream(self, request)
 
 
+class _ToolRelay:
+    """Tool-call deltas of one model call, forwarded to the client as they arrive.
+
+    A call is judged by its name, which arrives in its opening delta: the runtime's own
+    tools (``look``) are held back, the client's are forwarded at once and renumbered from
+    0, so the client sees only its own calls, with dense indices. Deltas that come before
+    the name are held until it does. A server that sends no ``index`` cannot be relayed
+    piece by piece; its calls are sent whole at the end (:meth:`unsent`).
+    """
+
+    def __init__(self, internal: set[str]) -> None:
+        self._internal = internal
+        self._routes: dict[int, int | None] = {}  # upstream index -> client index, None: ours
+        self._waiting: dict[int, list[dict[str, Any]]] = {}  # deltas before the name
+        self._sent_ids: set[str] = set()
+        self.forwarded = 0  # client indices used
+
+    def take(self, calls: Any) -> list[dict[str, Any]]:
+        """The client's deltas among ``calls`` (one upstream chunk's ``tool_calls``)."""
+        out: list[dict[str, Any]] = []
+        if not isinstance(calls, list):
+            return out
+        for call in calls:  # bounded by the stream's byte limit
+            if not isinstance(call, dict):
+                continue
+            index = call.get("index")
+            if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+                continue  # sent whole at the end
+            if index in self._routes:
+                target = self._routes[index]
+                if target is not None:
+                    out.append(self._delta(call, target))
+                continue
+            function = call.get("function")
+            name = function.get("name") if isinstance(function, dict) else None
+            if not isinstance(name, str) or not name:
+                if index in self._waiting or len(self._waiting) < MAX_TOOL_CALLS:
+                    self._waiting.setdefault(index, []).append(call)
+                continue
+            early = self._waiting.pop(index, [])
+            if name in self._internal:
+                self._routes[index] = None
+                continue
+            target = self._routes[index] = self.forwarded
+            self.forwarded += 1
+            out.extend(self._delta(piece, target) for piece in [*early, call])
+        return out
+
+    def _delta(self, call: dict[str, Any], target: int) -> dict[str, Any]:
+        delta: dict[str, Any] = {"index": target}
+        call_id = call.get("id")
+        if isinstance(call_id, str) and call_id:
+            delta["id"] = call_id
+            delta["type"] = "function"
+            self._sent_ids.add(call_id)
+        function = call.get("function")
+        if isinstance(function, dict):
+            piece: dict[str, Any] = {}
+            name = function.get("name")
+            if isinstance(name, str) and name:
+                piece["name"] = name
+            arguments = function.get("arguments")
+            if isinstance(arguments, dict):  # Ollama sends an object
+                arguments = json.dumps(arguments)
+            if isinstance(arguments, str):
+                piece["arguments"] = arguments
+            if piece:
+                delta["function"] = piece
+        return delta
+
+    def unsent(self, external: Sequence[ToolCall]) -> list[ToolCall]:
+        """The client's calls of the finished answer that were not relayed piece by piece."""
+        if self.forwarded == len(external):
+            return []
+        if self.forwarded == 0:
+            return list(external)
+        return [c for c in external if not c.id or c.id not in self._sent_ids]
+
+
 class TurnStream:
     """``async for chunk in runner.stream(request)``; ``result`` is set at the end.
 
-    Content and reasoning deltas are forwarded as the upstream sends them. Tool-call deltas
-    are held until the call is complete, because only then is it known whether the runtime
-    runs it (and the client never sees it) or the client does.
+    Content, reasoning and the client's tool-call deltas are forwarded as the upstream
+    sends them; calls to the runtime's own tools never reach the client. The last chunk
+    carries ``deepseekeyes`` (and ``usage`` when asked). ``session_id`` is set once the
+    turn is prepared, before the first chunk is yielded.
     """
 
     def __init__(self, runner: TurnRunner, request: TurnRequest) -> None:
         self._runner = runner
         self._request = request
         self.result: TurnResult | None = None
+        self.session_id: str | None = None
         self.chunk_id = f"chatcmpl-{uuid.uuid4().hex}"
 
     def _chunk(
@@ -405,26 +506,38 @@ class TurnStream:
     async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
         runner = self._runner
         turn = await runner._prepare(self._request)
+        self.session_id = turn.session_id
         sent_role = False
+
+        def with_role(delta: dict[str, Any]) -> dict[str, Any]:
+            nonlocal sent_role
+            if sent_role:
+                return delta
+            sent_role = True
+            return {"role": "assistant", **delta}
+
         try:
             while True:
                 runner._check_budget(turn)
+                relay = _ToolRelay(turn.internal)
                 async with runner._client.stream(turn.payload) as chunks:
                     async for chunk in chunks:
                         choices = chunk.get("choices") or []
-                        if not choices:
+                        if not choices or not isinstance(choices[0], dict):
                             continue
                         delta = choices[0].get("delta") or {}
+                        if not isinstance(delta, dict):
+                            continue
                         forward: dict[str, Any] = {}
-                        if not sent_role:
-                            forward["role"] = "assistant"
                         if delta.get("reasoning_content"):
                             forward["reasoning_content"] = delta["reasoning_content"]
                         if delta.get("content"):
                             forward["content"] = delta["content"]
-                        if "content" in forward or "reasoning_content" in forward:
-                            sent_role = True
-                            yield self._chunk(turn, forward)
+                        calls = relay.take(delta.get("tool_calls"))
+                        if calls:
+                            forward["tool_calls"] = calls
+                        if forward:
+                            yield self._chunk(turn, with_role(forward))
                     result = chunks.result
                 runner._count_call(turn, result)
                 internal, external = runner._split(turn, result.tool_calls)
@@ -432,22 +545,24 @@ class TurnStream:
                     await runner._run_tools(turn, result, internal)
                     continue
                 final = runner._finish(turn, result, external)
-                if external:
-                    calls: dict[str, Any] = {"tool_calls": [
-                        {"index": i, **call} for i, call in enumerate(_tool_call_json(external))
-                    ]}
-                    if not sent_role:
-                        calls["role"] = "assistant"
-                        sent_role = True
-                    yield self._chunk(turn, calls)
+                late = relay.unsent(external)
+                if late:
+                    yield self._chunk(turn, with_role({"tool_calls": [
+                        {"index": relay.forwarded + i, **call}
+                        for i, call in enumerate(_tool_call_json(late))
+                    ]}))
                 if not sent_role:
-                    yield self._chunk(turn, {"role": "assistant", "content": ""})
-                yield self._chunk(turn, {}, final.finish_reason)
+                    yield self._chunk(turn, with_role({"content": ""}))
+                extra = {"deepseekeyes": deepseekeyes_json(final)}
                 if self._request.include_usage:
-                    yield {**self._chunk(turn, {}), "choices": [], "usage": usage_json(final.usage)}
+                    yield self._chunk(turn, {}, final.finish_reason)
+                    yield {**self._chunk(turn, {}), "choices": [],
+                           "usage": usage_json(final.usage), **extra}
+                else:
+                    yield {**self._chunk(turn, {}, final.finish_reason), **extra}
                 self.result = final
                 return
         except DeepSeekEyesError as exc:
+            exc.details.setdefault("session_id", turn.session_id)
             runner._record(turn, "failed", exc.code)
             raise
-

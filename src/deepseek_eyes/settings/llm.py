@@ -92,3 +92,7 @@ class GatewaySettings(Strict):
         description="Also fetch image URLs on loopback/private addresses (SSRF risk).",
     )
     max_concurrent_turns: int = Field(default=64, ge=1, le=4096)
+    body_timeout: float = Field(
+        default=30.0, gt=0, le=600,
+        description="Seconds a request body may take to arrive in full (408 after).",
+    )

@@ -1,0 +1,211 @@
+"""A chat completion request body, checked before anything is stored or sent upstream.
+
+Why a module of its own: every value a client sends ends up in three places that each
+fail in their own way on hostile input — the session log (canonical JSON, UTF-8 in
+SQLite), the upstream request (JSON that forbids NaN) and the runtime's own recursion
+(``deepcopy``, ``json.dumps``). A failure in any of them after the user message was
+logged leaves a session with an event and no turn, and surfaces as a bare 500. So the
+body is refused whole, with a 400 and a stable code, at the door:
+
+* nesting is bounded (:data:`MAX_JSON_DEPTH`); the C parser's own ``RecursionError`` on
+  absurd depth is the same refusal (``GATEWAY_JSON_TOO_DEEP``);
+* ``NaN``, ``Infinity`` and numbers that overflow to infinity (``1e999``) are refused, as
+  RFC 8259 has no such numbers and the upstream request could not carry them;
+* a lone surrogate (``"\\ud800"``) in any string or key is refused: it cannot be UTF-8;
+* the fields the gateway or the upstream interpret have their OpenAI types (``stream`` a
+  boolean, ``tools`` a list of function objects, ...), so a wrong type is the client's
+  400 with ``param`` naming the field, never forwarded for the upstream to trip on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+from deepseek_eyes.errors import GatewayError
+
+__all__ = ["MAX_JSON_DEPTH", "check_fields", "parse_body"]
+
+#: Deepest nesting of arrays and objects a request body may have.
+MAX_JSON_DEPTH = 64
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_TOOL_CHOICES = frozenset({"none", "auto", "required"})
+
+
+def _bad(message: str, *, param: str | None = None, reason: str | None = None) -> GatewayError:
+    details: dict[str, Any] = {}
+    if param is not None:
+        details["param"] = param
+    if reason is not None:
+        details["reason"] = reason
+    return GatewayError(message, code="GATEWAY_BAD_REQUEST", details=details)
+
+
+def _too_deep() -> GatewayError:
+    return GatewayError(
+        f"the request body nests deeper than {MAX_JSON_DEPTH} levels",
+        code="GATEWAY_JSON_TOO_DEEP",
+        details={"limit": MAX_JSON_DEPTH},
+    )
+
+
+def _no_constant(name: str) -> Any:
+    raise _bad(f"the request body holds {name}, which JSON has no number for",
+               reason="non_finite_number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _bad("the request body holds a number too large for a float",
+                   reason="non_finite_number")
+    return value
+
+
+def _check_tree(document: Any) -> None:
+    """Depth and strings of the whole document, without recursion."""
+    stack: list[tuple[Any, int]] = [(document, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                raise _bad("the request body holds a lone UTF-16 surrogate (\\ud800-\\udfff)",
+                           reason="lone_surrogate")
+        elif isinstance(value, dict | list):
+            if depth >= MAX_JSON_DEPTH:
+                raise _too_deep()
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    stack.append((key, depth))
+                    stack.append((item, depth + 1))
+            else:
+                stack.extend((item, depth + 1) for item in value)
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """The request body as a JSON object.
+
+    Raises:
+        GatewayError: ``GATEWAY_BAD_REQUEST`` (not JSON, not an object, NaN or Infinity,
+            a lone surrogate) or ``GATEWAY_JSON_TOO_DEEP``.
+    """
+    try:
+        document = json.loads(raw, parse_constant=_no_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise _too_deep() from None
+    except GatewayError:
+        raise
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, too many int digits
+        raise _bad("the request body is not JSON", reason="not_json") from exc
+    if not isinstance(document, dict):
+        raise _bad("the request body must be a JSON object", reason="not_object")
+    _check_tree(document)
+    return document
+
+
+# -- field types ------------------------------------------------------------------------
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+def _is_stop(value: Any) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(item, str) for item in value)
+    )
+
+
+def _is_tool_choice(value: Any) -> bool:
+    return (isinstance(value, str) and value in _TOOL_CHOICES) or isinstance(value, dict)
+
+
+#: Each top-level field the gateway or the upstream interprets, with its OpenAI type.
+#: ``null`` is accepted for every one of them and means "not given".
+_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "model": (_is_str, "a string"),
+    "stream": (_is_bool, "a boolean"),
+    "stream_options": (_is_object, "an object"),
+    "n": (_is_int, "an integer"),
+    "temperature": (_is_number, "a number"),
+    "top_p": (_is_number, "a number"),
+    "presence_penalty": (_is_number, "a number"),
+    "frequency_penalty": (_is_number, "a number"),
+    "max_tokens": (_is_int, "an integer"),
+    "max_completion_tokens": (_is_int, "an integer"),
+    "seed": (_is_int, "an integer"),
+    "top_logprobs": (_is_int, "an integer"),
+    "logprobs": (_is_bool, "a boolean"),
+    "parallel_tool_calls": (_is_bool, "a boolean"),
+    "user": (_is_str, "a string"),
+    "reasoning_effort": (_is_str, "a string"),
+    "response_format": (_is_object, "an object"),
+    "thinking": (_is_object, "an object"),
+    "logit_bias": (_is_object, "an object"),
+    "stop": (_is_stop, "a string or a list of strings"),
+    "tool_choice": (_is_tool_choice, "'none', 'auto', 'required' or an object"),
+}
+
+
+def _check_tools(tools: Any) -> None:
+    if not isinstance(tools, list):
+        raise _bad("tools must be a list of tool objects", param="tools")
+    for index, tool in enumerate(tools):
+        at = f"tools[{index}]"
+        if not isinstance(tool, dict):
+            raise _bad(f"{at} must be an object", param=at)
+        if tool.get("type", "function") != "function":
+            raise _bad(f"{at}.type must be 'function'", param=f"{at}.type")
+        function = tool.get("function")
+        if not isinstance(function, dict):
+            raise _bad(f"{at}.function must be an object", param=f"{at}.function")
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise _bad(f"{at}.function.name must be a non-empty string",
+                       param=f"{at}.function.name")
+        parameters = function.get("parameters")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise _bad(f"{at}.function.parameters must be an object",
+                       param=f"{at}.function.parameters")
+
+
+def check_fields(body: dict[str, Any]) -> None:
+    """The OpenAI types of the fields that matter; ``messages`` is parsed elsewhere.
+
+    Raises:
+        GatewayError: ``GATEWAY_BAD_REQUEST`` with ``details['param']`` naming the field.
+    """
+    for name, (accepts, wanted) in _FIELDS.items():
+        value = body.get(name)
+        if value is not None and not accepts(value):
+            raise _bad(f"{name} must be {wanted}", param=name)
+    if body.get("n") not in (None, 1):
+        raise _bad("only n = 1 is supported", param="n")
+    options = body.get("stream_options")
+    if options is not None:
+        include = options.get("include_usage")
+        if include is not None and not isinstance(include, bool):
+            raise _bad("stream_options.include_usage must be a boolean",
+                       param="stream_options.include_usage")
+    if body.get("tools") is not None:
+        _check_tools(body["tools"])

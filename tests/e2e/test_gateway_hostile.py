@@ -1,0 +1,378 @@
+"""The gateway against a hostile client: every refusal in OpenAI's error shape with our code,
+nothing left in the session store, upstream failures under their own codes, and streams
+that carry what a whole answer carries.
+
+The app is served for real (uvicorn on loopback, in a thread) in front of the loopback
+upstream, and driven with ``httpx``, raw sockets and the official ``openai`` client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import require_module
+from deepseek_eyes.gateway.app import create_app
+from deepseek_eyes.runtime.runtime import Runtime
+from deepseek_eyes.settings import Settings
+from deepseek_eyes.store.home import DataHome
+from runtime.upstream import LoopbackUpstream
+from threaded_server import ThreadedServer
+
+openai = require_module("openai")
+
+BODY_TIMEOUT_S = 1.0
+CHAT = "/v1/chat/completions"
+WEATHER = {"type": "function", "function": {
+    "name": "weather", "description": "the weather", "parameters": {"type": "object"}}}
+
+
+class _Served:
+    """What :class:`ThreadedServer` needs: the ASGI app and slots for its loop."""
+
+    def __init__(self, app: Any) -> None:
+        self.starlette = app
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.shutdown: asyncio.Event | None = None
+
+
+class Gateway:
+    def __init__(self, runtime: Runtime, server: ThreadedServer) -> None:
+        self.runtime = runtime
+        self.server = server
+        self.url = f"http://127.0.0.1:{server.port}"
+        self.http = httpx.Client(base_url=self.url, timeout=30)
+
+    def sessions(self) -> list[dict[str, Any]]:
+        return self.runtime.sessions.sessions(limit=1000)
+
+    def openai(self) -> Any:
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key="unused", max_retries=0,
+                             timeout=30)
+
+
+@contextlib.contextmanager
+def serve(llm: dict[str, Any]) -> Iterator[Gateway]:
+    """The gateway app served on loopback; its data lives in the test's own home."""
+    settings = Settings.model_validate({
+        "llm": {"api_key": False, "timeout": 10.0, **llm},
+        "gateway": {"body_timeout": BODY_TIMEOUT_S},
+    })
+    data = DataHome.open(settings)
+    runtime = Runtime(settings, data)
+    served = _Served(create_app(runtime, settings.gateway, key=None))
+    server = ThreadedServer(served)
+    server.start()
+    gateway = Gateway(runtime, server)
+    try:
+        yield gateway
+    finally:
+        gateway.http.close()
+        if served.loop is not None:  # the runtime's connections belong to the server's loop
+            asyncio.run_coroutine_threadsafe(runtime.aclose(), served.loop).result(timeout=10)
+        server.stop()
+        data.close()
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[LoopbackUpstream]:
+    with LoopbackUpstream() as server:
+        yield server
+
+
+@pytest.fixture
+def gateway(upstream: LoopbackUpstream, isolated_home: Path) -> Iterator[Gateway]:
+    upstream.reset()
+    with serve({"base_url": upstream.base_url,
+                               "model": "deepseek-v4-flash"}) as served:
+        yield served
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def error_of(response: httpx.Response) -> dict[str, Any]:
+    assert response.headers["content-type"].startswith("application/json"), response.text
+    body = response.json()
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+def chat_body(**extra: Any) -> dict[str, Any]:
+    return {"model": "deepseek-v4-flash",
+            "messages": [{"role": "user", "content": "hi"}], **extra}
+
+
+def raw(text: str) -> bytes:
+    return text.encode()
+
+
+HOSTILE: dict[str, tuple[bytes, str, str | None]] = {
+    "deep nesting (past the parser's recursion)": (
+        b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        "GATEWAY_JSON_TOO_DEEP", None,
+    ),
+    "deep nesting (within the recursion limit)": (
+        raw('{"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}],'
+            ' "metadata": ' + "[" * 100 + "]" * 100 + "}"),
+        "GATEWAY_JSON_TOO_DEEP", None,
+    ),
+    "lone surrogate in content": (
+        raw('{"model": "deepseek-v4-flash", "messages": '
+            '[{"role": "user", "content": "a\\ud800b"}]}'),
+        "GATEWAY_BAD_REQUEST", None,
+    ),
+    "lone surrogate in a key": (
+        raw('{"model": "deepseek-v4-flash", "\\udfff": 1, "messages": '
+            '[{"role": "user", "content": "hi"}]}'),
+        "GATEWAY_BAD_REQUEST", None,
+    ),
+    "NaN": (raw(json.dumps(chat_body(temperature=float("nan")))), "GATEWAY_BAD_REQUEST", None),
+    "Infinity": (raw(json.dumps(chat_body(top_p=float("inf")))), "GATEWAY_BAD_REQUEST", None),
+    "-Infinity in a message": (
+        raw('{"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi",'
+            ' "x": -Infinity}]}'),
+        "GATEWAY_BAD_REQUEST", None,
+    ),
+    "a float that overflows": (
+        raw('{"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}],'
+            ' "temperature": 1e999}'),
+        "GATEWAY_BAD_REQUEST", None,
+    ),
+    "tools of the wrong type": (
+        raw(json.dumps(chat_body(tools=[1, "x", None]))), "GATEWAY_BAD_REQUEST", "tools[0]",
+    ),
+    "a tool without a name": (
+        raw(json.dumps(chat_body(tools=[{"type": "function", "function": {}}]))),
+        "GATEWAY_BAD_REQUEST", "tools[0].function.name",
+    ),
+    "stream as a string": (
+        raw(json.dumps(chat_body(stream="yes"))), "GATEWAY_BAD_REQUEST", "stream",
+    ),
+    "temperature as a string": (
+        raw(json.dumps(chat_body(temperature="hot"))), "GATEWAY_BAD_REQUEST", "temperature",
+    ),
+    "max_tokens as a boolean": (
+        raw(json.dumps(chat_body(max_tokens=True))), "GATEWAY_BAD_REQUEST", "max_tokens",
+    ),
+    "stop as a number": (raw(json.dumps(chat_body(stop=7))), "GATEWAY_BAD_REQUEST", "stop"),
+    "stream_options as a list": (
+        raw(json.dumps(chat_body(stream=True, stream_options=[1]))),
+        "GATEWAY_BAD_REQUEST", "stream_options",
+    ),
+    "not JSON": (b"{", "GATEWAY_BAD_REQUEST", None),
+    "a JSON array": (b"[]", "GATEWAY_BAD_REQUEST", None),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_bodies_are_refused_whole_and_leave_nothing_behind(
+    gateway: Gateway, upstream: LoopbackUpstream, case: str
+) -> None:
+    body, code, param = HOSTILE[case]
+    for session in (None, "hostile-1"):
+        headers = {"content-type": "application/json"}
+        if session is not None:
+            headers["X-DeepSeekEyes-Session"] = session
+        response = gateway.http.post(CHAT, content=body, headers=headers)
+        assert response.status_code == 400, response.text
+        error = error_of(response)
+        assert error["code"] == code
+        assert error["type"] == "invalid_request_error"
+        assert error["param"] == param
+    assert gateway.sessions() == []
+    assert upstream.requests == []  # nothing was forwarded
+
+
+def test_a_good_request_after_the_hostile_ones_still_works(gateway: Gateway) -> None:
+    response = gateway.http.post(CHAT, json=chat_body(temperature=0.5, stop=["x"]))
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "echo: hi"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "code"),
+    [
+        ("GET", "/v1/nope", 404, "GATEWAY_NOT_FOUND"),
+        ("POST", "/completions", 404, "GATEWAY_NOT_FOUND"),
+        ("GET", CHAT, 405, "GATEWAY_METHOD_NOT_ALLOWED"),
+        ("DELETE", "/v1/models", 405, "GATEWAY_METHOD_NOT_ALLOWED"),
+    ],
+)
+def test_unknown_paths_and_methods_answer_in_the_same_shape(
+    gateway: Gateway, method: str, path: str, status: int, code: str
+) -> None:
+    response = gateway.http.request(method, path)
+    assert response.status_code == status
+    assert error_of(response)["code"] == code
+    if status == 405:
+        assert "allow" in response.headers
+
+
+def test_a_trickling_body_gets_a_deadline(gateway: Gateway) -> None:
+    body = json.dumps(chat_body()).encode()
+    head = (
+        f"POST {CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", gateway.server.port), timeout=10) as sock:
+        sock.sendall(head)
+        received = b""
+        sock.settimeout(0.2)
+        for byte in body:  # one byte every 0.2 s: the whole body would take minutes
+            with contextlib.suppress(OSError):
+                sock.sendall(bytes([byte]))
+            with contextlib.suppress(TimeoutError):
+                piece = sock.recv(65536)
+                received += piece
+                if not piece or b"\r\n\r\n" in received:
+                    break
+            if time.monotonic() - started > 10:
+                break
+        sock.settimeout(5)
+        with contextlib.suppress(OSError):
+            while b"}}" not in received:
+                piece = sock.recv(65536)
+                if not piece:
+                    break
+                received += piece
+    elapsed = time.monotonic() - started
+    status_line, _, rest = received.partition(b"\r\n")
+    assert status_line.split()[1] == b"408", received
+    assert elapsed < BODY_TIMEOUT_S + 5
+    payload = json.loads(rest.partition(b"\r\n\r\n")[2])
+    assert payload["error"]["code"] == "GATEWAY_BODY_TIMEOUT"
+    assert gateway.sessions() == []
+
+
+# -- the upstream down ---------------------------------------------------------------------
+
+
+def test_models_with_the_upstream_down_is_a_502_not_an_empty_list(isolated_home: Path) -> None:
+    with serve({"base_url": f"http://127.0.0.1:{closed_port()}/v1"}) as down:
+        response = down.http.get("/v1/models")
+        assert response.status_code == 502, response.text
+        assert error_of(response)["code"] == "LLM_UNAVAILABLE"
+        chat = down.http.post(CHAT, json={"messages": [{"role": "user", "content": "hi"}]})
+        assert chat.status_code == 502, chat.text
+        assert error_of(chat)["code"] == "LLM_UNAVAILABLE"  # not LLM_MODEL_UNKNOWN (404)
+
+
+def test_models_with_the_upstream_down_lists_the_declared_ones_and_says_so(
+    isolated_home: Path,
+) -> None:
+    llm = {"base_url": f"http://127.0.0.1:{closed_port()}/v1", "model": "deepseek-v4-flash",
+           "models": [{"id": "deepseek-v4-pro"}]}
+    with serve(llm) as down:
+        response = down.http.get("/v1/models")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert [m["id"] for m in body["data"]] == ["deepseek-v4-pro", "deepseek-v4-flash"]
+    assert body["deepseekeyes"] == {
+        "complete": False, "upstream_error": "LLM_UNAVAILABLE", "sources": ["settings"],
+    }
+
+
+# -- what a client sees ------------------------------------------------------------------------
+
+
+def test_every_answer_names_its_session(gateway: Gateway) -> None:
+    plain = gateway.http.post(CHAT, json=chat_body())
+    assert plain.headers["x-deepseekeyes-session"] == plain.json()["deepseekeyes"]["session_id"]
+    named = gateway.http.post(CHAT, json=chat_body(), headers={"X-DeepSeekEyes-Session": "s-9"})
+    assert named.headers["x-deepseekeyes-session"] == "s-9"
+
+
+def test_a_failed_turn_names_the_session_that_holds_it(gateway: Gateway) -> None:
+    for stream in (False, True):
+        failed = gateway.http.post(CHAT, json=chat_body(model="fail-429", stream=stream))
+        assert failed.status_code == 429
+        assert error_of(failed)["code"] == "LLM_HTTP_ERROR"
+        session = failed.headers["x-deepseekeyes-session"]
+        turns = gateway.runtime.sessions.turns(session)
+        assert [(t.outcome, t.code) for t in turns] == [("failed", "LLM_HTTP_ERROR")]
+
+
+def test_a_stream_carries_the_session_header_and_a_final_deepseekeyes_chunk(
+    gateway: Gateway,
+) -> None:
+    api = gateway.openai()
+    try:
+        for options in (None, {"include_usage": True}):
+            extra: dict[str, Any] = {} if options is None else {"stream_options": options}
+            with api.chat.completions.with_streaming_response.create(
+                model="deepseek-v4-flash", messages=[{"role": "user", "content": "stream"}],
+                stream=True, extra_headers={"X-DeepSeekEyes-Session": "streamed-1"}, **extra,
+            ) as response:
+                assert response.headers["x-deepseekeyes-session"] == "streamed-1"
+                chunks = list(response.parse())
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            assert text == "echo: stream"
+            final = chunks[-1].model_extra or {}
+            assert final["deepseekeyes"]["session_id"] == "streamed-1"
+            assert final["deepseekeyes"]["path"] == "text"
+            assert final["deepseekeyes"]["evidence"] == []
+            if options is None:  # the finish chunk is the last one
+                assert chunks[-1].choices[0].finish_reason == "stop"
+            else:  # the usage chunk is the last one, as OpenAI sends it
+                assert chunks[-1].choices == []
+                assert chunks[-1].usage is not None
+            assert all("deepseekeyes" not in (c.model_extra or {}) for c in chunks[:-1])
+    finally:
+        api.close()
+
+
+def test_tool_call_deltas_are_forwarded_as_they_arrive(gateway: Gateway) -> None:
+    arguments = '{"city": "Oslo", "days": 3, "units": "metric"}'
+    api = gateway.openai()
+    try:
+        stream = api.chat.completions.create(
+            model="deepseek-v4-flash", tools=[WEATHER], stream=True,
+            messages=[{"role": "user", "content": f"CALL[weather]: {arguments}"}],
+        )
+        chunks = list(stream)
+    finally:
+        api.close()
+    pieces = [call for c in chunks if c.choices for call in c.choices[0].delta.tool_calls or ()]
+    assert len(pieces) > 2  # the opening delta and the arguments in pieces, not one lump
+    assert {p.index for p in pieces} == {0}
+    assert pieces[0].id
+    assert pieces[0].function is not None
+    assert pieces[0].function.name == "weather"
+    assert "".join((p.function.arguments or "") for p in pieces if p.function) == arguments
+    assert sum(1 for p in pieces if p.id) == 1
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finishes[-1] == "tool_calls"
+
+
+def test_content_is_null_beside_tool_calls(gateway: Gateway) -> None:
+    response = gateway.http.post(CHAT, json=chat_body(
+        tools=[WEATHER], messages=[{"role": "user", "content": 'CALL[weather]: {"city": "X"}'}],
+    ))
+    message = response.json()["choices"][0]["message"]
+    assert message["content"] is None
+    assert message["tool_calls"][0]["function"]["name"] == "weather"
+    api = gateway.openai()
+    try:
+        reply = api.chat.completions.create(
+            model="deepseek-v4-flash", tools=[WEATHER],
+            messages=[{"role": "user", "content": 'CALL[weather]: {"city": "X"}'}],
+        )
+    finally:
+        api.close()
+    assert reply.choices[0].message.content is None
+    assert reply.choices[0].message.tool_calls
