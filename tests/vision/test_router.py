@@ -417,3 +417,57 @@ def test_status_lists_routes_in_order(tmp_path: Path) -> None:
     assert local["name"] == "local"
     assert local["order"] == 1
     assert local["probe"] == "exempt"
+
+
+async def test_a_failed_probe_is_retried_after_the_cooldown_not_the_probe_ttl(
+    harness: Harness,
+) -> None:
+    bridge = harness.open(
+        ["misprobe_once", "healthy"], failure_cooldown=60, probe_ttl=86400
+    )
+    first = await bridge.see(png(10, 10))
+    assert first.route == "healthy"
+    assert ("misprobe_once", "probe", "fail") in phases(first.attempts)
+    assert harness.calls("misprobe_once") == 1
+
+    harness.clock.advance(30)  # within the cooldown: the verdict stands
+    second = await bridge.see(png(11, 11))
+    assert ("misprobe_once", "probe", "ineligible") in phases(second.attempts)
+    assert harness.calls("misprobe_once") == 1
+    status = {r["name"]: r for r in bridge.router.status()}
+    assert status["misprobe_once"]["probe"] == "failed"
+
+    harness.clock.advance(31)  # cooldown over, a day not: probed afresh, and now it passes
+    status = {r["name"]: r for r in bridge.router.status()}
+    assert status["misprobe_once"]["probe"] == "expired"
+    third = await bridge.see(png(12, 12))
+    assert third.route == "misprobe_once"
+    assert ("misprobe_once", "probe", "pass") in phases(third.attempts)
+    assert harness.calls("misprobe_once") == 3  # the second probe, then the evidence
+
+
+async def test_a_passed_probe_is_trusted_for_the_probe_ttl(harness: Harness) -> None:
+    bridge = harness.open(["healthy"], failure_cooldown=60, probe_ttl=3600)
+    await bridge.see(png(10, 10))
+    assert harness.calls("healthy") == 2  # probe + evidence
+    harness.clock.advance(3000)  # far past the cooldown, within the probe TTL
+    again = await bridge.see(png(11, 11))
+    assert ("healthy", "probe", "cached") in phases(again.attempts)
+    assert harness.calls("healthy") == 3
+    harness.clock.advance(601)
+    later = await bridge.see(png(12, 12))
+    assert ("healthy", "probe", "pass") in phases(later.attempts)
+
+
+async def test_a_route_that_keeps_misreading_is_reprobed_once_per_cooldown(
+    harness: Harness,
+) -> None:
+    bridge = harness.open(["textonly", "healthy"], failure_cooldown=60)
+    await bridge.see(png(10, 10))
+    await bridge.see(png(11, 11))
+    assert harness.calls("textonly") == 1
+    harness.clock.advance(61)
+    result = await bridge.see(png(12, 12))
+    assert result.route == "healthy"
+    assert ("textonly", "probe", "fail") in phases(result.attempts)
+    assert harness.calls("textonly") == 2
