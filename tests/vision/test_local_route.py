@@ -205,3 +205,22 @@ async def test_any_engine_exception_is_a_route_error_not_a_traceback() -> None:
         await LocalRoute(engine=engine).call(request)
     assert info.value.code == "VISION_ROUTE_ENGINE_FAILED"
     assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_the_local_answer_fingerprint_names_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deepseek_eyes.settings import LocalRouteSettings
+    from deepseek_eyes.vision.routes import local_ocr
+    from deepseek_eyes.vision.routes.local_ocr import LocalOcrEngine, LocalRoute
+
+    engine = LocalOcrEngine()  # never loaded: identity needs no model
+    route = LocalRoute(engine=engine)
+    base = route.answer_fingerprint
+    assert base == LocalRoute(engine=engine).answer_fingerprint
+    assert LocalRoute(
+        settings=LocalRouteSettings(min_confidence=0.9), engine=engine
+    ).answer_fingerprint != base
+    monkeypatch.setattr(local_ocr, "_engine_version", lambda: "99.0.0")
+    assert route.answer_fingerprint != base
+    monkeypatch.setattr(local_ocr, "READ_VERSION", "tiles-2")
+    monkeypatch.setattr(local_ocr, "_engine_version", lambda: local_ocr.ENGINE_ID)
+    assert route.answer_fingerprint != base

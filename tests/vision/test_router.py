@@ -471,3 +471,76 @@ async def test_a_route_that_keeps_misreading_is_reprobed_once_per_cooldown(
     assert result.route == "healthy"
     assert ("textonly", "probe", "fail") in phases(result.attempts)
     assert harness.calls("textonly") == 2
+
+
+async def _see_with(harness: Harness, **route: Any) -> Any:
+    """One ``see`` of the same image on a fresh bridge whose route ``healthy`` has ``route``
+    settings, over the same data directory."""
+    await harness.close()
+    bridge = harness.open(["healthy"], healthy_route=dict(route))
+    return await bridge.see(png(24, 16))
+
+
+async def test_the_cache_is_keyed_by_what_the_route_is_not_its_name(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = harness.loopback.url(f"healthy~{harness.tag}-elsewhere")
+    first = await _see_with(harness)
+    assert not first.cached
+    assert (await _see_with(harness)).cached  # nothing changed: a hit
+
+    moved = await _see_with(harness, base_url=other)
+    assert not moved.cached  # same name, another endpoint
+    assert harness.loopback.calls[f"healthy~{harness.tag}-elsewhere"] == 2  # probe + call
+    assert not (await _see_with(harness, model="vision-2", health_check="none")).cached
+    assert not (await _see_with(harness, temperature=0.7)).cached
+    assert not (await _see_with(harness, json_mode=True)).cached
+    assert (await _see_with(harness, base_url=other)).cached  # each identity keeps its own
+
+    monkeypatch.setattr(
+        "deepseek_eyes.vision.router.prompt_fingerprint", lambda: "prompt-v2"
+    )
+    assert not (await _see_with(harness)).cached  # a new prompt or schema version misses
+
+
+async def test_a_secret_is_not_part_of_the_cache_key(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOOPBACK_VISION_KEY", "sk-one")
+    first = await _see_with(harness, api_key={"env": "LOOPBACK_VISION_KEY"})
+    assert not first.cached
+    monkeypatch.setenv("LOOPBACK_VISION_KEY", "sk-two")
+    assert (await _see_with(harness, api_key={"env": "LOOPBACK_VISION_KEY"})).cached
+    key = first.record.key
+    assert key.fingerprint is not None
+    assert "sk-one" not in key.text
+
+
+async def test_records_cached_before_fingerprints_still_read_but_are_not_served(
+    harness: Harness,
+) -> None:
+    from deepseek_eyes.vision.cache import EvidenceKey, EvidenceRecord
+    from deepseek_eyes.vision.types import Variant
+
+    bridge = harness.open(["healthy"])
+    image = png(24, 16)
+    fresh = await bridge.see(image)
+    # A row exactly as the code before fingerprints wrote it: no fingerprint in key or body.
+    legacy_key = EvidenceKey(fresh.record.key.pixel_sha256, "healthy", Variant.EVIDENCE)
+    legacy = EvidenceRecord.build(
+        legacy_key, image_sha256=fresh.image.sha256, model="vision-1",
+        evidence={**fresh.record.evidence, "summary": "An answer from some old endpoint."},
+        created_at=1.0,
+    )
+    assert "fingerprint" not in legacy.body()["key"]
+    assert legacy_key.text.count("|") == 3
+    bridge.cache.put(legacy)
+    bridge.cache.forget_memory()
+
+    stored = bridge.cache.get(legacy_key)
+    assert stored is not None  # readable, not "tampered"
+    assert stored.verify()
+    again = await bridge.see(image)
+    assert again.cached
+    assert again.record == fresh.record  # the fingerprinted record, not the legacy one
+    assert "tampered" not in [a["outcome"] for a in again.attempts]

@@ -17,6 +17,7 @@ a worker thread behind a lock, since one ONNX session already uses every core.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import logging
 import threading
 from typing import Any
@@ -40,6 +41,16 @@ from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 __all__ = ["LocalOcrEngine", "LocalRoute"]
 
 ENGINE_ID = "rapidocr-3/PP-OCRv6"
+#: Bumped whenever tiling, padding or the engine parameters change what is read.
+READ_VERSION = "tiles-1;cls=off;rec_batch=1"
+
+
+def _engine_version() -> str:
+    """The installed rapidocr version: its wheel carries the models, so it names them."""
+    try:
+        return importlib.metadata.version("rapidocr")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class LocalOcrEngine:
@@ -145,6 +156,16 @@ class LocalRoute:
     @property
     def fingerprint(self) -> str:
         return hashlib.sha256(f"local\n{ENGINE_ID}".encode()).hexdigest()
+
+    @property
+    def answer_fingerprint(self) -> str:
+        """The engine, its installed version (and so its models), how images are fed to
+        it and the confidence cut: any of them changes the evidence."""
+        identity = (
+            f"local\n{ENGINE_ID}\n{_engine_version()}\n{READ_VERSION}\n"
+            f"{self._settings.min_confidence}"
+        )
+        return hashlib.sha256(identity.encode()).hexdigest()
 
     async def check_health(self) -> None:
         """Nothing to reach: the models ship inside the installed package."""
