@@ -111,7 +111,10 @@ ERROR_CODES: Mapping[str, str] = {
     ),
     "VISION_ROUTE_CREDENTIAL_MISSING": "The route's API key reference names an unset variable.",
     "VISION_ROUTE_ENGINE_FAILED": "The embedded local engine failed on this image.",
-    "VISION_PROBE_FAILED": "The route failed the randomized 3×3 pixel probe; it is not trusted.",
+    "VISION_PROBE_FAILED": (
+        "The route failed the randomized 3×3 pixel probe; it is not trusted until"
+        " failure_cooldown passes and a new probe is tried."
+    ),
     "VISION_FAILOVER_EXHAUSTED": (
         "Every eligible route failed; details carry the structured attempts."
     ),

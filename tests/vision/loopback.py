@@ -18,8 +18,9 @@ fresh counters from a shared server without resetting anything.
 
 Behaviours: ``healthy``, ``error500``, ``hang``, ``malformed``, ``cut``, ``cut_once``,
 ``textonly``, ``nomodel``, plus ``nofinish`` (a clean stream with ``[DONE]`` but no finish
-reason), ``badchunk`` (a stream with one chunk that is not JSON) and ``empty`` (an answer
-with empty content).
+reason), ``badchunk`` (a stream with one chunk that is not JSON), ``empty`` (an answer
+with empty content) and ``misprobe_once`` (names the wrong probe colours once, then reads
+the pixels like ``healthy``).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ USAGE = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
 PALETTE: dict[str, tuple[int, int, int]] = dict(PROBE_COLOURS)
 BEHAVIOURS = (
     "healthy", "error500", "hang", "malformed", "cut", "cut_once", "textonly", "nomodel",
-    "nofinish", "badchunk", "empty",
+    "nofinish", "badchunk", "empty", "misprobe_once",
 )
 _MODELS = {"textonly": ["text-1"], "nomodel": ["other-model"]}
 _DATA_URL = re.compile(r"^data:([\w.+/-]+);base64,(.*)$", re.DOTALL)
@@ -378,6 +379,9 @@ class _App:
                 await asyncio.wait_for(self.shutdown.wait(), _HANG_LIMIT_S)
             return _error(503, "the loopback server is shutting down", "server_error", "shutdown")
 
+        if behaviour == "misprobe_once" and "PROBE" in prompt and key not in self._cut_done:
+            self._cut_done.add(key)
+            behaviour = "textonly"
         text = self._answer_text(behaviour, prompt, image)
         cut = behaviour == "cut" or (behaviour == "cut_once" and key not in self._cut_done)
         if stream and cut:

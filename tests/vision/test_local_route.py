@@ -103,3 +103,124 @@ async def test_blank_image_says_no_text(no_network: None, tmp_path: Path) -> Non
         await bridge.aclose()
     assert result.record.evidence["ocr"] == []
     assert "no legible text" in result.record.evidence["summary"]
+
+
+EXTREME_SHAPES = [(20000, 2), (2, 20000), (1, 1), (3, 4000)]
+
+
+def solid(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), rgb).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(("width", "height"), EXTREME_SHAPES)
+async def test_extreme_shapes_through_the_local_route(
+    no_network: None, width: int, height: int
+) -> None:
+    from PIL import Image
+
+    from deepseek_eyes.vision.routes.local_ocr import LocalRoute
+    from deepseek_eyes.vision.types import VisionRequest
+
+    pixels = Image.new("RGB", (width, height), "white")
+    request = VisionRequest(
+        purpose="evidence", image_bytes=b"", media_type="image/png", width=width,
+        height=height, system_prompt="", user_prompt="", variant=Variant.EVIDENCE,
+        pixels=pixels,
+    )
+    answer = await LocalRoute().call(request)
+    assert answer.value is not None
+    assert validate_evidence(answer.value, Variant.EVIDENCE) == []
+    assert answer.value["ocr"] == []
+
+
+@pytest.mark.parametrize(("width", "height"), EXTREME_SHAPES)
+async def test_extreme_shapes_through_the_router(
+    no_network: None, width: int, height: int
+) -> None:
+    settings = Settings()
+    with DataHome.open(settings) as home:
+        bridge = VisionBridge(settings, home)
+        result = await bridge.see(solid(width, height, (250, 250, 245)))
+        await bridge.aclose()
+    assert result.route == "local"
+    assert validate_evidence(result.record.evidence, Variant.EVIDENCE) == []
+    assert "no legible text" in result.record.evidence["summary"]
+
+
+async def test_a_long_text_strip_is_read_across_its_tiles(no_network: None) -> None:
+    import io
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    items = [f"item{i} costs {i}.50 EUR;" for i in range(18)]
+    image = Image.new("RGB", (6000, 48), "white")
+    ImageDraw.Draw(image).text(
+        (10, 8), " ".join(items), fill="black", font=ImageFont.load_default(size=28)
+    )
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    settings = Settings()
+    with DataHome.open(settings) as home:
+        bridge = VisionBridge(settings, home)
+        result = await bridge.see(buffer.getvalue())
+        await bridge.aclose()
+    evidence = result.record.evidence
+    assert validate_evidence(evidence, Variant.EVIDENCE) == []
+    joined = " ".join(texts(evidence))
+    read = [item for item in items if item in joined]
+    assert len(read) >= len(items) - 3, joined
+    for line in evidence["ocr"]:
+        x, y, w, h = line["bbox"]
+        assert min(x, y) >= 0
+        assert max(x + w, y + h) <= 1
+
+
+async def test_any_engine_exception_is_a_route_error_not_a_traceback() -> None:
+    from PIL import Image
+
+    from deepseek_eyes.errors import RouteError
+    from deepseek_eyes.vision.routes.local_ocr import LocalOcrEngine, LocalRoute
+    from deepseek_eyes.vision.types import VisionRequest
+
+    class EngineOwnError(Exception):  # like rapidocr's ResizeImgError: not a RuntimeError
+        pass
+
+    def explode(_: Any) -> None:
+        raise EngineOwnError("resize_w or resize_h is less than or equal to 0")
+
+    engine = LocalOcrEngine()
+    engine._engine = explode
+    request = VisionRequest(
+        purpose="evidence", image_bytes=b"", media_type="image/png", width=40, height=30,
+        system_prompt="", user_prompt="", variant=Variant.EVIDENCE,
+        pixels=Image.new("RGB", (40, 30), "white"),
+    )
+    with pytest.raises(RouteError) as info:
+        await LocalRoute(engine=engine).call(request)
+    assert info.value.code == "VISION_ROUTE_ENGINE_FAILED"
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_the_local_answer_fingerprint_names_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deepseek_eyes.settings import LocalRouteSettings
+    from deepseek_eyes.vision.routes import local_ocr
+    from deepseek_eyes.vision.routes.local_ocr import LocalOcrEngine, LocalRoute
+
+    engine = LocalOcrEngine()  # never loaded: identity needs no model
+    route = LocalRoute(engine=engine)
+    base = route.answer_fingerprint
+    assert base == LocalRoute(engine=engine).answer_fingerprint
+    assert LocalRoute(
+        settings=LocalRouteSettings(min_confidence=0.9), engine=engine
+    ).answer_fingerprint != base
+    monkeypatch.setattr(local_ocr, "_engine_version", lambda: "99.0.0")
+    assert route.answer_fingerprint != base
+    monkeypatch.setattr(local_ocr, "READ_VERSION", "tiles-2")
+    monkeypatch.setattr(local_ocr, "_engine_version", lambda: local_ocr.ENGINE_ID)
+    assert route.answer_fingerprint != base

@@ -417,3 +417,130 @@ def test_status_lists_routes_in_order(tmp_path: Path) -> None:
     assert local["name"] == "local"
     assert local["order"] == 1
     assert local["probe"] == "exempt"
+
+
+async def test_a_failed_probe_is_retried_after_the_cooldown_not_the_probe_ttl(
+    harness: Harness,
+) -> None:
+    bridge = harness.open(
+        ["misprobe_once", "healthy"], failure_cooldown=60, probe_ttl=86400
+    )
+    first = await bridge.see(png(10, 10))
+    assert first.route == "healthy"
+    assert ("misprobe_once", "probe", "fail") in phases(first.attempts)
+    assert harness.calls("misprobe_once") == 1
+
+    harness.clock.advance(30)  # within the cooldown: the verdict stands
+    second = await bridge.see(png(11, 11))
+    assert ("misprobe_once", "probe", "ineligible") in phases(second.attempts)
+    assert harness.calls("misprobe_once") == 1
+    status = {r["name"]: r for r in bridge.router.status()}
+    assert status["misprobe_once"]["probe"] == "failed"
+
+    harness.clock.advance(31)  # cooldown over, a day not: probed afresh, and now it passes
+    status = {r["name"]: r for r in bridge.router.status()}
+    assert status["misprobe_once"]["probe"] == "expired"
+    third = await bridge.see(png(12, 12))
+    assert third.route == "misprobe_once"
+    assert ("misprobe_once", "probe", "pass") in phases(third.attempts)
+    assert harness.calls("misprobe_once") == 3  # the second probe, then the evidence
+
+
+async def test_a_passed_probe_is_trusted_for_the_probe_ttl(harness: Harness) -> None:
+    bridge = harness.open(["healthy"], failure_cooldown=60, probe_ttl=3600)
+    await bridge.see(png(10, 10))
+    assert harness.calls("healthy") == 2  # probe + evidence
+    harness.clock.advance(3000)  # far past the cooldown, within the probe TTL
+    again = await bridge.see(png(11, 11))
+    assert ("healthy", "probe", "cached") in phases(again.attempts)
+    assert harness.calls("healthy") == 3
+    harness.clock.advance(601)
+    later = await bridge.see(png(12, 12))
+    assert ("healthy", "probe", "pass") in phases(later.attempts)
+
+
+async def test_a_route_that_keeps_misreading_is_reprobed_once_per_cooldown(
+    harness: Harness,
+) -> None:
+    bridge = harness.open(["textonly", "healthy"], failure_cooldown=60)
+    await bridge.see(png(10, 10))
+    await bridge.see(png(11, 11))
+    assert harness.calls("textonly") == 1
+    harness.clock.advance(61)
+    result = await bridge.see(png(12, 12))
+    assert result.route == "healthy"
+    assert ("textonly", "probe", "fail") in phases(result.attempts)
+    assert harness.calls("textonly") == 2
+
+
+async def _see_with(harness: Harness, **route: Any) -> Any:
+    """One ``see`` of the same image on a fresh bridge whose route ``healthy`` has ``route``
+    settings, over the same data directory."""
+    await harness.close()
+    bridge = harness.open(["healthy"], healthy_route=dict(route))
+    return await bridge.see(png(24, 16))
+
+
+async def test_the_cache_is_keyed_by_what_the_route_is_not_its_name(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = harness.loopback.url(f"healthy~{harness.tag}-elsewhere")
+    first = await _see_with(harness)
+    assert not first.cached
+    assert (await _see_with(harness)).cached  # nothing changed: a hit
+
+    moved = await _see_with(harness, base_url=other)
+    assert not moved.cached  # same name, another endpoint
+    assert harness.loopback.calls[f"healthy~{harness.tag}-elsewhere"] == 2  # probe + call
+    assert not (await _see_with(harness, model="vision-2", health_check="none")).cached
+    assert not (await _see_with(harness, temperature=0.7)).cached
+    assert not (await _see_with(harness, json_mode=True)).cached
+    assert (await _see_with(harness, base_url=other)).cached  # each identity keeps its own
+
+    monkeypatch.setattr(
+        "deepseek_eyes.vision.router.prompt_fingerprint", lambda: "prompt-v2"
+    )
+    assert not (await _see_with(harness)).cached  # a new prompt or schema version misses
+
+
+async def test_a_secret_is_not_part_of_the_cache_key(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOOPBACK_VISION_KEY", "sk-one")
+    first = await _see_with(harness, api_key={"env": "LOOPBACK_VISION_KEY"})
+    assert not first.cached
+    monkeypatch.setenv("LOOPBACK_VISION_KEY", "sk-two")
+    assert (await _see_with(harness, api_key={"env": "LOOPBACK_VISION_KEY"})).cached
+    key = first.record.key
+    assert key.fingerprint is not None
+    assert "sk-one" not in key.text
+
+
+async def test_records_cached_before_fingerprints_still_read_but_are_not_served(
+    harness: Harness,
+) -> None:
+    from deepseek_eyes.vision.cache import EvidenceKey, EvidenceRecord
+    from deepseek_eyes.vision.types import Variant
+
+    bridge = harness.open(["healthy"])
+    image = png(24, 16)
+    fresh = await bridge.see(image)
+    # A row exactly as the code before fingerprints wrote it: no fingerprint in key or body.
+    legacy_key = EvidenceKey(fresh.record.key.pixel_sha256, "healthy", Variant.EVIDENCE)
+    legacy = EvidenceRecord.build(
+        legacy_key, image_sha256=fresh.image.sha256, model="vision-1",
+        evidence={**fresh.record.evidence, "summary": "An answer from some old endpoint."},
+        created_at=1.0,
+    )
+    assert "fingerprint" not in legacy.body()["key"]
+    assert legacy_key.text.count("|") == 3
+    bridge.cache.put(legacy)
+    bridge.cache.forget_memory()
+
+    stored = bridge.cache.get(legacy_key)
+    assert stored is not None  # readable, not "tampered"
+    assert stored.verify()
+    again = await bridge.see(image)
+    assert again.cached
+    assert again.record == fresh.record  # the fingerprinted record, not the legacy one
+    assert "tampered" not in [a["outcome"] for a in again.attempts]

@@ -1,10 +1,20 @@
 """Immutable evidence records, keyed by what the evidence is about, in memory and SQLite.
 
-A record is keyed by the decoded pixels' hash, the route, the schema variant and, for a
-targeted reread, the question's hash. Keying by pixels (not encoded bytes) lets a PNG and a
-BMP of the same screenshot share evidence; the encoded bytes' hash maps to the pixel hash
-through the ``images`` table, so a repeat of known bytes costs one SHA-256 and two lookups
-and never a decode.
+A record is keyed by the decoded pixels' hash, the route, the route's answer fingerprint,
+the schema variant and, for a targeted reread, the question's hash. The fingerprint (see
+:attr:`~deepseek_eyes.vision.types.VisionRoute.answer_fingerprint`, combined with the
+prompt and schema version by the router) is what makes a key mean "what *this* endpoint
+and model, asked *this* way, said": a route pointed at another endpoint or model, given
+other options, or asked with another prompt or schema, misses instead of serving the old
+answer.
+
+Records written before the fingerprint existed keep their old key text and body, so they
+still verify and read (nothing is migrated or rewritten: rows are immutable), but no new
+lookup asks for them: nobody knows which endpoint made them.
+
+Keying by pixels (not encoded bytes) lets a PNG and a BMP of the same screenshot share
+evidence; the encoded bytes' hash maps to the pixel hash through the ``images`` table, so a
+repeat of known bytes costs one SHA-256 and two lookups and never a decode.
 
 Each record carries the SHA-256 of its own canonical body. The database forbids UPDATE on
 evidence rows; a row whose body no longer matches its hash (edited by hand, disk damage) is
@@ -60,10 +70,19 @@ class EvidenceKey:
     route: str
     variant: Variant
     question_sha256: str | None = None
+    #: The route's answer fingerprint; None only for records made before it existed.
+    fingerprint: str | None = None
 
     @property
     def text(self) -> str:
-        return f"{self.pixel_sha256}|{self.route}|{self.variant.value}|{self.question_sha256 or ''}"
+        text = f"{self.pixel_sha256}|{self.route}|{self.variant.value}|{self.question_sha256 or ''}"
+        return text if self.fingerprint is None else f"{text}|{self.fingerprint}"
+
+    def as_body(self) -> dict[str, Any]:
+        body = {**asdict(self), "variant": self.variant.value}
+        if self.fingerprint is None:
+            del body["fingerprint"]  # a legacy record's hashed body never had the field
+        return body
 
 
 @dataclass(frozen=True)
@@ -100,7 +119,7 @@ class EvidenceRecord:
         created_at: float,
     ) -> dict[str, Any]:
         return {
-            "key": {**asdict(key), "variant": key.variant.value},
+            "key": key.as_body(),
             "image_sha256": image_sha256,
             "model": model,
             "evidence": json.loads(evidence_json),
@@ -142,7 +161,8 @@ class EvidenceRecord:
         body = json.loads(record_text)
         k = body["key"]
         key = EvidenceKey(
-            k["pixel_sha256"], k["route"], Variant(k["variant"]), k["question_sha256"]
+            k["pixel_sha256"], k["route"], Variant(k["variant"]), k["question_sha256"],
+            k.get("fingerprint"),
         )
         return cls(
             key=key,

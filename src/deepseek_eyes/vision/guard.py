@@ -9,8 +9,13 @@ Two rules a newcomer would otherwise bend:
 
 * Only operational failures (timeouts, connection errors, HTTP errors, cut streams) open a
   circuit. A probe *verdict* is different: a route that names the wrong colours is
-  ineligible for ``probe_ttl``, while a probe that merely failed to arrive is an
-  operational failure like any other.
+  ineligible, while a probe that merely failed to arrive is an operational failure like
+  any other.
+* A verdict's lifetime depends on its outcome. A pass is trusted for ``probe_ttl`` (a day:
+  probing costs a call, and a route that read pixels yesterday still does). A failure
+  stands only for ``failure_cooldown``, then the route is probed afresh: one bad answer (a
+  model that misnamed a colour once, a proxy fixed since) must not lock a route out for a
+  day.
 * An SSE stream cut before its finish reason is retried once on the same route, for probes
   and evidence alike; both tries stay visible in the attempts.
 """
@@ -42,6 +47,11 @@ class RouterPolicy:
     failover_attempts: int = 2
     probe: bool = True
     probe_ttl: float = 86400.0
+
+    def verdict_ttl(self, *, ok: bool) -> float:
+        """How long a probe verdict stands: a pass for ``probe_ttl``, a failure only for
+        ``failure_cooldown`` (then the route is probed again)."""
+        return self.probe_ttl if ok else self.failure_cooldown
 
     @classmethod
     def from_settings(cls, settings: VisionSettings) -> RouterPolicy:
@@ -124,8 +134,8 @@ class RouteGuard:
             mode = self._routes[name].probe_mode(self.policy)
             if (
                 mode == "required"
-                and state.probe_fresh(now, self.policy.probe_ttl)
                 and state.probe_ok is False
+                and state.probe_fresh(now, self.policy.verdict_ttl(ok=False))
             ):
                 op.record("probe", "ineligible", route=name, code="VISION_PROBE_FAILED")
                 probe_failed.append(
@@ -195,7 +205,7 @@ class RouteGuard:
             op.record("probe", mode, route=name)
             return
         state = self.state(name)
-        if state.probe_fresh(self._clock(), self.policy.probe_ttl) and state.probe_ok:
+        if state.probe_ok and state.probe_fresh(self._clock(), self.policy.verdict_ttl(ok=True)):
             op.record("probe", "cached", route=name)
             return
         await self.probe(name, op=op)
@@ -205,7 +215,8 @@ class RouteGuard:
 
         Raises:
             ProbeFailedError: fewer than nine cells were right; the route is ineligible
-                until ``probe_ttl`` passes or a later probe passes.
+                until ``failure_cooldown`` passes (then it is probed again) or a later
+                probe passes.
             RouteError: the probe call itself failed (an operational failure).
         """
         op = op or self._attempts.operation("probe")
@@ -305,7 +316,7 @@ class RouteGuard:
                 ),
                 "last_code": state.last_code,
                 "probe": mode if mode != "required" else _probe_word(
-                    state, now, self.policy.probe_ttl
+                    state, now, self.policy.verdict_ttl(ok=bool(state.probe_ok))
                 ),
             })
         return out

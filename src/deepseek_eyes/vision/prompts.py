@@ -6,10 +6,13 @@ the same file the gate compiles, so what we ask for and what we accept cannot dr
 
 from __future__ import annotations
 
+import functools
+import hashlib
+
 from deepseek_eyes.vision.evidence import prompt_schema
 from deepseek_eyes.vision.types import Variant
 
-__all__ = ["evidence_prompts", "target_prompts"]
+__all__ = ["evidence_prompts", "prompt_fingerprint", "target_prompts"]
 
 _RULES = (
     "You are the eyes of a text-only reasoning model that cannot see the image. Report only "
@@ -32,6 +35,17 @@ def evidence_prompts(width: int, height: int) -> tuple[str, str]:
         "with its label and unit as quantitative_facts; and uncertainties."
     )
     return system, user
+
+
+@functools.cache
+def prompt_fingerprint() -> str:
+    """Hash of every prompt template and the schema text in it: part of each evidence cache
+    key, so rewording a prompt or changing the schema does not serve old answers."""
+    parts = [
+        *evidence_prompts(0, 0), *target_prompts(0, 0, ""),
+        prompt_schema(Variant.EVIDENCE), prompt_schema(Variant.TARGET),
+    ]
+    return hashlib.sha256("\n\x00".join(parts).encode()).hexdigest()
 
 
 def target_prompts(width: int, height: int, question: str) -> tuple[str, str]:

@@ -50,7 +50,7 @@ from deepseek_eyes.vision.canonical import canonicalize
 from deepseek_eyes.vision.evidence import require_valid
 from deepseek_eyes.vision.guard import RouteEntry, RouteGuard, RouterPolicy
 from deepseek_eyes.vision.intake import DecodedImage, ImageLimits, decode_image
-from deepseek_eyes.vision.prompts import evidence_prompts, target_prompts
+from deepseek_eyes.vision.prompts import evidence_prompts, prompt_fingerprint, target_prompts
 from deepseek_eyes.vision.route_state import RouteStateStore
 from deepseek_eyes.vision.types import Variant, VisionRequest
 
@@ -142,6 +142,13 @@ class VisionRouter:
                 ordered.append(name)
         return ordered
 
+    def cache_fingerprint(self, name: str) -> str:
+        """What evidence from ``name`` is cached under: the route's answer fingerprint
+        (endpoint, model, options; engine identity) with the prompt and schema version."""
+        route = self._routes[name].route
+        identity = f"{route.answer_fingerprint}\n{prompt_fingerprint()}"
+        return hashlib.sha256(identity.encode()).hexdigest()
+
     # acquisition ------------------------------------------------------------
     async def acquire(
         self,
@@ -196,7 +203,7 @@ class VisionRouter:
         qsha: str | None,
     ) -> Acquisition | None:
         for name in order:
-            key = EvidenceKey(meta.pixel_sha256, name, variant, qsha)
+            key = EvidenceKey(meta.pixel_sha256, name, variant, qsha, self.cache_fingerprint(name))
             try:
                 record = self._cache.get(key)
             except EvidenceIntegrityError as exc:
@@ -355,7 +362,7 @@ class VisionRouter:
             latency_ms=(time.perf_counter() - started) * 1000,
         )
         record = EvidenceRecord.build(
-            EvidenceKey(meta.pixel_sha256, name, variant, qsha),
+            EvidenceKey(meta.pixel_sha256, name, variant, qsha, self.cache_fingerprint(name)),
             image_sha256=meta.sha256,
             model=answer.model or route.model,
             evidence=evidence,

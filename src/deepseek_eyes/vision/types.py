@@ -106,6 +106,13 @@ class VisionRoute(Protocol):
         ...
 
     @property
+    def answer_fingerprint(self) -> str:
+        """Stable hash of everything about the route that changes its answers (kind,
+        endpoint, model, sampling and format options; the local engine's identity and
+        version), never a secret: cached evidence is only reused while it is unchanged."""
+        ...
+
+    @property
     def box_convention(self) -> str: ...
 
     async def check_health(self) -> None:

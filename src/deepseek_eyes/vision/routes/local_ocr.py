@@ -6,6 +6,10 @@ offline. ``rapidocr-onnxruntime`` 1.4 lost word spaces on degraded text and Debi
 tesseract was slower on the same images. The text-direction classifier is off: it costs a
 fifth of the time and upside-down text is rare in screens and documents.
 
+Any image shape is read: tiny sides are padded and very long images tiled before the engine
+sees them (:mod:`deepseek_eyes.vision.tiling` says how and why), and whatever the engine
+still raises becomes ``VISION_ROUTE_ENGINE_FAILED``, never a traceback.
+
 The engine is loaded once per process, lazily (about half a second and ~400 MB), and runs in
 a worker thread behind a lock, since one ONNX session already uses every core.
 """
@@ -13,6 +17,7 @@ a worker thread behind a lock, since one ONNX session already uses every core.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import logging
 import threading
 from typing import Any
@@ -23,11 +28,29 @@ import numpy as np
 from deepseek_eyes.errors import RouteError
 from deepseek_eyes.settings import LocalRouteSettings
 from deepseek_eyes.vision.layout import Segment, build_evidence, build_target
+from deepseek_eyes.vision.tiling import (
+    border_colour,
+    merge_tiles,
+    plan_sheets,
+    plan_tiles,
+    render_sheet,
+    split_sheet,
+)
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 
 __all__ = ["LocalOcrEngine", "LocalRoute"]
 
 ENGINE_ID = "rapidocr-3/PP-OCRv6"
+#: Bumped whenever tiling, padding or the engine parameters change what is read.
+READ_VERSION = "tiles-1;cls=off;rec_batch=1"
+
+
+def _engine_version() -> str:
+    """The installed rapidocr version: its wheel carries the models, so it names them."""
+    try:
+        return importlib.metadata.version("rapidocr")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class LocalOcrEngine:
@@ -68,26 +91,43 @@ class LocalOcrEngine:
         return self._engine
 
     def read(self, rgb: np.ndarray[Any, Any]) -> list[Segment]:
-        """OCR segments of an RGB image array (H×W×3, uint8)."""
+        """OCR segments of an RGB image array (H×W×3, uint8) of any shape.
+
+        Raises:
+            RuntimeError: the engine failed (its own exception types are not part of its
+                API, so they are wrapped here rather than escaping as a traceback).
+        """
+        height, width = rgb.shape[:2]
+        tiles = plan_tiles(width, height)
+        fill = border_colour(rgb)
+        found: dict[int, list[Segment]] = {}
         with self._lock:
             engine = self._load()
-            # RapidOCR takes OpenCV's BGR channel order for arrays.
-            result = engine(np.ascontiguousarray(rgb[:, :, ::-1]))
-        boxes = getattr(result, "boxes", None)
-        texts = getattr(result, "txts", None)
-        scores = getattr(result, "scores", None)
-        if boxes is None or texts is None or scores is None:
-            return []
-        segments: list[Segment] = []
-        for quad, text, score in zip(boxes, texts, scores, strict=False):
-            xs = [float(p[0]) for p in quad]
-            ys = [float(p[1]) for p in quad]
-            cleaned = str(text).strip()
-            if cleaned:
-                segments.append(
-                    Segment(cleaned, min(xs), min(ys), max(xs), max(ys), float(score))
-                )
-        return segments
+            for sheet in plan_sheets(tiles):
+                pixels = render_sheet(rgb, tiles, sheet, fill)
+                try:
+                    # RapidOCR takes OpenCV's BGR channel order for arrays.
+                    result = engine(np.ascontiguousarray(pixels[:, :, ::-1]))
+                except Exception as exc:  # any engine failure, one code
+                    raise RuntimeError(f"{type(exc).__name__}: {exc}") from exc
+                found.update(split_sheet(tiles, sheet, _segments(result)))
+        return merge_tiles(tiles, [found[index] for index in range(len(tiles))])
+
+
+def _segments(result: Any) -> list[Segment]:
+    boxes = getattr(result, "boxes", None)
+    texts = getattr(result, "txts", None)
+    scores = getattr(result, "scores", None)
+    if boxes is None or texts is None or scores is None:
+        return []
+    segments: list[Segment] = []
+    for quad, text, score in zip(boxes, texts, scores, strict=False):
+        xs = [float(p[0]) for p in quad]
+        ys = [float(p[1]) for p in quad]
+        cleaned = str(text).strip()
+        if cleaned:
+            segments.append(Segment(cleaned, min(xs), min(ys), max(xs), max(ys), float(score)))
+    return segments
 
 
 class LocalRoute:
@@ -116,6 +156,16 @@ class LocalRoute:
     @property
     def fingerprint(self) -> str:
         return hashlib.sha256(f"local\n{ENGINE_ID}".encode()).hexdigest()
+
+    @property
+    def answer_fingerprint(self) -> str:
+        """The engine, its installed version (and so its models), how images are fed to
+        it and the confidence cut: any of them changes the evidence."""
+        identity = (
+            f"local\n{ENGINE_ID}\n{_engine_version()}\n{READ_VERSION}\n"
+            f"{self._settings.min_confidence}"
+        )
+        return hashlib.sha256(identity.encode()).hexdigest()
 
     async def check_health(self) -> None:
         """Nothing to reach: the models ship inside the installed package."""

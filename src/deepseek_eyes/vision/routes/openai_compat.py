@@ -13,12 +13,16 @@ Decisions a newcomer would otherwise undo:
   endpoint were down. Every transport, status and format failure is ``operational=True``.
 * The fingerprint hashes kind, base URL and model only, never the key: rotating a key
   keeps a passed probe, while pointing the route at another endpoint or model drops it.
+  The answer fingerprint, which keys cached evidence, adds what changes an answer but not
+  whether the route reads pixels: ``max_tokens``, ``temperature``, ``json_mode``, the box
+  convention and the names (never the values) of extra headers.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -55,6 +59,17 @@ class OpenAIRoute:
         self._fingerprint = hashlib.sha256(
             f"openai\n{self._base_url}\n{self._model}".encode()
         ).hexdigest()
+        answer = {
+            "fingerprint": self._fingerprint,
+            "max_tokens": settings.max_tokens,
+            "temperature": settings.temperature,
+            "json_mode": settings.json_mode,
+            "box_convention": settings.box_convention,
+            "header_names": sorted(name.lower() for name in settings.headers),
+        }
+        self._answer_fingerprint = hashlib.sha256(
+            json.dumps(answer, sort_keys=True).encode()
+        ).hexdigest()
 
     # -- identity ------------------------------------------------------------------------
 
@@ -77,6 +92,10 @@ class OpenAIRoute:
     @property
     def fingerprint(self) -> str:
         return self._fingerprint
+
+    @property
+    def answer_fingerprint(self) -> str:
+        return self._answer_fingerprint
 
     @property
     def box_convention(self) -> str:
