@@ -21,8 +21,8 @@ from pathlib import Path
 
 from PIL import Image
 
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
-from deepseek_eyes.store.home import DataHome
 from deepseek_eyes.vision.bridge import VisionBridge
 
 CORPUS = Path(__file__).resolve().parent / "corpus"

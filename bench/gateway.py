@@ -34,9 +34,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.settings import Settings
-from deepseek_eyes.store.home import DataHome
 from runtime.upstream import LoopbackUpstream
 
 RECEIPT = ROOT / "examples" / "receipt.png"

@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import Sample, Score, samples
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
-from deepseek_eyes.store.home import DataHome
 from deepseek_eyes.vision.bridge import VisionBridge
 
 

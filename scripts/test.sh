@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up DeepSeekEyes with everything its tests use, then run lint, type checks, the
-# terminal server's conformance checks and the whole test suite. Extra arguments go to
+# import layers (import-linter), the terminal server's conformance checks and the whole
+# test suite. Extra arguments go to
 # pytest. With CI=true a missing test dependency fails instead of skipping.
 #   .venv          the package with its dev extras (scripts/setup.sh dev)
 #   Debian, npm    bubblewrap, chromium, Node 22, the MCP conformance suite and the MCP
@@ -11,6 +12,7 @@ scripts/setup.sh dev
 scripts/ci-deps.sh
 .venv/bin/ruff check src tests bench scripts
 .venv/bin/mypy
+.venv/bin/lint-imports --no-cache  # the layers of docs/architecture.md (pyproject.toml)
 scripts/terminal-conformance.sh
 scripts/mcp-conformance.sh  # the MCP host client against the suite's client scenarios
 exec .venv/bin/pytest "$@"

@@ -21,9 +21,9 @@ import pytest
 
 from conftest import require_module
 from deepseek_eyes.gateway.app import create_app
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.settings import Settings
-from deepseek_eyes.store.home import DataHome
 from runtime.upstream import LoopbackUpstream
 from threaded_server import ThreadedServer
 

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.llm.client import ToolCall
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest, _ToolRelay
 from deepseek_eyes.settings import Settings
-from deepseek_eyes.store.home import DataHome
 from runtime.upstream import LoopbackUpstream
 
 pytestmark = pytest.mark.anyio

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
-from deepseek_eyes.store.home import DataHome
 from deepseek_eyes.vision.bridge import VisionBridge
 from deepseek_eyes.vision.evidence import validate_evidence
 from deepseek_eyes.vision.types import Variant

@@ -17,8 +17,8 @@ import pytest
 from PIL import Image
 
 from deepseek_eyes.errors import DeepSeekEyesError, ImageError
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
-from deepseek_eyes.store.home import DataHome
 from deepseek_eyes.vision.bridge import VisionBridge
 from vision.loopback import LoopbackVisionServer, solid_png
 

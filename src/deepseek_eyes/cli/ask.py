@@ -14,11 +14,11 @@ import click
 
 from deepseek_eyes.cli.common import dump_json, loaded_settings
 from deepseek_eyes.errors import StoreError
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest, usage_json
 from deepseek_eyes.store.events import SessionStore
-from deepseek_eyes.store.home import DataHome
 from deepseek_eyes.vision.intake import ImageLimits, read_image_file
 
 __all__ = ["ask_command", "serve_command", "sessions_group"]

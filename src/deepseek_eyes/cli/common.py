@@ -34,7 +34,7 @@ def loaded_settings(ctx: click.Context) -> LoadedSettings:
 
 @contextlib.asynccontextmanager
 async def open_bridge(ctx: click.Context) -> AsyncIterator[VisionBridge]:
-    from deepseek_eyes.store.home import DataHome
+    from deepseek_eyes.home import DataHome
     from deepseek_eyes.vision.bridge import VisionBridge
 
     loaded = loaded_settings(ctx)

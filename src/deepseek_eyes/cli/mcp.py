@@ -19,6 +19,7 @@ import click
 
 from deepseek_eyes.cli.common import dump_json, loaded_settings
 from deepseek_eyes.errors import McpError
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp.audit import stored_records
 from deepseek_eyes.mcp.host import CallResult, McpHost
 from deepseek_eyes.mcp.importer import import_servers
@@ -26,7 +27,6 @@ from deepseek_eyes.mcp.manager import McpManager
 from deepseek_eyes.mcp.running import running_host
 from deepseek_eyes.mcp.settings_file import edit_selectors, edit_settings_file, read_raw
 from deepseek_eyes.settings import CONFIG_FILENAME
-from deepseek_eyes.store.home import DataHome
 
 __all__ = ["mcp_group"]
 

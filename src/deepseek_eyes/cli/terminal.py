@@ -14,7 +14,7 @@ import click
 
 from deepseek_eyes.cli.common import dump_json, ensure_can_listen, loaded_settings
 from deepseek_eyes.errors import ReceiptError
-from deepseek_eyes.store.home import DataHome
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.terminal.config import (
     build_service,
     load_keyring,

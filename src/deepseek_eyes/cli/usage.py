@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from deepseek_eyes.cli.common import dump_json, loaded_settings
-from deepseek_eyes.store.home import DataHome
+from deepseek_eyes.home import DataHome
 
 __all__ = ["usage_command"]
 

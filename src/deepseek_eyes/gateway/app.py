@@ -43,12 +43,12 @@ from starlette.routing import Route
 
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, LLMError, StoreError
 from deepseek_eyes.gateway.body import check_fields, parse_body
+from deepseek_eyes.gateway.fetch import fetch_image
 from deepseek_eyes.runtime.messages import Fetch, parse_messages
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest, TurnResult, deepseekeyes_json, usage_json
 from deepseek_eyes.settings import GatewaySettings, is_loopback_host
 from deepseek_eyes.store.events import SessionStore
-from deepseek_eyes.store.fetch import fetch_image
 
 __all__ = ["SESSION_HEADER", "check_bind", "create_app", "error_status"]
 

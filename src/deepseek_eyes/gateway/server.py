@@ -20,9 +20,9 @@ import uvicorn
 
 from deepseek_eyes.errors import ConfigError
 from deepseek_eyes.gateway.app import check_bind, create_app
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.settings import Settings
-from deepseek_eyes.store.home import DataHome
 
 __all__ = ["gateway_key", "serve"]
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp.audit import McpAudit
 from deepseek_eyes.mcp.host import McpHost
 from deepseek_eyes.mcp.manager import McpManager
 from deepseek_eyes.settings import Settings
-from deepseek_eyes.store.home import DataHome
 
 __all__ = ["running_host"]
 

@@ -9,6 +9,7 @@ runner. The CLI and the gateway both hold exactly this object, so ``ask`` and
 from __future__ import annotations
 
 from deepseek_eyes.errors import ConfigError, LLMError
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.client import ChatClient
 from deepseek_eyes.runtime.look import LookTool
@@ -16,7 +17,6 @@ from deepseek_eyes.runtime.tools import ToolRegistry
 from deepseek_eyes.runtime.turn import TurnRequest, TurnResult, TurnRunner, TurnStream
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.store.events import SessionStore
-from deepseek_eyes.store.home import DataHome
 from deepseek_eyes.vision.bridge import VisionBridge
 
 __all__ = ["Runtime"]

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 import anyio
 
 from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.store.blobs import sha256_hex
-from deepseek_eyes.store.home import DataHome
 from deepseek_eyes.vision.attempts import AttemptLog
 from deepseek_eyes.vision.cache import EvidenceCache, ImageMeta
 from deepseek_eyes.vision.guard import RouteEntry

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from deepseek_eyes.errors import TurnError
-from deepseek_eyes.store.fetch import fetch_image
+from deepseek_eyes.gateway.fetch import fetch_image
 
 pytestmark = pytest.mark.anyio
 
