@@ -26,15 +26,16 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, cast
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
+from typing import TYPE_CHECKING, Any, cast
 
 from deepseek_eyes.errors import EvidenceError
 from deepseek_eyes.vision.types import Variant
+
+if TYPE_CHECKING:
+    # jsonschema loads with the first validation, not with the module: a cached `see`
+    # validates nothing, and jsonschema with its dependencies is a tenth of a second.
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 __all__ = [
     "SCHEMA_ID",
@@ -100,6 +101,8 @@ def _document() -> Mapping[str, Any]:
     )
     document = cast("dict[str, Any]", json.loads(text))
     # A broken schema file is a programming error; fail loudly at first use, not per call.
+    from jsonschema import Draft202012Validator
+
     Draft202012Validator.check_schema(document)
     return document
 
@@ -111,6 +114,10 @@ def schema_document() -> dict[str, Any]:
 
 @functools.cache
 def _validator(variant: Variant) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
     resource: Resource[Any] = DRAFT202012.create_resource(dict(_document()))
     registry: Registry[Any] = Registry().with_resource(SCHEMA_ID, resource)
     return Draft202012Validator({"$ref": f"{SCHEMA_ID}#/$defs/{variant.short}"}, registry=registry)
@@ -259,6 +266,8 @@ def _describe_alternatives(error: ValidationError) -> Iterator[_Found]:
             "type",
         )
     else:
+        from jsonschema.exceptions import best_match
+
         yield from _describe(best_match(context))
 
 

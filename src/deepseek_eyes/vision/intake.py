@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 
 from deepseek_eyes.errors import ImageError
@@ -328,6 +327,8 @@ def _wide_gray_to_8bit(image: Image.Image) -> Image.Image:
     Pillow's own ``convert("L")`` clips values above 255 instead of scaling them, and its
     ``I;16`` → ``RGBA`` conversion compares the clipped value with the key.
     """
+    import numpy as np  # only 16-bit gray needs it; a cached `see` never decodes (start-up)
+
     values = np.asarray(image.convert("I"), dtype=np.int64)
     gray = Image.fromarray(np.clip(values >> 8, 0, 255).astype(np.uint8))
     key = image.info.get("transparency")

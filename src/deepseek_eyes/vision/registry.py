@@ -13,7 +13,7 @@ import re
 from deepseek_eyes.settings import LLMSettings, RouteSettings, VisionSettings
 from deepseek_eyes.vision.guard import RouteEntry
 from deepseek_eyes.vision.routes.local_ocr import LocalRoute
-from deepseek_eyes.vision.routes.openai_compat import OpenAIRoute
+from deepseek_eyes.vision.types import VisionRoute
 
 __all__ = ["auto_route_settings", "build_routes"]
 
@@ -37,22 +37,32 @@ def auto_route_settings(llm: LLMSettings) -> list[RouteSettings]:
     return routes
 
 
+def _remote(settings: RouteSettings) -> VisionRoute:
+    from deepseek_eyes.vision.routes.openai_compat import OpenAIRoute
+
+    return OpenAIRoute(settings)
+
+
 def build_routes(
     vision: VisionSettings, llm: LLMSettings
 ) -> tuple[dict[str, RouteEntry], list[str]]:
-    """All routes by name, and the names of auto-detected ones (empty unless enabled)."""
+    """All routes by name, and the names of auto-detected ones (empty unless enabled).
+
+    The OpenAI-compatible route (and with it the HTTP client) is imported only when a remote
+    route exists: the local-only default starts without it (`see` on a cached image).
+    """
     entries: dict[str, RouteEntry] = {}
     for settings in vision.routes:
         if settings.kind == "local":
             entries[settings.name] = RouteEntry(LocalRoute(settings.name, vision.local))
         else:
-            entries[settings.name] = RouteEntry(OpenAIRoute(settings), probe=settings.probe)
+            entries[settings.name] = RouteEntry(_remote(settings), probe=settings.probe)
     if "local" not in entries:
         entries["local"] = RouteEntry(LocalRoute("local", vision.local))
     auto: list[str] = []
     if vision.auto_detect:
         for settings in auto_route_settings(llm):
             if settings.name not in entries:
-                entries[settings.name] = RouteEntry(OpenAIRoute(settings))
+                entries[settings.name] = RouteEntry(_remote(settings))
                 auto.append(settings.name)
     return entries, auto

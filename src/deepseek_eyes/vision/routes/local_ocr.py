@@ -20,23 +20,17 @@ import hashlib
 import importlib.metadata
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import numpy as np
 
 from deepseek_eyes.errors import RouteError
 from deepseek_eyes.settings import LocalRouteSettings
 from deepseek_eyes.vision.layout import Segment, build_evidence, build_target
-from deepseek_eyes.vision.tiling import (
-    border_colour,
-    merge_tiles,
-    plan_sheets,
-    plan_tiles,
-    render_sheet,
-    split_sheet,
-)
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["LocalOcrEngine", "LocalRoute"]
 
@@ -97,6 +91,19 @@ class LocalOcrEngine:
             RuntimeError: the engine failed (its own exception types are not part of its
                 API, so they are wrapped here rather than escaping as a traceback).
         """
+        # numpy and the tiler load with the first read, not with the route: every command
+        # builds the local route, and a cached `see` never reads (start-up time).
+        import numpy as np
+
+        from deepseek_eyes.vision.tiling import (
+            border_colour,
+            merge_tiles,
+            plan_sheets,
+            plan_tiles,
+            render_sheet,
+            split_sheet,
+        )
+
         height, width = rgb.shape[:2]
         tiles = plan_tiles(width, height)
         fill = border_colour(rgb)
@@ -181,6 +188,8 @@ class LocalRoute:
         width, height = pixels.size
 
         def run() -> dict[str, object]:
+            import numpy as np
+
             segments = self._engine.read(np.asarray(pixels.convert("RGB")))
             if request.variant is Variant.TARGET and request.question:
                 return build_target(segments, width, height, request.question)
