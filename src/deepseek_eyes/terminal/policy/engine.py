@@ -38,7 +38,7 @@ from deepseek_eyes.terminal.policy.commandline import (
     split_command,
 )
 from deepseek_eyes.terminal.policy.gitrepo import repository_risks
-from deepseek_eyes.terminal.policy.grammars import GRAMMARS
+from deepseek_eyes.terminal.policy.grammars import GRAMMARS, read_git_globals
 from deepseek_eyes.terminal.policy.paths import ResolvedExecutable, Workspace, resolve_executable
 from deepseek_eyes.terminal.policy.programs import (
     EXEC_PROGRAMS,
@@ -179,7 +179,7 @@ class PolicyEngine:
                 f.block(reason)
             elif (arg, real) not in resolved_paths:
                 resolved_paths.append((arg, real))
-        self._judge_reach(f, real_cwd)
+        self._judge_reach(f, dict(resolved_paths))
         resolution = None
         if exe is not None:
             resolution = Resolution(real_cwd, exe.real_path, exe.sha256, tuple(resolved_paths))
@@ -270,30 +270,26 @@ class PolicyEngine:
     def _judge_git_repository(self, args: list[str], cwd: str, f: Findings) -> None:
         """git also obeys the repository it runs in: judge its location and config."""
         directory = cwd
-        i = 0
-        while i < len(args) and args[i].startswith("-"):
-            opt, eq, value = args[i].partition("=")
-            if opt in ("-C", "--git-dir", "--work-tree") and not eq:
-                value = args[i + 1] if i + 1 < len(args) else ""
-                i += 1
+        for opt, value in read_git_globals(args).values:
             if opt == "-C" and value:
                 directory = os.path.realpath(os.path.join(directory, value))
             elif opt in ("--git-dir", "--work-tree"):
                 f.add(Effect.UNKNOWN, f"git {opt} points git at a repository the policy does "
                                       "not check")
-            i += 1
         refusals, unknowns = repository_risks([directory], self.workspace)
         for reason in refusals:
             f.block(reason)
         for reason in unknowns:
             f.add(Effect.UNKNOWN, reason)
 
-    def _judge_reach(self, f: Findings, cwd: str) -> None:
-        """A recursive read is judged on everything it will open, not only its argument."""
+    def _judge_reach(self, f: Findings, resolved: dict[str, str]) -> None:
+        """A recursive read is judged on everything it will open, not only its argument.
+        ``resolved``: argument → real path, for the paths that resolved inside (every
+        reach path is also a path; one that did not resolve is already refused)."""
         for arg, follow in f.reach:
-            real, _ = self.workspace.resolve(arg, cwd)
+            real = resolved.get(arg)
             if real is None:
-                continue  # already refused as a path
+                continue
             verdict = self.workspace.reach(real, follow=follow)
             if verdict.ok is False:
                 f.block(f"{arg!r} would be read recursively, and {verdict.reason}")

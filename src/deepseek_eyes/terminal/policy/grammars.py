@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from deepseek_eyes.terminal.policy.analysis import Effect, Findings
 from deepseek_eyes.terminal.policy.awkprogram import judge_awk_program
@@ -30,7 +31,10 @@ from deepseek_eyes.terminal.policy.transfer import (
     wget_grammar,
 )
 
-__all__ = ["GRAMMARS", "awk_program_problem", "rg_grammar", "sed_script_problem"]
+__all__ = [
+    "GRAMMARS", "GitGlobals", "awk_program_problem", "read_git_globals", "rg_grammar",
+    "sed_script_problem",
+]
 
 
 Grammar = Callable[[list[str], Findings], None]
@@ -166,24 +170,48 @@ _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://|ext::)")
 _URLISH = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://|[^/:]+:|ext::)")
 
 
-def git_grammar(args: list[str], f: Findings) -> None:
+@dataclass(frozen=True)
+class GitGlobals:
+    """git's own options, before the subcommand: read once, for the grammar (effects and
+    paths) and for the engine (which repository git will run in)."""
+
+    runs: tuple[str, ...]  # -c, --config-env, --exec-path, --super-prefix
+    values: tuple[tuple[str, str], ...]  # (-C | --git-dir | --work-tree | --namespace, value)
+    unknown: tuple[str, ...]
+    sub_index: int  # where the subcommand starts (len(args) when there is none)
+
+
+def read_git_globals(args: list[str]) -> GitGlobals:
+    runs: list[str] = []
+    values: list[tuple[str, str]] = []
+    unknown: list[str] = []
     i = 0
     while i < len(args) and args[i].startswith("-"):
         opt, eq, value = args[i].partition("=")
         i += 1
         if opt in ("-c", "--config-env", "--exec-path", "--super-prefix"):
-            f.add(Effect.EXEC, f"git {opt} can make git run any program")
+            runs.append(opt)
             if opt == "-c" and not eq:
                 i += 1
         elif opt in _GIT_GLOBAL_VALUE:
             if not eq:
                 value = args[i] if i < len(args) else ""
                 i += 1
-            f.path(value)
-        elif opt.startswith("--list-cmds") or opt in _GIT_GLOBAL_FLAGS:
-            continue
-        else:
-            f.add(Effect.UNKNOWN, f"git option {opt!r} is not one the policy knows")
+            values.append((opt, value))
+        elif not (opt.startswith("--list-cmds") or opt in _GIT_GLOBAL_FLAGS):
+            unknown.append(opt)
+    return GitGlobals(tuple(runs), tuple(values), tuple(unknown), i)
+
+
+def git_grammar(args: list[str], f: Findings) -> None:
+    globals_ = read_git_globals(args)
+    for opt in globals_.runs:
+        f.add(Effect.EXEC, f"git {opt} can make git run any program")
+    for _, value in globals_.values:
+        f.path(value)
+    for opt in globals_.unknown:
+        f.add(Effect.UNKNOWN, f"git option {opt!r} is not one the policy knows")
+    i = globals_.sub_index
     if i >= len(args):
         return
     sub = args[i]

@@ -185,21 +185,34 @@ def build_mcp_server(
     def own(ctx: Context, session_id: str) -> None:
         service.session(session_id, owner=connection_owner(ctx))
 
+    async def owned(
+        ctx: Context, session_id: str, act: Callable[[], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """``act`` on a session of the caller's own connection (else not found)."""
+        def call() -> dict[str, Any]:
+            own(ctx, session_id)
+            return act()
+        return await _sync(call)
+
+    async def owned_async(
+        ctx: Context, session_id: str, act: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        async def call() -> dict[str, Any]:
+            own(ctx, session_id)
+            return await act()
+        return await _guard(call())
+
     @mcp.tool(annotations=_STATE)
     async def terminal_approve(ctx: Context, session_id: str, plan_id: str) -> dict[str, Any]:
         """Approve a plan whose decision requires approval. Only after the user agreed."""
-        def approve() -> dict[str, Any]:
-            own(ctx, session_id)
-            return service.approve(session_id, plan_id, via="client")
-        return await _sync(approve)
+        return await owned(ctx, session_id,
+                           lambda: service.approve(session_id, plan_id, via="client"))
 
     @mcp.tool(annotations=_STATE)
     async def terminal_deny(ctx: Context, session_id: str, plan_id: str) -> dict[str, Any]:
         """Deny a plan; it can never run."""
-        def deny() -> dict[str, Any]:
-            own(ctx, session_id)
-            return service.deny(session_id, plan_id, via="client")
-        return await _sync(deny)
+        return await owned(ctx, session_id,
+                           lambda: service.deny(session_id, plan_id, via="client"))
 
     @mcp.tool(annotations=_RUN)
     async def terminal_execute(
@@ -207,10 +220,8 @@ def build_mcp_server(
     ) -> dict[str, Any]:
         """Run an allowed (and, when required, approved) plan without a shell, inside the
         limits. Returns the signed receipt, or {"state": "running"} when wait is false."""
-        async def execute() -> dict[str, Any]:
-            own(ctx, session_id)
-            return await service.execute(session_id, plan_id, wait=wait)
-        return await _guard(execute())
+        return await owned_async(ctx, session_id,
+                                 lambda: service.execute(session_id, plan_id, wait=wait))
 
     @mcp.tool(annotations=_RUN)
     async def terminal_run(
@@ -238,26 +249,17 @@ def build_mcp_server(
     @mcp.tool(annotations=_RUN)
     async def terminal_cancel(ctx: Context, session_id: str) -> dict[str, Any]:
         """Kill the session's running process group; returns its receipt."""
-        async def cancel() -> dict[str, Any]:
-            own(ctx, session_id)
-            return await service.cancel(session_id)
-        return await _guard(cancel())
+        return await owned_async(ctx, session_id, lambda: service.cancel(session_id))
 
     @mcp.tool(annotations=_STATE)
     async def terminal_pause(ctx: Context, session_id: str) -> dict[str, Any]:
         """Stop (SIGSTOP) the session's running process group."""
-        def pause() -> dict[str, Any]:
-            own(ctx, session_id)
-            return service.pause(session_id)
-        return await _sync(pause)
+        return await owned(ctx, session_id, lambda: service.pause(session_id))
 
     @mcp.tool(annotations=_STATE)
     async def terminal_resume(ctx: Context, session_id: str) -> dict[str, Any]:
         """Continue (SIGCONT) the session's paused process group."""
-        def resume() -> dict[str, Any]:
-            own(ctx, session_id)
-            return service.resume(session_id)
-        return await _sync(resume)
+        return await owned(ctx, session_id, lambda: service.resume(session_id))
 
     @mcp.tool(annotations=_STATE)
     async def terminal_session_open(ctx: Context) -> dict[str, Any]:
@@ -268,10 +270,7 @@ def build_mcp_server(
     @mcp.tool(annotations=_RUN)
     async def terminal_session_close(ctx: Context, session_id: str) -> dict[str, Any]:
         """Close a session; its running process group is killed."""
-        def close() -> dict[str, Any]:
-            own(ctx, session_id)
-            return service.close_session(session_id)
-        return await _sync(close)
+        return await owned(ctx, session_id, lambda: service.close_session(session_id))
 
     @mcp.tool(annotations=_READ)
     async def terminal_session_status(ctx: Context, session_id: str) -> dict[str, Any]:
