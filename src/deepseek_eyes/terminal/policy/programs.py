@@ -149,7 +149,7 @@ def _handle(name: str, kind: str, option: str, value: str | None, f: Findings) -
         f.path(value)
     elif kind == "writeflag":
         f.add(Effect.WRITE, f"{name} {option} modifies files")
-    elif kind == "flag" and value is not None and looks_like_path(value):
+    elif (kind == "flag" and value is not None and looks_like_path(value)) or (kind == "unnamed" and value is not None):
         f.path(value)
 
 
@@ -192,6 +192,10 @@ def read_options(
             for piece in use.value.split(":"):
                 f.path(piece)
             continue
+        if kind == "flag" and use.value is not None:
+            # The table says it takes a value, the spec names no role for it (a long alias
+            # of a role option, as hexdump's --format-file of -f): checked as a path.
+            kind = "unnamed"
         _handle(name, kind, use.option, use.value, f)
     if spec.file_list_flags and parsed.has(*spec.file_list_flags):
         f.add(Effect.UNKNOWN, f"{name} with {sorted(spec.file_list_flags)[0]} reads the files "
@@ -378,7 +382,8 @@ SIMPLE_TOOLS: dict[str, ToolSpec] = {
     "od": ToolSpec(values=_fs("-A", "-j", "-N", "-S", "-t", "-w", "--address-radix",
                               "--skip-bytes", "--read-bytes", "--strings", "--format",
                               "--width")),
-    "hexdump": ToolSpec(values=_fs("-e", "-n", "-s"), path_values=_fs("-f")),
+    "hexdump": ToolSpec(values=_fs("-e", "-n", "-s", "--format", "--length", "--skip"),
+                        path_values=_fs("-f", "--format-file")),
     "xxd": ToolSpec(operands="second-write",
                     values=_fs("-c", "-g", "-l", "-o", "-s", "-n", "-cols", "-len", "-seek",
                                "-name")),
