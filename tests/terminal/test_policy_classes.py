@@ -316,3 +316,28 @@ def test_env_assignments_only_for_display_and_locale(
         _runs(engine, ws, argv)
     else:
         _never_unasked(engine, ws, argv)
+
+
+def test_a_dotdot_after_a_symlink_is_resolved_as_the_kernel_does(
+    engine: PolicyEngine, ws: Path, tmp_path: Path
+) -> None:
+    """``sub/out/../x`` is ``x`` beside the link's target (outside), not ``sub/x``."""
+    (tmp_path / "x.txt").write_text("outside\n")
+    (ws / "sub" / "x.txt").write_text("inside\n")
+    _never_unasked(engine, ws, ["cat", "sub/out/../x.txt"])
+    _runs(engine, ws, ["cat", "sub/../sub/x.txt"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["hexdump", "--format-file=.eyes-data/terminal/keyring.json", "a.txt"],
+    ["hexdump", "--format-f", "/etc/passwd", "a.txt"],
+    ["rg", "-L", "root"], ["rg", "--follow", "root", "."], ["rg", "key"],
+], ids=repr)
+def test_long_aliases_and_own_parsers_are_judged_like_the_rest(
+    engine: PolicyEngine, ws: Path, argv: list[str]
+) -> None:
+    """A valued option whose role the spec does not name is a path (hexdump's
+    --format-file, found by the tripwire); rg follows links with -L and reads "." (with
+    the data directory in it) when given no path (where rg is not installed, it is refused
+    as not found)."""
+    _never_unasked(engine, ws, argv)

@@ -76,6 +76,7 @@ class Findings:
         """``arg`` will be read recursively (following symlinks when ``follow``)."""
         if arg in ("", "-"):
             return
-        self.path(arg)
+        if arg not in self.paths:
+            self.path(arg)
         if (arg, follow) not in self.reach:
             self.reach.append((arg, follow))

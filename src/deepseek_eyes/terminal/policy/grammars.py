@@ -412,6 +412,9 @@ _RG_SPEC = ToolSpec(
     pattern_values=frozenset({"-e", "--regexp", "-f", "--file"}),
     path_values=frozenset({"--ignore-file"}),
     exec_options=frozenset({"--pre", "--hostname-bin", "--search-zip", "-z"}),
+    follow=frozenset({"-L", "--follow"}),
+    recursive_by_default=True,
+    default_operand=".",
 )
 
 

@@ -95,7 +95,19 @@ class Workspace:
         for pseudo in _PSEUDO_ROOTS:
             if _inside(joined, pseudo):
                 return None, f"{arg!r} is under {pseudo}, which is never allowed"
-        real = os.path.realpath(joined)
+        # The kernel resolves a symlink before the ".." after it: "out-link/../x" is x beside
+        # the link's target, not beside the link. realpath of the raw join walks the same
+        # way; realpath of the lexically normalized path would not.
+        # A file used as a directory ("passwd-link/../x") is ENOTDIR to the kernel: nothing
+        # can be opened there, so it is judged by its lexical form, as before.
+        raw = os.path.join(cwd, arg)
+        try:
+            os.stat(raw)  # the kernel's own walk
+            real = os.path.realpath(raw)
+        except NotADirectoryError:
+            real = os.path.realpath(joined)
+        except OSError:  # not there yet (an output): as far as it exists, as the kernel would
+            real = os.path.realpath(raw)
         for pseudo in _PSEUDO_ROOTS:
             if _inside(real, pseudo):
                 return None, f"{arg!r} resolves under {pseudo}, which is never allowed"
