@@ -149,7 +149,7 @@ def _handle(name: str, kind: str, option: str, value: str | None, f: Findings) -
         f.path(value)
     elif kind == "writeflag":
         f.add(Effect.WRITE, f"{name} {option} modifies files")
-    elif (kind == "flag" and value is not None and looks_like_path(value)) or (kind == "unnamed" and value is not None):
+    elif value is not None and (kind == "unnamed" or (kind == "flag" and looks_like_path(value))):
         f.path(value)
 
 
