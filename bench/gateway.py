@@ -124,7 +124,7 @@ async def tokens(upstream: LoopbackUpstream, home: Path, history: str) -> tuple[
             history.append({"role": "user", "content": content})
             naive_history.append({"role": "user", "content": question + (
                 "\n" + data_url if turn == 0 else "")})
-            messages = await parse_messages(history, admit=runtime.bridge.admit)
+            messages = await parse_messages(history, admit=runtime.bridge.admit_all)
             result = await runtime.run(TurnRequest(messages=messages))
             ours += result.usage.prompt_tokens
             naive += math.ceil(len(json.dumps(naive_history)) / 4)

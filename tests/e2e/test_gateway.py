@@ -211,15 +211,30 @@ def test_refuses_to_bind_beyond_loopback_without_a_key(tmp_path: Path) -> None:
 
 def test_a_header_names_the_session_otherwise_each_request_is_its_own(gateway: str) -> None:
     api = client(gateway)
-    messages = [{"role": "user", "content": "hi"}]
-    named = [
-        api.chat.completions.create(
-            model="deepseek-v4-flash", messages=messages,
-            extra_headers={"X-DeepSeekEyes-Session": "conv-1"},
-        )
-        for _ in range(2)
-    ]
-    assert {(r.model_extra or {})["deepseekeyes"]["session_id"] for r in named} == {"conv-1"}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+    first = api.chat.completions.create(
+        model="deepseek-v4-flash", messages=messages,  # type: ignore[arg-type]
+        extra_headers={"X-DeepSeekEyes-Session": "conv-1"},
+    )
+    assert (first.model_extra or {})["deepseekeyes"]["session_id"] == "conv-1"
+    # A history that extends the stored one continues the session.
+    extended = [*messages, {"role": "assistant", "content": first.choices[0].message.content},
+                {"role": "user", "content": "and then?"}]
+    second = api.chat.completions.create(
+        model="deepseek-v4-flash", messages=extended,  # type: ignore[arg-type]
+        extra_headers={"X-DeepSeekEyes-Session": "conv-1"},
+    )
+    assert (second.model_extra or {})["deepseekeyes"]["session_id"] == "conv-1"
+    assert "fork" not in (second.model_extra or {})["deepseekeyes"]
+    # One that does not (the first request again: a regeneration) starts a fork, said so.
+    again = api.chat.completions.with_raw_response.create(
+        model="deepseek-v4-flash", messages=messages,  # type: ignore[arg-type]
+        extra_headers={"X-DeepSeekEyes-Session": "conv-1"},
+    )
+    ours = (again.parse().model_extra or {})["deepseekeyes"]
+    assert ours["session_id"] != "conv-1"
+    assert again.headers["x-deepseekeyes-session"] == ours["session_id"]
+    assert ours["fork"] == {"from": "conv-1", "at": 1}
     anonymous = [
         (api.chat.completions.create(model="deepseek-v4-flash", messages=messages).model_extra
          or {})["deepseekeyes"]["session_id"]

@@ -312,18 +312,19 @@ def test_a_stream_carries_the_session_header_and_a_final_deepseekeyes_chunk(
 ) -> None:
     api = gateway.openai()
     try:
-        for options in (None, {"include_usage": True}):
+        for number, options in enumerate((None, {"include_usage": True})):
             extra: dict[str, Any] = {} if options is None else {"stream_options": options}
+            session = f"streamed-{number}"
             with api.chat.completions.with_streaming_response.create(
                 model="deepseek-v4-flash", messages=[{"role": "user", "content": "stream"}],
-                stream=True, extra_headers={"X-DeepSeekEyes-Session": "streamed-1"}, **extra,
+                stream=True, extra_headers={"X-DeepSeekEyes-Session": session}, **extra,
             ) as response:
-                assert response.headers["x-deepseekeyes-session"] == "streamed-1"
+                assert response.headers["x-deepseekeyes-session"] == session
                 chunks = list(response.parse())
             text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
             assert text == "echo: stream"
             final = chunks[-1].model_extra or {}
-            assert final["deepseekeyes"]["session_id"] == "streamed-1"
+            assert final["deepseekeyes"]["session_id"] == session
             assert final["deepseekeyes"]["path"] == "text"
             assert final["deepseekeyes"]["evidence"] == []
             if options is None:  # the finish chunk is the last one
@@ -376,3 +377,81 @@ def test_content_is_null_beside_tool_calls(gateway: Gateway) -> None:
         api.close()
     assert reply.choices[0].message.content is None
     assert reply.choices[0].message.tool_calls
+
+
+def _png(seed: int, size: tuple[int, int] = (4, 3)) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", size, (seed % 256, seed // 256 % 256, 7)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _url(data: bytes) -> str:
+    import base64
+
+    return "data:image/png;base64," + base64.b64encode(data).decode()
+
+
+def _stored_images(gateway: Gateway) -> tuple[int, int]:
+    blobs = [p for p in gateway.runtime.home.blobs.root.rglob("*") if p.is_file()]
+    rows = gateway.runtime.home.db.query("SELECT COUNT(*) n FROM images")[0]["n"]
+    return len(blobs), rows
+
+
+def test_too_many_images_are_refused_before_anything_is_decoded_or_stored(
+    gateway: Gateway, upstream: LoopbackUpstream
+) -> None:
+    # 10,000 distinct tiny images over 40 messages (as reported: 40 s and 10,012 blobs).
+    urls = [_url(_png(i)) for i in range(10_000)]
+    messages = [
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": u}}
+                                     for u in urls[m * 250:(m + 1) * 250]]}
+        for m in range(40)
+    ]
+    started = time.perf_counter()
+    response = gateway.http.post(CHAT, json={"model": "deepseek-v4-flash",
+                                             "messages": messages})
+    elapsed = time.perf_counter() - started
+    assert response.status_code == 400, response.text
+    assert error_of(response)["code"] == "RUNTIME_TOO_MANY_IMAGES"
+    assert _stored_images(gateway) == (0, 0)
+    assert gateway.sessions() == []
+    assert upstream.requests == []
+    print(f"refused 10,000 images in {elapsed:.2f}s")
+
+
+def test_a_refused_image_leaves_none_of_the_others_behind(
+    gateway: Gateway, upstream: LoopbackUpstream
+) -> None:
+    good = [_url(_png(i, (40, 30))) for i in range(4)]
+    broken = _url(_png(99, (40, 30))[:-30])  # truncated: the header passes, the pixels not
+    parts = [{"type": "image_url", "image_url": {"url": u}} for u in [*good, broken]]
+    response = gateway.http.post(CHAT, json={
+        "model": "deepseek-v4-flash", "messages": [{"role": "user", "content": parts}]})
+    assert response.status_code == 400, response.text
+    assert error_of(response)["code"].startswith("IMAGE_")
+    assert _stored_images(gateway) == (0, 0)
+    assert gateway.sessions() == []
+    assert upstream.requests == []
+
+
+@pytest.mark.slow
+def test_an_image_repeated_in_one_message_is_decoded_stored_and_rendered_once(
+    gateway: Gateway, upstream: LoopbackUpstream
+) -> None:
+    receipt = _url((Path(__file__).resolve().parents[2] / "examples" / "receipt.png")
+                   .read_bytes())
+    parts: list[dict[str, Any]] = [{"type": "text", "text": "What is the total?"}]
+    parts += [{"type": "image_url", "image_url": {"url": receipt}}] * 250
+    response = gateway.http.post(CHAT, json={
+        "model": "deepseek-v4-flash", "messages": [{"role": "user", "content": parts}]})
+    assert response.status_code == 200, response.text
+    assert _stored_images(gateway) == (1, 1)
+    (sent,) = upstream.requests
+    body = json.dumps(sent["messages"])
+    assert body.count("TOTAL 64.03") == 1
+    assert body.count("[img-1 again: the same image as above]") == 249
+    assert response.json()["usage"]["prompt_tokens"] < 6000  # was ~80k with 250 renders

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
+from collections.abc import Sequence
 
 import pytest
 from PIL import Image
@@ -23,10 +25,11 @@ def data_url(data: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(data).decode()
 
 
-async def admit(data: bytes) -> ImageMeta:
-    import hashlib
-
-    return ImageMeta(hashlib.sha256(data).hexdigest(), "p" * 64, 8, 6, "image/png", len(data))
+async def admit(images: Sequence[bytes]) -> list[ImageMeta]:
+    return [
+        ImageMeta(hashlib.sha256(data).hexdigest(), "p" * 64, 8, 6, "image/png", len(data))
+        for data in images
+    ]
 
 
 async def test_parses_roles_parts_and_images() -> None:
@@ -104,3 +107,108 @@ async def test_oversized_data_url_is_refused_before_decoding() -> None:
     with pytest.raises(TurnError) as info:
         await parse_messages(raw, admit=admit, max_image_bytes=1000)
     assert info.value.details["reason"] == "image_too_large"
+
+
+def _image_message(*urls: str) -> dict[str, object]:
+    return {"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": url}} for url in urls
+    ]}
+
+
+async def test_too_many_distinct_images_are_refused_before_any_admission_or_fetch() -> None:
+    calls: list[object] = []
+
+    async def counting_admit(images: Sequence[bytes]) -> list[ImageMeta]:
+        calls.append(("admit", len(images)))
+        return await admit(images)
+
+    async def fetch(url: str) -> bytes:
+        calls.append(("fetch", url))
+        return png((7, 7, 7))
+
+    # 40 messages of 250 distinct tiny images each: refused at the ninth, nothing else done.
+    raw = [
+        _image_message(*(data_url(png((m, i % 250, 1))) for i in range(250)))
+        for m in range(40)
+    ]
+    with pytest.raises(TurnError) as info:
+        await parse_messages(raw, admit=counting_admit, fetch=fetch, max_images=8)
+    assert info.value.code == "RUNTIME_TOO_MANY_IMAGES"
+    assert info.value.details == {"at": "messages[0].content[8]", "limit": 8}
+    assert calls == []
+
+    urls = [f"https://example.test/{i}.png" for i in range(9)]
+    with pytest.raises(TurnError) as info:
+        await parse_messages([_image_message(*urls)], admit=counting_admit, fetch=fetch,
+                             max_images=8)
+    assert info.value.code == "RUNTIME_TOO_MANY_IMAGES"
+    assert calls == []
+
+
+async def test_repeats_count_once_and_are_admitted_once() -> None:
+    batches: list[int] = []
+
+    async def counting_admit(images: Sequence[bytes]) -> list[ImageMeta]:
+        batches.append(len(images))
+        return await admit(images)
+
+    fetched: list[str] = []
+
+    async def fetch(url: str) -> bytes:
+        fetched.append(url)
+        return png((9, 9, 9))
+
+    one = data_url(png((1, 1, 1)))
+    raw = [
+        _image_message(*([one] * 250)),
+        _image_message(one, "https://example.test/a.png", "https://example.test/a.png"),
+    ]
+    messages = await parse_messages(raw, admit=counting_admit, fetch=fetch, max_images=2)
+    assert batches == [2]  # one call, distinct images only
+    assert fetched == ["https://example.test/a.png"]
+    assert {p["sha256"] for p in messages[0]["content"]} == {
+        hashlib.sha256(png((1, 1, 1))).hexdigest()
+    }
+    assert [sorted(p) for p in messages[1]["content"][:1]] == [sorted(
+        ["type", "sha256", "media_type", "width", "height", "size", "detail"]
+    )]
+
+
+async def test_a_failed_fetch_stops_the_others_and_admits_nothing() -> None:
+    admitted: list[int] = []
+
+    async def counting_admit(images: Sequence[bytes]) -> list[ImageMeta]:
+        admitted.append(len(images))
+        return await admit(images)
+
+    async def fetch(url: str) -> bytes:
+        if url.endswith("bad.png"):
+            raise TurnError("nope", code="RUNTIME_IMAGE_FETCH_FAILED", details={"url": url})
+        return png((3, 3, 3))
+
+    raw = [_image_message("https://example.test/ok.png", "https://example.test/bad.png")]
+    with pytest.raises(TurnError) as info:
+        await parse_messages(raw, admit=counting_admit, fetch=fetch)
+    assert info.value.code == "RUNTIME_IMAGE_FETCH_FAILED"
+    assert admitted == []
+
+
+async def test_distinct_urls_are_fetched_a_few_at_a_time() -> None:
+    import anyio
+
+    from deepseek_eyes.runtime.messages import FETCH_CONCURRENCY
+
+    active = peak = 0
+
+    async def fetch(url: str) -> bytes:
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        await anyio.sleep(0.05)
+        active -= 1
+        return png((int(url.rsplit("/", 1)[1]), 0, 0))
+
+    urls = [f"https://example.test/{i}" for i in range(12)]
+    messages = await parse_messages([_image_message(*urls)], admit=admit, fetch=fetch)
+    assert peak == FETCH_CONCURRENCY  # not one after another, and not all at once
+    assert len({p["sha256"] for p in messages[0]["content"]}) == 12

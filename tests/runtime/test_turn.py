@@ -15,9 +15,9 @@ from deepseek_eyes.home import DataHome
 from deepseek_eyes.llm.client import ToolCall
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.runtime import Runtime
-from deepseek_eyes.runtime.turn import TurnRequest, _ToolRelay
+from deepseek_eyes.runtime.turn import TurnRequest, _ToolRelay, deepseekeyes_json
 from deepseek_eyes.settings import Settings
-from runtime.upstream import LoopbackUpstream
+from runtime.upstream import REASONING_MODEL, LoopbackUpstream
 
 pytestmark = pytest.mark.anyio
 
@@ -95,11 +95,21 @@ async def test_image_turn_reaches_the_text_model_as_evidence(
     assert result.evidence[0]["route"] == "local"
     summary = runtime.home.usage.summary()
     assert summary["estimated"]["bridge_input"]["estimated_tokens"] > 0
-    assert summary["estimated"]["avoided_replay"]["estimated_tokens"] > 0
+    # One turn with one new image: there was nothing to avoid.
+    assert "avoided_replay" not in summary["estimated"]
     # The second turn finds the evidence in the cache: no new route call.
     again = await runtime.run(TurnRequest(messages=[message, {"role": "assistant",
         "content": result.content}, {"role": "user", "content": [text("And the tax?")]}]))
     assert again.evidence[0]["cached"] is True
+    # The image is now a pointer; what that avoided is exactly the difference between the
+    # evidence the first turn sent and the pointer the second sent, by the same estimate.
+    first, second = (r["estimated_tokens"] for r in runtime.home.db.query(
+        "SELECT estimated_tokens FROM usage WHERE category = 'bridge_input' ORDER BY id"))
+    avoided = runtime.home.db.query(
+        "SELECT source, estimated_tokens FROM usage WHERE category = 'avoided_replay'")
+    pointers = [r["estimated_tokens"] for r in avoided if r["source"] == "pointers"]
+    assert pointers == [first - second]
+    assert first - second > 0
 
 
 @pytest.mark.slow
@@ -318,3 +328,76 @@ def test_tool_relay_forwards_client_calls_live_and_holds_back_the_runtimes() -> 
     blind = _ToolRelay(set())
     assert blind.take([{"id": "c9", "function": {"name": "w", "arguments": "{}"}}]) == []
     assert blind.unsent([ToolCall("c9", "w", "{}")]) == [ToolCall("c9", "w", "{}")]
+
+
+def user_text(value: str) -> dict[str, Any]:
+    return {"role": "user", "content": [text(value)]}
+
+
+async def test_a_history_that_extends_the_session_continues_it(runtime: Runtime) -> None:
+    first = await runtime.run(TurnRequest(messages=[user_text("hi")], session_id="s-1"))
+    history = [user_text("hi"), {"role": "assistant", "content": first.content},
+               user_text("more")]
+    second = await runtime.run(TurnRequest(messages=history, session_id="s-1"))
+    assert (second.session_id, second.fork) == ("s-1", None)
+    roles = [m["role"] for m in runtime.sessions.messages("s-1")]
+    assert roles == ["user", "assistant", "user", "assistant"]  # nothing logged twice
+
+
+async def test_a_history_that_does_not_extend_the_session_starts_a_fork(
+    runtime: Runtime,
+) -> None:
+    first = await runtime.run(TurnRequest(messages=[user_text("hi")], session_id="s-2"))
+    edited = [user_text("hi"), {"role": "assistant", "content": "something else"},
+              user_text("more")]
+    result = await runtime.run(TurnRequest(messages=edited, session_id="s-2"))
+    assert result.session_id != "s-2"
+    assert result.fork is not None
+    assert (result.fork.parent, result.fork.at) == ("s-2", 1)
+    assert deepseekeyes_json(result)["fork"] == {"from": "s-2", "at": 1}
+    # The original is untouched; the fork holds the whole new history and names its parent.
+    assert [m["role"] for m in runtime.sessions.messages("s-2")] == ["user", "assistant"]
+    assert runtime.sessions.messages("s-2")[1]["content"] == first.content
+    assert [m["role"] for m in runtime.sessions.messages(result.session_id)] == [
+        "user", "assistant", "user", "assistant"]
+    listed = {s["id"]: s for s in runtime.sessions.sessions()}
+    assert (listed[result.session_id]["forked_from"], listed[result.session_id]["fork_at"]) == (
+        "s-2", 1)
+    assert runtime.sessions.fork_of(result.session_id) == result.fork
+    # A shorter history (a regeneration of the first answer) forks too, at the shared part.
+    again = await runtime.run(TurnRequest(messages=[user_text("hi")], session_id="s-2"))
+    assert again.fork is not None
+    assert again.fork.at == 1
+    assert again.session_id != "s-2"
+
+
+async def test_reasoning_and_internal_tool_messages_do_not_fork_a_continuation(
+    upstream: LoopbackUpstream,
+) -> None:
+    upstream.reset()
+    settings = settings_for(upstream, llm={"model": REASONING_MODEL})
+    home = DataHome.open(settings)
+    rt = Runtime(settings, home)
+    try:
+        message = await image_message(rt, "LOOK[img-1]: What is the TOTAL?")
+        first = await rt.run(TurnRequest(messages=[message], session_id="s-3"))
+        assert first.rereads == 1
+        assert first.reasoning
+        # What an OpenAI client sends back: the answer only, without reasoning and without
+        # the runtime's own look exchange.
+        history = [message, {"role": "assistant", "content": first.content},
+                   user_text("thanks")]
+        second = await rt.run(TurnRequest(messages=history, session_id="s-3"))
+        assert (second.session_id, second.fork) == ("s-3", None)
+        stored = rt.sessions.messages("s-3")
+        assert [(m["role"], bool(m.get("internal"))) for m in stored] == [
+            ("user", False), ("assistant", True), ("tool", True), ("assistant", False),
+            ("user", False), ("assistant", False)]
+        # ask --session resends the stored history, internal messages included: no fork.
+        third = await rt.run(TurnRequest(messages=[*stored, user_text("bye")],
+                                         session_id="s-3", source="cli"))
+        assert (third.session_id, third.fork) == ("s-3", None)
+        assert len(rt.sessions.messages("s-3")) == 8
+    finally:
+        await rt.aclose()
+        home.close()

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from deepseek_eyes.runtime.view import BRIDGE_SYSTEM_PROMPT, EvidenceSlot, build_view
 
 IMAGE = {"type": "image", "sha256": "ab" * 32, "media_type": "image/png", "width": 900,
@@ -67,11 +69,74 @@ def test_later_turns_carry_a_pointer_unless_full_history_is_asked() -> None:
 
 def test_native_path_sends_user_images_as_data_urls() -> None:
     view = build_view(
-        [user(text("what?"), IMAGE)], path="native", image_bytes=lambda sha: b"\x89PNG"
+        [user(text("what?"), IMAGE)], path="native", image_bytes={IMAGE["sha256"]: b"\x89PNG"}
     )
     parts = view.messages[0]["content"]
     assert parts[1]["type"] == "image_url"
     assert parts[1]["image_url"]["url"] == "data:image/png;base64,iVBORw=="
+
+
+OTHER = {**IMAGE, "sha256": "ef" * 32, "width": 10, "height": 10}
+THIRD = {**IMAGE, "sha256": "12" * 32, "width": 20, "height": 20}
+BYTES = {IMAGE["sha256"]: b"one", OTHER["sha256"]: b"two", THIRD["sha256"]: b"three"}
+
+
+def _kinds(message: dict[str, Any]) -> list[str]:
+    return [
+        "pixels" if p["type"] == "image_url"
+        else "again" if " again:" in p["text"]
+        else "ref" if "not sent again" in p["text"] else "text"
+        for p in message["content"]
+    ]
+
+
+def test_native_turns_send_earlier_images_as_references_and_repeats_once() -> None:
+    messages = [
+        user(text("first"), IMAGE, OTHER),
+        {"role": "assistant", "content": "two images"},
+        user(text("second"), THIRD, THIRD, THIRD),
+        {"role": "assistant", "content": "one image"},
+        user(text("and now?"), OTHER),
+    ]
+    view = build_view(messages, path="native", image_bytes=BYTES)
+    assert _kinds(view.messages[0]) == ["text", "ref", "ref"]
+    assert _kinds(view.messages[2]) == ["text", "ref", "ref", "ref"]
+    assert _kinds(view.messages[4]) == ["text", "pixels"]  # the latest message's image
+    assert "[img-1: sha256:abababababababab 900x700 image/png;" in str(view.messages[0])
+    assert str(view.messages).count("data:") == 1
+    # Earlier images sent again only up to the setting, most recent first, once each.
+    view = build_view(messages, path="native", image_bytes=BYTES, native_history_images=1)
+    assert _kinds(view.messages[0]) == ["text", "ref", "ref"]
+    assert _kinds(view.messages[2]) == ["text", "again", "again", "pixels"]
+    view = build_view(messages, path="native", image_bytes=BYTES, native_history_images=2)
+    assert _kinds(view.messages[0]) == ["text", "pixels", "ref"]  # OTHER: sent in the latest
+    assert str(view.messages).count("data:") == 3
+    # The bytes of every image sent as pixels must be given (read off the event loop).
+    with pytest.raises(ValueError, match="needs the bytes"):
+        build_view(messages, path="native", image_bytes={})
+
+
+def test_an_image_repeated_in_one_message_is_rendered_once() -> None:
+    copies = [IMAGE] * 250
+    view = build_view([user(text("what?"), *copies)], path="bridged", slots=SLOTS)
+    content = view.messages[1]["content"]
+    assert content.count('"TOTAL 64.03"') == 1
+    assert content.count("[img-1 again: the same image as above]") == 249
+    single = build_view([user(text("what?"), IMAGE)], path="bridged", slots=SLOTS)
+    # 249 one-line references, not 249 more evidence blocks.
+    assert view.evidence_tokens - single.evidence_tokens == 249 * 10
+
+
+def test_avoided_tokens_are_the_difference_pointers_made() -> None:
+    messages = [
+        user(text("What is the total?"), IMAGE),
+        {"role": "assistant", "content": "64.03"},
+        user(text("And the tax?")),
+    ]
+    pointer = build_view(messages, path="bridged", slots=SLOTS)
+    full = build_view(messages, path="bridged", slots=SLOTS, history_evidence="full")
+    assert pointer.avoided_tokens == full.evidence_tokens - pointer.evidence_tokens > 0
+    assert full.avoided_tokens == 0
 
 
 def test_budget_drops_oldest_and_keeps_tool_pairs() -> None:

@@ -66,10 +66,11 @@ def ask_command(
         async with open_runtime(ctx) as runtime:
             runtime.check_credentials()
             limits = ImageLimits.from_settings(runtime.settings.image)
-            content: list[dict[str, Any]] = []
-            for path in images:
-                meta = await runtime.bridge.admit(read_image_file(Path(path), limits))
-                content.append(image_part(meta))
+            # All or nothing: a refused third image leaves the first two unstored.
+            metas = await runtime.bridge.admit_all(
+                [read_image_file(Path(path), limits) for path in images]
+            )
+            content: list[dict[str, Any]] = [image_part(meta) for meta in metas]
             content.append({"type": "text", "text": question})
             history: list[dict[str, Any]] = []
             if session_id is not None and runtime.sessions.exists(session_id):

@@ -319,8 +319,9 @@ def create_app(runtime: Runtime, settings: GatewaySettings, *, key: str | None) 
             )
         options = body.get("stream_options") or {}
         messages = await parse_messages(
-            body.get("messages"), admit=runtime.bridge.admit, fetch=fetch,
+            body.get("messages"), admit=runtime.bridge.admit_all, fetch=fetch,
             max_image_bytes=runtime.settings.image.max_bytes,
+            max_images=runtime.settings.runtime.max_images_per_turn,
         )
         return TurnRequest(
             messages=messages,

@@ -72,9 +72,8 @@ class LookTool:
             )
         context.rereads += 1
         try:
-            data = self._bridge.image_bytes(image["sha256"])
             result = await self._bridge.reread(
-                data, question.strip(), base_route=image.get("route")
+                image["sha256"], question.strip(), base_route=image.get("route")
             )
         except DeepSeekEyesError as exc:
             context.calls.append({"tool": "look", "image": image_id, "code": exc.code})

@@ -10,19 +10,34 @@ The runtime's message is what the session log stores::
     {"role": "tool", "tool_call_id": "...", "name": "look", "content": "..."}
     {"role": "system", "content": "..."}
 
-Every image is admitted (validated, stored by SHA-256) while parsing, so nothing downstream
-ever holds image bytes it has not checked, and a repeated image costs one hash. Parsing is
-strict: an unknown role or content part is a ``RUNTIME_BAD_MESSAGE`` naming where it is,
-never silently dropped, because a dropped part changes what the model is asked.
+Parsing runs in phases, cheapest first, so that a request refused for any reason costs
+little and leaves nothing behind:
+
+1. **structure** — roles, parts, types and sizes; a ``data:`` URL's size is checked before
+   its base64 is decoded, and its bytes are hashed to find repeats;
+2. **counts** — distinct images (data by hash, URLs by address) over ``max_images`` are
+   refused (``RUNTIME_TOO_MANY_IMAGES``) before any URL is fetched or any image decoded,
+   and as soon as the limit is passed: 10,000 tiny images cost nine hashes;
+3. **fetch** — distinct http(s) URLs, a few at a time, under the fetcher's own limits;
+4. **admission** — every distinct image in one all-or-nothing call (decode, then store):
+   a refused image stores nothing, and an image repeated 250 times is admitted once.
+
+So nothing downstream ever holds image bytes it has not checked. Parsing is strict: an
+unknown role or content part is a ``RUNTIME_BAD_MESSAGE`` naming where it is, never
+silently dropped, because a dropped part changes what the model is asked.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import anyio
 
 from deepseek_eyes.errors import TurnError
 from deepseek_eyes.vision.cache import ImageMeta
@@ -37,13 +52,16 @@ __all__ = [
     "text_of",
 ]
 
-Admit = Callable[[bytes], Awaitable[ImageMeta]]
+#: All-or-nothing admission of distinct images; the result follows the input order.
+Admit = Callable[[Sequence[bytes]], Awaitable[Sequence[ImageMeta]]]
 Fetch = Callable[[str], Awaitable[bytes]]
 
 MAX_MESSAGES = 2000
 MAX_PARTS = 256
 MAX_TEXT_CHARS = 4 * 1024 * 1024
 MAX_TOOL_CALLS = 128
+#: Distinct image URLs fetched at the same time.
+FETCH_CONCURRENCY = 4
 _DATA_URL = re.compile(r"^data:(?P<type>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^,;]*)*?),", re.I)
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
 
@@ -90,12 +108,33 @@ def decode_data_url(url: str, max_bytes: int, where: str) -> bytes:
         raise _bad("the image data URL is not valid base64", where) from exc
 
 
-async def _content(
+@dataclass
+class _Images:
+    """The images of one request while it is parsed: distinct sources, in order."""
+
+    max_images: int | None
+    fetch_enabled: bool
+    data: dict[str, bytes]  # sha256 -> bytes, for data URLs
+    urls: dict[str, str]  # url -> where it first appears
+    parts: list[tuple[dict[str, Any], str, str]]  # (placeholder part, kind, key)
+
+    def add(self, part: dict[str, Any], kind: str, key: str, where: str) -> None:
+        self.parts.append((part, kind, key))
+        count = len(self.data) + len(self.urls)
+        if self.max_images is not None and count > self.max_images:
+            raise TurnError(
+                f"{where}: the conversation holds more than {self.max_images} distinct "
+                "images; nothing was fetched, decoded or stored",
+                code="RUNTIME_TOO_MANY_IMAGES",
+                details={"at": where, "limit": self.max_images},
+            )
+
+
+def _content(
     content: Any,
     where: str,
     *,
-    admit: Admit,
-    fetch: Fetch | None,
+    images: _Images,
     max_image_bytes: int,
     allow_images: bool,
 ) -> str | list[dict[str, Any]]:
@@ -123,20 +162,24 @@ async def _content(
             detail = spec.get("detail", "auto") if isinstance(spec, Mapping) else "auto"
             if not isinstance(url, str) or not url:
                 raise _bad("image_url needs a url", at)
+            placeholder: dict[str, Any] = {"detail": detail if isinstance(detail, str) else "auto"}
             if url.startswith("data:"):
                 data = decode_data_url(url, max_image_bytes, at)
+                key = hashlib.sha256(data).hexdigest()
+                images.data.setdefault(key, data)
+                images.add(placeholder, "data", key, at)
             elif url.startswith(("http://", "https://")):
-                if fetch is None:
+                if not images.fetch_enabled:
                     raise TurnError(
                         f"{at}: http(s) image URLs are off (gateway.allow_image_urls)",
                         code="RUNTIME_IMAGE_URL_DISABLED",
                         details={"at": at},
                     )
-                data = await fetch(url)
+                images.urls.setdefault(url, at)
+                images.add(placeholder, "url", url, at)
             else:
                 raise _bad("image_url must be a data: or http(s) URL", at)
-            meta = await admit(data)
-            parts.append(image_part(meta, detail if isinstance(detail, str) else "auto"))
+            parts.append(placeholder)
         else:
             raise _bad(f"unsupported content part type {str(kind)[:40]!r}", at)
     return parts
@@ -171,13 +214,55 @@ async def parse_messages(
     admit: Admit,
     fetch: Fetch | None = None,
     max_image_bytes: int = 20 * 1024 * 1024,
+    max_images: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Parse an OpenAI ``messages`` array.
+    """Parse an OpenAI ``messages`` array (see the module's phases).
 
     Raises:
         TurnError: ``RUNTIME_BAD_MESSAGE`` (with ``details['at']``),
-            ``RUNTIME_IMAGE_URL_DISABLED``; image admission raises ImageError.
+            ``RUNTIME_IMAGE_URL_DISABLED``, ``RUNTIME_TOO_MANY_IMAGES``; fetching raises
+            ``RUNTIME_IMAGE_FETCH_FAILED``, admission ImageError or StoreError.
     """
+    images = _Images(max_images, fetch is not None, {}, {}, [])
+    out = _structure(raw, images, max_image_bytes)
+    if images.parts:
+        await _resolve(images, admit, fetch)
+    return out
+
+
+async def _resolve(images: _Images, admit: Admit, fetch: Fetch | None) -> None:
+    """Fetch the distinct URLs, admit the distinct images, fill in the image parts."""
+    fetched: dict[str, bytes] = {}
+    if images.urls:
+        assert fetch is not None  # URLs are refused at parse time without a fetcher
+        limiter = anyio.Semaphore(FETCH_CONCURRENCY)
+
+        async def one(url: str) -> None:
+            async with limiter:
+                fetched[url] = await fetch(url)
+
+        # The first failure cancels the other fetches; its own error is what the client
+        # gets (a task group wraps it, so it is unwrapped here).
+        try:
+            async with anyio.create_task_group() as group:
+                for url in images.urls:
+                    group.start_soon(one, url)
+        except BaseExceptionGroup as grouped:
+            first = grouped.exceptions[0]
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            raise first from None
+    sources = [*images.data.values(), *(fetched[url] for url in images.urls)]
+    metas = list(await admit(sources))
+    by_data = dict(zip(images.data, metas[: len(images.data)], strict=True))
+    by_url = dict(zip(images.urls, metas[len(images.data) :], strict=True))
+    for placeholder, kind, key in images.parts:
+        meta = by_data[key] if kind == "data" else by_url[key]
+        detail = placeholder.pop("detail")
+        placeholder.update(image_part(meta, detail))
+
+
+def _structure(raw: Any, images: _Images, max_image_bytes: int) -> list[dict[str, Any]]:
     if not isinstance(raw, list) or not raw:
         raise _bad("messages must be a non-empty list", "messages")
     if len(raw) > MAX_MESSAGES:
@@ -191,8 +276,8 @@ async def parse_messages(
         if role not in _ROLES:
             raise _bad(f"unknown role {str(role)[:40]!r}", where)
         role = "system" if role == "developer" else role
-        content = await _content(
-            message.get("content"), where, admit=admit, fetch=fetch,
+        content = _content(
+            message.get("content"), where, images=images,
             max_image_bytes=max_image_bytes, allow_images=role == "user",
         )
         parsed: dict[str, Any] = {"role": role, "content": content}

@@ -34,10 +34,10 @@ from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.client import MAX_TOOL_CALLS, ChatClient, ChatResult, ToolCall
 from deepseek_eyes.runtime.messages import image_refs
 from deepseek_eyes.runtime.tools import ToolRegistry, TurnContext
-from deepseek_eyes.runtime.view import EvidenceSlot, View, build_view
+from deepseek_eyes.runtime.view import EvidenceSlot, View, build_view, native_pixels
 from deepseek_eyes.settings import RuntimeSettings
-from deepseek_eyes.store.events import SessionStore, TurnRecord, body_digest
-from deepseek_eyes.usage import ProviderUsage, UsageCategory, UsageTracker, estimate_tokens
+from deepseek_eyes.store.events import Fork, SessionStore, TurnRecord, body_digest
+from deepseek_eyes.usage import ProviderUsage, UsageCategory, UsageTracker
 from deepseek_eyes.vision.bridge import VisionBridge
 
 __all__ = [
@@ -79,6 +79,7 @@ class TurnResult:
     rereads: int
     model_calls: int
     created: int
+    fork: Fork | None = None  # set when the history did not extend the named session
 
 
 def add_usage(a: ProviderUsage, b: ProviderUsage) -> ProviderUsage:
@@ -105,12 +106,26 @@ def usage_json(usage: ProviderUsage) -> dict[str, Any]:
 
 def deepseekeyes_json(result: TurnResult) -> dict[str, Any]:
     """The ``deepseekeyes`` object of a response: what a client cannot learn elsewhere."""
-    return {
+    out: dict[str, Any] = {
         "session_id": result.session_id,
         "path": result.path,
         "evidence": result.evidence,
         "rereads": result.rereads,
     }
+    if result.fork is not None:
+        out["fork"] = {"from": result.fork.parent, "at": result.fork.at}
+    return out
+
+
+def _visible_digest(message: Mapping[str, Any]) -> str:
+    """A message as the client sees and resends it: an assistant message without the
+    reasoning the client is not asked to send back."""
+    if message.get("role") != "assistant":
+        return body_digest(dict(message))
+    visible: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
+    if message.get("tool_calls"):
+        visible["tool_calls"] = message["tool_calls"]
+    return body_digest(visible)
 
 
 def _tool_call_json(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
@@ -138,6 +153,7 @@ class _Turn:
     evidence: list[dict[str, Any]]
     usage: ProviderUsage = field(default_factory=ProviderUsage)
     model_calls: int = 0
+    fork: Fork | None = None
 
 
 class TurnRunner:
@@ -178,9 +194,11 @@ class TurnRunner:
             path = "native"
         else:
             path = "bridged"
-        session_id = self._log_request(request)
+        session_id, fork = self._log_request(request)
         try:
-            return await self._bridge_and_build(request, model, path, images, session_id, started)
+            turn = await self._bridge_and_build(request, model, path, images, session_id, started)
+            turn.fork = fork
+            return turn
         except DeepSeekEyesError as exc:
             # The request is logged; its failure to reach the model is recorded with it,
             # and the caller learns which session holds it.
@@ -212,7 +230,7 @@ class TurnRunner:
         if path == "bridged":
             for number, image in enumerate(images, start=1):
                 image_id = f"img-{number}"
-                result = await self._bridge.see(self._bridge.image_bytes(image["sha256"]))
+                result = await self._bridge.see_stored(image["sha256"])
                 slots[image["sha256"]] = EvidenceSlot(
                     image_id, image, result.route, result.record.record_sha256,
                     result.record.evidence,
@@ -222,24 +240,31 @@ class TurnRunner:
                     "image": image_id, "sha256": image["sha256"], "route": result.route,
                     "record_sha256": result.record.record_sha256, "cached": result.cached,
                 })
-        elif path == "native":
+        originals: dict[str, bytes] = {}
+        if path == "native":
             self._usage.count(UsageCategory.NATIVE_VISUAL_TURNS, source=model)
+            for sha in native_pixels(request.messages, self._settings.native_history_images):
+                originals[sha] = await self._bridge.read_image(sha)
         view = build_view(
             request.messages,
             path=path,
             slots=slots,
-            image_bytes=self._bridge.image_bytes,
+            image_bytes=originals,
             budget_tokens=self._settings.history_budget_tokens if path != "text" else None,
             history_evidence=self._settings.history_evidence,
+            native_history_images=self._settings.native_history_images,
         )
         if path == "bridged":
             self._usage.record_estimate(
                 UsageCategory.BRIDGE_INPUT, view.evidence_tokens, source=model, calls=1
             )
-            self._usage.record_estimate(
-                UsageCategory.AVOIDED_REPLAY, self._pixel_tokens(request.messages),
-                source="pointers", calls=1,
-            )
+            if view.avoided_tokens:
+                # Pointers instead of earlier images' full evidence, by the same estimate
+                # as the evidence sent; nothing in history_evidence = "full".
+                self._usage.record_estimate(
+                    UsageCategory.AVOIDED_REPLAY, view.avoided_tokens, source="pointers",
+                    calls=1,
+                )
         client_names = {
             str(t.get("function", {}).get("name")) for t in request.client_tools
             if isinstance(t, Mapping)
@@ -261,34 +286,43 @@ class TurnRunner:
             generation=self._registry.generation, started=started, evidence=evidence,
         )
 
-    @staticmethod
-    def _pixel_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
-        """What replaying every image occurrence as base64 would have cost (estimate)."""
-        total = 0
-        for message in messages:
-            content = message.get("content")
-            if isinstance(content, list):
-                for part in content:
-                    if part.get("type") == "image":
-                        total += estimate_tokens((int(part["size"]) + 2) // 3 * 4)
-        return total
+    def _log_request(self, request: TurnRequest) -> tuple[str, Fork | None]:
+        """Append the messages the session has not seen yet; returns the session id.
 
-    def _log_request(self, request: TurnRequest) -> str:
-        """Append the messages the session has not seen yet; returns the session id."""
+        Clients resend the whole history each turn. One that extends the stored history
+        continues the session. One that does not (an edited or regenerated message, a
+        trimmed or different history under the same id) would otherwise be appended as
+        if it continued; it starts a new session instead, forked from the named one at the
+        last shared message, and the answer says so (``deepseekeyes.fork``).
+        """
         if request.session_id is None:  # a session of its own: one transaction, no lookups
             session_id = self._sessions.new_id()
             self._sessions.append(session_id, request.messages, create=request.source)
-            return session_id
+            return session_id, None
         session_id = request.session_id
         self._sessions.ensure(session_id, request.source)
-        stored = [body_digest(m) for m in self._sessions.messages(session_id)]
-        common = 0
-        for stored_digest, message in zip(stored, request.messages, strict=False):
-            if stored_digest != body_digest(message):
+        stored = [
+            _visible_digest(m) for m in self._sessions.messages(session_id)
+            if not m.get("internal")
+        ]
+        # The runtime's internal exchanges are skipped on both sides (``ask --session``
+        # resends the stored history, internal messages included).
+        matched = common = 0
+        for message in request.messages:
+            if message.get("internal"):
+                common += 1
+                continue
+            if matched == len(stored) or stored[matched] != _visible_digest(message):
                 break
+            matched += 1
             common += 1
+        if matched < len(stored):
+            fork = Fork(session_id, matched)
+            forked = self._sessions.new_id()
+            self._sessions.append(forked, request.messages, create=request.source, fork=fork)
+            return forked, fork
         self._sessions.append(session_id, request.messages[common:])
-        return session_id
+        return session_id, None
 
     # the loop ------------------------------------------------------------------
     def _split(
@@ -308,9 +342,11 @@ class TurnRunner:
     async def _run_tools(self, turn: _Turn, result: ChatResult, calls: list[ToolCall]) -> None:
         assistant = {"role": "assistant", "content": result.content or None,
                      "tool_calls": _tool_call_json(calls)}
+        # The runtime's own tool exchange is logged but marked internal: the client never
+        # sees it, so its next request is compared without it (see _log_request).
         stored = [{"role": "assistant", "content": result.content, "reasoning": result.reasoning,
                    "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
-                                  for c in calls]}]
+                                  for c in calls], "internal": True}]
         turn.payload["messages"] = [*turn.payload["messages"], assistant]
         for call in calls:
             outcome = await self._registry.call(
@@ -318,7 +354,7 @@ class TurnRunner:
             )
             message = {"role": "tool", "tool_call_id": call.id, "content": outcome.content}
             turn.payload["messages"].append(message)
-            stored.append({**message, "name": call.name})
+            stored.append({**message, "name": call.name, "internal": True})
         self._sessions.append(turn.session_id, stored, turn_id=turn.turn_id)
 
     def _check_budget(self, turn: _Turn) -> None:
@@ -345,7 +381,7 @@ class TurnRunner:
             content=result.content, reasoning=result.reasoning, finish_reason=finish,
             tool_calls=external, usage=turn.usage, evidence=turn.evidence,
             rereads=turn.context.rereads, model_calls=turn.model_calls,
-            created=int(turn.started),
+            created=int(turn.started), fork=turn.fork,
         )
         self._sessions.append(
             turn.session_id, [message], turn_id=turn.turn_id, turn=self._turn_record(turn, "ok")

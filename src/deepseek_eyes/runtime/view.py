@@ -9,8 +9,14 @@ Three shapes, one per turn path:
   earlier answers carry what it already read. That keeps a long conversation about one
   image from paying for its evidence every turn (``history_evidence = "full"`` does pay).
   A system message explains the evidence and the tool.
-* **native** — the final model declares image input: user images travel as data URLs built
-  from the stored original bytes; images anywhere else are dropped (providers refuse them).
+* **native** — the final model declares image input: the latest user message's images
+  travel as data URLs built from the stored original bytes; earlier images are sent again
+  only up to ``runtime.native_history_images`` (default 0) and otherwise become a one-line
+  reference, so a long conversation does not re-send every image each turn. Images
+  anywhere but user messages are dropped (providers refuse them).
+
+In every path an image repeated within one message is rendered once; its copies become a
+one-line reference (250 copies of one image cost one evidence block, not 250).
 
 History is bounded by an estimated token budget: the oldest messages go first, an
 assistant message with tool calls leaves together with its tool results, the latest user
@@ -21,14 +27,17 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from deepseek_eyes.runtime.render import render_evidence, render_pointer
 from deepseek_eyes.usage import estimate_tokens
 
-__all__ = ["BRIDGE_SYSTEM_PROMPT", "EvidenceSlot", "View", "build_view"]
+__all__ = [
+    "BRIDGE_SYSTEM_PROMPT", "EvidenceSlot", "View", "build_view", "image_ids", "native_pixels",
+    "render_reference",
+]
 
 BRIDGE_SYSTEM_PROMPT = (
     "You cannot see images directly. Each image in this conversation is replaced by "
@@ -58,6 +67,9 @@ class View:
     estimated_tokens: int
     evidence_tokens: int  # the part of the estimate that is rendered evidence
     omitted: int  # messages left out to fit the budget
+    # What the real alternative (earlier images' evidence in full) would have added, by
+    # the same estimate as evidence_tokens; 0 with history_evidence = "full".
+    avoided_tokens: int = 0
 
 
 def _assistant(message: Mapping[str, Any]) -> dict[str, Any]:
@@ -105,19 +117,79 @@ def _tokens(message: Mapping[str, Any]) -> int:
     return estimate_tokens(len(json.dumps(message, ensure_ascii=False)))
 
 
+def image_ids(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """``img-1``, ``img-2``, … by first appearance: the ids the model reads and ``look``
+    takes, the same for every path."""
+    ids: dict[str, str] = {}
+    for message in messages:
+        for part in _image_parts(message):
+            ids.setdefault(str(part["sha256"]), f"img-{len(ids) + 1}")
+    return ids
+
+
+def native_pixels(
+    messages: Sequence[Mapping[str, Any]], history_images: int = 0
+) -> dict[str, tuple[int, int]]:
+    """Where a native turn sends pixels: image sha256 → (message, part) index.
+
+    The images of the latest user message are sent there; of the earlier ones, the
+    ``history_images`` most recently shown are sent once, where they were last shown.
+    Every other occurrence becomes a reference (:func:`render_reference`), so a long
+    conversation does not re-send every earlier image in full each turn.
+    """
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    at: dict[str, tuple[int, int]] = {}
+    if not users:
+        return at
+    last = users[-1]
+    for index, part in enumerate(messages[last].get("content") or []):
+        if isinstance(part, Mapping) and part.get("type") == "image":
+            at.setdefault(str(part["sha256"]), (last, index))
+    earlier = 0
+    for message_index in reversed(users[:-1]):
+        if earlier >= history_images:
+            break
+        content = messages[message_index].get("content")
+        if not isinstance(content, list):
+            continue
+        for index in range(len(content) - 1, -1, -1):
+            part = content[index]
+            if part.get("type") != "image" or str(part["sha256"]) in at:
+                continue
+            if earlier >= history_images:
+                break
+            at[str(part["sha256"])] = (message_index, index)
+            earlier += 1
+    return at
+
+
+def render_reference(image_id: str, image: Mapping[str, Any]) -> str:
+    """An image whose pixels a native turn does not send again."""
+    return (
+        f"[{image_id}: sha256:{str(image['sha256'])[:16]} {image['width']}x{image['height']} "
+        f"{image['media_type']}; shown earlier in this conversation, its pixels are not "
+        "sent again]"
+    )
+
+
 def build_view(
     messages: Sequence[Mapping[str, Any]],
     *,
     path: str,
     slots: Mapping[str, EvidenceSlot] | None = None,
-    image_bytes: Callable[[str], bytes] | None = None,
+    image_bytes: Mapping[str, bytes] | None = None,
     budget_tokens: int | None = None,
     history_evidence: str = "pointer",
+    native_history_images: int = 0,
 ) -> View:
     """The upstream ``messages`` for one model call of a turn.
 
-    ``slots`` maps an image's sha256 to its evidence (bridged path); ``image_bytes`` reads
-    an original from the blob store (native path).
+    ``slots`` maps an image's sha256 to its evidence (bridged path); ``image_bytes`` holds
+    the original bytes of every image :func:`native_pixels` names (native path), read by
+    the caller off the event loop.
+
+    An image repeated within one message is rendered (or sent) once; its other copies
+    become a one-line reference to it.
     """
     slots = slots or {}
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
@@ -126,23 +198,29 @@ def build_view(
         full = set(image_users[-1:])
     else:
         full = {users[-1]} if users and users[-1] in image_users else set()
+    ids = image_ids(messages)
+    pixels = native_pixels(messages, native_history_images) if path == "native" else {}
     out: list[dict[str, Any]] = []
     evidence_tokens = 0
+    avoided_tokens = 0
     for index, message in enumerate(messages):
         images = _image_parts(message)
         if not images or message.get("role") != "user":
             out.append(_plain(message))
             continue
         if path == "native":
-            out.append(_native_user(message, image_bytes))
+            out.append(_native_user(index, message, ids, pixels, image_bytes or {}))
             continue
         pieces: list[str] = []
+        shown: set[str] = set()
         for part in message["content"]:
             if part.get("type") == "text":
                 pieces.append(str(part["text"]))
                 continue
             slot = slots[part["sha256"]]
-            if index in full:
+            if part["sha256"] in shown:
+                text = _again(slot.image_id)
+            elif index in full:
                 text = render_evidence(
                     slot.image_id, slot.image, slot.evidence, route=slot.route,
                     record_sha256=slot.record_sha256,
@@ -151,6 +229,13 @@ def build_view(
                 text = render_pointer(
                     slot.image_id, slot.image, str(slot.evidence.get("summary", ""))
                 )
+                # What rendering it in full (history_evidence = "full") would have cost.
+                whole = render_evidence(
+                    slot.image_id, slot.image, slot.evidence, route=slot.route,
+                    record_sha256=slot.record_sha256,
+                )
+                avoided_tokens += max(0, estimate_tokens(len(whole)) - estimate_tokens(len(text)))
+            shown.add(part["sha256"])
             evidence_tokens += estimate_tokens(len(text))
             pieces.append(text)
         out.append({"role": "user", "content": "\n\n".join(pieces)})
@@ -160,27 +245,41 @@ def build_view(
     if budget_tokens is not None:
         out, omitted = _fit(out, budget_tokens)
     total = sum(_tokens(m) for m in out)
-    return View(out, total, evidence_tokens, omitted)
+    return View(out, total, evidence_tokens, omitted, avoided_tokens)
+
+
+def _again(image_id: str) -> str:
+    return f"[{image_id} again: the same image as above]"
 
 
 def _native_user(
-    message: Mapping[str, Any], image_bytes: Callable[[str], bytes] | None
+    index: int,
+    message: Mapping[str, Any],
+    ids: Mapping[str, str],
+    pixels: Mapping[str, tuple[int, int]],
+    image_bytes: Mapping[str, bytes],
 ) -> dict[str, Any]:
-    if image_bytes is None:
-        raise ValueError("the native path needs image_bytes")
     parts: list[dict[str, Any]] = []
-    for part in message["content"]:
+    for position, part in enumerate(message["content"]):
         if part.get("type") == "text":
             parts.append({"type": "text", "text": part["text"]})
-        else:
-            data = base64.b64encode(image_bytes(part["sha256"])).decode("ascii")
-            parts.append({
-                "type": "image_url",
-                "image_url": {
-                    "url": f"data:{part['media_type']};base64,{data}",
-                    "detail": part.get("detail", "auto"),
-                },
-            })
+            continue
+        sha = str(part["sha256"])
+        if pixels.get(sha) != (index, position):
+            here = pixels.get(sha, (-1, -1))[0] == index
+            text = _again(ids[sha]) if here else render_reference(ids[sha], part)
+            parts.append({"type": "text", "text": text})
+            continue
+        if sha not in image_bytes:
+            raise ValueError(f"the native view needs the bytes of image {sha[:16]}")
+        data = base64.b64encode(image_bytes[sha]).decode("ascii")
+        parts.append({
+            "type": "image_url",
+            "image_url": {
+                "url": f"data:{part['media_type']};base64,{data}",
+                "detail": part.get("detail", "auto"),
+            },
+        })
     return {"role": "user", "content": parts}
 
 

@@ -69,6 +69,11 @@ class RuntimeSettings(Strict):
         default=8, ge=1, le=64,
         description="Distinct images a conversation may carry into one turn.",
     )
+    native_history_images: int = Field(
+        default=0, ge=0, le=64,
+        description="Native-vision turns: earlier images sent again as pixels (the most "
+        "recent first); the others become a one-line reference.",
+    )
     history_evidence: Literal["pointer", "full"] = Field(
         default="pointer",
         description="Images of earlier user messages: a pointer the model can look at "

@@ -159,6 +159,11 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX turns_session ON turns(session_id, started_at);
     """,
+    # 3: a session started from another one whose history the client did not extend
+    """
+    ALTER TABLE sessions ADD COLUMN forked_from TEXT REFERENCES sessions(id);
+    ALTER TABLE sessions ADD COLUMN fork_at INTEGER;
+    """,
 )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store.db import Database
 
-__all__ = ["SESSION_ID", "Event", "SessionStore", "TurnRecord", "body_digest"]
+__all__ = ["SESSION_ID", "Event", "Fork", "SessionStore", "TurnRecord", "body_digest"]
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_EVENTS_READ = 10_000
@@ -44,6 +44,15 @@ class Event:
     turn_id: str | None
     body_sha256: str
     message: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Fork:
+    """Where a session branched off: its parent and how many of the parent's messages
+    the new history shares."""
+
+    parent: str
+    at: int
 
 
 @dataclass(frozen=True)
@@ -114,13 +123,15 @@ class SessionStore:
         *,
         turn_id: str | None = None,
         create: str | None = None,
+        fork: Fork | None = None,
         turn: TurnRecord | None = None,
     ) -> list[int]:
         """Append messages in order, in one transaction; returns their sequence numbers.
 
-        ``create`` (a source name) creates the session in the same transaction, and
-        ``turn`` records a finished turn with its last messages: one commit per step of a
-        turn keeps the gateway's own overhead per turn small.
+        ``create`` (a source name) creates the session in the same transaction, ``fork``
+        records which session it was started from, and ``turn`` records a finished turn
+        with its last messages: one commit per step of a turn keeps the gateway's own
+        overhead per turn small.
         """
         if not messages and create is None and turn is None:
             return []
@@ -134,8 +145,10 @@ class SessionStore:
                         code="STORE_SESSION_INVALID",
                     )
                 conn.execute(
-                    "INSERT OR IGNORE INTO sessions (id, created_at, source) VALUES (?,?,?)",
-                    (session_id, now, create),
+                    "INSERT OR IGNORE INTO sessions (id, created_at, source, forked_from,"
+                    " fork_at) VALUES (?,?,?,?,?)",
+                    (session_id, now, create, fork.parent if fork else None,
+                     fork.at if fork else None),
                 )
             row = conn.execute(
                 "SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?", (session_id,)
@@ -174,9 +187,19 @@ class SessionStore:
     def messages(self, session_id: str) -> list[dict[str, Any]]:
         return [event.message for event in self.events(session_id)]
 
+    def fork_of(self, session_id: str) -> Fork | None:
+        """The session this one was forked from, or None."""
+        row = self._db.query_one(
+            "SELECT forked_from, fork_at FROM sessions WHERE id = ?", (session_id,)
+        )
+        if row is None or row["forked_from"] is None:
+            return None
+        return Fork(str(row["forked_from"]), int(row["fork_at"]))
+
     def sessions(self, *, limit: int = 100) -> list[dict[str, Any]]:
         rows = self._db.query(
-            "SELECT s.id, s.created_at, s.source, COUNT(e.id) AS events, MAX(e.ts) AS last_at"
+            "SELECT s.id, s.created_at, s.source, s.forked_from, s.fork_at,"
+            " COUNT(e.id) AS events, MAX(e.ts) AS last_at"
             " FROM sessions s LEFT JOIN events e ON e.session_id = s.id"
             " GROUP BY s.id ORDER BY COALESCE(MAX(e.ts), s.created_at) DESC LIMIT ?",
             (limit,),

@@ -7,22 +7,23 @@ the audit record for each acquisition's outcome. Tests build it with their own r
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 
 import anyio
 
-from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.errors import DeepSeekEyesError, ImageError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.store.blobs import sha256_hex
 from deepseek_eyes.vision.attempts import AttemptLog
 from deepseek_eyes.vision.cache import EvidenceCache, ImageMeta
 from deepseek_eyes.vision.guard import RouteEntry
-from deepseek_eyes.vision.intake import ImageLimits
+from deepseek_eyes.vision.intake import ImageLimits, decode_image
 from deepseek_eyes.vision.registry import build_routes
 from deepseek_eyes.vision.route_state import RouteStateStore
-from deepseek_eyes.vision.router import Acquisition, VisionRouter
+from deepseek_eyes.vision.router import HASH_IN_THREAD_BYTES, Acquisition, VisionRouter
 from deepseek_eyes.vision.types import Variant
 
 __all__ = ["VisionBridge"]
@@ -43,6 +44,7 @@ class VisionBridge:
         if routes is None:
             routes, auto_routes = build_routes(settings.vision, settings.llm)
         self.cache = EvidenceCache(home.db, clock=clock)
+        self._limits = ImageLimits.from_settings(settings.image)
         self.attempts = AttemptLog(
             home.db, max_rows=settings.vision.attempts_max_rows, clock=clock
         )
@@ -55,43 +57,99 @@ class VisionBridge:
             states=RouteStateStore(home.db),
             usage=home.usage,
             blobs=home.blobs,
-            limits=ImageLimits.from_settings(settings.image),
+            limits=self._limits,
             clock=clock,
         )
 
     async def admit(self, data: bytes) -> ImageMeta:
-        """Validate and store an image without asking any route about it (a known image
+        """Validate and store one image without asking any route about it (a known image
         costs one hash). Raises ImageError or StoreError like intake does."""
-        sha = sha256_hex(data)
-        meta = self.cache.image_meta(sha)
-        if meta is not None:
-            return meta
-        decoded = await anyio.to_thread.run_sync(self.router.decode_and_store, data, sha)
-        meta = ImageMeta.of(decoded)
-        self.cache.remember_image(meta)
-        return meta
+        return (await self.admit_all([data]))[0]
+
+    async def admit_all(self, images: Sequence[bytes]) -> list[ImageMeta]:
+        """Validate every image, then store them: all or nothing.
+
+        A known image costs one hash. Unknown ones are decoded in a worker thread, one at a
+        time (pixels are dropped as soon as their hash is taken, so memory holds one
+        image's pixels, not a turn's), and only when every image has passed are their bytes
+        written and their identities remembered: a request refused for its fifth image
+        leaves none of the first four behind. The result follows ``images`` (repeats
+        included).
+
+        Raises:
+            ImageError: the first image refused (``details['index']`` says which); nothing
+                was stored.
+            StoreError: the bytes could not be stored.
+        """
+        metas: dict[str, ImageMeta] = {}
+        pending: list[tuple[bytes, ImageMeta]] = []
+        order: list[str] = []
+        for index, data in enumerate(images):
+            if len(data) > HASH_IN_THREAD_BYTES:
+                sha = await anyio.to_thread.run_sync(sha256_hex, data)
+            else:
+                sha = sha256_hex(data)
+            order.append(sha)
+            if sha in metas:
+                continue
+            known = self.cache.image_meta(sha)
+            if known is not None:
+                metas[sha] = known
+                continue
+            try:
+                decoded = await anyio.to_thread.run_sync(
+                    functools.partial(decode_image, data, self._limits, sha256=sha)
+                )
+            except ImageError as exc:
+                exc.details.setdefault("index", index)
+                exc.details.setdefault("image_sha256", sha)
+                raise
+            meta = metas[sha] = ImageMeta.of(decoded)
+            del decoded
+            pending.append((data, meta))
+        if pending:
+            await anyio.to_thread.run_sync(self._store, pending)
+        return [metas[sha] for sha in order]
+
+    def _store(self, pending: Sequence[tuple[bytes, ImageMeta]]) -> None:
+        for data, meta in pending:
+            self.home.blobs.put(data, sha256=meta.sha256)
+        for _data, meta in pending:
+            self.cache.remember_image(meta)
 
     def image_bytes(self, sha256: str) -> bytes:
-        """The original bytes of a stored image. Raises StoreError."""
+        """The original bytes of a stored image (blocking; see :meth:`read_image`).
+        Raises StoreError."""
         return self.home.blobs.get(sha256)
+
+    async def read_image(self, sha256: str) -> bytes:
+        """The original bytes of a stored image, read in a worker thread. Raises
+        StoreError."""
+        return await anyio.to_thread.run_sync(self.home.blobs.get, sha256)
 
     async def see(self, data: bytes, *, route: str | None = None) -> Acquisition:
         """Base evidence (``deepseekeyes.evidence.v1``) for one image."""
         return await self._acquire(data, Variant.EVIDENCE, route=route)
 
+    async def see_stored(self, sha256: str, *, route: str | None = None) -> Acquisition:
+        """:meth:`see` for an admitted image, known by its hash: a cache hit reads no
+        bytes (the identity admission took is reused)."""
+        return await self._acquire(sha256, Variant.EVIDENCE, route=route)
+
     async def reread(
-        self, data: bytes, question: str, *, base_route: str | None = None,
+        self, image: bytes | str, question: str, *, base_route: str | None = None,
         route: str | None = None,
     ) -> Acquisition:
         """A targeted reread (``deepseekeyes.target.v1``) of the original pixels, trying the
-        route that produced the base evidence first."""
+        route that produced the base evidence first. ``image`` is the bytes, or the
+        sha256 of an admitted image."""
         return await self._acquire(
-            data, Variant.TARGET, question=question, route=route, base_route=base_route
+            image, Variant.TARGET, question=question, route=route, base_route=base_route
         )
 
     async def _acquire(
         self,
-        data: bytes,
+        image: bytes | str,
         variant: Variant,
         *,
         question: str | None = None,
@@ -99,9 +157,14 @@ class VisionBridge:
         base_route: str | None = None,
     ) -> Acquisition:
         try:
-            result = await self.router.acquire(
-                data, variant, question=question, route=route, base_route=base_route
-            )
+            if isinstance(image, str):
+                result = await self.router.acquire_stored(
+                    image, variant, question=question, route=route, base_route=base_route
+                )
+            else:
+                result = await self.router.acquire(
+                    image, variant, question=question, route=route, base_route=base_route
+                )
         except DeepSeekEyesError as exc:
             self.home.audit.append(
                 "vision.acquire", exc.details.get("image_sha256"), outcome="failed",

@@ -167,16 +167,52 @@ class VisionRouter:
             VisionError: ``VISION_ROUTE_UNKNOWN``, or a single route's own failure code, or
                 ``VISION_FAILOVER_EXHAUSTED`` with ``details['attempts']``.
         """
+        if len(data) > HASH_IN_THREAD_BYTES:
+            sha = await anyio.to_thread.run_sync(sha256_hex, data)
+        else:
+            sha = sha256_hex(data)
+        return await self._acquire(
+            sha, data, variant, question=question, route=route, base_route=base_route
+        )
+
+    async def acquire_stored(
+        self,
+        sha256: str,
+        variant: Variant = Variant.EVIDENCE,
+        *,
+        question: str | None = None,
+        route: str | None = None,
+        base_route: str | None = None,
+    ) -> Acquisition:
+        """Like :meth:`acquire`, for an image already admitted to the blob store.
+
+        The image is known by its hash, so nothing is read or hashed for a cache hit; a
+        miss reads the blob in a worker thread (checked against its address).
+
+        Raises:
+            StoreError: ``STORE_BLOB_MISSING`` / ``STORE_BLOB_CORRUPT`` on a miss whose
+                blob is gone or altered; otherwise as :meth:`acquire`.
+        """
+        return await self._acquire(
+            sha256, None, variant, question=question, route=route, base_route=base_route
+        )
+
+    async def _acquire(
+        self,
+        sha: str,
+        data: bytes | None,
+        variant: Variant,
+        *,
+        question: str | None,
+        route: str | None,
+        base_route: str | None,
+    ) -> Acquisition:
         if variant is Variant.TARGET and not (question and question.strip()):
             raise ValueError("a targeted reread needs a question")
         if variant is Variant.EVIDENCE:
             question = None
         order = self.order(explicit=route, base_route=base_route)
         op = self._attempts.operation("reread" if variant is Variant.TARGET else "see")
-        if len(data) > HASH_IN_THREAD_BYTES:
-            sha = await anyio.to_thread.run_sync(sha256_hex, data)
-        else:
-            sha = sha256_hex(data)
         qsha = _question_digest(question)
 
         meta = self._cache.image_meta(sha)
@@ -184,6 +220,12 @@ class VisionRouter:
             hit = self._lookup(op, meta, order, variant, qsha)
             if hit is not None:
                 return hit
+        if data is None:
+            try:
+                data = await anyio.to_thread.run_sync(self._blobs.get, sha)
+            except StoreError as exc:
+                op.record("intake", "refused", code=exc.code, image_sha256=sha)
+                raise
         decoded = await self._admit(op, data, sha)
         if meta is None:
             meta = ImageMeta.of(decoded)
