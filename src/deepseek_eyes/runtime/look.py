@@ -17,7 +17,7 @@ from deepseek_eyes.runtime.render import render_target
 from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
 from deepseek_eyes.vision.bridge import VisionBridge
 
-__all__ = ["LookTool"]
+__all__ = ["LookSource"]
 
 MAX_QUESTION = 500
 
@@ -43,16 +43,25 @@ SPEC = ToolSpec(
 )
 
 
-class LookTool:
+class LookSource:
+    """The ``look`` source: one tool, offered only when the turn holds images."""
+
+    name = "look"
+    prefix = "look"
+
     def __init__(self, bridge: VisionBridge) -> None:
         self._bridge = bridge
 
-    @property
-    def spec(self) -> ToolSpec:
-        return SPEC
+    def tools(self, context: TurnContext) -> list[ToolSpec]:
+        return [SPEC] if context.images else []
 
-    def available(self, context: TurnContext) -> bool:
-        return bool(context.images)
+    async def call(
+        self, name: str, arguments: Mapping[str, Any], context: TurnContext  # noqa: ARG002
+    ) -> ToolOutcome:
+        return await self.run(arguments, context)
+
+    async def close(self) -> None:
+        return None
 
     async def run(self, arguments: Mapping[str, Any], context: TurnContext) -> ToolOutcome:
         ref, question = arguments.get("image"), arguments.get("question")

@@ -1,23 +1,38 @@
 """The runtime assembled from settings and a data directory: one object per process.
 
 It owns the final-model client (one connection pool for every turn), the model catalog,
-the tool registry, the session store and the vision bridge, and hands them to the turn
-runner. The CLI and the gateway both hold exactly this object, so ``ask`` and
-``POST /v1/chat/completions`` run the same turn code.
+the tool hub with its sources, the session store and the vision bridge, and hands them to
+the turn runner. The CLI and the gateway both hold exactly this object, so ``ask`` and
+``POST /v1/chat/completions`` run the same turn code with the same tools.
+
+Tool sources come from ``[runtime] tool_sources`` (default ``["look", "mcp"]``): ``look``
+rereads images; ``mcp`` is the MCP host over the enabled ``[[mcp.servers]]`` (connected by
+:meth:`Runtime.start`, only when there is one); ``terminal`` is the terminal service
+in-process, configured from ``[terminal]``, only when listed.
+
+Lifecycle: construct (cheap, no connections), ``await start()`` before the first turn
+that should see MCP tools, ``await aclose()`` at the end.
 """
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
 
 from deepseek_eyes.errors import ConfigError, LLMError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.client import ChatClient
-from deepseek_eyes.runtime.look import LookTool
-from deepseek_eyes.runtime.tools import ToolRegistry
+from deepseek_eyes.runtime.look import LookSource
+from deepseek_eyes.runtime.tools import ToolHub
 from deepseek_eyes.runtime.turn import TurnRequest, TurnResult, TurnRunner, TurnStream
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.vision.bridge import VisionBridge
+
+if TYPE_CHECKING:
+    from deepseek_eyes.terminal.service import TerminalService
 
 __all__ = ["Runtime"]
 
@@ -53,18 +68,67 @@ class Runtime:
             connect_timeout=llm.connect_timeout,
         )
         self.catalog = ModelCatalog(llm, self.client)
-        self.registry = ToolRegistry()
-        self.registry.register(LookTool(self.bridge))
+        rt = settings.runtime
+        self.tools = ToolHub(max_tools=rt.max_tools, max_schema_tokens=rt.max_tool_schema_tokens,
+                             read_only=rt.tool_risk == "read-only")
+        self._started = False
+        self._reaper: asyncio.Task[None] | None = None
+        self.terminal: TerminalService | None = None
+        for name in rt.tool_sources:
+            if name == "look":
+                self.tools.add(LookSource(self.bridge))
+            elif name == "terminal":
+                self._add_terminal()
         self.sessions = SessionStore(home.db)
         self.runner = TurnRunner(
             settings=settings.runtime,
             bridge=self.bridge,
             client=self.client,
             catalog=self.catalog,
-            registry=self.registry,
+            tools=self.tools,
             sessions=self.sessions,
             usage=home.usage,
         )
+
+    def _add_terminal(self) -> None:
+        # Imported here: the terminal's policy tables cost start-up time other commands
+        # should not pay.
+        from deepseek_eyes.runtime.terminal_tools import TerminalToolSource
+        from deepseek_eyes.terminal.config import build_service
+
+        service = build_service(self.settings, audit=self.home.audit)
+        source = TerminalToolSource(service)
+        self.terminal = service
+        self.tools.add(source)
+
+    async def start(self) -> None:
+        """Connect what needs connecting (the enabled MCP servers), once."""
+        if self._started:
+            return
+        self._started = True
+        mcp = self.settings.mcp
+        wanted = "mcp" in self.settings.runtime.tool_sources and mcp.enabled and any(
+            s.enabled for s in mcp.servers)
+        if wanted:
+            from deepseek_eyes.mcp.audit import McpAudit
+            from deepseek_eyes.mcp.host import McpHost
+            from deepseek_eyes.mcp.manager import McpManager
+            from deepseek_eyes.runtime.mcp_tools import McpToolSource
+
+            manager = McpManager(mcp)
+            host = McpHost(manager, blobs=self.home.blobs, artifacts=self.home.artifacts,
+                           audit=McpAudit(self.home.audit, ring=mcp.audit_ring),
+                           usage=self.home.usage)
+            longest = max((s.connect_timeout for s in mcp.servers if s.enabled), default=1.0)
+            await manager.start(wait=longest + 1)
+            source = McpToolSource(host, self.bridge,
+                                   max_images=self.settings.runtime.max_images_per_turn)
+            # MCP tools come after look and before the terminal, as tool_sources lists them.
+            order: list[str] = list(self.settings.runtime.tool_sources)
+            self.tools.sources.append(source)
+            self.tools.sources.sort(key=lambda s: order.index(s.name))
+        if self.terminal is not None:
+            self._reaper = asyncio.create_task(self.terminal.run_reaper())
 
     @property
     def credential_error(self) -> LLMError | None:
@@ -85,5 +149,10 @@ class Runtime:
         return self.runner.stream(request)
 
     async def aclose(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        await self.tools.close()
         await self.client.aclose()
         await self.bridge.aclose()

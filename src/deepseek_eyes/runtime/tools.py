@@ -1,24 +1,53 @@
-"""The runtime's tool registry: what the final model may call, and the per-turn guard.
+"""The runtime's tools: sources, one exposure chain, and the per-turn guard.
 
-One registry per runtime holds every tool the runtime itself executes (today ``look``;
-next MCP, terminal and computer-use tools). Tools are registered and withdrawn as a whole
-generation can change, and each call checks the generation it was offered under, so a tool
-withdrawn mid-turn never runs. A tool decides whether it is offered in a turn
-(:meth:`Tool.available`) — ``look`` only for sessions that hold images — so a pure-text
-turn carries no tool schema it cannot use.
+The runtime is the hub every capability reaches the model through. A :class:`ToolSource`
+(``look``, ``mcp``, ``terminal``; later ``browser`` and ``desktop``) says which tools it
+offers in a turn and runs a call; the :class:`ToolHub` holds the enabled sources
+(``[runtime] tool_sources``) and decides, for each model call, what is offered.
 
-Tool failures are results, not exceptions: the model reads what went wrong and can answer
-without it; only the turn's own limits stop the loop.
+What is offered is decided by one chain of small stages (:data:`Stage`), each with one job:
+
+1. **filter** — a client's own tool of the same name wins (the runtime's is not offered);
+2. **risk gate** — with ``runtime.tool_risk = "read-only"`` only read tools are offered;
+3. **prefix** — each source offers only names inside its own namespace (``mcp__…``,
+   ``terminal_…``, ``look``), so no source can shadow another's tool;
+4. **budget** — at most ``runtime.max_tools`` tools and ``runtime.max_tool_schema_tokens``
+   estimated schema tokens, in source order.
+
+Dispatch goes through the same chain: a call runs only when its name was in the
+:class:`Offer` of the model call that produced it, so a tool withdrawn, over budget or
+gated never runs, whatever the model says. The source then checks again at call time
+(the MCP host re-resolves policy and catalog generation; the terminal re-judges plans).
+
+Tool failures are results, not exceptions: the model reads what went wrong (with the
+error's code) and can answer without it; only the turn's own limits stop the loop.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Tool", "ToolOutcome", "ToolRegistry", "ToolSpec", "TurnContext"]
+from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.usage import estimate_tokens
+
+__all__ = [
+    "Offer",
+    "Stage",
+    "ToolHub",
+    "ToolOutcome",
+    "ToolSource",
+    "ToolSpec",
+    "TurnContext",
+    "budgeted",
+    "excluding",
+    "prefixed",
+    "risk_gated",
+]
+
+READ_RISKS = frozenset({"read"})
 
 
 @dataclass(frozen=True)
@@ -26,6 +55,7 @@ class ToolSpec:
     name: str
     description: str
     parameters: Mapping[str, Any]
+    risk: str = "read"  # read | write | exec | unknown: what calling it may do
 
     def openai(self) -> dict[str, Any]:
         """The tool as an OpenAI ``tools`` entry."""
@@ -38,6 +68,11 @@ class ToolSpec:
             },
         }
 
+    @property
+    def schema_tokens(self) -> int:
+        """Estimated tokens of the definition as the model receives it."""
+        return estimate_tokens(len(json.dumps(self.openai(), separators=(",", ":"))))
+
 
 @dataclass(frozen=True)
 class ToolOutcome:
@@ -45,10 +80,24 @@ class ToolOutcome:
     is_error: bool = False
     details: Mapping[str, Any] = field(default_factory=dict)  # audit-safe: ids, hashes, codes
 
+    @classmethod
+    def failure(cls, exc: DeepSeekEyesError, what: str) -> ToolOutcome:
+        """An error the model reads: what failed, the stable code, the message."""
+        return cls(f"{what} failed ({exc.code}): {exc.message}", True, {"code": exc.code})
+
+
+Notify = Callable[[dict[str, Any]], None]
+
 
 @dataclass
 class TurnContext:
-    """What one turn's tools can see and how much they have used."""
+    """What one turn's tools can see, and how much they have used.
+
+    ``state`` holds per-run state a source keeps across the calls of one user instruction
+    (the MCP call quota); ``notify`` receives progress events (tool started/finished,
+    approval wanted) for a front end to show; ``approver`` decides plans that need a
+    person (None: nobody can approve here).
+    """
 
     session_id: str
     images: dict[str, dict[str, Any]]  # image id ("img-1") -> image part + "route"
@@ -57,6 +106,9 @@ class TurnContext:
     tool_calls: int = 0
     rereads: int = 0
     calls: list[dict[str, Any]] = field(default_factory=list)  # audit rows of this turn
+    state: dict[str, Any] = field(default_factory=dict)
+    notify: Notify | None = None
+    approver: Any = None  # deepseek_eyes.runtime.approval.Approver
 
     def image(self, ref: str) -> tuple[str, dict[str, Any]] | None:
         """Resolve ``img-N``, ``sha256:<prefix>`` or a bare hex prefix (≥ 8 chars)."""
@@ -71,59 +123,178 @@ class TurnContext:
                 return matches[0]
         return None
 
+    def add_image(self, image: dict[str, Any]) -> str:
+        """Register an image that reached the turn through a tool; returns its id."""
+        for key, known in self.images.items():
+            if known["sha256"] == image["sha256"]:
+                return key
+        image_id = f"img-{len(self.images) + 1}"
+        while image_id in self.images:
+            image_id = f"img-{int(image_id[4:]) + 1}"
+        self.images[image_id] = image
+        return image_id
+
+    def emit(self, event: dict[str, Any]) -> None:
+        if self.notify is not None:
+            self.notify(event)
+
 
 @runtime_checkable
-class Tool(Protocol):
-    @property
-    def spec(self) -> ToolSpec: ...
+class ToolSource(Protocol):
+    """A capability offering tools to the model.
 
-    def available(self, context: TurnContext) -> bool: ...
+    ``name`` names the source in ``[runtime] tool_sources``; ``prefix`` is its namespace
+    (every tool it offers starts with it).
+    """
 
-    async def run(self, arguments: Mapping[str, Any], context: TurnContext) -> ToolOutcome: ...
+    name: str
+    prefix: str
 
-
-class ToolRegistry:
-    def __init__(self) -> None:
-        self._tools: dict[str, Tool] = {}
-        self.generation = 0
-
-    def register(self, tool: Tool) -> None:
-        self._tools[tool.spec.name] = tool
-        self.generation += 1
-
-    def unregister(self, name: str) -> None:
-        if self._tools.pop(name, None) is not None:
-            self.generation += 1
-
-    def names(self) -> list[str]:
-        return sorted(self._tools)
-
-    def offered(self, context: TurnContext, *, exclude: set[str] | None = None) -> list[Tool]:
-        """The tools offered in this turn (a client's own tool of the same name wins)."""
-        return [
-            tool for name, tool in self._tools.items()
-            if tool.available(context) and name not in (exclude or set())
-        ]
+    def tools(self, context: TurnContext) -> Sequence[ToolSpec]: ...
 
     async def call(
-        self, name: str, arguments_json: str, context: TurnContext, *, generation: int
+        self, name: str, arguments: Mapping[str, Any], context: TurnContext
+    ) -> ToolOutcome: ...
+
+    async def close(self) -> None: ...
+
+
+Candidate = tuple[ToolSpec, ToolSource]
+Stage = Callable[[list[Candidate]], list[Candidate]]
+
+
+def excluding(names: frozenset[str]) -> Stage:
+    """Filter: a client's own tool of the same name wins."""
+    return lambda items: [(s, src) for s, src in items if s.name not in names]
+
+
+def risk_gated(read_only: bool) -> Stage:
+    """Risk gate: with ``read_only`` only tools whose risk is ``read`` pass."""
+    if not read_only:
+        return lambda items: items
+    return lambda items: [(s, src) for s, src in items if s.risk in READ_RISKS]
+
+
+def prefixed() -> Stage:
+    """Prefix: names inside each source's namespace, each name once (first source wins)."""
+
+    def stage(items: list[Candidate]) -> list[Candidate]:
+        seen: set[str] = set()
+        out: list[Candidate] = []
+        for spec, source in items:
+            if not spec.name.startswith(source.prefix) or spec.name in seen:
+                continue
+            seen.add(spec.name)
+            out.append((spec, source))
+        return out
+
+    return stage
+
+
+def budgeted(max_tools: int, max_schema_tokens: int) -> Stage:
+    """Budget: tools in source order while both the count and the schema tokens fit."""
+
+    def stage(items: list[Candidate]) -> list[Candidate]:
+        out: list[Candidate] = []
+        tokens = 0
+        for spec, source in items:
+            cost = spec.schema_tokens
+            if len(out) >= max_tools or tokens + cost > max_schema_tokens:
+                continue
+            tokens += cost
+            out.append((spec, source))
+        return out
+
+    return stage
+
+
+@dataclass(frozen=True)
+class Offer:
+    """The tools of one model call, and which source runs each."""
+
+    specs: tuple[ToolSpec, ...] = ()
+    routes: Mapping[str, ToolSource] = field(default_factory=dict)
+
+    def openai(self) -> list[dict[str, Any]]:
+        return [spec.openai() for spec in self.specs]
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self.routes)
+
+    def schema_tokens(self, source: str) -> int:
+        """Estimated schema tokens of the tools ``source`` has in this offer."""
+        return sum(s.schema_tokens for s in self.specs if self.routes[s.name].name == source)
+
+
+class ToolHub:
+    def __init__(
+        self,
+        sources: Sequence[ToolSource] = (),
+        *,
+        max_tools: int = 64,
+        max_schema_tokens: int = 24_000,
+        read_only: bool = False,
+    ) -> None:
+        self.sources = list(sources)
+        self._max_tools = max_tools
+        self._max_schema_tokens = max_schema_tokens
+        self._read_only = read_only
+
+    def add(self, source: ToolSource) -> None:
+        self.sources.append(source)
+
+    def source(self, name: str) -> ToolSource | None:
+        return next((s for s in self.sources if s.name == name), None)
+
+    def chain(self, exclude: frozenset[str]) -> list[Stage]:
+        return [
+            excluding(exclude),
+            risk_gated(self._read_only),
+            prefixed(),
+            budgeted(self._max_tools, self._max_schema_tokens),
+        ]
+
+    def offer(self, context: TurnContext, *, exclude: frozenset[str] = frozenset()) -> Offer:
+        """What the next model call is offered (the chain applied to every source)."""
+        items: list[Candidate] = [
+            (spec, source) for source in self.sources for spec in source.tools(context)
+        ]
+        for stage in self.chain(exclude):
+            items = stage(items)
+        return Offer(tuple(s for s, _ in items), {s.name: src for s, src in items})
+
+    async def call(
+        self, offer: Offer, name: str, arguments_json: str, context: TurnContext
     ) -> ToolOutcome:
         """Run one call under the turn's limits; every failure becomes an error outcome."""
         context.tool_calls += 1
-        if generation != self.generation:
-            return ToolOutcome("the tool set changed during this turn; answer without it", True)
         if context.tool_calls > context.max_tool_calls:
             return ToolOutcome(
                 f"tool call limit of {context.max_tool_calls} for this turn reached; "
                 "answer with what you have", True, {"code": "RUNTIME_TOOL_LIMIT"},
             )
-        tool = self._tools.get(name)
-        if tool is None or not tool.available(context):
-            return ToolOutcome(f"no tool named {name!r} is available", True)
+        source = offer.routes.get(name)
+        if source is None:
+            return ToolOutcome(f"no tool named {name[:80]!r} is available", True,
+                               {"code": "RUNTIME_TOOL_UNKNOWN"})
         try:
             arguments = json.loads(arguments_json or "{}")
         except ValueError:
-            return ToolOutcome("the arguments are not valid JSON", True)
+            return ToolOutcome("the arguments are not valid JSON", True,
+                               {"code": "RUNTIME_TOOL_ARGUMENTS"})
         if not isinstance(arguments, dict):
-            return ToolOutcome("the arguments must be a JSON object", True)
-        return await tool.run(arguments, context)
+            return ToolOutcome("the arguments must be a JSON object", True,
+                               {"code": "RUNTIME_TOOL_ARGUMENTS"})
+        context.emit({"type": "tool.started", "tool": name, "source": source.name})
+        try:
+            outcome = await source.call(name, arguments, context)
+        except DeepSeekEyesError as exc:
+            outcome = ToolOutcome.failure(exc, name)
+        context.emit({"type": "tool.finished", "tool": name, "source": source.name,
+                      "is_error": outcome.is_error, "code": outcome.details.get("code")})
+        return outcome
+
+    async def close(self) -> None:
+        for source in self.sources:
+            await source.close()

@@ -2,26 +2,46 @@
 
 The path is chosen once per turn:
 
-* **text** — no image in the conversation: the messages go straight to the final model. No
-  router, probe or attempt record, no tool schema added.
+* **text** — no image in the conversation: the messages go to the final model as sent.
+  No router, probe or attempt record.
 * **native** — the final model declares image input (settings or its ``/models`` entry):
-  user images go through unchanged, no evidence, probe or router call; counted as a
-  ``native_visual_turns`` event.
-* **bridged** — every image is replaced by validated evidence (cache first), the model gets
-  the ``look`` tool, and internal tool calls run in a bounded loop (model calls, tool calls
-  and rereads per turn). The final model never receives an image part or unvalidated
+  the current message's images go through unchanged (earlier ones as references), no
+  evidence, probe or router call; counted as a ``native_visual_turns`` event.
+* **bridged** — every image is replaced by validated evidence (cache first) and the model
+  gets the ``look`` tool. The final model never receives an image part or unvalidated
   evidence.
 
-The same code serves the CLI (``ask``) and the gateway, streamed or not. Tool calls to the
-client's own tools are returned to the client; only the runtime's tools run here.
+On every path the model is offered the runtime's tools (:class:`ToolHub`: ``look``, MCP,
+the terminal, as ``[runtime] tool_sources`` lists them), and the turn is a loop: model
+call, the runtime's own tool calls, model call, … until an answer. Decisions a newcomer
+would otherwise undo:
 
-A streamed turn is not blind: its last chunk carries the same ``deepseekeyes`` object
-(session id, path, evidence) that a whole answer carries, and the client's tool-call
-deltas are forwarded as they arrive (:class:`_ToolRelay`), not gathered into one piece.
+* **Bounded per user instruction.** ``max_model_calls_per_turn`` counts every model call
+  since the latest user message, across HTTP requests (a client returning its own tool
+  results continues the same instruction). When the bound is reached, one last call
+  *without tools* asks for the answer, so a loop ends in an answer, not an error.
+* **Nothing is dropped.** One model response may call the runtime's tools and the client's
+  own: the runtime's run here, the client's go back to the client. The runtime's exchange
+  is logged (marked ``internal``) and, when the client continues the session, put back
+  where it was, so the model sees every result it asked for.
+* **The session log is the history.** A request that extends its session is rendered from
+  the stored log plus the new messages (which is how internal exchanges come back); one
+  that does not starts a fork (see :meth:`TurnRunner._log_request`).
+* **Usage.** Each model call is exact ``final`` usage, or ``mcp_continuation`` when it reads
+  results of MCP calls; the MCP tool definitions it carried are estimated as
+  ``mcp_schema``.
+
+The same code serves the CLI (``ask``) and the gateway, streamed or not. A streamed turn is
+not blind: tool progress and approval requests travel as ``deepseekeyes`` event chunks
+(``choices: []``), the last chunk carries the same ``deepseekeyes`` object (session id,
+path, evidence) a whole answer carries, and the client's tool-call deltas are forwarded as
+they arrive (:class:`_ToolRelay`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import time
 import uuid
@@ -33,7 +53,7 @@ from deepseek_eyes.errors import DeepSeekEyesError, TurnError
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.client import MAX_TOOL_CALLS, ChatClient, ChatResult, ToolCall
 from deepseek_eyes.runtime.messages import image_refs
-from deepseek_eyes.runtime.tools import ToolRegistry, TurnContext
+from deepseek_eyes.runtime.tools import Notify, Offer, ToolHub, ToolOutcome, TurnContext
 from deepseek_eyes.runtime.view import EvidenceSlot, View, build_view, native_pixels
 from deepseek_eyes.settings import RuntimeSettings
 from deepseek_eyes.store.events import Fork, SessionStore, TurnRecord, body_digest
@@ -62,6 +82,8 @@ class TurnRequest:
     session_id: str | None = None
     source: str = "gateway"
     include_usage: bool = False
+    approver: Any = None  # deepseek_eyes.runtime.approval.Approver, or None: nobody
+    notify: Notify | None = None  # progress events (tool calls, approvals)
 
 
 @dataclass
@@ -135,6 +157,10 @@ def _tool_call_json(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
     ]
 
 
+#: Server instructions put into the system prompt: per server, and in all.
+MAX_INSTRUCTIONS_PER_SERVER = 2000
+MAX_INSTRUCTIONS_CHARS = 6000
+
 @dataclass
 class _Turn:
     """Everything prepared before the first model call."""
@@ -146,14 +172,48 @@ class _Turn:
     path: str
     view: View
     context: TurnContext
-    internal: set[str]
+    offer: Offer
     payload: dict[str, Any]
-    generation: int
     started: float
     evidence: list[dict[str, Any]]
+    prior_calls: int = 0  # model calls of this instruction in earlier requests
     usage: ProviderUsage = field(default_factory=ProviderUsage)
     model_calls: int = 0
     fork: Fork | None = None
+    continuation: bool = False  # the next model call reads MCP results
+    forced_final: bool = False
+
+    @property
+    def internal(self) -> frozenset[str]:
+        return self.offer.names
+
+
+def _instructions_prompt(instructions: Mapping[str, str]) -> str | None:
+    """Server instructions as one bounded system message, marked as the servers' words."""
+    pieces: list[str] = []
+    total = 0
+    for server, text in sorted(instructions.items()):
+        text = text.strip()[:MAX_INSTRUCTIONS_PER_SERVER]
+        if not text or total + len(text) > MAX_INSTRUCTIONS_CHARS:
+            continue
+        total += len(text)
+        pieces.append(f"[{server}]\n{text}")
+    if not pieces:
+        return None
+    return ("Instructions from the connected MCP servers about their own tools (the "
+            "servers' words, not the user's):\n\n" + "\n\n".join(pieces))
+
+
+def _prior_calls(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Model calls already made for the latest user message (its assistant messages)."""
+    count = 0
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "user":
+            break
+        if role == "assistant":
+            count += 1
+    return count
 
 
 class TurnRunner:
@@ -164,7 +224,7 @@ class TurnRunner:
         bridge: VisionBridge,
         client: ChatClient,
         catalog: ModelCatalog,
-        registry: ToolRegistry,
+        tools: ToolHub,
         sessions: SessionStore,
         usage: UsageTracker,
     ) -> None:
@@ -172,7 +232,7 @@ class TurnRunner:
         self._bridge = bridge
         self._client = client
         self._catalog = catalog
-        self._registry = registry
+        self._tools = tools
         self._sessions = sessions
         self._usage = usage
 
@@ -194,9 +254,10 @@ class TurnRunner:
             path = "native"
         else:
             path = "bridged"
-        session_id, fork = self._log_request(request)
+        session_id, fork, conversation = self._log_request(request)
         try:
-            turn = await self._bridge_and_build(request, model, path, images, session_id, started)
+            turn = await self._bridge_and_build(
+                request, conversation, model, path, session_id, started)
             turn.fork = fork
             return turn
         except DeepSeekEyesError as exc:
@@ -213,9 +274,9 @@ class TurnRunner:
     async def _bridge_and_build(
         self,
         request: TurnRequest,
+        conversation: list[dict[str, Any]],
         model: str,
         path: str,
-        images: list[dict[str, Any]],
         session_id: str,
         started: float,
     ) -> _Turn:
@@ -224,11 +285,14 @@ class TurnRunner:
             images={},
             max_tool_calls=self._settings.max_tool_calls_per_turn,
             max_rereads=self._settings.max_rereads_per_turn,
+            notify=request.notify,
+            approver=request.approver,
         )
         evidence: list[dict[str, Any]] = []
         slots: dict[str, EvidenceSlot] = {}
+        originals: dict[str, bytes] = {}
         if path == "bridged":
-            for number, image in enumerate(images, start=1):
+            for number, image in enumerate(image_refs(conversation), start=1):
                 image_id = f"img-{number}"
                 result = await self._bridge.see_stored(image["sha256"])
                 slots[image["sha256"]] = EvidenceSlot(
@@ -240,13 +304,12 @@ class TurnRunner:
                     "image": image_id, "sha256": image["sha256"], "route": result.route,
                     "record_sha256": result.record.record_sha256, "cached": result.cached,
                 })
-        originals: dict[str, bytes] = {}
-        if path == "native":
+        elif path == "native":
             self._usage.count(UsageCategory.NATIVE_VISUAL_TURNS, source=model)
-            for sha in native_pixels(request.messages, self._settings.native_history_images):
+            for sha in native_pixels(conversation, self._settings.native_history_images):
                 originals[sha] = await self._bridge.read_image(sha)
         view = build_view(
-            request.messages,
+            conversation,
             path=path,
             slots=slots,
             image_bytes=originals,
@@ -265,29 +328,41 @@ class TurnRunner:
                     UsageCategory.AVOIDED_REPLAY, view.avoided_tokens, source="pointers",
                     calls=1,
                 )
-        client_names = {
+        client_names = frozenset(
             str(t.get("function", {}).get("name")) for t in request.client_tools
             if isinstance(t, Mapping)
-        }
-        offered = (
-            self._registry.offered(context, exclude=client_names) if path == "bridged" else []
         )
-        payload: dict[str, Any] = {"model": model, "messages": view.messages}
+        offer = self._tools.offer(context, exclude=client_names)
+        messages = list(view.messages)
+        mcp = self._tools.source("mcp")
+        instructions = getattr(mcp, "instructions", None)
+        if offer.schema_tokens("mcp") and instructions is not None:
+            prompt = _instructions_prompt(instructions())
+            if prompt is not None:
+                at = 1 if path == "bridged" else 0
+                messages.insert(at, {"role": "system", "content": prompt})
+        payload: dict[str, Any] = {"model": model, "messages": messages}
         payload.update({k: v for k, v in request.params.items() if k in PASSTHROUGH})
-        tools = list(request.client_tools) + [tool.spec.openai() for tool in offered]
+        tools = list(request.client_tools) + offer.openai()
         if tools:
             payload["tools"] = tools
             if request.tool_choice is not None:
                 payload["tool_choice"] = request.tool_choice
         return _Turn(
             request=request, turn_id=f"turn-{uuid.uuid4().hex[:20]}", session_id=session_id,
-            model=model, path=path, view=view, context=context,
-            internal={tool.spec.name for tool in offered}, payload=payload,
-            generation=self._registry.generation, started=started, evidence=evidence,
+            model=model, path=path, view=view, context=context, offer=offer,
+            payload=payload, started=started, evidence=evidence,
+            prior_calls=_prior_calls(conversation),
         )
 
-    def _log_request(self, request: TurnRequest) -> tuple[str, Fork | None]:
-        """Append the messages the session has not seen yet; returns the session id.
+    def _log_request(
+        self, request: TurnRequest
+    ) -> tuple[str, Fork | None, list[dict[str, Any]]]:
+        """Append the messages the session has not seen yet.
+
+        Returns the session id, the fork (when one was started) and the conversation the
+        model is shown: for a continued session, the stored log (with the runtime's own
+        internal exchanges) followed by the new messages.
 
         Clients resend the whole history each turn. One that extends the stored history
         continues the session. One that does not (an edited or regenerated message, a
@@ -298,13 +373,11 @@ class TurnRunner:
         if request.session_id is None:  # a session of its own: one transaction, no lookups
             session_id = self._sessions.new_id()
             self._sessions.append(session_id, request.messages, create=request.source)
-            return session_id, None
+            return session_id, None, list(request.messages)
         session_id = request.session_id
         self._sessions.ensure(session_id, request.source)
-        stored = [
-            _visible_digest(m) for m in self._sessions.messages(session_id)
-            if not m.get("internal")
-        ]
+        log = self._sessions.messages(session_id)
+        stored = [_visible_digest(m) for m in log if not m.get("internal")]
         # The runtime's internal exchanges are skipped on both sides (``ask --session``
         # resends the stored history, internal messages included).
         matched = common = 0
@@ -320,58 +393,96 @@ class TurnRunner:
             fork = Fork(session_id, matched)
             forked = self._sessions.new_id()
             self._sessions.append(forked, request.messages, create=request.source, fork=fork)
-            return forked, fork
-        self._sessions.append(session_id, request.messages[common:])
-        return session_id, None
+            return forked, fork, list(request.messages)
+        new = [m for m in request.messages[common:] if not m.get("internal")]
+        self._sessions.append(session_id, new)
+        return session_id, None, [*log, *new]
 
     # the loop ------------------------------------------------------------------
     def _split(
         self, turn: _Turn, calls: Sequence[ToolCall]
     ) -> tuple[list[ToolCall], list[ToolCall]]:
+        if turn.forced_final:  # no tools were offered: whatever it called is not run
+            return [], []
         internal = [c for c in calls if c.name in turn.internal]
         external = [c for c in calls if c.name not in turn.internal]
         return internal, external
 
+    def _payload(self, turn: _Turn) -> dict[str, Any]:
+        """The next model call's request; past the bound, one last call without tools."""
+        calls = turn.prior_calls + turn.model_calls
+        if calls < self._settings.max_model_calls_per_turn:
+            if turn.offer.schema_tokens("mcp"):
+                self._usage.record_estimate(
+                    UsageCategory.MCP_SCHEMA, turn.offer.schema_tokens("mcp"), source="mcp",
+                    calls=1)
+            return turn.payload
+        turn.forced_final = True
+        turn.context.emit({"type": "turn.final_call", "model_calls": calls})
+        # Without tools the model can only answer. No note is appended: a message after
+        # the tool results would break providers that expect the results last.
+        return {k: v for k, v in turn.payload.items() if k not in ("tools", "tool_choice")}
+
     def _count_call(self, turn: _Turn, result: ChatResult) -> None:
         turn.model_calls += 1
         turn.usage = add_usage(turn.usage, result.usage)
+        category = UsageCategory.MCP_CONTINUATION if turn.continuation else UsageCategory.FINAL
         self._usage.record_exact(
-            UsageCategory.FINAL, result.usage, source=turn.path, model=result.model or turn.model
+            category, result.usage, source=turn.path, model=result.model or turn.model
         )
 
+    async def _call_tools(
+        self, turn: _Turn, calls: Sequence[ToolCall]
+    ) -> list[tuple[ToolCall, ToolOutcome]]:
+        done: list[tuple[ToolCall, ToolOutcome]] = []
+        for call in calls:
+            outcome = await self._tools.call(turn.offer, call.name, call.arguments, turn.context)
+            done.append((call, outcome))
+        turn.continuation = any(
+            turn.offer.routes[c.name].name == "mcp" for c in calls if c.name in turn.offer.routes)
+        return done
+
+    def _tool_messages(
+        self, done: Sequence[tuple[ToolCall, ToolOutcome]]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Tool results for the upstream, and as logged (named, marked internal)."""
+        upstream = [{"role": "tool", "tool_call_id": c.id, "content": o.content}
+                    for c, o in done]
+        logged = [{**m, "name": c.name, "internal": True}
+                  for m, (c, _) in zip(upstream, done, strict=True)]
+        return upstream, logged
+
     async def _run_tools(self, turn: _Turn, result: ChatResult, calls: list[ToolCall]) -> None:
+        """One round of the runtime's own calls; the loop goes on."""
+        done = await self._call_tools(turn, calls)
         assistant = {"role": "assistant", "content": result.content or None,
                      "tool_calls": _tool_call_json(calls)}
+        upstream, logged = self._tool_messages(done)
+        turn.payload["messages"] = [*turn.payload["messages"], assistant, *upstream]
         # The runtime's own tool exchange is logged but marked internal: the client never
         # sees it, so its next request is compared without it (see _log_request).
         stored = [{"role": "assistant", "content": result.content, "reasoning": result.reasoning,
                    "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
                                   for c in calls], "internal": True}]
-        turn.payload["messages"] = [*turn.payload["messages"], assistant]
-        for call in calls:
-            outcome = await self._registry.call(
-                call.name, call.arguments, turn.context, generation=turn.generation
-            )
-            message = {"role": "tool", "tool_call_id": call.id, "content": outcome.content}
-            turn.payload["messages"].append(message)
-            stored.append({**message, "name": call.name, "internal": True})
-        self._sessions.append(turn.session_id, stored, turn_id=turn.turn_id)
+        self._sessions.append(turn.session_id, [*stored, *logged], turn_id=turn.turn_id)
 
-    def _check_budget(self, turn: _Turn) -> None:
-        if turn.model_calls >= self._settings.max_model_calls_per_turn:
-            raise TurnError(
-                f"the turn reached {turn.model_calls} model calls without an answer",
-                code="RUNTIME_MODEL_CALL_LIMIT",
-                details={"limit": self._settings.max_model_calls_per_turn},
-            )
-
-    def _finish(self, turn: _Turn, result: ChatResult, external: list[ToolCall]) -> TurnResult:
+    async def _finish(
+        self, turn: _Turn, result: ChatResult, internal: list[ToolCall],
+        external: list[ToolCall],
+    ) -> TurnResult:
+        """The turn's answer. Runtime calls that came with client calls run first; their
+        exchange is logged after the answer so a continuing client gets it back."""
+        done = await self._call_tools(turn, internal) if internal else []
         message: dict[str, Any] = {"role": "assistant", "content": result.content}
         if result.reasoning:
             message["reasoning"] = result.reasoning
         if external:
             message["tool_calls"] = [
                 {"id": c.id, "name": c.name, "arguments": c.arguments} for c in external
+            ]
+        if done:
+            message["internal_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c, _ in done
             ]
         finish = result.finish_reason or "stop"
         if finish == "tool_calls" and not external:
@@ -384,7 +495,8 @@ class TurnRunner:
             created=int(turn.started), fork=turn.fork,
         )
         self._sessions.append(
-            turn.session_id, [message], turn_id=turn.turn_id, turn=self._turn_record(turn, "ok")
+            turn.session_id, [message, *self._tool_messages(done)[1]], turn_id=turn.turn_id,
+            turn=self._turn_record(turn, "ok"),
         )
         return outcome
 
@@ -400,6 +512,7 @@ class TurnRunner:
                 "tool_calls": turn.context.calls, "evidence": turn.evidence,
                 "omitted_messages": turn.view.omitted,
                 "usage": usage_json(turn.usage),
+                "forced_final": turn.forced_final,
             },
         )
 
@@ -412,14 +525,13 @@ class TurnRunner:
         turn = await self._prepare(request)
         try:
             while True:
-                self._check_budget(turn)
-                result = await self._client.complete(turn.payload, stream=False)
+                result = await self._client.complete(self._payload(turn), stream=False)
                 self._count_call(turn, result)
                 internal, external = self._split(turn, result.tool_calls)
                 if internal and not external:
                     await self._run_tools(turn, result, internal)
                     continue
-                return self._finish(turn, result, external)
+                return await self._finish(turn, result, internal, external)
         except DeepSeekEyesError as exc:
             exc.details.setdefault("session_id", turn.session_id)
             self._record(turn, "failed", exc.code)
@@ -440,8 +552,9 @@ class _ToolRelay:
     piece by piece; its calls are sent whole at the end (:meth:`unsent`).
     """
 
-    def __init__(self, internal: set[str]) -> None:
+    def __init__(self, internal: frozenset[str], *, forward: bool = True) -> None:
         self._internal = internal
+        self._forward = forward  # False: the call had no tools; nothing is relayed
         self._routes: dict[int, int | None] = {}  # upstream index -> client index, None: ours
         self._waiting: dict[int, list[dict[str, Any]]] = {}  # deltas before the name
         self._sent_ids: set[str] = set()
@@ -450,7 +563,7 @@ class _ToolRelay:
     def take(self, calls: Any) -> list[dict[str, Any]]:
         """The client's deltas among ``calls`` (one upstream chunk's ``tool_calls``)."""
         out: list[dict[str, Any]] = []
-        if not isinstance(calls, list):
+        if not isinstance(calls, list) or not self._forward:
             return out
         for call in calls:  # bounded by the stream's byte limit
             if not isinstance(call, dict):
@@ -539,9 +652,43 @@ class TurnStream:
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         return self._iterate()
 
+    def _event(self, turn: _Turn, event: dict[str, Any]) -> dict[str, Any]:
+        """A progress event as a chunk OpenAI clients pass over (no choices)."""
+        return {**self._chunk(turn, {}), "choices": [], "deepseekeyes": {"event": event}}
+
+    @staticmethod
+    async def _while(
+        work: Any, queue: asyncio.Queue[dict[str, Any]], out: list[Any]
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Run ``work``, yielding the events it queues as they come; its result goes to
+        ``out`` (its exception is raised after the events queued before it)."""
+        task = asyncio.ensure_future(work)
+        try:
+            while not task.done():
+                getter = asyncio.ensure_future(queue.get())
+                await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    yield getter.result()
+                else:
+                    getter.cancel()
+            while not queue.empty():
+                yield queue.get_nowait()
+            out.append(task.result())
+        finally:
+            if not task.done():
+                task.cancel()
+
     async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
         runner = self._runner
-        turn = await runner._prepare(self._request)
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        given = self._request.notify
+
+        def notify(event: dict[str, Any]) -> None:
+            queue.put_nowait(event)
+            if given is not None:
+                given(event)
+
+        turn = await runner._prepare(dataclasses.replace(self._request, notify=notify))
         self.session_id = turn.session_id
         sent_role = False
 
@@ -554,9 +701,11 @@ class TurnStream:
 
         try:
             while True:
-                runner._check_budget(turn)
-                relay = _ToolRelay(turn.internal)
-                async with runner._client.stream(turn.payload) as chunks:
+                payload = runner._payload(turn)
+                while not queue.empty():
+                    yield self._event(turn, queue.get_nowait())
+                relay = _ToolRelay(turn.internal, forward=not turn.forced_final)
+                async with runner._client.stream(payload) as chunks:
                     async for chunk in chunks:
                         choices = chunk.get("choices") or []
                         if not choices or not isinstance(choices[0], dict):
@@ -578,9 +727,17 @@ class TurnStream:
                 runner._count_call(turn, result)
                 internal, external = runner._split(turn, result.tool_calls)
                 if internal and not external:
-                    await runner._run_tools(turn, result, internal)
+                    async for event in self._while(
+                        runner._run_tools(turn, result, internal), queue, []
+                    ):
+                        yield self._event(turn, event)
                     continue
-                final = runner._finish(turn, result, external)
+                done: list[TurnResult] = []
+                async for event in self._while(
+                    runner._finish(turn, result, internal, external), queue, done
+                ):
+                    yield self._event(turn, event)
+                final = done[0]
                 late = relay.unsent(external)
                 if late:
                     yield self._chunk(turn, with_role({"tool_calls": [

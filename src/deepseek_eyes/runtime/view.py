@@ -76,7 +76,8 @@ def _assistant(message: Mapping[str, Any]) -> dict[str, Any]:
     content = message.get("content")
     text = content if isinstance(content, str) else _joined_text(content or [])
     out: dict[str, Any] = {"role": "assistant", "content": text}
-    calls = message.get("tool_calls") or []
+    # Calls the runtime ran itself beside the client's (their results follow, logged).
+    calls = [*(message.get("internal_calls") or []), *(message.get("tool_calls") or [])]
     if calls:
         out["tool_calls"] = [
             {

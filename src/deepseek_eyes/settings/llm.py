@@ -69,6 +69,22 @@ class RuntimeSettings(Strict):
         default=8, ge=1, le=64,
         description="Distinct images a conversation may carry into one turn.",
     )
+    tool_sources: tuple[Literal["look", "mcp", "terminal"], ...] = Field(
+        default=("look", "mcp"),
+        description="Where the final model's tools come from; the terminal only when listed.",
+    )
+    tool_risk: Literal["all", "read-only"] = Field(
+        default="all", description="read-only: offer only tools that read."
+    )
+    max_tools: int = Field(default=64, ge=1, le=512, description="Tools offered per model call.")
+    max_tool_schema_tokens: int = Field(
+        default=24_000, ge=256, le=400_000,
+        description="Estimated tokens of the tool definitions offered per model call.",
+    )
+    approval_timeout: float = Field(
+        default=300.0, gt=0, le=86_400,
+        description="Seconds a plan that needs approval waits for a person.",
+    )
     native_history_images: int = Field(
         default=0, ge=0, le=64,
         description="Native-vision turns: earlier images sent again as pixels (the most "
@@ -79,6 +95,14 @@ class RuntimeSettings(Strict):
         description="Images of earlier user messages: a pointer the model can look at "
         "again (cheap), or their full evidence every turn.",
     )
+
+
+    @field_validator("tool_sources")
+    @classmethod
+    def _unique_sources(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError("each tool source may be listed once")
+        return value
 
 
 class GatewaySettings(Strict):

@@ -1,0 +1,115 @@
+"""The ``mcp`` tool source: the MCP host's exposed tools, as the final model's tools.
+
+What is offered is exactly :meth:`McpHost.exposed` (allow/deny, read-only risk gate,
+``max_tools`` and ``max_schema_tokens`` of ``[mcp]``), including the two generic
+resource/prompt tools when a content plane has allowed items. A call goes back through
+the host, which checks policy and the catalog generation the tool was offered under
+again, charges the run's quota and admits the result before anything is stored.
+
+The quota is per *run* — one user instruction, however many model calls it takes — kept in
+the turn context, so ``mcp.max_external_calls_per_run`` really caps what one instruction
+can make the servers do (a fresh quota per call would cap nothing).
+
+Images in a result never reach the text model as pixels: each is read back from the blob
+store, decoded (a malformed one is named in the result, not counted as an image), turned
+into validated evidence through the vision bridge, and given an image id (``img-N``) so
+the model can ``look`` at it like any image of the conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from deepseek_eyes.errors import DeepSeekEyesError, McpError
+from deepseek_eyes.mcp.host import PROMPT_TOOL, RESOURCE_TOOL, CallResult, McpHost, RunQuota
+from deepseek_eyes.runtime.messages import image_part
+from deepseek_eyes.runtime.render import render_evidence
+from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
+from deepseek_eyes.vision.bridge import VisionBridge
+
+__all__ = ["McpToolSource"]
+
+#: Images of one tool result turned into evidence; the rest are only named.
+MAX_RESULT_IMAGES = 4
+_QUOTA = "mcp.quota"
+
+
+class McpToolSource:
+    name = "mcp"
+    prefix = "mcp__"
+
+    def __init__(self, host: McpHost, bridge: VisionBridge, *, max_images: int = 8) -> None:
+        self.host = host
+        self._bridge = bridge
+        self._max_images = max_images
+        self._generations: dict[str, int] = {}
+
+    def tools(self, context: TurnContext) -> list[ToolSpec]:  # noqa: ARG002 - same for all
+        exposed = self.host.exposed()
+        self._generations = {t.public_name: t.generation for t in exposed}
+        return [
+            ToolSpec(t.public_name, t.description, t.parameters,
+                     risk="read" if t.risk == "read" else t.risk)
+            for t in exposed
+        ]
+
+    def instructions(self) -> dict[str, str]:
+        """Server instructions, keyed by server id (size-limited by the catalog)."""
+        return self.host.instructions()
+
+    def quota(self, context: TurnContext) -> RunQuota:
+        quota = context.state.get(_QUOTA)
+        if not isinstance(quota, RunQuota):
+            quota = context.state[_QUOTA] = RunQuota(
+                self.host.manager.settings.max_external_calls_per_run)
+        return quota
+
+    async def call(
+        self, name: str, arguments: Mapping[str, Any], context: TurnContext
+    ) -> ToolOutcome:
+        quota = self.quota(context)
+        try:
+            if name in (RESOURCE_TOOL, PROMPT_TOOL):
+                result = await self.host.call_generic(name, arguments, quota=quota)
+            else:
+                result = await self.host.call_tool(
+                    name, arguments, generation=self._generations.get(name), quota=quota)
+        except McpError as exc:
+            context.calls.append({"tool": name, "source": "mcp", "code": exc.code})
+            return ToolOutcome.failure(exc, name)
+        text = result.preview
+        if result.images:
+            text = "\n\n".join([text, *(await self._evidence(result, context))])
+        context.calls.append({
+            "tool": name, "source": "mcp", "server": result.server,
+            "is_error": result.is_error, "result_sha256": result.result_sha256,
+            "images": len(result.images),
+        })
+        return ToolOutcome(text, result.is_error, {"result_sha256": result.result_sha256})
+
+    async def _evidence(self, result: CallResult, context: TurnContext) -> list[str]:
+        """Evidence for each image of a result, in order (named, never sent as pixels)."""
+        out: list[str] = []
+        for number, ref in enumerate(result.images):
+            sha = ref.blob.sha256
+            if number >= MAX_RESULT_IMAGES or len(context.images) >= self._max_images:
+                out.append(f"[image sha256:{sha[:16]}: not read; the turn's image limit "
+                           "is reached]")
+                continue
+            try:
+                data = await self._bridge.read_image(sha)
+                (meta,) = await self._bridge.admit_all([data])
+                seen = await self._bridge.see_stored(meta.sha256)
+            except DeepSeekEyesError as exc:
+                out.append(f"[image sha256:{sha[:16]} from the tool could not be read "
+                           f"({exc.code})]")
+                continue
+            part = {**image_part(meta), "route": seen.route}
+            image_id = context.add_image(part)
+            out.append(render_evidence(image_id, part, seen.record.evidence, route=seen.route,
+                                       record_sha256=seen.record.record_sha256))
+        return out
+
+    async def close(self) -> None:
+        await self.host.manager.stop()
