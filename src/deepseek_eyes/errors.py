@@ -223,7 +223,10 @@ ERROR_CODES: Mapping[str, str] = {
     ),
     "MCP_TIMEOUT": "The server did not answer within its timeout.",
     "MCP_SERVER_ERROR": "The server answered a request with a protocol error.",
-    "MCP_CONNECTION_LOST": "The server's process or connection ended during the request.",
+    "MCP_CONNECTION_LOST": (
+        "The server's process or connection ended, during a request or as its liveness "
+        "checks found."
+    ),
     "MCP_CATALOG_INVALID": (
         "A discovered catalog holds a duplicate or malformed entry; the whole generation "
         "was rejected."

@@ -233,7 +233,7 @@ async def test_reconnect_after_the_process_dies(tmp_path: Path) -> None:
     cfg = McpSettings.model_validate({"servers": [{
         "id": "proc", "transport": "stdio", "command": sys.executable, "args": [str(script)],
         "allow": {"tools": ["t*"]}, "call_timeout": 20}]})
-    # A short heartbeat: an idle server's death is noticed by its unanswered ping.
+    # An idle server's death is noticed by its stdout ending (see test_mcp_liveness.py).
     host = McpHost(McpManager(cfg, heartbeat_s=0.3), blobs=BlobStore(tmp_path / "b"),
                    artifacts=tmp_path / "a", audit=McpAudit(None))
     await host.manager.start(wait=30)

@@ -18,11 +18,13 @@ import anyio
 import httpx2
 import mcp.client.session as sdk_session
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import DiscoverResult
 
 from deepseek_eyes.errors import ConfigError, McpError, McpTimeoutError
+from deepseek_eyes.mcp.liveness import StreamWatch
 from deepseek_eyes.mcp.oauth import OAuthHandle
 from deepseek_eyes.settings import McpServerSettings
 
@@ -60,7 +62,9 @@ def check_credentials(server: McpServerSettings) -> None:
 def build_client(
     server: McpServerSettings, *, mode: str, oauth: OAuthHandle | None,
     message_handler: Any, connector: Connector | None = None,
+    watch: StreamWatch | None = None,
 ) -> Client:
+    """An unentered client; with ``watch``, a stdio child's stdout ending is reported to it."""
     target: Any
     if connector is not None:
         target = connector(server)
@@ -82,6 +86,8 @@ def build_client(
             follow_redirects=False,
         )
         target = _http_transport(server.url, http)
+    if watch is not None and isinstance(target, StdioServerParameters):
+        target = watch.around(stdio_client(target))
     return Client(
         target, mode=mode, cache=None, message_handler=message_handler,
         read_timeout_seconds=server.call_timeout,

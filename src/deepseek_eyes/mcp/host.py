@@ -270,7 +270,9 @@ class McpHost:
                                code="MCP_SERVER_UNAVAILABLE")
             timeout = state.settings.call_timeout
             try:
-                with anyio.fail_after(timeout + 1):
+                # The request is counted while it runs: no liveness check competes with it,
+                # and its reply (or its transport failure) is what liveness learns from.
+                with anyio.fail_after(timeout + 1), state.activity.request():
                     if kind == "tool":
                         raw: Any = await client.call_tool(name, arguments,
                                                           read_timeout_seconds=timeout)

@@ -5,8 +5,11 @@ left in one task). That task connects under a timeout, drains discovery into an 
 :class:`Catalog` generation, then waits for a ``list_changed`` notification (the
 handshake revisions' notification path, or ``Client.listen`` on ``2026-07-28``) or a stop.
 A failed refresh keeps the previous generation; a non-empty catalog turning empty is
-withdrawn until a separate probe confirms it. A dropped connection reconnects with backoff;
-an idle server is pinged every ``HEARTBEAT_S`` so that one that died unasked is noticed too.
+withdrawn until a separate probe confirms it. A dropped connection reconnects with backoff,
+and a connection that stayed ready for ``stable_s`` starts the backoff over: a server that
+drops once a day is retried at once, one that dies on arrival ever more slowly. Liveness
+(:mod:`deepseek_eyes.mcp.liveness`) asks each server only what its transport and revision
+offer, never while a request is in flight, and calls a server gone only when it really is.
 
 Stop and reconfigure suspend all exposure *before* awaiting any close, and republish only
 after the new set has settled. Every dispatch names the generation it was offered under
@@ -20,7 +23,8 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,14 +51,19 @@ from deepseek_eyes.mcp.connection import (
     map_error,
     set_discover_timeout,
 )
+from deepseek_eyes.mcp.liveness import Activity, Heartbeat, StreamWatch
 from deepseek_eyes.mcp.oauth import OAuthHandle, oauth_handle
 from deepseek_eyes.settings import McpServerSettings, McpSettings
 
 __all__ = ["McpManager", "ServerState"]
 
 BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-#: Seconds between liveness pings of a connected server that is otherwise idle.
+#: Seconds between liveness checks of a connected server that is otherwise idle.
 HEARTBEAT_S = 15.0
+#: Seconds a connection must stay ready for its loss to restart the backoff from the start.
+STABLE_S = 30.0
+#: Status changes kept per server (oldest dropped first).
+HISTORY = 64
 
 
 @dataclass
@@ -75,6 +84,25 @@ class ServerState:
     refresh: asyncio.Event = field(default_factory=asyncio.Event)
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    activity: Activity = field(default_factory=Activity)
+    #: When the current connection became ready (monotonic), else ``None``.
+    ready_since: float | None = None
+    #: The wait before the next reconnect, while one is pending.
+    retry_delay: float | None = None
+    #: ``(monotonic time, status)`` of every status change, so flapping is on record and
+    #: not only visible to whoever looked at the right moment.
+    transitions: deque[tuple[float, str]] = field(
+        default_factory=lambda: deque(maxlen=HISTORY), repr=False)
+
+    def __post_init__(self) -> None:
+        self.transitions.append((time.monotonic(), self.status))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Recorded here rather than at each assignment so that no path (restart, close,
+        # a failed credential check) can change the status unrecorded.
+        if name == "status" and "transitions" in self.__dict__ and value != self.status:
+            self.transitions.append((time.monotonic(), value))
+        object.__setattr__(self, name, value)
 
     def view(self) -> dict[str, Any]:
         cat = self.catalog
@@ -88,6 +116,7 @@ class ServerState:
             "resources": len(cat.resources) if cat else 0,
             "prompts": len(cat.prompts) if cat else 0,
             "oauth": self.oauth.storage.health() if self.oauth else None,
+            "missed_checks": self.activity.misses, "retry_delay_s": self.retry_delay,
         }
 
 
@@ -104,10 +133,14 @@ class McpManager:
         *,
         connector: Connector | None = None,
         heartbeat_s: float = HEARTBEAT_S,
+        stable_s: float = STABLE_S,
+        backoff_s: Sequence[float] = BACKOFF_S,
     ) -> None:
         self.settings = settings
         self._connector = connector
         self._heartbeat_s = heartbeat_s
+        self._stable_s = stable_s
+        self._backoff_s = tuple(backoff_s) or BACKOFF_S
         self.servers: dict[str, ServerState] = {}
         self.suspended = False
         self._lock = asyncio.Lock()
@@ -232,7 +265,6 @@ class McpManager:
         while not state.stopping.is_set():
             try:
                 await self._session(state)
-                attempt = 0
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:
@@ -241,21 +273,29 @@ class McpManager:
                 state.settled.set()
             if state.stopping.is_set():
                 return
-            delay = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
+            ready = state.ready_since
+            if ready is not None and time.monotonic() - ready >= self._stable_s:
+                attempt = 0  # it was healthy: this loss is news, not the same failure again
+            delay = self._backoff_s[min(attempt, len(self._backoff_s) - 1)]
             attempt += 1
+            state.retry_delay = delay
             with anyio.move_on_after(delay):
                 await state.stopping.wait()
+            state.retry_delay = None
 
     async def _session(self, state: ServerState) -> None:
         s = state.settings
         state.status = "connecting"
+        state.ready_since = None
 
         async def on_message(message: Any) -> None:
             if str(getattr(message, "method", "")).endswith("/list_changed"):
                 state.refresh.set()
 
+        watch = StreamWatch(on_end=state.activity.wake.set)
         client = build_client(s, mode=state.mode, oauth=self._oauth(state),
-                              message_handler=on_message, connector=self._connector)
+                              message_handler=on_message, connector=self._connector,
+                              watch=watch)
         started = time.perf_counter()
         # The connect deadline covers entering the client only; it is lifted once connected
         # (the SDK's scopes must be left in the task and order they were entered).
@@ -264,11 +304,12 @@ class McpManager:
             async with client:
                 await learn_capabilities(client, state.mode)
                 scope.deadline = math.inf
-                await self._serve(state, client, started)
+                await self._serve(state, client, started, watch)
         if scope.cancelled_caught:
             raise McpTimeoutError("the server did not connect in time")
 
-    async def _serve(self, state: ServerState, client: Client, started: float) -> None:
+    async def _serve(self, state: ServerState, client: Client, started: float,
+                     watch: StreamWatch) -> None:
         s = state.settings
         try:
             state.protocol = client.protocol_version
@@ -278,11 +319,14 @@ class McpManager:
             state.client = client
             await self._discover(state, client)
             state.status = "ready"
+            state.ready_since = time.monotonic()
             state.settled.set()
+            heartbeat = Heartbeat(client, state.activity, interval=self._heartbeat_s,
+                                  timeout=s.connect_timeout, watch=watch)
             async with anyio.create_task_group() as tg:
                 if state.protocol not in HANDSHAKE_PROTOCOL_VERSIONS:
                     tg.start_soon(self._listen, state, client)
-                tg.start_soon(self._heartbeat, state, client)
+                tg.start_soon(heartbeat.run)
                 while not state.stopping.is_set():
                     await state.refresh.wait()
                     state.refresh.clear()
@@ -290,23 +334,6 @@ class McpManager:
                 tg.cancel_scope.cancel()
         finally:
             state.client = None
-
-    async def _heartbeat(self, state: ServerState, client: Client) -> None:
-        """Ping an idle server: a process that died (or a connection that dropped) while
-        nothing was asked of it must still be noticed, withdrawn and reconnected."""
-        while not state.stopping.is_set():
-            with anyio.move_on_after(self._heartbeat_s):
-                await state.stopping.wait()
-            if state.stopping.is_set():
-                return
-            try:
-                with anyio.fail_after(state.settings.connect_timeout):
-                    await client.send_ping()
-            except Exception as exc:
-                raise McpError(
-                    "the server stopped answering pings", code="MCP_CONNECTION_LOST",
-                    details={"cause": type(exc).__name__},
-                ) from exc
 
     async def _listen(self, state: ServerState, client: Client) -> None:
         caps = client.server_capabilities
@@ -324,7 +351,7 @@ class McpManager:
     async def _discover(self, state: ServerState, client: Client) -> None:
         """Build the next generation; a failure keeps the previous one (and its exposure)."""
         try:
-            with anyio.fail_after(state.settings.connect_timeout):
+            with anyio.fail_after(state.settings.connect_timeout), state.activity.request():
                 catalog = await self.list_catalog(state.settings, client, state.generation + 1)
         except Exception as exc:
             err = map_error(exc)
