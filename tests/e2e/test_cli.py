@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 from PIL import Image
 
@@ -240,8 +241,6 @@ def test_importing_the_cli_and_its_help_load_no_heavy_dependency() -> None:
 
 
 def test_help_summaries_are_the_commands_own() -> None:
-    import click
-
     from deepseek_eyes.cli import COMMANDS, cli
 
     ctx = click.Context(cli)
@@ -252,6 +251,64 @@ def test_help_summaries_are_the_commands_own() -> None:
         for limit in (30, 45, 60, 200):
             expected = command.get_short_help_str(limit)
             assert click.Command(name, help=summary).get_short_help_str(limit) == expected, name
+
+
+def _leaf_commands() -> Iterator[tuple[str, click.Command]]:
+    """Every command that runs (not a group), by its full name, imported through the lazy
+    root group exactly as a command line would."""
+    from deepseek_eyes.cli import cli
+
+    def walk(group: click.Group, ctx: click.Context) -> Iterator[tuple[str, click.Command]]:
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            assert command is not None, name
+            if isinstance(command, click.Group):
+                yield from walk(command, click.Context(command, parent=ctx, info_name=name))
+            else:
+                yield f"{ctx.command_path} {name}".split(" ", 1)[1], command
+
+    return walk(cli, click.Context(cli, info_name="deepseek-eyes"))
+
+
+def test_every_command_takes_json() -> None:
+    """A command added without --json fails here."""
+    leaves = dict(_leaf_commands())
+    assert {"see", "serve", "mcp allow", "terminal keys list", "terminal serve"} <= set(leaves)
+    missing = sorted(
+        name for name, command in leaves.items()
+        if not any(isinstance(p, click.Option) and "--json" in p.opts and p.is_flag
+                   for p in command.params)
+    )
+    assert missing == []
+
+
+def test_serve_json_says_where_it_listens() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "deepseek_eyes", "serve", "--port", "0", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ},
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(
+        target=lambda: [lines.put(line) for line in process.stdout or []], daemon=True
+    )
+    reader.start()
+    try:
+        announced = json.loads(lines.get(timeout=60))
+        where = announced["listening"]
+        assert set(announced) == {"listening"}
+        assert where["host"] == "127.0.0.1"
+        assert where["port"] > 0
+        assert where["url"] == f"http://127.0.0.1:{where['port']}/v1"
+        with socket.create_connection(("127.0.0.1", where["port"]), timeout=10) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            assert sock.recv(64).startswith(b"HTTP/1.1 200")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        reader.join(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+    assert lines.empty()  # one object, nothing after it
 
 
 def test_usage_errors_have_one_code_and_exit_status_2() -> None:

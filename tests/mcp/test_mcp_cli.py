@@ -169,3 +169,33 @@ def test_missing_env_reference_fails_with_its_code(tmp_path: Path) -> None:
     assert "error CONFIG_ENV_MISSING" in probe.stderr
     status = json.loads(run(config, "status", "--json").stdout)[0]
     assert (status["status"], status["last_error"]) == ("failed", "CONFIG_ENV_MISSING")
+
+
+def test_edits_speak_json_without_connecting(tmp_path: Path) -> None:
+    """import, allow and deny edit the settings file only: no server runs, no node needed."""
+    config = tmp_path / "eyes.toml"
+    cursor = tmp_path / "mcp.json"
+    cursor.write_text(json.dumps({"mcpServers": {
+        "Files": {"command": "npx", "args": ["-y", "some-files-server"], "disabled": True},
+    }}))
+    imported = run(config, "import", str(cursor), "--json")
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stderr == ""  # what was not carried over is in the object
+    assert json.loads(imported.stdout) == {
+        "path": str(config), "imported": [{"id": "files", "transport": "stdio"}],
+        "ignored": ["Files.disabled"],
+    }
+    allowed = run(config, "allow", "files", "read_file", "list-*", "--json")
+    assert allowed.returncode == 0, allowed.stderr
+    assert json.loads(allowed.stdout) == {
+        "path": str(config), "server": "files", "list": "allow", "kind": "tools",
+        "added": ["read_file", "list-*"], "selectors": ["read_file", "list-*"],
+    }
+    denied = json.loads(run(config, "deny", "files", "--kind", "tools", "list-secrets",
+                            "--json").stdout)
+    assert (denied["list"], denied["selectors"]) == ("deny", ["list-secrets"])
+    again = json.loads(run(config, "allow", "files", "stat", "--json").stdout)
+    assert again["selectors"] == ["read_file", "list-*", "stat"]
+    unknown = run(config, "allow", "nope", "x", "--json")
+    assert unknown.returncode == 1
+    assert json.loads(unknown.stdout)["error"]["code"] == "MCP_SERVER_UNKNOWN"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -116,6 +117,53 @@ def test_keys_rotate_and_list() -> None:
     assert len(listed) == 2
     token = _run("terminal", "token").stdout.strip()
     assert len(token) >= 43
+
+
+def test_serve_json_describes_the_server(workspace: Path) -> None:
+    args = ["terminal", "serve", "--workspace", str(workspace), "--mode", "read-only", "--json"]
+    process = subprocess.Popen(  # noqa: S603 - our own command
+        [EXE, *args, "--http", "--port", "0"], stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, ENV_TOKEN: secrets.token_urlsafe(32)},
+    )
+    try:
+        assert process.stdout is not None
+        described = json.loads(process.stdout.readline())
+    finally:
+        process.terminate()
+        _, err = process.communicate(timeout=30)
+    where = described.pop("listening")
+    assert described == {"transport": "http", "mode": "read-only",
+                          "workspaces": [str(workspace.resolve())],
+                          "sandbox": described["sandbox"]}
+    assert described["sandbox"] in ("bwrap", None)
+    assert where["port"] > 0
+    assert where["url"] == f"http://127.0.0.1:{where['port']}/mcp"
+    assert where["console"] == f"http://127.0.0.1:{where['port']}/console/"
+    assert "terminal:" not in err  # the text banner is replaced by the object
+    # stdio: standard output is the protocol, so the object goes to standard error.
+    stdio = _run(*args, "--stdio")
+    assert stdio.returncode == 0, stdio.stderr
+    assert stdio.stdout == ""
+    first = json.loads(stdio.stderr.splitlines()[0])
+    assert first["transport"] == "stdio"
+    assert "listening" not in first
+
+
+def test_keys_and_token_speak_json(cli: Cli) -> None:
+    code, out, _ = cli("terminal", "keys", "list", "--json")
+    assert code == 0
+    (first,) = json.loads(out)["keys"]
+    assert first["signs"] is True
+    code, out, _ = cli("terminal", "keys", "rotate", "--json")
+    rotated = json.loads(out)
+    assert rotated["keys"] == [{"id": rotated["rotated"], "signs": True},
+                               {"id": first["id"], "signs": False}]
+    code, out, _ = cli("terminal", "keys", "list", "--json")
+    assert json.loads(out) == {"keys": rotated["keys"]}
+    code, out, _ = cli("terminal", "token", "--json")
+    assert code == 0
+    assert len(json.loads(out)["token"]) >= 43
 
 
 # -- receipts with the signed head, in process ----------------------------------------------
@@ -229,6 +277,37 @@ def test_an_exported_head_pins_what_came_before_it(cli: Cli, tmp_path: Path) -> 
     code, out, err = cli("terminal", "receipts", "head")
     assert code == 1
     assert "TERMINAL_RECEIPT_CHAIN_BROKEN" in err
+
+
+def test_head_and_verify_speak_json(cli: Cli, tmp_path: Path) -> None:
+    _append(2)
+    code, out, err = cli("terminal", "receipts", "head", "--json")
+    assert code == 0, err
+    assert err == ""
+    exported = json.loads(out)
+    assert exported["head"]["sequence"] == 2
+    assert exported["output"] is None
+    pin = tmp_path / "pin.jsonl"
+    pin.write_text(exported["file"])  # the head file itself, as `jq -j .file` writes it
+    code, out, err = cli("terminal", "receipts", "head", "--json", "--output",
+                         tmp_path / "copy.jsonl")
+    assert code == 0, err
+    assert json.loads(out)["output"] == str(tmp_path / "copy.jsonl")
+    assert json.loads(out)["file"] is None
+    assert (tmp_path / "copy.jsonl").read_bytes() == pin.read_bytes()
+    _append(1)
+    log = _terminal_dir() / "receipts" / ReceiptLog.FILENAME
+    code, out, err = cli("terminal", "receipts", "verify", "--json", "--pinned", pin,
+                         "--head", log.with_name(HEAD_FILENAME), log)
+    assert code == 0, err
+    verified = json.loads(out)
+    assert verified == {
+        "valid": True, "file": str(log), "receipts": 3, "share_exports": 0, "chain": True,
+        "head": {"sequence": 3, "written_at": verified["head"]["written_at"]}, "pinned": [2],
+    }
+    code, out, _ = cli("terminal", "receipts", "verify", "--json", log)
+    assert json.loads(out)["chain"] is False
+    assert json.loads(out)["head"] is None
 
 
 def test_verify_refuses_a_duplicate_key_that_used_to_verify(cli: Cli, tmp_path: Path) -> None:

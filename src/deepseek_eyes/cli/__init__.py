@@ -14,6 +14,9 @@ Every failure reaches the user the same way, never as a traceback: ``error CODE:
 sentence`` on standard error, or with ``--json`` on the command line
 ``{"error": {"code", "message", "details"}}`` on standard output, where the rest of the
 machine-readable output goes. Exit status: 0 success, 1 failure, 2 usage (``CLI_USAGE``).
+
+Every command takes ``--json`` (a test walks the command tree for it). Progress goes to
+standard error only, and only for a person at a terminal (:mod:`deepseek_eyes.cli.progress`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,15 @@
-"""``deepseek-eyes ask``, ``deepseek-eyes sessions`` and ``deepseek-eyes serve``."""
+"""``deepseek-eyes ask`` and ``deepseek-eyes sessions``.
+
+``ask`` shows its step on a terminal when it takes over a second
+(:mod:`deepseek_eyes.cli.progress`): reading each image, then waiting for the turn. The turn
+(evidence for the images, the model's answer, any rereads) is one call into the runtime, so
+it is one step here rather than a guess at which part is running."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import datetime as dt
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +17,7 @@ from typing import Any
 import click
 
 from deepseek_eyes.cli.common import dump_json, loaded_settings
+from deepseek_eyes.cli.progress import Progress, progress_on_stderr
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.messages import image_part
@@ -21,7 +26,7 @@ from deepseek_eyes.runtime.turn import TurnRequest, usage_json
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.vision.intake import ImageLimits, read_image_file
 
-__all__ = ["ask_command", "serve_command", "sessions_group"]
+__all__ = ["ask_command", "sessions_group"]
 
 
 @contextlib.asynccontextmanager
@@ -62,16 +67,19 @@ def ask_command(
         # `ask photo.png` alone would send the path to the model as the question.
         raise click.UsageError('ask needs a question: deepseek-eyes ask [IMAGE...] "QUESTION"')
 
-    async def run() -> dict[str, Any]:
+    async def run(progress: Progress) -> dict[str, Any]:
         async with open_runtime(ctx) as runtime:
             runtime.check_credentials()
             limits = ImageLimits.from_settings(runtime.settings.image)
             # All or nothing: a refused third image leaves the first two unstored.
+            progress.update(f"ask: reading {len(images)} image(s)…")
             metas = await runtime.bridge.admit_all(
                 [read_image_file(Path(path), limits) for path in images]
             )
             content: list[dict[str, Any]] = [image_part(meta) for meta in metas]
             content.append({"type": "text", "text": question})
+            progress.update("ask: waiting for the evidence and the answer…" if images
+                            else "ask: waiting for the answer…")
             history: list[dict[str, Any]] = []
             if session_id is not None and runtime.sessions.exists(session_id):
                 history = runtime.sessions.messages(session_id)
@@ -90,7 +98,8 @@ def ask_command(
                 "rereads": result.rereads,
             }
 
-    out = asyncio.run(run())
+    with progress_on_stderr(as_json=as_json) as progress:
+        out = asyncio.run(run(progress))
     if as_json:
         click.echo(dump_json(out))
     else:
@@ -110,7 +119,7 @@ def _when(ts: float | None) -> str:
 
 
 @sessions_group.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
 @click.pass_context
 def sessions_list(ctx: click.Context, as_json: bool, limit: int) -> None:
@@ -148,7 +157,7 @@ def _describe(message: dict[str, Any]) -> str:
 
 @sessions_group.command("show")
 @click.argument("session_id")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def sessions_show(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """The events and turns of one session."""
@@ -174,18 +183,3 @@ def sessions_show(ctx: click.Context, session_id: str, as_json: bool) -> None:
     for turn in turns:
         click.echo(f"turn {turn.id}: {turn.path} {turn.model} {turn.outcome}"
                    f"{' ' + turn.code if turn.code else ''}")
-
-
-@click.command("serve")
-@click.option("--host", default=None, help="Bind address (default gateway.host, 127.0.0.1).")
-@click.option("--port", default=None, type=click.IntRange(0, 65535),
-              help="Port (default gateway.port, 8765).")
-@click.pass_context
-def serve_command(ctx: click.Context, host: str | None, port: int | None) -> None:
-    """Run the OpenAI-compatible gateway."""
-    # Imported here so that other commands never load the HTTP server stack.
-    from deepseek_eyes.gateway.server import serve
-
-    settings = loaded_settings(ctx).settings
-    serve(settings, host=host, port=port)
-    sys.exit(0)

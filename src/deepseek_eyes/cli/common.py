@@ -23,7 +23,7 @@ from deepseek_eyes.settings import LoadedSettings, load_settings
 if TYPE_CHECKING:
     from deepseek_eyes.vision.bridge import VisionBridge
 
-__all__ = ["dump_json", "ensure_can_listen", "loaded_settings", "open_bridge"]
+__all__ = ["dump_json", "ensure_can_listen", "listening", "loaded_settings", "open_bridge"]
 
 
 def loaded_settings(ctx: click.Context) -> LoadedSettings:
@@ -49,6 +49,13 @@ async def open_bridge(ctx: click.Context) -> AsyncIterator[VisionBridge]:
 
 def dump_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def listening(host: str, port: int, path: str = "/") -> dict[str, Any]:
+    """Where a server listens, as ``serve --json`` and ``terminal serve --json`` say it:
+    ``{"host", "port", "url"}`` (an IPv6 host in brackets in the URL)."""
+    shown = f"[{host}]" if ":" in host else host
+    return {"host": host, "port": port, "url": f"http://{shown}:{port}{path}"}
 
 
 def ensure_can_listen(host: str, port: int) -> None:

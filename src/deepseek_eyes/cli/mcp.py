@@ -4,6 +4,9 @@ Thin: ``call``, ``read`` and ``get-prompt`` go through :class:`~deepseek_eyes.mc
 the path the model's calls take, so an operator sees exactly what the model would. ``allow``,
 ``deny`` and ``import`` edit the settings file through the loader's own validation and
 write nothing when the result would be invalid.
+
+Commands that connect servers show, on a terminal and past the first second, whether they are
+still connecting or waiting for an answer (:mod:`deepseek_eyes.cli.progress`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, TypeVar
 import click
 
 from deepseek_eyes.cli.common import dump_json, loaded_settings
+from deepseek_eyes.cli.progress import Progress, progress_on_stderr
 from deepseek_eyes.errors import McpError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp.audit import stored_records
@@ -40,15 +44,20 @@ _kind_option = click.option("--kind", type=click.Choice(["tools", "resources", "
                             help="Which selector list to extend.")
 
 
-def _with_host(ctx: click.Context, work: Callable[[McpHost], Awaitable[T]]) -> T:
+def _with_host(ctx: click.Context, as_json: bool,
+               work: Callable[[McpHost], Awaitable[T]]) -> T:
     settings = loaded_settings(ctx).settings
+    name = f"mcp {ctx.info_name}"
 
-    async def run() -> T:
+    async def run(progress: Progress) -> T:
         with DataHome.open(settings) as home:
+            progress.update(f"{name}: connecting the servers…")
             async with running_host(settings, home) as host:
+                progress.update(f"{name}: waiting for the answer…")
                 return await work(host)
 
-    return asyncio.run(run())
+    with progress_on_stderr(as_json=as_json) as progress:
+        return asyncio.run(run(progress))
 
 
 def _arguments(text: str) -> dict[str, Any]:
@@ -135,7 +144,7 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
     async def work(host: McpHost) -> list[dict[str, Any]]:
         return host.manager.status()
 
-    rows = _with_host(ctx, work)
+    rows = _with_host(ctx, as_json, work)
     if as_json:
         click.echo(dump_json(rows))
         return
@@ -154,7 +163,9 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
 def probe_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     """Connect to one server, list its catalog and close."""
     manager = McpManager(loaded_settings(ctx).settings.mcp)
-    report = asyncio.run(manager.probe(server_id))
+    with progress_on_stderr(as_json=as_json) as progress:
+        progress.update(f"mcp probe {server_id}: connecting…")
+        report = asyncio.run(manager.probe(server_id))
     if as_json:
         click.echo(dump_json(report))
         return
@@ -173,7 +184,7 @@ def tools_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     async def work(host: McpHost) -> list[dict[str, Any]]:
         return host.discovered(server_id)
 
-    rows = _with_host(ctx, work)
+    rows = _with_host(ctx, as_json, work)
     if as_json:
         click.echo(dump_json(rows))
         return
@@ -183,9 +194,16 @@ def tools_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
 
 
 def _edit(ctx: click.Context, which: str, server_id: str, kind: str,
-          selectors: tuple[str, ...]) -> None:
+          selectors: tuple[str, ...], as_json: bool) -> None:
     path = _target_file(ctx)
-    edit_selectors(path, server_id, which, kind, selectors)
+    settings = edit_selectors(path, server_id, which, kind, selectors)
+    if as_json:
+        server = next(s for s in settings.mcp.servers if s.id == server_id)
+        click.echo(dump_json({
+            "path": str(path), "server": server_id, "list": which, "kind": kind,
+            "added": list(selectors), "selectors": list(getattr(getattr(server, which), kind)),
+        }))
+        return
     click.echo(f"{path}: {server_id} {which}.{kind} += {', '.join(selectors)}")
 
 
@@ -193,22 +211,24 @@ def _edit(ctx: click.Context, which: str, server_id: str, kind: str,
 @click.argument("server_id")
 @click.argument("selectors", nargs=-1, required=True)
 @_kind_option
+@_json_option
 @click.pass_context
 def allow_command(ctx: click.Context, server_id: str, selectors: tuple[str, ...],
-                  kind: str) -> None:
+                  kind: str, as_json: bool) -> None:
     """Add allow selectors (a name, or a prefix ending in *)."""
-    _edit(ctx, "allow", server_id, kind, selectors)
+    _edit(ctx, "allow", server_id, kind, selectors, as_json)
 
 
 @mcp_group.command("deny")
 @click.argument("server_id")
 @click.argument("selectors", nargs=-1, required=True)
 @_kind_option
+@_json_option
 @click.pass_context
 def deny_command(ctx: click.Context, server_id: str, selectors: tuple[str, ...],
-                 kind: str) -> None:
+                 kind: str, as_json: bool) -> None:
     """Add deny selectors (deny always wins over allow)."""
-    _edit(ctx, "deny", server_id, kind, selectors)
+    _edit(ctx, "deny", server_id, kind, selectors, as_json)
 
 
 @mcp_group.command("call")
@@ -225,7 +245,7 @@ def call_command(ctx: click.Context, server_id: str, tool: str, args_json: str,
     async def work(host: McpHost) -> CallResult:
         return await host.call_tool(host.public_name_of(server_id, tool), arguments)
 
-    _show_result(_with_host(ctx, work), as_json)
+    _show_result(_with_host(ctx, as_json, work), as_json)
 
 
 @mcp_group.command("resources")
@@ -237,7 +257,7 @@ def resources_command(ctx: click.Context, server_id: str, as_json: bool) -> None
     async def work(host: McpHost) -> list[dict[str, Any]]:
         return host.resources(server_id)
 
-    rows = _with_host(ctx, work)
+    rows = _with_host(ctx, as_json, work)
     if as_json:
         click.echo(dump_json(rows))
         return
@@ -257,7 +277,7 @@ def read_command(ctx: click.Context, server_id: str, uri: str, as_json: bool) ->
     async def work(host: McpHost) -> CallResult:
         return await host.read_resource(server_id, uri)
 
-    _show_result(_with_host(ctx, work), as_json)
+    _show_result(_with_host(ctx, as_json, work), as_json)
 
 
 @mcp_group.command("prompts")
@@ -269,7 +289,7 @@ def prompts_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     async def work(host: McpHost) -> list[dict[str, Any]]:
         return host.prompts(server_id)
 
-    rows = _with_host(ctx, work)
+    rows = _with_host(ctx, as_json, work)
     if as_json:
         click.echo(dump_json(rows))
         return
@@ -293,13 +313,14 @@ def get_prompt_command(ctx: click.Context, server_id: str, name: str, args_json:
     async def work(host: McpHost) -> CallResult:
         return await host.get_prompt(server_id, name, arguments)
 
-    _show_result(_with_host(ctx, work), as_json)
+    _show_result(_with_host(ctx, as_json, work), as_json)
 
 
 @mcp_group.command("import")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@_json_option
 @click.pass_context
-def import_command(ctx: click.Context, file: Path) -> None:
+def import_command(ctx: click.Context, file: Path, as_json: bool) -> None:
     """Import Claude Desktop / Claude Code / Cursor / VS Code MCP JSON (enabled, nothing
     allowed)."""
     path = _target_file(ctx)
@@ -311,6 +332,13 @@ def import_command(ctx: click.Context, file: Path) -> None:
         raw.setdefault("mcp", {}).setdefault("servers", []).extend(result.servers)
 
     edit_settings_file(path, change)
+    if as_json:
+        click.echo(dump_json({
+            "path": str(path),
+            "imported": [{"id": e["id"], "transport": e["transport"]} for e in result.servers],
+            "ignored": list(result.ignored),
+        }))
+        return
     for entry in result.servers:
         click.echo(f"imported {entry['id']} ({entry['transport']}): enabled, nothing allowed")
     for key in result.ignored:

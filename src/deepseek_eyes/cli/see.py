@@ -3,6 +3,9 @@
 ``see -`` reads one image from standard input, under the same byte limit as a file.
 ``--overlay OUT`` is checked before any image is read: its directory must exist (a typo in
 a path never creates a directory tree) and its extension names the format written.
+
+On a terminal, an image that takes over a second (OCR on first use, a slow route) shows its
+step on standard error (:mod:`deepseek_eyes.cli.progress`); ``routes --probe`` does too.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from deepseek_eyes.cli.common import dump_json, open_bridge
+from deepseek_eyes.cli.progress import Progress, progress_on_stderr
 from deepseek_eyes.cli.render import render_evidence, render_routes
 from deepseek_eyes.errors import CliError, DeepSeekEyesError, ImageError
 from deepseek_eyes.vision.intake import ImageLimits, decode_image, read_image_file
@@ -114,29 +118,35 @@ def _image_json(path: Path, acquisition: Acquisition) -> dict[str, Any]:
 
 
 async def _see_one(
-    bridge: VisionBridge, path: Path, route: str | None, as_json: bool, overlay: Path | None
+    bridge: VisionBridge, path: Path, route: str | None, as_json: bool, overlay: Path | None,
+    progress: Progress, label: str,
 ) -> bool:
     limits = ImageLimits.from_settings(bridge.settings.image)
     try:
+        progress.update(f"{label}: reading the file…")
         data = _read(path, limits)
+        progress.update(f"{label}: getting evidence…")
         acquisition = await bridge.see(data, route=route)
     except DeepSeekEyesError as exc:
-        if as_json:
-            click.echo(dump_json({"image": {"path": str(path)}, "error": exc.to_dict()}))
-        else:
-            click.echo(f"error {exc.code}: {path}: {exc.message}", err=True)
-            for failure in exc.details.get("failures", []):
-                click.echo(f"  route {failure['route']}: {failure['code']}", err=True)
+        with progress.hidden():
+            if as_json:
+                click.echo(dump_json({"image": {"path": str(path)}, "error": exc.to_dict()}))
+            else:
+                click.echo(f"error {exc.code}: {path}: {exc.message}", err=True)
+                for failure in exc.details.get("failures", []):
+                    click.echo(f"  route {failure['route']}: {failure['code']}", err=True)
         return False
     if overlay is not None:
+        progress.update(f"{label}: drawing the overlay…")
         decoded = decode_image(data, limits, sha256=acquisition.image.sha256)
         _write_overlay(decoded.pixels, acquisition.record.evidence, overlay)
-    if as_json:
-        click.echo(dump_json(_image_json(path, acquisition)))
-    else:
-        click.echo(render_evidence(path, acquisition))
-        if overlay is not None:
-            click.echo(f"  overlay  {overlay}")
+    with progress.hidden():
+        if as_json:
+            click.echo(dump_json(_image_json(path, acquisition)))
+        else:
+            click.echo(render_evidence(path, acquisition))
+            if overlay is not None:
+                click.echo(f"  overlay  {overlay}")
     return True
 
 
@@ -166,15 +176,19 @@ def see_command(
     if overlay is not None:
         _overlay_format(overlay)
 
-    async def run() -> bool:
+    async def run(progress: Progress) -> bool:
         ok = True
         async with open_bridge(ctx) as bridge:
             for index, path in enumerate(images):
                 target = None if overlay is None else _overlay_path(overlay, index, len(images))
-                ok = await _see_one(bridge, path, route, as_json, target) and ok
+                name = "standard input" if str(path) == STDIN else path.name
+                label = f"see {index + 1}/{len(images)} {name}"
+                ok = await _see_one(bridge, path, route, as_json, target, progress, label) and ok
         return ok
 
-    if not asyncio.run(run()):
+    with progress_on_stderr(as_json=as_json) as progress:
+        ok = asyncio.run(run(progress))
+    if not ok:
         sys.exit(1)
 
 
@@ -190,7 +204,10 @@ def routes_command(ctx: click.Context, as_json: bool, probe: bool) -> None:
             probes = await bridge.router.probe_all() if probe else None
             return bridge.router.status(), probes
 
-    status, probes = asyncio.run(run())
+    with progress_on_stderr(as_json=as_json) as progress:
+        if probe:
+            progress.update("routes: probing every route…")
+        status, probes = asyncio.run(run())
     if as_json:
         click.echo(dump_json({"routes": status, "probes": probes}))
     else:

@@ -1,40 +1,46 @@
-"""``deepseek-eyes serve``: the gateway command of :mod:`deepseek_eyes.cli.ask`, with the
-listening address checked first.
+"""``deepseek-eyes serve``: the OpenAI-compatible gateway, with the listening address checked
+first.
 
 uvicorn reports a busy port as a log line and exit status 3; the command line promises
-``error CODE: sentence`` and status 1 for every failure. The check wraps the command
-instead of living in it because ``ask.py`` and the gateway belong to other work; once
-``gateway.server.serve`` raises a coded error for a failed bind, this module can go.
+``error CODE: sentence`` and status 1 for every failure, so the port is tried here before the
+server starts. Once ``gateway.server.serve`` raises a coded error for a failed bind, the check
+can go.
+
+With ``--json``, the one JSON object is ``{"listening": {"host", "port", "url"}}``, printed
+on standard output once the socket is bound (so a supervisor that starts it with
+``--port 0`` learns the port from it); the gateway's warnings stay on standard error.
 """
 
 from __future__ import annotations
 
-import copy
-from typing import Any
+import sys
 
 import click
 
-from deepseek_eyes.cli.ask import serve_command as gateway_command
-from deepseek_eyes.cli.common import ensure_can_listen, loaded_settings
+from deepseek_eyes.cli.common import dump_json, ensure_can_listen, listening, loaded_settings
 
 __all__ = ["serve_command"]
 
 
-def _with_listen_check(command: click.Command) -> click.Command:
-    run = command.callback
-    if run is None:
-        return command
-
-    def callback(**options: Any) -> Any:
-        gateway = loaded_settings(click.get_current_context()).settings.gateway
-        port = options.get("port")
-        ensure_can_listen(options.get("host") or gateway.host,
-                          gateway.port if port is None else port)
-        return run(**options)
-
-    checked = copy.copy(command)
-    checked.callback = callback
-    return checked
+def _announce_json(host: str, port: int) -> None:
+    click.echo(dump_json({"listening": listening(host, port, "/v1")}))
 
 
-serve_command = _with_listen_check(gateway_command)
+@click.command("serve")
+@click.option("--host", default=None, help="Bind address (default gateway.host, 127.0.0.1).")
+@click.option("--port", default=None, type=click.IntRange(0, 65535),
+              help="Port (default gateway.port, 8765).")
+@click.option("--json", "as_json", is_flag=True,
+              help='Say where it listens as {"listening": {...}} on standard output.')
+@click.pass_context
+def serve_command(ctx: click.Context, host: str | None, port: int | None,
+                  as_json: bool) -> None:
+    """Run the OpenAI-compatible gateway."""
+    # Imported here so that other commands never load the HTTP server stack.
+    from deepseek_eyes.gateway.server import serve
+
+    settings = loaded_settings(ctx).settings
+    gateway = settings.gateway
+    ensure_can_listen(host or gateway.host, gateway.port if port is None else port)
+    serve(settings, host=host, port=port, announce=_announce_json if as_json else None)
+    sys.exit(0)

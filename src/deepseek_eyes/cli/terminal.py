@@ -1,18 +1,28 @@
 """``deepseek-eyes terminal …``: serve the terminal MCP server, plan without running,
 verify receipts, rotate receipt keys, make a token. Thin: the work is in
-:mod:`deepseek_eyes.terminal`."""
+:mod:`deepseek_eyes.terminal`.
+
+``serve --json`` describes the server as one object, ``{"transport", "mode", "workspaces",
+"sandbox"}`` plus ``"listening": {"host", "port", "url", "console"}`` over HTTP, printed once
+the socket is bound. With ``--stdio``, standard output *is* the MCP channel, and a line that
+is not JSON-RPC there would break the client, so the object goes to standard error instead
+and nothing but the protocol ever reaches standard output.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
+import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from deepseek_eyes.cli.common import dump_json, ensure_can_listen, loaded_settings
+from deepseek_eyes.cli.common import dump_json, ensure_can_listen, listening, loaded_settings
 from deepseek_eyes.errors import ReceiptError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.terminal.config import (
@@ -43,6 +53,7 @@ _workspace_option = click.option(
 )
 _mode_option = click.option("--mode", type=click.Choice(MODES), default=None,
                             help="Policy mode (default: terminal.mode).")
+_json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
 @click.group("terminal")
@@ -57,12 +68,15 @@ def terminal_group() -> None:
 @click.option("--port", type=int, default=None, help="HTTP port (default: terminal.port).")
 @click.option("--advisor", is_flag=True,
               help="Offer terminal_advise, backed by the [llm] model (advisory text only).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Describe the server as one JSON object once it listens (on standard "
+                   "error with --stdio, whose standard output is the protocol).")
 @_workspace_option
 @_mode_option
 @click.pass_context
 def serve_command(
     ctx: click.Context, transport: str | None, host: str | None, port: int | None,
-    advisor: bool, workspaces: tuple[Path, ...], mode: str | None,
+    advisor: bool, as_json: bool, workspaces: tuple[Path, ...], mode: str | None,
 ) -> None:
     """Serve over stdio or HTTP. HTTP refuses to start without a strong bearer token."""
     if transport is None:
@@ -73,14 +87,21 @@ def serve_command(
         service = build_service(settings, workspaces=list(workspaces), mode=mode,
                                 audit=home.audit, token=token)
         helper = _advisor(settings) if advisor else None
-        roots = ", ".join(service.config.workspace.roots)
-        sandbox = "bwrap" if service.config.sandbox else "none (see README)"
-        click.echo(f"terminal: mode {service.config.mode}; workspace {roots}; sandbox {sandbox}",
-                   err=True)
+        described = {
+            "transport": transport, "mode": service.config.mode,
+            "workspaces": list(service.config.workspace.roots),
+            "sandbox": "bwrap" if service.config.sandbox else None,
+        }
+        if not as_json:
+            roots = ", ".join(service.config.workspace.roots)
+            sandbox = "bwrap" if service.config.sandbox else "none (see README)"
+            click.echo(f"terminal: mode {service.config.mode}; workspace {roots}; "
+                       f"sandbox {sandbox}", err=True)
         if transport == "stdio":
+            if as_json:
+                click.echo(dump_json(described), err=True)
             asyncio.run(_serve_stdio(service, helper))
             return
-        import uvicorn
 
         from deepseek_eyes.terminal.transport.http import HttpOptions, build_http_app
 
@@ -94,10 +115,37 @@ def serve_command(
         app = build_http_app(service, options, helper)
         bind_port = term.port if port is None else port
         ensure_can_listen(options.host, bind_port)
-        click.echo(f"terminal: MCP at http://{options.host}:{bind_port}/mcp, console at "
-                   f"http://{options.host}:{bind_port}/console/", err=True)
-        uvicorn.run(app, host=options.host, port=bind_port, log_level="warning",
-                    access_log=False, lifespan="on")
+
+        def announce(bound_host: str, bound_port: int) -> None:
+            where = listening(bound_host, bound_port, "/mcp")
+            where["console"] = listening(bound_host, bound_port, "/console/")["url"]
+            if as_json:
+                click.echo(dump_json({**described, "listening": where}))
+            else:
+                click.echo(f"terminal: MCP at {where['url']}, console at {where['console']}",
+                           err=True)
+
+        _serve_http(app, options.host, bind_port, announce)
+
+
+def _serve_http(app: Any, host: str, port: int, announce: Callable[[str, int], None]) -> None:
+    """``uvicorn.run``, telling ``announce`` the bound address once it listens (the port may
+    have been 0). Exits with status 3 when the server cannot start, as ``uvicorn.run`` does."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and self.servers:
+                bound_host, bound_port = self.servers[0].sockets[0].getsockname()[:2]
+                announce(bound_host, bound_port)
+
+    server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                   access_log=False, lifespan="on"))
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it is stopped
+        server.run()
+    if not server.started:
+        sys.exit(3)
 
 
 async def _serve_stdio(service: Any, helper: Any) -> None:
@@ -171,10 +219,11 @@ _head_file = click.Path(path_type=Path, dir_okay=False, exists=True)
               help="A head file exported earlier (`receipts head`; repeatable): the receipt "
                    "it names must still be in the chain, later ones are allowed. Implies "
                    "--chain.")
+@_json_option
 @click.pass_context
 def verify_command(
     ctx: click.Context, file: Path, chain: bool, head_file: Path | None,
-    pinned_files: tuple[Path, ...],
+    pinned_files: tuple[Path, ...], as_json: bool,
 ) -> None:
     """Verify FILE: one receipt (or export), a JSON list of them, or JSON lines.
 
@@ -197,6 +246,15 @@ def verify_command(
         for item in items:
             verify_receipt(item, keyring)
     kinds = sum(1 for i in items if isinstance(i, dict) and i.get("sharing_redacted"))
+    if as_json:
+        click.echo(dump_json({
+            "valid": True, "file": str(file), "receipts": len(items), "share_exports": kinds,
+            "chain": chain,
+            "head": None if head is None else {"sequence": head["sequence"],
+                                               "written_at": head["written_at"]},
+            "pinned": [pin["sequence"] for pin in pins],
+        }))
+        return
     summary = f"{file}: {len(items)} valid ({kinds} share export(s))"
     if chain:
         summary += (f", chain intact from sequence 1 to {len(items)}" if items
@@ -213,12 +271,17 @@ def verify_command(
 @receipts_group.command("head")
 @click.option("--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the head file here (default: standard output).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the head as JSON; without --output, its file's text is in \"file\".")
 @click.pass_context
-def head_command(ctx: click.Context, output: Path | None) -> None:
+def head_command(ctx: click.Context, output: Path | None, as_json: bool) -> None:
     """Export the head of this data directory's receipt log, to keep elsewhere.
 
     The head and the whole chain behind it are verified first. Later, `receipts verify
     --pinned FILE LOG` shows that the receipts it covers are all still there.
+
+    With --json, standard output holds one object, {"head", "output", "file"}; without
+    --output, "file" is the head file's text (`jq -j .file` writes it back).
     """
     settings = loaded_settings(ctx).settings
     directory = terminal_dir(settings) / "receipts"
@@ -226,10 +289,16 @@ def head_command(ctx: click.Context, output: Path | None) -> None:
     head, data = snapshot_head(directory / HEAD_FILENAME, keyring)
     receipts = read_log(directory / ReceiptLog.FILENAME)  # read after the head: it only grows
     verify_chain(receipts, keyring, pinned=[head])
+    if output is not None:
+        output.write_bytes(data)
+    if as_json:
+        click.echo(dump_json({
+            "head": head, "output": None if output is None else str(output),
+            "file": data.decode("utf-8") if output is None else None,
+        }))
+        return
     if output is None:
         click.echo(data.decode("utf-8"), nl=False)
-    else:
-        output.write_bytes(data)
     click.echo(f"head {head['sequence']} ({head['last_hash'] or 'no receipts yet'}, written "
                f"{head['written_at']}): chain intact", err=True)
 
@@ -239,21 +308,36 @@ def keys_group() -> None:
     """The receipt keyring (ids only; keys never leave the keyring)."""
 
 
+def _key_ids(ids: list[str]) -> dict[str, Any]:
+    return {"keys": [{"id": kid, "signs": i == 0} for i, kid in enumerate(ids)]}
+
+
 @keys_group.command("list")
+@_json_option
 @click.pass_context
-def keys_list(ctx: click.Context) -> None:
-    for i, kid in enumerate(load_keyring(loaded_settings(ctx).settings).ids()):
+def keys_list(ctx: click.Context, as_json: bool) -> None:
+    """The receipt key ids, the signing key first."""
+    ids = load_keyring(loaded_settings(ctx).settings).ids()
+    if as_json:
+        click.echo(dump_json(_key_ids(ids)))
+        return
+    for i, kid in enumerate(ids):
         click.echo(f"{kid}{'  (signs)' if i == 0 else ''}")
 
 
 @keys_group.command("rotate")
+@_json_option
 @click.pass_context
-def keys_rotate(ctx: click.Context) -> None:
+def keys_rotate(ctx: click.Context, as_json: bool) -> None:
     """Add a fresh signing key; older keys keep verifying old receipts."""
-    click.echo(load_keyring(loaded_settings(ctx).settings).rotate())
+    keyring = load_keyring(loaded_settings(ctx).settings)
+    kid = keyring.rotate()
+    click.echo(dump_json({"rotated": kid, **_key_ids(keyring.ids())}) if as_json else kid)
 
 
 @terminal_group.command("token")
-def token_command() -> None:
+@_json_option
+def token_command(as_json: bool) -> None:
     """Print a fresh 256-bit bearer token for DEEPSEEK_EYES_TERMINAL_TOKEN."""
-    click.echo(secrets.token_urlsafe(32))
+    token = secrets.token_urlsafe(32)
+    click.echo(dump_json({"token": token}) if as_json else token)

@@ -8,6 +8,9 @@ gateway stays small.
 A missing upstream key does not stop the server (``/healthz`` and ``/v1/models`` may still
 be useful, and the key can be exported before the next start), but it is said on stderr at
 start, because otherwise the first sign of it is every chat request failing.
+
+Where it listens is said once the socket is bound (the port may have been 0): by default as
+a line on stderr, or through ``announce`` for a caller with its own format (``serve --json``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import sys
+from collections.abc import Callable
 
 import uvicorn
 
@@ -24,18 +28,30 @@ from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.settings import Settings
 
-__all__ = ["gateway_key", "serve"]
+__all__ = ["Announce", "gateway_key", "serve"]
+
+
+#: Told the bound host and port once the gateway listens.
+Announce = Callable[[str, int], None]
+
+
+def _say_listening(host: str, port: int) -> None:
+    print(f"deepseek-eyes gateway listening on http://{host}:{port}/v1",
+          file=sys.stderr, flush=True)
 
 
 class _Server(uvicorn.Server):
     """Says where it listens once it does (the port may have been 0)."""
 
+    def __init__(self, config: uvicorn.Config, announce: Announce) -> None:
+        super().__init__(config)
+        self.announce = announce
+
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started and self.servers:
             host, port = self.servers[0].sockets[0].getsockname()[:2]
-            print(f"deepseek-eyes gateway listening on http://{host}:{port}/v1",
-                  file=sys.stderr, flush=True)
+            self.announce(host, port)
 
 
 def gateway_key(settings: Settings) -> str | None:
@@ -49,8 +65,10 @@ def gateway_key(settings: Settings) -> str | None:
         return None
 
 
-def serve(settings: Settings, *, host: str | None = None, port: int | None = None) -> None:
-    """Serve until interrupted.
+def serve(settings: Settings, *, host: str | None = None, port: int | None = None,
+          announce: Announce | None = None) -> None:
+    """Serve until interrupted; ``announce`` (default: a line on stderr) is told where it
+    listens once it does.
 
     Raises:
         GatewayError: ``GATEWAY_UNSAFE_BIND`` for a non-loopback host without a key.
@@ -74,7 +92,7 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
             lifespan="off", server_header=False,
         )
         try:
-            await _Server(config).serve()
+            await _Server(config, announce or _say_listening).serve()
         finally:
             await runtime.aclose()
             home.close()
