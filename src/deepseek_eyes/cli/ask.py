@@ -1,16 +1,18 @@
 """``deepseek-eyes ask`` and ``deepseek-eyes sessions``.
 
 ``ask`` shows its step on a terminal when it takes over a second
-(:mod:`deepseek_eyes.cli.progress`): reading each image, then waiting for the turn. The turn
-(evidence for the images, the model's answer, any rereads) is one call into the runtime, so
-it is one step here rather than a guess at which part is running."""
+(:mod:`deepseek_eyes.cli.progress`): reading the images, waiting for the turn, and each tool
+the model calls (the runtime's progress events). With the terminal among
+``[runtime] tool_sources``, a plan that needs approval is shown on the terminal and runs
+only on a ``y``; without a terminal (a pipe, a script) nobody can approve, so such a plan
+is not run and the model is told so."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import datetime as dt
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from deepseek_eyes.cli.common import dump_json, loaded_settings
 from deepseek_eyes.cli.progress import Progress, progress_on_stderr
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.home import DataHome
+from deepseek_eyes.runtime.approval import Approver, Decision, TerminalPrompt
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest, usage_json
@@ -35,6 +38,7 @@ async def open_runtime(ctx: click.Context) -> AsyncIterator[Runtime]:
     home = DataHome.open(settings)
     runtime = Runtime(settings, home)
     try:
+        await runtime.start()  # connects the MCP servers its tool sources need
         yield runtime
     finally:
         await runtime.aclose()
@@ -49,6 +53,36 @@ def _names_an_image(arg: str) -> bool:
     if any(ch.isspace() for ch in arg):
         return False
     return arg.lower().endswith(_IMAGE_SUFFIXES) or Path(arg).is_file()
+
+
+class _PromptWithoutProgress:
+    """The terminal prompt, with the progress line kept off the terminal meanwhile."""
+
+    via = "cli"
+
+    def __init__(self, prompt: TerminalPrompt, progress: Progress) -> None:
+        self._prompt = prompt
+        self._progress = progress
+
+    async def decide(self, plan: Mapping[str, Any]) -> Decision:
+        with self._progress.hidden():
+            return await self._prompt.decide(plan)
+
+
+def terminal_approver(runtime: Runtime, progress: Progress) -> Approver | None:
+    """Who approves a plan that needs it: the person at this terminal, else nobody (the
+    plan is then not run and the model is told so)."""
+    if runtime.terminal is None or not TerminalPrompt.available():
+        return None
+    prompt = TerminalPrompt(timeout=runtime.settings.runtime.approval_timeout)
+    return _PromptWithoutProgress(prompt, progress)
+
+
+def _show(progress: Progress, event: Mapping[str, Any]) -> None:
+    if event.get("type") == "tool.started":
+        progress.update(f"ask: running {event.get('tool')}…")
+    elif event.get("type") == "tool.finished":
+        progress.update("ask: waiting for the answer…")
 
 
 @click.command("ask")
@@ -86,6 +120,8 @@ def ask_command(
             result = await runtime.run(TurnRequest(
                 messages=[*history, {"role": "user", "content": content}],
                 model=model, session_id=session_id, source="cli",
+                approver=terminal_approver(runtime, progress),
+                notify=lambda event: _show(progress, event),
             ))
             return {
                 "answer": result.content,

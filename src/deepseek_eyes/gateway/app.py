@@ -44,6 +44,7 @@ from starlette.routing import Route
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, LLMError, StoreError
 from deepseek_eyes.gateway.body import check_fields, parse_body
 from deepseek_eyes.gateway.fetch import fetch_image
+from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.runtime.messages import Fetch, parse_messages
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest, TurnResult, deepseekeyes_json, usage_json
@@ -176,8 +177,12 @@ def _completion(result: TurnResult) -> dict[str, Any]:
     }
 
 
-def create_app(runtime: Runtime, settings: GatewaySettings, *, key: str | None) -> Starlette:
-    """The ASGI app. ``key`` is the resolved bearer key, or None for an open loopback gateway."""
+def create_app(
+    runtime: Runtime, settings: GatewaySettings, *, key: str | None,
+    approver: Approver | None = None,
+) -> Starlette:
+    """The ASGI app. ``key`` is the resolved bearer key, or None for an open loopback
+    gateway; ``approver`` decides plans that need a person (None: nobody can)."""
     expected = f"Bearer {key}".encode() if key is not None else None
     fetch: Fetch | None = None
     if settings.allow_image_urls:
@@ -332,6 +337,7 @@ def create_app(runtime: Runtime, settings: GatewaySettings, *, key: str | None) 
             session_id=session_id,
             source="gateway",
             include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
+            approver=approver,
         )
 
     async def health(_request: Request) -> Response:

@@ -11,6 +11,12 @@ start, because otherwise the first sign of it is every chat request failing.
 
 Where it listens is said once the socket is bound (the port may have been 0): by default as
 a line on stderr, or through ``announce`` for a caller with its own format (``serve --json``).
+
+With the terminal among ``[runtime] tool_sources``, the terminal's approval console is
+served beside the gateway, on ``[terminal] host:port`` with the terminal's bearer token, for
+the same in-process terminal: a plan the model wants to run that needs approval waits there
+(``runtime.approval_timeout``) and runs only if a person approves it. Without a terminal
+token there is no console, so nobody can approve, and such plans are not run.
 """
 
 from __future__ import annotations
@@ -18,13 +24,15 @@ from __future__ import annotations
 import asyncio
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import uvicorn
 
-from deepseek_eyes.errors import ConfigError
+from deepseek_eyes.errors import ConfigError, DeepSeekEyesError
 from deepseek_eyes.gateway.app import check_bind, create_app
 from deepseek_eyes.home import DataHome
+from deepseek_eyes.runtime.approval import ConsoleWait
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.settings import Settings
 
@@ -52,6 +60,43 @@ class _Server(uvicorn.Server):
         if self.started and self.servers:
             host, port = self.servers[0].sockets[0].getsockname()[:2]
             self.announce(host, port)
+
+
+def _approval_console(
+    settings: Settings, runtime: Runtime
+) -> tuple[uvicorn.Server | None, ConsoleWait | None]:
+    """The terminal console beside the gateway and the approver that waits on it; both
+    None without the terminal source or without a terminal token (said on stderr)."""
+    service = runtime.terminal
+    if service is None:
+        return None, None
+    from deepseek_eyes.terminal.config import resolve_token
+    from deepseek_eyes.terminal.transport.http import HttpOptions, build_console_app
+
+    term = settings.terminal
+    try:
+        token = resolve_token(settings)
+    except DeepSeekEyesError as exc:
+        print(f"deepseek-eyes gateway warning {exc.code}: {exc.message}; no approval console, "
+              "so plans that need approval will not run", file=sys.stderr, flush=True)
+        return None, None
+    options = HttpOptions(token=token, host=term.host, allowed_hosts=term.allowed_hosts,
+                          allowed_origins=term.allowed_origins,
+                          rate_limit_per_minute=term.rate_limit_per_minute,
+                          max_body_bytes=term.max_body_bytes)
+    config = uvicorn.Config(
+        build_console_app(service, options), host=term.host, port=term.port,
+        log_level="warning", access_log=False, lifespan="off", server_header=False,
+    )
+    where = f"http://{term.host}:{term.port}/console/"
+
+    def notice(plan: Mapping[str, Any]) -> None:
+        print(f"deepseek-eyes gateway: plan {plan.get('plan_id')} waits for approval at "
+              f"{where}", file=sys.stderr, flush=True)
+
+    approver = ConsoleWait(lambda sid, pid: service.get_plan(sid, pid).state,
+                           timeout=settings.runtime.approval_timeout, notice=notice)
+    return uvicorn.Server(config), approver
 
 
 def gateway_key(settings: Settings) -> str | None:
@@ -86,14 +131,20 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
             print(f"deepseek-eyes gateway warning {missing.code}: {missing.message}; "
                   "chat completions will fail until it is set",
                   file=sys.stderr, flush=True)
-        app = create_app(runtime, settings.gateway, key=key)
+        await runtime.start()
+        console, approver = _approval_console(settings, runtime)
+        app = create_app(runtime, settings.gateway, key=key, approver=approver)
         config = uvicorn.Config(
             app, host=bind_host, port=bind_port, log_level="warning", access_log=False,
             lifespan="off", server_header=False,
         )
+        console_task = asyncio.create_task(console.serve()) if console is not None else None
         try:
             await _Server(config, announce or _say_listening).serve()
         finally:
+            if console is not None and console_task is not None:
+                console.should_exit = True
+                await console_task
             await runtime.aclose()
             home.close()
 

@@ -102,6 +102,7 @@ class TurnResult:
     model_calls: int
     created: int
     fork: Fork | None = None  # set when the history did not extend the named session
+    tools: list[dict[str, Any]] = field(default_factory=list)  # the runtime's calls (audit rows)
 
 
 def add_usage(a: ProviderUsage, b: ProviderUsage) -> ProviderUsage:
@@ -134,6 +135,8 @@ def deepseekeyes_json(result: TurnResult) -> dict[str, Any]:
         "evidence": result.evidence,
         "rereads": result.rereads,
     }
+    if result.tools:
+        out["tools"] = result.tools
     if result.fork is not None:
         out["fork"] = {"from": result.fork.parent, "at": result.fork.at}
     return out
@@ -492,7 +495,7 @@ class TurnRunner:
             content=result.content, reasoning=result.reasoning, finish_reason=finish,
             tool_calls=external, usage=turn.usage, evidence=turn.evidence,
             rereads=turn.context.rereads, model_calls=turn.model_calls,
-            created=int(turn.started), fork=turn.fork,
+            created=int(turn.started), fork=turn.fork, tools=list(turn.context.calls),
         )
         self._sessions.append(
             turn.session_id, [message, *self._tool_messages(done)[1]], turn_id=turn.turn_id,

@@ -39,7 +39,7 @@ from deepseek_eyes.terminal.transport.security import (
 )
 from deepseek_eyes.terminal.transport.server import Advisor, build_mcp_server, policy_summary
 
-__all__ = ["CONSOLE_DIR", "HttpOptions", "build_http_app"]
+__all__ = ["CONSOLE_DIR", "HttpOptions", "build_console_app", "build_http_app"]
 
 CONSOLE_DIR = Path(__file__).with_name("console")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -250,6 +250,31 @@ def build_http_app(
         allowed_origins=options.origins(),
         limiter=RateLimiter(options.rate_limit_per_minute),  # per token
         anonymous_limiter=RateLimiter(options.rate_limit_per_minute),  # per client address
+        max_body_bytes=options.max_body_bytes,
+        public_prefixes=("/console",),
+    )
+
+
+def build_console_app(service: TerminalService, options: HttpOptions) -> ASGIApp:
+    """The approval console and its API alone, for a service another process part owns
+    (the gateway's in-process terminal): no MCP endpoint, no lifespan; the owner runs the
+    reaper and closes the service. Same security as :func:`build_http_app`."""
+
+    async def console_redirect(_: Request) -> Response:
+        return Response(status_code=307, headers={"location": "/console/"})
+
+    app = Starlette(routes=[
+        *_api_routes(service),
+        Route("/", console_redirect, methods=["GET"]),
+        Mount("/console", StaticFiles(directory=CONSOLE_DIR, html=True), name="console"),
+    ])
+    return SecurityMiddleware(
+        app,
+        token=options.token,
+        allowed_hosts=options.hosts(),
+        allowed_origins=options.origins(),
+        limiter=RateLimiter(options.rate_limit_per_minute),
+        anonymous_limiter=RateLimiter(options.rate_limit_per_minute),
         max_body_bytes=options.max_body_bytes,
         public_prefixes=("/console",),
     )

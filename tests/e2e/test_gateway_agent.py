@@ -1,0 +1,182 @@
+"""``deepseek-eyes serve`` running server-side tools for any OpenAI client: an MCP tool of
+the real server-everything and the in-process terminal, with approvals given by a person in
+the terminal console served beside the gateway. The gateway is a real process started from
+a settings file; the client is the official ``openai`` package; the upstream is the loopback
+DeepSeek-like server that issues tool calls (``CALL[tool]: args``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import require_module
+from runtime.upstream import LoopbackUpstream
+
+openai = require_module("openai")
+
+_PEERS = importlib.util.spec_from_file_location(
+    "mcp_peers", Path(__file__).resolve().parents[1] / "mcp" / "mcp_peers.py")
+assert _PEERS is not None
+assert _PEERS.loader is not None
+mcp_peers = sys.modules.get("mcp_peers") or importlib.util.module_from_spec(_PEERS)
+if "mcp_peers" not in sys.modules:
+    sys.modules["mcp_peers"] = mcp_peers
+    _PEERS.loader.exec_module(mcp_peers)
+
+TOKEN = "console-token-" + "7f3a9c2e5b1d8046" * 3
+START_DEADLINE_S = 60
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Served:
+    def __init__(self, base: str, console: str, work: Path) -> None:
+        self.base = base
+        self.console = console
+        self.work = work
+
+    def client(self) -> Any:
+        return openai.OpenAI(base_url=self.base, api_key="unused", max_retries=0, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    everything = mcp_peers.need(mcp_peers.EVERYTHING)
+    node = mcp_peers.need(mcp_peers.NODE_BIN / "node")
+    root = tmp_path_factory.mktemp("agent-gateway")
+    work = root / "work"
+    work.mkdir()
+    console_port = free_port()
+    with LoopbackUpstream() as upstream:
+        config = root / "eyes.toml"
+        config.write_text(
+            f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
+            'model = "deepseek-v4-flash"\ntimeout = 20\n\n'
+            '[runtime]\ntool_sources = ["look", "mcp", "terminal"]\napproval_timeout = 30\n\n'
+            f'[terminal]\nworkspaces = ["{work}"]\nport = {console_port}\n\n'
+            '[[mcp.servers]]\nid = "everything"\ntransport = "stdio"\n'
+            f'command = "{node}"\nargs = ["{everything}", "stdio"]\n'
+            'env = { PATH = { env = "DSE_TEST_NODE_PATH" } }\nallow = { tools = ["echo"] }\n',
+            encoding="utf-8",
+        )
+        env = {**os.environ, "DEEPSEEK_EYES_HOME": str(root / "data"),
+               "DEEPSEEK_EYES_TERMINAL_TOKEN": TOKEN,
+               "DSE_TEST_NODE_PATH": mcp_peers.node_path()}
+        process = subprocess.Popen(  # noqa: S603 - our own CLI, argv list
+            [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "serve",
+             "--port", "0", "--json"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        lines: queue.Queue[str] = queue.Queue()
+        errors: list[str] = []
+        readers = [
+            threading.Thread(target=lambda: [lines.put(x) for x in process.stdout or []],
+                             daemon=True),
+            threading.Thread(target=lambda: [errors.append(x) for x in process.stderr or []],
+                             daemon=True),
+        ]
+        for reader in readers:
+            reader.start()
+        try:
+            line = lines.get(timeout=START_DEADLINE_S)
+        except queue.Empty:
+            process.kill()
+            pytest.fail(f"the gateway did not start: {''.join(errors)[-2000:]}")
+        url = json.loads(line)["listening"]["url"]
+        try:
+            yield Served(url.rstrip("/") + ("" if url.endswith("/v1") else "/v1"),
+                         f"http://127.0.0.1:{console_port}", work)
+        finally:
+            process.terminate()
+            process.wait(timeout=20)
+            for reader in readers:
+                reader.join(timeout=10)
+            for stream in (process.stdout, process.stderr):
+                if stream is not None:
+                    stream.close()
+
+
+def events_of(chunks: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for chunk in chunks:
+        extra = (chunk.model_extra or {}).get("deepseekeyes") or {}
+        if "event" in extra:
+            out.append(extra["event"])
+    return out
+
+
+def test_an_mcp_tool_reaches_the_answer_whole_and_streamed(served: Served) -> None:
+    api = served.client()
+    try:
+        ask = 'CALL[mcp__everything__echo]: {"message": "zebra"}'
+        messages = [{"role": "user", "content": ask}]
+        reply = api.chat.completions.create(model="deepseek-v4-flash", messages=messages)
+        text = reply.choices[0].message.content or ""
+        assert text.startswith("after mcp__everything__echo:")
+        assert "zebra" in text
+        assert reply.choices[0].finish_reason == "stop"  # the client saw no tool call
+        ours = (reply.model_extra or {})["deepseekeyes"]
+        assert [t["tool"] for t in ours["tools"]] == ["mcp__everything__echo"]
+        chunks = list(api.chat.completions.create(
+            model="deepseek-v4-flash", messages=messages, stream=True))
+        streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert streamed == text
+        kinds = [e["type"] for e in events_of(chunks)]
+        assert kinds == ["tool.started", "tool.finished"]
+        assert all(not (c.choices and c.choices[0].delta.tool_calls) for c in chunks)
+    finally:
+        api.close()
+
+
+@pytest.mark.parametrize(("action", "made"), [("approve", True), ("deny", False)])
+def test_a_write_waits_for_the_console(served: Served, action: str, made: bool) -> None:
+    target = served.work / f"made-{action}.txt"
+    api = served.client()
+    console = httpx.Client(base_url=served.console, timeout=30,
+                           headers={"Authorization": f"Bearer {TOKEN}"})
+    try:
+        call = {"argv": ["touch", target.name], "cwd": str(served.work)}
+        stream = api.chat.completions.create(
+            model="deepseek-v4-flash", stream=True,
+            messages=[{"role": "user", "content": f"CALL[terminal_run]: {json.dumps(call)}"}])
+        chunks: list[Any] = []
+        decided = False
+        started = time.monotonic()
+        for chunk in stream:
+            chunks.append(chunk)
+            for event in events_of([chunk]):
+                if event["type"] == "approval.wanted":
+                    assert not target.exists()  # nothing ran before a person decided
+                    assert "touch" in event["text"]
+                    answer = console.post(f"/api/sessions/{event['session_id']}/plans/"
+                                          f"{event['plan_id']}/{action}")
+                    assert answer.status_code == 200, answer.text
+                    decided = True
+        assert decided
+        assert time.monotonic() - started < 30  # decided by the person, not the timeout
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert target.exists() is made
+        if made:
+            assert '"exit_code": 0' in text
+        else:
+            assert "RUNTIME_APPROVAL_DENIED" in text
+    finally:
+        console.close()
+        api.close()
