@@ -308,3 +308,33 @@ async def test_a_client_tool_and_look_in_one_response_lose_nothing(
         assert "64.03" in again.content
     finally:
         await close(runtime)
+
+
+@pytest.mark.slow
+async def test_five_turns_keep_a_stable_cached_prefix(upstream: LoopbackUpstream) -> None:
+    """Each request starts with the exact messages of the one before (evidence of earlier
+    images stays where it was), so the upstream's prefix cache serves most of it."""
+    upstream.reset(cache=True)
+    runtime = await open_runtime(settings_for(upstream))
+    try:
+        meta = await runtime.bridge.admit(RECEIPT)
+        asks = [user("What is on this receipt?", image_part(meta)), user("And the tax?"),
+                user("LOOK[img-1]: What is the TOTAL?"), user("Thanks. Anything else?"),
+                user("Summarize.")]
+        history: list[dict[str, Any]] = []
+        shares: list[float] = []
+        for ask in asks:
+            history.append(ask)
+            result = await runtime.run(TurnRequest(messages=list(history), session_id="cache-5"))
+            assert result.fork is None
+            history.append({"role": "assistant", "content": result.content})
+            shares.append(result.usage.cache_hit_tokens / max(1, result.usage.prompt_tokens))
+        for earlier, later in zip(upstream.requests, upstream.requests[1:], strict=False):
+            assert later["messages"][: len(earlier["messages"])] == earlier["messages"]
+        assert len(upstream.requests) == 6  # turn 3 took two calls (look, then the answer)
+        assert shares[0] == 0
+        # Turn 2 re-sends turn 1's answer (the echo of its evidence) as new text, hence ~50%.
+        assert min(shares[1:]) > 0.45, shares
+        assert sum(shares[1:]) / 4 > 0.75, shares
+    finally:
+        await close(runtime)

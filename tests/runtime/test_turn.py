@@ -101,15 +101,39 @@ async def test_image_turn_reaches_the_text_model_as_evidence(
     again = await runtime.run(TurnRequest(messages=[message, {"role": "assistant",
         "content": result.content}, {"role": "user", "content": [text("And the tax?")]}]))
     assert again.evidence[0]["cached"] is True
-    # The image is now a pointer; what that avoided is exactly the difference between the
-    # evidence the first turn sent and the pointer the second sent, by the same estimate.
+    # history_evidence = "full": the evidence stays where it was, so the second request
+    # starts with the first one's messages, and nothing was avoided.
     first, second = (r["estimated_tokens"] for r in runtime.home.db.query(
         "SELECT estimated_tokens FROM usage WHERE category = 'bridge_input' ORDER BY id"))
-    avoided = runtime.home.db.query(
-        "SELECT source, estimated_tokens FROM usage WHERE category = 'avoided_replay'")
-    pointers = [r["estimated_tokens"] for r in avoided if r["source"] == "pointers"]
-    assert pointers == [first - second]
-    assert first - second > 0
+    assert first == second
+    assert upstream.requests[1]["messages"][:2] == upstream.requests[0]["messages"]
+    avoided = runtime.home.usage.summary()["estimated"].get("avoided_replay", {})
+    assert avoided.get("estimated_tokens", 0) == 0  # a local OCR cache hit avoids no tokens
+
+
+@pytest.mark.slow
+async def test_pointer_history_counts_what_pointers_avoided(upstream: LoopbackUpstream) -> None:
+    upstream.reset()
+    settings = settings_for(upstream, runtime={"history_evidence": "pointer"})
+    home = DataHome.open(settings)
+    rt = Runtime(settings, home)
+    try:
+        message = await image_message(rt, "What is the total?")
+        result = await rt.run(TurnRequest(messages=[message]))
+        await rt.run(TurnRequest(messages=[message, {"role": "assistant",
+            "content": result.content}, {"role": "user", "content": [text("And the tax?")]}]))
+        # The image is now a pointer; what that avoided is exactly the difference between
+        # the evidence the first turn sent and the pointer the second sent, by one estimate.
+        first, second = (r["estimated_tokens"] for r in rt.home.db.query(
+            "SELECT estimated_tokens FROM usage WHERE category = 'bridge_input' ORDER BY id"))
+        avoided = rt.home.db.query(
+            "SELECT source, estimated_tokens FROM usage WHERE category = 'avoided_replay'")
+        pointers = [r["estimated_tokens"] for r in avoided if r["source"] == "pointers"]
+        assert pointers == [first - second]
+        assert first - second > 0
+    finally:
+        await rt.aclose()
+        home.close()
 
 
 @pytest.mark.slow

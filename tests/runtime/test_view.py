@@ -47,13 +47,13 @@ def test_bridged_path_renders_the_turns_images_in_full() -> None:
     assert view.evidence_tokens > 0
 
 
-def test_later_turns_carry_a_pointer_unless_full_history_is_asked() -> None:
+def test_pointer_history_carries_a_pointer_for_earlier_images() -> None:
     messages = [
         user(text("What is the total?"), IMAGE),
         {"role": "assistant", "content": "64.03"},
         user(text("And the tax?")),
     ]
-    view = build_view(messages, path="bridged", slots=SLOTS)
+    view = build_view(messages, path="bridged", slots=SLOTS, history_evidence="pointer")
     pointer = view.messages[1]["content"]
     assert "shown earlier" in pointer
     assert 'look(image="img-1"' in pointer
@@ -62,9 +62,22 @@ def test_later_turns_carry_a_pointer_unless_full_history_is_asked() -> None:
     assert '"TOTAL 64.03"' in full.messages[1]["content"]
     # The same image sent again: the latest copy is full, the earlier one a pointer.
     again = [*messages, user(text("Look again"), IMAGE)]
-    view = build_view(again, path="bridged", slots=SLOTS)
+    view = build_view(again, path="bridged", slots=SLOTS, history_evidence="pointer")
     assert "shown earlier" in view.messages[1]["content"]
     assert '"TOTAL 64.03"' in view.messages[-1]["content"]
+
+
+def test_full_history_keeps_every_evidence_where_it_was() -> None:
+    first = [user(text("What is the total?"), IMAGE)]
+    later = [*first, {"role": "assistant", "content": "64.03"}, user(text("And the tax?")),
+             {"role": "assistant", "content": "none"}, user(text("Again:"), IMAGE)]
+    one = build_view(first, path="bridged", slots=SLOTS)
+    three = build_view(later, path="bridged", slots=SLOTS)
+    # The later request starts with the exact messages of the earlier one: a cached prefix.
+    assert three.messages[: len(one.messages)] == one.messages
+    assert three.messages[-1]["content"].endswith(
+        "[img-1 again: its evidence is in an earlier message]")
+    assert three.avoided_tokens == 0
 
 
 def test_native_path_sends_user_images_as_data_urls() -> None:
@@ -133,7 +146,7 @@ def test_avoided_tokens_are_the_difference_pointers_made() -> None:
         {"role": "assistant", "content": "64.03"},
         user(text("And the tax?")),
     ]
-    pointer = build_view(messages, path="bridged", slots=SLOTS)
+    pointer = build_view(messages, path="bridged", slots=SLOTS, history_evidence="pointer")
     full = build_view(messages, path="bridged", slots=SLOTS, history_evidence="full")
     assert pointer.avoided_tokens == full.evidence_tokens - pointer.evidence_tokens > 0
     assert full.avoided_tokens == 0

@@ -3,12 +3,13 @@
 Three shapes, one per turn path:
 
 * **text** — no image anywhere: the messages go to the final model as the client sent them.
-* **bridged** — images become validated evidence. Images of the latest user message (the
-  turn that brings them) are rendered in full; images of earlier messages become pointers
-  (identity, size, one line of summary), since the model can ``look`` again and its own
-  earlier answers carry what it already read. That keeps a long conversation about one
-  image from paying for its evidence every turn (``history_evidence = "full"`` does pay).
-  A system message explains the evidence and the tool.
+* **bridged** — images become validated evidence, and a system message explains the
+  evidence and the ``look`` tool. With ``history_evidence = "full"`` (the default) every
+  image keeps its full evidence in the message that brought it, turn after turn, so each
+  request starts with the exact bytes of the one before: DeepSeek bills that cached prefix
+  at a fraction of the price. With ``"pointer"`` only the latest user message's images are
+  rendered in full and earlier ones become pointers (identity, size, one line of summary;
+  the model can ``look`` again): fewer tokens, but the prefix changes every turn.
 * **native** — the final model declares image input: the latest user message's images
   travel as data URLs built from the stored original bytes; earlier images are sent again
   only up to ``runtime.native_history_images`` (default 0) and otherwise become a one-line
@@ -180,7 +181,7 @@ def build_view(
     slots: Mapping[str, EvidenceSlot] | None = None,
     image_bytes: Mapping[str, bytes] | None = None,
     budget_tokens: int | None = None,
-    history_evidence: str = "pointer",
+    history_evidence: str = "full",
     native_history_images: int = 0,
 ) -> View:
     """The upstream ``messages`` for one model call of a turn.
@@ -196,9 +197,12 @@ def build_view(
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
     image_users = [i for i in users if _image_parts(messages[i])]
     if history_evidence == "full":
-        full = set(image_users[-1:])
+        # Every image keeps its full evidence where it first appeared, turn after turn:
+        # a later request starts with the bytes of the earlier one (a cached prefix).
+        full = set(image_users)
     else:
         full = {users[-1]} if users and users[-1] in image_users else set()
+    rendered: set[str] = set()  # images whose full evidence an earlier message holds
     ids = image_ids(messages)
     pixels = native_pixels(messages, native_history_images) if path == "native" else {}
     out: list[dict[str, Any]] = []
@@ -221,6 +225,8 @@ def build_view(
             slot = slots[part["sha256"]]
             if part["sha256"] in shown:
                 text = _again(slot.image_id)
+            elif index in full and history_evidence == "full" and part["sha256"] in rendered:
+                text = _earlier(slot.image_id)
             elif index in full:
                 text = render_evidence(
                     slot.image_id, slot.image, slot.evidence, route=slot.route,
@@ -237,6 +243,8 @@ def build_view(
                 )
                 avoided_tokens += max(0, estimate_tokens(len(whole)) - estimate_tokens(len(text)))
             shown.add(part["sha256"])
+            if index in full:
+                rendered.add(part["sha256"])
             evidence_tokens += estimate_tokens(len(text))
             pieces.append(text)
         out.append({"role": "user", "content": "\n\n".join(pieces)})
@@ -251,6 +259,10 @@ def build_view(
 
 def _again(image_id: str) -> str:
     return f"[{image_id} again: the same image as above]"
+
+
+def _earlier(image_id: str) -> str:
+    return f"[{image_id} again: its evidence is in an earlier message]"
 
 
 def _native_user(

@@ -90,10 +90,10 @@ class RuntimeSettings(Strict):
         description="Native-vision turns: earlier images sent again as pixels (the most "
         "recent first); the others become a one-line reference.",
     )
-    history_evidence: Literal["pointer", "full"] = Field(
-        default="pointer",
-        description="Images of earlier user messages: a pointer the model can look at "
-        "again (cheap), or their full evidence every turn.",
+    history_evidence: Literal["full", "pointer"] = Field(
+        default="full",
+        description="Images of earlier messages: their full evidence where it was (a stable, "
+        "cached request prefix), or a pointer the model can look at again (fewer tokens).",
     )
 
 
