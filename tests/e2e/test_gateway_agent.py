@@ -47,10 +47,13 @@ def free_port() -> int:
 
 
 class Served:
-    def __init__(self, base: str, console: str, work: Path) -> None:
+    def __init__(self, base: str, console: str, work: Path, config: Path,
+                 env: dict[str, str]) -> None:
         self.base = base
         self.console = console
         self.work = work
+        self.config = config
+        self.env = env
 
     def client(self) -> Any:
         return openai.OpenAI(base_url=self.base, api_key="unused", max_retries=0, timeout=60)
@@ -102,7 +105,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         url = json.loads(line)["listening"]["url"]
         try:
             yield Served(url.rstrip("/") + ("" if url.endswith("/v1") else "/v1"),
-                         f"http://127.0.0.1:{console_port}", work)
+                         f"http://127.0.0.1:{console_port}", work, config, env)
         finally:
             process.terminate()
             process.wait(timeout=20)
@@ -180,3 +183,27 @@ def test_a_write_waits_for_the_console(served: Served, action: str, made: bool) 
     finally:
         console.close()
         api.close()
+
+
+def test_ask_reaches_an_mcp_tool_and_cannot_approve_without_a_terminal(served: Served) -> None:
+    """The same settings from the command line: ``ask`` connects the MCP server, the model's
+    call reaches it; a write it plans is not run, since a pipe cannot approve."""
+    def ask(text: str) -> dict[str, Any]:
+        done = subprocess.run(  # noqa: S603 - our own CLI, argv list
+            [sys.executable, "-m", "deepseek_eyes", "--config", str(served.config), "ask",
+             "--json", text],
+            env=served.env, capture_output=True, text=True, timeout=120, check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        answer: dict[str, Any] = json.loads(done.stdout)
+        return answer
+
+    echoed = ask('CALL[mcp__everything__echo]: {"message": "from-the-cli"}')
+    assert echoed["answer"].startswith("after mcp__everything__echo:")
+    assert "from-the-cli" in echoed["answer"]
+    assert [t["tool"] for t in echoed["tools"]] == ["mcp__everything__echo"]
+    target = served.work / "from-ask.txt"
+    call = {"argv": ["touch", target.name], "cwd": str(served.work)}
+    refused = ask(f"CALL[terminal_run]: {json.dumps(call)}")
+    assert "RUNTIME_APPROVAL_UNAVAILABLE" in refused["answer"]
+    assert not target.exists()

@@ -30,7 +30,7 @@ from mcp_peers import settings_of, time_stdio
 from deepseek_eyes.mcp.audit import McpAudit
 from deepseek_eyes.mcp.host import McpHost
 from deepseek_eyes.mcp.liveness import MISSES_ALLOWED
-from deepseek_eyes.mcp.manager import McpManager, ServerState
+from deepseek_eyes.mcp.manager import HEARTBEAT_S, McpManager, ServerState
 from deepseek_eyes.settings import McpServerSettings, McpSettings
 from deepseek_eyes.store.blobs import BlobStore
 
@@ -131,6 +131,24 @@ async def test_time_server_stays_ready_through_many_heartbeats(
         assert (state.generation, state.tools_status) == (generation, "ready")
         assert {t.public_name for t in host.exposed()} == {"mcp__time__get_current_time"}
         assert state.view()["missed_checks"] == 0
+        result = await host.call_tool("mcp__time__get_current_time", {"timezone": "UTC"})
+        assert "UTC" in result.preview
+    finally:
+        await host.manager.stop()
+
+
+async def test_time_server_stays_ready_past_the_default_heartbeat(tmp_path: Path) -> None:
+    """As reported: with the default heartbeat the real server went ready -> failed -> ready
+    every ~15 s. Idle for longer than one default interval, it must simply stay ready."""
+    server = time_stdio(allow={"tools": ["get_current_time"]})
+    host = make_host(settings_of(server), tmp_path)  # HEARTBEAT_S, the default
+    await host.manager.start()
+    try:
+        state = host.manager.servers["time"]
+        assert state.status == "ready", state.view()
+        await anyio.sleep(HEARTBEAT_S + 1.5)
+        assert statuses(state) == CLEAN, state.transitions
+        assert {t.public_name for t in host.exposed()} == {"mcp__time__get_current_time"}
         result = await host.call_tool("mcp__time__get_current_time", {"timezone": "UTC"})
         assert "UTC" in result.preview
     finally:

@@ -132,6 +132,7 @@ def ask_command(
                 "usage": usage_json(result.usage),
                 "evidence": result.evidence,
                 "rereads": result.rereads,
+                "tools": result.tools,
             }
 
     with progress_on_stderr(as_json=as_json) as progress:
