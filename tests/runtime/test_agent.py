@@ -176,15 +176,28 @@ async def test_mcp_images_become_evidence_before_the_model_reads_them(
         tool = {m["tool_call_id"]: m["content"] for m in second["messages"]
                 if m["role"] == "tool"}
         receipt, tiny = tool.values()
-        assert "[img-1: sha256:" in receipt  # evidence, with an id the model can look at
+        assert "[tool-img-1: sha256:" in receipt  # evidence, with an id for look
         assert "evidence from route local" in receipt
         assert "TOTAL 64.03" in receipt
         assert "could not be read (IMAGE_TRUNCATED)" in tiny  # named, not counted
         assert "base64" not in json.dumps(second)
         assert "image_url" not in json.dumps(second)
         assert "64.03" in result.content
-        # The tool's image is an image of the turn: look can reread it.
-        assert offered(second) == offered(upstream.requests[0])
+        # The tool's image is an image of the turn: look is offered from then on, and a
+        # later turn can still look at it by the id its result gave.
+        assert "look" not in offered(upstream.requests[0])
+        assert "look" in offered(second)
+        history = [user("CALL[mcp__pictures__receipt]: {} "
+                        "CALL[mcp__everything__get-tiny-image]: {}"),
+                   {"role": "assistant", "content": result.content},
+                   user("LOOK[tool-img-1]: What is the TOTAL?")]
+        first = await runtime.run(TurnRequest(messages=history[:1], session_id="pics"))
+        history[1] = {"role": "assistant", "content": first.content}
+        later = await runtime.run(TurnRequest(messages=history, session_id="pics"))
+        assert later.fork is None
+        assert later.rereads == 1
+        assert later.content.startswith("after look:")
+        assert "64.03" in later.content
     finally:
         await close(runtime)
 

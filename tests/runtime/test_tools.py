@@ -118,5 +118,5 @@ def test_image_refs_resolve_and_new_images_get_the_next_id() -> None:
     assert ctx.image("sha256:abcdef01") is not None
     assert ctx.image("abc") is None  # too short a prefix
     assert ctx.image("img-9") is None
-    assert ctx.add_image({"sha256": "ff" * 32}) == "img-2"
-    assert ctx.add_image({"sha256": "ff" * 32}) == "img-2"  # the same image keeps its id
+    assert ctx.add_image({"sha256": "ff" * 32}) == "tool-img-1"
+    assert ctx.add_image({"sha256": "ff" * 32}) == "tool-img-1"  # the same image, same id

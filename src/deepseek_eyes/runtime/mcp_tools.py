@@ -12,8 +12,9 @@ can make the servers do (a fresh quota per call would cap nothing).
 
 Images in a result never reach the text model as pixels: each is read back from the blob
 store, decoded (a malformed one is named in the result, not counted as an image), turned
-into validated evidence through the vision bridge, and given an image id (``img-N``) so
-the model can ``look`` at it like any image of the conversation.
+into validated evidence through the vision bridge, and given an image id (``tool-img-N``,
+kept with the logged result) so the model can ``look`` at it, in this turn and later ones,
+like any image of the conversation.
 """
 
 from __future__ import annotations
@@ -79,16 +80,20 @@ class McpToolSource:
             context.calls.append({"tool": name, "source": "mcp", "code": exc.code})
             return ToolOutcome.failure(exc, name)
         text = result.preview
+        images: list[tuple[str, dict[str, Any]]] = []
         if result.images:
-            text = "\n\n".join([text, *(await self._evidence(result, context))])
+            text = "\n\n".join([text, *(await self._evidence(result, context, images))])
         context.calls.append({
             "tool": name, "source": "mcp", "server": result.server,
             "is_error": result.is_error, "result_sha256": result.result_sha256,
             "images": len(result.images),
         })
-        return ToolOutcome(text, result.is_error, {"result_sha256": result.result_sha256})
+        return ToolOutcome(text, result.is_error, {"result_sha256": result.result_sha256},
+                           tuple(images))
 
-    async def _evidence(self, result: CallResult, context: TurnContext) -> list[str]:
+    async def _evidence(
+        self, result: CallResult, context: TurnContext, images: list[tuple[str, dict[str, Any]]]
+    ) -> list[str]:
         """Evidence for each image of a result, in order (named, never sent as pixels)."""
         out: list[str] = []
         for number, ref in enumerate(result.images):
@@ -107,6 +112,7 @@ class McpToolSource:
                 continue
             part = {**image_part(meta), "route": seen.route}
             image_id = context.add_image(part)
+            images.append((image_id, part))
             out.append(render_evidence(image_id, part, seen.record.evidence, route=seen.route,
                                        record_sha256=seen.record.record_sha256))
         return out

@@ -79,6 +79,9 @@ class ToolOutcome:
     content: str
     is_error: bool = False
     details: Mapping[str, Any] = field(default_factory=dict)  # audit-safe: ids, hashes, codes
+    # Images the result brought (id, image part with its route), kept with the logged result
+    # so later turns can still look at them.
+    images: tuple[tuple[str, Mapping[str, Any]], ...] = ()
 
     @classmethod
     def failure(cls, exc: DeepSeekEyesError, what: str) -> ToolOutcome:
@@ -124,13 +127,17 @@ class TurnContext:
         return None
 
     def add_image(self, image: dict[str, Any]) -> str:
-        """Register an image that reached the turn through a tool; returns its id."""
+        """Register an image that reached the turn through a tool; returns its id.
+
+        Tool images are numbered apart (``tool-img-N``, in the order results brought them):
+        the conversation's own ``img-N`` follow user messages and would shift under them
+        when a later message brings an image.
+        """
         for key, known in self.images.items():
             if known["sha256"] == image["sha256"]:
                 return key
-        image_id = f"img-{len(self.images) + 1}"
-        while image_id in self.images:
-            image_id = f"img-{int(image_id[4:]) + 1}"
+        count = sum(1 for key in self.images if key.startswith("tool-img-"))
+        image_id = f"tool-img-{count + 1}"
         self.images[image_id] = image
         return image_id
 

@@ -185,6 +185,7 @@ class _Turn:
     fork: Fork | None = None
     continuation: bool = False  # the next model call reads MCP results
     forced_final: bool = False
+    client_names: frozenset[str] = frozenset()
 
     @property
     def internal(self) -> frozenset[str]:
@@ -307,7 +308,12 @@ class TurnRunner:
                     "image": image_id, "sha256": image["sha256"], "route": result.route,
                     "record_sha256": result.record.record_sha256, "cached": result.cached,
                 })
-        elif path == "native":
+        # Images earlier tool results brought keep their ids (their evidence is in the text).
+        for message in conversation:
+            for image in message.get("images") or () if message.get("role") == "tool" else ():
+                context.images.setdefault(str(image["id"]), {
+                    k: v for k, v in image.items() if k != "id"})
+        if path == "native":
             self._usage.count(UsageCategory.NATIVE_VISUAL_TURNS, source=model)
             for sha in native_pixels(conversation, self._settings.native_history_images):
                 originals[sha] = await self._bridge.read_image(sha)
@@ -355,7 +361,7 @@ class TurnRunner:
             request=request, turn_id=f"turn-{uuid.uuid4().hex[:20]}", session_id=session_id,
             model=model, path=path, view=view, context=context, offer=offer,
             payload=payload, started=started, evidence=evidence,
-            prior_calls=_prior_calls(conversation),
+            prior_calls=_prior_calls(conversation), client_names=client_names,
         )
 
     def _log_request(
@@ -453,6 +459,9 @@ class TurnRunner:
                     for c, o in done]
         logged = [{**m, "name": c.name, "internal": True}
                   for m, (c, _) in zip(upstream, done, strict=True)]
+        for entry, (_, outcome) in zip(logged, done, strict=True):
+            if outcome.images:
+                entry["images"] = [{"id": i, **part} for i, part in outcome.images]
         return upstream, logged
 
     async def _run_tools(self, turn: _Turn, result: ChatResult, calls: list[ToolCall]) -> None:
@@ -462,12 +471,27 @@ class TurnRunner:
                      "tool_calls": _tool_call_json(calls)}
         upstream, logged = self._tool_messages(done)
         turn.payload["messages"] = [*turn.payload["messages"], assistant, *upstream]
+        self._reoffer(turn)
         # The runtime's own tool exchange is logged but marked internal: the client never
         # sees it, so its next request is compared without it (see _log_request).
         stored = [{"role": "assistant", "content": result.content, "reasoning": result.reasoning,
                    "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
                                   for c in calls], "internal": True}]
         self._sessions.append(turn.session_id, [*stored, *logged], turn_id=turn.turn_id)
+
+    def _reoffer(self, turn: _Turn) -> None:
+        """After tool results, what is offered may have grown (``look`` once a tool brought
+        an image); the list only changes when it must, to keep the request prefix."""
+        offer = self._tools.offer(turn.context, exclude=turn.client_names)
+        if offer.names == turn.offer.names:
+            return
+        turn.offer = offer
+        tools = list(turn.request.client_tools) + offer.openai()
+        if tools:
+            turn.payload["tools"] = tools
+        else:
+            turn.payload.pop("tools", None)
+            turn.payload.pop("tool_choice", None)
 
     async def _finish(
         self, turn: _Turn, result: ChatResult, internal: list[ToolCall],
