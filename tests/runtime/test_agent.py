@@ -258,6 +258,9 @@ async def test_a_write_runs_only_when_a_person_approves_it(
                        f'"cwd": "{workspace}"}}')],
         approver=approver, notify=events.append))
     assert (workspace / "made.txt").exists() is made
+    # A run that completed is no error for the front end's event; a refused one is.
+    (finished,) = [e for e in events if e["type"] == "tool.finished"]
+    assert finished["is_error"] is not made
     if approver is not None:
         (shown,) = approver.asked
         assert shown["argv"] == ["touch", "made.txt"]

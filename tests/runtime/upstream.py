@@ -43,7 +43,8 @@ What it does, so that tests can check what reached the model:
 
 Recorded, thread-safely: every parsed chat payload with image data replaced by
 ``"<image>"`` (:attr:`LoopbackUpstream.requests`), counters, and the SHA-256 of each
-``Authorization`` header (never the header itself).
+``Authorization`` header (never the header itself). :meth:`LoopbackUpstream.wait_for_calls`
+waits for requests to arrive, so a test can act while one is in flight without sleeping.
 """
 
 from __future__ import annotations
@@ -345,6 +346,7 @@ def _pieces(text: str, count: int = 3) -> list[str]:
 class _App:
     def __init__(self, api_key: str | None, extra_models: Sequence[Mapping[str, Any]]) -> None:
         self.lock = threading.Lock()
+        self.received = threading.Condition(self.lock)  # notified at every chat request
         self.requests: list[dict[str, Any]] = []
         self.authorizations: list[str | None] = []
         self.last_authorization_sha256: str | None = None
@@ -463,6 +465,7 @@ class _App:
             self.counts["chat"] += 1
             if isinstance(model, str):
                 self.counts[f"chat:{model}"] += 1
+            self.received.notify_all()
             if isinstance(payload, dict):
                 self.requests.append(_redacted(payload))
                 self.authorizations.append(auth)
@@ -682,6 +685,13 @@ class LoopbackUpstream(ThreadedServer):
         """Chat requests received for ``model``."""
         with self._app.lock:
             return self._app.counts[f"chat:{model}"]
+
+    def wait_for_calls(self, model: str, count: int, timeout: float) -> bool:
+        """Wait until ``count`` chat requests for ``model`` have arrived (a ``hang`` request
+        counts on arrival); False when ``timeout`` seconds passed first."""
+        with self._app.received:
+            return self._app.received.wait_for(
+                lambda: self._app.counts[f"chat:{model}"] >= count, timeout)
 
     def fail_models(self, status: int | None = 503) -> None:
         """Make ``/models`` answer ``status`` from now on (None: list models again)."""

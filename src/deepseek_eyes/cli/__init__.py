@@ -52,6 +52,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
             "The MCP host: servers, exposure policy, calls and their audit."),
     "ask": ("deepseek_eyes.cli.ask", "ask_command",
             'Ask about IMAGE... : deepseek-eyes ask [IMAGE...] "QUESTION".'),
+    "chat": ("deepseek_eyes.cli.chat", "chat_command",
+             "Chat with the model: one line a message, /help lists the commands."),
     "sessions": ("deepseek_eyes.cli.ask", "sessions_group",
                  "Inspect stored sessions (append-only event logs)."),
     "serve": ("deepseek_eyes.cli.serve", "serve_command", "Run the OpenAI-compatible gateway."),

@@ -18,6 +18,7 @@ needs approval is refused at once with ``RUNTIME_APPROVAL_UNAVAILABLE``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -67,18 +68,17 @@ class TerminalPrompt:
         return sys.stdin.isatty() and sys.stderr.isatty() and os.path.exists(tty)
 
     def _ask(self, plan: Mapping[str, Any]) -> Decision:
-        if self._opener is not None:
-            reader, writer = self._opener()
-        else:
-            stream = open(self._tty, "r+", encoding="utf-8")  # noqa: SIM115 - closed below
-            reader = writer = stream
-        try:
+        with contextlib.ExitStack() as opened:
+            if self._opener is not None:
+                reader, writer = self._opener()
+            else:
+                # Two streams: a terminal opened "r+" in text mode is refused (a text
+                # stream for reading and writing must be seekable, and a terminal is not).
+                reader = opened.enter_context(open(self._tty, encoding="utf-8"))
+                writer = opened.enter_context(open(self._tty, "w", encoding="utf-8"))
             writer.write(describe_plan(plan) + "\nApprove? [y/N] ")
             writer.flush()
             answer = reader.readline()
-        finally:
-            if self._opener is None:
-                reader.close()
         return "approved" if answer.strip().lower() in ("y", "yes") else "denied"
 
     async def decide(self, plan: Mapping[str, Any]) -> Decision:

@@ -183,7 +183,7 @@ class TerminalToolSource:
         context.calls.append({"tool": "terminal_execute", "source": "terminal",
                               "plan_id": plan_id, "receipt_id": receipt["receipt_id"],
                               "status": receipt["status"], "exit_code": receipt["exit_code"]})
-        return ToolOutcome(receipt_text(receipt), receipt["status"] != "exited"
+        return ToolOutcome(receipt_text(receipt), receipt["status"] != "completed"
                            or receipt["exit_code"] != 0, {"receipt_id": receipt["receipt_id"]})
 
     async def _approval(self, plan: dict[str, Any], context: TurnContext) -> ToolOutcome | None:

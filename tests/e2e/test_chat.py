@@ -1,0 +1,303 @@
+"""``deepseek-eyes chat`` as a real process: lines piped in, a second process resuming the
+session, and a person at a pseudo-terminal who sees the prompt, the answer as it streams and
+an approval question. The final model is the loopback DeepSeek-like upstream (it echoes, and
+turns ``CALL[tool]: args`` into tool calls); images get their evidence from the loopback
+vision route, so no OCR model is loaded."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.upstream import REASONING_TEXT, LoopbackUpstream
+from vision.loopback import LoopbackVisionServer
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 90
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[LoopbackUpstream]:
+    with LoopbackUpstream() as server:
+        yield server
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """The terminal's workspace."""
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+def settings(tmp_path: Path, llm_url: str, vision_url: str, work: Path) -> Path:
+    config = tmp_path / "eyes.toml"
+    config.write_text(
+        f'[llm]\nbase_url = "{llm_url}"\napi_key = false\nmodel = "deepseek-v4-flash"\n'
+        "timeout = 20\n\n"
+        '[runtime]\ntool_sources = ["look", "terminal"]\napproval_timeout = 60\n\n'
+        f'[terminal]\nworkspaces = ["{work}"]\n\n'
+        '[vision]\nroute_priority = ["loop"]\nprobe = false\n'
+        f'[[vision.routes]]\nname = "loop"\nbase_url = "{vision_url}"\nmodel = "vision-1"\n',
+        encoding="utf-8",
+    )
+    return config
+
+
+@pytest.fixture
+def config(tmp_path: Path, upstream: LoopbackUpstream, loopback: LoopbackVisionServer,
+           work: Path) -> Path:
+    return settings(tmp_path, upstream.base_url, loopback.url("healthy~chat"), work)
+
+
+def chat(config: Path, *args: str, lines: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``chat`` from the repository root with ``lines`` piped in, then end of input."""
+    return subprocess.run(  # noqa: S603 - our own CLI, argv list, no shell
+        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "chat", *args],
+        input="".join(f"{line}\n" for line in lines), capture_output=True, text=True,
+        cwd=ROOT, timeout=TIMEOUT_S, check=False,
+    )
+
+
+def user_texts(request: dict[str, Any]) -> list[str]:
+    """The text of every user message a model call carried."""
+    texts = []
+    for message in request["messages"]:
+        if message["role"] != "user":
+            continue
+        content = message["content"]
+        parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        texts.append("\n".join(p.get("text", "") for p in parts if p.get("type") == "text"))
+    return texts
+
+
+def test_a_piped_chat_runs_turns_and_commands_and_survives_errors(
+    config: Path, upstream: LoopbackUpstream, work: Path
+) -> None:
+    touch = json.dumps({"argv": ["touch", "made.txt"], "cwd": str(work)})
+    done = chat(config, lines=[
+        "hello there",
+        "/image examples/receipt.png",
+        "What did I spend?",
+        "/tools",
+        "/session",
+        "/image nope.png",
+        "/frobnicate",
+        f"CALL[terminal_run]: {touch}",
+        "/usage",
+        "//etc is a path",
+    ])
+    assert done.returncode == 0, done.stderr
+    out, err = done.stdout, done.stderr
+    assert "Traceback" not in err
+    assert "you> " not in out + err  # no prompt without a terminal
+    assert "\x1b[" not in out + err  # no colour either
+    assert "echo: hello there" in out
+    assert "attached examples/receipt.png (900x700 image/png" in out
+    # The image went to the model as evidence from the vision route, never as pixels.
+    image_turn = next(r for r in upstream.requests if "What did I spend?" in user_texts(r)[-1])
+    assert "<image>" not in json.dumps(image_turn)
+    assert "echo: " in out.split("attached", 1)[1]
+    # /tools: look is offered once the conversation holds an image; the terminal's tools too.
+    tools = {line.split()[0]: line.split()[1:3] for line in out.splitlines()
+             if line.startswith(("look ", "terminal_"))}
+    assert tools["look"] == ["look", "read"]
+    assert tools["terminal_run"] == ["terminal", "exec"]
+    assert "terminal_approve" not in tools
+    # /session names the session and counts its messages (two turns so far).
+    (session_line,) = [line for line in out.splitlines() if line.startswith("session ")
+                       and "message(s)" in line]
+    session_id = session_line.split()[1].rstrip(":")
+    assert "4 message(s)" in session_line
+    assert ", 2 turn(s)" in session_line
+    # Errors are one line each, and the chat went on.
+    assert "error IMAGE_UNREADABLE: " in err
+    assert "error CLI_USAGE: unknown command /frobnicate; /help lists the commands" in err
+    # Nobody at a terminal can approve: the plan did not run, and the model was told.
+    assert "· terminal_run…\n· error RUNTIME_APPROVAL_UNAVAILABLE\n" in err
+    assert not (work / "made.txt").exists()
+    assert "RUNTIME_APPROVAL_UNAVAILABLE" in out
+    assert f"session {session_id}: 3 turn(s)" in out
+    assert "  final: " in out  # the tracker's exact totals
+    assert out.rstrip().endswith("echo: /etc is a path")  # // escapes a leading slash
+
+    # A second process resumes the session, in JSON: the history continued.
+    again = chat(config, "--session", session_id, "--json", lines=[
+        "/session", "/image nope.png", "/bogus", "and again", "/usage", "/tools", "/help",
+    ])
+    assert again.returncode == 0, again.stdout
+    assert again.stderr == ""
+    session, bad_image, unknown, turn, usage, offered, helped = (
+        json.loads(line) for line in again.stdout.splitlines())
+    assert session == {"command": "session", "session_id": session_id, "new": False,
+                       "messages": session["messages"], "internal": 2, "turns": 4}
+    assert session["messages"] > 4
+    assert bad_image["error"]["code"] == "IMAGE_UNREADABLE"
+    assert unknown["error"]["code"] == "CLI_USAGE"
+    assert set(turn) == {"session_id", "answer", "path", "tools", "usage"}
+    assert turn["session_id"] == session_id
+    assert turn["answer"] == "echo: and again"
+    assert turn["path"] == "bridged"  # the receipt is still in the conversation
+    assert turn["usage"]["prompt_tokens"] > 0
+    history = user_texts(upstream.requests[-1])
+    assert history[0] == "hello there"
+    assert "What did I spend?" in history[1]
+    assert history[-1] == "and again"
+    assert usage["command"] == "usage"
+    assert len(usage["turns"]) == 5
+    assert usage["session_total"]["prompt_tokens"] == sum(
+        t["usage"]["prompt_tokens"] for t in usage["turns"])
+    assert usage["tracker"]["exact"]["final"]["calls"] >= 5
+    assert "look" in [t["name"] for t in offered["tools"]]
+    assert "/image PATH" in [c["name"] for c in helped["commands"]]
+
+    # ask shares the session.
+    asked = subprocess.run(  # noqa: S603 - our own CLI, argv list, no shell
+        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "ask", "--json",
+         "--session", session_id, "one more"],
+        capture_output=True, text=True, cwd=ROOT, timeout=TIMEOUT_S, check=False,
+    )
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    assert user_texts(upstream.requests[-1])[-2:] == ["and again", "one more"]
+
+
+def test_a_failed_turn_is_reported_and_the_chat_goes_on(
+    tmp_path: Path, loopback: LoopbackVisionServer, work: Path
+) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = settings(tmp_path, f"http://127.0.0.1:{port}/v1", loopback.url("healthy~chat"),
+                      work)
+    done = chat(config, "--session", "down-1", lines=["hello", "/usage", "again", "/session"])
+    assert done.returncode == 0
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error ")]
+    assert [line.split(":")[0] for line in errors] == ["error LLM_UNAVAILABLE"] * 2
+    assert "session down-1: 1 turn(s), 1 failed" in done.stdout
+    # Both messages are in the log, and each failed turn is recorded.
+    assert "session down-1: 2 message(s), 2 turn(s)" in done.stdout
+
+
+class Terminal:
+    """A process whose standard streams and controlling terminal are a pseudo-terminal."""
+
+    # Makes the pseudo-terminal the controlling terminal (a new session's leader opening
+    # it), so /dev/tty is this terminal, as for a person; then becomes the CLI.
+    _BECOME = ("import os, sys\n"
+               "os.close(os.open(os.ttyname(0), os.O_RDWR))\n"
+               "os.execv(sys.executable, [sys.executable, '-m', 'deepseek_eyes', "
+               "*sys.argv[1:]])\n")
+
+    def __init__(self, *args: str) -> None:
+        self.controller, terminal = os.openpty()
+        try:
+            self.process = subprocess.Popen(  # noqa: S603 - our own CLI, argv list
+                [sys.executable, "-c", self._BECOME, *args], stdin=terminal, stdout=terminal,
+                stderr=terminal, cwd=ROOT, start_new_session=True,
+            )
+        finally:
+            os.close(terminal)
+        self.seen = ""
+
+    def expect(self, text: str, timeout: float = TIMEOUT_S) -> str:
+        """Read until ``text`` has appeared since the last expect; return what came."""
+        deadline = time.monotonic() + timeout
+        while text not in self.seen:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.controller], [], [], left)[0]:
+                pytest.fail(f"{text!r} did not appear; the terminal shows {self.seen!r}")
+            try:
+                chunk = os.read(self.controller, 4096)
+            except OSError:  # EIO: the process closed the terminal
+                chunk = b""
+            if not chunk:
+                pytest.fail(f"the terminal closed before {text!r}; it shows {self.seen!r}")
+            self.seen += chunk.decode("utf-8", errors="replace").replace("\r\n", "\n")
+        before, _, after = self.seen.partition(text)
+        self.seen = after
+        return before + text
+
+    def send(self, text: str) -> None:
+        os.write(self.controller, text.encode())
+
+    def close(self, *, kill: bool = False) -> int:
+        """Wait for the process to end (``kill``: end it first); its exit status."""
+        try:
+            if kill:
+                self.process.kill()
+            return self.process.wait(timeout=TIMEOUT_S)
+        finally:
+            os.close(self.controller)
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_at_a_terminal_the_prompt_streams_and_approvals_are_asked(
+    config: Path, work: Path
+) -> None:
+    term = Terminal("--config", str(config), "chat", "--model", "deepseek-v4-pro")
+    try:
+        term.expect("Ctrl-D to leave")
+        term.expect("you> ")
+        term.send("hello terminal\n")
+        answer = term.expect("echo: hello terminal")
+        # The reasoning model's thinking comes first, dimmed, then the answer.
+        assert f"\x1b[2m{REASONING_TEXT}\x1b[0m\necho: hello terminal" in answer
+        term.expect("you> ")
+        call = json.dumps({"argv": ["touch", "made.txt"], "cwd": str(work)})
+        term.send(f"CALL[terminal_run]: {call}\n")
+        term.expect("· terminal_run…")
+        shown = term.expect("Approve? [y/N] ")
+        assert "'touch' 'made.txt'" in shown
+        assert not (work / "made.txt").exists()  # nothing runs before the person decides
+        term.send("y\n")
+        term.expect("· approved")
+        term.expect("· done")
+        term.expect('"exit_code": 0')
+        assert (work / "made.txt").exists()
+        term.expect("you> ")
+        # What the model says cannot drive the terminal: its escape sequences are shown.
+        term.send("colour \x1b[31mred\n")
+        term.expect("echo: colour \ufffd[31mred")
+        term.expect("you> ")
+        term.send("/session\n")
+        term.expect("3 turn(s)")
+        term.expect("you> ")
+        term.send("\x04")  # Ctrl-D: end of input
+    except BaseException:
+        term.close(kill=True)
+        raise
+    assert term.close() == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_ctrl_c_stops_the_turn_not_the_chat(config: Path, upstream: LoopbackUpstream) -> None:
+    before = upstream.calls_for("hang")
+    term = Terminal("--config", str(config), "chat", "--model", "hang", "--session", "hung-1")
+    try:
+        term.expect("you> ")
+        term.send("wait for ever\n")
+        assert upstream.wait_for_calls("hang", before + 1, TIMEOUT_S)
+        term.send("\x03")  # Ctrl-C while the model does not answer
+        term.expect("· interrupted")
+        term.expect("you> ")
+        term.send("\x03")  # at the prompt: the line is dropped, the chat stays
+        term.expect("(/exit or Ctrl-D leaves)")
+        term.expect("you> ")
+        term.send("/session\n")
+        term.expect("session hung-1: 1 message(s)")
+        term.expect("you> ")
+        term.send("/exit\n")
+    except BaseException:
+        term.close(kill=True)
+        raise
+    assert term.close() == 0
