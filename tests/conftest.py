@@ -6,7 +6,9 @@ their own use a tagged behaviour, ``loopback.url("healthy~" + tag)``."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -39,6 +41,22 @@ def require_module(name: str) -> ModuleType:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI=true and the test dependency {name!r} is missing")
         pytest.skip(f"{name} is not installed")
+
+
+def mcp_peers() -> ModuleType:
+    """``tests/mcp/mcp_peers.py`` from any test directory. The folder shares its name with
+    the SDK's ``mcp`` package, so the module is loaded by path, once."""
+    loaded = sys.modules.get("mcp_peers")
+    if loaded is not None:
+        return loaded
+    spec = importlib.util.spec_from_file_location(
+        "mcp_peers", Path(__file__).resolve().parent / "mcp" / "mcp_peers.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["mcp_peers"] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

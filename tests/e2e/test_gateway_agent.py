@@ -6,7 +6,6 @@ DeepSeek-like server that issues tool calls (``CALL[tool]: args``)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import queue
@@ -22,19 +21,13 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import mcp_peers as load_mcp_peers
 from conftest import require_module
 from runtime.upstream import LoopbackUpstream
 
 openai = require_module("openai")
 
-_PEERS = importlib.util.spec_from_file_location(
-    "mcp_peers", Path(__file__).resolve().parents[1] / "mcp" / "mcp_peers.py")
-assert _PEERS is not None
-assert _PEERS.loader is not None
-mcp_peers = sys.modules.get("mcp_peers") or importlib.util.module_from_spec(_PEERS)
-if "mcp_peers" not in sys.modules:
-    sys.modules["mcp_peers"] = mcp_peers
-    _PEERS.loader.exec_module(mcp_peers)
+mcp_peers = load_mcp_peers()
 
 TOKEN = "console-token-" + "7f3a9c2e5b1d8046" * 3
 START_DEADLINE_S = 60

@@ -4,7 +4,6 @@ audited turn, against a loopback DeepSeek-like upstream that issues tool calls
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from conftest import mcp_peers as load_mcp_peers
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.runtime import Runtime
@@ -20,16 +20,7 @@ from deepseek_eyes.runtime.turn import TurnRequest
 from deepseek_eyes.settings import Settings
 from runtime.upstream import LoopbackUpstream
 
-# tests/mcp/ shares its name with the SDK's package; its peers module is loaded by path.
-_PEERS = importlib.util.spec_from_file_location(
-    "mcp_peers", Path(__file__).resolve().parents[1] / "mcp" / "mcp_peers.py")
-assert _PEERS is not None
-assert _PEERS.loader is not None
-mcp_peers = sys.modules.get("mcp_peers") or importlib.util.module_from_spec(_PEERS)
-if "mcp_peers" not in sys.modules:
-    sys.modules["mcp_peers"] = mcp_peers
-    _PEERS.loader.exec_module(mcp_peers)
-everything_stdio = mcp_peers.everything_stdio
+everything_stdio = load_mcp_peers().everything_stdio
 
 pytestmark = pytest.mark.anyio
 
