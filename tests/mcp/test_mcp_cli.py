@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,14 @@ def test_list_status_probe_and_tools(tmp_path: Path) -> None:
     assert (row["status"], row["tools_status"], row["tools"]) == ("ready", "ready", 13)
     probe = run(config, "probe", "everything", "--json")
     assert json.loads(probe.stdout)["tools"][0] == "echo"
-    tools = {t["name"]: t for t in json.loads(run(config, "tools", "everything", "--json").stdout)}
-    assert tools["echo"] == {"name": "echo", "public_name": "mcp__everything__echo",
-                             "risk": "read", "exposed": False}
+    report = json.loads(run(config, "tools", "everything", "--json").stdout)
+    tools = {t["name"]: t for t in report["tools"]}
+    echo = tools["echo"]
+    assert (echo["public_name"], echo["risk"], echo["exposed"]) == (
+        "mcp__everything__echo", "read", False)
+    assert echo["description"]  # what the model reads
+    assert echo["flags"] == []
+    assert report["instructions"]["text"]  # server-everything sends instructions
     assert tools["toggle-simulated-logging"]["risk"] == "write"
     unknown = run(config, "probe", "nope")
     assert unknown.returncode == 1
@@ -139,9 +145,9 @@ def test_import_other_hosts_json(tmp_path: Path) -> None:
     assert listed["files-server"]["enabled"]
     assert listed["files-server"]["allow"] == 0
     assert listed["remote"]["transport"] == "streamable-http"
-    text = config.read_text()
-    assert '{ env = "FILES_TOKEN" }' in text
-    assert '{ env = "REMOTE_AUTH" }' in text
+    servers = {s["id"]: s for s in tomllib.loads(config.read_text())["mcp"]["servers"]}
+    assert servers["files-server"]["env"]["FILES_TOKEN"] == {"env": "FILES_TOKEN"}
+    assert servers["remote"]["headers"]["Authorization"] == {"env": "REMOTE_AUTH"}
     again = run(config, "import", str(claude))
     assert "error MCP_IMPORT_INVALID" in again.stderr  # ids are taken
 
