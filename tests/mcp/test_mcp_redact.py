@@ -98,7 +98,8 @@ def test_register_entries() -> None:
         with pytest.raises(McpError) as refused:
             registered_entry("x", **fields)  # type: ignore[arg-type]
         assert refused.value.code == code, fields
-        assert "sk-" not in refused.value.message and "p4ss" not in refused.value.message
+        assert "sk-" not in refused.value.message
+        assert "p4ss" not in refused.value.message
 
 
 def test_review_flags_secrets_and_instructions() -> None:
