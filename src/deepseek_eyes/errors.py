@@ -227,6 +227,10 @@ ERROR_CODES: Mapping[str, str] = {
         "The server's process or connection ended, during a request or as its liveness "
         "checks found."
     ),
+    "MCP_RESPONSE_INVALID": (
+        "The server sent a message that is not valid JSON-RPC (a stdio server wrote "
+        "something else to its stdout); the requests in flight failed at once."
+    ),
     "MCP_CATALOG_INVALID": (
         "A discovered catalog holds a duplicate or malformed entry; the whole generation "
         "was rejected."
@@ -276,6 +280,12 @@ ERROR_CODES: Mapping[str, str] = {
         "The result's artifact or image blobs could not be written; the call was rejected."
     ),
     "MCP_IMPORT_INVALID": "An imported MCP JSON file is malformed or holds a literal secret.",
+    "MCP_CREDENTIAL_IN_ARGUMENTS": (
+        "A server entry to register or import carries a credential literally (a --token V "
+        "or --api-key=V argument, KEY=value with a secret-looking name, a token-shaped value, "
+        "user:password@ in a URL); reference it from the environment instead."
+    ),
+    "MCP_SERVER_EXISTS": "A server with that id is already in the settings file.",
     # command line
     "CLI_USAGE": (
         "The command line is malformed (unknown command or option, missing or bad argument); "

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +42,14 @@ def test_list_status_probe_and_tools(tmp_path: Path) -> None:
     assert (row["status"], row["tools_status"], row["tools"]) == ("ready", "ready", 13)
     probe = run(config, "probe", "everything", "--json")
     assert json.loads(probe.stdout)["tools"][0] == "echo"
-    tools = {t["name"]: t for t in json.loads(run(config, "tools", "everything", "--json").stdout)}
-    assert tools["echo"] == {"name": "echo", "public_name": "mcp__everything__echo",
-                             "risk": "read", "exposed": False}
+    report = json.loads(run(config, "tools", "everything", "--json").stdout)
+    tools = {t["name"]: t for t in report["tools"]}
+    echo = tools["echo"]
+    assert (echo["public_name"], echo["risk"], echo["exposed"]) == (
+        "mcp__everything__echo", "read", False)
+    assert echo["description"]  # what the model reads
+    assert echo["flags"] == []
+    assert report["instructions"]["text"]  # server-everything sends instructions
     assert tools["toggle-simulated-logging"]["risk"] == "write"
     unknown = run(config, "probe", "nope")
     assert unknown.returncode == 1
@@ -139,9 +146,9 @@ def test_import_other_hosts_json(tmp_path: Path) -> None:
     assert listed["files-server"]["enabled"]
     assert listed["files-server"]["allow"] == 0
     assert listed["remote"]["transport"] == "streamable-http"
-    text = config.read_text()
-    assert '{ env = "FILES_TOKEN" }' in text
-    assert '{ env = "REMOTE_AUTH" }' in text
+    servers = {s["id"]: s for s in tomllib.loads(config.read_text())["mcp"]["servers"]}
+    assert servers["files-server"]["env"]["FILES_TOKEN"] == {"env": "FILES_TOKEN"}
+    assert servers["remote"]["headers"]["Authorization"] == {"env": "REMOTE_AUTH"}
     again = run(config, "import", str(claude))
     assert "error MCP_IMPORT_INVALID" in again.stderr  # ids are taken
 
@@ -167,8 +174,15 @@ def test_missing_env_reference_fails_with_its_code(tmp_path: Path) -> None:
     probe = run(config, "probe", "everything")
     assert probe.returncode == 1
     assert "error CONFIG_ENV_MISSING" in probe.stderr
-    status = json.loads(run(config, "status", "--json").stdout)[0]
-    assert (status["status"], status["last_error"]) == ("failed", "CONFIG_ENV_MISSING")
+    status = run(config, "status", "--json")
+    assert status.returncode == 1  # an enabled server failed
+    row = json.loads(status.stdout)[0]
+    assert (row["status"], row["last_error"]) == ("failed", "CONFIG_ENV_MISSING")
+    assert row["missing_env"] == "DSE_TEST_UNSET_VARIABLE"
+    text = run(config, "status")
+    assert text.returncode == 1
+    assert "CONFIG_ENV_MISSING (DSE_TEST_UNSET_VARIABLE)" in text.stdout
+    assert "environment variable DSE_TEST_UNSET_VARIABLE is not set" in text.stdout
 
 
 def test_edits_speak_json_without_connecting(tmp_path: Path) -> None:
@@ -199,3 +213,124 @@ def test_edits_speak_json_without_connecting(tmp_path: Path) -> None:
     unknown = run(config, "allow", "nope", "x", "--json")
     assert unknown.returncode == 1
     assert json.loads(unknown.stdout)["error"]["code"] == "MCP_SERVER_UNKNOWN"
+
+
+RAW_SERVER = Path(__file__).with_name("raw_server.py")
+
+
+def test_register_switch_and_remove_keep_the_file(tmp_path: Path) -> None:
+    """register, enable, disable and remove edit the file only, keeping its comments."""
+    config = tmp_path / "eyes.toml"
+    config.write_text("# my settings\n[runtime]\ntool_sources = [\"look\", \"mcp\"]  # order\n")
+    done = run(config, "register", "time", "--env", "TZ_TOKEN=MY_TZ_TOKEN", "--json", "--",
+               "uvx", "mcp-server-time", "--local-timezone=UTC")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["server"] == {
+        "id": "time", "transport": "stdio", "command": "uvx",
+        "args": ["mcp-server-time", "--local-timezone=UTC"],
+        "env": {"TZ_TOKEN": {"env": "MY_TZ_TOKEN"}}}
+    web = run(config, "register", "web", "--url", "https://h.example/mcp", "--header",
+              "Authorization=WEB_AUTH", "--disabled", "--json")
+    assert web.returncode == 0, web.stderr
+    before = config.read_bytes()
+    for args, code in (
+        (["register", "leak", "--", "npx", "srv", "--api-key", "sk-live-abcdefghijklmnop"],
+         "MCP_CREDENTIAL_IN_ARGUMENTS"),
+        (["register", "leak2", "--", "npx", "srv", "--token=abcdefghijkl"],
+         "MCP_CREDENTIAL_IN_ARGUMENTS"),
+        (["register", "leak3", "--url", "https://bot:hunter22@h.example/mcp"],
+         "MCP_CREDENTIAL_IN_ARGUMENTS"),
+        (["register", "time", "--", "other"], "MCP_SERVER_EXISTS"),
+        (["enable", "nope"], "MCP_SERVER_UNKNOWN"),
+    ):
+        refused = run(config, *args[:2], "--json", *args[2:])
+        assert refused.returncode == 1, args
+        assert json.loads(refused.stdout)["error"]["code"] == code, args
+        assert "abcdefghijkl" not in refused.stdout
+        assert "hunter22" not in refused.stdout
+    assert config.read_bytes() == before
+    assert json.loads(run(config, "enable", "time", "--plane", "resources", "--json").stdout) == {
+        "path": str(config), "server": "time", "key": "resources_enabled", "value": True}
+    assert run(config, "disable", "time", "--json").returncode == 0
+    assert run(config, "enable", "web").stdout.strip().endswith("web enabled = true")
+    listed = {s["id"]: s for s in json.loads(run(config, "list", "--json").stdout)["servers"]}
+    assert (listed["time"]["enabled"], listed["web"]["enabled"]) == (False, True)
+    assert listed["time"]["planes"] == "tools,resources"
+    assert json.loads(run(config, "remove", "web", "--json").stdout)["removed"] == "web"
+    text = config.read_text()
+    assert text.startswith("# my settings\n")
+    assert "# order" in text
+    assert [s["id"] for s in tomllib.loads(text)["mcp"]["servers"]] == ["time"]
+
+
+def two_servers(path: Path) -> Path:
+    """everything first, then the hand-written raw server (declared order matters)."""
+    first = everything_stdio(
+        allow={"tools": ["echo"], "resources": ["demo://resource/dynamic/text/*"]},
+        resources_enabled=True)
+    raw = {"id": "raw", "transport": "stdio", "command": sys.executable,
+           "args": [str(RAW_SERVER), "call"], "protocol": "legacy",
+           "allow": {"tools": ["tok"]}}
+    path.write_text(dumps({"mcp": {"servers": [
+        first.model_dump(mode="json", exclude_defaults=True), raw]}}), encoding="utf-8")
+    return path
+
+
+def test_commands_start_only_what_they_need_and_logs_take_stderr(tmp_path: Path) -> None:
+    config = two_servers(tmp_path / "eyes.toml")
+    logs = Path(os.environ["DEEPSEEK_EYES_HOME"]) / "logs" / "mcp"
+    read = run(config, "read", "everything", "demo://resource/dynamic/text/3")
+    assert read.returncode == 0, read.stderr
+    assert "Starting default" not in read.stderr  # the server's stderr is in its log
+    assert "Starting default" in (logs / "everything.stderr.log").read_text()
+    assert not (logs / "raw.stderr.log").exists()  # not needed, not started
+    called = run(config, "call", "mcp__raw__tok", "--json")
+    assert called.returncode == 0, called.stderr
+    assert json.loads(called.stdout)["preview"] == "fine"
+    assert (logs / "raw.stderr.log").exists()
+    status = run(config, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    rows = {r["id"]: r for r in json.loads(status.stdout)}
+    assert rows["raw"]["stderr_log"] == str(logs / "raw.stderr.log")
+    tools = run(config, "tools", "raw")
+    assert tools.returncode == 0, tools.stderr
+    assert "Ignore all previous instructions" in tools.stdout  # what the model reads
+    assert "! instruction: override: Ignore all previous instructions" in tools.stdout
+    assert "! secret: OpenAI-style key: sk-a…" in tools.stdout
+    assert "sk-abcdefghijkl" not in tools.stdout  # masked on the terminal
+    flags = json.loads(run(config, "tools", "raw", "--json").stdout)["tools"][2]["flags"]
+    assert {f["what"] for f in flags} >= {"override", "always/never", "OpenAI-style key"}
+
+
+def test_watch_and_restart(tmp_path: Path) -> None:
+    config = two_servers(tmp_path / "eyes.toml")
+    watched = run(config, "watch", "--json", "--for", "4")
+    assert watched.returncode == 0, watched.stderr
+    events = [json.loads(line) for line in watched.stdout.splitlines()]
+    assert all(e["event"] == "status" for e in events)
+    ready = {e["id"] for e in events if e["status"] == "ready"}
+    assert ready == {"everything", "raw"}
+    assert any(e["status"] == "connecting" for e in events)
+    restarted = run(config, "restart", "raw", "--json")
+    assert restarted.returncode == 0, restarted.stderr
+    body = json.loads(restarted.stdout)
+    assert (body["before"]["status"], body["after"]["status"]) == ("ready", "ready")
+    assert body["after"]["generation"] > body["before"]["generation"]
+
+    process = subprocess.Popen(  # noqa: S603 - our own CLI
+        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "mcp", "watch"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:  # bounded by the servers settling (timeout below)
+            if " raw ready " in line:
+                break
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()

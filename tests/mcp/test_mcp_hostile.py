@@ -1,9 +1,11 @@
 """Hostile servers written with the SDK, connected in-process through the manager's
-connector hook: each ends in its code with nothing partial exposed."""
+connector hook, and stdio children that crash, garble their stdout or leak secrets: each
+ends in its code, at once, with nothing partial exposed and nothing secret kept."""
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 from mcp import types
 from mcp.server import Server
 
+from deepseek_eyes.audit import message_digest
 from deepseek_eyes.errors import McpError
 from deepseek_eyes.mcp.audit import McpAudit
 from deepseek_eyes.mcp.host import McpHost
@@ -205,14 +208,106 @@ async def test_process_that_dies_mid_call(tmp_path: Path) -> None:
         "app.run('stdio')\n")
     cfg = McpSettings.model_validate({"servers": [{
         "id": "bad", "transport": "stdio", "command": sys.executable, "args": [str(script)],
-        "allow": {"tools": ["t*"]}, "call_timeout": 20}]})
-    host = McpHost(McpManager(cfg), blobs=BlobStore(tmp_path / "b"),
+        "allow": {"tools": ["t*"]}, "call_timeout": 60}]})
+    host = McpHost(McpManager(cfg, log_dir=tmp_path / "logs"), blobs=BlobStore(tmp_path / "b"),
                    artifacts=tmp_path / "a", audit=McpAudit(None))
     await host.manager.start(wait=30)
     try:
         assert host.manager.servers["bad"].status == "ready", host.manager.status()
+        started = time.monotonic()
         with pytest.raises(McpError) as died:
             await host.call_tool("mcp__bad__tdie", {})
-        assert died.value.code in {"MCP_CONNECTION_LOST", "MCP_SERVER_ERROR"}
+        assert died.value.code == "MCP_CONNECTION_LOST"
+        assert time.monotonic() - started < 5  # at once, not at the 60 s call timeout
+        assert host.audit.recent()[-1]["code"] == "MCP_CONNECTION_LOST"
     finally:
         await host.manager.stop()
+
+
+RAW_SERVER = Path(__file__).with_name("raw_server.py")
+RAW_TOKEN = "raw-token-0123456789"
+
+
+def raw_host(tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> McpHost:
+    monkeypatch.setenv("DSE_RAW_TOKEN", RAW_TOKEN)
+    cfg = McpSettings.model_validate({"servers": [{
+        "id": "raw", "transport": "stdio", "command": sys.executable,
+        "args": [str(RAW_SERVER), mode], "env": {"RAW_TOKEN": {"env": "DSE_RAW_TOKEN"}},
+        "protocol": "legacy", "allow": {"tools": ["t*"]}, "call_timeout": 60,
+        "connect_timeout": 60}]})
+    return McpHost(McpManager(cfg, log_dir=tmp_path / "logs"), blobs=BlobStore(tmp_path / "b"),
+                   artifacts=tmp_path / "a", audit=McpAudit(None))
+
+
+async def test_unparsable_response_fails_at_once(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    host = raw_host(tmp_path, "call", monkeypatch)
+    await host.manager.start(wait=30)
+    try:
+        state = host.manager.servers["raw"]
+        assert state.status == "ready", state.view()
+        started = time.monotonic()
+        with pytest.raises(McpError) as garbled:
+            await host.call_tool("mcp__raw__tgarble", {})
+        assert garbled.value.code == "MCP_RESPONSE_INVALID"
+        assert time.monotonic() - started < 5  # not the 60 s call timeout
+        assert state.view()["invalid_messages"] == 1
+        ok = await host.call_tool("mcp__raw__tok", {})  # the connection serves on
+        assert ok.preview == "fine"
+        assert state.status == "ready"
+    finally:
+        await host.manager.stop()
+
+
+async def test_unparsable_handshake_fails_the_connect_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    host = raw_host(tmp_path, "handshake", monkeypatch)
+    started = time.monotonic()
+    await host.manager.start(wait=30)
+    try:
+        state = host.manager.servers["raw"]
+        assert (state.status, state.last_error) == ("failed", "MCP_RESPONSE_INVALID")
+        assert time.monotonic() - started < 5  # not the 60 s connect timeout
+        assert "stdout" in (state.error_message or "")
+    finally:
+        await host.manager.stop()
+
+
+async def test_stray_line_while_idle_is_only_counted(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    host = raw_host(tmp_path, "noisy", monkeypatch)
+    await host.manager.start(wait=30)
+    try:
+        state = host.manager.servers["raw"]
+        result = await host.call_tool("mcp__raw__tok", {})
+        assert result.preview == "fine"
+        assert state.view()["invalid_messages"] == 1
+        assert state.status == "ready"
+    finally:
+        await host.manager.stop()
+
+
+async def test_secrets_are_scrubbed_from_errors_audit_and_stderr(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    host = raw_host(tmp_path, "call", monkeypatch)
+    await host.manager.start(wait=30)
+    try:
+        with pytest.raises(McpError) as leaked:
+            await host.call_tool("mcp__raw__tleak", {})
+        message = leaked.value.message
+        assert leaked.value.code == "MCP_SERVER_ERROR"
+        for secret in (RAW_TOKEN, "abcdefgh12345678", "hunter2pass"):
+            assert secret not in message
+        assert "https://robot:[REDACTED]@api.example.com/v1" in message
+        row = host.audit.recent()[-1]
+        assert row["message_sha256"] == message_digest(message)  # the scrubbed text's hash
+        log = host.manager.servers["raw"].stderr
+        assert log is not None
+        assert host.manager.servers["raw"].view()["stderr_log"] == str(log.path)
+    finally:
+        await host.manager.stop()
+    assert log.drained(10)
+    text = log.path.read_text()
+    assert "stderr line 49" in text
+    assert "starting with token [REDACTED]" in text
+    assert RAW_TOKEN not in text

@@ -165,3 +165,30 @@ async def test_disabled_switches_connect_nothing(tmp_path: Path) -> None:
     host2 = make_host(settings_of(everything_stdio(tools_enabled=False)), tmp_path)
     await host2.manager.start()
     assert host2.manager.servers["everything"].task is None
+
+
+async def test_audit_hashes_concrete_uris_and_prompts_keep_roles(tmp_path: Path) -> None:
+    static = "demo://resource/static/document/features.md"
+    server = everything_stdio(tools_enabled=False, resources_enabled=True, prompts_enabled=True,
+                              allow={"resources": ["demo://resource/dynamic/text/*", static],
+                                     "prompts": ["resource-prompt", "simple-prompt"]})
+    host = make_host(settings_of(server), tmp_path)
+    await host.manager.start()
+    try:
+        await host.read_resource("everything", "demo://resource/dynamic/text/42")
+        await host.read_resource("everything", static)
+        embedded = await host.get_prompt("everything", "resource-prompt",
+                                         {"resourceType": "Text", "resourceId": "7"})
+        simple = await host.get_prompt("everything", "simple-prompt", {})
+    finally:
+        await host.manager.stop()
+    rows = host.audit.recent()
+    template, concrete = rows[0]["tool"], rows[1]["tool"]
+    assert template == "demo://resource/dynamic/text/{resourceId}"  # a template is kept
+    assert concrete.startswith("uri:sha256:")  # a concrete URI is not
+    assert all(static not in str(r) and "/text/42" not in str(r) for r in rows)
+    assert rows[0]["arguments_sha256"] != rows[1]["arguments_sha256"]
+    assert simple.preview.startswith("[user] ")
+    # The embedded resource's text reaches the preview, after its role and marker.
+    assert "[user] [resource demo://resource/dynamic/text/7]" in embedded.preview
+    assert "\nResource 7: This is a plaintext resource" in embedded.preview

@@ -10,7 +10,13 @@ import pytest
 
 from deepseek_eyes.errors import ConfigError, McpError
 from deepseek_eyes.mcp.importer import import_servers, server_id_for
-from deepseek_eyes.mcp.settings_file import dumps, edit_selectors
+from deepseek_eyes.mcp.settings_file import (
+    add_servers,
+    dumps,
+    edit_selectors,
+    remove_server,
+    set_server_value,
+)
 
 SAMPLES: list[dict[str, Any]] = [
     {},
@@ -61,8 +67,19 @@ def test_server_ids(name: str, expected: str) -> None:
     ({"mcpServers": {"a": {"url": "https://h/mcp", "headers": {"X": "Bearer ${T}"}}}},
      "headers.X holds a literal"),
     ({"mcpServers": {"a": {"type": "sse", "url": "https://h/sse"}}}, "SSE transport"),
-    ({"mcpServers": {"a": {"command": "x", "args": ["${workspaceFolder}"]}}}, "interpolation"),
-    ({"mcpServers": {"a": {"command": "x", "env": {"K": "${input:key}"}}}}, "literal"),
+    ({"mcpServers": {"a": {"command": "x", "args": ["${workspaceFolder}"]}}},
+     "argument 1: ${workspaceFolder} is a VS Code variable"),
+    ({"mcpServers": {"a": {"command": "x", "args": ["--k", "${env:KEY}"]}}},
+     "argument 2: ${env:KEY} is an environment reference, and interpolation in arguments"),
+    ({"mcpServers": {"a": {"command": "x", "env": {"K": "${input:key}"}}}},
+     "env.K: ${input:key} is a VS Code input"),
+    ({"mcpServers": {"a": {"command": "x", "env": {"K": "${TOKEN:-sk-default}"}}}},
+     "env.K: ${TOKEN:-…} is a shell-style default or check, which is not expanded here; set "
+     "TOKEN in the environment and write \"${TOKEN}\""),
+    ({"mcpServers": {"a": {"command": "x", "env": {"K": "${workspaceFolder}"}}}},
+     "env.K: ${workspaceFolder} is a VS Code variable"),
+    ({"mcpServers": {"a": {"url": "https://h/mcp", "headers": {"A": "${input:tok}"}}}},
+     "headers.A: ${input:tok} is a VS Code input"),
     ({"servers": {"a": {"command": "x", "envFile": ".env"}}}, "envFile"),
     ({"mcpServers": {"A": {"command": "x"}, "a": {"command": "y"}}}, "twice"),
     ({"other": {}}, "no mcpServers"),
@@ -84,3 +101,91 @@ def test_import_vscode_settings_shape(tmp_path: Path) -> None:
     assert result.servers == [{"id": "time", "name": "time", "enabled": True,
                                "transport": "stdio", "command": "uvx",
                                "args": ["mcp-server-time"]}]
+
+
+@pytest.mark.parametrize(("spec", "fragment"), [
+    ({"command": "npx", "args": ["-y", "srv", "--api-key", "k-123456"]},
+     "argument 3 (--api-key) is followed by a credential"),
+    ({"command": "npx", "args": ["srv", "--token=k-123456"]}, "argument 2 (--token=…)"),
+    ({"command": "docker", "args": ["run", "-e", "GITHUB_TOKEN=k-123456", "img"]},
+     "argument 3 (GITHUB_TOKEN=…)"),
+    ({"url": "https://bot:k-123456@h.example/mcp"}, "the url carries a password"),
+])
+def test_import_refuses_credentials_in_arguments(tmp_path: Path, spec: dict[str, Any],
+                                                 fragment: str) -> None:
+    path = tmp_path / "in.json"
+    path.write_text(json.dumps({"mcpServers": {"a": spec}}))
+    with pytest.raises(McpError) as refused:
+        import_servers(path)
+    assert refused.value.code == "MCP_CREDENTIAL_IN_ARGUMENTS"
+    assert fragment in refused.value.message
+    assert "k-123456" not in refused.value.message
+
+
+COMMENTED = """# DeepSeekEyes settings, kept by hand.
+[runtime]
+tool_sources = ["look", "mcp"]  # the order tools are offered in
+
+# The servers, most trusted first.
+[[mcp.servers]]
+id = "a"              # the id is the tool prefix
+transport = "stdio"
+command = "a-server"
+allow = { tools = ["x"] }  # only x for now
+
+[[mcp.servers]]
+# b is experimental
+id = "b"
+transport = "stdio"
+command = "b-server"
+
+[mcp]
+max_tools = 10  # shared by every server
+"""
+
+
+def test_edits_keep_comments_and_order(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(COMMENTED)
+    edit_selectors(path, "a", "allow", "tools", ("y*",))
+    set_server_value(path, "b", "enabled", False)
+    set_server_value(path, "a", "resources_enabled", True)
+    add_servers(path, [{"id": "c", "transport": "stdio", "command": "c-server",
+                        "env": {"C_TOKEN": {"env": "MY_C_TOKEN"}}}])
+    text = path.read_text()
+    for comment in ("# DeepSeekEyes settings, kept by hand.", "# the order tools are offered in",
+                    "# The servers, most trusted first.", "# the id is the tool prefix",
+                    "# only x for now", "# b is experimental", "# shared by every server"):
+        assert comment in text, comment
+    data = tomllib.loads(text)
+    servers = data["mcp"]["servers"]
+    assert [s["id"] for s in servers] == ["a", "b", "c"]
+    assert servers[0]["allow"]["tools"] == ["x", "y*"]
+    assert servers[0]["resources_enabled"] is True
+    assert servers[1]["enabled"] is False
+    assert servers[2]["env"] == {"C_TOKEN": {"env": "MY_C_TOKEN"}}
+    assert data["mcp"]["max_tools"] == 10
+    assert text.index("[runtime]") < text.index("[[mcp.servers]]") < text.index("[mcp]")
+    remove_server(path, "b")
+    text = path.read_text()
+    assert "# b is experimental" not in text
+    assert "# only x for now" in text
+    assert [s["id"] for s in tomllib.loads(text)["mcp"]["servers"]] == ["a", "c"]
+    before = path.read_bytes()
+    with pytest.raises(McpError) as exists:
+        add_servers(path, [{"id": "a", "transport": "stdio", "command": "z"}])
+    assert exists.value.code == "MCP_SERVER_EXISTS"
+    with pytest.raises(ConfigError) as invalid:
+        set_server_value(path, "a", "risk_policy", "yolo")
+    assert invalid.value.code == "CONFIG_INVALID"
+    with pytest.raises(McpError) as unknown:
+        remove_server(path, "zz")
+    assert unknown.value.code == "MCP_SERVER_UNKNOWN"
+    assert path.read_bytes() == before
+
+
+def test_first_server_in_an_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "new.toml"
+    add_servers(path, [{"id": "t", "transport": "stdio", "command": "t"}])
+    assert tomllib.loads(path.read_text()) == {
+        "mcp": {"servers": [{"id": "t", "transport": "stdio", "command": "t"}]}}

@@ -3,7 +3,10 @@
 Thin: ``call``, ``read`` and ``get-prompt`` go through :class:`~deepseek_eyes.mcp.host.McpHost`,
 the path the model's calls take, so an operator sees exactly what the model would. ``allow``,
 ``deny`` and ``import`` edit the settings file through the loader's own validation and
-write nothing when the result would be invalid.
+write nothing when the result would be invalid. Each command starts only the servers it
+needs (:mod:`deepseek_eyes.mcp.running` says which, and why that keeps the budgets honest).
+The lifecycle and entry commands (``watch``, ``register``, ``restart``, ``enable``,
+``disable``, ``remove``) live in :mod:`deepseek_eyes.cli.mcp_manage`.
 
 Commands that connect servers show, on a terminal and past the first second, whether they are
 still connecting or waiting for an answer (:mod:`deepseek_eyes.cli.progress`).
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,9 +31,11 @@ from deepseek_eyes.mcp.audit import stored_records
 from deepseek_eyes.mcp.host import CallResult, McpHost
 from deepseek_eyes.mcp.importer import import_servers
 from deepseek_eyes.mcp.manager import McpManager
-from deepseek_eyes.mcp.running import running_host
-from deepseek_eyes.mcp.settings_file import edit_selectors, edit_settings_file, read_raw
-from deepseek_eyes.settings import CONFIG_FILENAME
+from deepseek_eyes.mcp.redact import Redactor
+from deepseek_eyes.mcp.running import only, running_host, server_of_public_name, through
+from deepseek_eyes.mcp.settings_file import add_servers, edit_selectors, read_raw
+from deepseek_eyes.mcp.stderr_log import server_log_dir
+from deepseek_eyes.settings import CONFIG_FILENAME, McpSettings, data_home
 
 __all__ = ["mcp_group"]
 
@@ -45,14 +50,17 @@ _kind_option = click.option("--kind", type=click.Choice(["tools", "resources", "
 
 
 def _with_host(ctx: click.Context, as_json: bool,
-               work: Callable[[McpHost], Awaitable[T]]) -> T:
+               work: Callable[[McpHost], Awaitable[T]],
+               servers: Callable[[McpSettings], Collection[str]] | None = None) -> T:
+    """Run ``work`` on a host with the enabled servers started (those ``servers`` names)."""
     settings = loaded_settings(ctx).settings
     name = f"mcp {ctx.info_name}"
+    started = servers(settings.mcp) if servers is not None else None
 
     async def run(progress: Progress) -> T:
         with DataHome.open(settings) as home:
             progress.update(f"{name}: connecting the servers…")
-            async with running_host(settings, home) as host:
+            async with running_host(settings, home, servers=started) as host:
                 progress.update(f"{name}: waiting for the answer…")
                 return await work(host)
 
@@ -140,20 +148,33 @@ def list_command(ctx: click.Context, as_json: bool) -> None:
 @_json_option
 @click.pass_context
 def status_command(ctx: click.Context, as_json: bool) -> None:
-    """Connect the enabled servers and show each one's health."""
-    async def work(host: McpHost) -> list[dict[str, Any]]:
-        return host.manager.status()
+    """Connect the enabled servers and show each one's health; exit 1 when one failed."""
+    async def work(host: McpHost) -> tuple[list[dict[str, Any]], bool]:
+        return host.manager.status(), any(s.failed for s in host.manager.servers.values())
 
-    rows = _with_host(ctx, as_json, work)
+    rows, failed = _with_host(ctx, as_json, work)
     if as_json:
         click.echo(dump_json(rows))
-        return
-    for row in rows:
-        oauth = row.get("oauth")
-        row["oauth"] = oauth["status"] if oauth else "-"
-        row["last_error"] = row["last_error"] or "-"
-    _table(rows, ["id", "status", "tools_status", "content_status", "protocol", "generation",
-                  "tools", "resources", "prompts", "latency_ms", "last_error", "oauth"])
+    else:
+        notes = []
+        for row in rows:
+            oauth = row.get("oauth")
+            row["oauth"] = oauth["status"] if oauth else "-"
+            if row["missing_env"]:
+                row["last_error"] = f"{row['last_error']} ({row['missing_env']})"
+            if row["error"] and row["status"] != "ready":
+                notes.append(f"  {row['id']}: {row['error']}")
+            row["last_error"] = row["last_error"] or "-"
+        _table(rows, ["id", "status", "tools_status", "content_status", "protocol",
+                      "generation", "tools", "resources", "prompts", "latency_ms",
+                      "last_error", "oauth"])
+        for note in notes:
+            click.echo(note)
+        if any(row["stderr_log"] for row in rows):
+            logs = server_log_dir(data_home(loaded_settings(ctx).settings))
+            click.echo(f"stdio servers' stderr: {logs}/<id>.stderr.log")
+    if failed:
+        raise SystemExit(1)
 
 
 @mcp_group.command("probe")
@@ -162,7 +183,8 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def probe_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     """Connect to one server, list its catalog and close."""
-    manager = McpManager(loaded_settings(ctx).settings.mcp)
+    settings = loaded_settings(ctx).settings
+    manager = McpManager(settings.mcp, log_dir=server_log_dir(data_home(settings)))
     with progress_on_stderr(as_json=as_json) as progress:
         progress.update(f"mcp probe {server_id}: connecting…")
         report = asyncio.run(manager.probe(server_id))
@@ -180,17 +202,44 @@ def probe_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
 @_json_option
 @click.pass_context
 def tools_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
-    """Discovered tools, their risk class and whether the model is offered them."""
-    async def work(host: McpHost) -> list[dict[str, Any]]:
-        return host.discovered(server_id)
+    """Discovered tools as the model reads them (description, server instructions), their
+    risk class, whether the model is offered them, and text worth a second look."""
+    async def work(host: McpHost) -> dict[str, Any]:
+        return {"server": server_id, "instructions": host.server_instructions(server_id),
+                "tools": host.discovered(server_id)}
 
-    rows = _with_host(ctx, as_json, work)
+    # Exposure depends on the servers declared before this one (the shared budgets).
+    report = _with_host(ctx, as_json, work, servers=lambda mcp: through(mcp, server_id))
     if as_json:
-        click.echo(dump_json(rows))
+        click.echo(dump_json(report))
         return
+    rows = report["tools"]
+    _table([{**row, "exposed": "yes" if row["exposed"] else "no",
+             "flags": len(row["flags"]) or "-"} for row in rows],
+           ["name", "risk", "exposed", "flags", "public_name"])
     for row in rows:
-        row["exposed"] = "yes" if row["exposed"] else "no"
-    _table(rows, ["name", "risk", "exposed", "public_name"])
+        click.echo(f"\n{row['name']}:")
+        click.echo(_indented(_masked(row["description"]) or "(no description)"))
+        _echo_flags(row["flags"])
+    instructions = report["instructions"]
+    click.echo(f"\nserver instructions ({server_id}):")
+    click.echo(_indented(_masked(instructions["text"] or "") or "(none)"))
+    _echo_flags(instructions["flags"])
+
+
+def _masked(text: str) -> str:
+    """Secret-looking text hidden on the terminal (the model would read it as it is)."""
+    return Redactor().scrub(text)
+
+
+def _indented(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
+
+
+def _echo_flags(flags: list[dict[str, Any]]) -> None:
+    for flag in flags:
+        note = " (masked above; the model reads it)" if flag["kind"] == "secret" else ""
+        click.echo(f"  ! {flag['kind']}: {flag['what']}: {flag['match']}{note}")
 
 
 def _edit(ctx: click.Context, which: str, server_id: str, kind: str,
@@ -233,19 +282,26 @@ def deny_command(ctx: click.Context, server_id: str, selectors: tuple[str, ...],
 
 @mcp_group.command("call")
 @click.argument("server_id")
-@click.argument("tool")
+@click.argument("tool", required=False)
 @_args_option
 @_json_option
 @click.pass_context
-def call_command(ctx: click.Context, server_id: str, tool: str, args_json: str,
+def call_command(ctx: click.Context, server_id: str, tool: str | None, args_json: str,
                  as_json: bool) -> None:
-    """Call a tool under the model's policy (allow/deny, risk, budgets, admission)."""
+    """Call a tool under the model's policy (allow/deny, risk, budgets, admission): ID TOOL,
+    or the public name alone (mcp__ID__TOOL)."""
     arguments = _arguments(args_json)
+    public = server_id if tool is None else None
+    if public is not None:
+        server_id = server_of_public_name(public)
 
     async def work(host: McpHost) -> CallResult:
-        return await host.call_tool(host.public_name_of(server_id, tool), arguments)
+        name = public if public is not None else host.public_name_of(server_id, tool or "")
+        return await host.call_tool(name, arguments)
 
-    _show_result(_with_host(ctx, as_json, work), as_json)
+    # The tool's server and those declared before it: they share the exposure budgets.
+    _show_result(_with_host(ctx, as_json, work, servers=lambda mcp: through(mcp, server_id)),
+                 as_json)
 
 
 @mcp_group.command("resources")
@@ -257,7 +313,7 @@ def resources_command(ctx: click.Context, server_id: str, as_json: bool) -> None
     async def work(host: McpHost) -> list[dict[str, Any]]:
         return host.resources(server_id)
 
-    rows = _with_host(ctx, as_json, work)
+    rows = _with_host(ctx, as_json, work, servers=lambda mcp: only(mcp, server_id))
     if as_json:
         click.echo(dump_json(rows))
         return
@@ -277,7 +333,8 @@ def read_command(ctx: click.Context, server_id: str, uri: str, as_json: bool) ->
     async def work(host: McpHost) -> CallResult:
         return await host.read_resource(server_id, uri)
 
-    _show_result(_with_host(ctx, as_json, work), as_json)
+    _show_result(_with_host(ctx, as_json, work, servers=lambda mcp: only(mcp, server_id)),
+                 as_json)
 
 
 @mcp_group.command("prompts")
@@ -289,7 +346,7 @@ def prompts_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     async def work(host: McpHost) -> list[dict[str, Any]]:
         return host.prompts(server_id)
 
-    rows = _with_host(ctx, as_json, work)
+    rows = _with_host(ctx, as_json, work, servers=lambda mcp: only(mcp, server_id))
     if as_json:
         click.echo(dump_json(rows))
         return
@@ -313,7 +370,8 @@ def get_prompt_command(ctx: click.Context, server_id: str, name: str, args_json:
     async def work(host: McpHost) -> CallResult:
         return await host.get_prompt(server_id, name, arguments)
 
-    _show_result(_with_host(ctx, as_json, work), as_json)
+    _show_result(_with_host(ctx, as_json, work, servers=lambda mcp: only(mcp, server_id)),
+                 as_json)
 
 
 @mcp_group.command("import")
@@ -328,10 +386,7 @@ def import_command(ctx: click.Context, file: Path, as_json: bool) -> None:
     existing = {s.get("id") for s in servers if isinstance(s, dict)}
     result = import_servers(file, {str(i) for i in existing if i})
 
-    def change(raw: dict[str, Any]) -> None:
-        raw.setdefault("mcp", {}).setdefault("servers", []).extend(result.servers)
-
-    edit_settings_file(path, change)
+    add_servers(path, result.servers)
     if as_json:
         click.echo(dump_json({
             "path": str(path),
@@ -361,3 +416,8 @@ def audit_command(ctx: click.Context, limit: int, as_json: bool) -> None:
     for row in rows:
         row["code"] = row.get("code") or "-"
     _table(rows, ["server", "tool", "kind", "risk", "status", "duration_ms", "code"])
+
+
+# The lifecycle and entry commands add themselves to mcp_group (a module of their own keeps
+# this one about inspection and calls).
+from deepseek_eyes.cli import mcp_manage  # noqa: E402, F401

@@ -1,14 +1,16 @@
 """Opening one SDK ``Client`` for a configured server, and mapping SDK failures to codes.
 
-Secrets resolve here, at connect time, from their ``{ env = "NAME" }`` references. The
-response cache is off (a manager must see every list change at once). ``protocol = "auto"``
-uses the SDK's own negotiation with the discovery probe bounded by
-``mcp.discover_timeout`` instead of the SDK's fixed 10 s, and the era a server answered
-with is remembered so reconnects pin it and never probe again.
+Secrets resolve here, at connect time, from their ``{ env = "NAME" }`` references. A stdio
+child's stderr goes to its :class:`~deepseek_eyes.mcp.stderr_log.StderrLog` when one is
+given (never to our terminal then). The response cache is off (a manager must see every
+list change at once). ``protocol = "auto"`` uses the SDK's own negotiation with the
+discovery probe bounded by ``mcp.discover_timeout`` instead of the SDK's fixed 10 s, and
+the era a server answered with is remembered so reconnects pin it and never probe again.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -22,10 +24,12 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import DiscoverResult
+from mcp_types.jsonrpc import CONNECTION_CLOSED, PARSE_ERROR
 
 from deepseek_eyes.errors import ConfigError, McpError, McpTimeoutError
 from deepseek_eyes.mcp.liveness import StreamWatch
 from deepseek_eyes.mcp.oauth import OAuthHandle
+from deepseek_eyes.mcp.stderr_log import StderrLog
 from deepseek_eyes.settings import McpServerSettings
 
 __all__ = [
@@ -39,6 +43,18 @@ __all__ = [
 
 #: Tests and embedders may map a server id to any ``Client`` target (an in-process server).
 Connector = Callable[[McpServerSettings], Any]
+
+
+class _ParseNoise(logging.Filter):
+    """Drops the SDK's traceback for a stdout line it could not parse: the manager counts
+    those and fails the waiting requests with a code (:mod:`deepseek_eyes.mcp.faults`), and
+    a traceback on the operator's terminal would say less, louder."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Failed to parse JSONRPC message")
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_ParseNoise())
 
 
 def set_discover_timeout(seconds: float) -> None:
@@ -62,9 +78,10 @@ def check_credentials(server: McpServerSettings) -> None:
 def build_client(
     server: McpServerSettings, *, mode: str, oauth: OAuthHandle | None,
     message_handler: Any, connector: Connector | None = None,
-    watch: StreamWatch | None = None,
+    watch: StreamWatch | None = None, stderr: StderrLog | None = None,
 ) -> Client:
-    """An unentered client; with ``watch``, a stdio child's stdout ending is reported to it."""
+    """An unentered client; with ``watch``, a stdio child's stdout ending (and each line it
+    could not parse) is reported to it; with ``stderr``, the child's stderr goes there."""
     target: Any
     if connector is not None:
         target = connector(server)
@@ -86,8 +103,9 @@ def build_client(
             follow_redirects=False,
         )
         target = _http_transport(server.url, http)
-    if watch is not None and isinstance(target, StdioServerParameters):
-        target = watch.around(stdio_client(target))
+    if isinstance(target, StdioServerParameters) and (watch is not None or stderr is not None):
+        transport = _stdio_transport(target, stderr)
+        target = watch.around(transport) if watch is not None else transport
     return Client(
         target, mode=mode, cache=None, message_handler=message_handler,
         read_timeout_seconds=server.call_timeout,
@@ -107,6 +125,20 @@ async def learn_capabilities(client: Client, mode: str) -> None:
     session = client.session
     raw = await session.send_discover(client.protocol_version)
     session.adopt(DiscoverResult.model_validate(raw))
+
+
+@asynccontextmanager
+async def _stdio_transport(params: StdioServerParameters,
+                           stderr: StderrLog | None) -> AsyncIterator[Any]:
+    """The SDK's stdio transport, the child's stderr into ``stderr`` when given."""
+    if stderr is None:
+        async with stdio_client(params) as streams:
+            yield streams
+        return
+    with stderr.pipe() as errlog:
+        async with stdio_client(params, errlog=errlog) as streams:
+            errlog.close()  # the child holds its own copy; the log ends when it exits
+            yield streams
 
 
 @asynccontextmanager
@@ -137,6 +169,15 @@ def map_error(exc: BaseException, *, connecting: bool = False) -> McpError:
         if isinstance(leaf, MCPError):
             if leaf.error.code == -32001:
                 return McpTimeoutError("the server did not answer in time")
+            if leaf.error.code == CONNECTION_CLOSED and not connecting:
+                # The SDK fails the requests in flight this way when the stream ends (a
+                # stdio child that exited mid-call): the connection is gone, not the call.
+                return McpError("the server's connection ended during the request",
+                                code="MCP_CONNECTION_LOST", details={"rpc_code": leaf.error.code})
+            if leaf.error.code == PARSE_ERROR and leaf.error.message.startswith("Failed to parse"):
+                # Made by the SDK's HTTP transport for a response body it could not parse.
+                return McpError("the server sent a response that is not valid JSON-RPC",
+                                code="MCP_RESPONSE_INVALID")
             if leaf.error.code in (401, 403) or "401" in leaf.error.message[:64]:
                 return McpError("the server refused our credentials", code="MCP_AUTH_FAILED")
             code = "MCP_CONNECT_FAILED" if connecting else "MCP_SERVER_ERROR"

@@ -6,6 +6,12 @@ then the global ``max_tools`` and ``max_schema_tokens`` budgets. :meth:`McpHost.
 :meth:`read_resource` and :meth:`get_prompt` repeat the same checks, enforce the per-run
 quota, and pass the result through admission before hashing, storing or previewing it.
 The CLI uses exactly these methods, so an operator sees what the model would.
+
+A failure's message is scrubbed by the server's redactor before it is audited (as a hash)
+or raised to be shown. The audit names a resource read by the allowed *template* it matched,
+or by the SHA-256 of its URI: a concrete URI can carry an identifier, a path or a query
+the audit must not keep. Prompt results keep each message's role, and embedded resources
+keep their text, so the preview says who says what.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from deepseek_eyes.mcp.results import (
     store_images,
     write_artifact,
 )
+from deepseek_eyes.mcp.review import review_text
 from deepseek_eyes.store.blobs import BlobStore
 from deepseek_eyes.usage import UsageCategory, UsageTracker, estimate_tokens
 
@@ -133,8 +140,19 @@ class McpHost:
         state = self._listed(server_id)
         exposed = {t.public_name for t in self.exposed()}
         return [{"name": t.name, "public_name": t.public_name, "risk": t.risk,
-                 "exposed": t.public_name in exposed}
+                 "exposed": t.public_name in exposed, "description": t.description,
+                 "flags": review_text(t.description)}
                 for t in (state.catalog.tools if state.catalog else ())]
+
+    def server_instructions(self, server_id: str) -> dict[str, Any]:
+        """The server's instructions as the model reads them (size-limited), and flags.
+
+        Raises:
+            McpError: as :meth:`discovered`.
+        """
+        state = self._listed(server_id)
+        text = state.catalog.instructions if state.catalog else None
+        return {"text": text, "flags": review_text(text or "")}
 
     def public_name_of(self, server_id: str, tool: str) -> str:
         """The public name of a *discovered* tool (exposure is checked at the call).
@@ -254,9 +272,12 @@ class McpHost:
 
     async def _dispatch(self, state: ServerState, kind: str, name: str, risk: str,
                         arguments: dict[str, Any], generation: int | None,
-                        quota: RunQuota | None) -> CallResult:
+                        quota: RunQuota | None, *, audit_name: str | None = None
+                        ) -> CallResult:
         started = time.perf_counter()
-        args_hash = canonical_json(arguments)[1]
+        # A resource is read by URI with no arguments: its URI is what the hash covers.
+        args_hash = canonical_json(arguments if kind != "resource" else {"uri": name})[1]
+        audited = audit_name or name
         code: str | None = None
         try:
             live = state.catalog.generation if state.catalog else -1
@@ -272,7 +293,8 @@ class McpHost:
             try:
                 # The request is counted while it runs: no liveness check competes with it,
                 # and its reply (or its transport failure) is what liveness learns from.
-                with anyio.fail_after(timeout + 1), state.activity.request():
+                with anyio.fail_after(timeout + 1), state.activity.request(), \
+                        state.faults.guard():
                     if kind == "tool":
                         raw: Any = await client.call_tool(name, arguments,
                                                           read_timeout_seconds=timeout)
@@ -299,13 +321,13 @@ class McpHost:
             else:
                 result = await anyio.to_thread.run_sync(self._store, value)
         except McpError as exc:
-            code = exc.code
-            self.audit.record(server=state.settings.id, tool=name, kind=kind, risk=risk,
+            state.redactor.scrub_error(exc)
+            self.audit.record(server=state.settings.id, tool=audited, kind=kind, risk=risk,
                               status="failed", started=started, arguments_sha256=args_hash,
                               code=exc.code, message=exc.message)
             raise
         is_error = bool(value.get("isError"))
-        self.audit.record(server=state.settings.id, tool=name, kind=kind, risk=risk,
+        self.audit.record(server=state.settings.id, tool=audited, kind=kind, risk=risk,
                           status="tool-error" if is_error else "ok", started=started,
                           arguments_sha256=args_hash, result_sha256=result[1], code=code)
         if self.usage is not None:
@@ -352,16 +374,18 @@ class McpHost:
                             quota: RunQuota | None = None) -> CallResult:
         state = self._content_state(server_id, "resources")
         assert state.catalog is not None
-        ok = any(
-            permitted(state.settings, "resources", r.uri) and (
+        match = next((
+            r for r in state.catalog.resources
+            if permitted(state.settings, "resources", r.uri) and (
                 (not r.template and r.uri == uri)
                 or (r.template and _template_regex(r.uri).match(uri) is not None))
-            for r in state.catalog.resources
-        )
-        if not ok or len(uri) > 2048:
+        ), None)
+        if match is None or len(uri) > 2048:
             raise McpPolicyError(f"{uri!r} is not an allowed resource",
                                  code="MCP_RESOURCE_NOT_ALLOWED")
-        return await self._dispatch(state, "resource", uri, "read", {}, None, quota)
+        audited = match.uri if match.template else uri_digest(uri)
+        return await self._dispatch(state, "resource", uri, "read", {}, None, quota,
+                                    audit_name=audited)
 
     async def get_prompt(self, server_id: str, name: str, arguments: Mapping[str, Any], *,
                          quota: RunQuota | None = None) -> CallResult:
@@ -393,13 +417,27 @@ class McpHost:
         return await self.call_tool(public_name, arguments, quota=quota)
 
 
+def uri_digest(uri: str) -> str:
+    """What the audit keeps of a concrete resource URI."""
+    return "uri:" + canonical_json(uri)[1]
+
+
 def _as_content(value: dict[str, Any]) -> dict[str, Any]:
-    """Resource contents and prompt messages, shaped as content blocks for admission."""
+    """Resource contents and prompt messages, shaped as content blocks for admission.
+
+    A prompt message's block keeps its ``role`` (``user`` or ``assistant``) beside its
+    content, so the preview can say who speaks; everything else of the block is kept as
+    the server sent it, embedded resources included.
+    """
     if "contents" in value:
         return {"content": [
             {"type": "text", "text": c["text"]} if "text" in c else
             {"type": "resource", "resource": c} for c in value["contents"]]}
-    blocks = [m.get("content", {}) for m in value.get("messages", [])]
+    blocks = []
+    for message in value.get("messages", []):
+        block = message.get("content", {})
+        blocks.append({**block, "role": message.get("role")} if isinstance(block, dict)
+                      else block)
     return {"content": blocks, "description": value.get("description", "")}
 
 

@@ -3,9 +3,13 @@
 Both top-level shapes are read: ``mcpServers`` (Claude, Cursor) and ``servers`` (VS Code).
 A value in ``env`` or ``headers`` must be a whole ``${VAR}`` or ``${env:VAR}`` reference and
 becomes ``{ env = "VAR" }``; anything else there is a literal secret (or may be one) and the
-import is refused, naming the key and how to reference it, never echoing the value. Imported
-servers arrive enabled with empty allow lists: they connect, and expose nothing until an
-operator allows something.
+import is refused, naming the key and how to reference it, never echoing the value. Other
+hosts' interpolation that we do not expand is refused by name: VS Code's ``${input:ID}``
+(a value asked for at start-up), its predefined variables (``${workspaceFolder}``), shell
+defaults (``${VAR:-default}``), and any ``${...}`` in an argument. A credential written into
+the command line or the URL is refused with ``MCP_CREDENTIAL_IN_ARGUMENTS``
+(:mod:`deepseek_eyes.mcp.credentials`). Imported servers arrive enabled with empty allow
+lists: they connect, and expose nothing until an operator allows something.
 """
 
 from __future__ import annotations
@@ -18,11 +22,22 @@ from pathlib import Path
 from typing import Any
 
 from deepseek_eyes.errors import McpError
+from deepseek_eyes.mcp.credentials import refuse_credentials, refuse_url_credentials
 
 __all__ = ["MAX_IMPORT_BYTES", "ImportResult", "import_servers", "server_id_for"]
 
 MAX_IMPORT_BYTES = 1024 * 1024
 _REFERENCE = re.compile(r"^\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]{0,127})\}$")
+#: ``${VAR:-x}``, ``${VAR-x}``, ``${VAR:=x}``, ``${VAR:?x}``, ``${VAR:+x}``.
+_SHELL_DEFAULT = re.compile(r"^((?:env:)?[A-Za-z_][A-Za-z0-9_]*)(:?[-=?+])")
+_INTERPOLATION = re.compile(r"\$\{([^{}]{0,200})\}")
+#: VS Code's predefined variables: ``${workspaceFolder}`` is not an environment variable.
+_VSCODE_VARIABLES = frozenset({
+    "workspaceFolder", "workspaceFolderBasename", "workspaceRoot", "userHome", "cwd", "file",
+    "fileBasename", "fileBasenameNoExtension", "fileDirname", "fileExtname",
+    "fileWorkspaceFolder", "relativeFile", "relativeFileDirname", "lineNumber",
+    "selectedText", "execPath", "pathSeparator", "defaultBuildTask",
+})
 #: Read to choose the transport; every other unknown key is reported as not carried over.
 _USED = frozenset({"type", "transportType"})
 
@@ -44,6 +59,28 @@ def server_id_for(name: str) -> str:
     return text or "server"
 
 
+def _construct(inner: str) -> str | None:
+    """Why ``${inner}`` cannot be carried over, or ``None`` for a plain variable reference."""
+    if inner.startswith("input:"):
+        return (f"${{{inner}}} is a VS Code input (a value it asks for at start-up), which "
+                "this host cannot ask for; put the value in an environment variable NAME and "
+                "write \"${env:NAME}\"")
+    default = _SHELL_DEFAULT.match(inner)
+    if default is not None:
+        name, sep = default.groups()
+        return (f"${{{name}{sep}…}} is a shell-style default or check, which is not expanded "
+                f"here; set {name.removeprefix('env:')} in the environment and write "
+                f"\"${{{name.removeprefix('env:')}}}\"")
+    if inner in _VSCODE_VARIABLES:
+        return (f"${{{inner}}} is a VS Code variable, which is not expanded here; write the "
+                "value itself")
+    if ":" in inner and not inner.startswith("env:"):
+        prefix = inner.split(":", 1)[0]
+        return (f"${{{prefix}:…}} is a VS Code {prefix} variable, which is not expanded "
+                "here; write the value itself")
+    return None
+
+
 def _references(server: str, table: str, values: Any) -> dict[str, dict[str, str]]:
     if values is None:
         return {}
@@ -52,6 +89,13 @@ def _references(server: str, table: str, values: Any) -> dict[str, dict[str, str
     out: dict[str, dict[str, str]] = {}
     for key, value in values.items():
         match = _REFERENCE.match(value) if isinstance(value, str) else None
+        if match is not None and match.group(1) in _VSCODE_VARIABLES:
+            match = None
+        for found in _INTERPOLATION.finditer(value if isinstance(value, str) else ""):
+            why = _construct(found.group(1))
+            if why is not None:
+                raise _invalid(f"{server}: {table}.{key}: {why}", server=server,
+                               key=f"{table}.{key}")
         if match is None:
             hint = f"${{{key.upper().replace('-', '_')}}}" if table == "env" else "${MY_VAR}"
             raise _invalid(
@@ -76,6 +120,12 @@ def _entry(name: str, spec: Any, ignored: list[str]) -> dict[str, Any]:
     if "url" in spec or kind.lower() in ("http", "streamable-http", "streamablehttp"):
         entry["transport"] = "streamable-http"
         entry["url"] = str(spec.get("url", ""))
+        if "${" in entry["url"]:
+            found = _INTERPOLATION.search(entry["url"])
+            raise _invalid(f"{name}: the url: " + ((_construct(found.group(1)) if found else None)
+                           or "interpolation in the url is not expanded here; write the URL "
+                           "itself and put credentials in headers"), server=name)
+        refuse_url_credentials(entry["url"], f"{name}: the url")
         headers = _references(name, "headers", spec.get("headers"))
         if headers:
             entry["headers"] = headers
@@ -86,11 +136,17 @@ def _entry(name: str, spec: Any, ignored: list[str]) -> dict[str, Any]:
         args = spec.get("args") or []
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise _invalid(f"{name}: args must be a list of strings", server=name)
-        for arg in args:
-            if "${" in arg:
-                raise _invalid(f"{name}: an argument uses ${{...}} interpolation, which is "
-                               "not expanded here; pass the value through env instead",
-                               server=name)
+        for index, arg in enumerate(args, start=1):
+            found = _INTERPOLATION.search(arg)
+            if found is not None or "${" in arg:
+                why = _construct(found.group(1)) if found is not None else None
+                raise _invalid(
+                    f"{name}: argument {index}: "
+                    + (why or f"${{{found.group(1) if found else '...'}}} is an environment "
+                       "reference, and interpolation in arguments is not expanded here (the "
+                       "server would get the text as it is); pass the value through env "
+                       "instead"), server=name, argument=index)
+        refuse_credentials(entry["command"], args, server=name)
         if args:
             entry["args"] = list(args)
         env = _references(name, "env", spec.get("env"))

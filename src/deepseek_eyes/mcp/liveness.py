@@ -96,16 +96,20 @@ class Activity:
 
 
 class StreamWatch:
-    """Notices the end of a transport's read stream — for stdio, that the child is gone.
+    """Notices the end of a transport's read stream — for stdio, that the child is gone —
+    and, with ``on_fault``, each message the transport could not parse (an exception value
+    on the stream; see :mod:`deepseek_eyes.mcp.faults`).
 
     Only the other side ending counts (``EndOfStream``); our own teardown closes the stream
     from this side (``ClosedResourceError``) and is not reported.
     """
 
-    def __init__(self, on_end: Callable[[], None]) -> None:
+    def __init__(self, on_end: Callable[[], None],
+                 on_fault: Callable[[], None] | None = None) -> None:
         self.attached = False
         self.ended = False
         self._on_end = on_end
+        self.on_fault = on_fault
 
     @asynccontextmanager
     async def around(
@@ -133,10 +137,13 @@ class _WatchedStream(ObjectReceiveStream[Any]):
 
     async def receive(self) -> Any:
         try:
-            return await self._inner.receive()
+            item = await self._inner.receive()
         except anyio.EndOfStream:
             self._watch.note_end()
             raise
+        if isinstance(item, Exception) and self._watch.on_fault is not None:
+            self._watch.on_fault()
+        return item
 
     async def aclose(self) -> None:
         await self._inner.aclose()

@@ -15,6 +15,12 @@ Stop and reconfigure suspend all exposure *before* awaiting any close, and repub
 after the new set has settled. Every dispatch names the generation it was offered under
 and is refused (``MCP_GENERATION_STALE``) when the live one differs, before and after the
 call, so a stale definition never runs against — or returns for — a replacement.
+
+``start(only=...)`` starts a subset (the CLI starts only what a command needs; see
+:mod:`deepseek_eyes.mcp.running`); the others stay ``stopped``. Every error kept for
+display is scrubbed by the server's :class:`~deepseek_eyes.mcp.redact.Redactor` first, and a
+stdio server's stderr goes to its log file when the manager is given ``log_dir``. Status
+changes are published to subscribers (:mod:`deepseek_eyes.mcp.events`).
 """
 
 from __future__ import annotations
@@ -23,9 +29,8 @@ import asyncio
 import contextlib
 import math
 import time
-from collections import deque
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -51,8 +56,13 @@ from deepseek_eyes.mcp.connection import (
     map_error,
     set_discover_timeout,
 )
-from deepseek_eyes.mcp.liveness import Activity, Heartbeat, StreamWatch
+from deepseek_eyes.mcp.events import StatusEvents
+from deepseek_eyes.mcp.faults import invalid_response
+from deepseek_eyes.mcp.liveness import Heartbeat, StreamWatch
 from deepseek_eyes.mcp.oauth import OAuthHandle, oauth_handle
+from deepseek_eyes.mcp.redact import redactor_for
+from deepseek_eyes.mcp.state import ServerState
+from deepseek_eyes.mcp.stderr_log import StderrLog
 from deepseek_eyes.settings import McpServerSettings, McpSettings
 
 __all__ = ["McpManager", "ServerState"]
@@ -62,63 +72,6 @@ BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 HEARTBEAT_S = 15.0
 #: Seconds a connection must stay ready for its loss to restart the backoff from the start.
 STABLE_S = 30.0
-#: Status changes kept per server (oldest dropped first).
-HISTORY = 64
-
-
-@dataclass
-class ServerState:
-    settings: McpServerSettings
-    status: str = "stopped"  # stopped | connecting | ready | failed | disabled
-    tools_status: str = "pending"  # pending | ready | failed | withdrawn | disabled
-    content_status: str = "disabled"
-    catalog: Catalog | None = None
-    generation: int = 0
-    latency_ms: float | None = None
-    last_error: str | None = None
-    protocol: str | None = None
-    mode: str = "auto"
-    client: Client | None = None
-    task: asyncio.Task[None] | None = None
-    oauth: OAuthHandle | None = None
-    refresh: asyncio.Event = field(default_factory=asyncio.Event)
-    settled: asyncio.Event = field(default_factory=asyncio.Event)
-    stopping: asyncio.Event = field(default_factory=asyncio.Event)
-    activity: Activity = field(default_factory=Activity)
-    #: When the current connection became ready (monotonic), else ``None``.
-    ready_since: float | None = None
-    #: The wait before the next reconnect, while one is pending.
-    retry_delay: float | None = None
-    #: ``(monotonic time, status)`` of every status change, so flapping is on record and
-    #: not only visible to whoever looked at the right moment.
-    transitions: deque[tuple[float, str]] = field(
-        default_factory=lambda: deque(maxlen=HISTORY), repr=False)
-
-    def __post_init__(self) -> None:
-        self.transitions.append((time.monotonic(), self.status))
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        # Recorded here rather than at each assignment so that no path (restart, close,
-        # a failed credential check) can change the status unrecorded.
-        if name == "status" and "transitions" in self.__dict__ and value != self.status:
-            self.transitions.append((time.monotonic(), value))
-        object.__setattr__(self, name, value)
-
-    def view(self) -> dict[str, Any]:
-        cat = self.catalog
-        return {
-            "id": self.settings.id, "name": self.settings.display_name,
-            "transport": self.settings.transport, "status": self.status,
-            "tools_status": self.tools_status, "content_status": self.content_status,
-            "generation": self.generation, "latency_ms": self.latency_ms,
-            "last_error": self.last_error, "protocol": self.protocol,
-            "tools": len(cat.tools) if cat else 0,
-            "resources": len(cat.resources) if cat else 0,
-            "prompts": len(cat.prompts) if cat else 0,
-            "oauth": self.oauth.storage.health() if self.oauth else None,
-            "missed_checks": self.activity.misses, "retry_delay_s": self.retry_delay,
-        }
-
 
 def _content_wanted(s: McpServerSettings) -> bool:
     return s.resources_enabled or s.prompts_enabled
@@ -135,32 +88,55 @@ class McpManager:
         heartbeat_s: float = HEARTBEAT_S,
         stable_s: float = STABLE_S,
         backoff_s: Sequence[float] = BACKOFF_S,
+        log_dir: Path | None = None,
     ) -> None:
         self.settings = settings
         self._connector = connector
+        #: Where stdio servers' stderr logs go; ``None`` leaves a child our stderr.
+        self.log_dir = log_dir
         self._heartbeat_s = heartbeat_s
         self._stable_s = stable_s
         self._backoff_s = tuple(backoff_s) or BACKOFF_S
         self.servers: dict[str, ServerState] = {}
         self.suspended = False
         self._lock = asyncio.Lock()
+        self.events = StatusEvents(self._event_view, lambda: list(self.servers))
         set_discover_timeout(settings.discover_timeout)
 
+    def _event_view(self, server_id: str) -> dict[str, Any] | None:
+        state = self.servers.get(server_id)
+        return state.view() if state is not None else None
+
+    def _state(self, settings: McpServerSettings, **fields: Any) -> ServerState:
+        """A new state wired to the events, with its stderr log when there is a log dir."""
+        state = ServerState(settings, **fields)
+        if state.stderr is None and self.log_dir is not None and settings.transport == "stdio":
+            state.stderr = StderrLog(self.log_dir / f"{settings.id}.stderr.log")
+        state.on_change = self.events.changed
+        return state
+
     # -- lifecycle ---------------------------------------------------------------------------
-    async def start(self, *, wait: float | None = 30.0) -> None:
+    async def start(self, *, wait: float | None = 30.0,
+                    only: Collection[str] | None = None) -> None:
+        """Start the enabled servers (``only`` these, when given) and wait until each has
+        settled, at most ``wait`` seconds; the rest are ``stopped`` (or ``disabled``)."""
         async with self._lock:
-            self._build(self.settings)
+            self._build(self.settings, only)
         if wait:
             await self.wait_settled(wait)
 
-    def _build(self, settings: McpSettings) -> None:
+    def _build(self, settings: McpSettings, only: Collection[str] | None = None) -> None:
         self.settings = settings
-        self.servers = {s.id: ServerState(s) for s in settings.servers}
+        self.servers = {s.id: self._state(s) for s in settings.servers}
         for state in self.servers.values():
             s = state.settings
             if not (settings.enabled and s.enabled and (s.tools_enabled or _content_wanted(s))):
                 state.status = state.tools_status = "disabled"
                 state.settled.set()
+                self.events.changed(s.id)
+                continue
+            if only is not None and s.id not in only:
+                state.settled.set()  # left stopped: not needed by this use
                 continue
             if not s.tools_enabled:
                 state.tools_status = "disabled"
@@ -196,13 +172,15 @@ class McpManager:
             await self._close(state)
             # The OAuth provider (and its in-memory token) belongs to the server, not to one
             # connection: a restart keeps it.
-            fresh = ServerState(state.settings, mode=state.mode, generation=state.generation,
-                                oauth=state.oauth)
+            fresh = self._state(state.settings, mode=state.mode, generation=state.generation,
+                                oauth=state.oauth, stderr=state.stderr)
             self.servers[server_id] = fresh
             if state.status == "disabled":
                 fresh.status = fresh.tools_status = "disabled"
                 fresh.settled.set()
             else:
+                fresh.mode = fresh.mode if state.task is not None else (
+                    "legacy" if fresh.settings.protocol == "legacy" else fresh.settings.protocol)
                 fresh.content_status = (
                     "pending" if _content_wanted(fresh.settings) else "disabled"
                 )
@@ -233,7 +211,7 @@ class McpManager:
             return state
         for s in self.settings.servers:
             if s.id == server_id:
-                return ServerState(s, mode="legacy" if s.protocol == "legacy" else s.protocol)
+                return self._state(s, mode="legacy" if s.protocol == "legacy" else s.protocol)
         return self.require(server_id)
 
     def require(self, server_id: str) -> ServerState:
@@ -255,12 +233,16 @@ class McpManager:
             check_credentials(state.settings)
         except ConfigError as exc:
             # A missing variable will not appear by retrying: fail once, connect nothing.
-            state.status, state.last_error = "failed", exc.code
+            state.fail(exc)
+            state.status = "failed"
             state.tools_status = "failed" if state.settings.tools_enabled else "disabled"
             if _content_wanted(state.settings):
                 state.content_status = "failed"
             state.settled.set()
             return
+        state.redactor = redactor_for(state.settings)
+        if state.stderr is not None:
+            state.stderr.redactor = state.redactor
         attempt = 0
         while not state.stopping.is_set():
             try:
@@ -268,8 +250,8 @@ class McpManager:
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:
-                err = map_error(exc, connecting=state.status == "connecting")
-                state.status, state.last_error, state.client = "failed", err.code, None
+                state.fail(map_error(exc, connecting=state.status == "connecting"))
+                state.status, state.client = "failed", None
                 state.settled.set()
             if state.stopping.is_set():
                 return
@@ -292,19 +274,28 @@ class McpManager:
             if str(getattr(message, "method", "")).endswith("/list_changed"):
                 state.refresh.set()
 
-        watch = StreamWatch(on_end=state.activity.wake.set)
+        watch = StreamWatch(on_end=state.activity.wake.set, on_fault=state.faults.note)
         client = build_client(s, mode=state.mode, oauth=self._oauth(state),
                               message_handler=on_message, connector=self._connector,
-                              watch=watch)
+                              watch=watch, stderr=state.stderr)
         started = time.perf_counter()
         # The connect deadline covers entering the client only; it is lifted once connected
-        # (the SDK's scopes must be left in the task and order they were entered).
+        # (the SDK's scopes must be left in the task and order they were entered). Garbage
+        # on the stream while the handshake waits fails it at once, not at the deadline.
         scope = anyio.CancelScope(deadline=anyio.current_time() + s.connect_timeout)
-        with scope:
-            async with client:
-                await learn_capabilities(client, state.mode)
-                scope.deadline = math.inf
-                await self._serve(state, client, started, watch)
+        state.faults.watch(scope)
+        garbled = False
+        try:
+            with scope:
+                async with client:
+                    await learn_capabilities(client, state.mode)
+                    scope.deadline = math.inf
+                    garbled = state.faults.release(scope)
+                    await self._serve(state, client, started, watch)
+        finally:
+            garbled = state.faults.release(scope) or garbled
+        if garbled and scope.cancelled_caught:
+            raise invalid_response()
         if scope.cancelled_caught:
             raise McpTimeoutError("the server did not connect in time")
 
@@ -354,8 +345,7 @@ class McpManager:
             with anyio.fail_after(state.settings.connect_timeout), state.activity.request():
                 catalog = await self.list_catalog(state.settings, client, state.generation + 1)
         except Exception as exc:
-            err = map_error(exc)
-            state.last_error = err.code
+            state.fail(map_error(exc))
             if state.catalog is None:
                 state.tools_status = "failed" if state.settings.tools_enabled else "disabled"
                 if _content_wanted(state.settings):
@@ -457,9 +447,13 @@ class McpManager:
             raise McpError(f"{server_id} is disabled in the settings", code="MCP_SERVER_DISABLED",
                            details={"server": server_id})
         check_credentials(s)
+        redactor = redactor_for(s)
+        if state.stderr is not None:
+            state.stderr.redactor = redactor
         started = time.perf_counter()
         client = build_client(s, mode=state.mode, oauth=self._oauth(state),
-                              message_handler=None, connector=self._connector)
+                              message_handler=None, connector=self._connector,
+                              stderr=state.stderr)
         try:
             with anyio.fail_after(s.connect_timeout):
                 async with client:
@@ -467,7 +461,7 @@ class McpManager:
                     catalog = await self.list_catalog(s, client, 0)
                     protocol = client.protocol_version
         except Exception as exc:
-            raise map_error(exc, connecting=True) from None
+            raise redactor.scrub_error(map_error(exc, connecting=True)) from None
         if state.tools_status == "withdrawn":
             if catalog.empty:
                 state.generation += 1

@@ -127,7 +127,8 @@ def write_artifact(root: Path, data: bytes, digest: str) -> Path:
 
 
 def preview_text(value: Any, images: list[ImageRef], limit: int) -> tuple[str, bool, bool]:
-    """(preview, truncated, text_only): text blocks joined; other blocks as short markers."""
+    """(preview, truncated, text_only): text blocks joined; other blocks as short markers
+    (an embedded resource's text follows its marker); a prompt message's role leads it."""
     parts: list[str] = []
     text_only = True
     content = value.get("content") if isinstance(value, dict) else None
@@ -141,9 +142,19 @@ def preview_text(value: Any, images: list[ImageRef], limit: int) -> tuple[str, b
             text_only = False
             ref = next(image_iter, None)
             part = f"[image {ref.blob.uri} {ref.mime_type}]" if ref else "[image]"
+        elif kind == "resource" and isinstance(block.get("resource"), dict):
+            # An embedded resource: its text is content the model should read.
+            text_only = False
+            resource = block["resource"]
+            part = f"[resource {resource.get('uri', '')}]".replace(" ]", "]")
+            if isinstance(resource.get("text"), str):
+                part += "\n" + resource["text"]
         else:
             text_only = False
             part = f"[{kind or 'block'}]"
+        role = block.get("role") if isinstance(block, dict) else None
+        if isinstance(role, str):  # a prompt message (see host._as_content)
+            part = f"[{role}] {part}"
         parts.append(part)
         size += len(part) + 1
         if size > limit:

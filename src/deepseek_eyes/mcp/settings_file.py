@@ -1,124 +1,53 @@
-"""Editing the settings file for ``mcp allow|deny|import``: validate first, then replace.
+"""Editing the settings file for the ``mcp`` commands: validate first, then replace.
 
-An edit reads the file with :mod:`tomllib`, changes the data, renders it with the small TOML
-writer below, and validates the *rendered text* with exactly the loader's validation
+An edit parses the file with :mod:`tomlkit`, changes the document in place, renders it, and
+validates the *rendered text* with exactly the loader's validation
 (:func:`deepseek_eyes.settings.validate_settings_file` on a temp file beside the target).
 Only a valid result replaces the file, by an atomic rename; an invalid one writes nothing.
 
-Why a writer of our own: the data we write back is what :mod:`tomllib` produced (tables,
-arrays, strings, numbers, booleans, dates), so a writer of about a hundred lines covers it,
-and a round-trip test pins that ``tomllib.loads(dumps(x)) == x``. The cost, said plainly in
-the docs: comments and key order of the edited file are not kept.
+Why tomlkit: the settings file is written by people, with comments that explain a choice
+and an order that groups things. ``tomlkit`` keeps every comment, blank line and key order
+it did not touch, so ``mcp allow`` or ``mcp disable`` changes one line, not the file's
+layout. New entries are written in the style of the documentation: a ``[[mcp.servers]]``
+table whose secret references and selectors are inline tables.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import math
 import os
-import re
 import tempfile
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
+
+import tomlkit
+from tomlkit.items import AoT, Array, InlineTable, Table
+from tomlkit.toml_document import TOMLDocument
 
 from deepseek_eyes.errors import ConfigError, McpError
 from deepseek_eyes.settings import Settings, validate_settings_file
 
-__all__ = ["dumps", "edit_selectors", "edit_settings_file", "read_raw"]
-
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
-            "\r": "\\r"}
-
-
-def _string(value: str) -> str:
-    out = []
-    for ch in value:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def _key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else _string(key)
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, str):
-        return _string(value)
-    if isinstance(value, dt.datetime | dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }" \
-            if value else "{}"
-    raise TypeError(f"cannot write {type(value).__name__} as TOML")
-
-
-def _is_table_array(value: Any) -> bool:
-    return isinstance(value, list | tuple) and bool(value) and all(
-        isinstance(v, Mapping) for v in value)
-
-
-def _inline(value: Any, path: list[str]) -> bool:
-    """A small table of plain values below a section (``{ env = "X" }``) stays on one line."""
-    return bool(path) and isinstance(value, Mapping) and bool(value) and all(
-        not isinstance(v, Mapping) and not _is_table_array(v) for v in value.values()
-    ) and len(_value(value)) <= 80
-
-
-def _inline_only(table: Mapping[str, Any], path: list[str]) -> bool:
-    return any(_inline(v, path) for v in table.values())
-
-
-def _table(lines: list[str], table: Mapping[str, Any], path: list[str]) -> None:
-    # Plain keys first: a key written after a sub-table header would belong to that table.
-    for key, value in table.items():
-        if _inline(value, path) or (
-                not isinstance(value, Mapping) and not _is_table_array(value)):
-            lines.append(f"{_key(key)} = {_value(value)}")
-    for key, value in table.items():
-        sub = [*path, _key(key)]
-        if _inline(value, path):
-            continue
-        if isinstance(value, Mapping):
-            if not value or any(not isinstance(v, Mapping) and not _is_table_array(v)
-                                for v in value.values()) or _inline_only(value, sub):
-                lines.extend(["", f"[{'.'.join(sub)}]"])
-            _table(lines, value, sub)
-        elif _is_table_array(value):
-            for item in value:
-                lines.extend(["", f"[[{'.'.join(sub)}]]"])
-                _table(lines, item, sub)
+__all__ = [
+    "add_servers",
+    "dumps",
+    "edit_selectors",
+    "edit_settings_file",
+    "read_raw",
+    "remove_server",
+    "server_table",
+    "set_server_value",
+]
 
 
 def dumps(data: Mapping[str, Any]) -> str:
-    """Render ``data`` (as :mod:`tomllib` returns it) as TOML text."""
-    lines: list[str] = []
-    _table(lines, data, [])
-    return "\n".join(lines).lstrip("\n") + "\n"
+    """Render plain ``data`` (as :mod:`tomllib` returns it) as TOML text."""
+    return tomlkit.dumps(data)
 
 
 def read_raw(path: Path) -> dict[str, Any]:
-    """The file as data (an absent file is an empty one).
+    """The file as plain data (an absent file is an empty one).
 
     Raises:
         ConfigError: ``CONFIG_UNREADABLE`` for bad TOML or an unreadable file.
@@ -132,17 +61,32 @@ def read_raw(path: Path) -> dict[str, Any]:
                           code="CONFIG_UNREADABLE", details={"path": str(path)}) from exc
 
 
-def edit_settings_file(path: Path, change: Callable[[dict[str, Any]], None]) -> Settings:
-    """Apply ``change`` to the file's data, validate the result, then replace the file.
+def _read_document(path: Path) -> TOMLDocument:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return tomlkit.document()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"settings file {path} cannot be read: {exc}",
+                          code="CONFIG_UNREADABLE", details={"path": str(path)}) from exc
+    try:
+        return tomlkit.parse(text)
+    except tomlkit.exceptions.TOMLKitError as exc:
+        raise ConfigError(f"settings file {path} cannot be read: {exc}",
+                          code="CONFIG_UNREADABLE", details={"path": str(path)}) from exc
+
+
+def edit_settings_file(path: Path, change: Callable[[TOMLDocument], None]) -> Settings:
+    """Apply ``change`` to the file's document, validate the result, then replace the file.
 
     Raises:
         ConfigError: ``CONFIG_UNREADABLE``, or ``CONFIG_INVALID`` with every error's path
             (nothing is written).
         McpError: whatever ``change`` raises (nothing is written).
     """
-    raw = read_raw(path)
-    change(raw)
-    text = dumps(raw)
+    document = _read_document(path)
+    change(document)
+    text = tomlkit.dumps(document)
     path = path.absolute()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".toml")
@@ -172,13 +116,110 @@ def edit_settings_file(path: Path, change: Callable[[dict[str, Any]], None]) -> 
     return settings
 
 
-def _server_entry(raw: dict[str, Any], server_id: str) -> dict[str, Any]:
-    servers = raw.get("mcp", {}).get("servers", [])
-    for entry in servers if isinstance(servers, list) else ():
-        if isinstance(entry, dict) and entry.get("id") == server_id:
-            return entry
+# -- the [[mcp.servers]] entries -----------------------------------------------------------
+def _servers(document: TOMLDocument, *, create: bool = False) -> AoT | Array | None:
+    """The document's ``mcp.servers`` list (a ``[[mcp.servers]]`` array of tables, or an
+    inline array), created as an array of tables when asked."""
+    mcp = document.get("mcp")
+    if mcp is None:
+        if not create:
+            return None
+        mcp = tomlkit.table(is_super_table=True)
+        document["mcp"] = mcp
+    if not isinstance(mcp, MutableMapping):
+        raise ConfigError("mcp in the settings file is not a table", code="CONFIG_INVALID")
+    servers = mcp.get("servers")
+    if servers is None:
+        if not create:
+            return None
+        servers = tomlkit.aot()
+        mcp["servers"] = servers
+    if not isinstance(servers, AoT | Array):
+        raise ConfigError("mcp.servers in the settings file is not a list of tables",
+                          code="CONFIG_INVALID")
+    return servers
+
+
+def _index_of(document: TOMLDocument, server_id: str) -> tuple[AoT | Array, int]:
+    servers = _servers(document)
+    for index, entry in enumerate(servers if servers is not None else ()):
+        if isinstance(entry, Mapping) and entry.get("id") == server_id:
+            assert servers is not None
+            return servers, index
     raise McpError(f"no MCP server {server_id!r} in the settings file",
                    code="MCP_SERVER_UNKNOWN", details={"server": server_id})
+
+
+def _server_entry(document: TOMLDocument, server_id: str) -> MutableMapping[str, Any]:
+    servers, index = _index_of(document, server_id)
+    entry = servers[index]
+    assert isinstance(entry, MutableMapping)
+    return entry
+
+
+def _inline(value: Mapping[str, Any]) -> InlineTable:
+    table = tomlkit.inline_table()
+    for key, item in value.items():
+        table[key] = _inline(item) if isinstance(item, Mapping) else item
+    return table
+
+
+def server_table(entry: Mapping[str, Any]) -> Table:
+    """A new ``[[mcp.servers]]`` table: plain keys in the entry's order, tables inline."""
+    table = tomlkit.table()
+    for key, value in entry.items():
+        table[key] = _inline(value) if isinstance(value, Mapping) else value
+    return table
+
+
+def add_servers(path: Path, entries: Iterable[Mapping[str, Any]]) -> Settings:
+    """Append server entries (as plain data) to the file.
+
+    Raises:
+        McpError: ``MCP_SERVER_EXISTS`` when an id is already in the file.
+        ConfigError: ``CONFIG_INVALID`` (an invalid entry); nothing is written.
+    """
+    new = list(entries)
+
+    def change(document: TOMLDocument) -> None:
+        servers = _servers(document, create=True)
+        assert servers is not None
+        taken = {e.get("id") for e in servers if isinstance(e, Mapping)}
+        for entry in new:
+            if entry["id"] in taken:
+                raise McpError(f"a server {entry['id']!r} is already configured; remove it "
+                               "first or choose another id", code="MCP_SERVER_EXISTS",
+                               details={"server": entry["id"]})
+            taken.add(entry["id"])
+            servers.append(server_table(entry) if isinstance(servers, AoT) else _inline(entry))
+
+    return edit_settings_file(path, change)
+
+
+def remove_server(path: Path, server_id: str) -> Settings:
+    """Remove one server entry (its own comments go with it; others stay).
+
+    Raises:
+        McpError: ``MCP_SERVER_UNKNOWN``.
+    """
+    def change(document: TOMLDocument) -> None:
+        servers, index = _index_of(document, server_id)
+        del servers[index]
+
+    return edit_settings_file(path, change)
+
+
+def set_server_value(path: Path, server_id: str, key: str, value: Any) -> Settings:
+    """Set one key of a server entry (``enabled``, ``tools_enabled``, …).
+
+    Raises:
+        McpError: ``MCP_SERVER_UNKNOWN``.
+        ConfigError: ``CONFIG_INVALID``; nothing is written.
+    """
+    def change(document: TOMLDocument) -> None:
+        _server_entry(document, server_id)[key] = value
+
+    return edit_settings_file(path, change)
 
 
 def edit_selectors(path: Path, server_id: str, which: str, kind: str,
@@ -189,13 +230,22 @@ def edit_selectors(path: Path, server_id: str, which: str, kind: str,
         McpError: ``MCP_SERVER_UNKNOWN``.
         ConfigError: ``CONFIG_INVALID`` (e.g. a bare ``*``); nothing is written.
     """
-    def change(raw: dict[str, Any]) -> None:
-        entry = _server_entry(raw, server_id)
-        table = entry.setdefault(which, {})
-        if not isinstance(table, dict):
+    def change(document: TOMLDocument) -> None:
+        entry = _server_entry(document, server_id)
+        if which not in entry:
+            entry[which] = tomlkit.inline_table()
+        table = entry[which]
+        if not isinstance(table, MutableMapping):
             raise ConfigError(f"{which} of {server_id} is not a table", code="CONFIG_INVALID")
-        current = list(table.get(kind, []))
-        current.extend(s for s in selectors if s not in current)
-        table[kind] = current
+        current = table.get(kind)
+        if current is None:
+            table[kind] = list(dict.fromkeys(selectors))
+            return
+        if not isinstance(current, list):
+            raise ConfigError(f"{which}.{kind} of {server_id} is not a list",
+                              code="CONFIG_INVALID")
+        for selector in selectors:
+            if selector not in current:
+                current.append(selector)  # in place: the array's comments stay
 
     return edit_settings_file(path, change)

@@ -113,9 +113,11 @@ class Runtime:
             from deepseek_eyes.mcp.audit import McpAudit
             from deepseek_eyes.mcp.host import McpHost
             from deepseek_eyes.mcp.manager import McpManager
+            from deepseek_eyes.mcp.stderr_log import server_log_dir
             from deepseek_eyes.runtime.mcp_tools import McpToolSource
 
-            manager = McpManager(mcp)
+            # stdio servers log to the data directory, never over the gateway's terminal.
+            manager = McpManager(mcp, log_dir=server_log_dir(self.home.root))
             host = McpHost(manager, blobs=self.home.blobs, artifacts=self.home.artifacts,
                            audit=McpAudit(self.home.audit, ring=mcp.audit_ring),
                            usage=self.home.usage)
