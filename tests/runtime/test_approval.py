@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 
 import pytest
 
@@ -24,7 +25,12 @@ async def test_the_prompt_opens_the_terminal_device(typed: str, decision: str) -
         os.write(controller, typed.encode())  # typed ahead: the terminal queues it
         prompt = TerminalPrompt(timeout=30, tty=os.ttyname(terminal))
         assert await prompt.decide(PLAN) == decision
-        shown = os.read(controller, 65536).decode()
+        # The echo of the typed answer and the prompt may arrive in separate reads.
+        shown = ""
+        while "Approve? [y/N] " not in shown:
+            ready, _, _ = select.select([controller], [], [], 10)
+            assert ready, f"the prompt did not reach the terminal: {shown!r}"
+            shown += os.read(controller, 65536).decode()
         assert "argv: ['touch' 'made.txt']" in shown
         assert "Approve? [y/N] " in shown
     finally:
