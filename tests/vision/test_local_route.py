@@ -38,8 +38,16 @@ async def test_receipt_offline_gives_full_valid_evidence(no_network: None) -> No
     settings = Settings()
     with DataHome.open(settings) as home:
         bridge = VisionBridge(settings, home)
-        result = await bridge.see((ROOT / "examples" / "receipt.png").read_bytes())
+        data = (ROOT / "examples" / "receipt.png").read_bytes()
+        result = await bridge.see(data)
+        again = await bridge.see(data)
         await bridge.aclose()
+        usage = home.usage.summary()
+    # The local engine is no provider: its read is counted, never listed as exact usage,
+    # and a cache hit on its evidence avoided no provider tokens.
+    assert again.cached
+    assert usage["exact"] == {}
+    assert usage["estimated"] == {"local_ocr": {"events": 1, "estimated_tokens": 0}}
     evidence = result.record.evidence
     assert validate_evidence(evidence, Variant.EVIDENCE) == []
     assert result.route == "local"

@@ -214,15 +214,20 @@ class VisionRouter:
                     "cache", "hit", route=name, image_sha256=meta.sha256,
                     record_sha256=record.record_sha256,
                 )
-                self._usage.record_estimate(
-                    UsageCategory.AVOIDED_REPLAY,
-                    record.usage.get("prompt_tokens", 0) + record.usage.get("completion_tokens", 0),
-                    source=f"vision-cache:{name}",
-                    calls=1,
-                )
+                self._record_avoided(record, source=f"vision-cache:{name}")
                 return Acquisition(record, meta, True, op.operation_id, tuple(op.entries))
         op.record("cache", "miss", image_sha256=meta.sha256, routes=len(order))
         return None
+
+    def _record_avoided(self, record: EvidenceRecord, *, source: str) -> None:
+        """Avoided replay counts the provider tokens the call that made ``record`` cost,
+        which a repeat would have sent again. Local OCR sends none, so its reuse counts
+        nothing here: what it saved was local time, not tokens."""
+        tokens = record.usage.get("prompt_tokens", 0) + record.usage.get("completion_tokens", 0)
+        if tokens > 0:
+            self._usage.record_estimate(
+                UsageCategory.AVOIDED_REPLAY, tokens, source=source, calls=1
+            )
 
     def decode_and_store(self, data: bytes, sha: str) -> DecodedImage:
         """Intake of one image (blocking): safe decode, then the blob store.
