@@ -37,6 +37,44 @@ def test_exact_and_estimated_are_kept_apart(tmp_path: Path) -> None:
         tracker.record_exact(UsageCategory.BRIDGE_INPUT, ProviderUsage())
 
 
+def test_local_ocr_is_a_counter_not_provider_usage(tmp_path: Path) -> None:
+    tracker = UsageTracker(Database(tmp_path / "eyes.db"))
+    tracker.count(UsageCategory.LOCAL_OCR, source="local")
+    tracker.count(UsageCategory.LOCAL_OCR, source="local")
+    assert UsageCategory.LOCAL_OCR.counter
+    assert not UsageCategory.LOCAL_OCR.exact
+    assert UsageCategory.NATIVE_VISUAL_TURNS.counter
+    assert not UsageCategory.AVOIDED_REPLAY.counter
+    summary = tracker.summary()
+    assert summary["exact"] == {}
+    assert summary["estimated"]["local_ocr"] == {"events": 2, "estimated_tokens": 0}
+    with pytest.raises(ValueError, match="not an exact"):
+        tracker.record_exact(UsageCategory.LOCAL_OCR, ProviderUsage())
+
+
+def test_usage_command_lists_counters_apart_without_tokens(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from deepseek_eyes.cli import main
+    from deepseek_eyes.home import DataHome
+    from deepseek_eyes.settings import Settings
+
+    with DataHome.open(Settings()) as home:
+        home.usage.record_exact(UsageCategory.VISION, ProviderUsage(100, 20), source="qwen")
+        home.usage.record_estimate(UsageCategory.AVOIDED_REPLAY, 120, calls=1)
+        home.usage.count(UsageCategory.LOCAL_OCR, source="local")
+    main(["usage"])
+    text = capsys.readouterr().out
+    exact, rest = text.split("estimated attribution and avoided replay:")
+    estimated, counters = rest.split("counters (no provider, no tokens):")
+    assert "vision" in exact
+    assert "local_ocr" not in exact
+    assert "avoided_replay" in estimated
+    assert "events=1 tokens≈120" in estimated
+    assert "local_ocr" not in estimated
+    assert counters.split() == ["local_ocr", "events=1"]
+
+
 def test_audit_never_holds_free_text_or_secrets(tmp_path: Path) -> None:
     log = AuditLog(Database(tmp_path / "eyes.db"))
     long_message = "upstream said: " + "x" * 500

@@ -3,7 +3,9 @@
 Exact categories hold what a provider reported; estimated categories hold our own
 attribution (characters / 4) of parts of requests that are already counted exactly
 elsewhere. Estimates are subsets, never added to the exact totals a second time, which is
-why :meth:`UsageTracker.summary` reports them apart.
+why :meth:`UsageTracker.summary` reports them apart. Counters count events that cost no
+provider tokens at all (a native visual turn, a run of the embedded local OCR engine), so
+they never appear among exact provider usage.
 """
 
 from __future__ import annotations
@@ -30,12 +32,18 @@ class UsageCategory(StrEnum):
     MCP_RESULT = "mcp_result"
     # avoided: what we did not send or pay for
     AVOIDED_REPLAY = "avoided_replay"  # cache hits, pointers instead of pixels
-    # counters
+    # counters: events, no tokens
     NATIVE_VISUAL_TURNS = "native_visual_turns"
+    LOCAL_OCR = "local_ocr"  # evidence and rereads read by the embedded local engine
 
     @property
     def exact(self) -> bool:
         return self in {self.VISION, self.PROBE, self.FINAL, self.MCP_CONTINUATION}
+
+    @property
+    def counter(self) -> bool:
+        """Counts events only: no provider was involved, so there are no tokens."""
+        return self in {self.NATIVE_VISUAL_TURNS, self.LOCAL_OCR}
 
 
 @dataclass(frozen=True)

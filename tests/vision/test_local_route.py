@@ -38,8 +38,16 @@ async def test_receipt_offline_gives_full_valid_evidence(no_network: None) -> No
     settings = Settings()
     with DataHome.open(settings) as home:
         bridge = VisionBridge(settings, home)
-        result = await bridge.see((ROOT / "examples" / "receipt.png").read_bytes())
+        data = (ROOT / "examples" / "receipt.png").read_bytes()
+        result = await bridge.see(data)
+        again = await bridge.see(data)
         await bridge.aclose()
+        usage = home.usage.summary()
+    # The local engine is no provider: its read is counted, never listed as exact usage,
+    # and a cache hit on its evidence avoided no provider tokens.
+    assert again.cached
+    assert usage["exact"] == {}
+    assert usage["estimated"] == {"local_ocr": {"events": 1, "estimated_tokens": 0}}
     evidence = result.record.evidence
     assert validate_evidence(evidence, Variant.EVIDENCE) == []
     assert result.route == "local"
@@ -205,6 +213,33 @@ async def test_any_engine_exception_is_a_route_error_not_a_traceback() -> None:
         await LocalRoute(engine=engine).call(request)
     assert info.value.code == "VISION_ROUTE_ENGINE_FAILED"
     assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_every_read_hands_the_freed_heap_back() -> None:
+    import numpy as np
+
+    from deepseek_eyes.vision.routes.local_ocr import LocalOcrEngine
+
+    releases: list[int] = []
+    engine = LocalOcrEngine()
+    engine._release_heap = lambda: releases.append(1)
+    engine._engine = lambda pixels: None  # reads nothing
+    assert engine.read(np.full((30, 40, 3), 255, dtype=np.uint8)) == []
+    assert len(releases) == 1
+
+    def explode(_: Any) -> None:
+        raise ValueError("engine failure")
+
+    engine._engine = explode
+    with pytest.raises(RuntimeError):
+        engine.read(np.full((30, 40, 3), 255, dtype=np.uint8))
+    assert len(releases) == 2  # a failed read releases too
+
+
+def test_the_heap_trimmer_runs_here() -> None:
+    from deepseek_eyes.vision.routes.local_ocr import _heap_trimmer
+
+    _heap_trimmer()()  # glibc's malloc_trim on Linux, a no-op elsewhere: never raises
 
 
 def test_the_local_answer_fingerprint_names_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:

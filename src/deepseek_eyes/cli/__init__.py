@@ -45,7 +45,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                  "Work with evidence objects."),
     "config": ("deepseek_eyes.cli.config", "config_group", "Inspect and validate settings."),
     "usage": ("deepseek_eyes.cli.usage", "usage_command",
-              "Show exact provider usage and estimated attribution, kept apart."),
+              "Show exact provider usage, estimated attribution and counters, kept apart."),
     "terminal": ("deepseek_eyes.cli.terminal", "terminal_group",
                  "The terminal MCP server: plan, approve, execute, with signed receipts."),
     "mcp": ("deepseek_eyes.cli.mcp", "mcp_group",

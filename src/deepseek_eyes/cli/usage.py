@@ -6,6 +6,7 @@ import click
 
 from deepseek_eyes.cli.common import dump_json, loaded_settings
 from deepseek_eyes.home import DataHome
+from deepseek_eyes.usage import UsageCategory
 
 __all__ = ["usage_command"]
 
@@ -14,7 +15,7 @@ __all__ = ["usage_command"]
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def usage_command(ctx: click.Context, as_json: bool) -> None:
-    """Show exact provider usage and estimated attribution, kept apart."""
+    """Show exact provider usage, estimated attribution and counters, kept apart."""
     with DataHome.open(loaded_settings(ctx).settings) as home:
         summary = home.usage.summary()
     if as_json:
@@ -29,8 +30,17 @@ def usage_command(ctx: click.Context, as_json: bool) -> None:
         )
     if not summary["exact"]:
         click.echo("  (none)")
-    click.echo("estimated attribution and counters:")
-    for category, row in summary["estimated"].items():
+    # Counters (native visual turns, local OCR runs) cost no provider tokens: they are
+    # listed apart, as events only, so a zero token count never reads like usage.
+    estimated = {c: r for c, r in summary["estimated"].items() if not UsageCategory(c).counter}
+    counters = {c: r for c, r in summary["estimated"].items() if UsageCategory(c).counter}
+    click.echo("estimated attribution and avoided replay:")
+    for category, row in estimated.items():
         click.echo(f"  {category:<18} events={row['events']} tokens≈{row['estimated_tokens']}")
-    if not summary["estimated"]:
+    if not estimated:
+        click.echo("  (none)")
+    click.echo("counters (no provider, no tokens):")
+    for category, row in counters.items():
+        click.echo(f"  {category:<18} events={row['events']}")
+    if not counters:
         click.echo("  (none)")

@@ -172,8 +172,9 @@ class VisionBridge:
                 operation_id=exc.details.get("operation_id"),
             )
             raise
+        outcome = "joined" if result.joined else "cached" if result.cached else "ok"
         self.home.audit.append(
-            "vision.acquire", result.image.sha256, outcome="cached" if result.cached else "ok",
+            "vision.acquire", result.image.sha256, outcome=outcome,
             route=result.route, variant=variant.value, record_sha256=result.record.record_sha256,
             operation_id=result.operation_id,
         )

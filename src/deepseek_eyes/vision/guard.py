@@ -254,7 +254,8 @@ class RouteGuard:
         self, op: OperationLog, name: str, request: VisionRequest, *, phase: str = "call"
     ) -> RouteAnswer:
         """One route call (``phase`` "call" or "probe"), retried once on an incomplete
-        stream; exact provider usage is recorded under vision or probe.
+        stream; exact provider usage is recorded under vision or probe, and a call to the
+        embedded local engine (no provider, no tokens) is counted under local_ocr.
 
         Raises:
             RouteError: the route's own code; operational failures open the circuit.
@@ -276,9 +277,12 @@ class RouteGuard:
                     continue
                 self.failed(name, exc)
                 raise
-            self._usage.record_exact(
-                category, answer.usage, source=name, model=answer.model or route.model
-            )
+            if route.kind == "local":
+                self._usage.count(UsageCategory.LOCAL_OCR, source=name)
+            else:
+                self._usage.record_exact(
+                    category, answer.usage, source=name, model=answer.model or route.model
+                )
             if phase == "call":
                 text = answer.text or ""
                 op.record(

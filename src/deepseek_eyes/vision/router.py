@@ -15,6 +15,9 @@ Order of work for one acquisition, each step a row in the attempts log:
 5. at most ``1 + failover_attempts`` routes are tried. One failed route keeps its own
    error code; more raise ``VISION_FAILOVER_EXHAUSTED`` with the structured attempts.
 
+Concurrent acquisitions of the same work (bytes, variant, question, candidate routes) run
+these steps once and share the outcome (:mod:`deepseek_eyes.vision.flight`).
+
 Why operational failures open a circuit but gate failures do not: a timeout or a 500 says
 the endpoint is sick and the next image will likely fail too; a schema miss says this one
 answer was bad, and the route's next answer may well pass. Health, probe, circuit and the
@@ -26,12 +29,13 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
 
 from deepseek_eyes.errors import (
+    DeepSeekEyesError,
     EvidenceError,
     EvidenceIntegrityError,
     FailoverExhaustedError,
@@ -48,6 +52,7 @@ from deepseek_eyes.vision.attempts import AttemptLog, OperationLog
 from deepseek_eyes.vision.cache import EvidenceCache, EvidenceKey, EvidenceRecord, ImageMeta
 from deepseek_eyes.vision.canonical import canonicalize
 from deepseek_eyes.vision.evidence import require_valid
+from deepseek_eyes.vision.flight import FlightOutcome, SingleFlight
 from deepseek_eyes.vision.guard import RouteEntry, RouteGuard, RouterPolicy
 from deepseek_eyes.vision.intake import DecodedImage, ImageLimits, decode_image
 from deepseek_eyes.vision.prompts import evidence_prompts, prompt_fingerprint, target_prompts
@@ -60,13 +65,22 @@ __all__ = ["Acquisition", "VisionRouter"]
 HASH_IN_THREAD_BYTES = 1 << 20
 
 
+#: What decides an acquisition's outcome: image bytes, variant, question digest, routes.
+FlightKey = tuple[str, Variant, str | None, tuple[str, ...]]
+
+
 @dataclass(frozen=True)
 class Acquisition:
+    """One acquisition's evidence. ``cached``: this acquisition called no route (a cache
+    hit, or it joined one in flight); ``joined``: it waited on a concurrent acquisition of
+    the same work, whose operation its one attempts row names."""
+
     record: EvidenceRecord
     image: ImageMeta
     cached: bool
     operation_id: str
     attempts: tuple[dict[str, Any], ...]
+    joined: bool = False
 
     @property
     def route(self) -> str:
@@ -109,6 +123,7 @@ class VisionRouter:
             self._routes, states=states, usage=usage, attempts=attempts,
             policy=self.policy, clock=clock,
         )
+        self._flights: SingleFlight[FlightKey, Acquisition] = SingleFlight()
 
     # ordering ---------------------------------------------------------------
     @property
@@ -161,6 +176,11 @@ class VisionRouter:
     ) -> Acquisition:
         """Evidence for one image: cached if known, else from the first route that passes.
 
+        Concurrent calls for the same bytes, variant, question and candidate routes share
+        one acquisition: the caller that finds it in flight gets the same record with
+        ``cached`` and ``joined`` set, or a copy of the same failure (its ``operation_id``
+        its own, ``joined_operation_id`` and the attempts those of the shared operation).
+
         Raises:
             ImageError: the image was refused at intake (no route was called).
             StoreError: the image could not be stored.
@@ -171,7 +191,7 @@ class VisionRouter:
             sha = await anyio.to_thread.run_sync(sha256_hex, data)
         else:
             sha = sha256_hex(data)
-        return await self._acquire(
+        return await self._flight(
             sha, data, variant, question=question, route=route, base_route=base_route
         )
 
@@ -193,11 +213,58 @@ class VisionRouter:
             StoreError: ``STORE_BLOB_MISSING`` / ``STORE_BLOB_CORRUPT`` on a miss whose
                 blob is gone or altered; otherwise as :meth:`acquire`.
         """
-        return await self._acquire(
+        return await self._flight(
             sha256, None, variant, question=question, route=route, base_route=base_route
         )
 
-    async def _acquire(
+    async def _flight(
+        self,
+        sha: str,
+        data: bytes | None,
+        variant: Variant,
+        *,
+        question: str | None,
+        route: str | None,
+        base_route: str | None,
+    ) -> Acquisition:
+        """One acquisition per image, variant, question and candidate routes at a time."""
+        order = self.order(explicit=route, base_route=base_route)
+        qsha = _question_digest(question) if variant is Variant.TARGET else None
+        outcome = await self._flights.run(
+            (sha, variant, qsha, tuple(order)),
+            lambda: self._acquire_once(
+                sha, data, variant, question=question, route=route, base_route=base_route
+            ),
+        )
+        return self._joined(outcome, variant) if outcome.joined else outcome.result()
+
+    def _joined(self, outcome: FlightOutcome[Acquisition], variant: Variant) -> Acquisition:
+        """A caller's view of an acquisition it joined: an operation of its own, whose one
+        row names the operation it waited on."""
+        op = self._attempts.operation("reread" if variant is Variant.TARGET else "see")
+        try:
+            shared = outcome.result()
+        except DeepSeekEyesError as exc:
+            joined_id = exc.details.get("operation_id")
+            op.record(
+                "flight", "joined", code=exc.code, joined_operation_id=joined_id,
+                latency_ms=outcome.waited_ms,
+            )
+            exc.details["operation_id"] = op.operation_id
+            exc.details["joined_operation_id"] = joined_id
+            raise
+        op.record(
+            "flight", "joined", route=shared.route, joined_operation_id=shared.operation_id,
+            image_sha256=shared.image.sha256, record_sha256=shared.record.record_sha256,
+            latency_ms=outcome.waited_ms,
+        )
+        self._record_avoided(shared.record, source=f"vision-flight:{shared.route}")
+        return replace(
+            shared, cached=True, joined=True, operation_id=op.operation_id,
+            attempts=tuple(op.entries),
+        )
+
+    async def _acquire_once(
         self,
         sha: str,
         data: bytes | None,
@@ -256,15 +323,20 @@ class VisionRouter:
                     "cache", "hit", route=name, image_sha256=meta.sha256,
                     record_sha256=record.record_sha256,
                 )
-                self._usage.record_estimate(
-                    UsageCategory.AVOIDED_REPLAY,
-                    record.usage.get("prompt_tokens", 0) + record.usage.get("completion_tokens", 0),
-                    source=f"vision-cache:{name}",
-                    calls=1,
-                )
+                self._record_avoided(record, source=f"vision-cache:{name}")
                 return Acquisition(record, meta, True, op.operation_id, tuple(op.entries))
         op.record("cache", "miss", image_sha256=meta.sha256, routes=len(order))
         return None
+
+    def _record_avoided(self, record: EvidenceRecord, *, source: str) -> None:
+        """Avoided replay counts the provider tokens the call that made ``record`` cost,
+        which a repeat would have sent again. Local OCR sends none, so its reuse counts
+        nothing here: what it saved was local time, not tokens."""
+        tokens = record.usage.get("prompt_tokens", 0) + record.usage.get("completion_tokens", 0)
+        if tokens > 0:
+            self._usage.record_estimate(
+                UsageCategory.AVOIDED_REPLAY, tokens, source=source, calls=1
+            )
 
     def decode_and_store(self, data: bytes, sha: str) -> DecodedImage:
         """Intake of one image (blocking): safe decode, then the blob store.
