@@ -35,8 +35,9 @@ __all__ = ["HANDLERS"]
 
 MAX_PAGE_TEXT = 2_000_000
 MAX_FRAMES = 32
-_SECRET_FIELD = ("e => e.type === 'password' || /password|one-time-code|cc-/"
-                 ".test(e.autocomplete || '')")
+# S105 reads "password" in the name of this script that *detects* password fields.
+_DETECT_SECRET_FIELD = ("e => e.type === 'password' || /password|one-time-code|cc-/"  # noqa: S105
+                        ".test(e.autocomplete || '')")
 _SELECT_OPTIONS = ("e => e.tagName === 'SELECT' ? Array.from(e.options).map(o => [o.value, "
                    "o.label || o.text]) : null")
 _IS_FILE_INPUT = "e => e.tagName === 'INPUT' && e.type === 'file'"
@@ -183,7 +184,7 @@ async def type_text(svc: BrowserService, args: Args) -> ToolResult:
     submit, slowly = args.flag("submit"), args.flag("slowly")
     locator, ref = await _target(svc, args)
     await _refuse_unless(locator, "is_editable", "not editable (disabled or read-only)", ref)
-    secret = bool(await locator.evaluate(_SECRET_FIELD))
+    secret = bool(await locator.evaluate(_DETECT_SECRET_FIELD))
     timeout = svc.settings.action_timeout * 1000
 
     async def work() -> None:

@@ -515,8 +515,7 @@ def _emit(entries: Sequence[tuple[Item, str]]) -> str:
         common = 0
         while common < min(len(shown), len(context)) and shown[common] == context[common]:
             common += 1
-        for depth in range(common, len(context)):
-            out.append("  " * depth + context[depth] + ":")
+        out.extend("  " * depth + context[depth] + ":" for depth in range(common, len(context)))
         shown = context
         out.append("  " * len(context) + line)
     return "\n".join(out)

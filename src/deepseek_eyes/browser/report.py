@@ -160,8 +160,7 @@ class ReportRecorder:
             verdict = {True: "PASS", False: "FAIL", None: "EVIDENCE"}[assertion.passed]
             lines.append(f"  {verdict} {assertion.kind}: expected {assertion.expected!r}, "
                          f"got {assertion.actual[:160]!r} (step {assertion.step})")
-        for shot in self.screenshots:
-            lines.append(f"  screenshot sha256:{shot['sha256'][:16]} pixels "
-                         f"{shot['pixel_sha256'][:16]} {shot['width']}x{shot['height']} "
-                         f"({shot.get('state_id')})")
+        lines.extend(f"  screenshot sha256:{shot['sha256'][:16]} pixels "
+                     f"{shot['pixel_sha256'][:16]} {shot['width']}x{shot['height']} "
+                     f"({shot.get('state_id')})" for shot in self.screenshots)
         return "\n".join(lines)

@@ -42,7 +42,8 @@ def identify_png(png: bytes) -> tuple[str, str, int, int]:
     """(sha256, pixel_sha256, width, height) of PNG bytes (blocking: run it in a thread)."""
     with Image.open(io.BytesIO(png)) as image:
         image.load()
-        return hashlib.sha256(png).hexdigest(), pixel_sha256(image), *image.size
+        width, height = image.size
+        return hashlib.sha256(png).hexdigest(), pixel_sha256(image), int(width), int(height)
 
 
 @dataclass(frozen=True)

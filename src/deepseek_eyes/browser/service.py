@@ -320,9 +320,9 @@ class BrowserService:
             clip = None
             if full_page:
                 info = await session.doc_info()
-                width = max(1.0, info.width)
-                height = min(info.scroll_height or info.height, MAX_SCREENSHOT_PIXELS / width)
-                clip = {"x": 0, "y": 0, "width": width, "height": height}
+                across = max(1.0, info.width)
+                down = min(info.scroll_height or info.height, MAX_SCREENSHOT_PIXELS / across)
+                clip = {"x": 0, "y": 0, "width": across, "height": down}
             png = await page.screenshot(type="png", timeout=timeout, full_page=full_page,
                                         clip=clip, animations="disabled")  # type: ignore[arg-type]
         sha, pixels, width, height = await anyio.to_thread.run_sync(identify_png, png)

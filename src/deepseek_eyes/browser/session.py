@@ -49,7 +49,7 @@ if TYPE_CHECKING:
         Route,
     )
 
-__all__ = ["CHROMIUM_ARGS", "DocInfo", "PendingDialog", "BrowserSession", "find_chromium"]
+__all__ = ["CHROMIUM_ARGS", "BrowserSession", "DocInfo", "PendingDialog", "find_chromium"]
 
 T = TypeVar("T")
 
@@ -58,7 +58,7 @@ CHROMIUM_ARGS = (
     "--disable-component-update", "--disable-sync", "--no-first-run",
     "--disable-dev-shm-usage", "--password-store=basic",
 )
-DOC_TOKEN = "__deepseekEyesDoc"
+DOC_TOKEN = "__deepseekEyesDoc"  # noqa: S105 - a property name, not a secret
 _INIT_SCRIPT = f"""(() => {{
   try {{
     const bytes = new Uint8Array(16);
@@ -387,7 +387,7 @@ class BrowserSession:
             opened.cancel()
         if task in done:
             return True, task.result()
-        if self.dialog is not None:
+        if self.dialog_open():  # opened while the work ran (a fresh read, not the check above)
             self._parked.append(task)
             return False, None
         task.cancel()
@@ -395,6 +395,9 @@ class BrowserSession:
             await task
         raise BrowserTimeoutError(f"{what} did not finish within {timeout:g} s",
                                   code="BROWSER_ACTION_TIMEOUT", details={"timeout_s": timeout})
+
+    def dialog_open(self) -> bool:
+        return self.dialog is not None
 
     async def answer_dialog(self, accept: bool, text: str | None) -> PendingDialog:
         """Accept or dismiss the open dialog, then let the action it interrupted finish.
