@@ -24,7 +24,8 @@ The tree::
     ├── LLMError                         LLM_* (the OpenAI-compatible client)
     ├── BrowserError                     BROWSER_* (the browser capability)
     │   ├── BrowserStaleError            BROWSER_STATE_STALE, BROWSER_REF_NOT_FOUND
-    │   ├── BrowserPolicyError(PermissionError)   BROWSER_NAVIGATION_BLOCKED, _UPLOAD_REFUSED, _LIMIT
+    │   ├── BrowserPolicyError(PermissionError)   BROWSER_NAVIGATION_BLOCKED, BROWSER_LIMIT,
+    │   │                                         BROWSER_UPLOAD_REFUSED
     │   └── BrowserTimeoutError(TimeoutError)     BROWSER_ACTION_TIMEOUT
     ├── McpError                         MCP_* (the MCP host)
     │   ├── McpTimeoutError(TimeoutError)         MCP_TIMEOUT

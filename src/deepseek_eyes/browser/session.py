@@ -174,7 +174,7 @@ class BrowserSession:
         self._inflight: set[Request] = set()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
         self._closing = False
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -256,7 +256,13 @@ class BrowserSession:
     def _spawn(self, work: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Future[Any]) -> None:
+        """A background task's failure (a tab closed under it) is no one's to raise."""
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()
 
     def _on_page(self, page: Page) -> None:
         self._watch(page)
@@ -298,8 +304,8 @@ class BrowserSession:
         self._dialog_event.set()
 
     def _on_navigated(self, page: Page, frame: Any) -> None:
-        if frame is not page.main_frame:
-            return
+        if frame is not page.main_frame or frame.url.startswith("chrome-error:"):
+            return  # a load that failed shows Chromium's error page: nothing was loaded
         reason = self.policy.refusal(frame.url)
         if reason is not None:
             self.events.append(f"navigation to {frame.url[:200]!r} was blocked after a "
