@@ -198,7 +198,7 @@ def _long() -> str:
                         f'<a href="#s{n}">Permalink {n}</a>')
     return ("<!doctype html><html><head><title>Manual</title></head><body><main>"
             "<h1>The manual</h1>" + "".join(sections) +
-            '<button id="bottom" onclick="window.bottom=(window.bottom||0)+1">'
+            '<button id="last" onclick="window.bottomClicks=(window.bottomClicks||0)+1">'
             "Bottom button</button><p>NEEDLE-at-the-end</p></main></body></html>")
 
 

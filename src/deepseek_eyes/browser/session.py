@@ -8,6 +8,10 @@ Choices a newcomer might undo:
 * **A fresh, non-persistent context per session.** Nothing a site stores (cookies, local
   storage, saved passwords) outlives :meth:`BrowserSession.close`; no profile directory is
   ever written, so no credential can be persisted.
+* **Shadow roots are opened.** The same init script makes ``attachShadow`` create open
+  roots: a closed shadow root hides its controls from the accessibility snapshot, and every
+  control must be addressable. (A page that checks ``element.shadowRoot === null`` for its
+  own closed roots would see them; that is the price.)
 * **Documents carry a token.** An init script gives every document (main frame and
   iframes) a random, non-writable ``window.__deepseekEyesDoc`` before any page script runs.
   Playwright's refs restart at ``e1`` in a new document; the token is how the state machine
@@ -60,6 +64,12 @@ CHROMIUM_ARGS = (
 )
 DOC_TOKEN = "__deepseekEyesDoc"  # noqa: S105 - a property name, not a secret
 _INIT_SCRIPT = f"""(() => {{
+  try {{
+    const attach = Element.prototype.attachShadow;
+    Element.prototype.attachShadow = function (init) {{
+      return attach.call(this, Object.assign({{}}, init, {{ mode: "open" }}));
+    }};
+  }} catch (e) {{}}
   try {{
     const bytes = new Uint8Array(16);
     crypto.getRandomValues(bytes);
@@ -421,10 +431,27 @@ class BrowserSession:
                 await dialog.handle.accept(text if text is not None else None)
             else:
                 await dialog.handle.dismiss()
-        parked, self._parked = self._parked, []
-        for task in parked:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(task, self.settings.action_timeout)
+        # Let the interrupted action finish, unless it opens the next dialog (a prompt,
+        # then a confirm): then it stays parked behind that one.
+        pending = {t for t in self._parked if not t.done()}
+        opened = asyncio.ensure_future(self._dialog_event.wait())
+        deadline = time.monotonic() + self.settings.action_timeout
+        try:
+            while pending and not opened.done():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                done, _ = await asyncio.wait({*pending, opened}, timeout=left,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                pending -= done
+        finally:
+            opened.cancel()
+        for task in self._parked:
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: the action's own failure is not ours to raise
+            elif not task.done() and not self.dialog_open():
+                task.cancel()  # no dialog holds it and it did not finish in time
+        self._parked = [t for t in self._parked if not t.done()]
         return dialog
 
     async def settle(self) -> None:
