@@ -19,7 +19,8 @@ from urllib.parse import parse_qs, urlsplit
 __all__ = ["PAGES", "Site"]
 
 FORM = """<!doctype html><html><head><title>Sign up</title></head><body>
-<header><nav aria-label="Site"><a href="/tabs.html">Tabs</a> <a href="/table.html">Table</a></nav></header>
+<header><nav aria-label="Site"><a href="/tabs.html">Tabs</a>
+  <a href="/table.html">Table</a></nav></header>
 <main>
 <h1>Create your account</h1>
 <p>Fill in the form. Every field is checked before anything is sent; the password never
@@ -57,7 +58,9 @@ form.addEventListener("submit", event => {
   const email = document.getElementById("email").value.trim();
   let ok = true;
   if (!name) { fail("name", "Enter your full name"); ok = false; }
-  if (!/^[^@ ]+@[^@ ]+\\.[a-z]+$/.test(email)) { fail("email", "Enter a valid email address"); ok = false; }
+  if (!/^[^@ ]+@[^@ ]+\\.[a-z]+$/.test(email)) {
+    fail("email", "Enter a valid email address"); ok = false;
+  }
   if (!ok) return;
   window.submits += 1;
   document.getElementById("result").textContent =
@@ -167,10 +170,12 @@ window.shadowClicks = 0;
 customElements.define("fancy-counter", class extends HTMLElement {
   connectedCallback() {
     const root = this.attachShadow({mode: "closed"});
-    root.innerHTML = '<label>Coupon <input id="coupon"></label><button id="apply">Apply coupon</button><p id="msg"></p>';
+    root.innerHTML = '<label>Coupon <input id="coupon"></label>' +
+      '<button id="apply">Apply coupon</button><p id="msg"></p>';
     root.getElementById("apply").onclick = () => {
       window.shadowClicks += 1;
-      root.getElementById("msg").textContent = "Coupon " + root.getElementById("coupon").value + " applied";
+      const code = root.getElementById("coupon").value;
+      root.getElementById("msg").textContent = "Coupon " + code + " applied";
     };
   }
 });
@@ -182,7 +187,8 @@ INNER = """<!doctype html><html><head><title>Payment</title></head><body>
 window.paid = 0;
 document.getElementById("pay").onclick = () => {
   window.paid += 1;
-  document.getElementById("paid").textContent = "Paid with " + document.getElementById("card").value;
+  const card = document.getElementById("card").value;
+  document.getElementById("paid").textContent = "Paid with " + card;
 };
 </script></body></html>"""
 
@@ -207,7 +213,8 @@ KEEP = """<!doctype html><html><head><title>Keep</title></head><body><main>
 <h1>First document</h1><button onclick="window.kept=(window.kept||0)+1">Keep everything</button>
 <a href="/delete.html">Next document</a></main></body></html>"""
 DELETE = """<!doctype html><html><head><title>Delete</title></head><body><main>
-<h1>Second document</h1><button onclick="window.deleted=(window.deleted||0)+1">Delete everything</button>
+<h1>Second document</h1>
+<button onclick="window.deleted=(window.deleted||0)+1">Delete everything</button>
 <a href="/keep.html">Previous document</a></main></body></html>"""
 
 FILES = """<!doctype html><html><head><title>Files</title></head><body><main>
@@ -216,7 +223,8 @@ FILES = """<!doctype html><html><head><title>Files</title></head><body><main>
 <label>Attachment <input id="file" type="file"></label>
 <p id="chosen">No file chosen</p>
 <a href="/form.html" target="_blank">Open the form in a new tab</a>
-<button id="popups" onclick="for (let i = 0; i < 6; i++) window.open('/tabs.html')">Open six popups</button>
+<button id="popups" onclick="for (let i = 0; i < 6; i++) window.open('/tabs.html')">
+  Open six popups</button>
 <a href="/redirect?to=LOCALHOST/form.html">Redirect elsewhere</a>
 </main><script>
 document.getElementById("file").onchange = e => {
@@ -243,7 +251,7 @@ SAVE_DELAY_S = 0.4  # the server takes this long to save: the toast comes after 
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: _Server
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
+    def log_message(self, format: str, *args: object) -> None:
         return
 
     def _send(self, status: int, body: bytes, content_type: str,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from browser.site import Site
-from browser.support import ref, refs, state, value
+from browser.support import ref, state, value
 from deepseek_eyes.browser.service import BrowserService
 
 pytestmark = pytest.mark.anyio
@@ -291,12 +291,14 @@ async def test_screenshots_are_hashed_stored_and_follow_the_visual_mode(
     assert first.screenshot is None
     one = await svc.call("browser_screenshot", {})
     two = await svc.call("browser_screenshot", {"include_screenshot": True})
-    assert one.screenshot is not None and two.screenshot is not None
+    assert one.screenshot is not None
+    assert two.screenshot is not None
     assert not one.deliver  # manual: only on include_screenshot
     assert two.deliver
     assert one.screenshot.pixel_sha256 == two.screenshot.pixel_sha256
     assert one.screenshot.png.startswith(b"\x89PNG\r\n\x1a\n")
-    assert svc.blobs is not None and svc.blobs.contains(one.screenshot.sha256)
+    assert svc.blobs is not None
+    assert svc.blobs.contains(one.screenshot.sha256)
     changed = await svc.call("browser_click", {"state_id": state(first),
                                                "ref": ref(first.text, "Clicked 0 times")})
     three = await svc.call("browser_screenshot", {"state_id": state(changed)})
@@ -304,13 +306,15 @@ async def test_screenshots_are_hashed_stored_and_follow_the_visual_mode(
     assert three.screenshot.pixel_sha256 != one.screenshot.pixel_sha256
     element = await svc.call("browser_screenshot", {
         "state_id": state(changed), "ref": ref(changed.text, "Clicked 1 times")})
-    assert element.screenshot is not None and element.screenshot.width < 400
+    assert element.screenshot is not None
+    assert element.screenshot.width < 400
     shots = (await svc.call("browser_report", {})).data["report"]["screenshots"]
     assert [s["sha256"] for s in shots][:2] == [one.screenshot.sha256, two.screenshot.sha256]
     # auto: a page with little semantic content brings its pixels by itself.
     auto = browser(visual_mode="auto")
     canvas = await auto.call("browser_navigate", {"url": site.url("/canvas.html")})
-    assert canvas.deliver and canvas.screenshot is not None
+    assert canvas.deliver
+    assert canvas.screenshot is not None
     form = await auto.call("browser_navigate", {"url": site.url("/form.html")})
     assert not form.deliver
 

@@ -8,8 +8,13 @@ import pytest
 from PIL import Image
 
 from deepseek_eyes.browser.calls import Args
-from deepseek_eyes.browser.report import REPORT_SCHEMA, Assertion, ReportRecorder, Step, \
-    redact_arguments
+from deepseek_eyes.browser.report import (
+    REPORT_SCHEMA,
+    Assertion,
+    ReportRecorder,
+    Step,
+    redact_arguments,
+)
 from deepseek_eyes.browser.screenshots import identify_png, pixel_sha256
 from deepseek_eyes.errors import BrowserError
 from deepseek_eyes.vision.intake import pixel_digest

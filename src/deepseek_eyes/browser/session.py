@@ -336,7 +336,7 @@ class BrowserSession:
         request = route.request
         navigation = request.is_navigation_request()
         reason = self.policy.refusal(request.url, navigation=navigation)
-        main = navigation and request.frame.parent_frame is None
+        main = navigation and self._main_frame_request(request)
         if reason is None and main:
             if self.navigations >= self.settings.max_navigations:
                 reason = (f"the session's limit of {self.settings.max_navigations} page "
@@ -352,8 +352,16 @@ class BrowserSession:
         with contextlib.suppress(Exception):
             await route.abort("blockedbyclient")
 
+    @staticmethod
+    def _main_frame_request(request: Request) -> bool:
+        try:
+            return request.frame.parent_frame is None
+        except Exception:  # a popup's first request comes before its frame exists
+            return True
+
     async def _save_download(self, download: Download) -> None:
-        name = _SAFE_NAME.sub("_", download.suggested_filename).lstrip(". ")[:120] or "download"
+        base = download.suggested_filename.replace("\\", "/").rsplit("/", 1)[-1]
+        name = _SAFE_NAME.sub("_", base).lstrip(". ")[:120] or "download"
         target = self.downloads_dir / name
         stem, suffix = target.stem, target.suffix
         number = 1
