@@ -69,3 +69,19 @@ def test_the_delta_names_added_removed_and_changed_refs_and_new_text() -> None:
     replaced = delta(after, _state(book, {}, document="other"))
     assert replaced.document_replaced
     assert "no visible change" in delta(after, after).render()
+
+
+def test_a_renamed_control_in_place_is_changed_not_added_and_removed() -> None:
+    book = StateBook()
+
+    def at(ref: str, sig: str, where: tuple[int, int]) -> Control:
+        return Control(ref, ref, "", "button", f"{sig} [ref={ref}]", sig, where)
+
+    before = BrowserState(book.next_id(), "u", "t", "doc", PageView(controls={
+        "e1": at("e1", 'button "Save"', (10, 10)), "e2": at("e2", 'button "X"', (10, 50))}))
+    after = BrowserState(book.next_id(), "u", "t", "doc", PageView(controls={
+        "e3": at("e3", 'button "Saved"', (10, 10)), "e4": at("e4", 'button "Y"', (90, 90))}))
+    change = delta(before, after)
+    assert change.changed == ('button "Saved" [ref=e3] (was e1)',)
+    assert change.added == ('button "Y" [ref=e4]',)
+    assert change.removed == ("e2",)

@@ -104,6 +104,7 @@ class Control:
     role: str
     line: str  # the rendered line, with its ref
     signature: str  # the line without the ref: what a delta compares
+    position: tuple[int, int] | None = None  # top-left in the page's viewport, rounded
 
 
 @dataclass(frozen=True)
@@ -223,7 +224,10 @@ class _Builder:
             return " ".join(parts) + " [no ref: not visible]" + extra, None
         public = self.allocate(ctx.frame, node.ref)
         line = f"{' '.join(parts)} [ref={public}]{extra}"
-        self.view.controls[public] = Control(public, node.ref, ctx.frame, role, line, signature)
+        box = node.box or ctx.box
+        position = (round(box[0] + ctx.dx), round(box[1] + ctx.dy)) if box else None
+        self.view.controls[public] = Control(public, node.ref, ctx.frame, role, line, signature,
+                                             position)
         return line, public
 
     # -- the walk ------------------------------------------------------------------------

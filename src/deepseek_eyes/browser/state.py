@@ -176,6 +176,22 @@ class StateBook:
         return current
 
 
+def _renamed(old: dict[str, Control], new: dict[str, Control], added: list[str],
+             removed: list[str]) -> dict[str, str]:
+    """New ref -> old ref, for controls of the same role and frame at the same place (a
+    button whose label changed from "Save" to "Saved" is the same button)."""
+    places = {(old[r].role, old[r].frame, old[r].position): r for r in removed
+              if old[r].position is not None}
+    pairs: dict[str, str] = {}
+    for ref in added:
+        control = new[ref]
+        was = places.pop((control.role, control.frame, control.position), None) \
+            if control.position is not None else None
+        if was is not None:
+            pairs[ref] = was
+    return pairs
+
+
 def _new_entries(before: list[str], after: list[str], limit: int) -> list[str]:
     """Entries of ``after`` that ``before`` did not have (as a multiset), at most ``limit``."""
     seen = Counter(before)
@@ -195,9 +211,16 @@ def delta(before: BrowserState | None, after: BrowserState) -> StateDelta:
                           f"opened: {after.dialog}" if after.dialog else None, after.modal,
                           (), (), (), tuple(after.view.notices[:MAX_DELTA_LINES]), ())
     old, new = before.view.controls, after.view.controls
-    added = [new[r].line for r in new if r not in old]
+    replaced = before.document != after.document
+    added_refs = [r for r in new if r not in old]
     removed = [r for r in old if r not in new]
     changed = [new[r].line for r in new if r in old and old[r].signature != new[r].signature]
+    if not replaced:  # an element whose name changed got a new ref: say so, in place
+        renamed = _renamed(old, new, added_refs, removed)
+        changed += [f"{new[r].line} (was {was})" for r, was in renamed.items()]
+        added_refs = [r for r in added_refs if r not in renamed]
+        removed = [r for r in removed if r not in renamed.values()]
+    added = [new[r].line for r in added_refs]
     notices = _new_entries(before.view.notices, after.view.notices, MAX_DELTA_LINES)
     texts = _new_entries(before.view.texts, after.view.texts, MAX_DELTA_TEXTS)
     omitted = max(0, len(added) - MAX_DELTA_LINES) + max(0, len(changed) - MAX_DELTA_LINES) \
@@ -212,7 +235,7 @@ def delta(before: BrowserState | None, after: BrowserState) -> StateDelta:
         modal = "closed"
     return StateDelta(
         before.state_id, after.state_id, after.url, after.title, before.url != after.url,
-        before.title != after.title, before.document != after.document, dialog,
+        before.title != after.title, replaced, dialog,
         quote(modal, 80) if modal and modal != "closed" else modal,
         tuple(added[:MAX_DELTA_LINES]), tuple(removed[:MAX_DELTA_LINES * 4]),
         tuple(changed[:MAX_DELTA_LINES]), tuple(notices), tuple(texts), omitted)
