@@ -251,7 +251,7 @@ SAVE_DELAY_S = 0.4  # the server takes this long to save: the toast comes after 
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: _Server
 
-    def log_message(self, format: str, *args: object) -> None:
+    def log_message(self, *args: object) -> None:
         return
 
     def _send(self, status: int, body: bytes, content_type: str,

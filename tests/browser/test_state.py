@@ -75,13 +75,16 @@ def test_a_renamed_control_in_place_is_changed_not_added_and_removed() -> None:
     book = StateBook()
 
     def at(ref: str, sig: str, where: tuple[int, int]) -> Control:
-        return Control(ref, ref, "", "button", f"{sig} [ref={ref}]", sig, where)
+        name = sig.split('"')[1]
+        return Control(ref, ref, "", "button", f"{sig} [ref={ref}]", sig, where, name)
 
     before = BrowserState(book.next_id(), "u", "t", "doc", PageView(controls={
         "e1": at("e1", 'button "Save"', (10, 10)), "e2": at("e2", 'button "X"', (10, 50))}))
     after = BrowserState(book.next_id(), "u", "t", "doc", PageView(controls={
-        "e3": at("e3", 'button "Saved"', (10, 10)), "e4": at("e4", 'button "Y"', (90, 90))}))
+        "e3": at("e3", 'button "Saved"', (10, 10)), "e4": at("e4", 'button "Y"', (90, 90)),
+        "e5": at("e5", 'button "Download invoice"', (10, 50))}))
     change = delta(before, after)
     assert change.changed == ('button "Saved" [ref=e3] (was e1)',)
-    assert change.added == ('button "Y" [ref=e4]',)
+    # In e2's place, but nothing like it: another element, not a renamed one.
+    assert change.added == ('button "Y" [ref=e4]', 'button "Download invoice" [ref=e5]')
     assert change.removed == ("e2",)

@@ -41,14 +41,18 @@ def observation_text(state: BrowserState, rendered: Rendered, *, events: Sequenc
     if state.dialog:
         return "\n".join(lines)
     if find:
-        where = f"items containing {json.dumps(find[:80], ensure_ascii=False)}"
-    elif rendered.page == 1:
-        top, bottom = state.scroll[1], state.scroll[1] + state.viewport[1]
-        where = f"the viewport (y {top:.0f}–{bottom:.0f} of {state.scroll_height:.0f} px)"
+        lines.append(f"items containing {json.dumps(find[:80], ensure_ascii=False)} (page "
+                     f"{rendered.page} of {rendered.pages})")
+    elif rendered.pages == 1:
+        lines.append(f"the whole page: {rendered.controls_total} controls")
     else:
-        where = "the rest of the page, in document order"
-    lines.append(f"page {rendered.page} of {rendered.pages}: {where}; "
-                 f"{rendered.controls_here} of {rendered.controls_total} controls here")
+        if rendered.page == 1:
+            top, bottom = state.scroll[1], state.scroll[1] + state.viewport[1]
+            where = f"the viewport (y {top:.0f}–{bottom:.0f} of {state.scroll_height:.0f} px)"
+        else:
+            where = "the rest of the page in document order"
+        lines.append(f"page {rendered.page} of {rendered.pages}: {where}; "
+                     f"{rendered.controls_here} of {rendered.controls_total} controls")
     lines.append(rendered.text)
     if rendered.page < rendered.pages:
         lines.append(f'more: browser_observe {{"state_id": "{state.state_id}", "page": '

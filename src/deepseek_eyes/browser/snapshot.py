@@ -30,6 +30,9 @@ MAX_DEPTH = 256
 Box = tuple[float, float, float, float]  # x, y, width, height in the frame's viewport
 
 _ATTR = re.compile(r"\[([a-z-]+)(?:=([^\]]*))?\]")
+# The common line shape, matched whole: role, optional JSON name, attributes, optional value.
+_FAST = re.compile(r'([a-z]+)(?: ("(?:[^"\\]|\\.)*"))?((?: \[[^\]]*\])*)(?:(:)(?: (.*))?)?')
+_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|.)")
 _ESCAPES = {"\\": "\\", '"': '"', "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
@@ -71,28 +74,17 @@ class ParsedSnapshot:
     truncated: bool
 
 
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    if code.startswith("x"):
+        return chr(int(code[1:], 16))
+    return _ESCAPES.get(code, code)
+
+
 def _unquote_value(raw: str) -> str:
     if len(raw) >= 2 and raw[0] == '"' and raw[-1] == '"':
-        out: list[str] = []
         body = raw[1:-1]
-        i = 0
-        while i < len(body):
-            char = body[i]
-            if char == "\\" and i + 1 < len(body):
-                nxt = body[i + 1]
-                if nxt == "x" and i + 3 < len(body):
-                    try:
-                        out.append(chr(int(body[i + 2:i + 4], 16)))
-                        i += 4
-                        continue
-                    except ValueError:
-                        pass
-                out.append(_ESCAPES.get(nxt, nxt))
-                i += 2
-                continue
-            out.append(char)
-            i += 1
-        return "".join(out)
+        return _ESCAPE.sub(_unescape, body) if "\\" in body else body
     return raw
 
 
@@ -168,6 +160,36 @@ def _parse_key(key: str) -> AriaNode:
     return node
 
 
+def _fast_node(match: re.Match[str]) -> AriaNode:
+    role, name, attrs, _, value = match.groups()
+    node = AriaNode(role=role)
+    if name:
+        if "\\" in name:
+            try:
+                decoded = json.loads(name)
+            except ValueError:
+                decoded = name[1:-1]
+            node.name = decoded if isinstance(decoded, str) else name[1:-1]
+        else:
+            node.name = name[1:-1]
+    if attrs:
+        for found in _ATTR.finditer(attrs):
+            attr, raw = found.group(1), found.group(2)
+            if attr == "ref":
+                node.ref = raw
+            elif attr == "box" and raw:
+                try:
+                    x, y, w, h = (float(v) for v in raw.split(","))
+                    node.box = (x, y, w, h)
+                except ValueError:
+                    node.box = None
+            else:
+                node.states[attr] = True if raw is None else raw
+    if value is not None:
+        node.text = _unquote_value(value)
+    return node
+
+
 def parse_snapshot(text: str, *, max_lines: int = MAX_LINES) -> ParsedSnapshot:
     """Parse one AI-mode snapshot. Unknown line shapes are skipped, never guessed at."""
     roots: list[AriaNode] = []
@@ -201,10 +223,14 @@ def parse_snapshot(text: str, *, max_lines: int = MAX_LINES) -> ParsedSnapshot:
             continue
         if rest.startswith("/"):
             continue  # another property this reader does not use
-        key, value, _ = _split_key(rest)
-        node = _parse_key(key)
-        if value is not None:
-            node.text = value
+        fast = _FAST.fullmatch(rest)
+        if fast is not None:
+            node = _fast_node(fast)
+        else:
+            key, value, _ = _split_key(rest)
+            node = _parse_key(key)
+            if value is not None:
+                node.text = value
         if parent is None:
             roots.append(node)
         else:

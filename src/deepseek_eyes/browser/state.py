@@ -19,6 +19,7 @@ The rules, and why:
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import time
 from collections import Counter, OrderedDict
@@ -178,18 +179,25 @@ class StateBook:
 
 def _renamed(old: dict[str, Control], new: dict[str, Control], added: list[str],
              removed: list[str]) -> dict[str, str]:
-    """New ref -> old ref, for controls of the same role and frame at the same place (a
-    button whose label changed from "Save" to "Saved" is the same button)."""
+    """New ref -> old ref, for controls of the same role and frame at the same place whose
+    names are alike (a button whose label changed from "Save" to "Saved", or "Clicked 1
+    times" to "Clicked 2 times", is the same button; a panel's "Edit" replaced by another
+    panel's "Download" in the same spot is not)."""
     places = {(old[r].role, old[r].frame, old[r].position): r for r in removed
               if old[r].position is not None}
     pairs: dict[str, str] = {}
     for ref in added:
         control = new[ref]
-        was = places.pop((control.role, control.frame, control.position), None) \
-            if control.position is not None else None
-        if was is not None:
+        key = (control.role, control.frame, control.position)
+        was = places.get(key) if control.position is not None else None
+        if was is not None and _alike(old[was].name, control.name):
+            del places[key]
             pairs[ref] = was
     return pairs
+
+
+def _alike(before: str, after: str) -> bool:
+    return difflib.SequenceMatcher(None, before.casefold(), after.casefold()).ratio() >= 0.6
 
 
 def _new_entries(before: list[str], after: list[str], limit: int) -> list[str]:
