@@ -62,7 +62,7 @@ DOC_PAGES = (
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: Any) -> None:
+    def log_message(self, *_: Any) -> None:
         return
 
 
