@@ -37,15 +37,14 @@ def _events(events: Sequence[str]) -> list[str]:
 
 def observation_text(state: BrowserState, rendered: Rendered, *, events: Sequence[str] = (),
                      lead: Sequence[str] = (), find: str | None = None) -> str:
+    whole = rendered.pages == 1 and not find
     lines = [*lead, *state_header(state), *_events(events)]
     if state.dialog:
         return "\n".join(lines)
     if find:
         lines.append(f"items containing {json.dumps(find[:80], ensure_ascii=False)} (page "
                      f"{rendered.page} of {rendered.pages})")
-    elif rendered.pages == 1:
-        lines.append(f"the whole page: {rendered.controls_total} controls")
-    else:
+    elif not whole:  # a page that fits in one needs no paging line
         if rendered.page == 1:
             top, bottom = state.scroll[1], state.scroll[1] + state.viewport[1]
             where = f"the viewport (y {top:.0f}–{bottom:.0f} of {state.scroll_height:.0f} px)"
