@@ -78,7 +78,6 @@ class BrowserService:
         self.session: BrowserSession | None = None
         self.stored_reports: list[str] = []
         self._lock = asyncio.Lock()
-        self.last_used = time.monotonic()
 
     # -- the call ------------------------------------------------------------------------
     async def call(self, name: str, arguments: Mapping[str, Any], *,
@@ -89,7 +88,6 @@ class BrowserService:
 
         handler = HANDLERS.get(name)
         async with self._lock:
-            self.last_used = time.monotonic()
             started, clock = time.monotonic(), self.report.now()
             before = self.book.current.state_id if self.book.current else None
             if handler is None or name not in TOOL_NAMES:

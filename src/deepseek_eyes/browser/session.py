@@ -174,7 +174,6 @@ class BrowserSession:
         self.events: list[str] = []  # things that happened outside an action's own result
         self.dialog: PendingDialog | None = None
         self.navigations = 0
-        self.started_at: float | None = None
         self._pw: Playwright | None = None
         self._browser: Browser | None = None
         self._context: BrowserContext | None = None
@@ -229,7 +228,6 @@ class BrowserSession:
         await context.add_init_script(_INIT_SCRIPT)
         await context.route("**/*", self._route)
         context.on("page", self._on_page)
-        self.started_at = time.monotonic()
         self._page = await context.new_page()
 
     async def close(self) -> None:
@@ -510,11 +508,24 @@ class BrowserSession:
                        float(raw.get("scroll_height") or 0), raw.get("modal"))
 
     async def snapshot(self) -> str | None:
-        """The AI-mode aria snapshot with boxes; None when a dialog opened meanwhile."""
-        timeout = self.settings.action_timeout
-        ok, text = await self.guarded(
-            lambda: self.page.aria_snapshot(mode="ai", boxes=True, timeout=timeout * 1000),
-            timeout=timeout + 1, what="the accessibility snapshot")
+        """The AI-mode aria snapshot with boxes; None when a dialog opened meanwhile.
+
+        Raises:
+            BrowserTimeoutError: ``BROWSER_ACTION_TIMEOUT``.
+        """
+        from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+        # Reading a loaded page may take as long as loading it: a 1 MB documentation page's
+        # snapshot takes seconds on two cores.
+        timeout = self.settings.navigation_timeout
+        try:
+            ok, text = await self.guarded(
+                lambda: self.page.aria_snapshot(mode="ai", boxes=True, timeout=timeout * 1000),
+                timeout=timeout + 1, what="the accessibility snapshot")
+        except PlaywrightTimeout:
+            raise BrowserTimeoutError(
+                f"the page is too large to read within {timeout:g} s "
+                "(browser.navigation_timeout)", code="BROWSER_ACTION_TIMEOUT") from None
         return text if ok else None
 
     async def frame_token(self, iframe_ref: str) -> str | None:
