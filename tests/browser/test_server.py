@@ -3,6 +3,7 @@ their contract, and the real ``deepseek-eyes browser serve --stdio`` process onc
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -89,3 +90,20 @@ async def test_the_stdio_command_with_the_sdk_client(site: Site) -> None:
         closed = await client.call_tool("browser_close", {})
         assert closed.structured_content is not None
         assert closed.structured_content["report_sha256"]
+
+
+def test_the_observe_command(site: Site, capsys: pytest.CaptureFixture[str]) -> None:
+    require_browser()
+    from deepseek_eyes.cli import main
+
+    main(["browser", "observe", site.url("/table.html"), "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["state_id"] == "s1"
+    assert 'table "Orders" (11 rows):' in data["observation"]
+    main(["browser", "observe", site.url("/long.html"), "--find", "needle"])
+    assert '"NEEDLE-at-the-end"' in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        main(["browser", "observe", "file:///etc/passwd", "--json"])
+    assert refused.value.code == 1
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["code"] == "BROWSER_NAVIGATION_BLOCKED"
