@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import itertools
 
-from deepseek_eyes.browser.observe import CONTENT_END, CONTENT_START, build_view, render_page
+from deepseek_eyes.browser.observe import CONTENT_END, CONTENT_START, build_view
+from deepseek_eyes.browser.pages import render_page
 from deepseek_eyes.browser.snapshot import parse_snapshot
 
 VIEWPORT = (1280.0, 800.0)

@@ -8,11 +8,11 @@ Each action answers with what changed. Screenshots are lossless PNGs identified 
 byte and pixel hashes; the report (v2) records steps, states, assertions and timing.
 
 Modules, one job each: ``snapshot`` (Playwright's aria YAML → tree), ``observe`` (tree →
-lines and pages), ``state`` (state ids, refs, deltas), ``session`` (Chromium, tabs,
-dialogs, downloads, the request router), ``policy`` (where it may go), ``actions`` (one
-handler per tool), ``service`` (the call: lock, checks, observe, report), ``present``
-(texts), ``screenshots``, ``report``, ``visual`` (when pixels reach the model), ``tools``
-(names, schemas, annotations), ``server`` (the MCP server).
+lines), ``pages`` (the viewport page, then the rest), ``state`` (state ids, refs, deltas),
+``session`` (Chromium, tabs, dialogs, downloads, the request router), ``policy`` (where it
+may go), ``actions`` (one handler per tool), ``service`` (the call: lock, checks, observe,
+report), ``present`` (texts), ``screenshots``, ``report``, ``visual`` (when pixels reach
+the model), ``tools`` (names, schemas, annotations), ``server`` (the MCP server).
 
 This package imports neither vision, nor mcp, nor the terminal, nor the runtime: the
 runtime wires visual evidence in through :class:`Describe`.

@@ -10,7 +10,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from deepseek_eyes.browser.observe import CONTENT_END, CONTENT_START, Rendered, quote
+from deepseek_eyes.browser.observe import CONTENT_END, CONTENT_START, quote
+from deepseek_eyes.browser.pages import Rendered
 from deepseek_eyes.browser.state import BrowserState, StateDelta
 
 __all__ = ["delta_text", "observation_text", "state_data", "state_header"]

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from deepseek_eyes.browser.calls import Args, ToolResult
-from deepseek_eyes.browser.observe import PageView, Rendered, build_view, render_page
+from deepseek_eyes.browser.observe import PageView, build_view
+from deepseek_eyes.browser.pages import Rendered, render_page
 from deepseek_eyes.browser.present import (
     delta_text,
     observation_text,
