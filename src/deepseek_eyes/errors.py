@@ -22,6 +22,11 @@ The tree::
     │   ├── PolicyBlockedError(PermissionError)   TERMINAL_POLICY_BLOCKED
     │   └── ReceiptError(ValueError)     TERMINAL_RECEIPT_*
     ├── LLMError                         LLM_* (the OpenAI-compatible client)
+    ├── BrowserError                     BROWSER_* (the browser capability)
+    │   ├── BrowserStaleError            BROWSER_STATE_STALE, BROWSER_REF_NOT_FOUND
+    │   ├── BrowserPolicyError(PermissionError)   BROWSER_NAVIGATION_BLOCKED, BROWSER_LIMIT,
+    │   │                                         BROWSER_UPLOAD_REFUSED
+    │   └── BrowserTimeoutError(TimeoutError)     BROWSER_ACTION_TIMEOUT
     ├── McpError                         MCP_* (the MCP host)
     │   ├── McpTimeoutError(TimeoutError)         MCP_TIMEOUT
     │   ├── McpPolicyError(PermissionError)       MCP_TOOL_RISK_BLOCKED, MCP_*_NOT_*, MCP_CALL_QUOTA
@@ -40,6 +45,10 @@ from typing import Any
 
 __all__ = [
     "ERROR_CODES",
+    "BrowserError",
+    "BrowserPolicyError",
+    "BrowserStaleError",
+    "BrowserTimeoutError",
     "CliError",
     "ConfigError",
     "DeepSeekEyesError",
@@ -286,6 +295,36 @@ ERROR_CODES: Mapping[str, str] = {
         "user:password@ in a URL); reference it from the environment instead."
     ),
     "MCP_SERVER_EXISTS": "A server with that id is already in the settings file.",
+    # browser
+    "BROWSER_UNAVAILABLE": (
+        "Chromium or the playwright package is missing, or the browser could not start."
+    ),
+    "BROWSER_STATE_STALE": (
+        "The action names a state_id that is not the newest state; it was not executed "
+        "and a fresh observation was returned."
+    ),
+    "BROWSER_REF_NOT_FOUND": (
+        "The ref is not in the current state, or its element is gone; nothing was done."
+    ),
+    "BROWSER_NAVIGATION_BLOCKED": (
+        "The URL is refused by the navigation policy (scheme, allow or deny list)."
+    ),
+    "BROWSER_NAVIGATION_FAILED": "The page could not be loaded (network error, bad address).",
+    "BROWSER_ACTION_TIMEOUT": "The action did not finish within browser.action_timeout.",
+    "BROWSER_ACTION_FAILED": (
+        "The element cannot take this action (disabled, not editable, not a select)."
+    ),
+    "BROWSER_ARGUMENT_INVALID": "A tool argument is missing, of the wrong type or out of range.",
+    "BROWSER_DIALOG_OPEN": (
+        "A JavaScript dialog blocks the page; answer it with browser_dialog first."
+    ),
+    "BROWSER_NO_DIALOG": "browser_dialog was called but no dialog is open.",
+    "BROWSER_LIMIT": (
+        "A bound of the browser session is reached (tabs, page loads, sessions)."
+    ),
+    "BROWSER_UPLOAD_REFUSED": (
+        "The file is outside browser.upload_roots (or uploads are off), missing or too large."
+    ),
     # command line
     "CLI_USAGE": (
         "The command line is malformed (unknown command or option, missing or bad argument); "
@@ -421,6 +460,29 @@ class LLMError(DeepSeekEyesError):
     """The OpenAI-compatible client failed; ``details['status']`` keeps an upstream status."""
 
     default_code = "LLM_BAD_RESPONSE"
+
+
+class BrowserError(DeepSeekEyesError):
+    """The browser refused or failed an action; ``code`` names which."""
+
+    default_code = "BROWSER_ACTION_FAILED"
+
+
+class BrowserStaleError(BrowserError):
+    """The action was planned on an older state (or a ref that no longer resolves); it was
+    not executed. ``details['observation']`` may carry the fresh state the caller should use."""
+
+    default_code = "BROWSER_STATE_STALE"
+
+
+class BrowserPolicyError(BrowserError, PermissionError):
+    """The navigation policy or a session bound refused the action before it ran."""
+
+    default_code = "BROWSER_NAVIGATION_BLOCKED"
+
+
+class BrowserTimeoutError(BrowserError, TimeoutError):
+    default_code = "BROWSER_ACTION_TIMEOUT"
 
 
 class McpError(DeepSeekEyesError):

@@ -50,6 +50,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                  "The terminal MCP server: plan, approve, execute, with signed receipts."),
     "mcp": ("deepseek_eyes.cli.mcp", "mcp_group",
             "The MCP host: servers, exposure policy, calls and their audit."),
+    "browser": ("deepseek_eyes.cli.browser", "browser_group",
+                "A headless browser for models: compact observations, actions on the newest "
+                "state."),
     "ask": ("deepseek_eyes.cli.ask", "ask_command",
             'Ask about IMAGE... : deepseek-eyes ask [IMAGE...] "QUESTION".'),
     "chat": ("deepseek_eyes.cli.chat", "chat_command",

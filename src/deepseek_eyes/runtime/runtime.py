@@ -8,7 +8,9 @@ the turn runner. The CLI and the gateway both hold exactly this object, so ``ask
 Tool sources come from ``[runtime] tool_sources`` (default ``["look", "mcp"]``): ``look``
 rereads images; ``mcp`` is the MCP host over the enabled ``[[mcp.servers]]`` (connected by
 :meth:`Runtime.start`, only when there is one); ``terminal`` is the terminal service
-in-process, configured from ``[terminal]``, only when listed.
+in-process, configured from ``[terminal]``, only when listed; ``browser`` is a headless
+Chromium per conversation, configured from ``[browser]``, only when listed (it starts on the
+model's first browser call, not here).
 
 Lifecycle: construct (cheap, no connections), ``await start()`` before the first turn
 that should see MCP tools, ``await aclose()`` at the end.
@@ -79,6 +81,8 @@ class Runtime:
                 self.tools.add(LookSource(self.bridge))
             elif name == "terminal":
                 self._add_terminal()
+            elif name == "browser":
+                self._add_browser()
         self.sessions = SessionStore(home.db)
         self.runner = TurnRunner(
             settings=settings.runtime,
@@ -100,6 +104,15 @@ class Runtime:
         source = TerminalToolSource(service)
         self.terminal = service
         self.tools.add(source)
+
+    def _add_browser(self) -> None:
+        from deepseek_eyes.runtime.browser_tools import BrowserToolSource
+
+        browser = self.settings.browser
+        downloads = browser.downloads_dir or self.home.root / "browser" / "downloads"
+        self.tools.add(BrowserToolSource(
+            browser, bridge=self.bridge, blobs=self.home.blobs, downloads_dir=downloads,
+            max_images=self.settings.runtime.max_images_per_turn))
 
     async def start(self) -> None:
         """Connect what needs connecting (the enabled MCP servers), once."""

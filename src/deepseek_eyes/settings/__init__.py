@@ -12,7 +12,8 @@ Two decisions a newcomer would otherwise undo:
 * Every model forbids unknown keys. A typo (``failover_atempts``) is an error with its
   path, never a silently ignored setting.
 
-One module per part of the runtime (``base``, ``vision``, ``llm``, ``terminal``, ``mcp``);
+One module per part of the runtime (``base``, ``vision``, ``llm``, ``terminal``, ``mcp``,
+``browser``);
 this package holds the root :class:`Settings`, loading and the data directory, and
 re-exports every model so callers import from ``deepseek_eyes.settings`` alone.
 """
@@ -38,6 +39,7 @@ from deepseek_eyes.settings.base import (
     Strict,
     is_loopback_host,
 )
+from deepseek_eyes.settings.browser import BrowserSettings, VisualMode
 from deepseek_eyes.settings.llm import (
     GatewaySettings,
     LLMModelSettings,
@@ -64,6 +66,7 @@ __all__ = [
     "CONFIG_FILENAME",
     "ENV_HOME",
     "BoxConvention",
+    "BrowserSettings",
     "GatewaySettings",
     "ImageSettings",
     "LLMModelSettings",
@@ -83,6 +86,7 @@ __all__ = [
     "StorageSettings",
     "TerminalSettings",
     "VisionSettings",
+    "VisualMode",
     "config_search_path",
     "data_home",
     "format_validation_errors",
@@ -108,6 +112,7 @@ class Settings(Strict):
     gateway: GatewaySettings = GatewaySettings()
     terminal: TerminalSettings = TerminalSettings()
     mcp: McpSettings = McpSettings()
+    browser: BrowserSettings = BrowserSettings()
 
 
 @dataclass(frozen=True)

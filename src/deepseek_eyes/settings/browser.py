@@ -1,0 +1,87 @@
+"""Settings of the browser capability (``[browser]``): the MCP server ``deepseek-eyes
+browser serve`` and the runtime's ``browser`` tool source share them.
+
+Defaults are the safe ones: ``http``/``https`` only, headless, no uploads until a directory
+is named, a non-persistent profile (nothing a site sets survives the session).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from deepseek_eyes.settings.base import Strict
+
+__all__ = ["BrowserSettings", "VisualMode"]
+
+VisualMode = Literal["auto", "always", "manual"]
+
+# A host pattern: a host name, an IP address or "*." + a domain, with an optional ":port".
+_HOST_PATTERN = re.compile(r"^(\*\.)?[a-z0-9._-]{1,253}(:\d{1,5})?$|^\[[0-9a-f:.]+\](:\d{1,5})?$")
+
+
+class BrowserSettings(Strict):
+    """``[browser]``: one headless Chromium per browser session, driven by Playwright."""
+
+    executable: Path | None = Field(
+        default=None,
+        description="Chromium to drive; default: /usr/bin/chromium, else `chromium` on PATH.",
+    )
+    headless: bool = True
+    viewport_width: int = Field(default=1280, ge=320, le=3840)
+    viewport_height: int = Field(default=800, ge=240, le=2160)
+    visual_mode: VisualMode = Field(
+        default="auto",
+        description="When screenshots reach the model: auto (only when the page's semantic "
+                    "state is not enough), always, or manual (only on include_screenshot).",
+    )
+    allowed_schemes: tuple[Literal["http", "https", "file"], ...] = Field(
+        default=("http", "https"), description="URL schemes a page may be loaded from."
+    )
+    allow_hosts: tuple[str, ...] = Field(
+        default=(), description="When not empty, only these hosts (`*.example.org`, "
+                                "`host:port`) may be navigated to."
+    )
+    deny_hosts: tuple[str, ...] = Field(
+        default=(), description="Hosts never navigated to or fetched from; wins over allow."
+    )
+    action_timeout: float = Field(default=15.0, gt=0, le=300,
+                                  description="Seconds one action may take.")
+    navigation_timeout: float = Field(default=30.0, gt=0, le=600,
+                                      description="Seconds a page load may take.")
+    settle_timeout: float = Field(
+        default=2.0, ge=0, le=30,
+        description="Seconds to wait after an action for requests and DOM changes to settle.",
+    )
+    max_tabs: int = Field(default=4, ge=1, le=32)
+    max_navigations: int = Field(default=200, ge=1, le=100_000,
+                                 description="Page loads one browser session may make.")
+    max_sessions: int = Field(default=4, ge=1, le=64,
+                              description="Browsers open at once (one per conversation).")
+    observe_page_chars: int = Field(
+        default=12_000, ge=2_000, le=80_000,
+        description="Characters of one observation page; the rest is in further pages.",
+    )
+    downloads_dir: Path | None = Field(
+        default=None, description="Where downloads are saved; default: <data dir>/browser/"
+                                  "downloads."
+    )
+    max_download_bytes: int = Field(default=100 * 1024 * 1024, ge=0, le=4 * 1024**3)
+    upload_roots: tuple[Path, ...] = Field(
+        default=(), description="Directories files may be uploaded from; empty: no uploads."
+    )
+    max_upload_bytes: int = Field(default=50 * 1024 * 1024, ge=0, le=4 * 1024**3)
+
+    @field_validator("allow_hosts", "deny_hosts")
+    @classmethod
+    def _host_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        out = []
+        for item in value:
+            pattern = item.strip().lower()
+            if not _HOST_PATTERN.match(pattern):
+                raise ValueError(f"{item!r} is not a host pattern (host, *.domain, host:port)")
+            out.append(pattern)
+        return tuple(out)
