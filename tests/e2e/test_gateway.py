@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import require_module
+from helpers import require_module
 from runtime.upstream import LoopbackUpstream
 
 openai = require_module("openai")

@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import mcp_peers as load_mcp_peers
-from conftest import require_module
+from helpers import mcp_peers as load_mcp_peers
+from helpers import require_module
 from runtime.upstream import LoopbackUpstream
 
 openai = require_module("openai")

@@ -19,11 +19,11 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import require_module
 from deepseek_eyes.gateway.app import create_app
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.settings import Settings
+from helpers import require_module
 from runtime.upstream import LoopbackUpstream
 from threaded_server import ThreadedServer
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from conftest import mcp_peers as load_mcp_peers
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest
 from deepseek_eyes.settings import Settings
+from helpers import mcp_peers as load_mcp_peers
 from runtime.upstream import LoopbackUpstream
 
 everything_stdio = load_mcp_peers().everything_stdio
