@@ -325,6 +325,15 @@ ERROR_CODES: Mapping[str, str] = {
     "BROWSER_UPLOAD_REFUSED": (
         "The file is outside browser.upload_roots (or uploads are off), missing or too large."
     ),
+    "BROWSER_TOKEN_MISSING": (
+        "browser serve --http needs a bearer token (browser.token or "
+        "DEEPSEEK_EYES_BROWSER_TOKEN)."
+    ),
+    "BROWSER_TOKEN_WEAK": "The bearer token is shorter or simpler than 256 bits of randomness.",
+    "BROWSER_UNAUTHORIZED": "The HTTP request has no bearer token or the wrong one.",
+    "BROWSER_FORBIDDEN": "The Host or Origin header is not allowed (DNS rebinding defence).",
+    "BROWSER_RATE_LIMITED": "Too many HTTP requests from this client; retry after a pause.",
+    "BROWSER_BODY_TOO_LARGE": "The HTTP request body exceeds browser.max_body_bytes.",
     # command line
     "CLI_USAGE": (
         "The command line is malformed (unknown command or option, missing or bad argument); "

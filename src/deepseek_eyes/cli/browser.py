@@ -2,7 +2,9 @@
 Thin: the work is in :mod:`deepseek_eyes.browser`.
 
 ``serve --stdio`` speaks MCP on standard input and output, so nothing else may reach
-standard output: ``--json`` describes the server on standard error instead.
+standard output: ``--json`` describes the server on standard error instead. ``serve --http``
+refuses to start without a strong bearer token, and its ``--json`` object, printed on
+standard output once the socket is bound, adds ``"listening": {"host", "port", "url"}``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ from typing import Any
 
 import click
 
-from deepseek_eyes.cli.common import dump_json, loaded_settings
+from deepseek_eyes.cli.common import (
+    dump_json,
+    ensure_can_listen,
+    listening,
+    loaded_settings,
+    serve_http,
+)
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
 
@@ -31,31 +39,68 @@ def browser_group() -> None:
 
 @browser_group.command("serve")
 @click.option("--stdio", "transport", flag_value="stdio", default="stdio",
-              help="JSON-RPC over stdin/stdout (the only transport so far).")
+              help="JSON-RPC over stdin/stdout (the default).")
+@click.option("--http", "transport", flag_value="http",
+              help="Streamable HTTP at /mcp, behind a bearer token (browser.token or "
+                   "DEEPSEEK_EYES_BROWSER_TOKEN).")
+@click.option("--host", default=None, help="HTTP bind address (default: browser.host).")
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="HTTP port (default: browser.port; 0: any free port).")
 @click.option("--json", "as_json", is_flag=True,
-              help="Describe the server as one JSON object on standard error.")
+              help="Describe the server as one JSON object (over HTTP once it listens; on "
+                   "standard error with --stdio, whose standard output is the protocol).")
 @click.pass_context
-def serve_command(ctx: click.Context, transport: str, as_json: bool) -> None:
-    """Serve the browser tools over MCP (stdio)."""
+def serve_command(ctx: click.Context, transport: str, host: str | None, port: int | None,
+                  as_json: bool) -> None:
+    """Serve the browser tools over MCP: stdio, or HTTP with a browser per connection."""
     settings = loaded_settings(ctx).settings
     browser = settings.browser
+    if transport == "stdio" and (host is not None or port is not None):
+        raise click.UsageError("--host and --port need --http")
+    token = None
+    if transport == "http":
+        from deepseek_eyes.browser.http import resolve_browser_token
+
+        token = resolve_browser_token(browser)
     described = {"transport": transport, "visual_mode": browser.visual_mode,
                  "schemes": list(browser.allowed_schemes), "allow_hosts": list(
                      browser.allow_hosts), "deny_hosts": list(browser.deny_hosts)}
-    click.echo(dump_json(described) if as_json else
-               f"browser: MCP over stdio; schemes {', '.join(browser.allowed_schemes)}; "
-               f"visual mode {browser.visual_mode}", err=True)
+    if transport == "stdio":
+        click.echo(dump_json(described) if as_json else
+                   f"browser: MCP over stdio; schemes {', '.join(browser.allowed_schemes)}; "
+                   f"visual mode {browser.visual_mode}", err=True)
+        with DataHome.open(settings) as home:
+            asyncio.run(_serve_stdio(settings, home))
+        return
+
+    from deepseek_eyes.browser.connections import BrowserPool
+    from deepseek_eyes.browser.http import BrowserHttpOptions, build_browser_http_app
+
+    options = BrowserHttpOptions.from_settings(browser, token or "", host)
+    bind_port = browser.port if port is None else port
+    ensure_can_listen(options.host, bind_port)
+
+    def announce(bound_host: str, bound_port: int) -> None:
+        where = listening(bound_host, bound_port, "/mcp")
+        if as_json:
+            click.echo(dump_json({**described, "listening": where}))
+        else:
+            click.echo(f"browser: MCP at {where['url']} (a browser per connection, at most "
+                       f"{browser.max_sessions}); schemes "
+                       f"{', '.join(browser.allowed_schemes)}", err=True)
+
     with DataHome.open(settings) as home:
-        asyncio.run(_serve_stdio(settings, home))
+        pool = BrowserPool(browser, downloads_dir=_downloads(settings, home), blobs=home.blobs)
+        serve_http(build_browser_http_app(pool, options), options.host, bind_port, announce)
 
 
 async def _serve_stdio(settings: Settings, home: DataHome) -> None:
+    from deepseek_eyes.browser.connections import BrowserPool
     from deepseek_eyes.browser.server import build_browser_server
-    from deepseek_eyes.browser.service import BrowserService
 
-    service = BrowserService(settings.browser, downloads_dir=_downloads(settings, home),
-                             blobs=home.blobs)
-    await build_browser_server(service).run_stdio_async()
+    pool = BrowserPool(settings.browser, downloads_dir=_downloads(settings, home),
+                       blobs=home.blobs)
+    await build_browser_server(pool).run_stdio_async()
 
 
 @browser_group.command("observe")

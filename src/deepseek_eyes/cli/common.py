@@ -11,7 +11,8 @@ import contextlib
 import errno
 import json
 import socket
-from collections.abc import AsyncIterator
+import sys
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,10 @@ from deepseek_eyes.settings import LoadedSettings, load_settings
 if TYPE_CHECKING:
     from deepseek_eyes.vision.bridge import VisionBridge
 
-__all__ = ["dump_json", "ensure_can_listen", "listening", "loaded_settings", "open_bridge"]
+__all__ = [
+    "dump_json", "ensure_can_listen", "listening", "loaded_settings", "open_bridge",
+    "serve_http",
+]
 
 
 def loaded_settings(ctx: click.Context) -> LoadedSettings:
@@ -56,6 +60,26 @@ def listening(host: str, port: int, path: str = "/") -> dict[str, Any]:
     ``{"host", "port", "url"}`` (an IPv6 host in brackets in the URL)."""
     shown = f"[{host}]" if ":" in host else host
     return {"host": host, "port": port, "url": f"http://{shown}:{port}{path}"}
+
+
+def serve_http(app: Any, host: str, port: int, announce: Callable[[str, int], None]) -> None:
+    """``uvicorn.run``, telling ``announce`` the bound address once it listens (the port may
+    have been 0). Exits with status 3 when the server cannot start, as ``uvicorn.run`` does."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and self.servers:
+                bound_host, bound_port = self.servers[0].sockets[0].getsockname()[:2]
+                announce(bound_host, bound_port)
+
+    server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                   access_log=False, lifespan="on"))
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it is stopped
+        server.run()
+    if not server.started:
+        sys.exit(3)
 
 
 def ensure_can_listen(host: str, port: int) -> None:

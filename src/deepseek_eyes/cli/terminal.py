@@ -12,17 +12,20 @@ and nothing but the protocol ever reaches standard output.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
-import socket
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from deepseek_eyes.cli.common import dump_json, ensure_can_listen, listening, loaded_settings
+from deepseek_eyes.cli.common import (
+    dump_json,
+    ensure_can_listen,
+    listening,
+    loaded_settings,
+    serve_http,
+)
 from deepseek_eyes.errors import ReceiptError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.terminal.config import (
@@ -125,27 +128,7 @@ def serve_command(
                 click.echo(f"terminal: MCP at {where['url']}, console at {where['console']}",
                            err=True)
 
-        _serve_http(app, options.host, bind_port, announce)
-
-
-def _serve_http(app: Any, host: str, port: int, announce: Callable[[str, int], None]) -> None:
-    """``uvicorn.run``, telling ``announce`` the bound address once it listens (the port may
-    have been 0). Exits with status 3 when the server cannot start, as ``uvicorn.run`` does."""
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets)
-            if self.started and self.servers:
-                bound_host, bound_port = self.servers[0].sockets[0].getsockname()[:2]
-                announce(bound_host, bound_port)
-
-    server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                   access_log=False, lifespan="on"))
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it is stopped
-        server.run()
-    if not server.started:
-        sys.exit(3)
+        serve_http(app, options.host, bind_port, announce)
 
 
 async def _serve_stdio(service: Any, helper: Any) -> None:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from deepseek_eyes.settings.base import Strict
+from deepseek_eyes.settings.base import Secret, Strict
 
 __all__ = ["BrowserSettings", "VisualMode"]
 
@@ -74,6 +74,24 @@ class BrowserSettings(Strict):
         default=(), description="Directories files may be uploaded from; empty: no uploads."
     )
     max_upload_bytes: int = Field(default=50 * 1024 * 1024, ge=0, le=4 * 1024**3)
+    # `browser serve --http`: the terminal server's rules, its own token and port.
+    token: Secret | None = Field(
+        default=None, description="Bearer token of `browser serve --http` (a secret "
+                                  "reference); else DEEPSEEK_EYES_BROWSER_TOKEN.")
+    host: str = Field(default="127.0.0.1", description="HTTP bind address.")
+    port: int = Field(default=8767, ge=0, le=65535)
+    allowed_hosts: tuple[str, ...] = Field(
+        default=(), description="Extra Host header values accepted over HTTP (host:port)."
+    )
+    allowed_origins: tuple[str, ...] = Field(
+        default=(), description="Extra Origin values accepted over HTTP (scheme://host:port)."
+    )
+    rate_limit_per_minute: int = Field(default=600, ge=1, le=1_000_000)
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    session_idle_timeout: float = Field(
+        default=900.0, gt=0, le=7 * 86400,
+        description="Seconds an HTTP connection's browser may sit unused before it is closed.",
+    )
 
     @field_validator("allow_hosts", "deny_hosts")
     @classmethod

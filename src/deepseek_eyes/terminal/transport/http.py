@@ -29,20 +29,15 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
+from deepseek_eyes.serving.security import allowed_hosts_for, allowed_origins_for
 from deepseek_eyes.terminal.arguments import invalid, known_keys
 from deepseek_eyes.terminal.service import TerminalService
-from deepseek_eyes.terminal.transport.security import (
-    RateLimiter,
-    SecurityMiddleware,
-    loopback_hosts,
-    loopback_origins,
-)
+from deepseek_eyes.terminal.transport.security import RateLimiter, SecurityMiddleware
 from deepseek_eyes.terminal.transport.server import Advisor, build_mcp_server, policy_summary
 
 __all__ = ["CONSOLE_DIR", "HttpOptions", "build_console_app", "build_http_app"]
 
 CONSOLE_DIR = Path(__file__).with_name("console")
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _STATUS = {
     "TERMINAL_SESSION_NOT_FOUND": 404, "TERMINAL_PLAN_NOT_FOUND": 404,
     "TERMINAL_RECEIPT_NOT_FOUND": 404, "TERMINAL_POLICY_BLOCKED": 403,
@@ -64,14 +59,10 @@ class HttpOptions:
     max_body_bytes: int = 1024 * 1024
 
     def hosts(self) -> list[str]:
-        base = loopback_hosts() if self.host in _LOOPBACK else []
-        if self.host not in _LOOPBACK and self.host not in ("0.0.0.0", "::"):  # noqa: S104
-            base.append(f"{self.host}:*")
-        return base + list(self.allowed_hosts)
+        return allowed_hosts_for(self.host, self.allowed_hosts)
 
     def origins(self) -> list[str]:
-        base = loopback_origins() if self.host in _LOOPBACK else []
-        return base + list(self.allowed_origins)
+        return allowed_origins_for(self.host, self.allowed_origins)
 
 
 def _error(exc: DeepSeekEyesError) -> JSONResponse:

@@ -1,42 +1,33 @@
-"""The HTTP security layer: one ASGI middleware in front of everything the server serves.
+"""The terminal's HTTP security: the shared layer of :mod:`deepseek_eyes.serving.security`
+with the terminal's refusal codes (``TERMINAL_UNAUTHORIZED``, ``TERMINAL_FORBIDDEN``,
+``TERMINAL_RATE_LIMITED``, ``TERMINAL_BODY_TOO_LARGE``) and its token check
+(``TERMINAL_TOKEN_WEAK``).
 
-In order, for every HTTP request: ``Host`` must be an allowed host (DNS rebinding), an
-``Origin`` when present must be an allowed origin (``Origin: null`` is refused), the bearer
-token must match (compared in constant time), the caller must be within its rate limit, and
-the body may not exceed its limit (checked on ``Content-Length`` and while streaming).
-Every response gets security headers. The only unauthenticated paths are the console's
-static files, which hold no data (the console asks for the token and sends it as a header).
-
-Authentication comes before rate limiting, and the two kinds of caller have separate
-buckets: authenticated requests are limited per token (the bucket is keyed by a hash of
-the token, never the token), unauthenticated ones (failed authentications and the public
-static files) per client address, in a limiter of their own. A flood of bad requests from
-the token holder's own address therefore exhausts only the flood's bucket, never the token
-holder's, and cannot evict the token's bucket from the limiter's table either.
-
-Why a pure ASGI middleware rather than Starlette's ``BaseHTTPMiddleware``: SSE responses
-stream for minutes and must not be buffered or wrapped in extra tasks.
-
-The token is never logged, never put in an error, and never passed to children.
+The names the terminal always exported stay importable from here.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
-import math
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from deepseek_eyes.errors import TerminalError
+from deepseek_eyes.serving import security as _shared
+from deepseek_eyes.serving.security import (
+    MIN_TOKEN_BITS,
+    RateLimiter,
+    RefusalCodes,
+    estimated_token_bits,
+    host_allowed,
+    is_strong_token,
+    loopback_hosts,
+    loopback_origins,
+)
 
 __all__ = [
     "MIN_TOKEN_BITS",
+    "TERMINAL_REFUSALS",
     "RateLimiter",
     "SecurityMiddleware",
     "check_token_strength",
@@ -45,221 +36,29 @@ __all__ = [
     "loopback_origins",
 ]
 
-MIN_TOKEN_BITS = 256
-_MAX_CLIENTS = 4096
-SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
-    (b"x-content-type-options", b"nosniff"),
-    (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"cross-origin-opener-policy", b"same-origin"),
-    (b"cross-origin-resource-policy", b"same-origin"),
-    (b"permissions-policy", b"camera=(), microphone=(), geolocation=()"),
-    (b"cache-control", b"no-store"),
-    (b"content-security-policy",
-     b"default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-     b"img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
-)
+TERMINAL_REFUSALS = RefusalCodes.prefixed("TERMINAL", realm="deepseek-eyes-terminal")
 
 
 def check_token_strength(token: str) -> None:
-    """Refuse tokens that cannot hold 256 bits of randomness.
-
-    The estimate is length × log2(alphabet), where the alphabet is the union of the
-    character classes present; a token also needs 10 distinct characters, so ``aaaa…`` fails.
+    """Refuse tokens that cannot hold 256 bits of randomness
+    (:func:`~deepseek_eyes.serving.security.is_strong_token`).
 
     Raises:
         TerminalError: ``TERMINAL_TOKEN_WEAK``.
     """
-    classes = [
-        ("abcdefghijklmnopqrstuvwxyz", 26), ("ABCDEFGHIJKLMNOPQRSTUVWXYZ", 26),
-        ("0123456789", 10), ("-_", 2), ("+/=", 3),
-    ]
-    alphabet = sum(size for chars, size in classes if any(c in chars for c in token))
-    other = {c for c in token if not any(c in chars for chars, _ in classes)}
-    alphabet += len(other) * 4
-    bits = len(token) * math.log2(alphabet) if alphabet > 1 else 0.0
-    if bits < MIN_TOKEN_BITS or len(set(token)) < 10 or any(c.isspace() for c in token):
+    if not is_strong_token(token):
+        bits = estimated_token_bits(token)
         raise TerminalError(
-            f"the bearer token holds about {int(bits)} bits; {MIN_TOKEN_BITS} are needed "
+            f"the bearer token holds about {bits} bits; {MIN_TOKEN_BITS} are needed "
             "(e.g. `deepseek-eyes terminal token`)",
             code="TERMINAL_TOKEN_WEAK",
-            details={"estimated_bits": int(bits)},
+            details={"estimated_bits": bits},
         )
 
 
-def loopback_hosts() -> list[str]:
-    return ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+class SecurityMiddleware(_shared.SecurityMiddleware):
+    """The shared middleware, answering with the terminal's codes unless told otherwise."""
 
-
-def loopback_origins() -> list[str]:
-    return ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-
-
-def host_allowed(value: str, allowed: Iterable[str]) -> bool:
-    """Whether a Host (or Origin) matches one of ``allowed``; ``x:*`` means any port of x."""
-    for pattern in allowed:
-        if value == pattern:
-            return True
-        if pattern.endswith(":*"):
-            base = pattern[:-2]
-            port = value[len(base) + 1 :] if value.startswith(base + ":") else ""
-            if port.isdigit():
-                return True
-    return False
-
-
-class RateLimiter:
-    """A token bucket per client: ``per_minute`` requests, bursts of a sixth of that."""
-
-    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate = per_minute / 60.0
-        self.capacity = max(10.0, per_minute / 6.0)
-        self.clock = clock
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
-
-    def allow(self, client: str) -> float:
-        """0 when the request may proceed, else the seconds to wait."""
-        now = self.clock()
-        tokens, last = self._buckets.pop(client, (self.capacity, now))
-        tokens = min(self.capacity, tokens + (now - last) * self.rate)
-        wait = 0.0
-        if tokens >= 1.0:
-            tokens -= 1.0
-        else:
-            wait = (1.0 - tokens) / self.rate
-        self._buckets[client] = (tokens, now)
-        while len(self._buckets) > _MAX_CLIENTS:
-            self._buckets.popitem(last=False)
-        return wait
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
-
-
-class SecurityMiddleware:
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        token: str,
-        allowed_hosts: list[str],
-        allowed_origins: list[str],
-        limiter: RateLimiter,
-        max_body_bytes: int,
-        public_prefixes: tuple[str, ...] = ("/console",),
-        anonymous_limiter: RateLimiter | None = None,
-    ) -> None:
-        """``limiter`` limits authenticated requests, per token; ``anonymous_limiter`` (by
-        default one with the same rate) limits unauthenticated ones, per client address."""
-        self.app = app
-        self._expected = ("Bearer " + token).encode("utf-8")
-        self._token_bucket = "token:" + hashlib.sha256(token.encode("utf-8")).hexdigest()[:32]
-        self.anonymous_limiter = anonymous_limiter or RateLimiter(
-            round(limiter.rate * 60), clock=limiter.clock)
-        self.allowed_hosts = allowed_hosts
-        self.allowed_origins = allowed_origins
-        self.limiter = limiter
-        self.max_body_bytes = max_body_bytes
-        self.public_prefixes = public_prefixes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = [h for h in message.get("headers", [])
-                           if h[0].lower() not in {k for k, _ in SECURITY_HEADERS}]
-                message = {**message, "headers": headers + list(SECURITY_HEADERS)}
-            await send(message)
-
-        refusal = self._refusal(scope)
-        if refusal is not None:
-            status, code, text, extra = refusal
-            await _reply(send_with_headers, status, code, text, extra)
-            return
-        length = _header(scope, b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
-            await _reply(send_with_headers, 413, "TERMINAL_BODY_TOO_LARGE",
-                         "the request body is too large", [])
-            return
-        # The body is read here, whole and bounded, then replayed: a streamed body that
-        # grows past the limit is refused before the app sees a byte of it.
-        chunks: list[bytes] = []
-        received = 0
-        more = True
-        while more:  # bounded: stops at max_body_bytes
-            message = await receive()
-            if message["type"] != "http.request":
-                await self.app(scope, _replay([], message, receive), send_with_headers)
-                return
-            body = message.get("body", b"")
-            received += len(body)
-            if received > self.max_body_bytes:
-                await _reply(send_with_headers, 413, "TERMINAL_BODY_TOO_LARGE",
-                             "the request body is too large", [])
-                return
-            chunks.append(body)
-            more = bool(message.get("more_body", False))
-        request: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-        await self.app(scope, _replay([request], None, receive), send_with_headers)
-
-    def _refusal(self, scope: Scope) -> tuple[int, str, str, list[tuple[bytes, bytes]]] | None:
-        host = _header(scope, b"host") or ""
-        if not host_allowed(host, self.allowed_hosts):
-            return 421, "TERMINAL_FORBIDDEN", "this Host is not allowed", []
-        origin = _header(scope, b"origin")
-        if origin is not None and (origin == "null" or not host_allowed(origin,
-                                                                       self.allowed_origins)):
-            return 403, "TERMINAL_FORBIDDEN", "this Origin is not allowed", []
-        given = (_header(scope, b"authorization") or "").encode("utf-8", "replace")
-        if hmac.compare_digest(given, self._expected):
-            return _limited(self.limiter.allow(self._token_bucket))
-        client = "ip:" + str((scope.get("client") or ("?", 0))[0])
-        limited = _limited(self.anonymous_limiter.allow(client))
-        if limited is not None:
-            return limited
-        path = scope.get("path", "")
-        if scope.get("method") in ("GET", "HEAD") and path.startswith(self.public_prefixes):
-            return None
-        return 401, "TERMINAL_UNAUTHORIZED", "a valid bearer token is required", [
-            (b"www-authenticate", b'Bearer realm="deepseek-eyes-terminal"')
-        ]
-
-
-def _limited(wait: float) -> tuple[int, str, str, list[tuple[bytes, bytes]]] | None:
-    if wait <= 0:
-        return None
-    return 429, "TERMINAL_RATE_LIMITED", "too many requests", [
-        (b"retry-after", str(max(1, math.ceil(wait))).encode())
-    ]
-
-
-def _replay(first: list[Message], extra: Message | None, receive: Receive) -> Receive:
-    queue = [*first, *([extra] if extra is not None else [])]
-
-    async def replay() -> Message:
-        if queue:
-            return queue.pop(0)
-        return await receive()  # afterwards: the real channel, for disconnects
-
-    return replay
-
-
-async def _reply(
-    send: Send, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]]
-) -> None:
-    body: dict[str, Any] = {"error": {"code": code, "message": message}}
-    data = json.dumps(body).encode()
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"application/json"),
-                    (b"content-length", str(len(data)).encode()), *extra],
-    })
-    await send({"type": "http.response.body", "body": data})
+    def __init__(self, app: ASGIApp, *, codes: RefusalCodes = TERMINAL_REFUSALS,
+                 **options: Any) -> None:
+        super().__init__(app, codes=codes, **options)

@@ -9,7 +9,8 @@ cancel are destructive and open-world.
 The same server object serves stdio and Streamable HTTP; the SDK negotiates the protocol
 revision (the stateless ``2026-07-28`` and the session-based handshake revisions).
 
-Connections own sessions. Each tool call is attributed to a connection (:func:`connection_owner`):
+Connections own sessions. Each tool call is attributed to a connection
+(:func:`~deepseek_eyes.serving.connections.connection_owner`, shared with the browser):
 over stdio, the process's one client; over HTTP with a handshake revision, the MCP session
 (``Mcp-Session-Id``, as the SDK's ``Connection`` records it); over HTTP with the stateless
 ``2026-07-28`` revision there is no connection at all (the SDK builds a fresh ``Connection``
@@ -40,13 +41,12 @@ from pydantic import WithJsonSchema
 
 from deepseek_eyes import __version__
 from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
+from deepseek_eyes.serving.connections import STATELESS_OWNER, STDIO_OWNER, connection_owner
 from deepseek_eyes.terminal.arguments import number
 from deepseek_eyes.terminal.service import MAX_WAIT_S, TerminalService
 
 __all__ = ["STATELESS_OWNER", "STDIO_OWNER", "Advisor", "build_mcp_server", "connection_owner"]
 
-STDIO_OWNER = "stdio"
-STATELESS_OWNER = "http-stateless"
 
 # Numbers arrive unconverted (Any) so the service can refuse bools, strings and NaN itself;
 # the published schema still says "number".
@@ -90,20 +90,6 @@ class Advisor(Protocol):
     """An optional model that explains plans or suggests commands, as text only."""
 
     async def advise(self, question: str) -> str: ...
-
-
-def connection_owner(ctx: Context) -> str:
-    """The identity of the MCP connection a tool call came on; see the module docstring."""
-    request_context = ctx.request_context
-    # The SDK keeps the per-client Connection (and its transport session id) on the
-    # per-request ServerSession without a public accessor.
-    connection = getattr(request_context.session, "_connection", None)
-    session_id = getattr(connection, "session_id", None)
-    if isinstance(session_id, str) and session_id:
-        return "mcp-session:" + session_id
-    if request_context.request is not None:  # HTTP without an MCP session: no connection
-        return STATELESS_OWNER
-    return STDIO_OWNER
 
 
 def _error_text(exc: DeepSeekEyesError) -> str:

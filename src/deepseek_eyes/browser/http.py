@@ -1,0 +1,141 @@
+"""``browser serve --http``: the browser's MCP server over Streamable HTTP at ``/mcp``,
+behind the same security layer as the terminal's server
+(:class:`~deepseek_eyes.serving.security.SecurityMiddleware`: bearer token in constant time,
+Host and Origin allow-lists, rate limits per token and per address, a body cap), with the
+browser's refusal codes (``BROWSER_UNAUTHORIZED``, …).
+
+There is nothing but ``/mcp``: no console, no public path. Each MCP connection gets a
+browser of its own from a :class:`~deepseek_eyes.browser.connections.BrowserPool`, whose
+idle ones the app's lifespan closes; the pool is closed when the server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.types import ASGIApp
+
+from deepseek_eyes.browser.connections import BrowserPool
+from deepseek_eyes.browser.server import build_browser_server
+from deepseek_eyes.browser.visual import Describe
+from deepseek_eyes.errors import BrowserError
+from deepseek_eyes.serving.security import (
+    MIN_TOKEN_BITS,
+    RateLimiter,
+    RefusalCodes,
+    SecurityMiddleware,
+    allowed_hosts_for,
+    allowed_origins_for,
+    estimated_token_bits,
+    is_strong_token,
+)
+from deepseek_eyes.settings import BrowserSettings
+
+__all__ = [
+    "BROWSER_REFUSALS",
+    "ENV_TOKEN",
+    "BrowserHttpOptions",
+    "build_browser_http_app",
+    "resolve_browser_token",
+]
+
+ENV_TOKEN = "DEEPSEEK_EYES_BROWSER_TOKEN"  # noqa: S105 - the variable's name, not a token
+BROWSER_REFUSALS = RefusalCodes.prefixed("BROWSER", realm="deepseek-eyes-browser")
+
+
+def resolve_browser_token(settings: BrowserSettings) -> str:
+    """The HTTP bearer token (``browser.token``, else ``DEEPSEEK_EYES_BROWSER_TOKEN``),
+    checked for strength.
+
+    Raises:
+        BrowserError: ``BROWSER_TOKEN_MISSING`` or ``BROWSER_TOKEN_WEAK``.
+        ConfigError: ``CONFIG_ENV_MISSING`` when ``browser.token`` names an unset variable.
+    """
+    ref = settings.token
+    token = ref.resolve() if ref is not None else os.environ.get(ENV_TOKEN, "")
+    if not token:
+        raise BrowserError(
+            f"serving over HTTP needs a bearer token: set {ENV_TOKEN} or browser.token",
+            code="BROWSER_TOKEN_MISSING",
+        )
+    if not is_strong_token(token):
+        bits = estimated_token_bits(token)
+        raise BrowserError(
+            f"the bearer token holds about {bits} bits; {MIN_TOKEN_BITS} are needed "
+            "(e.g. `deepseek-eyes terminal token` makes one)",
+            code="BROWSER_TOKEN_WEAK",
+            details={"estimated_bits": bits},
+        )
+    return token
+
+
+@dataclass(frozen=True)
+class BrowserHttpOptions:
+    token: str
+    host: str = "127.0.0.1"
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    rate_limit_per_minute: int = 600
+    max_body_bytes: int = 1024 * 1024
+
+    @classmethod
+    def from_settings(cls, settings: BrowserSettings, token: str,
+                      host: str | None = None) -> BrowserHttpOptions:
+        return cls(token=token, host=host or settings.host,
+                   allowed_hosts=settings.allowed_hosts,
+                   allowed_origins=settings.allowed_origins,
+                   rate_limit_per_minute=settings.rate_limit_per_minute,
+                   max_body_bytes=settings.max_body_bytes)
+
+    def hosts(self) -> list[str]:
+        return allowed_hosts_for(self.host, self.allowed_hosts)
+
+    def origins(self) -> list[str]:
+        return allowed_origins_for(self.host, self.allowed_origins)
+
+
+def build_browser_http_app(pool: BrowserPool, options: BrowserHttpOptions, *,
+                           describe: Describe | None = None) -> ASGIApp:
+    """The whole HTTP server as one ASGI app (lifespan included)."""
+    mcp = build_browser_server(pool, describe=describe, close_on_exit=False)
+    sdk_app = mcp.streamable_http_app(
+        streamable_http_path="/mcp",
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=options.hosts(),
+            allowed_origins=options.origins(),
+        ),
+        max_request_body_size=options.max_body_bytes,
+        host=options.host,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with mcp.session_manager.run():
+            reaper = asyncio.create_task(pool.reap())
+            try:
+                yield
+            finally:
+                reaper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reaper
+                await pool.aclose()
+
+    app = Starlette(routes=list(sdk_app.routes), lifespan=lifespan)
+    return SecurityMiddleware(
+        app,
+        token=options.token,
+        allowed_hosts=options.hosts(),
+        allowed_origins=options.origins(),
+        limiter=RateLimiter(options.rate_limit_per_minute),  # per token
+        anonymous_limiter=RateLimiter(options.rate_limit_per_minute),  # per client address
+        max_body_bytes=options.max_body_bytes,
+        public_prefixes=(),
+        codes=BROWSER_REFUSALS,
+    )
