@@ -99,12 +99,7 @@ def _document() -> Mapping[str, Any]:
         .joinpath(_SCHEMA_RESOURCE)
         .read_text(encoding="utf-8")
     )
-    document = cast("dict[str, Any]", json.loads(text))
-    # A broken schema file is a programming error; fail loudly at first use, not per call.
-    from jsonschema import Draft202012Validator
-
-    Draft202012Validator.check_schema(document)
-    return document
+    return cast("dict[str, Any]", json.loads(text))
 
 
 def schema_document() -> dict[str, Any]:
@@ -118,6 +113,10 @@ def _validator(variant: Variant) -> Draft202012Validator:
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT202012
 
+    # A broken schema file is a programming error; it fails loudly at the first validation.
+    # Not when the file is read: a cached `see` reads it for the prompt fingerprint, and
+    # importing jsonschema there cost a tenth of its start-up.
+    Draft202012Validator.check_schema(_document())
     resource: Resource[Any] = DRAFT202012.create_resource(dict(_document()))
     registry: Registry[Any] = Registry().with_resource(SCHEMA_ID, resource)
     return Draft202012Validator({"$ref": f"{SCHEMA_ID}#/$defs/{variant.short}"}, registry=registry)
