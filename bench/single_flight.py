@@ -77,7 +77,7 @@ async def concurrent(callers: int, seed: int, *, shared: bool) -> float:
         else:
             results = await asyncio.gather(*(
                 router._acquire_once(
-                    data, Variant.EVIDENCE, question=None, route=None, base_route=None, sha=sha
+                    sha, data, Variant.EVIDENCE, question=None, route=None, base_route=None
                 )
                 for _ in range(callers)
             ))
