@@ -217,6 +217,16 @@ def test_ask_and_sessions(tmp_path: Path) -> None:
     assert "STORE_SESSION_NOT_FOUND" in missing.stderr
 
 
+def test_ask_refuses_too_many_images_before_reading_any(tmp_path: Path) -> None:
+    config = tmp_path / "eyes.toml"
+    config.write_text('[llm]\napi_key = false\n[runtime]\nmax_images_per_turn = 2\n',
+                      encoding="utf-8")
+    # The files do not exist: had any been read, the error would be IMAGE_UNREADABLE.
+    done = run("--config", str(config), "ask", "a.png", "b.png", "c.png", "what is this?")
+    assert done.returncode == 1
+    assert "error RUNTIME_TOO_MANY_IMAGES" in done.stderr
+
+
 def test_ask_without_a_key_names_the_variable() -> None:
     done = run("ask", "hello")
     assert done.returncode == 1

@@ -20,7 +20,7 @@ import click
 
 from deepseek_eyes.cli.common import dump_json, loaded_settings
 from deepseek_eyes.cli.progress import Progress, progress_on_stderr
-from deepseek_eyes.errors import StoreError
+from deepseek_eyes.errors import StoreError, TurnError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.approval import Approver, Decision, TerminalPrompt
 from deepseek_eyes.runtime.messages import image_part
@@ -105,6 +105,12 @@ def ask_command(
         async with open_runtime(ctx) as runtime:
             runtime.check_credentials()
             limits = ImageLimits.from_settings(runtime.settings.image)
+            most = runtime.settings.runtime.max_images_per_turn
+            if len(set(images)) > most:  # refused before any file is read
+                raise TurnError(f"{len(set(images))} images were given; at most {most} are "
+                                "allowed (runtime.max_images_per_turn)",
+                                code="RUNTIME_TOO_MANY_IMAGES",
+                                details={"images": len(set(images)), "limit": most})
             # All or nothing: a refused third image leaves the first two unstored.
             progress.update(f"ask: reading {len(images)} image(s)…")
             metas = await runtime.bridge.admit_all(

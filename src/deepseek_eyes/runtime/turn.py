@@ -164,6 +164,7 @@ def _tool_call_json(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
 MAX_INSTRUCTIONS_PER_SERVER = 2000
 MAX_INSTRUCTIONS_CHARS = 6000
 
+
 @dataclass
 class _Turn:
     """Everything prepared before the first model call."""
