@@ -11,13 +11,9 @@ idle ones the app's lifespan closes; the pool is closed when the server stops.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
@@ -25,6 +21,7 @@ from deepseek_eyes.browser.connections import BrowserPool
 from deepseek_eyes.browser.server import build_browser_server
 from deepseek_eyes.browser.visual import Describe
 from deepseek_eyes.errors import BrowserError
+from deepseek_eyes.serving.mcp_http import streamable_mcp
 from deepseek_eyes.serving.security import (
     MIN_TOKEN_BITS,
     RateLimiter,
@@ -104,30 +101,12 @@ def build_browser_http_app(pool: BrowserPool, options: BrowserHttpOptions, *,
                            describe: Describe | None = None) -> ASGIApp:
     """The whole HTTP server as one ASGI app (lifespan included)."""
     mcp = build_browser_server(pool, describe=describe, close_on_exit=False)
-    sdk_app = mcp.streamable_http_app(
-        streamable_http_path="/mcp",
-        transport_security=TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=options.hosts(),
-            allowed_origins=options.origins(),
-        ),
-        max_request_body_size=options.max_body_bytes,
-        host=options.host,
+    routes, lifespan = streamable_mcp(
+        mcp, host=options.host, allowed_hosts=options.hosts(),
+        allowed_origins=options.origins(), max_body_bytes=options.max_body_bytes,
+        background=pool.reap, close=pool.aclose,
     )
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with mcp.session_manager.run():
-            reaper = asyncio.create_task(pool.reap())
-            try:
-                yield
-            finally:
-                reaper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reaper
-                await pool.aclose()
-
-    app = Starlette(routes=list(sdk_app.routes), lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan)
     return SecurityMiddleware(
         app,
         token=options.token,

@@ -13,14 +13,12 @@ known fields of the right types; ``NaN`` and ``Infinity`` are not JSON), else 40
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -29,6 +27,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
+from deepseek_eyes.serving.mcp_http import streamable_mcp
 from deepseek_eyes.serving.security import allowed_hosts_for, allowed_origins_for
 from deepseek_eyes.terminal.arguments import invalid, known_keys
 from deepseek_eyes.terminal.service import TerminalService
@@ -201,28 +200,11 @@ def build_http_app(
 ) -> ASGIApp:
     """The whole HTTP server as one ASGI app (lifespan included)."""
     mcp = build_mcp_server(service, advisor, reaper=False)
-    sdk_app = mcp.streamable_http_app(
-        streamable_http_path="/mcp",
-        transport_security=TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=options.hosts(),
-            allowed_origins=options.origins(),
-        ),
-        max_request_body_size=options.max_body_bytes,
-        host=options.host,
+    sdk_routes, lifespan = streamable_mcp(
+        mcp, host=options.host, allowed_hosts=options.hosts(),
+        allowed_origins=options.origins(), max_body_bytes=options.max_body_bytes,
+        background=service.run_reaper, close=service.aclose,
     )
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with mcp.session_manager.run():
-            reaper = asyncio.create_task(service.run_reaper())
-            try:
-                yield
-            finally:
-                reaper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reaper
-                await service.aclose()
 
     async def console_redirect(_: Request) -> Response:
         return Response(status_code=307, headers={"location": "/console/"})
@@ -231,7 +213,7 @@ def build_http_app(
         *_api_routes(service),
         Route("/", console_redirect, methods=["GET"]),
         Mount("/console", StaticFiles(directory=CONSOLE_DIR, html=True), name="console"),
-        *sdk_app.routes,
+        *sdk_routes,
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     return SecurityMiddleware(
