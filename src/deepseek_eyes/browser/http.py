@@ -12,7 +12,6 @@ idle ones the app's lifespan closes; the pool is closed when the server stops.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
@@ -24,11 +23,8 @@ from deepseek_eyes.errors import BrowserError
 from deepseek_eyes.serving.mcp_http import streamable_mcp
 from deepseek_eyes.serving.security import (
     MIN_TOKEN_BITS,
-    RateLimiter,
+    HttpOptions,
     RefusalCodes,
-    SecurityMiddleware,
-    allowed_hosts_for,
-    allowed_origins_for,
     estimated_token_bits,
     is_strong_token,
 )
@@ -72,14 +68,8 @@ def resolve_browser_token(settings: BrowserSettings) -> str:
     return token
 
 
-@dataclass(frozen=True)
-class BrowserHttpOptions:
-    token: str
-    host: str = "127.0.0.1"
-    allowed_hosts: tuple[str, ...] = ()
-    allowed_origins: tuple[str, ...] = ()
-    rate_limit_per_minute: int = 600
-    max_body_bytes: int = 1024 * 1024
+class BrowserHttpOptions(HttpOptions):
+    """The shared HTTP options, built from ``[browser]``."""
 
     @classmethod
     def from_settings(cls, settings: BrowserSettings, token: str,
@@ -89,12 +79,6 @@ class BrowserHttpOptions:
                    allowed_origins=settings.allowed_origins,
                    rate_limit_per_minute=settings.rate_limit_per_minute,
                    max_body_bytes=settings.max_body_bytes)
-
-    def hosts(self) -> list[str]:
-        return allowed_hosts_for(self.host, self.allowed_hosts)
-
-    def origins(self) -> list[str]:
-        return allowed_origins_for(self.host, self.allowed_origins)
 
 
 def build_browser_http_app(pool: BrowserPool, options: BrowserHttpOptions, *,
@@ -107,14 +91,4 @@ def build_browser_http_app(pool: BrowserPool, options: BrowserHttpOptions, *,
         background=pool.reap, close=pool.aclose,
     )
     app = Starlette(routes=routes, lifespan=lifespan)
-    return SecurityMiddleware(
-        app,
-        token=options.token,
-        allowed_hosts=options.hosts(),
-        allowed_origins=options.origins(),
-        limiter=RateLimiter(options.rate_limit_per_minute),  # per token
-        anonymous_limiter=RateLimiter(options.rate_limit_per_minute),  # per client address
-        max_body_bytes=options.max_body_bytes,
-        public_prefixes=(),
-        codes=BROWSER_REFUSALS,
-    )
+    return options.guard(app, codes=BROWSER_REFUSALS)

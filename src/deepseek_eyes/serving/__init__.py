@@ -11,6 +11,7 @@ from deepseek_eyes.serving.connections import STATELESS_OWNER, STDIO_OWNER, conn
 from deepseek_eyes.serving.security import (
     MIN_TOKEN_BITS,
     SECURITY_HEADERS,
+    HttpOptions,
     RateLimiter,
     RefusalCodes,
     SecurityMiddleware,
@@ -28,6 +29,7 @@ __all__ = [
     "SECURITY_HEADERS",
     "STATELESS_OWNER",
     "STDIO_OWNER",
+    "HttpOptions",
     "RateLimiter",
     "RefusalCodes",
     "SecurityMiddleware",

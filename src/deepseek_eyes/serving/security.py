@@ -40,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 __all__ = [
     "MIN_TOKEN_BITS",
     "SECURITY_HEADERS",
+    "HttpOptions",
     "RateLimiter",
     "RefusalCodes",
     "SecurityMiddleware",
@@ -303,3 +304,37 @@ async def _reply(
                     (b"content-length", str(len(data)).encode()), *extra],
     })
     await send({"type": "http.response.body", "body": data})
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    """Where a server listens and the rules its middleware enforces, shared by every
+    HTTP server (each adds its own way to build it from its settings)."""
+
+    token: str
+    host: str = "127.0.0.1"
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    rate_limit_per_minute: int = 600
+    max_body_bytes: int = 1024 * 1024
+
+    def hosts(self) -> list[str]:
+        return allowed_hosts_for(self.host, self.allowed_hosts)
+
+    def origins(self) -> list[str]:
+        return allowed_origins_for(self.host, self.allowed_origins)
+
+    def guard(self, app: ASGIApp, *, codes: RefusalCodes,
+              public_prefixes: tuple[str, ...] = ()) -> SecurityMiddleware:
+        """``app`` behind the middleware: rate limits per token and per client address."""
+        return SecurityMiddleware(
+            app,
+            token=self.token,
+            allowed_hosts=self.hosts(),
+            allowed_origins=self.origins(),
+            limiter=RateLimiter(self.rate_limit_per_minute),  # per token
+            anonymous_limiter=RateLimiter(self.rate_limit_per_minute),  # per client address
+            max_body_bytes=self.max_body_bytes,
+            public_prefixes=public_prefixes,
+            codes=codes,
+        )

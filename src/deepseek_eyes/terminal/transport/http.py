@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,10 @@ from starlette.types import ASGIApp
 
 from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
 from deepseek_eyes.serving.mcp_http import streamable_mcp
-from deepseek_eyes.serving.security import allowed_hosts_for, allowed_origins_for
+from deepseek_eyes.serving.security import HttpOptions
 from deepseek_eyes.terminal.arguments import invalid, known_keys
 from deepseek_eyes.terminal.service import TerminalService
-from deepseek_eyes.terminal.transport.security import RateLimiter, SecurityMiddleware
+from deepseek_eyes.terminal.transport.security import TERMINAL_REFUSALS
 from deepseek_eyes.terminal.transport.server import Advisor, build_mcp_server, policy_summary
 
 __all__ = ["CONSOLE_DIR", "HttpOptions", "build_console_app", "build_http_app"]
@@ -46,22 +45,6 @@ _STATUS = {
     "TERMINAL_PLAN_LIMIT": 429, "TERMINAL_ARGUMENT_INVALID": 400,
 }
 PLAN_FIELDS = ("argv", "command", "cwd", "timeout_s")
-
-
-@dataclass(frozen=True)
-class HttpOptions:
-    token: str
-    host: str = "127.0.0.1"
-    allowed_hosts: tuple[str, ...] = ()
-    allowed_origins: tuple[str, ...] = ()
-    rate_limit_per_minute: int = 600
-    max_body_bytes: int = 1024 * 1024
-
-    def hosts(self) -> list[str]:
-        return allowed_hosts_for(self.host, self.allowed_hosts)
-
-    def origins(self) -> list[str]:
-        return allowed_origins_for(self.host, self.allowed_origins)
 
 
 def _error(exc: DeepSeekEyesError) -> JSONResponse:
@@ -216,16 +199,7 @@ def build_http_app(
         *sdk_routes,
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
-    return SecurityMiddleware(
-        app,
-        token=options.token,
-        allowed_hosts=options.hosts(),
-        allowed_origins=options.origins(),
-        limiter=RateLimiter(options.rate_limit_per_minute),  # per token
-        anonymous_limiter=RateLimiter(options.rate_limit_per_minute),  # per client address
-        max_body_bytes=options.max_body_bytes,
-        public_prefixes=("/console",),
-    )
+    return options.guard(app, codes=TERMINAL_REFUSALS, public_prefixes=("/console",))
 
 
 def build_console_app(service: TerminalService, options: HttpOptions) -> ASGIApp:
@@ -241,13 +215,4 @@ def build_console_app(service: TerminalService, options: HttpOptions) -> ASGIApp
         Route("/", console_redirect, methods=["GET"]),
         Mount("/console", StaticFiles(directory=CONSOLE_DIR, html=True), name="console"),
     ])
-    return SecurityMiddleware(
-        app,
-        token=options.token,
-        allowed_hosts=options.hosts(),
-        allowed_origins=options.origins(),
-        limiter=RateLimiter(options.rate_limit_per_minute),
-        anonymous_limiter=RateLimiter(options.rate_limit_per_minute),
-        max_body_bytes=options.max_body_bytes,
-        public_prefixes=("/console",),
-    )
+    return options.guard(app, codes=TERMINAL_REFUSALS, public_prefixes=("/console",))
