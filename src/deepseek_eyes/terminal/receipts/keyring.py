@@ -36,5 +36,5 @@ def key_id(key: bytes) -> str:
 
 
 def private_directory(directory: Path) -> None:
-    """Create ``directory`` (0700), or make an existing one private (``TERMINAL_KEYRING_EXPOSED``)."""
+    """Create ``directory`` (0700) or make it private (``TERMINAL_KEYRING_EXPOSED``)."""
     RECEIPT_KEYS.private_directory(directory)
