@@ -66,6 +66,7 @@ class AuditLog:
         self._db.append(
             "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)",
             (self._clock(), kind, subject, details),
+            chain=kind,
         )
 
     def recent(self, limit: int = 100) -> list[dict[str, Any]]:
