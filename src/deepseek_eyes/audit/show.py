@@ -99,7 +99,7 @@ def show(db: Database, ident: str) -> dict[str, Any]:
     """
     ident = ident.strip()
     with db.reading() as conn:
-        if ident.isdigit():
+        if ident.isdigit() and len(ident) <= 18:
             row = conn.execute(
                 "SELECT seq, ts, kind, ref_table, ref_id, body, digest, prev, hash FROM chain"
                 " WHERE seq = ?", (int(ident),)).fetchone()
