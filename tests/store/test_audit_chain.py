@@ -22,7 +22,7 @@ from deepseek_eyes.audit.export import export_chain
 from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
 from deepseek_eyes.audit.show import show
 from deepseek_eyes.audit.verify import Report, verify_database, verify_file
-from deepseek_eyes.errors import AuditError
+from deepseek_eyes.errors import AuditError, EvidenceIntegrityError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import MIGRATIONS, Database
@@ -236,7 +236,8 @@ def test_the_export_verifies_alone_and_tampering_in_it_is_found(
     summary = export_chain(home.db, out)
     assert summary["entries"] == pinned.seq
     text = out.read_text()
-    assert "hello 0" not in text and "secret 0" not in text  # hashes, not content
+    assert "hello 0" not in text  # hashes, not content
+    assert "secret 0" not in text
     keyring = home.audit_keys()
     assert verify_file(out, keyring, pinned=pinned).ok
     lines = text.splitlines(keepends=True)
@@ -245,7 +246,8 @@ def test_the_export_verifies_alone_and_tampering_in_it_is_found(
         bad = tmp_path / "bad.jsonl"
         bad.write_text("".join(new_lines))
         report = verify_file(bad, keyring, pinned=pinned)
-        assert report.problem is not None and report.problem.code == code, report.as_json()
+        assert report.problem is not None, report.as_json()
+        assert report.problem.code == code, report.as_json()
 
     entry = json.loads(lines[3])
     entry["record"]["ts"] = entry["record"]["ts"] + 1e-6
@@ -267,7 +269,8 @@ def test_retention_cuts_are_chained_and_only_they_excuse_missing_rows(tmp_path: 
     log.trim()
     report = _verify(home)
     assert report.ok, report.as_json()
-    assert report.retained == 20 and log.count() == 10
+    assert report.retained == 20
+    assert log.count() == 10
     conn = _raw(home)
     conn.execute("DELETE FROM attempts WHERE rowid = (SELECT MAX(rowid) FROM attempts)")
     assert _problem(_verify(home))[0] == "AUDIT_RECORD_MISSING"
@@ -284,11 +287,13 @@ def test_quarantined_evidence_stays_accounted_for(tmp_path: Path) -> None:
     conn.execute("UPDATE evidence SET record = replace(record, '\"x\"', '\"y\"')")
     assert _problem(_verify(home))[0] == "AUDIT_RECORD_TAMPERED"
     fresh = EvidenceCache(home.db)
-    with pytest.raises(Exception, match="tamper|integrity|hash"):
+    with pytest.raises(EvidenceIntegrityError) as err:
         fresh.get(key)
+    assert err.value.code == "EVIDENCE_CACHE_TAMPERED"
     report = _verify(home)  # the removal is a retention entry; the quarantine is chained
     assert report.ok, report.as_json()
-    assert report.kinds.get("vision.quarantine") == 1 and report.retained == 1
+    assert report.kinds.get("vision.quarantine") == 1
+    assert report.retained == 1
     home.db.close()
 
 
@@ -302,7 +307,8 @@ def test_a_database_from_before_the_chain_adopts_its_rows(tmp_path: Path) -> Non
     db = Database(path)
     keys = AuditKeyring.load_or_create(tmp_path / "keys")
     report = verify_database(db, keys)
-    assert report.ok and report.kinds == {"adopted.audit": 1}
+    assert report.ok
+    assert report.kinds == {"adopted.audit": 1}
     db.close()
 
 
@@ -326,7 +332,8 @@ def test_processes_sharing_one_database_extend_one_chain(tmp_path: Path) -> None
     home = DataHome(home_dir)
     report = _verify(home)
     assert report.ok, report.as_json()
-    assert report.kinds["mcp.call"] == 450 and report.checkpoints >= 3
+    assert report.kinds["mcp.call"] == 450
+    assert report.checkpoints >= 3
     home.db.close()
 
 
@@ -345,11 +352,14 @@ def test_the_audit_keyring_is_private_and_an_exposed_one_is_refused(tmp_path: Pa
 
 def test_show_resolves_records_with_their_entries(home: DataHome) -> None:
     turn = show(home.db, "turn-1")
-    assert turn["kind"] == "turn" and turn["turn"][0]["chain"]["intact"]
+    assert turn["kind"] == "turn"
+    assert turn["turn"][0]["chain"]["intact"]
     entry = show(home.db, "3")
-    assert entry["entry"]["seq"] == 3 and entry["record"]["chain"]["seq"] == 3
+    assert entry["entry"]["seq"] == 3
+    assert entry["record"]["chain"]["seq"] == 3
     image = show(home.db, f"{1:064x}")
-    assert image["kind"] == "image" and image["image"][0]["chain"]["intact"]
+    assert image["kind"] == "image"
+    assert image["image"][0]["chain"]["intact"]
     conn = _raw(home)
     conn.execute("UPDATE turns SET outcome = 'failed' WHERE id = 'turn-1'")
     assert show(home.db, "turn-1")["turn"][0]["chain"]["intact"] is False
