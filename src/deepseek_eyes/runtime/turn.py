@@ -458,7 +458,8 @@ class TurnRunner:
         # The request as sent, by hash, with the usage it was billed: the audit row is on
         # the chain, so an answer's provenance reaches the exact upstream request.
         request = {
-            "request_sha256": body_digest(dict(payload)), "call": turn.model_calls,
+            "request_sha256": result.request_sha256 or body_digest(dict(payload)),
+            "call": turn.model_calls,
             "model": result.model or turn.model, "usage": usage_json(result.usage),
         }
         turn.requests.append(request)
