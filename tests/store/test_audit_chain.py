@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from deepseek_eyes.audit.checkpoints import Checkpoint, sign_checkpoint
 from deepseek_eyes.audit.export import export_chain
@@ -366,3 +368,22 @@ def test_show_resolves_records_with_their_entries(home: DataHome) -> None:
     with pytest.raises(AuditError) as err:
         show(home.db, "nothing-like-this")
     assert err.value.code == "AUDIT_NOT_FOUND"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seq=st.integers(min_value=1, max_value=2**53),
+    ts=st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(0, 2**40)),
+    kind=st.text(max_size=40),
+    ref=st.one_of(st.none(), st.text(max_size=40)),
+    digest=st.one_of(st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+                     st.text(max_size=70)),
+)
+def test_the_fast_entry_hash_is_the_canonical_one(
+    seq: int, ts: float, kind: str, ref: str | None, digest: str
+) -> None:
+    prev = chain.GENESIS
+    canonical = chain._sha256(chain.canonical_bytes({
+        "v": 1, "seq": seq, "ts": ts, "kind": kind, "ref": ref, "digest": digest,
+        "prev": prev}))
+    assert chain.entry_hash(seq, ts, kind, ref, digest, prev) == canonical

@@ -193,6 +193,33 @@ def _finish(report: Report, walk: _Walk, started: float) -> Report:
     return report
 
 
+def _batches(rows: Iterator[sqlite3.Row], size: int) -> Iterator[list[sqlite3.Row]]:
+    batch: list[sqlite3.Row] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _records_of(
+    conn: sqlite3.Connection, batch: list[sqlite3.Row]
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """The records a batch of entries names, read one query per table."""
+    wanted: dict[str, list[int]] = {}
+    for row in batch:
+        table = row["ref_table"]
+        if table in chain.CHAINED_TABLES and isinstance(row["ref_id"], int):
+            wanted.setdefault(table, []).append(row["ref_id"])
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for table, rowids in wanted.items():
+        for rowid, record in chain.read_records(conn, table, rowids).items():
+            out[(table, rowid)] = record
+    return out
+
+
 def verify_database(
     db: Database, keyring: Keyring, *, pinned: Checkpoint | None = None
 ) -> Report:
@@ -206,18 +233,21 @@ def verify_database(
         for (body,) in conn.execute("SELECT body FROM chain WHERE kind = 'retention'"):
             retention.add(body)
         walk = _Walk(report, retention, wanted)
-        for row in chain.iter_entries(conn):
-            entry = _entry_from_row(row)
-            record: Any = None
-            if row["ref_table"] is not None:
-                if row["ref_table"] not in chain.CHAINED_TABLES:
-                    report.problem = Problem("AUDIT_ENTRY_TAMPERED", entry["seq"],
-                                             f"names a table that is not audited: {entry['ref']}")
+        for batch in _batches(chain.iter_entries(conn), 2000):
+            records = _records_of(conn, batch)
+            for row in batch:
+                entry = _entry_from_row(row)
+                record: Any = None
+                if row["ref_table"] is not None:
+                    if row["ref_table"] not in chain.CHAINED_TABLES:
+                        report.problem = Problem(
+                            "AUDIT_ENTRY_TAMPERED", entry["seq"],
+                            f"names a table that is not audited: {entry['ref']}")
+                        return _finish(report, walk, started)
+                    record = records.get((row["ref_table"], row["ref_id"]))
+                report.problem = walk.step(entry, record)
+                if report.problem is not None:
                     return _finish(report, walk, started)
-                record = chain.read_record(conn, row["ref_table"], int(row["ref_id"]))
-            report.problem = walk.step(entry, record)
-            if report.problem is not None:
-                return _finish(report, walk, started)
         for table in chain.CHAINED_TABLES:
             stray = conn.execute(
                 f"SELECT rowid FROM {table} WHERE rowid NOT IN"  # noqa: S608
