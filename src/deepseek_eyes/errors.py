@@ -15,6 +15,7 @@ The tree::
     │   ├── RouteError                   VISION_ROUTE_* (one route's operation failed)
     │   │   └── RouteTimeoutError(TimeoutError)   VISION_ROUTE_TIMEOUT
     │   ├── ProbeFailedError             VISION_PROBE_FAILED
+    │   ├── VisionPathError(PermissionError)      VISION_PATH_* (vision serve's roots)
     │   └── FailoverExhaustedError       VISION_FAILOVER_EXHAUSTED
     ├── TurnError(ValueError)            RUNTIME_* (a turn could not run as asked)
     ├── GatewayError                     GATEWAY_* (the HTTP gateway)
@@ -74,6 +75,7 @@ __all__ = [
     "TerminalError",
     "TurnError",
     "VisionError",
+    "VisionPathError",
 ]
 
 #: Every code with a one-line meaning. ``docs/errors.md`` is checked against this table.
@@ -129,6 +131,29 @@ ERROR_CODES: Mapping[str, str] = {
     "VISION_FAILOVER_EXHAUSTED": (
         "Every eligible route failed; details carry the structured attempts."
     ),
+    # vision serve (the eyes as an MCP server)
+    "VISION_PATH_NO_ROOTS": (
+        "A path was given but no root is served (no --root, and the client offers no roots)."
+    ),
+    "VISION_PATH_OUTSIDE_ROOTS": (
+        "The path, with symlinks resolved, lies outside every served root."
+    ),
+    "VISION_PATH_NOT_FOUND": "No file exists at the path inside the served roots.",
+    "VISION_PATH_NOT_FILE": "The path names a directory, FIFO, device or socket, not a file.",
+    "VISION_DATA_URL_INVALID": "The data: URL is malformed, not base64, or not an image type.",
+    "VISION_IMAGE_REF_INVALID": "The image is not a path, a data: URL or a sha256 hex digest.",
+    "VISION_IMAGE_NOT_FOUND": "No stored image has that sha256.",
+    "VISION_EVIDENCE_NOT_FOUND": "No stored evidence record has that sha256.",
+    "VISION_QUESTION_INVALID": "The look question is empty or longer than 500 characters.",
+    "VISION_TOKEN_MISSING": (
+        "vision serve --http needs a bearer token (vision.serve.token or"
+        " DEEPSEEK_EYES_VISION_TOKEN)."
+    ),
+    "VISION_TOKEN_WEAK": "The bearer token is shorter or simpler than 256 bits of randomness.",
+    "VISION_UNAUTHORIZED": "The HTTP request has no bearer token or the wrong one.",
+    "VISION_FORBIDDEN": "The Host or Origin header is not allowed (DNS rebinding defence).",
+    "VISION_RATE_LIMITED": "Too many HTTP requests from this client; retry after a pause.",
+    "VISION_BODY_TOO_LARGE": "The HTTP request body exceeds vision.serve.max_body_bytes.",
     # runtime (turns)
     "RUNTIME_BAD_MESSAGE": "A chat message is malformed (role, content part or tool call).",
     "RUNTIME_IMAGE_URL_DISABLED": "An http(s) image_url was sent; gateway.allow_image_urls is off.",
@@ -439,6 +464,12 @@ class EvidenceIntegrityError(EvidenceError):
 
 class VisionError(DeepSeekEyesError):
     default_code = "VISION_NO_ROUTE"
+
+
+class VisionPathError(VisionError, PermissionError):
+    """``vision serve`` refused a path: no roots, outside them, missing, or not a file."""
+
+    default_code = "VISION_PATH_OUTSIDE_ROOTS"
 
 
 class RouteError(VisionError):

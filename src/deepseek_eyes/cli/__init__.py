@@ -62,6 +62,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "serve": ("deepseek_eyes.cli.serve", "serve_command", "Run the OpenAI-compatible gateway."),
     "audit": ("deepseek_eyes.cli.audit", "audit_group",
               "One tamper-evident audit chain: verify, export, show, checkpoint, rotate-key."),
+    "vision": ("deepseek_eyes.cli.vision", "vision_group",
+               "The eyes as an MCP server: see, look and stored evidence for any MCP host."),
 }
 
 USAGE_EXIT = 2

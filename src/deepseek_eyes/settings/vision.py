@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Literal
 
 from pydantic import (
@@ -27,6 +28,7 @@ __all__ = [
     "ImageSettings",
     "LocalRouteSettings",
     "RouteSettings",
+    "VisionServeSettings",
     "VisionSettings",
 ]
 
@@ -112,6 +114,32 @@ class LocalRouteSettings(Strict):
     threads: int | None = Field(default=None, ge=1, le=64)
 
 
+class VisionServeSettings(Strict):
+    """``vision serve``: the eyes as an MCP server (stdio, or HTTP behind a bearer token)."""
+
+    roots: tuple[Path, ...] = Field(
+        default=(), description="Directories whose images `see` may read (also --root)."
+    )
+    token: Secret | None = Field(
+        default=None, description="Bearer token of `vision serve --http` (a secret "
+                                  "reference; else DEEPSEEK_EYES_VISION_TOKEN)."
+    )
+    host: str = Field(default="127.0.0.1", description="HTTP bind address.")
+    port: int = Field(default=8768, ge=0, le=65535)
+    allowed_hosts: tuple[str, ...] = Field(
+        default=(), description="Extra Host header values accepted over HTTP (host:port)."
+    )
+    allowed_origins: tuple[str, ...] = Field(
+        default=(), description="Extra Origin values accepted over HTTP (scheme://host:port)."
+    )
+    rate_limit_per_minute: int = Field(default=600, ge=1, le=100_000)
+    # A data: URL carries the image base64-encoded (4/3 of image.max_bytes) plus JSON-RPC.
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=2 * 1024 * 1024 * 1024)
+    max_listed_evidence: int = Field(
+        default=1000, ge=1, le=100_000, description="Evidence records resources/list offers."
+    )
+
+
 class VisionSettings(Strict):
     route: str | None = Field(default=None, description="The explicitly selected route.")
     route_priority: tuple[str, ...] = ()
@@ -126,6 +154,7 @@ class VisionSettings(Strict):
     attempts_max_rows: int = Field(default=50_000, ge=100, le=10_000_000)
     routes: tuple[RouteSettings, ...] = ()
     local: LocalRouteSettings = LocalRouteSettings()
+    serve: VisionServeSettings = VisionServeSettings()
 
     @model_validator(mode="after")
     def _names(self) -> VisionSettings:

@@ -1,0 +1,94 @@
+"""``vision serve --http``: the vision MCP server over Streamable HTTP at ``/mcp``, behind
+the security layer every HTTP server of ours shares (bearer token in constant time, Host and
+Origin allow-lists, rate limits, a body cap), with the ``VISION_…`` refusal codes.
+
+One bridge serves every connection; each connection's client roots are its own. The
+bridge is closed when the server stops.
+"""
+
+from __future__ import annotations
+
+import os
+
+from starlette.applications import Starlette
+from starlette.types import ASGIApp
+
+from deepseek_eyes.errors import VisionError
+from deepseek_eyes.serving.mcp_http import streamable_mcp
+from deepseek_eyes.serving.security import (
+    MIN_TOKEN_BITS,
+    HttpOptions,
+    RefusalCodes,
+    estimated_token_bits,
+    is_strong_token,
+)
+from deepseek_eyes.settings.vision import VisionServeSettings
+from deepseek_eyes.vision_server.server import build_vision_server
+from deepseek_eyes.vision_server.service import VisionService
+
+__all__ = [
+    "ENV_TOKEN",
+    "VISION_REFUSALS",
+    "VisionHttpOptions",
+    "build_vision_http_app",
+    "resolve_vision_token",
+]
+
+ENV_TOKEN = "DEEPSEEK_EYES_VISION_TOKEN"  # noqa: S105 - the variable's name, not a token
+VISION_REFUSALS = RefusalCodes.prefixed("VISION", realm="deepseek-eyes-vision")
+
+
+def resolve_vision_token(settings: VisionServeSettings) -> str:
+    """The HTTP bearer token (``vision.serve.token``, else ``DEEPSEEK_EYES_VISION_TOKEN``),
+    checked for strength.
+
+    Raises:
+        VisionError: ``VISION_TOKEN_MISSING`` or ``VISION_TOKEN_WEAK``.
+        ConfigError: ``CONFIG_ENV_MISSING`` when ``vision.serve.token`` names an unset
+            variable.
+    """
+    ref = settings.token
+    token = ref.resolve() if ref is not None else os.environ.get(ENV_TOKEN, "")
+    if not token:
+        raise VisionError(
+            f"serving over HTTP needs a bearer token: set {ENV_TOKEN} or vision.serve.token",
+            code="VISION_TOKEN_MISSING",
+        )
+    if not is_strong_token(token):
+        bits = estimated_token_bits(token)
+        raise VisionError(
+            f"the bearer token holds about {bits} bits; {MIN_TOKEN_BITS} are needed "
+            "(e.g. `deepseek-eyes terminal token` makes one)",
+            code="VISION_TOKEN_WEAK", details={"estimated_bits": bits},
+        )
+    return token
+
+
+class VisionHttpOptions(HttpOptions):
+    """The shared HTTP options, built from ``[vision.serve]``."""
+
+    @classmethod
+    def from_settings(cls, settings: VisionServeSettings, token: str,
+                      host: str | None = None) -> VisionHttpOptions:
+        return cls(token=token, host=host or settings.host,
+                   allowed_hosts=settings.allowed_hosts,
+                   allowed_origins=settings.allowed_origins,
+                   rate_limit_per_minute=settings.rate_limit_per_minute,
+                   max_body_bytes=settings.max_body_bytes)
+
+
+async def _idle() -> None:
+    return None
+
+
+def build_vision_http_app(service: VisionService, options: VisionHttpOptions, *,
+                          open_world: bool = False) -> ASGIApp:
+    """The whole HTTP server as one ASGI app (lifespan included)."""
+    mcp = build_vision_server(service, open_world=open_world, close_on_exit=False)
+    routes, lifespan = streamable_mcp(
+        mcp, host=options.host, allowed_hosts=options.hosts(),
+        allowed_origins=options.origins(), max_body_bytes=options.max_body_bytes,
+        background=_idle, close=service.bridge.aclose,
+    )
+    app = Starlette(routes=routes, lifespan=lifespan)
+    return options.guard(app, codes=VISION_REFUSALS)

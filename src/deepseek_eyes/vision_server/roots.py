@@ -1,0 +1,142 @@
+"""Which files ``vision serve`` may read: the served roots and the path checks.
+
+A path is read only when, with every symlink resolved, it lies inside a served root (one
+from ``--root``/``vision.serve.roots``, or one the client offers through MCP roots). With
+no root at all, every path is refused (``VISION_PATH_NO_ROOTS``); ``data:`` URLs and stored
+images still work.
+
+Why resolve before comparing: ``root/../etc/passwd`` and ``root/link -> /etc`` both *start*
+with the root as text. The resolved path is compared by path components, never as a string
+prefix (``/srv/img`` must not admit ``/srv/img2``). The file is then opened without
+following a final symlink, and on Linux the opened descriptor's own path is checked again,
+so a directory swapped for a symlink between the check and the open is still refused.
+Only regular files are read (a FIFO would block, a device never end), never more than the
+bridge's byte limit plus one.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from deepseek_eyes.errors import ImageError, VisionPathError
+
+__all__ = ["NO_ROOTS", "ServedRoots", "roots_from_uris"]
+
+_PROC_FD = Path("/proc/self/fd")
+
+
+def roots_from_uris(uris: Iterable[str]) -> list[Path]:
+    """The local directories named by ``file://`` root URIs (others are ignored: a root
+    this process cannot read as a path grants nothing)."""
+    found: list[Path] = []
+    for uri in uris:
+        parsed = urlparse(uri)
+        if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+            continue
+        path = Path(unquote(parsed.path))
+        if path.is_absolute():
+            found.append(Path(os.path.realpath(path)))
+    return found
+
+
+def _inside(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == root or path.is_relative_to(root) for root in roots)
+
+
+@dataclass(frozen=True)
+class ServedRoots:
+    """A set of resolved root directories and the checks a path must pass."""
+
+    roots: tuple[Path, ...]
+
+    @classmethod
+    def of(cls, paths: Iterable[Path]) -> ServedRoots:
+        """Roots resolved once (a root that is itself a symlink serves its target)."""
+        unique = dict.fromkeys(Path(os.path.realpath(p.expanduser())) for p in paths)
+        return cls(tuple(unique))
+
+    def __add__(self, other: ServedRoots) -> ServedRoots:
+        return ServedRoots(tuple(dict.fromkeys((*self.roots, *other.roots))))
+
+    def resolve(self, text: str) -> Path:
+        """The resolved path of ``text`` (absolute, or relative to the first root).
+
+        Raises:
+            VisionPathError: ``VISION_PATH_NO_ROOTS``, ``VISION_PATH_OUTSIDE_ROOTS``,
+                ``VISION_PATH_NOT_FOUND``, ``VISION_PATH_NOT_FILE``.
+        """
+        if not self.roots:
+            raise VisionPathError(
+                "no root is served, so no path can be read: start the server with --root "
+                "DIR, let the client offer roots, or send a data: URL or a stored sha256",
+                code="VISION_PATH_NO_ROOTS",
+            )
+        given = Path(text).expanduser()
+        candidate = given if given.is_absolute() else self.roots[0] / given
+        resolved = Path(os.path.realpath(candidate))
+        if not _inside(resolved, self.roots):
+            raise VisionPathError(
+                f"{text!r} lies outside the served roots",
+                code="VISION_PATH_OUTSIDE_ROOTS",
+                details={"path": text, "roots": [str(r) for r in self.roots]},
+            )
+        try:
+            info = resolved.stat()
+        except FileNotFoundError:
+            raise VisionPathError(f"no file at {text!r}", code="VISION_PATH_NOT_FOUND",
+                                  details={"path": text}) from None
+        except OSError as exc:
+            raise VisionPathError(f"cannot read {text!r}: {exc.strerror or exc}",
+                                  code="VISION_PATH_NOT_FOUND", details={"path": text}) from None
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise VisionPathError(f"{text!r} is {kind}", code="VISION_PATH_NOT_FILE",
+                                  details={"path": text})
+        return resolved
+
+    def read(self, text: str, max_bytes: int) -> bytes:
+        """The bytes of the file at ``text``, checked as :meth:`resolve` says (blocking).
+
+        Raises:
+            VisionPathError: as :meth:`resolve`.
+            ImageError: ``IMAGE_TOO_LARGE`` over ``max_bytes``.
+        """
+        resolved = self.resolve(text)
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(resolved, flags)
+        except OSError as exc:
+            # ELOOP: the final component became a symlink after the check.
+            raise VisionPathError(f"cannot open {text!r}: {exc.strerror or exc}",
+                                  code="VISION_PATH_NOT_FILE", details={"path": text}) from None
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            opened = _PROC_FD / str(handle.fileno())
+            if opened.exists() and not _inside(Path(os.readlink(opened)), self.roots):
+                raise VisionPathError(f"{text!r} moved outside the served roots",
+                                      code="VISION_PATH_OUTSIDE_ROOTS", details={"path": text})
+            if not stat.S_ISREG(info.st_mode):
+                raise VisionPathError(f"{text!r} is not a regular file",
+                                      code="VISION_PATH_NOT_FILE", details={"path": text})
+            if info.st_size > max_bytes:
+                raise _too_large(text, info.st_size, max_bytes)
+            data = handle.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise _too_large(text, len(data), max_bytes)
+        return data
+
+
+def _too_large(text: str, size: int, limit: int) -> ImageError:
+    return ImageError(
+        f"the image file {text!r} is {size:,} bytes, over the limit of {limit:,} bytes",
+        code="IMAGE_TOO_LARGE", details={"path": text, "size": size, "limit": limit},
+    )
+
+
+#: No root at all: every path is refused.
+NO_ROOTS = ServedRoots(())
