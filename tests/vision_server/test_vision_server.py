@@ -1,0 +1,264 @@
+"""The vision MCP server driven by the official SDK client, in memory, over the session's
+loopback vision route: tool contract, evidence, cache, roots, resources."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from jsonschema import Draft202012Validator
+from mcp import Client, MCPDeprecationWarning, MCPError
+from mcp_types import TextContent
+
+from deepseek_eyes.home import DataHome
+from deepseek_eyes.settings import Settings
+from deepseek_eyes.vision.bridge import VisionBridge
+from deepseek_eyes.vision.types import Variant
+from deepseek_eyes.vision_server import service as service_module
+from deepseek_eyes.vision_server.roots import NO_ROOTS, ServedRoots
+from deepseek_eyes.vision_server.server import (
+    EVIDENCE_URI_PREFIX,
+    LOOK_INPUT,
+    SEE_INPUT,
+    build_vision_server,
+    output_schema,
+)
+from deepseek_eyes.vision_server.service import VisionService
+from vision.loopback import LoopbackVisionServer, solid_png
+
+pytestmark = pytest.mark.anyio
+
+
+class Rig:
+    def __init__(self, loopback: LoopbackVisionServer, tag: str) -> None:
+        self.loopback = loopback
+        self.behaviour = f"healthy~vserve-{tag}"
+        settings = Settings.model_validate({"vision": {"routes": [{
+            "name": "loop", "base_url": loopback.url(self.behaviour), "model": "vision-1",
+        }], "route_priority": ["loop"]}})
+        self.home = DataHome.open(settings)
+        self.bridge = VisionBridge(settings, self.home)
+
+    @property
+    def calls(self) -> int:
+        return self.loopback.calls[self.behaviour]
+
+    def service(self, roots: ServedRoots = NO_ROOTS) -> VisionService:
+        return VisionService(self.bridge, roots)
+
+
+@asynccontextmanager
+async def rig_of(loopback: LoopbackVisionServer, tag: str) -> AsyncIterator[Rig]:
+    rig = Rig(loopback, tag)
+    try:
+        yield rig
+    finally:
+        await rig.bridge.aclose()
+        rig.home.close()
+
+
+def text_of(result: Any) -> str:
+    assert isinstance(result.content[0], TextContent)
+    return str(result.content[0].text)
+
+
+def error_code(result: Any) -> str:
+    assert result.is_error
+    return str(json.loads(text_of(result))["error"]["code"])
+
+
+def valid(value: Any, variant: Variant) -> bool:
+    return Draft202012Validator(output_schema(variant)).is_valid(value)
+
+
+async def test_tools_schemas_and_read_only_annotations(loopback: LoopbackVisionServer) -> None:
+    async with rig_of(loopback, "list") as rig, Client(
+            build_vision_server(rig.service(), close_on_exit=False), mode="legacy") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert sorted(tools) == ["look", "see"]
+        assert tools["see"].input_schema == SEE_INPUT
+        assert tools["look"].input_schema == LOOK_INPUT
+        assert tools["see"].output_schema == output_schema(Variant.EVIDENCE)
+        assert tools["look"].output_schema == output_schema(Variant.TARGET)
+        for tool in tools.values():
+            assert tool.annotations is not None
+            assert tool.annotations.read_only_hint is True
+            assert tool.annotations.destructive_hint is False
+        Draft202012Validator.check_schema(output_schema(Variant.EVIDENCE))
+        assert output_schema(Variant.EVIDENCE)["type"] == "object"
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == [EVIDENCE_URI_PREFIX + "{hash}"]
+
+
+async def test_see_a_path_then_a_cache_hit_by_every_name(
+        loopback: LoopbackVisionServer, tmp_path: Path) -> None:
+    data = solid_png(40, 30, (200, 30, 30))
+    (tmp_path / "shots").mkdir()
+    (tmp_path / "shots" / "red.png").write_bytes(data)
+    async with rig_of(loopback, "see") as rig, Client(
+            build_vision_server(rig.service(ServedRoots.of([tmp_path / "shots"])),
+                                close_on_exit=False), mode="legacy") as client:
+        first = await client.call_tool("see", {"image": "red.png"})
+        assert not first.is_error, text_of(first)
+        assert valid(first.structured_content, Variant.EVIDENCE)
+        meta = first.meta["deepseekeyes"]  # type: ignore[index]
+        assert meta["cached"] is False
+        assert meta["image"]["width"] == 40
+        text = text_of(first)
+        assert text.startswith(f"[{meta['image']['sha256']}: ")
+        assert f"summary: {first.structured_content['summary']}" in text  # type: ignore[index]
+        assert "look(image=" in text
+        calls = rig.calls
+        url = "data:image/png;base64," + base64.b64encode(data).decode()
+        for name in ("red.png", url, meta["image"]["sha256"]):
+            again = await client.call_tool("see", {"image": name})
+            assert not again.is_error, text_of(again)
+            assert again.meta["deepseekeyes"]["cached"] is True  # type: ignore[index]
+            assert again.structured_content == first.structured_content
+        assert rig.calls == calls  # no route was asked again
+        attempts = rig.home.db.query("SELECT count(*) AS n FROM attempts")
+        assert attempts[0]["n"] >= 1  # the route call was logged, as the CLI's is
+        audits = rig.home.db.query(
+            "SELECT count(*) AS n FROM audit WHERE kind = 'vision.acquire'")
+        assert audits[0]["n"] == 4
+
+
+async def test_refusals_carry_codes(loopback: LoopbackVisionServer, tmp_path: Path) -> None:
+    (tmp_path / "secret.png").write_bytes(solid_png(8, 8))
+    (tmp_path / "root").mkdir()
+    async with rig_of(loopback, "refuse") as rig, Client(
+            build_vision_server(rig.service(ServedRoots.of([tmp_path / "root"])),
+                                close_on_exit=False), mode="legacy") as client:
+        cases = {
+            "../secret.png": "VISION_PATH_OUTSIDE_ROOTS",
+            "missing.png": "VISION_PATH_NOT_FOUND",
+            "f" * 64: "VISION_IMAGE_NOT_FOUND",
+            "data:image/png;base64,@@": "VISION_DATA_URL_INVALID",
+            "data:image/png;base64," + base64.b64encode(b"not an image").decode():
+                "IMAGE_UNSUPPORTED_FORMAT",
+        }
+        for image, code in cases.items():
+            assert error_code(await client.call_tool("see", {"image": image})) == code, image
+        wrong_route = await client.call_tool("see", {"image": solid_url(), "route": "nope"})
+        assert error_code(wrong_route) == "VISION_ROUTE_UNKNOWN"
+        empty = await client.call_tool("look", {"image": solid_url(), "question": "   "})
+        assert error_code(empty) == "VISION_QUESTION_INVALID"
+        assert rig.calls == 0
+
+
+def solid_url() -> str:
+    return "data:image/png;base64," + base64.b64encode(solid_png(12, 12)).decode()
+
+
+async def test_no_roots_refuses_paths_but_data_urls_work(
+        loopback: LoopbackVisionServer, tmp_path: Path) -> None:
+    (tmp_path / "a.png").write_bytes(solid_png(8, 8))
+    async with rig_of(loopback, "noroots") as rig, Client(
+            build_vision_server(rig.service(), close_on_exit=False), mode="legacy") as client:
+        refused = await client.call_tool("see", {"image": str(tmp_path / "a.png")})
+        assert error_code(refused) == "VISION_PATH_NO_ROOTS"
+        ok = await client.call_tool("see", {"image": solid_url()})
+        assert not ok.is_error
+
+
+async def test_client_roots_are_asked_once_and_refreshed_on_change(
+        loopback: LoopbackVisionServer, tmp_path: Path) -> None:
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{name}.png").write_bytes(solid_png(10, 10, (5, 5, 5)))
+    offered = [tmp_path / "one"]
+    asked: list[int] = []
+
+    async def list_roots(_: Any) -> types.ListRootsResult:
+        asked.append(1)
+        return types.ListRootsResult(roots=[types.Root(uri=p.as_uri()) for p in offered])
+
+    async with rig_of(loopback, "roots") as rig, Client(
+            build_vision_server(rig.service(), close_on_exit=False), mode="legacy",
+            list_roots_callback=list_roots) as client:
+        assert not (await client.call_tool("see", {"image": str(tmp_path / "one/one.png")})).is_error
+        two = await client.call_tool("see", {"image": str(tmp_path / "two/two.png")})
+        assert error_code(two) == "VISION_PATH_OUTSIDE_ROOTS"
+        assert len(asked) == 1  # remembered for the connection
+        offered[:] = [tmp_path / "two"]
+        with pytest.warns(MCPDeprecationWarning):  # roots are deprecated in 2026-07-28
+            await client.send_roots_list_changed()
+        for _ in range(100):  # the notification is processed asynchronously; bounded
+            result = await client.call_tool("see", {"image": str(tmp_path / "two/two.png")})
+            if not result.is_error:
+                break
+        assert not result.is_error, text_of(result)
+        assert len(asked) >= 2
+
+
+async def test_look_returns_target_evidence(loopback: LoopbackVisionServer) -> None:
+    async with rig_of(loopback, "look") as rig, Client(
+            build_vision_server(rig.service(), close_on_exit=False), mode="legacy") as client:
+        seen = await client.call_tool("see", {"image": solid_url()})
+        sha = seen.meta["deepseekeyes"]["image"]["sha256"]  # type: ignore[index]
+        looked = await client.call_tool("look", {"image": sha, "question": "What colour?"})
+        assert not looked.is_error, text_of(looked)
+        assert valid(looked.structured_content, Variant.TARGET)
+        assert "answer" in looked.structured_content  # type: ignore[operator]
+        assert text_of(looked).splitlines()[1].startswith("answer: ")
+        assert looked.meta["deepseekeyes"]["route"] == "loop"  # type: ignore[index]
+
+
+async def test_evidence_resources_list_page_and_read(
+        loopback: LoopbackVisionServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(service_module, "PAGE_SIZE", 2)
+    async with rig_of(loopback, "res") as rig:
+        service = rig.service()
+        service.max_listed = 4
+        async with Client(build_vision_server(service, close_on_exit=False),
+                          mode="legacy", cache=None) as client:
+            records = []
+            for shade in range(5):
+                url = "data:image/png;base64," + base64.b64encode(
+                    solid_png(9, 9, (shade * 40, 0, 0))).decode()
+                result = await client.call_tool("see", {"image": url})
+                records.append(result.meta["deepseekeyes"]["record_sha256"])  # type: ignore[index]
+            listed: list[str] = []
+            cursor = None
+            for _ in range(10):
+                page = await client.list_resources(cursor=cursor)
+                assert len(page.resources) <= 2
+                listed += [str(r.uri) for r in page.resources]
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            assert listed == [EVIDENCE_URI_PREFIX + r for r in reversed(records)][:4]
+            read = await client.read_resource(EVIDENCE_URI_PREFIX + records[0])
+            content = read.contents[0]
+            assert isinstance(content, types.TextResourceContents)
+            assert content.mime_type == "application/json"
+            body = json.loads(content.text)
+            assert body["record_sha256"] == records[0]
+            assert body["key"]["variant"] == Variant.EVIDENCE.value
+            assert valid(body["evidence"], Variant.EVIDENCE)
+            for uri in (EVIDENCE_URI_PREFIX + "0" * 64, "evidence://sha256/short",
+                        "file:///etc/passwd"):
+                with pytest.raises(MCPError) as missing:
+                    await client.read_resource(uri)
+                assert missing.value.error.code == -32002
+            with pytest.raises(MCPError):
+                await client.list_resources(cursor="not-a-cursor")
+
+
+async def test_a_tampered_record_is_not_served(loopback: LoopbackVisionServer) -> None:
+    async with rig_of(loopback, "tamper") as rig:
+        service = rig.service()
+        acquisition = await service.see(solid_url())
+        digest = acquisition.record.record_sha256
+        rig.home.db.execute("DROP TRIGGER evidence_no_update")
+        rig.home.db.execute("UPDATE evidence SET record = replace(record, 'summary', 'summarY')"
+                            " WHERE record_sha256 = ?", (digest,))
+        with pytest.raises(Exception) as caught:
+            service.record(digest)
+        assert getattr(caught.value, "code", None) == "EVIDENCE_CACHE_TAMPERED"
