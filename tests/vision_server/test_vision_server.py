@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator
 from mcp import Client, MCPDeprecationWarning, MCPError
 from mcp_types import TextContent
 
+from deepseek_eyes.errors import EvidenceIntegrityError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.vision.bridge import VisionBridge
@@ -182,7 +183,8 @@ async def test_client_roots_are_asked_once_and_refreshed_on_change(
     async with rig_of(loopback, "roots") as rig, Client(
             build_vision_server(rig.service(), close_on_exit=False), mode="legacy",
             list_roots_callback=list_roots) as client:
-        assert not (await client.call_tool("see", {"image": str(tmp_path / "one/one.png")})).is_error
+        one = await client.call_tool("see", {"image": str(tmp_path / "one/one.png")})
+        assert not one.is_error, text_of(one)
         two = await client.call_tool("see", {"image": str(tmp_path / "two/two.png")})
         assert error_code(two) == "VISION_PATH_OUTSIDE_ROOTS"
         assert len(asked) == 1  # remembered for the connection
@@ -259,6 +261,6 @@ async def test_a_tampered_record_is_not_served(loopback: LoopbackVisionServer) -
         rig.home.db.execute("DROP TRIGGER evidence_no_update")
         rig.home.db.execute("UPDATE evidence SET record = replace(record, 'summary', 'summarY')"
                             " WHERE record_sha256 = ?", (digest,))
-        with pytest.raises(Exception) as caught:
+        with pytest.raises(EvidenceIntegrityError) as caught:
             service.record(digest)
-        assert getattr(caught.value, "code", None) == "EVIDENCE_CACHE_TAMPERED"
+        assert caught.value.code == "EVIDENCE_CACHE_TAMPERED"
