@@ -1,4 +1,4 @@
-"""A loopback proxy that adds the terminal's bearer token to every request.
+"""A loopback proxy that adds a server's bearer token to every request.
 
 Why: the MCP conformance suite cannot send custom headers, and the terminal's HTTP server
 refuses every request without its token (by design; there is no switch to turn that off).
@@ -6,7 +6,11 @@ This proxy forwards requests byte for byte, Host and Origin unchanged (so the su
 rebinding scenario still reaches the server's own checks), streams responses back (SSE
 included), and injects ``Authorization: Bearer $DEEPSEEK_EYES_TERMINAL_TOKEN``.
 
-    python scripts/terminal_auth_proxy.py LISTEN_PORT UPSTREAM_PORT
+    python scripts/terminal_auth_proxy.py LISTEN_PORT UPSTREAM_PORT [TOKEN_VARIABLE]
+
+TOKEN_VARIABLE names the environment variable holding the token (default
+``DEEPSEEK_EYES_TERMINAL_TOKEN``; ``scripts/vision-conformance.sh`` passes
+``DEEPSEEK_EYES_VISION_TOKEN``).
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ _HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgra
 
 def main() -> None:
     listen, upstream = int(sys.argv[1]), int(sys.argv[2])
-    token = os.environ["DEEPSEEK_EYES_TERMINAL_TOKEN"]
+    variable = sys.argv[3] if len(sys.argv) > 3 else "DEEPSEEK_EYES_TERMINAL_TOKEN"
+    token = os.environ[variable]
     # No read deadline: SSE responses stay open as long as the suite listens.
     timeout = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=10.0)
     client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{upstream}", timeout=timeout)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up DeepSeekEyes with everything its tests use, then run lint, type checks, the
-# import layers (import-linter), the terminal server's conformance checks and the whole
-# test suite. Extra arguments go to
-# pytest. With CI=true a missing test dependency fails instead of skipping.
+# import layers (import-linter), the terminal and vision servers' conformance checks and the
+# whole test suite. Extra arguments go to pytest. With CI=true a missing test dependency
+# fails instead of skipping.
 #   .venv          the package with its dev extras (scripts/setup.sh dev)
 #   Debian, npm    bubblewrap, chromium, Node 22, the MCP conformance suite and the MCP
 #                  Inspector (scripts/ci-deps.sh; apt-get runs through sudo when not root)
@@ -14,5 +14,6 @@ scripts/ci-deps.sh
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache  # the layers of docs/architecture.md (pyproject.toml)
 scripts/terminal-conformance.sh
+scripts/vision-conformance.sh  # vision serve: the suite over HTTP, the Inspector over both
 scripts/mcp-conformance.sh  # the MCP host client against the suite's client scenarios
 exec .venv/bin/pytest "$@"

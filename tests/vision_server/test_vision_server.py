@@ -95,6 +95,8 @@ async def test_tools_schemas_and_read_only_annotations(loopback: LoopbackVisionS
         assert output_schema(Variant.EVIDENCE)["type"] == "object"
         templates = (await client.list_resource_templates()).resource_templates
         assert [t.uri_template for t in templates] == [EVIDENCE_URI_PREFIX + "{hash}"]
+        with pytest.warns(MCPDeprecationWarning):  # logging is deprecated in 2026-07-28
+            await client.set_logging_level("info")  # accepted (MCPServer alone: -32601)
 
 
 async def test_see_a_path_then_a_cache_hit_by_every_name(

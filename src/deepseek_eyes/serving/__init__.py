@@ -8,6 +8,7 @@ which server refused.
 """
 
 from deepseek_eyes.serving.connections import STATELESS_OWNER, STDIO_OWNER, connection_owner
+from deepseek_eyes.serving.log_level import accept_log_level
 from deepseek_eyes.serving.security import (
     MIN_TOKEN_BITS,
     SECURITY_HEADERS,
@@ -33,6 +34,7 @@ __all__ = [
     "RateLimiter",
     "RefusalCodes",
     "SecurityMiddleware",
+    "accept_log_level",
     "allowed_hosts_for",
     "allowed_origins_for",
     "connection_owner",

@@ -99,6 +99,16 @@ class ServedRoots:
                                   details={"path": text})
         return resolved
 
+    def size_hint(self, text: str) -> int:
+        """The size of what ``text`` names without any check, or a huge number when it
+        cannot be told (the caller then reads in a worker thread)."""
+        given = Path(text).expanduser()
+        candidate = given if given.is_absolute() or not self.roots else self.roots[0] / given
+        try:
+            return candidate.stat().st_size
+        except (OSError, ValueError):
+            return 1 << 62
+
     def read(self, text: str, max_bytes: int) -> bytes:
         """The bytes of the file at ``text``, checked as :meth:`resolve` says (blocking).
 

@@ -40,6 +40,7 @@ from deepseek_eyes import __version__
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.runtime.render import render_evidence, render_target
 from deepseek_eyes.serving.connections import connection_owner
+from deepseek_eyes.serving.log_level import accept_log_level
 from deepseek_eyes.vision.evidence import schema_document
 from deepseek_eyes.vision.router import Acquisition
 from deepseek_eyes.vision.types import Variant
@@ -267,6 +268,7 @@ def build_vision_server(service: VisionService, *, open_world: bool = False,
             registered.fn_metadata.output_schema = output_schema(variant)
     _add_evidence_resources(mcp, service)
     _add_roots_listener(mcp, roots)
+    accept_log_level(mcp)
     return mcp
 
 

@@ -31,6 +31,7 @@ __all__ = ["MAX_QUESTION", "PAGE_SIZE", "EvidenceEntry", "EvidencePage", "Vision
 
 MAX_QUESTION = 500
 PAGE_SIZE = 100
+INLINE_READ_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,10 @@ class VisionService:
             return ref.data
         assert ref.path is not None
         served = self.roots + client_roots
+        if served.size_hint(ref.path) <= INLINE_READ_BYTES:
+            # A thread hop costs more than reading a small local file (a FIFO cannot block:
+            # it is opened non-blocking and refused).
+            return served.read(ref.path, self._max_bytes)
         return await anyio.to_thread.run_sync(served.read, ref.path, self._max_bytes)
 
     async def see(self, image: str, *, route: str | None = None,

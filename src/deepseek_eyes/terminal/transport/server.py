@@ -42,6 +42,7 @@ from pydantic import WithJsonSchema
 from deepseek_eyes import __version__
 from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
 from deepseek_eyes.serving.connections import STATELESS_OWNER, STDIO_OWNER, connection_owner
+from deepseek_eyes.serving.log_level import accept_log_level
 from deepseek_eyes.terminal.arguments import number
 from deepseek_eyes.terminal.service import MAX_WAIT_S, TerminalService
 
@@ -331,7 +332,7 @@ def build_mcp_server(
     def receipt_resource(receipt_id: str) -> str:
         return json.dumps(service.receipt(receipt_id))
 
-    _allow_log_level(mcp)
+    accept_log_level(mcp)
     return mcp
 
 
@@ -354,18 +355,3 @@ def policy_summary(service: TerminalService) -> dict[str, Any]:
                            "workspace", "privileged and system programs", "control or invisible "
                            "characters", "programs outside the system directories"],
     }
-
-
-def _allow_log_level(mcp: MCPServer) -> None:
-    """Answer ``logging/setLevel`` (handshake revisions) so clients that send it still work.
-
-    MCPServer does not register it; the low-level server takes a handler. We keep no log
-    stream of our own to filter, so the request is accepted and acknowledged.
-    """
-    from mcp_types import SetLevelRequestParams
-
-    async def set_level(_ctx: Any, _params: SetLevelRequestParams) -> dict[str, Any]:
-        return {}
-
-    lowlevel = mcp._lowlevel_server  # the SDK exposes no public hook for this
-    lowlevel.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)

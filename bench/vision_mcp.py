@@ -1,0 +1,110 @@
+"""``see`` over MCP on a cached image against the same ``see`` in process.
+
+    .venv/bin/python bench/vision_mcp.py
+
+Ours: ``tools/call see {"image": "01_receipt.png"}`` from the official SDK client to a real
+``deepseek-eyes vision serve --stdio --root bench/corpus`` process (the file read and
+checked against the root, hashed, the evidence cache hit, attempts and audit rows, the
+text rendering, JSON-RPC both ways), and the same call to the server in memory (no
+process, no pipe). Baseline: what ``deepseek-eyes see`` does in process, reading the file
+and calling ``VisionBridge.see`` on a warm cache. All three share one temporary data home;
+the first call (the embedded offline OCR route) fills the cache. Calls alternate after a
+warm-up; figures are medians per call. Ratio = ours / baseline.
+
+The SDK client validates every ``structuredContent`` against the tool's ``outputSchema``
+(the evidence schema); on a receipt's evidence that validation is most of the MCP call's
+time. So the calls are timed twice: as the SDK client makes them (``validated``), and with
+the client's validation switched off (``unvalidated``: what the server and the transport
+cost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mcp import Client, StdioServerParameters
+
+from deepseek_eyes.home import DataHome
+from deepseek_eyes.settings import Settings
+from deepseek_eyes.vision.bridge import VisionBridge
+from deepseek_eyes.vision_server import ServedRoots, VisionService, build_vision_server
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+IMAGE = "01_receipt.png"
+ROUNDS = 200
+WARMUP = 20
+EXE = str(Path(sys.executable).with_name("deepseek-eyes"))
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["DEEPSEEK_EYES_HOME"] = tmp
+        settings = Settings.model_validate({})
+        with DataHome(Path(tmp)) as home:
+            bridge = VisionBridge(settings, home)
+            first = await bridge.see((CORPUS / IMAGE).read_bytes())  # fills the cache
+            if first.cached:
+                raise SystemExit("expected a cache miss on the first call")
+            service = VisionService(bridge, ServedRoots.of([CORPUS]))
+            params = StdioServerParameters(
+                command=EXE, args=["vision", "serve", "--stdio", "--root", str(CORPUS)],
+                env=dict(os.environ))
+            with open(os.devnull, "w") as quiet:
+                from mcp.client.stdio import stdio_client
+
+                async with (
+                    Client(stdio_client(params, errlog=quiet), mode="legacy") as stdio,
+                    Client(build_vision_server(service, close_on_exit=False),
+                           mode="legacy") as memory,
+                ):
+                    times: dict[str, list[float]] = {}
+
+                    async def over(client: Client) -> float:
+                        started = time.perf_counter()
+                        result = await client.call_tool("see", {"image": IMAGE})
+                        took = time.perf_counter() - started
+                        meta = result.meta or {}
+                        if result.is_error or not meta["deepseekeyes"]["cached"]:
+                            raise SystemExit(f"expected a cache hit: {result.content}")
+                        return took
+
+                    async def inproc() -> float:
+                        started = time.perf_counter()
+                        hit = await bridge.see((CORPUS / IMAGE).read_bytes())
+                        took = time.perf_counter() - started
+                        if not hit.cached:
+                            raise SystemExit("expected a cache hit")
+                        return took
+
+                    for phase in ("validated", "unvalidated"):
+                        if phase == "unvalidated":
+                            for client in (stdio, memory):
+                                client.session.validate_tool_result = _skip  # type: ignore[method-assign]
+                        for index in range(WARMUP + ROUNDS):
+                            taken = {"stdio": await over(stdio), "memory": await over(memory),
+                                     "inproc": await inproc()}
+                            if index >= WARMUP:
+                                for name, took in taken.items():
+                                    times.setdefault(f"{phase} {name}", []).append(took)
+            await bridge.aclose()
+    for phase in ("validated", "unvalidated"):
+        baseline = statistics.median(times[f"{phase} inproc"])
+        for name in ("stdio", "memory"):
+            ours = statistics.median(times[f"{phase} {name}"])
+            print(f"vision_mcp_see[{name}, client {phase}, {IMAGE} cached]: "
+                  f"ours={ours * 1e3:.3f}ms baseline=in-process see {baseline * 1e3:.3f}ms "
+                  f"ratio={ours / baseline:.2f}")
+
+
+async def _skip(_name: str, _result: object) -> None:
+    return None
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
