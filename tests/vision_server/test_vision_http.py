@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -86,6 +87,7 @@ def test_the_announcement(served: Served) -> None:
     assert served.described["transport"] == "http"
     assert served.described["tools"] == ["see", "look"]
     assert served.described["roots"] == [str(served.root.resolve())]
+    assert served.described["client_roots"] is False  # vision.serve.http_client_roots
 
 
 def test_no_token_wrong_token_host_and_origin_are_refused(served: Served) -> None:
@@ -129,6 +131,36 @@ async def test_see_and_look_over_http(served: Served) -> None:
         assert not looked.is_error, looked.content
         listed = await client.list_resources()
         assert len(listed.resources) == 2  # the evidence and the reread
+
+
+async def test_http_ignores_client_roots_by_default(served: Served, tmp_path: Path) -> None:
+    """A remote client's file:// roots name its own disk: offering one widens nothing."""
+    (tmp_path / "mine.png").write_bytes(solid_png(8, 8))
+
+    async def list_roots(_: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=tmp_path.as_uri())])
+
+    async with (
+        httpx2.AsyncClient(headers=served.headers(), timeout=60) as http_client,
+        Client(streamable_http_client(served.url + "/mcp", http_client=http_client),
+               mode="legacy", list_roots_callback=list_roots) as client,
+    ):
+        refused = await client.call_tool("see", {"image": str(tmp_path / "mine.png")})
+        assert refused.is_error
+        assert isinstance(refused.content[0], TextContent)
+        assert json.loads(refused.content[0].text)["error"]["code"] == \
+            "VISION_PATH_OUTSIDE_ROOTS"
+
+
+async def test_the_stateless_revision_works_too(served: Served) -> None:
+    async with (
+        httpx2.AsyncClient(headers=served.headers(), timeout=60) as http_client,
+        Client(streamable_http_client(served.url + "/mcp", http_client=http_client),
+               mode="auto") as client,
+    ):
+        seen = await client.call_tool("see", {"image": "blue.png"})
+        assert not seen.is_error, seen.content
+        assert seen.structured_content is not None
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

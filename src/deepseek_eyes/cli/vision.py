@@ -75,9 +75,10 @@ def serve_command(ctx: click.Context, transport: str, roots: tuple[Path, ...],
     from deepseek_eyes.vision_server.roots import ServedRoots
 
     served = ServedRoots.of(all_roots)
-    described: dict[str, Any] = {"transport": transport,
-                                 "roots": [str(r) for r in served.roots],
-                                 "tools": ["see", "look"]}
+    described: dict[str, Any] = {
+        "transport": transport, "roots": [str(r) for r in served.roots],
+        "client_roots": transport == "stdio" or serve.http_client_roots,
+        "tools": ["see", "look"]}
     if transport == "stdio":
         click.echo(dump_json(described) if as_json else
                    f"vision: MCP over stdio; roots: "
@@ -97,7 +98,8 @@ def serve_command(ctx: click.Context, transport: str, roots: tuple[Path, ...],
             click.echo(dump_json({**described, "listening": where}))
         else:
             click.echo(f"vision: MCP at {where['url']}; roots: "
-                       f"{', '.join(described['roots']) or 'none (client roots only)'}",
+                       f"{', '.join(described['roots']) or 'none'}"
+                       f"{' (and client roots)' if described['client_roots'] else ''}",
                        err=True)
 
     from deepseek_eyes.home import DataHome
@@ -107,8 +109,9 @@ def serve_command(ctx: click.Context, transport: str, roots: tuple[Path, ...],
     with DataHome.open(settings) as home:
         service = VisionService(VisionBridge(settings, home), served,
                                 max_listed=serve.max_listed_evidence)
-        serve_http(build_vision_http_app(service, options, open_world=_open_world(settings)),
-                   options.host, bind_port, announce)
+        app = build_vision_http_app(service, options, open_world=_open_world(settings),
+                                    client_roots=serve.http_client_roots)
+        serve_http(app, options.host, bind_port, announce)
 
 
 async def _serve_stdio(settings: Settings, served: Any) -> None:

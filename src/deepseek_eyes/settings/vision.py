@@ -138,6 +138,11 @@ class VisionServeSettings(Strict):
     max_listed_evidence: int = Field(
         default=1000, ge=1, le=100_000, description="Evidence records resources/list offers."
     )
+    http_client_roots: bool = Field(
+        default=False,
+        description="Over HTTP, also serve the roots a client offers. Off: a remote client's "
+                    "file:// roots name its own disk, not this one (stdio always honours them).",
+    )
 
 
 class VisionSettings(Strict):

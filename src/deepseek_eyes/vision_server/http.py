@@ -2,8 +2,10 @@
 the security layer every HTTP server of ours shares (bearer token in constant time, Host and
 Origin allow-lists, rate limits, a body cap), with the ``VISION_…`` refusal codes.
 
-One bridge serves every connection; each connection's client roots are its own. The
-bridge is closed when the server stops.
+One bridge serves every connection. A client's MCP roots are ignored unless
+``vision.serve.http_client_roots`` is on: a remote client's ``file://`` roots name paths on
+its own disk, and honouring them would let any token holder widen what this server reads.
+When on, each connection's roots are its own. The bridge is closed when the server stops.
 """
 
 from __future__ import annotations
@@ -82,9 +84,11 @@ async def _idle() -> None:
 
 
 def build_vision_http_app(service: VisionService, options: VisionHttpOptions, *,
-                          open_world: bool = False) -> ASGIApp:
-    """The whole HTTP server as one ASGI app (lifespan included)."""
-    mcp = build_vision_server(service, open_world=open_world, close_on_exit=False)
+                          open_world: bool = False, client_roots: bool = False) -> ASGIApp:
+    """The whole HTTP server as one ASGI app (lifespan included). ``client_roots``
+    (``vision.serve.http_client_roots``): also serve the roots clients offer."""
+    mcp = build_vision_server(service, open_world=open_world, client_roots=client_roots,
+                              close_on_exit=False)
     routes, lifespan = streamable_mcp(
         mcp, host=options.host, allowed_hosts=options.hosts(),
         allowed_origins=options.origins(), max_body_bytes=options.max_body_bytes,

@@ -193,10 +193,10 @@ class ClientRoots:
         return ServedRoots.of(roots_from_uris(str(root.uri) for root in listed.roots[:64]))
 
 
-def _see_function(service: VisionService, roots: ClientRoots) -> Callable[..., Any]:
+def _see_function(service: VisionService, roots: ClientRoots | None) -> Callable[..., Any]:
     async def see(ctx: Context, image: str, route: str | None = None) -> CallToolResult:
         try:
-            client = await roots.of(ctx) if _needs_roots(image) else NO_ROOTS
+            client = await roots.of(ctx) if roots and _needs_roots(image) else NO_ROOTS
             acquisition = await service.see(image, route=route, client_roots=client)
         except DeepSeekEyesError as exc:
             return _refusal(exc)
@@ -205,10 +205,10 @@ def _see_function(service: VisionService, roots: ClientRoots) -> Callable[..., A
     return see
 
 
-def _look_function(service: VisionService, roots: ClientRoots) -> Callable[..., Any]:
+def _look_function(service: VisionService, roots: ClientRoots | None) -> Callable[..., Any]:
     async def look(ctx: Context, image: str, question: str) -> CallToolResult:
         try:
-            client = await roots.of(ctx) if _needs_roots(image) else NO_ROOTS
+            client = await roots.of(ctx) if roots and _needs_roots(image) else NO_ROOTS
             acquisition = await service.look(image, question, client_roots=client)
         except DeepSeekEyesError as exc:
             return _refusal(exc)
@@ -227,10 +227,13 @@ def _needs_roots(image: str) -> bool:
 
 
 def build_vision_server(service: VisionService, *, open_world: bool = False,
-                        close_on_exit: bool = True) -> MCPServer:
-    """The vision MCP server over ``service``. With ``close_on_exit`` the bridge is closed
-    when the server's lifespan ends (stdio); the HTTP app closes it itself, because the SDK
-    enters this lifespan once per HTTP session."""
+                        client_roots: bool = True, close_on_exit: bool = True) -> MCPServer:
+    """The vision MCP server over ``service``. With ``client_roots`` the roots a client
+    offers are served too (over stdio the client runs on this machine; over HTTP its
+    ``file://`` roots name its own disk, so the HTTP app passes them only when configured
+    to). With ``close_on_exit`` the bridge is closed when the server's lifespan ends
+    (stdio); the HTTP app closes it itself, because the SDK enters this lifespan once per
+    HTTP session."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[None]:
@@ -248,7 +251,7 @@ def build_vision_server(service: VisionService, *, open_world: bool = False,
         lifespan=lifespan,
         log_level="WARNING",
     )
-    roots = ClientRoots()
+    roots = ClientRoots() if client_roots else None
     tools = (
         ("see", _see_function(service, roots), SEE_INPUT, Variant.EVIDENCE,
          "See one image: validated visual evidence (deepseekeyes.evidence.v1) as structured "
@@ -267,7 +270,8 @@ def build_vision_server(service: VisionService, *, open_world: bool = False,
             registered.parameters = dict(parameters)
             registered.fn_metadata.output_schema = output_schema(variant)
     _add_evidence_resources(mcp, service)
-    _add_roots_listener(mcp, roots)
+    if roots is not None:
+        _add_roots_listener(mcp, roots)
     accept_log_level(mcp)
     return mcp
 
