@@ -76,7 +76,10 @@ inspect() {  # inspect LABEL ARGS... : run the Inspector CLI and check its JSON
     failed=$((failed + 1)); echo "inspector $label: FAILED"; printf '%s\n' "$out" | tail -n 20
   fi
 }
-stdio=("$root/.venv/bin/deepseek-eyes" terminal serve --stdio --workspace "$work/ws" --mode read-only)
+# The Inspector starts a stdio server with an environment of its own: the data directory
+# is passed with -e, or the server would use the user's own.
+stdio=(-e "DEEPSEEK_EYES_HOME=$work/home" "$root/.venv/bin/deepseek-eyes" terminal serve --stdio
+       --workspace "$work/ws" --mode read-only)
 http=("http://127.0.0.1:$server_port/mcp" --transport http --header "$auth")
 expect='"terminal_execute"'
 inspect "stdio tools/list" "${stdio[@]}" --method tools/list

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from deepseek_eyes.errors import DeepSeekEyesError, ImageError, VisionError, VisionPathError
-from deepseek_eyes.vision_server.images import parse_image_ref
+from deepseek_eyes.vision_server.images import names_a_path, parse_image_ref
 from deepseek_eyes.vision_server.roots import NO_ROOTS, ServedRoots, roots_from_uris
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"rest of a png"
@@ -84,6 +84,24 @@ def test_missing_directories_fifos_and_devices_are_refused(tree: Path) -> None:
     assert code_of(roots, "pipe.png") == "VISION_PATH_NOT_FILE"  # and it did not block
     devices = ServedRoots.of([Path("/dev")])
     assert code_of(devices, "/dev/null") == "VISION_PATH_NOT_FILE"
+
+
+def test_a_vanished_file_and_a_directory_named_like_an_image(tree: Path) -> None:
+    (tree / "dir.png").mkdir()
+    roots = ServedRoots.of([tree])
+    # A file that vanishes after the checks: the open fails.
+    (tree / "gone.png").write_bytes(PNG)
+    resolved = roots.resolve("gone.png")
+    (tree / "gone.png").unlink()
+    assert resolved.name == "gone.png"
+    assert code_of(roots, "gone.png") == "VISION_PATH_NOT_FOUND"
+    assert code_of(roots, "dir.png") == "VISION_PATH_NOT_FILE"
+
+
+def test_names_a_path_by_shape_only() -> None:
+    assert names_a_path("a.png")
+    assert not names_a_path("sha256:" + "0" * 64)
+    assert not names_a_path("data:image/png;base64,@@@")  # not decoded, so not refused here
 
 
 def test_an_oversize_file_is_refused_before_it_is_read(tree: Path) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from deepseek_eyes.errors import ImageError, VisionError
 
-__all__ = ["ImageRef", "parse_image_ref"]
+__all__ = ["ImageRef", "names_a_path", "parse_image_ref"]
 
 _SHA256 = re.compile(r"(?:sha256:)?([0-9a-fA-F]{64})")
 _DATA_URL = re.compile(r"data:(image/[A-Za-z0-9.+-]+)((?:;[A-Za-z0-9=._-]+)*);base64,(.*)",
@@ -30,6 +30,12 @@ class ImageRef:
     sha256: str | None = None
     data: bytes | None = None
     path: str | None = None
+
+
+def names_a_path(text: str) -> bool:
+    """Whether ``text`` would be taken as a path, told by its shape alone (nothing decoded)."""
+    stripped = text.strip()
+    return not (_SHA256.fullmatch(stripped) or stripped[:5].lower() == "data:")
 
 
 def parse_image_ref(text: str, max_bytes: int) -> ImageRef:

@@ -21,6 +21,7 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import unquote, urlparse
 
 from deepseek_eyes.errors import ImageError, VisionPathError
@@ -124,21 +125,30 @@ class ServedRoots:
             # ELOOP: the final component became a symlink after the check.
             raise VisionPathError(f"cannot open {text!r}: {exc.strerror or exc}",
                                   code="VISION_PATH_NOT_FILE", details={"path": text}) from None
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            opened = _PROC_FD / str(handle.fileno())
-            if opened.exists() and not _inside(Path(os.readlink(opened)), self.roots):
-                raise VisionPathError(f"{text!r} moved outside the served roots",
-                                      code="VISION_PATH_OUTSIDE_ROOTS", details={"path": text})
-            if not stat.S_ISREG(info.st_mode):
-                raise VisionPathError(f"{text!r} is not a regular file",
-                                      code="VISION_PATH_NOT_FILE", details={"path": text})
-            if info.st_size > max_bytes:
-                raise _too_large(text, info.st_size, max_bytes)
-            data = handle.read(max_bytes + 1)
+        try:
+            with os.fdopen(fd, "rb") as handle:
+                data = self._read_open(handle, text, max_bytes)
+        except VisionPathError:
+            raise  # a PermissionError, hence an OSError: not a read failure
+        except OSError as exc:
+            raise ImageError(f"cannot read {text!r}: {exc.strerror or type(exc).__name__}",
+                             code="IMAGE_UNREADABLE", details={"path": text}) from None
         if len(data) > max_bytes:
             raise _too_large(text, len(data), max_bytes)
         return data
+
+    def _read_open(self, handle: BinaryIO, text: str, max_bytes: int) -> bytes:
+        info = os.fstat(handle.fileno())
+        opened = _PROC_FD / str(handle.fileno())
+        if opened.exists() and not _inside(Path(os.readlink(opened)), self.roots):
+            raise VisionPathError(f"{text!r} moved outside the served roots",
+                                  code="VISION_PATH_OUTSIDE_ROOTS", details={"path": text})
+        if not stat.S_ISREG(info.st_mode):
+            raise VisionPathError(f"{text!r} is not a regular file",
+                                  code="VISION_PATH_NOT_FILE", details={"path": text})
+        if info.st_size > max_bytes:
+            raise _too_large(text, info.st_size, max_bytes)
+        return handle.read(max_bytes + 1)
 
 
 def _too_large(text: str, size: int, limit: int) -> ImageError:

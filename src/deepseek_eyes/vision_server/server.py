@@ -44,6 +44,7 @@ from deepseek_eyes.serving.log_level import accept_log_level
 from deepseek_eyes.vision.evidence import schema_document
 from deepseek_eyes.vision.router import Acquisition
 from deepseek_eyes.vision.types import Variant
+from deepseek_eyes.vision_server.images import names_a_path
 from deepseek_eyes.vision_server.roots import NO_ROOTS, ServedRoots, roots_from_uris
 from deepseek_eyes.vision_server.service import MAX_QUESTION, VisionService, record_json
 
@@ -196,7 +197,7 @@ class ClientRoots:
 def _see_function(service: VisionService, roots: ClientRoots | None) -> Callable[..., Any]:
     async def see(ctx: Context, image: str, route: str | None = None) -> CallToolResult:
         try:
-            client = await roots.of(ctx) if roots and _needs_roots(image) else NO_ROOTS
+            client = await roots.of(ctx) if roots and names_a_path(image) else NO_ROOTS
             acquisition = await service.see(image, route=route, client_roots=client)
         except DeepSeekEyesError as exc:
             return _refusal(exc)
@@ -208,22 +209,13 @@ def _see_function(service: VisionService, roots: ClientRoots | None) -> Callable
 def _look_function(service: VisionService, roots: ClientRoots | None) -> Callable[..., Any]:
     async def look(ctx: Context, image: str, question: str) -> CallToolResult:
         try:
-            client = await roots.of(ctx) if roots and _needs_roots(image) else NO_ROOTS
+            client = await roots.of(ctx) if roots and names_a_path(image) else NO_ROOTS
             acquisition = await service.look(image, question, client_roots=client)
         except DeepSeekEyesError as exc:
             return _refusal(exc)
         return _result(acquisition, Variant.TARGET)
 
     return look
-
-
-def _needs_roots(image: str) -> bool:
-    from deepseek_eyes.vision_server.images import parse_image_ref
-
-    try:
-        return parse_image_ref(image, 1 << 62).path is not None
-    except DeepSeekEyesError:
-        return False
 
 
 def build_vision_server(service: VisionService, *, open_world: bool = False,
