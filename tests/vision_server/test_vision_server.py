@@ -130,6 +130,12 @@ async def test_see_a_path_then_a_cache_hit_by_every_name(
         audits = rig.home.db.query(
             "SELECT count(*) AS n FROM audit WHERE kind = 'vision.acquire'")
         assert audits[0]["n"] == 4
+        calls = [json.loads(r["details"]) for r in rig.home.db.query(
+            "SELECT details FROM audit WHERE kind = 'vision.call' ORDER BY id")]
+        assert [c["image_ref"] for c in calls] == ["path", "path", "data", "sha256"]
+        assert [c["cached"] for c in calls] == [False, True, True, True]
+        assert all(c["outcome"] == "ok" and c["owner"] == "stdio" for c in calls)
+        assert "red.png" not in json.dumps(calls)  # the path only as its hash
 
 
 async def test_refusals_carry_codes(loopback: LoopbackVisionServer, tmp_path: Path) -> None:
@@ -148,6 +154,10 @@ async def test_refusals_carry_codes(loopback: LoopbackVisionServer, tmp_path: Pa
         }
         for image, code in cases.items():
             assert error_code(await client.call_tool("see", {"image": image})) == code, image
+        refusals = [json.loads(r["details"]) for r in rig.home.db.query(
+            "SELECT details FROM audit WHERE kind = 'vision.call' ORDER BY id")]
+        assert [r["code"] for r in refusals] == list(cases.values())
+        assert all(r["outcome"] == "refused" for r in refusals)
         wrong_route = await client.call_tool("see", {"image": solid_url(), "route": "nope"})
         assert error_code(wrong_route) == "VISION_ROUTE_UNKNOWN"
         empty = await client.call_tool("look", {"image": solid_url(), "question": "   "})

@@ -25,6 +25,7 @@ import contextlib
 import copy
 import json
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -37,6 +38,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 from deepseek_eyes import __version__
+from deepseek_eyes.audit import message_digest
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.runtime.render import render_evidence, render_target
 from deepseek_eyes.serving.connections import connection_owner
@@ -194,13 +196,38 @@ class ClientRoots:
         return ServedRoots.of(roots_from_uris(str(root.uri) for root in listed.roots[:64]))
 
 
+def _audit(service: VisionService, ctx: Context, tool: str, image: str, started: float,
+           acquisition: Acquisition | None, error: DeepSeekEyesError | None) -> None:
+    """One ``vision.call`` audit row per tool call: who, which kind of image reference,
+    the outcome. Never the path or the question (a path can name a person; the question
+    is the user's text): the path as its hash, the question's length."""
+    kind = "path" if names_a_path(image) else "data" if image.lstrip()[:5] == "data:" else \
+        "sha256"
+    fields: dict[str, Any] = {
+        "owner": connection_owner(ctx), "image_ref": kind,
+        "ms": int((time.monotonic() - started) * 1000),
+    }
+    if kind == "path":
+        fields["path_sha256"] = message_digest(image)
+    if acquisition is not None:
+        fields.update(outcome="ok", image_sha256=acquisition.image.sha256,
+                      record_sha256=acquisition.record.record_sha256,
+                      cached=acquisition.cached)
+    elif error is not None:
+        fields.update(outcome="refused", code=error.code)
+    service.bridge.home.audit.append("vision.call", tool, **fields)
+
+
 def _see_function(service: VisionService, roots: ClientRoots | None) -> Callable[..., Any]:
     async def see(ctx: Context, image: str, route: str | None = None) -> CallToolResult:
+        started = time.monotonic()
         try:
             client = await roots.of(ctx) if roots and names_a_path(image) else NO_ROOTS
             acquisition = await service.see(image, route=route, client_roots=client)
         except DeepSeekEyesError as exc:
+            _audit(service, ctx, "see", image, started, None, exc)
             return _refusal(exc)
+        _audit(service, ctx, "see", image, started, acquisition, None)
         return _result(acquisition, Variant.EVIDENCE)
 
     return see
@@ -208,11 +235,14 @@ def _see_function(service: VisionService, roots: ClientRoots | None) -> Callable
 
 def _look_function(service: VisionService, roots: ClientRoots | None) -> Callable[..., Any]:
     async def look(ctx: Context, image: str, question: str) -> CallToolResult:
+        started = time.monotonic()
         try:
             client = await roots.of(ctx) if roots and names_a_path(image) else NO_ROOTS
             acquisition = await service.look(image, question, client_roots=client)
         except DeepSeekEyesError as exc:
+            _audit(service, ctx, "look", image, started, None, exc)
             return _refusal(exc)
+        _audit(service, ctx, "look", image, started, acquisition, None)
         return _result(acquisition, Variant.TARGET)
 
     return look
