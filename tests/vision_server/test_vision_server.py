@@ -276,3 +276,22 @@ async def test_a_tampered_record_is_not_served(loopback: LoopbackVisionServer) -
         with pytest.raises(EvidenceIntegrityError) as caught:
             service.record(digest)
         assert caught.value.code == "EVIDENCE_CACHE_TAMPERED"
+
+
+async def test_a_large_data_url_is_seen(loopback: LoopbackVisionServer) -> None:
+    """Over the inline limit (1 MiB), the data URL is decoded in a worker thread."""
+    import io
+    import random
+
+    from PIL import Image
+
+    noise = Image.frombytes("RGB", (700, 700), random.Random(7).randbytes(700 * 700 * 3))
+    buffer = io.BytesIO()
+    noise.save(buffer, format="PNG", compress_level=0)
+    url = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+    assert len(url) > service_module.INLINE_READ_BYTES
+    async with rig_of(loopback, "large") as rig, Client(
+            build_vision_server(rig.service(), close_on_exit=False), mode="legacy") as client:
+        seen = await client.call_tool("see", {"image": url})
+        assert not seen.is_error, text_of(seen)
+        assert seen.meta["deepseekeyes"]["image"]["width"] == 700  # type: ignore[index]

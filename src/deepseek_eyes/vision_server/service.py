@@ -67,7 +67,10 @@ class VisionService:
                 the roots refuse (``VisionPathError``).
             ImageError: ``IMAGE_TOO_LARGE``.
         """
-        ref = parse_image_ref(image, self._max_bytes)
+        if len(image) > INLINE_READ_BYTES:  # a big data URL: decode it off the event loop
+            ref = await anyio.to_thread.run_sync(parse_image_ref, image, self._max_bytes)
+        else:
+            ref = parse_image_ref(image, self._max_bytes)
         if ref.sha256 is not None:
             if self.bridge.cache.image_meta(ref.sha256) is None:
                 raise VisionError(f"no stored image has sha256 {ref.sha256}",
