@@ -4,7 +4,9 @@ default, offline route (the embedded local OCR engine) reading a receipt."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -63,3 +65,37 @@ async def test_our_host_calls_see_and_look_on_the_local_route(tmp_path: Path) ->
         assert "VISION_PATH_OUTSIDE_ROOTS" in refused.preview
     finally:
         await host.manager.stop()
+
+
+def test_stdio_standard_output_is_only_json_rpc(tmp_path: Path) -> None:
+    """Raw pipes, the offline OCR route loading its models: every line the process writes
+    on standard output is a JSON-RPC message; its chatter goes to standard error."""
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "see", "arguments": {"image": "receipt.png"}}},
+    ]
+    process = subprocess.Popen(  # noqa: S603 - our own command
+        [EXE, "vision", "serve", "--stdio", "--json", "--root", str(RECEIPTS)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "DEEPSEEK_EYES_HOME": str(tmp_path / "home")},
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    for message in messages:
+        process.stdin.write(json.dumps(message) + "\n")
+        process.stdin.flush()
+    lines = []
+    while len([m for m in lines if "id" in m]) < 2:  # bounded by the test timeout
+        line = process.stdout.readline()
+        assert line, process.stderr.read() if process.stderr else ""
+        lines.append(json.loads(line))
+    rest, err = process.communicate(timeout=60)
+    lines += [json.loads(line) for line in rest.splitlines() if line.strip()]
+    assert all(m.get("jsonrpc") == "2.0" for m in lines)
+    answer = next(m for m in lines if m.get("id") == 2)
+    assert "TOTAL 64.03" in answer["result"]["content"][0]["text"]
+    assert json.loads(err.splitlines()[0])["transport"] == "stdio"
