@@ -197,6 +197,12 @@ MIGRATIONS: tuple[str, ...] = (
         mac TEXT NOT NULL
     );
     """,
+    # 5: lookups by hash (evidence resources, look's route, audit show) and by audit kind
+    """
+    CREATE INDEX evidence_record ON evidence(record_sha256);
+    CREATE INDEX evidence_pixel ON evidence(pixel_sha256);
+    CREATE INDEX audit_kind_subject ON audit(kind, subject);
+    """,
 )
 
 CHAIN_MIGRATION = 4
