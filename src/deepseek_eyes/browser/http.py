@@ -11,8 +11,6 @@ idle ones the app's lifespan closes; the pool is closed when the server stops.
 
 from __future__ import annotations
 
-import os
-
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
@@ -22,11 +20,9 @@ from deepseek_eyes.browser.visual import Describe
 from deepseek_eyes.errors import BrowserError
 from deepseek_eyes.serving.mcp_http import streamable_mcp
 from deepseek_eyes.serving.security import (
-    MIN_TOKEN_BITS,
     HttpOptions,
     RefusalCodes,
-    estimated_token_bits,
-    is_strong_token,
+    resolve_bearer_token,
 )
 from deepseek_eyes.settings import BrowserSettings
 
@@ -50,22 +46,8 @@ def resolve_browser_token(settings: BrowserSettings) -> str:
         BrowserError: ``BROWSER_TOKEN_MISSING`` or ``BROWSER_TOKEN_WEAK``.
         ConfigError: ``CONFIG_ENV_MISSING`` when ``browser.token`` names an unset variable.
     """
-    ref = settings.token
-    token = ref.resolve() if ref is not None else os.environ.get(ENV_TOKEN, "")
-    if not token:
-        raise BrowserError(
-            f"serving over HTTP needs a bearer token: set {ENV_TOKEN} or browser.token",
-            code="BROWSER_TOKEN_MISSING",
-        )
-    if not is_strong_token(token):
-        bits = estimated_token_bits(token)
-        raise BrowserError(
-            f"the bearer token holds about {bits} bits; {MIN_TOKEN_BITS} are needed "
-            "(e.g. `deepseek-eyes terminal token` makes one)",
-            code="BROWSER_TOKEN_WEAK",
-            details={"estimated_bits": bits},
-        )
-    return token
+    return resolve_bearer_token(settings.token, env=ENV_TOKEN, setting="browser.token",
+                                error=BrowserError, prefix="BROWSER")
 
 
 class BrowserHttpOptions(HttpOptions):

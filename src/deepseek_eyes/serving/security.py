@@ -29,13 +29,16 @@ import hashlib
 import hmac
 import json
 import math
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from deepseek_eyes.errors import DeepSeekEyesError
 
 __all__ = [
     "MIN_TOKEN_BITS",
@@ -46,11 +49,13 @@ __all__ = [
     "SecurityMiddleware",
     "allowed_hosts_for",
     "allowed_origins_for",
+    "check_token_strength",
     "estimated_token_bits",
     "host_allowed",
     "is_strong_token",
     "loopback_hosts",
     "loopback_origins",
+    "resolve_bearer_token",
 ]
 
 MIN_TOKEN_BITS = 256
@@ -87,6 +92,42 @@ def is_strong_token(token: str) -> bool:
     and no white space. Each server raises its own ``…_TOKEN_WEAK`` when this is false."""
     return (estimated_token_bits(token) >= MIN_TOKEN_BITS and len(set(token)) >= 10
             and not any(c.isspace() for c in token))
+
+
+class _Secret(Protocol):
+    def resolve(self) -> str: ...
+
+
+def check_token_strength(token: str, *, error: type[DeepSeekEyesError], prefix: str) -> None:
+    """Refuse a token that cannot hold :data:`MIN_TOKEN_BITS` of randomness
+    (``{prefix}_TOKEN_WEAK``, raised as ``error``)."""
+    if not is_strong_token(token):
+        bits = estimated_token_bits(token)
+        raise error(
+            f"the bearer token holds about {bits} bits; {MIN_TOKEN_BITS} are needed "
+            "(e.g. `deepseek-eyes terminal token` makes one)",
+            code=f"{prefix}_TOKEN_WEAK",
+            details={"estimated_bits": bits},
+        )
+
+
+def resolve_bearer_token(
+    ref: _Secret | None, *, env: str, setting: str, error: type[DeepSeekEyesError],
+    prefix: str,
+) -> str:
+    """An HTTP server's bearer token: the setting's ``{ env = … }`` reference, else the
+    variable ``env``, checked for strength.
+
+    Raises:
+        DeepSeekEyesError: as ``error``, ``{prefix}_TOKEN_MISSING`` or ``{prefix}_TOKEN_WEAK``.
+        ConfigError: ``CONFIG_ENV_MISSING`` when the setting names an unset variable.
+    """
+    token = ref.resolve() if ref is not None else os.environ.get(env, "")
+    if not token:
+        raise error(f"serving over HTTP needs a bearer token: set {env} or {setting}",
+                    code=f"{prefix}_TOKEN_MISSING")
+    check_token_strength(token, error=error, prefix=prefix)
+    return token
 
 
 def loopback_hosts() -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from deepseek_eyes.audit import AuditLog
 from deepseek_eyes.errors import TerminalError
+from deepseek_eyes.serving.security import resolve_bearer_token
 from deepseek_eyes.settings import Settings, data_home
 from deepseek_eyes.terminal.execution.redact import Redactor
 from deepseek_eyes.terminal.execution.sandbox import bwrap_available
@@ -20,7 +21,6 @@ from deepseek_eyes.terminal.policy.engine import MODES, Mode
 from deepseek_eyes.terminal.policy.paths import Workspace
 from deepseek_eyes.terminal.receipts.keyring import Keyring
 from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
-from deepseek_eyes.terminal.transport.security import check_token_strength
 
 __all__ = [
     "ENV_TOKEN",
@@ -46,15 +46,9 @@ def resolve_token(settings: Settings) -> str:
         TerminalError: ``TERMINAL_TOKEN_MISSING`` or ``TERMINAL_TOKEN_WEAK``.
         ConfigError: ``CONFIG_ENV_MISSING`` when ``terminal.token`` names an unset variable.
     """
-    ref = settings.terminal.token
-    token = ref.resolve() if ref is not None else os.environ.get(ENV_TOKEN, "")
-    if not token:
-        raise TerminalError(
-            f"serving over HTTP needs a bearer token: set {ENV_TOKEN} or terminal.token",
-            code="TERMINAL_TOKEN_MISSING",
-        )
-    check_token_strength(token)
-    return token
+    return resolve_bearer_token(settings.terminal.token, env=ENV_TOKEN,
+                                setting="terminal.token", error=TerminalError,
+                                prefix="TERMINAL")
 
 
 def load_keyring(settings: Settings) -> Keyring:

@@ -10,19 +10,15 @@ When on, each connection's roots are its own. The bridge is closed when the serv
 
 from __future__ import annotations
 
-import os
-
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from deepseek_eyes.errors import VisionError
 from deepseek_eyes.serving.mcp_http import streamable_mcp
 from deepseek_eyes.serving.security import (
-    MIN_TOKEN_BITS,
     HttpOptions,
     RefusalCodes,
-    estimated_token_bits,
-    is_strong_token,
+    resolve_bearer_token,
 )
 from deepseek_eyes.settings.vision import VisionServeSettings
 from deepseek_eyes.vision_server.server import build_vision_server
@@ -49,21 +45,8 @@ def resolve_vision_token(settings: VisionServeSettings) -> str:
         ConfigError: ``CONFIG_ENV_MISSING`` when ``vision.serve.token`` names an unset
             variable.
     """
-    ref = settings.token
-    token = ref.resolve() if ref is not None else os.environ.get(ENV_TOKEN, "")
-    if not token:
-        raise VisionError(
-            f"serving over HTTP needs a bearer token: set {ENV_TOKEN} or vision.serve.token",
-            code="VISION_TOKEN_MISSING",
-        )
-    if not is_strong_token(token):
-        bits = estimated_token_bits(token)
-        raise VisionError(
-            f"the bearer token holds about {bits} bits; {MIN_TOKEN_BITS} are needed "
-            "(e.g. `deepseek-eyes terminal token` makes one)",
-            code="VISION_TOKEN_WEAK", details={"estimated_bits": bits},
-        )
-    return token
+    return resolve_bearer_token(settings.token, env=ENV_TOKEN, setting="vision.serve.token",
+                                error=VisionError, prefix="VISION")
 
 
 class VisionHttpOptions(HttpOptions):

@@ -18,9 +18,7 @@ from deepseek_eyes.serving.security import (
     MIN_TOKEN_BITS,
     RateLimiter,
     RefusalCodes,
-    estimated_token_bits,
     host_allowed,
-    is_strong_token,
     loopback_hosts,
     loopback_origins,
 )
@@ -40,20 +38,8 @@ TERMINAL_REFUSALS = RefusalCodes.prefixed("TERMINAL", realm="deepseek-eyes-termi
 
 
 def check_token_strength(token: str) -> None:
-    """Refuse tokens that cannot hold 256 bits of randomness
-    (:func:`~deepseek_eyes.serving.security.is_strong_token`).
-
-    Raises:
-        TerminalError: ``TERMINAL_TOKEN_WEAK``.
-    """
-    if not is_strong_token(token):
-        bits = estimated_token_bits(token)
-        raise TerminalError(
-            f"the bearer token holds about {bits} bits; {MIN_TOKEN_BITS} are needed "
-            "(e.g. `deepseek-eyes terminal token`)",
-            code="TERMINAL_TOKEN_WEAK",
-            details={"estimated_bits": bits},
-        )
+    """Refuse tokens that cannot hold 256 bits of randomness (``TERMINAL_TOKEN_WEAK``)."""
+    _shared.check_token_strength(token, error=TerminalError, prefix="TERMINAL")
 
 
 class SecurityMiddleware(_shared.SecurityMiddleware):
