@@ -29,6 +29,7 @@ from deepseek_eyes.errors import DesktopError, DesktopGuardError
 
 __all__ = ["HANDLERS"]
 
+_CLICK_ACTIONS = frozenset({"click", "press", "toggle", "jump"})
 _ELEMENT_STATES = ("focused", "enabled", "checked", "selected", "editable", "showing",
                    "expanded", "pressed")
 
@@ -69,10 +70,17 @@ async def click(svc: DesktopService, args: Args) -> ToolResult:
         if state.window is not None:
             check_live(state, state.window, live)
         now = await _live_element(svc, element)
-        if button == "left" and count == 1 and now.actions:
+        if button == "left" and count == 1 and _CLICK_ACTIONS & set(now.actions):
             action = await backend.act(now)
             return await svc.after(state, f"{action} {ref}")
+        # No click-like action (a table cell, a canvas item): a real pointer click at the
+        # element's centre, in its window raised and focused first.
         x, y = _centre(now.bounds)
+        if state.window is not None:
+            if not contains(state.window.bounds, x, y):
+                raise DesktopGuardError(f"element {ref} is outside its window",
+                                        code="DESKTOP_COORDINATES_INVALID")
+            await _focus_checked(svc, state, state.window)
         await backend.click(x, y, button=button, count=count)
         return await svc.after(state, f"click {ref} at its centre")
     if point is None:

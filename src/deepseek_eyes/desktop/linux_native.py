@@ -217,16 +217,12 @@ class Helper:
             raise Failure("DESKTOP_ACTION_FAILED", "the element has no action")
         names = [action.get_action_name(i) for i in range(action.get_n_actions())]
         wanted = req.get("action")
-        order = [wanted] if wanted else ["click", "press", "activate", "toggle", "jump"]
+        order = [wanted] if wanted else ["click", "press", "toggle", "jump"]
         for name in order:
             if name in names:
                 if not action.do_action(names.index(name)):
                     raise Failure("DESKTOP_TARGET_GONE", "the element refused the action")
                 return {"action": name}
-        if not wanted and names:
-            if not action.do_action(0):
-                raise Failure("DESKTOP_TARGET_GONE", "the element refused the action")
-            return {"action": names[0]}
         raise Failure("DESKTOP_ACTION_FAILED", f"no action {wanted!r} (has {names})")
 
     def alive(self, bus, path):
@@ -272,8 +268,8 @@ class Helper:
 
     def x_focus(self):
         focus = self.x.get_input_focus().focus
-        if isinstance(focus, int) or focus is None:
-            return None
+        if not hasattr(focus, "id") or focus.id in (0, 1, self.root.id):
+            return None  # None, PointerRoot or the root itself: no window has the focus
         # The focus may be a child of a top-level window: walk up to the root's child.
         win = focus
         for _ in range(32):
@@ -281,7 +277,7 @@ class Helper:
                 parent = win.query_tree().parent
             except Exception:
                 return None
-            if parent is None or parent.id == self.root.id or parent.id == 0:
+            if not hasattr(parent, "id") or parent.id in (0, self.root.id):
                 return win.id
             win = parent
         return None
