@@ -12,7 +12,6 @@ import os
 import queue
 import shutil
 import subprocess
-
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -42,7 +41,7 @@ def require_desktop(*, zenity: bool = False) -> None:
     missing = missing_programs()
     if missing:
         _missing(", ".join(missing))
-    if not os.access(PYTHON, os.X_OK) or subprocess.run(
+    if not os.access(PYTHON, os.X_OK) or subprocess.run(  # noqa: S603 - fixed argv
             [PYTHON, "-c", _CHECK], capture_output=True, check=False, timeout=30).returncode:
         _missing(f"{PYTHON} with gi (GTK 3), pyatspi and python-xlib")
     if zenity and shutil.which("zenity") is None:
@@ -67,7 +66,7 @@ class GtkApp:
 
     def __init__(self, env: Mapping[str, str], title: str) -> None:
         self.title = title
-        self.proc = subprocess.Popen(
+        self.proc = subprocess.Popen(  # noqa: S603 - our test app, fixed argv
             [PYTHON, "-W", "ignore", str(GTK_APP), title], env={**os.environ, **env},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, start_new_session=True)
