@@ -145,7 +145,7 @@ async def test_coordinates_are_relative_to_the_scaled_png_and_translated_back() 
     clicked = await service.call("desktop_click", {"state_id": seen.data["state_id"],
                                                    "x": 100, "y": 40})
     assert not clicked.is_error, clicked.text
-    (op, fields), = [(op, f) for op, f in helper.log if op == "click"]
+    (fields,) = [f for op, f in helper.log if op == "click"]
     assert (fields["x"], fields["y"]) == (240, 120)  # 40 + 100 / 0.5, 40 + 40 / 0.5
 
 
