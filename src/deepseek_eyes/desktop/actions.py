@@ -1,8 +1,9 @@
 """One handler per desktop tool.
 
-Each mutation follows the same order: the newest state (``book.check``), the target
-resolved against it (:mod:`~deepseek_eyes.desktop.guards`), the live window list read and
-checked, then — only then — the backend acts, and :meth:`DesktopService.after` observes.
+Each mutation follows the same order: its arguments checked, the newest state
+(``book.check``), the target resolved against it (:mod:`~deepseek_eyes.desktop.guards`),
+the live window list read and checked, then — only then — the backend acts, and
+:meth:`DesktopService.after` observes.
 Clicking by ref uses the element's accessible action (it reaches the widget even when
 something covers it, and needs no coordinates); clicking by point uses XTest, for canvases
 and controls absent from the accessibility tree.
@@ -58,11 +59,11 @@ async def observe(svc: DesktopService, args: Args) -> ToolResult:
 
 
 async def click(svc: DesktopService, args: Args) -> ToolResult:
-    state = svc.book.check(args.string("state_id"))
     ref, point = args.string("ref"), args.point()
     button = args.string("button", choices=("left", "right", "middle"), default="left")
     assert button is not None
     count = 2 if args.flag("double") else 1
+    state = svc.book.check(args.string("state_id"))
     backend = await svc.ensure()
     if ref is not None:
         element = element_of(state, ref)
@@ -97,11 +98,12 @@ async def click(svc: DesktopService, args: Args) -> ToolResult:
 
 
 async def type_text(svc: DesktopService, args: Args) -> ToolResult:
-    state = svc.book.check(args.string("state_id"))
     text = args.require("text", limit=20_000)
-    target = type_target(state, ref=args.string("ref"), point=args.point(),
-                         window_ref=args.string("window_ref"),
-                         allow_focused=args.flag("allow_focused_target"))
+    ref, point, window_ref = args.string("ref"), args.point(), args.string("window_ref")
+    allow_focused = args.flag("allow_focused_target")
+    state = svc.book.check(args.string("state_id"))
+    target = type_target(state, ref=ref, point=point, window_ref=window_ref,
+                         allow_focused=allow_focused)
     backend = await svc.ensure()
     live = await backend.windows()
     check_live(state, target.window, live, coordinates=target.point is not None)
@@ -128,8 +130,8 @@ async def _focus_checked(svc: DesktopService, state: DesktopState, window: Windo
 
 
 async def press(svc: DesktopService, args: Args) -> ToolResult:
-    state = svc.book.check(args.string("state_id"))
     key = args.require("key", limit=64)
+    state = svc.book.check(args.string("state_id"))
     window = state.window or (state.windows.get(state.focus) if state.focus else None)
     if window is None:
         raise DesktopGuardError("no window to press keys in: observe a window first",
@@ -140,10 +142,10 @@ async def press(svc: DesktopService, args: Args) -> ToolResult:
 
 
 async def scroll(svc: DesktopService, args: Args) -> ToolResult:
-    state = svc.book.check(args.string("state_id"))
     direction = args.require("direction", choices=("up", "down", "left", "right"))
     amount = args.integer("amount", default=3, minimum=1, maximum=50)
     ref, point = args.string("ref"), args.point()
+    state = svc.book.check(args.string("state_id"))
     backend = await svc.ensure()
     if ref is not None:
         at = _centre((await _live_element(svc, element_of(state, ref))).bounds)
