@@ -1,21 +1,22 @@
-"""The Linux native helper: AT-SPI for the tree and actions, XTest for input, XGetImage for
-pixels — one process, spoken to in line JSON over stdin/stdout.
+"""The Linux native helper: AT-SPI over D-Bus for the tree and actions, XTest for input,
+XGetImage for pixels — one process, spoken to in line JSON over stdin/stdout.
 
-Why a separate script run by another interpreter: Debian builds ``gi``, ``pyatspi`` and
-``python-xlib`` for its own ``/usr/bin/python3``; the project's virtual environment cannot
-import them (another Python build, no system site-packages). So this file imports nothing
-from ``deepseek_eyes`` and runs under ``[desktop] python``. The venv side
-(:mod:`deepseek_eyes.desktop.native`) owns everything that is policy — state ids, refs,
-guards, deltas, PNG encoding — and this helper only reads and acts, each request bounded
-(AT-SPI's D-Bus calls get :func:`Atspi.set_timeout`; the caller kills the helper when a
-request runs past its own deadline).
+Why a separate script run by another interpreter: Debian builds ``gi`` (Gio, and the
+Atspi typelib for role and state names) and ``python-xlib`` for its own
+``/usr/bin/python3``; the project's virtual environment cannot import them (another Python
+build, no system site-packages). So this file imports nothing from ``deepseek_eyes`` and
+runs under ``[desktop] python``. The venv side (:mod:`deepseek_eyes.desktop.native`) owns
+everything that is policy — state ids, refs, guards, deltas, PNG encoding — and this helper
+only reads and acts, each request bounded (every D-Bus call has ``DSE_ATSPI_TIMEOUT_MS``;
+the caller kills the helper when a request runs past its own deadline).
 
 Protocol: one JSON object per line in, ``{"id", "op", ...}``; one per line out,
 ``{"id", "ok": true, "result": ...}`` or ``{"id", "ok": false, "error": {"code", "message"}}``.
 
 Identity: an accessible is named by (bus name, object path) — stable for the life of the
-object in its application — and resolved from this process's cache of the objects its last
-walks met (AT-SPI has no lookup by path). A window is also matched to its X window id by
+object in its application — and every request addresses it by exactly that, on the AT-SPI
+bus, so nothing is cached here: an object that is gone answers with an error or the
+``defunct`` state, and is reported gone. A window is also matched to its X window id by
 process id, title and geometry, because input focus is an X notion.
 
 The guarded ``type`` is one request so nothing runs between the foreground recheck and the
@@ -35,13 +36,12 @@ import time
 import gi
 
 gi.require_version("Atspi", "2.0")
-from gi.repository import Atspi, GLib  # noqa: E402
+from gi.repository import Atspi, Gio, GLib  # noqa: E402
 from Xlib import XK, X, display  # noqa: E402
 from Xlib.ext import xtest  # noqa: E402
 
 MAX_CHILDREN = 1000  # children read of one node (huge tables are cut, and say so)
 MAX_TEXT = 400  # characters of a node's text
-CACHE_LIMIT = 100_000
 SECRET_ROLES = {"password text"}
 KEY_NAMES = {
     "enter": "Return", "return": "Return", "escape": "Escape", "esc": "Escape",
@@ -56,6 +56,25 @@ BUTTONS = {"left": 1, "middle": 2, "right": 3}
 SCROLL_BUTTONS = {"up": 4, "down": 5, "left": 6, "right": 7}
 
 
+def document_order(nodes):
+    """Breadth-first nodes (as collected, so a cut keeps the upper levels) in document
+    order — each node before its children — with parent indexes renumbered."""
+    children = {}
+    roots = []
+    for index, node in enumerate(nodes):
+        (children.setdefault(node["parent"], []) if node["parent"] >= 0 else roots).append(index)
+    out, new_index = [], {}
+    stack = list(reversed(roots))
+    while stack:
+        index = stack.pop()
+        node = nodes[index]
+        new_index[index] = len(out)
+        node["parent"] = new_index.get(node["parent"], -1)
+        out.append(node)
+        stack.extend(reversed(children.get(index, [])))
+    return out
+
+
 class Failure(Exception):
     def __init__(self, code, message):
         super().__init__(message)
@@ -63,177 +82,257 @@ class Failure(Exception):
         self.message = message
 
 
+A11Y = "org.a11y.atspi."
+PROPS = "org.freedesktop.DBus.Properties"
+
+
+class A11yBus:
+    """The AT-SPI bus, spoken to directly with Gio.
+
+    Why not pyatspi for the walk: pyatspi asks one property at a time and waits for each
+    answer, about ten round trips per node. Here a whole level of the tree is asked at once
+    (all calls sent, then all answers collected), so a walk costs a few round trips per
+    level, not per node.
+    """
+
+    def __init__(self, timeout_ms):
+        self.timeout_ms = timeout_ms
+        session = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+        reply = session.call_sync("org.a11y.Bus", "/org/a11y/bus", "org.a11y.Bus",
+                                  "GetAddress", None, GLib.VariantType("(s)"),
+                                  Gio.DBusCallFlags.NONE, timeout_ms, None)
+        address = reply.unpack()[0]
+        self.conn = Gio.DBusConnection.new_for_address_sync(
+            address, Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT
+            | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+        self.context = GLib.MainContext.default()
+
+    def call(self, dest, path, iface, method, args=None):
+        reply = self.conn.call_sync(dest, path, iface, method, args, None,
+                                    Gio.DBusCallFlags.NONE, self.timeout_ms, None)
+        return reply.unpack()
+
+    def batch(self, calls):
+        """Send every call, then collect every answer (a tuple, or the GLib.Error)."""
+        results = [None] * len(calls)
+        pending = [len(calls)]
+
+        def done(conn, res, index):
+            try:
+                results[index] = conn.call_finish(res).unpack()
+            except GLib.Error as exc:
+                results[index] = exc
+            pending[0] -= 1
+
+        for index, (dest, path, iface, method, args) in enumerate(calls):
+            self.conn.call(dest, path, iface, method, args, None, Gio.DBusCallFlags.NONE,
+                           self.timeout_ms, None, done, index)
+        while pending[0] > 0:
+            self.context.iteration(True)
+        return results
+
+
+def state_names(words):
+    names = []
+    for word_index, word in enumerate(words[:2]):
+        for bit in range(32):
+            if word & (1 << bit):
+                try:
+                    names.append(Atspi.StateType(word_index * 32 + bit).value_nick)
+                except ValueError:
+                    continue
+    return names
+
+
+def role_name(number):
+    try:
+        return Atspi.role_get_name(Atspi.Role(number)) or "unknown"
+    except ValueError:
+        return "unknown"
+
+
+def ok(value):
+    return not isinstance(value, GLib.Error) and value is not None
+
+
 class Helper:
     def __init__(self):
-        Atspi.set_timeout(int(os.environ.get("DSE_ATSPI_TIMEOUT_MS", "3000")), -1)
+        timeout_ms = int(os.environ.get("DSE_ATSPI_TIMEOUT_MS", "3000"))
+        self.bus = A11yBus(timeout_ms)
         self.x = display.Display()
         self.root = self.x.screen().root
-        self.cache = {}
         self.atoms = {name: self.x.intern_atom(name) for name in
                       ("_NET_WM_PID", "_NET_WM_NAME", "UTF8_STRING")}
 
     # -- AT-SPI -----------------------------------------------------------------------------
-    def remember(self, acc):
-        bus = acc.app.bus_name if acc.app is not None else ""
-        key = bus + "\0" + acc.path
-        if len(self.cache) > CACHE_LIMIT:
-            self.cache.clear()
-        self.cache[key] = acc
-        return bus
-
-    def lookup(self, bus, path):
-        acc = self.cache.get(bus + "\0" + path)
-        if acc is None:
-            raise Failure("DESKTOP_TARGET_GONE", "the element is not known (observe again)")
-        return acc
-
-    @staticmethod
-    def states(acc):
-        return [s.value_nick for s in acc.get_state_set().get_states()]
-
-    def node(self, acc, depth=0, parent=-1):
-        bus = self.remember(acc)
-        states = self.states(acc)
-        out = {"bus": bus, "path": acc.path, "role": acc.get_role_name(),
-               "name": acc.get_name() or "", "states": states, "depth": depth,
-               "parent": parent}
-        if "defunct" in states:
-            out["bounds"] = [-1, -1, -1, -1]
-            return out
-        try:
-            ext = acc.get_extents(Atspi.CoordType.SCREEN)
-            out["bounds"] = [ext.x, ext.y, ext.width, ext.height]
-        except GLib.Error:
-            out["bounds"] = [-1, -1, -1, -1]
-        try:
-            action = acc.get_action_iface()
-            if action is not None:
-                out["actions"] = [action.get_action_name(i)
-                                  for i in range(min(8, action.get_n_actions()))]
-        except GLib.Error:
-            pass
-        text = acc.get_text_iface()
-        if text is not None and out["role"] not in SECRET_ROLES:
-            try:
-                count = text.get_character_count()
-                out["text"] = text.get_text(0, min(count, MAX_TEXT))
-            except GLib.Error:
-                pass
-        if acc.get_editable_text_iface() is not None:
-            out["editable_text"] = True
-        return out
-
-    def applications(self):
-        desktop = Atspi.get_desktop(0)
-        for i in range(min(desktop.get_child_count(), 256)):
-            app = desktop.get_child_at_index(i)
-            if app is not None:
-                yield app
+    def describe(self, targets, children=True):
+        """Nodes for (bus, path) pairs, read in two batched rounds; with ``children`` each
+        node also lists its children's (bus, path)."""
+        first = []
+        for bus, path in targets:
+            first += [
+                (bus, path, A11Y + "Accessible", "GetRole", None),
+                (bus, path, A11Y + "Accessible", "GetState", None),
+                (bus, path, A11Y + "Accessible", "GetInterfaces", None),
+                (bus, path, PROPS, "Get", GLib.Variant("(ss)", (A11Y + "Accessible", "Name"))),
+                (bus, path, A11Y + "Component", "GetExtents", GLib.Variant("(u)", (0,))),
+            ]
+            if children:
+                first.append((bus, path, A11Y + "Accessible", "GetChildren", None))
+        width = 6 if children else 5
+        answers = self.bus.batch(first)
+        nodes = []
+        second = []
+        for index, (bus, path) in enumerate(targets):
+            role, state, ifaces, name, extents = answers[index * width:index * width + 5]
+            if not ok(state) or not ok(role):
+                nodes.append({"bus": bus, "path": path, "role": "unknown", "name": "",
+                              "states": ["defunct"], "bounds": [-1, -1, -1, -1]})
+                continue
+            node = {"bus": bus, "path": path, "role": role_name(role[0]),
+                    "name": name[0] if ok(name) else "", "states": state_names(state[0]),
+                    "bounds": list(extents[0]) if ok(extents) else [-1, -1, -1, -1]}
+            interfaces = set(ifaces[0]) if ok(ifaces) else set()
+            if children:
+                kids = answers[index * width + 5]
+                node["_children"] = [tuple(k) for k in kids[0]] if ok(kids) else []
+            if A11Y + "EditableText" in interfaces:
+                node["editable_text"] = True
+            if A11Y + "Action" in interfaces:
+                second.append((len(nodes), "actions",
+                               (bus, path, A11Y + "Action", "GetActions", None)))
+            if A11Y + "Text" in interfaces and node["role"] not in SECRET_ROLES:
+                second.append((len(nodes), "text", (bus, path, A11Y + "Text", "GetText",
+                                                    GLib.Variant("(ii)", (0, -1)))))
+            nodes.append(node)
+        # A destroyed GTK widget's accessible still answers, with no state at all and no
+        # place in a parent: that is the "defunct" libatspi would report.
+        empty = [i for i, n in enumerate(nodes) if not n["states"]]
+        if empty:
+            places = self.bus.batch([(nodes[i]["bus"], nodes[i]["path"], A11Y + "Accessible",
+                                      "GetIndexInParent", None) for i in empty])
+            for i, place in zip(empty, places, strict=True):
+                if not ok(place) or place[0] < 0:
+                    nodes[i].update(states=["defunct"], bounds=[-1, -1, -1, -1])
+                    nodes[i].pop("_children", None)
+        if second:
+            answers = self.bus.batch([c for _, _, c in second])
+            for (at, kind, _), answer in zip(second, answers, strict=True):
+                if not ok(answer):
+                    continue
+                if kind == "actions":
+                    # GetActions' names are localized for display; op_act matches the
+                    # stable names (GetName) before acting.
+                    nodes[at]["actions"] = [a[0].lower() for a in answer[0][:8]]
+                else:
+                    nodes[at]["text"] = answer[0][:MAX_TEXT]
+        return nodes
 
     def op_windows(self, req):
         xwins = self.x_toplevels()
         focus = self.x_focus()
-        windows = []
-        for app in self.applications():
-            try:
-                pid = app.get_process_id()
-                count = min(app.get_child_count(), 64)
-            except GLib.Error:
+        registry = self.bus.call("org.a11y.atspi.Registry", "/org/a11y/atspi/accessible/root",
+                                 A11Y + "Accessible", "GetChildren")[0][:256]
+        calls = []
+        for bus, path in registry:
+            calls += [(bus, path, PROPS, "Get", GLib.Variant("(ss)", (A11Y + "Accessible",
+                                                                      "Name"))),
+                      (bus, path, A11Y + "Accessible", "GetChildren", None),
+                      ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                       "GetConnectionUnixProcessID", GLib.Variant("(s)", (bus,)))]
+        answers = self.bus.batch(calls)
+        owners, targets = [], []
+        for index, _ in enumerate(registry):
+            name, kids, pid = answers[index * 3:index * 3 + 3]
+            if not ok(kids):
                 continue
-            for j in range(count):
-                win = app.get_child_at_index(j)
-                if win is None:
-                    continue
-                try:
-                    item = self.node(win)
-                except GLib.Error:
-                    continue
-                item["app"] = app.get_name() or ""
-                item["pid"] = pid
-                item["xid"] = self.match_x(item, pid, xwins)
-                windows.append(item)
+            for kid in kids[0][:64]:
+                targets.append(tuple(kid))
+                owners.append((name[0] if ok(name) else "", pid[0] if ok(pid) else None))
+        windows = []
+        for node, (app, pid) in zip(self.describe(targets, children=False), owners, strict=True):
+            if "defunct" in node["states"]:
+                continue
+            node.update(app=app, pid=pid, depth=0, parent=-1)
+            node["xid"] = self.match_x(node, pid, xwins)
+            windows.append(node)
         return {"windows": windows, "focus_xid": focus,
                 "screen": [self.x.screen().width_in_pixels, self.x.screen().height_in_pixels]}
 
     def op_tree(self, req):
-        root = self.lookup(req["bus"], req["path"])
         limit = int(req.get("max_elements", 2000))
         deadline = time.monotonic() + float(req.get("time_cap", 2.0))
         started = time.monotonic()
         nodes, reason = [], None
-        stack = [(root, 0, -1)]
-        while stack:
-            if len(nodes) >= limit:
-                reason = "max_elements"
-                break
+        level = [((req["bus"], req["path"]), 0, -1)]
+        while level:
             if time.monotonic() > deadline:
                 reason = "time"
                 break
-            acc, depth, parent = stack.pop()
-            try:
-                item = self.node(acc, depth, parent)
-            except GLib.Error:
-                continue
-            index = len(nodes)
-            nodes.append(item)
-            states = item["states"]
-            if "defunct" in states or (depth > 0 and "showing" not in states):
-                continue  # what is not on screen is not read (its subtree may be huge)
-            try:
-                count = acc.get_child_count()
-            except GLib.Error:
-                continue
-            if count > MAX_CHILDREN:
-                item["children_cut"] = count - MAX_CHILDREN
-                count = MAX_CHILDREN
-            children = []
-            for i in range(count):
-                try:
-                    child = acc.get_child_at_index(i)
-                except GLib.Error:
-                    continue
-                if child is not None:
-                    children.append((child, depth + 1, index))
-            stack.extend(reversed(children))
-        return {"nodes": nodes, "truncated": reason is not None, "reason": reason,
-                "remaining": len(stack), "elapsed_ms": (time.monotonic() - started) * 1000}
+            room = limit - len(nodes)
+            if room <= 0:
+                reason = "max_elements"
+                break
+            if len(level) > room:
+                level, reason = level[:room], "max_elements"
+            described = self.describe([target for target, _, _ in level])
+            following = []
+            for (_, depth, parent), node in zip(level, described, strict=True):
+                node["depth"], node["parent"] = depth, parent
+                kids = node.pop("_children", [])
+                index = len(nodes)
+                nodes.append(node)
+                states = node["states"]
+                if "defunct" in states or (depth > 0 and "showing" not in states):
+                    continue  # what is not on screen is not read (its subtree may be huge)
+                if len(kids) > MAX_CHILDREN:
+                    node["children_cut"] = len(kids) - MAX_CHILDREN
+                    kids = kids[:MAX_CHILDREN]
+                following += [(kid, depth + 1, index) for kid in kids]
+            if reason:
+                break
+            level = following
+        remaining = len(level) if reason else 0
+        return {"nodes": document_order(nodes), "truncated": reason is not None,
+                "reason": reason, "remaining": remaining,
+                "elapsed_ms": (time.monotonic() - started) * 1000}
 
     def op_element(self, req):
-        acc = self.cache.get(req["bus"] + "\0" + req["path"])
-        if acc is None:
+        (node,) = self.describe([(req["bus"], req["path"])], children=False)
+        if "defunct" in node["states"]:
             return {"gone": True}
-        try:
-            item = self.node(acc)
-        except GLib.Error:
-            return {"gone": True}
-        if "defunct" in item["states"]:
-            return {"gone": True}
-        return {"gone": False, "node": item}
+        return {"gone": False, "node": node}
+
+    def alive(self, bus, path):
+        (node,) = self.describe([(bus, path)], children=False)
+        if "defunct" in node["states"]:
+            raise Failure("DESKTOP_TARGET_GONE", "the element was destroyed")
+        return node
 
     def op_act(self, req):
-        acc = self.alive(req["bus"], req["path"])
-        action = acc.get_action_iface()
-        if action is None:
+        bus, path = req["bus"], req["path"]
+        self.alive(bus, path)
+        count = len(self.describe([(bus, path)], children=False)[0].get("actions", []))
+        names = [answer[0] if ok(answer) else "" for answer in self.bus.batch(
+            [(bus, path, A11Y + "Action", "GetName", GLib.Variant("(i)", (i,)))
+             for i in range(count)])]
+        if not names:
             raise Failure("DESKTOP_ACTION_FAILED", "the element has no action")
-        names = [action.get_action_name(i) for i in range(action.get_n_actions())]
         wanted = req.get("action")
-        order = [wanted] if wanted else ["click", "press", "toggle", "jump"]
-        for name in order:
+        for name in [wanted] if wanted else ["click", "press", "toggle", "jump"]:
             if name in names:
-                if not action.do_action(names.index(name)):
+                done = self.bus.call(bus, path, A11Y + "Action", "DoAction",
+                                     GLib.Variant("(i)", (names.index(name),)))[0]
+                if not done:
                     raise Failure("DESKTOP_TARGET_GONE", "the element refused the action")
                 return {"action": name}
         raise Failure("DESKTOP_ACTION_FAILED", f"no action {wanted!r} (has {names})")
 
-    def alive(self, bus, path):
-        acc = self.lookup(bus, path)
+    def grab_focus(self, bus, path):
         try:
-            states = self.states(acc)
-        except GLib.Error as exc:
-            raise Failure("DESKTOP_TARGET_GONE", f"the element is gone: {exc.message}") from exc
-        if "defunct" in states:
-            raise Failure("DESKTOP_TARGET_GONE", "the element was destroyed")
-        return acc
+            self.bus.call(bus, path, A11Y + "Component", "GrabFocus")
+        except GLib.Error:
+            pass
 
     # -- X ----------------------------------------------------------------------------------
     def x_toplevels(self):
@@ -307,11 +406,8 @@ class Helper:
     def op_focus(self, req):
         self.focus_window(int(req["xid"]))
         if req.get("bus"):
-            acc = self.alive(req["bus"], req["path"])
-            try:
-                acc.grab_focus()
-            except GLib.Error:
-                pass
+            self.alive(req["bus"], req["path"])
+            self.grab_focus(req["bus"], req["path"])
         self.settle(float(req.get("settle", 0.05)))
         return {"focus_xid": self.x_focus()}
 
@@ -402,13 +498,10 @@ class Helper:
         """Focus, recheck the foreground, and only then send the text (one request)."""
         xid = int(req["xid"])
         self.focus_window(xid)
-        element = None
-        if req.get("bus"):
-            element = self.alive(req["bus"], req["path"])
-            try:
-                element.grab_focus()
-            except GLib.Error:
-                pass
+        bus, path = req.get("bus"), req.get("path")
+        if bus:
+            self.alive(bus, path)
+            self.grab_focus(bus, path)
         elif req.get("point"):
             px, py = req["point"]
             self.pointer(px, py)
@@ -418,21 +511,21 @@ class Helper:
             raise Failure("DESKTOP_FOCUS_LOST",
                           f"after focusing window {xid:#x} the input focus is on "
                           f"{focus:#x}" if focus else "the input focus is on no window")
-        if element is not None:
-            states = self.states(element)
-            if "defunct" in states:
-                raise Failure("DESKTOP_TARGET_GONE", "the element was destroyed")
-            editable = element.get_editable_text_iface()
-            if editable is not None and "focused" not in states:
-                raise Failure("DESKTOP_FOCUS_LOST", "the element did not take the focus")
-            if editable is not None:
-                text_iface = element.get_text_iface()
-                caret = text_iface.get_caret_offset() if text_iface else 0
+        if bus:
+            node = self.alive(bus, path)
+            if node.get("editable_text"):
+                if "focused" not in node["states"]:
+                    raise Failure("DESKTOP_FOCUS_LOST", "the element did not take the focus")
+                caret = self.bus.call(bus, path, PROPS, "Get", GLib.Variant(
+                    "(ss)", (A11Y + "Text", "CaretOffset")))[0]
                 if caret < 0:
-                    caret = text_iface.get_character_count() if text_iface else 0
-                if not editable.insert_text(caret, req["text"], len(req["text"].encode())):
+                    caret = len(node.get("text", ""))
+                text = req["text"]
+                done = self.bus.call(bus, path, A11Y + "EditableText", "InsertText",
+                                     GLib.Variant("(isi)", (caret, text, len(text))))[0]
+                if not done:
                     raise Failure("DESKTOP_ACTION_FAILED", "the element refused the text")
-                return {"typed": len(req["text"]), "via": "atspi"}
+                return {"typed": len(text), "via": "atspi"}
         for char in req["text"]:
             self.tap(self.char_keysym(char))
         return {"typed": len(req["text"]), "via": "xtest"}
