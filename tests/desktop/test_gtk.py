@@ -238,3 +238,43 @@ async def test_press_and_report(desktop: Callable[..., DesktopService],
     assert [s["tool"] for s in steps][:3] == ["desktop_observe", "desktop_type",
                                               "desktop_press"]
     assert steps[1]["arguments"]["text"]["redacted"] is True  # typed text is never kept
+
+
+async def test_a_semantic_walk_cut_by_time_says_so_and_delivers_pixels(
+    desktop: Callable[..., DesktopService], gtk_app: GtkApp
+) -> None:
+    gtk_app.send("many 40")
+    service = desktop(semantic_time_cap=0.000001)
+    seen = await observe(service, gtk_app)
+    status = seen.data["semanticStatus"]
+    assert status["truncated"] is True
+    assert status["reason"] == "time"
+    assert seen.deliver is True  # auto mode: a cut walk is not enough to act on
+
+
+async def test_focus_by_title_then_type_into_the_focused_target(
+    desktop: Callable[..., DesktopService], gtk_app: GtkApp
+) -> None:
+    service = desktop()
+    focused = await service.call("desktop_focus", {"window": gtk_app.title})
+    assert not focused.is_error, focused.text
+    assert focused.text.startswith("focused w")
+    assert "keyboard-focus" in focused.text
+    entry = find(service, "text")
+    assert "focused" in entry.states
+    typed = await service.call("desktop_type", {"state_id": focused.data["state_id"],
+                                                "text": "hi", "allow_focused_target": True})
+    assert not typed.is_error, typed.text
+    assert wait_for(lambda: gtk_app.state()["entry"] == "hi", what="typed into the focus")
+    assert (await service.call("desktop_assert", {"kind": "window",
+                                                  "text": gtk_app.title})).text.startswith(
+        "PASS window")
+    absent = await service.call("desktop_assert", {"kind": "text", "text": "Nowhere"})
+    assert absent.text.startswith("FAIL text")
+    scrolled = await service.call("desktop_scroll", {"state_id": absent.data["state_id"],
+                                                     "direction": "down", "amount": 2})
+    assert not scrolled.is_error, scrolled.text
+    report = await service.call("desktop_report", {"format": "json"})
+    summary = report.data["report"]["summary"]
+    assert summary["assertions_passed"] == 1
+    assert summary["assertions_failed"] == 1
