@@ -349,7 +349,7 @@ ERROR_CODES: Mapping[str, str] = {
     # desktop
     "DESKTOP_UNAVAILABLE": (
         "The native helper could not start: no X display, no AT-SPI bus, or desktop.python "
-        "cannot import gi, pyatspi and Xlib."
+        "cannot import gi (Gio, Atspi 2.0) and Xlib."
     ),
     "DESKTOP_STATE_STALE": (
         "The action names a state_id that is not the newest state; it was not executed "

@@ -27,8 +27,9 @@ class DesktopSettings(Strict):
 
     python: Path = Field(
         default=Path("/usr/bin/python3"),
-        description="The interpreter that runs the native helper; it must import gi, "
-                    "pyatspi and Xlib (Debian's python3-gi, python3-pyatspi, python3-xlib).",
+        description="The interpreter that runs the native helper; it must import gi "
+                    "(Gio, Atspi 2.0) and Xlib (Debian's python3-gi, gir1.2-atspi-2.0, "
+                    "python3-xlib).",
     )
     display: str | None = Field(
         default=None, description="X display to drive, e.g. \":77\"; default: $DISPLAY.")
