@@ -4,9 +4,10 @@ child process, spoken to in line JSON.
 The helper runs under ``[desktop] python`` (Debian's ``/usr/bin/python3``, which has
 ``gi`` (Gio, the Atspi typelib) and ``python-xlib``; the project's venv cannot import
 them). Each request has a deadline (``desktop.helper_timeout``): a helper that misses it is
-killed and the call fails with ``DESKTOP_TIMEOUT``; the next call starts a fresh one. A helper's answer is
-parsed into :mod:`~deepseek_eyes.desktop.model` objects here, and only here, so the rest of
-the package never sees AT-SPI's vocabulary beyond role and state names.
+killed and the call fails with ``DESKTOP_TIMEOUT``; the next call starts a fresh one. A
+helper's answer is parsed into :mod:`~deepseek_eyes.desktop.model` objects here, and only
+here, so the rest of the package never sees AT-SPI's vocabulary beyond role and state
+names.
 """
 
 from __future__ import annotations

@@ -54,8 +54,21 @@ def _shown(element: Element) -> bool:
                 or element.depth == 0)
 
 
-def element_line(state: DesktopState, element: Element) -> str:
-    parts = [f"{'  ' * min(element.depth, 8)}[ref={element.ref}] {element.role}"]
+def _indent(state: DesktopState, element: Element, listed: set[str]) -> int:
+    """How many listed ancestors the element has (unlisted containers add no indent)."""
+    depth, parent = 0, element.parent
+    for _ in range(64):
+        if parent is None:
+            break
+        if parent in listed:
+            depth += 1
+        above = state.elements.get(parent)
+        parent = above.parent if above is not None else None
+    return depth
+
+
+def element_line(state: DesktopState, element: Element, indent: int = 0) -> str:
+    parts = [f"{'  ' * min(indent, 8)}[ref={element.ref}] {element.role}"]
     if element.name:
         parts.append(quote(element.name))
     if element.text is not None and element.text != element.name:
@@ -99,7 +112,9 @@ def observation_text(state: DesktopState) -> str:
     if state.window is not None:
         lines.append("elements (bounds in the screenshot's pixels):")
         shown = [e for e in state.elements.values() if _shown(e)]
-        lines += ["  " + element_line(state, e) for e in shown[:MAX_LINES]]
+        listed = {e.ref for e in shown}
+        lines += ["  " + element_line(state, e, _indent(state, e, listed))
+                  for e in shown[:MAX_LINES]]
         hidden = len(state.elements) - len(shown[:MAX_LINES])
         if hidden > 0:
             lines.append(f"  (+{hidden} unnamed containers or more elements not listed)")
