@@ -388,6 +388,15 @@ ERROR_CODES: Mapping[str, str] = {
         "helper failed."
     ),
     "DESKTOP_TIMEOUT": "The native helper did not answer within desktop.helper_timeout.",
+    "DESKTOP_TOKEN_MISSING": (
+        "desktop serve --http needs a bearer token (desktop.token or "
+        "DEEPSEEK_EYES_DESKTOP_TOKEN)."
+    ),
+    "DESKTOP_TOKEN_WEAK": "The bearer token is shorter or simpler than 256 bits of randomness.",
+    "DESKTOP_UNAUTHORIZED": "The HTTP request has no bearer token or the wrong one.",
+    "DESKTOP_FORBIDDEN": "The Host or Origin header is not allowed (DNS rebinding defence).",
+    "DESKTOP_RATE_LIMITED": "Too many HTTP requests from this client; retry after a pause.",
+    "DESKTOP_BODY_TOO_LARGE": "The HTTP request body exceeds desktop.max_body_bytes.",
     # command line
     "CLI_USAGE": (
         "The command line is malformed (unknown command or option, missing or bad argument); "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from deepseek_eyes.settings.base import Strict
+from deepseek_eyes.settings.base import Secret, Strict
 from deepseek_eyes.settings.browser import VisualMode
 
 __all__ = ["DesktopSettings"]
@@ -69,6 +69,18 @@ class DesktopSettings(Strict):
     max_sessions: int = Field(default=2, ge=1, le=16,
                               description="Desktop sessions open at once (one per "
                                           "conversation in the runtime).")
+    # `desktop serve --http`: the terminal server's rules, its own token and port.
+    token: Secret | None = Field(
+        default=None, description="Bearer token of `desktop serve --http` (a secret "
+                                  "reference); else DEEPSEEK_EYES_DESKTOP_TOKEN.")
+    host: str = Field(default="127.0.0.1", description="HTTP bind address.")
+    port: int = Field(default=8768, ge=0, le=65535)
+    allowed_hosts: tuple[str, ...] = Field(
+        default=(), description="Extra Host header values accepted over HTTP (host:port).")
+    allowed_origins: tuple[str, ...] = Field(
+        default=(), description="Extra Origin values accepted over HTTP (scheme://host:port).")
+    rate_limit_per_minute: int = Field(default=600, ge=1, le=1_000_000)
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
 
     @field_validator("apps")
     @classmethod
