@@ -115,3 +115,22 @@ async def test_the_runtime_types_and_clicks_in_a_gtk_window(
         assert "refused DESKTOP_STATE_STALE" in report
     finally:
         app.close()
+
+
+@pytest.mark.slow
+async def test_a_desktop_screenshot_reaches_the_text_model_only_as_evidence(
+    runtime: Runtime, upstream: LoopbackUpstream, screen: dict[str, str]
+) -> None:
+    app = GtkApp(screen, "Evidence Window")
+    try:
+        chat = Conversation(runtime, "desktop-shot")
+        await chat.say(call("desktop_observe", {"scope": "window",
+                                                "window": "Evidence Window"}))
+        shot = await chat.say(call("desktop_screenshot", {}))
+        assert "[tool-img-1: sha256:" in shot
+        assert "evidence from route local" in shot
+        assert "Your name" in shot  # read from the pixels by the local OCR route
+        last = upstream.requests[-1]
+        assert "image_url" not in json.dumps(last)
+    finally:
+        app.close()
