@@ -233,6 +233,15 @@ async def test_press_and_report(desktop: Callable[..., DesktopService],
     checked = await service.call("desktop_assert", {"kind": "element", "ref": entry.ref,
                                                     "value": "ab"})
     assert checked.text.startswith("PASS element"), checked.text
+    chord = await service.call("desktop_press", {"state_id": checked.data["state_id"],
+                                                 "key": "ctrl+a"})
+    erased = await service.call("desktop_press", {"state_id": chord.data["state_id"],
+                                                  "key": "Delete"})
+    assert not erased.is_error, erased.text
+    assert wait_for(lambda: gtk_app.state()["entry"] == "", what="select all, delete")
+    unknown = await service.call("desktop_press", {"state_id": erased.data["state_id"],
+                                                   "key": "hyper+q"})
+    assert unknown.code == "DESKTOP_ARGUMENT_INVALID"
     report = await service.call("desktop_report", {"format": "json"})
     steps = report.data["report"]["steps"]
     assert [s["tool"] for s in steps][:3] == ["desktop_observe", "desktop_type",
