@@ -287,3 +287,17 @@ async def test_focus_by_title_then_type_into_the_focused_target(
     summary = report.data["report"]["summary"]
     assert summary["assertions_passed"] == 1
     assert summary["assertions_failed"] == 1
+
+
+async def test_a_pixel_click_lands_where_the_png_says(
+    desktop: Callable[..., DesktopService], gtk_app: GtkApp
+) -> None:
+    service = desktop(screenshot_max_side=210)  # a scaled PNG: 420x360 → 210x180
+    seen = await observe(service, gtk_app)
+    assert seen.data["scale"] == 0.5
+    # "Apply" is at (0,32 36x17) of this PNG; click its middle.
+    assert 'push button "Apply" (0,32 36x17)' in seen.text
+    clicked = await service.call("desktop_click", {"state_id": seen.data["state_id"],
+                                                   "x": 18, "y": 40})
+    assert not clicked.is_error, clicked.text
+    assert wait_for(lambda: gtk_app.state()["clicks"]["Apply"] == 1, what="a pixel click")
