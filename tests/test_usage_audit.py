@@ -87,6 +87,18 @@ def test_audit_never_holds_free_text_or_secrets(tmp_path: Path) -> None:
     assert details["code"] == "E"
 
 
+def test_credentials_are_redacted_but_token_counts_are_kept() -> None:
+    reduced = reduce_for_audit({
+        "access_token": "abc", "Token": "abc", "id-token": "abc", "X-Auth-Token": "abc",
+        "prompt_tokens": 12, "usage": {"completion_tokens": 3, "refresh_token": "r"},
+    })
+    assert reduced == {
+        "access_token": "[redacted]", "Token": "[redacted]", "id-token": "[redacted]",
+        "X-Auth-Token": "[redacted]", "prompt_tokens": 12,
+        "usage": {"completion_tokens": 3, "refresh_token": "[redacted]"},
+    }
+
+
 def test_reduction_is_bounded() -> None:
     reduced = reduce_for_audit({"items": list(range(1000))})
     assert len(reduced["items"]) == 65

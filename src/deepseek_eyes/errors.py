@@ -35,6 +35,7 @@ The tree::
     │   │                                         DESKTOP_WINDOW_REQUIRED,
     │   │                                         DESKTOP_LAUNCH_REFUSED
     │   └── DesktopTimeoutError(TimeoutError)     DESKTOP_TIMEOUT
+    ├── AuditError                       AUDIT_* (the audit chain and its checkpoints)
     ├── McpError                         MCP_* (the MCP host)
     │   ├── McpTimeoutError(TimeoutError)         MCP_TIMEOUT
     │   ├── McpPolicyError(PermissionError)       MCP_TOOL_RISK_BLOCKED, MCP_*_NOT_*, MCP_CALL_QUOTA
@@ -53,6 +54,7 @@ from typing import Any
 
 __all__ = [
     "ERROR_CODES",
+    "AuditError",
     "BrowserError",
     "BrowserPolicyError",
     "BrowserStaleError",
@@ -397,6 +399,39 @@ ERROR_CODES: Mapping[str, str] = {
     "DESKTOP_FORBIDDEN": "The Host or Origin header is not allowed (DNS rebinding defence).",
     "DESKTOP_RATE_LIMITED": "Too many HTTP requests from this client; retry after a pause.",
     "DESKTOP_BODY_TOO_LARGE": "The HTTP request body exceeds desktop.max_body_bytes.",
+    # the audit chain
+    "AUDIT_CHAIN_BROKEN": (
+        "The audit chain has a gap, a reordered or inserted entry, or an entry whose prev "
+        "does not match the hash before it; or it ends before a checkpoint (cut)."
+    ),
+    "AUDIT_ENTRY_TAMPERED": "An audit chain entry's fields no longer hash to the hash it carries.",
+    "AUDIT_RECORD_TAMPERED": (
+        "An audited record no longer matches the digest its chain entry holds."
+    ),
+    "AUDIT_RECORD_MISSING": (
+        "An audited record named by a chain entry is gone, and no retention entry covers it."
+    ),
+    "AUDIT_RECORD_UNCHAINED": (
+        "An audited table holds a record that no chain entry names (written outside the "
+        "chain)."
+    ),
+    "AUDIT_CHECKPOINT_INVALID": (
+        "A checkpoint is malformed, its signature does not match, or the chain entry at its "
+        "seq has another hash."
+    ),
+    "AUDIT_KEY_UNKNOWN": "A checkpoint names a key id that is not on the audit keyring.",
+    "AUDIT_KEYRING_INVALID": "The audit keyring file is unreadable or malformed.",
+    "AUDIT_KEYRING_EXPOSED": (
+        "The audit keyring file is readable or writable by other users (or owned by one), or "
+        "its directory cannot be made private."
+    ),
+    "AUDIT_EXPORT_INVALID": (
+        "An audit export file is unreadable or not deepseekeyes.audit.v1 JSON lines."
+    ),
+    "AUDIT_NOT_FOUND": (
+        "Nothing in the audit has that id (chain seq, turn, image, evidence, operation or "
+        "request hash)."
+    ),
     # command line
     "CLI_USAGE": (
         "The command line is malformed (unknown command or option, missing or bad argument); "
@@ -526,6 +561,12 @@ class ReceiptError(TerminalError, ValueError):
     """A receipt, an export or the keyring failed verification or could not be read."""
 
     default_code = "TERMINAL_RECEIPT_INVALID"
+
+
+class AuditError(DeepSeekEyesError):
+    """The audit chain, a checkpoint, the audit keyring or an export failed a check."""
+
+    default_code = "AUDIT_CHAIN_BROKEN"
 
 
 class LLMError(DeepSeekEyesError):

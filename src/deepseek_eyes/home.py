@@ -6,17 +6,23 @@ private to the user, so a test or a second profile is just another directory.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from deepseek_eyes.audit import AuditLog
-from deepseek_eyes.errors import StoreError
+from deepseek_eyes.audit.checkpoints import checkpoint_if_new, head
+from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
+from deepseek_eyes.errors import DeepSeekEyesError, StoreError
 from deepseek_eyes.settings import Settings, data_home
 from deepseek_eyes.store.blobs import BlobStore
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.usage import UsageTracker
 
 __all__ = ["DataHome"]
+
+log = logging.getLogger(__name__)
 
 
 class DataHome:
@@ -35,13 +41,37 @@ class DataHome:
         self.artifacts = root / "artifacts"
         self.usage = UsageTracker(self.db)
         self.audit = AuditLog(self.db)
+        self._audit_keys: AuditKeyring | None = None
+
+    def audit_keys(self) -> AuditKeyring:
+        """The audit keyring (``<home>/audit/keyring.json``), created on first use."""
+        if self._audit_keys is None:
+            self._audit_keys = AuditKeyring.load_or_create(audit_directory(self.root))
+        return self._audit_keys
+
+    def seal(self) -> dict[str, Any] | None:
+        """Sign a checkpoint when the audit chain grew since the last one; returns the
+        chain's head, with the new checkpoint's pinnable line, or None for an empty chain."""
+        checkpoint = checkpoint_if_new(self.db, self.audit_keys())
+        tip = head(self.db)
+        if tip is None:
+            return None
+        out: dict[str, Any] = {"seq": tip[0], "hash": tip[1]}
+        if checkpoint is not None and checkpoint.seq == tip[0]:
+            out["checkpoint"] = checkpoint.token()
+        return out
 
     @classmethod
     def open(cls, settings: Settings) -> DataHome:
         return cls(data_home(settings))
 
     def close(self) -> None:
-        self.db.close()
+        try:
+            self.seal()
+        except DeepSeekEyesError as exc:  # the records are on the chain; only the seal failed
+            log.warning("the audit chain was not checkpointed: %s (%s)", exc.message, exc.code)
+        finally:
+            self.db.close()
 
     def __enter__(self) -> DataHome:
         return self

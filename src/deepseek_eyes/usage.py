@@ -134,6 +134,7 @@ class UsageTracker:
                 usage.prompt_tokens, usage.completion_tokens, usage.reasoning_tokens,
                 usage.cache_hit_tokens, usage.cache_miss_tokens, estimated,
             ),
+            chain="usage",
         )
 
     def summary(self) -> dict[str, Any]:

@@ -132,3 +132,41 @@ async def test_nothing_a_site_stores_survives_close(browser: Make, site: Site) -
     assert state(again) == "s2"  # state ids keep counting across a restart
     assert await value(svc, "localStorage.getItem('token')") is None
     assert await value(svc, "document.cookie") == ""
+
+
+async def test_every_action_is_on_the_audit_chain_without_what_was_typed(
+    site: Site, tmp_path: Path
+) -> None:
+    from browser.support import require_browser, settings
+    from deepseek_eyes.audit.verify import verify_database
+    from deepseek_eyes.home import DataHome
+
+    require_browser()
+    home = DataHome(tmp_path / "home")
+    svc = BrowserService(settings(), downloads_dir=tmp_path / "dl", audit=home.audit,
+                         owner="conn-1")
+    try:
+        first = await svc.call("browser_navigate", {"url": site.url("/form.html?k=tok123")})
+        typed = await svc.call("browser_type", {"state_id": state(first),
+                                                "ref": ref(first.text, "Password"),
+                                                "text": "correct horse"})
+        assert not typed.is_error, typed.text
+        stale = await svc.call("browser_type", {"state_id": state(first),
+                                                "ref": ref(first.text, "Full name"),
+                                                "text": "Mallory"})
+        assert stale.code == "BROWSER_STATE_STALE"
+    finally:
+        await svc.aclose()
+    rows = [r for r in reversed(home.audit.recent()) if r["kind"] == "browser.action"]
+    assert [(r["subject"], r["details"]["outcome"], r["details"]["code"]) for r in rows] == [
+        ("browser_navigate", "ok", None), ("browser_type", "ok", None),
+        ("browser_type", "refused", "BROWSER_STATE_STALE")]
+    assert rows[1]["details"]["arguments"] == ["ref", "state_id", "text"]
+    assert rows[1]["details"]["owner"] == "conn-1"
+    stored = home.db.query("SELECT details FROM audit")
+    assert not any("correct horse" in r["details"] or "Mallory" in r["details"]
+                   or "tok123" in r["details"] for r in stored)
+    report = verify_database(home.db, home.audit_keys())
+    assert report.ok, report.as_json()
+    assert report.kinds["browser.action"] == 3
+    home.close()

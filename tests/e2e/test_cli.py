@@ -202,6 +202,10 @@ def test_ask_and_sessions(tmp_path: Path) -> None:
         assert body["answer"] == "echo: hello there"
         assert body["path"] == "text"
         assert body["session_id"] == "s1"
+        [request] = body["provenance"]["requests"]
+        assert request["request_sha256"] == upstream.body_hashes[-1]
+        assert body["provenance"]["audit"]["checkpoint"].startswith(
+            f"{body['provenance']['audit']['seq']}:")
         second = run("--config", str(config), "ask", "--session", "s1", "again")
         assert second.stdout.strip() == "echo: again"
         # The second turn carried the first one as history.

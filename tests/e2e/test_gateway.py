@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
+import json
 import os
 import queue
 import re
@@ -37,15 +39,20 @@ def upstream() -> Iterator[LoopbackUpstream]:
 
 
 @pytest.fixture(scope="module")
-def gateway(upstream: LoopbackUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    home = tmp_path_factory.mktemp("gateway")
+def gateway_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gateway")
+
+
+@pytest.fixture(scope="module")
+def gateway(upstream: LoopbackUpstream, gateway_home: Path) -> Iterator[str]:
+    home = gateway_home
     config = home / "eyes.toml"
     config.write_text(
         f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\nmodel = "deepseek-v4-flash"\n'
         "timeout = 10\n",
         encoding="utf-8",
     )
-    env = {**os.environ, "DEEPSEEK_EYES_HOME": str(home / "data"),
+    env = {**os.environ, "DEEPSEEK_EYES_HOME": str(home),
            "DEEPSEEK_EYES_GATEWAY_KEY": KEY}
     process = subprocess.Popen(  # noqa: S603 - our own CLI, argv list
         [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "serve",
@@ -140,6 +147,52 @@ def test_image_non_streaming_and_streaming(gateway: str) -> None:
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == (
         "I read the receipt."
     )
+
+
+def test_an_answer_carries_provenance_that_audit_show_resolves(
+    gateway: str, upstream: LoopbackUpstream, gateway_home: Path
+) -> None:
+    """image hash -> attempts -> evidence hash -> upstream request hash -> usage, on the
+    chain, resolved by `audit show` from the turn id the answer names."""
+    messages = [{"role": "user", "content": [
+        {"type": "text", "text": "ANSWER: provenance please."},
+        {"type": "image_url", "image_url": {"url": RECEIPT_URL}},
+    ]}]
+    reply = client(gateway).chat.completions.create(model="deepseek-v4-flash", messages=messages)
+    provenance = (reply.model_extra or {})["deepseekeyes"]["provenance"]
+    image = provenance["images"][0]
+    assert image["sha256"] == hashlib.sha256((ROOT / "examples" / "receipt.png").read_bytes(
+    )).hexdigest()
+    request = provenance["requests"][0]
+    assert request["request_sha256"] in upstream.body_hashes  # the exact bytes sent
+    assert request["usage"]["prompt_tokens"] > 0
+    assert provenance["audit"]["seq"] > 0
+    assert provenance["audit"]["checkpoint"].startswith(f"{provenance['audit']['seq']}:")
+
+    env = {**os.environ, "DEEPSEEK_EYES_HOME": str(gateway_home)}
+    shown = subprocess.run(  # noqa: S603 - our own CLI, argv list
+        [sys.executable, "-m", "deepseek_eyes", "audit", "show", provenance["turn_id"],
+         "--json"], env=env, capture_output=True, text=True, timeout=60, check=True)
+    view = json.loads(shown.stdout)
+    assert view["kind"] == "turn"
+    [resolved] = view["images"]
+    assert resolved["sha256"] == image["sha256"]
+    assert resolved["image"][0]["record"]["sha256"] == image["sha256"]
+    assert resolved["attempts"], "the acquisition's attempts"
+    assert {a["record"]["operation_id"] for a in resolved["attempts"]} == {image["operation_id"]}
+    assert resolved["evidence"][0]["record"]["record_sha256"] == image["record_sha256"]
+    [logged] = view["requests"]
+    assert logged["record"]["details"]["request_sha256"] == request["request_sha256"]
+    assert logged["record"]["details"]["usage"] == request["usage"]
+    items = [*view["turn"], *resolved["image"], *resolved["attempts"], *resolved["evidence"],
+             logged]
+    assert all(item["chain"]["intact"] for item in items)
+    verified = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "deepseek_eyes", "audit", "verify", "--checkpoint",
+         provenance["audit"]["checkpoint"], "--json"],
+        env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert json.loads(verified.stdout)["ok"] is True
 
 
 def test_errors_use_openai_shape_with_our_code(gateway: str) -> None:

@@ -348,6 +348,7 @@ class _App:
         self.lock = threading.Lock()
         self.received = threading.Condition(self.lock)  # notified at every chat request
         self.requests: list[dict[str, Any]] = []
+        self.body_hashes: list[str] = []  # SHA-256 of each chat request's exact body bytes
         self.authorizations: list[str | None] = []
         self.last_authorization_sha256: str | None = None
         self.counts: Counter[str] = Counter()
@@ -457,7 +458,8 @@ class _App:
     async def chat(self, request: Request) -> Response:
         ok, auth = self._authorized(request)
         try:
-            payload = json.loads(await request.body())
+            raw = await request.body()
+            payload = json.loads(raw)
         except ValueError:
             payload = None
         model = payload.get("model") if isinstance(payload, dict) else None
@@ -468,6 +470,7 @@ class _App:
             self.received.notify_all()
             if isinstance(payload, dict):
                 self.requests.append(_redacted(payload))
+                self.body_hashes.append(hashlib.sha256(raw).hexdigest())
                 self.authorizations.append(auth)
         if not ok:
             return self._auth_failure(request)
@@ -657,6 +660,12 @@ class LoopbackUpstream(ThreadedServer):
         """Every chat payload received (refused ones too), images as ``"<image>"``; a copy."""
         with self._app.lock:
             return list(self._app.requests)
+
+    @property
+    def body_hashes(self) -> list[str]:
+        """SHA-256 of each chat request body as received, byte for byte; a copy."""
+        with self._app.lock:
+            return list(self._app.body_hashes)
 
     @property
     def authorizations(self) -> list[str | None]:

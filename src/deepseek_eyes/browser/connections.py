@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
+from deepseek_eyes.audit import AuditLog
 from deepseek_eyes.browser.service import BrowserService
 from deepseek_eyes.settings import BrowserSettings
 from deepseek_eyes.store.blobs import BlobStore
@@ -30,11 +31,12 @@ __all__ = ["BrowserPool"]
 
 class BrowserPool:
     def __init__(self, settings: BrowserSettings, *, downloads_dir: Path,
-                 blobs: BlobStore | None = None,
+                 blobs: BlobStore | None = None, audit: AuditLog | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
         self.downloads_dir = downloads_dir
         self.blobs = blobs
+        self.audit = audit
         self.clock = clock
         self._services: OrderedDict[str, tuple[BrowserService, float]] = OrderedDict()
         self._lock = asyncio.Lock()
@@ -56,7 +58,7 @@ class BrowserPool:
                 _, (oldest, _) = self._services.popitem(last=False)
                 evicted.append(oldest)
             service = BrowserService(self.settings, downloads_dir=self.downloads_dir,
-                                     blobs=self.blobs)
+                                     blobs=self.blobs, audit=self.audit, owner=owner)
             self._services[owner] = (service, self.clock())
         for old in evicted:
             await old.aclose()

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from deepseek_eyes.audit import AuditLog, message_digest
 from deepseek_eyes.browser.calls import Args, ToolResult
 from deepseek_eyes.browser.observe import PageView, build_view
 from deepseek_eyes.browser.pages import Rendered, render_page
@@ -70,10 +71,13 @@ def _iframe_refs(roots: list[AriaNode]) -> list[str]:
 
 class BrowserService:
     def __init__(self, settings: BrowserSettings, *, downloads_dir: Path,
-                 blobs: BlobStore | None = None) -> None:
+                 blobs: BlobStore | None = None, audit: AuditLog | None = None,
+                 owner: str | None = None) -> None:
         self.settings = settings
         self.downloads_dir = downloads_dir
         self.blobs = blobs
+        self.audit = audit  # one privacy-reduced row per call, on the audit chain
+        self.owner = owner
         self.book = StateBook()
         self.report = ReportRecorder()
         self.session: BrowserSession | None = None
@@ -141,6 +145,16 @@ class BrowserService:
             clock, int((time.monotonic() - started) * 1000),
             {k: len(delta.get(k) or ()) for k in ("added", "removed", "changed")} if delta else {},
             result.screenshot.sha256 if result.screenshot else None))
+        if self.audit is not None:
+            url = self.book.current.url if self.book.current else None
+            # Names of the arguments, never their values (typed text, secrets); the URL as
+            # its hash (a query string can carry a token).
+            self.audit.append(
+                "browser.action", name, owner=self.owner, outcome=outcome, code=code,
+                state_before=before, state_after=after, arguments=sorted(arguments),
+                url_sha256=message_digest(url) if url else None,
+                ms=int((time.monotonic() - started) * 1000),
+                screenshot_sha256=result.screenshot.sha256 if result.screenshot else None)
 
     # -- results -------------------------------------------------------------------------
     def failure(self, exc: DeepSeekEyesError, *, extra: Mapping[str, Any] | None = None,

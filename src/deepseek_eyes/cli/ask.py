@@ -25,7 +25,7 @@ from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.approval import Approver, Decision, TerminalPrompt
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.runtime import Runtime
-from deepseek_eyes.runtime.turn import TurnRequest, usage_json
+from deepseek_eyes.runtime.turn import TurnRequest, deepseekeyes_json, usage_json
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.vision.intake import ImageLimits, read_image_file
 
@@ -139,6 +139,7 @@ def ask_command(
                 "evidence": result.evidence,
                 "rereads": result.rereads,
                 "tools": result.tools,
+                "provenance": deepseekeyes_json(result)["provenance"],
             }
 
     with progress_on_stderr(as_json=as_json) as progress:

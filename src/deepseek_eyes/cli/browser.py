@@ -90,7 +90,8 @@ def serve_command(ctx: click.Context, transport: str, host: str | None, port: in
                        f"{', '.join(browser.allowed_schemes)}", err=True)
 
     with DataHome.open(settings) as home:
-        pool = BrowserPool(browser, downloads_dir=_downloads(settings, home), blobs=home.blobs)
+        pool = BrowserPool(browser, downloads_dir=_downloads(settings, home), blobs=home.blobs,
+                           audit=home.audit)
         serve_http(build_browser_http_app(pool, options), options.host, bind_port, announce)
 
 
@@ -99,7 +100,7 @@ async def _serve_stdio(settings: Settings, home: DataHome) -> None:
     from deepseek_eyes.browser.server import build_browser_server
 
     pool = BrowserPool(settings.browser, downloads_dir=_downloads(settings, home),
-                       blobs=home.blobs)
+                       blobs=home.blobs, audit=home.audit)
     await build_browser_server(pool).run_stdio_async()
 
 
@@ -130,7 +131,8 @@ async def _observe(settings: Settings, home: DataHome, url: str, page: int, deta
     from deepseek_eyes.browser.service import BrowserService
     from deepseek_eyes.errors import BrowserError
 
-    service = BrowserService(settings.browser, downloads_dir=_downloads(settings, home))
+    service = BrowserService(settings.browser, downloads_dir=_downloads(settings, home),
+                             audit=home.audit)
     try:
         loaded = await service.call("browser_navigate", {"url": url})
         result = loaded

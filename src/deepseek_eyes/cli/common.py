@@ -12,7 +12,7 @@ import errno
 import json
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from deepseek_eyes.vision.bridge import VisionBridge
 
 __all__ = [
-    "dump_json", "ensure_can_listen", "listening", "loaded_settings", "open_bridge",
-    "serve_http",
+    "audited_settings_edit", "dump_json", "ensure_can_listen", "listening", "loaded_settings",
+    "open_bridge", "serve_http",
 ]
 
 
@@ -34,6 +34,31 @@ def loaded_settings(ctx: click.Context) -> LoadedSettings:
     root = ctx.find_root()
     config_path: Path | None = (root.obj or {}).get("config_path")
     return load_settings(config_path)
+
+
+def _file_sha256(path: Path) -> str | None:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def audited_settings_edit(ctx: click.Context, path: Path) -> Iterator[None]:
+    """Run a settings-file edit; when the file changed, append a ``settings.change`` audit
+    row (the command, the file, its SHA-256 before and after) to the audit chain."""
+    from deepseek_eyes.home import DataHome
+
+    before = _file_sha256(path)
+    yield
+    after = _file_sha256(path)
+    if after == before:
+        return
+    with DataHome.open(load_settings(path if after is not None else None).settings) as home:
+        home.audit.append("settings.change", ctx.command_path, path=str(path.absolute()),
+                          before_sha256=before, after_sha256=after)
 
 
 @contextlib.asynccontextmanager

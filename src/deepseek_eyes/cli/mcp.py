@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import click
 
-from deepseek_eyes.cli.common import dump_json, loaded_settings
+from deepseek_eyes.cli.common import audited_settings_edit, dump_json, loaded_settings
 from deepseek_eyes.cli.progress import Progress, progress_on_stderr
 from deepseek_eyes.errors import McpError
 from deepseek_eyes.home import DataHome
@@ -245,7 +245,8 @@ def _echo_flags(flags: list[dict[str, Any]]) -> None:
 def _edit(ctx: click.Context, which: str, server_id: str, kind: str,
           selectors: tuple[str, ...], as_json: bool) -> None:
     path = _target_file(ctx)
-    settings = edit_selectors(path, server_id, which, kind, selectors)
+    with audited_settings_edit(ctx, path):
+        settings = edit_selectors(path, server_id, which, kind, selectors)
     if as_json:
         server = next(s for s in settings.mcp.servers if s.id == server_id)
         click.echo(dump_json({
@@ -386,7 +387,8 @@ def import_command(ctx: click.Context, file: Path, as_json: bool) -> None:
     existing = {s.get("id") for s in servers if isinstance(s, dict)}
     result = import_servers(file, {str(i) for i in existing if i})
 
-    add_servers(path, result.servers)
+    with audited_settings_edit(ctx, path):
+        add_servers(path, result.servers)
     if as_json:
         click.echo(dump_json({
             "path": str(path),

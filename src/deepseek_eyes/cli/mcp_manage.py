@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import click
 
-from deepseek_eyes.cli.common import dump_json, loaded_settings
+from deepseek_eyes.cli.common import audited_settings_edit, dump_json, loaded_settings
 from deepseek_eyes.cli.mcp import _json_option, _target_file, _with_host, mcp_group
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp.host import McpHost
@@ -108,7 +108,8 @@ def register_command(ctx: click.Context, server_id: str, command: tuple[str, ...
     entry = registered_entry(server_id, command=command, url=url, env=env, headers=headers,
                              name=name, cwd=cwd, risk_policy=risk_policy, enabled=not disabled)
     path = _target_file(ctx)
-    add_servers(path, [entry])
+    with audited_settings_edit(ctx, path):
+        add_servers(path, [entry])
     if as_json:
         click.echo(dump_json({"path": str(path), "server": entry}))
         return
@@ -147,7 +148,8 @@ def _switch(ctx: click.Context, server_id: str, plane: str | None, value: bool,
             as_json: bool) -> None:
     key = "enabled" if plane is None else f"{plane}_enabled"
     path = _target_file(ctx)
-    set_server_value(path, server_id, key, value)
+    with audited_settings_edit(ctx, path):
+        set_server_value(path, server_id, key, value)
     if as_json:
         click.echo(dump_json({"path": str(path), "server": server_id, "key": key,
                               "value": value}))
@@ -184,7 +186,8 @@ def disable_command(ctx: click.Context, server_id: str, plane: str | None,
 def remove_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     """Remove a server's entry from the settings file."""
     path = _target_file(ctx)
-    remove_server(path, server_id)
+    with audited_settings_edit(ctx, path):
+        remove_server(path, server_id)
     if as_json:
         click.echo(dump_json({"path": str(path), "removed": server_id}))
         return

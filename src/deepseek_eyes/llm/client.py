@@ -25,6 +25,8 @@ Decisions a newcomer would otherwise undo:
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -214,12 +216,13 @@ class ChatClient:
 
     async def _complete(self, body: dict[str, Any]) -> ChatResult:
         request = self._http.build_request("POST", self._chat_url, json=body)
+        sent = hashlib.sha256(request.content).hexdigest()
         response = await _send(self._http, request, self._secrets)
         try:
             document = parse_json(await read_bounded(response, MAX_RESPONSE_BYTES))
         finally:
             await response.aclose()
-        return result_from_document(document)
+        return dataclasses.replace(result_from_document(document), request_sha256=sent)
 
     async def _open_stream(self, body: dict[str, Any]) -> ChatStream:
         deadline = anyio.current_time() + self._timeout
@@ -232,7 +235,8 @@ class ChatClient:
         if response is None:  # the deadline cancelled the send
             raise self._timeout_error()
         return ChatStream(
-            response, deadline=deadline, timeout_error=self._timeout_error, secrets=self._secrets
+            response, deadline=deadline, timeout_error=self._timeout_error, secrets=self._secrets,
+            request_sha256=hashlib.sha256(request.content).hexdigest(),
         )
 
 

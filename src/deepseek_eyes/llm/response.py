@@ -84,6 +84,7 @@ class ChatResult:
     usage: ProviderUsage = field(default_factory=ProviderUsage)
     streamed: bool = False
     tool_calls: tuple[ToolCall, ...] = ()
+    request_sha256: str | None = None  # of the exact request body bytes sent
 
 
 # -- reading a response ----------------------------------------------------------------------

@@ -76,7 +76,9 @@ class ChatStream:
         deadline: float,
         timeout_error: Callable[..., LLMError],
         secrets: tuple[str, ...] = (),
+        request_sha256: str | None = None,
     ) -> None:
+        self.request_sha256 = request_sha256
         self.first_chunk_at: float | None = None
         self._response = response
         self._deadline = deadline
@@ -288,6 +290,7 @@ class ChatStream:
             usage=ProviderUsage.from_openai(self._usage),
             streamed=True,
             tool_calls=self._tools.result(),
+            request_sha256=self.request_sha256,
         )
 
     def _progress(self) -> dict[str, Any]:

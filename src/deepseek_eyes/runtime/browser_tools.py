@@ -62,7 +62,8 @@ class BrowserToolSource:
             _, oldest = self.services.popitem(last=False)
             await oldest.aclose()
         service = BrowserService(self.settings, downloads_dir=self._downloads,
-                                 blobs=self._blobs)
+                                 blobs=self._blobs, audit=self._bridge.home.audit,
+                                 owner=session_id)
         self.services[session_id] = service
         return service
 

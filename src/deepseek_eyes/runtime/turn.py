@@ -103,6 +103,8 @@ class TurnResult:
     created: int
     fork: Fork | None = None  # set when the history did not extend the named session
     tools: list[dict[str, Any]] = field(default_factory=list)  # the runtime's calls (audit rows)
+    requests: list[dict[str, Any]] = field(default_factory=list)  # upstream request hashes
+    audit: dict[str, Any] | None = None  # the chain's head (and checkpoint) after the turn
 
 
 def add_usage(a: ProviderUsage, b: ProviderUsage) -> ProviderUsage:
@@ -139,6 +141,17 @@ def deepseekeyes_json(result: TurnResult) -> dict[str, Any]:
         out["tools"] = result.tools
     if result.fork is not None:
         out["fork"] = {"from": result.fork.parent, "at": result.fork.at}
+    out["provenance"] = {
+        # image hash -> attempts (operation) -> evidence hash -> request hash -> usage,
+        # each resolvable with `deepseek-eyes audit show` (the turn id resolves them all)
+        "turn_id": result.turn_id,
+        "images": [
+            {k: e[k] for k in ("sha256", "operation_id", "record_sha256") if k in e}
+            for e in result.evidence
+        ],
+        "requests": result.requests,
+        "audit": result.audit,
+    }
     return out
 
 
@@ -187,6 +200,7 @@ class _Turn:
     continuation: bool = False  # the next model call reads MCP results
     forced_final: bool = False
     client_names: frozenset[str] = frozenset()
+    requests: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def internal(self) -> frozenset[str]:
@@ -308,6 +322,7 @@ class TurnRunner:
                 evidence.append({
                     "image": image_id, "sha256": image["sha256"], "route": result.route,
                     "record_sha256": result.record.record_sha256, "cached": result.cached,
+                    "operation_id": result.operation_id,
                 })
         # Images earlier tool results brought keep their ids (their evidence is in the text).
         for message in conversation:
@@ -433,13 +448,22 @@ class TurnRunner:
         # the tool results would break providers that expect the results last.
         return {k: v for k, v in turn.payload.items() if k not in ("tools", "tool_choice")}
 
-    def _count_call(self, turn: _Turn, result: ChatResult) -> None:
+    def _count_call(self, turn: _Turn, result: ChatResult, payload: Mapping[str, Any]) -> None:
         turn.model_calls += 1
         turn.usage = add_usage(turn.usage, result.usage)
         category = UsageCategory.MCP_CONTINUATION if turn.continuation else UsageCategory.FINAL
         self._usage.record_exact(
             category, result.usage, source=turn.path, model=result.model or turn.model
         )
+        # The request as sent, by hash, with the usage it was billed: the audit row is on
+        # the chain, so an answer's provenance reaches the exact upstream request.
+        request = {
+            "request_sha256": result.request_sha256 or body_digest(dict(payload)),
+            "call": turn.model_calls,
+            "model": result.model or turn.model, "usage": usage_json(result.usage),
+        }
+        turn.requests.append(request)
+        self._bridge.home.audit.append("llm.request", turn.turn_id, **request)
 
     async def _call_tools(
         self, turn: _Turn, calls: Sequence[ToolCall]
@@ -521,11 +545,13 @@ class TurnRunner:
             tool_calls=external, usage=turn.usage, evidence=turn.evidence,
             rereads=turn.context.rereads, model_calls=turn.model_calls,
             created=int(turn.started), fork=turn.fork, tools=list(turn.context.calls),
+            requests=list(turn.requests),
         )
         self._sessions.append(
             turn.session_id, [message, *self._tool_messages(done)[1]], turn_id=turn.turn_id,
             turn=self._turn_record(turn, "ok"),
         )
+        outcome.audit = self._bridge.home.seal()
         return outcome
 
     def _record(self, turn: _Turn, outcome: str, code: str | None) -> None:
@@ -541,6 +567,7 @@ class TurnRunner:
                 "omitted_messages": turn.view.omitted,
                 "usage": usage_json(turn.usage),
                 "forced_final": turn.forced_final,
+                "requests": [r["request_sha256"] for r in turn.requests],
             },
         )
 
@@ -553,8 +580,9 @@ class TurnRunner:
         turn = await self._prepare(request)
         try:
             while True:
-                result = await self._client.complete(self._payload(turn), stream=False)
-                self._count_call(turn, result)
+                payload = self._payload(turn)
+                result = await self._client.complete(payload, stream=False)
+                self._count_call(turn, result, payload)
                 internal, external = self._split(turn, result.tool_calls)
                 if internal and not external:
                     await self._run_tools(turn, result, internal)
@@ -752,7 +780,7 @@ class TurnStream:
                         if forward:
                             yield self._chunk(turn, with_role(forward))
                     result = chunks.result
-                runner._count_call(turn, result)
+                runner._count_call(turn, result, payload)
                 internal, external = runner._split(turn, result.tool_calls)
                 if internal and not external:
                     async for event in self._while(

@@ -22,13 +22,18 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from deepseek_eyes.errors import StoreError
+from deepseek_eyes.store import chain as _chain
 
 __all__ = ["MIGRATIONS", "Database"]
+
+#: A queued write: (INSERT, params, chain kind or None), or (None, body, kind) for a
+#: chain entry with no row of its own.
+_Pending = tuple[str | None, Any, str | None]
 
 APPEND_BATCH = 64
 APPEND_MAX_AGE_S = 1.0
@@ -164,7 +169,37 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE sessions ADD COLUMN forked_from TEXT REFERENCES sessions(id);
     ALTER TABLE sessions ADD COLUMN fork_at INTEGER;
     """,
+    # 4: one hash chain over every audit record, and its signed checkpoints (store/chain.py)
+    """
+    CREATE TABLE chain (
+        seq INTEGER PRIMARY KEY,
+        ts REAL NOT NULL,
+        kind TEXT NOT NULL,
+        ref_table TEXT,
+        ref_id INTEGER,
+        body TEXT,
+        digest TEXT NOT NULL,
+        prev TEXT NOT NULL,
+        hash TEXT NOT NULL
+    );
+    CREATE INDEX chain_ref ON chain(ref_table, ref_id);
+    CREATE TRIGGER chain_no_update BEFORE UPDATE ON chain
+    BEGIN SELECT RAISE(ABORT, 'the audit chain is append-only'); END;
+    CREATE TRIGGER chain_no_delete BEFORE DELETE ON chain
+    BEGIN SELECT RAISE(ABORT, 'the audit chain is append-only'); END;
+
+    CREATE TABLE chain_checkpoints (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        seq INTEGER NOT NULL,
+        hash TEXT NOT NULL,
+        ts REAL NOT NULL,
+        key_id TEXT NOT NULL,
+        mac TEXT NOT NULL
+    );
+    """,
 )
+
+CHAIN_MIGRATION = 4
 
 
 class Database:
@@ -173,7 +208,7 @@ class Database:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.RLock()
-        self._pending: list[tuple[str, Sequence[Any]]] = []
+        self._pending: list[_Pending] = []
         self._pending_since = 0.0
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -208,13 +243,34 @@ class Database:
             self._conn.executescript(
                 f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {version};\nCOMMIT;"
             )
+            if version == CHAIN_MIGRATION and current > 0:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    _chain.adopt_existing(self._conn, time.time())
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
 
-    def append(self, sql: str, params: Sequence[Any] = ()) -> None:
-        """Queue one log-row INSERT; written in a batch (see the module docstring)."""
+    def append(self, sql: str, params: Sequence[Any] = (), *, chain: str | None = None) -> None:
+        """Queue one log-row INSERT; written in a batch (see the module docstring).
+
+        With ``chain`` (the record's kind) the row gets its audit chain entry in the same
+        transaction; ``sql`` must then be an INSERT into an audited table.
+        """
+        if chain is not None:
+            _chain.table_of_insert(sql)  # fail at the call, not at a later flush
+        self._queue((sql, params, chain))
+
+    def chain_body(self, kind: str, body: Mapping[str, Any]) -> None:
+        """Queue a chain entry for a record that has no row of its own (``body`` is it)."""
+        self._queue((None, dict(body), kind))
+
+    def _queue(self, item: _Pending) -> None:
         with self._lock:
             if not self._pending:
                 self._pending_since = time.monotonic()
-            self._pending.append((sql, params))
+            self._pending.append(item)
             if (
                 len(self._pending) >= APPEND_BATCH
                 or time.monotonic() - self._pending_since >= APPEND_MAX_AGE_S
@@ -229,8 +285,17 @@ class Database:
             pending, self._pending = self._pending, []
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
-                for sql, params in pending:
-                    self._conn.execute(sql, params)
+                writer: _chain.ChainWriter | None = None
+                now = time.time()
+                for sql, params, kind in pending:
+                    if sql is None:  # a body-only chain entry
+                        writer = writer or _chain.ChainWriter(self._conn)
+                        writer.add_body(str(kind), params, now)
+                        continue
+                    cur = self._conn.execute(sql, params)
+                    if kind is not None and cur.rowcount > 0 and cur.lastrowid is not None:
+                        writer = writer or _chain.ChainWriter(self._conn)
+                        writer.add_row(kind, _chain.table_of_insert(sql), cur.lastrowid, now)
                 self._conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 with contextlib.suppress(sqlite3.Error):
@@ -252,13 +317,29 @@ class Database:
             else:
                 self._conn.execute("COMMIT")
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        """Run one write; returns the last row id."""
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """One consistent snapshot to read from (a read transaction; WAL lets writers in
+        other processes go on meanwhile)."""
+        with self._lock:
+            self.flush()
+            self._conn.execute("BEGIN")
+            try:
+                yield self._conn
+            finally:
+                self._conn.execute("COMMIT")
+
+    def execute(self, sql: str, params: Sequence[Any] = (), *, chain: str | None = None) -> int:
+        """Run one write; returns the last row id. With ``chain`` (the record's kind) the
+        row and its audit chain entry commit together."""
         try:
             with self._lock:
                 self.flush()
-                cur = self._conn.execute(sql, params)
-                return int(cur.lastrowid or 0)
+                if chain is None:
+                    cur = self._conn.execute(sql, params)
+                    return int(cur.lastrowid or 0)
+                with self.transaction() as conn:
+                    return _chain.insert(conn, chain, sql, params, time.time()) or 0
         except sqlite3.Error as exc:
             raise StoreError(f"database write failed: {exc}", code="STORE_WRITE_FAILED") from exc
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deepseek_eyes.errors import StoreError
+from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
 
 __all__ = ["SESSION_ID", "Event", "Fork", "SessionStore", "TurnRecord", "body_digest"]
@@ -109,7 +110,7 @@ class SessionStore:
             return False
         self._db.execute(
             "INSERT OR IGNORE INTO sessions (id, created_at, source) VALUES (?,?,?)",
-            (session_id, self._clock(), source),
+            (session_id, self._clock(), source), chain="session",
         )
         return True
 
@@ -144,11 +145,12 @@ class SessionStore:
                         "a session id is 1-128 letters, digits, '.', '_', ':' or '-'",
                         code="STORE_SESSION_INVALID",
                     )
-                conn.execute(
+                chain.insert(
+                    conn, "session",
                     "INSERT OR IGNORE INTO sessions (id, created_at, source, forked_from,"
                     " fork_at) VALUES (?,?,?,?,?)",
                     (session_id, now, create, fork.parent if fork else None,
-                     fork.at if fork else None),
+                     fork.at if fork else None), now,
                 )
             row = conn.execute(
                 "SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?", (session_id,)
@@ -156,18 +158,19 @@ class SessionStore:
             next_seq = int(row[0]) + 1
             for message in messages:
                 body = _canonical(message)
-                conn.execute(
+                chain.insert(
+                    conn, "session.event",
                     "INSERT INTO events (session_id, seq, ts, role, turn_id, body_sha256, body)"
                     " VALUES (?,?,?,?,?,?,?)",
                     (
                         session_id, next_seq, now, str(message.get("role", "")), turn_id,
                         hashlib.sha256(body.encode()).hexdigest(), body,
-                    ),
+                    ), now,
                 )
                 seqs.append(next_seq)
                 next_seq += 1
             if turn is not None:
-                conn.execute(_INSERT_TURN, _turn_row(turn))
+                chain.insert(conn, "turn", _INSERT_TURN, _turn_row(turn), now)
         return seqs
 
     def events(self, session_id: str, *, limit: int = MAX_EVENTS_READ) -> list[Event]:
@@ -207,7 +210,7 @@ class SessionStore:
         return [dict(r) for r in rows]
 
     def record_turn(self, turn: TurnRecord) -> None:
-        self._db.execute(_INSERT_TURN, _turn_row(turn))
+        self._db.execute(_INSERT_TURN, _turn_row(turn), chain="turn")
 
     def turns(self, session_id: str) -> list[TurnRecord]:
         rows = self._db.query(

@@ -45,6 +45,7 @@ from deepseek_eyes.terminal.receipts.chain import (
     RECEIPT_SCHEMA,
     RECEIPT_SCHEMA_VERSION,
     ReceiptLog,
+    receipt_hash,
     share_export,
 )
 from deepseek_eyes.terminal.receipts.keyring import Keyring
@@ -470,7 +471,9 @@ class TerminalService:
                     status=outcome.status, exit_code=outcome.exit_code,
                     duration_ms=round(outcome.duration_ms, 3), sandbox=sandbox.kind,
                     executable_sha256=res.executable_sha256,
-                    receipt=receipt["receipt_id"])
+                    receipt=receipt["receipt_id"], receipt_sequence=receipt.get("sequence"),
+                    # the receipt's exact signed bytes, so the audit chain commits to them
+                    receipt_hash=receipt_hash(receipt))
         return receipt
 
     # -- control ------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deepseek_eyes.audit import reduce_for_audit
+from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
 
 __all__ = ["AttemptLog", "OperationLog"]
@@ -44,16 +45,23 @@ class AttemptLog:
                 row["ts"], operation_id, seq, row["route"], row["phase"], row["outcome"],
                 row["code"], row["latency_ms"], details,
             ),
+            chain="vision.attempt",
         )
         self._inserts += 1
         if self._inserts % TRIM_EVERY == 0:
             self.trim()
 
     def trim(self) -> None:
-        self._db.execute(
-            "DELETE FROM attempts WHERE id <= (SELECT MAX(id) FROM attempts) - ?",
-            (self._max_rows,),
-        )
+        """Drop the oldest rows past ``max_rows``; the cut is a ``retention`` chain entry."""
+        with self._db.transaction() as conn:
+            row = conn.execute("SELECT MIN(id), MAX(id) FROM attempts").fetchone()
+            if row[0] is None or int(row[1]) - self._max_rows < int(row[0]):
+                return
+            through = int(row[1]) - self._max_rows
+            chain.ChainWriter(conn).add_body("retention", {
+                "table": "attempts", "through_rowid": through, "reason": "max_rows"},
+                self._clock())
+            conn.execute("DELETE FROM attempts WHERE id <= ?", (through,))
 
     def rows(self, operation_id: str) -> list[dict[str, Any]]:
         rows = self._db.query(

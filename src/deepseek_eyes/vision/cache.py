@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from deepseek_eyes.errors import EvidenceIntegrityError
+from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.vision.intake import DecodedImage
 from deepseek_eyes.vision.types import Variant
@@ -224,6 +225,7 @@ class EvidenceCache:
                 meta.sha256, meta.pixel_sha256, meta.width, meta.height, meta.media_type,
                 meta.size, self._clock(),
             ),
+            chain="vision.image",
         )
         self._remember(self._images, meta.sha256, meta)
 
@@ -270,6 +272,7 @@ class EvidenceCache:
                 record.key.question_sha256, record.record_sha256,
                 canonical_json(record.body()), record.created_at,
             ),
+            chain="vision.evidence",
         )
         return self._remember(self._records, text, record)
 
@@ -280,12 +283,19 @@ class EvidenceCache:
             self._images.clear()
 
     def _quarantine(self, key_text: str, record_text: str, record_sha256: str) -> None:
+        now = self._clock()
         with self._db.transaction() as conn:
-            conn.execute(
+            chain.insert(
+                conn, "vision.quarantine",
                 "INSERT INTO evidence_quarantine (key, record_sha256, record, reason,"
                 " quarantined_at) VALUES (?,?,?,?,?)",
-                (key_text, record_sha256, record_text, "hash_mismatch", self._clock()),
+                (key_text, record_sha256, record_text, "hash_mismatch", now), now,
             )
+            # The removal is itself audited: the chain keeps the record's original digest.
+            rowids = [int(r[0]) for r in conn.execute(
+                "SELECT rowid FROM evidence WHERE key = ?", (key_text,))]
+            chain.ChainWriter(conn).add_body("retention", {
+                "table": "evidence", "rowids": rowids, "reason": "quarantined"}, now)
             conn.execute("DELETE FROM evidence WHERE key = ?", (key_text,))
         with self._lock:
             self._records.pop(key_text, None)

@@ -19,7 +19,9 @@ from deepseek_eyes.store.db import Database
 
 __all__ = ["AuditLog", "message_digest", "reduce_for_audit"]
 
-_SECRETISH = re.compile(r"(?i)(api[_-]?key|secret|token|password|authorization|cookie)")
+#: Keys whose values are never kept. ``token`` but not ``tokens``: ``prompt_tokens`` and the
+#: other usage counts are numbers an audit must keep, ``access_token`` is a credential.
+_SECRETISH = re.compile(r"(?i)(api[_-]?key|secret|token(?!s)|password|authorization|cookie)")
 MAX_PLAIN_STRING = 128
 MAX_ITEMS = 64
 
@@ -66,6 +68,7 @@ class AuditLog:
         self._db.append(
             "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)",
             (self._clock(), kind, subject, details),
+            chain=kind,
         )
 
     def recent(self, limit: int = 100) -> list[dict[str, Any]]:

@@ -1,0 +1,140 @@
+"""``audit show ID``: a record with its chain entry, and an answer's whole provenance.
+
+``ID`` is a chain entry's seq, a turn id (``turn-…``; what a final answer names in
+``deepseekeyes.provenance.turn_id``), a session id, an image's SHA-256, an evidence
+record's SHA-256, an upstream request's SHA-256 or a vision operation id. A turn resolves to
+its images, each image to the acquisition's attempts and its evidence record, and the turn
+to every upstream request it made, each with the usage it was billed. Every record comes
+with its chain entry and whether it still matches the entry's digest (``intact``); the
+whole chain is checked by ``audit verify``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from deepseek_eyes.errors import AuditError
+from deepseek_eyes.store import chain
+from deepseek_eyes.store.db import Database
+
+__all__ = ["show"]
+
+_HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
+_JSON_COLUMNS = ("details",)
+
+
+def _item(conn: sqlite3.Connection, table: str, rowid: int) -> dict[str, Any]:
+    record = chain.read_record(conn, table, rowid)
+    entry = conn.execute(
+        "SELECT seq, kind, digest, hash FROM chain WHERE ref_table = ? AND ref_id = ?",
+        (table, rowid)).fetchone()
+    shown = dict(record or {})
+    for column in _JSON_COLUMNS:
+        if isinstance(shown.get(column), str):
+            with contextlib.suppress(ValueError):
+                shown[column] = json.loads(shown[column])
+    return {
+        "ref": f"{table}:{rowid}",
+        "record": shown,
+        "chain": None if entry is None else {
+            "seq": entry[0], "kind": entry[1], "hash": entry[3],
+            "intact": record is not None and chain.record_digest(record) == entry[2],
+        },
+    }
+
+
+def _items(conn: sqlite3.Connection, table: str, where: str,
+           params: Sequence[Any]) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        f"SELECT rowid FROM {table} WHERE {where} ORDER BY rowid LIMIT 500",  # noqa: S608
+        params).fetchall()
+    return [_item(conn, table, int(r[0])) for r in rows]
+
+
+def _image(conn: sqlite3.Connection, sha256: str, operation_id: str | None,
+           record_sha256: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "sha256": sha256,
+        "image": _items(conn, "images", "sha256 = ?", (sha256,)),
+        "acquisitions": _items(
+            conn, "audit", "kind = 'vision.acquire' AND subject = ?"
+            + (" AND details LIKE ?" if operation_id else ""),
+            (sha256, f'%"{operation_id}"%') if operation_id else (sha256,)),
+    }
+    if operation_id:
+        out["attempts"] = _items(conn, "attempts", "operation_id = ?", (operation_id,))
+    if record_sha256:
+        out["evidence"] = _items(conn, "evidence", "record_sha256 = ?", (record_sha256,))
+    return out
+
+
+def _turn(conn: sqlite3.Connection, turn_id: str) -> dict[str, Any] | None:
+    turns = _items(conn, "turns", "id = ?", (turn_id,))
+    requests = _items(conn, "audit", "kind = 'llm.request' AND subject = ?", (turn_id,))
+    if not turns and not requests:
+        return None
+    evidence: list[dict[str, Any]] = []
+    for turn in turns:
+        details = turn["record"].get("details")
+        if isinstance(details, dict):
+            evidence.extend(e for e in details.get("evidence") or () if isinstance(e, dict))
+    images = [
+        _image(conn, str(e.get("sha256")), e.get("operation_id"), e.get("record_sha256"))
+        for e in evidence
+    ]
+    return {"kind": "turn", "id": turn_id, "turn": turns, "images": images,
+            "requests": requests}
+
+
+def show(db: Database, ident: str) -> dict[str, Any]:
+    """What ``ident`` names, with its chain entries.
+
+    Raises:
+        AuditError: ``AUDIT_NOT_FOUND`` when nothing does.
+    """
+    ident = ident.strip()
+    with db.reading() as conn:
+        if ident.isdigit() and len(ident) <= 18:
+            row = conn.execute(
+                "SELECT seq, ts, kind, ref_table, ref_id, body, digest, prev, hash FROM chain"
+                " WHERE seq = ?", (int(ident),)).fetchone()
+            if row is not None:
+                entry = dict(zip(("seq", "ts", "kind", "ref_table", "ref_id", "body",
+                                  "digest", "prev", "hash"), row, strict=True))
+                out: dict[str, Any] = {"kind": "chain_entry", "entry": entry}
+                if entry["ref_table"] in chain.CHAINED_TABLES:
+                    out["record"] = _item(conn, entry["ref_table"], int(entry["ref_id"]))
+                return out
+        turn = _turn(conn, ident)
+        if turn is not None:
+            return turn
+        session = _items(conn, "sessions", "id = ?", (ident,))
+        if session:
+            return {"kind": "session", "id": ident, "session": session,
+                    "turns": _items(conn, "turns", "session_id = ?", (ident,))}
+        attempts = _items(conn, "attempts", "operation_id = ?", (ident,))
+        if attempts:
+            return {"kind": "operation", "id": ident, "attempts": attempts,
+                    "acquisitions": _items(conn, "audit", "kind = 'vision.acquire' AND"
+                                           " details LIKE ?", (f'%"{ident}"%',))}
+        match = _HEX64.match(ident.lower())
+        if match:
+            digest = match.group(1)
+            if conn.execute("SELECT 1 FROM images WHERE sha256 = ?", (digest,)).fetchone():
+                return {"kind": "image", **_image(conn, digest, None, None)}
+            evidence = _items(conn, "evidence", "record_sha256 = ?", (digest,))
+            if evidence:
+                return {"kind": "evidence", "id": digest, "evidence": evidence}
+            requests = _items(conn, "audit", "kind = 'llm.request' AND details LIKE ?",
+                              (f'%"request_sha256":"{digest}"%',))
+            if requests:
+                return {"kind": "request", "id": digest, "requests": requests}
+    raise AuditError(
+        f"nothing in the audit is named {ident!r} (try a chain seq, a turn id, a session id,"
+        " an image, evidence or request sha256, or an operation id)",
+        code="AUDIT_NOT_FOUND", details={"id": ident})

@@ -1,0 +1,164 @@
+"""``deepseek-eyes audit verify|export|show|checkpoint|rotate-key``: the one audit chain.
+
+Thin over :mod:`deepseek_eyes.audit`: verify walks the chain in the database (or in an
+export with ``--file``) and exits 1 naming the first bad entry; ``--checkpoint`` adds a
+checkpoint pinned outside the database, which is what catches a cut tail. ``checkpoint``
+signs the head now and prints the pinnable line; ``rotate-key`` puts a fresh signing key
+in front (older checkpoints keep verifying under the old key).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from deepseek_eyes.audit.checkpoints import Checkpoint, sign_checkpoint
+from deepseek_eyes.audit.export import export_chain
+from deepseek_eyes.audit.show import show
+from deepseek_eyes.audit.verify import Report, verify_database, verify_file
+from deepseek_eyes.cli.common import dump_json, loaded_settings
+from deepseek_eyes.home import DataHome
+
+__all__ = ["audit_group"]
+
+_json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+def _home(ctx: click.Context) -> DataHome:
+    return DataHome.open(loaded_settings(ctx).settings)
+
+
+@click.group("audit")
+def audit_group() -> None:
+    """One tamper-evident audit chain: verify, export, show, checkpoint, rotate-key."""
+
+
+def _print_report(report: Report, as_json: bool) -> None:
+    if as_json:
+        click.echo(dump_json(report.as_json()))
+    else:
+        view = report.as_json()
+        head = view["head"] or {}
+        click.echo(f"{view['source']}: {view['entries']} entries, {view['records_checked']} "
+                   f"records checked, {view['records_retained']} removed under retention, "
+                   f"{view['checkpoints']} checkpoints; head {head.get('seq', '-')} "
+                   f"{str(head.get('hash', ''))[:16]}; {view['seconds']} s")
+        if report.problem is None:
+            click.echo("ok: the chain is intact")
+        else:
+            p = report.problem
+            where = f"entry {p.seq}" if p.seq is not None else "outside the chain"
+            click.echo(f"error {p.code}: {where}: {p.reason}", err=True)
+    if report.problem is not None:
+        raise SystemExit(1)
+
+
+@audit_group.command("verify")
+@click.option("--file", "path", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              default=None, help="Verify an export (audit export) instead of the database.")
+@click.option("--checkpoint", "pinned", default=None, metavar="SEQ:HASH:TS:KEY:MAC",
+              help="A checkpoint kept outside the database (audit checkpoint prints one).")
+@_json_option
+@click.pass_context
+def verify_command(ctx: click.Context, path: Path | None, pinned: str | None,
+                   as_json: bool) -> None:
+    """Walk the whole chain; exit 0 when intact, 1 naming the first bad entry."""
+    checkpoint = Checkpoint.parse(pinned) if pinned else None
+    home = _home(ctx)
+    try:
+        keyring = home.audit_keys()
+        report = (verify_file(path, keyring, pinned=checkpoint) if path is not None
+                  else verify_database(home.db, keyring, pinned=checkpoint))
+    finally:
+        home.db.close()  # verifying adds nothing to the chain, so nothing to seal
+    _print_report(report, as_json)
+
+
+@audit_group.command("export")
+@click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
+@_json_option
+@click.pass_context
+def export_command(ctx: click.Context, path: Path, as_json: bool) -> None:
+    """Write the chain to PATH as JSON lines (records as hashes, checkpoints included)."""
+    with _home(ctx) as home:
+        home.seal()
+        summary = export_chain(home.db, path)
+    if as_json:
+        click.echo(dump_json(summary))
+    else:
+        click.echo(f"{summary['path']}: {summary['entries']} entries, "
+                   f"{summary['checkpoints']} checkpoints")
+
+
+def _brief(item: dict[str, Any]) -> str:
+    entry = item.get("chain")
+    mark = "unchained" if entry is None else (
+        f"#{entry['seq']} {'intact' if entry['intact'] else 'TAMPERED'}")
+    return f"{item['ref']} [{mark}]"
+
+
+@audit_group.command("show")
+@click.argument("ident", metavar="ID")
+@_json_option
+@click.pass_context
+def show_command(ctx: click.Context, ident: str, as_json: bool) -> None:
+    """Show a chain entry, turn, session, image, evidence, request or operation, with its
+    chain entries; a turn id shows the answer's whole provenance."""
+    home = _home(ctx)
+    try:
+        view = show(home.db, ident)
+    finally:
+        home.db.close()
+    if as_json:
+        click.echo(dump_json(view))
+        return
+    click.echo(f"{view['kind']} {view.get('id', '')}".rstrip())
+    for key, value in view.items():
+        if isinstance(value, list):
+            for item in value:
+                if "ref" in item:
+                    click.echo(f"  {key}: {_brief(item)}")
+                elif isinstance(item, dict):  # an image of a turn
+                    click.echo(f"  image {item.get('sha256')}")
+                    for sub, items in item.items():
+                        if isinstance(items, list):
+                            for one in items:
+                                click.echo(f"    {sub}: {_brief(one)}")
+        elif key == "entry":
+            click.echo(f"  entry #{value['seq']} {value['kind']} {value['hash']}")
+        elif key == "record" and isinstance(value, dict):
+            click.echo(f"  record: {_brief(value)}")
+
+
+@audit_group.command("checkpoint")
+@_json_option
+@click.pass_context
+def checkpoint_command(ctx: click.Context, as_json: bool) -> None:
+    """Sign the chain's head now; print the line to keep elsewhere (verify --checkpoint)."""
+    home = _home(ctx)
+    try:
+        checkpoint = sign_checkpoint(home.db, home.audit_keys())
+    finally:
+        home.db.close()
+    if as_json:
+        click.echo(dump_json(checkpoint.as_json()))
+    else:
+        click.echo(checkpoint.token())
+
+
+@audit_group.command("rotate-key")
+@_json_option
+@click.pass_context
+def rotate_key_command(ctx: click.Context, as_json: bool) -> None:
+    """Put a fresh checkpoint key in front; older checkpoints keep verifying."""
+    with _home(ctx) as home:
+        keyring = home.audit_keys()
+        old = keyring.active_id
+        new = keyring.rotate()
+        home.audit.append("audit.key_rotated", new, previous=old)
+    if as_json:
+        click.echo(dump_json({"active": new, "previous": old, "keys": keyring.ids()}))
+    else:
+        click.echo(f"audit key rotated: {old} -> {new}")

@@ -1,0 +1,203 @@
+"""HMAC keyrings: one key signs, every key on the ring verifies.
+
+Two things sign with keys of their own: the terminal's receipts and the audit chain's
+checkpoints. Each uses a :class:`Keyring` subclass that names its :class:`KeyringKind` —
+the domain its key ids are derived in, the words its messages use and the error codes it
+raises — so the file handling below exists once.
+
+Keys come from settings (each an environment reference; the first signs) or, when none are
+configured, from a private keyring file in the data directory, created with a fresh 256-bit
+key on first use. Rotation puts a new key in front and keeps the old ones, so what was
+signed before a rotation still verifies.
+
+A signature names its key by a *key id*: a truncated SHA-256 of the kind's domain string
+and the key. It identifies the key without revealing anything useful about it; the key
+itself never leaves this module except to compute an HMAC.
+
+Whoever can read a keyring file can forge signatures, and whoever can replace it can make
+us sign with a key they know. So its directory is made private (0700: group and other bits
+are removed from an existing one, which is ours and holds nothing others need), the file is
+written 0600, and a keyring file that group or others can read or write, or that another
+user owns, is *refused* instead of quietly tightened: the key may already be known, and
+only the operator can judge that. The terminal's policy refuses every path in the data
+directory to planned commands, so a command the model plans cannot read a keyring either.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Self
+
+from deepseek_eyes.errors import DeepSeekEyesError
+
+__all__ = ["KEYRING_FILENAME", "Keyring", "KeyringKind"]
+
+KEYRING_FILENAME = "keyring.json"
+MIN_KEY_BYTES = 32
+
+
+@dataclass(frozen=True)
+class KeyringKind:
+    """What one family of signatures calls its keys, and how it fails."""
+
+    domain: bytes  # key ids are derived in this domain, so one key never has two uses' ids
+    label: str  # "the receipt keyring"
+    signs: str  # "receipts": what a leaked key lets someone forge
+    error: type[DeepSeekEyesError]
+    invalid: str  # code: unreadable or malformed file, bad key
+    exposed: str  # code: open to other users
+    unknown: str  # code: a signature names a key not on the ring
+
+    def key_id(self, key: bytes) -> str:
+        return "k1-" + hashlib.sha256(self.domain + b"\x00" + key).hexdigest()[:24]
+
+    def fail(self, code: str, message: str, **details: object) -> DeepSeekEyesError:
+        return self.error(message, code=code, details=dict(details))
+
+    def private_directory(self, directory: Path) -> None:
+        """Create ``directory`` (0700), or take group and other access away from it."""
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            mode = stat.S_IMODE(directory.stat().st_mode)
+            if mode & 0o077:
+                os.chmod(directory, mode & 0o700)
+        except OSError as exc:
+            raise self.fail(
+                self.exposed, f"{directory} is open to other users and cannot be made private",
+                path=str(directory),
+            ) from exc
+
+
+@dataclass
+class Keyring:
+    """Ordered keys; ``keys[0]`` signs. ``path`` is set when the ring lives in a file."""
+
+    kind: ClassVar[KeyringKind]
+    keys: list[bytes]
+    path: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not self.keys:
+            raise self.kind.fail(self.kind.invalid, f"{self.kind.label} needs at least one key")
+        for key in self.keys:
+            if len(key) < MIN_KEY_BYTES:
+                raise self.kind.fail(
+                    self.kind.invalid, f"keys must be at least {MIN_KEY_BYTES} bytes")
+
+    @property
+    def active_id(self) -> str:
+        return self.kind.key_id(self.keys[0])
+
+    def ids(self) -> list[str]:
+        return [self.kind.key_id(k) for k in self.keys]
+
+    def sign(self, data: bytes) -> tuple[str, str]:
+        """``(key id, hex HMAC-SHA256)`` of ``data`` under the active key."""
+        return self.active_id, hmac.new(self.keys[0], data, hashlib.sha256).hexdigest()
+
+    def verify(self, data: bytes, kid: str, value: str) -> bool:
+        """Whether ``value`` is the HMAC of ``data`` under the key named ``kid``.
+
+        Raises:
+            DeepSeekEyesError: the kind's ``unknown`` code when no key has that id.
+        """
+        for key in self.keys:  # compare_digest refuses non-ASCII text; no key id has any
+            if kid.isascii() and hmac.compare_digest(self.kind.key_id(key), kid):
+                if not value.isascii():
+                    return False
+                expected = hmac.new(key, data, hashlib.sha256).hexdigest()
+                return hmac.compare_digest(expected, value)
+        raise self.kind.fail(
+            self.kind.unknown,
+            f"signed with a key that is not on {self.kind.label}",
+            key_id=kid, known=self.ids(),
+        )
+
+    # -- the file ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_secrets(cls, values: list[str]) -> Self:
+        return cls([v.encode("utf-8") for v in values])
+
+    @classmethod
+    def load_or_create(cls, directory: Path) -> Self:
+        """The keyring in ``directory``, created with one fresh key when absent.
+
+        Raises:
+            DeepSeekEyesError: the kind's ``invalid`` or ``exposed`` code.
+        """
+        kind = cls.kind
+        kind.private_directory(directory)
+        path = directory / KEYRING_FILENAME
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            ring = cls([secrets.token_bytes(32)], path)
+            ring.save()
+            return ring
+        except OSError as exc:
+            raise kind.fail(
+                kind.invalid, f"{kind.label} {path} cannot be read (a symbolic link is refused)",
+                path=str(path),
+            ) from exc
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fh.fileno())
+            mode = stat.S_IMODE(info.st_mode)
+            if mode & 0o077 or info.st_uid != os.geteuid():
+                raise kind.fail(
+                    kind.exposed,
+                    f"{kind.label} {path} is open to other users (mode {mode:04o}, owner uid "
+                    f"{info.st_uid}): whoever could read it can forge {kind.signs}. If no one "
+                    f"else can have read it, run chmod 600 {path}; otherwise move it and what "
+                    "it signed aside to start over with a fresh key",
+                    path=str(path), mode=f"{mode:04o}", uid=info.st_uid,
+                )
+            raw_bytes = fh.read()
+        try:
+            raw = json.loads(raw_bytes)
+            keys = [base64.b64decode(item["key"], validate=True) for item in raw["keys"]]
+        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+            raise kind.fail(kind.invalid, f"{kind.label} {path} cannot be read",
+                            path=str(path)) from exc
+        return cls(keys, path)
+
+    def rotate(self) -> str:
+        """Put a fresh key in front (it signs from now on); returns its id."""
+        self.keys.insert(0, secrets.token_bytes(32))
+        self.save()
+        return self.active_id
+
+    def save(self) -> None:
+        if self.path is None:
+            raise self.kind.fail(
+                self.kind.invalid, "keys from settings are rotated in the settings, not here")
+        self.kind.private_directory(self.path.parent)
+        body = {
+            "version": 1,
+            "saved_at": time.time(),
+            "keys": [
+                {"id": self.kind.key_id(k), "key": base64.b64encode(k).decode("ascii")}
+                for k in self.keys
+            ],
+        }
+        tmp = self.path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # a stale temporary file keeps its old mode
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(body, fh)
+            os.replace(tmp, self.path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()

@@ -1,0 +1,389 @@
+"""The audit chain: every audited record is chained, and every kind of tampering is found.
+
+Tampering is done the way an attacker with the database file would: raw SQL through a
+separate sqlite3 connection, dropping the append-only triggers first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deepseek_eyes.audit.checkpoints import Checkpoint, sign_checkpoint
+from deepseek_eyes.audit.export import export_chain
+from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
+from deepseek_eyes.audit.show import show
+from deepseek_eyes.audit.verify import Report, verify_database, verify_file
+from deepseek_eyes.errors import AuditError, EvidenceIntegrityError
+from deepseek_eyes.home import DataHome
+from deepseek_eyes.store import chain
+from deepseek_eyes.store.db import MIGRATIONS, Database
+from deepseek_eyes.store.events import SessionStore, TurnRecord
+from deepseek_eyes.usage import ProviderUsage, UsageCategory
+from deepseek_eyes.vision.attempts import AttemptLog
+from deepseek_eyes.vision.cache import EvidenceCache, EvidenceKey, EvidenceRecord, ImageMeta
+from deepseek_eyes.vision.types import Variant
+
+TRIGGERS = ("chain_no_update", "chain_no_delete", "evidence_no_update", "events_no_update",
+            "events_no_delete")
+
+
+def _fill(home: DataHome, n: int = 3) -> None:
+    """A few records of every audited kind, written by the real stores."""
+    cache = EvidenceCache(home.db)
+    attempts = AttemptLog(home.db)
+    sessions = SessionStore(home.db)
+    for i in range(n):
+        sha = f"{i:064x}"
+        cache.remember_image(ImageMeta(sha, sha, 10 + i, 10, "image/png", 100 + i))
+        op = attempts.operation("see")
+        op.record("cache", "miss", image_sha256=sha)
+        op.record("route", "ok", route="local", latency_ms=3.5)
+        key = EvidenceKey(sha, "local", Variant.EVIDENCE, None, "fp")
+        cache.put(EvidenceRecord.build(key, image_sha256=sha, model="m",
+                                       evidence={"schema": "x", "text": f"secret {i}"},
+                                       created_at=1.0 + i))
+        home.audit.append("mcp.call", f"srv.tool{i}", outcome="ok", ms=i)
+        home.usage.record_exact(UsageCategory.FINAL, ProviderUsage(10, 2), source="t",
+                                model="m")
+        sid = f"s{i}"
+        sessions.append(sid, [{"role": "user", "content": f"hello {i}"}], create="test",
+                        turn=TurnRecord(id=f"turn-{i}", session_id=sid, started_at=1.0,
+                                        ended_at=2.0, model="m", path="text", outcome="ok",
+                                        code=None, details={"evidence": []}))
+    home.db.flush()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[DataHome]:
+    h = DataHome(tmp_path / "home")
+    _fill(h)
+    yield h
+    h.db.close()
+
+
+def _raw(home: DataHome) -> sqlite3.Connection:
+    home.db.flush()
+    conn = sqlite3.connect(home.db.path, isolation_level=None)
+    for name in TRIGGERS:
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    return conn
+
+
+def _verify(home: DataHome, pinned: Checkpoint | None = None) -> Report:
+    return verify_database(home.db, home.audit_keys(), pinned=pinned)
+
+
+def _problem(report: Report) -> tuple[str, int | None]:
+    assert report.problem is not None, report.as_json()
+    return report.problem.code, report.problem.seq
+
+
+def _seq_of(home: DataHome, table: str, rowid: int) -> int:
+    row = home.db.query_one("SELECT seq FROM chain WHERE ref_table = ? AND ref_id = ?",
+                            (table, rowid))
+    assert row is not None
+    return int(row["seq"])
+
+
+def test_every_audited_record_is_chained_and_the_chain_verifies(home: DataHome) -> None:
+    report = _verify(home)
+    assert report.ok, report.as_json()
+    total = sum(int(home.db.query_one(f"SELECT COUNT(*) n FROM {t}")["n"])  # noqa: S608
+                for t in chain.CHAINED_TABLES)
+    assert report.entries == total == report.records
+    assert {"vision.attempt", "vision.evidence", "vision.image", "mcp.call", "usage",
+            "session", "session.event", "turn"} <= set(report.kinds)
+
+
+def _text_column(conn: sqlite3.Connection, table: str) -> tuple[int, str, str]:
+    """(rowid, column, value) of the last non-empty text value in ``table`` (not a key)."""
+    cur = conn.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid LIMIT 1")  # noqa: S608
+    row = cur.fetchone()
+    names = [d[0] for d in cur.description]
+    for name, value in reversed(list(zip(names[1:], row[1:], strict=True))):
+        if isinstance(value, str) and value:
+            return int(row[0]), name, value
+    raise AssertionError(f"no text in {table}")
+
+
+@pytest.mark.parametrize("table", [t for t in chain.CHAINED_TABLES if t != "evidence_quarantine"])
+def test_one_changed_byte_in_any_record_is_found(home: DataHome, table: str) -> None:
+    conn = _raw(home)
+    rowid, column, value = _text_column(conn, table)
+    i = len(value) // 2
+    flipped = value[:i] + chr(ord(value[i]) ^ 1) + value[i + 1:]
+    conn.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?",  # noqa: S608
+                 (flipped, rowid))
+    assert _problem(_verify(home)) == ("AUDIT_RECORD_TAMPERED", _seq_of(home, table, rowid))
+
+
+def test_a_changed_number_or_an_edited_entry_is_found(home: DataHome) -> None:
+    conn = _raw(home)
+    conn.execute("UPDATE usage SET prompt_tokens = prompt_tokens + 1 WHERE rowid = 2")
+    assert _problem(_verify(home)) == ("AUDIT_RECORD_TAMPERED", _seq_of(home, "usage", 2))
+    conn.execute("UPDATE usage SET prompt_tokens = prompt_tokens - 1 WHERE rowid = 2")
+    assert _verify(home).ok
+    conn.execute("UPDATE chain SET kind = 'vision.attempt ' WHERE seq = 4")
+    assert _problem(_verify(home)) == ("AUDIT_ENTRY_TAMPERED", 4)
+
+
+def test_removed_records_and_entries_are_found(home: DataHome) -> None:
+    conn = _raw(home)
+    conn.execute("DELETE FROM attempts WHERE rowid = 3")
+    assert _problem(_verify(home)) == ("AUDIT_RECORD_MISSING", _seq_of(home, "attempts", 3))
+    conn.execute("DELETE FROM chain WHERE seq = 5")
+    assert _problem(_verify(home)) == ("AUDIT_CHAIN_BROKEN", 6)
+
+
+def test_swapped_records_and_swapped_entries_are_found(home: DataHome) -> None:
+    conn = _raw(home)
+    a = conn.execute("SELECT details FROM audit WHERE rowid = 1").fetchone()[0]
+    b = conn.execute("SELECT details FROM audit WHERE rowid = 2").fetchone()[0]
+    conn.execute("UPDATE audit SET details = ? WHERE rowid = 1", (b,))
+    conn.execute("UPDATE audit SET details = ? WHERE rowid = 2", (a,))
+    assert _problem(_verify(home)) == ("AUDIT_RECORD_TAMPERED", _seq_of(home, "audit", 1))
+    conn.execute("UPDATE audit SET details = ? WHERE rowid = 1", (a,))
+    conn.execute("UPDATE audit SET details = ? WHERE rowid = 2", (b,))
+    # swap two whole entries (their seqs exchanged)
+    conn.execute("UPDATE chain SET seq = -1 WHERE seq = 7")
+    conn.execute("UPDATE chain SET seq = 7 WHERE seq = 8")
+    conn.execute("UPDATE chain SET seq = 8 WHERE seq = -1")
+    assert _problem(_verify(home)) == ("AUDIT_CHAIN_BROKEN", 7)
+
+
+def test_a_record_written_behind_the_chains_back_is_found(home: DataHome) -> None:
+    conn = _raw(home)
+    conn.execute("INSERT INTO audit (ts, kind, subject, details) VALUES (1, 'x', 'y', '{}')")
+    code, _ = _problem(_verify(home))
+    assert code == "AUDIT_RECORD_UNCHAINED"
+
+
+def test_a_cut_tail_passes_alone_and_fails_against_a_pinned_checkpoint(home: DataHome) -> None:
+    pinned = sign_checkpoint(home.db, home.audit_keys())
+    home.audit.append("mcp.call", "later", outcome="ok")
+    sign_checkpoint(home.db, home.audit_keys())
+    assert _verify(home, pinned).ok
+    conn = _raw(home)
+    # The attacker cuts the newest entries, their records and every checkpoint after the cut.
+    cut = pinned.seq - 2
+    conn.execute("DELETE FROM audit WHERE rowid IN (SELECT ref_id FROM chain WHERE seq > ?"
+                 " AND ref_table = 'audit')", (cut,))
+    conn.execute("DELETE FROM usage WHERE rowid IN (SELECT ref_id FROM chain WHERE seq > ?"
+                 " AND ref_table = 'usage')", (cut,))
+    for table in chain.CHAINED_TABLES:
+        conn.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT ref_id FROM chain"  # noqa: S608
+                     " WHERE seq > ? AND ref_table = ?)", (cut, table))
+    conn.execute("DELETE FROM chain WHERE seq > ?", (cut,))
+    conn.execute("DELETE FROM chain_checkpoints WHERE seq > ?", (cut,))
+    assert _verify(home).ok  # what the database alone cannot tell
+    code, seq = _problem(_verify(home, pinned))
+    assert (code, seq) == ("AUDIT_CHAIN_BROKEN", cut + 1)
+    assert "cut" in _verify(home, pinned).problem.reason  # type: ignore[union-attr]
+
+
+def test_a_consistently_rewritten_chain_fails_its_signed_checkpoint(home: DataHome) -> None:
+    sign_checkpoint(home.db, home.audit_keys())
+    conn = _raw(home)
+    # The attacker edits a record and recomputes every digest and hash after it.
+    conn.execute("UPDATE usage SET completion_tokens = 0 WHERE rowid = 1")
+    prev = chain.GENESIS
+    rows = conn.execute("SELECT seq, ts, kind, ref_table, ref_id, body FROM chain"
+                        " ORDER BY seq").fetchall()
+    for seq, ts, kind, table, rowid, body in rows:
+        digest = (chain.record_digest(chain.read_record(conn, table, rowid) or {})
+                  if table else chain._sha256(body.encode()))
+        value = chain.entry_hash(seq, ts, kind, chain.ref_text(table, rowid), digest, prev)
+        conn.execute("UPDATE chain SET digest = ?, prev = ?, hash = ? WHERE seq = ?",
+                     (digest, prev, value, seq))
+        prev = value
+    code, _ = _problem(_verify(home))
+    assert code == "AUDIT_CHECKPOINT_INVALID"
+
+
+def test_rotated_keys_keep_old_checkpoints_valid_and_unknown_keys_fail(home: DataHome) -> None:
+    keyring = home.audit_keys()
+    first = sign_checkpoint(home.db, keyring)
+    old_id = keyring.active_id
+    new_id = keyring.rotate()
+    home.audit.append("mcp.call", "after-rotation", outcome="ok")
+    second = sign_checkpoint(home.db, keyring)
+    assert (first.key_id, second.key_id) == (old_id, new_id)
+    assert _verify(home).ok
+    reloaded = AuditKeyring.load_or_create(audit_directory(home.root))
+    assert reloaded.ids() == [new_id, old_id]
+    assert verify_database(home.db, reloaded).ok
+    only_new = AuditKeyring([reloaded.keys[0]])
+    report = verify_database(home.db, only_new)
+    assert _problem(report) == ("AUDIT_KEY_UNKNOWN", first.seq)
+    forged = Checkpoint(second.seq, second.hash, second.ts, new_id, "0" * 64)
+    assert _problem(_verify(home, forged)) == ("AUDIT_CHECKPOINT_INVALID", second.seq)
+
+
+def test_the_export_verifies_alone_and_tampering_in_it_is_found(
+    home: DataHome, tmp_path: Path
+) -> None:
+    pinned = sign_checkpoint(home.db, home.audit_keys())
+    out = tmp_path / "audit.jsonl"
+    summary = export_chain(home.db, out)
+    assert summary["entries"] == pinned.seq
+    text = out.read_text()
+    assert "hello 0" not in text  # hashes, not content
+    assert "secret 0" not in text
+    keyring = home.audit_keys()
+    assert verify_file(out, keyring, pinned=pinned).ok
+    lines = text.splitlines(keepends=True)
+
+    def check(new_lines: list[str], code: str) -> None:
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text("".join(new_lines))
+        report = verify_file(bad, keyring, pinned=pinned)
+        assert report.problem is not None, report.as_json()
+        assert report.problem.code == code, report.as_json()
+
+    entry = json.loads(lines[3])
+    entry["record"]["ts"] = entry["record"]["ts"] + 1e-6
+    check([*lines[:3], json.dumps(entry) + "\n", *lines[4:]], "AUDIT_RECORD_TAMPERED")
+    check([*lines[:3], *lines[4:]], "AUDIT_CHAIN_BROKEN")  # removed
+    check([*lines[:3], lines[4], lines[3], *lines[5:]], "AUDIT_CHAIN_BROKEN")  # swapped
+    entries = [line for line in lines if '"type":"entry"' in line]
+    check([lines[0], *entries[:5]], "AUDIT_CHAIN_BROKEN")  # cut, checkpoints gone too
+    with pytest.raises(AuditError) as err:
+        verify_file(tmp_path / "nope.jsonl", keyring)
+    assert err.value.code == "AUDIT_EXPORT_INVALID"
+
+
+def test_retention_cuts_are_chained_and_only_they_excuse_missing_rows(tmp_path: Path) -> None:
+    home = DataHome(tmp_path / "home")
+    log = AttemptLog(home.db, max_rows=10)
+    for _ in range(30):
+        log.operation("see").record("cache", "miss")
+    log.trim()
+    report = _verify(home)
+    assert report.ok, report.as_json()
+    assert report.retained == 20
+    assert log.count() == 10
+    conn = _raw(home)
+    conn.execute("DELETE FROM attempts WHERE rowid = (SELECT MAX(rowid) FROM attempts)")
+    assert _problem(_verify(home))[0] == "AUDIT_RECORD_MISSING"
+    home.db.close()
+
+
+def test_quarantined_evidence_stays_accounted_for(tmp_path: Path) -> None:
+    home = DataHome(tmp_path / "home")
+    cache = EvidenceCache(home.db)
+    key = EvidenceKey("a" * 64, "local", Variant.EVIDENCE, None, "fp")
+    cache.put(EvidenceRecord.build(key, image_sha256="a" * 64, model="m",
+                                   evidence={"text": "x"}, created_at=1.0))
+    conn = _raw(home)
+    conn.execute("UPDATE evidence SET record = replace(record, '\"x\"', '\"y\"')")
+    assert _problem(_verify(home))[0] == "AUDIT_RECORD_TAMPERED"
+    fresh = EvidenceCache(home.db)
+    with pytest.raises(EvidenceIntegrityError) as err:
+        fresh.get(key)
+    assert err.value.code == "EVIDENCE_CACHE_TAMPERED"
+    report = _verify(home)  # the removal is a retention entry; the quarantine is chained
+    assert report.ok, report.as_json()
+    assert report.kinds.get("vision.quarantine") == 1
+    assert report.retained == 1
+    home.db.close()
+
+
+def test_a_database_from_before_the_chain_adopts_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "eyes.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for version, script in enumerate(MIGRATIONS[:3], start=1):
+        conn.executescript(f"BEGIN;{script}\nPRAGMA user_version = {version};COMMIT;")
+    conn.execute("INSERT INTO audit (ts, kind, subject, details) VALUES (1, 'old', NULL, '{}')")
+    conn.close()
+    db = Database(path)
+    keys = AuditKeyring.load_or_create(tmp_path / "keys")
+    report = verify_database(db, keys)
+    assert report.ok
+    assert report.kinds == {"adopted.audit": 1}
+    db.close()
+
+
+def test_processes_sharing_one_database_extend_one_chain(tmp_path: Path) -> None:
+    home_dir = tmp_path / "home"
+    DataHome(home_dir).close()
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from deepseek_eyes.home import DataHome
+        home = DataHome(Path({str(home_dir)!r}))
+        for i in range(150):
+            home.audit.append("mcp.call", "p", i=i)
+            if i % 10 == 0:
+                home.db.flush()
+        home.close()
+    """)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=env)  # noqa: S603
+             for _ in range(3)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    home = DataHome(home_dir)
+    report = _verify(home)
+    assert report.ok, report.as_json()
+    assert report.kinds["mcp.call"] == 450
+    assert report.checkpoints >= 3
+    home.db.close()
+
+
+def test_the_audit_keyring_is_private_and_an_exposed_one_is_refused(tmp_path: Path) -> None:
+    home = DataHome(tmp_path / "home")
+    keyring = home.audit_keys()
+    assert keyring.path is not None
+    assert keyring.path.stat().st_mode & 0o777 == 0o600
+    assert keyring.path.parent.stat().st_mode & 0o777 == 0o700
+    home.db.close()
+    os.chmod(keyring.path, 0o644)
+    with pytest.raises(AuditError) as err:
+        AuditKeyring.load_or_create(keyring.path.parent)
+    assert err.value.code == "AUDIT_KEYRING_EXPOSED"
+
+
+def test_show_resolves_records_with_their_entries(home: DataHome) -> None:
+    turn = show(home.db, "turn-1")
+    assert turn["kind"] == "turn"
+    assert turn["turn"][0]["chain"]["intact"]
+    entry = show(home.db, "3")
+    assert entry["entry"]["seq"] == 3
+    assert entry["record"]["chain"]["seq"] == 3
+    image = show(home.db, f"{1:064x}")
+    assert image["kind"] == "image"
+    assert image["image"][0]["chain"]["intact"]
+    conn = _raw(home)
+    conn.execute("UPDATE turns SET outcome = 'failed' WHERE id = 'turn-1'")
+    assert show(home.db, "turn-1")["turn"][0]["chain"]["intact"] is False
+    with pytest.raises(AuditError) as err:
+        show(home.db, "nothing-like-this")
+    assert err.value.code == "AUDIT_NOT_FOUND"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seq=st.integers(min_value=1, max_value=2**53),
+    ts=st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(0, 2**40)),
+    kind=st.text(max_size=40),
+    ref=st.one_of(st.none(), st.text(max_size=40)),
+    digest=st.one_of(st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+                     st.text(max_size=70)),
+)
+def test_the_fast_entry_hash_is_the_canonical_one(
+    seq: int, ts: float, kind: str, ref: str | None, digest: str
+) -> None:
+    prev = chain.GENESIS
+    canonical = chain._sha256(chain.canonical_bytes({
+        "v": 1, "seq": seq, "ts": ts, "kind": kind, "ref": ref, "digest": digest,
+        "prev": prev}))
+    assert chain.entry_hash(seq, ts, kind, ref, digest, prev) == canonical
