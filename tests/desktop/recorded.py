@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from deepseek_eyes.audit import AuditLog
 from deepseek_eyes.desktop.native import LinuxBackend
 from deepseek_eyes.desktop.service import DesktopService
 from deepseek_eyes.errors import DesktopError
@@ -82,11 +83,13 @@ class RecordedHelper:
         return {}
 
 
-def recorded_service(helper: RecordedHelper, **settings: Any) -> DesktopService:
+def recorded_service(helper: RecordedHelper, *, audit: AuditLog | None = None,
+                     **settings: Any) -> DesktopService:
     def factory(desktop: DesktopSettings, env: Any) -> LinuxBackend:
         backend = LinuxBackend(desktop.python, env, timeout=5)
         backend.helper = helper  # type: ignore[assignment]
         return backend
 
     return DesktopService(DesktopSettings.model_validate({"settle": 0, **settings}),
-                          backend_factory=factory, environment={"DISPLAY": ":999"})
+                          backend_factory=factory, environment={"DISPLAY": ":999"},
+                          audit=audit, owner="test")

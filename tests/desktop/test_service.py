@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -222,3 +223,33 @@ async def test_launch_only_configured_apps_within_the_bound() -> None:
 
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+async def test_every_call_is_on_the_audit_chain_without_typed_text(tmp_path: Path) -> None:
+    from deepseek_eyes.audit.verify import verify_database
+    from deepseek_eyes.home import DataHome
+
+    home = DataHome(tmp_path / "home")
+    helper = RecordedHelper()
+    service = recorded_service(helper, audit=home.audit)
+    seen = await service.call("desktop_observe", {"scope": "window", "window": WINDOW})
+    entry = ref(seen.text, 'text "Name"')
+    typed = await service.call("desktop_type", {"state_id": seen.data["state_id"],
+                                                "ref": entry, "text": "correct horse"})
+    assert not typed.is_error, typed.text
+    stale = await service.call("desktop_type", {"state_id": seen.data["state_id"],
+                                                "ref": entry, "text": "Mallory"})
+    assert stale.code == "DESKTOP_STATE_STALE"
+    rows = [r for r in reversed(home.audit.recent()) if r["kind"] == "desktop.action"]
+    assert [(r["subject"], r["details"]["outcome"], r["details"]["code"]) for r in rows] == [
+        ("desktop_observe", "ok", None), ("desktop_type", "ok", None),
+        ("desktop_type", "refused", "DESKTOP_STATE_STALE")]
+    assert rows[1]["details"]["arguments"] == ["ref", "state_id", "text"]
+    assert rows[1]["details"]["window"] == seen.data["window"]
+    stored = home.db.query("SELECT details FROM audit")
+    assert not any("correct horse" in r["details"] or "Mallory" in r["details"]
+                   or "Eyes Test" in r["details"] for r in stored)
+    report = verify_database(home.db, home.audit_keys())
+    assert report.ok, report.as_json()
+    assert report.kinds["desktop.action"] == 3
+    home.close()

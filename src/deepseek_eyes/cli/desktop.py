@@ -93,7 +93,7 @@ def serve_command(ctx: click.Context, transport: str, host: str | None, port: in
                        err=True)
 
     with DataHome.open(settings) as home:
-        service = DesktopService(desktop, blobs=home.blobs)
+        service = DesktopService(desktop, blobs=home.blobs, audit=home.audit, owner="http")
         serve_http(build_desktop_http_app(service, options), options.host, bind_port,
                    announce)
 
@@ -102,7 +102,8 @@ async def _serve_stdio(desktop: DesktopSettings, home: DataHome) -> None:
     from deepseek_eyes.desktop.server import build_desktop_server
     from deepseek_eyes.desktop.service import DesktopService
 
-    await build_desktop_server(DesktopService(desktop, blobs=home.blobs)).run_stdio_async()
+    service = DesktopService(desktop, blobs=home.blobs, audit=home.audit, owner="stdio")
+    await build_desktop_server(service).run_stdio_async()
 
 
 @desktop_group.command("observe")

@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 
+from deepseek_eyes.audit import AuditLog
 from deepseek_eyes.desktop.backend import DesktopBackend
 from deepseek_eyes.desktop.calls import Args, ToolResult
 from deepseek_eyes.desktop.headless import HeadlessDesktop
@@ -71,9 +72,12 @@ def _clip(box: Box, screen: tuple[int, int]) -> Box:
 class DesktopService:
     def __init__(self, settings: DesktopSettings, *, blobs: BlobStore | None = None,
                  backend_factory: BackendFactory = _linux,
-                 environment: Mapping[str, str] | None = None) -> None:
+                 environment: Mapping[str, str] | None = None,
+                 audit: AuditLog | None = None, owner: str | None = None) -> None:
         self.settings = settings
         self.blobs = blobs
+        self.audit = audit  # one privacy-reduced row per call, on the audit chain
+        self.owner = owner
         self.book = StateBook()
         self.report = ReportRecorder()
         self.launcher = AppLauncher(settings.apps, max_processes=settings.max_processes)
@@ -107,10 +111,19 @@ class DesktopService:
                 "refused" if code in _REFUSED else "error")
             after = self.book.current.state_id if self.book.current else None
             shot = result.screenshot
+            took = int((time.monotonic() - started) * 1000)
             self.report.add_step(Step(len(self.report.steps) + 1, name,
                                       redact_arguments(arguments), before, after, outcome, code,
-                                      int((time.monotonic() - started) * 1000),
-                                      shot.sha256 if shot else None))
+                                      took, shot.sha256 if shot else None))
+            if self.audit is not None:
+                window = self.book.current.window if self.book.current else None
+                # Names of the arguments, never their values (typed text); the window by its
+                # ref (a hash of its X id), never its title.
+                self.audit.append(
+                    "desktop.action", name, owner=self.owner, outcome=outcome, code=code,
+                    state_before=before, state_after=after, arguments=sorted(arguments),
+                    window=window.ref if window else None, ms=took,
+                    screenshot_sha256=shot.sha256 if shot else None)
             return result
 
     async def _run(self, handler: Handler, args: Args) -> ToolResult:

@@ -58,7 +58,8 @@ class DesktopToolSource:
             _, oldest = self.services.popitem(last=False)
             await oldest.aclose()
         service = DesktopService(self.settings, blobs=self._blobs,
-                                 environment=self._environment)
+                                 environment=self._environment,
+                                 audit=self._bridge.home.audit, owner=session_id)
         self.services[session_id] = service
         return service
 
