@@ -10,6 +10,10 @@ everything that is policy — state ids, refs, guards, deltas, PNG encoding — 
 only reads and acts, each request bounded (every D-Bus call has ``DSE_ATSPI_TIMEOUT_MS``;
 the caller kills the helper when a request runs past its own deadline).
 
+It is one file on purpose: it runs isolated (``python3 -I``), so the package directory —
+whose ``http.py`` would shadow the standard library's — is not on its path, and it cannot
+import siblings without path tricks.
+
 Protocol: one JSON object per line in, ``{"id", "op", ...}``; one per line out,
 ``{"id", "ok": true, "result": ...}`` or ``{"id", "ok": false, "error": {"code", "message"}}``.
 

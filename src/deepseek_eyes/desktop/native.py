@@ -76,8 +76,10 @@ class NativeHelper:
         if self._proc is not None and self._proc.returncode is None:
             return
         try:
+            # -I: isolated, so the script's directory (this package, whose http.py would
+            # shadow the standard library's) and PYTHON* variables stay out of its path.
             self._proc = await asyncio.create_subprocess_exec(
-                str(self.python), "-W", "ignore", str(self.script),
+                str(self.python), "-I", "-W", "ignore", str(self.script),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, env=self.env, limit=_LINE_LIMIT)
         except OSError as exc:
