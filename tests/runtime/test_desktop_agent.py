@@ -134,3 +134,21 @@ async def test_a_desktop_screenshot_reaches_the_text_model_only_as_evidence(
         assert "image_url" not in json.dumps(last)
     finally:
         app.close()
+
+
+async def test_read_only_risk_offers_no_acting_desktop_tool(upstream: LoopbackUpstream) -> None:
+    upstream.reset()
+    settings = Settings.model_validate({
+        "llm": {"base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-flash",
+                "timeout": 20.0},
+        "runtime": {"tool_sources": ["desktop"], "tool_risk": "read-only"}})
+    runtime = Runtime(settings, DataHome.open(settings))
+    try:
+        await runtime.run(TurnRequest(messages=[{"role": "user", "content": "hello"}]))
+        tools = {t["function"]["name"] for t in upstream.requests[0].get("tools") or []}
+        assert {"desktop_observe", "desktop_screenshot", "desktop_assert"} <= tools
+        assert not tools & {"desktop_click", "desktop_type", "desktop_press",
+                            "desktop_launch"}
+    finally:
+        await runtime.aclose()
+        runtime.home.close()
