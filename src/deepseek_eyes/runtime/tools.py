@@ -1,7 +1,7 @@
 """The runtime's tools: sources, one exposure chain, and the per-turn guard.
 
 The runtime is the hub every capability reaches the model through. A :class:`ToolSource`
-(``look``, ``mcp``, ``terminal``; later ``browser`` and ``desktop``) says which tools it
+(``look``, ``mcp``, ``terminal``, ``browser``, ``desktop``) says which tools it
 offers in a turn and runs a call; the :class:`ToolHub` holds the enabled sources
 (``[runtime] tool_sources``) and decides, for each model call, what is offered.
 

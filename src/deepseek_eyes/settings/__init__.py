@@ -13,7 +13,7 @@ Two decisions a newcomer would otherwise undo:
   path, never a silently ignored setting.
 
 One module per part of the runtime (``base``, ``vision``, ``llm``, ``terminal``, ``mcp``,
-``browser``);
+``browser``, ``desktop``);
 this package holds the root :class:`Settings`, loading and the data directory, and
 re-exports every model so callers import from ``deepseek_eyes.settings`` alone.
 """
@@ -40,6 +40,7 @@ from deepseek_eyes.settings.base import (
     is_loopback_host,
 )
 from deepseek_eyes.settings.browser import BrowserSettings, VisualMode
+from deepseek_eyes.settings.desktop import DesktopSettings
 from deepseek_eyes.settings.llm import (
     GatewaySettings,
     LLMModelSettings,
@@ -67,6 +68,7 @@ __all__ = [
     "ENV_HOME",
     "BoxConvention",
     "BrowserSettings",
+    "DesktopSettings",
     "GatewaySettings",
     "ImageSettings",
     "LLMModelSettings",
@@ -113,6 +115,7 @@ class Settings(Strict):
     terminal: TerminalSettings = TerminalSettings()
     mcp: McpSettings = McpSettings()
     browser: BrowserSettings = BrowserSettings()
+    desktop: DesktopSettings = DesktopSettings()
 
 
 @dataclass(frozen=True)

@@ -69,10 +69,10 @@ class RuntimeSettings(Strict):
         default=8, ge=1, le=64,
         description="Distinct images a conversation may carry into one turn.",
     )
-    tool_sources: tuple[Literal["look", "mcp", "terminal", "browser"], ...] = Field(
+    tool_sources: tuple[Literal["look", "mcp", "terminal", "browser", "desktop"], ...] = Field(
         default=("look", "mcp"),
-        description="Where the final model's tools come from; the terminal and the browser "
-                    "only when listed.",
+        description="Where the final model's tools come from; the terminal, the browser and "
+                    "the desktop only when listed.",
     )
     tool_risk: Literal["all", "read-only"] = Field(
         default="all", description="read-only: offer only tools that read."

@@ -1,0 +1,107 @@
+"""Report v2 of a desktop session: steps, states, assertions, screenshots, timing.
+
+Typed text is never kept: a ``text`` argument becomes its length and a hash prefix (a
+desktop cannot tell a password field from any other as reliably as a web page). Screenshots
+appear by their hashes only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["REPORT_SCHEMA", "Assertion", "ReportRecorder", "Step", "redact_arguments"]
+
+REPORT_SCHEMA = "deepseekeyes.desktop.report.v2"
+MAX_STEPS = 2000
+MAX_ASSERTIONS = 1000
+
+
+def redact_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in list(arguments.items())[:20]:
+        if key == "text" and isinstance(value, str):
+            out[key] = {"redacted": True, "chars": len(value),
+                        "sha256": hashlib.sha256(value.encode()).hexdigest()[:16]}
+        elif isinstance(value, (int, float, bool)) or value is None:
+            out[key] = value
+        else:
+            out[key] = str(value)[:300]
+    return out
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    tool: str
+    arguments: dict[str, Any]
+    state_before: str | None
+    state_after: str | None
+    outcome: str  # ok | refused | error
+    code: str | None
+    duration_ms: int
+    screenshot: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "tool": self.tool, "arguments": self.arguments,
+                "state_before": self.state_before, "state_after": self.state_after,
+                "outcome": self.outcome, "code": self.code, "duration_ms": self.duration_ms,
+                "screenshot": self.screenshot}
+
+
+@dataclass(frozen=True)
+class Assertion:
+    kind: str
+    expected: str
+    actual: str
+    passed: bool | None  # None: visual evidence, for the model to judge
+    state_id: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "expected": self.expected, "actual": self.actual,
+                "passed": self.passed, "state_id": self.state_id}
+
+
+class ReportRecorder:
+    def __init__(self) -> None:
+        self.started = time.time()
+        self.steps: list[Step] = []
+        self.assertions: list[Assertion] = []
+        self.screenshots: list[str] = []
+
+    def add_step(self, step: Step) -> None:
+        if len(self.steps) < MAX_STEPS:
+            self.steps.append(step)
+        if step.screenshot and step.screenshot not in self.screenshots:
+            self.screenshots.append(step.screenshot)
+
+    def add_assertion(self, assertion: Assertion) -> None:
+        if len(self.assertions) < MAX_ASSERTIONS:
+            self.assertions.append(assertion)
+
+    def to_dict(self, states: list[dict[str, Any]]) -> dict[str, Any]:
+        outcomes = [s.outcome for s in self.steps]
+        passed = [a.passed for a in self.assertions]
+        return {"schema": REPORT_SCHEMA, "started_at": round(self.started, 3),
+                "duration_ms": int((time.time() - self.started) * 1000),
+                "steps": [s.to_dict() for s in self.steps], "states": states[-200:],
+                "assertions": [a.to_dict() for a in self.assertions],
+                "screenshots": self.screenshots[-500:],
+                "summary": {"steps": len(outcomes), "refused": outcomes.count("refused"),
+                            "errors": outcomes.count("error"),
+                            "assertions_passed": passed.count(True),
+                            "assertions_failed": passed.count(False)}}
+
+    def text(self, states: list[dict[str, Any]]) -> str:
+        data = self.to_dict(states)
+        lines = [f"desktop report ({REPORT_SCHEMA}): {data['summary']}"]
+        lines += [f"  {step.index}. {step.tool} {step.state_before}->{step.state_after} "
+                  f"{step.outcome}{' ' + step.code if step.code else ''} {step.duration_ms} ms"
+                  for step in self.steps[-50:]]
+        for a in self.assertions[-50:]:
+            verdict = {True: "PASS", False: "FAIL", None: "EVIDENCE"}[a.passed]
+            lines.append(f"  {verdict} {a.kind}: expected {a.expected!r}, actual {a.actual!r}")
+        return "\n".join(lines)
