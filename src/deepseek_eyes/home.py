@@ -51,14 +51,26 @@ class DataHome:
 
     def seal(self) -> dict[str, Any] | None:
         """Sign a checkpoint when the audit chain grew since the last one; returns the
-        chain's head, with the new checkpoint's pinnable line, or None for an empty chain."""
-        checkpoint = checkpoint_if_new(self.db, self.audit_keys())
+        chain's head, with the new checkpoint's pinnable line, or None for an empty chain.
+
+        A checkpoint that cannot be signed (an exposed or broken keyring) is logged and named
+        in the result (``checkpoint_error``), never raised: the records are already on the
+        chain, and an answer must not be lost for want of its seal.
+        """
+        error: str | None = None
+        try:
+            checkpoint = checkpoint_if_new(self.db, self.audit_keys())
+        except DeepSeekEyesError as exc:
+            log.warning("the audit chain was not checkpointed: %s (%s)", exc.message, exc.code)
+            checkpoint, error = None, exc.code
         tip = head(self.db)
         if tip is None:
             return None
         out: dict[str, Any] = {"seq": tip[0], "hash": tip[1]}
         if checkpoint is not None and checkpoint.seq == tip[0]:
             out["checkpoint"] = checkpoint.token()
+        if error is not None:
+            out["checkpoint_error"] = error
         return out
 
     @classmethod
@@ -68,8 +80,6 @@ class DataHome:
     def close(self) -> None:
         try:
             self.seal()
-        except DeepSeekEyesError as exc:  # the records are on the chain; only the seal failed
-            log.warning("the audit chain was not checkpointed: %s (%s)", exc.message, exc.code)
         finally:
             self.db.close()
 

@@ -387,3 +387,22 @@ def test_the_fast_entry_hash_is_the_canonical_one(
         "v": 1, "seq": seq, "ts": ts, "kind": kind, "ref": ref, "digest": digest,
         "prev": prev}))
     assert chain.entry_hash(seq, ts, kind, ref, digest, prev) == canonical
+
+
+def test_an_unsignable_checkpoint_never_loses_the_work(tmp_path: Path) -> None:
+    home = DataHome(tmp_path / "home")
+    home.audit.append("mcp.call", "a", outcome="ok")
+    assert home.seal() is not None
+    keyring_path = audit_directory(home.root) / "keyring.json"
+    home.db.close()
+    os.chmod(keyring_path, 0o644)
+    again = DataHome(tmp_path / "home")
+    again.audit.append("mcp.call", "b", outcome="ok")
+    sealed = again.seal()
+    assert sealed is not None
+    assert sealed["checkpoint_error"] == "AUDIT_KEYRING_EXPOSED"
+    assert "checkpoint" not in sealed
+    again.close()  # logs, does not raise
+    os.chmod(keyring_path, 0o600)
+    with DataHome(tmp_path / "home") as last:
+        assert _verify(last).ok

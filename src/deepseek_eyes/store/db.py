@@ -22,7 +22,7 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +31,8 @@ from deepseek_eyes.store import chain as _chain
 
 __all__ = ["MIGRATIONS", "Database"]
 
-#: A queued write: (INSERT, params, chain kind or None), or (None, body, kind) for a
-#: chain entry with no row of its own.
-_Pending = tuple[str | None, Any, str | None]
+#: A queued write: (INSERT, params, the chain kind of its row or None).
+_Pending = tuple[str, Sequence[Any], str | None]
 
 APPEND_BATCH = 64
 APPEND_MAX_AGE_S = 1.0
@@ -245,18 +244,18 @@ class Database:
             )
         for version in range(current + 1, len(MIGRATIONS) + 1):
             script = MIGRATIONS[version - 1]
-            # executescript commits implicitly, so the version bump rides in the script.
-            self._conn.executescript(
-                f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {version};\nCOMMIT;"
-            )
-            if version == CHAIN_MIGRATION and current > 0:
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
+            # executescript commits whatever is pending before it runs, so the script opens
+            # its own transaction; the version bump (and, for the chain, the adoption of the
+            # rows already there) commit with it, or nothing does.
+            self._conn.executescript(f"BEGIN IMMEDIATE;\n{script}")
+            try:
+                if version == CHAIN_MIGRATION:
                     _chain.adopt_existing(self._conn, time.time())
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                self._conn.execute("COMMIT")
+                self._conn.execute(f"PRAGMA user_version = {version}")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
 
     def append(self, sql: str, params: Sequence[Any] = (), *, chain: str | None = None) -> None:
         """Queue one log-row INSERT; written in a batch (see the module docstring).
@@ -267,10 +266,6 @@ class Database:
         if chain is not None:
             _chain.table_of_insert(sql)  # fail at the call, not at a later flush
         self._queue((sql, params, chain))
-
-    def chain_body(self, kind: str, body: Mapping[str, Any]) -> None:
-        """Queue a chain entry for a record that has no row of its own (``body`` is it)."""
-        self._queue((None, dict(body), kind))
 
     def _queue(self, item: _Pending) -> None:
         with self._lock:
@@ -294,10 +289,6 @@ class Database:
                 writer: _chain.ChainWriter | None = None
                 now = time.time()
                 for sql, params, kind in pending:
-                    if sql is None:  # a body-only chain entry
-                        writer = writer or _chain.ChainWriter(self._conn)
-                        writer.add_body(str(kind), params, now)
-                        continue
                     cur = self._conn.execute(sql, params)
                     if kind is not None and cur.rowcount > 0 and cur.lastrowid is not None:
                         writer = writer or _chain.ChainWriter(self._conn)
