@@ -406,3 +406,55 @@ def test_an_unsignable_checkpoint_never_loses_the_work(tmp_path: Path) -> None:
     os.chmod(keyring_path, 0o600)
     with DataHome(tmp_path / "home") as last:
         assert _verify(last).ok
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                 max_size=3),
+    max_leaves=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(line=st.integers(min_value=1, max_value=20),
+       field=st.sampled_from(["seq", "ts", "kind", "ref", "digest", "prev", "hash", "record",
+                              "body", "type", "key_id", "mac"]),
+       value=_JSON)
+def test_an_edited_export_is_refused_with_a_code_never_a_crash(
+    line: int, field: str, value: object, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    directory = tmp_path_factory.mktemp("fuzz")
+    home = DataHome(directory / "home")
+    _fill(home, 2)
+    sign_checkpoint(home.db, home.audit_keys())
+    out = directory / "audit.jsonl"
+    export_chain(home.db, out)
+    lines = out.read_text().splitlines()
+    index = min(line, len(lines) - 1)
+    item = json.loads(lines[index])
+    kind = item.get("type")
+    if item.get(field, object()) == value and type(item.get(field)) is type(value):
+        home.db.close()
+        return  # no edit
+    carried = field in item
+    item[field] = value
+    lines[index] = json.dumps(item)
+    out.write_text("\n".join(lines) + "\n")
+    refused: str | None = None
+    try:
+        report = verify_file(out, home.audit_keys())
+    except AuditError as exc:
+        refused = exc.code
+    if refused is not None:
+        assert refused == "AUDIT_EXPORT_INVALID"
+    else:
+        # Whatever an entry or a checkpoint commits to must not pass changed; a field it
+        # does not carry (an extra body on a row entry, a kind on a checkpoint) may.
+        if kind == "entry":
+            committed = {"seq", "ts", "kind", "ref", "digest", "prev", "hash", "type"}
+            committed |= {"record", "body"} if carried else set()
+        else:
+            committed = {"seq", "hash", "ts", "key_id", "mac"}
+        if field in committed:
+            assert report.problem is not None, (kind, field, value)
+    home.db.close()

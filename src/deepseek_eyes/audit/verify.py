@@ -113,6 +113,14 @@ class _Walk:
         self.expected = 1
 
     def step(self, entry: Mapping[str, Any], record: Any) -> Problem | None:
+        try:
+            return self._step(entry, record)
+        except (TypeError, ValueError):  # fields of the wrong type in an edited export
+            return Problem("AUDIT_ENTRY_TAMPERED", None,
+                           f"an entry after {self.expected - 1} has fields that are not an"
+                           " entry's")
+
+    def _step(self, entry: Mapping[str, Any], record: Any) -> Problem | None:
         seq = entry["seq"]
         if seq != self.expected:
             return Problem("AUDIT_CHAIN_BROKEN", seq,
@@ -317,7 +325,7 @@ def verify_file(
     for item in read_export(path):
         if item.get("type") != "entry":
             continue
-        if any(name not in item for name in _ENTRY_FIELDS) or not isinstance(item["seq"], int):
+        if (any(name not in item for name in _ENTRY_FIELDS) or type(item["seq"]) is not int):
             report.problem = Problem("AUDIT_EXPORT_INVALID", item.get("seq"),
                                      "an entry line lacks a field")
             return _finish(report, walk, started)
