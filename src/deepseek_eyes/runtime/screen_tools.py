@@ -1,0 +1,139 @@
+"""What the ``browser`` and ``desktop`` tool sources share: a stateful screen per
+conversation, and screenshots that reach the final model only as evidence.
+
+A source keeps one service per conversation session, so a state id the model saw in one
+request is still the newest state in the next; at most ``max_sessions`` services are open and
+the least recently used is closed first. When a call's result should reach the model
+visually, the service calls the ``describe`` this class builds for the turn: the PNG is
+admitted through the vision bridge (stored by its hash), turned into validated evidence (or,
+with a question, a targeted reread), and given an image id (``tool-img-N``) the model can
+``look`` at later, like any image of the conversation. What a vision failure becomes is the
+subclass's choice (:attr:`ScreenToolSource.vision_failure_as_text`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.runtime.messages import image_part
+from deepseek_eyes.runtime.render import render_evidence, render_target
+from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
+from deepseek_eyes.vision.bridge import VisionBridge
+
+__all__ = ["ScreenToolSource"]
+
+class Describe(Protocol):
+    async def __call__(self, png: bytes, question: str | None) -> str: ...
+
+
+class _Shot(Protocol):
+    @property
+    def sha256(self) -> str: ...
+
+
+class _Result(Protocol):
+    text: str
+    data: dict[str, Any]
+    is_error: bool
+
+    @property
+    def screenshot(self) -> _Shot | None: ...
+
+    @property
+    def code(self) -> str | None: ...
+
+
+class _Service(Protocol):
+    async def call(self, name: str, arguments: Mapping[str, Any], *,
+                   describe: Describe | None = None) -> Any: ...
+
+    async def aclose(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Service)
+
+
+class ScreenToolSource(Generic[S]):
+    name: str
+    prefix: str
+    specs: ClassVar[tuple[ToolSpec, ...]]
+    #: True: a screenshot the vision routes cannot read becomes a bracketed note in the
+    #: result. False: the failure goes back to the service, which decides (the desktop
+    #: forwards its validated semantic state alone, marked pixels-not-decoded).
+    vision_failure_as_text: ClassVar[bool] = True
+
+    def __init__(self, *, bridge: VisionBridge, max_sessions: int, max_images: int) -> None:
+        self._bridge = bridge
+        self._max_sessions = max_sessions
+        self._max_images = max_images
+        self.services: OrderedDict[str, S] = OrderedDict()
+
+    def _make_service(self, session_id: str) -> S:
+        raise NotImplementedError
+
+    def tools(self, context: TurnContext) -> list[ToolSpec]:  # noqa: ARG002 - same for all
+        return list(self.specs)
+
+    async def service(self, session_id: str) -> S:
+        """The conversation's service; the least recently used one is closed first when
+        ``max_sessions`` are open."""
+        found = self.services.get(session_id)
+        if found is not None:
+            self.services.move_to_end(session_id)
+            return found
+        while len(self.services) >= self._max_sessions:
+            _, oldest = self.services.popitem(last=False)
+            await oldest.aclose()
+        service = self._make_service(session_id)
+        self.services[session_id] = service
+        return service
+
+    async def call(
+        self, name: str, arguments: Mapping[str, Any], context: TurnContext
+    ) -> ToolOutcome:
+        service = await self.service(context.session_id)
+        images: list[tuple[str, Mapping[str, Any]]] = []
+
+        async def describe(png: bytes, question: str | None) -> str:
+            return await self._evidence(png, question, context, images)
+
+        result: _Result = await service.call(name, arguments, describe=describe)
+        shot = result.screenshot
+        context.calls.append({
+            "tool": name, "source": self.name, "state_id": result.data.get("state_id"),
+            "code": result.code, "screenshot_sha256": shot.sha256 if shot else None,
+        })
+        details: dict[str, Any] = {"state_id": result.data.get("state_id")}
+        if result.code:
+            details["code"] = result.code
+        return ToolOutcome(result.text, result.is_error, details, tuple(images))
+
+    async def _evidence(self, png: bytes, question: str | None, context: TurnContext,
+                        images: list[tuple[str, Mapping[str, Any]]]) -> str:
+        """Validated evidence of a screenshot (named, never sent as pixels)."""
+        if len(context.images) >= self._max_images:
+            return "[the screenshot was stored but not read: the turn's image limit is reached]"
+        try:
+            (meta,) = await self._bridge.admit_all([png])
+            if question:
+                seen = await self._bridge.reread(meta.sha256, question)
+            else:
+                seen = await self._bridge.see_stored(meta.sha256)
+        except DeepSeekEyesError as exc:
+            if not self.vision_failure_as_text:
+                raise
+            return f"[the screenshot could not be read ({exc.code})]"
+        part = {**image_part(meta), "route": seen.route}
+        image_id = context.add_image(part)
+        images.append((image_id, part))
+        render = render_target if question else render_evidence
+        return render(image_id, part, seen.record.evidence, route=seen.route,
+                      record_sha256=seen.record.record_sha256)
+
+    async def close(self) -> None:
+        while self.services:
+            _, service = self.services.popitem()
+            await service.aclose()
