@@ -29,7 +29,6 @@ from deepseek_eyes.settings import BrowserSettings
 __all__ = [
     "BROWSER_REFUSALS",
     "ENV_TOKEN",
-    "BrowserHttpOptions",
     "build_browser_http_app",
     "resolve_browser_token",
 ]
@@ -50,27 +49,12 @@ def resolve_browser_token(settings: BrowserSettings) -> str:
                                 error=BrowserError, prefix="BROWSER")
 
 
-class BrowserHttpOptions(HttpOptions):
-    """The shared HTTP options, built from ``[browser]``."""
-
-    @classmethod
-    def from_settings(cls, settings: BrowserSettings, token: str,
-                      host: str | None = None) -> BrowserHttpOptions:
-        return cls(token=token, host=host or settings.host,
-                   allowed_hosts=settings.allowed_hosts,
-                   allowed_origins=settings.allowed_origins,
-                   rate_limit_per_minute=settings.rate_limit_per_minute,
-                   max_body_bytes=settings.max_body_bytes)
-
-
-def build_browser_http_app(pool: BrowserPool, options: BrowserHttpOptions, *,
+def build_browser_http_app(pool: BrowserPool, options: HttpOptions, *,
                            describe: Describe | None = None) -> ASGIApp:
     """The whole HTTP server as one ASGI app (lifespan included)."""
     mcp = build_browser_server(pool, describe=describe, close_on_exit=False)
     routes, lifespan = streamable_mcp(
-        mcp, host=options.host, allowed_hosts=options.hosts(),
-        allowed_origins=options.origins(), max_body_bytes=options.max_body_bytes,
-        background=pool.reap, close=pool.aclose,
+        mcp, options, background=pool.reap, close=pool.aclose,
     )
     app = Starlette(routes=routes, lifespan=lifespan)
     return options.guard(app, codes=BROWSER_REFUSALS)

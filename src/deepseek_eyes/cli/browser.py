@@ -74,9 +74,10 @@ def serve_command(ctx: click.Context, transport: str, host: str | None, port: in
         return
 
     from deepseek_eyes.browser.connections import BrowserPool
-    from deepseek_eyes.browser.http import BrowserHttpOptions, build_browser_http_app
+    from deepseek_eyes.browser.http import build_browser_http_app
+    from deepseek_eyes.serving.security import HttpOptions
 
-    options = BrowserHttpOptions.from_settings(browser, token or "", host)
+    options = HttpOptions.from_settings(browser, token or "", host)
     bind_port = browser.port if port is None else port
     ensure_can_listen(options.host, bind_port)
 

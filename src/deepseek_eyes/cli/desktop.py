@@ -73,14 +73,11 @@ def serve_command(ctx: click.Context, transport: str, host: str | None, port: in
             asyncio.run(_serve_stdio(desktop, home))
         return
 
-    from deepseek_eyes.desktop.http import (
-        DesktopHttpOptions,
-        build_desktop_http_app,
-        resolve_desktop_token,
-    )
+    from deepseek_eyes.desktop.http import build_desktop_http_app, resolve_desktop_token
     from deepseek_eyes.desktop.service import DesktopService
+    from deepseek_eyes.serving.security import HttpOptions
 
-    options = DesktopHttpOptions.from_settings(desktop, resolve_desktop_token(desktop), host)
+    options = HttpOptions.from_settings(desktop, resolve_desktop_token(desktop), host)
     bind_port = desktop.port if port is None else port
     ensure_can_listen(options.host, bind_port)
 

@@ -109,12 +109,7 @@ def serve_command(
         from deepseek_eyes.terminal.transport.http import HttpOptions, build_http_app
 
         term = settings.terminal
-        options = HttpOptions(
-            token=token or "", host=host or term.host, allowed_hosts=term.allowed_hosts,
-            allowed_origins=term.allowed_origins,
-            rate_limit_per_minute=term.rate_limit_per_minute,
-            max_body_bytes=term.max_body_bytes,
-        )
+        options = HttpOptions.from_settings(term, token or "", host)
         app = build_http_app(service, options, helper)
         bind_port = term.port if port is None else port
         ensure_can_listen(options.host, bind_port)

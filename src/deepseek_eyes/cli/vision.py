@@ -86,9 +86,10 @@ def serve_command(ctx: click.Context, transport: str, roots: tuple[Path, ...],
         asyncio.run(_serve_stdio(settings, served))
         return
 
-    from deepseek_eyes.vision_server.http import VisionHttpOptions, build_vision_http_app
+    from deepseek_eyes.serving.security import HttpOptions
+    from deepseek_eyes.vision_server.http import build_vision_http_app
 
-    options = VisionHttpOptions.from_settings(serve, token or "", host)
+    options = HttpOptions.from_settings(serve, token or "", host)
     bind_port = serve.port if port is None else port
     ensure_can_listen(options.host, bind_port)
 

@@ -25,7 +25,7 @@ from deepseek_eyes.serving.security import (
 )
 from deepseek_eyes.settings import DesktopSettings
 
-__all__ = ["DESKTOP_REFUSALS", "ENV_TOKEN", "DesktopHttpOptions", "build_desktop_http_app",
+__all__ = ["DESKTOP_REFUSALS", "ENV_TOKEN", "build_desktop_http_app",
            "resolve_desktop_token"]
 
 ENV_TOKEN = "DEEPSEEK_EYES_DESKTOP_TOKEN"  # noqa: S105 - the variable's name, not a token
@@ -44,29 +44,9 @@ def resolve_desktop_token(settings: DesktopSettings) -> str:
                                 error=DesktopError, prefix="DESKTOP")
 
 
-class DesktopHttpOptions(HttpOptions):
-    """The shared HTTP options, built from ``[desktop]``."""
-
-    @classmethod
-    def from_settings(cls, settings: DesktopSettings, token: str,
-                      host: str | None = None) -> DesktopHttpOptions:
-        return cls(token=token, host=host or settings.host,
-                   allowed_hosts=settings.allowed_hosts,
-                   allowed_origins=settings.allowed_origins,
-                   rate_limit_per_minute=settings.rate_limit_per_minute,
-                   max_body_bytes=settings.max_body_bytes)
-
-
-async def _nothing() -> None:
-    return None
-
-
-def build_desktop_http_app(service: DesktopService, options: DesktopHttpOptions) -> ASGIApp:
+def build_desktop_http_app(service: DesktopService, options: HttpOptions) -> ASGIApp:
     """The whole HTTP server as one ASGI app; the service is closed when it stops."""
     mcp = build_desktop_server(service, close_on_exit=False)
-    routes, lifespan = streamable_mcp(
-        mcp, host=options.host, allowed_hosts=options.hosts(),
-        allowed_origins=options.origins(), max_body_bytes=options.max_body_bytes,
-        background=_nothing, close=service.aclose)
+    routes, lifespan = streamable_mcp(mcp, options, close=service.aclose)
     app = Starlette(routes=routes, lifespan=lifespan)
     return options.guard(app, codes=DESKTOP_REFUSALS)

@@ -80,10 +80,7 @@ def _approval_console(
         print(f"deepseek-eyes gateway warning {exc.code}: {exc.message}; no approval console, "
               "so plans that need approval will not run", file=sys.stderr, flush=True)
         return None, None
-    options = HttpOptions(token=token, host=term.host, allowed_hosts=term.allowed_hosts,
-                          allowed_origins=term.allowed_origins,
-                          rate_limit_per_minute=term.rate_limit_per_minute,
-                          max_body_bytes=term.max_body_bytes)
+    options = HttpOptions.from_settings(term, token)
     config = uvicorn.Config(
         build_console_app(service, options), host=term.host, port=term.port,
         log_level="warning", access_log=False, lifespan="off", server_header=False,

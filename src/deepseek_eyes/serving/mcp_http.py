@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
+
+from deepseek_eyes.serving.security import HttpOptions
 
 __all__ = ["streamable_mcp"]
 
@@ -24,37 +26,35 @@ Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]
 
 def streamable_mcp(
     mcp: MCPServer[Any],
+    options: HttpOptions,
     *,
-    host: str,
-    allowed_hosts: Sequence[str],
-    allowed_origins: Sequence[str],
-    max_body_bytes: int,
-    background: Callable[[], Awaitable[None]],
     close: Callable[[], Awaitable[None]],
+    background: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[list[BaseRoute], Lifespan]:
-    """The ``/mcp`` routes and the lifespan that serves them (``background`` runs until
-    shutdown, then ``close`` is awaited)."""
+    """The ``/mcp`` routes and the lifespan that serves them (``background``, when given,
+    runs until shutdown; then ``close`` is awaited)."""
     sdk_app = mcp.streamable_http_app(
         streamable_http_path="/mcp",
         transport_security=TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
-            allowed_hosts=list(allowed_hosts),
-            allowed_origins=list(allowed_origins),
+            allowed_hosts=options.hosts(),
+            allowed_origins=options.origins(),
         ),
-        max_request_body_size=max_body_bytes,
-        host=host,
+        max_request_body_size=options.max_body_bytes,
+        host=options.host,
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with mcp.session_manager.run():
-            task = asyncio.ensure_future(background())
+            task = asyncio.ensure_future(background()) if background is not None else None
             try:
                 yield
             finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
                 await close()
 
     return list(sdk_app.routes), lifespan

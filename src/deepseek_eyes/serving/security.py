@@ -47,6 +47,7 @@ __all__ = [
     "RateLimiter",
     "RefusalCodes",
     "SecurityMiddleware",
+    "ServedSettings",
     "allowed_hosts_for",
     "allowed_origins_for",
     "check_token_strength",
@@ -347,10 +348,26 @@ async def _reply(
     await send({"type": "http.response.body", "body": data})
 
 
+class ServedSettings(Protocol):
+    """The settings section of a server we serve over HTTP (``[terminal]``, ``[browser]``,
+    ``[desktop]``, ``[vision.serve]``): each has these fields."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def allowed_hosts(self) -> tuple[str, ...]: ...
+    @property
+    def allowed_origins(self) -> tuple[str, ...]: ...
+    @property
+    def rate_limit_per_minute(self) -> int: ...
+    @property
+    def max_body_bytes(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class HttpOptions:
     """Where a server listens and the rules its middleware enforces, shared by every
-    HTTP server (each adds its own way to build it from its settings)."""
+    HTTP server."""
 
     token: str
     host: str = "127.0.0.1"
@@ -358,6 +375,16 @@ class HttpOptions:
     allowed_origins: tuple[str, ...] = ()
     rate_limit_per_minute: int = 600
     max_body_bytes: int = 1024 * 1024
+
+    @classmethod
+    def from_settings(cls, settings: ServedSettings, token: str,
+                      host: str | None = None) -> HttpOptions:
+        """The options a settings section names; ``host`` (a command line's) wins."""
+        return cls(token=token, host=host or settings.host,
+                   allowed_hosts=settings.allowed_hosts,
+                   allowed_origins=settings.allowed_origins,
+                   rate_limit_per_minute=settings.rate_limit_per_minute,
+                   max_body_bytes=settings.max_body_bytes)
 
     def hosts(self) -> list[str]:
         return allowed_hosts_for(self.host, self.allowed_hosts)

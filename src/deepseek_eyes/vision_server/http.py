@@ -27,7 +27,6 @@ from deepseek_eyes.vision_server.service import VisionService
 __all__ = [
     "ENV_TOKEN",
     "VISION_REFUSALS",
-    "VisionHttpOptions",
     "build_vision_http_app",
     "resolve_vision_token",
 ]
@@ -49,33 +48,12 @@ def resolve_vision_token(settings: VisionServeSettings) -> str:
                                 error=VisionError, prefix="VISION")
 
 
-class VisionHttpOptions(HttpOptions):
-    """The shared HTTP options, built from ``[vision.serve]``."""
-
-    @classmethod
-    def from_settings(cls, settings: VisionServeSettings, token: str,
-                      host: str | None = None) -> VisionHttpOptions:
-        return cls(token=token, host=host or settings.host,
-                   allowed_hosts=settings.allowed_hosts,
-                   allowed_origins=settings.allowed_origins,
-                   rate_limit_per_minute=settings.rate_limit_per_minute,
-                   max_body_bytes=settings.max_body_bytes)
-
-
-async def _idle() -> None:
-    return None
-
-
-def build_vision_http_app(service: VisionService, options: VisionHttpOptions, *,
+def build_vision_http_app(service: VisionService, options: HttpOptions, *,
                           open_world: bool = False, client_roots: bool = False) -> ASGIApp:
     """The whole HTTP server as one ASGI app (lifespan included). ``client_roots``
     (``vision.serve.http_client_roots``): also serve the roots clients offer."""
     mcp = build_vision_server(service, open_world=open_world, client_roots=client_roots,
                               close_on_exit=False)
-    routes, lifespan = streamable_mcp(
-        mcp, host=options.host, allowed_hosts=options.hosts(),
-        allowed_origins=options.origins(), max_body_bytes=options.max_body_bytes,
-        background=_idle, close=service.bridge.aclose,
-    )
+    routes, lifespan = streamable_mcp(mcp, options, close=service.bridge.aclose)
     app = Starlette(routes=routes, lifespan=lifespan)
     return options.guard(app, codes=VISION_REFUSALS)

@@ -184,9 +184,7 @@ def build_http_app(
     """The whole HTTP server as one ASGI app (lifespan included)."""
     mcp = build_mcp_server(service, advisor, reaper=False)
     sdk_routes, lifespan = streamable_mcp(
-        mcp, host=options.host, allowed_hosts=options.hosts(),
-        allowed_origins=options.origins(), max_body_bytes=options.max_body_bytes,
-        background=service.run_reaper, close=service.aclose,
+        mcp, options, background=service.run_reaper, close=service.aclose,
     )
 
     async def console_redirect(_: Request) -> Response:
