@@ -59,15 +59,14 @@ class DataHome:
         """
         error: str | None = None
         try:
-            checkpoint = checkpoint_if_new(self.db, self.audit_keys())
+            tip, checkpoint = checkpoint_if_new(self.db, self.audit_keys())
         except DeepSeekEyesError as exc:
             log.warning("the audit chain was not checkpointed: %s (%s)", exc.message, exc.code)
-            checkpoint, error = None, exc.code
-        tip = head(self.db)
+            tip, checkpoint, error = head(self.db), None, exc.code
         if tip is None:
             return None
         out: dict[str, Any] = {"seq": tip[0], "hash": tip[1]}
-        if checkpoint is not None and checkpoint.seq == tip[0]:
+        if checkpoint is not None:
             out["checkpoint"] = checkpoint.token()
         if error is not None:
             out["checkpoint_error"] = error

@@ -87,14 +87,17 @@ def stored_checkpoints(db: Database) -> list[Checkpoint]:
     ]
 
 
-def sign_checkpoint(db: Database, keyring: Keyring, *, ts: float | None = None) -> Checkpoint:
-    """Sign the chain's head now and store the checkpoint.
+def sign_checkpoint(db: Database, keyring: Keyring, *, ts: float | None = None,
+                    tip: tuple[int, str] | None = None) -> Checkpoint:
+    """Sign the chain's head (``tip``, when the caller just read it) and store the
+    checkpoint.
 
     Raises:
         AuditError: ``AUDIT_CHAIN_BROKEN`` when the chain is empty.
     """
-    db.flush()
-    tip = head(db)
+    if tip is None:
+        db.flush()
+        tip = head(db)
     if tip is None:
         raise AuditError("the audit chain is empty: nothing to checkpoint",
                          code="AUDIT_CHAIN_BROKEN")
@@ -108,13 +111,16 @@ def sign_checkpoint(db: Database, keyring: Keyring, *, ts: float | None = None) 
     return Checkpoint(seq, value, when, kid, mac)
 
 
-def checkpoint_if_new(db: Database, keyring: Keyring) -> Checkpoint | None:
-    """A new checkpoint when the chain grew since the last one; else None."""
+def checkpoint_if_new(
+    db: Database, keyring: Keyring
+) -> tuple[tuple[int, str] | None, Checkpoint | None]:
+    """The chain's head (None when empty), and a new checkpoint of it when the chain grew
+    since the last one."""
     db.flush()
     tip = head(db)
     if tip is None:
-        return None
+        return None, None
     row = db.query_one("SELECT MAX(seq) AS seq FROM chain_checkpoints")
     if row is not None and row["seq"] is not None and int(row["seq"]) >= tip[0]:
-        return None
-    return sign_checkpoint(db, keyring)
+        return tip, None
+    return tip, sign_checkpoint(db, keyring, tip=tip)

@@ -31,8 +31,9 @@ from deepseek_eyes.store import chain as _chain
 
 __all__ = ["MIGRATIONS", "Database"]
 
-#: A queued write: (INSERT, params, the chain kind of its row or None).
-_Pending = tuple[str, Sequence[Any], str | None]
+#: A queued write: (INSERT, params, the chain kind of its row and its audited table, or
+#: None and None when the row is not chained).
+_Pending = tuple[str, Sequence[Any], str | None, str | None]
 
 APPEND_BATCH = 64
 APPEND_MAX_AGE_S = 1.0
@@ -263,9 +264,9 @@ class Database:
         With ``chain`` (the record's kind) the row gets its audit chain entry in the same
         transaction; ``sql`` must then be an INSERT into an audited table.
         """
-        if chain is not None:
-            _chain.table_of_insert(sql)  # fail at the call, not at a later flush
-        self._queue((sql, params, chain))
+        # The table is found (or the call refused) now, not at a later flush.
+        table = _chain.table_of_insert(sql) if chain is not None else None
+        self._queue((sql, params, chain, table))
 
     def _queue(self, item: _Pending) -> None:
         with self._lock:
@@ -288,11 +289,12 @@ class Database:
                 self._conn.execute("BEGIN IMMEDIATE")
                 writer: _chain.ChainWriter | None = None
                 now = time.time()
-                for sql, params, kind in pending:
+                for sql, params, kind, table in pending:
                     cur = self._conn.execute(sql, params)
-                    if kind is not None and cur.rowcount > 0 and cur.lastrowid is not None:
+                    if kind is not None and table is not None and cur.rowcount > 0 \
+                            and cur.lastrowid is not None:
                         writer = writer or _chain.ChainWriter(self._conn)
-                        writer.add_row(kind, _chain.table_of_insert(sql), cur.lastrowid, now)
+                        writer.add_row(kind, table, cur.lastrowid, now)
                 self._conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 with contextlib.suppress(sqlite3.Error):
