@@ -148,7 +148,8 @@ ERROR_CODES: Mapping[str, str] = {
         "A path was given but no root is served (no --root, and the client offers no roots)."
     ),
     "VISION_PATH_OUTSIDE_ROOTS": (
-        "The path, with symlinks resolved, lies outside every served root."
+        "The path, with symlinks resolved, lies outside every served root, or inside the"
+        " data directory (never served)."
     ),
     "VISION_PATH_NOT_FOUND": "No file exists at the path inside the served roots.",
     "VISION_PATH_NOT_FILE": "The path names a directory, FIFO, device or socket, not a file.",

@@ -168,3 +168,14 @@ def test_unusable_refs(text: str) -> None:
     with pytest.raises(VisionError) as caught:
         parse_image_ref(text, 100)
     assert caught.value.code == "VISION_IMAGE_REF_INVALID"
+
+
+def test_protected_directories_stay_refused_when_roots_are_added(tree: Path) -> None:
+    data = tree / "sub"
+    served = ServedRoots.of([tree]).protecting([data])
+    assert code_of(served, "sub/b.png") == "VISION_PATH_OUTSIDE_ROOTS"
+    client = ServedRoots.of([tree.parent / "root2"])
+    for merged in (served + client, client + served):
+        assert code_of(merged, str(data / "b.png")) == "VISION_PATH_OUTSIDE_ROOTS"
+        assert merged.read("a.png" if merged.roots[0] == tree else str(tree / "a.png"),
+                           1000) == PNG

@@ -295,3 +295,30 @@ async def test_a_large_data_url_is_seen(loopback: LoopbackVisionServer) -> None:
         seen = await client.call_tool("see", {"image": url})
         assert not seen.is_error, text_of(seen)
         assert seen.meta["deepseekeyes"]["image"]["width"] == 700  # type: ignore[index]
+
+
+async def test_the_data_directory_is_never_served_even_inside_a_root(
+    loopback: LoopbackVisionServer, tmp_path: Path, isolated_home: Path
+) -> None:
+    assert isolated_home.is_relative_to(tmp_path)
+    async with rig_of(loopback, "datahome") as rig:
+        rig.home.audit_keys()  # the keyring exists
+        rig.home.blobs.put(solid_png(9, 9))
+        blob = next(p for p in (isolated_home / "blobs").rglob("*") if p.is_file())
+        (tmp_path / "via-link.png").symlink_to(blob)
+        (tmp_path / "home-link").symlink_to(isolated_home)
+        inside = blob.relative_to(isolated_home)
+        async with Client(build_vision_server(rig.service(ServedRoots.of([tmp_path])),
+                                              close_on_exit=False), mode="legacy") as client:
+            for image in (str(blob), "eyes-home/audit/keyring.json", "via-link.png",
+                          "home-link/audit/keyring.json", f"sub/../eyes-home/{inside}",
+                          str(tmp_path / "eyes-home" / "eyes.db")):
+                result = await client.call_tool("see", {"image": image})
+                assert error_code(result) == "VISION_PATH_OUTSIDE_ROOTS", image
+                message = json.loads(text_of(result))["error"]["message"]
+                assert "never served" in message, image
+            assert rig.calls == 0  # nothing in the data directory was read or sent
+            # Outside the data directory the same root still serves.
+            (tmp_path / "fine.png").write_bytes(solid_png(10, 10))
+            assert not (await client.call_tool("see", {"image": "fine.png"})).is_error
+            assert rig.calls > 0

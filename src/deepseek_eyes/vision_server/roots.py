@@ -51,9 +51,12 @@ def _inside(path: Path, roots: Sequence[Path]) -> bool:
 
 @dataclass(frozen=True)
 class ServedRoots:
-    """A set of resolved root directories and the checks a path must pass."""
+    """A set of resolved root directories and the checks a path must pass. ``protected``
+    directories are never served, even inside a root: the data directory (keyrings, other
+    sessions' blobs), as the terminal's policy keeps it from planned commands."""
 
     roots: tuple[Path, ...]
+    protected: tuple[Path, ...] = ()
 
     @classmethod
     def of(cls, paths: Iterable[Path]) -> ServedRoots:
@@ -62,7 +65,16 @@ class ServedRoots:
         return cls(tuple(unique))
 
     def __add__(self, other: ServedRoots) -> ServedRoots:
-        return ServedRoots(tuple(dict.fromkeys((*self.roots, *other.roots))))
+        return ServedRoots(tuple(dict.fromkeys((*self.roots, *other.roots))),
+                           tuple(dict.fromkeys((*self.protected, *other.protected))))
+
+    def protecting(self, paths: Iterable[Path]) -> ServedRoots:
+        """These roots, with ``paths`` never served."""
+        extra = (Path(os.path.realpath(p)) for p in paths)
+        return ServedRoots(self.roots, tuple(dict.fromkeys((*self.protected, *extra))))
+
+    def _refused(self, path: Path) -> bool:
+        return not _inside(path, self.roots) or _inside(path, self.protected)
 
     def resolve(self, text: str) -> Path:
         """The resolved path of ``text`` (absolute, or relative to the first root).
@@ -80,8 +92,10 @@ class ServedRoots:
         given = Path(text).expanduser()
         candidate = given if given.is_absolute() else self.roots[0] / given
         resolved = Path(os.path.realpath(candidate))
-        if not _inside(resolved, self.roots):
+        if self._refused(resolved):
             raise VisionPathError(
+                f"{text!r} is in the data directory, which is never served"
+                if _inside(resolved, self.protected) else
                 f"{text!r} lies outside the served roots",
                 code="VISION_PATH_OUTSIDE_ROOTS",
                 details={"path": text, "roots": [str(r) for r in self.roots]},
@@ -140,7 +154,7 @@ class ServedRoots:
     def _read_open(self, handle: BinaryIO, text: str, max_bytes: int) -> bytes:
         info = os.fstat(handle.fileno())
         opened = _PROC_FD / str(handle.fileno())
-        if opened.exists() and not _inside(Path(os.readlink(opened)), self.roots):
+        if opened.exists() and self._refused(Path(os.readlink(opened))):
             raise VisionPathError(f"{text!r} moved outside the served roots",
                                   code="VISION_PATH_OUTSIDE_ROOTS", details={"path": text})
         if not stat.S_ISREG(info.st_mode):

@@ -55,7 +55,7 @@ class VisionService:
     def __init__(self, bridge: VisionBridge, roots: ServedRoots, *,
                  max_listed: int = 1000) -> None:
         self.bridge = bridge
-        self.roots = roots
+        self.roots = roots.protecting([bridge.home.root])  # the data directory: never
         self.max_listed = max_listed
         self._max_bytes = bridge.settings.image.max_bytes
 
