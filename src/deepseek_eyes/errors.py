@@ -251,7 +251,14 @@ ERROR_CODES: Mapping[str, str] = {
     "LLM_CREDENTIAL_MISSING": "The final-model key reference names an unset variable.",
     "LLM_TIMEOUT": "The model endpoint did not answer within its timeout.",
     "LLM_UNAVAILABLE": "The model endpoint could not be reached.",
-    "LLM_HTTP_ERROR": "The model endpoint answered with an HTTP error status.",
+    "LLM_HTTP_ERROR": (
+        "The model endpoint answered with an HTTP error status (a busy one, 429 or 5xx, "
+        "after llm.max_retries retries)."
+    ),
+    "LLM_REASONING_MISSING": (
+        "In thinking mode, an assistant message with tool calls has no reasoning_content and "
+        "none can be restored (the gateway did not issue those calls); nothing was sent."
+    ),
     "LLM_BAD_RESPONSE": "The model endpoint's answer is not a well-formed chat completion.",
     "LLM_STREAM_INCOMPLETE": "The model endpoint's stream ended before a finish reason.",
     "LLM_MODEL_UNKNOWN": (

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from deepseek_eyes.errors import TerminalError
 from deepseek_eyes.llm.client import ChatClient
+from deepseek_eyes.llm.retry import RetryPolicy
 from deepseek_eyes.settings import Settings
 
 __all__ = ["DeepSeekAdvisor"]
@@ -33,7 +34,11 @@ class DeepSeekAdvisor:
         if model is None or llm.api_key is None or not llm.api_key.is_set():
             raise TerminalError("--advisor needs llm.model and its API key",
                                 code="TERMINAL_ADVISOR_UNAVAILABLE")
-        client = ChatClient(llm.base_url, api_key=llm.api_key.resolve(), timeout=llm.timeout)
+        client = ChatClient(
+            llm.base_url, api_key=llm.api_key.resolve(), timeout=llm.timeout,
+            connect_timeout=llm.connect_timeout,
+            retry=RetryPolicy(max_retries=llm.max_retries, max_retry_after=llm.max_retry_after),
+        )
         return cls(client, model)
 
     async def advise(self, question: str) -> str:

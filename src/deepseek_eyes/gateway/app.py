@@ -75,6 +75,7 @@ _STATUS = {
     "RUNTIME_IMAGE_URL_DISABLED": 400,
     "RUNTIME_IMAGE_FETCH_FAILED": 400,
     "RUNTIME_MODEL_CALL_LIMIT": 502,
+    "LLM_REASONING_MISSING": 400,  # the client's history, refused before any upstream call
 }
 # Upstream statuses a client can act on pass through; an upstream 401/403 is the gateway's
 # own credential problem, not the client's, so it becomes a 502 like other upstream faults.

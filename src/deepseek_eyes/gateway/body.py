@@ -209,3 +209,7 @@ def check_fields(body: dict[str, Any]) -> None:
                        param="stream_options.include_usage")
     if body.get("tools") is not None:
         _check_tools(body["tools"])
+    thinking = body.get("thinking")
+    if thinking is not None and not isinstance(thinking.get("type"), str):
+        raise _bad('thinking must be {"type": "enabled"} or {"type": "disabled"}',
+                   param="thinking.type")

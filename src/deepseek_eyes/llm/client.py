@@ -17,6 +17,12 @@ Decisions a newcomer would otherwise undo:
   says why). httpx's own timeouts only bound the connect phase separately.
 * :meth:`ChatClient.stream` is the one streaming code path: ``complete(stream=True)`` drains
   it, so that both see the same completeness rules.
+* A busy upstream is retried (:mod:`deepseek_eyes.llm.retry`: which failures, how long to
+  wait, the bound), each attempt under its own deadline. A stream is retried only before
+  its first chunk: entering :meth:`ChatClient.stream` waits for that chunk, so no byte of a
+  failed attempt ever reaches the caller. The failed attempts travel with the answer
+  (``ChatResult.retries``) or with the final error (``details["attempts"]``), so that each
+  request actually sent can be audited.
 * The API key lives only in the ``Authorization`` header, and every error built from a
   provider's text has it replaced by ``[redacted]`` (:mod:`deepseek_eyes.llm.response`).
   Header values are checked up front so that h11 never builds an "illegal header value"
@@ -26,7 +32,9 @@ Decisions a newcomer would otherwise undo:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import random
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -49,6 +57,7 @@ from deepseek_eyes.llm.response import (
     read_bounded,
     result_from_document,
 )
+from deepseek_eyes.llm.retry import Attempt, RetryPolicy, attempts_json
 from deepseek_eyes.llm.stream import ChatStream
 
 __all__ = [
@@ -88,9 +97,13 @@ class ChatClient:
         timeout: float = 60.0,
         connect_timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        retry: RetryPolicy | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         if timeout <= 0 or connect_timeout <= 0:
             raise ValueError("timeouts must be positive")
+        self._retry = retry or RetryPolicy()
+        self._rng = rng
         merged: dict[str, str] = {"User-Agent": _USER_AGENT, "Accept": "application/json"}
         secrets: list[str] = []
         for name, value in (headers or {}).items():
@@ -128,6 +141,10 @@ class ChatClient:
     def timeout(self) -> float:
         return self._timeout
 
+    @property
+    def retry(self) -> RetryPolicy:
+        return self._retry
+
     async def complete(self, payload: Mapping[str, Any], *, stream: bool = False) -> ChatResult:
         """POST ``{base_url}/chat/completions`` and return the assembled answer.
 
@@ -138,7 +155,9 @@ class ChatClient:
             LLMError: ``LLM_TIMEOUT``, ``LLM_UNAVAILABLE``, ``LLM_HTTP_ERROR`` (details:
                 status, body_sha256, provider_code, provider_type, provider_message,
                 retry_after_s when sent), ``LLM_BAD_RESPONSE`` or ``LLM_STREAM_INCOMPLETE``
-                (details: chunks, bytes).
+                (details: chunks, bytes). When it follows retried attempts,
+                ``details["attempts"]`` lists every attempt (request_sha256, code, status,
+                waited_s), the last one included.
         """
         if stream:
             async with self.stream(payload) as chunks:
@@ -148,19 +167,42 @@ class ChatClient:
         body = dict(payload)
         body["stream"] = False
         body.pop("stream_options", None)
-        return await self._deadline(lambda: self._complete(body))
+        failed: list[Attempt] = []
+        while True:
+            sent: list[str] = []
+            try:
+                result = await self._deadline(functools.partial(self._complete, body, sent))
+            except LLMError as exc:
+                await self._pause_or_raise(exc, failed, sent[0] if sent else None)
+                continue
+            return dataclasses.replace(result, retries=tuple(failed))
+
+    async def _pause_or_raise(
+        self, error: LLMError, failed: list[Attempt], request_sha256: str | None
+    ) -> None:
+        """Wait before the next attempt, or raise ``error`` (with every failed attempt in
+        ``details["attempts"]``) when it is final."""
+        wait = self._retry.delay(len(failed) + 1, error, self._rng)
+        attempt = Attempt(request_sha256, error.code, _status(error), wait or 0.0)
+        if wait is None:
+            if failed:
+                error.details["attempts"] = attempts_json([*failed, attempt])
+            raise error
+        failed.append(attempt)
+        await anyio.sleep(wait)
 
     def stream(self, payload: Mapping[str, Any]) -> AbstractAsyncContextManager[ChatStream]:
         """``async with client.stream(payload) as chunks: async for chunk in chunks: ...``
 
         Sends ``stream: true`` and ``stream_options.include_usage`` (other stream options of
-        the caller are kept). Entering sends the request and waits for the headers; HTTP
-        errors are raised there, before any chunk. Iterating yields each chunk as the upstream
-        sent it (keep-alives and ``[DONE]`` aside); ``chunks.result`` is the assembled answer
-        once the iteration ended normally.
+        the caller are kept). Entering sends the request and waits for its first chunk; HTTP
+        errors, and a stream cut before that chunk, are raised there (after the retries the
+        policy allows). Iterating yields each chunk as the upstream sent it (keep-alives and
+        ``[DONE]`` aside); ``chunks.result`` is the assembled answer once the iteration
+        ended normally.
 
         Raises:
-            LLMError: on entering, as :meth:`complete` less ``LLM_STREAM_INCOMPLETE``; while
+            LLMError: on entering, as :meth:`complete`; while
                 iterating, ``LLM_TIMEOUT``, ``LLM_BAD_RESPONSE`` (bad chunk JSON, size bound,
                 a provider error object inside the stream, details carry provider_code) or
                 ``LLM_STREAM_INCOMPLETE`` (no chunk carried a finish reason, or the stream
@@ -214,9 +256,10 @@ class ChatClient:
             raise LLMError("the model list has no 'data' array", code="LLM_BAD_RESPONSE")
         return [entry for entry in data if isinstance(entry, dict)]
 
-    async def _complete(self, body: dict[str, Any]) -> ChatResult:
+    async def _complete(self, body: dict[str, Any], sent_hash: list[str]) -> ChatResult:
         request = self._http.build_request("POST", self._chat_url, json=body)
         sent = hashlib.sha256(request.content).hexdigest()
+        sent_hash.append(sent)
         response = await _send(self._http, request, self._secrets)
         try:
             document = parse_json(await read_bounded(response, MAX_RESPONSE_BYTES))
@@ -224,11 +267,12 @@ class ChatClient:
             await response.aclose()
         return dataclasses.replace(result_from_document(document), request_sha256=sent)
 
-    async def _open_stream(self, body: dict[str, Any]) -> ChatStream:
+    async def _open_stream(self, body: dict[str, Any], sent_hash: list[str]) -> ChatStream:
         deadline = anyio.current_time() + self._timeout
         request = self._http.build_request(
             "POST", self._chat_url, json=body, headers={"Accept": "text/event-stream"}
         )
+        sent_hash.append(hashlib.sha256(request.content).hexdigest())
         response: httpx.Response | None = None
         with anyio.CancelScope(deadline=deadline):
             response = await _send(self._http, request, self._secrets)
@@ -236,12 +280,13 @@ class ChatClient:
             raise self._timeout_error()
         return ChatStream(
             response, deadline=deadline, timeout_error=self._timeout_error, secrets=self._secrets,
-            request_sha256=hashlib.sha256(request.content).hexdigest(),
+            request_sha256=sent_hash[-1],
         )
 
 
 class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
-    """What :meth:`ChatClient.stream` returns: opens on enter, always closes on exit."""
+    """What :meth:`ChatClient.stream` returns: opens on enter (retrying until the first
+    chunk arrived, see the module docstring), always closes on exit."""
 
     def __init__(self, client: ChatClient, body: dict[str, Any]) -> None:
         self._client = client
@@ -249,8 +294,25 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
         self._stream: ChatStream | None = None
 
     async def __aenter__(self) -> ChatStream:
-        self._stream = await self._client._open_stream(self._body)
-        return self._stream
+        failed: list[Attempt] = []
+        while True:
+            sent: list[str] = []
+            stream: ChatStream | None = None
+            try:
+                stream = await self._client._open_stream(self._body, sent)
+                await stream.prime()
+            except LLMError as exc:
+                if stream is not None:
+                    await stream.aclose()
+                await self._client._pause_or_raise(exc, failed, sent[0] if sent else None)
+                continue
+            except BaseException:
+                if stream is not None:
+                    await stream.aclose()
+                raise
+            stream.retries = tuple(failed)
+            self._stream = stream
+            return stream
 
     async def __aexit__(
         self,
@@ -289,6 +351,11 @@ async def _send(
             await response.aclose()
         raise error
     return response
+
+
+def _status(error: LLMError) -> int | None:
+    status = error.details.get("status")
+    return status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
 def _unavailable(message: str, exc: Exception) -> LLMError:

@@ -21,8 +21,11 @@ Decisions a newcomer would otherwise undo:
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,6 +34,7 @@ from typing import Any
 import httpx
 
 from deepseek_eyes.errors import LLMError
+from deepseek_eyes.llm.retry import Attempt
 from deepseek_eyes.usage import ProviderUsage
 
 __all__ = [
@@ -47,6 +51,7 @@ __all__ = [
     "provider_message",
     "read_bounded",
     "result_from_document",
+    "retry_after_s",
 ]
 
 #: Largest response body (or whole SSE stream) read from an endpoint.
@@ -60,7 +65,7 @@ PROVIDER_MESSAGE_CHARS = 300
 
 # C0/C1 controls, and the invisible format characters that reorder or hide text in a terminal.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
-_RETRY_AFTER = re.compile(r"^\s*(\d{1,6})(?:\.\d+)?\s*$")
+_RETRY_AFTER = re.compile(r"^\s*(\d{1,9}(?:\.\d{1,6})?)\s*$")
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,8 @@ class ChatResult:
     streamed: bool = False
     tool_calls: tuple[ToolCall, ...] = ()
     request_sha256: str | None = None  # of the exact request body bytes sent
+    # Requests sent before this one for the same call, that failed and were retried.
+    retries: tuple[Attempt, ...] = ()
 
 
 # -- reading a response ----------------------------------------------------------------------
@@ -145,12 +152,33 @@ async def http_error(response: httpx.Response, secrets: tuple[str, ...]) -> LLME
         "provider_type": provider_type,
         "provider_message": provider_message(message, secrets),
     }
-    retry_after = _RETRY_AFTER.match(response.headers.get("retry-after", ""))
-    if retry_after:
-        details["retry_after_s"] = int(retry_after.group(1))
+    retry_after = retry_after_s(response.headers)
+    if retry_after is not None:
+        details["retry_after_s"] = retry_after
     return LLMError(
         f"the model endpoint answered HTTP {status}", code="LLM_HTTP_ERROR", details=details
     )
+
+
+def retry_after_s(headers: Mapping[str, str]) -> int | None:
+    """Whole seconds a server asked us to wait (``Retry-After`` as seconds or an HTTP date,
+    rounded up; ``retry-after-ms`` as OpenAI sends it), or None when it said nothing usable."""
+    millis = _RETRY_AFTER.match(headers.get("retry-after-ms", ""))
+    if millis:
+        return math.ceil(float(millis.group(1)) / 1000)
+    value = headers.get("retry-after", "")
+    seconds = _RETRY_AFTER.match(value)
+    if seconds:
+        return math.ceil(float(seconds.group(1)))
+    if not value or len(value) > 64:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:  # an HTTP date is always GMT
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0, math.ceil((when - datetime.datetime.now(datetime.UTC)).total_seconds()))
 
 
 async def read_bounded(response: httpx.Response, limit: int, *, truncate: bool = False) -> bytes:

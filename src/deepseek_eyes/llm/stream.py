@@ -25,6 +25,8 @@ Decisions a newcomer would otherwise undo:
 from __future__ import annotations
 
 import codecs
+import contextlib
+import dataclasses
 import json
 import time
 from collections import deque
@@ -47,6 +49,7 @@ from deepseek_eyes.llm.response import (
     read_bounded,
     result_from_document,
 )
+from deepseek_eyes.llm.retry import Attempt
 from deepseek_eyes.llm.sse import SSEDecoder
 from deepseek_eyes.usage import ProviderUsage
 
@@ -79,7 +82,9 @@ class ChatStream:
         request_sha256: str | None = None,
     ) -> None:
         self.request_sha256 = request_sha256
+        self.retries: tuple[Attempt, ...] = ()  # failed attempts before this one
         self.first_chunk_at: float | None = None
+        self._primed: dict[str, Any] | None = None
         self._response = response
         self._deadline = deadline
         self._timeout_error = timeout_error
@@ -112,12 +117,35 @@ class ChatStream:
         """
         if self._result is None:
             raise RuntimeError("the stream has not ended normally; there is no result")
+        if self._result.retries != self.retries or self._result.request_sha256 is None:
+            # A whole answer (or an end while priming) was assembled before the client
+            # attached what it knows of the attempts.
+            self._result = dataclasses.replace(
+                self._result, retries=self.retries,
+                request_sha256=self._result.request_sha256 or self.request_sha256,
+            )
         return self._result
 
     def __aiter__(self) -> ChatStream:
         return self
 
+    async def prime(self) -> None:
+        """Read the first chunk now and keep it for the iteration: the client retries a
+        stream that fails here, before anything reached its caller.
+
+        Raises:
+            LLMError: as iterating does.
+        """
+        if self._primed is not None or self._ended or self._chunks:
+            return
+        # An end with a finish reason and no data chunk is a result all the same.
+        with contextlib.suppress(StopAsyncIteration):
+            self._primed = await self.__anext__()
+
     async def __anext__(self) -> dict[str, Any]:
+        if self._primed is not None:
+            primed, self._primed = self._primed, None
+            return primed
         if self._ended:
             raise StopAsyncIteration
         try:
@@ -291,6 +319,7 @@ class ChatStream:
             streamed=True,
             tool_calls=self._tools.result(),
             request_sha256=self.request_sha256,
+            retries=self.retries,
         )
 
     def _progress(self) -> dict[str, Any]:

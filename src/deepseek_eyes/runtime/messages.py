@@ -6,7 +6,8 @@ The runtime's message is what the session log stores::
                                  {"type": "image", "sha256": "...", "media_type": "image/png",
                                   "width": 900, "height": 700, "size": 45144,
                                   "detail": "auto"}]}
-    {"role": "assistant", "content": "...", "tool_calls": [{"id", "name", "arguments"}]}
+    {"role": "assistant", "content": "...", "reasoning": "...",
+     "tool_calls": [{"id", "name", "arguments"}]}
     {"role": "tool", "tool_call_id": "...", "name": "look", "content": "..."}
     {"role": "system", "content": "..."}
 
@@ -285,6 +286,13 @@ def _structure(raw: Any, images: _Images, max_image_bytes: int) -> list[dict[str
             calls = _tool_calls(message.get("tool_calls"), where)
             if calls:
                 parsed["tool_calls"] = calls
+            # DeepSeek's thinking mode: the reasoning that came with the message, which a
+            # tool-call message must carry back (OpenRouter and vLLM call it "reasoning").
+            reasoning = message.get("reasoning_content")
+            if reasoning is None and isinstance(message.get("reasoning"), str):
+                reasoning = message["reasoning"]
+            if reasoning is not None:
+                parsed["reasoning"] = _text(reasoning, f"{where}.reasoning_content")
         elif role == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:

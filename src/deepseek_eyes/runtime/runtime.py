@@ -28,6 +28,7 @@ from deepseek_eyes.errors import ConfigError, LLMError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.client import ChatClient
+from deepseek_eyes.llm.retry import RetryPolicy
 from deepseek_eyes.runtime.look import LookSource
 from deepseek_eyes.runtime.tools import ToolHub
 from deepseek_eyes.runtime.turn import TurnRequest, TurnResult, TurnRunner, TurnStream
@@ -70,6 +71,7 @@ class Runtime:
         self.client = ChatClient(
             llm.base_url, api_key=api_key, timeout=llm.timeout,
             connect_timeout=llm.connect_timeout,
+            retry=RetryPolicy(max_retries=llm.max_retries, max_retry_after=llm.max_retry_after),
         )
         self.catalog = ModelCatalog(llm, self.client)
         rt = settings.runtime
@@ -90,6 +92,7 @@ class Runtime:
         self.sessions = SessionStore(home.db)
         self.runner = TurnRunner(
             settings=settings.runtime,
+            llm=settings.llm,
             bridge=self.bridge,
             client=self.client,
             catalog=self.catalog,

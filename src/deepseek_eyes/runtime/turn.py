@@ -49,13 +49,29 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deepseek_eyes.errors import DeepSeekEyesError, TurnError
+from deepseek_eyes.errors import DeepSeekEyesError, LLMError, TurnError
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.client import MAX_TOOL_CALLS, ChatClient, ChatResult, ToolCall
+from deepseek_eyes.llm.retry import attempts_json
+from deepseek_eyes.llm.thinking import (
+    ThinkingMode,
+    calls_of,
+    model_defaults,
+    reasoning_gaps,
+    thinking_mode,
+)
 from deepseek_eyes.runtime.messages import image_refs
+from deepseek_eyes.runtime.reasoning import restore_reasoning
 from deepseek_eyes.runtime.tools import Notify, Offer, ToolHub, ToolOutcome, TurnContext
-from deepseek_eyes.runtime.view import EvidenceSlot, View, build_view, native_pixels
-from deepseek_eyes.settings import RuntimeSettings
+from deepseek_eyes.runtime.view import (
+    EvidenceSlot,
+    View,
+    build_view,
+    native_pixels,
+    render_assistant,
+    sends_reasoning,
+)
+from deepseek_eyes.settings import LLMSettings, RuntimeSettings
 from deepseek_eyes.store.events import Fork, SessionStore, TurnRecord, body_digest
 from deepseek_eyes.usage import ProviderUsage, UsageCategory, UsageTracker
 from deepseek_eyes.vision.bridge import VisionBridge
@@ -105,6 +121,7 @@ class TurnResult:
     tools: list[dict[str, Any]] = field(default_factory=list)  # the runtime's calls (audit rows)
     requests: list[dict[str, Any]] = field(default_factory=list)  # upstream request hashes
     audit: dict[str, Any] | None = None  # the chain's head (and checkpoint) after the turn
+    thinking: dict[str, Any] | None = None  # the thinking mode, restored reasoning, fallback
 
 
 def add_usage(a: ProviderUsage, b: ProviderUsage) -> ProviderUsage:
@@ -141,6 +158,8 @@ def deepseekeyes_json(result: TurnResult) -> dict[str, Any]:
         out["tools"] = result.tools
     if result.fork is not None:
         out["fork"] = {"from": result.fork.parent, "at": result.fork.at}
+    if result.thinking is not None:
+        out["thinking"] = result.thinking
     out["provenance"] = {
         # image hash -> attempts (operation) -> evidence hash -> request hash -> usage,
         # each resolvable with `deepseek-eyes audit show` (the turn id resolves them all)
@@ -201,6 +220,8 @@ class _Turn:
     forced_final: bool = False
     client_names: frozenset[str] = frozenset()
     requests: list[dict[str, Any]] = field(default_factory=list)
+    thinking: ThinkingMode = None
+    thinking_note: dict[str, Any] | None = None
 
     @property
     def internal(self) -> frozenset[str]:
@@ -240,6 +261,7 @@ class TurnRunner:
         self,
         *,
         settings: RuntimeSettings,
+        llm: LLMSettings,
         bridge: VisionBridge,
         client: ChatClient,
         catalog: ModelCatalog,
@@ -248,6 +270,7 @@ class TurnRunner:
         usage: UsageTracker,
     ) -> None:
         self._settings = settings
+        self._llm = llm
         self._bridge = bridge
         self._client = client
         self._catalog = catalog
@@ -273,11 +296,13 @@ class TurnRunner:
             path = "native"
         else:
             path = "bridged"
+        request, thinking, note = self._thinking(request, model)
         session_id, fork, conversation = self._log_request(request)
         try:
             turn = await self._bridge_and_build(
-                request, conversation, model, path, session_id, started)
+                request, conversation, model, path, session_id, started, thinking)
             turn.fork = fork
+            turn.thinking_note = note
             return turn
         except DeepSeekEyesError as exc:
             # The request is logged; its failure to reach the model is recorded with it,
@@ -290,6 +315,47 @@ class TurnRunner:
             ))
             raise
 
+    def _thinking(
+        self, request: TurnRequest, model: str
+    ) -> tuple[TurnRequest, ThinkingMode, dict[str, Any] | None]:
+        """DeepSeek's thinking mode for this request, before anything is logged: reasoning
+        a client dropped is restored from the session store; a tool-call message whose
+        reasoning cannot be restored is refused (``LLM_REASONING_MISSING``, no upstream
+        call) or, with ``llm.thinking_fallback = "disable"``, sent with thinking off.
+
+        Raises:
+            LLMError: ``LLM_REASONING_MISSING`` (details: message_index, tool_call_ids,
+                model, param).
+        """
+        mode = thinking_mode(model, request.params, self._llm)
+        messages, restored = restore_reasoning(request.messages, self._sessions)
+        request = dataclasses.replace(request, messages=messages)
+        gaps = reasoning_gaps(messages) if mode == "enabled" else []
+        note: dict[str, Any] = {"mode": mode, "reasoning_restored": restored}
+        if gaps:
+            first = gaps[0]
+            ids = [str(c.get("id")) for c in calls_of(messages[first])][:8]
+            if self._llm.thinking_fallback == "refuse":
+                raise LLMError(
+                    f"messages[{first}] is an assistant message with tool calls and no "
+                    f"reasoning_content, which {model} requires in thinking mode, and this "
+                    "gateway did not issue those calls, so it cannot restore it. Send each "
+                    "assistant message back with the reasoning_content it came with, or "
+                    'send thinking = {"type": "disabled"} (or set llm.thinking_fallback = '
+                    '"disable")',
+                    code="LLM_REASONING_MISSING",
+                    details={"message_index": first, "messages": len(gaps),
+                             "tool_call_ids": ids, "model": model,
+                             "param": f"messages[{first}].reasoning_content"},
+                )
+            mode = "disabled"
+            params = {**request.params, "thinking": {"type": "disabled"}}
+            request = dataclasses.replace(request, params=params)
+            note = {"mode": mode, "reasoning_restored": restored,
+                    "fallback": "disabled", "reason": "LLM_REASONING_MISSING",
+                    "message_index": first}
+        return request, mode, note if mode is not None or restored else None
+
     async def _bridge_and_build(
         self,
         request: TurnRequest,
@@ -298,6 +364,7 @@ class TurnRunner:
         path: str,
         session_id: str,
         started: float,
+        thinking: ThinkingMode = None,
     ) -> _Turn:
         context = TurnContext(
             session_id=session_id,
@@ -341,6 +408,7 @@ class TurnRunner:
             budget_tokens=self._settings.history_budget_tokens if path != "text" else None,
             history_evidence=self._settings.history_evidence,
             native_history_images=self._settings.native_history_images,
+            thinking=thinking,
         )
         if path == "bridged":
             self._usage.record_estimate(
@@ -368,6 +436,9 @@ class TurnRunner:
                 messages.insert(at, {"role": "system", "content": prompt})
         payload: dict[str, Any] = {"model": model, "messages": messages}
         payload.update({k: v for k, v in request.params.items() if k in PASSTHROUGH})
+        for key, value in model_defaults(model, self._llm).items():  # the model's settings
+            if payload.get(key) is None:
+                payload[key] = value
         tools = list(request.client_tools) + offer.openai()
         if tools:
             payload["tools"] = tools
@@ -378,6 +449,7 @@ class TurnRunner:
             model=model, path=path, view=view, context=context, offer=offer,
             payload=payload, started=started, evidence=evidence,
             prior_calls=_prior_calls(conversation), client_names=client_names,
+            thinking=thinking,
         )
 
     def _log_request(
@@ -457,13 +529,35 @@ class TurnRunner:
         )
         # The request as sent, by hash, with the usage it was billed: the audit row is on
         # the chain, so an answer's provenance reaches the exact upstream request.
+        self._record_retries(turn, attempts_json(result.retries), call=turn.model_calls)
         request = {
             "request_sha256": result.request_sha256 or body_digest(dict(payload)),
             "call": turn.model_calls,
             "model": result.model or turn.model, "usage": usage_json(result.usage),
         }
+        if result.retries:
+            request["attempt"] = len(result.retries) + 1
         turn.requests.append(request)
         self._bridge.home.audit.append("llm.request", turn.turn_id, **request)
+
+    def _record_retries(self, turn: _Turn, attempts: Sequence[Any], *, call: int) -> None:
+        """One audited ``llm.request`` row per attempt that was sent and failed (nothing is
+        billed for them, so no usage is recorded)."""
+        for number, attempt in enumerate(attempts, start=1):
+            if isinstance(attempt, Mapping):
+                self._bridge.home.audit.append(
+                    "llm.request", turn.turn_id, call=call, attempt=number,
+                    model=turn.model, outcome="failed",
+                    **{k: attempt.get(k) for k in ("request_sha256", "code", "status",
+                                                   "waited_s")})
+
+    def _failed(self, turn: _Turn, exc: DeepSeekEyesError) -> None:
+        """A turn that ended in an error: its failed attempts and its record."""
+        exc.details.setdefault("session_id", turn.session_id)
+        attempts = exc.details.get("attempts")
+        if isinstance(attempts, list):
+            self._record_retries(turn, attempts, call=turn.model_calls + 1)
+        self._record(turn, "failed", exc.code)
 
     async def _call_tools(
         self, turn: _Turn, calls: Sequence[ToolCall]
@@ -492,17 +586,18 @@ class TurnRunner:
     async def _run_tools(self, turn: _Turn, result: ChatResult, calls: list[ToolCall]) -> None:
         """One round of the runtime's own calls; the loop goes on."""
         done = await self._call_tools(turn, calls)
-        assistant = {"role": "assistant", "content": result.content or None,
-                     "tool_calls": _tool_call_json(calls)}
+        # The runtime's own tool exchange is logged but marked internal: the client never
+        # sees it, so its next request is compared without it (see _log_request). It goes
+        # upstream as later turns render it from the log, reasoning included (thinking mode
+        # refuses a tool-call message without it), so their requests share this prefix.
+        stored = {"role": "assistant", "content": result.content, "reasoning": result.reasoning,
+                  "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                                 for c in calls], "internal": True}
+        assistant = render_assistant(stored, reasoning=sends_reasoning(stored, turn.thinking))
         upstream, logged = self._tool_messages(done)
         turn.payload["messages"] = [*turn.payload["messages"], assistant, *upstream]
         self._reoffer(turn)
-        # The runtime's own tool exchange is logged but marked internal: the client never
-        # sees it, so its next request is compared without it (see _log_request).
-        stored = [{"role": "assistant", "content": result.content, "reasoning": result.reasoning,
-                   "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
-                                  for c in calls], "internal": True}]
-        self._sessions.append(turn.session_id, [*stored, *logged], turn_id=turn.turn_id)
+        self._sessions.append(turn.session_id, [stored, *logged], turn_id=turn.turn_id)
 
     def _reoffer(self, turn: _Turn) -> None:
         """After tool results, what is offered may have grown (``look`` once a tool brought
@@ -525,9 +620,9 @@ class TurnRunner:
         """The turn's answer. Runtime calls that came with client calls run first; their
         exchange is logged after the answer so a continuing client gets it back."""
         done = await self._call_tools(turn, internal) if internal else []
-        message: dict[str, Any] = {"role": "assistant", "content": result.content}
-        if result.reasoning:
-            message["reasoning"] = result.reasoning
+        # The exact reasoning received, even empty: a later request may have to send it back.
+        message: dict[str, Any] = {"role": "assistant", "content": result.content,
+                                   "reasoning": result.reasoning}
         if external:
             message["tool_calls"] = [
                 {"id": c.id, "name": c.name, "arguments": c.arguments} for c in external
@@ -545,7 +640,7 @@ class TurnRunner:
             tool_calls=external, usage=turn.usage, evidence=turn.evidence,
             rereads=turn.context.rereads, model_calls=turn.model_calls,
             created=int(turn.started), fork=turn.fork, tools=list(turn.context.calls),
-            requests=list(turn.requests),
+            requests=list(turn.requests), thinking=turn.thinking_note,
         )
         self._sessions.append(
             turn.session_id, [message, *self._tool_messages(done)[1]], turn_id=turn.turn_id,
@@ -589,8 +684,7 @@ class TurnRunner:
                     continue
                 return await self._finish(turn, result, internal, external)
         except DeepSeekEyesError as exc:
-            exc.details.setdefault("session_id", turn.session_id)
-            self._record(turn, "failed", exc.code)
+            self._failed(turn, exc)
             raise
 
     def stream(self, request: TurnRequest) -> TurnStream:
@@ -812,6 +906,5 @@ class TurnStream:
                 self.result = final
                 return
         except DeepSeekEyesError as exc:
-            exc.details.setdefault("session_id", turn.session_id)
-            runner._record(turn, "failed", exc.code)
+            runner._failed(turn, exc)
             raise

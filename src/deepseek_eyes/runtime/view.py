@@ -32,12 +32,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from deepseek_eyes.llm.thinking import ThinkingMode, calls_of
 from deepseek_eyes.runtime.render import render_evidence, render_pointer
 from deepseek_eyes.usage import estimate_tokens
 
 __all__ = [
     "BRIDGE_SYSTEM_PROMPT", "EvidenceSlot", "View", "build_view", "image_ids", "native_pixels",
-    "render_reference",
+    "reasoning_sent", "render_assistant", "render_reference", "sends_reasoning",
 ]
 
 BRIDGE_SYSTEM_PROMPT = (
@@ -73,12 +74,28 @@ class View:
     avoided_tokens: int = 0
 
 
-def _assistant(message: Mapping[str, Any]) -> dict[str, Any]:
+def sends_reasoning(message: Mapping[str, Any], thinking: ThinkingMode) -> bool:
+    """Whether an assistant message of an exchange with tool calls goes upstream with its
+    reasoning: always in thinking mode (DeepSeek refuses a tool-call message without it,
+    even an empty one), never with thinking off, and when it is not known whether the
+    model thinks, only when it sent reasoning text itself."""
+    reasoning = message.get("reasoning")
+    if thinking == "disabled" or not isinstance(reasoning, str):
+        return False
+    return thinking == "enabled" or bool(reasoning)
+
+
+def render_assistant(message: Mapping[str, Any], *, reasoning: bool = False) -> dict[str, Any]:
+    """A runtime-format assistant message as the upstream gets it; ``reasoning`` adds its
+    ``reasoning_content``. The one rendering for history and for a turn's own tool rounds,
+    so that a later request starts with the same bytes (DeepSeek's prefix cache)."""
     content = message.get("content")
     text = content if isinstance(content, str) else _joined_text(content or [])
     out: dict[str, Any] = {"role": "assistant", "content": text}
+    if reasoning:
+        out["reasoning_content"] = message["reasoning"]
     # Calls the runtime ran itself beside the client's (their results follow, logged).
-    calls = [*(message.get("internal_calls") or []), *(message.get("tool_calls") or [])]
+    calls = calls_of(message)
     if calls:
         out["tool_calls"] = [
             {
@@ -97,15 +114,34 @@ def _joined_text(parts: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
 
 
-def _plain(message: Mapping[str, Any]) -> dict[str, Any]:
+def _plain(message: Mapping[str, Any], reasoning: bool = False) -> dict[str, Any]:
     role = message["role"]
     if role == "assistant":
-        return _assistant(message)
+        return render_assistant(message, reasoning=reasoning)
     content = message.get("content")
     text = content if isinstance(content, str) else _joined_text(content or [])
     if role == "tool":
         return {"role": "tool", "tool_call_id": message["tool_call_id"], "content": text}
     return {"role": role, "content": text}
+
+
+def reasoning_sent(messages: Sequence[Mapping[str, Any]], thinking: ThinkingMode) -> set[int]:
+    """Indices of the assistant messages whose reasoning goes upstream: those of an
+    exchange (the messages between two user messages) in which the model called tools,
+    as DeepSeek's thinking mode asks. Reasoning of an exchange without tool calls is
+    ignored upstream, so it is not sent (it would only cost prefix bytes)."""
+    out: set[int] = set()
+    exchange: list[int] = []
+    called = False
+    for index, message in enumerate([*messages, {"role": "user"}]):
+        if message.get("role") == "user":
+            if called:
+                out.update(i for i in exchange if sends_reasoning(messages[i], thinking))
+            exchange, called = [], False
+        elif message.get("role") == "assistant":
+            exchange.append(index)
+            called = called or bool(calls_of(message))
+    return out
 
 
 def _image_parts(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -183,8 +219,12 @@ def build_view(
     budget_tokens: int | None = None,
     history_evidence: str = "full",
     native_history_images: int = 0,
+    thinking: ThinkingMode = None,
 ) -> View:
     """The upstream ``messages`` for one model call of a turn.
+
+    ``thinking`` is the request's thinking mode: which assistant messages carry their
+    reasoning back follows from it (:func:`reasoning_sent`).
 
     ``slots`` maps an image's sha256 to its evidence (bridged path); ``image_bytes`` holds
     the original bytes of every image :func:`native_pixels` names (native path), read by
@@ -208,10 +248,11 @@ def build_view(
     out: list[dict[str, Any]] = []
     evidence_tokens = 0
     avoided_tokens = 0
+    with_reasoning = reasoning_sent(messages, thinking)
     for index, message in enumerate(messages):
         images = _image_parts(message)
         if not images or message.get("role") != "user":
-            out.append(_plain(message))
+            out.append(_plain(message, index in with_reasoning))
             continue
         if path == "native":
             out.append(_native_user(index, message, ids, pixels, image_bytes or {}))

@@ -18,12 +18,26 @@ from deepseek_eyes.settings.base import (
 )
 from deepseek_eyes.settings.vision import RouteSettings
 
-__all__ = ["GatewaySettings", "LLMModelSettings", "LLMSettings", "RuntimeSettings"]
+__all__ = [
+    "GatewaySettings", "LLMModelSettings", "LLMSettings", "ReasoningEffort", "RuntimeSettings",
+]
+
+
+#: The ``reasoning_effort`` values DeepSeek accepts (it maps them onto low, high and max).
+ReasoningEffort = Literal["minimal", "low", "medium", "high", "xhigh", "max", "ultra"]
 
 
 class LLMModelSettings(Strict):
     id: str = Field(min_length=1, max_length=200)
     input: tuple[Literal["text", "image"], ...] = ("text",)
+    thinking: Literal["enabled", "disabled"] | None = Field(
+        default=None,
+        description="Sent as thinking = {type = ...} when a request names none; unset: the "
+        "model's own default (DeepSeek's V4 models think by default).",
+    )
+    reasoning_effort: ReasoningEffort | None = Field(
+        default=None, description="Sent when a request names none."
+    )
 
 
 def _default_llm_base_url() -> str:
@@ -48,6 +62,23 @@ class LLMSettings(Strict):
     models_ttl: float = Field(
         default=300.0, ge=0, le=86400, description="Seconds a /models listing is reused."
     )
+    max_retries: int = Field(
+        default=2, ge=0, le=10,
+        description="Extra attempts after a busy answer (429, 500, 502, 503, 504) or a "
+        "connection failure, with backoff and Retry-After honoured.",
+    )
+    max_retry_after: float = Field(
+        default=60.0, ge=0, le=600,
+        description="Longest Retry-After honoured; a server asking for more is not retried.",
+    )
+    thinking_fallback: Literal["refuse", "disable"] = Field(
+        default="refuse",
+        description="A history whose tool-call messages lack reasoning we cannot restore, in "
+        "thinking mode: refuse it (LLM_REASONING_MISSING), or send it with thinking disabled.",
+    )
+
+    def model_settings(self, model_id: str) -> LLMModelSettings | None:
+        return next((m for m in self.models if m.id == model_id), None)
 
     @field_validator("base_url")
     @classmethod

@@ -203,6 +203,25 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX evidence_pixel ON evidence(pixel_sha256);
     CREATE INDEX audit_kind_subject ON audit(kind, subject);
     """,
+    # 6: which session event issued a tool call id (the gateway restores the reasoning a
+    # client dropped from that event); derived from events, so not chained itself
+    """
+    CREATE TABLE event_calls (
+        call_id TEXT NOT NULL,
+        event_id INTEGER NOT NULL REFERENCES events(id)
+    );
+    CREATE INDEX event_calls_id ON event_calls(call_id);
+    INSERT INTO event_calls (call_id, event_id)
+        SELECT json_extract(c.value, '$.id'), e.id
+        FROM events e, json_each(e.body, '$.tool_calls') c
+        WHERE e.role = 'assistant' AND json_valid(e.body)
+          AND json_type(c.value, '$.id') = 'text';
+    INSERT INTO event_calls (call_id, event_id)
+        SELECT json_extract(c.value, '$.id'), e.id
+        FROM events e, json_each(e.body, '$.internal_calls') c
+        WHERE e.role = 'assistant' AND json_valid(e.body)
+          AND json_type(c.value, '$.id') = 'text';
+    """,
 )
 
 CHAIN_MIGRATION = 4

@@ -28,6 +28,16 @@ SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_EVENTS_READ = 10_000
 
 
+_IN_BATCH = 500  # ids per IN (...) query; SQLite allows 32,766 variables, this stays small
+
+
+def _call_ids(message: dict[str, Any]) -> list[str]:
+    if message.get("role") != "assistant":
+        return []
+    calls = [*(message.get("tool_calls") or ()), *(message.get("internal_calls") or ())]
+    return [c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)]
+
+
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -158,7 +168,7 @@ class SessionStore:
             next_seq = int(row[0]) + 1
             for message in messages:
                 body = _canonical(message)
-                chain.insert(
+                event_id = chain.insert(
                     conn, "session.event",
                     "INSERT INTO events (session_id, seq, ts, role, turn_id, body_sha256, body)"
                     " VALUES (?,?,?,?,?,?,?)",
@@ -167,6 +177,12 @@ class SessionStore:
                         hashlib.sha256(body.encode()).hexdigest(), body,
                     ), now,
                 )
+                call_ids = _call_ids(message)
+                if call_ids and event_id is not None:
+                    conn.executemany(
+                        "INSERT INTO event_calls (call_id, event_id) VALUES (?,?)",
+                        [(call_id, event_id) for call_id in call_ids],
+                    )
                 seqs.append(next_seq)
                 next_seq += 1
             if turn is not None:
@@ -186,6 +202,24 @@ class SessionStore:
             )
             for r in rows
         ]
+
+    def issued_calls(self, call_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """The stored assistant messages that hold each of ``call_ids`` among their tool
+        calls, newest first (ids are the upstream's and unique in practice, but nothing
+        here relies on it)."""
+        wanted = sorted({c for c in call_ids if isinstance(c, str) and c})
+        found: dict[str, list[dict[str, Any]]] = {}
+        for start in range(0, len(wanted), _IN_BATCH):
+            batch = wanted[start:start + _IN_BATCH]
+            marks = ",".join("?" * len(batch))
+            rows = self._db.query(
+                "SELECT c.call_id, e.body FROM event_calls c JOIN events e ON e.id = c.event_id"  # noqa: S608 - only "?" marks are formatted in
+                f" WHERE c.call_id IN ({marks}) ORDER BY e.id DESC",
+                batch,
+            )
+            for row in rows:
+                found.setdefault(row["call_id"], []).append(json.loads(row["body"]))
+        return found
 
     def messages(self, session_id: str) -> list[dict[str, Any]]:
         return [event.message for event in self.events(session_id)]
