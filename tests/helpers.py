@@ -4,16 +4,22 @@ conftest import`` would find whichever was collected last."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import json
 import os
+import queue
+import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-__all__ = ["mcp_peers", "require_module"]
+__all__ = ["ServedGateway", "mcp_peers", "require_module", "serve_gateway"]
 
 
 def require_module(name: str) -> ModuleType:
@@ -41,3 +47,51 @@ def mcp_peers() -> ModuleType:
     sys.modules["mcp_peers"] = module
     spec.loader.exec_module(module)
     return module
+
+
+class ServedGateway:
+    """``deepseek-eyes serve`` in a process of its own (see :func:`serve_gateway`)."""
+
+    def __init__(self, base: str, process: subprocess.Popen[str]) -> None:
+        self.base = base  # http://127.0.0.1:PORT/v1
+        self.process = process
+
+
+@contextlib.contextmanager
+def serve_gateway(
+    config: Path, env: dict[str, str], *, deadline_s: float = 60
+) -> Iterator[ServedGateway]:
+    """Start ``serve --port 0 --json`` with ``config`` and ``env``; yields once it listens,
+    and stops it on exit. A gateway that does not start fails the test with its stderr."""
+    process = subprocess.Popen(  # noqa: S603 - our own CLI, argv list
+        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "serve",
+         "--port", "0", "--json"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    errors: list[str] = []
+    readers = [
+        threading.Thread(target=lambda: [lines.put(x) for x in process.stdout or []],
+                         daemon=True),
+        threading.Thread(target=lambda: [errors.append(x) for x in process.stderr or []],
+                         daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        try:
+            line = lines.get(timeout=deadline_s)
+        except queue.Empty:
+            process.kill()
+            pytest.fail(f"the gateway did not start: {''.join(errors)[-2000:]}")
+        url = json.loads(line)["listening"]["url"].rstrip("/")
+        yield ServedGateway(url if url.endswith("/v1") else f"{url}/v1", process)
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=20)
+        for reader in readers:
+            reader.join(timeout=10)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +20,7 @@ import httpx
 import pytest
 
 from helpers import mcp_peers as load_mcp_peers
-from helpers import require_module
+from helpers import require_module, serve_gateway
 from runtime.upstream import LoopbackUpstream
 
 openai = require_module("openai")
@@ -75,38 +73,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         env = {**os.environ, "DEEPSEEK_EYES_HOME": str(root / "data"),
                "DEEPSEEK_EYES_TERMINAL_TOKEN": TOKEN,
                "DSE_TEST_NODE_PATH": mcp_peers.node_path()}
-        process = subprocess.Popen(  # noqa: S603 - our own CLI, argv list
-            [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "serve",
-             "--port", "0", "--json"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        lines: queue.Queue[str] = queue.Queue()
-        errors: list[str] = []
-        readers = [
-            threading.Thread(target=lambda: [lines.put(x) for x in process.stdout or []],
-                             daemon=True),
-            threading.Thread(target=lambda: [errors.append(x) for x in process.stderr or []],
-                             daemon=True),
-        ]
-        for reader in readers:
-            reader.start()
-        try:
-            line = lines.get(timeout=START_DEADLINE_S)
-        except queue.Empty:
-            process.kill()
-            pytest.fail(f"the gateway did not start: {''.join(errors)[-2000:]}")
-        url = json.loads(line)["listening"]["url"]
-        try:
-            yield Served(url.rstrip("/") + ("" if url.endswith("/v1") else "/v1"),
-                         f"http://127.0.0.1:{console_port}", work, config, env)
-        finally:
-            process.terminate()
-            process.wait(timeout=20)
-            for reader in readers:
-                reader.join(timeout=10)
-            for stream in (process.stdout, process.stderr):
-                if stream is not None:
-                    stream.close()
+        with serve_gateway(config, env, deadline_s=START_DEADLINE_S) as gateway:
+            yield Served(gateway.base, f"http://127.0.0.1:{console_port}", work, config, env)
 
 
 def events_of(chunks: list[Any]) -> list[dict[str, Any]]:

@@ -24,7 +24,18 @@ What it does, so that tests can check what reached the model:
   images sent to the vision model → their sentences; a line starting ``ANSWER:`` in any
   message → the rest of the (last such) line; else
   ``"echo: " + <last user text>`` (its text parts joined with ``"\\n"``).
-* :data:`REASONING_MODEL` also sends ``reasoning_content`` (:data:`REASONING_TEXT`) first.
+* **Thinking mode, as DeepSeek's guide documents it.** The V4 names (:data:`THINKING_MODELS`)
+  think unless the request says ``thinking: {"type": "disabled"}``: every answer then carries
+  ``reasoning_content`` (streamed as deltas before the content), :data:`REASONING_TEXT` for
+  an answer and ``REASONING_TEXT + " plan <random>"`` for one that calls tools, and is
+  reported in ``completion_tokens_details.reasoning_tokens``. A request in thinking mode
+  whose history holds an assistant message with ``tool_calls`` and no ``reasoning_content``
+  is refused with DeepSeek's HTTP 400 ("Missing `reasoning_content` field in the assistant
+  message at message index N"). Beyond DeepSeek, as a test oracle: when the message's calls
+  were issued here, its ``reasoning_content`` must be the exact text issued with them, or
+  the 400 says it differs (so a test learns that the right reasoning went back, not just
+  some). Tool call ids are random, as DeepSeek's are. :data:`REASONING_MODEL` is the pro
+  model, kept for tests that name "the model that reasons".
 * Usage like DeepSeek's: ``prompt_tokens = ceil(chars / 4)`` where chars counts every
   message's text plus the compact JSON of ``tools`` and of assistant ``tool_calls`` (images
   count nothing); ``prompt_cache_hit_tokens`` = ``ceil(chars of the longest run of leading
@@ -35,6 +46,8 @@ What it does, so that tests can check what reached the model:
 * Streams are proper SSE: a keep-alive comment, the role chunk, reasoning and content in a
   few pieces, tool-call deltas by index with their arguments split over chunks, the finish
   chunk, a usage chunk (``choices: []``) when ``stream_options.include_usage``, ``[DONE]``.
+* **Busy**: :meth:`LoopbackUpstream.busy` makes the next N chat requests answer HTTP 503
+  "Server is busy" (with ``Retry-After`` when asked), as DeepSeek does at peak load.
 * Behaviour models: ``fail-500``, ``fail-429`` (``Retry-After``), ``fail-401`` (DeepSeek's
   "Authentication Fails"), ``hang`` (answers only when the server stops), ``cut`` (two content
   chunks, then the connection drops; a whole answer is cut half-way), ``nofinish`` (``[DONE]``
@@ -84,6 +97,7 @@ __all__ = [
     "REASONING_TEXT",
     "RETRY_AFTER_S",
     "TEXT_MODELS",
+    "THINKING_MODELS",
     "VISION_MODEL",
     "LoopbackUpstream",
     "deepseek_image_error",
@@ -94,6 +108,7 @@ TEXT_MODELS = ("deepseek-v4-flash", "deepseek-v4-pro")
 REASONING_MODEL = "deepseek-v4-pro"
 VISION_MODEL = "deepseek-v4-flash-vision-exp"
 BEHAVIOUR_MODELS = ("fail-500", "fail-429", "fail-401", "hang", "cut", "nofinish", "badjson")
+THINKING_MODELS = (*TEXT_MODELS, VISION_MODEL)  # DeepSeek's V4 names: thinking by default
 REASONING_TEXT = "thinking…"
 IMAGE_PLACEHOLDER = "<image>"
 RETRY_AFTER_S = 2
@@ -161,6 +176,8 @@ def _compact(value: Any) -> str:
 
 def _message_chars(message: dict[str, Any]) -> int:
     chars = len(_text(message.get("content")))
+    if isinstance(message.get("reasoning_content"), str):  # billed as input when sent back
+        chars += len(message["reasoning_content"])
     if message.get("tool_calls"):
         chars += len(_compact(message["tool_calls"]))
     return chars
@@ -257,9 +274,8 @@ def _offered_tools(payload: dict[str, Any]) -> set[str]:
 
 
 def _tool_call(name: str, arguments: str, ordinal: int) -> dict[str, Any]:
-    digest = hashlib.sha256(f"{ordinal}\n{name}\n{arguments}".encode()).hexdigest()[:16]
     return {
-        "id": f"call_{ordinal}_{digest}",
+        "id": f"call_{ordinal:02d}_{uuid.uuid4().hex[:24]}",
         "type": "function",
         "function": {"name": name, "arguments": arguments},
     }
@@ -353,6 +369,9 @@ class _App:
         self.last_authorization_sha256: str | None = None
         self.counts: Counter[str] = Counter()
         self.models_failure: int | None = None
+        self.busy_left = 0  # chat requests still to answer 503 "Server is busy"
+        self.busy_retry_after: int | None = None
+        self.issued: dict[str, str] = {}  # tool call id -> the reasoning issued with it
         self._prefixes: set[str] = set()
         self._expected_auth = (
             None if api_key is None else hashlib.sha256(f"Bearer {api_key}".encode()).digest()
@@ -393,6 +412,7 @@ class _App:
             self.authorizations.clear()
             self.last_authorization_sha256 = None
             self.counts.clear()
+            self.busy_left = 0
             if cache:
                 self._prefixes.clear()
 
@@ -474,6 +494,18 @@ class _App:
                 self.authorizations.append(auth)
         if not ok:
             return self._auth_failure(request)
+        with self.lock:
+            busy = self.busy_left > 0
+            if busy:
+                self.busy_left -= 1
+            retry_after = self.busy_retry_after
+        if busy:
+            headers = {} if retry_after is None else {"Retry-After": str(retry_after)}
+            return JSONResponse(
+                _error_body("Server is busy, please try again later", "server_error",
+                            "server_busy"),
+                status_code=503, headers=headers,
+            )
         try:
             return await self._answer(request, payload)
         except _Refusal as refusal:
@@ -511,9 +543,16 @@ class _App:
             body = _error_body("the loopback upstream is shutting down", "server_error", None)
             return JSONResponse(body, status_code=503)
         images = _check_parts(messages, vision=model in self.vision_models)
+        thinking = _thinking(model, payload)
+        if thinking:
+            self._check_reasoning(messages)
         reply = _reply(payload, images)
-        if model == REASONING_MODEL:
+        if thinking:
             reply.reasoning = REASONING_TEXT
+            if reply.tool_calls:
+                reply.reasoning = f"{REASONING_TEXT} plan {uuid.uuid4().hex[:12]}"
+                with self.lock:
+                    self.issued.update((c["id"], reply.reasoning) for c in reply.tool_calls)
         usage = self._usage(payload, reply)
         stream = payload.get("stream") is True
         options = payload.get("stream_options")
@@ -537,6 +576,29 @@ class _App:
             events = _sse(identity, reply, finish, usage if include_usage else None)
             return StreamingResponse(events, media_type="text/event-stream")
         return JSONResponse(_completion(identity, reply, finish, usage))
+
+    def _check_reasoning(self, messages: list[Any]) -> None:
+        """DeepSeek's thinking-mode rule for histories, and the loopback's exactness check."""
+        for index, message in enumerate(messages):
+            if message.get("role") != "assistant" or not message.get("tool_calls"):
+                continue
+            reasoning = message.get("reasoning_content")
+            if not isinstance(reasoning, str):
+                raise _bad_request(
+                    "Missing `reasoning_content` field in the assistant message at message "
+                    f"index {index}. The `reasoning_content` in the thinking mode must be "
+                    "passed back to the API."
+                )
+            with self.lock:
+                issued = {
+                    self.issued.get(str(c.get("id"))) for c in message["tool_calls"]
+                    if isinstance(c, dict)
+                }
+            if None not in issued and issued != {reasoning}:
+                raise _bad_request(
+                    f"(loopback check) the `reasoning_content` of the assistant message at "
+                    f"message index {index} is not the one issued with its tool calls"
+                )
 
     def _usage(self, payload: dict[str, Any], reply: _Reply) -> dict[str, Any]:
         messages: list[dict[str, Any]] = payload["messages"]
@@ -570,6 +632,14 @@ class _App:
             return _RawResponse(pieces, "text/event-stream", complete=False)
         body = json.dumps(_completion(identity, reply, "stop", None)).encode()
         return _RawResponse([body[: len(body) // 2]], "application/json", complete=False)
+
+
+def _thinking(model: str, payload: dict[str, Any]) -> bool:
+    """Whether a request runs in thinking mode: on for the V4 names unless disabled."""
+    requested = payload.get("thinking")
+    if isinstance(requested, dict) and requested.get("type") == "disabled":
+        return False
+    return model in THINKING_MODELS
 
 
 def _chunk(
@@ -701,6 +771,13 @@ class LoopbackUpstream(ThreadedServer):
         with self._app.received:
             return self._app.received.wait_for(
                 lambda: self._app.counts[f"chat:{model}"] >= count, timeout)
+
+    def busy(self, count: int = 1, *, retry_after: int | None = 1) -> None:
+        """Answer the next ``count`` chat requests with HTTP 503 "Server is busy" (and
+        ``Retry-After: retry_after`` unless None)."""
+        with self._app.lock:
+            self._app.busy_left = count
+            self._app.busy_retry_after = retry_after
 
     def fail_models(self, status: int | None = 503) -> None:
         """Make ``/models`` answer ``status`` from now on (None: list models again)."""
