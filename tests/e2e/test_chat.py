@@ -188,6 +188,21 @@ def test_a_failed_turn_is_reported_and_the_chat_goes_on(
     assert "session down-1: 2 message(s), 2 turn(s)" in done.stdout
 
 
+def test_a_busy_upstream_is_retried_and_the_chat_answers(
+    config: Path, upstream: LoopbackUpstream
+) -> None:
+    upstream.busy(1, retry_after=1)  # DeepSeek's 503 "Server is busy", once
+    before = upstream.chat_calls
+    try:
+        done = chat(config, lines=["hello busy"])
+    finally:
+        upstream.busy(0)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "echo: hello busy"
+    assert done.stderr == ""
+    assert upstream.chat_calls == before + 2
+
+
 class Terminal:
     """A process whose standard streams and controlling terminal are a pseudo-terminal."""
 
@@ -242,7 +257,7 @@ class Terminal:
 
 @pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
 def test_at_a_terminal_the_prompt_streams_and_approvals_are_asked(
-    config: Path, work: Path
+    config: Path, work: Path, upstream: LoopbackUpstream
 ) -> None:
     term = Terminal("--config", str(config), "chat", "--model", "deepseek-v4-pro")
     try:
@@ -269,8 +284,19 @@ def test_at_a_terminal_the_prompt_streams_and_approvals_are_asked(
         term.send("colour \x1b[31mred\n")
         term.expect("echo: colour \ufffd[31mred")
         term.expect("you> ")
+        # A second instruction that calls a tool: in thinking mode both tool exchanges go
+        # back with the reasoning they came with (the upstream refuses them otherwise).
+        (work / "made.txt").write_text("canary-3316\n", encoding="utf-8")
+        read = json.dumps({"argv": ["cat", "made.txt"], "cwd": str(work)})
+        term.send(f"CALL[terminal_run]: {read}\n")
+        term.expect("· done")
+        term.expect("canary-3316")
+        term.expect("you> ")
+        sent = [m for m in upstream.requests[-1]["messages"] if m.get("tool_calls")]
+        assert len(sent) == 2
+        assert all(m["reasoning_content"].startswith(REASONING_TEXT) for m in sent)
         term.send("/session\n")
-        term.expect("3 turn(s)")
+        term.expect("4 turn(s)")
         term.expect("you> ")
         term.send("\x04")  # Ctrl-D: end of input
     except BaseException:
