@@ -158,12 +158,12 @@ async def test_a_retry_after_beyond_the_cap_is_not_waited_for(upstream: Loopback
 
 async def test_a_refusal_is_not_retried(upstream: LoopbackUpstream) -> None:
     before = upstream.chat_calls
-    with pytest.raises(LLMError) as failed:
-        client = ChatClient(upstream.base_url, retry=RetryPolicy(max_retries=2))
-        try:
+    client = ChatClient(upstream.base_url, retry=RetryPolicy(max_retries=2))
+    try:
+        with pytest.raises(LLMError) as failed:
             await client.complete({**PAYLOAD, "model": "no-such-model"})
-        finally:
-            await client.aclose()
+    finally:
+        await client.aclose()
     assert failed.value.details["status"] == 400
     assert upstream.chat_calls == before + 1
 
@@ -174,11 +174,15 @@ async def test_a_stream_cut_after_its_first_chunk_is_not_retried(
     before = upstream.calls_for("cut")
     client = ChatClient(upstream.base_url, timeout=BOUND_S, retry=RetryPolicy(max_retries=2))
     seen: list[dict[str, Any]] = []
+
+    async def read() -> None:
+        async with client.stream({**PAYLOAD, "model": "cut"}) as chunks:
+            async for chunk in chunks:
+                seen.append(chunk)  # noqa: PERF401 - what arrived before the cut is the point
+
     try:
         with pytest.raises(LLMError) as failed:
-            async with client.stream({**PAYLOAD, "model": "cut"}) as chunks:
-                async for chunk in chunks:
-                    seen.append(chunk)
+            await read()
     finally:
         await client.aclose()
     assert failed.value.code == "LLM_STREAM_INCOMPLETE"
