@@ -122,6 +122,7 @@ def test_the_runtimes_tool_loop_through_the_gateway_across_two_turns(
                 reply = api.chat.completions.create(model=MODEL, messages=history)
                 answer = reply.choices[0].message.content or ""
                 thought = (reply.choices[0].message.model_extra or {})["reasoning_content"]
+                assert reply.usage.completion_tokens_details.reasoning_tokens > 0
             assert thought.startswith(REASONING_TEXT)  # the client sees the reasoning
             history.append({"role": "assistant", "content": answer})  # and drops it, as most do
             return answer

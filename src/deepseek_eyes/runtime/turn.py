@@ -27,6 +27,15 @@ would otherwise undo:
 * **The session log is the history.** A request that extends its session is rendered from
   the stored log plus the new messages (which is how internal exchanges come back); one
   that does not starts a fork (see :meth:`TurnRunner._log_request`).
+* **Thinking mode.** DeepSeek refuses a tool-call assistant message without the
+  ``reasoning_content`` it came with. The log stores every answer's exact reasoning; the
+  view sends it back for each exchange that called tools, and a turn's own tool rounds
+  render their assistant message the same way (:func:`~deepseek_eyes.runtime.view.
+  render_assistant`), so the next request shares the prefix. Reasoning a client dropped
+  is restored before the request is logged; what cannot be restored is refused there,
+  before any upstream call (:meth:`TurnRunner._thinking`).
+* **Retries.** The client retries a busy upstream; each attempt it reports becomes an
+  ``llm.request`` audit row, and only the answered one carries usage.
 * **Usage.** Each model call is exact ``final`` usage, or ``mcp_continuation`` when it reads
   results of MCP calls; the MCP tool definitions it carried are estimated as
   ``mcp_schema``.
