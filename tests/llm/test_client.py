@@ -374,12 +374,14 @@ async def test_stream_gathers_tool_calls_split_across_chunks(upstream: LoopbackU
         (c.name, c.arguments) for c in result.tool_calls]
     assert whole.finish_reason == "tool_calls"
 
-    # Once the messages end with the tool's result, the model answers from it.
+    # Once the messages end with the tool's result, the model answers from it. In thinking
+    # mode the call goes back with the reasoning it came with (DeepSeek's 400 otherwise).
     history = [
         *payload["messages"],
         {
             "role": "assistant",
             "content": "",
+            "reasoning_content": result.reasoning,
             "tool_calls": [
                 {"id": look.id, "type": "function",
                  "function": {"name": look.name, "arguments": look.arguments}}
