@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import random
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -98,12 +97,10 @@ class ChatClient:
         connect_timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
         retry: RetryPolicy | None = None,
-        rng: random.Random | None = None,
     ) -> None:
         if timeout <= 0 or connect_timeout <= 0:
             raise ValueError("timeouts must be positive")
         self._retry = retry or RetryPolicy()
-        self._rng = rng
         merged: dict[str, str] = {"User-Agent": _USER_AGENT, "Accept": "application/json"}
         secrets: list[str] = []
         for name, value in (headers or {}).items():
@@ -140,10 +137,6 @@ class ChatClient:
     @property
     def timeout(self) -> float:
         return self._timeout
-
-    @property
-    def retry(self) -> RetryPolicy:
-        return self._retry
 
     async def complete(self, payload: Mapping[str, Any], *, stream: bool = False) -> ChatResult:
         """POST ``{base_url}/chat/completions`` and return the assembled answer.
@@ -182,7 +175,7 @@ class ChatClient:
     ) -> None:
         """Wait before the next attempt, or raise ``error`` (with every failed attempt in
         ``details["attempts"]``) when it is final."""
-        wait = self._retry.delay(len(failed) + 1, error, self._rng)
+        wait = self._retry.delay(len(failed) + 1, error)
         attempt = Attempt(request_sha256, error.code, _status(error), wait or 0.0)
         if wait is None:
             if failed:
@@ -267,7 +260,9 @@ class ChatClient:
             await response.aclose()
         return dataclasses.replace(result_from_document(document), request_sha256=sent)
 
-    async def _open_stream(self, body: dict[str, Any], sent_hash: list[str]) -> ChatStream:
+    async def _open_stream(
+        self, body: dict[str, Any], sent_hash: list[str], retries: tuple[Attempt, ...]
+    ) -> ChatStream:
         deadline = anyio.current_time() + self._timeout
         request = self._http.build_request(
             "POST", self._chat_url, json=body, headers={"Accept": "text/event-stream"}
@@ -280,7 +275,7 @@ class ChatClient:
             raise self._timeout_error()
         return ChatStream(
             response, deadline=deadline, timeout_error=self._timeout_error, secrets=self._secrets,
-            request_sha256=sent_hash[-1],
+            request_sha256=sent_hash[-1], retries=retries,
         )
 
 
@@ -299,7 +294,7 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
             sent: list[str] = []
             stream: ChatStream | None = None
             try:
-                stream = await self._client._open_stream(self._body, sent)
+                stream = await self._client._open_stream(self._body, sent, tuple(failed))
                 await stream.prime()
             except LLMError as exc:
                 if stream is not None:
@@ -310,7 +305,6 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
                 if stream is not None:
                     await stream.aclose()
                 raise
-            stream.retries = tuple(failed)
             self._stream = stream
             return stream
 

@@ -80,9 +80,10 @@ class ChatStream:
         timeout_error: Callable[..., LLMError],
         secrets: tuple[str, ...] = (),
         request_sha256: str | None = None,
+        retries: tuple[Attempt, ...] = (),
     ) -> None:
         self.request_sha256 = request_sha256
-        self.retries: tuple[Attempt, ...] = ()  # failed attempts before this one
+        self.retries = retries  # failed attempts before this one
         self.first_chunk_at: float | None = None
         self._primed: dict[str, Any] | None = None
         self._response = response
@@ -117,13 +118,6 @@ class ChatStream:
         """
         if self._result is None:
             raise RuntimeError("the stream has not ended normally; there is no result")
-        if self._result.retries != self.retries or self._result.request_sha256 is None:
-            # A whole answer (or an end while priming) was assembled before the client
-            # attached what it knows of the attempts.
-            self._result = dataclasses.replace(
-                self._result, retries=self.retries,
-                request_sha256=self._result.request_sha256 or self.request_sha256,
-            )
         return self._result
 
     def __aiter__(self) -> ChatStream:
@@ -235,7 +229,9 @@ class ChatStream:
         except TimeoutError:
             raise self._timeout_error() from None
         document = parse_json(raw)
-        self._result = result_from_document(document)
+        self._result = dataclasses.replace(
+            result_from_document(document), request_sha256=self.request_sha256,
+            retries=self.retries)
         self.first_chunk_at = time.perf_counter()
         return _chunk_from_document(document, self._result)
 

@@ -27,8 +27,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from deepseek_eyes.settings import LLMSettings
+from deepseek_eyes.store.events import message_calls
 
-__all__ = ["ThinkingMode", "calls_of", "model_defaults", "reasoning_gaps", "thinking_mode"]
+__all__ = ["ThinkingMode", "model_defaults", "reasoning_gaps", "thinking_mode"]
 
 ThinkingMode = Literal["enabled", "disabled"] | None
 
@@ -64,18 +65,11 @@ def model_defaults(model: str, settings: LLMSettings) -> dict[str, Any]:
     return out
 
 
-def calls_of(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The tool calls of a runtime-format assistant message: the client's and the ones the
-    runtime ran itself beside them."""
-    calls = [*(message.get("internal_calls") or ()), *(message.get("tool_calls") or ())]
-    return [c for c in calls if isinstance(c, Mapping)]
-
-
 def reasoning_gaps(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """Indices of the assistant messages (runtime format) that called tools and hold no
     reasoning text: the ones DeepSeek refuses in thinking mode."""
     return [
         index for index, message in enumerate(messages)
-        if message.get("role") == "assistant" and calls_of(message)
+        if message.get("role") == "assistant" and message_calls(message)
         and not isinstance(message.get("reasoning"), str)
     ]

@@ -24,14 +24,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from deepseek_eyes.llm.thinking import calls_of, reasoning_gaps
-from deepseek_eyes.store.events import SessionStore
+from deepseek_eyes.llm.thinking import reasoning_gaps
+from deepseek_eyes.store.events import SessionStore, message_calls
 
 __all__ = ["restore_reasoning"]
 
 
 def _covers(stored: Mapping[str, Any], calls: Sequence[Mapping[str, Any]]) -> bool:
-    names = {c.get("id"): c.get("name") for c in calls_of(stored)}
+    names = {c.get("id"): c.get("name") for c in message_calls(stored)}
     return all(c.get("id") in names and names[c.get("id")] == c.get("name") for c in calls)
 
 
@@ -46,10 +46,10 @@ def restore_reasoning(
     if not gaps:
         return out, 0
     issued = sessions.issued_calls(
-        [str(c.get("id")) for index in gaps for c in calls_of(out[index])])
+        [str(c.get("id")) for index in gaps for c in message_calls(out[index])])
     restored = 0
     for index in gaps:
-        calls = calls_of(out[index])
+        calls = message_calls(out[index])
         for stored in issued.get(str(calls[0].get("id")), ()):
             if stored.get("role") == "assistant" and isinstance(stored.get("reasoning"), str) \
                     and _covers(stored, calls):

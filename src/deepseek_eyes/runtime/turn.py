@@ -62,13 +62,7 @@ from deepseek_eyes.errors import DeepSeekEyesError, LLMError, TurnError
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.client import MAX_TOOL_CALLS, ChatClient, ChatResult, ToolCall
 from deepseek_eyes.llm.retry import attempts_json
-from deepseek_eyes.llm.thinking import (
-    ThinkingMode,
-    calls_of,
-    model_defaults,
-    reasoning_gaps,
-    thinking_mode,
-)
+from deepseek_eyes.llm.thinking import ThinkingMode, model_defaults, reasoning_gaps, thinking_mode
 from deepseek_eyes.runtime.messages import image_refs
 from deepseek_eyes.runtime.reasoning import restore_reasoning
 from deepseek_eyes.runtime.tools import Notify, Offer, ToolHub, ToolOutcome, TurnContext
@@ -81,7 +75,7 @@ from deepseek_eyes.runtime.view import (
     sends_reasoning,
 )
 from deepseek_eyes.settings import LLMSettings, RuntimeSettings
-from deepseek_eyes.store.events import Fork, SessionStore, TurnRecord, body_digest
+from deepseek_eyes.store.events import Fork, SessionStore, TurnRecord, body_digest, message_calls
 from deepseek_eyes.usage import ProviderUsage, UsageCategory, UsageTracker
 from deepseek_eyes.vision.bridge import VisionBridge
 
@@ -343,7 +337,7 @@ class TurnRunner:
         note: dict[str, Any] = {"mode": mode, "reasoning_restored": restored}
         if gaps:
             first = gaps[0]
-            ids = [str(c.get("id")) for c in calls_of(messages[first])][:8]
+            ids = [str(c.get("id")) for c in message_calls(messages[first])][:8]
             if self._llm.thinking_fallback == "refuse":
                 raise LLMError(
                     f"messages[{first}] is an assistant message with tool calls and no "

@@ -32,8 +32,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from deepseek_eyes.llm.thinking import ThinkingMode, calls_of
+from deepseek_eyes.llm.thinking import ThinkingMode
 from deepseek_eyes.runtime.render import render_evidence, render_pointer
+from deepseek_eyes.store.events import message_calls
 from deepseek_eyes.usage import estimate_tokens
 
 __all__ = [
@@ -95,7 +96,7 @@ def render_assistant(message: Mapping[str, Any], *, reasoning: bool = False) -> 
     if reasoning:
         out["reasoning_content"] = message["reasoning"]
     # Calls the runtime ran itself beside the client's (their results follow, logged).
-    calls = calls_of(message)
+    calls = message_calls(message)
     if calls:
         out["tool_calls"] = [
             {
@@ -140,7 +141,7 @@ def reasoning_sent(messages: Sequence[Mapping[str, Any]], thinking: ThinkingMode
             exchange, called = [], False
         elif message.get("role") == "assistant":
             exchange.append(index)
-            called = called or bool(calls_of(message))
+            called = called or bool(message_calls(message))
     return out
 
 

@@ -14,7 +14,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,9 @@ from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
 
-__all__ = ["SESSION_ID", "Event", "Fork", "SessionStore", "TurnRecord", "body_digest"]
+__all__ = [
+    "SESSION_ID", "Event", "Fork", "SessionStore", "TurnRecord", "body_digest", "message_calls",
+]
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_EVENTS_READ = 10_000
@@ -31,11 +33,17 @@ MAX_EVENTS_READ = 10_000
 _IN_BATCH = 500  # ids per IN (...) query; SQLite allows 32,766 variables, this stays small
 
 
-def _call_ids(message: dict[str, Any]) -> list[str]:
+def message_calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The tool calls of a stored assistant message, in the order the model made them: the
+    ones the runtime ran itself (``internal_calls``), then the client's (``tool_calls``)."""
+    calls = [*(message.get("internal_calls") or ()), *(message.get("tool_calls") or ())]
+    return [c for c in calls if isinstance(c, Mapping)]
+
+
+def _call_ids(message: Mapping[str, Any]) -> list[str]:
     if message.get("role") != "assistant":
         return []
-    calls = [*(message.get("tool_calls") or ()), *(message.get("internal_calls") or ())]
-    return [c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)]
+    return [c["id"] for c in message_calls(message) if isinstance(c.get("id"), str)]
 
 
 def _canonical(value: Any) -> str:
