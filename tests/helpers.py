@@ -19,7 +19,11 @@ from types import ModuleType
 
 import pytest
 
-__all__ = ["ServedGateway", "mcp_peers", "require_module", "serve_gateway"]
+__all__ = ["GATEWAY_KEY", "ServedGateway", "mcp_peers", "require_module", "serve_gateway"]
+
+#: The key :func:`serve_gateway` gives a gateway unless the test sets its own. Tokens in
+#: tests are random literals: every server refuses patterned ones (serving/tokens.py).
+GATEWAY_KEY = "DuZnn3inbKNJ3aqCH0KIHObov3W_PHFryIjOq-dOgWc"  # noqa: S105 - a test key
 
 
 def require_module(name: str) -> ModuleType:
@@ -52,9 +56,15 @@ def mcp_peers() -> ModuleType:
 class ServedGateway:
     """``deepseek-eyes serve`` in a process of its own (see :func:`serve_gateway`)."""
 
-    def __init__(self, base: str, process: subprocess.Popen[str]) -> None:
+    def __init__(self, base: str, process: subprocess.Popen[str], key: str | None) -> None:
         self.base = base  # http://127.0.0.1:PORT/v1
         self.process = process
+        self.key = key  # the gateway's key (None: an open loopback gateway)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The ``Authorization`` header a client of this gateway sends."""
+        return {"Authorization": f"Bearer {self.key}"} if self.key else {}
 
 
 @contextlib.contextmanager
@@ -62,7 +72,13 @@ def serve_gateway(
     config: Path, env: dict[str, str], *, deadline_s: float = 60
 ) -> Iterator[ServedGateway]:
     """Start ``serve --port 0 --json`` with ``config`` and ``env``; yields once it listens,
-    and stops it on exit. A gateway that does not start fails the test with its stderr."""
+    and stops it on exit. A gateway that does not start fails the test with its stderr.
+    Without ``DEEPSEEK_EYES_GATEWAY_KEY`` in ``env`` the gateway gets :data:`GATEWAY_KEY`
+    (one with tools needs a key); an empty value there serves without a key."""
+    env = dict(env)
+    env.setdefault("DEEPSEEK_EYES_GATEWAY_KEY", GATEWAY_KEY)
+    if not env["DEEPSEEK_EYES_GATEWAY_KEY"]:
+        del env["DEEPSEEK_EYES_GATEWAY_KEY"]
     process = subprocess.Popen(  # noqa: S603 - our own CLI, argv list
         [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "serve",
          "--port", "0", "--json"],
@@ -85,7 +101,8 @@ def serve_gateway(
             process.kill()
             pytest.fail(f"the gateway did not start: {''.join(errors)[-2000:]}")
         url = json.loads(line)["listening"]["url"].rstrip("/")
-        yield ServedGateway(url if url.endswith("/v1") else f"{url}/v1", process)
+        yield ServedGateway(url if url.endswith("/v1") else f"{url}/v1", process,
+                            env.get("DEEPSEEK_EYES_GATEWAY_KEY"))
     finally:
         if process.poll() is None:
             process.terminate()

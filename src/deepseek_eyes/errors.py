@@ -162,7 +162,10 @@ ERROR_CODES: Mapping[str, str] = {
         "vision serve --http needs a bearer token (vision.serve.token or"
         " DEEPSEEK_EYES_VISION_TOKEN)."
     ),
-    "VISION_TOKEN_WEAK": "The bearer token is shorter or simpler than 256 bits of randomness.",
+    "VISION_TOKEN_WEAK": (
+        "The bearer token holds under 256 bits by length and alphabet, or under 192 once its "
+        "patterns (repeats, sequences, keyboard walks, words) are priced."
+    ),
     "VISION_UNAUTHORIZED": "The HTTP request has no bearer token or the wrong one.",
     "VISION_FORBIDDEN": "The Host or Origin header is not allowed (DNS rebinding defence).",
     "VISION_RATE_LIMITED": "Too many HTTP requests from this client; retry after a pause.",
@@ -181,7 +184,23 @@ ERROR_CODES: Mapping[str, str] = {
     "RUNTIME_APPROVAL_TIMEOUT": "Nobody approved the plan in runtime.approval_timeout; not run.",
     "RUNTIME_REREAD_LIMIT": "A look call was refused: runtime.max_rereads_per_turn reached.",
     # gateway
-    "GATEWAY_UNAUTHORIZED": "The bearer key is missing or wrong.",
+    "GATEWAY_UNAUTHORIZED": "The bearer key is missing or wrong (the scheme `Bearer` in any case).",
+    "GATEWAY_FORBIDDEN": (
+        "The Host is not a loopback name or in gateway.allowed_hosts (DNS rebinding), or the "
+        "request carries an Origin that gateway.allowed_origins does not name (a web page)."
+    ),
+    "GATEWAY_RATE_LIMITED": "Too many requests for this key (gateway.rate_limit_per_minute).",
+    "GATEWAY_UNSUPPORTED_MEDIA_TYPE": (
+        "A POST whose Content-Type is not application/json (what a cross-site page sends)."
+    ),
+    "GATEWAY_KEY_WEAK": (
+        "The gateway key holds under 256 bits by length and alphabet, or under 192 once its "
+        "patterns are priced; `deepseek-eyes token` makes a strong one."
+    ),
+    "GATEWAY_KEY_REQUIRED": (
+        "The gateway offers tools that act on this machine (terminal, browser, desktop, MCP "
+        "tools that are not read-only) and has no key."
+    ),
     "GATEWAY_BAD_REQUEST": (
         "The request body is not a valid chat completion request: not JSON, a NaN or "
         "Infinity number, a lone surrogate, or a field of the wrong type (param names it)."
@@ -216,7 +235,10 @@ ERROR_CODES: Mapping[str, str] = {
     "TERMINAL_TOKEN_MISSING": (
         "HTTP serving needs a bearer token (terminal.token or DEEPSEEK_EYES_TERMINAL_TOKEN)."
     ),
-    "TERMINAL_TOKEN_WEAK": "The bearer token is shorter or simpler than 256 bits of randomness.",
+    "TERMINAL_TOKEN_WEAK": (
+        "The bearer token holds under 256 bits by length and alphabet, or under 192 once its "
+        "patterns (repeats, sequences, keyboard walks, words) are priced."
+    ),
     "TERMINAL_RECEIPT_INVALID": (
         "A receipt or a receipt chain head fails verification: malformed (including a"
         " duplicate JSON key or a NaN), or its signature does not match its bytes."
@@ -376,7 +398,10 @@ ERROR_CODES: Mapping[str, str] = {
         "browser serve --http needs a bearer token (browser.token or "
         "DEEPSEEK_EYES_BROWSER_TOKEN)."
     ),
-    "BROWSER_TOKEN_WEAK": "The bearer token is shorter or simpler than 256 bits of randomness.",
+    "BROWSER_TOKEN_WEAK": (
+        "The bearer token holds under 256 bits by length and alphabet, or under 192 once its "
+        "patterns (repeats, sequences, keyboard walks, words) are priced."
+    ),
     "BROWSER_UNAUTHORIZED": "The HTTP request has no bearer token or the wrong one.",
     "BROWSER_FORBIDDEN": "The Host or Origin header is not allowed (DNS rebinding defence).",
     "BROWSER_RATE_LIMITED": "Too many HTTP requests from this client; retry after a pause.",
@@ -427,7 +452,10 @@ ERROR_CODES: Mapping[str, str] = {
         "desktop serve --http needs a bearer token (desktop.token or "
         "DEEPSEEK_EYES_DESKTOP_TOKEN)."
     ),
-    "DESKTOP_TOKEN_WEAK": "The bearer token is shorter or simpler than 256 bits of randomness.",
+    "DESKTOP_TOKEN_WEAK": (
+        "The bearer token holds under 256 bits by length and alphabet, or under 192 once its "
+        "patterns (repeats, sequences, keyboard walks, words) are priced."
+    ),
     "DESKTOP_UNAUTHORIZED": "The HTTP request has no bearer token or the wrong one.",
     "DESKTOP_FORBIDDEN": "The Host or Origin header is not allowed (DNS rebinding defence).",
     "DESKTOP_RATE_LIMITED": "Too many HTTP requests from this client; retry after a pause.",

@@ -483,6 +483,6 @@ def test_serve_warns_at_start_when_the_upstream_key_is_missing() -> None:
         reader.join(timeout=10)
         if process.stderr is not None:
             process.stderr.close()
-    warning = next(line for line in seen if "warning" in line)
+    warning = next(line for line in seen if "warning LLM_" in line)
     assert "LLM_CREDENTIAL_MISSING" in warning
     assert "DEEPSEEK_API_KEY" in warning

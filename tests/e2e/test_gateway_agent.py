@@ -20,14 +20,14 @@ import httpx
 import pytest
 
 from helpers import mcp_peers as load_mcp_peers
-from helpers import require_module, serve_gateway
+from helpers import GATEWAY_KEY, require_module, serve_gateway
 from runtime.upstream import LoopbackUpstream
 
 openai = require_module("openai")
 
 mcp_peers = load_mcp_peers()
 
-TOKEN = "console-token-" + "7f3a9c2e5b1d8046" * 3
+TOKEN = "lsLYSic2r8Zx9-1vw-oGelFuPfzJEZRd3NwnpoyuMxM"  # noqa: S105 - a test token
 START_DEADLINE_S = 60
 
 
@@ -47,7 +47,7 @@ class Served:
         self.env = env
 
     def client(self) -> Any:
-        return openai.OpenAI(base_url=self.base, api_key="unused", max_retries=0, timeout=60)
+        return openai.OpenAI(base_url=self.base, api_key=GATEWAY_KEY, max_retries=0, timeout=60)
 
 
 @pytest.fixture(scope="module")

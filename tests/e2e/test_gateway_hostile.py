@@ -215,7 +215,7 @@ def test_a_good_request_after_the_hostile_ones_still_works(gateway: Gateway) -> 
 def test_unknown_paths_and_methods_answer_in_the_same_shape(
     gateway: Gateway, method: str, path: str, status: int, code: str
 ) -> None:
-    response = gateway.http.request(method, path)
+    response = gateway.http.request(method, path, headers={"Content-Type": "application/json"})
     assert response.status_code == status
     assert error_of(response)["code"] == code
     if status == 405:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from helpers import require_module, serve_gateway
+from helpers import GATEWAY_KEY, require_module, serve_gateway
 from runtime.upstream import REASONING_TEXT, LoopbackUpstream
 
 openai = require_module("openai")
@@ -43,7 +43,7 @@ class Setup:
     upstream: LoopbackUpstream
 
     def client(self, **headers: str) -> Any:
-        return openai.OpenAI(base_url=self.base, api_key="unused", max_retries=0, timeout=60,
+        return openai.OpenAI(base_url=self.base, api_key=GATEWAY_KEY, max_retries=0, timeout=60,
                              default_headers=headers or None)
 
     def ask(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -217,7 +217,7 @@ def test_langchain_chat_openai_tool_loop_works_in_thinking_mode(setup: Setup) ->
     from langchain_openai import ChatOpenAI
     from langchain_openai.chat_models.base import _convert_message_to_dict
 
-    model = ChatOpenAI(model=MODEL, base_url=setup.base, api_key="unused",  # type: ignore[arg-type]
+    model = ChatOpenAI(model=MODEL, base_url=setup.base, api_key=GATEWAY_KEY,  # type: ignore[arg-type]
                        max_retries=0, timeout=60).bind_tools([WEATHER])
     history: list[Any] = []
     for city in ("Lima", "Oslo"):

@@ -63,6 +63,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "sessions": ("deepseek_eyes.cli.ask", "sessions_group",
                  "Inspect stored sessions (append-only event logs)."),
     "serve": ("deepseek_eyes.cli.serve", "serve_command", "Run the OpenAI-compatible gateway."),
+    "token": ("deepseek_eyes.cli.token", "token_command",
+              "Print a fresh 256-bit bearer token for the gateway or any server."),
     "audit": ("deepseek_eyes.cli.audit", "audit_group",
               "One tamper-evident audit chain: verify, export, show, checkpoint, rotate-key."),
     "vision": ("deepseek_eyes.cli.vision", "vision_group",

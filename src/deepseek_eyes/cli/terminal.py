@@ -12,7 +12,6 @@ and nothing but the protocol ever reaches standard output.
 from __future__ import annotations
 
 import asyncio
-import secrets
 import sys
 from pathlib import Path
 from typing import Any
@@ -316,6 +315,9 @@ def keys_rotate(ctx: click.Context, as_json: bool) -> None:
 @terminal_group.command("token")
 @_json_option
 def token_command(as_json: bool) -> None:
-    """Print a fresh 256-bit bearer token for DEEPSEEK_EYES_TERMINAL_TOKEN."""
-    token = secrets.token_urlsafe(32)
+    """Print a fresh 256-bit bearer token for DEEPSEEK_EYES_TERMINAL_TOKEN (as
+    `deepseek-eyes token` does)."""
+    from deepseek_eyes.cli.token import new_token
+
+    token = new_token()
     click.echo(dump_json({"token": token}) if as_json else token)

@@ -11,8 +11,14 @@ Decisions a newcomer would otherwise undo:
 * A streamed turn is prepared and its first chunk pulled *before* the response starts, so
   a bad image, a missing key or an upstream refusal still gets a real HTTP status. An error
   after the first byte can only travel as an SSE ``error`` event.
-* The bearer key is compared in constant time, and the server refuses to listen beyond
-  loopback without one (:func:`check_bind`).
+* Every request passes :mod:`deepseek_eyes.serving.security` first, the layer every server
+  of ours stands behind: ``Host`` must be a loopback name (or ``gateway.allowed_hosts``),
+  so a DNS-rebinding page is refused; a request a browser sends with an ``Origin`` is
+  refused unless ``gateway.allowed_origins`` names it (stock clients send none); a POST must
+  be ``application/json`` (the one body a cross-site page cannot send without a CORS
+  preflight); the key is compared in constant time (``Bearer`` in any case); calls are
+  rate-limited per key; the body is bounded in size and time. The server refuses to listen
+  beyond loopback without a key (:func:`check_bind`).
 * Sessions are optional: the ``X-DeepSeekEyes-Session`` header names one; without it each
   request is its own session. Clients resend the whole history each turn, so images are
   found again by their hash and their evidence comes from the cache. Every answer, streamed
@@ -28,7 +34,6 @@ Decisions a newcomer would otherwise undo:
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -40,6 +45,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, LLMError, StoreError
 from deepseek_eyes.gateway.body import check_fields, parse_body
@@ -48,10 +54,19 @@ from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.runtime.messages import Fetch, parse_messages
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest, TurnResult, deepseekeyes_json, usage_json
+from deepseek_eyes.serving.security import (
+    RateLimiter,
+    RefusalCodes,
+    SecurityMiddleware,
+    allowed_hosts_for,
+)
 from deepseek_eyes.settings import GatewaySettings, is_loopback_host
 from deepseek_eyes.store.events import SessionStore
 
-__all__ = ["SESSION_HEADER", "check_bind", "create_app", "error_status"]
+__all__ = ["GATEWAY_REFUSALS", "SESSION_HEADER", "check_bind", "create_app", "error_status"]
+
+#: The codes of the requests :mod:`deepseek_eyes.serving.security` refuses for the gateway.
+GATEWAY_REFUSALS = RefusalCodes.prefixed("GATEWAY", realm="deepseek-eyes-gateway")
 
 SESSION_HEADER = "x-deepseekeyes-session"
 _SESSION_HEADER_OUT = "X-DeepSeekEyes-Session"
@@ -60,6 +75,9 @@ _log = logging.getLogger(__name__)
 #: Status for our codes; anything unlisted by family below.
 _STATUS = {
     "GATEWAY_UNAUTHORIZED": 401,
+    "GATEWAY_FORBIDDEN": 403,
+    "GATEWAY_RATE_LIMITED": 429,
+    "GATEWAY_UNSUPPORTED_MEDIA_TYPE": 415,
     "GATEWAY_BODY_TOO_LARGE": 413,
     "GATEWAY_BODY_TIMEOUT": 408,
     "GATEWAY_NOT_FOUND": 404,
@@ -180,11 +198,29 @@ def _completion(result: TurnResult) -> dict[str, Any]:
 
 def create_app(
     runtime: Runtime, settings: GatewaySettings, *, key: str | None,
-    approver: Approver | None = None,
-) -> Starlette:
-    """The ASGI app. ``key`` is the resolved bearer key, or None for an open loopback
-    gateway; ``approver`` decides plans that need a person (None: nobody can)."""
-    expected = f"Bearer {key}".encode() if key is not None else None
+    approver: Approver | None = None, bind_host: str | None = None,
+) -> ASGIApp:
+    """The ASGI app behind the shared security layer. ``key`` is the resolved bearer key,
+    or None for an open loopback gateway; ``approver`` decides plans that need a person
+    (None: nobody can); ``bind_host`` (default ``gateway.host``) decides the Host names
+    accepted."""
+    app = _routes(runtime, settings, approver)
+    return SecurityMiddleware(
+        app,
+        token=key,
+        allowed_hosts=allowed_hosts_for(bind_host or settings.host, settings.allowed_hosts),
+        allowed_origins=list(settings.allowed_origins),
+        limiter=RateLimiter(settings.rate_limit_per_minute),
+        max_body_bytes=settings.max_body_bytes,
+        public_prefixes=("/healthz",),
+        codes=GATEWAY_REFUSALS,
+        json_bodies=True,
+        body_timeout=settings.body_timeout,
+    )
+
+
+def _routes(runtime: Runtime, settings: GatewaySettings,
+            approver: Approver | None) -> Starlette:
     fetch: Fetch | None = None
     if settings.allow_image_urls:
         max_bytes = runtime.settings.image.max_bytes
@@ -201,12 +237,6 @@ def create_app(
         handler: Callable[[Request], Awaitable[Response]],
     ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            if expected is not None:
-                given = request.headers.get("authorization", "").encode()
-                if not hmac.compare_digest(given, expected):
-                    return _error(GatewayError(
-                        "missing or wrong bearer key", code="GATEWAY_UNAUTHORIZED"
-                    ))
             try:
                 return await handler(request)
             except DeepSeekEyesError as exc:
@@ -243,32 +273,12 @@ def create_app(
         return JSONResponse(_model_entry(info.id, info.owned_by))
 
     async def read_body(request: Request) -> dict[str, Any]:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
-            raise GatewayError("the request body is too large", code="GATEWAY_BODY_TOO_LARGE",
-                               details={"limit": settings.max_body_bytes})
-        chunks: list[bytes] = []
-        size = 0
+        # The security layer has read the whole body, bounded in size and time.
         try:
-            # One deadline for the whole body: a trickle of bytes cannot stretch it.
-            with anyio.fail_after(settings.body_timeout):
-                async for chunk in request.stream():
-                    size += len(chunk)
-                    if size > settings.max_body_bytes:
-                        raise GatewayError("the request body is too large",
-                                           code="GATEWAY_BODY_TOO_LARGE",
-                                           details={"limit": settings.max_body_bytes})
-                    chunks.append(chunk)
+            raw = await request.body()
         except ClientDisconnect:  # nobody reads the answer; not a gateway failure to log
-            raise GatewayError("the client went away before its body arrived",
-                               details={"bytes": size}) from None
-        except TimeoutError:
-            raise GatewayError(
-                f"the request body did not arrive within {settings.body_timeout:g}s",
-                code="GATEWAY_BODY_TIMEOUT",
-                details={"timeout_s": settings.body_timeout, "bytes": size},
-            ) from None
-        body = parse_body(b"".join(chunks))
+            raise GatewayError("the client went away before its body arrived") from None
+        body = parse_body(raw)
         check_fields(body)
         return body
 

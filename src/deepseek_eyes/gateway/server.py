@@ -29,14 +29,15 @@ from typing import Any
 
 import uvicorn
 
-from deepseek_eyes.errors import ConfigError, DeepSeekEyesError
+from deepseek_eyes.errors import ConfigError, DeepSeekEyesError, GatewayError
 from deepseek_eyes.gateway.app import check_bind, create_app
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.approval import ConsoleWait
 from deepseek_eyes.runtime.runtime import Runtime
+from deepseek_eyes.serving.tokens import TOKEN_COMMAND, check_token_strength
 from deepseek_eyes.settings import Settings
 
-__all__ = ["Announce", "gateway_key", "serve"]
+__all__ = ["Announce", "check_key", "gateway_key", "serve", "server_side_tools"]
 
 
 #: Told the bound host and port once the gateway listens.
@@ -107,18 +108,59 @@ def gateway_key(settings: Settings) -> str | None:
         return None
 
 
+def server_side_tools(settings: Settings) -> list[str]:
+    """The tool sources that act on this machine or beyond it for whoever calls the
+    gateway: the terminal, the browser, the desktop, and MCP servers that may call tools
+    that are not read-only."""
+    found: list[str] = [name for name in settings.runtime.tool_sources
+             if name in ("terminal", "browser", "desktop")]
+    mcp = settings.mcp
+    if "mcp" in settings.runtime.tool_sources and mcp.enabled and any(
+            s.enabled and s.allow.tools and s.risk_policy != "read-only" for s in mcp.servers):
+        found.append("mcp")
+    return found
+
+
+def check_key(settings: Settings, key: str | None) -> str | None:
+    """What serving with ``key`` risks, said as a warning (None: nothing to say).
+
+    Raises:
+        GatewayError: ``GATEWAY_KEY_WEAK`` for a key a guesser could find;
+            ``GATEWAY_KEY_REQUIRED`` for no key with server-side tools.
+    """
+    if key is not None:
+        check_token_strength(key, error=GatewayError, prefix="GATEWAY", code="GATEWAY_KEY_WEAK")
+        return None
+    tools = server_side_tools(settings)
+    if tools:
+        raise GatewayError(
+            f"the gateway offers tools that act on this machine ({', '.join(tools)}); it "
+            "needs a key so that only your clients can call them: set "
+            f"DEEPSEEK_EYES_GATEWAY_KEY (or gateway.api_key); `{TOKEN_COMMAND}` makes one",
+            code="GATEWAY_KEY_REQUIRED", details={"tool_sources": tools},
+        )
+    return ("no gateway key: any program on this machine can spend your upstream key "
+            "through it (web pages are refused by the Host, Origin and Content-Type checks); "
+            f"set DEEPSEEK_EYES_GATEWAY_KEY (`{TOKEN_COMMAND}` makes one)")
+
+
 def serve(settings: Settings, *, host: str | None = None, port: int | None = None,
           announce: Announce | None = None) -> None:
     """Serve until interrupted; ``announce`` (default: a line on stderr) is told where it
     listens once it does.
 
     Raises:
-        GatewayError: ``GATEWAY_UNSAFE_BIND`` for a non-loopback host without a key.
+        GatewayError: ``GATEWAY_UNSAFE_BIND`` for a non-loopback host without a key,
+            ``GATEWAY_KEY_WEAK`` and ``GATEWAY_KEY_REQUIRED`` (:func:`check_key`).
     """
     bind_host = host or settings.gateway.host
     bind_port = settings.gateway.port if port is None else port
     key = gateway_key(settings)
     check_bind(bind_host, key)
+    warning = check_key(settings, key)
+    if warning is not None:
+        print(f"deepseek-eyes gateway warning GATEWAY_OPEN: {warning}", file=sys.stderr,
+              flush=True)
 
     async def main() -> None:
         home = DataHome.open(settings)
@@ -130,7 +172,8 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
                   file=sys.stderr, flush=True)
         await runtime.start()
         console, approver = _approval_console(settings, runtime)
-        app = create_app(runtime, settings.gateway, key=key, approver=approver)
+        app = create_app(runtime, settings.gateway, key=key, approver=approver,
+                         bind_host=bind_host)
         config = uvicorn.Config(
             app, host=bind_host, port=bind_port, log_level="warning", access_log=False,
             lifespan="off", server_header=False,

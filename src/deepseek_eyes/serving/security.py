@@ -1,12 +1,16 @@
 """The HTTP security layer: one ASGI middleware in front of everything a server serves.
 
 In order, for every HTTP request: ``Host`` must be an allowed host (DNS rebinding), an
-``Origin`` when present must be an allowed origin (``Origin: null`` is refused), the bearer
-token must match (compared in constant time), the caller must be within its rate limit, and
-the body may not exceed its limit (checked on ``Content-Length`` and while streaming).
+``Origin`` when present must be an allowed origin (``Origin: null`` is refused), a body
+must be JSON where the server asks for it (a cross-site page can send ``text/plain`` without
+a CORS preflight, never ``application/json``), the bearer token must match (the scheme in
+any case, the token compared in constant time), the caller must be within its rate limit,
+and the body may not exceed its limit (checked on ``Content-Length`` and while streaming)
+nor take longer than its deadline to arrive.
 Every response gets security headers. The only unauthenticated paths are the console's
 static files, which hold no data (the console asks for the token and sends it as a header).
-A refusal is a JSON body ``{"error": {"code", "message"}}`` whose codes the server names
+A refusal is a JSON body ``{"error": {"message", "type", "param", "code"}}`` (OpenAI's shape,
+which the gateway's clients parse) whose codes the server names
 (:class:`RefusalCodes`: ``TERMINAL_UNAUTHORIZED`` from the terminal, ``BROWSER_…`` from the
 browser).
 
@@ -29,16 +33,22 @@ import hashlib
 import hmac
 import json
 import math
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.serving.tokens import (
+    MIN_TOKEN_BITS,
+    check_token_strength,
+    estimated_token_bits,
+    is_strong_token,
+    resolve_bearer_token,
+)
 
 __all__ = [
     "MIN_TOKEN_BITS",
@@ -50,6 +60,7 @@ __all__ = [
     "ServedSettings",
     "allowed_hosts_for",
     "allowed_origins_for",
+    "bearer_credentials",
     "check_token_strength",
     "estimated_token_bits",
     "host_allowed",
@@ -59,7 +70,6 @@ __all__ = [
     "resolve_bearer_token",
 ]
 
-MIN_TOKEN_BITS = 256
 _MAX_CLIENTS = 4096
 SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"x-content-type-options", b"nosniff"),
@@ -73,62 +83,6 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
      b"default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
      b"img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
 )
-
-
-def estimated_token_bits(token: str) -> int:
-    """The randomness a token can hold: length × log2(alphabet), where the alphabet is the
-    union of the character classes present (other characters count 4 each)."""
-    classes = [
-        ("abcdefghijklmnopqrstuvwxyz", 26), ("ABCDEFGHIJKLMNOPQRSTUVWXYZ", 26),
-        ("0123456789", 10), ("-_", 2), ("+/=", 3),
-    ]
-    alphabet = sum(size for chars, size in classes if any(c in chars for c in token))
-    other = {c for c in token if not any(c in chars for chars, _ in classes)}
-    alphabet += len(other) * 4
-    return int(len(token) * math.log2(alphabet)) if alphabet > 1 else 0
-
-
-def is_strong_token(token: str) -> bool:
-    """At least :data:`MIN_TOKEN_BITS` bits, 10 distinct characters (so ``aaaa…`` fails)
-    and no white space. Each server raises its own ``…_TOKEN_WEAK`` when this is false."""
-    return (estimated_token_bits(token) >= MIN_TOKEN_BITS and len(set(token)) >= 10
-            and not any(c.isspace() for c in token))
-
-
-class _Secret(Protocol):
-    def resolve(self) -> str: ...
-
-
-def check_token_strength(token: str, *, error: type[DeepSeekEyesError], prefix: str) -> None:
-    """Refuse a token that cannot hold :data:`MIN_TOKEN_BITS` of randomness
-    (``{prefix}_TOKEN_WEAK``, raised as ``error``)."""
-    if not is_strong_token(token):
-        bits = estimated_token_bits(token)
-        raise error(
-            f"the bearer token holds about {bits} bits; {MIN_TOKEN_BITS} are needed "
-            "(e.g. `deepseek-eyes terminal token` makes one)",
-            code=f"{prefix}_TOKEN_WEAK",
-            details={"estimated_bits": bits},
-        )
-
-
-def resolve_bearer_token(
-    ref: _Secret | None, *, env: str, setting: str, error: type[DeepSeekEyesError],
-    prefix: str,
-) -> str:
-    """An HTTP server's bearer token: the setting's ``{ env = … }`` reference, else the
-    variable ``env``, checked for strength.
-
-    Raises:
-        DeepSeekEyesError: as ``error``, ``{prefix}_TOKEN_MISSING`` or ``{prefix}_TOKEN_WEAK``.
-        ConfigError: ``CONFIG_ENV_MISSING`` when the setting names an unset variable.
-    """
-    token = ref.resolve() if ref is not None else os.environ.get(env, "")
-    if not token:
-        raise error(f"serving over HTTP needs a bearer token: set {env} or {setting}",
-                    code=f"{prefix}_TOKEN_MISSING")
-    check_token_strength(token, error=error, prefix=prefix)
-    return token
 
 
 def loopback_hosts() -> list[str]:
@@ -159,12 +113,15 @@ def allowed_origins_for(bind_host: str, extra: Iterable[str] = ()) -> list[str]:
 
 
 def host_allowed(value: str, allowed: Iterable[str]) -> bool:
-    """Whether a Host (or Origin) matches one of ``allowed``; ``x:*`` means any port of x."""
+    """Whether a Host (or Origin) matches one of ``allowed``; ``x:*`` means x with any port
+    or none (the default port: a rebinding page controls the name, never the port)."""
     for pattern in allowed:
         if value == pattern:
             return True
         if pattern.endswith(":*"):
             base = pattern[:-2]
+            if value == base:
+                return True
             port = value[len(base) + 1 :] if value.startswith(base + ":") else ""
             if port.isdigit():
                 return True
@@ -205,13 +162,16 @@ class RefusalCodes:
     rate_limited: str
     body_too_large: str
     realm: str
+    unsupported_media_type: str = "HTTP_UNSUPPORTED_MEDIA_TYPE"
+    body_timeout: str = "HTTP_BODY_TIMEOUT"
 
     @classmethod
     def prefixed(cls, prefix: str, realm: str) -> RefusalCodes:
         """``PREFIX_UNAUTHORIZED``, ``PREFIX_FORBIDDEN``, ``PREFIX_RATE_LIMITED``,
-        ``PREFIX_BODY_TOO_LARGE``."""
+        ``PREFIX_BODY_TOO_LARGE``, ``PREFIX_UNSUPPORTED_MEDIA_TYPE``, ``PREFIX_BODY_TIMEOUT``."""
         return cls(f"{prefix}_UNAUTHORIZED", f"{prefix}_FORBIDDEN", f"{prefix}_RATE_LIMITED",
-                   f"{prefix}_BODY_TOO_LARGE", realm)
+                   f"{prefix}_BODY_TOO_LARGE", realm, f"{prefix}_UNSUPPORTED_MEDIA_TYPE",
+                   f"{prefix}_BODY_TIMEOUT")
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -221,12 +181,34 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def bearer_credentials(authorization: str) -> str | None:
+    """The credentials of a ``Bearer`` ``Authorization`` value, or None for another scheme.
+    The scheme is case-insensitive and may be followed by several spaces (RFC 7235)."""
+    scheme, _, rest = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return rest.lstrip(" ")
+
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _is_json(content_type: str | None) -> bool:
+    """``application/json``, any case, parameters (``; charset=utf-8``) allowed."""
+    if content_type is None:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+_Refusal = tuple[int, str, str, list[tuple[bytes, bytes]]]
+
+
 class SecurityMiddleware:
     def __init__(
         self,
         app: ASGIApp,
         *,
-        token: str,
+        token: str | None,
         allowed_hosts: list[str],
         allowed_origins: list[str],
         limiter: RateLimiter,
@@ -234,13 +216,21 @@ class SecurityMiddleware:
         public_prefixes: tuple[str, ...] = ("/console",),
         anonymous_limiter: RateLimiter | None = None,
         codes: RefusalCodes,
+        json_bodies: bool = False,
+        body_timeout: float | None = None,
     ) -> None:
         """``limiter`` limits authenticated requests, per token; ``anonymous_limiter`` (by
-        default one with the same rate) limits unauthenticated ones, per client address."""
+        default one with the same rate) limits unauthenticated ones, per client address.
+        ``token`` None authenticates nobody and refuses nobody for it (the open loopback
+        gateway): every request is then limited per client address. ``json_bodies``
+        refuses a POST, PUT or PATCH whose ``Content-Type`` is not ``application/json``
+        (415), the one kind of body a cross-site page cannot send without a CORS preflight.
+        ``body_timeout`` is the seconds a whole body may take to arrive (408 after)."""
         self.app = app
         self.codes = codes
-        self._expected = ("Bearer " + token).encode("utf-8")
-        self._token_bucket = "token:" + hashlib.sha256(token.encode("utf-8")).hexdigest()[:32]
+        self._expected = token.encode("utf-8") if token is not None else None
+        self._token_bucket = "token:" + hashlib.sha256(
+            (token or "").encode("utf-8")).hexdigest()[:32]
         self.anonymous_limiter = anonymous_limiter or RateLimiter(
             round(limiter.rate * 60), clock=limiter.clock)
         self.allowed_hosts = allowed_hosts
@@ -248,6 +238,8 @@ class SecurityMiddleware:
         self.limiter = limiter
         self.max_body_bytes = max_body_bytes
         self.public_prefixes = public_prefixes
+        self.json_bodies = json_bodies
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -257,7 +249,7 @@ class SecurityMiddleware:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = [h for h in message.get("headers", [])
-                           if h[0].lower() not in {k for k, _ in SECURITY_HEADERS}]
+                           if h[0].lower() not in _SECURITY_HEADER_NAMES]
                 message = {**message, "headers": headers + list(SECURITY_HEADERS)}
             await send(message)
 
@@ -271,28 +263,45 @@ class SecurityMiddleware:
             await _reply(send_with_headers, 413, self.codes.body_too_large,
                          "the request body is too large", [])
             return
-        # The body is read here, whole and bounded, then replayed: a streamed body that
-        # grows past the limit is refused before the app sees a byte of it.
+        # The body is read here, whole, bounded and under one deadline, then replayed: a
+        # streamed body that grows past the limit is refused before the app sees a byte of
+        # it, and a trickle of bytes cannot hold the connection past the deadline.
+        try:
+            with anyio.fail_after(self.body_timeout):
+                request = await self._read_body(receive)
+        except TimeoutError:
+            await _reply(send_with_headers, 408, self.codes.body_timeout,
+                         f"the request body did not arrive within {self.body_timeout:g}s",
+                         _CLOSE)
+            return
+        if request is None:
+            await _reply(send_with_headers, 413, self.codes.body_too_large,
+                         "the request body is too large", [])
+            return
+        if request["type"] != "http.request":  # the client went away: the app sees it
+            await self.app(scope, _replay([], request, receive), send_with_headers)
+            return
+        await self.app(scope, _replay([request], None, receive), send_with_headers)
+
+    async def _read_body(self, receive: Receive) -> Message | None:
+        """The whole body as one message; None past ``max_body_bytes``; a disconnect as it
+        came."""
         chunks: list[bytes] = []
         received = 0
         more = True
         while more:  # bounded: stops at max_body_bytes
             message = await receive()
             if message["type"] != "http.request":
-                await self.app(scope, _replay([], message, receive), send_with_headers)
-                return
+                return message
             body = message.get("body", b"")
             received += len(body)
             if received > self.max_body_bytes:
-                await _reply(send_with_headers, 413, self.codes.body_too_large,
-                             "the request body is too large", [])
-                return
+                return None
             chunks.append(body)
             more = bool(message.get("more_body", False))
-        request: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-        await self.app(scope, _replay([request], None, receive), send_with_headers)
+        return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
 
-    def _refusal(self, scope: Scope) -> tuple[int, str, str, list[tuple[bytes, bytes]]] | None:
+    def _refusal(self, scope: Scope) -> _Refusal | None:
         host = _header(scope, b"host") or ""
         if not host_allowed(host, self.allowed_hosts):
             return 421, self.codes.forbidden, "this Host is not allowed", []
@@ -300,10 +309,17 @@ class SecurityMiddleware:
         if origin is not None and (origin == "null" or not host_allowed(origin,
                                                                        self.allowed_origins)):
             return 403, self.codes.forbidden, "this Origin is not allowed", []
-        given = (_header(scope, b"authorization") or "").encode("utf-8", "replace")
-        if hmac.compare_digest(given, self._expected):
-            return self._limited(self.limiter.allow(self._token_bucket))
+        if self.json_bodies and scope.get("method") in _BODY_METHODS and not _is_json(
+                _header(scope, b"content-type")):
+            return 415, self.codes.unsupported_media_type, \
+                "the request body must be sent as Content-Type: application/json", []
         client = "ip:" + str((scope.get("client") or ("?", 0))[0])
+        if self._expected is None:
+            return self._limited(self.anonymous_limiter.allow(client))
+        given = bearer_credentials(_header(scope, b"authorization") or "")
+        if given is not None and hmac.compare_digest(given.encode("utf-8", "replace"),
+                                                     self._expected):
+            return self._limited(self.limiter.allow(self._token_bucket))
         limited = self._limited(self.anonymous_limiter.allow(client))
         if limited is not None:
             return limited
@@ -315,12 +331,16 @@ class SecurityMiddleware:
             (b"www-authenticate", challenge)
         ]
 
-    def _limited(self, wait: float) -> tuple[int, str, str, list[tuple[bytes, bytes]]] | None:
+    def _limited(self, wait: float) -> _Refusal | None:
         if wait <= 0:
             return None
         return 429, self.codes.rate_limited, "too many requests", [
             (b"retry-after", str(max(1, math.ceil(wait))).encode())
         ]
+
+
+_CLOSE = [(b"connection", b"close")]  # the body was not read to its end
+_SECURITY_HEADER_NAMES = frozenset(k for k, _ in SECURITY_HEADERS)
 
 
 def _replay(first: list[Message], extra: Message | None, receive: Receive) -> Receive:
@@ -337,7 +357,12 @@ def _replay(first: list[Message], extra: Message | None, receive: Receive) -> Re
 async def _reply(
     send: Send, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]]
 ) -> None:
-    body: dict[str, Any] = {"error": {"code": code, "message": message}}
+    # OpenAI's error shape, which the gateway's clients parse; the other servers' clients
+    # read ``code`` and ``message`` from it alike.
+    kind = ("authentication_error" if status == 401 else "rate_limit_error" if status == 429
+            else "invalid_request_error")
+    body: dict[str, Any] = {"error": {"message": message, "type": kind, "param": None,
+                                      "code": code}}
     data = json.dumps(body).encode()
     await send({
         "type": "http.response.start",

@@ -153,6 +153,18 @@ class GatewaySettings(Strict):
         description="Also fetch image URLs on loopback/private addresses (SSRF risk).",
     )
     max_concurrent_turns: int = Field(default=64, ge=1, le=4096)
+    allowed_hosts: tuple[str, ...] = Field(
+        default=(), description="Extra Host header values accepted (host:port, host:*); "
+        "loopback names always are on a loopback bind."
+    )
+    allowed_origins: tuple[str, ...] = Field(
+        default=(), description="Origins of web pages that may call the gateway "
+        "(scheme://host:port); none by default, so no web page can."
+    )
+    rate_limit_per_minute: int = Field(
+        default=1200, ge=1, le=1_000_000,
+        description="Requests per minute per key (per client address without a key).",
+    )
     body_timeout: float = Field(
         default=30.0, gt=0, le=600,
         description="Seconds a request body may take to arrive in full (408 after).",
