@@ -23,7 +23,7 @@ __all__ = ["GATEWAY_KEY", "ServedGateway", "mcp_peers", "require_module", "serve
 
 #: The key :func:`serve_gateway` gives a gateway unless the test sets its own. Tokens in
 #: tests are random literals: every server refuses patterned ones (serving/tokens.py).
-GATEWAY_KEY = "DuZnn3inbKNJ3aqCH0KIHObov3W_PHFryIjOq-dOgWc"  # noqa: S105 - a test key
+GATEWAY_KEY = "DuZnn3inbKNJ3aqCH0KIHObov3W_PHFryIjOq-dOgWc"
 
 
 def require_module(name: str) -> ModuleType:

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RECEIPT_URL = "data:image/png;base64," + base64.b64encode(
     (ROOT / "examples" / "receipt.png").read_bytes()
 ).decode()
-KEY = "p3jnIniekq_hk6rd-3hneU9oxmFGojUaljUcyv8PS2M"  # noqa: S105 - a test key
+KEY = "p3jnIniekq_hk6rd-3hneU9oxmFGojUaljUcyv8PS2M"
 START_DEADLINE_S = 30
 
 
