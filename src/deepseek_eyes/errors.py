@@ -163,7 +163,7 @@ ERROR_CODES: Mapping[str, str] = {
         " DEEPSEEK_EYES_VISION_TOKEN)."
     ),
     "VISION_TOKEN_WEAK": (
-        "The bearer token holds under 256 bits by length and alphabet, or under 192 once its "
+        "The bearer token holds under 256 bits by length and alphabet, or under 128 once its "
         "patterns (repeats, sequences, keyboard walks, words) are priced."
     ),
     "VISION_UNAUTHORIZED": "The HTTP request has no bearer token or the wrong one.",
@@ -194,7 +194,7 @@ ERROR_CODES: Mapping[str, str] = {
         "A POST whose Content-Type is not application/json (what a cross-site page sends)."
     ),
     "GATEWAY_KEY_WEAK": (
-        "The gateway key holds under 256 bits by length and alphabet, or under 192 once its "
+        "The gateway key holds under 256 bits by length and alphabet, or under 128 once its "
         "patterns are priced; `deepseek-eyes token` makes a strong one."
     ),
     "GATEWAY_KEY_REQUIRED": (
@@ -236,7 +236,7 @@ ERROR_CODES: Mapping[str, str] = {
         "HTTP serving needs a bearer token (terminal.token or DEEPSEEK_EYES_TERMINAL_TOKEN)."
     ),
     "TERMINAL_TOKEN_WEAK": (
-        "The bearer token holds under 256 bits by length and alphabet, or under 192 once its "
+        "The bearer token holds under 256 bits by length and alphabet, or under 128 once its "
         "patterns (repeats, sequences, keyboard walks, words) are priced."
     ),
     "TERMINAL_RECEIPT_INVALID": (
@@ -399,7 +399,7 @@ ERROR_CODES: Mapping[str, str] = {
         "DEEPSEEK_EYES_BROWSER_TOKEN)."
     ),
     "BROWSER_TOKEN_WEAK": (
-        "The bearer token holds under 256 bits by length and alphabet, or under 192 once its "
+        "The bearer token holds under 256 bits by length and alphabet, or under 128 once its "
         "patterns (repeats, sequences, keyboard walks, words) are priced."
     ),
     "BROWSER_UNAUTHORIZED": "The HTTP request has no bearer token or the wrong one.",
@@ -453,7 +453,7 @@ ERROR_CODES: Mapping[str, str] = {
         "DEEPSEEK_EYES_DESKTOP_TOKEN)."
     ),
     "DESKTOP_TOKEN_WEAK": (
-        "The bearer token holds under 256 bits by length and alphabet, or under 192 once its "
+        "The bearer token holds under 256 bits by length and alphabet, or under 128 once its "
         "patterns (repeats, sequences, keyboard walks, words) are priced."
     ),
     "DESKTOP_UNAUTHORIZED": "The HTTP request has no bearer token or the wrong one.",

@@ -216,6 +216,7 @@ def create_app(
         codes=GATEWAY_REFUSALS,
         json_bodies=True,
         body_timeout=settings.body_timeout,
+        cross_site_navigation=False,  # the gateway has no pages
     )
 
 

@@ -1,7 +1,9 @@
 """The HTTP security layer: one ASGI middleware in front of everything a server serves.
 
 In order, for every HTTP request: ``Host`` must be an allowed host (DNS rebinding), an
-``Origin`` when present must be an allowed origin (``Origin: null`` is refused), a body
+``Origin`` when present must be an allowed origin (``Origin: null`` is refused), a request a
+browser marks as made by another site's page (``Sec-Fetch-Site``) is refused unless its
+Origin is allowed or it is a plain navigation the server accepts, a body
 must be JSON where the server asks for it (a cross-site page can send ``text/plain`` without
 a CORS preflight, never ``application/json``), the bearer token must match (the scheme in
 any case, the token compared in constant time), the caller must be within its rate limit,
@@ -191,6 +193,7 @@ def bearer_credentials(authorization: str) -> str | None:
 
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_OTHER_SITES = frozenset({"cross-site", "same-site"})
 
 
 def _is_json(content_type: str | None) -> bool:
@@ -218,6 +221,7 @@ class SecurityMiddleware:
         codes: RefusalCodes,
         json_bodies: bool = False,
         body_timeout: float | None = None,
+        cross_site_navigation: bool = True,
     ) -> None:
         """``limiter`` limits authenticated requests, per token; ``anonymous_limiter`` (by
         default one with the same rate) limits unauthenticated ones, per client address.
@@ -225,7 +229,9 @@ class SecurityMiddleware:
         gateway): every request is then limited per client address. ``json_bodies``
         refuses a POST, PUT or PATCH whose ``Content-Type`` is not ``application/json``
         (415), the one kind of body a cross-site page cannot send without a CORS preflight.
-        ``body_timeout`` is the seconds a whole body may take to arrive (408 after)."""
+        ``body_timeout`` is the seconds a whole body may take to arrive (408 after).
+        ``cross_site_navigation`` lets another site's page link here (a GET navigation,
+        which cannot read the answer); a server with no pages of its own refuses even that."""
         self.app = app
         self.codes = codes
         self._expected = token.encode("utf-8") if token is not None else None
@@ -240,6 +246,7 @@ class SecurityMiddleware:
         self.public_prefixes = public_prefixes
         self.json_bodies = json_bodies
         self.body_timeout = body_timeout
+        self.cross_site_navigation = cross_site_navigation
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -306,9 +313,17 @@ class SecurityMiddleware:
         if not host_allowed(host, self.allowed_hosts):
             return 421, self.codes.forbidden, "this Host is not allowed", []
         origin = _header(scope, b"origin")
-        if origin is not None and (origin == "null" or not host_allowed(origin,
-                                                                       self.allowed_origins)):
+        origin_ok = origin is not None and origin != "null" and host_allowed(
+            origin, self.allowed_origins)
+        if origin is not None and not origin_ok:
             return 403, self.codes.forbidden, "this Origin is not allowed", []
+        # Fetch metadata: a browser says which site made the request, Origin or not (an
+        # <img>, a <link>, a GET without CORS carry none). Another site's page may make
+        # nothing but a top-level navigation, and only where the server allows that.
+        if not origin_ok and _header(scope, b"sec-fetch-site") in _OTHER_SITES and not (
+                self.cross_site_navigation and scope.get("method") in ("GET", "HEAD")
+                and _header(scope, b"sec-fetch-mode") == "navigate"):
+            return 403, self.codes.forbidden, "a request made by another site's page", []
         if self.json_bodies and scope.get("method") in _BODY_METHODS and not _is_json(
                 _header(scope, b"content-type")):
             return 415, self.codes.unsupported_media_type, \

@@ -2,21 +2,29 @@
 
 Two numbers decide. The *capacity* is what the token's length and alphabet could hold
 (length × log2 of the union of the character classes present): a short token fails here
-however random it is. The *estimate* prices the patterns a guesser tries first: zxcvbn
-(the estimator password meters use) splits the token into repeats, sequences, keyboard
-walks, dictionary words and dates, each worth only its own guesses, and what it cannot
-explain is counted at the alphabet's full width. ``'0123456789' * 8`` has a capacity of 265
-bits and an estimate of 8.
+however random it is. The *estimate* prices the patterns a guesser tries first. zxcvbn
+(the estimator password meters use) finds the repeats, sequences, keyboard walks,
+dictionary words and dates in the token and what each is worth in guesses; the cheapest
+explanation of the whole token is then searched here, with every character no pattern
+explains at the alphabet's full width. ``'0123456789' * 8`` has a capacity of 265 bits and
+an estimate of 8.
 
-Why not demand 256 estimated bits: zxcvbn finds short words in random text too, so a token
-from ``secrets.token_urlsafe(32)`` (258 bits of capacity) is estimated anywhere between ~220
-and 258 bits. The estimate has to leave that margin: :data:`MIN_ESTIMATED_BITS` (192) is
-far beyond any guessing attack and still refuses every patterned token (a block of 48
-random hex digits repeated three times estimates ~100).
+zxcvbn's own search prices an unexplained character at ten guesses, which makes it leave
+words beside random letters unexplained (``-Admin-`` was random to it); and it misses
+keyboard columns (``yhnujm``), separators used again and again, words used again further
+on, and units repeated beyond its window. Each is priced here: walk steps at 3 bits,
+punctuation at 5 (2 when used before), a back-reference to earlier text at 4, and a token
+of period *p* as its first *p* characters plus log2 of the count.
+
+Why not demand 256 estimated bits: the matchers find short words in random text too, so a
+token from ``secrets.token_urlsafe(32)`` (258 bits of capacity) is estimated at ~175–250
+bits. :data:`MIN_ESTIMATED_BITS` (128) leaves that margin, is far beyond any guessing
+attack, and refuses patterned tokens (a block of 16 random hex digits repeated three times
+estimates ~77; eight common words joined by dashes ~120).
 
 zxcvbn's work grows with the square of the length, so only the first
-:data:`_ESTIMATED_PREFIX` characters are estimated; a token whose prefix is strong is strong.
-The check runs once, when a server starts.
+:data:`_ESTIMATED_PREFIX` characters (of the repeated unit) are estimated; a token whose
+prefix is strong is strong. The check runs once, when a server starts.
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ import math
 import os
 from typing import Protocol
 
-from zxcvbn import zxcvbn
+from zxcvbn import matching, scoring
+from zxcvbn.adjacency_graphs import ADJACENCY_GRAPHS
 
 from deepseek_eyes.errors import DeepSeekEyesError
 
@@ -44,7 +53,7 @@ __all__ = [
 #: The capacity a token needs (length × alphabet).
 MIN_TOKEN_BITS = 256
 #: The bits left once zxcvbn has priced the token's patterns.
-MIN_ESTIMATED_BITS = 192
+MIN_ESTIMATED_BITS = 128
 #: The command that makes a token every server accepts.
 TOKEN_COMMAND = "deepseek-eyes token"  # noqa: S105 - a command line, not a token
 _ESTIMATED_PREFIX = 128
@@ -75,6 +84,82 @@ def _alphabet(token: str) -> int:
     return size + 4 * len(other)
 
 
+def _neighbours() -> dict[str, frozenset[str]]:
+    """Each key's neighbours on the keyboards zxcvbn knows (qwerty, dvorak, keypads)."""
+    found: dict[str, set[str]] = {}
+    for graph in ADJACENCY_GRAPHS.values():
+        for key, around in graph.items():
+            for char in key:
+                found.setdefault(char, set()).update(c for n in around if n for c in n)
+    return {char: frozenset(chars) for char, chars in found.items()}
+
+
+_NEIGHBOURS = _neighbours()
+#: What one more step of a walk is worth: the next key among a handful.
+_STEP_BITS = 3.0
+#: A punctuation character (one of ~32), and one already used earlier in the token.
+_SEPARATOR_BITS = 5.0
+_SEPARATOR_AGAIN_BITS = 2.0
+#: A word or pattern that already appeared earlier in the token: which earlier one.
+_BACK_REFERENCE_BITS = 4.0
+_BACK_REFERENCE_MIN = 3
+#: Steps in a row before a run counts as a walk (random text has short ones by chance).
+_WALK_STEPS = 3
+
+
+def _linked(before: str, char: str) -> bool:
+    """``char`` continues a walk from ``before``: a keyboard neighbour, the next or previous
+    code point, or the same letter in the other case."""
+    return (char in _NEIGHBOURS.get(before, ()) or abs(ord(char) - ord(before)) <= 1
+            or char.lower() == before.lower())
+
+
+def _period(token: str) -> int:
+    """The shortest period of ``token`` (its length when it has none): ``abcabca`` → 3."""
+    for period in range(1, len(token) // 2 + 1):
+        if token[period:] == token[:-period]:
+            return period
+    return len(token)
+
+
+def _char_bits(text: str, index: int, per_char: float) -> float:
+    """One character nothing explains: the alphabet's width, or :data:`_STEP_BITS` when it
+    is at least the :data:`_WALK_STEPS`-th linked step in a row (a walk zxcvbn's own
+    matchers miss, such as a keyboard column)."""
+    char = text[index]
+    if not char.isalnum():
+        # Separators: a person joins words with one or two of them, again and again.
+        return _SEPARATOR_AGAIN_BITS if char in text[:index] else min(per_char, _SEPARATOR_BITS)
+    if index < _WALK_STEPS:
+        return per_char
+    walked = all(_linked(text[i - 1], text[i]) for i in range(index - _WALK_STEPS + 1, index + 1))
+    return _STEP_BITS if walked else per_char
+
+
+def _estimate(text: str, per_char: float) -> float:
+    """The cheapest explanation of ``text``: zxcvbn's matches, each worth its guesses (a
+    match repeating text seen earlier only :data:`_BACK_REFERENCE_BITS`), and what they
+    leave at :func:`_char_bits`. zxcvbn's own search prices an unexplained
+    character at ten guesses, which makes a word next to random letters cheaper to leave
+    unexplained; here it costs what a random character of this alphabet costs."""
+    matches = matching.omnimatch(text)
+    lowered = text.lower()
+    ending: dict[int, list[tuple[int, float]]] = {}
+    for match in matches:
+        start, end = int(match["i"]), int(match["j"]) + 1
+        guesses = float(scoring.estimate_guesses(match, text))
+        bits = min((end - start) * per_char, math.log2(max(guesses, 1.0)))
+        if end - start >= _BACK_REFERENCE_MIN and lowered[start:end] in lowered[:start]:
+            bits = min(bits, _BACK_REFERENCE_BITS)  # a word used again, anywhere before
+        ending.setdefault(end, []).append((start, bits))
+    best = [0.0] * (len(text) + 1)
+    for end in range(1, len(text) + 1):
+        best[end] = best[end - 1] + _char_bits(text, end - 1, per_char)
+        for start, bits in ending.get(end, ()):
+            best[end] = min(best[end], best[start] + bits)
+    return best[-1]
+
+
 def token_strength(token: str) -> TokenStrength:
     """The capacity and the pattern-priced estimate of ``token`` (0 for white space)."""
     if not token or any(c.isspace() for c in token):
@@ -82,14 +167,10 @@ def token_strength(token: str) -> TokenStrength:
     alphabet = _alphabet(token)
     per_char = math.log2(alphabet) if alphabet > 1 else 0.0
     capacity = int(len(token) * per_char)
-    prefix = token[:_ESTIMATED_PREFIX]
-    estimate = 0.0
-    for match in zxcvbn(prefix, max_length=len(prefix))["sequence"]:
-        width = len(match["token"]) * per_char
-        if match["pattern"] == "bruteforce":
-            estimate += width
-        else:
-            estimate += min(width, math.log2(max(float(match["guesses"]), 1.0)))
+    # A token that repeats a unit, however long, holds that unit's bits and the count.
+    period = _period(token)
+    unit = token[:min(period, _ESTIMATED_PREFIX)]
+    estimate = _estimate(unit, per_char) + math.log2(len(token) / period)
     return TokenStrength(capacity, int(estimate))
 
 
