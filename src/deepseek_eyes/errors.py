@@ -101,6 +101,10 @@ ERROR_CODES: Mapping[str, str] = {
     "CONFIG_ENV_MISSING": "A { env = \"NAME\" } reference names a variable that is not set.",
     # store
     "STORE_WRITE_FAILED": "A blob or database write failed; nothing partial was published.",
+    "STORE_READ_FAILED": (
+        "A database cannot be opened read-only (not a database, a WAL index that cannot be "
+        "read, or a schema newer than this code)."
+    ),
     "STORE_BLOB_MISSING": "A referenced blob is not in the content-addressed store.",
     "STORE_BLOB_CORRUPT": "A stored blob no longer hashes to its address.",
     "STORE_SESSION_INVALID": "A session id is malformed (1-128 letters, digits, . _ : -).",
@@ -481,6 +485,22 @@ ERROR_CODES: Mapping[str, str] = {
         "seq has another hash."
     ),
     "AUDIT_KEY_UNKNOWN": "A checkpoint names a key id that is not on the audit keyring.",
+    "AUDIT_KEY_MISSING": (
+        "The audit keyring is missing where a chain, checkpoint or export needs it "
+        "(verify never creates a key; a retention cut without it is not made)."
+    ),
+    "AUDIT_KEY_REPLACED": (
+        "The newest checkpoint (or the pinned one) was signed with a key that is not on "
+        "the audit keyring: the keyring was replaced since."
+    ),
+    "AUDIT_CHECKPOINT_MISSING": (
+        "The chain has entries but no signed checkpoint, or a checkpoint's signed "
+        "ordinal shows that checkpoints before it were removed."
+    ),
+    "AUDIT_EXPORT_MISMATCH": (
+        "An audit export's header (entry count, head, checkpoint count or its "
+        "signature) does not match its lines."
+    ),
     "AUDIT_KEYRING_INVALID": "The audit keyring file is unreadable or malformed.",
     "AUDIT_KEYRING_EXPOSED": (
         "The audit keyring file is readable or writable by other users (or owned by one), or "

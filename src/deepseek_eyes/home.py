@@ -37,6 +37,7 @@ class DataHome:
             ) from exc
         self.root = root
         self.db = Database(root / "eyes.db")
+        self.db.audit_keys = self.audit_keys  # retention cuts sign in their transaction
         self.blobs = BlobStore(root / "blobs")
         self.artifacts = root / "artifacts"
         self.usage = UsageTracker(self.db)

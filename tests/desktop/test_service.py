@@ -249,6 +249,7 @@ async def test_every_call_is_on_the_audit_chain_without_typed_text(tmp_path: Pat
     stored = home.db.query("SELECT details FROM audit")
     assert not any("correct horse" in r["details"] or "Mallory" in r["details"]
                    or "Eyes Test" in r["details"] for r in stored)
+    home.seal()  # a chain verifies under a signed checkpoint
     report = verify_database(home.db, home.audit_keys())
     assert report.ok, report.as_json()
     assert report.kinds["desktop.action"] == 3

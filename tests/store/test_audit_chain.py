@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deepseek_eyes.audit.checkpoints import Checkpoint, sign_checkpoint
+from deepseek_eyes.audit.checkpoints import Checkpoint, sign_checkpoint, stored_checkpoints
 from deepseek_eyes.audit.export import export_chain
 from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
 from deepseek_eyes.audit.show import show
@@ -62,6 +62,7 @@ def _fill(home: DataHome, n: int = 3) -> None:
                                         ended_at=2.0, model="m", path="text", outcome="ok",
                                         code=None, details={"evidence": []}))
     home.db.flush()
+    home.seal()  # a chain with entries and no checkpoint does not verify
 
 
 @pytest.fixture
@@ -170,17 +171,17 @@ def test_a_record_written_behind_the_chains_back_is_found(home: DataHome) -> Non
 
 
 def test_a_cut_tail_passes_alone_and_fails_against_a_pinned_checkpoint(home: DataHome) -> None:
+    kept = stored_checkpoints(home.db)[-1]  # the fixture's seal
+    home.audit.append("mcp.call", "pinned", outcome="ok")
+    home.audit.append("mcp.call", "pinned too", outcome="ok")
     pinned = sign_checkpoint(home.db, home.audit_keys())
     home.audit.append("mcp.call", "later", outcome="ok")
     sign_checkpoint(home.db, home.audit_keys())
     assert _verify(home, pinned).ok
     conn = _raw(home)
-    # The attacker cuts the newest entries, their records and every checkpoint after the cut.
-    cut = pinned.seq - 2
-    conn.execute("DELETE FROM audit WHERE rowid IN (SELECT ref_id FROM chain WHERE seq > ?"
-                 " AND ref_table = 'audit')", (cut,))
-    conn.execute("DELETE FROM usage WHERE rowid IN (SELECT ref_id FROM chain WHERE seq > ?"
-                 " AND ref_table = 'usage')", (cut,))
+    # The attacker cuts the newest entries, their records and every checkpoint after the
+    # cut, which is just after a checkpoint they keep, so the stored ones still agree.
+    cut = kept.seq + 1
     for table in chain.CHAINED_TABLES:
         conn.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT ref_id FROM chain"  # noqa: S608
                      " WHERE seq > ? AND ref_table = ?)", (cut, table))
@@ -190,6 +191,9 @@ def test_a_cut_tail_passes_alone_and_fails_against_a_pinned_checkpoint(home: Dat
     code, seq = _problem(_verify(home, pinned))
     assert (code, seq) == ("AUDIT_CHAIN_BROKEN", cut + 1)
     assert "cut" in _verify(home, pinned).problem.reason  # type: ignore[union-attr]
+    # Cutting every checkpoint with it is refused by the database alone.
+    conn.execute("DELETE FROM chain_checkpoints")
+    assert _problem(_verify(home)) == ("AUDIT_CHECKPOINT_MISSING", None)
 
 
 def test_a_consistently_rewritten_chain_fails_its_signed_checkpoint(home: DataHome) -> None:
@@ -235,7 +239,7 @@ def test_the_export_verifies_alone_and_tampering_in_it_is_found(
 ) -> None:
     pinned = sign_checkpoint(home.db, home.audit_keys())
     out = tmp_path / "audit.jsonl"
-    summary = export_chain(home.db, out)
+    summary = export_chain(home.db, out, home.audit_keys())
     assert summary["entries"] == pinned.seq
     text = out.read_text()
     assert "hello 0" not in text  # hashes, not content
@@ -257,7 +261,9 @@ def test_the_export_verifies_alone_and_tampering_in_it_is_found(
     check([*lines[:3], *lines[4:]], "AUDIT_CHAIN_BROKEN")  # removed
     check([*lines[:3], lines[4], lines[3], *lines[5:]], "AUDIT_CHAIN_BROKEN")  # swapped
     entries = [line for line in lines if '"type":"entry"' in line]
-    check([lines[0], *entries[:5]], "AUDIT_CHAIN_BROKEN")  # cut, checkpoints gone too
+    check([lines[0], *entries[:5]], "AUDIT_CHECKPOINT_MISSING")  # cut, checkpoints gone too
+    checkpoint_lines = [line for line in lines if '"type":"checkpoint"' in line]
+    check([lines[0], *entries[:5], *checkpoint_lines], "AUDIT_EXPORT_MISMATCH")  # cut tail
     with pytest.raises(AuditError) as err:
         verify_file(tmp_path / "nope.jsonl", keyring)
     assert err.value.code == "AUDIT_EXPORT_INVALID"
@@ -285,6 +291,7 @@ def test_quarantined_evidence_stays_accounted_for(tmp_path: Path) -> None:
     key = EvidenceKey("a" * 64, "local", Variant.EVIDENCE, None, "fp")
     cache.put(EvidenceRecord.build(key, image_sha256="a" * 64, model="m",
                                    evidence={"text": "x"}, created_at=1.0))
+    home.seal()
     conn = _raw(home)
     conn.execute("UPDATE evidence SET record = replace(record, '\"x\"', '\"y\"')")
     assert _problem(_verify(home))[0] == "AUDIT_RECORD_TAMPERED"
@@ -308,6 +315,7 @@ def test_a_database_from_before_the_chain_adopts_its_rows(tmp_path: Path) -> Non
     conn.close()
     db = Database(path)
     keys = AuditKeyring.load_or_create(tmp_path / "keys")
+    sign_checkpoint(db, keys)
     report = verify_database(db, keys)
     assert report.ok
     assert report.kinds == {"adopted.audit": 1}
@@ -428,7 +436,7 @@ def test_an_edited_export_is_refused_with_a_code_never_a_crash(
     _fill(home, 2)
     sign_checkpoint(home.db, home.audit_keys())
     out = directory / "audit.jsonl"
-    export_chain(home.db, out)
+    export_chain(home.db, out, home.audit_keys())
     lines = out.read_text().splitlines()
     index = min(line, len(lines) - 1)
     item = json.loads(lines[index])

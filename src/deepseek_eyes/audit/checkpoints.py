@@ -1,28 +1,61 @@
-"""Signed checkpoints of the audit chain: ``(seq, hash, ts)`` under an HMAC key.
+"""Signed checkpoints of the audit chain, and the retention cuts they authorise.
 
-A checkpoint says "the chain had this entry, with this hash, as its head at this time".
-Stored checkpoints let :mod:`.verify` notice a chain rewritten under them; a checkpoint
-*pinned* somewhere an attacker cannot reach (printed, mailed, kept by a monitoring system)
-also catches the one thing the database alone cannot: the newest entries cut off together
-with the checkpoints after them.
+A checkpoint says "the chain had this entry, with this hash, as its head at this time, and
+through it this many entries named each audited table". Its ``ordinal`` is its place among
+the stored checkpoints (1, 2, 3 …), signed with it, so a checkpoint removed from the middle
+leaves a gap that :mod:`.verify` finds. Stored checkpoints let :mod:`.verify` notice a
+chain rewritten under them; a checkpoint *pinned* somewhere an attacker cannot reach
+(printed, mailed, kept by a monitoring system) also catches what the database alone cannot:
+the newest entries cut off together with the checkpoints after them.
 
-The pinned form is one line, ``seq:hash:ts:key_id:mac``, what ``audit checkpoint`` prints
-and ``audit verify --checkpoint`` takes. Checkpoints are written when a data home closes
-with new entries, after every runtime turn, and on ``audit checkpoint``.
+The pinned form is one line, what ``audit checkpoint`` prints and ``audit verify
+--checkpoint`` takes: ``seq:hash:ts:key_id:mac:ordinal:counts`` (``counts`` as
+``table=n,…``). Checkpoints signed before counts existed (version 1) have five fields and
+keep verifying as they were signed. Checkpoints are written when a data home closes with
+new entries, after every runtime turn, on ``audit checkpoint``, and in the transaction of
+every retention cut (:func:`record_cut`), so the cut is signed before anything is gone.
+
+Why counts, when the head's hash already commits to every entry before it: a pinned line
+then says what it vouches for (how many requests, attempts, turns) without the database,
+and a rewrite is reported as "the audit table lost 3 records", not only "another hash".
 """
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from deepseek_eyes.errors import AuditError
-from deepseek_eyes.store.chain import canonical_bytes
+from deepseek_eyes.errors import AuditError, DeepSeekEyesError
+from deepseek_eyes.store.chain import CHAINED_TABLES, ChainWriter, canonical_bytes
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.keyring import Keyring
 
-__all__ = ["Checkpoint", "checkpoint_if_new", "head", "sign_checkpoint", "stored_checkpoints"]
+__all__ = ["BODY", "Checkpoint", "checkpoint_if_new", "head", "read_checkpoints", "record_cut",
+           "sign_checkpoint", "sign_in", "stored_checkpoints"]
+
+#: The counts key of entries that carry a body instead of naming a row (retention cuts).
+BODY = "body"
+_COUNT_KEYS = frozenset(CHAINED_TABLES) | {BODY}
+
+
+def _counts_text(counts: Mapping[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(counts.items()) if v) or "-"
+
+
+def _parse_counts(text: str) -> dict[str, int]:
+    if text == "-":
+        return {}
+    out: dict[str, int] = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        if name not in _COUNT_KEYS or not value.isdigit() or name in out:
+            raise ValueError("counts")
+        out[name] = int(value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -32,46 +65,91 @@ class Checkpoint:
     ts: float
     key_id: str
     mac: str
+    counts: dict[str, int] | None = None  # None: a version 1 checkpoint (no counts)
+    ordinal: int | None = None
+
+    @property
+    def version(self) -> int:
+        return 1 if self.counts is None else 2
 
     @staticmethod
-    def signed_bytes(seq: int, value: str, ts: float) -> bytes:
+    def signed_bytes(seq: int, value: str, ts: float, counts: Mapping[str, int] | None = None,
+                     ordinal: int | None = None) -> bytes:
+        if counts is None:
+            return canonical_bytes({
+                "v": 1, "type": "deepseekeyes.audit.checkpoint", "seq": seq, "hash": value,
+                "ts": ts,
+            })
         return canonical_bytes({
-            "v": 1, "type": "deepseekeyes.audit.checkpoint", "seq": seq, "hash": value,
-            "ts": ts,
+            "v": 2, "type": "deepseekeyes.audit.checkpoint", "seq": seq, "hash": value,
+            "ts": ts, "counts": {k: v for k, v in counts.items() if v}, "ordinal": ordinal,
         })
 
     def token(self) -> str:
-        return f"{self.seq}:{self.hash}:{self.ts!r}:{self.key_id}:{self.mac}"
+        base = f"{self.seq}:{self.hash}:{self.ts!r}:{self.key_id}:{self.mac}"
+        if self.counts is None:
+            return base
+        return f"{base}:{self.ordinal}:{_counts_text(self.counts)}"
 
     @classmethod
     def parse(cls, token: str) -> Checkpoint:
-        """A pinned checkpoint line.
+        """A pinned checkpoint line (five fields for version 1, seven for version 2).
 
         Raises:
             AuditError: ``AUDIT_CHECKPOINT_INVALID`` when it is not one.
         """
         parts = token.strip().split(":")
         try:
-            if len(parts) != 5:
-                raise ValueError("five fields")
+            if len(parts) not in (5, 7):
+                raise ValueError("five or seven fields")
             seq, value, ts, kid, mac = int(parts[0]), parts[1], float(parts[2]), parts[3], parts[4]
             if seq < 1 or len(value) != 64 or len(mac) != 64 or not kid.startswith("k1-"):
                 raise ValueError("field shapes")
             int(value, 16)
             int(mac, 16)
+            counts = ordinal = None
+            if len(parts) == 7:
+                if not parts[5].isdigit():
+                    raise ValueError("ordinal")
+                ordinal, counts = int(parts[5]), _parse_counts(parts[6])
         except ValueError as exc:
             raise AuditError(
-                "a checkpoint is seq:hash:ts:key_id:mac, as `audit checkpoint` prints it",
-                code="AUDIT_CHECKPOINT_INVALID") from exc
-        return cls(seq, value, ts, kid, mac)
+                "a checkpoint is seq:hash:ts:key_id:mac[:ordinal:counts], as `audit "
+                "checkpoint` prints it", code="AUDIT_CHECKPOINT_INVALID") from exc
+        return cls(seq, value, ts, kid, mac, counts, ordinal)
+
+    @classmethod
+    def from_json(cls, item: Mapping[str, Any]) -> Checkpoint:
+        """A checkpoint line of an export (or a stored row as a mapping).
+
+        Raises:
+            KeyError, TypeError, ValueError: for fields that are not a checkpoint's.
+        """
+        counts = item.get("counts")
+        if counts is not None:
+            if not isinstance(counts, dict) or any(
+                    k not in _COUNT_KEYS or type(v) is not int for k, v in counts.items()):
+                raise ValueError("counts")
+            counts = dict(counts)
+        ordinal = item.get("ordinal")
+        if ordinal is not None and type(ordinal) is not int:
+            raise TypeError("ordinal")
+        return cls(int(item["seq"]), str(item["hash"]), float(item["ts"]),
+                   str(item["key_id"]), str(item["mac"]), counts, ordinal)
 
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self), "token": self.token()}
+        out: dict[str, Any] = {"seq": self.seq, "hash": self.hash, "ts": self.ts,
+                               "key_id": self.key_id, "mac": self.mac}
+        if self.counts is not None:
+            out["counts"] = {k: v for k, v in sorted(self.counts.items()) if v}
+            out["ordinal"] = self.ordinal
+        return out
 
     def check_signature(self, keyring: Keyring) -> bool:
         """Whether the MAC is right (raises ``AUDIT_KEY_UNKNOWN`` for an unknown key)."""
-        return keyring.verify(self.signed_bytes(self.seq, self.hash, self.ts), self.key_id,
-                              self.mac)
+        return keyring.verify(
+            self.signed_bytes(self.seq, self.hash, self.ts, self.counts, self.ordinal),
+            self.key_id, self.mac)
 
 
 def head(db: Database) -> tuple[int, str] | None:
@@ -79,36 +157,87 @@ def head(db: Database) -> tuple[int, str] | None:
     return (int(row["seq"]), str(row["hash"])) if row else None
 
 
+def _has_counts(conn: sqlite3.Connection) -> bool:
+    """Whether the checkpoints table has migration 7's columns (a database opened read-only
+    is not migrated)."""
+    return any(r[1] == "counts" for r in conn.execute("PRAGMA table_info(chain_checkpoints)"))
+
+
+def _from_row(row: tuple[Any, ...]) -> Checkpoint:
+    counts = json.loads(row[5]) if len(row) > 5 and row[5] is not None else None
+    ordinal = int(row[6]) if len(row) > 6 and row[6] is not None else None
+    return Checkpoint(int(row[0]), str(row[1]), float(row[2]), str(row[3]), str(row[4]),
+                      counts, ordinal)
+
+
+def read_checkpoints(conn: sqlite3.Connection) -> list[Checkpoint]:
+    """Every stored checkpoint, in the order they were written (inside the caller's read)."""
+    extra = ", counts, ordinal" if _has_counts(conn) else ""
+    rows = conn.execute(f"SELECT seq, hash, ts, key_id, mac{extra}"  # noqa: S608
+                        " FROM chain_checkpoints ORDER BY id").fetchall()
+    return [_from_row(tuple(r)) for r in rows]
+
+
 def stored_checkpoints(db: Database) -> list[Checkpoint]:
-    return [
-        Checkpoint(int(r["seq"]), str(r["hash"]), float(r["ts"]), str(r["key_id"]),
-                   str(r["mac"]))
-        for r in db.query("SELECT seq, hash, ts, key_id, mac FROM chain_checkpoints ORDER BY id")
-    ]
+    """Every stored checkpoint, in the order they were written."""
+    with db.reading() as conn:
+        return read_checkpoints(conn)
 
 
-def sign_checkpoint(db: Database, keyring: Keyring, *, ts: float | None = None,
-                    tip: tuple[int, str] | None = None) -> Checkpoint:
-    """Sign the chain's head (``tip``, when the caller just read it) and store the
-    checkpoint.
+def _counts_through(conn: sqlite3.Connection, keyring: Keyring, seq: int) -> dict[str, int]:
+    """How many entries through ``seq`` name each table: the last checkpoint's counts (when
+    its signature holds) plus the entries after it, so a seal costs its new entries only."""
+    base: dict[str, int] = {}
+    since = 0
+    row = conn.execute("SELECT seq, hash, ts, key_id, mac, counts, ordinal FROM"
+                       " chain_checkpoints ORDER BY id DESC LIMIT 1").fetchone()
+    if row is not None and row[5] is not None and int(row[0]) <= seq:
+        try:
+            last = _from_row(tuple(row))
+            if last.check_signature(keyring) and last.counts is not None:
+                base, since = dict(last.counts), last.seq
+        except (DeepSeekEyesError, ValueError, TypeError):
+            pass  # count from the start instead
+    for key, n in conn.execute(
+            "SELECT COALESCE(ref_table, ?), COUNT(*) FROM chain WHERE seq > ? AND seq <= ?"
+            " GROUP BY 1", (BODY, since, seq)):
+        base[str(key)] = base.get(str(key), 0) + int(n)
+    return base
+
+
+def sign_in(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = None) -> Checkpoint:
+    """Sign the chain's head and store the checkpoint, inside the caller's write
+    transaction on ``conn`` (which holds the lock: no other checkpoint can take its
+    ordinal).
 
     Raises:
         AuditError: ``AUDIT_CHAIN_BROKEN`` when the chain is empty.
     """
-    if tip is None:
-        db.flush()
-        tip = head(db)
-    if tip is None:
+    row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
+    if row is None:
         raise AuditError("the audit chain is empty: nothing to checkpoint",
                          code="AUDIT_CHAIN_BROKEN")
-    seq, value = tip
+    seq, value = int(row[0]), str(row[1])
     when = time.time() if ts is None else ts
-    kid, mac = keyring.sign(Checkpoint.signed_bytes(seq, value, when))
-    db.execute(
-        "INSERT INTO chain_checkpoints (seq, hash, ts, key_id, mac) VALUES (?,?,?,?,?)",
-        (seq, value, when, kid, mac),
+    counts = _counts_through(conn, keyring, seq)
+    ordinal = int(conn.execute("SELECT COUNT(*) FROM chain_checkpoints").fetchone()[0]) + 1
+    kid, mac = keyring.sign(Checkpoint.signed_bytes(seq, value, when, counts, ordinal))
+    conn.execute(
+        "INSERT INTO chain_checkpoints (seq, hash, ts, key_id, mac, counts, ordinal)"
+        " VALUES (?,?,?,?,?,?,?)",
+        (seq, value, when, kid, mac, json.dumps(counts, sort_keys=True), ordinal),
     )
-    return Checkpoint(seq, value, when, kid, mac)
+    return Checkpoint(seq, value, when, kid, mac, counts, ordinal)
+
+
+def sign_checkpoint(db: Database, keyring: Keyring, *, ts: float | None = None) -> Checkpoint:
+    """Sign the chain's head now and store the checkpoint.
+
+    Raises:
+        AuditError: ``AUDIT_CHAIN_BROKEN`` when the chain is empty.
+    """
+    with db.transaction() as conn:
+        return sign_in(conn, keyring, ts=ts)
 
 
 def checkpoint_if_new(
@@ -116,11 +245,33 @@ def checkpoint_if_new(
 ) -> tuple[tuple[int, str] | None, Checkpoint | None]:
     """The chain's head (None when empty), and a new checkpoint of it when the chain grew
     since the last one."""
-    db.flush()
-    tip = head(db)
-    if tip is None:
-        return None, None
-    row = db.query_one("SELECT MAX(seq) AS seq FROM chain_checkpoints")
-    if row is not None and row["seq"] is not None and int(row["seq"]) >= tip[0]:
-        return tip, None
-    return tip, sign_checkpoint(db, keyring, tip=tip)
+    with db.transaction() as conn:
+        row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
+        if row is None:
+            return None, None
+        tip = (int(row[0]), str(row[1]))
+        last = conn.execute("SELECT MAX(seq) FROM chain_checkpoints").fetchone()[0]
+        if last is not None and int(last) >= tip[0]:
+            return tip, None
+        return tip, sign_in(conn, keyring)
+
+
+def record_cut(db: Database, conn: sqlite3.Connection, body: Mapping[str, Any],
+               ts: float) -> Checkpoint:
+    """Write a ``retention`` entry and the signed checkpoint that names it, inside the
+    caller's write transaction; the caller deletes what ``body`` names after this returns.
+
+    A retention entry excuses missing records only under a signed checkpoint (see
+    :mod:`.verify`), so a cut without the key is no cut: the caller keeps its rows.
+
+    Raises:
+        AuditError: ``AUDIT_KEY_MISSING`` when ``db`` belongs to no data home (no key to
+            sign with), or the keyring's own codes when it cannot be loaded. Nothing was
+            written then.
+    """
+    if db.audit_keys is None:
+        raise AuditError("a retention cut needs the audit key, and this database has none",
+                         code="AUDIT_KEY_MISSING")
+    keyring = db.audit_keys()
+    ChainWriter(conn).add_body("retention", body, ts)
+    return sign_in(conn, keyring)

@@ -1,9 +1,12 @@
 """``audit export``: the chain as JSON lines that ``audit verify --file`` checks alone.
 
-The first line names the format and the head; then one line per entry, in order, each with
-the projected record it names (content columns as hashes, see
+The first line names the format, the head, how many entries and checkpoints follow, and
+carries an HMAC over those fields under the audit key, so a cut or padded export does not
+verify (``AUDIT_EXPORT_MISMATCH``); then one line per entry, in order, each with the
+projected record it names (content columns as hashes, see
 :func:`deepseek_eyes.store.chain.project_row`) or ``"record": null`` when retention removed
-it; then the stored checkpoints. The file holds no message text, evidence text or key.
+it; then the stored checkpoints. Everything comes from one read snapshot. The file holds no
+message text, evidence text or key.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from deepseek_eyes.audit.checkpoints import stored_checkpoints
-from deepseek_eyes.audit.verify import EXPORT_FORMAT
+from deepseek_eyes.audit.checkpoints import Checkpoint, read_checkpoints
+from deepseek_eyes.audit.verify import EXPORT_FORMAT, export_header_bytes
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
+from deepseek_eyes.store.keyring import Keyring
 
 __all__ = ["export_chain"]
 
@@ -27,23 +31,28 @@ def _line(value: dict[str, Any]) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
-def export_chain(db: Database, path: Path) -> dict[str, Any]:
-    """Write the export to ``path`` (atomically); returns its summary.
+def export_chain(db: Database, path: Path, keyring: Keyring) -> dict[str, Any]:
+    """Write the export to ``path`` (atomically), its header signed with ``keyring``;
+    returns its summary.
 
     Raises:
         StoreError: ``STORE_WRITE_FAILED`` when the file cannot be written.
     """
-    checkpoints = stored_checkpoints(db)
     tmp = path.with_name(f".{path.name}.tmp")
     entries = 0
     head: dict[str, Any] | None = None
+    checkpoints: list[Checkpoint] = []
     try:
         with db.reading() as conn, tmp.open("w", encoding="utf-8") as out:
+            checkpoints = read_checkpoints(conn)
             row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
             head = {"seq": int(row[0]), "hash": row[1]} if row else None
             total = conn.execute("SELECT COUNT(*) FROM chain").fetchone()[0]
-            out.write(_line({"format": EXPORT_FORMAT, "exported_at": time.time(),
-                             "entries": int(total), "head": head}))
+            header: dict[str, Any] = {"format": EXPORT_FORMAT, "exported_at": time.time(),
+                                      "entries": int(total), "head": head,
+                                      "checkpoints": len(checkpoints)}
+            header["key_id"], header["mac"] = keyring.sign(export_header_bytes(header))
+            out.write(_line(header))
             for entry in chain.iter_entries(conn):
                 item: dict[str, Any] = {
                     "type": "entry", "seq": int(entry["seq"]), "ts": entry["ts"],
@@ -59,9 +68,7 @@ def export_chain(db: Database, path: Path) -> dict[str, Any]:
                 out.write(_line(item))
                 entries += 1
             for checkpoint in checkpoints:
-                out.write(_line({"type": "checkpoint", "seq": checkpoint.seq,
-                                 "hash": checkpoint.hash, "ts": checkpoint.ts,
-                                 "key_id": checkpoint.key_id, "mac": checkpoint.mac}))
+                out.write(_line({"type": "checkpoint", **checkpoint.as_json()}))
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

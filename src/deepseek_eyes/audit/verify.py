@@ -1,18 +1,32 @@
-"""Verify the audit chain, in the database or in an export, and stop at the first bad entry.
+"""Verify the audit chain, in the database or in an export, and stop at the first problem.
 
-One walk serves both sources. For each entry in order it checks the sequence number (no
-gap, nothing inserted or reordered), ``prev`` against the hash before it, the entry's own
-hash, and the record: a row's projection (:func:`deepseek_eyes.store.chain.project_row`)
-or a body must hash to the entry's ``digest``. A record that is gone passes only when a
-``retention`` entry covers it (the attempts log's trim, an evidence quarantine). In the
-database, every row of an audited table must also be named by an entry, so a record added
-behind the chain's back is found too.
+One walk serves both sources. Before it, the keys and checkpoints are checked: a chain with
+entries needs the audit keyring (``AUDIT_KEY_MISSING``; verify never makes a key) and at
+least one stored checkpoint (``AUDIT_CHECKPOINT_MISSING``); the newest checkpoint's key
+must be on the ring (``AUDIT_KEY_REPLACED`` otherwise: the keyring file was swapped); every
+signature must hold, and the checkpoints' signed ordinals must run 1, 2, 3 … (a gap is a
+removed checkpoint).
 
-Checkpoints are checked last: each signature under the audit keyring, and the chain's
-entry at each checkpoint's ``seq`` must carry the checkpoint's hash. A chain that ends
-before a checkpoint was cut. A checkpoint pinned outside the database (``--checkpoint``)
-is checked the same way, which is what catches a cut tail whose stored checkpoints were
+For each entry in order the walk checks the sequence number (no gap, nothing inserted or
+reordered), ``prev`` against the hash before it, the entry's own hash, and the record: a
+row's projection (:func:`deepseek_eyes.store.chain.project_row`) or a body must hash to the
+entry's ``digest``. A record that is gone passes only when a ``retention`` entry covers it
+*and* a signed checkpoint at or after that entry vouches for it: anyone who can write the
+database can append a well-hashed retention entry, only the key holder can sign one (the
+runtime signs a checkpoint in the transaction of every cut). In the database, every row of
+an audited table must also be named by an entry, so a record added behind the chain's back
+is found too.
+
+After the walk, an export's header must match its lines (entry count, head, checkpoint
+count) and carry its signature (``AUDIT_EXPORT_MISMATCH``), and each checkpoint must match
+the chain: the entry at its ``seq`` must carry its hash and, for checkpoints with counts,
+the entries through it must name each table as often as it signed. A chain that ends
+before a checkpoint was cut. A checkpoint pinned outside the database (``--checkpoint``) is
+checked the same way, which is what catches a cut tail whose stored checkpoints were
 removed with it.
+
+Whoever can write the database *and* the keyring can rewrite both; only a pinned
+checkpoint bounds that (docs/audit.md states the whole threat model).
 """
 
 from __future__ import annotations
@@ -26,16 +40,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deepseek_eyes.audit.checkpoints import Checkpoint, stored_checkpoints
+from deepseek_eyes.audit.checkpoints import BODY, Checkpoint, read_checkpoints
 from deepseek_eyes.errors import AuditError, DeepSeekEyesError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.keyring import Keyring
 
-__all__ = ["EXPORT_FORMAT", "Problem", "Report", "read_export", "verify_database",
-           "verify_file"]
+__all__ = ["EXPORT_FORMAT", "Problem", "Report", "export_header_bytes", "read_export",
+           "verify_database", "verify_file", "verify_path"]
 
 EXPORT_FORMAT = "deepseekeyes.audit.v1"
+_HEADER_FIELDS = ("format", "exported_at", "entries", "head", "checkpoints")
+
+
+def export_header_bytes(header: Mapping[str, Any]) -> bytes:
+    """What an export header's MAC covers: every field but the signature itself."""
+    return chain.canonical_bytes({
+        "type": "deepseekeyes.audit.export",
+        **{name: header.get(name) for name in _HEADER_FIELDS},
+    })
 
 
 @dataclass(frozen=True)
@@ -55,6 +78,7 @@ class Report:
     records: int = 0  # records whose digest was checked
     retained: int = 0  # records gone under a retention entry
     checkpoints: int = 0
+    unsigned: int = 0  # entries after the newest stored checkpoint
     head: dict[str, Any] | None = None
     problem: Problem | None = None
     seconds: float = 0.0
@@ -69,7 +93,8 @@ class Report:
         return {
             "ok": self.ok, "source": self.source, "entries": self.entries,
             "records_checked": self.records, "records_retained": self.retained,
-            "checkpoints": self.checkpoints, "head": self.head,
+            "checkpoints": self.checkpoints, "entries_after_last_checkpoint": self.unsigned,
+            "head": self.head,
             "problem": None if self.problem is None else self.problem.as_json(),
             "seconds": round(self.seconds, 4),
             "entries_per_second": None if rate is None else round(rate),
@@ -109,6 +134,8 @@ class _Walk:
         self.retention = retention
         self.wanted = wanted  # seqs whose hash a checkpoint names
         self.hashes: dict[int, str] = {}
+        self.counts: dict[str, int] = {}
+        self.counts_at: dict[int, dict[str, int]] = {}
         self.prev = chain.GENESIS
         self.expected = 1
 
@@ -140,8 +167,10 @@ class _Walk:
                     hashlib.sha256(body.encode("utf-8")).hexdigest() != entry["digest"]):
                 return Problem("AUDIT_ENTRY_TAMPERED", seq,
                                "the entry's body no longer hashes to its digest")
+            self.counts[BODY] = self.counts.get(BODY, 0) + 1
         else:
             table, _, rowid = str(ref).partition(":")
+            self.counts[table] = self.counts.get(table, 0) + 1
             if record is _GONE or record is None:
                 if not rowid.isdigit() or not self.retention.covers(table, int(rowid)):
                     return Problem("AUDIT_RECORD_MISSING", seq,
@@ -157,26 +186,32 @@ class _Walk:
         self.report.kinds[kind] = self.report.kinds.get(kind, 0) + 1
         if seq in self.wanted:
             self.hashes[seq] = entry["hash"]
+            self.counts_at[seq] = dict(self.counts)
         self.prev = entry["hash"]
         self.expected = seq + 1
         return None
 
     def check_checkpoints(
-        self, checkpoints: Iterable[Checkpoint], keyring: Keyring, *, pinned: bool = False
+        self, checkpoints: Iterable[Checkpoint], *, pinned: bool = False
     ) -> Problem | None:
+        """Each checkpoint (its signature already checked) against the chain walked."""
         last = self.expected - 1
         for checkpoint in checkpoints:
             what = "the pinned checkpoint" if pinned else f"checkpoint at {checkpoint.seq}"
-            try:
-                if not checkpoint.check_signature(keyring):
-                    return Problem("AUDIT_CHECKPOINT_INVALID", checkpoint.seq,
-                                   f"{what}: the signature does not match")
-            except DeepSeekEyesError as exc:
-                return Problem(exc.code, checkpoint.seq, f"{what}: {exc.message}")
             if checkpoint.seq > last:
                 return Problem("AUDIT_CHAIN_BROKEN", last + 1,
                                f"the chain ends at entry {last}, but {what} was signed at "
                                f"entry {checkpoint.seq}: the tail was cut")
+            if checkpoint.counts is not None:
+                now = self.counts_at.get(checkpoint.seq, {})
+                for name in sorted(set(now) | set(checkpoint.counts)):
+                    signed, found = checkpoint.counts.get(name, 0), now.get(name, 0)
+                    if signed != found:
+                        return Problem(
+                            "AUDIT_CHECKPOINT_INVALID", checkpoint.seq,
+                            f"{what} signed {signed} entries naming {name} through entry "
+                            f"{checkpoint.seq}, the chain has {found} (the chain was"
+                            " rewritten)")
             if self.hashes.get(checkpoint.seq) != checkpoint.hash:
                 return Problem("AUDIT_CHECKPOINT_INVALID", checkpoint.seq,
                                f"{what}: the chain's entry {checkpoint.seq} has another hash"
@@ -184,6 +219,66 @@ class _Walk:
             if not pinned:
                 self.report.checkpoints += 1
         return None
+
+
+def _preflight(
+    has_entries: bool, checkpoints: list[Checkpoint], keyring: Keyring | None,
+    pinned: Checkpoint | None,
+) -> Problem | None:
+    """The keys and the stored checkpoints, before any entry is read: what must hold for
+    the walk's answer to mean anything."""
+    if keyring is None:
+        if has_entries or checkpoints or pinned is not None:
+            return Problem("AUDIT_KEY_MISSING", None,
+                           "the audit keyring is missing: nothing can vouch for the chain's "
+                           "checkpoints (verify never creates a key)")
+        return None
+    if has_entries and not checkpoints:
+        return Problem("AUDIT_CHECKPOINT_MISSING", None,
+                       "the chain has entries but no signed checkpoint: they were never "
+                       "sealed, or every checkpoint was removed")
+    ids = set(keyring.ids())
+    newest = checkpoints[-1] if checkpoints else None
+    for which, checkpoint in (("the newest checkpoint", newest), ("the pinned checkpoint",
+                                                                   pinned)):
+        if checkpoint is not None and checkpoint.key_id not in ids:
+            return Problem("AUDIT_KEY_REPLACED", checkpoint.seq,
+                           f"{which} was signed with {checkpoint.key_id}, which is not on the"
+                           " audit keyring: the keyring was replaced since")
+    for position, checkpoint in enumerate(
+            [*checkpoints, *([pinned] if pinned is not None else [])], start=1):
+        is_pinned = position > len(checkpoints)
+        what = "the pinned checkpoint" if is_pinned else f"checkpoint at {checkpoint.seq}"
+        try:
+            if not checkpoint.check_signature(keyring):
+                return Problem("AUDIT_CHECKPOINT_INVALID", checkpoint.seq,
+                               f"{what}: the signature does not match")
+        except DeepSeekEyesError as exc:
+            return Problem(exc.code, checkpoint.seq, f"{what}: {exc.message}")
+        if is_pinned or checkpoint.ordinal is None or checkpoint.ordinal == position:
+            continue
+        if checkpoint.ordinal > position:
+            return Problem("AUDIT_CHECKPOINT_MISSING", checkpoint.seq,
+                           f"{what} is checkpoint number {checkpoint.ordinal} but only the "
+                           f"{position}th stored: {checkpoint.ordinal - position} checkpoint(s)"
+                           " before it were removed")
+        return Problem("AUDIT_CHECKPOINT_INVALID", checkpoint.seq,
+                       f"{what} is checkpoint number {checkpoint.ordinal} but stored "
+                       f"{position}th: a checkpoint was copied or reordered")
+    return None
+
+
+def _retention_under(rows: Iterable[tuple[Any, Any]], signed_through: int) -> _Retention:
+    """The retention entries a signed checkpoint vouches for (those at or before it)."""
+    retention = _Retention()
+    for seq, body in rows:
+        if isinstance(seq, int) and seq <= signed_through:
+            retention.add(body)
+    return retention
+
+
+def _signed_through(checkpoints: list[Checkpoint], pinned: Checkpoint | None) -> int:
+    return max([c.seq for c in checkpoints] + ([pinned.seq] if pinned else []), default=0)
 
 
 def _entry_from_row(row: sqlite3.Row) -> dict[str, Any]:
@@ -229,18 +324,34 @@ def _records_of(
 
 
 def verify_database(
-    db: Database, keyring: Keyring, *, pinned: Checkpoint | None = None
+    db: Database, keyring: Keyring | None, *, pinned: Checkpoint | None = None
 ) -> Report:
-    """Walk the whole chain in ``db``; the report names the first problem, if any."""
+    """Walk the whole chain in ``db``; the report names the first problem, if any.
+
+    ``keyring`` is None when the data home has none (the report then says
+    ``AUDIT_KEY_MISSING`` for any chain with entries). Only reads.
+    """
     started = time.perf_counter()
     report = Report("database")
-    checkpoints = stored_checkpoints(db)
-    wanted = {c.seq for c in checkpoints} | ({pinned.seq} if pinned else set())
     with db.reading() as conn:
-        retention = _Retention()
-        for (body,) in conn.execute("SELECT body FROM chain WHERE kind = 'retention'"):
-            retention.add(body)
-        walk = _Walk(report, retention, wanted)
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chain'"
+                        ).fetchone() is None:
+            walk = _Walk(report, _Retention(), set())  # before the chain existed: empty
+            report.problem = _preflight(False, [], keyring, pinned) or (
+                walk.check_checkpoints([pinned], pinned=True) if pinned else None)
+            return _finish(report, walk, started)
+        checkpoints = read_checkpoints(conn)
+        tip = conn.execute("SELECT MAX(seq) FROM chain").fetchone()[0]
+        walk = _Walk(report, _Retention(),
+                     {c.seq for c in checkpoints} | ({pinned.seq} if pinned else set()))
+        report.problem = _preflight(tip is not None, checkpoints, keyring, pinned)
+        if report.problem is not None:
+            return _finish(report, walk, started)
+        if checkpoints and tip is not None:
+            report.unsigned = max(0, int(tip) - max(c.seq for c in checkpoints))
+        walk.retention = _retention_under(
+            conn.execute("SELECT seq, body FROM chain WHERE kind = 'retention'"),
+            _signed_through(checkpoints, pinned))
         for batch in _batches(chain.iter_entries(conn), 2000):
             records = _records_of(conn, batch)
             for row in batch:
@@ -266,9 +377,36 @@ def verify_database(
                     "AUDIT_RECORD_UNCHAINED", None,
                     f"{table}:{stray[0]} is in the database but no chain entry names it")
                 return _finish(report, walk, started)
-    report.problem = walk.check_checkpoints(checkpoints, keyring) or (
-        walk.check_checkpoints([pinned], keyring, pinned=True) if pinned else None)
+    report.problem = walk.check_checkpoints(checkpoints) or (
+        walk.check_checkpoints([pinned], pinned=True) if pinned else None)
     return _finish(report, walk, started)
+
+
+def verify_path(
+    path: Path, keyring: Keyring | None, *, pinned: Checkpoint | None = None
+) -> Report:
+    """Verify the database file at ``path`` without writing anything: opened read-only,
+    never migrated, never created (a missing file is an empty chain, which only a pinned
+    checkpoint can say was cut).
+
+    Raises:
+        StoreError: ``STORE_READ_FAILED`` when the file cannot be opened read-only.
+    """
+    if not path.exists():
+        report = Report("database")
+        walk = _Walk(report, _Retention(), set())
+        report.problem = _preflight(False, [], keyring, pinned) or (
+            walk.check_checkpoints([pinned], pinned=True) if pinned else None)
+        return _finish(report, walk, time.perf_counter())
+    for _ in range(3):
+        db = Database.open_read_only(path)
+        try:
+            report = verify_database(db, keyring, pinned=pinned)
+            if not db.changed_since_open():
+                return report
+        finally:
+            db.close()
+    return report  # a writer checkpointed into the file during each of three reads
 
 
 def read_export(path: Path) -> Iterator[dict[str, Any]]:
@@ -301,27 +439,78 @@ def read_export(path: Path) -> Iterator[dict[str, Any]]:
 _ENTRY_FIELDS = ("seq", "ts", "kind", "digest", "prev", "hash")
 
 
+def _header_problem(
+    header: Mapping[str, Any], keyring: Keyring | None, entries: int,
+    last: dict[str, Any] | None, checkpoints: int,
+) -> Problem | None:
+    """Whether the export's first line says what its other lines are, and (with a keyring)
+    under its MAC."""
+    def mismatch(reason: str) -> Problem:
+        return Problem("AUDIT_EXPORT_MISMATCH", None, f"the export's header {reason}")
+
+    if header.get("entries") != entries:
+        return mismatch(f"claims {header.get('entries')!r} entries, the file holds {entries}")
+    if header.get("head") != last:
+        return mismatch(f"names the head {header.get('head')!r}, the last entry is {last!r}")
+    if header.get("checkpoints") != checkpoints:
+        return mismatch(f"claims {header.get('checkpoints')!r} checkpoints, the file holds "
+                        f"{checkpoints}")
+    if keyring is None:
+        return None
+    kid, mac = header.get("key_id"), header.get("mac")
+    if not isinstance(kid, str) or not isinstance(mac, str):
+        return mismatch("is not signed (an export from before signed headers: export again)")
+    try:
+        if not keyring.verify(export_header_bytes(header), kid, mac):
+            return mismatch("does not match its signature")
+    except DeepSeekEyesError as exc:
+        return Problem(exc.code, None, f"the export's header: {exc.message}")
+    return None
+
+
 def verify_file(
-    path: Path, keyring: Keyring, *, pinned: Checkpoint | None = None
+    path: Path, keyring: Keyring | None, *, pinned: Checkpoint | None = None
 ) -> Report:
-    """Walk an export (``audit export``); records it carries are checked against digests."""
+    """Walk an export (``audit export``); records it carries are checked against digests,
+    and its header against its lines.
+
+    Raises:
+        AuditError: ``AUDIT_EXPORT_INVALID`` for a file that is not an export.
+    """
     started = time.perf_counter()
     report = Report(str(path))
-    retention = _Retention()
+    header: dict[str, Any] = {}
+    retention_rows: list[tuple[Any, Any]] = []
     checkpoints: list[Checkpoint] = []
-    for item in read_export(path):
-        if item.get("type") == "entry" and item.get("kind") == "retention":
-            retention.add(item.get("body"))
+    entries = 0
+    last: dict[str, Any] | None = None
+    for number, item in enumerate(read_export(path), start=1):
+        if number == 1:
+            header = item
+        elif item.get("type") == "entry":
+            entries += 1
+            last = {"seq": item.get("seq"), "hash": item.get("hash")}
+            if item.get("kind") == "retention":
+                retention_rows.append((item.get("seq"), item.get("body")))
         elif item.get("type") == "checkpoint":
             try:
-                checkpoints.append(Checkpoint(int(item["seq"]), str(item["hash"]),
-                                              float(item["ts"]), str(item["key_id"]),
-                                              str(item["mac"])))
+                checkpoints.append(Checkpoint.from_json(item))
             except (KeyError, TypeError, ValueError) as exc:
                 raise AuditError(f"{path}: a checkpoint line is malformed",
                                  code="AUDIT_EXPORT_INVALID") from exc
-    wanted = {c.seq for c in checkpoints} | ({pinned.seq} if pinned else set())
-    walk = _Walk(report, retention, wanted)
+    walk = _Walk(report, _Retention(),
+                 {c.seq for c in checkpoints} | ({pinned.seq} if pinned else set()))
+    if keyring is None:  # the header is signed: an export always needs the key
+        report.problem = _header_problem(header, None, entries, last, len(checkpoints)) or \
+            Problem("AUDIT_KEY_MISSING", None,
+                    "the audit keyring is missing: the export's signatures cannot be checked")
+        return _finish(report, walk, started)
+    report.problem = _preflight(entries > 0, checkpoints, keyring, pinned)
+    if report.problem is not None:
+        return _finish(report, walk, started)
+    if checkpoints and isinstance(last, dict) and isinstance(last.get("seq"), int):
+        report.unsigned = max(0, int(last["seq"]) - max(c.seq for c in checkpoints))
+    walk.retention = _retention_under(retention_rows, _signed_through(checkpoints, pinned))
     for item in read_export(path):
         if item.get("type") != "entry":
             continue
@@ -333,7 +522,8 @@ def verify_file(
         report.problem = walk.step(item, record)
         if report.problem is not None:
             return _finish(report, walk, started)
-    report.problem = walk.check_checkpoints(checkpoints, keyring) or (
-        walk.check_checkpoints([pinned], keyring, pinned=True) if pinned else None)
+    report.problem = (
+        _header_problem(header, keyring, entries, last, len(checkpoints))
+        or walk.check_checkpoints(checkpoints)
+        or (walk.check_checkpoints([pinned], pinned=True) if pinned else None))
     return _finish(report, walk, started)
-

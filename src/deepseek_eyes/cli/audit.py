@@ -1,8 +1,10 @@
 """``deepseek-eyes audit verify|export|show|checkpoint|rotate-key``: the one audit chain.
 
 Thin over :mod:`deepseek_eyes.audit`: verify walks the chain in the database (or in an
-export with ``--file``) and exits 1 naming the first bad entry; ``--checkpoint`` adds a
-checkpoint pinned outside the database, which is what catches a cut tail. ``checkpoint``
+export with ``--file``) and exits 1 naming the first problem; ``--checkpoint`` adds a
+checkpoint pinned outside the database, which is what catches a cut tail. Verify opens
+nothing for writing: not the data directory, not the database (read-only, unmigrated), not
+the keyring (a missing one is reported, never created). ``checkpoint``
 signs the head now and prints the pinnable line; ``rotate-key`` puts a fresh signing key
 in front (older checkpoints keep verifying under the old key).
 """
@@ -16,10 +18,12 @@ import click
 
 from deepseek_eyes.audit.checkpoints import Checkpoint, sign_checkpoint
 from deepseek_eyes.audit.export import export_chain
+from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
 from deepseek_eyes.audit.show import show
-from deepseek_eyes.audit.verify import Report, verify_database, verify_file
+from deepseek_eyes.audit.verify import Report, verify_file, verify_path
 from deepseek_eyes.cli.common import dump_json, loaded_settings
 from deepseek_eyes.home import DataHome
+from deepseek_eyes.settings import data_home
 
 __all__ = ["audit_group"]
 
@@ -43,8 +47,10 @@ def _print_report(report: Report, as_json: bool) -> None:
         head = view["head"] or {}
         click.echo(f"{view['source']}: {view['entries']} entries, {view['records_checked']} "
                    f"records checked, {view['records_retained']} removed under retention, "
-                   f"{view['checkpoints']} checkpoints; head {head.get('seq', '-')} "
-                   f"{str(head.get('hash', ''))[:16]}; {view['seconds']} s")
+                   f"{view['checkpoints']} checkpoints "
+                   f"({view['entries_after_last_checkpoint']} entries after the last); head "
+                   f"{head.get('seq', '-')} {str(head.get('hash', ''))[:16]}; "
+                   f"{view['seconds']} s")
         if report.problem is None:
             click.echo("ok: the chain is intact")
         else:
@@ -64,15 +70,13 @@ def _print_report(report: Report, as_json: bool) -> None:
 @click.pass_context
 def verify_command(ctx: click.Context, path: Path | None, pinned: str | None,
                    as_json: bool) -> None:
-    """Walk the whole chain; exit 0 when intact, 1 naming the first bad entry."""
+    """Walk the whole chain; exit 0 when intact, 1 naming the first problem. Writes
+    nothing."""
     checkpoint = Checkpoint.parse(pinned) if pinned else None
-    home = _home(ctx)
-    try:
-        keyring = home.audit_keys()
-        report = (verify_file(path, keyring, pinned=checkpoint) if path is not None
-                  else verify_database(home.db, keyring, pinned=checkpoint))
-    finally:
-        home.db.close()  # verifying adds nothing to the chain, so nothing to seal
+    root = data_home(loaded_settings(ctx).settings)
+    keyring = AuditKeyring.read_only(audit_directory(root))
+    report = (verify_file(path, keyring, pinned=checkpoint) if path is not None
+              else verify_path(root / "eyes.db", keyring, pinned=checkpoint))
     _print_report(report, as_json)
 
 
@@ -84,7 +88,7 @@ def export_command(ctx: click.Context, path: Path, as_json: bool) -> None:
     """Write the chain to PATH as JSON lines (records as hashes, checkpoints included)."""
     with _home(ctx) as home:
         home.seal()
-        summary = export_chain(home.db, path)
+        summary = export_chain(home.db, path, home.audit_keys())
     if as_json:
         click.echo(dump_json(summary))
     else:

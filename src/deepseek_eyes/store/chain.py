@@ -20,7 +20,10 @@ the stored checkpoints after them. Signed checkpoints pinned elsewhere close tha
 
 Appends serialize on SQLite's write lock (``BEGIN IMMEDIATE``), so several processes
 sharing the database extend one chain. Tables deleted from by design (the attempts log's
-trim, evidence quarantine) record the cut as a ``retention`` entry first.
+trim, evidence quarantine) record the cut as a ``retention`` entry first, with a signed
+checkpoint naming it in the same transaction (``deepseek_eyes.audit.checkpoints.record_cut``):
+an unsigned retention entry excuses nothing, since anyone who can write the file could
+append one.
 """
 
 from __future__ import annotations

@@ -14,6 +14,12 @@ than the hash itself. Appended rows are written in one transaction when 64 are p
 when the oldest has waited a second, before any other statement or query on this
 connection, and at close; so every reader through this object sees them, and a crash loses
 at most the last second of log rows, never evidence or route state.
+
+Why :meth:`Database.open_read_only` exists: verifying the audit must not write, so it opens
+the file with SQLite's ``mode=ro`` when a WAL is there to read, and ``immutable=1`` when
+there is none (``mode=ro`` would create the WAL index, and fails in a directory it cannot
+write). An immutable read takes no lock, so :meth:`Database.changed_since_open` tells the
+verifier when a writer checkpointed into the file meanwhile, and it reads again.
 """
 
 from __future__ import annotations
@@ -22,12 +28,13 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store import chain as _chain
+from deepseek_eyes.store.keyring import Keyring
 
 __all__ = ["MIGRATIONS", "Database"]
 
@@ -222,6 +229,12 @@ MIGRATIONS: tuple[str, ...] = (
         WHERE e.role = 'assistant' AND json_valid(e.body)
           AND json_type(c.value, '$.id') = 'text';
     """,
+    # 7: checkpoints commit to per-table entry counts and their own ordinal (audit/
+    # checkpoints.py); rows from before keep NULL and verify as they were signed
+    """
+    ALTER TABLE chain_checkpoints ADD COLUMN counts TEXT;
+    ALTER TABLE chain_checkpoints ADD COLUMN ordinal INTEGER;
+    """,
 )
 
 CHAIN_MIGRATION = 4
@@ -232,6 +245,11 @@ class Database:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.read_only = False
+        #: The data home's audit keyring, for writes that must be signed in their own
+        #: transaction (a retention cut and the checkpoint naming it); None outside one.
+        self.audit_keys: Callable[[], Keyring] | None = None
+        self._opened: tuple[int, int, int] | None = None
         self._lock = threading.RLock()
         self._pending: list[_Pending] = []
         self._pending_since = 0.0
@@ -248,6 +266,51 @@ class Database:
             raise StoreError(
                 f"cannot open database {path}: {exc}", code="STORE_WRITE_FAILED"
             ) from exc
+
+    @classmethod
+    def open_read_only(cls, path: Path) -> Database:
+        """Open an existing database for reading only: no migration, no file created or
+        changed (see the module docstring).
+
+        Raises:
+            StoreError: ``STORE_READ_FAILED`` when it cannot be opened so, or its schema is
+                newer than this code.
+        """
+        db = cls.__new__(cls)
+        db.path = path
+        db.read_only = True
+        db.audit_keys = None
+        db._lock = threading.RLock()
+        db._pending = []
+        db._pending_since = 0.0
+        wal = path.with_name(path.name + "-wal")
+        immutable = not wal.exists()
+        try:
+            db._opened = _file_state(path) if immutable else None
+            uri = path.resolve().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
+            db._conn = sqlite3.connect(uri, uri=True, check_same_thread=False,
+                                       isolation_level=None, timeout=10.0)
+            version = db.schema_version
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open database {path} to read: {exc}",
+                             code="STORE_READ_FAILED", details={"path": str(path)}) from exc
+        if version > len(MIGRATIONS):
+            db._conn.close()
+            raise StoreError(
+                f"database schema {version} is newer than this DeepSeekEyes "
+                f"({len(MIGRATIONS)}); upgrade DeepSeekEyes", code="STORE_READ_FAILED",
+                details={"path": str(path)})
+        return db
+
+    def changed_since_open(self) -> bool:
+        """Whether a read-only, lock-free (immutable) open may have read a file that a
+        writer changed meanwhile; False for every other open."""
+        if self._opened is None:
+            return False
+        try:
+            return _file_state(self.path) != self._opened
+        except OSError:
+            return True
 
     @property
     def schema_version(self) -> int:
@@ -378,3 +441,8 @@ class Database:
                 self.flush()
             finally:
                 self._conn.close()
+
+
+def _file_state(path: Path) -> tuple[int, int, int]:
+    info = path.stat()
+    return info.st_ino, info.st_size, info.st_mtime_ns

@@ -139,13 +139,45 @@ class Keyring:
         """
         kind = cls.kind
         kind.private_directory(directory)
-        path = directory / KEYRING_FILENAME
+        ring = cls._read(directory / KEYRING_FILENAME)
+        if ring is None:
+            ring = cls([secrets.token_bytes(32)], directory / KEYRING_FILENAME)
+            ring.save()
+        return ring
+
+    @classmethod
+    def read_only(cls, directory: Path) -> Self | None:
+        """The keyring in ``directory``, or None when there is none; nothing is created,
+        tightened or written (what a verifier needs: it must not make itself a key).
+
+        Raises:
+            DeepSeekEyesError: the kind's ``invalid`` or ``exposed`` code, as
+                :meth:`load_or_create` (a directory others can write is exposed too: they
+                could put a keyring of their own there).
+        """
+        try:
+            mode = stat.S_IMODE(directory.stat().st_mode)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise cls.kind.fail(cls.kind.invalid, f"{directory} cannot be read",
+                                path=str(directory)) from exc
+        if mode & 0o022:
+            raise cls.kind.fail(
+                cls.kind.exposed,
+                f"{directory} can be written by other users (mode {mode:04o}): whoever could "
+                f"write it can replace {cls.kind.label}", path=str(directory),
+                mode=f"{mode:04o}")
+        return cls._read(directory / KEYRING_FILENAME)
+
+    @classmethod
+    def _read(cls, path: Path) -> Self | None:
+        """The keyring file at ``path``, None when absent; refused when exposed."""
+        kind = cls.kind
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
-            ring = cls([secrets.token_bytes(32)], path)
-            ring.save()
-            return ring
+            return None
         except OSError as exc:
             raise kind.fail(
                 kind.invalid, f"{kind.label} {path} cannot be read (a symbolic link is refused)",

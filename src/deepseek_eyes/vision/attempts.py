@@ -4,11 +4,14 @@ Every health check, probe, circuit decision, cache lookup, route call and gate r
 row. Rows hold identities, hashes, sizes, codes and latencies, never pixels, prompts, keys
 or raw messages: details pass through :func:`deepseek_eyes.audit.reduce_for_audit`. The
 table is trimmed to ``max_rows`` so a long-running gateway cannot grow it without bound.
+A trim is a signed cut (:func:`deepseek_eyes.audit.checkpoints.record_cut`); without the
+audit key (a database outside a data home, an exposed keyring) the rows are kept.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -16,12 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deepseek_eyes.audit import reduce_for_audit
-from deepseek_eyes.store import chain
+from deepseek_eyes.audit.checkpoints import record_cut
+from deepseek_eyes.errors import AuditError
 from deepseek_eyes.store.db import Database
 
 __all__ = ["AttemptLog", "OperationLog"]
 
 TRIM_EVERY = 256
+
+log = logging.getLogger(__name__)
 
 
 class AttemptLog:
@@ -52,15 +58,20 @@ class AttemptLog:
             self.trim()
 
     def trim(self) -> None:
-        """Drop the oldest rows past ``max_rows``; the cut is a ``retention`` chain entry."""
+        """Drop the oldest rows past ``max_rows``; the cut is a ``retention`` chain entry
+        with the signed checkpoint that names it. Without the audit key nothing is cut."""
         with self._db.transaction() as conn:
             row = conn.execute("SELECT MIN(id), MAX(id) FROM attempts").fetchone()
             if row[0] is None or int(row[1]) - self._max_rows < int(row[0]):
                 return
             through = int(row[1]) - self._max_rows
-            chain.ChainWriter(conn).add_body("retention", {
-                "table": "attempts", "through_rowid": through, "reason": "max_rows"},
-                self._clock())
+            try:
+                record_cut(self._db, conn, {
+                    "table": "attempts", "through_rowid": through, "reason": "max_rows"},
+                    self._clock())
+            except AuditError as exc:
+                log.warning("the attempts log was not trimmed: %s (%s)", exc.message, exc.code)
+                return
             conn.execute("DELETE FROM attempts WHERE id <= ?", (through,))
 
     def rows(self, operation_id: str) -> list[dict[str, Any]]:

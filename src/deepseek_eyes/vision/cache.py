@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -33,11 +34,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from deepseek_eyes.errors import EvidenceIntegrityError
+from deepseek_eyes.audit.checkpoints import record_cut
+from deepseek_eyes.errors import AuditError, EvidenceIntegrityError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.vision.intake import DecodedImage
 from deepseek_eyes.vision.types import Variant
+
+log = logging.getLogger(__name__)
 
 __all__ = ["EvidenceCache", "EvidenceKey", "EvidenceRecord", "ImageMeta", "canonical_json"]
 
@@ -291,11 +295,18 @@ class EvidenceCache:
                 " quarantined_at) VALUES (?,?,?,?,?)",
                 (key_text, record_sha256, record_text, "hash_mismatch", now), now,
             )
-            # The removal is itself audited: the chain keeps the record's original digest.
+            # The removal is itself audited: the chain keeps the record's original digest,
+            # and the cut is signed. Without the key the record still leaves (it must never
+            # be served again) under an unsigned cut, which verify reports as missing.
             rowids = [int(r[0]) for r in conn.execute(
                 "SELECT rowid FROM evidence WHERE key = ?", (key_text,))]
-            chain.ChainWriter(conn).add_body("retention", {
-                "table": "evidence", "rowids": rowids, "reason": "quarantined"}, now)
+            body = {"table": "evidence", "rowids": rowids, "reason": "quarantined"}
+            try:
+                record_cut(self._db, conn, body, now)
+            except AuditError as exc:
+                log.warning("an evidence quarantine is not signed: %s (%s)", exc.message,
+                            exc.code)
+                chain.ChainWriter(conn).add_body("retention", body, now)
             conn.execute("DELETE FROM evidence WHERE key = ?", (key_text,))
         with self._lock:
             self._records.pop(key_text, None)
