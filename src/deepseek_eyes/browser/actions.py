@@ -25,7 +25,7 @@ from deepseek_eyes.errors import (
     BrowserPolicyError,
     BrowserTimeoutError,
 )
-from deepseek_eyes.untrusted import fence, quote, redact_url, secret_digest
+from deepseek_eyes.untrusted import fence, quote, redact_url, redact_url_part, secret_digest
 
 if TYPE_CHECKING:
     from playwright.async_api import Locator
@@ -464,7 +464,7 @@ async def assert_(svc: BrowserService, args: Args) -> ToolResult:
         actual = session.page.url if kind == "url" else await session.page.title()
         passed = actual == want if match == "equals" else want in actual
         if kind == "url":  # compared in full, written redacted
-            actual, want = redact_url(actual), redact_url(want)
+            actual, want = redact_url(actual), redact_url_part(want)
         expected = f"{kind} {match} {want!r}"
     elif kind == "element":
         expected, actual, passed_bool = await _element_check(svc, args)

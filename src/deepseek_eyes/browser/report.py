@@ -22,7 +22,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deepseek_eyes.untrusted import escape_controls, fence, quote, redact_url, secret_digest
+from deepseek_eyes.untrusted import (
+    escape_controls,
+    fence,
+    quote,
+    redact_url,
+    redact_url_part,
+    secret_digest,
+)
 
 __all__ = ["MAX_STEPS", "REPORT_SCHEMA", "Assertion", "ReportRecorder", "Step"]
 
@@ -69,8 +76,9 @@ class Assertion:
     state_id: str | None
     step: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "expected": self.expected, "actual": self.actual,
+    def to_dict(self) -> dict[str, Any]:  # actual may be page text: no raw controls
+        return {"kind": self.kind, "expected": escape_controls(self.expected),
+                "actual": escape_controls(self.actual),
                 "passed": self.passed, "state_id": self.state_id, "step": self.step}
 
 
@@ -92,8 +100,10 @@ def redact_arguments(tool: str, arguments: Mapping[str, Any], *,
         if isinstance(value, str) and ((tool, key) in _ALWAYS_HIDDEN
                                        or (typed and not typed_in_clear)):
             out[key] = hidden_text(value)
-        elif isinstance(value, str) and (key == "url" or (key == "expected" and url_expected)):
+        elif isinstance(value, str) and key == "url":
             out[key] = escape_controls(redact_url(value, limit=MAX_ARGUMENT_CHARS))
+        elif isinstance(value, str) and key == "expected" and url_expected:
+            out[key] = escape_controls(redact_url_part(value, limit=MAX_ARGUMENT_CHARS))
         elif isinstance(value, str):
             out[key] = escape_controls(value[:MAX_ARGUMENT_CHARS])
         elif isinstance(value, (int, float, bool)) or value is None:

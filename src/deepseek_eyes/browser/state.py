@@ -28,6 +28,7 @@ from typing import Any
 
 from deepseek_eyes.browser.observe import Control, PageView, quote
 from deepseek_eyes.errors import BrowserStaleError
+from deepseek_eyes.untrusted import escape_controls
 
 __all__ = ["BrowserState", "RefRegistry", "StateBook", "StateDelta"]
 
@@ -85,9 +86,11 @@ class BrowserState:
     def summary(self) -> dict[str, Any]:
         """For reports: what this state was, without its page text (a dialog by its kind,
         never its message)."""
-        return {"state_id": self.state_id, "url": self.url, "title": self.title,
+        return {"state_id": self.state_id, "url": self.url,
+                "title": escape_controls(self.title[:300]),
                 "controls": len(self.view.controls), "dialog": self.dialog,
-                "modal": self.modal, "frames": len(self.frames)}
+                "modal": escape_controls(self.modal[:120]) if self.modal else None,
+                "frames": len(self.frames)}
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from deepseek_eyes.untrusted.fence import (
 from deepseek_eyes.untrusted.redact import (
     masked,
     redact_url,
+    redact_url_part,
     redact_urls_in,
     secret_digest,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "masked",
     "quote",
     "redact_url",
+    "redact_url_part",
     "redact_urls_in",
     "secret_digest",
 ]

@@ -23,7 +23,7 @@ import re
 import secrets
 from urllib.parse import unquote, unquote_plus
 
-__all__ = ["masked", "redact_url", "redact_urls_in", "secret_digest"]
+__all__ = ["masked", "redact_url", "redact_url_part", "redact_urls_in", "secret_digest"]
 
 _KEY = secrets.token_bytes(32)
 MAX_URL_CHARS = 2000
@@ -92,6 +92,17 @@ def redact_url(url: str, *, limit: int = MAX_URL_CHARS) -> str:
     if len(out) > limit:
         out = out[: max(0, limit - 1)] + "…"
     return out
+
+
+def redact_url_part(text: str, *, limit: int = MAX_URL_CHARS) -> str:
+    """A piece of a URL (what a URL assertion expects: ``token=abc``, ``?q=1``, a whole
+    URL): redacted like a URL when it has a query, a fragment or a scheme, as a query when
+    it has ``=``, else kept (a host or a path)."""
+    if "://" in text or "?" in text or "#" in text or text.startswith("//"):
+        return redact_url(text, limit=limit)
+    if "=" in text:
+        return redact_url("?" + text, limit=limit + 1)[1:]
+    return text[:limit]
 
 
 def _redact_match(match: re.Match[str]) -> str:
