@@ -117,7 +117,7 @@ class StateDelta:
 
     def to_dict(self) -> dict[str, Any]:
         return {"previous": self.previous, "state_id": self.state_id, "url": self.url,
-                "title": self.title, "url_changed": self.url_changed,
+                "title": escape_controls(self.title), "url_changed": self.url_changed,
                 "title_changed": self.title_changed,
                 "document_replaced": self.document_replaced, "dialog": self.dialog,
                 "modal": self.modal, "added": list(self.added), "removed": list(self.removed),
