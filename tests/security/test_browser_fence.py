@@ -40,6 +40,10 @@ from deepseek_eyes.browser.snapshot import AriaNode
 from deepseek_eyes.browser.state import BrowserState, delta
 from deepseek_eyes.desktop import present as desktop_present
 from deepseek_eyes.desktop.model import Element, Window, WindowList
+from deepseek_eyes.desktop.report import Assertion as DesktopAssertion
+from deepseek_eyes.desktop.report import ReportRecorder as DesktopReport
+from deepseek_eyes.desktop.report import Step as DesktopStep
+from deepseek_eyes.desktop.report import redact_arguments as desktop_redact
 from deepseek_eyes.desktop.state import DesktopState, StateDelta
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.untrusted import (
@@ -207,6 +211,12 @@ def test_nothing_an_application_controls_is_outside_the_desktops_fence(
     changed = StateDelta("d1", "d2", None, windows_added=("w1",),
                          elements_changed={"w1.e1": ("name",)})
     assert_fenced(desktop_present.delta_text(now, changed, "desktop_click"), "desktop")
+    report = DesktopReport()
+    report.add_step(DesktopStep(1, "desktop_type", desktop_redact({"text": "ZSECRETZ"}), "d1",
+                                "d2", "ok", None, 3, None))
+    report.add_assertion(DesktopAssertion("text", "text 'x'", title, False, "d2"))
+    assert_fenced(report.text([]), "report")
+    assert "ZSECRETZ" not in json.dumps(report.to_dict([]))
 
 
 # -- the URL redactor ---------------------------------------------------------------------
