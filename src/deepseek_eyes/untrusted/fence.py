@@ -39,6 +39,11 @@ _INVISIBLE = (
 )
 _ESCAPED = re.compile(f"[{_INVISIBLE}\t\n]")
 _ESCAPED_KEEP_LINES = re.compile(f"[{_INVISIBLE}]")
+# The characters above that str.isprintable() lets through (categories Mn and Lo): a
+# printable string needs only this short class checked, four times faster than the whole.
+_PRINTABLE_BUT_HIDDEN = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u3164\ufe00-\ufe0f\uffa0"
+    "\U000e0100-\U000e01ef]")
 _DASH_RUN = re.compile(r"-(?=--)")
 
 
@@ -53,6 +58,8 @@ def _escape(match: re.Match[str]) -> str:
 def escape_controls(text: str, *, keep_lines: bool = False) -> str:
     """``text`` with every invisible or control character written as ``\\uXXXX``
     (``\\n`` and ``\\t`` kept when ``keep_lines``)."""
+    if text.isprintable() and not _PRINTABLE_BUT_HIDDEN.search(text):
+        return text
     pattern = _ESCAPED_KEEP_LINES if keep_lines else _ESCAPED
     return pattern.sub(_escape, text)
 
@@ -63,8 +70,8 @@ def quote(text: str, limit: int = 120) -> str:
     flat = " ".join(text.split())
     if len(flat) > limit:
         flat = flat[: max(0, limit - 1)] + "…"
-    literal = json.dumps(flat, ensure_ascii=False)
-    return _DASH_RUN.sub(r"\\u002d", _ESCAPED.sub(_escape, literal))
+    literal = escape_controls(json.dumps(flat, ensure_ascii=False))
+    return _DASH_RUN.sub(r"\\u002d", literal) if "---" in literal else literal
 
 
 def fence_start(what: str = "page") -> str:
