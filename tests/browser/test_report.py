@@ -42,10 +42,25 @@ def test_the_same_pixels_encoded_twice_have_one_pixel_hash() -> None:
 
 
 def test_typed_secrets_never_reach_the_report() -> None:
-    kept = redact_arguments({"state_id": "s1", "text": "hunter2"}, secret=True)
+    # Typed text is hidden unless the handler resolved a plain field (a refusal before
+    # resolution, e.g. a stale state id, keeps only the length and the keyed hash).
+    kept = redact_arguments("browser_type", {"state_id": "s1", "text": "hunter2"})
     assert "hunter2" not in repr(kept)
     assert kept["text"]["chars"] == 7
-    assert redact_arguments({"text": "Alice"}, secret=False)["text"] == "Alice"
+    assert kept["text"]["hash"].startswith("h:")
+    assert len(kept["text"]["hash"]) == 10
+    plain = redact_arguments("browser_type", {"text": "Alice"}, typed_in_clear=True)
+    assert plain["text"] == "Alice"
+    # A prompt's answer is always hidden; an assertion's needle is not typed anywhere.
+    answer = redact_arguments("browser_dialog", {"text": "pin 1234"}, typed_in_clear=True)
+    assert "1234" not in repr(answer)
+    assert redact_arguments("browser_assert", {"text": "Welcome"})["text"] == "Welcome"
+    hidden_value = redact_arguments("browser_assert", {"kind": "element", "value": "s3cret"})
+    assert "s3cret" not in repr(hidden_value)
+    url = redact_arguments("browser_navigate", {"url": "http://x/p?token=abc#frag"})["url"]
+    assert url.startswith("http://x/p?token=<h:")
+    assert "abc" not in url
+    assert "frag" not in url
 
 
 def test_report_v2_in_json_and_text() -> None:

@@ -49,7 +49,7 @@ async def test_tools_schemas_annotations_and_a_stale_refusal(site: Site, tmp_pat
         data = first.structured_content
         assert data is not None
         assert "observation" not in data  # the text carries it, once
-        assert _text(first).startswith(f"state {data['state_id']} · ")
+        assert _text(first).startswith(f"state {data['state_id']}\n")
         counter = ref(_text(first), "Clicked 0 times")
         clicked = await client.call_tool("browser_click", {"state_id": data["state_id"],
                                                            "ref": counter})

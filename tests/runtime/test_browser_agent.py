@@ -92,7 +92,7 @@ async def test_the_runtime_fills_and_submits_a_form(
 ) -> None:
     chat = Conversation(runtime, "web-form")
     seen = await chat.say(call("browser_navigate", {"url": site.url("/form.html")}))
-    assert seen.startswith("after browser_navigate: state s1 ·")
+    assert seen.startswith("after browser_navigate: state s1\n")
     tools = offered(upstream.requests[0])
     assert {"browser_navigate", "browser_click", "browser_type", "browser_report"} <= set(tools)
     first = newest_state(seen)

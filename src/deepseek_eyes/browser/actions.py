@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from deepseek_eyes.browser.calls import MAX_TEXT, Args, ToolResult
-from deepseek_eyes.browser.observe import quote
+from deepseek_eyes.browser.observe import SECRET_FIELD_JS
 from deepseek_eyes.browser.report import Assertion
 from deepseek_eyes.browser.visual import should_deliver
 from deepseek_eyes.errors import (
@@ -25,6 +25,7 @@ from deepseek_eyes.errors import (
     BrowserPolicyError,
     BrowserTimeoutError,
 )
+from deepseek_eyes.untrusted import fence, quote, redact_url, redact_url_part, secret_digest
 
 if TYPE_CHECKING:
     from playwright.async_api import Locator
@@ -35,9 +36,6 @@ __all__ = ["HANDLERS"]
 
 MAX_PAGE_TEXT = 2_000_000
 MAX_FRAMES = 32
-# S105 reads "password" in the name of this script that *detects* password fields.
-_DETECT_SECRET_FIELD = ("e => e.type === 'password' || /password|one-time-code|cc-/"  # noqa: S105
-                        ".test(e.autocomplete || '')")
 _SELECT_OPTIONS = ("e => e.tagName === 'SELECT' ? Array.from(e.options).map(o => [o.value, "
                    "o.label || o.text]) : null")
 _IS_FILE_INPUT = "e => e.tagName === 'INPUT' && e.type === 'file'"
@@ -131,9 +129,11 @@ async def navigate(svc: BrowserService, args: Args) -> ToolResult:
             reasons = [e for e in session.drain_events() if "blocked" in e]
             raise BrowserPolicyError(
                 reasons[0] if reasons else "navigation refused by the policy",
-                code="BROWSER_NAVIGATION_BLOCKED", details={"url": url[:300]}) from None
+                code="BROWSER_NAVIGATION_BLOCKED",
+                details={"url": redact_url(url, limit=300)}) from None
         raise BrowserError(f"the page could not be loaded: {message}",
-                           code="BROWSER_NAVIGATION_FAILED", details={"url": url[:300]}) from None
+                           code="BROWSER_NAVIGATION_FAILED",
+                           details={"url": redact_url(url, limit=300)}) from None
     if status is not None and status >= 400:
         notes.append(f"the server answered HTTP {status}")
     await session.settle()
@@ -179,12 +179,24 @@ async def click(svc: BrowserService, args: Args) -> ToolResult:
     return await _act(svc, work, action=f"browser_click {ref}")
 
 
+async def _is_secret(svc: BrowserService, locator: Locator) -> bool:
+    """Whether the element holds a secret; once it is known not to, the report may keep
+    what was typed into it (until then it keeps the text's length and hash only)."""
+    secret = bool(await locator.evaluate(SECRET_FIELD_JS))
+    svc.typed_target_plain = not secret
+    return secret
+
+
+def _hidden(value: str) -> str:
+    return f"(hidden: {len(value)} characters, {secret_digest(value)})"
+
+
 async def type_text(svc: BrowserService, args: Args) -> ToolResult:
     text = args.require("text", limit=MAX_TEXT)
     submit, slowly = args.flag("submit"), args.flag("slowly")
     locator, ref = await _target(svc, args)
+    await _is_secret(svc, locator)
     await _refuse_unless(locator, "is_editable", "not editable (disabled or read-only)", ref)
-    secret = bool(await locator.evaluate(_DETECT_SECRET_FIELD))
     timeout = svc.settings.action_timeout * 1000
 
     async def work() -> None:
@@ -196,9 +208,7 @@ async def type_text(svc: BrowserService, args: Args) -> ToolResult:
         if submit:
             await locator.press("Enter", timeout=timeout)
 
-    result = await _act(svc, work, action=f"browser_type {ref}" + (" + Enter" if submit else ""))
-    result.secret = secret
-    return result
+    return await _act(svc, work, action=f"browser_type {ref}" + (" + Enter" if submit else ""))
 
 
 async def select(svc: BrowserService, args: Args) -> ToolResult:
@@ -215,9 +225,10 @@ async def select(svc: BrowserService, args: Args) -> ToolResult:
             or next((v for v, label in available if label.casefold() == want.casefold()), None) \
             or next((v for v, _ in available if v == want), None)
         if match is None:
-            labels = ", ".join(json.dumps(label) for _, label in available[:20])
-            raise BrowserError(f"{ref} has no option {want[:80]!r} (options: {labels})",
-                               code="BROWSER_ARGUMENT_INVALID", details={"ref": ref})
+            raise BrowserError(f"{ref} has no option {quote(want, 80)} (its options are in "
+                               "the page content)", code="BROWSER_ARGUMENT_INVALID",
+                               details={"ref": ref, "page_text": [
+                                   f"option {quote(label, 80)}" for _, label in available[:20]]})
         values.append(match)
     timeout = svc.settings.action_timeout * 1000
     return await _act(svc, lambda: locator.select_option(value=values, timeout=timeout),
@@ -414,7 +425,10 @@ async def _element_check(svc: BrowserService, args: Args) -> tuple[str, str, boo
         raise BrowserError("an element assertion needs 'state' or 'value'",
                            code="BROWSER_ARGUMENT_INVALID")
     if value is not None:
+        secret = await _is_secret(svc, locator)
         actual = await locator.input_value(timeout=2000)
+        if secret:  # a report and a result never hold a password, even compared
+            return f"{ref} value {_hidden(value)}", _hidden(actual), actual == value
         return f"{ref} value {value!r}", actual, actual == value
     checks: dict[str, Callable[[], Awaitable[bool]]] = {
         "visible": locator.is_visible, "hidden": locator.is_hidden,
@@ -449,6 +463,8 @@ async def assert_(svc: BrowserService, args: Args) -> ToolResult:
         match = args.string("match", choices=("contains", "equals"), default="contains")
         actual = session.page.url if kind == "url" else await session.page.title()
         passed = actual == want if match == "equals" else want in actual
+        if kind == "url":  # compared in full, written redacted
+            actual, want = redact_url(actual), redact_url_part(want)
         expected = f"{kind} {match} {want!r}"
     elif kind == "element":
         expected, actual, passed_bool = await _element_check(svc, args)
@@ -463,8 +479,8 @@ async def assert_(svc: BrowserService, args: Args) -> ToolResult:
                        current.state_id if current else None, svc.report.next_index)
     svc.report.add_assertion(record)
     verdict = {True: "PASS", False: "FAIL", None: "EVIDENCE"}[passed]
-    text = "\n".join([*svc.header(), f"assert {verdict}: expected {expected}; got "
-                                     f"{quote(actual, 300)}"])
+    text = "\n".join([*svc.header(), f"assert {verdict}",
+                      fence([f"expected {quote(expected, 300)}", f"got {quote(actual, 300)}"])])
     return ToolResult(text, {"state_id": current.state_id if current else None,
                              "assertion": record.to_dict()},
                       screenshot=shot, deliver=shot is not None, question=question)

@@ -39,7 +39,6 @@ class ToolResult:
     screenshot: Screenshot | None = None
     deliver: bool = False
     question: str | None = None
-    secret: bool = False  # the call typed into a secret field: the report keeps no text
 
     @property
     def code(self) -> str | None:

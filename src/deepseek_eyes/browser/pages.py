@@ -12,26 +12,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from deepseek_eyes.browser.observe import (
-    CONTENT_END,
-    CONTENT_START,
     SUMMARY_CHARS,
     TEXT_BLOCK_CHARS,
     Item,
     PageView,
     quote,
 )
+from deepseek_eyes.untrusted import fence
 
 __all__ = ["Rendered", "render_page"]
 
 
 @dataclass(frozen=True)
 class Rendered:
-    text: str  # the page's lines, fenced
+    body: str  # the page's lines (page strings quoted), not yet fenced
     page: int
     pages: int
     controls_here: int
     controls_total: int
 
+    @property
+    def text(self) -> str:
+        """The page's lines, fenced."""
+        return fence([self.body])
 
 
 
@@ -125,5 +128,5 @@ def render_page(view: PageView, page: int, page_chars: int, *, detail: str = "co
     entries = pages[number - 1]
     controls_here = sum(len(item.refs) for item, _ in entries)
     body = _emit(entries) or "(nothing here)"
-    return Rendered(f"{CONTENT_START}\n{body}\n{CONTENT_END}", number, len(pages),
+    return Rendered(body, number, len(pages),
                     controls_here, len(view.controls))

@@ -3,17 +3,33 @@
 Steps (each tool call: arguments with typed secrets reduced to a length and a hash, the
 state it was planned on and the state it ended in, its outcome and code, its duration),
 the states seen, every assertion with expected and actual values, every screenshot by its
-hashes, and timing. A report never holds page text beyond what an assertion compared, and
-never a screenshot's bytes (only their hashes; the bytes are in the blob store).
+hashes, and timing. A report never holds page text beyond what an assertion compared and
+the titles of the states, and never a screenshot's bytes (only their hashes; the bytes are
+in the blob store).
+
+What a report must never hold, and how: text typed into a field is kept only when the
+handler resolved the field and found it not secret (a password, one-time-code or card
+field is known by its type and ``autocomplete``); a call refused before that — a stale
+state id, an unknown ref, a read-only field — keeps only the text's length and keyed hash,
+whatever field it named. Every URL (steps, states, arguments) is written through
+:func:`deepseek_eyes.untrusted.redact_url`. A prompt dialog's answer is always hashed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from deepseek_eyes.untrusted import (
+    escape_controls,
+    fence,
+    quote,
+    redact_url,
+    redact_url_part,
+    secret_digest,
+)
 
 __all__ = ["MAX_STEPS", "REPORT_SCHEMA", "Assertion", "ReportRecorder", "Step"]
 
@@ -21,7 +37,11 @@ REPORT_SCHEMA = "deepseekeyes.browser.report.v2"
 MAX_STEPS = 2000
 MAX_ASSERTIONS = 1000
 MAX_SCREENSHOTS = 500
-_SECRET_KEYS = frozenset({"text"})
+#: (tool, argument) whose text is typed into a field: kept only when the field is known
+#: to be plain; and those always hashed (a prompt may ask for a password).
+_TYPED = frozenset({("browser_type", "text"), ("browser_assert", "value")})
+_ALWAYS_HIDDEN = frozenset({("browser_dialog", "text")})
+MAX_ARGUMENT_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -56,27 +76,44 @@ class Assertion:
     state_id: str | None
     step: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "expected": self.expected, "actual": self.actual,
+    def to_dict(self) -> dict[str, Any]:  # actual may be page text: no raw controls
+        return {"kind": self.kind, "expected": escape_controls(self.expected),
+                "actual": escape_controls(self.actual),
                 "passed": self.passed, "state_id": self.state_id, "step": self.step}
 
 
-def redact_arguments(arguments: Mapping[str, Any], *, secret: bool) -> dict[str, Any]:
-    """Arguments as a report keeps them: typed text of a secret field becomes its length
-    and a hash prefix; long strings are cut."""
+def hidden_text(value: str) -> dict[str, Any]:
+    """How a report keeps a secret: ``{"redacted": true, "chars": 7, "hash": "h:…"}``."""
+    return {"redacted": True, "chars": len(value), "hash": secret_digest(value)}
+
+
+def redact_arguments(tool: str, arguments: Mapping[str, Any], *,
+                     typed_in_clear: bool = False) -> dict[str, Any]:
+    """Arguments as a report keeps them: typed text becomes its length and keyed hash
+    unless ``typed_in_clear`` (its field was resolved and is not secret); URLs are
+    redacted; strings are escaped and cut."""
     out: dict[str, Any] = {}
-    for key, value in list(arguments.items())[:20]:
-        if key in _SECRET_KEYS and isinstance(value, str) and secret:
-            out[key] = {"redacted": True, "chars": len(value),
-                        "sha256": hashlib.sha256(value.encode()).hexdigest()[:16]}
+    url_expected = arguments.get("kind") == "url"
+    for raw_key, value in list(arguments.items())[:20]:
+        key = escape_controls(str(raw_key)[:40])
+        typed = (tool, key) in _TYPED
+        if isinstance(value, str) and ((tool, key) in _ALWAYS_HIDDEN
+                                       or (typed and not typed_in_clear)):
+            out[key] = hidden_text(value)
+        elif isinstance(value, str) and key == "url":
+            out[key] = escape_controls(redact_url(value, limit=MAX_ARGUMENT_CHARS))
+        elif isinstance(value, str) and key == "expected" and url_expected:
+            out[key] = escape_controls(redact_url_part(value, limit=MAX_ARGUMENT_CHARS))
         elif isinstance(value, str):
-            out[key] = value[:300]
+            out[key] = escape_controls(value[:MAX_ARGUMENT_CHARS])
         elif isinstance(value, (int, float, bool)) or value is None:
             out[key] = value
+        elif typed and not typed_in_clear:
+            out[key] = hidden_text(str(value))
         elif isinstance(value, list):
-            out[key] = [str(v)[:300] for v in value[:20]]
+            out[key] = [escape_controls(str(v)[:MAX_ARGUMENT_CHARS]) for v in value[:20]]
         else:
-            out[key] = str(value)[:300]
+            out[key] = escape_controls(str(value)[:MAX_ARGUMENT_CHARS])
     return out
 
 
@@ -142,25 +179,28 @@ class ReportRecorder:
     def to_text(self, states: Sequence[Mapping[str, Any]]) -> str:
         data = self.to_dict(states)
         summary = data["summary"]
-        lines = [
+        head = [
             f"browser report ({REPORT_SCHEMA})",
             f"{summary['steps']} steps, {summary['states']} states, assertions "
             f"{summary['assertions']['passed']} passed / {summary['assertions']['failed']} "
             f"failed / {summary['assertions']['evidence']} visual, "
             f"{summary['screenshots']} screenshots, {data['timing']['in_steps_ms']} ms in steps",
         ]
+        lines: list[str] = []  # assertions quote page text: the whole list is fenced
         for step in self.steps:
             arguments = ", ".join(f"{k}={v!r}" for k, v in step.arguments.items()
                                   if k != "state_id")
             code = f" {step.code}" if step.code else ""
             states_moved = f"{step.state_before or '-'} → {step.state_after or '-'}"
+            url = f" at {quote(step.url, 200)}" if step.url else ""
             lines.append(f"{step.index:>3}. {step.tool}({arguments[:160]}) {step.outcome}{code}"
-                         f" [{states_moved}] {step.duration_ms} ms")
+                         f" [{states_moved}] {step.duration_ms} ms{url}")
         for assertion in self.assertions:
             verdict = {True: "PASS", False: "FAIL", None: "EVIDENCE"}[assertion.passed]
-            lines.append(f"  {verdict} {assertion.kind}: expected {assertion.expected!r}, "
-                         f"got {assertion.actual[:160]!r} (step {assertion.step})")
+            lines.append(f"  {verdict} {assertion.kind}: expected "
+                         f"{quote(assertion.expected, 200)}, got {quote(assertion.actual, 160)}"
+                         f" (step {assertion.step})")
         lines.extend(f"  screenshot sha256:{shot['sha256'][:16]} pixels "
                      f"{shot['pixel_sha256'][:16]} {shot['width']}x{shot['height']} "
                      f"({shot.get('state_id')})" for shot in self.screenshots)
-        return "\n".join(lines)
+        return "\n".join([*head, fence(lines, "report")])

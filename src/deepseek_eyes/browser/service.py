@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from deepseek_eyes.audit import AuditLog, message_digest
+from deepseek_eyes.audit import AuditLog
 from deepseek_eyes.browser.calls import Args, ToolResult
 from deepseek_eyes.browser.observe import PageView, build_view
 from deepseek_eyes.browser.pages import Rendered, render_page
 from deepseek_eyes.browser.present import (
+    clean_event,
     delta_text,
     observation_text,
     state_data,
@@ -44,6 +45,7 @@ from deepseek_eyes.browser.visual import Describe, should_deliver
 from deepseek_eyes.errors import BrowserError, BrowserStaleError, DeepSeekEyesError
 from deepseek_eyes.settings import BrowserSettings
 from deepseek_eyes.store.blobs import BlobStore
+from deepseek_eyes.untrusted import escape_controls, fence, redact_url, redact_urls_in
 
 if TYPE_CHECKING:
     from playwright.async_api import Locator
@@ -82,6 +84,10 @@ class BrowserService:
         self.report = ReportRecorder()
         self.session: BrowserSession | None = None
         self.stored_reports: list[str] = []
+        # Set by a handler once it has resolved the element its typed text goes to and
+        # found it not secret; until then (a refusal before resolution included) the report
+        # keeps only that text's length and hash.
+        self.typed_target_plain = False
         self._lock = asyncio.Lock()
 
     # -- the call ------------------------------------------------------------------------
@@ -95,6 +101,7 @@ class BrowserService:
         async with self._lock:
             started, clock = time.monotonic(), self.report.now()
             before = self.book.current.state_id if self.book.current else None
+            self.typed_target_plain = False
             if handler is None or name not in TOOL_NAMES:
                 result = self.failure(BrowserError(f"no browser tool {name[:60]!r}",
                                                    code="BROWSER_ARGUMENT_INVALID"))
@@ -140,19 +147,21 @@ class BrowserService:
         delta = result.data.get("delta") or {}
         after = self.book.current.state_id if self.book.current else None
         self.report.add_step(Step(
-            self.report.next_index, name, redact_arguments(arguments, secret=result.secret),
+            self.report.next_index, name,
+            redact_arguments(name, arguments, typed_in_clear=self.typed_target_plain),
             before, after, outcome, code, self.book.current.url if self.book.current else None,
             clock, int((time.monotonic() - started) * 1000),
             {k: len(delta.get(k) or ()) for k in ("added", "removed", "changed")} if delta else {},
             result.screenshot.sha256 if result.screenshot else None))
         if self.audit is not None:
-            url = self.book.current.url if self.book.current else None
-            # Names of the arguments, never their values (typed text, secrets); the URL as
-            # its hash (a query string can carry a token).
+            # Names of the arguments, never their values (typed text, secrets); the URL
+            # redacted (query values, fragment and user info as keyed hashes: a plain hash
+            # of a URL with a six-digit code in it is undone by trying every code).
             self.audit.append(
                 "browser.action", name, owner=self.owner, outcome=outcome, code=code,
-                state_before=before, state_after=after, arguments=sorted(arguments),
-                url_sha256=message_digest(url) if url else None,
+                state_before=before, state_after=after,
+                arguments=sorted(str(k)[:40] for k in arguments)[:20],
+                url=self.book.current.url if self.book.current else None,
                 ms=int((time.monotonic() - started) * 1000),
                 screenshot_sha256=result.screenshot.sha256 if result.screenshot else None)
 
@@ -160,10 +169,18 @@ class BrowserService:
     def failure(self, exc: DeepSeekEyesError, *, extra: Mapping[str, Any] | None = None,
                 text: str = "") -> ToolResult:
         current = self.book.current
-        data: dict[str, Any] = {"error": exc.to_dict(), **(extra or {})}
+        error = exc.to_dict()
+        # A message may carry a browser error's words or a URL the page chose: redacted and
+        # escaped; page strings a handler attached (a select's options) go in the fence.
+        error["message"] = escape_controls(redact_urls_in(str(error.get("message", ""))))
+        error["details"] = details = dict(error.get("details") or {})
+        page_text = details.pop("page_text", None)
+        data: dict[str, Any] = {"error": error, **(extra or {})}
         if current is not None:
             data.setdefault("state_id", current.state_id)
-        head = f"{exc.code}: {exc.message}"
+        head = f"{exc.code}: {error['message']}"
+        if isinstance(page_text, list) and page_text:
+            head += "\n" + fence([str(line) for line in page_text[:40]])
         return ToolResult(f"{head}\n{text}" if text else head, data, is_error=True)
 
     async def refused(self, exc: BrowserStaleError) -> ToolResult:
@@ -227,7 +244,7 @@ class BrowserService:
             raise BrowserError("the page kept changing while it was read; try again",
                                code="BROWSER_ACTION_FAILED")
         delta = self.book.commit(state)
-        return state, delta, session.drain_events()
+        return state, delta, [clean_event(e) for e in session.drain_events()]
 
     async def _read_state(self, session: BrowserSession, *,
                           settle_for_document: bool = True) -> BrowserState | None:
@@ -268,7 +285,8 @@ class BrowserService:
         if truncated:
             view.notices.append("note: the page is larger than the snapshot limit; its end "
                                 "is not shown")
-        return BrowserState(self.book.next_id(), info.url, info.title, info.doc, view,
+        return BrowserState(self.book.next_id(), redact_url(info.url), info.title, info.doc,
+                            view,
                             modal=info.modal, frames=frames,
                             viewport=(info.width, info.height), scroll=(info.x, info.y),
                             scroll_height=info.scroll_height)
@@ -277,10 +295,11 @@ class BrowserService:
         dialog = session.dialog
         page = session.page
         current = self.book.current
-        return BrowserState(self.book.next_id(), page.url,
+        return BrowserState(self.book.next_id(), redact_url(page.url),
                             current.title if current else "", current.document if current
                             else None, PageView(),
-                            dialog=dialog.describe() if dialog else None)
+                            dialog=dialog.kind if dialog else None,
+                            dialog_message=dialog.message if dialog else "")
 
     async def resolve(self, state: BrowserState, ref: str) -> Locator:
         """The element ``ref`` names in ``state``, if that is still the page's element.

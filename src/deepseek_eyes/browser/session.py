@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from deepseek_eyes.browser.observe import SECRET_FIELD_JS
 from deepseek_eyes.browser.policy import NavigationPolicy
 from deepseek_eyes.errors import BrowserError, BrowserPolicyError, BrowserTimeoutError
 from deepseek_eyes.settings import BrowserSettings
@@ -537,13 +538,15 @@ class BrowserSession:
         return None
 
     async def secret_values(self) -> set[str]:
-        """The current values of password fields (every frame, shadow DOM included), so an
-        observation can hide them wherever the accessibility tree shows them."""
+        """The current values of secret fields (passwords, one-time codes, card data: see
+        :data:`~deepseek_eyes.browser.observe.SECRET_FIELD_JS`; every frame, shadow DOM
+        included), so an observation can hide them wherever the accessibility tree shows
+        them."""
         found: set[str] = set()
         for frame in self.page.frames[:32]:
             with contextlib.suppress(Exception):
-                values = await frame.locator("input[type=password]").evaluate_all(
-                    "els => els.map(e => e.value).filter(v => v)")
+                values = await frame.locator("input, textarea").evaluate_all(
+                    f"els => els.filter({SECRET_FIELD_JS}).map(e => e.value).filter(v => v)")
                 found.update(v for v in values if isinstance(v, str))
         return found
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from deepseek_eyes.browser.observe import Control, PageView, quote
 from deepseek_eyes.errors import BrowserStaleError
+from deepseek_eyes.untrusted import escape_controls
 
 __all__ = ["BrowserState", "RefRegistry", "StateBook", "StateDelta"]
 
@@ -35,6 +36,7 @@ __all__ = ["BrowserState", "RefRegistry", "StateBook", "StateDelta"]
 MAX_DELTA_LINES = 60
 MAX_DELTA_TEXTS = 8
 MAX_REGISTRY = 200_000
+DIALOG_CHARS = 300
 
 
 class RefRegistry:
@@ -65,12 +67,13 @@ class RefRegistry:
 @dataclass
 class BrowserState:
     state_id: str
-    url: str
+    url: str  # redacted (deepseek_eyes.untrusted.redact_url): no query value, no fragment
     title: str
     document: str | None  # the main frame's document token
     view: PageView
-    dialog: str | None = None  # an open JavaScript dialog, described
+    dialog: str | None = None  # the kind of an open JavaScript dialog (alert, confirm, …)
     modal: str | None = None  # an open modal dialog of the page, by its label
+    dialog_message: str = ""  # the open JavaScript dialog's text (page text: quote it)
     frames: dict[str, str | None] = field(default_factory=dict)  # frame key -> token
     viewport: tuple[float, float] = (0.0, 0.0)
     scroll: tuple[float, float] = (0.0, 0.0)
@@ -81,10 +84,13 @@ class BrowserState:
         return self.view.controls.get(ref)
 
     def summary(self) -> dict[str, Any]:
-        """For reports: what this state was, without its page text."""
-        return {"state_id": self.state_id, "url": self.url, "title": self.title,
+        """For reports: what this state was, without its page text (a dialog by its kind,
+        never its message)."""
+        return {"state_id": self.state_id, "url": self.url,
+                "title": escape_controls(self.title[:300]),
                 "controls": len(self.view.controls), "dialog": self.dialog,
-                "modal": self.modal, "frames": len(self.frames)}
+                "modal": escape_controls(self.modal[:120]) if self.modal else None,
+                "frames": len(self.frames)}
 
 
 @dataclass(frozen=True)
@@ -111,7 +117,7 @@ class StateDelta:
 
     def to_dict(self) -> dict[str, Any]:
         return {"previous": self.previous, "state_id": self.state_id, "url": self.url,
-                "title": self.title, "url_changed": self.url_changed,
+                "title": escape_controls(self.title), "url_changed": self.url_changed,
                 "title_changed": self.title_changed,
                 "document_replaced": self.document_replaced, "dialog": self.dialog,
                 "modal": self.modal, "added": list(self.added), "removed": list(self.removed),
@@ -212,11 +218,17 @@ def _new_entries(before: list[str], after: list[str], limit: int) -> list[str]:
     return out
 
 
+def _opened(state: BrowserState) -> str | None:
+    if not state.dialog:
+        return None
+    return f"opened: {state.dialog} {quote(state.dialog_message, DIALOG_CHARS)}"
+
+
 def delta(before: BrowserState | None, after: BrowserState) -> StateDelta:
     """What changed from ``before`` to ``after``, bounded."""
     if before is None:
         return StateDelta(None, after.state_id, after.url, after.title, True, True, True,
-                          f"opened: {after.dialog}" if after.dialog else None, after.modal,
+                          _opened(after), quote(after.modal, 80) if after.modal else None,
                           (), (), (), tuple(after.view.notices[:MAX_DELTA_LINES]), ())
     old, new = before.view.controls, after.view.controls
     replaced = before.document != after.document
@@ -234,8 +246,9 @@ def delta(before: BrowserState | None, after: BrowserState) -> StateDelta:
     omitted = max(0, len(added) - MAX_DELTA_LINES) + max(0, len(changed) - MAX_DELTA_LINES) \
         + max(0, len(removed) - MAX_DELTA_LINES * 4)
     dialog: str | None = None
-    if after.dialog and after.dialog != before.dialog:
-        dialog = f"opened: {after.dialog}"
+    if after.dialog and (after.dialog, after.dialog_message) != (before.dialog,
+                                                                 before.dialog_message):
+        dialog = _opened(after)
     elif before.dialog and not after.dialog:
         dialog = "closed"
     modal = after.modal if after.modal != before.modal else None

@@ -27,6 +27,7 @@ from deepseek_eyes.desktop.report import Assertion
 from deepseek_eyes.desktop.service import DesktopService, Handler
 from deepseek_eyes.desktop.state import DesktopState
 from deepseek_eyes.errors import DesktopError, DesktopGuardError
+from deepseek_eyes.untrusted import fence, quote
 
 __all__ = ["HANDLERS"]
 
@@ -250,8 +251,9 @@ async def assert_(svc: DesktopService, args: Args) -> ToolResult:
     data = state_data(state)
     data["assertion"] = {"kind": kind, "passed": passed, "expected": expected,
                          "actual": actual}
-    return ToolResult(f"{verdict} {kind}: expected {expected!r}, actual {actual!r}\n"
-                      + observation_text(state).split("\n", 1)[0], data)
+    return ToolResult(f"{verdict} {kind}\n" + observation_text(state).split("\n", 1)[0] + "\n"
+                      + fence([f"expected {quote(expected, 300)}",
+                               f"actual {quote(actual, 300)}"], "desktop"), data)
 
 
 async def report(svc: DesktopService, args: Args) -> ToolResult:

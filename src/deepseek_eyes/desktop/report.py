@@ -1,17 +1,20 @@
 """Report v2 of a desktop session: steps, states, assertions, screenshots, timing.
 
-Typed text is never kept: a ``text`` argument becomes its length and a hash prefix (a
-desktop cannot tell a password field from any other as reliably as a web page). Screenshots
-appear by their hashes only.
+Typed text is never kept: a ``text`` argument becomes its length and a keyed hash
+(:func:`deepseek_eyes.untrusted.secret_digest`; a desktop cannot tell a password field from
+any other as reliably as a web page, and a plain SHA-256 of a short password is undone by
+trying candidates). Screenshots appear by their hashes only; the text form fences what
+applications said.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from deepseek_eyes.untrusted import fence, quote, secret_digest
 
 __all__ = ["REPORT_SCHEMA", "Assertion", "ReportRecorder", "Step", "redact_arguments"]
 
@@ -24,8 +27,7 @@ def redact_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in list(arguments.items())[:20]:
         if key == "text" and isinstance(value, str):
-            out[key] = {"redacted": True, "chars": len(value),
-                        "sha256": hashlib.sha256(value.encode()).hexdigest()[:16]}
+            out[key] = {"redacted": True, "chars": len(value), "hash": secret_digest(value)}
         elif isinstance(value, (int, float, bool)) or value is None:
             out[key] = value
         else:
@@ -97,11 +99,12 @@ class ReportRecorder:
 
     def text(self, states: list[dict[str, Any]]) -> str:
         data = self.to_dict(states)
-        lines = [f"desktop report ({REPORT_SCHEMA}): {data['summary']}"]
-        lines += [f"  {step.index}. {step.tool} {step.state_before}->{step.state_after} "
+        head = f"desktop report ({REPORT_SCHEMA}): {data['summary']}"
+        lines = [f"  {step.index}. {step.tool} {step.state_before}->{step.state_after} "
                   f"{step.outcome}{' ' + step.code if step.code else ''} {step.duration_ms} ms"
                   for step in self.steps[-50:]]
         for a in self.assertions[-50:]:
             verdict = {True: "PASS", False: "FAIL", None: "EVIDENCE"}[a.passed]
-            lines.append(f"  {verdict} {a.kind}: expected {a.expected!r}, actual {a.actual!r}")
-        return "\n".join(lines)
+            lines.append(f"  {verdict} {a.kind}: expected {quote(a.expected, 200)}, actual "
+                         f"{quote(a.actual, 200)}")
+        return "\n".join([head, fence(lines, "report")])

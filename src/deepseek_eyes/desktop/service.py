@@ -291,8 +291,8 @@ class DesktopService:
             state = await self.observe("window", before.window.ref, live=live)
         else:
             if before.window is not None:
-                note = (f"window {before.window.ref} ({before.window.title[:60]!r}) closed "
-                        "after the action; the desktop is shown instead")
+                note = (f"window {before.window.ref} closed after the action; the desktop "
+                        "is shown instead")
             state = await self.observe("desktop", live=live)
         delta = self.last_delta
         text = delta_text(state, delta, action)
