@@ -40,8 +40,9 @@ class ImageSettings(Strict):
     # Pillow itself refuses images over ~89 MP (its bomb warning is an error here).
     max_pixels: int = Field(default=40_000_000, gt=0, le=89_000_000)
     # Checked from the header before any pixel is decoded: width × height × the bytes per
-    # pixel Pillow stores for the decoded mode (1, 2 or 4). 160 MiB admits a 40 MP RGB photo.
-    max_decoded_bytes: int = Field(default=160 * 1024 * 1024, ge=1024 * 1024,
+    # pixel Pillow stores for the decoded mode (1, 2 or 4; RGB is stored as 4). 128 MiB
+    # admits a 33 MP RGB photo (a 24 MP one with room to spare) or 134 MP of 8-bit gray.
+    max_decoded_bytes: int = Field(default=128 * 1024 * 1024, ge=1024 * 1024,
                                    le=2 * 1024 * 1024 * 1024)
     formats: tuple[ImageFormat, ...] = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
 

@@ -97,7 +97,7 @@ class ImageLimits:
     max_pixels: int = 40_000_000
     formats: frozenset[str] = frozenset({"PNG", "JPEG", "WEBP", "GIF", "BMP"})
     #: Decoded size (width × height × stored bytes per pixel) allowed, checked before load.
-    max_decoded_bytes: int = 160 * 1024 * 1024
+    max_decoded_bytes: int = 128 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.max_bytes <= 0 or self.max_pixels <= 0 or self.max_decoded_bytes <= 0:
