@@ -325,10 +325,11 @@ def _read_checked(svc: BrowserService, raw: str, path: Path, data: DataFiles | N
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         raise _upload_refused(raw, "cannot be opened", "unreadable") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which refuses a directory itself
+        os.close(fd)
+        raise _upload_refused(raw, "is not a file", "not_file")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise _upload_refused(raw, "is not a file", "not_file")
         if info.st_size > room:
             raise _upload_refused(raw, "is larger than browser.max_upload_bytes", "too_large")
         allow = svc.settings.upload_allow_hard_links
