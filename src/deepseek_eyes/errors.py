@@ -114,7 +114,14 @@ ERROR_CODES: Mapping[str, str] = {
     "IMAGE_UNSUPPORTED_FORMAT": "Not a PNG, JPEG, WebP, GIF or BMP image.",
     "IMAGE_TRUNCATED": "The image data is truncated or corrupt and cannot be decoded.",
     "IMAGE_TOO_LARGE": "The encoded image exceeds the byte limit (image.max_bytes).",
-    "IMAGE_DECOMPRESSION_BOMB": "The header declares more pixels than image.max_pixels.",
+    "IMAGE_DECOMPRESSION_BOMB": (
+        "The header declares more pixels than image.max_pixels, or a decoded size (width × "
+        "height × bytes per pixel of the mode) over image.max_decoded_bytes"
+    ),
+    "IMAGE_DECODE_BUSY": (
+        "Large decodes (over 16 MiB decoded) already hold every slot; the image waited 60 s "
+        "and is refused."
+    ),
     "IMAGE_UNREADABLE": "The image file cannot be read from disk.",
     # evidence contract
     "EVIDENCE_NOT_FOUND": (
@@ -153,7 +160,7 @@ ERROR_CODES: Mapping[str, str] = {
     ),
     "VISION_PATH_OUTSIDE_ROOTS": (
         "The path, with symlinks resolved, lies outside every served root, or inside the"
-        " data directory (never served)."
+        " data directory (never served); or the opened file has more than one hard link"
     ),
     "VISION_PATH_NOT_FOUND": "No file exists at the path inside the served roots.",
     "VISION_PATH_NOT_FILE": "The path names a directory, FIFO, device or socket, not a file.",
@@ -364,8 +371,9 @@ ERROR_CODES: Mapping[str, str] = {
     "MCP_IMPORT_INVALID": "An imported MCP JSON file is malformed or holds a literal secret.",
     "MCP_CREDENTIAL_IN_ARGUMENTS": (
         "A server entry to register or import carries a credential literally (a --token V "
-        "or --api-key=V argument, KEY=value with a secret-looking name, a token-shaped value, "
-        "user:password@ in a URL); reference it from the environment instead."
+        "or --api-key=V argument, KEY=value with a secret-looking name, an Authorization "
+        "header, a token-shaped value, user:password@ in a URL, a credential key in a URL's "
+        "query, matrix parameters or fragment); reference it from the environment instead."
     ),
     "MCP_SERVER_EXISTS": "A server with that id is already in the settings file.",
     # browser
@@ -396,7 +404,9 @@ ERROR_CODES: Mapping[str, str] = {
         "A bound of the browser session is reached (tabs, page loads, sessions)."
     ),
     "BROWSER_UPLOAD_REFUSED": (
-        "The file is outside browser.upload_roots (or uploads are off), missing or too large."
+        "The file is outside browser.upload_roots (or uploads are off), missing, not a "
+        "regular file or too large, has more than one hard link (unless "
+        "browser.upload_allow_hard_links) or is one of the data directory's files"
     ),
     "BROWSER_TOKEN_MISSING": (
         "browser serve --http needs a bearer token (browser.token or "

@@ -14,7 +14,7 @@ def server(**fields: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("entry", "fragment"), [
-    (server(args=["--api-key=abc"]), "looks like a credential"),
+    (server(args=["--api-key=abc"]), r"args\[0\]: argument 1 \(--api-key=…\) passes a credential"),
     (server(env={"TOKEN": "literal"}), "literal secret"),
     (server(url="https://h/mcp"), "takes no url"),
     (server(allow={"tools": ["*"]}), "a bare"),

@@ -186,7 +186,8 @@ def test_a_moderate_image_over_a_small_custom_pixel_limit_is_a_bomb() -> None:
 def test_pillows_bomb_warning_is_an_error_locally_and_its_globals_stay_put() -> None:
     before = (Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES)
     # 100 M pixels: within our raised limit, over Pillow's warning threshold (~89 M).
-    error = refused(png_header_only(10_000, 10_000), ImageLimits(max_pixels=400_000_000))
+    error = refused(png_header_only(10_000, 10_000),
+                    ImageLimits(max_pixels=400_000_000, max_decoded_bytes=1 << 31))
     assert error.code == "IMAGE_DECOMPRESSION_BOMB"
     assert error.details["decoder_limit"] == Image.MAX_IMAGE_PIXELS
     assert before == (Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES)

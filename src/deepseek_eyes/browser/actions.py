@@ -9,7 +9,10 @@ refused immediately instead of after the action timeout.
 from __future__ import annotations
 
 import json
+import mimetypes
+import os
 import re
+import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,10 +28,11 @@ from deepseek_eyes.errors import (
     BrowserPolicyError,
     BrowserTimeoutError,
 )
+from deepseek_eyes.store.identity import DataFiles, refusal_reason
 from deepseek_eyes.untrusted import fence, quote, redact_url, redact_url_part, secret_digest
 
 if TYPE_CHECKING:
-    from playwright.async_api import Locator
+    from playwright.async_api import FilePayload, Locator
 
     from deepseek_eyes.browser.service import BrowserService, Handler
 
@@ -285,32 +289,78 @@ async def scroll(svc: BrowserService, args: Args) -> ToolResult:
     return await _act(svc, work, action=f"browser_scroll {direction or 'down'}", full=True)
 
 
-def _upload_files(svc: BrowserService, paths: list[str]) -> list[str]:
+#: Playwright refuses file payloads of this many bytes in all, or more.
+PAYLOAD_LIMIT = 50 * 1024 * 1024
+
+
+def _upload_refused(raw: str, why: str, reason: str) -> BrowserPolicyError:
+    return BrowserPolicyError(f"{raw[:200]!r} {why}", code="BROWSER_UPLOAD_REFUSED",
+                              details={"reason": reason})
+
+
+def _upload_files(svc: BrowserService, paths: list[str]) -> list[FilePayload]:
+    """The files to upload, as the bytes read from the very descriptors that were checked.
+
+    A path is resolved and must lie in ``browser.upload_roots``; the file is then opened
+    without following a final symlink and judged by its ``fstat`` (a regular file, its size,
+    more than one hard link, one of the data directory's files; see
+    :mod:`deepseek_eyes.store.identity`). Its bytes travel to Chromium as a payload, never as
+    a path Playwright would open again after the check.
+    """
     roots = [Path(r).expanduser().resolve() for r in svc.settings.upload_roots]
     if not roots:
         raise BrowserPolicyError("uploads are off: name directories in browser.upload_roots",
-                                 code="BROWSER_UPLOAD_REFUSED")
-    files: list[str] = []
+                                 code="BROWSER_UPLOAD_REFUSED", details={"reason": "off"})
+    limit = min(svc.settings.max_upload_bytes, PAYLOAD_LIMIT - 1)
+    data = DataFiles(svc.data_dir) if svc.data_dir is not None else None
+    files: list[FilePayload] = []
+    total = 0
     for raw in paths:
         try:
             path = Path(raw).expanduser().resolve(strict=True)
         except (OSError, RuntimeError):
-            raise BrowserPolicyError(f"{raw[:200]!r} does not exist",
-                                     code="BROWSER_UPLOAD_REFUSED") from None
+            raise _upload_refused(raw, "does not exist", "missing") from None
         if not any(path.is_relative_to(root) for root in roots):
-            raise BrowserPolicyError(f"{raw[:200]!r} is outside browser.upload_roots",
-                                     code="BROWSER_UPLOAD_REFUSED")
-        if not path.is_file():
-            raise BrowserPolicyError(f"{raw[:200]!r} is not a file", code="BROWSER_UPLOAD_REFUSED")
-        if path.stat().st_size > svc.settings.max_upload_bytes:
-            raise BrowserPolicyError(f"{raw[:200]!r} is larger than browser.max_upload_bytes",
-                                     code="BROWSER_UPLOAD_REFUSED")
-        files.append(str(path))
+            raise _upload_refused(raw, "is outside browser.upload_roots", "outside_roots")
+        content = _read_checked(svc, raw, path, data, limit - total)
+        total += len(content)
+        files.append({"name": path.name, "buffer": content,
+                      "mimeType": mimetypes.guess_type(path.name)[0]
+                      or "application/octet-stream"})
     return files
 
 
+def _read_checked(svc: BrowserService, raw: str, path: Path, data: DataFiles | None,
+                  room: int) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        raise _upload_refused(raw, "cannot be opened", "unreadable") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which refuses a directory itself
+        os.close(fd)
+        raise _upload_refused(raw, "is not a file", "not_file")
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > room:
+            raise _upload_refused(raw, "is larger than browser.max_upload_bytes", "too_large")
+        allow = svc.settings.upload_allow_hard_links
+        reasons = {"data_directory": "is a file of the data directory, which is never "
+                                     "uploaded",
+                   "hard_link": f"has {info.st_nlink} hard links; a hard link can name any "
+                                "file, so it is not uploaded (browser.upload_allow_hard_links)"}
+        reason = refusal_reason(info, data, allow_hard_links=allow)
+        content = b"" if reason else handle.read(room + 1)
+        reason = reason or refusal_reason(info, data, allow_hard_links=allow, content=content)
+    if reason is not None:
+        raise _upload_refused(raw, reasons[reason], reason)
+    if len(content) > room:
+        raise _upload_refused(raw, "is larger than browser.max_upload_bytes", "too_large")
+    return content
+
+
 async def upload(svc: BrowserService, args: Args) -> ToolResult:
-    files = _upload_files(svc, args.strings("paths", required=True))
+    files = await anyio.to_thread.run_sync(_upload_files, svc,
+                                           args.strings("paths", required=True))
     locator, ref = await _target(svc, args)
     session = await svc.ensure_session()
     timeout = svc.settings.action_timeout * 1000

@@ -74,10 +74,14 @@ def _iframe_refs(roots: list[AriaNode]) -> list[str]:
 class BrowserService:
     def __init__(self, settings: BrowserSettings, *, downloads_dir: Path,
                  blobs: BlobStore | None = None, audit: AuditLog | None = None,
-                 owner: str | None = None) -> None:
+                 owner: str | None = None, data_dir: Path | None = None) -> None:
         self.settings = settings
         self.downloads_dir = downloads_dir
         self.blobs = blobs
+        # The data directory, whose files are never uploaded (by identity, not only by
+        # path); the blob store lives at <data dir>/blobs, so it names it when not given.
+        self.data_dir = data_dir if data_dir is not None else (
+            blobs.root.parent if blobs is not None else None)
         self.audit = audit  # one privacy-reduced row per call, on the audit chain
         self.owner = owner
         self.book = StateBook()

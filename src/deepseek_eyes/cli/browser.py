@@ -133,7 +133,7 @@ async def _observe(settings: Settings, home: DataHome, url: str, page: int, deta
     from deepseek_eyes.errors import BrowserError
 
     service = BrowserService(settings.browser, downloads_dir=_downloads(settings, home),
-                             audit=home.audit)
+                             audit=home.audit, data_dir=home.root)
     try:
         loaded = await service.call("browser_navigate", {"url": url})
         result = loaded

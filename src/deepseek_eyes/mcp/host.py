@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
 from deepseek_eyes.errors import McpError, McpPolicyError
 from deepseek_eyes.mcp.admission import admit
 from deepseek_eyes.mcp.audit import McpAudit
-from deepseek_eyes.mcp.catalog import ToolEntry
+from deepseek_eyes.mcp.catalog import Catalog, ToolEntry
 from deepseek_eyes.mcp.connection import map_error
 from deepseek_eyes.mcp.manager import McpManager, ServerState
 from deepseek_eyes.mcp.policy import permitted, risk_allowed
@@ -102,6 +102,14 @@ _GENERIC_SCHEMAS = {
                        "arguments": {"type": "object",
                                      "additionalProperties": {"type": "string"}}}}),
 }
+
+
+def _items(catalog: Catalog, plane: str) -> Iterator[str]:
+    """The names (prompts) or URIs (resources, templates) a plane's selectors match."""
+    if plane == "prompts":
+        yield from (p.name for p in catalog.prompts)
+    else:
+        yield from (r.uri for r in catalog.resources)
 
 
 def _template_regex(template: str) -> re.Pattern[str]:
@@ -233,10 +241,33 @@ class McpHost:
                                            cost))
         return out
 
-    def instructions(self) -> dict[str, str]:
-        """Server instructions, size-limited, keyed by the server that sent them."""
-        return {s.settings.id: s.catalog.instructions for s in self._live()
-                if s.catalog is not None and s.catalog.instructions}
+    def instructions(self, offered: Collection[str] | None = None) -> dict[str, str]:
+        """Server instructions, size-limited, keyed by the server that sent them — only of
+        servers that expose at least one allowed tool, resource or prompt to this caller.
+
+        ``offered``: the public tool names this caller is offered (a turn's offer, after
+        its own budgets and exclusions); None: everything :meth:`exposed` holds. A server
+        with nothing allowed gives the model nothing to use its words on, so its words
+        never reach the system prompt (a hostile server's "ignore the user" included).
+        """
+        names = frozenset(t.public_name for t in self.exposed()) if offered is None \
+            else frozenset(offered)
+        users = {t.server for t in self.exposed() if t.public_name in names}
+        content: dict[str, tuple[Literal["resources", "prompts"], str]] = {
+            RESOURCE_TOOL: ("resources", "resources_enabled"),
+            PROMPT_TOOL: ("prompts", "prompts_enabled")}
+        out: dict[str, str] = {}
+        for state in self._live():
+            s, cat = state.settings, state.catalog
+            if cat is None or not cat.instructions:
+                continue
+            reachable = s.id in users or any(
+                generic in names and getattr(s, enabled) and any(
+                    permitted(s, plane, item) for item in _items(cat, plane))
+                for generic, (plane, enabled) in content.items())
+            if reachable:
+                out[s.id] = cat.instructions
+        return out
 
     # -- dispatch ------------------------------------------------------------------------------
     def _resolve(self, public_name: str) -> tuple[ServerState, ToolEntry]:

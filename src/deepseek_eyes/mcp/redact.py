@@ -10,7 +10,8 @@ URL, ``KEY=value`` with a secret-looking name, well-known token shapes).
 Why not the terminal's :mod:`redact <deepseek_eyes.terminal.execution.redact>`: the layer
 contract keeps one capability from importing another, and what is scrubbed here is short
 (an error message, one stderr line), so a plain pattern pass is enough; the token shapes
-(:data:`TOKEN_PATTERNS`) are shared with the credential checks and the catalog review.
+(:data:`TOKEN_PATTERNS`) come from the one owner of credential shapes,
+:mod:`deepseek_eyes.settings.credentials`, shared with the catalog review.
 """
 
 from __future__ import annotations
@@ -20,31 +21,13 @@ from collections.abc import Iterable
 
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.settings import McpServerSettings
+from deepseek_eyes.settings.credentials import SECRET_NAME, TOKEN_PATTERNS
 
 __all__ = ["MARKER", "SECRET_NAME", "TOKEN_PATTERNS", "Redactor", "redactor_for"]
 
 MARKER = "[REDACTED]"
 #: Known values shorter than this are not scrubbed: they would redact ordinary words.
 MIN_SECRET = 6
-
-#: A name (of an option, a variable, a header, a query key) that says it holds a secret.
-SECRET_NAME = re.compile(
-    r"(?i)(api[_-]?key|apikey|secret|token|passw(?:or)?d|passwd|credential|private[_-]?key|"
-    r"access[_-]?key|auth[_-]?key|session[_-]?id|cookie)"
-)
-
-#: Token shapes that are secrets wherever they appear (name, pattern).
-TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("private key block", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")),
-    ("OpenAI-style key", re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,}")),
-    ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
-    ("Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
-    ("AWS access key", re.compile(r"\bAKIA[0-9A-Z]{16}\b")),
-    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("JSON web token",
-     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
-    ("bearer token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{8,}=*")),
-)
 
 _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----"

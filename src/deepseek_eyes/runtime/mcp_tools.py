@@ -19,7 +19,7 @@ like any image of the conversation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from deepseek_eyes.errors import DeepSeekEyesError, McpError
@@ -55,9 +55,10 @@ class McpToolSource:
             for t in exposed
         ]
 
-    def instructions(self) -> dict[str, str]:
-        """Server instructions, keyed by server id (size-limited by the catalog)."""
-        return self.host.instructions()
+    def instructions(self, offered: Collection[str] | None = None) -> dict[str, str]:
+        """Server instructions, keyed by server id (size-limited by the catalog), of the
+        servers that have an allowed tool, resource or prompt among ``offered``."""
+        return self.host.instructions(offered)
 
     def quota(self, context: TurnContext) -> RunQuota:
         quota = context.state.get(_QUOTA)

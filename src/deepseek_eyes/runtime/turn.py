@@ -433,7 +433,9 @@ class TurnRunner:
         mcp = self._tools.source("mcp")
         instructions = getattr(mcp, "instructions", None)
         if offer.schema_tokens("mcp") and instructions is not None:
-            prompt = _instructions_prompt(instructions())
+            # Only servers with an allowed tool, resource or prompt in *this* offer speak.
+            prompt = _instructions_prompt(instructions(
+                [name for name, source in offer.routes.items() if source is mcp]))
             if prompt is not None:
                 at = 1 if path == "bridged" else 0
                 messages.insert(at, {"role": "system", "content": prompt})

@@ -73,6 +73,12 @@ class BrowserSettings(Strict):
     upload_roots: tuple[Path, ...] = Field(
         default=(), description="Directories files may be uploaded from; empty: no uploads."
     )
+    upload_allow_hard_links: bool = Field(
+        default=False,
+        description="Upload files with more than one hard link from upload_roots (a hard "
+                    "link can name any file of its file system); the data directory's own "
+                    "files are refused either way.",
+    )
     max_upload_bytes: int = Field(default=50 * 1024 * 1024, ge=0, le=4 * 1024**3)
     # `browser serve --http`: the terminal server's rules, its own token and port.
     token: Secret | None = Field(

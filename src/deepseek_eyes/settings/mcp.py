@@ -2,8 +2,11 @@
 
 Validation follows the seed's list: unique bounded ids, names unique case-insensitively,
 stdio and HTTP fields never mixed, env and header values only as references,
-credential-looking arguments, URL user info and credential query keys refused, HTTPS except
-for explicit loopback hosts, OAuth only on HTTP with env-referenced client credentials.
+credential-looking commands and arguments, URL user info and credential query, matrix and
+fragment keys refused (the checks of :mod:`deepseek_eyes.settings.credentials`, the same ones
+``mcp register`` and ``mcp import`` run, so a file edited by hand is refused as it loads),
+HTTPS except for explicit loopback hosts, OAuth only on HTTP with env-referenced client
+credentials.
 """
 
 from __future__ import annotations
@@ -26,22 +29,12 @@ from deepseek_eyes.settings.base import (
     Strict,
     is_loopback_host,
 )
+from deepseek_eyes.settings.credentials import argument_credential, url_credential
 
 __all__ = ["McpOAuthSettings", "McpSelectors", "McpServerSettings", "McpSettings", "Selector"]
 
 _MCP_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 _SELECTOR = re.compile(r"^[^\s*]{1,256}\*?$")
-#: Argument, header and query names that carry credentials; their values must be references.
-_CREDENTIAL_WORDS = re.compile(
-    r"(?i)(api[_-]?key|apikey|secret|token|passw(or)?d|authorization|bearer|credential|"
-    r"access[_-]?key|private[_-]?key|session[_-]?id|cookie|auth)"
-)
-_CREDENTIAL_ARG = re.compile(
-    r"(?i)^--?[a-z0-9_-]*(api[_-]?key|secret|token|passw(or)?d|credential|auth)[a-z0-9_-]*="
-)
-_LONG_SECRET = re.compile(r"^(sk|pk|ghp|gho|xox[abp]|AKIA|eyJ)[A-Za-z0-9_\-.]{12,}$")
-
-
 def _selector(value: str) -> str:
     if not _SELECTOR.match(value):
         raise PydanticCustomError(
@@ -132,17 +125,21 @@ class McpServerSettings(Strict):
             )
         return value
 
-    @field_validator("args")
-    @classmethod
-    def _args(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for arg in value:
-            if _CREDENTIAL_ARG.match(arg) or _LONG_SECRET.match(arg):
-                raise PydanticCustomError(
-                    "literal_secret",
-                    "argument '{arg}' looks like a credential; pass it through env as {example}",
-                    {"arg": arg.split("=", 1)[0], "example": '{ env = "NAME" }'},
-                )
-        return value
+    @model_validator(mode="after")
+    def _no_literal_credentials(self) -> McpServerSettings:
+        # After the fields, so that "--api-key V" is judged with the argument after it and
+        # the command; the message names the position and the option, never the value.
+        found = argument_credential(self.command, self.args)
+        if found is not None:
+            field = "command" if found.position == 0 else f"args[{(found.position or 1) - 1}]"
+            raise PydanticCustomError(
+                "mcp_credential",
+                "{field}: {finding}; a credential on a command line is visible to every user "
+                "of this machine: let the server read it from its environment, set in env "
+                "as {example}",
+                {"field": field, "finding": str(found), "example": '{ env = "NAME" }'},
+            )
+        return self
 
     @field_validator("url")
     @classmethod
@@ -154,13 +151,12 @@ class McpServerSettings(Strict):
             raise PydanticCustomError("mcp_url", "url must be an http(s) URL with a host")
         if parts.username is not None or parts.password is not None or "@" in parts.netloc:
             raise PydanticCustomError("mcp_url", "url must not carry user information")
-        for pair in parts.query.split("&"):
-            key = pair.split("=", 1)[0]
-            if key and _CREDENTIAL_WORDS.search(key):
-                raise PydanticCustomError(
-                    "mcp_url", "url query key '{key}' looks like a credential; use a header "
-                    "with {example} instead", {"key": key, "example": '{ env = "NAME" }'},
-                )
+        found = url_credential(value)
+        if found is not None:
+            raise PydanticCustomError(
+                "mcp_url", "url {finding} (a credential); send it in a header set to "
+                "{example} instead", {"finding": found, "example": '{ env = "NAME" }'},
+            )
         if parts.scheme == "http" and not is_loopback_host(parts.hostname):
             raise PydanticCustomError(
                 "mcp_url", "url must use https:// (plain http only for loopback hosts)"

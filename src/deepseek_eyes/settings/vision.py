@@ -39,6 +39,11 @@ class ImageSettings(Strict):
     max_bytes: int = Field(default=20 * 1024 * 1024, gt=0, le=1024 * 1024 * 1024)
     # Pillow itself refuses images over ~89 MP (its bomb warning is an error here).
     max_pixels: int = Field(default=40_000_000, gt=0, le=89_000_000)
+    # Checked from the header before any pixel is decoded: width × height × the bytes per
+    # pixel Pillow stores for the decoded mode (1, 2 or 4; RGB is stored as 4). 128 MiB
+    # admits a 33 MP RGB photo (a 24 MP one with room to spare) or 134 MP of 8-bit gray.
+    max_decoded_bytes: int = Field(default=128 * 1024 * 1024, ge=1024 * 1024,
+                                   le=2 * 1024 * 1024 * 1024)
     formats: tuple[ImageFormat, ...] = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
 
 
@@ -119,6 +124,12 @@ class VisionServeSettings(Strict):
 
     roots: tuple[Path, ...] = Field(
         default=(), description="Directories whose images `see` may read (also --root)."
+    )
+    allow_hard_links: bool = Field(
+        default=False,
+        description="Serve files with more than one hard link from the roots (a hard link "
+                    "can name any file of its file system); the data directory's own files "
+                    "are refused either way.",
     )
     token: Secret | None = Field(
         default=None, description="Bearer token of `vision serve --http` (a secret "

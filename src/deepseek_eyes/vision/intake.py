@@ -2,10 +2,14 @@
 
 Every image a user or a tool hands us passes through :func:`decode_image` before any route
 sees it. The checks run cheapest first — byte count, then the format Pillow identifies from
-the header, then the pixel count the header declares — and only then are pixels decoded, so
-memory stays bounded by ``max_pixels`` and a 100 kB file that claims 100000×100000 pixels
-is refused in microseconds. Every Pillow failure becomes an :class:`ImageError` with a
-stable code; nothing else escapes.
+the header, then the pixel count the header declares, then the *decoded size* (width ×
+height × the bytes per pixel Pillow stores for the mode: 1 for L/P, 2 for 16-bit gray, 4
+for RGB(A) and the rest) against ``image.max_decoded_bytes`` — and only then are pixels
+decoded (``Image.open`` reads only the header). A 100 kB file that claims 100000×100000
+pixels, or a 150 kB PNG that would inflate to 40 MP of RGBA, is refused in microseconds
+with ``IMAGE_DECOMPRESSION_BOMB`` (details: width, height, mode, decoded_bytes, budget).
+Every Pillow failure becomes an :class:`ImageError` with a stable code; nothing else
+escapes.
 
 Decisions a newcomer would otherwise undo:
 
@@ -15,6 +19,17 @@ Decisions a newcomer would otherwise undo:
   into an error only inside ``warnings.catch_warnings()``. So the effective cap is the
   smaller of ``max_pixels`` and Pillow's ``MAX_IMAGE_PIXELS`` (89,478,485 by default).
   Truncated files are refused (``load()`` sees truncation; JPEG ``verify()`` does not).
+* **Decoding runs in the caller's worker thread, under a budget, not in a process.** What
+  one decode may hold is bounded before it starts: the decoded frame (≤ the budget) plus
+  its RGB copy (4 bytes a pixel, ≤ ``max_pixels``); 16-bit gray is shifted down in its own
+  2-byte samples, never widened to int64 (a 77 kB 16-bit PNG of 6300×6300 took 920 MB RSS
+  before, 200 MB now). What all decodes hold together is bounded by
+  :data:`LARGE_DECODE_SLOTS`: a decode over :data:`LARGE_DECODE_BYTES` waits for a slot
+  (``IMAGE_DECODE_BUSY`` after :data:`DECODE_SLOT_WAIT` s); small ones never wait, so the
+  fast path is unchanged. A process worker under ``RLIMIT_AS`` was measured and rejected:
+  the pixels must come back (routes, tiling, the pixel hash), so every image crosses a
+  pipe — warm, 231 ms against 138 ms in a thread for a 1080p JPEG and 895 ms against
+  255 ms for 12 MP, plus ~0.8–1 s to start a worker — and the parent holds a second copy.
 * **The pixel hash, not the file hash, identifies what a route saw.** ``pixel_sha256`` is
   taken over the normalized RGB pixels (EXIF orientation applied, alpha flattened on
   white), so the same picture saved as PNG and as BMP shares evidence.
@@ -25,6 +40,7 @@ Decisions a newcomer would otherwise undo:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -33,7 +49,7 @@ import stat
 import struct
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +63,7 @@ __all__ = [
     "DecodedImage",
     "ImageLimits",
     "decode_image",
+    "decoded_bytes",
     "pixel_digest",
     "read_image_file",
 ]
@@ -79,9 +96,11 @@ class ImageLimits:
     max_bytes: int = 20 * 1024 * 1024
     max_pixels: int = 40_000_000
     formats: frozenset[str] = frozenset({"PNG", "JPEG", "WEBP", "GIF", "BMP"})
+    #: Decoded size (width × height × stored bytes per pixel) allowed, checked before load.
+    max_decoded_bytes: int = 128 * 1024 * 1024
 
     def __post_init__(self) -> None:
-        if self.max_bytes <= 0 or self.max_pixels <= 0:
+        if self.max_bytes <= 0 or self.max_pixels <= 0 or self.max_decoded_bytes <= 0:
             raise ValueError("image limits must be positive")
         unknown = set(self.formats) - MEDIA_TYPES.keys()
         if unknown:
@@ -93,6 +112,7 @@ class ImageLimits:
             max_bytes=settings.max_bytes,
             max_pixels=settings.max_pixels,
             formats=frozenset(settings.formats),
+            max_decoded_bytes=settings.max_decoded_bytes,
         )
 
 
@@ -269,23 +289,40 @@ def _decode(data: bytes, sha256: str, limits: ImageLimits) -> DecodedImage:
                     "limit": limits.max_pixels,
                 },
             )
+        decoded = decoded_bytes(width, height, opened.mode)
+        if decoded > limits.max_decoded_bytes:
+            raise ImageError(
+                f"The image would decode to {decoded:,} bytes ({width}×{height} {opened.mode}), "
+                f"over the budget of {limits.max_decoded_bytes:,} bytes.",
+                code="IMAGE_DECOMPRESSION_BOMB",
+                details={"width": width, "height": height, "mode": opened.mode,
+                         "decoded_bytes": decoded, "budget": limits.max_decoded_bytes},
+            )
         # Read before load(): the tile list (the raw layout, e.g. 16-bit PNG) is gone after.
         rawmodes = {tile.args for tile in opened.tile} if opened.format == "PNG" else set()
-        opened.load()  # GIF, WebP, APNG, MPO: the first frame only
-        orientation = opened.getexif().get(ExifTags.Base.Orientation, 1)
-        rotated = orientation in range(2, 9)
-        if rotated:
-            ImageOps.exif_transpose(opened, in_place=True)
-        exact = (
-            opened.format in _PASSTHROUGH_FORMATS
-            and not rotated
-            and opened.mode in ("RGB", "L")
-            and "transparency" not in opened.info
-            and not getattr(opened, "is_animated", False)
-            # 16-bit PNG samples: other decoders may round them to 8 bits differently.
-            and rawmodes <= {opened.mode}
-        )
-        pixels = _to_rgb(opened)
+        with _decode_slot(decoded):
+            opened.load()  # GIF, WebP, APNG, MPO: the first frame only
+            return _finish(opened, data, sha256, fmt, rawmodes)
+
+
+def _finish(opened: Image.Image, data: bytes, sha256: str, fmt: str,
+            rawmodes: set[Any]) -> DecodedImage:
+    """Orientation, RGB pixels and their digest of a loaded image (inside its slot, since
+    its copies are the rest of the decode's memory)."""
+    orientation = opened.getexif().get(ExifTags.Base.Orientation, 1)
+    rotated = orientation in range(2, 9)
+    if rotated:
+        ImageOps.exif_transpose(opened, in_place=True)
+    exact = (
+        opened.format in _PASSTHROUGH_FORMATS
+        and not rotated
+        and opened.mode in ("RGB", "L")
+        and "transparency" not in opened.info
+        and not getattr(opened, "is_animated", False)
+        # 16-bit PNG samples: other decoders may round them to 8 bits differently.
+        and rawmodes <= {opened.mode}
+    )
+    pixels = _to_rgb(opened)
     return DecodedImage(
         sha256=sha256,
         pixel_sha256=pixel_digest(pixels),
@@ -329,14 +366,55 @@ def _wide_gray_to_8bit(image: Image.Image) -> Image.Image:
     """
     import numpy as np  # only 16-bit gray needs it; a cached `see` never decodes (start-up)
 
-    values = np.asarray(image.convert("I"), dtype=np.int64)
-    gray = Image.fromarray(np.clip(values >> 8, 0, 255).astype(np.uint8))
+    # The samples as stored (2 bytes each for I;16), not widened to int64 first: this path
+    # is the one whose temporaries are several times the decoded image.
+    values = np.asarray(image)
+    shifted = values >> 8
+    np.clip(shifted, 0, 255, out=shifted)
+    gray = Image.fromarray(shifted.astype(np.uint8))
+    del shifted
     key = image.info.get("transparency")
     if not isinstance(key, int):
         return gray
     alpha = Image.fromarray(np.where(values == key, 0, 255).astype(np.uint8))
     gray.putalpha(alpha)
     return gray
+
+
+#: Bytes per pixel Pillow stores for a mode (every mode not named takes 4: RGB is RGBX).
+_STORED_BYTES: Mapping[str, int] = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2,
+                                    "I;16B": 2, "I;16N": 2}
+#: A decode of more than this many bytes takes one of the few large-decode slots.
+LARGE_DECODE_BYTES = 16 * 1024 * 1024
+LARGE_DECODE_SLOTS = 2
+#: How long a large decode waits for a slot before it is refused (IMAGE_DECODE_BUSY).
+DECODE_SLOT_WAIT = 60.0
+_LARGE_DECODES = threading.BoundedSemaphore(LARGE_DECODE_SLOTS)
+
+
+def decoded_bytes(width: int, height: int, mode: str) -> int:
+    """What Pillow allocates to hold the decoded pixels of one frame of this mode."""
+    return width * height * _STORED_BYTES.get(mode, 4)
+
+
+@contextlib.contextmanager
+def _decode_slot(decoded: int) -> Iterator[None]:
+    """Small decodes run at once; a large one holds one of :data:`LARGE_DECODE_SLOTS`, so
+    the memory all concurrent decodes hold stays bounded however many requests arrive."""
+    if decoded <= LARGE_DECODE_BYTES:
+        yield
+        return
+    if not _LARGE_DECODES.acquire(timeout=DECODE_SLOT_WAIT):
+        raise ImageError(
+            f"{LARGE_DECODE_SLOTS} large images are being decoded; this one waited "
+            f"{DECODE_SLOT_WAIT:.0f} s and is refused.",
+            code="IMAGE_DECODE_BUSY",
+            details={"decoded_bytes": decoded, "slots": LARGE_DECODE_SLOTS},
+        )
+    try:
+        yield
+    finally:
+        _LARGE_DECODES.release()
 
 
 _SIGNATURES: tuple[tuple[bytes, str], ...] = (

@@ -12,6 +12,13 @@ following a final symlink, and on Linux the opened descriptor's own path is chec
 so a directory swapped for a symlink between the check and the open is still refused.
 Only regular files are read (a FIFO would block, a device never end), never more than the
 bridge's byte limit plus one.
+
+Paths are judged by identity too (:mod:`deepseek_eyes.store.identity`), on the opened
+descriptor's ``fstat``: a regular file with more than one link is refused unless
+``vision.serve.allow_hard_links`` is on (a hard link has no other path to resolve: its
+second name can be the keyring, the database or another session's blob), and a file that
+*is* one of the data directory's files is refused whatever its link count. Both are
+``VISION_PATH_OUTSIDE_ROOTS`` with ``reason`` ``hard_link`` or ``data_directory``.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import BinaryIO
 from urllib.parse import unquote, urlparse
 
 from deepseek_eyes.errors import ImageError, VisionPathError
+from deepseek_eyes.store.identity import DataFiles, refusal_reason
 
 __all__ = ["NO_ROOTS", "ServedRoots", "roots_from_uris"]
 
@@ -57,6 +65,9 @@ class ServedRoots:
 
     roots: tuple[Path, ...]
     protected: tuple[Path, ...] = ()
+    #: The data directory whose files are refused by identity (see the module docstring).
+    data: DataFiles | None = None
+    allow_hard_links: bool = False
 
     @classmethod
     def of(cls, paths: Iterable[Path]) -> ServedRoots:
@@ -65,13 +76,24 @@ class ServedRoots:
         return cls(tuple(unique))
 
     def __add__(self, other: ServedRoots) -> ServedRoots:
+        """Both sets of roots, under this one's rules (the server's, over a client's)."""
         return ServedRoots(tuple(dict.fromkeys((*self.roots, *other.roots))),
-                           tuple(dict.fromkeys((*self.protected, *other.protected))))
+                           tuple(dict.fromkeys((*self.protected, *other.protected))),
+                           self.data or other.data, self.allow_hard_links)
 
     def protecting(self, paths: Iterable[Path]) -> ServedRoots:
         """These roots, with ``paths`` never served."""
         extra = (Path(os.path.realpath(p)) for p in paths)
-        return ServedRoots(self.roots, tuple(dict.fromkeys((*self.protected, *extra))))
+        return ServedRoots(self.roots, tuple(dict.fromkeys((*self.protected, *extra))),
+                           self.data, self.allow_hard_links)
+
+    def guarding(self, home: Path, *, allow_hard_links: bool = False) -> ServedRoots:
+        """These roots, never serving the data directory ``home`` by path or by identity;
+        ``allow_hard_links``: serve files with more than one link (still not the data
+        directory's own)."""
+        protected = self.protecting([home])
+        return ServedRoots(protected.roots, protected.protected, DataFiles(home),
+                           allow_hard_links)
 
     def _refused(self, path: Path) -> bool:
         return not _inside(path, self.roots) or _inside(path, self.protected)
@@ -162,7 +184,22 @@ class ServedRoots:
                                   code="VISION_PATH_NOT_FILE", details={"path": text})
         if info.st_size > max_bytes:
             raise _too_large(text, info.st_size, max_bytes)
-        return handle.read(max_bytes + 1)
+        self._judge(info, text, None)
+        data = handle.read(max_bytes + 1)
+        self._judge(info, text, data)
+        return data
+
+    def _judge(self, info: os.stat_result, text: str, content: bytes | None) -> None:
+        reason = refusal_reason(info, self.data, allow_hard_links=self.allow_hard_links,
+                                content=content)
+        if reason is None:
+            return
+        message = (f"{text!r} is a file of the data directory, which is never served"
+                   if reason == "data_directory" else
+                   f"{text!r} has {info.st_nlink} hard links; a hard link can name any file "
+                   "of this file system, so it is not served (vision.serve.allow_hard_links)")
+        raise VisionPathError(message, code="VISION_PATH_OUTSIDE_ROOTS",
+                              details={"path": text, "reason": reason})
 
 
 def _too_large(text: str, size: int, limit: int) -> ImageError:

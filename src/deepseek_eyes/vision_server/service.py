@@ -55,7 +55,9 @@ class VisionService:
     def __init__(self, bridge: VisionBridge, roots: ServedRoots, *,
                  max_listed: int = 1000) -> None:
         self.bridge = bridge
-        self.roots = roots.protecting([bridge.home.root])  # the data directory: never
+        # The data directory: never, by path or by identity (hard links, bind mounts).
+        self.roots = roots.guarding(
+            bridge.home.root, allow_hard_links=bridge.settings.vision.serve.allow_hard_links)
         self.max_listed = max_listed
         self._max_bytes = bridge.settings.image.max_bytes
 

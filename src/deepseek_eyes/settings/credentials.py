@@ -1,0 +1,212 @@
+"""The one owner of "does this command line or URL carry a credential?".
+
+Every path that can put an MCP server into the runtime — a settings file written by hand,
+``mcp register``, ``mcp import``, a test or a gateway building :class:`McpServerSettings`
+— asks these functions, because the settings model's validators do
+(:mod:`deepseek_eyes.settings.mcp`); ``register`` and ``import`` ask them first only to
+answer with their own code (``MCP_CREDENTIAL_IN_ARGUMENTS``) and wording
+(:mod:`deepseek_eyes.mcp.credentials`). They live in the settings layer because the model
+that refuses must not import the MCP capability above it.
+
+A value on a command line is visible to every user of the machine (``ps``), lands in shell
+history and in the settings file, where secrets exist only as ``{ env = "NAME" }``
+references. The shapes looked for:
+
+* an option whose name says it holds a secret, its value attached (``--token=V``) or as
+  the next argument (``--api-key V``); names that point *at* a secret (``--token-file``,
+  ``--password-env``) and look-alikes (``--tokenizer``, ``--keyboard``) are fine;
+* ``KEY=value`` with a secret-looking ``KEY`` (``-e API_KEY=V``, ``GITHUB_TOKEN=V``);
+* an ``Authorization:`` header value, or a token shape (:data:`TOKEN_PATTERNS`) anywhere;
+* in a URL: user information, and a key of :data:`CREDENTIAL_QUERY_KEYS` (or a name that
+  says it holds a secret) in the query, in a path segment's matrix parameters
+  (``;token=``) or in the fragment (``#access_token=``). Keys are compared after
+  percent-decoding (``api%5Fkey``), case-insensitively, with ``-`` and ``.`` read as ``_``.
+
+A finding names *where* (the argument's position, the option or key name) and *what*; it
+never carries the value, so no message built from it can repeat a secret.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+__all__ = [
+    "CREDENTIAL_QUERY_KEYS",
+    "SECRET_NAME",
+    "TOKEN_PATTERNS",
+    "Finding",
+    "argument_credential",
+    "is_credential_key",
+    "names_a_secret",
+    "url_credential",
+]
+
+#: A name (of an option, a variable, a header, a query key) that says it holds a secret,
+#: anywhere in it: the redactor's broad net (scrubbing too much is harmless there).
+SECRET_NAME = re.compile(
+    r"(?i)(api[_-]?key|apikey|secret|token|passw(?:or)?d|passwd|credential|private[_-]?key|"
+    r"access[_-]?key|auth[_-]?key|session[_-]?id|cookie)"
+)
+
+#: Token shapes that are secrets wherever they appear (name, pattern).
+TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("private key block", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")),
+    ("OpenAI-style key", re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,}")),
+    ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
+    ("Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+    ("AWS access key", re.compile(r"\bAKIA[0-9A-Z]{16}\b")),
+    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
+    ("JSON web token",
+     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    ("bearer token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{8,}=*")),
+)
+
+#: URL query, matrix and fragment keys that carry a credential, normalized (lower case,
+#: ``-`` and ``.`` as ``_``). The one table every URL check reads; :func:`names_a_secret`
+#: adds what a name's last word says (``my_token``, ``X-Amz-Signature``).
+CREDENTIAL_QUERY_KEYS = frozenset({
+    "key", "apikey", "api_key", "access_key", "accesskey", "secret_key", "private_key",
+    "token", "access_token", "accesstoken", "id_token", "refresh_token", "auth_token",
+    "session_token", "oauth_token", "bearer", "jwt",
+    "auth", "authorization", "password", "passwd", "pwd", "pass", "secret", "client_secret",
+    "sig", "signature", "x_amz_signature", "x_amz_credential", "x_amz_security_token",
+    "x_goog_signature", "x_goog_credential", "se_sig",
+    "session", "sessionid", "session_id", "sid", "code_verifier",
+})
+
+#: A name's last word that says it holds a secret; "key" only after a qualifier.
+_SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "pwd", "apikey",
+                           "credential", "credentials", "pat", "signature", "sig"})
+_KEY_QUALIFIERS = frozenset({"api", "access", "private", "auth", "client", "secret",
+                             "signing", "encryption", "session", "subscription", "master"})
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_.\-]*)=(.+)$", re.S)
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
+_AUTH_HEADER = re.compile(r"(?i)^\s*(?:proxy-)?authorization\s*:\s*\S")
+#: Percent-decoding rounds: a doubly encoded key (``api%255Fkey``) is still a key.
+_DECODE_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Where a credential was found and what it looks like; never its value."""
+
+    where: str  # "argument 3 (--api-key)", "the url"
+    what: str  # "is followed by a credential", "carries a password (user:password@)"
+    position: int | None = None  # 0: the command, 1…: its arguments
+
+    def __str__(self) -> str:
+        return f"{self.where} {self.what}"
+
+
+def _decoded(name: str) -> str:
+    for _ in range(_DECODE_ROUNDS):
+        unquoted = unquote(name.replace("+", " "))
+        if unquoted == name:
+            break
+        name = unquoted
+    return name
+
+
+def _words(name: str) -> Iterator[list[str]]:
+    """The name's words, split at ``-_. `` and, separately, also at camelCase humps."""
+    plain = name.lstrip("-")
+    yield [w for w in re.split(r"[-_. ]+", plain.lower()) if w]
+    yield [w for w in re.split(r"[-_. ]+", _CAMEL.sub("_", plain).lower()) if w]
+
+
+def names_a_secret(name: str) -> bool:
+    """``--api-key``, ``API_TOKEN``, ``client.secret``, ``accessToken``: yes;
+    ``--token-file``, ``--tokenizer``, ``TOKENIZERS_PARALLELISM``, ``SORT_KEY``: no."""
+    for words in _words(name):
+        if not words:
+            continue
+        if words[-1] in _SECRET_WORDS:
+            return True
+        if words[-1] == "key" and len(words) > 1 and words[-2] in _KEY_QUALIFIERS:
+            return True
+    return False
+
+
+def is_credential_key(name: str) -> bool:
+    """A URL key that carries a credential: in :data:`CREDENTIAL_QUERY_KEYS` once decoded
+    and normalized, or a name whose last word says so."""
+    decoded = _decoded(name).strip()
+    normalized = re.sub(r"[-. ]", "_", decoded.lower())
+    return normalized in CREDENTIAL_QUERY_KEYS or names_a_secret(decoded)
+
+
+def _pairs(text: str, separators: str) -> Iterator[str]:
+    for piece in re.split(f"[{separators}]", text):
+        key, eq, _ = piece.partition("=")
+        if eq and key:
+            yield key
+
+
+def url_credential(url: str, *, allow_user: bool = False) -> str | None:
+    """What in ``url`` carries a credential (``"user information"``, ``"query key
+    'token'"``, …), or None. ``allow_user``: a user name alone (no password) is fine,
+    as in a command-line URL such as ``https://git@host/``."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return None  # not a URL we can read; the caller's own validation says what is wrong
+    if password:
+        return "carries a password (user:password@)"
+    if "@" in parts.netloc and not allow_user:
+        return "carries user information (user@)"
+    places = (
+        ("query key", _pairs(parts.query, "&;")),
+        ("matrix parameter",
+         (key for segment in parts.path.split("/") for key in _pairs(
+             segment.partition(";")[2], ";,"))),
+        ("fragment key", _pairs(parts.fragment, "&;?/#")),
+    )
+    for label, keys in places:
+        for key in keys:
+            if is_credential_key(key):
+                return f"carries a credential in its {label} '{_decoded(key)[:64]}'"
+    return None
+
+
+def argument_credential(command: str | None, args: Sequence[str]) -> Finding | None:
+    """The first literal credential in a stdio server's command and arguments, or None.
+
+    Positions: the command is 0 ("the command"), arguments count from 1.
+    """
+    argv = [command, *args] if command else list(args)
+    for index, arg in enumerate(argv):
+        number = index if command else index + 1
+        where = "the command" if command and index == 0 else f"argument {number}"
+        found = _one_argument(arg, argv[index + 1] if index + 1 < len(argv) else None)
+        if found is not None:
+            label, what = found
+            return Finding(f"{where}{label}", what, number)
+    return None
+
+
+def _one_argument(arg: str, following: str | None) -> tuple[str, str] | None:
+    option, eq, value = arg.partition("=")
+    if option.startswith("-") and names_a_secret(option):
+        if eq and value:
+            return f" ({option}=…)", "passes a credential"
+        if not eq and following and not following.startswith("-"):
+            return f" ({option})", "is followed by a credential"
+    # KEY=value, alone (env-style) or as an option's value (--env=KEY=value).
+    assignment = _ASSIGNMENT.match(value if option.startswith("-") and eq else arg)
+    if assignment and names_a_secret(assignment.group(1)):
+        return f" ({assignment.group(1)}=…)", "assigns a credential"
+    if _AUTH_HEADER.match(arg) or (option.startswith("-") and eq and _AUTH_HEADER.match(value)):
+        return "", "is an Authorization header with its value"
+    for url in _URL.findall(arg):
+        found = url_credential(url, allow_user=True)
+        if found is not None:
+            return "", found
+    for name, pattern in TOKEN_PATTERNS:
+        if pattern.search(arg):
+            return "", f"looks like a {name}"
+    return None
