@@ -1,6 +1,6 @@
 """Image intake against Pillow's own decode, and the time a decompression bomb costs.
 
-    PYTHONPATH=src .venv/bin/python bench/image_intake.py [--repeat N]
+    .venv/bin/python bench/image_intake.py [--repeat N]
 
 Ours: ``decode_image`` (byte, format, pixel and decoded-size checks, the large-decode slot,
 EXIF orientation, RGB normalization and the pixel hash). Baseline: ``Image.open`` +
