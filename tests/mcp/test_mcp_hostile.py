@@ -279,6 +279,11 @@ async def test_stray_line_while_idle_is_only_counted(tmp_path: Path,
     await host.manager.start(wait=30)
     try:
         state = host.manager.servers["raw"]
+        # The line follows the tool listing on the server's own schedule: the call must be
+        # sent after it arrived, or it is no longer a line "while idle" (a loaded machine).
+        with anyio.fail_after(10):
+            while state.view()["invalid_messages"] < 1:
+                await anyio.sleep(0.01)
         result = await host.call_tool("mcp__raw__tok", {})
         assert result.preview == "fine"
         assert state.view()["invalid_messages"] == 1
