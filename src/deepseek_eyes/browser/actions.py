@@ -117,7 +117,7 @@ async def navigate(svc: BrowserService, args: Args) -> ToolResult:
     timeout = svc.settings.navigation_timeout
     notes: list[str] = []
     status: int | None = None
-    session.main_refusal = None
+    session.main_refusal = session.last_main_url = None
     try:
         _, response = await session.guarded(
             lambda: session.page.goto(url, wait_until="load", timeout=timeout * 1000),
@@ -128,7 +128,7 @@ async def navigate(svc: BrowserService, args: Args) -> ToolResult:
                      "it got")
     except error as exc:
         message = _first_line(exc)
-        refused = session.proxy_refusal(url)
+        refused = session.proxy_refusal(session.last_main_url or url)
         if "ERR_BLOCKED_BY_CLIENT" in message or refused is not None:
             reasons = [e for e in session.drain_events() if "blocked" in e]
             raise BrowserPolicyError(

@@ -196,6 +196,7 @@ class BrowserSession:
         self._dialog_times: deque[float] = deque()
         self._storm_noted = False
         self.main_refusal: str | None = None  # the last main-frame load the policy blanked
+        self.last_main_url: str | None = None  # the last main-frame request (or hop) sent
         self.dialog: PendingDialog | None = None
         self.navigations = 0
         self._pw: Playwright | None = None
@@ -312,7 +313,7 @@ class BrowserSession:
     def _note(self, text: str) -> None:
         """An event for the next observation; past MAX_EVENTS they are only counted."""
         if len(self.events) < MAX_EVENTS:
-            self._note(text)
+            self.events.append(text)
         else:
             self._dropped_events += 1
 
@@ -409,6 +410,8 @@ class BrowserSession:
             self._spawn(page.goto("about:blank"))
 
     def _on_request(self, request: Request) -> None:
+        if request.resource_type == "document" and self._main_frame_request(request):
+            self.last_main_url = request.url  # redirect hops come as requests of their own
         if request.resource_type in _TRACKED_REQUESTS:
             self._inflight.add(request)
             self._idle.clear()
