@@ -225,7 +225,7 @@ FILES = """<!doctype html><html><head><title>Files</title></head><body><main>
 <a href="/form.html" target="_blank">Open the form in a new tab</a>
 <button id="popups" onclick="for (let i = 0; i < 6; i++) window.open('/tabs.html')">
   Open six popups</button>
-<a href="/redirect?to=LOCALHOST/form.html">Redirect elsewhere</a>
+<a href="/redirect?to=ELSEWHERE/form.html">Redirect elsewhere</a>
 </main><script>
 document.getElementById("file").onchange = e => {
   document.getElementById("chosen").textContent =
@@ -268,7 +268,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         self.server.hits.append(parts.path)
         if parts.path in PAGES:
-            page = PAGES[parts.path].replace("LOCALHOST", f"http://localhost:{self.server.port}")
+            page = PAGES[parts.path].replace(
+                "ELSEWHERE", f"http://elsewhere.localhost:{self.server.port}")
             self._send(200, page.encode(), "text/html; charset=utf-8")
         elif parts.path == "/api/save":
             time.sleep(SAVE_DELAY_S)  # server-side work; the client waits on the response

@@ -21,20 +21,26 @@ Make = Callable[..., BrowserService]
 async def test_navigation_policy_blocks_schemes_hosts_and_redirects(
     browser: Make, site: Site
 ) -> None:
-    svc = browser(deny_hosts=["localhost"])
+    # "localhost" denies the machine in every spelling, 127.0.0.1 included.
+    everywhere = browser(deny_hosts=["localhost"])
+    spelled = await everywhere.call("browser_navigate", {"url": site.url("/files.html")})
+    assert "deny list" in spelled.text
+    svc = browser(deny_hosts=["elsewhere.localhost"])
     for url in ("file:///etc/passwd", "javascript:alert(1)", "chrome://version"):
         refused = await svc.call("browser_navigate", {"url": url})
         assert refused.code == "BROWSER_NAVIGATION_BLOCKED", url
-    denied = await svc.call("browser_navigate", {"url": f"http://localhost:{site.port}/"})
+    denied = await svc.call("browser_navigate",
+                            {"url": f"http://Elsewhere.LOCALHOST.:{site.port}/"})
     assert denied.code == "BROWSER_NAVIGATION_BLOCKED"
     files = await svc.call("browser_navigate", {"url": site.url("/files.html")})
     assert not files.is_error, files.text
     hits = len(site.hits)
-    # A link to an allowed URL that redirects to a denied host: Chromium follows redirects
-    # without asking the router, so the committed page is checked and blanked.
+    # A link to an allowed URL that redirects to a denied host: the proxy refuses the hop
+    # before it is sent, and the tab is blanked.
     moved = await svc.call("browser_click", {"state_id": state(files),
                                              "ref": ref(files.text, "Redirect elsewhere")})
-    assert "was blocked after a redirect" in moved.text
+    assert "elsewhere.localhost" in moved.text and "deny list" in moved.text
+    assert 'blocked: GET "http://elsewhere.localhost:' in moved.text
     assert moved.data["url"] == "about:blank"
     assert "/redirect" in site.hits[hits:]
     allow_only = browser(allow_hosts=["example.org"])
@@ -65,7 +71,7 @@ async def test_downloads_stay_in_their_directory(
     events = " ".join(again.data.get("events", []))
     if "deleted" not in events:
         events += " ".join((await small.call("browser_observe", {})).data.get("events", []))
-    assert "over browser.max_download_bytes" in events
+    assert "was cut at 4 bytes (browser.max_download_bytes)" in events
 
 
 async def test_uploads_only_from_named_directories(

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 from collections import deque
 import shutil
@@ -400,12 +401,19 @@ class BrowserSession:
             await dialog.dismiss()
 
     def _on_navigated(self, page: Page, frame: Any) -> None:
-        if frame is not page.main_frame or frame.url.startswith("chrome-error:"):
-            return  # a load that failed shows Chromium's error page: nothing was loaded
-        reason = self.policy.refusal(frame.url) or self.proxy_refusal(frame.url)
+        if frame is not page.main_frame:
+            return
+        url = frame.url
+        if url.startswith("chrome-error:"):
+            # A load that failed shows Chromium's error page: nothing was loaded. When the
+            # proxy refused it (a hop included), say so and show an empty tab instead.
+            url = self.last_main_url or ""
+            reason = self.proxy_refusal(url) if url else None
+        else:
+            reason = self.policy.refusal(url) or self.proxy_refusal(url)
         if reason is not None:
             self.main_refusal = reason
-            self._note(f"navigation to {frame.url[:200]!r} was blocked ({reason}); the "
+            self._note(f"navigation to {json.dumps(url[:200])} was blocked ({reason}); the "
                        "tab shows about:blank")
             self._spawn(page.goto("about:blank"))
 
