@@ -176,3 +176,55 @@ async def test_every_action_is_on_the_audit_chain_without_what_was_typed(
     assert report.ok, report.as_json()
     assert report.kinds["browser.action"] == 3
     home.close()
+
+
+async def test_a_download_is_cut_while_it_streams(
+    browser: Make, site: Site, tmp_path: Path
+) -> None:
+    from browser.site import BIG_BYTES
+
+    limit = 1024 * 1024
+    svc = browser(max_download_bytes=limit)
+    page = await svc.call("browser_navigate", {"url": site.url("/storm.html")})
+    got = await svc.call("browser_click", {"state_id": state(page),
+                                           "ref": ref(page.text, "Big download")})
+    assert svc.session is not None
+    await svc.session.background_done(30)
+    events = " ".join(got.data.get("events", []) + (
+        await svc.call("browser_observe", {})).data.get("events", []))
+    assert f"was cut at {limit} bytes (browser.max_download_bytes)" in events
+    assert "big.bin' failed" in events
+    assert not list((tmp_path / "downloads").glob("big*"))  # a cut download is not kept
+    # The control: under a limit above its size, the same download arrives whole.
+    roomy = browser(max_download_bytes=BIG_BYTES + 1)
+    page = await roomy.call("browser_navigate", {"url": site.url("/storm.html")})
+    await roomy.call("browser_click", {"state_id": state(page),
+                                       "ref": ref(page.text, "Big download")})
+    assert roomy.session is not None
+    await roomy.session.background_done(30)
+    (whole,) = (tmp_path / "downloads").glob("big*")
+    assert whole.stat().st_size == BIG_BYTES
+
+
+async def test_a_dialog_storm_is_ended_and_the_browser_stays_usable(
+    browser: Make, site: Site
+) -> None:
+    svc = browser(max_dialogs_per_minute=3)
+    page = await svc.call("browser_navigate", {"url": site.url("/storm.html")})
+    seen = await svc.call("browser_click", {"state_id": state(page),
+                                            "ref": ref(page.text, "Start the storm")})
+    answered = 0
+    while seen.data.get("dialog") and answered < 10:
+        seen = await svc.call("browser_dialog", {"state_id": state(seen), "accept": True})
+        answered += 1
+    assert answered == 3  # the fourth dialog closed the tab
+    assert svc.session is not None
+    await svc.session.background_done(10)
+    events = " ".join(seen.data.get("events", []) + (
+        await svc.call("browser_observe", {})).data.get("events", []))
+    assert "more than 3 dialogs in a minute: the tab that opened them was closed" in events
+    again = await svc.call("browser_navigate", {"url": site.url("/storm.html")})
+    counted = await svc.call("browser_click", {"state_id": state(again),
+                                               "ref": ref(again.text, "Count")})
+    assert not counted.is_error, counted.text
+    assert await value(svc, "window.clicks") == 1

@@ -24,9 +24,9 @@ Choices a newcomer might undo:
   :class:`~deepseek_eyes.browser.proxy.RequestProxy` as its only way out (loopback
   included); the proxy decides each request, redirect hop and socket. The ``route`` handler
   only keeps navigation bookkeeping (page-load counting, early refusals with clear words).
-* **A dialog storm ends.** Past ``browser.max_dialogs_per_minute`` dialogs, the next ones
-  are dismissed unanswered and the script that opens them is stopped (CDP
-  ``Runtime.terminateExecution``), so ``for (;;) alert()`` cannot hold the tab.
+* **A dialog storm ends.** Past ``browser.max_dialogs_per_minute`` dialogs, the tab that
+  opens them is closed (a new empty tab replaces the last one), so ``for (;;) alert()``
+  cannot hold the browser; stopping the script instead does not work between two alerts.
 * **Settling waits on events, not sleeps.** After an action we wait (bounded by
   ``settle_timeout``) until the document requests and fetches it started have finished and
   the DOM has had no mutation for a short quiet period, measured inside the page.
@@ -195,7 +195,7 @@ class BrowserSession:
         self._dropped_events = 0
         self._refused: deque[Refusal] = deque(maxlen=64)
         self._dialog_times: deque[float] = deque()
-        self._storm_noted = False
+        self._storming: set[Any] = set()  # pages closed for a dialog storm
         self.main_refusal: str | None = None  # the last main-frame load the policy blanked
         self.last_main_url: str | None = None  # the last main-frame request (or hop) sent
         self.dialog: PendingDialog | None = None
@@ -380,23 +380,20 @@ class BrowserSession:
             self._spawn(self._end_storm(dialog))
             return
         self._dialog_times.append(now)
-        self._storm_noted = False
         self.dialog = PendingDialog(dialog.type, dialog.message, dialog.default_value, dialog)
         self._dialog_event.set()
 
     async def _end_storm(self, dialog: Dialog) -> None:
-        """Dismiss a dialog past the per-minute bound and stop the script opening them."""
-        if not self._storm_noted:
-            self._storm_noted = True
+        """A dialog past the per-minute bound: its tab is closed (Chromium stops the script
+        with it; ``Runtime.terminateExecution`` does not reach a script between two
+        alerts) and the rest of the browser carries on."""
+        page = dialog.page
+        if page is not None and page not in self._storming:
+            self._storming.add(page)
             self._note(f"more than {self.settings.max_dialogs_per_minute} dialogs in a "
-                       "minute: the rest are dismissed unanswered and the page's script was "
-                       "stopped (browser.max_dialogs_per_minute)")
-        with contextlib.suppress(Exception):
-            if self._context is not None:
-                cdp = await self._context.new_cdp_session(dialog.page or self.page)
-                await cdp.send("Runtime.terminateExecution")
-                with contextlib.suppress(Exception):
-                    await cdp.detach()
+                       "minute: the tab that opened them was closed "
+                       "(browser.max_dialogs_per_minute)")
+            self._spawn(page.close(run_before_unload=False))
         with contextlib.suppress(Exception):
             await dialog.dismiss()
 
@@ -493,6 +490,13 @@ class BrowserSession:
                                f"browser.max_download_bytes ({self.settings.max_download_bytes})")
             return
         self._note(f"downloaded {target.name!r} ({size} bytes) to {self.downloads_dir}")
+
+    async def background_done(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) for the work started by page events so far:
+        downloads being saved, dialogs being dismissed."""
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
 
     def drain_events(self) -> list[str]:
         out, self.events = self.events, []

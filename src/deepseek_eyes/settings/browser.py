@@ -75,8 +75,8 @@ class BrowserSettings(Strict):
     )
     max_dialogs_per_minute: int = Field(
         default=20, ge=1, le=10_000,
-        description="JavaScript dialogs one browser shows per minute; beyond that they are "
-                    "dismissed unanswered and the script that opens them is stopped.",
+        description="JavaScript dialogs one browser shows per minute; the tab that opens "
+                    "one more is closed.",
     )
     action_timeout: float = Field(default=15.0, gt=0, le=300,
                                   description="Seconds one action may take.")
