@@ -34,8 +34,8 @@ from deepseek_eyes.browser.present import (
     state_data,
     state_header,
 )
-from deepseek_eyes.browser.report import ReportRecorder, Step, redact_arguments
 from deepseek_eyes.browser.proxy import Resolver
+from deepseek_eyes.browser.report import ReportRecorder, Step, redact_arguments
 from deepseek_eyes.browser.screenshots import MAX_SCREENSHOT_PIXELS, Screenshot, identify_png
 from deepseek_eyes.browser.session import BrowserSession, DocInfo
 from deepseek_eyes.browser.snapshot import AriaNode, parse_snapshot

@@ -38,9 +38,9 @@ import asyncio
 import contextlib
 import json
 import re
-from collections import deque
 import shutil
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path

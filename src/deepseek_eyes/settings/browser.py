@@ -22,7 +22,8 @@ VisualMode = Literal["auto", "always", "manual"]
 # A host pattern: a host name, an IP address or "*." + a domain, with an optional ":port".
 _HOST_PATTERN = re.compile(r"^(\*\.)?[a-z0-9._-]{1,253}(:\d{1,5})?$|^\[[0-9a-f:.]+\](:\d{1,5})?$")
 _LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
-_DOTTED_QUAD = re.compile(r"^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$")
+_OCTET = r"(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+_DOTTED_QUAD = re.compile(rf"^{_OCTET}(\.{_OCTET}){{3}}$")
 
 
 def _plain_host(pattern: str) -> bool:
