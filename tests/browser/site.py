@@ -1,7 +1,8 @@
 """Pages of our own, served on 127.0.0.1 for the browser tests: a form with validation
 messages and a toast after a (server-delayed) save, tabs, a modal dialog and a JavaScript
 confirm, a paginated table, an iframe, shadow DOM, a long document, two documents whose
-Playwright refs collide, a download, an upload, popups and a redirect.
+Playwright refs collide, a download, an upload, popups and a redirect, an alert storm and
+an 8 MiB download.
 
 Every page counts what happened to it in ``window`` (``clicks``, ``deleted``, …) so a test
 proves by observation that a refused action never ran.
@@ -225,7 +226,7 @@ FILES = """<!doctype html><html><head><title>Files</title></head><body><main>
 <a href="/form.html" target="_blank">Open the form in a new tab</a>
 <button id="popups" onclick="for (let i = 0; i < 6; i++) window.open('/tabs.html')">
   Open six popups</button>
-<a href="/redirect?to=LOCALHOST/form.html">Redirect elsewhere</a>
+<a href="/redirect?to=ELSEWHERE/form.html">Redirect elsewhere</a>
 </main><script>
 document.getElementById("file").onchange = e => {
   document.getElementById("chosen").textContent =
@@ -240,10 +241,20 @@ g.fillStyle = "#c00"; g.fillRect(0, 0, 600, 400);
 g.fillStyle = "#fff"; g.font = "48px sans-serif"; g.fillText("PRICE 42", 150, 220);
 </script></body></html>"""
 
+STORM = """<!doctype html><html><head><title>Storm</title></head><body><main>
+<h1>Alerts</h1>
+<button onclick="for (let i = 1; ; i++) alert('Message ' + i)">Start the storm</button>
+<button onclick="window.clicks = (window.clicks || 0) + 1;
+                 this.textContent = 'Counted ' + window.clicks">Count</button>
+<a id="big" href="/download/big.bin" download>Big download</a>
+</main></body></html>"""
+BIG_BYTES = 8 * 1024 * 1024  # /download/big.bin: far over any test's max_download_bytes
+
 PAGES: dict[str, str] = {
     "/form.html": FORM, "/tabs.html": TABS, "/modal.html": MODAL, "/table.html": _table(),
     "/frames.html": FRAMES, "/inner.html": INNER, "/long.html": _long(), "/keep.html": KEEP,
     "/delete.html": DELETE, "/files.html": FILES, "/canvas.html": CANVAS,
+    "/storm.html": STORM,
 }
 SAVE_DELAY_S = 0.4  # the server takes this long to save: the toast comes after the fetch
 
@@ -268,7 +279,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         self.server.hits.append(parts.path)
         if parts.path in PAGES:
-            page = PAGES[parts.path].replace("LOCALHOST", f"http://localhost:{self.server.port}")
+            page = PAGES[parts.path].replace(
+                "ELSEWHERE", f"http://elsewhere.localhost:{self.server.port}")
             self._send(200, page.encode(), "text/html; charset=utf-8")
         elif parts.path == "/api/save":
             time.sleep(SAVE_DELAY_S)  # server-side work; the client waits on the response
@@ -276,6 +288,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         elif parts.path == "/download/report.txt":
             self._send(200, b"quarterly numbers\n", "text/plain",
                        {"Content-Disposition": 'attachment; filename="../../report.txt"'})
+        elif parts.path == "/download/big.bin":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(BIG_BYTES))
+            self.send_header("Content-Disposition", 'attachment; filename="big.bin"')
+            self.end_headers()
+            chunk = b"\0" * 65536
+            try:
+                for _ in range(BIG_BYTES // len(chunk)):
+                    self.wfile.write(chunk)
+                    self.server.big_sent += len(chunk)
+            except OSError:  # the browser's proxy cut the download
+                return
         elif parts.path == "/redirect":
             target = parse_qs(parts.query).get("to", ["/"])[0]
             self._send(302, b"", "text/plain", {"Location": target})
@@ -287,6 +312,7 @@ class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     hits: list[str]
     port: int
+    big_sent: int
 
 
 class Site:
@@ -295,6 +321,7 @@ class Site:
     def __init__(self) -> None:
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.hits = []
+        self._server.big_sent = 0
         self.port = self._server.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
                                         name=f"site-{self.port}")
@@ -302,6 +329,11 @@ class Site:
     @property
     def hits(self) -> list[str]:
         return self._server.hits
+
+    @property
+    def big_sent(self) -> int:
+        """Bytes of /download/big.bin written to the socket so far."""
+        return self._server.big_sent
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"

@@ -66,7 +66,10 @@ def state(result: ToolResult) -> str:
 
 
 def settings(**overrides: Any) -> BrowserSettings:
-    return BrowserSettings.model_validate({"settle_timeout": 3.0, **overrides})
+    """Test settings: the test site is on loopback, so the private-network guard lets it
+    through (tests of the guard itself turn it back on)."""
+    return BrowserSettings.model_validate({"settle_timeout": 3.0, "allow_private_network": True,
+                                           **overrides})
 
 
 def downloads(tmp_path: Path) -> Path:

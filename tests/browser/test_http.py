@@ -41,12 +41,15 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[Served]:
-    """The real server, announced on standard output once its socket is bound."""
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The real server, announced on standard output once its socket is bound (the test
+    site is on loopback: the private-network guard lets it through)."""
     require_browser()
     token = secrets.token_urlsafe(32)
+    config = tmp_path_factory.mktemp("browser-http") / "deepseek-eyes.toml"
+    config.write_text("[browser]\nallow_private_network = true\n")
     process = subprocess.Popen(  # noqa: S603 - our own command
-        [EXE, "browser", "serve", "--http", "--port", "0", "--json"],
+        [EXE, "--config", str(config), "browser", "serve", "--http", "--port", "0", "--json"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, ENV_TOKEN: token},
     )

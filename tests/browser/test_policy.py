@@ -13,7 +13,9 @@ from deepseek_eyes.settings import BrowserSettings, Settings
 def test_http_and_https_only_by_default() -> None:
     policy = NavigationPolicy.from_settings(BrowserSettings())
     assert policy.refusal("https://example.org/") is None
-    assert policy.refusal("http://127.0.0.1:8080/x") is None
+    assert "private network" in (policy.refusal("http://127.0.0.1:8080/x") or "")
+    opened = NavigationPolicy.from_settings(BrowserSettings(allow_private_network=True))
+    assert opened.refusal("http://127.0.0.1:8080/x") is None
     assert policy.refusal("about:blank") is None
     for url in ("file:///etc/passwd", "javascript:alert(1)", "ftp://example.org/",
                 "chrome://settings", "data:text/html,hi", "view-source:http://x/"):
@@ -41,9 +43,13 @@ def test_allow_and_deny_lists() -> None:
     assert policy.refusal("http://127.0.0.1:8000/") is None
     assert policy.refusal("http://127.0.0.1:8001/") is not None
     assert policy.refusal("https://evil.example.org/") is not None
-    # A sub-resource from a CDN is not a visit: the allow list does not apply, deny does.
-    assert policy.refusal("https://cdn.example.net/x.js", navigation=False) is None
+    # The allow list holds sub-resources too; a CDN is named in allow_subresource_hosts.
+    assert policy.refusal("https://cdn.example.net/x.js", navigation=False) is not None
     assert policy.refusal("https://secret.test/x.js", navigation=False) is not None
+    cdn = NavigationPolicy.from_settings(BrowserSettings(
+        allow_hosts=("docs.example.org",), allow_subresource_hosts=("cdn.example.net",)))
+    assert cdn.refusal("https://cdn.example.net/x.js", navigation=False) is None
+    assert cdn.refusal("https://cdn.example.net/", navigation=True) is not None
 
 
 def test_credentials_in_urls_are_refused() -> None:
@@ -56,6 +62,8 @@ def test_settings_are_strict() -> None:
                                         "runtime": {"tool_sources": ["look", "browser"]}})
     assert settings.browser.allow_hosts == ("docs.example.org",)
     for bad in ({"visual_mode": "sometimes"}, {"allow_hosts": ["http://x/"]},
-                {"allowed_schemes": ["javascript"]}, {"max_tabs": 0}, {"headles": True}):
+                {"allowed_schemes": ["javascript"]}, {"max_tabs": 0}, {"headles": True},
+                {"deny_hosts": ["0x7f.1"]}, {"allow_subresource_hosts": ["a..b"]},
+                {"max_dialogs_per_minute": 0}):
         with pytest.raises(ValidationError):
             BrowserSettings.model_validate(bad)

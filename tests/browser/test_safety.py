@@ -21,20 +21,27 @@ Make = Callable[..., BrowserService]
 async def test_navigation_policy_blocks_schemes_hosts_and_redirects(
     browser: Make, site: Site
 ) -> None:
-    svc = browser(deny_hosts=["localhost"])
+    # "localhost" denies the machine in every spelling, 127.0.0.1 included.
+    everywhere = browser(deny_hosts=["localhost"])
+    spelled = await everywhere.call("browser_navigate", {"url": site.url("/files.html")})
+    assert "deny list" in spelled.text
+    svc = browser(deny_hosts=["elsewhere.localhost"])
     for url in ("file:///etc/passwd", "javascript:alert(1)", "chrome://version"):
         refused = await svc.call("browser_navigate", {"url": url})
         assert refused.code == "BROWSER_NAVIGATION_BLOCKED", url
-    denied = await svc.call("browser_navigate", {"url": f"http://localhost:{site.port}/"})
+    denied = await svc.call("browser_navigate",
+                            {"url": f"http://Elsewhere.LOCALHOST.:{site.port}/"})
     assert denied.code == "BROWSER_NAVIGATION_BLOCKED"
     files = await svc.call("browser_navigate", {"url": site.url("/files.html")})
     assert not files.is_error, files.text
     hits = len(site.hits)
-    # A link to an allowed URL that redirects to a denied host: Chromium follows redirects
-    # without asking the router, so the committed page is checked and blanked.
+    # A link to an allowed URL that redirects to a denied host: the proxy refuses the hop
+    # before it is sent, and the tab is blanked.
     moved = await svc.call("browser_click", {"state_id": state(files),
                                              "ref": ref(files.text, "Redirect elsewhere")})
-    assert "was blocked after a redirect" in moved.text
+    assert "elsewhere.localhost" in moved.text
+    assert "deny list" in moved.text
+    assert 'blocked: GET "http://elsewhere.localhost:' in moved.text
     assert moved.data["url"] == "about:blank"
     assert "/redirect" in site.hits[hits:]
     allow_only = browser(allow_hosts=["example.org"])
@@ -65,7 +72,7 @@ async def test_downloads_stay_in_their_directory(
     events = " ".join(again.data.get("events", []))
     if "deleted" not in events:
         events += " ".join((await small.call("browser_observe", {})).data.get("events", []))
-    assert "over browser.max_download_bytes" in events
+    assert "was cut at 4 bytes (browser.max_download_bytes)" in events
 
 
 async def test_uploads_only_from_named_directories(
@@ -171,3 +178,55 @@ async def test_every_action_is_on_the_audit_chain_without_what_was_typed(
     assert report.ok, report.as_json()
     assert report.kinds["browser.action"] == 3
     home.close()
+
+
+async def test_a_download_is_cut_while_it_streams(
+    browser: Make, site: Site, tmp_path: Path
+) -> None:
+    from browser.site import BIG_BYTES
+
+    limit = 1024 * 1024
+    svc = browser(max_download_bytes=limit)
+    page = await svc.call("browser_navigate", {"url": site.url("/storm.html")})
+    got = await svc.call("browser_click", {"state_id": state(page),
+                                           "ref": ref(page.text, "Big download")})
+    assert svc.session is not None
+    await svc.session.background_done(30)
+    events = " ".join(got.data.get("events", []) + (
+        await svc.call("browser_observe", {})).data.get("events", []))
+    assert f"was cut at {limit} bytes (browser.max_download_bytes)" in events
+    assert "big.bin' failed" in events
+    assert not list((tmp_path / "downloads").glob("big*"))  # a cut download is not kept
+    # The control: under a limit above its size, the same download arrives whole.
+    roomy = browser(max_download_bytes=BIG_BYTES + 1)
+    page = await roomy.call("browser_navigate", {"url": site.url("/storm.html")})
+    await roomy.call("browser_click", {"state_id": state(page),
+                                       "ref": ref(page.text, "Big download")})
+    assert roomy.session is not None
+    await roomy.session.background_done(30)
+    (whole,) = (tmp_path / "downloads").glob("big*")
+    assert whole.stat().st_size == BIG_BYTES
+
+
+async def test_a_dialog_storm_is_ended_and_the_browser_stays_usable(
+    browser: Make, site: Site
+) -> None:
+    svc = browser(max_dialogs_per_minute=3)
+    page = await svc.call("browser_navigate", {"url": site.url("/storm.html")})
+    seen = await svc.call("browser_click", {"state_id": state(page),
+                                            "ref": ref(page.text, "Start the storm")})
+    answered = 0
+    while seen.data.get("dialog") and answered < 10:
+        seen = await svc.call("browser_dialog", {"state_id": state(seen), "accept": True})
+        answered += 1
+    assert answered == 3  # the fourth dialog closed the tab
+    assert svc.session is not None
+    await svc.session.background_done(10)
+    events = " ".join(seen.data.get("events", []) + (
+        await svc.call("browser_observe", {})).data.get("events", []))
+    assert "more than 3 dialogs in a minute: the tab that opened them was closed" in events
+    again = await svc.call("browser_navigate", {"url": site.url("/storm.html")})
+    counted = await svc.call("browser_click", {"state_id": state(again),
+                                               "ref": ref(again.text, "Count")})
+    assert not counted.is_error, counted.text
+    assert await value(svc, "window.clicks") == 1

@@ -92,11 +92,17 @@ async def test_the_stdio_command_with_the_sdk_client(site: Site) -> None:
         assert closed.structured_content["report_sha256"]
 
 
-def test_the_observe_command(site: Site, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_observe_command(site: Site, capsys: pytest.CaptureFixture[str],
+                             tmp_path: Path) -> None:
     require_browser()
     from deepseek_eyes.cli import main
 
-    main(["browser", "observe", site.url("/table.html"), "--json"])
+    guarded = ["browser", "observe", site.url("/table.html"), "--json"]
+    with pytest.raises(SystemExit):  # by default a page may not be on the private network
+        main(guarded)
+    assert "allow_private_network" in capsys.readouterr().out
+    (tmp_path / "deepseek-eyes.toml").write_text("[browser]\nallow_private_network = true\n")
+    main(guarded)  # the working directory's settings file (the tests run in tmp_path)
     data = json.loads(capsys.readouterr().out)
     assert data["state_id"] == "s1"
     assert 'table "Orders" (11 rows):' in data["observation"]

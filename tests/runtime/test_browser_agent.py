@@ -41,7 +41,10 @@ def settings_for(upstream: LoopbackUpstream, **sections: Any) -> Settings:
     runtime = {"tool_sources": ["look", "browser"], "max_tool_calls_per_turn": 8,
                **sections.pop("runtime", {})}
     return Settings.model_validate({"llm": llm, "runtime": runtime,
-                                    "browser": {"settle_timeout": 3.0}, **sections})
+                                    # The test site is on loopback: let it through.
+                                    "browser": {"settle_timeout": 3.0,
+                                                "allow_private_network": True},
+                                    **sections})
 
 
 @pytest.fixture

@@ -10,9 +10,11 @@ byte and pixel hashes; the report (v2) records steps, states, assertions and tim
 Modules, one job each: ``snapshot`` (Playwright's aria YAML → tree), ``observe`` (tree →
 lines), ``pages`` (the viewport page, then the rest), ``state`` (state ids, refs, deltas),
 ``session`` (Chromium, tabs, dialogs, downloads, the request router), ``policy`` (where it
-may go), ``actions`` (one handler per tool), ``service`` (the call: lock, checks, observe,
-report), ``present`` (texts), ``screenshots``, ``report``, ``visual`` (when pixels reach
-the model), ``tools`` (names, schemas, annotations), ``server`` (the MCP server).
+may go: the one decision), ``hosts`` (canonical hosts), ``proxy`` (the forward proxy every
+request of the browser goes through, where the policy is enforced), ``actions`` (one
+handler per tool), ``service`` (the call: lock, checks, observe, report), ``present``
+(texts), ``screenshots``, ``report``, ``visual`` (when pixels reach the model), ``tools``
+(names, schemas, annotations), ``server`` (the MCP server).
 
 This package imports neither vision, nor mcp, nor the terminal, nor the runtime: the
 runtime wires visual evidence in through :class:`Describe`.

@@ -119,6 +119,7 @@ async def navigate(svc: BrowserService, args: Args) -> ToolResult:
     timeout = svc.settings.navigation_timeout
     notes: list[str] = []
     status: int | None = None
+    session.main_refusal = session.last_main_url = None
     try:
         _, response = await session.guarded(
             lambda: session.page.goto(url, wait_until="load", timeout=timeout * 1000),
@@ -129,15 +130,22 @@ async def navigate(svc: BrowserService, args: Args) -> ToolResult:
                      "it got")
     except error as exc:
         message = _first_line(exc)
-        if "ERR_BLOCKED_BY_CLIENT" in message:
+        refused = session.proxy_refusal(session.last_main_url or url)
+        if "ERR_BLOCKED_BY_CLIENT" in message or refused is not None:
             reasons = [e for e in session.drain_events() if "blocked" in e]
             raise BrowserPolicyError(
-                reasons[0] if reasons else "navigation refused by the policy",
+                f"navigation refused: {refused}" if refused else (
+                    reasons[0] if reasons else "navigation refused by the policy"),
                 code="BROWSER_NAVIGATION_BLOCKED",
                 details={"url": redact_url(url, limit=300)}) from None
         raise BrowserError(f"the page could not be loaded: {message}",
                            code="BROWSER_NAVIGATION_FAILED",
                            details={"url": redact_url(url, limit=300)}) from None
+    if session.main_refusal is not None:  # the proxy refused it (or where it redirected)
+        raise BrowserPolicyError(f"navigation refused: {session.main_refusal}",
+                                 code="BROWSER_NAVIGATION_BLOCKED",
+                                 details={"url": redact_url(url, limit=300),
+                                          "reason": session.main_refusal})
     if status is not None and status >= 400:
         notes.append(f"the server answered HTTP {status}")
     await session.settle()

@@ -35,6 +35,7 @@ from deepseek_eyes.browser.present import (
     state_data,
     state_header,
 )
+from deepseek_eyes.browser.proxy import Resolver
 from deepseek_eyes.browser.report import ReportRecorder, Step, redact_arguments
 from deepseek_eyes.browser.screenshots import MAX_SCREENSHOT_PIXELS, Screenshot, identify_png
 from deepseek_eyes.browser.session import BrowserSession, DocInfo
@@ -74,8 +75,12 @@ def _iframe_refs(roots: list[AriaNode]) -> list[str]:
 class BrowserService:
     def __init__(self, settings: BrowserSettings, *, downloads_dir: Path,
                  blobs: BlobStore | None = None, audit: AuditLog | None = None,
-                 owner: str | None = None, data_dir: Path | None = None) -> None:
+                 owner: str | None = None, data_dir: Path | None = None,
+                 resolver: Resolver | None = None, request_proxy: bool = True) -> None:
+        """``resolver`` and ``request_proxy`` are the session's (tests and the benchmark)."""
         self.settings = settings
+        self._resolver = resolver
+        self._request_proxy = request_proxy
         self.downloads_dir = downloads_dir
         self.blobs = blobs
         # The data directory, whose files are never uploaded (by identity, not only by
@@ -230,7 +235,9 @@ class BrowserService:
     # -- the browser -----------------------------------------------------------------------
     async def ensure_session(self) -> BrowserSession:
         if self.session is None:
-            self.session = BrowserSession(self.settings, downloads_dir=self.downloads_dir)
+            self.session = BrowserSession(self.settings, downloads_dir=self.downloads_dir,
+                                          resolver=self._resolver,
+                                          request_proxy=self._request_proxy)
         if not self.session.started:
             await self.session.start()
         return self.session

@@ -1,5 +1,5 @@
-"""One headless Chromium, driven by Playwright: its lifecycle, tabs, dialogs, downloads and
-the navigation policy's request router.
+"""One headless Chromium, driven by Playwright: its lifecycle, tabs, dialogs, downloads,
+its request proxy (where the network policy is enforced) and the navigation router.
 
 Choices a newcomer might undo:
 
@@ -20,6 +20,13 @@ Choices a newcomer might undo:
   the page, and a Playwright action waiting on it would never return. Actions run through
   :meth:`BrowserSession.guarded`, which returns as soon as a dialog opens and parks the
   action until ``browser_dialog`` answers it.
+* **Every request goes through our proxy.** Chromium is launched with the session's
+  :class:`~deepseek_eyes.browser.proxy.RequestProxy` as its only way out (loopback
+  included); the proxy decides each request, redirect hop and socket. The ``route`` handler
+  only keeps navigation bookkeeping (page-load counting, early refusals with clear words).
+* **A dialog storm ends.** Past ``browser.max_dialogs_per_minute`` dialogs, the tab that
+  opens them is closed (a new empty tab replaces the last one), so ``for (;;) alert()``
+  cannot hold the browser; stopping the script instead does not work between two alerts.
 * **Settling waits on events, not sleeps.** After an action we wait (bounded by
   ``settle_timeout``) until the document requests and fetches it started have finished and
   the DOM has had no mutation for a short quiet period, measured inside the page.
@@ -29,16 +36,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import shutil
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 from deepseek_eyes.browser.observe import SECRET_FIELD_JS
-from deepseek_eyes.browser.policy import NavigationPolicy
+from deepseek_eyes.browser.policy import DEFAULT_PORTS, NavigationPolicy
+from deepseek_eyes.browser.proxy import PROXY_ARGS, Refusal, RequestProxy, Resolver
 from deepseek_eyes.errors import BrowserError, BrowserPolicyError, BrowserTimeoutError
 from deepseek_eyes.settings import BrowserSettings
 
@@ -114,6 +125,9 @@ _QUIET = """([quietMs, maxMs]) => new Promise(resolve => {
 _QUIET_MS = 120
 _TRACKED_REQUESTS = frozenset({"document", "xhr", "fetch"})
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
+#: Events kept between two observations; more are counted, not kept.
+MAX_EVENTS = 40
+_DIALOG_WINDOW_S = 60.0
 
 
 def find_chromium(settings: BrowserSettings) -> str:
@@ -168,11 +182,23 @@ class BrowserSession:
     """
 
     def __init__(self, settings: BrowserSettings, *, downloads_dir: Path,
-                 policy: NavigationPolicy | None = None) -> None:
+                 policy: NavigationPolicy | None = None, resolver: Resolver | None = None,
+                 request_proxy: bool = True) -> None:
+        """``resolver`` replaces the proxy's DNS (tests); ``request_proxy=False`` launches
+        Chromium without the proxy, for the benchmark's baseline only."""
         self.settings = settings
         self.policy = policy or NavigationPolicy.from_settings(settings)
         self.downloads_dir = downloads_dir
         self.events: list[str] = []  # things that happened outside an action's own result
+        self.proxy: RequestProxy | None = None
+        self._resolver = resolver
+        self._use_proxy = request_proxy
+        self._dropped_events = 0
+        self._refused: deque[Refusal] = deque(maxlen=64)
+        self._dialog_times: deque[float] = deque()
+        self._storming: set[Any] = set()  # pages closed for a dialog storm
+        self.main_refusal: str | None = None  # the last main-frame load the policy blanked
+        self.last_main_url: str | None = None  # the last main-frame request (or hop) sent
         self.dialog: PendingDialog | None = None
         self.navigations = 0
         self._pw: Playwright | None = None
@@ -210,10 +236,20 @@ class BrowserSession:
         incoming = self.downloads_dir / ".incoming"
         try:
             incoming.mkdir(parents=True, exist_ok=True)
+            args = list(CHROMIUM_ARGS)
+            proxy: dict[str, str] | None = None
+            if self._use_proxy:
+                self.proxy = RequestProxy(
+                    self.policy, on_refusal=self._on_refusal, on_event=self._note,
+                    resolver=self._resolver, connect_timeout=self.settings.navigation_timeout,
+                    max_download_bytes=self.settings.max_download_bytes)
+                await self.proxy.start()
+                proxy = {"server": self.proxy.url, "bypass": "<-loopback>"}
+                args += PROXY_ARGS
             self._pw = await async_playwright().start()
             self._browser = await self._pw.chromium.launch(
                 executable_path=executable, headless=self.settings.headless,
-                args=list(CHROMIUM_ARGS), downloads_path=str(incoming),
+                args=args, downloads_path=str(incoming), proxy=proxy,  # type: ignore[arg-type]
                 timeout=self.settings.navigation_timeout * 1000)
             self._context = await self._browser.new_context(
                 viewport={"width": self.settings.viewport_width,
@@ -248,7 +284,10 @@ class BrowserSession:
         if self._pw is not None:
             with contextlib.suppress(Exception):
                 await self._pw.stop()
+        if self.proxy is not None:
+            await self.proxy.close()
         self._pw = self._browser = self._context = self._page = None
+        self.proxy = None
         self._closing = False
 
     @property
@@ -273,15 +312,41 @@ class BrowserSession:
         if not task.cancelled():
             task.exception()
 
+    def _note(self, text: str) -> None:
+        """An event for the next observation; past MAX_EVENTS they are only counted."""
+        if len(self.events) < MAX_EVENTS:
+            self.events.append(text)
+        else:
+            self._dropped_events += 1
+
+    def _on_refusal(self, refusal: Refusal) -> None:
+        self._refused.append(refusal)
+        self._note(refusal.describe())
+
+    def proxy_refusal(self, url: str) -> str | None:
+        """Why the proxy refused a load of ``url`` recently (its URL, or its origin for a
+        tunnel), or None."""
+        try:
+            parts = urlsplit(url)
+            origin = f"{parts.hostname}:{parts.port or DEFAULT_PORTS.get(parts.scheme, 0)}"
+        except ValueError:
+            return None
+        bare = url.split("#", 1)[0]
+        for refusal in reversed(self._refused):
+            if refusal.target == bare or (refusal.method == "CONNECT"
+                                          and refusal.origin == origin):
+                return refusal.reason
+        return None
+
     def _on_page(self, page: Page) -> None:
         self._watch(page)
         if self._context is not None and len(self._context.pages) > self.settings.max_tabs:
-            self.events.append(f"a new tab was closed: at most {self.settings.max_tabs} tabs "
+            self._note(f"a new tab was closed: at most {self.settings.max_tabs} tabs "
                                "(browser.max_tabs)")
             self._spawn(page.close())
             return
         if self._page is not None:
-            self.events.append("a new tab opened and is now the active tab")
+            self._note("a new tab opened and is now the active tab")
         self._page = page
 
     def _watch(self, page: Page) -> None:
@@ -299,29 +364,60 @@ class BrowserSession:
         remaining = [p for p in self._context.pages if p is not page]
         if remaining:
             self._page = remaining[-1]
-            self.events.append("the tab closed; the previous tab is active again")
+            self._note("the tab closed; the previous tab is active again")
         else:
             self._page = None
-            self.events.append("the last tab closed; a new empty tab was opened")
+            self._note("the last tab closed; a new empty tab was opened")
             self._spawn(self._context.new_page())
 
     def _on_dialog(self, dialog: Dialog) -> None:
         if self.dialog is not None:  # cannot happen while one blocks; never leave one open
             self._spawn(dialog.dismiss())
             return
+        now = time.monotonic()
+        while self._dialog_times and now - self._dialog_times[0] > _DIALOG_WINDOW_S:
+            self._dialog_times.popleft()
+        if len(self._dialog_times) >= self.settings.max_dialogs_per_minute:
+            self._spawn(self._end_storm(dialog))
+            return
+        self._dialog_times.append(now)
         self.dialog = PendingDialog(dialog.type, dialog.message, dialog.default_value, dialog)
         self._dialog_event.set()
 
+    async def _end_storm(self, dialog: Dialog) -> None:
+        """A dialog past the per-minute bound: its tab is closed (Chromium stops the script
+        with it; ``Runtime.terminateExecution`` does not reach a script between two
+        alerts) and the rest of the browser carries on."""
+        page = dialog.page
+        if page is not None and page not in self._storming:
+            self._storming.add(page)
+            self._note(f"more than {self.settings.max_dialogs_per_minute} dialogs in a "
+                       "minute: the tab that opened them was closed "
+                       "(browser.max_dialogs_per_minute)")
+            self._spawn(page.close(run_before_unload=False))
+        with contextlib.suppress(Exception):
+            await dialog.dismiss()
+
     def _on_navigated(self, page: Page, frame: Any) -> None:
-        if frame is not page.main_frame or frame.url.startswith("chrome-error:"):
-            return  # a load that failed shows Chromium's error page: nothing was loaded
-        reason = self.policy.refusal(frame.url)
+        if frame is not page.main_frame:
+            return
+        url = frame.url
+        if url.startswith("chrome-error:"):
+            # A load that failed shows Chromium's error page: nothing was loaded. When the
+            # proxy refused it (a hop included), say so and show an empty tab instead.
+            url = self.last_main_url or ""
+            reason = self.proxy_refusal(url) if url else None
+        else:
+            reason = self.policy.refusal(url) or self.proxy_refusal(url)
         if reason is not None:
-            self.events.append(f"navigation to {frame.url[:200]!r} was blocked after a "
-                               f"redirect ({reason}); the tab shows about:blank")
+            self.main_refusal = reason
+            self._note(f"navigation to {json.dumps(url[:200])} was blocked ({reason}); the "
+                       "tab shows about:blank")
             self._spawn(page.goto("about:blank"))
 
     def _on_request(self, request: Request) -> None:
+        if request.resource_type == "document" and self._main_frame_request(request):
+            self.last_main_url = request.url  # redirect hops come as requests of their own
         if request.resource_type in _TRACKED_REQUESTS:
             self._inflight.add(request)
             self._idle.clear()
@@ -334,7 +430,11 @@ class BrowserSession:
     async def _route(self, route: Route) -> None:
         request = route.request
         navigation = request.is_navigation_request()
-        reason = self.policy.refusal(request.url, navigation=navigation)
+        if not navigation and self.proxy is not None and request.url.startswith(
+                ("http:", "https:")):
+            reason = None  # the proxy decides every fetch (and says so in an event)
+        else:
+            reason = self.policy.refusal(request.url, navigation=navigation)
         main = navigation and self._main_frame_request(request)
         if reason is None and main:
             if self.navigations >= self.settings.max_navigations:
@@ -347,7 +447,7 @@ class BrowserSession:
                 await route.continue_()
             return
         if navigation:
-            self.events.append(f"navigation to {request.url[:200]!r} was blocked: {reason}")
+            self._note(f"navigation to {request.url[:200]!r} was blocked: {reason}")
         with contextlib.suppress(Exception):
             await route.abort("blockedbyclient")
 
@@ -367,24 +467,43 @@ class BrowserSession:
         while target.exists():
             number += 1
             target = self.downloads_dir / f"{stem} ({number}){suffix}"
+        origin: tuple[str, int] | None = None
+        with contextlib.suppress(ValueError):
+            parts = urlsplit(download.url)
+            if parts.hostname:
+                origin = (parts.hostname, parts.port or DEFAULT_PORTS.get(parts.scheme, 0))
+        if self.proxy is not None and origin is not None:
+            self.proxy.cap_origin(*origin)  # cut while streaming, not after it is on disk
         try:
             await download.save_as(target)
         except Exception as exc:  # a failed or cancelled download is reported, not raised
-            self.events.append(f"download {name!r} failed: {str(exc).splitlines()[0][:200]}")
+            self._note(f"download {name!r} failed: {str(exc).splitlines()[0][:200]}")
             return
         finally:
+            if self.proxy is not None and origin is not None:
+                self.proxy.uncap_origin(*origin)
             with contextlib.suppress(Exception):
                 await download.delete()
         size = target.stat().st_size
         if size > self.settings.max_download_bytes:
             target.unlink(missing_ok=True)
-            self.events.append(f"download {name!r} ({size} bytes) was deleted: over "
+            self._note(f"download {name!r} ({size} bytes) was deleted: over "
                                f"browser.max_download_bytes ({self.settings.max_download_bytes})")
             return
-        self.events.append(f"downloaded {target.name!r} ({size} bytes) to {self.downloads_dir}")
+        self._note(f"downloaded {target.name!r} ({size} bytes) to {self.downloads_dir}")
+
+    async def background_done(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) for the work started by page events so far:
+        downloads being saved, dialogs being dismissed."""
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
 
     def drain_events(self) -> list[str]:
         out, self.events = self.events, []
+        if self._dropped_events:
+            out.append(f"{self._dropped_events} more events were not kept")
+            self._dropped_events = 0
         return out
 
     # -- guarded actions -----------------------------------------------------------------

@@ -64,7 +64,8 @@ def serve_command(ctx: click.Context, transport: str, host: str | None, port: in
         token = resolve_browser_token(browser)
     described = {"transport": transport, "visual_mode": browser.visual_mode,
                  "schemes": list(browser.allowed_schemes), "allow_hosts": list(
-                     browser.allow_hosts), "deny_hosts": list(browser.deny_hosts)}
+                     browser.allow_hosts), "deny_hosts": list(browser.deny_hosts),
+                 "allow_private_network": browser.allow_private_network}
     if transport == "stdio":
         click.echo(dump_json(described) if as_json else
                    f"browser: MCP over stdio; schemes {', '.join(browser.allowed_schemes)}; "

@@ -21,6 +21,22 @@ VisualMode = Literal["auto", "always", "manual"]
 
 # A host pattern: a host name, an IP address or "*." + a domain, with an optional ":port".
 _HOST_PATTERN = re.compile(r"^(\*\.)?[a-z0-9._-]{1,253}(:\d{1,5})?$|^\[[0-9a-f:.]+\](:\d{1,5})?$")
+_LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
+_OCTET = r"(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+_DOTTED_QUAD = re.compile(rf"^{_OCTET}(\.{_OCTET}){{3}}$")
+
+
+def _plain_host(pattern: str) -> bool:
+    """Names of valid labels, or an IPv4 address in its one plain spelling (the browser's
+    policy compares every other spelling with it)."""
+    if pattern.startswith("["):
+        return True  # checked by the browser's policy when it parses the address
+    host = pattern.rsplit(":", 1)[0] if ":" in pattern else pattern
+    host = host.removeprefix("*.").removesuffix(".")
+    labels = host.split(".")
+    if re.fullmatch(r"[0-9]+|0x[0-9a-f]*", labels[-1]):
+        return not pattern.startswith("*.") and bool(_DOTTED_QUAD.match(host))
+    return all(_LABEL.match(label) for label in labels)
 
 
 class BrowserSettings(Strict):
@@ -43,10 +59,25 @@ class BrowserSettings(Strict):
     )
     allow_hosts: tuple[str, ...] = Field(
         default=(), description="When not empty, only these hosts (`*.example.org`, "
-                                "`host:port`) may be navigated to."
+                                "`host:port`) may be visited or fetched from."
+    )
+    allow_subresource_hosts: tuple[str, ...] = Field(
+        default=(), description="With allow_hosts: more hosts pages may fetch from (CDNs) "
+                                "but not be visited on."
     )
     deny_hosts: tuple[str, ...] = Field(
-        default=(), description="Hosts never navigated to or fetched from; wins over allow."
+        default=(), description="Hosts never navigated to or fetched from, in any spelling "
+                                "or by any address; wins over everything."
+    )
+    allow_private_network: bool = Field(
+        default=False, description="Let pages reach loopback, private, link-local and other "
+                                   "non-public addresses (off: only hosts named in the allow "
+                                   "lists may be private).",
+    )
+    max_dialogs_per_minute: int = Field(
+        default=20, ge=1, le=10_000,
+        description="JavaScript dialogs one browser shows per minute; the tab that opens "
+                    "one more is closed.",
     )
     action_timeout: float = Field(default=15.0, gt=0, le=300,
                                   description="Seconds one action may take.")
@@ -99,13 +130,14 @@ class BrowserSettings(Strict):
         description="Seconds an HTTP connection's browser may sit unused before it is closed.",
     )
 
-    @field_validator("allow_hosts", "deny_hosts")
+    @field_validator("allow_hosts", "allow_subresource_hosts", "deny_hosts")
     @classmethod
     def _host_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         out = []
         for item in value:
             pattern = item.strip().lower()
-            if not _HOST_PATTERN.match(pattern):
-                raise ValueError(f"{item!r} is not a host pattern (host, *.domain, host:port)")
+            if not _HOST_PATTERN.match(pattern) or not _plain_host(pattern):
+                raise ValueError(f"{item!r} is not a host pattern (host, *.domain, "
+                                 "host:port, a dotted IPv4 or a [v6] address)")
             out.append(pattern)
         return tuple(out)
