@@ -75,10 +75,13 @@ async def test_tools_schemas_annotations_and_a_stale_refusal(site: Site, tmp_pat
         assert [s["outcome"] for s in steps][:3] == ["ok", "ok", "refused"]
 
 
-async def test_the_stdio_command_with_the_sdk_client(site: Site) -> None:
+async def test_the_stdio_command_with_the_sdk_client(site: Site, tmp_path: Path) -> None:
     require_browser()
-    params = StdioServerParameters(command=EXE, args=["browser", "serve", "--stdio"],
-                                   env={**os.environ})
+    config = tmp_path / "deepseek-eyes.toml"  # the test site is on loopback
+    config.write_text("[browser]\nallow_private_network = true\n")
+    params = StdioServerParameters(
+        command=EXE, args=["--config", str(config), "browser", "serve", "--stdio"],
+        env={**os.environ})
     async with Client(params, mode="legacy") as client:
         first = await client.call_tool("browser_navigate", {"url": site.url("/tabs.html")})
         assert not first.is_error, _text(first)
