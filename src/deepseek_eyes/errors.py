@@ -388,7 +388,8 @@ ERROR_CODES: Mapping[str, str] = {
         "The ref is not in the current state, or its element is gone; nothing was done."
     ),
     "BROWSER_NAVIGATION_BLOCKED": (
-        "The URL is refused by the navigation policy (scheme, allow or deny list)."
+        "The URL, or a redirect hop of its load, is refused by the network policy (scheme, "
+        "deny list, allow lists, the private-network guard by host or resolved address)."
     ),
     "BROWSER_NAVIGATION_FAILED": "The page could not be loaded (network error, bad address).",
     "BROWSER_ACTION_TIMEOUT": "The action did not finish within browser.action_timeout.",
