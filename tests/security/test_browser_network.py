@@ -178,6 +178,14 @@ window.spelled = Promise.all(SPELLINGS.map((host, i) =>
 </script></body></html>"""
 
 
+#: A page on the allowed host framing a CDN host's document, directly and by a redirect
+#: hop: a frame is a document the model reads, held to allow_hosts, not the CDN list.
+CDN_FRAMES = ("<title>frames</title><h1>framed</h1>"
+              "<iframe src='http://localhost:APORT/cdn-doc.html'></iframe>"
+              "<iframe src='/redirect?code=302&to=http://localhost:APORT/cdn-doc.html'></iframe>")
+CDN_DOC = "<title>cdn</title><button>CDN-FRAME-BUTTON</button>"
+
+
 class Attacker:
     def __init__(self, victim: Victim) -> None:
         outer = self
@@ -199,7 +207,9 @@ class Attacker:
                 bodies = {"/attack.html": (ATTACK, "text/html"),
                           "/spell.html": (SPELL, "text/html"),
                           "/worker.js": (WORKER, "text/javascript"),
-                          "/sw.js": (SERVICE_WORKER, "text/javascript")}
+                          "/sw.js": (SERVICE_WORKER, "text/javascript"),
+                          "/cdn-frames.html": (CDN_FRAMES, "text/html"),
+                          "/cdn-doc.html": (CDN_DOC, "text/html")}
                 text, kind = bodies.get(parts.path, ("<h1>hello</h1>", "text/html"))
                 body = outer.fill(text).encode()
                 self.send_response(200)
@@ -226,7 +236,8 @@ class Attacker:
                 .replace("REDIR307VICTIM", self.redirect(307) + self.victim.url(""))
                 .replace("VICTIM", self.victim.url("")).replace("VHOST",
                                                                  f"127.0.0.1:{self.victim.port}")
-                .replace("VPORT", str(self.victim.port)).replace("SPELLINGS", spellings))
+                .replace("VPORT", str(self.victim.port)).replace("SPELLINGS", spellings)
+                .replace("APORT", str(self.port)))
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -537,3 +548,28 @@ def test_names_resolving_to_private_addresses_are_refused_by_address() -> None:
     # deny wins over every allow.
     both = NavigationPolicy(allow=("a.example",), deny=("a.example",), private_network=True)
     assert "deny list" in (both.refusal("https://a.example/") or "")
+
+
+@pytest.mark.parametrize("cdn_allowed_as_visit", [False, True])
+async def test_a_frame_is_a_visit_not_a_cdn_fetch(
+    browser: Make, attacker: Attacker, cdn_allowed_as_visit: bool
+) -> None:
+    """``allow_subresource_hosts`` lets a page load a CDN's scripts and images, never put a
+    CDN-hosted document in front of the model: a frame that ends there (directly or at a
+    redirect hop) is emptied before a snapshot. The control (the host allowed as a visit)
+    shows the frame's button, so the refusal is the policy's doing."""
+    cdn = f"localhost:{attacker.port}"
+    allow = [f"127.0.0.1:{attacker.port}", *([cdn] if cdn_allowed_as_visit else [])]
+    svc = browser(allow_private_network=False, allow_hosts=allow,
+                  allow_subresource_hosts=[cdn])
+    page = await svc.call("browser_navigate", {"url": attacker.url("/cdn-frames.html")})
+    assert not page.is_error, page.text
+    seen = await svc.call("browser_observe", {})
+    text = page.text + seen.text
+    if cdn_allowed_as_visit:
+        assert "CDN-FRAME-BUTTON" in text
+        return
+    assert "CDN-FRAME-BUTTON" not in text
+    assert "/cdn-doc.html" in attacker.hits  # the redirect hop did load it (a sub-resource)
+    events = page.data.get("events", []) + seen.data.get("events", [])
+    assert any("frame" in e and "cdn-doc.html" in e for e in events), events

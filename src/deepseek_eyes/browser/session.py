@@ -128,6 +128,9 @@ _SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
 #: Events kept between two observations; more are counted, not kept.
 MAX_EVENTS = 40
 _DIALOG_WINDOW_S = 60.0
+#: Frame URLs that name no host: their content is their parent's (srcdoc, data, blob).
+_INLINE_FRAME_SCHEMES = frozenset({"about", "data", "blob"})
+_MAX_FRAMES_CHECKED = 256
 
 
 def find_chromium(settings: BrowserSettings) -> str:
@@ -400,6 +403,7 @@ class BrowserSession:
 
     def _on_navigated(self, page: Page, frame: Any) -> None:
         if frame is not page.main_frame:
+            self._check_subframe(frame)
             return
         url = frame.url
         if url.startswith("chrome-error:"):
@@ -414,6 +418,35 @@ class BrowserSession:
             self._note(f"navigation to {json.dumps(url[:200])} was blocked ({reason}); the "
                        "tab shows about:blank")
             self._spawn(page.goto("about:blank"))
+
+    def _frame_refusal(self, frame: Any) -> str | None:
+        """A frame is a document the model reads, so it is held to what a visit is
+        (``allow_hosts``, not the CDN list ``allow_subresource_hosts``), whichever hop its
+        load ended on."""
+        url = str(frame.url)
+        scheme = url.split(":", 1)[0].lower()
+        if scheme in _INLINE_FRAME_SCHEMES or url.startswith("chrome-error:"):
+            return None
+        return self.policy.refusal(url)
+
+    def _check_subframe(self, frame: Any) -> None:
+        """A frame whose load ended somewhere refused is emptied (and said so) at once."""
+        reason = self._frame_refusal(frame)
+        if reason is None:
+            return
+        self._note(f"a frame's page {json.dumps(str(frame.url)[:200])} was blocked ({reason}); "
+                   "the frame shows about:blank")
+        self._spawn(frame.goto("about:blank"))
+
+    async def _empty_refused_frames(self) -> None:
+        """Before a snapshot: any frame still on a refused page is emptied first, so the
+        snapshot never races the emptying :meth:`_check_subframe` started."""
+        page = self.page
+        for frame in page.frames[:_MAX_FRAMES_CHECKED]:
+            if frame is page.main_frame or self._frame_refusal(frame) is None:
+                continue
+            with contextlib.suppress(Exception):
+                await frame.goto("about:blank", timeout=self.settings.action_timeout * 1000)
 
     def _on_request(self, request: Request) -> None:
         if request.resource_type == "document" and self._main_frame_request(request):
@@ -638,6 +671,7 @@ class BrowserSession:
         # Reading a loaded page may take as long as loading it: a 1 MB documentation page's
         # snapshot takes seconds on two cores.
         timeout = self.settings.navigation_timeout
+        await self._empty_refused_frames()
         try:
             ok, text = await self.guarded(
                 lambda: self.page.aria_snapshot(mode="ai", boxes=True, timeout=timeout * 1000),
