@@ -22,8 +22,10 @@ from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
 from deepseek_eyes.audit.show import show
 from deepseek_eyes.audit.verify import Report, verify_file, verify_path
 from deepseek_eyes.cli.common import dump_json, loaded_settings
+from deepseek_eyes.errors import AuditError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import data_home
+from deepseek_eyes.store.db import Database
 
 __all__ = ["audit_group"]
 
@@ -45,7 +47,10 @@ def _print_report(report: Report, as_json: bool) -> None:
     else:
         view = report.as_json()
         head = view["head"] or {}
-        click.echo(f"{view['source']}: {view['entries']} entries, {view['records_checked']} "
+        # A walk stops at the first problem: the counts are then what it got through.
+        stopped = " (stopped at the first problem)" if report.problem is not None else ""
+        click.echo(f"{view['source']}{stopped}: {view['entries']} entries, "
+                   f"{view['records_checked']} "
                    f"records checked, {view['records_retained']} removed under retention, "
                    f"{view['checkpoints']} checkpoints "
                    f"({view['entries_after_last_checkpoint']} entries after the last); head "
@@ -110,11 +115,16 @@ def _brief(item: dict[str, Any]) -> str:
 def show_command(ctx: click.Context, ident: str, as_json: bool) -> None:
     """Show a chain entry, turn, session, image, evidence, request or operation, with its
     chain entries; a turn id shows the answer's whole provenance."""
-    home = _home(ctx)
+    # Like verify, show only reads: a forensic or read-only copy of a data directory works.
+    path = data_home(loaded_settings(ctx).settings) / "eyes.db"
+    if not path.exists():
+        raise AuditError(f"nothing is stored yet ({path} does not exist)",
+                         code="AUDIT_NOT_FOUND")
+    db = Database.open_read_only(path)
     try:
-        view = show(home.db, ident)
+        view = show(db, ident)
     finally:
-        home.db.close()
+        db.close()
     if as_json:
         click.echo(dump_json(view))
         return
