@@ -7,7 +7,6 @@ upstream, and driven with ``httpx``, raw sockets and the official ``openai`` cli
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import socket
@@ -19,13 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from deepseek_eyes.gateway.app import create_app
-from deepseek_eyes.home import DataHome
-from deepseek_eyes.runtime.runtime import Runtime
-from deepseek_eyes.settings import Settings
 from helpers import require_module
+from inprocess_gateway import InProcessGateway, serve_in_process
 from runtime.upstream import LoopbackUpstream
-from threaded_server import ThreadedServer
 
 openai = require_module("openai")
 
@@ -35,51 +30,17 @@ WEATHER = {"type": "function", "function": {
     "name": "weather", "description": "the weather", "parameters": {"type": "object"}}}
 
 
-class _Served:
-    """What :class:`ThreadedServer` needs: the ASGI app and slots for its loop."""
-
-    def __init__(self, app: Any) -> None:
-        self.starlette = app
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.shutdown: asyncio.Event | None = None
+Gateway = InProcessGateway
 
 
-class Gateway:
-    def __init__(self, runtime: Runtime, server: ThreadedServer) -> None:
-        self.runtime = runtime
-        self.server = server
-        self.url = f"http://127.0.0.1:{server.port}"
-        self.http = httpx.Client(base_url=self.url, timeout=30)
-
-    def sessions(self) -> list[dict[str, Any]]:
-        return self.runtime.sessions.sessions(limit=1000)
-
-    def openai(self) -> Any:
-        return openai.OpenAI(base_url=f"{self.url}/v1", api_key="unused", max_retries=0,
-                             timeout=30)
+def openai_client(gateway: Gateway) -> Any:
+    return openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0,
+                         timeout=30)
 
 
-@contextlib.contextmanager
-def serve(llm: dict[str, Any]) -> Iterator[Gateway]:
+def serve(llm: dict[str, Any]) -> contextlib.AbstractContextManager[Gateway]:
     """The gateway app served on loopback; its data lives in the test's own home."""
-    settings = Settings.model_validate({
-        "llm": {"api_key": False, "timeout": 10.0, **llm},
-        "gateway": {"body_timeout": BODY_TIMEOUT_S},
-    })
-    data = DataHome.open(settings)
-    runtime = Runtime(settings, data)
-    served = _Served(create_app(runtime, settings.gateway, key=None))
-    server = ThreadedServer(served)
-    server.start()
-    gateway = Gateway(runtime, server)
-    try:
-        yield gateway
-    finally:
-        gateway.http.close()
-        if served.loop is not None:  # the runtime's connections belong to the server's loop
-            asyncio.run_coroutine_threadsafe(runtime.aclose(), served.loop).result(timeout=10)
-        server.stop()
-        data.close()
+    return serve_in_process(llm, gateway={"body_timeout": BODY_TIMEOUT_S})
 
 
 @pytest.fixture(scope="module")
@@ -310,7 +271,7 @@ def test_a_failed_turn_names_the_session_that_holds_it(gateway: Gateway) -> None
 def test_a_stream_carries_the_session_header_and_a_final_deepseekeyes_chunk(
     gateway: Gateway,
 ) -> None:
-    api = gateway.openai()
+    api = openai_client(gateway)
     try:
         for number, options in enumerate((None, {"include_usage": True})):
             extra: dict[str, Any] = {} if options is None else {"stream_options": options}
@@ -339,7 +300,7 @@ def test_a_stream_carries_the_session_header_and_a_final_deepseekeyes_chunk(
 
 def test_tool_call_deltas_are_forwarded_as_they_arrive(gateway: Gateway) -> None:
     arguments = '{"city": "Oslo", "days": 3, "units": "metric"}'
-    api = gateway.openai()
+    api = openai_client(gateway)
     try:
         stream = api.chat.completions.create(
             model="deepseek-v4-flash", tools=[WEATHER], stream=True,
@@ -367,7 +328,7 @@ def test_content_is_null_beside_tool_calls(gateway: Gateway) -> None:
     message = response.json()["choices"][0]["message"]
     assert message["content"] is None
     assert message["tool_calls"][0]["function"]["name"] == "weather"
-    api = gateway.openai()
+    api = openai_client(gateway)
     try:
         reply = api.chat.completions.create(
             model="deepseek-v4-flash", tools=[WEATHER],

@@ -11,7 +11,6 @@ counts every request it receives, and must count none.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import http.server
 import json
@@ -25,64 +24,27 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deepseek_eyes.gateway.app import create_app
-from deepseek_eyes.home import DataHome
-from deepseek_eyes.runtime.runtime import Runtime
-from deepseek_eyes.settings import Settings
 from helpers import require_module
+from inprocess_gateway import InProcessGateway, serve_in_process
 from runtime.upstream import LoopbackUpstream
-from threaded_server import ThreadedServer
 
 CHAT = "/v1/chat/completions"
 BODY = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}]}
 KEY = "96tMVVRXYUs2Eslmx3e6GVThSkhTgDa3ACN4gI4EJqw"
+Gateway = InProcessGateway
 
 
-class _Served:
-    def __init__(self, app: Any) -> None:
-        self.starlette = app
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.shutdown: asyncio.Event | None = None
-
-
-class Gateway:
-    def __init__(self, runtime: Runtime, server: ThreadedServer,
-                 upstream: LoopbackUpstream) -> None:
-        self.runtime = runtime
-        self.port = server.port
-        self.url = f"http://127.0.0.1:{server.port}"
-        self.http = httpx.Client(base_url=self.url, timeout=30)
-        self.upstream = upstream
-
-    def upstream_requests(self) -> int:
-        return self.upstream.chat_calls + self.upstream.models_calls
-
-    def sessions(self) -> list[dict[str, Any]]:
-        return self.runtime.sessions.sessions(limit=1000)
+def upstream_requests(upstream: LoopbackUpstream) -> int:
+    """Every request the upstream received: the victim's own count."""
+    return upstream.chat_calls + upstream.models_calls
 
 
 @contextlib.contextmanager
 def serve(upstream: LoopbackUpstream, *, key: str | None = None,
-          gateway: dict[str, Any] | None = None) -> Iterator[Gateway]:
-    settings = Settings.model_validate({
-        "llm": {"api_key": False, "timeout": 10.0, "base_url": upstream.base_url,
-                "model": "deepseek-v4-flash"},
-        "gateway": gateway or {},
-    })
-    data = DataHome.open(settings)
-    runtime = Runtime(settings, data)
-    served = _Served(create_app(runtime, settings.gateway, key=key))
-    server = ThreadedServer(served)
-    server.start()
-    door = Gateway(runtime, server, upstream)
-    try:
+          gateway: dict[str, Any] | None = None) -> Iterator[InProcessGateway]:
+    with serve_in_process({"base_url": upstream.base_url, "model": "deepseek-v4-flash"},
+                          gateway=gateway, key=key) as door:
         yield door
-    finally:
-        door.http.close()
-        if served.loop is not None:
-            asyncio.run_coroutine_threadsafe(runtime.aclose(), served.loop).result(timeout=10)
-        server.stop()
-        data.close()
 
 
 @pytest.fixture(scope="module")
@@ -119,13 +81,13 @@ _ATTACKER_HOSTS = st.one_of(
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(host=_ATTACKER_HOSTS, with_port=st.booleans())
 def test_a_rebinding_host_is_refused_before_anything_runs(
-    gateway: Gateway, host: str, with_port: bool
+    gateway: Gateway, upstream: LoopbackUpstream, host: str, with_port: bool
 ) -> None:
     value = f"{host}:{gateway.port}" if with_port and host else host
     response = gateway.http.post(CHAT, json=BODY, headers={"Host": value})
     assert response.status_code == 421, (value, response.text)
     assert _code(response) == "GATEWAY_FORBIDDEN"
-    assert gateway.upstream_requests() == 0
+    assert upstream_requests(upstream) == 0
     assert gateway.sessions() == []
 
 
@@ -148,24 +110,26 @@ _ORIGINS = st.one_of(
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(origin=_ORIGINS)
-def test_a_web_page_origin_is_refused_by_default(gateway: Gateway, origin: str) -> None:
+def test_a_web_page_origin_is_refused_by_default(
+    gateway: Gateway, upstream: LoopbackUpstream, origin: str
+) -> None:
     response = gateway.http.post(CHAT, json=BODY, headers={"Origin": origin})
     assert response.status_code == 403
     assert _code(response) == "GATEWAY_FORBIDDEN"
-    assert gateway.upstream_requests() == 0
+    assert upstream_requests(upstream) == 0
 
 
 @pytest.mark.parametrize("site", ["cross-site", "same-site"])
 @pytest.mark.parametrize("mode", ["no-cors", "navigate", "cors"])
 def test_a_request_a_browser_marks_as_another_sites_is_refused(
-    gateway: Gateway, site: str, mode: str
+    gateway: Gateway, upstream: LoopbackUpstream, site: str, mode: str
 ) -> None:
     # An <img> or a navigation carries no Origin; the fetch metadata still names its site.
     response = gateway.http.get("/v1/models", headers={"Sec-Fetch-Site": site,
                                                         "Sec-Fetch-Mode": mode})
     assert response.status_code == 403
     assert _code(response) == "GATEWAY_FORBIDDEN"
-    assert gateway.upstream_requests() == 0
+    assert upstream_requests(upstream) == 0
 
 
 _NOT_JSON = st.one_of(
@@ -181,13 +145,13 @@ _NOT_JSON = st.one_of(
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content_type=_NOT_JSON)
 def test_a_body_a_page_can_send_without_a_preflight_is_refused(
-    gateway: Gateway, content_type: str
+    gateway: Gateway, upstream: LoopbackUpstream, content_type: str
 ) -> None:
     headers = {"Content-Type": content_type} if content_type else {}
     response = gateway.http.post(CHAT, content=json.dumps(BODY), headers=headers)
     assert response.status_code == 415, (content_type, response.text)
     assert _code(response) == "GATEWAY_UNSUPPORTED_MEDIA_TYPE"
-    assert gateway.upstream_requests() == 0
+    assert upstream_requests(upstream) == 0
     assert gateway.sessions() == []
 
 
@@ -307,7 +271,9 @@ def _chromium(playwright: Any, *args: str) -> Any:
 
 
 @pytest.mark.parametrize("page_host", ["127.0.0.1", "attacker.test"])
-def test_a_page_on_another_origin_reaches_nothing(gateway: Gateway, page_host: str) -> None:
+def test_a_page_on_another_origin_reaches_nothing(
+    gateway: Gateway, upstream: LoopbackUpstream, page_host: str
+) -> None:
     """``attacker.test`` resolves to 127.0.0.1 in this Chromium (a rebinding attacker's name):
     its requests to ``attacker.test:<gateway port>`` carry that Host and are refused too."""
     sync_api = require_module("playwright.sync_api")
@@ -323,8 +289,8 @@ def test_a_page_on_another_origin_reaches_nothing(gateway: Gateway, page_host: s
             page.wait_for_load_state("load")
         finally:
             browser.close()
-    assert gateway.upstream_requests() == 0
+    assert upstream_requests(upstream) == 0
     assert gateway.sessions() == []
     # The same gateway still serves a client that is not a web page.
     assert gateway.http.post(CHAT, json=BODY).status_code == 200
-    assert gateway.upstream_requests() == 1
+    assert upstream_requests(upstream) == 1

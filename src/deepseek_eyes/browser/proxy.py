@@ -305,20 +305,30 @@ class RequestProxy:
         self._upstreams.add(upstream)
         return upstream
 
-    # -- CONNECT: https, wss, ws ---------------------------------------------------------
-    async def _tunnel(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                      target: str, host_text: str, port: int) -> None:
-        admitted = await self._admit("CONNECT", target, host_text, port)
+    async def _open(self, writer: asyncio.StreamWriter, method: str, target: str,
+                    host_text: str, port: int
+                    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, _Upstream] | None:
+        """The decision, then a connection to an address it checked; None once Chromium
+        has been answered (403 refused, 502 unreachable)."""
+        admitted = await self._admit(method, target, host_text, port)
         if admitted is None:
             await self._answer(writer, _REFUSED)
-            return
+            return None
         host, addresses = admitted
         connection = await self._connect(addresses, port)
         if connection is None:
             await self._answer(writer, _BAD_GATEWAY)
-            return
+            return None
         up_reader, up_writer = connection
-        upstream = self._upstream(f"{host.url_form()}:{port}")
+        return up_reader, up_writer, self._upstream(f"{host.url_form()}:{port}")
+
+    # -- CONNECT: https, wss, ws ---------------------------------------------------------
+    async def _tunnel(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      target: str, host_text: str, port: int) -> None:
+        opened = await self._open(writer, "CONNECT", target, host_text, port)
+        if opened is None:
+            return
+        up_reader, up_writer, upstream = opened
         try:
             writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             await writer.drain()
@@ -331,17 +341,10 @@ class RequestProxy:
     async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                        method: str, target: str, host_text: str, port: int, path: str,
                        query: str, header_lines: list[str]) -> None:
-        admitted = await self._admit(method, target, host_text, port)
-        if admitted is None:
-            await self._answer(writer, _REFUSED)
+        opened = await self._open(writer, method, target, host_text, port)
+        if opened is None:
             return
-        host, addresses = admitted
-        connection = await self._connect(addresses, port)
-        if connection is None:
-            await self._answer(writer, _BAD_GATEWAY)
-            return
-        up_reader, up_writer = connection
-        upstream = self._upstream(f"{host.url_form()}:{port}")
+        up_reader, up_writer, upstream = opened
         kept = [line for line in header_lines
                 if line.split(":", 1)[0].strip().lower() not in _HOP_HEADERS]
         request = "\r\n".join([f"{method} {path}{'?' + query if query else ''} HTTP/1.1",
