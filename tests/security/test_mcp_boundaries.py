@@ -39,7 +39,8 @@ SECRET = st.text("abcdefghijklmnopqrstuvwxyz0123456789", min_size=10, max_size=2
 
 QUERY_KEYS = ["key", "api_key", "apikey", "token", "access_token", "id_token", "sig",
               "signature", "X-Amz-Signature", "X-Amz-Credential", "password", "client_secret",
-              "auth", "refresh_token", "x-goog-signature", "accessToken", "session_id"]
+              "auth", "refresh_token", "x-goog-signature", "accessToken", "session_id",
+              "AWSAccessKeyId", "jsessionid", "x-api-key"]
 
 
 @st.composite
@@ -79,7 +80,8 @@ def credential_urls(draw: st.DrawFn) -> tuple[str, str]:
 
 
 OPTIONS = ["--api-key", "--token", "--access-token", "--password", "--client-secret",
-           "--auth-token", "--apiKey", "--github-token", "--secret"]
+           "--auth-token", "--apiKey", "--github-token", "--secret", "--key", "--auth",
+           "--pass"]
 VARIABLES = ["X_TOKEN", "GITHUB_TOKEN", "API_KEY", "OPENAI_API_KEY", "DB_PASSWORD",
              "CLIENT_SECRET", "SLACK_BOT_TOKEN", "AWS_SECRET_ACCESS_KEY"]
 

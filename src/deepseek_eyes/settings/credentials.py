@@ -75,7 +75,11 @@ CREDENTIAL_QUERY_KEYS = frozenset({
     "sig", "signature", "x_amz_signature", "x_amz_credential", "x_amz_security_token",
     "x_goog_signature", "x_goog_credential", "se_sig",
     "session", "sessionid", "session_id", "sid", "code_verifier",
+    "jsessionid", "phpsessid", "awsaccesskeyid", "access_key_id", "x_api_key", "api_token",
 })
+#: Option names that hold a credential though no qualifier says so (``--key X``).
+_SECRET_OPTIONS = frozenset({"key", "auth", "pass", "pwd", "apikey", "bearer", "jwt",
+                             "secret", "password", "passwd", "token"})
 
 #: A name's last word that says it holds a secret; "key" only after a qualifier.
 _SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "pwd", "apikey",
@@ -191,7 +195,8 @@ def argument_credential(command: str | None, args: Sequence[str]) -> Finding | N
 
 def _one_argument(arg: str, following: str | None) -> tuple[str, str] | None:
     option, eq, value = arg.partition("=")
-    if option.startswith("-") and names_a_secret(option):
+    if option.startswith("-") and (names_a_secret(option)
+                                   or option.lstrip("-").lower() in _SECRET_OPTIONS):
         if eq and value:
             return f" ({option}=…)", "passes a credential"
         if not eq and following and not following.startswith("-"):
