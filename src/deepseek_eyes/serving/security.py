@@ -313,12 +313,16 @@ class SecurityMiddleware:
     def _refusal(self, scope: Scope) -> _Refusal | None:
         host = _header(scope, b"host") or ""
         if not host_allowed(host, self.allowed_hosts):
-            return 421, self.codes.forbidden, "this Host is not allowed", []
+            return 421, self.codes.forbidden, (
+                "this Host is not allowed (a name other than loopback must be listed in the "
+                "server's allowed_hosts setting)"), []
         origin = _header(scope, b"origin")
         origin_ok = origin is not None and origin != "null" and host_allowed(
             origin, self.allowed_origins)
         if origin is not None and not origin_ok:
-            return 403, self.codes.forbidden, "this Origin is not allowed", []
+            return 403, self.codes.forbidden, (
+                "this Origin is not allowed (a web page may call this server only when the "
+                "server's allowed_origins setting names its origin)"), []
         # Fetch metadata: a browser says which site made the request, Origin or not (an
         # <img>, a <link>, a GET without CORS carry none). Another site's page may make
         # nothing but a top-level navigation, and only where the server allows that.
