@@ -10,10 +10,12 @@ rule cannot simply refuse everything.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import secrets
 import string
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -24,6 +26,7 @@ from deepseek_eyes.cli.token import new_token
 from deepseek_eyes.desktop.http import resolve_desktop_token
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError
 from deepseek_eyes.gateway.server import check_key
+from deepseek_eyes.serving.security import RateLimiter, RefusalCodes, SecurityMiddleware
 from deepseek_eyes.serving.tokens import (
     MIN_ESTIMATED_BITS,
     MIN_TOKEN_BITS,
@@ -181,3 +184,35 @@ def test_a_gateway_with_tools_on_this_machine_needs_a_key() -> None:
     assert warning is not None
     assert "any program on this machine" in warning
     assert check_key(Settings(), None) is not None
+
+
+def _asgi_status(middleware: Any, authorization: bytes) -> int:
+    """The status the middleware answers a GET with this raw ``Authorization`` header."""
+    sent: list[dict[str, Any]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    middleware.app = app
+    scope = {"type": "http", "method": "GET", "path": "/x", "client": ("127.0.0.1", 1),
+             "headers": [(b"host", b"127.0.0.1:9"), (b"authorization", authorization)]}
+    asyncio.run(middleware(scope, receive, send))
+    return int(sent[0]["status"])
+
+
+def test_a_token_beyond_ascii_is_compared_as_the_bytes_sent() -> None:
+    token = "schlüssel-" + secrets.token_urlsafe(32)
+    guard = SecurityMiddleware(None, token=token, allowed_hosts=["127.0.0.1:*"],
+                               allowed_origins=[], limiter=RateLimiter(600),
+                               max_body_bytes=1024, codes=RefusalCodes.prefixed("X", "x"))
+    assert _asgi_status(guard, b"Bearer " + token.encode()) == 200
+    assert _asgi_status(guard, b"bearer  " + token.encode()) == 200
+    assert _asgi_status(guard, b"Bearer " + token.encode("latin-1", "replace")) == 401
+    assert _asgi_status(guard, b"Basic " + token.encode()) == 401

@@ -5,6 +5,11 @@ Linux and macOS), which keeps the gateway's own overhead per turn well under a
 millisecond. The OCR models are not loaded until the first image arrives, so an idle
 gateway stays small.
 
+The gateway's own key follows the rule every server's token does (a weak one is
+``GATEWAY_KEY_WEAK``); with tools that act on this machine (the terminal, the browser, the
+desktop, MCP tools that are not read-only) there must be one (``GATEWAY_KEY_REQUIRED``), and
+an open loopback gateway says at start what that risks (``GATEWAY_OPEN``).
+
 A missing upstream key does not stop the server (``/healthz`` and ``/v1/models`` may still
 be useful, and the key can be exported before the next start), but it is said on stderr at
 start, because otherwise the first sign of it is every chat request failing.
@@ -113,7 +118,7 @@ def server_side_tools(settings: Settings) -> list[str]:
     gateway: the terminal, the browser, the desktop, and MCP servers that may call tools
     that are not read-only."""
     found: list[str] = [name for name in settings.runtime.tool_sources
-             if name in ("terminal", "browser", "desktop")]
+                        if name in ("terminal", "browser", "desktop")]
     mcp = settings.mcp
     if "mcp" in settings.runtime.tool_sources and mcp.enabled and any(
             s.enabled and s.allow.tools and s.risk_policy != "read-only" for s in mcp.servers):

@@ -338,8 +338,9 @@ class SecurityMiddleware:
         if self._expected is None:
             return self._limited(self.anonymous_limiter.allow(client))
         given = bearer_credentials(_header(scope, b"authorization") or "")
-        if given is not None and hmac.compare_digest(given.encode("utf-8", "replace"),
-                                                     self._expected):
+        # Headers were decoded as latin-1: encoding back gives the bytes the client sent,
+        # which are UTF-8 for a token with characters beyond ASCII.
+        if given is not None and hmac.compare_digest(given.encode("latin-1"), self._expected):
             return self._limited(self.limiter.allow(self._token_bucket))
         limited = self._limited(self.anonymous_limiter.allow(client))
         if limited is not None:
