@@ -130,6 +130,30 @@ def test_text_streaming_with_usage(gateway: str) -> None:
     assert chunks[-1].usage.completion_tokens > 0
 
 
+def test_cache_hits_reach_openai_clients_where_they_read_them(gateway: str) -> None:
+    """DeepSeek reports ``prompt_cache_hit_tokens``; the openai SDK (and langchain-openai,
+    pydantic-ai) read ``prompt_tokens_details.cached_tokens``: both carry the hits."""
+    first: list[dict[str, Any]] = [{"role": "user", "content": "a long question " * 40}]
+    api = client(gateway)
+    answer = api.chat.completions.create(model="deepseek-v4-flash", messages=first)  # type: ignore[arg-type]
+    history = [*first, {"role": "assistant", "content": answer.choices[0].message.content}]
+    again = api.chat.completions.create(
+        model="deepseek-v4-flash", messages=[*history, {"role": "user", "content": "two"}])  # type: ignore[arg-type]
+    assert again.usage is not None
+    hits = (again.usage.model_extra or {})["prompt_cache_hit_tokens"]
+    assert hits > 0
+    assert again.usage.prompt_tokens_details is not None
+    assert again.usage.prompt_tokens_details.cached_tokens == hits
+    streamed = list(api.chat.completions.create(
+        model="deepseek-v4-flash", messages=[*history, {"role": "user", "content": "three"}],  # type: ignore[arg-type]
+        stream=True, stream_options={"include_usage": True}))
+    usage = streamed[-1].usage
+    assert usage is not None
+    assert usage.prompt_tokens_details is not None
+    assert usage.prompt_tokens_details.cached_tokens == (usage.model_extra or {})[
+        "prompt_cache_hit_tokens"] > 0
+
+
 @pytest.mark.slow
 def test_image_non_streaming_and_streaming(gateway: str) -> None:
     messages = [{"role": "user", "content": [

@@ -138,13 +138,16 @@ def add_usage(a: ProviderUsage, b: ProviderUsage) -> ProviderUsage:
 
 
 def usage_json(usage: ProviderUsage) -> dict[str, Any]:
-    """Usage in the OpenAI shape, with DeepSeek's cache fields."""
+    """Usage in the OpenAI shape, with DeepSeek's cache fields beside it: OpenAI clients
+    (openai, langchain-openai, pydantic-ai) read cache hits only from
+    ``prompt_tokens_details.cached_tokens``."""
     return {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "total_tokens": usage.total_tokens,
         "prompt_cache_hit_tokens": usage.cache_hit_tokens,
         "prompt_cache_miss_tokens": usage.cache_miss_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cache_hit_tokens},
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
     }
 
