@@ -24,17 +24,16 @@ estimates ~77; eight common words joined by dashes ~120).
 
 zxcvbn's work grows with the square of the length, so only the first
 :data:`_ESTIMATED_PREFIX` characters (of the repeated unit) are estimated; a token whose
-prefix is strong is strong. The check runs once, when a server starts.
+prefix is strong is strong. The check runs once, when a server starts; zxcvbn (20 ms of
+word lists to import) is imported then, not by every process that imports the HTTP layer.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from typing import Protocol
-
-from zxcvbn import matching, scoring
-from zxcvbn.adjacency_graphs import ADJACENCY_GRAPHS
 
 from deepseek_eyes.errors import DeepSeekEyesError
 
@@ -84,8 +83,11 @@ def _alphabet(token: str) -> int:
     return size + 4 * len(other)
 
 
+@functools.cache
 def _neighbours() -> dict[str, frozenset[str]]:
     """Each key's neighbours on the keyboards zxcvbn knows (qwerty, dvorak, keypads)."""
+    from zxcvbn.adjacency_graphs import ADJACENCY_GRAPHS
+
     found: dict[str, set[str]] = {}
     for graph in ADJACENCY_GRAPHS.values():
         for key, around in graph.items():
@@ -94,7 +96,6 @@ def _neighbours() -> dict[str, frozenset[str]]:
     return {char: frozenset(chars) for char, chars in found.items()}
 
 
-_NEIGHBOURS = _neighbours()
 #: What one more step of a walk is worth: the next key among a handful.
 _STEP_BITS = 3.0
 #: A punctuation character (one of ~32), and one already used earlier in the token.
@@ -110,7 +111,7 @@ _WALK_STEPS = 3
 def _linked(before: str, char: str) -> bool:
     """``char`` continues a walk from ``before``: a keyboard neighbour, the next or previous
     code point, or the same letter in the other case."""
-    return (char in _NEIGHBOURS.get(before, ()) or abs(ord(char) - ord(before)) <= 1
+    return (char in _neighbours().get(before, ()) or abs(ord(char) - ord(before)) <= 1
             or char.lower() == before.lower())
 
 
@@ -142,6 +143,8 @@ def _estimate(text: str, per_char: float) -> float:
     leave at :func:`_char_bits`. zxcvbn's own search prices an unexplained
     character at ten guesses, which makes a word next to random letters cheaper to leave
     unexplained; here it costs what a random character of this alphabet costs."""
+    from zxcvbn import matching, scoring
+
     matches = matching.omnimatch(text)
     lowered = text.lower()
     ending: dict[int, list[tuple[int, float]]] = {}
