@@ -72,14 +72,10 @@ SESSION_HEADER = "x-deepseekeyes-session"
 _SESSION_HEADER_OUT = "X-DeepSeekEyes-Session"
 _log = logging.getLogger(__name__)
 
-#: Status for our codes; anything unlisted by family below.
+#: Status for our codes; anything unlisted by family below. The security layer answers its
+#: own refusals (GATEWAY_UNAUTHORIZED, _FORBIDDEN, _RATE_LIMITED, _UNSUPPORTED_MEDIA_TYPE,
+#: _BODY_TOO_LARGE, _BODY_TIMEOUT) with their statuses before a handler runs.
 _STATUS = {
-    "GATEWAY_UNAUTHORIZED": 401,
-    "GATEWAY_FORBIDDEN": 403,
-    "GATEWAY_RATE_LIMITED": 429,
-    "GATEWAY_UNSUPPORTED_MEDIA_TYPE": 415,
-    "GATEWAY_BODY_TOO_LARGE": 413,
-    "GATEWAY_BODY_TIMEOUT": 408,
     "GATEWAY_NOT_FOUND": 404,
     "GATEWAY_METHOD_NOT_ALLOWED": 405,
     "GATEWAY_INTERNAL_ERROR": 500,
@@ -130,11 +126,7 @@ def _error_body(exc: DeepSeekEyesError) -> dict[str, Any]:
 
 
 def _error(exc: DeepSeekEyesError, headers: dict[str, str] | None = None) -> JSONResponse:
-    status = error_status(exc)
-    merged = dict(headers or {})
-    if status == 408:  # the body was not read to its end: the connection cannot be reused
-        merged["Connection"] = "close"
-    return JSONResponse(_error_body(exc), status_code=status, headers=merged)
+    return JSONResponse(_error_body(exc), status_code=error_status(exc), headers=headers)
 
 
 async def _http_exception(_request: Request, exc: Exception) -> Response:
