@@ -28,7 +28,7 @@ from deepseek_eyes.home import DataHome
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.usage import ProviderUsage, UsageCategory
-from deepseek_eyes.vision.attempts import AttemptLog
+from deepseek_eyes.vision.routing.attempts import AttemptLog
 
 
 def fill(home: DataHome, records: int) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from PIL import Image
 
 from deepseek_eyes.errors import ImageError
-from deepseek_eyes.vision.intake import decode_image
+from deepseek_eyes.vision.intake.decode import decode_image
 
 
 def _encoded(size: tuple[int, int], fmt: str) -> bytes:

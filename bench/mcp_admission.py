@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from deepseek_eyes.errors import McpResultError
-from deepseek_eyes.mcp.admission import admit
-from deepseek_eyes.mcp.results import canonical_json
+from deepseek_eyes.mcp_host.admission import admit
+from deepseek_eyes.mcp_host.results import canonical_json
 
 ROUNDS = 7
 

@@ -23,12 +23,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "mcp"))
 
 from mcp import Client, StdioServerParameters
-from mcp_peers import everything_stdio, settings_of
 
 from deepseek_eyes.home import DataHome
-from deepseek_eyes.mcp.audit import McpAudit
-from deepseek_eyes.mcp.host import McpHost
-from deepseek_eyes.mcp.manager import McpManager
+from deepseek_eyes.mcp_host.audit import McpAudit
+from deepseek_eyes.mcp_host.host import McpHost
+from deepseek_eyes.mcp_host.manager import McpManager
+from mcp_peers import everything_stdio, settings_of
 
 ROUNDS = 400
 WARMUP = 40

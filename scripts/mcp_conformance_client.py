@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from deepseek_eyes.mcp.audit import McpAudit
-from deepseek_eyes.mcp.host import McpHost
-from deepseek_eyes.mcp.manager import McpManager
+from deepseek_eyes.mcp_host.audit import McpAudit
+from deepseek_eyes.mcp_host.host import McpHost
+from deepseek_eyes.mcp_host.manager import McpManager
 from deepseek_eyes.settings import McpSettings
 from deepseek_eyes.store.blobs import BlobStore
 

@@ -19,7 +19,7 @@ from types import ModuleType
 
 import pytest
 
-__all__ = ["GATEWAY_KEY", "ServedGateway", "mcp_peers", "require_module", "serve_gateway"]
+__all__ = ["GATEWAY_KEY", "ServedGateway", "require_module", "serve_gateway"]
 
 #: The key :func:`serve_gateway` gives a gateway unless the test sets its own. Tokens in
 #: tests are random literals: every server refuses patterned ones (serving/tokens.py).
@@ -35,22 +35,6 @@ def require_module(name: str) -> ModuleType:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI=true and the test dependency {name!r} is missing")
         pytest.skip(f"{name} is not installed")
-
-
-def mcp_peers() -> ModuleType:
-    """``tests/mcp/mcp_peers.py`` from any test directory. The folder shares its name with
-    the SDK's ``mcp`` package, so the module is loaded by path, once."""
-    loaded = sys.modules.get("mcp_peers")
-    if loaded is not None:
-        return loaded
-    spec = importlib.util.spec_from_file_location(
-        "mcp_peers", Path(__file__).resolve().parent / "mcp" / "mcp_peers.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["mcp_peers"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 class ServedGateway:

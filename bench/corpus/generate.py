@@ -445,7 +445,7 @@ def _toggle(page: Canvas, x: int, y: int, on: bool) -> None:
 
 TERMINAL_LINES = [
     "dev@buildbox:~/projects/eyes$ git status --short",
-    " M src/deepseek_eyes/vision/intake.py",
+    " M src/deepseek_eyes/vision/intake/decode.py",
     "?? bench/corpus/generate.py",
     "dev@buildbox:~/projects/eyes$ du -sh /var/log /tmp",
     "412M    /var/log",

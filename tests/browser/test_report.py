@@ -17,7 +17,7 @@ from deepseek_eyes.browser.report import (
 )
 from deepseek_eyes.browser.screenshots import identify_png, pixel_sha256
 from deepseek_eyes.errors import BrowserError
-from deepseek_eyes.vision.intake import pixel_digest
+from deepseek_eyes.vision.intake.decode import pixel_digest
 
 
 def _png(image: Image.Image, **save: object) -> bytes:

@@ -16,7 +16,7 @@ from deepseek_eyes.desktop.model import Capture
 from deepseek_eyes.desktop.screenshots import encode_capture
 from deepseek_eyes.desktop.visual import PIXELS_NOT_DECODED
 from deepseek_eyes.errors import FailoverExhaustedError
-from deepseek_eyes.vision.intake import pixel_digest
+from deepseek_eyes.vision.intake.decode import pixel_digest
 from desktop.recorded import RecordedHelper, recorded_service
 
 pytestmark = pytest.mark.anyio

@@ -17,10 +17,8 @@ from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest
 from deepseek_eyes.settings import Settings
-from helpers import mcp_peers as load_mcp_peers
+from mcp_peers import everything_stdio
 from runtime.upstream import LoopbackUpstream
-
-everything_stdio = load_mcp_peers().everything_stdio
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ from PIL import Image
 
 from deepseek_eyes.errors import TurnError
 from deepseek_eyes.runtime.messages import has_images, image_refs, parse_messages, text_of
-from deepseek_eyes.vision.cache import ImageMeta
+from deepseek_eyes.vision.evidence.cache import ImageMeta
 
 pytestmark = pytest.mark.anyio
 

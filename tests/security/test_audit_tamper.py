@@ -37,8 +37,13 @@ from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.events import SessionStore, TurnRecord
 from deepseek_eyes.usage import ProviderUsage, UsageCategory
-from deepseek_eyes.vision.attempts import AttemptLog
-from deepseek_eyes.vision.cache import EvidenceCache, EvidenceKey, EvidenceRecord, ImageMeta
+from deepseek_eyes.vision.evidence.cache import (
+    EvidenceCache,
+    EvidenceKey,
+    EvidenceRecord,
+    ImageMeta,
+)
+from deepseek_eyes.vision.routing.attempts import AttemptLog
 from deepseek_eyes.vision.types import Variant
 
 TRIGGERS = ("chain_no_update", "chain_no_delete", "evidence_no_update", "events_no_update",

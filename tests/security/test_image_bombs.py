@@ -33,7 +33,7 @@ from deepseek_eyes.errors import ImageError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import ImageSettings, Settings
 from deepseek_eyes.vision.bridge import VisionBridge
-from deepseek_eyes.vision.intake import ImageLimits, decode_image, decoded_bytes
+from deepseek_eyes.vision.intake.decode import ImageLimits, decode_image, decoded_bytes
 from deepseek_eyes.vision_server.roots import ServedRoots
 from deepseek_eyes.vision_server.service import VisionService
 from vision.loopback import LoopbackVisionServer
@@ -157,7 +157,7 @@ import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 from test_image_bombs import png_bomb
 from deepseek_eyes.errors import ImageError
-from deepseek_eyes.vision.intake import ImageLimits, decode_image
+from deepseek_eyes.vision.intake.decode import ImageLimits, decode_image
 width, height, kind = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 data = png_bomb(width, height, kind, rows=None)
 decode_image(png_bomb(8, 8, "RGB", rows=None))  # the decoders loaded, as in a server

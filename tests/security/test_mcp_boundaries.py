@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from deepseek_eyes.errors import ConfigError, McpError
 from deepseek_eyes.home import DataHome
-from deepseek_eyes.mcp.credentials import refuse_credentials, refuse_url_credentials
+from deepseek_eyes.mcp_host.credentials import refuse_credentials, refuse_url_credentials
 from deepseek_eyes.runtime.mcp_tools import McpToolSource
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest

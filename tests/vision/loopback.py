@@ -45,7 +45,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from deepseek_eyes.vision.probe import PROBE_COLOURS
+from deepseek_eyes.vision.routing.probe import PROBE_COLOURS
 from threaded_server import ThreadedServer
 
 __all__ = [

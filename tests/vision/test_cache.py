@@ -6,7 +6,12 @@ import pytest
 
 from deepseek_eyes.errors import EvidenceIntegrityError
 from deepseek_eyes.store.db import Database
-from deepseek_eyes.vision.cache import EvidenceCache, EvidenceKey, EvidenceRecord, ImageMeta
+from deepseek_eyes.vision.evidence.cache import (
+    EvidenceCache,
+    EvidenceKey,
+    EvidenceRecord,
+    ImageMeta,
+)
 from deepseek_eyes.vision.types import Variant
 
 EVIDENCE = {"schema": "deepseekeyes.evidence.v1", "summary": "s"}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from deepseek_eyes.errors import EvidenceError
-from deepseek_eyes.vision.canonical import (
+from deepseek_eyes.vision.evidence.canonical import (
     BOX_CONVENTIONS,
     MAX_TEXT_BYTES,
     REPAIR_KINDS,
@@ -17,7 +17,7 @@ from deepseek_eyes.vision.canonical import (
     Repair,
     canonicalize,
 )
-from deepseek_eyes.vision.evidence import require_valid, validate_evidence
+from deepseek_eyes.vision.evidence.gate import require_valid, validate_evidence
 from deepseek_eyes.vision.types import Variant
 
 IMAGE = (200, 100)

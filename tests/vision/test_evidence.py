@@ -11,7 +11,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from deepseek_eyes.errors import EvidenceError
-from deepseek_eyes.vision.evidence import (
+from deepseek_eyes.vision.evidence.gate import (
     MAX_ISSUES,
     SCHEMA_ID,
     SchemaIssue,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from deepseek_eyes.errors import EvidenceError
-from deepseek_eyes.vision.extraction import (
+from deepseek_eyes.vision.evidence.extraction import (
     MAX_CANDIDATES,
     Candidate,
     Candidates,

@@ -20,10 +20,10 @@ from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.usage import ProviderUsage
 from deepseek_eyes.vision.bridge import VisionBridge
-from deepseek_eyes.vision.flight import SingleFlight, copy_error
-from deepseek_eyes.vision.guard import RouteEntry
-from deepseek_eyes.vision.layout import build_evidence, build_target
-from deepseek_eyes.vision.router import Acquisition
+from deepseek_eyes.vision.routes.layout import build_evidence, build_target
+from deepseek_eyes.vision.routing.flight import SingleFlight, copy_error
+from deepseek_eyes.vision.routing.guard import RouteEntry
+from deepseek_eyes.vision.routing.router import Acquisition
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 
 pytestmark = pytest.mark.anyio

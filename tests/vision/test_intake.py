@@ -17,7 +17,7 @@ from PIL import GifImagePlugin, Image, ImageFile
 
 from deepseek_eyes.errors import ImageError
 from deepseek_eyes.settings import ImageSettings
-from deepseek_eyes.vision.intake import (
+from deepseek_eyes.vision.intake.decode import (
     DecodedImage,
     ImageLimits,
     decode_image,

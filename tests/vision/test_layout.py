@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from deepseek_eyes.vision.layout import (
+from deepseek_eyes.vision.routes.layout import (
     Segment,
     build_evidence,
     build_target,

@@ -12,7 +12,7 @@ import pytest
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.vision.bridge import VisionBridge
-from deepseek_eyes.vision.evidence import validate_evidence
+from deepseek_eyes.vision.evidence.gate import validate_evidence
 from deepseek_eyes.vision.types import Variant
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -14,7 +14,7 @@ import pytest
 
 from deepseek_eyes.errors import RouteError, RouteTimeoutError
 from deepseek_eyes.settings import RouteSettings, SecretRef
-from deepseek_eyes.vision.evidence import validate_evidence
+from deepseek_eyes.vision.evidence.gate import validate_evidence
 from deepseek_eyes.vision.routes.openai_compat import OpenAIRoute
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest, VisionRoute
 from vision.loopback import USAGE, LoopbackVisionServer, grid_png, solid_png

@@ -5,7 +5,12 @@ import json
 
 from PIL import Image
 
-from deepseek_eyes.vision.probe import PROBE_COLOURS, judge_probe, make_challenge, probe_prompts
+from deepseek_eyes.vision.routing.probe import (
+    PROBE_COLOURS,
+    judge_probe,
+    make_challenge,
+    probe_prompts,
+)
 
 
 def test_challenge_paints_the_grid_it_claims() -> None:

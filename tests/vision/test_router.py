@@ -498,7 +498,7 @@ async def test_the_cache_is_keyed_by_what_the_route_is_not_its_name(
     assert (await _see_with(harness, base_url=other)).cached  # each identity keeps its own
 
     monkeypatch.setattr(
-        "deepseek_eyes.vision.router.prompt_fingerprint", lambda: "prompt-v2"
+        "deepseek_eyes.vision.routing.router.prompt_fingerprint", lambda: "prompt-v2"
     )
     assert not (await _see_with(harness)).cached  # a new prompt or schema version misses
 
@@ -519,7 +519,7 @@ async def test_a_secret_is_not_part_of_the_cache_key(
 async def test_records_cached_before_fingerprints_still_read_but_are_not_served(
     harness: Harness,
 ) -> None:
-    from deepseek_eyes.vision.cache import EvidenceKey, EvidenceRecord
+    from deepseek_eyes.vision.evidence.cache import EvidenceKey, EvidenceRecord
     from deepseek_eyes.vision.types import Variant
 
     bridge = harness.open(["healthy"])

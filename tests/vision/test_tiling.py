@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from deepseek_eyes.vision.layout import Segment
-from deepseek_eyes.vision.tiling import (
+from deepseek_eyes.vision.routes.layout import Segment
+from deepseek_eyes.vision.routes.tiling import (
     MAX_ASPECT,
     MAX_TILES,
     MIN_SIDE,

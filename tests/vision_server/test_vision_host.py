@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from deepseek_eyes.mcp.audit import McpAudit
-from deepseek_eyes.mcp.host import McpHost
-from deepseek_eyes.mcp.manager import McpManager
+from deepseek_eyes.mcp_host.audit import McpAudit
+from deepseek_eyes.mcp_host.host import McpHost
+from deepseek_eyes.mcp_host.manager import McpManager
 from deepseek_eyes.settings import McpServerSettings, McpSettings
 from deepseek_eyes.store.blobs import BlobStore
 

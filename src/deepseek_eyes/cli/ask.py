@@ -27,7 +27,7 @@ from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest, deepseekeyes_json, usage_json
 from deepseek_eyes.store.events import SessionStore
-from deepseek_eyes.vision.intake import ImageLimits, read_image_file
+from deepseek_eyes.vision.intake.decode import ImageLimits, read_image_file
 
 __all__ = ["ask_command", "sessions_group"]
 

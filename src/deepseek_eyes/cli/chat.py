@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from deepseek_eyes.runtime.approval import Approver
     from deepseek_eyes.runtime.runtime import Runtime
     from deepseek_eyes.runtime.turn import TurnResult
-    from deepseek_eyes.vision.cache import ImageMeta
+    from deepseek_eyes.vision.evidence.cache import ImageMeta
 
 __all__ = ["Chat", "chat_command"]
 
@@ -176,7 +176,7 @@ class Chat:
 
     # commands ----------------------------------------------------------------------------
     async def attach(self, argument: str) -> _Reply:
-        from deepseek_eyes.vision.intake import ImageLimits, read_image_file
+        from deepseek_eyes.vision.intake.decode import ImageLimits, read_image_file
 
         if not argument:
             raise CliError("/image needs a path: /image PATH", code="CLI_USAGE",

@@ -14,7 +14,7 @@ import click
 
 from deepseek_eyes.cli.common import dump_json
 from deepseek_eyes.errors import EvidenceError
-from deepseek_eyes.vision.evidence import require_valid
+from deepseek_eyes.vision.evidence.gate import require_valid
 from deepseek_eyes.vision.types import Variant
 
 __all__ = ["evidence_group"]

@@ -1,10 +1,11 @@
 """``deepseek-eyes mcp …``: inspect, probe, allow and call the configured MCP servers.
 
-Thin: ``call``, ``read`` and ``get-prompt`` go through :class:`~deepseek_eyes.mcp.host.McpHost`,
+Thin: ``call``, ``read`` and ``get-prompt`` go through
+:class:`~deepseek_eyes.mcp_host.host.McpHost`,
 the path the model's calls take, so an operator sees exactly what the model would. ``allow``,
 ``deny`` and ``import`` edit the settings file through the loader's own validation and
 write nothing when the result would be invalid. Each command starts only the servers it
-needs (:mod:`deepseek_eyes.mcp.running` says which, and why that keeps the budgets honest).
+needs (:mod:`deepseek_eyes.mcp_host.running` says which, and why that keeps the budgets honest).
 The lifecycle and entry commands (``watch``, ``register``, ``restart``, ``enable``,
 ``disable``, ``remove``) live in :mod:`deepseek_eyes.cli.mcp_manage`.
 
@@ -27,14 +28,14 @@ from deepseek_eyes.cli.common import audited_settings_edit, dump_json, loaded_se
 from deepseek_eyes.cli.progress import Progress, progress_on_stderr
 from deepseek_eyes.errors import McpError
 from deepseek_eyes.home import DataHome
-from deepseek_eyes.mcp.audit import stored_records
-from deepseek_eyes.mcp.host import CallResult, McpHost
-from deepseek_eyes.mcp.importer import import_servers
-from deepseek_eyes.mcp.manager import McpManager
-from deepseek_eyes.mcp.redact import Redactor
-from deepseek_eyes.mcp.running import only, running_host, server_of_public_name, through
-from deepseek_eyes.mcp.settings_file import add_servers, edit_selectors, read_raw
-from deepseek_eyes.mcp.stderr_log import server_log_dir
+from deepseek_eyes.mcp_host.audit import stored_records
+from deepseek_eyes.mcp_host.host import CallResult, McpHost
+from deepseek_eyes.mcp_host.importer import import_servers
+from deepseek_eyes.mcp_host.manager import McpManager
+from deepseek_eyes.mcp_host.redact import Redactor
+from deepseek_eyes.mcp_host.running import only, running_host, server_of_public_name, through
+from deepseek_eyes.mcp_host.settings_file import add_servers, edit_selectors, read_raw
+from deepseek_eyes.mcp_host.stderr_log import server_log_dir
 from deepseek_eyes.settings import CONFIG_FILENAME, McpSettings, data_home
 
 __all__ = ["mcp_group"]

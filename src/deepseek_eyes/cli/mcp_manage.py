@@ -2,9 +2,9 @@
 and their entries in the settings file.
 
 Thin, like :mod:`deepseek_eyes.cli.mcp` (whose group these commands join): ``watch`` prints
-the manager's status events (:mod:`deepseek_eyes.mcp.events`), ``restart`` is
+the manager's status events (:mod:`deepseek_eyes.mcp_host.events`), ``restart`` is
 :meth:`McpManager.restart`, and the entry commands are the validated, comment-keeping edits
-of :mod:`deepseek_eyes.mcp.settings_file`. There is no long-running daemon for these to
+of :mod:`deepseek_eyes.mcp_host.settings_file`. There is no long-running daemon for these to
 steer: ``restart`` and ``watch`` act on a manager of their own, in this process, and the
 entry commands take effect when a process next loads the settings.
 """
@@ -24,12 +24,12 @@ import click
 from deepseek_eyes.cli.common import audited_settings_edit, dump_json, loaded_settings
 from deepseek_eyes.cli.mcp import _json_option, _target_file, _with_host, mcp_group
 from deepseek_eyes.home import DataHome
-from deepseek_eyes.mcp.host import McpHost
-from deepseek_eyes.mcp.manager import McpManager
-from deepseek_eyes.mcp.registration import registered_entry
-from deepseek_eyes.mcp.running import only
-from deepseek_eyes.mcp.settings_file import add_servers, remove_server, set_server_value
-from deepseek_eyes.mcp.stderr_log import server_log_dir
+from deepseek_eyes.mcp_host.host import McpHost
+from deepseek_eyes.mcp_host.manager import McpManager
+from deepseek_eyes.mcp_host.registration import registered_entry
+from deepseek_eyes.mcp_host.running import only
+from deepseek_eyes.mcp_host.settings_file import add_servers, remove_server, set_server_value
+from deepseek_eyes.mcp_host.stderr_log import server_log_dir
 
 __all__ = ["disable_command", "enable_command", "register_command", "remove_command",
            "restart_command", "watch_command"]

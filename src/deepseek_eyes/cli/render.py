@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from deepseek_eyes.vision.router import Acquisition
+    from deepseek_eyes.vision.routing.router import Acquisition
 
 __all__ = ["render_evidence", "render_routes"]
 

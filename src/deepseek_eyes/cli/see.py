@@ -22,11 +22,11 @@ from deepseek_eyes.cli.common import dump_json, open_bridge
 from deepseek_eyes.cli.progress import Progress, progress_on_stderr
 from deepseek_eyes.cli.render import render_evidence, render_routes
 from deepseek_eyes.errors import CliError, DeepSeekEyesError, ImageError
-from deepseek_eyes.vision.intake import ImageLimits, decode_image, read_image_file
+from deepseek_eyes.vision.intake.decode import ImageLimits, decode_image, read_image_file
 
 if TYPE_CHECKING:
     from deepseek_eyes.vision.bridge import VisionBridge
-    from deepseek_eyes.vision.router import Acquisition
+    from deepseek_eyes.vision.routing.router import Acquisition
 
 __all__ = ["OVERLAY_FORMATS", "routes_command", "see_command"]
 
@@ -64,7 +64,7 @@ def _overlay_path(base: Path, index: int, count: int) -> Path:
 def _write_overlay(pixels: Any, evidence: dict[str, Any], out: Path) -> None:
     from PIL import Image
 
-    from deepseek_eyes.vision.overlay import draw_overlay
+    from deepseek_eyes.vision.evidence.overlay import draw_overlay
 
     fmt = OVERLAY_FORMATS[out.suffix.lower()]
     if fmt == "PNG":

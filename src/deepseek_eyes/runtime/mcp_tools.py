@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from deepseek_eyes.errors import DeepSeekEyesError, McpError
-from deepseek_eyes.mcp.host import PROMPT_TOOL, RESOURCE_TOOL, CallResult, McpHost, RunQuota
+from deepseek_eyes.mcp_host.host import PROMPT_TOOL, RESOURCE_TOOL, CallResult, McpHost, RunQuota
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.render import render_evidence
 from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext

@@ -41,7 +41,7 @@ from typing import Any
 import anyio
 
 from deepseek_eyes.errors import TurnError
-from deepseek_eyes.vision.cache import ImageMeta
+from deepseek_eyes.vision.evidence.cache import ImageMeta
 
 __all__ = [
     "Admit",

@@ -137,10 +137,10 @@ class Runtime:
         wanted = "mcp" in self.settings.runtime.tool_sources and mcp.enabled and any(
             s.enabled for s in mcp.servers)
         if wanted:
-            from deepseek_eyes.mcp.audit import McpAudit
-            from deepseek_eyes.mcp.host import McpHost
-            from deepseek_eyes.mcp.manager import McpManager
-            from deepseek_eyes.mcp.stderr_log import server_log_dir
+            from deepseek_eyes.mcp_host.audit import McpAudit
+            from deepseek_eyes.mcp_host.host import McpHost
+            from deepseek_eyes.mcp_host.manager import McpManager
+            from deepseek_eyes.mcp_host.stderr_log import server_log_dir
             from deepseek_eyes.runtime.mcp_tools import McpToolSource
 
             # stdio servers log to the data directory, never over the gateway's terminal.

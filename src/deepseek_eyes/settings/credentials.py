@@ -5,7 +5,7 @@ Every path that can put an MCP server into the runtime — a settings file writt
 — asks these functions, because the settings model's validators do
 (:mod:`deepseek_eyes.settings.mcp`); ``register`` and ``import`` ask them first only to
 answer with their own code (``MCP_CREDENTIAL_IN_ARGUMENTS``) and wording
-(:mod:`deepseek_eyes.mcp.credentials`). They live in the settings layer because the model
+(:mod:`deepseek_eyes.mcp_host.credentials`). They live in the settings layer because the model
 that refuses must not import the MCP capability above it.
 
 A value on a command line is visible to every user of the machine (``ps``), lands in shell

@@ -64,4 +64,4 @@ class TerminalSettings(Strict):
     )
 
 
-# --- MCP host (capability `deepseek_eyes.mcp`) -------------------------------------------
+# --- MCP host (capability `deepseek_eyes.mcp_host`) -------------------------------------------

@@ -17,13 +17,13 @@ from deepseek_eyes.errors import DeepSeekEyesError, ImageError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.store.blobs import sha256_hex
-from deepseek_eyes.vision.attempts import AttemptLog
-from deepseek_eyes.vision.cache import EvidenceCache, ImageMeta
-from deepseek_eyes.vision.guard import RouteEntry
-from deepseek_eyes.vision.intake import ImageLimits, decode_image
-from deepseek_eyes.vision.registry import build_routes
-from deepseek_eyes.vision.route_state import RouteStateStore
-from deepseek_eyes.vision.router import HASH_IN_THREAD_BYTES, Acquisition, VisionRouter
+from deepseek_eyes.vision.evidence.cache import EvidenceCache, ImageMeta
+from deepseek_eyes.vision.intake.decode import ImageLimits, decode_image
+from deepseek_eyes.vision.routing.attempts import AttemptLog
+from deepseek_eyes.vision.routing.guard import RouteEntry
+from deepseek_eyes.vision.routing.registry import build_routes
+from deepseek_eyes.vision.routing.router import HASH_IN_THREAD_BYTES, Acquisition, VisionRouter
+from deepseek_eyes.vision.routing.state import RouteStateStore
 from deepseek_eyes.vision.types import Variant
 
 __all__ = ["VisionBridge"]

@@ -43,8 +43,8 @@ from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.runtime.render import render_evidence, render_target
 from deepseek_eyes.serving.connections import connection_owner
 from deepseek_eyes.serving.log_level import accept_log_level
-from deepseek_eyes.vision.evidence import schema_document
-from deepseek_eyes.vision.router import Acquisition
+from deepseek_eyes.vision.evidence.gate import schema_document
+from deepseek_eyes.vision.routing.router import Acquisition
 from deepseek_eyes.vision.types import Variant
 from deepseek_eyes.vision_server.images import names_a_path
 from deepseek_eyes.vision_server.roots import NO_ROOTS, ServedRoots, roots_from_uris

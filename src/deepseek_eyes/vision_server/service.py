@@ -21,8 +21,8 @@ import anyio
 
 from deepseek_eyes.errors import EvidenceIntegrityError, VisionError
 from deepseek_eyes.vision.bridge import VisionBridge
-from deepseek_eyes.vision.cache import EvidenceRecord, ImageMeta
-from deepseek_eyes.vision.router import Acquisition
+from deepseek_eyes.vision.evidence.cache import EvidenceRecord, ImageMeta
+from deepseek_eyes.vision.routing.router import Acquisition
 from deepseek_eyes.vision.types import Variant
 from deepseek_eyes.vision_server.images import parse_image_ref
 from deepseek_eyes.vision_server.roots import NO_ROOTS, ServedRoots

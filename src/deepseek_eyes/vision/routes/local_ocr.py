@@ -7,7 +7,7 @@ tesseract was slower on the same images. The text-direction classifier is off: i
 fifth of the time and upside-down text is rare in screens and documents.
 
 Any image shape is read: tiny sides are padded and very long images tiled before the engine
-sees them (:mod:`deepseek_eyes.vision.tiling` says how and why), and whatever the engine
+sees them (:mod:`deepseek_eyes.vision.routes.tiling` says how and why), and whatever the engine
 still raises becomes ``VISION_ROUTE_ENGINE_FAILED``, never a traceback.
 
 The engine is loaded once per process, lazily (about half a second and ~400 MB), and runs in
@@ -43,7 +43,7 @@ import anyio
 
 from deepseek_eyes.errors import RouteError
 from deepseek_eyes.settings import LocalRouteSettings
-from deepseek_eyes.vision.layout import Segment, build_evidence, build_target
+from deepseek_eyes.vision.routes.layout import Segment, build_evidence, build_target
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ class LocalOcrEngine:
         # builds the local route, and a cached `see` never reads (start-up time).
         import numpy as np
 
-        from deepseek_eyes.vision.tiling import (
+        from deepseek_eyes.vision.routes.tiling import (
             border_colour,
             merge_tiles,
             plan_sheets,

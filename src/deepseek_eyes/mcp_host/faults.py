@@ -1,0 +1,78 @@
+"""Messages a server sent that are not JSON-RPC: fatal to the requests waiting on it.
+
+The SDK's stdio transport turns a stdout line it cannot parse into an exception value on
+the read stream; the session hands it to the message handler and the request it may have
+been the answer to waits until its timeout (a minute by default). A stdio server must
+write only protocol messages to stdout (the MCP spec's rule; logs go to stderr), and once
+a line is garbage nothing tells which request it answered. So each unparsable message
+cancels, at once, every request in flight on that server (and a handshake in progress),
+which fail with ``MCP_RESPONSE_INVALID``; requests sent later are unaffected (the stream
+is line-framed, so the next line stands on its own). A message that arrives while nothing
+waits is only counted (``invalid_messages`` in the status).
+
+The Streamable HTTP transport already answers a request whose response body does not
+parse with a JSON-RPC parse error of its own making;
+:func:`~deepseek_eyes.mcp_host.connection.map_error` gives that the same code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import anyio
+
+from deepseek_eyes.errors import McpError
+
+__all__ = ["ProtocolFaults", "invalid_response"]
+
+
+def invalid_response() -> McpError:
+    return McpError(
+        "the server sent a message that is not valid JSON-RPC (a stdio server must write only "
+        "protocol messages to stdout and log to stderr)", code="MCP_RESPONSE_INVALID")
+
+
+class ProtocolFaults:
+    """Counts unparsable messages and cancels the requests waiting when one arrives."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._waiting: set[anyio.CancelScope] = set()
+        self._hit: set[anyio.CancelScope] = set()
+
+    def note(self) -> None:
+        """One unparsable message arrived: cancel everything waiting now."""
+        self.count += 1
+        for scope in self._waiting:
+            self._hit.add(scope)
+            scope.cancel()
+
+    def watch(self, scope: anyio.CancelScope) -> None:
+        """Cancel ``scope`` too on the next fault (until :meth:`release`)."""
+        self._waiting.add(scope)
+
+    def release(self, scope: anyio.CancelScope) -> bool:
+        """Stop watching ``scope``; whether a fault cancelled it."""
+        self._waiting.discard(scope)
+        if scope in self._hit:
+            self._hit.discard(scope)
+            return True
+        return False
+
+    @contextmanager
+    def guard(self) -> Iterator[None]:
+        """Run a request; an unparsable message while it waits fails it at once.
+
+        Raises:
+            McpError: ``MCP_RESPONSE_INVALID``.
+        """
+        scope = anyio.CancelScope()
+        self.watch(scope)
+        try:
+            with scope:
+                yield
+        finally:
+            hit = self.release(scope)
+        if hit and scope.cancelled_caught:
+            raise invalid_response()

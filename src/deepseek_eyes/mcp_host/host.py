@@ -1,0 +1,476 @@
+"""Exposure and dispatch: what the model may see and call, checked again at every call.
+
+:meth:`McpHost.exposed` applies, in order: the global switch and suspension, each server's
+state, allow/deny selectors (deny wins, empty allows nothing), the ``read-only`` risk gate,
+then the global ``max_tools`` and ``max_schema_tokens`` budgets. :meth:`McpHost.call_tool`,
+:meth:`read_resource` and :meth:`get_prompt` repeat the same checks, enforce the per-run
+quota, and pass the result through admission before hashing, storing or previewing it.
+The CLI uses exactly these methods, so an operator sees what the model would.
+
+A failure's message is scrubbed by the server's redactor before it is audited (as a hash)
+or raised to be shown. The audit names a resource read by the allowed *template* it matched,
+or by the SHA-256 of its URI: a concrete URI can carry an identifier, a path or a query
+the audit must not keep. Prompt results keep each message's role, and embedded resources
+keep their text, so the preview says who says what.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from deepseek_eyes.errors import McpError, McpPolicyError
+from deepseek_eyes.mcp_host.admission import admit
+from deepseek_eyes.mcp_host.audit import McpAudit
+from deepseek_eyes.mcp_host.catalog import Catalog, ToolEntry
+from deepseek_eyes.mcp_host.connection import map_error
+from deepseek_eyes.mcp_host.manager import McpManager, ServerState
+from deepseek_eyes.mcp_host.policy import permitted, risk_allowed
+from deepseek_eyes.mcp_host.results import (
+    ImageRef,
+    canonical_json,
+    decode_images,
+    preview_text,
+    store_images,
+    write_artifact,
+)
+from deepseek_eyes.mcp_host.review import review_text
+from deepseek_eyes.store.blobs import BlobStore
+from deepseek_eyes.usage import UsageCategory, UsageTracker, estimate_tokens
+
+__all__ = ["PROMPT_TOOL", "RESOURCE_TOOL", "CallResult", "ExposedTool", "McpHost", "RunQuota"]
+
+#: Admitted results up to this many characters are finished on the event loop.
+INLINE_RESULT_CHARS = 64 * 1024
+
+RESOURCE_TOOL = "mcp__deepseekeyes__resource"
+PROMPT_TOOL = "mcp__deepseekeyes__prompt"
+
+
+@dataclass(frozen=True)
+class ExposedTool:
+    """A model-facing definition; ``generation`` must come back with the call."""
+
+    public_name: str
+    server: str
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    risk: str
+    generation: int
+    schema_tokens: int
+
+
+@dataclass
+class RunQuota:
+    """External calls one run may make (``0`` = unlimited); charged before contacting."""
+
+    limit: int
+    used: int = 0
+
+    def charge(self) -> None:
+        if self.limit and self.used >= self.limit:
+            raise McpPolicyError(f"the run reached its {self.limit} external MCP calls",
+                                 code="MCP_CALL_QUOTA", details={"limit": self.limit})
+        self.used += 1
+
+
+@dataclass(frozen=True)
+class CallResult:
+    server: str
+    name: str
+    is_error: bool
+    preview: str
+    truncated: bool
+    result_sha256: str
+    artifact: str | None
+    images: tuple[ImageRef, ...] = field(default=())
+
+
+_GENERIC_SCHEMAS = {
+    RESOURCE_TOOL: ("Read an allowed resource of a connected MCP server.", {
+        "type": "object", "required": ["server", "uri"], "additionalProperties": False,
+        "properties": {"server": {"type": "string"}, "uri": {"type": "string"}}}),
+    PROMPT_TOOL: ("Get an allowed prompt of a connected MCP server.", {
+        "type": "object", "required": ["server", "name"], "additionalProperties": False,
+        "properties": {"server": {"type": "string"}, "name": {"type": "string"},
+                       "arguments": {"type": "object",
+                                     "additionalProperties": {"type": "string"}}}}),
+}
+
+
+def _items(catalog: Catalog, plane: str) -> Iterator[str]:
+    """The names (prompts) or URIs (resources, templates) a plane's selectors match."""
+    if plane == "prompts":
+        yield from (p.name for p in catalog.prompts)
+    else:
+        yield from (r.uri for r in catalog.resources)
+
+
+def _template_regex(template: str) -> re.Pattern[str]:
+    parts = re.split(r"(\{[^{}]{1,64}\})", template)
+    return re.compile("".join(
+        "[^/?#]+" if p.startswith("{") and p.endswith("}") else re.escape(p) for p in parts
+    ) + r"\Z")
+
+
+class McpHost:
+    def __init__(self, manager: McpManager, *, blobs: BlobStore, artifacts: Any,
+                 audit: McpAudit, usage: UsageTracker | None = None) -> None:
+        self.manager = manager
+        self.blobs = blobs
+        self.artifacts = artifacts
+        self.audit = audit
+        self.usage = usage
+        # exposed() is asked on every call; it is recomputed only when what it depends on —
+        # the settings object and each live server's settings and (immutable) catalog — is
+        # no longer the very same objects.
+        self._exposure: tuple[tuple[object, ...], list[ExposedTool], frozenset[str]] | None = None
+
+    # -- exposure ------------------------------------------------------------------------------
+    def _live(self) -> list[ServerState]:
+        if self.manager.suspended or not self.manager.settings.enabled:
+            return []
+        return [s for s in self.manager.servers.values()
+                if s.status == "ready" and s.catalog is not None]
+
+    def discovered(self, server_id: str) -> list[dict[str, Any]]:
+        """Every discovered tool of one server, its risk class and whether it is exposed.
+
+        Raises:
+            McpError: ``MCP_SERVER_UNKNOWN``, ``MCP_SERVER_DISABLED``, ``MCP_SERVER_UNAVAILABLE``.
+        """
+        state = self._listed(server_id)
+        exposed = {t.public_name for t in self.exposed()}
+        return [{"name": t.name, "public_name": t.public_name, "risk": t.risk,
+                 "exposed": t.public_name in exposed, "description": t.description,
+                 "flags": review_text(t.description)}
+                for t in (state.catalog.tools if state.catalog else ())]
+
+    def server_instructions(self, server_id: str) -> dict[str, Any]:
+        """The server's instructions as the model reads them (size-limited), and flags.
+
+        Raises:
+            McpError: as :meth:`discovered`.
+        """
+        state = self._listed(server_id)
+        text = state.catalog.instructions if state.catalog else None
+        return {"text": text, "flags": review_text(text or "")}
+
+    def public_name_of(self, server_id: str, tool: str) -> str:
+        """The public name of a *discovered* tool (exposure is checked at the call).
+
+        Raises:
+            McpError: ``MCP_SERVER_UNKNOWN``, ``MCP_SERVER_DISABLED``,
+                ``MCP_SERVER_UNAVAILABLE`` or ``MCP_TOOL_NOT_EXPOSED``.
+        """
+        state = self._listed(server_id)
+        assert state.catalog is not None
+        for entry in state.catalog.tools:
+            if entry.name == tool:
+                return entry.public_name
+        raise McpPolicyError(f"{server_id} has no tool {tool!r}", code="MCP_TOOL_NOT_EXPOSED",
+                             details={"server": server_id})
+
+    def _listed(self, server_id: str) -> ServerState:
+        state = self.manager.require(server_id)
+        if state.status == "disabled":
+            raise McpError(f"{server_id} is disabled in the settings",
+                           code="MCP_SERVER_DISABLED", details={"server": server_id})
+        if state.catalog is None:
+            raise McpError(
+                f"{server_id} is not connected (last error: {state.last_error or 'none'})",
+                code="MCP_SERVER_UNAVAILABLE",
+                details={"server": server_id, "last_error": state.last_error})
+        return state
+
+    def _exposure_inputs(self) -> tuple[object, ...]:
+        live = self._live()
+        return (self.manager.settings, *(s.settings for s in live), *(s.catalog for s in live))
+
+    def _current_exposure(self) -> tuple[list[ExposedTool], frozenset[str]]:
+        inputs = self._exposure_inputs()
+        cached = self._exposure
+        if (
+            cached is not None
+            and len(cached[0]) == len(inputs)
+            and all(a is b for a, b in zip(cached[0], inputs, strict=True))
+        ):
+            return cached[1], cached[2]
+        tools = self._compute_exposed()
+        self._exposure = (inputs, tools, frozenset(t.public_name for t in tools))
+        return tools, self._exposure[2]
+
+    def exposed(self) -> list[ExposedTool]:
+        """The tools the model is offered now (policy, risk and budgets applied)."""
+        return list(self._current_exposure()[0])
+
+    def _compute_exposed(self) -> list[ExposedTool]:
+        cfg = self.manager.settings
+        out: list[ExposedTool] = []
+        tokens = 0
+        content = False
+        for state in self._live():
+            s, cat = state.settings, state.catalog
+            assert cat is not None
+            content = content or any(
+                s.resources_enabled and permitted(s, "resources", r.uri) for r in cat.resources
+            ) or any(s.prompts_enabled and permitted(s, "prompts", p.name) for p in cat.prompts)
+            if not s.tools_enabled:
+                continue
+            for tool in cat.tools:
+                if not (permitted(s, "tools", tool.name) and risk_allowed(s, tool.risk)):
+                    continue
+                if len(out) >= cfg.max_tools or tokens + tool.schema_tokens > cfg.max_schema_tokens:
+                    continue
+                tokens += tool.schema_tokens
+                out.append(ExposedTool(tool.public_name, s.id, tool.name, tool.description,
+                                       tool.input_schema, tool.risk, cat.generation,
+                                       tool.schema_tokens))
+        if content:
+            for name, (desc, schema) in _GENERIC_SCHEMAS.items():
+                cost = (len(desc) + len(str(schema))) // 4
+                if len(out) < cfg.max_tools and tokens + cost <= cfg.max_schema_tokens:
+                    tokens += cost
+                    out.append(ExposedTool(name, "deepseekeyes", name, desc, schema, "read", 0,
+                                           cost))
+        return out
+
+    def instructions(self, offered: Collection[str] | None = None) -> dict[str, str]:
+        """Server instructions, size-limited, keyed by the server that sent them — only of
+        servers that expose at least one allowed tool, resource or prompt to this caller.
+
+        ``offered``: the public tool names this caller is offered (a turn's offer, after
+        its own budgets and exclusions); None: everything :meth:`exposed` holds. A server
+        with nothing allowed gives the model nothing to use its words on, so its words
+        never reach the system prompt (a hostile server's "ignore the user" included).
+        """
+        names = frozenset(t.public_name for t in self.exposed()) if offered is None \
+            else frozenset(offered)
+        users = {t.server for t in self.exposed() if t.public_name in names}
+        content: dict[str, tuple[Literal["resources", "prompts"], str]] = {
+            RESOURCE_TOOL: ("resources", "resources_enabled"),
+            PROMPT_TOOL: ("prompts", "prompts_enabled")}
+        out: dict[str, str] = {}
+        for state in self._live():
+            s, cat = state.settings, state.catalog
+            if cat is None or not cat.instructions:
+                continue
+            reachable = s.id in users or any(
+                generic in names and getattr(s, enabled) and any(
+                    permitted(s, plane, item) for item in _items(cat, plane))
+                for generic, (plane, enabled) in content.items())
+            if reachable:
+                out[s.id] = cat.instructions
+        return out
+
+    # -- dispatch ------------------------------------------------------------------------------
+    def _resolve(self, public_name: str) -> tuple[ServerState, ToolEntry]:
+        if self.manager.suspended:
+            raise McpPolicyError("MCP exposure is suspended", code="MCP_EXPOSURE_SUSPENDED")
+        for state in self._live():
+            assert state.catalog is not None
+            tool = state.catalog.by_public.get(public_name)
+            if tool is None or not state.settings.tools_enabled:
+                continue
+            if not permitted(state.settings, "tools", tool.name):
+                break
+            if not risk_allowed(state.settings, tool.risk):
+                raise McpPolicyError(
+                    f"{public_name} is {tool.risk}; the server is read-only",
+                    code="MCP_TOOL_RISK_BLOCKED", details={"risk": tool.risk})
+            if public_name not in self._current_exposure()[1]:
+                break
+            return state, tool
+        raise McpPolicyError(f"no exposed MCP tool {public_name!r}", code="MCP_TOOL_NOT_EXPOSED")
+
+    async def call_tool(self, public_name: str, arguments: Mapping[str, Any], *,
+                        generation: int | None = None, quota: RunQuota | None = None
+                        ) -> CallResult:
+        """Run one exposed tool.
+
+        Raises:
+            McpError: a policy, quota, generation, transport or ``MCP_RESULT_*`` code.
+        """
+        state, tool = self._resolve(public_name)
+        return await self._dispatch(state, "tool", tool.name, tool.risk, dict(arguments),
+                                    generation, quota)
+
+    async def _dispatch(self, state: ServerState, kind: str, name: str, risk: str,
+                        arguments: dict[str, Any], generation: int | None,
+                        quota: RunQuota | None, *, audit_name: str | None = None
+                        ) -> CallResult:
+        started = time.perf_counter()
+        # A resource is read by URI with no arguments: its URI is what the hash covers.
+        args_hash = canonical_json(arguments if kind != "resource" else {"uri": name})[1]
+        audited = audit_name or name
+        code: str | None = None
+        try:
+            live = state.catalog.generation if state.catalog else -1
+            if generation is not None and generation != live:
+                raise McpError("the tool belongs to an older catalog generation",
+                               code="MCP_GENERATION_STALE", details={"live": live})
+            (quota or RunQuota(self.manager.settings.max_external_calls_per_run)).charge()
+            client = state.client
+            if client is None:
+                raise McpError(f"{state.settings.id} is not connected",
+                               code="MCP_SERVER_UNAVAILABLE")
+            timeout = state.settings.call_timeout
+            try:
+                # The request is counted while it runs: no liveness check competes with it,
+                # and its reply (or its transport failure) is what liveness learns from.
+                with anyio.fail_after(timeout + 1), state.activity.request(), \
+                        state.faults.guard():
+                    if kind == "tool":
+                        raw: Any = await client.call_tool(name, arguments,
+                                                          read_timeout_seconds=timeout)
+                    elif kind == "resource":
+                        raw = await client.read_resource(name)
+                    else:
+                        raw = await client.get_prompt(name, arguments or None)
+            except Exception as exc:
+                raise map_call_error(exc) from None
+            now = state.catalog.generation if state.catalog else -1
+            if now != live:
+                raise McpError("the catalog changed during the call; its result was dropped",
+                               code="MCP_GENERATION_STALE", details={"live": now})
+            value = raw.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if kind != "tool":
+                value = _as_content(value)
+            # Admission is bounded by its limits (lengths are read, never scanned), so it runs
+            # here; it also tells how big the rest of the work is. A small text result is
+            # hashed and previewed inline (a thread hop would cost more than the work); a big
+            # one or one with images (blob writes) goes to a thread.
+            size = admit(value)
+            if size.images == 0 and size.string_chars + size.raw_bytes <= INLINE_RESULT_CHARS:
+                result = self._store(value)
+            else:
+                result = await anyio.to_thread.run_sync(self._store, value)
+        except McpError as exc:
+            state.redactor.scrub_error(exc)
+            self.audit.record(server=state.settings.id, tool=audited, kind=kind, risk=risk,
+                              status="failed", started=started, arguments_sha256=args_hash,
+                              code=exc.code, message=exc.message)
+            raise
+        is_error = bool(value.get("isError"))
+        self.audit.record(server=state.settings.id, tool=audited, kind=kind, risk=risk,
+                          status="tool-error" if is_error else "ok", started=started,
+                          arguments_sha256=args_hash, result_sha256=result[1], code=code)
+        if self.usage is not None:
+            self.usage.record_estimate(UsageCategory.MCP_RESULT, estimate_tokens(len(result[0])),
+                                       source=state.settings.id, calls=1)
+        return CallResult(state.settings.id, name, is_error, result[0], result[2], result[1],
+                          result[3], tuple(result[4]))
+
+    def _store(self, value: Any) -> tuple[str, str, bool, str | None, list[ImageRef]]:
+        """Hash, decode images, preview and keep an artifact of an *admitted* value."""
+        data, digest = canonical_json(value)
+        images = store_images(self.blobs, decode_images(value))
+        preview, truncated, text_only = preview_text(
+            value, images, self.manager.settings.max_result_chars)
+        artifact = None
+        if truncated or not text_only:
+            artifact = str(write_artifact(self.artifacts, data, digest))
+        return preview, digest, truncated, artifact, images
+
+    # -- content plane -------------------------------------------------------------------------
+    def _content_state(self, server_id: str, plane: str) -> ServerState:
+        state = self.manager.require(server_id)
+        if not getattr(state.settings, f"{plane}_enabled") or self.manager.suspended:
+            raise McpError(f"{plane} are disabled for {server_id}", code="MCP_SERVER_DISABLED")
+        if state not in self._live():
+            raise McpError(f"{server_id} is not connected", code="MCP_SERVER_UNAVAILABLE")
+        return state
+
+    def resources(self, server_id: str) -> list[dict[str, Any]]:
+        state = self._content_state(server_id, "resources")
+        assert state.catalog is not None
+        return [{"uri": r.uri, "name": r.name, "template": r.template,
+                 "allowed": permitted(state.settings, "resources", r.uri)}
+                for r in state.catalog.resources]
+
+    def prompts(self, server_id: str) -> list[dict[str, Any]]:
+        state = self._content_state(server_id, "prompts")
+        assert state.catalog is not None
+        return [{"name": p.name, "arguments": [a for a, _ in p.arguments],
+                 "allowed": permitted(state.settings, "prompts", p.name)}
+                for p in state.catalog.prompts]
+
+    async def read_resource(self, server_id: str, uri: str, *,
+                            quota: RunQuota | None = None) -> CallResult:
+        state = self._content_state(server_id, "resources")
+        assert state.catalog is not None
+        match = next((
+            r for r in state.catalog.resources
+            if permitted(state.settings, "resources", r.uri) and (
+                (not r.template and r.uri == uri)
+                or (r.template and _template_regex(r.uri).match(uri) is not None))
+        ), None)
+        if match is None or len(uri) > 2048:
+            raise McpPolicyError(f"{uri!r} is not an allowed resource",
+                                 code="MCP_RESOURCE_NOT_ALLOWED")
+        audited = match.uri if match.template else uri_digest(uri)
+        return await self._dispatch(state, "resource", uri, "read", {}, None, quota,
+                                    audit_name=audited)
+
+    async def get_prompt(self, server_id: str, name: str, arguments: Mapping[str, Any], *,
+                         quota: RunQuota | None = None) -> CallResult:
+        state = self._content_state(server_id, "prompts")
+        assert state.catalog is not None
+        prompt = next((p for p in state.catalog.prompts if p.name == name), None)
+        if prompt is None or not permitted(state.settings, "prompts", name):
+            raise McpPolicyError(f"no allowed prompt {name!r}", code="MCP_PROMPT_NOT_ALLOWED")
+        known = {a for a, _ in prompt.arguments}
+        missing = [a for a, required in prompt.arguments if required and a not in arguments]
+        bad = [k for k, v in arguments.items() if k not in known or not isinstance(v, str)]
+        if missing or bad:
+            raise McpError("prompt arguments are invalid", code="MCP_ARGUMENTS_INVALID",
+                           details={"missing": missing, "invalid": bad[:16]})
+        return await self._dispatch(state, "prompt", name, "read", dict(arguments), None, quota)
+
+    async def call_generic(self, public_name: str, arguments: Mapping[str, Any], *,
+                           quota: RunQuota | None = None) -> CallResult:
+        """Dispatch the two shared content tools by their public names."""
+        server = str(arguments.get("server", ""))
+        if public_name == RESOURCE_TOOL:
+            return await self.read_resource(server, str(arguments.get("uri", "")), quota=quota)
+        if public_name == PROMPT_TOOL:
+            args = arguments.get("arguments") or {}
+            if not isinstance(args, Mapping):
+                raise McpError("arguments must be an object", code="MCP_ARGUMENTS_INVALID")
+            return await self.get_prompt(server, str(arguments.get("name", "")), args,
+                                         quota=quota)
+        return await self.call_tool(public_name, arguments, quota=quota)
+
+
+def uri_digest(uri: str) -> str:
+    """What the audit keeps of a concrete resource URI."""
+    return "uri:" + canonical_json(uri)[1]
+
+
+def _as_content(value: dict[str, Any]) -> dict[str, Any]:
+    """Resource contents and prompt messages, shaped as content blocks for admission.
+
+    A prompt message's block keeps its ``role`` (``user`` or ``assistant``) beside its
+    content, so the preview can say who speaks; everything else of the block is kept as
+    the server sent it, embedded resources included.
+    """
+    if "contents" in value:
+        return {"content": [
+            {"type": "text", "text": c["text"]} if "text" in c else
+            {"type": "resource", "resource": c} for c in value["contents"]]}
+    blocks = []
+    for message in value.get("messages", []):
+        block = message.get("content", {})
+        blocks.append({**block, "role": message.get("role")} if isinstance(block, dict)
+                      else block)
+    return {"content": blocks, "description": value.get("description", "")}
+
+
+def map_call_error(exc: BaseException) -> McpError:
+    return map_error(exc)

@@ -1,0 +1,494 @@
+"""The MCP server manager: one supervised SDK connection per enabled server.
+
+Each server's connection lives in its own task (the SDK's ``Client`` must be entered and
+left in one task). That task connects under a timeout, drains discovery into an immutable
+:class:`Catalog` generation, then waits for a ``list_changed`` notification (the
+handshake revisions' notification path, or ``Client.listen`` on ``2026-07-28``) or a stop.
+A failed refresh keeps the previous generation; a non-empty catalog turning empty is
+withdrawn until a separate probe confirms it. A dropped connection reconnects with backoff,
+and a connection that stayed ready for ``stable_s`` starts the backoff over: a server that
+drops once a day is retried at once, one that dies on arrival ever more slowly. Liveness
+(:mod:`deepseek_eyes.mcp_host.liveness`) asks each server only what its transport and revision
+offer, never while a request is in flight, and calls a server gone only when it really is.
+
+Stop and reconfigure suspend all exposure *before* awaiting any close, and republish only
+after the new set has settled. Every dispatch names the generation it was offered under
+and is refused (``MCP_GENERATION_STALE``) when the live one differs, before and after the
+call, so a stale definition never runs against — or returns for — a replacement.
+
+``start(only=...)`` starts a subset (the CLI starts only what a command needs; see
+:mod:`deepseek_eyes.mcp_host.running`); the others stay ``stopped``. Every error kept for
+display is scrubbed by the server's :class:`~deepseek_eyes.mcp_host.redact.Redactor` first, and a
+stdio server's stderr goes to its log file when the manager is given ``log_dir``. Status
+changes are published to subscribers (:mod:`deepseek_eyes.mcp_host.events`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from deepseek_eyes.errors import ConfigError, McpCatalogError, McpError, McpTimeoutError
+from deepseek_eyes.mcp_host.catalog import (
+    CONTENT_BUDGET,
+    TOOL_BUDGET,
+    Catalog,
+    Meter,
+    PromptEntry,
+    ResourceEntry,
+    drain,
+    tool_entries,
+)
+from deepseek_eyes.mcp_host.connection import (
+    Connector,
+    build_client,
+    check_credentials,
+    learn_capabilities,
+    map_error,
+    set_discover_timeout,
+)
+from deepseek_eyes.mcp_host.events import StatusEvents
+from deepseek_eyes.mcp_host.faults import invalid_response
+from deepseek_eyes.mcp_host.liveness import Heartbeat, StreamWatch
+from deepseek_eyes.mcp_host.oauth import OAuthHandle, oauth_handle
+from deepseek_eyes.mcp_host.redact import redactor_for
+from deepseek_eyes.mcp_host.state import ServerState
+from deepseek_eyes.mcp_host.stderr_log import StderrLog
+from deepseek_eyes.settings import McpServerSettings, McpSettings
+
+__all__ = ["McpManager", "ServerState"]
+
+BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+#: Seconds between liveness checks of a connected server that is otherwise idle.
+HEARTBEAT_S = 15.0
+#: Seconds a connection must stay ready for its loss to restart the backoff from the start.
+STABLE_S = 30.0
+
+def _content_wanted(s: McpServerSettings) -> bool:
+    return s.resources_enabled or s.prompts_enabled
+
+
+class McpManager:
+    """Lifecycle and catalogs; exposure and dispatch live in :mod:`deepseek_eyes.mcp_host.host`."""
+
+    def __init__(
+        self,
+        settings: McpSettings,
+        *,
+        connector: Connector | None = None,
+        heartbeat_s: float = HEARTBEAT_S,
+        stable_s: float = STABLE_S,
+        backoff_s: Sequence[float] = BACKOFF_S,
+        log_dir: Path | None = None,
+    ) -> None:
+        self.settings = settings
+        self._connector = connector
+        #: Where stdio servers' stderr logs go; ``None`` leaves a child our stderr.
+        self.log_dir = log_dir
+        self._heartbeat_s = heartbeat_s
+        self._stable_s = stable_s
+        self._backoff_s = tuple(backoff_s) or BACKOFF_S
+        self.servers: dict[str, ServerState] = {}
+        self.suspended = False
+        self._lock = asyncio.Lock()
+        self.events = StatusEvents(self._event_view, lambda: list(self.servers))
+        set_discover_timeout(settings.discover_timeout)
+
+    def _event_view(self, server_id: str) -> dict[str, Any] | None:
+        state = self.servers.get(server_id)
+        return state.view() if state is not None else None
+
+    def _state(self, settings: McpServerSettings, **fields: Any) -> ServerState:
+        """A new state wired to the events, with its stderr log when there is a log dir."""
+        state = ServerState(settings, **fields)
+        if state.stderr is None and self.log_dir is not None and settings.transport == "stdio":
+            state.stderr = StderrLog(self.log_dir / f"{settings.id}.stderr.log")
+        state.on_change = self.events.changed
+        return state
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self, *, wait: float | None = 30.0,
+                    only: Collection[str] | None = None) -> None:
+        """Start the enabled servers (``only`` these, when given) and wait until each has
+        settled, at most ``wait`` seconds; the rest are ``stopped`` (or ``disabled``)."""
+        async with self._lock:
+            self._build(self.settings, only)
+        if wait:
+            await self.wait_settled(wait)
+
+    def _build(self, settings: McpSettings, only: Collection[str] | None = None) -> None:
+        self.settings = settings
+        self.servers = {s.id: self._state(s) for s in settings.servers}
+        for state in self.servers.values():
+            s = state.settings
+            if not (settings.enabled and s.enabled and (s.tools_enabled or _content_wanted(s))):
+                state.status = state.tools_status = "disabled"
+                state.settled.set()
+                self.events.changed(s.id)
+                continue
+            if only is not None and s.id not in only:
+                state.settled.set()  # left stopped: not needed by this use
+                continue
+            if not s.tools_enabled:
+                state.tools_status = "disabled"
+            state.content_status = "pending" if _content_wanted(s) else "disabled"
+            state.mode = "legacy" if s.protocol == "legacy" else s.protocol
+            state.task = asyncio.create_task(self._run(state), name=f"mcp:{s.id}")
+
+    async def wait_settled(self, timeout: float) -> None:
+        """Wait until every started server has connected and listed, or failed."""
+        with anyio.move_on_after(timeout):
+            for state in list(self.servers.values()):
+                await state.settled.wait()
+
+    async def stop(self) -> None:
+        """Suspend exposure first, then close every connection; ends with nothing exposed."""
+        self.suspended = True
+        async with self._lock:
+            await self._close_all()
+        self.servers = {}
+
+    async def reconfigure(self, settings: McpSettings, *, wait: float = 30.0) -> None:
+        self.suspended = True
+        async with self._lock:
+            await self._close_all()
+            set_discover_timeout(settings.discover_timeout)
+            self._build(settings)
+        await self.wait_settled(wait)
+        self.suspended = False
+
+    async def restart(self, server_id: str, *, wait: float = 30.0) -> None:
+        state = self.require(server_id)
+        async with self._lock:
+            await self._close(state)
+            # The OAuth provider (and its in-memory token) belongs to the server, not to one
+            # connection: a restart keeps it.
+            fresh = self._state(state.settings, mode=state.mode, generation=state.generation,
+                                oauth=state.oauth, stderr=state.stderr)
+            self.servers[server_id] = fresh
+            if state.status == "disabled":
+                fresh.status = fresh.tools_status = "disabled"
+                fresh.settled.set()
+            else:
+                fresh.mode = fresh.mode if state.task is not None else (
+                    "legacy" if fresh.settings.protocol == "legacy" else fresh.settings.protocol)
+                fresh.content_status = (
+                    "pending" if _content_wanted(fresh.settings) else "disabled"
+                )
+                fresh.task = asyncio.create_task(self._run(fresh), name=f"mcp:{server_id}")
+        with anyio.move_on_after(wait):
+            await fresh.settled.wait()
+
+    async def _close_all(self) -> None:
+        for state in self.servers.values():
+            state.catalog = None  # revoke before awaiting any close
+        for state in list(self.servers.values()):
+            await self._close(state)
+
+    async def _close(self, state: ServerState) -> None:
+        state.catalog = None
+        state.stopping.set()
+        task = state.task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        state.status = "stopped"
+
+    def _configured(self, server_id: str) -> ServerState:
+        """The live state, or a detached one for a configured server that was not started."""
+        state = self.servers.get(server_id)
+        if state is not None:
+            return state
+        for s in self.settings.servers:
+            if s.id == server_id:
+                return self._state(s, mode="legacy" if s.protocol == "legacy" else s.protocol)
+        return self.require(server_id)
+
+    def require(self, server_id: str) -> ServerState:
+        state = self.servers.get(server_id)
+        if state is None:
+            raise McpError(f"no MCP server {server_id!r}", code="MCP_SERVER_UNKNOWN",
+                           details={"server": server_id})
+        return state
+
+    # -- one server's supervised connection --------------------------------------------------
+    def _oauth(self, state: ServerState) -> OAuthHandle | None:
+        s = state.settings
+        if s.oauth is not None and s.url is not None and state.oauth is None:
+            state.oauth = oauth_handle(s.url, s.oauth)
+        return state.oauth
+
+    async def _run(self, state: ServerState) -> None:
+        try:
+            check_credentials(state.settings)
+        except ConfigError as exc:
+            # A missing variable will not appear by retrying: fail once, connect nothing.
+            state.fail(exc)
+            state.status = "failed"
+            state.tools_status = "failed" if state.settings.tools_enabled else "disabled"
+            if _content_wanted(state.settings):
+                state.content_status = "failed"
+            state.settled.set()
+            return
+        state.redactor = redactor_for(state.settings)
+        if state.stderr is not None:
+            state.stderr.redactor = state.redactor
+        attempt = 0
+        while not state.stopping.is_set():
+            try:
+                await self._session(state)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                state.fail(map_error(exc, connecting=state.status == "connecting"))
+                state.status, state.client = "failed", None
+                state.settled.set()
+            if state.stopping.is_set():
+                return
+            ready = state.ready_since
+            if ready is not None and time.monotonic() - ready >= self._stable_s:
+                attempt = 0  # it was healthy: this loss is news, not the same failure again
+            delay = self._backoff_s[min(attempt, len(self._backoff_s) - 1)]
+            attempt += 1
+            state.retry_delay = delay
+            with anyio.move_on_after(delay):
+                await state.stopping.wait()
+            state.retry_delay = None
+
+    async def _session(self, state: ServerState) -> None:
+        s = state.settings
+        state.status = "connecting"
+        state.ready_since = None
+
+        async def on_message(message: Any) -> None:
+            if str(getattr(message, "method", "")).endswith("/list_changed"):
+                state.refresh.set()
+
+        watch = StreamWatch(on_end=state.activity.wake.set, on_fault=state.faults.note)
+        client = build_client(s, mode=state.mode, oauth=self._oauth(state),
+                              message_handler=on_message, connector=self._connector,
+                              watch=watch, stderr=state.stderr)
+        started = time.perf_counter()
+        # The connect deadline covers entering the client only; it is lifted once connected
+        # (the SDK's scopes must be left in the task and order they were entered). Garbage
+        # on the stream while the handshake waits fails it at once, not at the deadline.
+        scope = anyio.CancelScope(deadline=anyio.current_time() + s.connect_timeout)
+        state.faults.watch(scope)
+        garbled = False
+        try:
+            with scope:
+                async with client:
+                    await learn_capabilities(client, state.mode)
+                    scope.deadline = math.inf
+                    garbled = state.faults.release(scope)
+                    await self._serve(state, client, started, watch)
+        finally:
+            garbled = state.faults.release(scope) or garbled
+        if garbled and scope.cancelled_caught:
+            raise invalid_response()
+        if scope.cancelled_caught:
+            raise McpTimeoutError("the server did not connect in time")
+
+    async def _serve(self, state: ServerState, client: Client, started: float,
+                     watch: StreamWatch) -> None:
+        s = state.settings
+        try:
+            state.protocol = client.protocol_version
+            if s.protocol == "auto" and state.protocol in HANDSHAKE_PROTOCOL_VERSIONS:
+                state.mode = "legacy"  # remembered: reconnects skip the discover probe
+            state.latency_ms = round((time.perf_counter() - started) * 1000, 2)
+            state.client = client
+            await self._discover(state, client)
+            state.status = "ready"
+            state.ready_since = time.monotonic()
+            state.settled.set()
+            heartbeat = Heartbeat(client, state.activity, interval=self._heartbeat_s,
+                                  timeout=s.connect_timeout, watch=watch)
+            async with anyio.create_task_group() as tg:
+                if state.protocol not in HANDSHAKE_PROTOCOL_VERSIONS:
+                    tg.start_soon(self._listen, state, client)
+                tg.start_soon(heartbeat.run)
+                while not state.stopping.is_set():
+                    await state.refresh.wait()
+                    state.refresh.clear()
+                    await self._discover(state, client)
+                tg.cancel_scope.cancel()
+        finally:
+            state.client = None
+
+    async def _listen(self, state: ServerState, client: Client) -> None:
+        caps = client.server_capabilities
+        tools = bool(caps.tools and caps.tools.list_changed)
+        resources = bool(caps.resources and caps.resources.list_changed)
+        prompts = bool(caps.prompts and caps.prompts.list_changed)
+        if not (tools or resources or prompts):
+            return
+        with contextlib.suppress(Exception):
+            async with client.listen(tools_list_changed=tools, resources_list_changed=resources,
+                                     prompts_list_changed=prompts) as sub:
+                async for _event in sub:
+                    state.refresh.set()
+
+    async def _discover(self, state: ServerState, client: Client) -> None:
+        """Build the next generation; a failure keeps the previous one (and its exposure)."""
+        try:
+            with anyio.fail_after(state.settings.connect_timeout), state.activity.request():
+                catalog = await self.list_catalog(state.settings, client, state.generation + 1)
+        except Exception as exc:
+            state.fail(map_error(exc))
+            if state.catalog is None:
+                state.tools_status = "failed" if state.settings.tools_enabled else "disabled"
+                if _content_wanted(state.settings):
+                    state.content_status = "failed"
+            if isinstance(exc, McpCatalogError | McpError) or state.catalog is not None:
+                return
+            raise
+        previous = state.catalog
+        if previous is not None and _same(previous, catalog):
+            return  # an unchanged listing keeps its generation; in-flight calls stay valid
+        if previous is not None and not previous.empty and catalog.empty:
+            state.catalog = None  # withdrawn until a probe confirms the empty catalog
+            state.tools_status = "withdrawn"
+            state.generation += 1
+            return
+        state.generation = catalog.generation
+        state.catalog = catalog
+        state.tools_status = "ready" if state.settings.tools_enabled else "disabled"
+        state.content_status = "ready" if _content_wanted(state.settings) else "disabled"
+
+    async def list_catalog(self, s: McpServerSettings, client: Client, generation: int) -> Catalog:
+        """Drain the enabled planes of one server under their budgets.
+
+        Raises:
+            McpCatalogError: the whole generation is rejected.
+        """
+        caps = client.server_capabilities
+        tools: list[Any] = []
+        if s.tools_enabled and caps.tools is not None:
+            meter = Meter(TOOL_BUDGET, "tools")
+
+            async def tool_page(cursor: str | None) -> tuple[list[Any], str | None]:
+                page = await client.list_tools(cursor=cursor)
+                return page.tools, page.next_cursor
+
+            await drain(tool_page, meter, tools)
+        resources: list[ResourceEntry] = []
+        prompts: list[PromptEntry] = []
+        if _content_wanted(s):
+            meter = Meter(CONTENT_BUDGET, "content")
+            if s.resources_enabled and caps.resources is not None:
+                raw: list[Any] = []
+
+                async def res_page(cursor: str | None) -> tuple[list[Any], str | None]:
+                    page = await client.list_resources(cursor=cursor)
+                    return page.resources, page.next_cursor
+
+                async def tpl_page(cursor: str | None) -> tuple[list[Any], str | None]:
+                    page = await client.list_resource_templates(cursor=cursor)
+                    return page.resource_templates, page.next_cursor
+
+                await drain(res_page, meter, raw)
+                resources = [ResourceEntry(str(r.uri), r.name, r.mime_type) for r in raw]
+                raw = []
+                await drain(tpl_page, meter, raw)
+                resources += [
+                    ResourceEntry(str(r.uri_template), r.name, r.mime_type, template=True)
+                    for r in raw
+                ]
+            if s.prompts_enabled and caps.prompts is not None:
+                rawp: list[Any] = []
+
+                async def prompt_page(cursor: str | None) -> tuple[list[Any], str | None]:
+                    page = await client.list_prompts(cursor=cursor)
+                    return page.prompts, page.next_cursor
+
+                await drain(prompt_page, meter, rawp)
+                prompts = [
+                    PromptEntry(p.name, (p.description or "")[:4096], tuple(
+                        (a.name, bool(a.required)) for a in (p.arguments or ())))
+                    for p in rawp
+                ]
+            _unique([r.uri for r in resources], "resource")
+            _unique([p.name for p in prompts], "prompt")
+        entries = tool_entries(s.id, tools)
+        instructions = (client.instructions or "").strip()[: s.max_instruction_chars] or None
+        return Catalog(
+            generation=generation, tools=entries, resources=tuple(resources),
+            prompts=tuple(prompts), instructions=instructions,
+            content_listed=_content_wanted(s),
+            by_public={t.public_name: t for t in entries},
+        )
+
+    # -- probe ---------------------------------------------------------------------------------
+    async def probe(self, server_id: str) -> dict[str, Any]:
+        """Connect, list and close a *separate* connection; the live one is untouched.
+
+        A probe that confirms a withdrawn (now empty) catalog publishes it; one that finds
+        entries asks the live connection to refresh. A server that is configured but not
+        started (the CLI's ``mcp probe``) is probed on its own.
+
+        Raises:
+            ConfigError: ``CONFIG_ENV_MISSING``, before any connection.
+            McpError: ``MCP_SERVER_UNKNOWN``, ``MCP_SERVER_DISABLED`` or a connect code.
+        """
+        state = self._configured(server_id)
+        s = state.settings
+        if not (self.settings.enabled and s.enabled):
+            raise McpError(f"{server_id} is disabled in the settings", code="MCP_SERVER_DISABLED",
+                           details={"server": server_id})
+        check_credentials(s)
+        redactor = redactor_for(s)
+        if state.stderr is not None:
+            state.stderr.redactor = redactor
+        started = time.perf_counter()
+        client = build_client(s, mode=state.mode, oauth=self._oauth(state),
+                              message_handler=None, connector=self._connector,
+                              stderr=state.stderr)
+        try:
+            with anyio.fail_after(s.connect_timeout):
+                async with client:
+                    await learn_capabilities(client, state.mode)
+                    catalog = await self.list_catalog(s, client, 0)
+                    protocol = client.protocol_version
+        except Exception as exc:
+            raise redactor.scrub_error(map_error(exc, connecting=True)) from None
+        if state.tools_status == "withdrawn":
+            if catalog.empty:
+                state.generation += 1
+                state.catalog = Catalog(generation=state.generation)
+                state.tools_status = "ready"
+            else:
+                state.refresh.set()
+        return {
+            "id": s.id, "ok": True, "protocol": protocol,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+            "tools": [t.name for t in catalog.tools],
+            "resources": len(catalog.resources), "prompts": len(catalog.prompts),
+            "instructions": catalog.instructions is not None,
+        }
+
+    def status(self) -> list[dict[str, Any]]:
+        return [state.view() for state in self.servers.values()]
+
+    def catalogs(self) -> Mapping[str, ServerState]:
+        return self.servers
+
+
+def _same(a: Catalog, b: Catalog) -> bool:
+    return (a.tools, a.resources, a.prompts, a.instructions) == (
+        b.tools, b.resources, b.prompts, b.instructions)
+
+
+def _unique(names: list[str], what: str) -> None:
+    if len(set(names)) != len(names):
+        raise McpCatalogError(f"a {what} is listed twice", code="MCP_CATALOG_INVALID")

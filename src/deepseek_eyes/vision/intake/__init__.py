@@ -1,0 +1,1 @@
+"""Safe image intake: untrusted bytes in, one decoded image or an ImageError out."""

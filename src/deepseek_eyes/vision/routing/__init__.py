@@ -1,0 +1,2 @@
+"""Routing: the ordered VisionRouter, its registry, per-route trust (health, circuits, the
+pixel probe), single flight and the attempts log."""
