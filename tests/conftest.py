@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import mcp_peers, require_module
+from helpers import require_module
 from vision.loopback import LoopbackVisionServer
 
 # Kept importable from here for older tests; new code imports them from ``helpers``: any
 # conftest.py of a subfolder becomes the module ``conftest`` once collected.
-__all__ = ["mcp_peers", "require_module"]
+__all__ = ["require_module"]
 
 SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_KEY")
 

@@ -19,13 +19,12 @@ from typing import Any
 import httpx
 import pytest
 
+import mcp_peers
 from helpers import GATEWAY_KEY, require_module, serve_gateway
-from helpers import mcp_peers as load_mcp_peers
 from runtime.upstream import LoopbackUpstream
 
 openai = require_module("openai")
 
-mcp_peers = load_mcp_peers()
 
 TOKEN = "lsLYSic2r8Zx9-1vw-oGelFuPfzJEZRd3NwnpoyuMxM"
 START_DEADLINE_S = 60
