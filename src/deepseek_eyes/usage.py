@@ -25,7 +25,8 @@ class UsageCategory(StrEnum):
     VISION = "vision"  # evidence and targeted reread calls to a vision route
     PROBE = "probe"  # pixel probes
     FINAL = "final"  # final-answer model calls (incl. native visual turns)
-    MCP_CONTINUATION = "mcp_continuation"
+    MCP_CONTINUATION = "mcp_continuation"  # final-model calls that read MCP results
+    COMPUTER_USE = "computer_use"  # final-model calls that read browser/desktop results
     # estimated attribution (subsets of exact requests)
     BRIDGE_INPUT = "bridge_input"  # evidence text handed to the final model
     MCP_SCHEMA = "mcp_schema"
@@ -38,7 +39,8 @@ class UsageCategory(StrEnum):
 
     @property
     def exact(self) -> bool:
-        return self in {self.VISION, self.PROBE, self.FINAL, self.MCP_CONTINUATION}
+        return self in {self.VISION, self.PROBE, self.FINAL, self.MCP_CONTINUATION,
+                        self.COMPUTER_USE}
 
     @property
     def counter(self) -> bool:
