@@ -151,7 +151,8 @@ async def test_a_browser_turn_books_computer_use_and_every_evidence_block(
     assert "bridge_input" not in before["estimated"]  # a text page: no evidence yet
     await chat.say(call("browser_screenshot", {}))
     shot = runtime.home.usage.summary()["estimated"]["bridge_input"]
-    assert shot["events"] == 1 and shot["estimated_tokens"] > 0
+    assert shot["events"] == 1
+    assert shot["estimated_tokens"] > 0
     reread = await chat.say("LOOK[tool-img-1]: What is the page's heading?")
     assert reread.startswith("after look:")
     after = runtime.home.usage.summary()

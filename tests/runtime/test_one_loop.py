@@ -154,7 +154,8 @@ async def test_the_turns_own_tool_rounds_are_refitted(upstream: LoopbackUpstream
             messages = sent["messages"]
             assert _pairs_intact(messages)
             users = [m for m in messages if m["role"] == "user"]
-            assert users and "REPEAT[look]" in users[-1]["content"]  # the task stays
+            assert users
+            assert "REPEAT[look]" in users[-1]["content"]
             if sent is not requests[0]:
                 assert messages[-1]["role"] == "tool"  # the newest result is there
         assert any("left out to fit the history budget" in str(m.get("content"))
@@ -238,7 +239,8 @@ async def test_concurrent_turns_keep_the_generation_they_were_offered(tmp_path: 
         await asyncio.gather(change(), *(turn(n) for n in range(40)))
         stale = [o for o in outcomes if o[0] != o[1]]
         fresh = [o for o in outcomes if o[0] == o[1]]
-        assert stale and fresh  # the race really happened
+        assert stale
+        assert fresh
         assert all(o[2] and o[3] == "MCP_GENERATION_STALE" for o in stale), stale
         assert not any(o[2] for o in fresh), fresh
         assert peer.calls - calls_before == len(fresh)
