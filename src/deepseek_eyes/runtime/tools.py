@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.usage import estimate_tokens
 
 __all__ = [
@@ -118,7 +119,7 @@ class TurnContext:
     calls: list[dict[str, Any]] = field(default_factory=list)  # audit rows of this turn
     state: dict[str, Any] = field(default_factory=dict)
     notify: Notify | None = None
-    approver: Any = None  # deepseek_eyes.runtime.approval.Approver
+    approver: Approver | None = None
 
     def image(self, ref: str) -> tuple[str, dict[str, Any]] | None:
         """Resolve ``img-N``, ``sha256:<prefix>`` or a bare hex prefix (≥ 8 chars)."""
