@@ -11,12 +11,12 @@ message text, evidence text or key.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from deepseek_eyes import canonical_json
 from deepseek_eyes.audit.checkpoints import Checkpoint, read_checkpoints
 from deepseek_eyes.audit.verify import EXPORT_FORMAT, export_header_bytes
 from deepseek_eyes.errors import StoreError
@@ -28,7 +28,7 @@ __all__ = ["export_chain"]
 
 
 def _line(value: dict[str, Any]) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+    return canonical_json.LENIENT.dumps(value) + "\n"
 
 
 def export_chain(db: Database, path: Path, keyring: Keyring) -> dict[str, Any]:

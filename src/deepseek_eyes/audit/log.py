@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from deepseek_eyes import canonical_json
 from deepseek_eyes.store.db import Database
 
 __all__ = ["AuditLog", "message_digest", "reduce_for_audit"]
@@ -64,7 +65,7 @@ class AuditLog:
         self._clock = clock
 
     def append(self, kind: str, subject: str | None = None, **fields: Any) -> None:
-        details = json.dumps(reduce_for_audit(fields), sort_keys=True, separators=(",", ":"))
+        details = canonical_json.ASCII_LENIENT.dumps(reduce_for_audit(fields))
         self._db.append(
             "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)",
             (self._clock(), kind, subject, details),

@@ -35,6 +35,8 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from deepseek_eyes import canonical_json
+
 __all__ = [
     "CHAINED_TABLES",
     "GENESIS",
@@ -68,15 +70,15 @@ CHAINED_TABLES: Mapping[str, frozenset[str]] = {
 }
 
 _HEX = re.compile(r"^[0-9a-f]{64}$")
-_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_dumps = canonical_json.CANONICAL.dumps  # a scalar's canonical text, for entry_hash
 
 _INSERT = re.compile(r"^\s*INSERT\s+(?:OR\s+\w+\s+)?INTO\s+(\w+)", re.IGNORECASE)
 
 
 def canonical_bytes(value: Any) -> bytes:
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    """``value`` in the :data:`~deepseek_eyes.canonical_json.CANONICAL` format: every
+    digest and entry hash of the chain is over these bytes."""
+    return canonical_json.dumps_bytes(value)
 
 
 def _sha256(data: bytes) -> str:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from deepseek_eyes import canonical_json
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
@@ -47,7 +48,9 @@ def _call_ids(message: Mapping[str, Any]) -> list[str]:
 
 
 def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # LENIENT: a stored message can hold NaN (a model's JSON parsed as Python does), and
+    # stored body digests were taken with NaN allowed.
+    return canonical_json.LENIENT.dumps(value)
 
 
 def body_digest(message: dict[str, Any]) -> str:

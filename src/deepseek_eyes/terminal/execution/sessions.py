@@ -15,14 +15,13 @@ Numbers in a plan are finite by construction, so a plan can always be encoded as
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from deepseek_eyes import canonical_json
 from deepseek_eyes.errors import TerminalError
 from deepseek_eyes.terminal.policy.commandline import make_visible
 from deepseek_eyes.terminal.policy.engine import PolicyResult
@@ -69,9 +68,7 @@ class Plan:
             "timeout": self.timeout, "max_output_bytes": self.max_output_bytes,
             "created_at": self.created_at,
         }
-        data = json.dumps(body, sort_keys=True, separators=(",", ":"),
-                          allow_nan=False).encode("utf-8")
-        self.plan_hash = "sha256:" + hashlib.sha256(data).hexdigest()
+        self.plan_hash = "sha256:" + canonical_json.ASCII.sha256_hex(body)
 
     def to_dict(self) -> dict[str, Any]:
         """The versioned plan as clients and the console see it."""

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
 import json
 import os
 import re
@@ -47,6 +46,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from deepseek_eyes import canonical_json
 from deepseek_eyes.errors import ReceiptError
 from deepseek_eyes.terminal.receipts.keyring import Keyring, private_directory
 
@@ -177,17 +177,12 @@ def parse_receipts(text: str) -> list[Any]:
 def canonical_bytes(receipt: dict[str, Any]) -> bytes:
     """The bytes a signature covers: everything but ``signature``, canonically encoded."""
     body = {k: v for k, v in receipt.items() if k != "signature"}
-    return json.dumps(
-        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return canonical_json.dumps_bytes(body)
 
 
 def receipt_hash(receipt: dict[str, Any]) -> str:
     """The hash the next receipt chains to: over the canonical bytes *and* the signature."""
-    data = json.dumps(
-        receipt, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    return "sha256:" + canonical_json.sha256_hex(receipt)
 
 
 def sign_receipt(receipt: dict[str, Any], keyring: Keyring) -> dict[str, Any]:
@@ -413,7 +408,7 @@ def verify_head(head: object, keyring: Keyring) -> dict[str, Any]:
 
 def head_slot(head: dict[str, Any]) -> bytes:
     """One slot of a head file: the head as compact JSON, padded to a fixed width."""
-    data = json.dumps(head, sort_keys=True, separators=(",", ":")).encode("ascii")
+    data = canonical_json.ASCII.dumps_bytes(head)
     if len(data) >= HEAD_SLOT_BYTES:
         raise ReceiptError("a receipt chain head does not fit its slot")
     return data.ljust(HEAD_SLOT_BYTES - 1) + b"\n"
