@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from deepseek_eyes import canonical_json
+from deepseek_eyes.audit.records import AuditRow
 from deepseek_eyes.store.db import Database
 
 __all__ = ["AuditLog", "message_digest", "reduce_for_audit"]
@@ -72,7 +73,7 @@ class AuditLog:
             chain=kind,
         )
 
-    def recent(self, limit: int = 100) -> list[dict[str, Any]]:
+    def recent(self, limit: int = 100) -> list[AuditRow]:
         rows = self._db.query(
             "SELECT ts, kind, subject, details FROM audit ORDER BY id DESC LIMIT ?", (limit,)
         )

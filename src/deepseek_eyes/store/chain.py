@@ -41,6 +41,8 @@ __all__ = [
     "CHAINED_TABLES",
     "GENESIS",
     "ChainWriter",
+    "Record",
+    "SqlValue",
     "adopt_existing",
     "canonical_bytes",
     "entry_hash",
@@ -68,6 +70,12 @@ CHAINED_TABLES: Mapping[str, frozenset[str]] = {
     "events": frozenset({"body"}),
     "turns": frozenset(),
 }
+
+#: A value SQLite hands back for a column.
+SqlValue = int | float | str | bytes | None
+#: A chained record as the chain sees it: an audited row's columns by name, its content
+#: columns replaced by their ``sha256:`` (:func:`project_row`). Keys are the table's columns.
+Record = dict[str, SqlValue]
 
 _HEX = re.compile(r"^[0-9a-f]{64}$")
 _dumps = canonical_json.CANONICAL.dumps  # a scalar's canonical text, for entry_hash
@@ -97,10 +105,10 @@ def table_of_insert(sql: str) -> str:
     return match.group(1)
 
 
-def project_row(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
+def project_row(table: str, row: Mapping[str, SqlValue]) -> Record:
     """A row as the chain sees it: content columns replaced by ``sha256:<hex>``."""
     hashed = CHAINED_TABLES[table]
-    out: dict[str, Any] = {}
+    out: Record = {}
     for column, value in row.items():
         if column in hashed and value is not None:
             text = value if isinstance(value, bytes) else str(value).encode("utf-8")
@@ -112,7 +120,7 @@ def project_row(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
 
 def read_records(
     conn: sqlite3.Connection, table: str, rowids: Sequence[int]
-) -> dict[int, dict[str, Any]]:
+) -> dict[int, Record]:
     """The projected records at ``rowids`` (those still there), in one query."""
     if table not in CHAINED_TABLES:
         raise ValueError(f"not an audited table: {table}")
@@ -125,7 +133,7 @@ def read_records(
     }
 
 
-def read_record(conn: sqlite3.Connection, table: str, rowid: int) -> dict[str, Any] | None:
+def read_record(conn: sqlite3.Connection, table: str, rowid: int) -> Record | None:
     """The projected record at ``rowid`` of an audited table, or None when it is gone."""
     if table not in CHAINED_TABLES:
         raise ValueError(f"not an audited table: {table}")
