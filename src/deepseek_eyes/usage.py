@@ -13,8 +13,9 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict, cast
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.store.db import Database
 
 __all__ = ["ProviderUsage", "UsageCategory", "UsageTracker", "estimate_tokens"]
@@ -48,6 +49,29 @@ class UsageCategory(StrEnum):
         return self in {self.NATIVE_VISUAL_TURNS, self.LOCAL_OCR}
 
 
+class ExactTotals(TypedDict):
+    """One exact category's totals: provider calls and the tokens they reported."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+    cache_hit_tokens: int
+    cache_miss_tokens: int
+
+
+class EstimatedTotals(TypedDict):
+    events: int
+    estimated_tokens: int
+
+
+class UsageSummary(TypedDict):
+    """``UsageTracker.summary``: what ``deepseek-eyes usage`` prints."""
+
+    exact: dict[str, ExactTotals]
+    estimated: dict[str, EstimatedTotals]
+
+
 @dataclass(frozen=True)
 class ProviderUsage:
     """Token usage as a provider reported it (zeros where it reported nothing)."""
@@ -59,7 +83,7 @@ class ProviderUsage:
     cache_miss_tokens: int = 0
 
     @classmethod
-    def from_openai(cls, usage: dict[str, Any] | None) -> ProviderUsage:
+    def from_openai(cls, usage: JsonObject | None) -> ProviderUsage:
         """Read an OpenAI-style ``usage`` object, including DeepSeek's cache fields."""
         if not isinstance(usage, dict):
             return cls()
@@ -139,24 +163,24 @@ class UsageTracker:
             chain="usage",
         )
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> UsageSummary:
         """Totals per category, exact and estimated kept apart."""
         rows = self._db.query(
             "SELECT category, SUM(calls) calls, SUM(prompt_tokens) p, SUM(completion_tokens) c,"
             " SUM(reasoning_tokens) r, SUM(cache_hit_tokens) h, SUM(cache_miss_tokens) m,"
             " SUM(estimated_tokens) e FROM usage GROUP BY category ORDER BY category"
         )
-        exact: dict[str, Any] = {}
-        other: dict[str, Any] = {}
+        exact: dict[str, ExactTotals] = {}
+        other: dict[str, EstimatedTotals] = {}
         for row in rows:
             category = UsageCategory(row["category"])
             if category.exact:
-                exact[category.value] = {
+                exact[category.value] = cast(ExactTotals, {  # ProviderUsage's fields
                     "calls": row["calls"],
                     **asdict(
                         ProviderUsage(row["p"], row["c"], row["r"], row["h"], row["m"])
                     ),
-                }
+                })
             else:
                 other[category.value] = {"events": row["calls"], "estimated_tokens": row["e"]}
         return {"exact": exact, "estimated": other}
