@@ -113,7 +113,7 @@ def ask_command(
                                 details={"images": len(set(images)), "limit": most})
             # All or nothing: a refused third image leaves the first two unstored.
             progress.update(f"ask: reading {len(images)} image(s)…")
-            content: list[dict[str, Any]] = [
+            content: list[Mapping[str, Any]] = [
                 image_url_part(read_image_file(Path(path), limits)) for path in images]
             content.append({"type": "text", "text": question})
             # The gateway's admission path: the same checks, decoding and store.

@@ -109,7 +109,7 @@ class Chat:
             for line in reply.lines:
                 click.echo(line)
 
-    def on_event(self, event: dict[str, Any]) -> None:
+    def on_event(self, event: Mapping[str, Any]) -> None:
         if event.get("type") in ("approval.wanted", "approval.decided"):
             self.approving = event["type"] == "approval.wanted"
         text = None if self.as_json else describe_event(event)
@@ -295,7 +295,7 @@ class Chat:
     async def _turn(self, text: str) -> None:
         from deepseek_eyes.runtime.messages import image_url_part
 
-        content: list[dict[str, Any]] = [image_url_part(data) for _, _, data in self.pending]
+        content: list[Mapping[str, Any]] = [image_url_part(data) for _, _, data in self.pending]
         content.append({"type": "text", "text": text})
         # The images go with this message whatever its outcome: once sent, they are in
         # the session log (a failed turn's message is logged too).

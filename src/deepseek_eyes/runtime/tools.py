@@ -28,14 +28,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Required, TypedDict, runtime_checkable
 
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.usage import estimate_tokens
 
 __all__ = [
+    "CallRecord",
+    "Notify",
     "Offer",
+    "ProgressEvent",
     "Stage",
     "ToolHub",
     "ToolOutcome",
@@ -97,7 +100,51 @@ class ToolOutcome:
         return cls(f"{what} failed ({exc.code}): {exc.message}", True, {"code": exc.code})
 
 
-Notify = Callable[[dict[str, Any]], None]
+class ProgressEvent(TypedDict, total=False):
+    """A progress event of a turn, for a front end (``deepseekeyes.event`` in a stream)."""
+
+    type: Required[str]  # tool.started tool.finished approval.wanted approval.decided
+    #                      turn.final_call
+    tool: str
+    source: str
+    is_error: bool
+    code: str | None
+    model_calls: int
+    plan_id: str
+    session_id: str
+    via: str
+    text: str
+    decision: str
+
+
+Notify = Callable[[ProgressEvent], None]
+
+
+class CallRecord(TypedDict, total=False):
+    """One of the runtime's tool calls as a turn reports it (``deepseekeyes.tools``, the
+    turn record): audit-safe identities, hashes and codes, never arguments or results."""
+
+    tool: Required[str]
+    source: str
+    code: str | None
+    is_error: bool
+    server: str
+    result_sha256: str | None
+    images: int
+    image: str
+    route: str
+    cached: bool
+    record_sha256: str
+    state_id: str | None
+    screenshot_sha256: str | None
+    plan_id: str
+    receipt_id: str | None
+    risk: str
+    state: str
+    status: str
+    exit_code: int | None
+    decision: str
+    via: str
 
 
 @dataclass
@@ -116,7 +163,7 @@ class TurnContext:
     max_rereads: int
     tool_calls: int = 0
     rereads: int = 0
-    calls: list[dict[str, Any]] = field(default_factory=list)  # audit rows of this turn
+    calls: list[CallRecord] = field(default_factory=list)  # audit rows of this turn
     state: dict[str, Any] = field(default_factory=dict)
     notify: Notify | None = None
     approver: Approver | None = None
@@ -149,7 +196,7 @@ class TurnContext:
         self.images[image_id] = image
         return image_id
 
-    def emit(self, event: dict[str, Any]) -> None:
+    def emit(self, event: ProgressEvent) -> None:
         if self.notify is not None:
             self.notify(event)
 

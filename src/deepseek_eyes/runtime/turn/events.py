@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deepseek_eyes.llm.client import ToolCall
+from deepseek_eyes.runtime.tools import ProgressEvent
 from deepseek_eyes.runtime.turn.request import TurnResult
 
 __all__ = ["Answer", "Delta", "ModelCalled", "Progress", "Started", "TurnEvent"]
@@ -50,7 +51,7 @@ class Progress:
     """A progress event for a front end (its ``type``): ``tool.started``,
     ``tool.finished``, ``approval.wanted``, ``approval.decided``, ``turn.final_call``."""
 
-    event: dict[str, Any]
+    event: ProgressEvent
 
 
 @dataclass(frozen=True)

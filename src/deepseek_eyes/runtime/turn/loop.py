@@ -42,11 +42,13 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any, TypeVar
 
 from deepseek_eyes.audit.log import AuditLog
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.client import ChatClient, ChatResult, ToolCall
 from deepseek_eyes.runtime.budget import fit
-from deepseek_eyes.runtime.tools import ToolHub, ToolOutcome
+from deepseek_eyes.runtime.messages import StoredCall
+from deepseek_eyes.runtime.tools import ProgressEvent, ToolHub, ToolOutcome
 from deepseek_eyes.runtime.turn.events import (
     Answer,
     Delta,
@@ -73,7 +75,7 @@ T = TypeVar("T")
 Done = list[tuple[ToolCall, ToolOutcome]]
 
 
-def _stored_calls(calls: Sequence[ToolCall]) -> list[dict[str, str]]:
+def _stored_calls(calls: Sequence[ToolCall]) -> list[StoredCall]:
     return [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
 
 
@@ -110,10 +112,10 @@ class TurnRunner:
         Raises:
             DeepSeekEyesError: TurnError, ImageError, VisionError or LLMError with its code.
         """
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        queue: asyncio.Queue[ProgressEvent] = asyncio.Queue()
         given = request.notify
 
-        def notify(event: dict[str, Any]) -> None:
+        def notify(event: ProgressEvent) -> None:
             queue.put_nowait(event)
             if given is not None:
                 given(event)
@@ -169,13 +171,13 @@ class TurnRunner:
         return TurnStream(self.events(request, stream=True), include_usage=request.include_usage)
 
     # one model call ------------------------------------------------------------
-    def _payload(self, turn: TurnState) -> dict[str, Any]:
+    def _payload(self, turn: TurnState) -> JsonObject:
         """The next model call's request: the history and the turn's tool rounds fitted
         to the budget, with the current offer's tools; the N-th call of an instruction
         goes without tools."""
         messages, turn.omitted = fit([*turn.history, *turn.tail],
                                      self._settings.history_budget_tokens)
-        payload: dict[str, Any] = {**turn.base, "messages": messages}
+        payload: JsonObject = {**turn.base, "messages": messages}
         if turn.calls_so_far + 1 < self._settings.max_model_calls_per_turn:
             tools = list(turn.request.client_tools) + turn.offer.openai()
             if tools:
@@ -277,7 +279,7 @@ class TurnRunner:
         return outcome
 
 
-def _visible(chunk: dict[str, Any], relay: ToolRelay) -> dict[str, Any]:
+def _visible(chunk: JsonObject, relay: ToolRelay) -> JsonObject:
     """What of one upstream chunk the client may see: reasoning, content, its own calls."""
     choices = chunk.get("choices") or []
     if not choices or not isinstance(choices[0], dict):
@@ -285,7 +287,7 @@ def _visible(chunk: dict[str, Any], relay: ToolRelay) -> dict[str, Any]:
     delta = choices[0].get("delta") or {}
     if not isinstance(delta, dict):
         return {}
-    forward: dict[str, Any] = {}
+    forward: JsonObject = {}
     if delta.get("reasoning_content"):
         forward["reasoning_content"] = delta["reasoning_content"]
     if delta.get("content"):
@@ -296,8 +298,8 @@ def _visible(chunk: dict[str, Any], relay: ToolRelay) -> dict[str, Any]:
     return forward
 
 
-async def _while(work: Awaitable[T], queue: asyncio.Queue[dict[str, Any]],
-                 out: list[T]) -> AsyncIterator[dict[str, Any]]:
+async def _while(work: Awaitable[T], queue: asyncio.Queue[ProgressEvent],
+                 out: list[T]) -> AsyncIterator[ProgressEvent]:
     """Run ``work``, yielding the events it queues as they come; its result goes to
     ``out`` (its exception is raised after the events queued before it)."""
     task = asyncio.ensure_future(work)

@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.llm.client import MAX_TOOL_CALLS, ToolCall
 
-__all__ = ["ToolRelay", "tool_call_json"]
+__all__ = ["ToolCallJson", "ToolRelay", "tool_call_json"]
 
 
-def tool_call_json(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+class FunctionJson(TypedDict):
+    name: str
+    arguments: str
+
+
+class ToolCallJson(TypedDict):
+    """A tool call in the OpenAI shape (upstream deltas are foreign JSON, this is ours)."""
+
+    id: str
+    type: str
+    function: FunctionJson
+
+
+def tool_call_json(calls: Sequence[ToolCall]) -> list[ToolCallJson]:
     """Calls in the OpenAI shape."""
     return [
         {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -33,13 +47,13 @@ class ToolRelay:
         self._internal = internal
         self._forward = forward  # False: the call had no tools; nothing is relayed
         self._routes: dict[int, int | None] = {}  # upstream index -> client index, None: ours
-        self._waiting: dict[int, list[dict[str, Any]]] = {}  # deltas before the name
+        self._waiting: dict[int, list[JsonObject]] = {}  # deltas before the name
         self._sent_ids: set[str] = set()
         self.forwarded = 0  # client indices used
 
-    def take(self, calls: Any) -> list[dict[str, Any]]:
+    def take(self, calls: Any) -> list[JsonObject]:
         """The client's deltas among ``calls`` (one upstream chunk's ``tool_calls``)."""
-        out: list[dict[str, Any]] = []
+        out: list[JsonObject] = []
         if not isinstance(calls, list) or not self._forward:
             return out
         for call in calls:  # bounded by the stream's byte limit
@@ -68,8 +82,8 @@ class ToolRelay:
             out.extend(self._delta(piece, target) for piece in [*early, call])
         return out
 
-    def _delta(self, call: dict[str, Any], target: int) -> dict[str, Any]:
-        delta: dict[str, Any] = {"index": target}
+    def _delta(self, call: JsonObject, target: int) -> JsonObject:
+        delta: JsonObject = {"index": target}
         call_id = call.get("id")
         if isinstance(call_id, str) and call_id:
             delta["id"] = call_id
@@ -77,7 +91,7 @@ class ToolRelay:
             self._sent_ids.add(call_id)
         function = call.get("function")
         if isinstance(function, dict):
-            piece: dict[str, Any] = {}
+            piece: dict[str, str] = {}
             name = function.get("name")
             if isinstance(name, str) and name:
                 piece["name"] = name

@@ -17,7 +17,7 @@ from deepseek_eyes.usage import ProviderUsage
 
 if TYPE_CHECKING:
     from deepseek_eyes.runtime.approval import Approver
-    from deepseek_eyes.runtime.tools import Notify
+    from deepseek_eyes.runtime.tools import CallRecord, Notify
 
 __all__ = [
     "EvidenceUse", "RequestRecord", "ThinkingNote", "TurnRequest", "TurnResult", "UsageJson",
@@ -100,7 +100,7 @@ class TurnResult:
     model_calls: int
     created: int
     fork: Fork | None = None  # set when the history did not extend the named session
-    tools: list[dict[str, Any]] = field(default_factory=list)  # the runtime's calls (audit rows)
+    tools: list[CallRecord] = field(default_factory=list)  # the runtime's calls
     requests: list[RequestRecord] = field(default_factory=list)
     audit: dict[str, Any] | None = None  # the chain's head (and checkpoint) after the turn
     thinking: ThinkingNote | None = None
