@@ -178,14 +178,14 @@ class VisionSettings(Strict):
         for route in self.routes:
             if route.name in seen:
                 raise PydanticCustomError(
-                    "duplicate_route", "route name {name!r} is used twice", {"name": route.name}
+                    "duplicate_route", "route name '{name}' is used twice", {"name": route.name}
                 )
             seen.add(route.name)
         known = seen | {LOCAL_ROUTE}
         for name in (self.route, *self.route_priority):
             if name is not None and name not in known:
                 raise PydanticCustomError(
-                    "unknown_route", "route {name!r} is not defined in vision.routes",
+                    "unknown_route", "route '{name}' is not defined in vision.routes",
                     {"name": name},
                 )
         return self
