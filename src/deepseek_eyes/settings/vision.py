@@ -160,7 +160,10 @@ class VisionSettings(Strict):
     route: str | None = Field(default=None, description="The explicitly selected route.")
     route_priority: tuple[str, ...] = ()
     auto_detect: bool = Field(
-        default=False, description="Also try llm.models that declare image input."
+        default=False,
+        description="Also try the [llm] endpoint's models that declare both text and image "
+        "input (llm.models entries, else their /models metadata), after every configured "
+        "route.",
     )
     health_ttl: float = Field(default=300.0, ge=0, le=86400)
     failure_cooldown: float = Field(default=60.0, ge=0, le=86400)
