@@ -36,6 +36,7 @@ from typing import Any
 
 import anyio
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import LLMError
 from deepseek_eyes.llm.client import ChatClient
 from deepseek_eyes.settings import LLMSettings
@@ -167,7 +168,7 @@ class ModelCatalog:
         self._client = client
         self._clock = clock
         self._lock = anyio.Lock()
-        self._listing: list[dict[str, Any]] | None = None  # the last good upstream listing
+        self._listing: list[JsonObject] | None = None  # the last good upstream listing
         self._next_refresh: float | None = None
         self._merged: list[ModelInfo] = []
         self._by_id: dict[str, ModelInfo] = {}
@@ -256,7 +257,7 @@ class ModelCatalog:
             self._merge()
 
     def _merge(self) -> None:
-        upstream: dict[str, dict[str, Any]] = {}
+        upstream: dict[str, JsonObject] = {}
         for entry in self._listing or ():
             model_id = entry.get("id")
             if isinstance(model_id, str) and 0 < len(model_id) <= _MAX_ID_CHARS:

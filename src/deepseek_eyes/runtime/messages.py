@@ -49,6 +49,7 @@ __all__ = [
     "has_images",
     "image_part",
     "image_refs",
+    "image_url_part",
     "parse_messages",
     "text_of",
 ]
@@ -89,6 +90,14 @@ def _text(value: Any, where: str) -> str:
     if len(value) > MAX_TEXT_CHARS:
         raise _bad(f"text longer than {MAX_TEXT_CHARS} characters", where)
     return value
+
+
+def image_url_part(data: bytes) -> dict[str, Any]:
+    """Image bytes as an OpenAI ``image_url`` part (a base64 data URL): how ``ask`` and
+    ``chat`` hand a file to the one admission path the gateway's clients take."""
+    encoded = base64.b64encode(data).decode("ascii")
+    return {"type": "image_url",
+            "image_url": {"url": f"data:application/octet-stream;base64,{encoded}"}}
 
 
 def decode_data_url(url: str, max_bytes: int, where: str) -> bytes:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.usage import estimate_tokens
 
 __all__ = [
@@ -56,6 +57,10 @@ class ToolSpec:
     description: str
     parameters: Mapping[str, Any]
     risk: str = "read"  # read | write | exec | unknown: what calling it may do
+    #: The catalog generation the definition was read under (MCP tools; None: a fixed
+    #: table). It travels with the offer, so a call is judged against the schema the model
+    #: was shown, not against whatever another turn was offered since.
+    generation: int | None = None
 
     def openai(self) -> dict[str, Any]:
         """The tool as an OpenAI ``tools`` entry."""
@@ -82,6 +87,9 @@ class ToolOutcome:
     # Images the result brought (id, image part with its route), kept with the logged result
     # so later turns can still look at them.
     images: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    #: Estimated tokens of validated evidence in ``content`` (a reread, a screenshot, an
+    #: MCP image): booked as bridge input when the model receives it.
+    evidence_tokens: int = 0
 
     @classmethod
     def failure(cls, exc: DeepSeekEyesError, what: str) -> ToolOutcome:
@@ -111,7 +119,7 @@ class TurnContext:
     calls: list[dict[str, Any]] = field(default_factory=list)  # audit rows of this turn
     state: dict[str, Any] = field(default_factory=dict)
     notify: Notify | None = None
-    approver: Any = None  # deepseek_eyes.runtime.approval.Approver
+    approver: Approver | None = None
 
     def image(self, ref: str) -> tuple[str, dict[str, Any]] | None:
         """Resolve ``img-N``, ``sha256:<prefix>`` or a bare hex prefix (≥ 8 chars)."""
@@ -160,8 +168,10 @@ class ToolSource(Protocol):
     def tools(self, context: TurnContext) -> Sequence[ToolSpec]: ...
 
     async def call(
-        self, name: str, arguments: Mapping[str, Any], context: TurnContext
-    ) -> ToolOutcome: ...
+        self, spec: ToolSpec, arguments: Mapping[str, Any], context: TurnContext
+    ) -> ToolOutcome:
+        """Run ``spec`` (the definition as this model call offered it)."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -229,6 +239,9 @@ class Offer:
     def names(self) -> frozenset[str]:
         return frozenset(self.routes)
 
+    def spec(self, name: str) -> ToolSpec | None:
+        return next((s for s in self.specs if s.name == name), None)
+
     def schema_tokens(self, source: str) -> int:
         """Estimated schema tokens of the tools ``source`` has in this offer."""
         return sum(s.schema_tokens for s in self.specs if self.routes[s.name].name == source)
@@ -282,7 +295,8 @@ class ToolHub:
                 "answer with what you have", True, {"code": "RUNTIME_TOOL_LIMIT"},
             )
         source = offer.routes.get(name)
-        if source is None:
+        spec = offer.spec(name)
+        if source is None or spec is None:
             return ToolOutcome(f"no tool named {name[:80]!r} is available", True,
                                {"code": "RUNTIME_TOOL_UNKNOWN"})
         try:
@@ -295,7 +309,7 @@ class ToolHub:
                                {"code": "RUNTIME_TOOL_ARGUMENTS"})
         context.emit({"type": "tool.started", "tool": name, "source": source.name})
         try:
-            outcome = await source.call(name, arguments, context)
+            outcome = await source.call(spec, arguments, context)
         except DeepSeekEyesError as exc:
             outcome = ToolOutcome.failure(exc, name)
         context.emit({"type": "tool.finished", "tool": name, "source": source.name,

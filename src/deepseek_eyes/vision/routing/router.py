@@ -302,6 +302,7 @@ class VisionRouter:
                 data = await anyio.to_thread.run_sync(self._blobs.get, sha)
             except StoreError as exc:
                 op.record("intake", "refused", code=exc.code, image_sha256=sha)
+                _with_attempts(exc, op)
                 raise
         decoded = await self._admit(op, data, sha)
         if meta is None:
@@ -369,6 +370,7 @@ class VisionRouter:
                 latency_ms=(time.perf_counter() - started) * 1000,
             )
             exc.details.setdefault("image_sha256", sha)
+            _with_attempts(exc, op)
             raise
         op.record(
             "intake", "ok", image_sha256=sha, size=len(data), width=decoded.width,
@@ -515,3 +517,9 @@ class VisionRouter:
             await entry.route.aclose()
         if self._auto_source is not None:
             await self._auto_source.aclose()
+
+
+def _with_attempts(exc: DeepSeekEyesError, op: OperationLog) -> None:
+    """A refusal carries the attempts rows written for it, as a route failure does."""
+    exc.details["attempts"] = list(op.entries)
+    exc.details["operation_id"] = op.operation_id
