@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from deepseek_eyes.vision.routing.guard import ProbeReport, RouteStatus
     from deepseek_eyes.vision.routing.router import Acquisition
 
 __all__ = ["render_evidence", "render_routes"]
@@ -78,7 +79,7 @@ def render_evidence(path: Path, acquisition: Acquisition) -> str:
     return "\n".join(lines)
 
 
-def render_routes(status: list[dict[str, Any]], probes: list[dict[str, Any]] | None) -> str:
+def render_routes(status: list[RouteStatus], probes: list[ProbeReport] | None) -> str:
     header = ("ORDER", "NAME", "KIND", "MODEL", "HEALTH", "CIRCUIT", "PROBE")
     rows = [header]
     for route in status:

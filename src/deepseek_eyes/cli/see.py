@@ -26,6 +26,7 @@ from deepseek_eyes.vision.intake.decode import ImageLimits, decode_image, read_i
 
 if TYPE_CHECKING:
     from deepseek_eyes.vision.bridge import VisionBridge
+    from deepseek_eyes.vision.routing.guard import ProbeReport, RouteStatus
     from deepseek_eyes.vision.routing.router import Acquisition
 
 __all__ = ["OVERLAY_FORMATS", "routes_command", "see_command"]
@@ -200,7 +201,7 @@ def see_command(
 def routes_command(ctx: click.Context, as_json: bool, probe: bool) -> None:
     """List vision routes with their order, health, circuit and probe state."""
 
-    async def run() -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    async def run() -> tuple[list[RouteStatus], list[ProbeReport] | None]:
         async with open_bridge(ctx) as bridge:
             await bridge.router.refresh_routes()  # auto-detected models /models declares
             probes = await bridge.router.probe_all() if probe else None

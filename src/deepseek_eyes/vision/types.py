@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.usage import ProviderUsage
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class RouteAnswer:
     """What a route returned: raw model text, or an already-structured value (local)."""
 
     text: str | None = None
-    value: dict[str, Any] | None = None
+    value: JsonObject | None = None
     usage: ProviderUsage = field(default_factory=ProviderUsage)
     model: str | None = None
     streamed: bool = False

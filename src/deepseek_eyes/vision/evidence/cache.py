@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from deepseek_eyes import canonical_json as _formats
 from deepseek_eyes.audit.checkpoints import record_cut
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import AuditError, EvidenceIntegrityError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
@@ -108,8 +109,8 @@ class EvidenceRecord:
     record_sha256: str
 
     @property
-    def evidence(self) -> dict[str, Any]:
-        value: dict[str, Any] = json.loads(self.evidence_json)
+    def evidence(self) -> JsonObject:
+        value: JsonObject = json.loads(self.evidence_json)
         return value
 
     @property
@@ -143,7 +144,7 @@ class EvidenceRecord:
         *,
         image_sha256: str,
         model: str | None,
-        evidence: dict[str, Any],
+        evidence: JsonObject,
         repairs: tuple[dict[str, str], ...] = (),
         usage: dict[str, int] | None = None,
         created_at: float,

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.settings import BoxConvention
 from deepseek_eyes.vision.evidence.extraction import (
     MAX_CANDIDATES,
@@ -112,12 +113,12 @@ class Repair:
 class Canonicalized:
     """The selected, repaired object (not yet validated) and what was done to it."""
 
-    value: dict[str, Any]
+    value: JsonObject
     repairs: tuple[Repair, ...]
 
 
 def canonicalize(
-    raw: str | dict[str, Any],
+    raw: str | JsonObject,
     variant: Variant,
     *,
     image_size: tuple[int, int] | None = None,
@@ -172,7 +173,7 @@ class _Layout:
 @functools.cache
 def _layout(variant: Variant) -> _Layout:
     """Read the repairable structure of ``variant`` from the canonical schema file."""
-    definitions: dict[str, Any] = schema_document()["$defs"]
+    definitions: JsonObject = schema_document()["$defs"]
     root = definitions[variant.short]
     items: list[tuple[str, _Fields]] = []
     plain_arrays: list[str] = []
@@ -193,7 +194,7 @@ def _layout(variant: Variant) -> _Layout:
     )
 
 
-def _fields(schema: Mapping[str, Any], definitions: dict[str, Any]) -> _Fields:
+def _fields(schema: Mapping[str, Any], definitions: JsonObject) -> _Fields:
     numbers: list[str] = []
     boxes: list[str] = []
     arrays: list[str] = []
@@ -210,7 +211,7 @@ def _fields(schema: Mapping[str, Any], definitions: dict[str, Any]) -> _Fields:
     return _Fields(tuple(numbers), tuple(boxes), tuple(arrays))
 
 
-def _resolve(schema: Mapping[str, Any], definitions: dict[str, Any]) -> Mapping[str, Any]:
+def _resolve(schema: Mapping[str, Any], definitions: JsonObject) -> Mapping[str, Any]:
     seen = 0
     while "$ref" in schema and seen < 16:
         schema = definitions[str(schema["$ref"]).rsplit("/", 1)[-1]]
@@ -218,7 +219,7 @@ def _resolve(schema: Mapping[str, Any], definitions: dict[str, Any]) -> Mapping[
     return schema
 
 
-def _is_box(schema: Mapping[str, Any], definitions: dict[str, Any]) -> bool:
+def _is_box(schema: Mapping[str, Any], definitions: JsonObject) -> bool:
     ref = schema.get("$ref")
     if isinstance(ref, str):
         return ref.endswith("/bbox") or _is_box(_resolve(schema, definitions), definitions)
@@ -258,7 +259,7 @@ class _Repairer:
         self._convention = convention
         self._repairs = repairs
 
-    def run(self, value: dict[str, Any]) -> dict[str, Any]:
+    def run(self, value: JsonObject) -> JsonObject:
         if "schema" not in value:
             value = {"schema": self._variant.value, **value}
             self._repairs.append(Repair("schema_added", "/schema"))
@@ -273,7 +274,7 @@ class _Repairer:
         return value
 
     def _repair_fields(
-        self, obj: dict[str, Any], fields: _Fields, at: tuple[str | int, ...]
+        self, obj: JsonObject, fields: _Fields, at: tuple[str | int, ...]
     ) -> None:
         for name in fields.arrays:
             if obj.get(name) is None:

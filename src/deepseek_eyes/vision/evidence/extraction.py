@@ -28,6 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import EvidenceError
 from deepseek_eyes.vision.types import Variant
 
@@ -81,7 +82,7 @@ class Candidate:
         ordinal: 1-based position among every object the answer held.
     """
 
-    value: dict[str, Any]
+    value: JsonObject
     fence: str | None
     ordinal: int = 1
 
@@ -101,7 +102,7 @@ class Candidates:
     reasoning: str = ""
 
 
-def find_candidates(raw: str | dict[str, Any], variant: Variant) -> Candidates:
+def find_candidates(raw: str | JsonObject, variant: Variant) -> Candidates:
     """The candidate objects in ``raw``: a route's text answer or a structured value.
 
     Text is size-checked, stripped of reasoning and scanned; a dict is the one candidate,
@@ -230,7 +231,7 @@ class _DecodeFailed(Exception):
         self.reached = reached
 
 
-def _decode_at(decoder: json.JSONDecoder, text: str, start: int) -> tuple[dict[str, Any], int]:
+def _decode_at(decoder: json.JSONDecoder, text: str, start: int) -> tuple[JsonObject, int]:
     """``raw_decode`` at ``start`` through growing windows of the text.
 
     Decoding the whole text at every brace would be quadratic: a ``JSONDecodeError``

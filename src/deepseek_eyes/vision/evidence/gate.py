@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, cast
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import EvidenceError
 from deepseek_eyes.vision.types import Variant
 
@@ -100,10 +101,10 @@ def _document() -> Mapping[str, Any]:
         .joinpath(_SCHEMA_RESOURCE)
         .read_text(encoding="utf-8")
     )
-    return cast("dict[str, Any]", json.loads(text))
+    return cast("JsonObject", json.loads(text))
 
 
-def schema_document() -> dict[str, Any]:
+def schema_document() -> JsonObject:
     """The whole canonical schema file, parsed (a fresh copy; the file is read once)."""
     return copy.deepcopy(dict(_document()))
 
@@ -132,7 +133,7 @@ def prompt_schema(variant: Variant) -> str:
     """
     definitions: Mapping[str, Any] = _document()["$defs"]
     root = definitions[variant.short]
-    used: dict[str, Any] = {}
+    used: JsonObject = {}
     pending = list(_local_refs(root))
     while pending:
         name = pending.pop()
@@ -140,7 +141,7 @@ def prompt_schema(variant: Variant) -> str:
             continue
         used[name] = definitions[name]
         pending.extend(_local_refs(definitions[name]))
-    schema: dict[str, Any] = {"$schema": _document()["$schema"], **root}
+    schema: JsonObject = {"$schema": _document()["$schema"], **root}
     schema["$defs"] = {name: used[name] for name in definitions if name in used}
     return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
 
@@ -193,7 +194,7 @@ def validate_evidence(value: Any, variant: Variant) -> list[SchemaIssue]:
     ]
 
 
-def require_valid(value: Any, variant: Variant) -> dict[str, Any]:
+def require_valid(value: Any, variant: Variant) -> JsonObject:
     """Return ``value`` unchanged when it is valid ``variant`` evidence.
 
     Raises:
@@ -210,7 +211,7 @@ def require_valid(value: Any, variant: Variant) -> dict[str, Any]:
             code="EVIDENCE_SCHEMA_INVALID",
             details={"variant": variant.value, "errors": [i.to_dict() for i in issues]},
         )
-    return cast("dict[str, Any]", value)
+    return cast("JsonObject", value)
 
 
 # ------------------------------------------------------------------- schema error wording
@@ -347,7 +348,7 @@ def _non_finite(value: Any) -> Iterator[_Found]:
                 stack.extend(((*path, index), child) for index, child in enumerate(node))
 
 
-def _semantic_issues(value: dict[str, Any]) -> Iterator[_Found]:
+def _semantic_issues(value: JsonObject) -> Iterator[_Found]:
     """What the schema cannot say; ``value`` already has the variant's shape."""
     yield from _containment(value)
     ids: set[str] = set()
@@ -369,7 +370,7 @@ def _semantic_issues(value: dict[str, Any]) -> Iterator[_Found]:
                 )
 
 
-def _containment(value: dict[str, Any]) -> Iterator[_Found]:
+def _containment(value: JsonObject) -> Iterator[_Found]:
     """Every ``bbox`` wherever it appears ends inside the image."""
     for path, box in _boxes(value, ()):
         x, y, w, h = box

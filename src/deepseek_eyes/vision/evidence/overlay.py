@@ -7,6 +7,8 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
+from deepseek_eyes.canonical_json import JsonObject
+
 __all__ = ["draw_overlay"]
 
 COLOURS = {
@@ -25,7 +27,7 @@ def _pixels(bbox: Any, width: int, height: int) -> tuple[int, int, int, int] | N
     return (round(x * width), round(y * height), round((x + w) * width), round((y + h) * height))
 
 
-def draw_overlay(pixels: Image.Image, evidence: dict[str, Any], out: Path) -> int:
+def draw_overlay(pixels: Image.Image, evidence: JsonObject, out: Path) -> int:
     """Write ``pixels`` with every box of ``evidence`` drawn on it as a PNG; returns the
     number of boxes drawn. Regions are drawn first so text boxes stay visible on top."""
     image = pixels.convert("RGB").copy()

@@ -23,9 +23,9 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Mapping
-from typing import Any
 
 from deepseek_eyes import canonical_json
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import ConfigError, LLMError, RouteError, RouteTimeoutError
 from deepseek_eyes.llm import ChatClient, ChatResult
 from deepseek_eyes.settings import RouteSettings, SecretRef
@@ -151,9 +151,9 @@ class OpenAIRoute:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _payload(self, request: VisionRequest) -> dict[str, Any]:
+    def _payload(self, request: VisionRequest) -> JsonObject:
         encoded = base64.b64encode(request.image_bytes).decode("ascii")
-        payload: dict[str, Any] = {
+        payload: JsonObject = {
             "model": self._model,
             "messages": [
                 {"role": "system", "content": request.system_prompt},

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from deepseek_eyes import canonical_json
 from deepseek_eyes.audit import reduce_for_audit
@@ -24,7 +24,8 @@ from deepseek_eyes.audit.checkpoints import record_cut
 from deepseek_eyes.errors import AuditError
 from deepseek_eyes.store.db import Database
 
-__all__ = ["AttemptLog", "OperationLog"]
+__all__ = [
+    "Attempt", "AttemptLog", "OperationLog"]
 
 TRIM_EVERY = 256
 
@@ -43,7 +44,7 @@ class AttemptLog:
     def operation(self, kind: str) -> OperationLog:
         return OperationLog(self, f"{kind}-{uuid.uuid4().hex[:16]}")
 
-    def _write(self, operation_id: str, seq: int, row: dict[str, Any]) -> None:
+    def _write(self, operation_id: str, seq: int, row: _Row) -> None:
         details = canonical_json.ASCII_LENIENT.dumps(row["details"])
         self._db.append(
             "INSERT INTO attempts (ts, operation_id, seq, route, phase, outcome, code,"
@@ -75,7 +76,7 @@ class AttemptLog:
                 return
             conn.execute("DELETE FROM attempts WHERE id <= ?", (through,))
 
-    def rows(self, operation_id: str) -> list[dict[str, Any]]:
+    def rows(self, operation_id: str) -> list[Attempt]:
         rows = self._db.query(
             "SELECT ts, seq, route, phase, outcome, code, latency_ms, details FROM attempts"
             " WHERE operation_id = ? ORDER BY seq",
@@ -95,13 +96,35 @@ class AttemptLog:
         return int(row["n"]) if row else 0
 
 
+class Attempt(TypedDict):
+    """One step of an acquisition as callers and errors carry it (``details.attempts``)."""
+
+    seq: int
+    route: str | None
+    phase: str  # intake cache health probe circuit route gate flight ...
+    outcome: str
+    code: str | None
+    latency_ms: float | None
+    details: Any  # privacy-reduced (reduce_for_audit): a JSON object
+
+
+class _Row(TypedDict):
+    ts: float
+    route: str | None
+    phase: str
+    outcome: str
+    code: str | None
+    latency_ms: float | None
+    details: Any
+
+
 @dataclass
 class OperationLog:
     """The attempts of one acquisition, kept in order and mirrored to the database."""
 
     log: AttemptLog
     operation_id: str
-    entries: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[Attempt] = field(default_factory=list)
 
     def record(
         self,
@@ -112,8 +135,8 @@ class OperationLog:
         code: str | None = None,
         latency_ms: float | None = None,
         **details: Any,
-    ) -> dict[str, Any]:
-        row = {
+    ) -> Attempt:
+        row: _Row = {
             "ts": self.log._clock(),
             "route": route,
             "phase": phase,
@@ -124,6 +147,8 @@ class OperationLog:
         }
         seq = len(self.entries)
         self.log._write(self.operation_id, seq, row)
-        public = {"seq": seq, **{k: v for k, v in row.items() if k != "ts"}}
+        public: Attempt = {"seq": seq, "route": route, "phase": phase, "outcome": outcome,
+                           "code": code, "latency_ms": row["latency_ms"],
+                           "details": row["details"]}
         self.entries.append(public)
         return public

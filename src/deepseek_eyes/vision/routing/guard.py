@@ -27,17 +27,42 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from deepseek_eyes.errors import ProbeFailedError, RouteError
 from deepseek_eyes.settings import VisionSettings
 from deepseek_eyes.usage import UsageCategory, UsageTracker
-from deepseek_eyes.vision.routing.attempts import AttemptLog, OperationLog
+from deepseek_eyes.vision.routing.attempts import Attempt, AttemptLog, OperationLog
 from deepseek_eyes.vision.routing.probe import GRID, judge_probe, make_challenge, probe_prompts
 from deepseek_eyes.vision.routing.state import RouteState, RouteStateStore
 from deepseek_eyes.vision.types import RouteAnswer, VisionRequest, VisionRoute
 
-__all__ = ["RouteEntry", "RouteGuard", "RouterPolicy", "Screening"]
+__all__ = ["ProbeReport", "RouteEntry", "RouteGuard", "RouteStatus", "RouterPolicy", "Screening"]
+
+
+class RouteStatus(TypedDict):
+    """One route as ``deepseek-eyes routes`` shows it."""
+
+    name: str
+    order: int | None
+    kind: str
+    model: str | None
+    health: str
+    health_code: str | None
+    circuit: str
+    circuit_open_for_s: float
+    last_code: str | None
+    probe: str
+
+
+class ProbeReport(TypedDict):
+    """One route's forced health check and probe (``routes --probe``)."""
+
+    name: str
+    ok: bool
+    code: str | None
+    attempts: list[Attempt]
+    correct: NotRequired[int]  # probe cells named right (9 = pass)
 
 
 @dataclass(frozen=True)
@@ -297,11 +322,11 @@ class RouteGuard:
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     # reporting --------------------------------------------------------------
-    def status(self, order: Sequence[str]) -> list[dict[str, Any]]:
+    def status(self, order: Sequence[str]) -> list[RouteStatus]:
         """Each route, ordered ones first, with health, circuit and probe state."""
         now = self._clock()
         names = list(order) + [n for n in self._routes if n not in order]
-        out: list[dict[str, Any]] = []
+        out: list[RouteStatus] = []
         for name in names:
             entry = self._routes[name]
             state = self.state(name)
@@ -325,12 +350,12 @@ class RouteGuard:
             })
         return out
 
-    async def probe_all(self) -> list[dict[str, Any]]:
+    async def probe_all(self) -> list[ProbeReport]:
         """Health-check and probe every route now, ignoring cached results."""
-        results: list[dict[str, Any]] = []
+        results: list[ProbeReport] = []
         for name, entry in self._routes.items():
             op = self._attempts.operation("probe")
-            outcome: dict[str, Any] = {"name": name, "ok": True, "code": None}
+            outcome: ProbeReport = {"name": name, "ok": True, "code": None, "attempts": []}
             try:
                 await self._ensure_health(op, name, force=True)
                 if entry.probe_mode(self.policy) == "exempt":
@@ -338,7 +363,7 @@ class RouteGuard:
                 else:
                     outcome["correct"] = await self.probe(name, op=op)
             except (RouteError, ProbeFailedError) as exc:
-                outcome.update(ok=False, code=exc.code)
+                outcome["ok"], outcome["code"] = False, exc.code
             outcome["attempts"] = list(op.entries)
             results.append(outcome)
         return results

@@ -59,9 +59,15 @@ from deepseek_eyes.vision.evidence.canonical import canonicalize
 from deepseek_eyes.vision.evidence.gate import require_valid
 from deepseek_eyes.vision.intake.decode import DecodedImage, ImageLimits, decode_image
 from deepseek_eyes.vision.routes.prompts import evidence_prompts, prompt_fingerprint, target_prompts
-from deepseek_eyes.vision.routing.attempts import AttemptLog, OperationLog
+from deepseek_eyes.vision.routing.attempts import Attempt, AttemptLog, OperationLog
 from deepseek_eyes.vision.routing.flight import FlightOutcome, SingleFlight
-from deepseek_eyes.vision.routing.guard import RouteEntry, RouteGuard, RouterPolicy
+from deepseek_eyes.vision.routing.guard import (
+    ProbeReport,
+    RouteEntry,
+    RouteGuard,
+    RouterPolicy,
+    RouteStatus,
+)
 from deepseek_eyes.vision.routing.order import route_order
 from deepseek_eyes.vision.routing.registry import AutoRoutes
 from deepseek_eyes.vision.routing.state import RouteStateStore
@@ -87,7 +93,7 @@ class Acquisition:
     image: ImageMeta
     cached: bool
     operation_id: str
-    attempts: tuple[dict[str, Any], ...]
+    attempts: tuple[Attempt, ...]
     joined: bool = False
 
     @property
@@ -504,11 +510,11 @@ class VisionRouter:
         return Acquisition(stored, meta, False, op.operation_id, tuple(op.entries))
 
     # status -----------------------------------------------------------------
-    def status(self) -> list[dict[str, Any]]:
+    def status(self) -> list[RouteStatus]:
         """Each known route with its order, health, circuit and probe state."""
         return self.guard.status(self.order())
 
-    async def probe_all(self) -> list[dict[str, Any]]:
+    async def probe_all(self) -> list[ProbeReport]:
         """Health-check and probe every route now, ignoring cached results."""
         return await self.guard.probe_all()
 
