@@ -37,7 +37,6 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import anyio
 from starlette.applications import Starlette
@@ -47,6 +46,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, LLMError, StoreError
 from deepseek_eyes.gateway.body import check_fields, parse_body
 from deepseek_eyes.gateway.fetch import fetch_image
@@ -109,7 +109,7 @@ def error_status(exc: DeepSeekEyesError) -> int:
     return 502  # LLM_*, VISION_*: the upstream or a vision route failed
 
 
-def _error_body(exc: DeepSeekEyesError) -> dict[str, Any]:
+def _error_body(exc: DeepSeekEyesError) -> JsonObject:
     status = error_status(exc)
     kind = (
         "authentication_error" if status == 401
@@ -161,7 +161,7 @@ def check_bind(host: str, key: str | None) -> None:
         )
 
 
-def _sse(value: dict[str, Any]) -> bytes:
+def _sse(value: JsonObject) -> bytes:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return b"data: " + text.encode() + b"\n\n"
 
@@ -227,7 +227,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
                 code=failure.code, details=failure.details,
             )
         data = [_model_entry(info.id, info.owned_by) for info in listing]
-        body: dict[str, Any] = {"object": "list", "data": data}
+        body: JsonObject = {"object": "list", "data": data}
         if failure is not None:  # the settings' models (or the last good listing) only
             body["deepseekeyes"] = {
                 "complete": False,
@@ -243,7 +243,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
             raise GatewayError(f"no model named {wanted[:80]!r}", code="GATEWAY_NOT_FOUND")
         return JSONResponse(_model_entry(info.id, info.owned_by))
 
-    async def read_body(request: Request) -> dict[str, Any]:
+    async def read_body(request: Request) -> JsonObject:
         # The security layer has read the whole body, bounded in size and time.
         try:
             raw = await request.body()
@@ -295,7 +295,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
 
         return StreamingResponse(sse(), media_type="text/event-stream", headers=headers)
 
-    async def _turn_request(request: Request, body: dict[str, Any]) -> TurnRequest:
+    async def _turn_request(request: Request, body: JsonObject) -> TurnRequest:
         # Types were checked by check_fields; the rest is the runtime's one admission path.
         session_id = request.headers.get(SESSION_HEADER) or None
         if session_id is not None and not SessionStore.valid_id(session_id):
@@ -320,7 +320,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
     )
 
 
-def _model_entry(model_id: str, owned_by: str | None) -> dict[str, Any]:
+def _model_entry(model_id: str, owned_by: str | None) -> JsonObject:
     return {
         "id": model_id,
         "object": "model",

@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import GatewayError
 
 __all__ = ["MAX_JSON_DEPTH", "check_fields", "parse_body"]
@@ -37,7 +38,7 @@ _TOOL_CHOICES = frozenset({"none", "auto", "required"})
 
 
 def _bad(message: str, *, param: str | None = None, reason: str | None = None) -> GatewayError:
-    details: dict[str, Any] = {}
+    details: JsonObject = {}
     if param is not None:
         details["param"] = param
     if reason is not None:
@@ -86,7 +87,7 @@ def _check_tree(document: Any) -> None:
                 stack.extend((item, depth + 1) for item in value)
 
 
-def parse_body(raw: bytes) -> dict[str, Any]:
+def parse_body(raw: bytes) -> JsonObject:
     """The request body as a JSON object.
 
     Raises:
@@ -189,7 +190,7 @@ def _check_tools(tools: Any) -> None:
                        param=f"{at}.function.parameters")
 
 
-def check_fields(body: dict[str, Any]) -> None:
+def check_fields(body: JsonObject) -> None:
     """The OpenAI types of the fields that matter; ``messages`` is parsed elsewhere.
 
     Raises:

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.runtime.messages import Admit, Fetch, parse_messages
 from deepseek_eyes.runtime.turn.events import Answer, Delta, Progress, Started, TurnEvent
@@ -43,7 +44,7 @@ async def request_from_openai(
     max_images: int,
     fetch: Fetch | None = None,
     session_id: str | None = None,
-    history: Sequence[dict[str, Any]] = (),
+    history: Sequence[JsonObject] = (),
     source: str = "gateway",
     approver: Approver | None = None,
     notify: Notify | None = None,
@@ -82,9 +83,9 @@ async def request_from_openai(
     )
 
 
-def deepseekeyes_json(result: TurnResult) -> dict[str, Any]:
+def deepseekeyes_json(result: TurnResult) -> JsonObject:
     """The ``deepseekeyes`` object of a response: what a client cannot learn elsewhere."""
-    out: dict[str, Any] = {
+    out: JsonObject = {
         "session_id": result.session_id,
         "path": result.path,
         "evidence": result.evidence,
@@ -110,11 +111,11 @@ def deepseekeyes_json(result: TurnResult) -> dict[str, Any]:
     return out
 
 
-def completion_json(result: TurnResult) -> dict[str, Any]:
+def completion_json(result: TurnResult) -> JsonObject:
     """A whole answer as an OpenAI ``chat.completion``."""
     # As OpenAI does: beside tool calls, no text is ``null``, not ``""``.
     content = result.content or None if result.tool_calls else result.content
-    message: dict[str, Any] = {"role": "assistant", "content": content}
+    message: JsonObject = {"role": "assistant", "content": content}
     if result.reasoning:
         message["reasoning_content"] = result.reasoning
     if result.tool_calls:
@@ -148,7 +149,7 @@ class TurnStream:
         self._created = 0
         self._model = ""
 
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    def _chunk(self, delta: JsonObject, finish: str | None = None) -> JsonObject:
         return {
             "id": self.chunk_id,
             "object": "chat.completion.chunk",
@@ -157,16 +158,16 @@ class TurnStream:
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         }
 
-    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+    def __aiter__(self) -> AsyncIterator[JsonObject]:
         return self._iterate()
 
     async def aclose(self) -> None:
         await self._events.aclose()  # type: ignore[attr-defined]
 
-    async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
+    async def _iterate(self) -> AsyncIterator[JsonObject]:
         sent_role = False
 
-        def with_role(delta: dict[str, Any]) -> dict[str, Any]:
+        def with_role(delta: JsonObject) -> JsonObject:
             nonlocal sent_role
             if sent_role:
                 return delta
