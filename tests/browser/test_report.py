@@ -96,7 +96,7 @@ def test_arguments_are_checked_before_anything_runs() -> None:
 
 
 def test_visual_mode_decides_delivery_only() -> None:
-    from deepseek_eyes.browser.visual import should_deliver
+    from deepseek_eyes.toolkit.visual import should_deliver
 
     assert should_deliver("always")
     assert not should_deliver("manual", explicit=True, thin=True)

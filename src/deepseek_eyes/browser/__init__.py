@@ -26,7 +26,7 @@ from deepseek_eyes.browser.report import REPORT_SCHEMA
 from deepseek_eyes.browser.screenshots import Screenshot
 from deepseek_eyes.browser.service import BrowserService
 from deepseek_eyes.browser.tools import TOOL_NAMES, TOOLS, BrowserTool
-from deepseek_eyes.browser.visual import Describe, should_deliver
+from deepseek_eyes.toolkit.visual import Describe, should_deliver
 
 __all__ = [
     "REPORT_SCHEMA",

@@ -26,7 +26,8 @@ from deepseek_eyes.desktop.report import REPORT_SCHEMA
 from deepseek_eyes.desktop.screenshots import Screenshot
 from deepseek_eyes.desktop.service import DesktopService
 from deepseek_eyes.desktop.tools import TOOL_NAMES, TOOLS, DesktopTool
-from deepseek_eyes.desktop.visual import PIXELS_NOT_DECODED, Describe, should_deliver
+from deepseek_eyes.desktop.visual import PIXELS_NOT_DECODED
+from deepseek_eyes.toolkit.visual import Describe, should_deliver
 
 __all__ = [
     "PIXELS_NOT_DECODED",
