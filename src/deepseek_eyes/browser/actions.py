@@ -31,6 +31,7 @@ from deepseek_eyes.errors import (
     BrowserTimeoutError,
 )
 from deepseek_eyes.store.identity import DataFiles, refusal_reason
+from deepseek_eyes.toolkit.report import verdict
 from deepseek_eyes.toolkit.visual import should_deliver
 from deepseek_eyes.untrusted import fence, quote, redact_url, redact_url_part, secret_digest
 
@@ -537,8 +538,7 @@ async def assert_(svc: BrowserDriver, args: Args) -> ToolResult:
     record = Assertion(kind, expected, actual, passed,
                        current.state_id if current else None, svc.report.next_index)
     svc.report.add_assertion(record)
-    verdict = {True: "PASS", False: "FAIL", None: "EVIDENCE"}[passed]
-    text = "\n".join([*svc.header(), f"assert {verdict}",
+    text = "\n".join([*svc.header(), f"assert {verdict(passed)}",
                       fence([f"expected {quote(expected, 300)}", f"got {quote(actual, 300)}"])])
     return ToolResult(text, {"state_id": current.state_id if current else None,
                              "assertion": record.to_dict()},

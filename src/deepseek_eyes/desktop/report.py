@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from deepseek_eyes.untrusted import fence, quote, secret_digest
+from deepseek_eyes.toolkit.report import hidden_text, report_text, verdict
+from deepseek_eyes.untrusted import quote
 
 __all__ = ["REPORT_SCHEMA", "Assertion", "ReportRecorder", "Step", "redact_arguments"]
 
@@ -27,7 +28,7 @@ def redact_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in list(arguments.items())[:20]:
         if key == "text" and isinstance(value, str):
-            out[key] = {"redacted": True, "chars": len(value), "hash": secret_digest(value)}
+            out[key] = hidden_text(value)
         elif isinstance(value, (int, float, bool)) or value is None:
             out[key] = value
         else:
@@ -103,8 +104,6 @@ class ReportRecorder:
         lines = [f"  {step.index}. {step.tool} {step.state_before}->{step.state_after} "
                   f"{step.outcome}{' ' + step.code if step.code else ''} {step.duration_ms} ms"
                   for step in self.steps[-50:]]
-        for a in self.assertions[-50:]:
-            verdict = {True: "PASS", False: "FAIL", None: "EVIDENCE"}[a.passed]
-            lines.append(f"  {verdict} {a.kind}: expected {quote(a.expected, 200)}, actual "
-                         f"{quote(a.actual, 200)}")
-        return "\n".join([head, fence(lines, "report")])
+        lines.extend(f"  {verdict(a.passed)} {a.kind}: expected {quote(a.expected, 200)}, "
+                     f"actual {quote(a.actual, 200)}" for a in self.assertions[-50:])
+        return report_text([head], lines)

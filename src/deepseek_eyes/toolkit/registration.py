@@ -20,7 +20,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 
 from deepseek_eyes.toolkit.results import ToolResult
-from deepseek_eyes.toolkit.spec import ToolDef
+from deepseek_eyes.toolkit.spec import Annotations, ToolDef
 
 __all__ = ["RunTool", "mcp_annotations", "register_tool", "register_tools", "to_call_result",
            "untyped_function"]
@@ -29,8 +29,8 @@ __all__ = ["RunTool", "mcp_annotations", "register_tool", "register_tools", "to_
 RunTool = Callable[[ToolDef, Context, dict[str, Any]], Awaitable[ToolResult]]
 
 
-def mcp_annotations(tool: ToolDef) -> ToolAnnotations:
-    hints = tool.annotations
+def mcp_annotations(hints: Annotations) -> ToolAnnotations:
+    """The four hints as the SDK publishes them (``readOnlyHint`` …)."""
     return ToolAnnotations(read_only_hint=hints.read_only, destructive_hint=hints.destructive,
                            idempotent_hint=hints.idempotent, open_world_hint=hints.open_world)
 
@@ -72,7 +72,7 @@ def register_tool(mcp: MCPServer, tool: ToolDef, function: Callable[..., Any], *
     """Add ``function`` as ``tool``: its name, description and annotations, our input
     schema, and ``output_schema`` when given (unstructured otherwise)."""
     mcp.add_tool(function, name=tool.name, description=tool.description,
-                 annotations=mcp_annotations(tool), structured_output=False)
+                 annotations=mcp_annotations(tool.annotations), structured_output=False)
     _publish(mcp, tool, output_schema)
 
 
