@@ -12,9 +12,10 @@ Modules, one job each: ``model`` (windows, elements, refs), ``backend`` (the pla
 protocol), ``native`` (the Linux backend: a client of the native helper),
 ``linux_native`` (the helper itself, run by Debian's Python), ``headless`` (Xvfb + D-Bus +
 AT-SPI), ``state`` (state ids, deltas), ``guards`` (checks before input), ``screenshots``,
-``present`` (texts), ``actions`` (one handler per tool), ``service`` (the call), ``launcher``
-(configured apps), ``report``, ``visual`` (when pixels reach the model), ``tools`` (names,
-schemas, annotations), ``server`` (the MCP server).
+``present`` (texts), ``driver`` (what a handler acts through), ``actions`` (one handler per
+tool), ``service`` (the call), ``launcher`` (configured apps), ``report``, ``visual`` (thin
+states, the pixels-not-decoded marker), ``tools`` (the tool table), ``server`` (the MCP
+server). The result type, :class:`Describe` and the MCP registration are the toolkit's.
 
 This package imports neither vision, nor mcp, nor the browser, nor the runtime: the
 runtime wires visual evidence in through :class:`Describe`.

@@ -45,7 +45,8 @@ def to_call_result(result: ToolResult) -> CallToolResult:
                                     data=base64.b64encode(result.screenshot.png).decode()))
     return CallToolResult(content=list(content),
                           structured_content=dict(result.data) if result.data else None,
-                          is_error=result.is_error, _meta=result.meta)
+                          is_error=result.is_error,
+                          _meta=dict(result.meta) if result.meta is not None else None)
 
 
 def untyped_function(tool: ToolDef, run: RunTool) -> Callable[..., Awaitable[CallToolResult]]:

@@ -9,6 +9,7 @@ reads ``text`` and hands the screenshot to the vision bridge instead of sending 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,7 +38,7 @@ class ToolResult:
     screenshot: Shot | None = None
     deliver: bool = False
     question: str | None = None
-    meta: dict[str, Any] | None = None
+    meta: Mapping[str, Any] | None = None
 
     @property
     def code(self) -> str | None:

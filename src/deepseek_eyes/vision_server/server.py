@@ -28,7 +28,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import anyio
 import mcp_types as types
@@ -147,7 +147,30 @@ def _refusal(exc: DeepSeekEyesError) -> CallToolResult:
     return to_call_result(ToolResult(body, is_error=True))
 
 
-def _meta(acquisition: Acquisition) -> dict[str, Any]:
+class ImageOrigin(TypedDict):
+    sha256: str
+    pixel_sha256: str
+    width: int
+    height: int
+    media_type: str
+
+
+class EvidenceOrigin(TypedDict):
+    """Where a result's evidence came from (the evidence object itself is closed)."""
+
+    image: ImageOrigin
+    route: str
+    model: str | None
+    cached: bool
+    record_sha256: str
+    resource: str
+
+
+class ResultMeta(TypedDict):
+    deepseekeyes: EvidenceOrigin
+
+
+def _meta(acquisition: Acquisition) -> ResultMeta:
     image = acquisition.image
     return {"deepseekeyes": {
         "image": {"sha256": image.sha256, "pixel_sha256": image.pixel_sha256,
