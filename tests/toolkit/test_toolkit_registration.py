@@ -4,6 +4,7 @@ and the one reach into the SDK kept in one place."""
 from __future__ import annotations
 
 import re
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,7 @@ async def test_the_table_is_published_exactly() -> None:
         hints = published.annotations
         assert hints is not None
         assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint,
-                hints.open_world_hint) == (tool.read_only, tool.destructive, tool.idempotent,
-                                           tool.open_world)
+                hints.open_world_hint) == astuple(tool.annotations)
 
 
 async def test_arguments_reach_the_capability_raw_and_nulls_are_dropped() -> None:

@@ -20,7 +20,6 @@ def test_risk_is_derived_from_the_annotations_unless_overridden() -> None:
     assert ToolDef("t_read", "", schema, READ).risk == "read"
     assert ToolDef("t_write", "", schema, WRITE).risk == "write"
     assert ToolDef("t_exec", "", schema, WRITE, "exec").risk == "exec"
-    assert ToolDef("t_read", "", schema, READ).read_only is True
 
 
 def test_object_schema_is_closed() -> None:
@@ -37,7 +36,7 @@ def test_every_table_is_honest(table: str) -> None:
         assert tool.parameters["type"] == "object"
         # A read-only tool is never gated as more than a read; one that is not read-only
         # is a read only where its table says why (an override), never by accident.
-        if tool.read_only:
+        if tool.annotations.read_only:
             assert tool.risk == "read", tool.name
         elif tool.risk == "read":
             assert tool.risk_override == "read", tool.name

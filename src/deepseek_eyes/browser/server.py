@@ -16,8 +16,6 @@ Arguments are checked by the service, not by the SDK: the tools are registered u
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -27,7 +25,12 @@ from deepseek_eyes.browser.connections import BrowserPool
 from deepseek_eyes.browser.service import BrowserService
 from deepseek_eyes.browser.tools import TOOLS
 from deepseek_eyes.serving.connections import connection_owner
-from deepseek_eyes.toolkit.registration import RunTool, register_tools, to_call_result
+from deepseek_eyes.toolkit.registration import (
+    RunTool,
+    closing_lifespan,
+    register_tools,
+    to_call_result,
+)
 from deepseek_eyes.toolkit.results import ToolResult
 from deepseek_eyes.toolkit.spec import ToolDef
 from deepseek_eyes.toolkit.visual import Describe
@@ -67,14 +70,7 @@ def build_browser_server(services: BrowserService | BrowserPool, *,
     lifespan ends (stdio); the HTTP app closes its pool itself, because the SDK enters
     this lifespan once per HTTP session."""
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
-        try:
-            yield None
-        finally:
-            if close_on_exit:
-                await services.aclose()
-
+    lifespan = closing_lifespan(services.aclose, close_on_exit=close_on_exit)
     mcp: MCPServer = MCPServer(
         "deepseek-eyes-browser",
         title="DeepSeekEyes browser",

@@ -10,17 +10,15 @@ submit or delete things on a site, so they are destructive and open-world.
 
 from __future__ import annotations
 
-from deepseek_eyes.toolkit.spec import READ, Annotations, ToolDef, object_schema
+from deepseek_eyes.toolkit.spec import MOVE, OBSERVE, READ, Annotations, ToolDef, object_schema
 
 __all__ = ["TOOLS", "TOOL_NAMES", "BrowserTool"]
 
 BrowserTool = ToolDef  # the name callers and tests know
 
-_LOOK = Annotations(read_only=True, destructive=False, idempotent=False, open_world=False)
 # Loading a page reaches the open web; it and moving within a page change no site, so the
 # runtime's gate counts them (and closing our own browser) as reads.
 _LOAD = Annotations(read_only=False, destructive=False, idempotent=False, open_world=True)
-_MOVE = Annotations(read_only=False, destructive=False, idempotent=False, open_world=False)
 _CLOSE = Annotations(read_only=False, destructive=True, idempotent=False, open_world=False)
 _ACT = Annotations(read_only=False, destructive=True, idempotent=False, open_world=True)
 
@@ -55,7 +53,7 @@ TOOLS: tuple[ToolDef, ...] = (
                  "detail": {"type": "string", "enum": ["compact", "text"]},
                  "find": {"type": "string", "description": "Only items containing this text."},
                  **_SHOT}),
-        _LOOK),
+        OBSERVE),
     ToolDef(
         "browser_click",
         "Click the element with this ref. Returns the new state_id and what changed.",
@@ -95,7 +93,7 @@ TOOLS: tuple[ToolDef, ...] = (
                  "amount": {"type": "number", "exclusiveMinimum": 0, "maximum": 20,
                             "description": "Viewports to scroll (default 0.8)."}},
                 ("state_id",)),
-        _MOVE, "read"),
+        MOVE, "read"),
     ToolDef(
         "browser_upload",
         "Give files to a file input (or to the file chooser its button opens). Paths must be "
@@ -121,7 +119,7 @@ TOOLS: tuple[ToolDef, ...] = (
         "Capture the viewport (or the whole page, or one element by ref) as a lossless PNG, "
         "stored with its SHA-256 and pixel hash; delivered as visual evidence.",
         _schema({**_STATE, **_REF, "full_page": {"type": "boolean"}, **_SHOT}),
-        _LOOK),
+        OBSERVE),
     ToolDef(
         "browser_assert",
         'Check the page and record the result in the report: kind "text" (text present or '

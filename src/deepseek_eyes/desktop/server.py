@@ -12,8 +12,6 @@ and publishes our schemas.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -21,7 +19,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from deepseek_eyes import __version__
 from deepseek_eyes.desktop.service import DesktopService
 from deepseek_eyes.desktop.tools import TOOLS
-from deepseek_eyes.toolkit.registration import register_tools, to_call_result
+from deepseek_eyes.toolkit.registration import closing_lifespan, register_tools, to_call_result
 from deepseek_eyes.toolkit.results import ToolResult
 from deepseek_eyes.toolkit.spec import ToolDef
 
@@ -40,14 +38,7 @@ INSTRUCTIONS = (
 def build_desktop_server(service: DesktopService, *, close_on_exit: bool = True) -> MCPServer:
     """The desktop's MCP server over one service, closed when the server's lifespan ends."""
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
-        try:
-            yield None
-        finally:
-            if close_on_exit:
-                await service.aclose()
-
+    lifespan = closing_lifespan(service.aclose, close_on_exit=close_on_exit)
     async def run(tool: ToolDef, _: Context, given: dict[str, Any]) -> ToolResult:
         return await service.call(tool.name, given)  # one desktop: every connection shares it
 

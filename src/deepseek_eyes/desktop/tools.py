@@ -9,15 +9,13 @@ the session kills only what it launched: the runtime's gate counts it as a read.
 
 from __future__ import annotations
 
-from deepseek_eyes.toolkit.spec import READ, Annotations, ToolDef, object_schema
+from deepseek_eyes.toolkit.spec import MOVE, OBSERVE, READ, Annotations, ToolDef, object_schema
 
 __all__ = ["TOOLS", "TOOL_NAMES", "DesktopTool"]
 
 DesktopTool = ToolDef  # the name callers and tests know
 
-_LOOK = Annotations(read_only=True, destructive=False, idempotent=False, open_world=False)
 _ACT = Annotations(read_only=False, destructive=True, idempotent=False, open_world=False)
-_MOVE = Annotations(read_only=False, destructive=False, idempotent=False, open_world=False)
 _FOCUS = Annotations(read_only=False, destructive=False, idempotent=True, open_world=False)
 
 _STATE = {"state_id": {"type": "string",
@@ -44,7 +42,7 @@ TOOLS: tuple[ToolDef, ...] = (
         _schema({"scope": {"type": "string", "enum": ["desktop", "window"]},
                  "window": {"type": "string", "description": "A window ref or title."},
                  **_SHOT}),
-        _LOOK),
+        OBSERVE),
     ToolDef(
         "desktop_click",
         "Click an element by ref (its accessible action), or a point x,y of the state's "
@@ -76,7 +74,7 @@ TOOLS: tuple[ToolDef, ...] = (
                  "direction": {"type": "string", "enum": ["up", "down", "left", "right"]},
                  "amount": {"type": "integer", "minimum": 1, "maximum": 50}},
                 ("state_id", "direction")),
-        _MOVE),
+        MOVE),
     ToolDef(
         "desktop_launch",
         "Launch an application named in the settings (desktop.apps) and observe its window.",
@@ -92,7 +90,7 @@ TOOLS: tuple[ToolDef, ...] = (
         "Capture the current target (the state's window, or the whole desktop) as a lossless "
         "PNG with its origin and scale; delivered as visual evidence.",
         _schema({**_STATE, **_SHOT}),
-        _LOOK),
+        OBSERVE),
     ToolDef(
         "desktop_assert",
         'Check the desktop and record the result in the report: kind "text" (text present '

@@ -12,8 +12,9 @@ reaches into the SDK for that (see its comment).
 from __future__ import annotations
 
 import base64
+import contextlib
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -22,11 +23,28 @@ from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from deepseek_eyes.toolkit.results import ToolResult
 from deepseek_eyes.toolkit.spec import Annotations, ToolDef
 
-__all__ = ["RunTool", "mcp_annotations", "register_tool", "register_tools", "to_call_result",
-           "untyped_function"]
+__all__ = ["RunTool", "closing_lifespan", "mcp_annotations", "register_tool", "register_tools",
+           "to_call_result", "untyped_function"]
 
 #: Runs one call of ``tool`` for the connection of ``ctx`` with the arguments given.
 RunTool = Callable[[ToolDef, Context, dict[str, Any]], Awaitable[ToolResult]]
+
+
+def closing_lifespan(aclose: Callable[[], Awaitable[None]], *, close_on_exit: bool = True
+                     ) -> Callable[[MCPServer], contextlib.AbstractAsyncContextManager[None]]:
+    """A server lifespan that runs ``aclose`` when it ends, if ``close_on_exit``: for stdio,
+    whose one lifespan is the process's; an HTTP app closes what it serves itself, because
+    the SDK enters the lifespan once per HTTP session."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
+        try:
+            yield None
+        finally:
+            if close_on_exit:
+                await aclose()
+
+    return lifespan
 
 
 def mcp_annotations(hints: Annotations) -> ToolAnnotations:

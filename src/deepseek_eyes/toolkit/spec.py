@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["READ", "Annotations", "Risk", "ToolDef", "object_schema"]
+__all__ = ["MOVE", "OBSERVE", "READ", "Annotations", "Risk", "ToolDef", "object_schema"]
 
 Risk = Literal["read", "write", "exec", "unknown"]
 
@@ -42,6 +42,10 @@ class Annotations:
 
 #: Reads that change nothing and stay inside this machine.
 READ = Annotations(read_only=True, destructive=False, idempotent=True, open_world=False)
+#: An observation: read-only, but never idempotent (each one is a new state of a screen).
+OBSERVE = Annotations(read_only=True, destructive=False, idempotent=False, open_world=False)
+#: A change of a screen's own view (scrolling, focus), nothing a user owns.
+MOVE = Annotations(read_only=False, destructive=False, idempotent=False, open_world=False)
 
 
 @dataclass(frozen=True)
@@ -56,23 +60,6 @@ class ToolDef:
     def risk(self) -> Risk:
         """What calling it may do, for the runtime's risk gate (see the module docstring)."""
         return self.risk_override or self.annotations.risk
-
-    # The hints by their old names, which the capabilities' tests and callers read.
-    @property
-    def read_only(self) -> bool:
-        return self.annotations.read_only
-
-    @property
-    def destructive(self) -> bool:
-        return self.annotations.destructive
-
-    @property
-    def idempotent(self) -> bool:
-        return self.annotations.idempotent
-
-    @property
-    def open_world(self) -> bool:
-        return self.annotations.open_world
 
 
 def object_schema(properties: Mapping[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:

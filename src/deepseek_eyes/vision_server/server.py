@@ -21,13 +21,12 @@ is the runtime's: the capability layer may not import it.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any, TypedDict
 
 import anyio
@@ -43,7 +42,7 @@ from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.runtime.render import render_evidence, render_target
 from deepseek_eyes.serving.connections import connection_owner
 from deepseek_eyes.serving.log_level import accept_log_level
-from deepseek_eyes.toolkit.registration import register_tool, to_call_result
+from deepseek_eyes.toolkit.registration import closing_lifespan, register_tool, to_call_result
 from deepseek_eyes.toolkit.results import ToolResult
 from deepseek_eyes.toolkit.spec import Annotations, ToolDef
 from deepseek_eyes.vision.evidence.gate import schema_document
@@ -295,14 +294,7 @@ def build_vision_server(service: VisionService, *, open_world: bool = False,
     (stdio); the HTTP app closes it itself, because the SDK enters this lifespan once per
     HTTP session."""
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
-        try:
-            yield None
-        finally:
-            if close_on_exit:
-                await service.bridge.aclose()
-
+    lifespan = closing_lifespan(service.bridge.aclose, close_on_exit=close_on_exit)
     mcp: MCPServer = MCPServer(
         "deepseek-eyes-vision",
         title="DeepSeekEyes vision",
