@@ -20,13 +20,13 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from deepseek_eyes import __version__
 from deepseek_eyes.browser.connections import BrowserPool
 from deepseek_eyes.browser.service import BrowserService
 from deepseek_eyes.browser.tools import TOOLS
 from deepseek_eyes.serving.connections import connection_owner
 from deepseek_eyes.toolkit.registration import (
     RunTool,
+    capability_server,
     closing_lifespan,
     register_tools,
     to_call_result,
@@ -71,13 +71,6 @@ def build_browser_server(services: BrowserService | BrowserPool, *,
     this lifespan once per HTTP session."""
 
     lifespan = closing_lifespan(services.aclose, close_on_exit=close_on_exit)
-    mcp: MCPServer = MCPServer(
-        "deepseek-eyes-browser",
-        title="DeepSeekEyes browser",
-        instructions=INSTRUCTIONS,
-        version=__version__,
-        lifespan=lifespan,
-        log_level="WARNING",
-    )
+    mcp = capability_server("browser", "browser", INSTRUCTIONS, lifespan)
     register_tools(mcp, TOOLS, _runner(services, describe))
     return mcp

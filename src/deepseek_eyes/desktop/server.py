@@ -16,10 +16,14 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from deepseek_eyes import __version__
 from deepseek_eyes.desktop.service import DesktopService
 from deepseek_eyes.desktop.tools import TOOLS
-from deepseek_eyes.toolkit.registration import closing_lifespan, register_tools, to_call_result
+from deepseek_eyes.toolkit.registration import (
+    capability_server,
+    closing_lifespan,
+    register_tools,
+    to_call_result,
+)
 from deepseek_eyes.toolkit.results import ToolResult
 from deepseek_eyes.toolkit.spec import ToolDef
 
@@ -42,8 +46,6 @@ def build_desktop_server(service: DesktopService, *, close_on_exit: bool = True)
     async def run(tool: ToolDef, _: Context, given: dict[str, Any]) -> ToolResult:
         return await service.call(tool.name, given)  # one desktop: every connection shares it
 
-    mcp: MCPServer = MCPServer("deepseek-eyes-desktop", title="DeepSeekEyes desktop",
-                               instructions=INSTRUCTIONS, version=__version__,
-                               lifespan=lifespan, log_level="WARNING")
+    mcp = capability_server("desktop", "desktop", INSTRUCTIONS, lifespan)
     register_tools(mcp, TOOLS, run)
     return mcp

@@ -20,14 +20,25 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 
+from deepseek_eyes import __version__
 from deepseek_eyes.toolkit.results import ToolResult
 from deepseek_eyes.toolkit.spec import Annotations, ToolDef
 
-__all__ = ["RunTool", "closing_lifespan", "mcp_annotations", "register_tool", "register_tools",
-           "to_call_result", "untyped_function"]
+__all__ = ["RunTool", "capability_server", "closing_lifespan", "mcp_annotations",
+           "register_tool", "register_tools", "to_call_result", "untyped_function"]
 
 #: Runs one call of ``tool`` for the connection of ``ctx`` with the arguments given.
 RunTool = Callable[[ToolDef, Context, dict[str, Any]], Awaitable[ToolResult]]
+
+
+def capability_server(name: str, title: str, instructions: str,
+                      lifespan: Callable[[MCPServer], contextlib.AbstractAsyncContextManager[None]]
+                      ) -> MCPServer:
+    """An SDK server for one capability (``deepseek-eyes-<name>``), with the project's
+    version and the SDK's own logging kept to warnings (stdio's stdout is the protocol)."""
+    return MCPServer(f"deepseek-eyes-{name}", title=f"DeepSeekEyes {title}",
+                     instructions=instructions, version=__version__, lifespan=lifespan,
+                     log_level="WARNING")
 
 
 def closing_lifespan(aclose: Callable[[], Awaitable[None]], *, close_on_exit: bool = True

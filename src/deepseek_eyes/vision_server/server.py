@@ -36,13 +36,17 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
 
-from deepseek_eyes import __version__
 from deepseek_eyes.audit import message_digest
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.runtime.render import render_evidence, render_target
 from deepseek_eyes.serving.connections import connection_owner
 from deepseek_eyes.serving.log_level import accept_log_level
-from deepseek_eyes.toolkit.registration import closing_lifespan, register_tool, to_call_result
+from deepseek_eyes.toolkit.registration import (
+    capability_server,
+    closing_lifespan,
+    register_tool,
+    to_call_result,
+)
 from deepseek_eyes.toolkit.results import ToolResult
 from deepseek_eyes.toolkit.spec import Annotations, ToolDef
 from deepseek_eyes.vision.evidence.gate import schema_document
@@ -295,14 +299,7 @@ def build_vision_server(service: VisionService, *, open_world: bool = False,
     HTTP session."""
 
     lifespan = closing_lifespan(service.bridge.aclose, close_on_exit=close_on_exit)
-    mcp: MCPServer = MCPServer(
-        "deepseek-eyes-vision",
-        title="DeepSeekEyes vision",
-        instructions=INSTRUCTIONS,
-        version=__version__,
-        lifespan=lifespan,
-        log_level="WARNING",
-    )
+    mcp = capability_server("vision", "vision", INSTRUCTIONS, lifespan)
     roots = ClientRoots() if client_roots else None
     functions = {"see": _see_function(service, roots), "look": _look_function(service, roots)}
     for tool in vision_tools(open_world=open_world):

@@ -38,14 +38,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import WithJsonSchema
 
-from deepseek_eyes import __version__
 from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
 from deepseek_eyes.serving.connections import STATELESS_OWNER, STDIO_OWNER, connection_owner
 from deepseek_eyes.serving.log_level import accept_log_level
 from deepseek_eyes.terminal.arguments import number
 from deepseek_eyes.terminal.service import MAX_WAIT_S, TerminalService
 from deepseek_eyes.terminal.transport.tools import ANNOTATIONS
-from deepseek_eyes.toolkit.registration import mcp_annotations
+from deepseek_eyes.toolkit.registration import capability_server, mcp_annotations
 
 __all__ = ["STATELESS_OWNER", "STDIO_OWNER", "Advisor", "build_mcp_server", "connection_owner"]
 
@@ -148,14 +147,7 @@ def build_mcp_server(
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    mcp: MCPServer = MCPServer(
-        "deepseek-eyes-terminal",
-        title="DeepSeekEyes terminal",
-        instructions=INSTRUCTIONS,
-        version=__version__,
-        lifespan=lifespan,
-        log_level="WARNING",
-    )
+    mcp = capability_server("terminal", "terminal", INSTRUCTIONS, lifespan)
     tool = _registrar(mcp)
 
     @tool
