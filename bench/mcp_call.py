@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "mcp"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from mcp import Client, StdioServerParameters
 

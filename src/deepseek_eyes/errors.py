@@ -99,6 +99,10 @@ ERROR_CODES: Mapping[str, str] = {
     "CONFIG_NOT_FOUND": "A settings file named with --config does not exist.",
     "CONFIG_UNREADABLE": "The settings file is not valid TOML or cannot be read.",
     "CONFIG_ENV_MISSING": "A { env = \"NAME\" } reference names a variable that is not set.",
+    # a `config check` warning, never raised: the file is valid, the route never serves
+    "CONFIG_ROUTE_UNREACHABLE": (
+        "A vision route the settings define can never be tried (a config check warning)."
+    ),
     # store
     "STORE_WRITE_FAILED": "A blob or database write failed; nothing partial was published.",
     "STORE_READ_FAILED": (

@@ -14,6 +14,7 @@ from typing import Any
 from deepseek_eyes.audit import AuditLog
 from deepseek_eyes.audit.checkpoints import checkpoint_if_new, head
 from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
+from deepseek_eyes.audit.records import Seal
 from deepseek_eyes.errors import DeepSeekEyesError, StoreError
 from deepseek_eyes.settings import Settings, data_home
 from deepseek_eyes.store.blobs import BlobStore
@@ -57,6 +58,9 @@ class DataHome:
         A checkpoint that cannot be signed (an exposed or broken keyring) is logged and named
         in the result (``checkpoint_error``), never raised: the records are already on the
         chain, and an answer must not be lost for want of its seal.
+
+        The shape is :class:`~deepseek_eyes.audit.records.Seal`, answered as a plain dict
+        because the runtime's turn outcome holds one.
         """
         error: str | None = None
         try:
@@ -66,12 +70,12 @@ class DataHome:
             tip, checkpoint, error = head(self.db), None, exc.code
         if tip is None:
             return None
-        out: dict[str, Any] = {"seq": tip[0], "hash": tip[1]}
+        out: Seal = {"seq": tip[0], "hash": tip[1]}
         if checkpoint is not None:
             out["checkpoint"] = checkpoint.token()
         if error is not None:
             out["checkpoint_error"] = error
-        return out
+        return dict(out)
 
     @classmethod
     def open(cls, settings: Settings) -> DataHome:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict, cast
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.store.db import Database
 
 __all__ = ["ProviderUsage", "UsageCategory", "UsageTracker", "estimate_tokens"]
@@ -25,7 +26,8 @@ class UsageCategory(StrEnum):
     VISION = "vision"  # evidence and targeted reread calls to a vision route
     PROBE = "probe"  # pixel probes
     FINAL = "final"  # final-answer model calls (incl. native visual turns)
-    MCP_CONTINUATION = "mcp_continuation"
+    MCP_CONTINUATION = "mcp_continuation"  # final-model calls that read MCP results
+    COMPUTER_USE = "computer_use"  # final-model calls that read browser/desktop results
     # estimated attribution (subsets of exact requests)
     BRIDGE_INPUT = "bridge_input"  # evidence text handed to the final model
     MCP_SCHEMA = "mcp_schema"
@@ -38,12 +40,36 @@ class UsageCategory(StrEnum):
 
     @property
     def exact(self) -> bool:
-        return self in {self.VISION, self.PROBE, self.FINAL, self.MCP_CONTINUATION}
+        return self in {self.VISION, self.PROBE, self.FINAL, self.MCP_CONTINUATION,
+                        self.COMPUTER_USE}
 
     @property
     def counter(self) -> bool:
         """Counts events only: no provider was involved, so there are no tokens."""
         return self in {self.NATIVE_VISUAL_TURNS, self.LOCAL_OCR}
+
+
+class ExactTotals(TypedDict):
+    """One exact category's totals: provider calls and the tokens they reported."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+    cache_hit_tokens: int
+    cache_miss_tokens: int
+
+
+class EstimatedTotals(TypedDict):
+    events: int
+    estimated_tokens: int
+
+
+class UsageSummary(TypedDict):
+    """``UsageTracker.summary``: what ``deepseek-eyes usage`` prints."""
+
+    exact: dict[str, ExactTotals]
+    estimated: dict[str, EstimatedTotals]
 
 
 @dataclass(frozen=True)
@@ -57,7 +83,7 @@ class ProviderUsage:
     cache_miss_tokens: int = 0
 
     @classmethod
-    def from_openai(cls, usage: dict[str, Any] | None) -> ProviderUsage:
+    def from_openai(cls, usage: JsonObject | None) -> ProviderUsage:
         """Read an OpenAI-style ``usage`` object, including DeepSeek's cache fields."""
         if not isinstance(usage, dict):
             return cls()
@@ -137,24 +163,24 @@ class UsageTracker:
             chain="usage",
         )
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> UsageSummary:
         """Totals per category, exact and estimated kept apart."""
         rows = self._db.query(
             "SELECT category, SUM(calls) calls, SUM(prompt_tokens) p, SUM(completion_tokens) c,"
             " SUM(reasoning_tokens) r, SUM(cache_hit_tokens) h, SUM(cache_miss_tokens) m,"
             " SUM(estimated_tokens) e FROM usage GROUP BY category ORDER BY category"
         )
-        exact: dict[str, Any] = {}
-        other: dict[str, Any] = {}
+        exact: dict[str, ExactTotals] = {}
+        other: dict[str, EstimatedTotals] = {}
         for row in rows:
             category = UsageCategory(row["category"])
             if category.exact:
-                exact[category.value] = {
+                exact[category.value] = cast(ExactTotals, {  # ProviderUsage's fields
                     "calls": row["calls"],
                     **asdict(
                         ProviderUsage(row["p"], row["c"], row["r"], row["h"], row["m"])
                     ),
-                }
+                })
             else:
                 other[category.value] = {"events": row["calls"], "estimated_tokens": row["e"]}
         return {"exact": exact, "estimated": other}

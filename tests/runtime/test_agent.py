@@ -268,12 +268,13 @@ async def test_the_guard_forces_a_final_answer_instead_of_failing(
     upstream: LoopbackUpstream,
 ) -> None:
     upstream.reset()
-    runtime = await open_runtime(settings_for(upstream, runtime={"max_model_calls_per_turn": 1}))
+    runtime = await open_runtime(settings_for(upstream, runtime={"max_model_calls_per_turn": 2}))
     try:
         meta = await runtime.bridge.admit(RECEIPT)
         result = await runtime.run(TurnRequest(messages=[
             user("LOOK[img-1]: What is the TOTAL?", image_part(meta))]))
         assert result.rereads == 1
+        assert result.model_calls == 2  # exactly the bound: the second call is the last
         assert result.content.startswith("after look:")  # an answer, not an error
         first, last = upstream.requests
         assert offered(first) == ["look"]

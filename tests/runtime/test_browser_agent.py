@@ -138,6 +138,31 @@ async def test_a_screenshot_reaches_the_text_model_only_as_evidence(
     assert "look" in offered(last)  # the screenshot is an image of the conversation now
 
 
+@pytest.mark.slow
+async def test_a_browser_turn_books_computer_use_and_every_evidence_block(
+    runtime: Runtime, upstream: LoopbackUpstream, site: Site
+) -> None:
+    """The calls that read browser results are computer_use, not final; the screenshot's
+    evidence and a look reread at it are bridge input, though no user sent an image."""
+    chat = Conversation(runtime, "web-usage")
+    await chat.say(call("browser_navigate", {"url": site.url("/form.html")}))
+    before = runtime.home.usage.summary()
+    assert before["exact"]["computer_use"]["calls"] == 1  # the call that read the page
+    assert "bridge_input" not in before["estimated"]  # a text page: no evidence yet
+    await chat.say(call("browser_screenshot", {}))
+    shot = runtime.home.usage.summary()["estimated"]["bridge_input"]
+    assert shot["events"] == 1
+    assert shot["estimated_tokens"] > 0
+    reread = await chat.say("LOOK[tool-img-1]: What is the page's heading?")
+    assert reread.startswith("after look:")
+    after = runtime.home.usage.summary()
+    assert after["estimated"]["bridge_input"]["events"] == 2
+    assert after["estimated"]["bridge_input"]["estimated_tokens"] > shot["estimated_tokens"]
+    assert after["exact"]["computer_use"]["calls"] == 2  # navigate, screenshot
+    # The first calls of each turn (which read no result) and the one after look are final.
+    assert after["exact"]["final"]["calls"] == 4
+
+
 async def test_read_only_risk_offers_no_acting_tool(
     upstream: LoopbackUpstream, site: Site
 ) -> None:

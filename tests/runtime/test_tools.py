@@ -27,8 +27,9 @@ class Source:
         return list(self.specs)
 
     async def call(
-        self, name: str, arguments: Mapping[str, Any], context: TurnContext
+        self, spec: ToolSpec, arguments: Mapping[str, Any], context: TurnContext
     ) -> ToolOutcome:
+        name = spec.name
         self.calls.append((name, dict(arguments)))
         if name.endswith("boom"):
             raise McpError("the server broke", code="MCP_CONNECTION_LOST")

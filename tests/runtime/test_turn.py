@@ -15,7 +15,8 @@ from deepseek_eyes.home import DataHome
 from deepseek_eyes.llm.client import ToolCall
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.runtime import Runtime
-from deepseek_eyes.runtime.turn import TurnRequest, _ToolRelay, deepseekeyes_json
+from deepseek_eyes.runtime.turn import TurnRequest, deepseekeyes_json
+from deepseek_eyes.runtime.turn.relay import ToolRelay
 from deepseek_eyes.settings import Settings
 from runtime.upstream import REASONING_MODEL, LoopbackUpstream
 
@@ -330,7 +331,7 @@ async def test_a_refused_vision_turn_is_logged_and_recorded(upstream: LoopbackUp
 
 
 def test_tool_relay_forwards_client_calls_live_and_holds_back_the_runtimes() -> None:
-    relay = _ToolRelay({"look"})
+    relay = ToolRelay({"look"})
     look = {"index": 0, "id": "c0", "type": "function",
             "function": {"name": "look", "arguments": ""}}
     assert relay.take([look]) == []
@@ -349,7 +350,7 @@ def test_tool_relay_forwards_client_calls_live_and_holds_back_the_runtimes() -> 
     calls = [ToolCall("c1", "weather", '{"city"')]
     assert relay.unsent(calls) == []
     # A server that sends no index: its calls go out whole at the end.
-    blind = _ToolRelay(set())
+    blind = ToolRelay(set())
     assert blind.take([{"id": "c9", "function": {"name": "w", "arguments": "{}"}}]) == []
     assert blind.unsent([ToolCall("c9", "w", "{}")]) == [ToolCall("c9", "w", "{}")]
 

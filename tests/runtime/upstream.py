@@ -15,7 +15,9 @@ What it does, so that tests can check what reached the model:
   ``"image"`` in ``input_modalities``) decodes every ``data:`` URL image with Pillow and
   answers ``"I see an image of WxH pixels."`` (one sentence per image), or 400 when one
   cannot be decoded. An unknown model is DeepSeek's 400 "Model Not Exist".
-* The reply, in order of precedence: messages that end with tool results →
+* The reply, in order of precedence: the last user text holds ``REPEAT[<tool>]: <args>``
+  and the tool is offered → a call to it with ``<args>``, every time (an agent that never
+  stops on its own, for the runtime's call bound); messages that end with tool results →
   ``"after <tool>: <result text>"`` (one line per result); the last user text holds
   ``LOOK[<ref>]: <question>`` and a tool ``look`` is offered → a call to ``look`` with
   ``{"image": ref, "question": question}``, and ``CALL[<tool>]: <args>`` for any other offered
@@ -115,7 +117,8 @@ RETRY_AFTER_S = 2
 
 _DATA_URL = re.compile(r"^data:([\w.+/-]+);base64,(.*)$", re.DOTALL)
 # A marker's text runs to the end of its line or to the next marker.
-_MARKER = re.compile(r"(LOOK|CALL)\[([^\]\n]{1,500})\]:[ \t]*((?:(?!LOOK\[|CALL\[)[^\n])*)")
+_MARKER = re.compile(
+    r"(LOOK|CALL|REPEAT)\[([^\]\n]{1,500})\]:[ \t]*((?:(?!LOOK\[|CALL\[|REPEAT\[)[^\n])*)")
 _ANSWER = re.compile(r"^ANSWER:[ \t]*(.*)$", re.MULTILINE)
 _MAX_MESSAGES = 4096
 _MAX_MARKERS = 16
@@ -302,12 +305,17 @@ def _after_tools(messages: list[dict[str, Any]]) -> str | None:
 
 def _reply(payload: dict[str, Any], images: Sequence[Image.Image]) -> _Reply:
     messages: list[dict[str, Any]] = payload["messages"]
-    after = _after_tools(messages)
-    if after is not None:
-        return _Reply(after)
     users = [m for m in messages if m.get("role") == "user"]
     user_text = _text(users[-1].get("content")) if users else ""
     offered = _offered_tools(payload)
+    # An agent that never stops: while the tool is offered, call it again.
+    for match in _MARKER.finditer(user_text):
+        marker, target, rest = match.groups()
+        if marker == "REPEAT" and target in offered:
+            return _Reply(tool_calls=[_tool_call(target, rest.strip(), 0)])
+    after = _after_tools(messages)
+    if after is not None:
+        return _Reply(after)
     calls: list[dict[str, Any]] = []
     for match in _MARKER.finditer(user_text):
         if len(calls) >= _MAX_MARKERS:

@@ -61,7 +61,7 @@ class Source:
     def tools(self, context: TurnContext) -> list[ToolSpec]:
         return self.specs
 
-    async def call(self, name: str, arguments: object, context: TurnContext) -> ToolOutcome:
+    async def call(self, spec: ToolSpec, arguments: object, context: TurnContext) -> ToolOutcome:
         raise AssertionError("not called")
 
     async def close(self) -> None:

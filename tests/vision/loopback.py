@@ -20,7 +20,9 @@ Behaviours: ``healthy``, ``error500``, ``hang``, ``malformed``, ``cut``, ``cut_o
 ``textonly``, ``nomodel``, plus ``nofinish`` (a clean stream with ``[DONE]`` but no finish
 reason), ``badchunk`` (a stream with one chunk that is not JSON), ``empty`` (an answer
 with empty content) and ``misprobe_once`` (names the wrong probe colours once, then reads
-the pixels like ``healthy``).
+the pixels like ``healthy``), and ``catalog`` (chat like ``healthy``; its ``/models``
+lists :data:`CATALOG_ENTRIES`, models that declare their input modalities in the shapes
+providers use).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from threaded_server import ThreadedServer
 
 __all__ = [
     "BEHAVIOURS",
+    "CATALOG_ENTRIES",
     "LOOPBACK_MODEL",
     "PALETTE",
     "USAGE",
@@ -67,9 +70,18 @@ USAGE = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
 PALETTE: dict[str, tuple[int, int, int]] = dict(PROBE_COLOURS)
 BEHAVIOURS = (
     "healthy", "error500", "hang", "malformed", "cut", "cut_once", "textonly", "nomodel",
-    "nofinish", "badchunk", "empty", "misprobe_once",
+    "nofinish", "badchunk", "empty", "misprobe_once", "catalog",
 )
 _MODELS = {"textonly": ["text-1"], "nomodel": ["other-model"]}
+#: The ``catalog`` behaviour's ``/models`` entries: two declare text and image input.
+CATALOG_ENTRIES: list[dict[str, Any]] = [
+    {"id": "image-only", "input_modalities": ["image"]},
+    {"id": LOOPBACK_MODEL, "input_modalities": ["text", "image"]},
+    {"id": "flag-vision", "supports_vision": True, "capabilities": {"vision": True}},
+    {"id": "text-1", "input_modalities": ["text"]},
+    {"id": "or-vision", "architecture": {"modality": "text+image->text"}},
+    {"id": "said-text", "modalities": {"input": ["text", "image"]}},
+]
 _DATA_URL = re.compile(r"^data:([\w.+/-]+);base64,(.*)$", re.DOTALL)
 _HANG_LIMIT_S = 300.0  # a hung request answers 503 after this even if nobody stops the server
 
@@ -346,6 +358,10 @@ class _App:
             return _error(404, f"no behaviour {behaviour!r}", "invalid_request_error", "not_found")
         self.model_calls[key] += 1
         self._record_auth(key, request)
+        if behaviour == "catalog":
+            data = [{**entry, "object": "model", "owned_by": "loopback"}
+                    for entry in CATALOG_ENTRIES]
+            return JSONResponse({"object": "list", "data": data})
         ids = _MODELS.get(behaviour, [LOOPBACK_MODEL])
         data = [{"id": i, "object": "model", "owned_by": "loopback"} for i in ids]
         return JSONResponse({"object": "list", "data": data})

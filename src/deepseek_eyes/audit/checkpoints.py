@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from deepseek_eyes.audit.records import CheckpointView
 from deepseek_eyes.errors import AuditError, DeepSeekEyesError
 from deepseek_eyes.store.chain import CHAINED_TABLES, ChainWriter, canonical_bytes
 from deepseek_eyes.store.db import Database
@@ -137,9 +138,9 @@ class Checkpoint:
         return cls(int(item["seq"]), str(item["hash"]), float(item["ts"]),
                    str(item["key_id"]), str(item["mac"]), counts, ordinal)
 
-    def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"seq": self.seq, "hash": self.hash, "ts": self.ts,
-                               "key_id": self.key_id, "mac": self.mac}
+    def as_json(self) -> CheckpointView:
+        out: CheckpointView = {"seq": self.seq, "hash": self.hash, "ts": self.ts,
+                              "key_id": self.key_id, "mac": self.mac}
         if self.counts is not None:
             out["counts"] = {k: v for k, v in sorted(self.counts.items()) if v}
             out["ordinal"] = self.ordinal

@@ -11,13 +11,14 @@ message text, evidence text or key.
 
 from __future__ import annotations
 
-import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from deepseek_eyes import canonical_json
 from deepseek_eyes.audit.checkpoints import Checkpoint, read_checkpoints
+from deepseek_eyes.audit.records import ChainHead, ExportEntry, ExportHeader, ExportSummary
 from deepseek_eyes.audit.verify import EXPORT_FORMAT, export_header_bytes
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store import chain
@@ -27,11 +28,11 @@ from deepseek_eyes.store.keyring import Keyring
 __all__ = ["export_chain"]
 
 
-def _line(value: dict[str, Any]) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+def _line(value: ExportHeader | ExportEntry | Mapping[str, object]) -> str:
+    return canonical_json.LENIENT.dumps(value) + "\n"
 
 
-def export_chain(db: Database, path: Path, keyring: Keyring) -> dict[str, Any]:
+def export_chain(db: Database, path: Path, keyring: Keyring) -> ExportSummary:
     """Write the export to ``path`` (atomically), its header signed with ``keyring``;
     returns its summary.
 
@@ -40,7 +41,7 @@ def export_chain(db: Database, path: Path, keyring: Keyring) -> dict[str, Any]:
     """
     tmp = path.with_name(f".{path.name}.tmp")
     entries = 0
-    head: dict[str, Any] | None = None
+    head: ChainHead | None = None
     checkpoints: list[Checkpoint] = []
     try:
         with db.reading() as conn, tmp.open("w", encoding="utf-8") as out:
@@ -48,13 +49,13 @@ def export_chain(db: Database, path: Path, keyring: Keyring) -> dict[str, Any]:
             row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
             head = {"seq": int(row[0]), "hash": row[1]} if row else None
             total = conn.execute("SELECT COUNT(*) FROM chain").fetchone()[0]
-            header: dict[str, Any] = {"format": EXPORT_FORMAT, "exported_at": time.time(),
-                                      "entries": int(total), "head": head,
-                                      "checkpoints": len(checkpoints)}
+            header: ExportHeader = {"format": EXPORT_FORMAT, "exported_at": time.time(),
+                                    "entries": int(total), "head": head,
+                                    "checkpoints": len(checkpoints)}
             header["key_id"], header["mac"] = keyring.sign(export_header_bytes(header))
             out.write(_line(header))
             for entry in chain.iter_entries(conn):
-                item: dict[str, Any] = {
+                item: ExportEntry = {
                     "type": "entry", "seq": int(entry["seq"]), "ts": entry["ts"],
                     "kind": entry["kind"],
                     "ref": chain.ref_text(entry["ref_table"], entry["ref_id"]),

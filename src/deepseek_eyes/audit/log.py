@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from deepseek_eyes import canonical_json
+from deepseek_eyes.audit.records import AuditRow
 from deepseek_eyes.store.db import Database
 
 __all__ = ["AuditLog", "message_digest", "reduce_for_audit"]
@@ -64,14 +66,14 @@ class AuditLog:
         self._clock = clock
 
     def append(self, kind: str, subject: str | None = None, **fields: Any) -> None:
-        details = json.dumps(reduce_for_audit(fields), sort_keys=True, separators=(",", ":"))
+        details = canonical_json.ASCII_LENIENT.dumps(reduce_for_audit(fields))
         self._db.append(
             "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)",
             (self._clock(), kind, subject, details),
             chain=kind,
         )
 
-    def recent(self, limit: int = 100) -> list[dict[str, Any]]:
+    def recent(self, limit: int = 100) -> list[AuditRow]:
         rows = self._db.query(
             "SELECT ts, kind, subject, details FROM audit ORDER BY id DESC LIMIT ?", (limit,)
         )

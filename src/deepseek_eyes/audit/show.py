@@ -18,6 +18,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from deepseek_eyes.audit.records import ShownItem
 from deepseek_eyes.errors import AuditError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
@@ -28,16 +29,17 @@ _HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
 _JSON_COLUMNS = ("details",)
 
 
-def _item(conn: sqlite3.Connection, table: str, rowid: int) -> dict[str, Any]:
+def _item(conn: sqlite3.Connection, table: str, rowid: int) -> ShownItem:
     record = chain.read_record(conn, table, rowid)
     entry = conn.execute(
         "SELECT seq, kind, digest, hash FROM chain WHERE ref_table = ? AND ref_id = ?",
         (table, rowid)).fetchone()
-    shown = dict(record or {})
+    shown: dict[str, object] = dict(record or {})
     for column in _JSON_COLUMNS:
-        if isinstance(shown.get(column), str):
+        text = shown.get(column)
+        if isinstance(text, str):
             with contextlib.suppress(ValueError):
-                shown[column] = json.loads(shown[column])
+                shown[column] = json.loads(text)
     return {
         "ref": f"{table}:{rowid}",
         "record": shown,
@@ -49,7 +51,7 @@ def _item(conn: sqlite3.Connection, table: str, rowid: int) -> dict[str, Any]:
 
 
 def _items(conn: sqlite3.Connection, table: str, where: str,
-           params: Sequence[Any]) -> list[dict[str, Any]]:
+           params: Sequence[Any]) -> list[ShownItem]:
     rows = conn.execute(
         f"SELECT rowid FROM {table} WHERE {where} ORDER BY rowid LIMIT 500",  # noqa: S608
         params).fetchall()

@@ -41,8 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from deepseek_eyes.audit.checkpoints import BODY, Checkpoint, read_checkpoints
+from deepseek_eyes.audit.records import ChainEntry, ChainHead, ProblemView, ReportView
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import AuditError, DeepSeekEyesError
 from deepseek_eyes.store import chain
+from deepseek_eyes.store.chain import Record
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.keyring import Keyring
 
@@ -67,7 +70,7 @@ class Problem:
     seq: int | None
     reason: str
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> ProblemView:
         return {"code": self.code, "seq": self.seq, "reason": self.reason}
 
 
@@ -79,7 +82,7 @@ class Report:
     retained: int = 0  # records gone under a retention entry
     checkpoints: int = 0
     unsigned: int = 0  # entries after the newest stored checkpoint
-    head: dict[str, Any] | None = None
+    head: ChainHead | None = None
     problem: Problem | None = None
     seconds: float = 0.0
     kinds: dict[str, int] = field(default_factory=dict)
@@ -88,7 +91,7 @@ class Report:
     def ok(self) -> bool:
         return self.problem is None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> ReportView:
         rate = self.entries / self.seconds if self.seconds > 0 else None
         return {
             "ok": self.ok, "source": self.source, "entries": self.entries,
@@ -281,7 +284,7 @@ def _signed_through(checkpoints: list[Checkpoint], pinned: Checkpoint | None) ->
     return max([c.seq for c in checkpoints] + ([pinned.seq] if pinned else []), default=0)
 
 
-def _entry_from_row(row: sqlite3.Row) -> dict[str, Any]:
+def _entry_from_row(row: sqlite3.Row) -> ChainEntry:
     return {
         "seq": int(row["seq"]), "ts": row["ts"], "kind": row["kind"],
         "ref": chain.ref_text(row["ref_table"], row["ref_id"]), "body": row["body"],
@@ -309,14 +312,14 @@ def _batches(rows: Iterator[sqlite3.Row], size: int) -> Iterator[list[sqlite3.Ro
 
 def _records_of(
     conn: sqlite3.Connection, batch: list[sqlite3.Row]
-) -> dict[tuple[str, int], dict[str, Any]]:
+) -> dict[tuple[str, int], Record]:
     """The records a batch of entries names, read one query per table."""
     wanted: dict[str, list[int]] = {}
     for row in batch:
         table = row["ref_table"]
         if table in chain.CHAINED_TABLES and isinstance(row["ref_id"], int):
             wanted.setdefault(table, []).append(row["ref_id"])
-    out: dict[tuple[str, int], dict[str, Any]] = {}
+    out: dict[tuple[str, int], Record] = {}
     for table, rowids in wanted.items():
         for rowid, record in chain.read_records(conn, table, rowids).items():
             out[(table, rowid)] = record
@@ -409,7 +412,7 @@ def verify_path(
     return report  # a writer checkpointed into the file during each of three reads
 
 
-def read_export(path: Path) -> Iterator[dict[str, Any]]:
+def read_export(path: Path) -> Iterator[JsonObject]:
     """The objects of an export file, the header first.
 
     Raises:
@@ -441,7 +444,7 @@ _ENTRY_FIELDS = ("seq", "ts", "kind", "digest", "prev", "hash")
 
 def _header_problem(
     header: Mapping[str, Any], keyring: Keyring | None, entries: int,
-    last: dict[str, Any] | None, checkpoints: int,
+    last: Mapping[str, object] | None, checkpoints: int,
 ) -> Problem | None:
     """Whether the export's first line says what its other lines are, and (with a keyring)
     under its MAC."""
@@ -479,11 +482,11 @@ def verify_file(
     """
     started = time.perf_counter()
     report = Report(str(path))
-    header: dict[str, Any] = {}
+    header: JsonObject = {}  # a file's: checked against its lines and its MAC below
     retention_rows: list[tuple[Any, Any]] = []
     checkpoints: list[Checkpoint] = []
     entries = 0
-    last: dict[str, Any] | None = None
+    last: dict[str, object] | None = None  # what the file's last entry claims
     for number, item in enumerate(read_export(path), start=1):
         if number == 1:
             header = item
@@ -508,8 +511,9 @@ def verify_file(
     report.problem = _preflight(entries > 0, checkpoints, keyring, pinned)
     if report.problem is not None:
         return _finish(report, walk, started)
-    if checkpoints and isinstance(last, dict) and isinstance(last.get("seq"), int):
-        report.unsigned = max(0, int(last["seq"]) - max(c.seq for c in checkpoints))
+    last_seq = last.get("seq") if last is not None else None
+    if checkpoints and isinstance(last_seq, int):
+        report.unsigned = max(0, last_seq - max(c.seq for c in checkpoints))
     walk.retention = _retention_under(retention_rows, _signed_through(checkpoints, pinned))
     for item in read_export(path):
         if item.get("type") != "entry":

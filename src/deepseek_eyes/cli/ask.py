@@ -23,9 +23,9 @@ from deepseek_eyes.cli.progress import Progress, progress_on_stderr
 from deepseek_eyes.errors import StoreError, TurnError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.approval import Approver, Decision, TerminalPrompt
-from deepseek_eyes.runtime.messages import image_part
+from deepseek_eyes.runtime.messages import image_url_part
 from deepseek_eyes.runtime.runtime import Runtime
-from deepseek_eyes.runtime.turn import TurnRequest, deepseekeyes_json, usage_json
+from deepseek_eyes.runtime.turn import deepseekeyes_json, usage_json
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.vision.intake.decode import ImageLimits, read_image_file
 
@@ -113,22 +113,19 @@ def ask_command(
                                 details={"images": len(set(images)), "limit": most})
             # All or nothing: a refused third image leaves the first two unstored.
             progress.update(f"ask: reading {len(images)} image(s)…")
-            metas = await runtime.bridge.admit_all(
-                [read_image_file(Path(path), limits) for path in images]
-            )
-            content: list[dict[str, Any]] = [image_part(meta) for meta in metas]
+            content: list[Mapping[str, Any]] = [
+                image_url_part(read_image_file(Path(path), limits)) for path in images]
             content.append({"type": "text", "text": question})
-            progress.update("ask: waiting for the evidence and the answer…" if images
-                            else "ask: waiting for the answer…")
-            history: list[dict[str, Any]] = []
-            if session_id is not None and runtime.sessions.exists(session_id):
-                history = runtime.sessions.messages(session_id)
-            result = await runtime.run(TurnRequest(
-                messages=[*history, {"role": "user", "content": content}],
-                model=model, session_id=session_id, source="cli",
+            # The gateway's admission path: the same checks, decoding and store.
+            request = await runtime.request_from_openai(
+                {"model": model, "messages": [{"role": "user", "content": content}]},
+                session_id=session_id, continue_session=True, source="cli",
                 approver=terminal_approver(runtime, progress),
                 notify=lambda event: _show(progress, event),
-            ))
+            )
+            progress.update("ask: waiting for the evidence and the answer…" if images
+                            else "ask: waiting for the answer…")
+            result = await runtime.run(request)
             return {
                 "answer": result.content,
                 "session_id": result.session_id,

@@ -46,7 +46,7 @@ def _print_report(report: Report, as_json: bool) -> None:
         click.echo(dump_json(report.as_json()))
     else:
         view = report.as_json()
-        head = view["head"] or {}
+        head = view["head"]
         # A walk stops at the first problem: the counts are then what it got through.
         stopped = " (stopped at the first problem)" if report.problem is not None else ""
         click.echo(f"{view['source']}{stopped}: {view['entries']} entries, "
@@ -54,7 +54,7 @@ def _print_report(report: Report, as_json: bool) -> None:
                    f"records checked, {view['records_retained']} removed under retention, "
                    f"{view['checkpoints']} checkpoints "
                    f"({view['entries_after_last_checkpoint']} entries after the last); head "
-                   f"{head.get('seq', '-')} {str(head.get('hash', ''))[:16]}; "
+                   f"{head['seq'] if head else '-'} {head['hash'][:16] if head else ''}; "
                    f"{view['seconds']} s")
         if report.problem is None:
             click.echo("ok: the chain is intact")

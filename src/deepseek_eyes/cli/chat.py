@@ -85,7 +85,8 @@ class Chat:
         self.session_id = session_id
         self.model = model
         self.approver = approver
-        self.pending: list[tuple[str, ImageMeta]] = []  # (path as typed, admitted image)
+        # (path as typed, admitted image, its bytes: sent through the one admission path)
+        self.pending: list[tuple[str, ImageMeta, bytes]] = []
         self.turn: asyncio.Task[None] | None = None
         self.interrupted = False
         self.approving = False  # an approval question is on the terminal
@@ -108,7 +109,7 @@ class Chat:
             for line in reply.lines:
                 click.echo(line)
 
-    def on_event(self, event: dict[str, Any]) -> None:
+    def on_event(self, event: Mapping[str, Any]) -> None:
         if event.get("type") in ("approval.wanted", "approval.decided"):
             self.approving = event["type"] == "approval.wanted"
         text = None if self.as_json else describe_event(event)
@@ -187,7 +188,7 @@ class Chat:
         limits = ImageLimits.from_settings(self.runtime.settings.image)
         data = read_image_file(Path(path).expanduser(), limits)
         (meta,) = await self.runtime.bridge.admit_all([data])
-        self.pending.append((path, meta))
+        self.pending.append((path, meta, data))
         image = {"path": path, "sha256": meta.sha256, "width": meta.width,
                  "height": meta.height, "media_type": meta.media_type}
         return _Reply({"command": "image", "attached": image, "pending": len(self.pending)},
@@ -199,7 +200,7 @@ class Chat:
         from deepseek_eyes.runtime.messages import image_part, image_refs
         from deepseek_eyes.runtime.tools import TurnContext
 
-        pending = [{"role": "user", "content": [image_part(m) for _, m in self.pending]}]
+        pending = [{"role": "user", "content": [image_part(m) for _, m, _ in self.pending]}]
         images = image_refs([*self._messages(), *pending])
         rt = self.runtime.settings.runtime
         context = TurnContext(
@@ -292,19 +293,19 @@ class Chat:
             self.approving = False
 
     async def _turn(self, text: str) -> None:
-        from deepseek_eyes.runtime.messages import image_part
-        from deepseek_eyes.runtime.turn import TurnRequest
+        from deepseek_eyes.runtime.messages import image_url_part
 
-        content: list[dict[str, Any]] = [image_part(meta) for _, meta in self.pending]
+        content: list[Mapping[str, Any]] = [image_url_part(data) for _, _, data in self.pending]
         content.append({"type": "text", "text": text})
         # The images go with this message whatever its outcome: once sent, they are in
         # the session log (a failed turn's message is logged too).
         self.pending.clear()
-        stream = self.runtime.stream(TurnRequest(
-            messages=[*self._messages(), {"role": "user", "content": content}],
-            model=self.model, session_id=self.session_id, source="chat",
+        request = await self.runtime.request_from_openai(
+            {"model": self.model, "messages": [{"role": "user", "content": content}]},
+            session_id=self.session_id, continue_session=True, source="chat",
             approver=self.approver, notify=self.on_event,
-        ))
+        )
+        stream = self.runtime.stream(request)
         try:
             async for chunk in stream:
                 for choice in chunk.get("choices") or []:

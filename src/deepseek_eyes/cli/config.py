@@ -3,16 +3,24 @@
 An invalid file is an ordinary failure (``CONFIG_*``), reported by the entry point like any
 other, so ``config check`` prints the same ``error CODE: sentence`` lines (and the same
 JSON with ``--json``) as a command that loads the file.
+
+A valid file can still define a vision route that no acquisition will ever try (an
+auto-detected model whose name a configured route takes, ...). That is a warning, not an
+error: ``warning CONFIG_ROUTE_UNREACHABLE: sentence`` on standard error (a ``warnings`` list
+in the JSON, present only when there is one), and the exit status stays 0
+(:mod:`deepseek_eyes.vision.routing.reach` judges).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from deepseek_eyes.cli.common import dump_json, loaded_settings
 from deepseek_eyes.settings import validate_settings_file
+from deepseek_eyes.vision.routing.reach import unreachable_routes
 
 __all__ = ["config_group"]
 
@@ -25,18 +33,28 @@ def config_group() -> None:
 @config_group.command("check")
 @click.argument("path", required=False, type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True,
-              help='Print {"valid": true, "path"}; errors as {"error": ...} on stdout.')
+              help='Print {"valid": true, "path"} (and "warnings" when any); errors as '
+                   '{"error": ...} on stdout.')
 @click.pass_context
 def check_command(ctx: click.Context, path: Path | None, as_json: bool) -> None:
     """Validate PATH (default: the file --config or the search path would load)."""
     if path is not None:
-        validate_settings_file(path)
+        settings = validate_settings_file(path)
         source: Path | None = path
     else:
-        source = loaded_settings(ctx).source
+        loaded = loaded_settings(ctx)
+        settings, source = loaded.settings, loaded.source
+    warnings = [w.to_dict() for w in unreachable_routes(settings)]
     if as_json:
-        click.echo(dump_json({"valid": True, "path": None if source is None else str(source)}))
-    elif source is None:
+        # "warnings" only when there are some: a clean file reads as it always did.
+        body: dict[str, Any] = {"valid": True, "path": None if source is None else str(source)}
+        if warnings:
+            body["warnings"] = warnings
+        click.echo(dump_json(body))
+        return
+    if source is None:
         click.echo("no settings file found; using the built-in defaults (valid)")
     else:
         click.echo(f"{source}: valid")
+    for warning in warnings:
+        click.echo(f"warning {warning['code']}: {warning['message']}", err=True)

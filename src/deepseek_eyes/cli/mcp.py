@@ -7,7 +7,8 @@ the path the model's calls take, so an operator sees exactly what the model woul
 write nothing when the result would be invalid. Each command starts only the servers it
 needs (:mod:`deepseek_eyes.mcp_host.running` says which, and why that keeps the budgets honest).
 The lifecycle and entry commands (``watch``, ``register``, ``restart``, ``enable``,
-``disable``, ``remove``) live in :mod:`deepseek_eyes.cli.mcp_manage`.
+``disable``, ``remove``) live in :mod:`deepseek_eyes.cli.mcp_manage`, which this module adds
+to its group; what both use is in :mod:`deepseek_eyes.cli.mcp_common`.
 
 Commands that connect servers show, on a terminal and past the first second, whether they are
 still connecting or waiting for an answer (:mod:`deepseek_eyes.cli.progress`).
@@ -17,15 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Collection
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from deepseek_eyes.cli.common import audited_settings_edit, dump_json, loaded_settings
-from deepseek_eyes.cli.progress import Progress, progress_on_stderr
+from deepseek_eyes.cli.mcp_common import json_option, target_file, with_host
+from deepseek_eyes.cli.mcp_manage import MANAGE_COMMANDS
+from deepseek_eyes.cli.progress import progress_on_stderr
 from deepseek_eyes.errors import McpError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp_host.audit import stored_records
@@ -33,40 +35,18 @@ from deepseek_eyes.mcp_host.host import CallResult, McpHost
 from deepseek_eyes.mcp_host.importer import import_servers
 from deepseek_eyes.mcp_host.manager import McpManager
 from deepseek_eyes.mcp_host.redact import Redactor
-from deepseek_eyes.mcp_host.running import only, running_host, server_of_public_name, through
+from deepseek_eyes.mcp_host.running import only, server_of_public_name, through
 from deepseek_eyes.mcp_host.settings_file import add_servers, edit_selectors, read_raw
 from deepseek_eyes.mcp_host.stderr_log import server_log_dir
-from deepseek_eyes.settings import CONFIG_FILENAME, McpSettings, data_home
+from deepseek_eyes.settings import data_home
 
 __all__ = ["mcp_group"]
 
-T = TypeVar("T")
-
-_json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 _args_option = click.option("--args", "args_json", default="{}", show_default=True,
                             help="Arguments as a JSON object.")
 _kind_option = click.option("--kind", type=click.Choice(["tools", "resources", "prompts"]),
                             default="tools", show_default=True,
                             help="Which selector list to extend.")
-
-
-def _with_host(ctx: click.Context, as_json: bool,
-               work: Callable[[McpHost], Awaitable[T]],
-               servers: Callable[[McpSettings], Collection[str]] | None = None) -> T:
-    """Run ``work`` on a host with the enabled servers started (those ``servers`` names)."""
-    settings = loaded_settings(ctx).settings
-    name = f"mcp {ctx.info_name}"
-    started = servers(settings.mcp) if servers is not None else None
-
-    async def run(progress: Progress) -> T:
-        with DataHome.open(settings) as home:
-            progress.update(f"{name}: connecting the servers…")
-            async with running_host(settings, home, servers=started) as host:
-                progress.update(f"{name}: waiting for the answer…")
-                return await work(host)
-
-    with progress_on_stderr(as_json=as_json) as progress:
-        return asyncio.run(run(progress))
 
 
 def _arguments(text: str) -> dict[str, Any]:
@@ -77,16 +57,6 @@ def _arguments(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise McpError("--args must be a JSON object", code="MCP_ARGUMENTS_INVALID")
     return value
-
-
-def _target_file(ctx: click.Context) -> Path:
-    """The file an edit writes: --config, else the one the search path finds, else ./."""
-    root = ctx.find_root()
-    explicit: Path | None = (root.obj or {}).get("config_path")
-    if explicit is not None:
-        return explicit
-    source = loaded_settings(ctx).source
-    return source if source is not None else Path.cwd() / CONFIG_FILENAME
 
 
 def _show_result(result: CallResult, as_json: bool) -> None:
@@ -123,7 +93,7 @@ def mcp_group() -> None:
 
 
 @mcp_group.command("list")
-@_json_option
+@json_option
 @click.pass_context
 def list_command(ctx: click.Context, as_json: bool) -> None:
     """Configured servers, without connecting."""
@@ -146,14 +116,14 @@ def list_command(ctx: click.Context, as_json: bool) -> None:
 
 
 @mcp_group.command("status")
-@_json_option
+@json_option
 @click.pass_context
 def status_command(ctx: click.Context, as_json: bool) -> None:
     """Connect the enabled servers and show each one's health; exit 1 when one failed."""
     async def work(host: McpHost) -> tuple[list[dict[str, Any]], bool]:
         return host.manager.status(), any(s.failed for s in host.manager.servers.values())
 
-    rows, failed = _with_host(ctx, as_json, work)
+    rows, failed = with_host(ctx, as_json, work)
     if as_json:
         click.echo(dump_json(rows))
     else:
@@ -180,7 +150,7 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
 
 @mcp_group.command("probe")
 @click.argument("server_id")
-@_json_option
+@json_option
 @click.pass_context
 def probe_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     """Connect to one server, list its catalog and close."""
@@ -200,7 +170,7 @@ def probe_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
 
 @mcp_group.command("tools")
 @click.argument("server_id")
-@_json_option
+@json_option
 @click.pass_context
 def tools_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     """Discovered tools as the model reads them (description, server instructions), their
@@ -210,7 +180,7 @@ def tools_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
                 "tools": host.discovered(server_id)}
 
     # Exposure depends on the servers declared before this one (the shared budgets).
-    report = _with_host(ctx, as_json, work, servers=lambda mcp: through(mcp, server_id))
+    report = with_host(ctx, as_json, work, servers=lambda mcp: through(mcp, server_id))
     if as_json:
         click.echo(dump_json(report))
         return
@@ -245,7 +215,7 @@ def _echo_flags(flags: list[dict[str, Any]]) -> None:
 
 def _edit(ctx: click.Context, which: str, server_id: str, kind: str,
           selectors: tuple[str, ...], as_json: bool) -> None:
-    path = _target_file(ctx)
+    path = target_file(ctx)
     with audited_settings_edit(ctx, path):
         settings = edit_selectors(path, server_id, which, kind, selectors)
     if as_json:
@@ -262,7 +232,7 @@ def _edit(ctx: click.Context, which: str, server_id: str, kind: str,
 @click.argument("server_id")
 @click.argument("selectors", nargs=-1, required=True)
 @_kind_option
-@_json_option
+@json_option
 @click.pass_context
 def allow_command(ctx: click.Context, server_id: str, selectors: tuple[str, ...],
                   kind: str, as_json: bool) -> None:
@@ -274,7 +244,7 @@ def allow_command(ctx: click.Context, server_id: str, selectors: tuple[str, ...]
 @click.argument("server_id")
 @click.argument("selectors", nargs=-1, required=True)
 @_kind_option
-@_json_option
+@json_option
 @click.pass_context
 def deny_command(ctx: click.Context, server_id: str, selectors: tuple[str, ...],
                  kind: str, as_json: bool) -> None:
@@ -286,7 +256,7 @@ def deny_command(ctx: click.Context, server_id: str, selectors: tuple[str, ...],
 @click.argument("server_id")
 @click.argument("tool", required=False)
 @_args_option
-@_json_option
+@json_option
 @click.pass_context
 def call_command(ctx: click.Context, server_id: str, tool: str | None, args_json: str,
                  as_json: bool) -> None:
@@ -302,20 +272,20 @@ def call_command(ctx: click.Context, server_id: str, tool: str | None, args_json
         return await host.call_tool(name, arguments)
 
     # The tool's server and those declared before it: they share the exposure budgets.
-    _show_result(_with_host(ctx, as_json, work, servers=lambda mcp: through(mcp, server_id)),
+    _show_result(with_host(ctx, as_json, work, servers=lambda mcp: through(mcp, server_id)),
                  as_json)
 
 
 @mcp_group.command("resources")
 @click.argument("server_id")
-@_json_option
+@json_option
 @click.pass_context
 def resources_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     """Discovered resources and templates, and whether each is allowed."""
     async def work(host: McpHost) -> list[dict[str, Any]]:
         return host.resources(server_id)
 
-    rows = _with_host(ctx, as_json, work, servers=lambda mcp: only(mcp, server_id))
+    rows = with_host(ctx, as_json, work, servers=lambda mcp: only(mcp, server_id))
     if as_json:
         click.echo(dump_json(rows))
         return
@@ -328,27 +298,27 @@ def resources_command(ctx: click.Context, server_id: str, as_json: bool) -> None
 @mcp_group.command("read")
 @click.argument("server_id")
 @click.argument("uri")
-@_json_option
+@json_option
 @click.pass_context
 def read_command(ctx: click.Context, server_id: str, uri: str, as_json: bool) -> None:
     """Read an allowed resource under the model's policy."""
     async def work(host: McpHost) -> CallResult:
         return await host.read_resource(server_id, uri)
 
-    _show_result(_with_host(ctx, as_json, work, servers=lambda mcp: only(mcp, server_id)),
+    _show_result(with_host(ctx, as_json, work, servers=lambda mcp: only(mcp, server_id)),
                  as_json)
 
 
 @mcp_group.command("prompts")
 @click.argument("server_id")
-@_json_option
+@json_option
 @click.pass_context
 def prompts_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     """Discovered prompts, their arguments, and whether each is allowed."""
     async def work(host: McpHost) -> list[dict[str, Any]]:
         return host.prompts(server_id)
 
-    rows = _with_host(ctx, as_json, work, servers=lambda mcp: only(mcp, server_id))
+    rows = with_host(ctx, as_json, work, servers=lambda mcp: only(mcp, server_id))
     if as_json:
         click.echo(dump_json(rows))
         return
@@ -362,7 +332,7 @@ def prompts_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
 @click.argument("server_id")
 @click.argument("name")
 @_args_option
-@_json_option
+@json_option
 @click.pass_context
 def get_prompt_command(ctx: click.Context, server_id: str, name: str, args_json: str,
                        as_json: bool) -> None:
@@ -372,18 +342,18 @@ def get_prompt_command(ctx: click.Context, server_id: str, name: str, args_json:
     async def work(host: McpHost) -> CallResult:
         return await host.get_prompt(server_id, name, arguments)
 
-    _show_result(_with_host(ctx, as_json, work, servers=lambda mcp: only(mcp, server_id)),
+    _show_result(with_host(ctx, as_json, work, servers=lambda mcp: only(mcp, server_id)),
                  as_json)
 
 
 @mcp_group.command("import")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
-@_json_option
+@json_option
 @click.pass_context
 def import_command(ctx: click.Context, file: Path, as_json: bool) -> None:
     """Import Claude Desktop / Claude Code / Cursor / VS Code MCP JSON (enabled, nothing
     allowed)."""
-    path = _target_file(ctx)
+    path = target_file(ctx)
     servers = read_raw(path).get("mcp", {}).get("servers", [])
     existing = {s.get("id") for s in servers if isinstance(s, dict)}
     result = import_servers(file, {str(i) for i in existing if i})
@@ -407,7 +377,7 @@ def import_command(ctx: click.Context, file: Path, as_json: bool) -> None:
 
 @mcp_group.command("audit")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
-@_json_option
+@json_option
 @click.pass_context
 def audit_command(ctx: click.Context, limit: int, as_json: bool) -> None:
     """Recent MCP calls: identities, hashes, durations and codes (never arguments)."""
@@ -421,6 +391,7 @@ def audit_command(ctx: click.Context, limit: int, as_json: bool) -> None:
     _table(rows, ["server", "tool", "kind", "risk", "status", "duration_ms", "code"])
 
 
-# The lifecycle and entry commands add themselves to mcp_group (a module of their own keeps
-# this one about inspection and calls).
-from deepseek_eyes.cli import mcp_manage  # noqa: E402, F401
+# The lifecycle and entry commands join the group (a module of their own keeps this one
+# about inspection and calls; the dependency runs this way only).
+for _command in MANAGE_COMMANDS:
+    mcp_group.add_command(_command)

@@ -1,7 +1,9 @@
 """``deepseek-eyes mcp watch|register|restart|enable|disable|remove``: the servers' lifecycle
 and their entries in the settings file.
 
-Thin, like :mod:`deepseek_eyes.cli.mcp` (whose group these commands join): ``watch`` prints
+Thin, like :mod:`deepseek_eyes.cli.mcp`, whose group these commands join: that module adds
+:data:`MANAGE_COMMANDS` to it, and this one never imports it (what both use is in
+:mod:`deepseek_eyes.cli.mcp_common`; an import-linter contract keeps it so). ``watch`` prints
 the manager's status events (:mod:`deepseek_eyes.mcp_host.events`), ``restart`` is
 :meth:`McpManager.restart`, and the entry commands are the validated, comment-keeping edits
 of :mod:`deepseek_eyes.mcp_host.settings_file`. There is no long-running daemon for these to
@@ -22,7 +24,7 @@ import anyio
 import click
 
 from deepseek_eyes.cli.common import audited_settings_edit, dump_json, loaded_settings
-from deepseek_eyes.cli.mcp import _json_option, _target_file, _with_host, mcp_group
+from deepseek_eyes.cli.mcp_common import json_option, target_file, with_host
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.manager import McpManager
@@ -31,8 +33,8 @@ from deepseek_eyes.mcp_host.running import only
 from deepseek_eyes.mcp_host.settings_file import add_servers, remove_server, set_server_value
 from deepseek_eyes.mcp_host.stderr_log import server_log_dir
 
-__all__ = ["disable_command", "enable_command", "register_command", "remove_command",
-           "restart_command", "watch_command"]
+__all__ = ["MANAGE_COMMANDS", "disable_command", "enable_command", "register_command",
+           "remove_command", "restart_command", "watch_command"]
 
 _plane_option = click.option(
     "--plane", type=click.Choice(["tools", "resources", "prompts"]), default=None,
@@ -53,10 +55,10 @@ def _describe(view: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-@mcp_group.command("watch")
+@click.command("watch")
 @click.option("--for", "duration", type=click.FloatRange(min=0, min_open=True), default=None,
               metavar="SECONDS", help="Stop after SECONDS (default: until Ctrl-C).")
-@_json_option
+@json_option
 @click.pass_context
 def watch_command(ctx: click.Context, duration: float | None, as_json: bool) -> None:
     """Start the enabled servers and print their status changes as they happen."""
@@ -84,7 +86,7 @@ def watch_command(ctx: click.Context, duration: float | None, as_json: bool) -> 
         asyncio.run(run())
 
 
-@mcp_group.command("register")
+@click.command("register")
 @click.argument("server_id")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("--url", default=None, help="A Streamable HTTP server's endpoint.")
@@ -97,7 +99,7 @@ def watch_command(ctx: click.Context, duration: float | None, as_json: bool) -> 
               help="Working directory of a stdio server.")
 @click.option("--risk-policy", type=click.Choice(["allow", "read-only"]), default=None)
 @click.option("--disabled", is_flag=True, help="Add it disabled.")
-@_json_option
+@json_option
 @click.pass_context
 def register_command(ctx: click.Context, server_id: str, command: tuple[str, ...],
                      url: str | None, env: tuple[str, ...], headers: tuple[str, ...],
@@ -107,7 +109,7 @@ def register_command(ctx: click.Context, server_id: str, command: tuple[str, ...
     It arrives with nothing allowed."""
     entry = registered_entry(server_id, command=command, url=url, env=env, headers=headers,
                              name=name, cwd=cwd, risk_policy=risk_policy, enabled=not disabled)
-    path = _target_file(ctx)
+    path = target_file(ctx)
     with audited_settings_edit(ctx, path):
         add_servers(path, [entry])
     if as_json:
@@ -118,9 +120,9 @@ def register_command(ctx: click.Context, server_id: str, command: tuple[str, ...
                f"`deepseek-eyes mcp allow {server_id} NAME`")
 
 
-@mcp_group.command("restart")
+@click.command("restart")
 @click.argument("server_id")
-@_json_option
+@json_option
 @click.pass_context
 def restart_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     """Connect ID, then restart it (a new process or connection, a fresh retry sequence) and
@@ -133,7 +135,7 @@ def restart_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
         state = manager.require(server_id)
         return before, state.view(), state.failed
 
-    before, after, failed = _with_host(ctx, as_json, work,
+    before, after, failed = with_host(ctx, as_json, work,
                                        servers=lambda mcp: only(mcp, server_id))
     if as_json:
         click.echo(dump_json({"server": server_id, "before": before, "after": after}))
@@ -147,7 +149,7 @@ def restart_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
 def _switch(ctx: click.Context, server_id: str, plane: str | None, value: bool,
             as_json: bool) -> None:
     key = "enabled" if plane is None else f"{plane}_enabled"
-    path = _target_file(ctx)
+    path = target_file(ctx)
     with audited_settings_edit(ctx, path):
         set_server_value(path, server_id, key, value)
     if as_json:
@@ -157,10 +159,10 @@ def _switch(ctx: click.Context, server_id: str, plane: str | None, value: bool,
     click.echo(f"{path}: {server_id} {key} = {'true' if value else 'false'}")
 
 
-@mcp_group.command("enable")
+@click.command("enable")
 @click.argument("server_id")
 @_plane_option
-@_json_option
+@json_option
 @click.pass_context
 def enable_command(ctx: click.Context, server_id: str, plane: str | None,
                    as_json: bool) -> None:
@@ -168,10 +170,10 @@ def enable_command(ctx: click.Context, server_id: str, plane: str | None,
     _switch(ctx, server_id, plane, True, as_json)
 
 
-@mcp_group.command("disable")
+@click.command("disable")
 @click.argument("server_id")
 @_plane_option
-@_json_option
+@json_option
 @click.pass_context
 def disable_command(ctx: click.Context, server_id: str, plane: str | None,
                     as_json: bool) -> None:
@@ -179,16 +181,23 @@ def disable_command(ctx: click.Context, server_id: str, plane: str | None,
     _switch(ctx, server_id, plane, False, as_json)
 
 
-@mcp_group.command("remove")
+@click.command("remove")
 @click.argument("server_id")
-@_json_option
+@json_option
 @click.pass_context
 def remove_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     """Remove a server's entry from the settings file."""
-    path = _target_file(ctx)
+    path = target_file(ctx)
     with audited_settings_edit(ctx, path):
         remove_server(path, server_id)
     if as_json:
         click.echo(dump_json({"path": str(path), "removed": server_id}))
         return
     click.echo(f"{path}: removed {server_id}")
+
+
+#: The commands :mod:`deepseek_eyes.cli.mcp` adds to the ``mcp`` group.
+MANAGE_COMMANDS: tuple[click.Command, ...] = (
+    watch_command, register_command, restart_command, enable_command, disable_command,
+    remove_command,
+)

@@ -153,7 +153,8 @@ async def _see_one(
 @click.command("see")
 @click.argument("images", nargs=-1, required=True,
                 type=click.Path(path_type=Path, allow_dash=True))
-@click.option("--route", default=None, help="Try this route first.")
+@click.option("--route", default=None,
+              help="Try this route first; the configured order follows as failover.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per image, one per line.")
 @click.option(
     "--overlay",
@@ -201,6 +202,7 @@ def routes_command(ctx: click.Context, as_json: bool, probe: bool) -> None:
 
     async def run() -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
         async with open_bridge(ctx) as bridge:
+            await bridge.router.refresh_routes()  # auto-detected models /models declares
             probes = await bridge.router.probe_all() if probe else None
             return bridge.router.status(), probes
 

@@ -22,11 +22,11 @@ def usage_command(ctx: click.Context, as_json: bool) -> None:
         click.echo(dump_json(summary))
         return
     click.echo("exact provider usage:")
-    for category, row in summary["exact"].items():
+    for category, totals in summary["exact"].items():
         click.echo(
-            f"  {category:<18} calls={row['calls']} prompt={row['prompt_tokens']} "
-            f"completion={row['completion_tokens']} reasoning={row['reasoning_tokens']} "
-            f"cache_hit={row['cache_hit_tokens']} cache_miss={row['cache_miss_tokens']}"
+            f"  {category:<18} calls={totals['calls']} prompt={totals['prompt_tokens']} "
+            f"completion={totals['completion_tokens']} reasoning={totals['reasoning_tokens']} "
+            f"cache_hit={totals['cache_hit_tokens']} cache_miss={totals['cache_miss_tokens']}"
         )
     if not summary["exact"]:
         click.echo("  (none)")

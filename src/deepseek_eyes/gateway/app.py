@@ -51,9 +51,9 @@ from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, LLMError, Stor
 from deepseek_eyes.gateway.body import check_fields, parse_body
 from deepseek_eyes.gateway.fetch import fetch_image
 from deepseek_eyes.runtime.approval import Approver
-from deepseek_eyes.runtime.messages import Fetch, parse_messages
+from deepseek_eyes.runtime.messages import Fetch
 from deepseek_eyes.runtime.runtime import Runtime
-from deepseek_eyes.runtime.turn import TurnRequest, TurnResult, deepseekeyes_json, usage_json
+from deepseek_eyes.runtime.turn import TurnRequest, completion_json
 from deepseek_eyes.serving.security import (
     RateLimiter,
     RefusalCodes,
@@ -166,28 +166,6 @@ def _sse(value: dict[str, Any]) -> bytes:
     return b"data: " + text.encode() + b"\n\n"
 
 
-def _completion(result: TurnResult) -> dict[str, Any]:
-    # As OpenAI does: beside tool calls, no text is ``null``, not ``""``.
-    content = result.content or None if result.tool_calls else result.content
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if result.reasoning:
-        message["reasoning_content"] = result.reasoning
-    if result.tool_calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in result.tool_calls
-        ]
-    return {
-        "id": f"chatcmpl-{result.turn_id}",
-        "object": "chat.completion",
-        "created": result.created,
-        "model": result.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": result.finish_reason}],
-        "usage": usage_json(result.usage),
-        "deepseekeyes": deepseekeyes_json(result),
-    }
-
-
 def create_app(
     runtime: Runtime, settings: GatewaySettings, *, key: str | None,
     approver: Approver | None = None, bind_host: str | None = None,
@@ -285,7 +263,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
             async with slots:
                 result = await runtime.run(turn)
             return JSONResponse(
-                _completion(result), headers={_SESSION_HEADER_OUT: result.session_id}
+                completion_json(result), headers={_SESSION_HEADER_OUT: result.session_id}
             )
         await slots.acquire()
         try:
@@ -318,31 +296,15 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
         return StreamingResponse(sse(), media_type="text/event-stream", headers=headers)
 
     async def _turn_request(request: Request, body: dict[str, Any]) -> TurnRequest:
-        model = body.get("model")  # types were checked by check_fields
-        tools = body.get("tools") or []
+        # Types were checked by check_fields; the rest is the runtime's one admission path.
         session_id = request.headers.get(SESSION_HEADER) or None
         if session_id is not None and not SessionStore.valid_id(session_id):
             raise StoreError(
                 f"the {SESSION_HEADER} header is not a valid session id",
                 code="STORE_SESSION_INVALID",
             )
-        options = body.get("stream_options") or {}
-        messages = await parse_messages(
-            body.get("messages"), admit=runtime.bridge.admit_all, fetch=fetch,
-            max_image_bytes=runtime.settings.image.max_bytes,
-            max_images=runtime.settings.runtime.max_images_per_turn,
-        )
-        return TurnRequest(
-            messages=messages,
-            model=model or None,
-            params=body,
-            client_tools=tools,
-            tool_choice=body.get("tool_choice"),
-            session_id=session_id,
-            source="gateway",
-            include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
-            approver=approver,
-        )
+        return await runtime.request_from_openai(
+            body, session_id=session_id, source="gateway", approver=approver, fetch=fetch)
 
     async def health(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})

@@ -20,6 +20,11 @@ Decisions a newcomer would otherwise undo:
   :meth:`ModelCatalog.default_model` raises the listing's own error (``LLM_UNAVAILABLE``,
   ``LLM_TIMEOUT``, ...), so a user with the upstream down is told that, not
   ``LLM_MODEL_UNKNOWN``. :attr:`ModelCatalog.last_failure` lets the gateway say the same.
+* Taking images is not the same as declaring text *and* image input. The gateway's native
+  path needs only the first (:func:`declares_image_input`, flags such as ``vision: true``
+  included); vision auto-detection needs the second (the seed: "models that explicitly
+  declare both text and image input"), which only a list of input modalities can say
+  (:func:`declares_text_and_image_input`, :meth:`ModelCatalog.text_and_image_models`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 
 import anyio
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import LLMError
 from deepseek_eyes.llm.client import ChatClient
 from deepseek_eyes.settings import LLMSettings
@@ -41,6 +47,7 @@ __all__ = [
     "ModelCatalog",
     "ModelInfo",
     "declares_image_input",
+    "declares_text_and_image_input",
 ]
 
 #: At most this many entries of an upstream listing are read.
@@ -72,8 +79,11 @@ def _names(value: Any) -> Iterable[str]:
                 yield item.strip().lower()
 
 
+_IMAGE_NAMES = ("image", "images", "vision")
+
+
 def _has_image(value: Any) -> bool:
-    return any(name in ("image", "images", "vision") for name in _names(value))
+    return any(name in _IMAGE_NAMES for name in _names(value))
 
 
 def declares_image_input(entry: Mapping[str, Any]) -> bool:
@@ -108,6 +118,34 @@ def declares_image_input(entry: Mapping[str, Any]) -> bool:
     return entry.get("supports_vision") is True or entry.get("vision") is True
 
 
+def _declared_inputs(entry: Mapping[str, Any]) -> set[str]:
+    """The input modalities a ``/models`` entry lists, in the list shapes
+    :func:`declares_image_input` reads (``image``, ``images`` and ``vision`` read as
+    ``image``); flags (``vision: true``, capabilities) list none."""
+    lists: list[Any] = [entry.get("input_modalities")]
+    modalities = entry.get("modalities")
+    lists.append(modalities.get("input") if isinstance(modalities, dict) else modalities)
+    architecture = entry.get("architecture")
+    if isinstance(architecture, dict):
+        lists.append(architecture.get("input_modalities"))
+        modality = architecture.get("modality")
+        if isinstance(modality, str):
+            lists.append(modality[:200].partition("->")[0].split("+"))
+    names = {name for value in lists for name in _names(value)}
+    return {"image" if name in _IMAGE_NAMES else name for name in names}
+
+
+def declares_text_and_image_input(entry: Mapping[str, Any]) -> bool:
+    """Whether a ``/models`` entry explicitly lists both text and image input:
+    ``input_modalities: ["text", "image"]``, ``modalities.input``, a ``modalities`` list,
+    ``architecture.input_modalities`` or ``architecture.modality: "text+image->text"``.
+
+    A vision flag (``supports_vision``, ``capabilities.vision``) says the model takes images
+    but declares no input list, so it is not enough here.
+    """
+    return {"text", "image"} <= _declared_inputs(entry)
+
+
 def _owner(entry: Mapping[str, Any]) -> str | None:
     owner = entry.get("owned_by")
     return owner[:_MAX_OWNER_CHARS] if isinstance(owner, str) and owner else None
@@ -130,10 +168,11 @@ class ModelCatalog:
         self._client = client
         self._clock = clock
         self._lock = anyio.Lock()
-        self._listing: list[dict[str, Any]] | None = None  # the last good upstream listing
+        self._listing: list[JsonObject] | None = None  # the last good upstream listing
         self._next_refresh: float | None = None
         self._merged: list[ModelInfo] = []
         self._by_id: dict[str, ModelInfo] = {}
+        self._text_and_image: frozenset[str] = frozenset()
         #: The ``LLM_*`` code of the last failed listing; None once one succeeds.
         self.last_error: str | None = None
         #: The last failed listing's error itself; None once one succeeds.
@@ -148,6 +187,13 @@ class ModelCatalog:
     async def get(self, model_id: str) -> ModelInfo | None:
         await self._refresh()
         return self._by_id.get(model_id)
+
+    async def text_and_image_models(self) -> list[str]:
+        """Ids of the models that explicitly declare both text and image input, in
+        :meth:`models` order: the settings' ``input`` when set explicitly (it wins), else
+        the ``/models`` entry (:func:`declares_text_and_image_input`)."""
+        await self._refresh()
+        return [info.id for info in self._merged if info.id in self._text_and_image]
 
     async def image_input(self, model_id: str) -> bool:
         """Settings ``input`` (when set explicitly) wins; else upstream metadata; else False."""
@@ -211,24 +257,33 @@ class ModelCatalog:
             self._merge()
 
     def _merge(self) -> None:
-        upstream: dict[str, dict[str, Any]] = {}
+        upstream: dict[str, JsonObject] = {}
         for entry in self._listing or ():
             model_id = entry.get("id")
             if isinstance(model_id, str) and 0 < len(model_id) <= _MAX_ID_CHARS:
                 upstream.setdefault(model_id, entry)
         merged: list[ModelInfo] = []
         seen: set[str] = set()
+        both: set[str] = set()
 
-        def add(model_id: str, explicit_image: bool | None) -> None:
+        def add(model_id: str, explicit_input: tuple[str, ...] | None) -> None:
+            """``explicit_input``: the settings' ``input`` when set explicitly (it wins)."""
             if model_id in seen:
                 return
             seen.add(model_id)
             entry = upstream.get(model_id)
-            declared = entry is not None and declares_image_input(entry)
+            if explicit_input is None:
+                image = entry is not None and declares_image_input(entry)
+                text_and_image = entry is not None and declares_text_and_image_input(entry)
+            else:
+                image = "image" in explicit_input
+                text_and_image = {"text", "image"} <= set(explicit_input)
+            if text_and_image:
+                both.add(model_id)
             merged.append(
                 ModelInfo(
                     id=model_id,
-                    image_input=declared if explicit_image is None else explicit_image,
+                    image_input=image,
                     source="settings+upstream" if entry is not None else "settings",
                     owned_by=_owner(entry) if entry is not None else None,
                 )
@@ -236,7 +291,7 @@ class ModelCatalog:
 
         for configured in self._settings.models:
             explicit = "input" in configured.model_fields_set
-            add(configured.id, ("image" in configured.input) if explicit else None)
+            add(configured.id, configured.input if explicit else None)
         if self._settings.model is not None:
             add(self._settings.model, None)
         for model_id, entry in upstream.items():
@@ -250,5 +305,8 @@ class ModelCatalog:
                         owned_by=_owner(entry),
                     )
                 )
+                if declares_text_and_image_input(entry):
+                    both.add(model_id)
         self._merged = merged
+        self._text_and_image = frozenset(both)
         self._by_id = {info.id: info for info in merged}

@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import LLMError
 from deepseek_eyes.llm.response import (
     MAX_ERROR_BODY_BYTES,
@@ -210,7 +211,7 @@ class ChatClient:
         }
         return _StreamOpener(self, body)
 
-    async def list_models(self) -> list[dict[str, Any]]:
+    async def list_models(self) -> list[JsonObject]:
         """GET ``{base_url}/models`` and return its ``data`` list (entries that are objects).
 
         Raises:
@@ -237,7 +238,7 @@ class ChatClient:
         except TimeoutError:
             raise self._timeout_error() from None
 
-    async def _list_models(self) -> list[dict[str, Any]]:
+    async def _list_models(self) -> list[JsonObject]:
         request = self._http.build_request("GET", self._models_url)
         response = await _send(self._http, request, self._secrets)
         try:
@@ -249,7 +250,7 @@ class ChatClient:
             raise LLMError("the model list has no 'data' array", code="LLM_BAD_RESPONSE")
         return [entry for entry in data if isinstance(entry, dict)]
 
-    async def _complete(self, body: dict[str, Any], sent_hash: list[str]) -> ChatResult:
+    async def _complete(self, body: JsonObject, sent_hash: list[str]) -> ChatResult:
         request = self._http.build_request("POST", self._chat_url, json=body)
         sent = hashlib.sha256(request.content).hexdigest()
         sent_hash.append(sent)
@@ -261,7 +262,7 @@ class ChatClient:
         return dataclasses.replace(result_from_document(document), request_sha256=sent)
 
     async def _open_stream(
-        self, body: dict[str, Any], sent_hash: list[str], retries: tuple[Attempt, ...]
+        self, body: JsonObject, sent_hash: list[str], retries: tuple[Attempt, ...]
     ) -> ChatStream:
         deadline = anyio.current_time() + self._timeout
         request = self._http.build_request(
@@ -283,7 +284,7 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
     """What :meth:`ChatClient.stream` returns: opens on enter (retrying until the first
     chunk arrived, see the module docstring), always closes on exit."""
 
-    def __init__(self, client: ChatClient, body: dict[str, Any]) -> None:
+    def __init__(self, client: ChatClient, body: JsonObject) -> None:
         self._client = client
         self._body = body
         self._stream: ChatStream | None = None

@@ -29,10 +29,11 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import httpx
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import LLMError
 from deepseek_eyes.llm.retry import Attempt
 from deepseek_eyes.usage import ProviderUsage
@@ -121,6 +122,18 @@ def provider_message(value: Any, secrets: tuple[str, ...]) -> str | None:
     return text[:PROVIDER_MESSAGE_CHARS] or None
 
 
+class HttpErrorDetails(TypedDict):
+    """The details of an ``LLM_HTTP_ERROR`` (docs/errors.md); the body itself only as
+    its hash, the provider's message redacted and cut."""
+
+    status: int
+    body_sha256: str
+    provider_code: str | None
+    provider_type: str | None
+    provider_message: str | None
+    retry_after_s: NotRequired[int]
+
+
 async def http_error(response: httpx.Response, secrets: tuple[str, ...]) -> LLMError:
     """The ``LLM_HTTP_ERROR`` for a response of status >= 400, read from at most
     :data:`MAX_ERROR_BODY_BYTES` of its body; the caller closes the response."""
@@ -145,7 +158,7 @@ async def http_error(response: httpx.Response, secrets: tuple[str, ...]) -> LLME
             message = error
         else:  # {"message": ...} or FastAPI's {"detail": ...}
             message = document.get("message", document.get("detail"))
-    details: dict[str, Any] = {
+    details: HttpErrorDetails = {
         "status": status,
         "body_sha256": hashlib.sha256(raw).hexdigest(),
         "provider_code": provider_code,
@@ -216,7 +229,7 @@ async def read_bounded(response: httpx.Response, limit: int, *, truncate: bool =
 # -- whole answers ------------------------------------------------------------------------------
 
 
-def parse_json(raw: bytes) -> dict[str, Any]:
+def parse_json(raw: bytes) -> JsonObject:
     try:
         document = json.loads(raw)
     except (ValueError, RecursionError):
@@ -281,7 +294,7 @@ def _tool_calls(value: Any) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def result_from_document(document: dict[str, Any]) -> ChatResult:
+def result_from_document(document: JsonObject) -> ChatResult:
     choices = document.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise LLMError("the completion has no choices", code="LLM_BAD_RESPONSE")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from deepseek_eyes.errors import LLMError
 
@@ -32,6 +32,15 @@ __all__ = ["RETRYABLE_STATUS", "Attempt", "RetryPolicy", "attempts_json"]
 
 #: HTTP statuses a busy or briefly failing upstream answers; anything else is final.
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+class AttemptView(TypedDict):
+    """``Attempt.json``: one failed attempt as error details and audit rows hold it."""
+
+    request_sha256: str | None
+    code: str
+    status: int | None
+    waited_s: float
 
 
 @dataclass(frozen=True)
@@ -43,12 +52,12 @@ class Attempt:
     status: int | None  # the HTTP status, when the upstream answered one
     waited_s: float  # the pause before the next attempt
 
-    def json(self) -> dict[str, Any]:
+    def json(self) -> AttemptView:
         return {"request_sha256": self.request_sha256, "code": self.code,
                 "status": self.status, "waited_s": round(self.waited_s, 3)}
 
 
-def attempts_json(attempts: tuple[Attempt, ...] | list[Attempt]) -> list[dict[str, Any]]:
+def attempts_json(attempts: tuple[Attempt, ...] | list[Attempt]) -> list[AttemptView]:
     return [attempt.json() for attempt in attempts]
 
 

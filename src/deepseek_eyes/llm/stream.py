@@ -31,11 +31,12 @@ import json
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import anyio
 import httpx
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import LLMError
 from deepseek_eyes.llm.response import (
     MAX_RESPONSE_BYTES,
@@ -85,7 +86,7 @@ class ChatStream:
         self.request_sha256 = request_sha256
         self.retries = retries  # failed attempts before this one
         self.first_chunk_at: float | None = None
-        self._primed: dict[str, Any] | None = None
+        self._primed: JsonObject | None = None  # upstream chunks are the provider's JSON
         self._response = response
         self._deadline = deadline
         self._timeout_error = timeout_error
@@ -107,7 +108,7 @@ class ChatStream:
         self._tools = _ToolCalls()
         self._finish_reason: str | None = None
         self._model: str | None = None
-        self._usage: dict[str, Any] | None = None
+        self._usage: JsonObject | None = None
 
     @property
     def result(self) -> ChatResult:
@@ -136,7 +137,7 @@ class ChatStream:
         with contextlib.suppress(StopAsyncIteration):
             self._primed = await self.__anext__()
 
-    async def __anext__(self) -> dict[str, Any]:
+    async def __anext__(self) -> JsonObject:
         if self._primed is not None:
             primed, self._primed = self._primed, None
             return primed
@@ -160,7 +161,7 @@ class ChatStream:
 
     # -- reading -------------------------------------------------------------------------
 
-    async def _next_sse(self) -> dict[str, Any] | None:
+    async def _next_sse(self) -> JsonObject | None:
         while True:
             while self._pending:
                 data = self._pending.popleft()
@@ -219,7 +220,7 @@ class ChatStream:
             except httpx.HTTPError:
                 pass
 
-    async def _next_json(self) -> dict[str, Any] | None:
+    async def _next_json(self) -> JsonObject | None:
         if self._eof:
             return None
         self._eof = True
@@ -237,7 +238,7 @@ class ChatStream:
 
     # -- assembling ----------------------------------------------------------------------
 
-    def _take(self, data: str) -> dict[str, Any]:
+    def _take(self, data: str) -> JsonObject:
         try:
             chunk = json.loads(data)
         except (ValueError, RecursionError):
@@ -282,7 +283,7 @@ class ChatStream:
                 break
         return chunk
 
-    def _take_choice(self, choice: dict[str, Any]) -> None:
+    def _take_choice(self, choice: JsonObject) -> None:
         delta = choice.get("delta")
         if isinstance(delta, dict):
             text = delta.get("content")
@@ -318,7 +319,7 @@ class ChatStream:
             retries=self.retries,
         )
 
-    def _progress(self) -> dict[str, Any]:
+    def _progress(self) -> StreamProgress:
         return {"chunks": self._chunks, "bytes": self._size}
 
     def _incomplete(self, message: str, exc: Exception | None = None) -> LLMError:
@@ -352,7 +353,7 @@ class _ToolCalls:
             if isinstance(call, dict):
                 self._take(call)
 
-    def _take(self, call: dict[str, Any]) -> None:
+    def _take(self, call: JsonObject) -> None:
         raw_id = call.get("id")
         call_id = raw_id if isinstance(raw_id, str) else ""
         slot = self._slot(call.get("index"), call_id)
@@ -397,13 +398,22 @@ class _ToolCalls:
         )
 
 
+class StreamProgress(TypedDict):
+    """How far a stream got: the details of an incomplete stream's error."""
+
+    chunks: int
+    bytes: int
+    error: NotRequired[str]
+
+
 # -- a whole answer as one chunk ------------------------------------------------------------
 
 
-def _chunk_from_document(document: dict[str, Any], result: ChatResult) -> dict[str, Any]:
+def _chunk_from_document(document: JsonObject, result: ChatResult) -> JsonObject:
     """One ``chat.completion.chunk`` that carries a whole answer, for a server that answered
-    a streaming request with plain JSON: a gateway forwarding chunks still sends it all."""
-    delta: dict[str, Any] = {"role": "assistant", "content": result.content}
+    a streaming request with plain JSON: a gateway forwarding chunks still sends it all.
+    The chunk is in OpenAI's schema, not ours, hence ``JsonObject``."""
+    delta: JsonObject = {"role": "assistant", "content": result.content}
     if result.reasoning:
         delta["reasoning_content"] = result.reasoning
     if result.tool_calls:
@@ -416,7 +426,7 @@ def _chunk_from_document(document: dict[str, Any], result: ChatResult) -> dict[s
             }
             for index, call in enumerate(result.tool_calls)
         ]
-    chunk: dict[str, Any] = {
+    chunk: JsonObject = {
         key: document[key] for key in ("id", "created", "model") if key in document
     }
     chunk["object"] = "chat.completion.chunk"

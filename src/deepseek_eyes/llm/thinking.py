@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from deepseek_eyes.settings import LLMSettings
 from deepseek_eyes.store.events import message_calls
@@ -51,11 +51,22 @@ def thinking_mode(
     return "enabled" if _THINKING_BY_DEFAULT.match(model) else None
 
 
-def model_defaults(model: str, settings: LLMSettings) -> dict[str, Any]:
+class ThinkingField(TypedDict):
+    type: str
+
+
+class ModelDefaults(TypedDict, total=False):
+    """The request fields a model's settings add (DeepSeek's ``thinking`` switch)."""
+
+    thinking: ThinkingField
+    reasoning_effort: str
+
+
+def model_defaults(model: str, settings: LLMSettings) -> ModelDefaults:
     """The ``thinking`` and ``reasoning_effort`` fields the model's settings add to a
     request that names none itself."""
     configured = settings.model_settings(model)
-    out: dict[str, Any] = {}
+    out: ModelDefaults = {}
     if configured is None:
         return out
     if configured.thinking is not None:

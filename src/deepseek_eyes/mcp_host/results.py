@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deepseek_eyes import canonical_json as _formats
 from deepseek_eyes.errors import McpResultError, StoreError
 from deepseek_eyes.store.blobs import BlobRef, BlobStore
 from deepseek_eyes.store.files import write_file_atomic
@@ -54,9 +55,7 @@ class ImageRef:
 
 def canonical_json(value: Any) -> tuple[bytes, str]:
     """Canonical (ASCII, hence UTF-8) JSON of ``value`` and its ``sha256:`` digest."""
-    data = json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    ).encode("ascii")
+    data = _formats.ASCII.dumps_bytes(value)
     return data, "sha256:" + hashlib.sha256(data).hexdigest()
 
 

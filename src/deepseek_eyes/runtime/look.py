@@ -15,6 +15,7 @@ from typing import Any
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.runtime.render import render_target
 from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
+from deepseek_eyes.usage import estimate_tokens
 from deepseek_eyes.vision.bridge import VisionBridge
 
 __all__ = ["LookSource"]
@@ -56,7 +57,7 @@ class LookSource:
         return [SPEC] if context.images else []
 
     async def call(
-        self, name: str, arguments: Mapping[str, Any], context: TurnContext  # noqa: ARG002
+        self, spec: ToolSpec, arguments: Mapping[str, Any], context: TurnContext  # noqa: ARG002
     ) -> ToolOutcome:
         return await self.run(arguments, context)
 
@@ -98,4 +99,5 @@ class LookSource:
             image_id, image, result.record.evidence, route=result.route,
             record_sha256=result.record.record_sha256,
         )
-        return ToolOutcome(text, False, {"record_sha256": result.record.record_sha256})
+        return ToolOutcome(text, False, {"record_sha256": result.record.record_sha256},
+                           evidence_tokens=estimate_tokens(len(text)))

@@ -27,6 +27,7 @@ from deepseek_eyes.mcp_host.host import PROMPT_TOOL, RESOURCE_TOOL, CallResult, 
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.render import render_evidence
 from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
+from deepseek_eyes.usage import estimate_tokens
 from deepseek_eyes.vision.bridge import VisionBridge
 
 __all__ = ["McpToolSource"]
@@ -44,15 +45,14 @@ class McpToolSource:
         self.host = host
         self._bridge = bridge
         self._max_images = max_images
-        self._generations: dict[str, int] = {}
 
     def tools(self, context: TurnContext) -> list[ToolSpec]:  # noqa: ARG002 - same for all
-        exposed = self.host.exposed()
-        self._generations = {t.public_name: t.generation for t in exposed}
+        # Each spec carries the generation it was read under; nothing is kept here, where
+        # concurrent turns (and a re-offer within a turn) would overwrite each other.
         return [
             ToolSpec(t.public_name, t.description, t.parameters,
-                     risk="read" if t.risk == "read" else t.risk)
-            for t in exposed
+                     risk="read" if t.risk == "read" else t.risk, generation=t.generation)
+            for t in self.host.exposed()
         ]
 
     def instructions(self, offered: Collection[str] | None = None) -> dict[str, str]:
@@ -68,54 +68,59 @@ class McpToolSource:
         return quota
 
     async def call(
-        self, name: str, arguments: Mapping[str, Any], context: TurnContext
+        self, spec: ToolSpec, arguments: Mapping[str, Any], context: TurnContext
     ) -> ToolOutcome:
+        name = spec.name
         quota = self.quota(context)
         try:
             if name in (RESOURCE_TOOL, PROMPT_TOOL):
                 result = await self.host.call_generic(name, arguments, quota=quota)
             else:
                 result = await self.host.call_tool(
-                    name, arguments, generation=self._generations.get(name), quota=quota)
+                    name, arguments, generation=spec.generation, quota=quota)
         except McpError as exc:
             context.calls.append({"tool": name, "source": "mcp", "code": exc.code})
             return ToolOutcome.failure(exc, name)
         text = result.preview
         images: list[tuple[str, dict[str, Any]]] = []
+        evidence_tokens = 0
         if result.images:
-            text = "\n\n".join([text, *(await self._evidence(result, context, images))])
+            blocks = await self._evidence(result, context, images)
+            evidence_tokens = sum(estimate_tokens(len(b)) for b, read in blocks if read)
+            text = "\n\n".join([text, *(b for b, _ in blocks)])
         context.calls.append({
             "tool": name, "source": "mcp", "server": result.server,
             "is_error": result.is_error, "result_sha256": result.result_sha256,
             "images": len(result.images),
         })
         return ToolOutcome(text, result.is_error, {"result_sha256": result.result_sha256},
-                           tuple(images))
+                           tuple(images), evidence_tokens=evidence_tokens)
 
     async def _evidence(
         self, result: CallResult, context: TurnContext, images: list[tuple[str, dict[str, Any]]]
-    ) -> list[str]:
-        """Evidence for each image of a result, in order (named, never sent as pixels)."""
-        out: list[str] = []
+    ) -> list[tuple[str, bool]]:
+        """Evidence for each image of a result, in order (named, never sent as pixels),
+        each with whether it is evidence (True) or a note that it was not read."""
+        out: list[tuple[str, bool]] = []
         for number, ref in enumerate(result.images):
             sha = ref.blob.sha256
             if number >= MAX_RESULT_IMAGES or len(context.images) >= self._max_images:
-                out.append(f"[image sha256:{sha[:16]}: not read; the turn's image limit "
-                           "is reached]")
+                out.append((f"[image sha256:{sha[:16]}: not read; the turn's image limit "
+                            "is reached]", False))
                 continue
             try:
                 data = await self._bridge.read_image(sha)
                 (meta,) = await self._bridge.admit_all([data])
                 seen = await self._bridge.see_stored(meta.sha256)
             except DeepSeekEyesError as exc:
-                out.append(f"[image sha256:{sha[:16]} from the tool could not be read "
-                           f"({exc.code})]")
+                out.append((f"[image sha256:{sha[:16]} from the tool could not be read "
+                            f"({exc.code})]", False))
                 continue
             part = {**image_part(meta), "route": seen.route}
             image_id = context.add_image(part)
             images.append((image_id, part))
-            out.append(render_evidence(image_id, part, seen.record.evidence, route=seen.route,
-                                       record_sha256=seen.record.record_sha256))
+            out.append((render_evidence(image_id, part, seen.record.evidence, route=seen.route,
+                                        record_sha256=seen.record.record_sha256), True))
         return out
 
     async def close(self) -> None:

@@ -36,7 +36,7 @@ import hashlib
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import anyio
 
@@ -46,15 +46,27 @@ from deepseek_eyes.vision.evidence.cache import ImageMeta
 __all__ = [
     "Admit",
     "Fetch",
+    "ImagePart",
+    "ImageUrlPart",
+    "StoredCall",
     "has_images",
     "image_part",
     "image_refs",
+    "image_url_part",
     "parse_messages",
     "text_of",
 ]
 
 #: All-or-nothing admission of distinct images; the result follows the input order.
 Admit = Callable[[Sequence[bytes]], Awaitable[Sequence[ImageMeta]]]
+
+
+class StoredCall(TypedDict):
+    """A tool call as the session log stores it (an assistant message's ``tool_calls``)."""
+
+    id: str
+    name: str
+    arguments: str
 Fetch = Callable[[str], Awaitable[bytes]]
 
 MAX_MESSAGES = 2000
@@ -71,7 +83,24 @@ def _bad(message: str, where: str) -> TurnError:
     return TurnError(f"{where}: {message}", code="RUNTIME_BAD_MESSAGE", details={"at": where})
 
 
-def image_part(meta: ImageMeta, detail: str = "auto") -> dict[str, Any]:
+class ImagePart(TypedDict):
+    """An image in a runtime message: a reference to the blob store, never bytes."""
+
+    type: str  # "image"
+    sha256: str
+    media_type: str
+    width: int
+    height: int
+    size: int
+    detail: str
+
+
+class ImageUrlPart(TypedDict):
+    type: str  # "image_url"
+    image_url: dict[str, str]
+
+
+def image_part(meta: ImageMeta, detail: str = "auto") -> ImagePart:
     return {
         "type": "image",
         "sha256": meta.sha256,
@@ -89,6 +118,14 @@ def _text(value: Any, where: str) -> str:
     if len(value) > MAX_TEXT_CHARS:
         raise _bad(f"text longer than {MAX_TEXT_CHARS} characters", where)
     return value
+
+
+def image_url_part(data: bytes) -> ImageUrlPart:
+    """Image bytes as an OpenAI ``image_url`` part (a base64 data URL): how ``ask`` and
+    ``chat`` hand a file to the one admission path the gateway's clients take."""
+    encoded = base64.b64encode(data).decode("ascii")
+    return {"type": "image_url",
+            "image_url": {"url": f"data:application/octet-stream;base64,{encoded}"}}
 
 
 def decode_data_url(url: str, max_bytes: int, where: str) -> bytes:
@@ -186,12 +223,12 @@ def _content(
     return parts
 
 
-def _tool_calls(value: Any, where: str) -> list[dict[str, str]]:
+def _tool_calls(value: Any, where: str) -> list[StoredCall]:
     if value is None:
         return []
     if not isinstance(value, list) or len(value) > MAX_TOOL_CALLS:
         raise _bad("tool_calls must be a list", where)
-    calls: list[dict[str, str]] = []
+    calls: list[StoredCall] = []
     for index, call in enumerate(value):
         at = f"{where}.tool_calls[{index}]"
         function = call.get("function") if isinstance(call, Mapping) else None

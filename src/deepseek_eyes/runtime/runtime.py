@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from deepseek_eyes.errors import ConfigError, LLMError
 from deepseek_eyes.home import DataHome
@@ -30,13 +31,22 @@ from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.client import ChatClient
 from deepseek_eyes.llm.retry import RetryPolicy
 from deepseek_eyes.runtime.look import LookSource
+from deepseek_eyes.runtime.messages import Fetch
 from deepseek_eyes.runtime.tools import ToolHub
-from deepseek_eyes.runtime.turn import TurnRequest, TurnResult, TurnRunner, TurnStream
+from deepseek_eyes.runtime.turn import (
+    TurnRequest,
+    TurnResult,
+    TurnRunner,
+    TurnStream,
+    request_from_openai,
+)
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.vision.bridge import VisionBridge
 
 if TYPE_CHECKING:
+    from deepseek_eyes.runtime.approval import Approver
+    from deepseek_eyes.runtime.tools import Notify
     from deepseek_eyes.terminal.service import TerminalService
 
 __all__ = ["Runtime"]
@@ -99,6 +109,8 @@ class Runtime:
             tools=self.tools,
             sessions=self.sessions,
             usage=home.usage,
+            audit=home.audit,
+            seal=home.seal,
         )
 
     def _add_terminal(self) -> None:
@@ -168,6 +180,37 @@ class Runtime:
         """Raises LLMError ``LLM_CREDENTIAL_MISSING`` when the key reference is unset."""
         if self._credential_error is not None:
             raise self._credential_error
+
+    async def request_from_openai(
+        self,
+        body: Mapping[str, Any],
+        *,
+        session_id: str | None = None,
+        continue_session: bool = False,
+        source: str = "gateway",
+        approver: Approver | None = None,
+        notify: Notify | None = None,
+        fetch: Fetch | None = None,
+    ) -> TurnRequest:
+        """A turn request from an OpenAI ``chat/completions`` body: the one admission path
+        of the gateway, ``ask`` and ``chat`` (:func:`~deepseek_eyes.runtime.turn.wire.
+        request_from_openai`, with this runtime's image limits and store).
+
+        ``continue_session``: the body holds only the new messages, and the session's
+        stored log goes before them (``ask --session``, ``chat``); a gateway client resends
+        its whole history instead.
+        """
+        history: list[dict[str, Any]] = []
+        if continue_session and session_id is not None and SessionStore.valid_id(session_id) \
+                and self.sessions.exists(session_id):
+            history = self.sessions.messages(session_id)
+        return await request_from_openai(
+            body, admit=self.bridge.admit_all, fetch=fetch,
+            max_image_bytes=self.settings.image.max_bytes,
+            max_images=self.settings.runtime.max_images_per_turn,
+            session_id=session_id, history=history, source=source, approver=approver,
+            notify=notify,
+        )
 
     async def run(self, request: TurnRequest) -> TurnResult:
         self.check_credentials()

@@ -24,6 +24,7 @@ from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
 from deepseek_eyes.toolkit.results import ToolResult
 from deepseek_eyes.toolkit.spec import ToolDef
 from deepseek_eyes.toolkit.visual import Describe
+from deepseek_eyes.usage import estimate_tokens
 from deepseek_eyes.vision.bridge import VisionBridge
 
 __all__ = ["ScreenToolSource", "specs_of"]
@@ -80,13 +81,18 @@ class ScreenToolSource(Generic[S]):
         return service
 
     async def call(
-        self, name: str, arguments: Mapping[str, Any], context: TurnContext
+        self, spec: ToolSpec, arguments: Mapping[str, Any], context: TurnContext
     ) -> ToolOutcome:
+        name = spec.name
         service = await self.service(context.session_id)
         images: list[tuple[str, Mapping[str, Any]]] = []
+        evidence: list[int] = []  # estimated tokens of each evidence block delivered
 
         async def describe(png: bytes, question: str | None) -> str:
-            return await self._evidence(png, question, context, images)
+            text = await self._evidence(png, question, context, images)
+            if len(images) > len(evidence):  # a block of evidence, not a bracketed note
+                evidence.append(estimate_tokens(len(text)))
+            return text
 
         result = await service.call(name, arguments, describe=describe)
         shot = result.screenshot
@@ -97,7 +103,8 @@ class ScreenToolSource(Generic[S]):
         details: dict[str, Any] = {"state_id": result.data.get("state_id")}
         if result.code:
             details["code"] = result.code
-        return ToolOutcome(result.text, result.is_error, details, tuple(images))
+        return ToolOutcome(result.text, result.is_error, details, tuple(images),
+                           evidence_tokens=sum(tokens for tokens in evidence))
 
     async def _evidence(self, png: bytes, question: str | None, context: TurnContext,
                         images: list[tuple[str, Mapping[str, Any]]]) -> str:

@@ -92,8 +92,9 @@ class TerminalToolSource:
         return str(given)
 
     async def call(
-        self, name: str, arguments: Mapping[str, Any], context: TurnContext
+        self, spec: ToolSpec, arguments: Mapping[str, Any], context: TurnContext
     ) -> ToolOutcome:
+        name = spec.name
         try:
             if name == "terminal_plan":
                 plan = self._plan(arguments, context)

@@ -28,14 +28,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Required, TypedDict, runtime_checkable
 
 from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.toolkit import exposure
 from deepseek_eyes.usage import estimate_tokens
 
 __all__ = [
+    "CallRecord",
+    "Notify",
     "Offer",
+    "ProgressEvent",
     "Stage",
     "ToolHub",
     "ToolOutcome",
@@ -57,6 +61,10 @@ class ToolSpec:
     description: str
     parameters: Mapping[str, Any]
     risk: str = "read"  # read | write | exec | unknown: what calling it may do
+    #: The catalog generation the definition was read under (MCP tools; None: a fixed
+    #: table). It travels with the offer, so a call is judged against the schema the model
+    #: was shown, not against whatever another turn was offered since.
+    generation: int | None = None
 
     def openai(self) -> dict[str, Any]:
         """The tool as an OpenAI ``tools`` entry."""
@@ -83,6 +91,9 @@ class ToolOutcome:
     # Images the result brought (id, image part with its route), kept with the logged result
     # so later turns can still look at them.
     images: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    #: Estimated tokens of validated evidence in ``content`` (a reread, a screenshot, an
+    #: MCP image): booked as bridge input when the model receives it.
+    evidence_tokens: int = 0
 
     @classmethod
     def failure(cls, exc: DeepSeekEyesError, what: str) -> ToolOutcome:
@@ -90,7 +101,51 @@ class ToolOutcome:
         return cls(f"{what} failed ({exc.code}): {exc.message}", True, {"code": exc.code})
 
 
-Notify = Callable[[dict[str, Any]], None]
+class ProgressEvent(TypedDict, total=False):
+    """A progress event of a turn, for a front end (``deepseekeyes.event`` in a stream)."""
+
+    type: Required[str]  # tool.started tool.finished approval.wanted approval.decided
+    #                      turn.final_call
+    tool: str
+    source: str
+    is_error: bool
+    code: str | None
+    model_calls: int
+    plan_id: str
+    session_id: str
+    via: str
+    text: str
+    decision: str
+
+
+Notify = Callable[[ProgressEvent], None]
+
+
+class CallRecord(TypedDict, total=False):
+    """One of the runtime's tool calls as a turn reports it (``deepseekeyes.tools``, the
+    turn record): audit-safe identities, hashes and codes, never arguments or results."""
+
+    tool: Required[str]
+    source: str
+    code: str | None
+    is_error: bool
+    server: str
+    result_sha256: str | None
+    images: int
+    image: str
+    route: str
+    cached: bool
+    record_sha256: str
+    state_id: str | None
+    screenshot_sha256: str | None
+    plan_id: str
+    receipt_id: str | None
+    risk: str
+    state: str
+    status: str
+    exit_code: int | None
+    decision: str
+    via: str
 
 
 @dataclass
@@ -109,10 +164,10 @@ class TurnContext:
     max_rereads: int
     tool_calls: int = 0
     rereads: int = 0
-    calls: list[dict[str, Any]] = field(default_factory=list)  # audit rows of this turn
+    calls: list[CallRecord] = field(default_factory=list)  # audit rows of this turn
     state: dict[str, Any] = field(default_factory=dict)
     notify: Notify | None = None
-    approver: Any = None  # deepseek_eyes.runtime.approval.Approver
+    approver: Approver | None = None
 
     def image(self, ref: str) -> tuple[str, dict[str, Any]] | None:
         """Resolve ``img-N``, ``sha256:<prefix>`` or a bare hex prefix (≥ 8 chars)."""
@@ -142,7 +197,7 @@ class TurnContext:
         self.images[image_id] = image
         return image_id
 
-    def emit(self, event: dict[str, Any]) -> None:
+    def emit(self, event: ProgressEvent) -> None:
         if self.notify is not None:
             self.notify(event)
 
@@ -161,8 +216,10 @@ class ToolSource(Protocol):
     def tools(self, context: TurnContext) -> Sequence[ToolSpec]: ...
 
     async def call(
-        self, name: str, arguments: Mapping[str, Any], context: TurnContext
-    ) -> ToolOutcome: ...
+        self, spec: ToolSpec, arguments: Mapping[str, Any], context: TurnContext
+    ) -> ToolOutcome:
+        """Run ``spec`` (the definition as this model call offered it)."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -206,6 +263,9 @@ class Offer:
     @property
     def names(self) -> frozenset[str]:
         return frozenset(self.routes)
+
+    def spec(self, name: str) -> ToolSpec | None:
+        return next((s for s in self.specs if s.name == name), None)
 
     def schema_tokens(self, source: str) -> int:
         """Estimated schema tokens of the tools ``source`` has in this offer."""
@@ -260,7 +320,8 @@ class ToolHub:
                 "answer with what you have", True, {"code": "RUNTIME_TOOL_LIMIT"},
             )
         source = offer.routes.get(name)
-        if source is None:
+        spec = offer.spec(name)
+        if source is None or spec is None:
             return ToolOutcome(f"no tool named {name[:80]!r} is available", True,
                                {"code": "RUNTIME_TOOL_UNKNOWN"})
         try:
@@ -273,7 +334,7 @@ class ToolHub:
                                {"code": "RUNTIME_TOOL_ARGUMENTS"})
         context.emit({"type": "tool.started", "tool": name, "source": source.name})
         try:
-            outcome = await source.call(name, arguments, context)
+            outcome = await source.call(spec, arguments, context)
         except DeepSeekEyesError as exc:
             outcome = ToolOutcome.failure(exc, name)
         context.emit({"type": "tool.finished", "tool": name, "source": source.name,

@@ -19,20 +19,20 @@ Three shapes, one per turn path:
 In every path an image repeated within one message is rendered once; its copies become a
 one-line reference (250 copies of one image cost one evidence block, not 250).
 
-History is bounded by an estimated token budget: the oldest messages go first, an
-assistant message with tool calls leaves together with its tool results, the latest user
-message and everything after it always stay, and a note says how many were left out.
+With ``budget_tokens`` the view is fitted to the history budget
+(:func:`deepseek_eyes.runtime.budget.fit`); the turn loop fits every request again, its
+own tool rounds included.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from deepseek_eyes.llm.thinking import ThinkingMode
+from deepseek_eyes.runtime.budget import fit, message_tokens
 from deepseek_eyes.runtime.render import render_evidence, render_pointer
 from deepseek_eyes.store.events import message_calls
 from deepseek_eyes.usage import estimate_tokens
@@ -150,10 +150,6 @@ def _image_parts(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     if not isinstance(content, list):
         return []
     return [p for p in content if p.get("type") == "image"]
-
-
-def _tokens(message: Mapping[str, Any]) -> int:
-    return estimate_tokens(len(json.dumps(message, ensure_ascii=False)))
 
 
 def image_ids(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -294,8 +290,8 @@ def build_view(
         out.insert(0, {"role": "system", "content": BRIDGE_SYSTEM_PROMPT})
     omitted = 0
     if budget_tokens is not None:
-        out, omitted = _fit(out, budget_tokens)
-    total = sum(_tokens(m) for m in out)
+        out, omitted = fit(out, budget_tokens)
+    total = sum(message_tokens(m) for m in out)
     return View(out, total, evidence_tokens, omitted, avoided_tokens)
 
 
@@ -336,43 +332,3 @@ def _native_user(
             },
         })
     return {"role": "user", "content": parts}
-
-
-def _fit(messages: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int]:
-    """Drop the oldest droppable messages until the estimate fits the budget."""
-    costs = [_tokens(m) for m in messages]
-    total = sum(costs)
-    if total <= budget:
-        return messages, 0
-    last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=0)
-    keep = [True] * len(messages)
-    index = 0
-    while total > budget and index < last_user:
-        message = messages[index]
-        if message["role"] == "system":
-            index += 1
-            continue
-        # An assistant message with tool calls leaves together with its tool results.
-        group = [index]
-        follow = index + 1
-        if message.get("tool_calls"):
-            while follow < last_user and messages[follow]["role"] == "tool":
-                group.append(follow)
-                follow += 1
-        for member in group:
-            keep[member] = False
-            total -= costs[member]
-        index = follow
-    kept = [m for m, k in zip(messages, keep, strict=True) if k]
-    # A tool result whose call was dropped would be refused upstream: drop it too.
-    dropped = len(messages) - len(kept)
-    first_other = next((i for i, m in enumerate(kept) if m["role"] != "system"), len(kept))
-    while first_other < len(kept) and kept[first_other]["role"] == "tool":
-        kept.pop(first_other)
-        dropped += 1
-    note = {
-        "role": "system",
-        "content": f"[{dropped} earlier message(s) were left out to fit the history budget]",
-    }
-    kept.insert(first_other, note)
-    return kept, dropped

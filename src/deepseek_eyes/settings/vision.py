@@ -160,7 +160,10 @@ class VisionSettings(Strict):
     route: str | None = Field(default=None, description="The explicitly selected route.")
     route_priority: tuple[str, ...] = ()
     auto_detect: bool = Field(
-        default=False, description="Also try llm.models that declare image input."
+        default=False,
+        description="Also try the [llm] endpoint's models that declare both text and image "
+        "input (llm.models entries, else their /models metadata), after every configured "
+        "route.",
     )
     health_ttl: float = Field(default=300.0, ge=0, le=86400)
     failure_cooldown: float = Field(default=60.0, ge=0, le=86400)
@@ -178,14 +181,14 @@ class VisionSettings(Strict):
         for route in self.routes:
             if route.name in seen:
                 raise PydanticCustomError(
-                    "duplicate_route", "route name {name!r} is used twice", {"name": route.name}
+                    "duplicate_route", "route name '{name}' is used twice", {"name": route.name}
                 )
             seen.add(route.name)
         known = seen | {LOCAL_ROUTE}
         for name in (self.route, *self.route_priority):
             if name is not None and name not in known:
                 raise PydanticCustomError(
-                    "unknown_route", "route {name!r} is not defined in vision.routes",
+                    "unknown_route", "route '{name}' is not defined in vision.routes",
                     {"name": name},
                 )
         return self

@@ -35,10 +35,14 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from deepseek_eyes import canonical_json
+
 __all__ = [
     "CHAINED_TABLES",
     "GENESIS",
     "ChainWriter",
+    "Record",
+    "SqlValue",
     "adopt_existing",
     "canonical_bytes",
     "entry_hash",
@@ -67,16 +71,22 @@ CHAINED_TABLES: Mapping[str, frozenset[str]] = {
     "turns": frozenset(),
 }
 
+#: A value SQLite hands back for a column.
+SqlValue = int | float | str | bytes | None
+#: A chained record as the chain sees it: an audited row's columns by name, its content
+#: columns replaced by their ``sha256:`` (:func:`project_row`). Keys are the table's columns.
+Record = dict[str, SqlValue]
+
 _HEX = re.compile(r"^[0-9a-f]{64}$")
-_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_dumps = canonical_json.CANONICAL.dumps  # a scalar's canonical text, for entry_hash
 
 _INSERT = re.compile(r"^\s*INSERT\s+(?:OR\s+\w+\s+)?INTO\s+(\w+)", re.IGNORECASE)
 
 
 def canonical_bytes(value: Any) -> bytes:
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    """``value`` in the :data:`~deepseek_eyes.canonical_json.CANONICAL` format: every
+    digest and entry hash of the chain is over these bytes."""
+    return canonical_json.dumps_bytes(value)
 
 
 def _sha256(data: bytes) -> str:
@@ -95,10 +105,10 @@ def table_of_insert(sql: str) -> str:
     return match.group(1)
 
 
-def project_row(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
+def project_row(table: str, row: Mapping[str, SqlValue]) -> Record:
     """A row as the chain sees it: content columns replaced by ``sha256:<hex>``."""
     hashed = CHAINED_TABLES[table]
-    out: dict[str, Any] = {}
+    out: Record = {}
     for column, value in row.items():
         if column in hashed and value is not None:
             text = value if isinstance(value, bytes) else str(value).encode("utf-8")
@@ -110,7 +120,7 @@ def project_row(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
 
 def read_records(
     conn: sqlite3.Connection, table: str, rowids: Sequence[int]
-) -> dict[int, dict[str, Any]]:
+) -> dict[int, Record]:
     """The projected records at ``rowids`` (those still there), in one query."""
     if table not in CHAINED_TABLES:
         raise ValueError(f"not an audited table: {table}")
@@ -123,7 +133,7 @@ def read_records(
     }
 
 
-def read_record(conn: sqlite3.Connection, table: str, rowid: int) -> dict[str, Any] | None:
+def read_record(conn: sqlite3.Connection, table: str, rowid: int) -> Record | None:
     """The projected record at ``rowid`` of an audited table, or None when it is gone."""
     if table not in CHAINED_TABLES:
         raise ValueError(f"not an audited table: {table}")

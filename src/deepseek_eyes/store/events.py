@@ -16,8 +16,10 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
+from deepseek_eyes import canonical_json
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
@@ -47,11 +49,25 @@ def _call_ids(message: Mapping[str, Any]) -> list[str]:
 
 
 def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # LENIENT: a stored message can hold NaN (a model's JSON parsed as Python does), and
+    # stored body digests were taken with NaN allowed.
+    return canonical_json.LENIENT.dumps(value)
 
 
-def body_digest(message: dict[str, Any]) -> str:
+def body_digest(message: JsonObject) -> str:
     return hashlib.sha256(_canonical(message).encode()).hexdigest()
+
+
+class SessionSummary(TypedDict):
+    """``SessionStore.sessions``: one session and its event count, for ``sessions list``."""
+
+    id: str
+    created_at: float
+    source: str | None
+    forked_from: str | None
+    fork_at: int | None
+    events: int
+    last_at: float | None
 
 
 @dataclass(frozen=True)
@@ -62,7 +78,7 @@ class Event:
     role: str
     turn_id: str | None
     body_sha256: str
-    message: dict[str, Any]
+    message: JsonObject  # a chat message as the client or model sent it, kept verbatim
 
 
 @dataclass(frozen=True)
@@ -138,7 +154,7 @@ class SessionStore:
     def append(
         self,
         session_id: str,
-        messages: Sequence[dict[str, Any]],
+        messages: Sequence[JsonObject],
         *,
         turn_id: str | None = None,
         create: str | None = None,
@@ -211,12 +227,12 @@ class SessionStore:
             for r in rows
         ]
 
-    def issued_calls(self, call_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    def issued_calls(self, call_ids: Sequence[str]) -> dict[str, list[JsonObject]]:
         """The stored assistant messages that hold each of ``call_ids`` among their tool
         calls, newest first (ids are the upstream's and unique in practice, but nothing
         here relies on it)."""
         wanted = sorted({c for c in call_ids if isinstance(c, str) and c})
-        found: dict[str, list[dict[str, Any]]] = {}
+        found: dict[str, list[JsonObject]] = {}
         for start in range(0, len(wanted), _IN_BATCH):
             batch = wanted[start:start + _IN_BATCH]
             marks = ",".join("?" * len(batch))
@@ -229,7 +245,7 @@ class SessionStore:
                 found.setdefault(row["call_id"], []).append(json.loads(row["body"]))
         return found
 
-    def messages(self, session_id: str) -> list[dict[str, Any]]:
+    def messages(self, session_id: str) -> list[JsonObject]:
         return [event.message for event in self.events(session_id)]
 
     def fork_of(self, session_id: str) -> Fork | None:
@@ -241,7 +257,7 @@ class SessionStore:
             return None
         return Fork(str(row["forked_from"]), int(row["fork_at"]))
 
-    def sessions(self, *, limit: int = 100) -> list[dict[str, Any]]:
+    def sessions(self, *, limit: int = 100) -> list[SessionSummary]:
         rows = self._db.query(
             "SELECT s.id, s.created_at, s.source, s.forked_from, s.fork_at,"
             " COUNT(e.id) AS events, MAX(e.ts) AS last_at"
@@ -249,7 +265,7 @@ class SessionStore:
             " GROUP BY s.id ORDER BY COALESCE(MAX(e.ts), s.created_at) DESC LIMIT ?",
             (limit,),
         )
-        return [dict(r) for r in rows]
+        return [cast(SessionSummary, dict(r)) for r in rows]  # the SELECT's columns
 
     def record_turn(self, turn: TurnRecord) -> None:
         self._db.execute(_INSERT_TURN, _turn_row(turn), chain="turn")

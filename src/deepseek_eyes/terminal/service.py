@@ -49,6 +49,7 @@ from deepseek_eyes.terminal.receipts.chain import (
     share_export,
 )
 from deepseek_eyes.terminal.receipts.keyring import Keyring
+from deepseek_eyes.terminal.records import Receipt, ReceiptStream
 
 __all__ = ["MAX_WAIT_S", "ServiceConfig", "TerminalService"]
 
@@ -368,7 +369,7 @@ class TerminalService:
         )
         if not wait:
             return {"state": "running", "plan_id": plan.plan_id, "session_id": session_id}
-        return await asyncio.shield(session.task)
+        return dict(await asyncio.shield(session.task))
 
     def _recheck(self, plan: Plan) -> None:
         again = self.engine.evaluate(argv=list(plan.result.argv), cwd=plan.cwd_requested)
@@ -390,7 +391,7 @@ class TerminalService:
     async def _complete(
         self, session: ExecutionSession, plan: Plan, process: RunningProcess,
         sandbox: SandboxPlan, env_names: list[str], home: str, live: dict[str, LiveRedactor],
-    ) -> dict[str, Any]:
+    ) -> Receipt:
         try:
             outcome = await process.finished(plan.timeout)
         finally:
@@ -404,7 +405,7 @@ class TerminalService:
     def _finish(
         self, plan: Plan, outcome: ProcessOutcome, process: RunningProcess | None,
         sandbox: SandboxPlan, env_names: list[str],
-    ) -> dict[str, Any]:
+    ) -> Receipt:
         res = plan.result.resolution
         if res is None:
             raise PolicyBlockedError("the plan has no resolution")
@@ -416,7 +417,7 @@ class TerminalService:
             redactions += n
             return out
 
-        streams: dict[str, Any] = {}
+        streams: dict[str, ReceiptStream] = {}
         for name in ("stdout", "stderr"):
             cap = process.captures[name] if process else None
             streams[name] = {
@@ -426,7 +427,7 @@ class TerminalService:
                 "truncated": cap.truncated if cap else False,
             }
         decision = plan.result.decision
-        body: dict[str, Any] = {
+        body: Receipt = {
             "schema": RECEIPT_SCHEMA,
             "schema_version": RECEIPT_SCHEMA_VERSION,
             "receipt_id": new_id(),
@@ -506,13 +507,16 @@ class TerminalService:
         process.kill("cancelled")
         self._audit("terminal.cancel", plan_id, session=session_id)
         if task is not None:
-            return await asyncio.shield(task)
+            return dict(await asyncio.shield(task))
         return {"session_id": session_id, "plan_id": plan_id, "state": "cancelled"}
 
     # -- receipts -----------------------------------------------------------------------------
 
+    # The public methods answer plain dicts: the transports and the runtime take
+    # dict[str, Any]. The shapes are terminal.records' (Receipt, PlanView, ...).
+
     def receipt(self, receipt_id: str) -> dict[str, Any]:
-        return self.receipts.get(receipt_id)
+        return dict(self.receipts.get(receipt_id))
 
     async def receipt_for_plan(
         self, session_id: str, plan_id: str, wait_s: float = 0.0
@@ -532,10 +536,10 @@ class TerminalService:
         ):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(session.task), wait_s)
-        return self.receipts.get(plan.receipt_id) if plan.receipt_id else None
+        return dict(self.receipts.get(plan.receipt_id)) if plan.receipt_id else None
 
     def share(self, receipt_id: str) -> dict[str, Any]:
-        return share_export(self.receipts.get(receipt_id), self.keyring)
+        return dict(share_export(self.receipts.get(receipt_id), self.keyring))
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -3,6 +3,11 @@
 This is the one object the CLI (and later the runtime and the gateway) holds for vision. It
 wires the router to the cache, the attempts log, route state, usage and audit, and it adds
 the audit record for each acquisition's outcome. Tests build it with their own routes.
+
+With ``vision.auto_detect`` on (and the routes built from settings), the bridge also owns
+the auto-detection that reads the ``[llm]`` endpoint's ``/models``
+(:class:`~deepseek_eyes.vision.routing.registry.AutoRoutes`); :meth:`VisionBridge.aclose`
+closes its client.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from deepseek_eyes.store.blobs import sha256_hex
 from deepseek_eyes.vision.evidence.cache import EvidenceCache, ImageMeta
 from deepseek_eyes.vision.intake.decode import ImageLimits, decode_image
 from deepseek_eyes.vision.routing.attempts import AttemptLog
+from deepseek_eyes.vision.routing.detect import RouteDetector
 from deepseek_eyes.vision.routing.guard import RouteEntry
-from deepseek_eyes.vision.routing.registry import build_routes
+from deepseek_eyes.vision.routing.registry import AutoRoutes, build_routes
 from deepseek_eyes.vision.routing.router import HASH_IN_THREAD_BYTES, Acquisition, VisionRouter
 from deepseek_eyes.vision.routing.state import RouteStateStore
 from deepseek_eyes.vision.types import Variant
@@ -41,8 +47,13 @@ class VisionBridge:
     ) -> None:
         self.settings = settings
         self.home = home
+        auto_source: AutoRoutes | None = None
         if routes is None:
             routes, auto_routes = build_routes(settings.vision, settings.llm)
+            if settings.vision.auto_detect:
+                auto_source = AutoRoutes(
+                    settings.llm, RouteDetector(settings.llm), initial=auto_routes
+                )
         self.cache = EvidenceCache(home.db, clock=clock)
         self._limits = ImageLimits.from_settings(settings.image)
         self.attempts = AttemptLog(
@@ -52,6 +63,7 @@ class VisionBridge:
             routes,
             settings=settings.vision,
             auto_routes=auto_routes,
+            auto_source=auto_source,
             cache=self.cache,
             attempts=self.attempts,
             states=RouteStateStore(home.db),

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from deepseek_eyes.terminal.policy.paths import FIXED_PATH
+from deepseek_eyes.terminal.records import SandboxView
 
 __all__ = [
     "ETC_ENTRIES", "SYSTEM_DIRS", "SandboxPlan", "bwrap_available", "child_environment",
@@ -138,7 +139,7 @@ class SandboxPlan:
     network: bool
     workspace_writable: bool
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> SandboxView:
         return {
             "kind": self.kind, "network": self.network,
             "workspace_writable": self.workspace_writable,

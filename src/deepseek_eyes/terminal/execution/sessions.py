@@ -15,17 +15,17 @@ Numbers in a plan are finite by construction, so a plan can always be encoded as
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from deepseek_eyes import canonical_json
 from deepseek_eyes.errors import TerminalError
 from deepseek_eyes.terminal.policy.commandline import make_visible
 from deepseek_eyes.terminal.policy.engine import PolicyResult
+from deepseek_eyes.terminal.records import Approval, PlanView, Receipt, SessionView
 
 if TYPE_CHECKING:
     import asyncio
@@ -55,7 +55,7 @@ class Plan:
     timeout: float
     max_output_bytes: int
     state: str  # planned, approved, denied, refused, running, finished
-    approval: dict[str, Any] | None = None
+    approval: Approval | None = None
     receipt_id: str | None = None
     plan_hash: str = ""
 
@@ -69,11 +69,14 @@ class Plan:
             "timeout": self.timeout, "max_output_bytes": self.max_output_bytes,
             "created_at": self.created_at,
         }
-        data = json.dumps(body, sort_keys=True, separators=(",", ":"),
-                          allow_nan=False).encode("utf-8")
-        self.plan_hash = "sha256:" + hashlib.sha256(data).hexdigest()
+        self.plan_hash = "sha256:" + canonical_json.ASCII.sha256_hex(body)
 
     def to_dict(self) -> dict[str, Any]:
+        """The versioned plan as a plain dict (the transports' and the runtime's edge:
+        they take ``dict[str, Any]``); :meth:`view` is the same, typed."""
+        return dict(self.view())
+
+    def view(self) -> PlanView:
         """The versioned plan as clients and the console see it."""
         res = self.result.resolution
         return {
@@ -107,7 +110,7 @@ class ExecutionSession:
     receipts: list[str] = field(default_factory=list)
     active_plan: str | None = None
     process: RunningProcess | None = None
-    task: asyncio.Task[dict[str, Any]] | None = None
+    task: asyncio.Task[Receipt] | None = None
     owner: str | None = None  # the MCP connection that owns it; None: console, in-process
 
     def make_room(self) -> None:
@@ -140,12 +143,16 @@ class ExecutionSession:
         del self.receipts[:-MAX_RECEIPTS_PER_SESSION]
 
     def to_dict(self) -> dict[str, Any]:
+        """:meth:`view` as a plain dict, for the transports and the runtime."""
+        return dict(self.view())
+
+    def view(self) -> SessionView:
         return {
             "session_id": self.session_id,
             "created_at": self.created_at,
             "idle_s": round(time.monotonic() - self.last_activity, 3),
             "active_plan": self.active_plan,
             "paused": bool(self.process and self.process.paused),
-            "plans": [p.to_dict() for p in self.plans.values()],
+            "plans": [p.view() for p in self.plans.values()],
             "receipts": list(self.receipts[-50:]),
         }

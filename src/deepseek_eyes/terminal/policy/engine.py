@@ -26,9 +26,9 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from deepseek_eyes.terminal.policy.analysis import Effect, Findings, risk_of
 from deepseek_eyes.terminal.policy.commandline import (
@@ -48,6 +48,7 @@ from deepseek_eyes.terminal.policy.programs import (
     normalize_name,
     read_options,
 )
+from deepseek_eyes.terminal.records import DecisionView, ResolutionView
 
 __all__ = ["MODES", "Decision", "Mode", "PolicyEngine", "PolicyResult", "Resolution"]
 
@@ -93,7 +94,7 @@ class Decision:
     network: bool = False
     writes: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DecisionView:
         return {
             "mode": self.mode,
             "allowed": self.allowed,
@@ -115,7 +116,7 @@ class Resolution:
     executable_sha256: str
     paths: tuple[tuple[str, str], ...]  # (argument, real path)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ResolutionView:
         return {
             "cwd": self.cwd,
             "executable": self.executable,
@@ -335,6 +336,10 @@ class PolicyEngine:
 # Each returns the argv it runs (or [] when it runs nothing) and records its own effects.
 
 
+#: A wrapper program's argument reader: the wrapped command's argv, findings noted in ``f``.
+_Wrapper = Callable[[list[str], Findings], list[str]]
+
+
 def _env_wrapper(args: list[str], f: Findings) -> list[str]:
     i = 0
     while i < len(args):
@@ -377,7 +382,7 @@ def _env_wrapper(args: list[str], f: Findings) -> list[str]:
 def _options_then_command(
     value_opts: frozenset[str], flags: frozenset[str], privileged: frozenset[str] = frozenset(),
     positional: int = 0,
-) -> Any:
+) -> _Wrapper:
     def wrapper(args: list[str], f: Findings) -> list[str]:
         i = 0
         while i < len(args) and args[i].startswith("-") and args[i] != "-":
@@ -437,7 +442,7 @@ _XARGS = _options_then_command(
                "-p", "--interactive", "-o", "--open-tty", "--show-limits", "-e", "-i", "-l"}),
 )
 
-_WRAPPERS: dict[str, Any] = {
+_WRAPPERS: dict[str, _Wrapper] = {
     "env": _env_wrapper,
     "timeout": _options_then_command(
         frozenset({"-s", "--signal", "-k", "--kill-after"}),

@@ -36,19 +36,21 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
 import json
 import os
 import re
 import stat
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from deepseek_eyes import canonical_json
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import ReceiptError
 from deepseek_eyes.terminal.receipts.keyring import Keyring, private_directory
+from deepseek_eyes.terminal.records import Receipt, ReceiptHead, Signature
 
 __all__ = [
     "HEAD_FILENAME",
@@ -112,7 +114,7 @@ class _Refused(Exception):
     ValueError, so ``json.loads`` lets it through unchanged)."""
 
 
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> JsonObject:
     out = dict(pairs)
     if len(out) != len(pairs):
         seen: set[str] = set()
@@ -174,33 +176,32 @@ def parse_receipts(text: str) -> list[Any]:
 # -- receipts -----------------------------------------------------------------------------
 
 
-def canonical_bytes(receipt: dict[str, Any]) -> bytes:
+def canonical_bytes(receipt: Mapping[str, object]) -> bytes:
     """The bytes a signature covers: everything but ``signature``, canonically encoded."""
     body = {k: v for k, v in receipt.items() if k != "signature"}
-    return json.dumps(
-        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return canonical_json.dumps_bytes(body)
 
 
-def receipt_hash(receipt: dict[str, Any]) -> str:
+def receipt_hash(receipt: Mapping[str, object]) -> str:
     """The hash the next receipt chains to: over the canonical bytes *and* the signature."""
-    data = json.dumps(
-        receipt, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    return "sha256:" + canonical_json.sha256_hex(receipt)
 
 
-def sign_receipt(receipt: dict[str, Any], keyring: Keyring) -> dict[str, Any]:
+def sign_receipt(receipt: Receipt, keyring: Keyring) -> Receipt:
     """``receipt`` with a fresh ``signature`` (the input is not modified)."""
-    out = dict(receipt)
+    out = receipt.copy()
     out.pop("signature", None)
     kid, value = keyring.sign(canonical_bytes(out))
-    out["signature"] = {"alg": "HMAC-SHA256", "key_id": kid, "value": value}
+    out["signature"] = _signature(kid, value)
     return out
 
 
+def _signature(key_id: str, value: str) -> Signature:
+    return {"alg": "HMAC-SHA256", "key_id": key_id, "value": value}
+
+
 def _type_problems(
-    item: dict[str, Any], fields: dict[str, type | tuple[type, ...]]
+    item: Mapping[str, object], fields: Mapping[str, type | tuple[type, ...]]
 ) -> list[str]:
     problems = []
     for name, kind in fields.items():
@@ -213,7 +214,7 @@ def _type_problems(
     return problems
 
 
-def _signature_problems(sig: dict[str, Any]) -> list[str]:
+def _signature_problems(sig: Mapping[str, object]) -> list[str]:
     if set(sig) != _SIGNATURE_FIELDS or sig["alg"] != "HMAC-SHA256" or not (
         isinstance(sig["key_id"], str) and _KEY_ID.fullmatch(sig["key_id"])
         and isinstance(sig["value"], str) and _HMAC_HEX.fullmatch(sig["value"])
@@ -222,7 +223,7 @@ def _signature_problems(sig: dict[str, Any]) -> list[str]:
     return []
 
 
-def _check_shape(receipt: object) -> dict[str, Any]:
+def _check_shape(receipt: object) -> Receipt:
     if not isinstance(receipt, dict):
         raise ReceiptError("a receipt must be a JSON object")
     problems = _type_problems(receipt, _REQUIRED)
@@ -238,10 +239,10 @@ def _check_shape(receipt: object) -> dict[str, Any]:
         raise ReceiptError(
             "the receipt is malformed", details={"problems": problems[:20]}
         )
-    return receipt
+    return cast(Receipt, receipt)  # its fields checked above, the rest by its signature
 
 
-def _check_signature(item: dict[str, Any], keyring: Keyring, what: str) -> None:
+def _check_signature(item: Receipt | ReceiptHead, keyring: Keyring, what: str) -> None:
     sig = item["signature"]
     try:
         data = canonical_bytes(item)
@@ -250,12 +251,12 @@ def _check_signature(item: dict[str, Any], keyring: Keyring, what: str) -> None:
     if not keyring.verify(data, sig["key_id"], sig["value"]):
         raise ReceiptError(
             f"{what}'s signature does not match its contents",
-            details={"receipt_id": item.get("receipt_id"),
+            details={"receipt_id": cast(Mapping[str, object], item).get("receipt_id"),
                      "key_id": sig["key_id"]},
         )
 
 
-def verify_receipt(receipt: object, keyring: Keyring) -> dict[str, Any]:
+def verify_receipt(receipt: object, keyring: Keyring) -> Receipt:
     """Check a receipt or share export; return it when its signature matches.
 
     Raises:
@@ -272,7 +273,7 @@ def _broken(message: str, **details: Any) -> ReceiptError:
 
 
 def verify_chain(
-    receipts: Sequence[dict[str, Any]],
+    receipts: Sequence[Receipt],
     keyring: Keyring,
     *,
     head: object = None,
@@ -292,7 +293,7 @@ def verify_chain(
         ReceiptError: as :func:`verify_receipt` and :func:`verify_head`, or
             ``TERMINAL_RECEIPT_CHAIN_BROKEN``.
     """
-    previous: dict[str, Any] | None = None
+    previous: Receipt | None = None
     for receipt in receipts:
         verify_receipt(receipt, keyring)
         if receipt["sharing_redacted"]:
@@ -324,7 +325,7 @@ def verify_chain(
 
 
 def _check_head_in_chain(
-    receipts: Sequence[dict[str, Any]], head: dict[str, Any], *, exact: bool
+    receipts: Sequence[Receipt], head: ReceiptHead, *, exact: bool
 ) -> None:
     """``receipts`` already verified as a chain; ``head`` already verified."""
     wanted = head["sequence"]
@@ -365,20 +366,20 @@ def _iso_now() -> str:
 
 def make_head(
     sequence: int, last_hash: str | None, first_hash: str | None, keyring: Keyring
-) -> dict[str, Any]:
+) -> ReceiptHead:
     """The signed head of a chain whose last receipt is number ``sequence`` (0: none yet),
     hashing to ``last_hash``, and whose receipt 1 hashes to ``first_hash``."""
-    head: dict[str, Any] = {
+    head: ReceiptHead = {
         "schema": HEAD_SCHEMA, "schema_version": HEAD_SCHEMA_VERSION,
         "sequence": sequence, "last_hash": last_hash, "first_hash": first_hash,
         "written_at": _iso_now(),
     }
     kid, value = keyring.sign(canonical_bytes(head))
-    head["signature"] = {"alg": "HMAC-SHA256", "key_id": kid, "value": value}
+    head["signature"] = _signature(kid, value)
     return head
 
 
-def verify_head(head: object, keyring: Keyring) -> dict[str, Any]:
+def verify_head(head: object, keyring: Keyring) -> ReceiptHead:
     """Check one signed head's shape and signature; return it.
 
     Raises:
@@ -407,19 +408,20 @@ def verify_head(head: object, keyring: Keyring) -> dict[str, Any]:
     if problems:
         raise ReceiptError("the receipt chain head is malformed",
                            details={"problems": problems[:20]})
-    _check_signature(head, keyring, "the receipt chain head")
-    return head
+    checked = cast(ReceiptHead, head)  # exactly its fields, checked above
+    _check_signature(checked, keyring, "the receipt chain head")
+    return checked
 
 
-def head_slot(head: dict[str, Any]) -> bytes:
+def head_slot(head: ReceiptHead) -> bytes:
     """One slot of a head file: the head as compact JSON, padded to a fixed width."""
-    data = json.dumps(head, sort_keys=True, separators=(",", ":")).encode("ascii")
+    data = canonical_json.ASCII.dumps_bytes(head)
     if len(data) >= HEAD_SLOT_BYTES:
         raise ReceiptError("a receipt chain head does not fit its slot")
     return data.ljust(HEAD_SLOT_BYTES - 1) + b"\n"
 
 
-def head_file_bytes(newest: dict[str, Any], older: dict[str, Any] | None) -> bytes:
+def head_file_bytes(newest: ReceiptHead, older: ReceiptHead | None) -> bytes:
     """A whole head file: each head in the slot of its sequence's parity."""
     slots = [b" " * (HEAD_SLOT_BYTES - 1) + b"\n"] * 2
     for head in (older, newest):
@@ -428,7 +430,7 @@ def head_file_bytes(newest: dict[str, Any], older: dict[str, Any] | None) -> byt
     return b"".join(slots)
 
 
-def parse_head_file(data: bytes, keyring: Keyring, where: str) -> dict[str, Any]:
+def parse_head_file(data: bytes, keyring: Keyring, where: str) -> ReceiptHead:
     """The newest head of a head file, after checking both slots.
 
     A head file is two lines of ``HEAD_SLOT_BYTES`` bytes. Each holds a signed head (or,
@@ -445,7 +447,7 @@ def parse_head_file(data: bytes, keyring: Keyring, where: str) -> dict[str, Any]
     if len(data) != 2 * size or data[size - 1 : size] != b"\n" or data[-1:] != b"\n":
         raise ReceiptError(f"{where} is not a receipt chain head file "
                            f"(two lines of {size} bytes)", details={"bytes": len(data)})
-    slots: list[dict[str, Any] | None] = []
+    slots: list[ReceiptHead | None] = []
     for index in (0, 1):
         raw = data[index * size : (index + 1) * size].strip()
         if not raw:
@@ -467,14 +469,14 @@ def parse_head_file(data: bytes, keyring: Keyring, where: str) -> dict[str, Any]
     return newest
 
 
-def load_head(path: Path, keyring: Keyring, *, attempts: int = 3) -> dict[str, Any]:
+def load_head(path: Path, keyring: Keyring, *, attempts: int = 3) -> ReceiptHead:
     """The newest head of the head file at ``path``; see :func:`snapshot_head`."""
     return snapshot_head(path, keyring, attempts=attempts)[0]
 
 
 def snapshot_head(
     path: Path, keyring: Keyring, *, attempts: int = 3
-) -> tuple[dict[str, Any], bytes]:
+) -> tuple[ReceiptHead, bytes]:
     """The newest head of the head file at ``path`` (:func:`parse_head_file`) and the
     file's bytes as read.
 
@@ -510,7 +512,7 @@ def _read_bytes(path: Path, what: str) -> bytes:
         raise ReceiptError(f"the {what} {path} cannot be read") from exc
 
 
-def read_log(path: Path) -> list[dict[str, Any]]:
+def read_log(path: Path) -> list[Receipt]:
     """The receipts of a live log, read-only: every complete line, parsed strictly.
 
     A last line without its newline is an append still being written and is left out.
@@ -520,16 +522,16 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     """
     data = _read_bytes(path, "receipt log")
     lines = data.split(b"\n")[:-1]  # the part after the last newline is not a whole line
-    out: list[dict[str, Any]] = []
+    out: list[Receipt] = []  # parsed, not verified: verify_chain checks them
     for number, raw in enumerate(lines, start=1):
         item = loads_strict(raw, what=f"line {number} of {path}")
         if not isinstance(item, dict):
             raise ReceiptError(f"line {number} of {path} is not a receipt")
-        out.append(item)
+        out.append(cast(Receipt, item))
     return out
 
 
-def share_export(receipt: dict[str, Any], keyring: Keyring) -> dict[str, Any]:
+def share_export(receipt: object, keyring: Keyring) -> Receipt:
     """A copy fit to share: command, cwd, argv, output and reasons replaced, signed again.
 
     Raises:
@@ -628,7 +630,7 @@ class ReceiptLog:
             self.close()
             raise
 
-    def _load_head(self) -> dict[str, Any] | None:
+    def _load_head(self) -> ReceiptHead | None:
         try:
             fd = os.open(self.head_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -648,7 +650,7 @@ class ReceiptLog:
         with fh:
             yield from fh
 
-    def _index(self, stored: dict[str, Any] | None) -> int:
+    def _index(self, stored: ReceiptHead | None) -> int:
         """Index the log and check it against its stored head (see the class docstring).
 
         Returns how many receipts follow the stored head (all of them when there is none);
@@ -656,8 +658,8 @@ class ReceiptLog:
         """
         head_sequence = stored["sequence"] if stored else 0
         behind = 0
-        before: dict[str, Any] | None = None  # hashed only where needed: opening stays cheap
-        last: dict[str, Any] | None = None
+        before: Mapping[str, object] | None = None  # hashed only where needed: opening
+        last: Mapping[str, object] | None = None  # stays cheap
         for number, raw in enumerate(self._lines(), start=1):
             if not raw.endswith(b"\n"):
                 break  # a torn write: cut off by the caller
@@ -702,7 +704,7 @@ class ReceiptLog:
             )
         return behind
 
-    def _current_head(self) -> dict[str, Any]:
+    def _current_head(self) -> ReceiptHead:
         return make_head(self._sequence, self._head, self._first_hash, self.keyring)
 
     def _rewrite_head(self) -> None:
@@ -730,7 +732,7 @@ class ReceiptLog:
         if os.pwrite(self._head_fd, slot, (self._sequence % 2) * HEAD_SLOT_BYTES) != len(slot):
             raise OSError("short write to the receipt chain head")
 
-    def append(self, body: dict[str, Any]) -> dict[str, Any]:
+    def append(self, body: Receipt) -> Receipt:
         """Chain, sign and store ``body``, then move the head; returns the signed receipt.
 
         Raises:
@@ -738,7 +740,7 @@ class ReceiptLog:
                 head could not be (the receipt is stored; the next start repairs the head).
         """
         with self._lock:
-            receipt = dict(body)
+            receipt = body.copy()
             receipt["sequence"] = self._sequence + 1
             receipt["previous_hash"] = self._head
             signed = sign_receipt(receipt, self.keyring)
@@ -760,12 +762,12 @@ class ReceiptLog:
             self._write_head()
             return signed
 
-    def head(self) -> dict[str, Any]:
+    def head(self) -> ReceiptHead:
         """The newest head as stored in the head file."""
         with self._lock:
             return load_head(self.head_path, self.keyring, attempts=1)
 
-    def get(self, receipt_id: str) -> dict[str, Any]:
+    def get(self, receipt_id: str) -> Receipt:
         """Raises:
             ReceiptError: ``TERMINAL_RECEIPT_NOT_FOUND``, ``TERMINAL_RECEIPT_INVALID`` (the
                 stored line is not a JSON object read strictly).
@@ -778,9 +780,9 @@ class ReceiptLog:
             loaded = loads_strict(fh.readline(), what=f"the stored receipt {receipt_id}")
         if not isinstance(loaded, dict):
             raise ReceiptError(f"the stored receipt {receipt_id} is not a JSON object")
-        return loaded
+        return cast(Receipt, loaded)  # a line this log wrote, read back strictly
 
-    def recent(self, limit: int = 50) -> list[dict[str, Any]]:
+    def recent(self, limit: int = 50) -> list[Receipt]:
         return [self.get(rid) for rid in self._order[-limit:]]
 
     def close(self) -> None:

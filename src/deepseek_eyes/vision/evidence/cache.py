@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
+from deepseek_eyes import canonical_json as _formats
 from deepseek_eyes.audit.checkpoints import record_cut
 from deepseek_eyes.errors import AuditError, EvidenceIntegrityError
 from deepseek_eyes.store import chain
@@ -49,7 +50,9 @@ _V = TypeVar("_V")
 
 
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The :data:`~deepseek_eyes.canonical_json.LENIENT` text evidence digests and cache
+    keys are taken over (an evidence body can carry a model's NaN)."""
+    return _formats.LENIENT.dumps(value)
 
 
 @dataclass(frozen=True)

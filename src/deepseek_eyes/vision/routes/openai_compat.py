@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
+from deepseek_eyes import canonical_json
 from deepseek_eyes.errors import ConfigError, LLMError, RouteError, RouteTimeoutError
 from deepseek_eyes.llm import ChatClient, ChatResult
 from deepseek_eyes.settings import RouteSettings, SecretRef
@@ -67,9 +67,7 @@ class OpenAIRoute:
             "box_convention": settings.box_convention,
             "header_names": sorted(name.lower() for name in settings.headers),
         }
-        self._answer_fingerprint = hashlib.sha256(
-            json.dumps(answer, sort_keys=True).encode()
-        ).hexdigest()
+        self._answer_fingerprint = canonical_json.SORTED_DEFAULT.sha256_hex(answer)
 
     # -- identity ------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from deepseek_eyes import canonical_json
 from deepseek_eyes.audit import reduce_for_audit
 from deepseek_eyes.audit.checkpoints import record_cut
 from deepseek_eyes.errors import AuditError
@@ -43,7 +44,7 @@ class AttemptLog:
         return OperationLog(self, f"{kind}-{uuid.uuid4().hex[:16]}")
 
     def _write(self, operation_id: str, seq: int, row: dict[str, Any]) -> None:
-        details = json.dumps(row["details"], sort_keys=True, separators=(",", ":"))
+        details = canonical_json.ASCII_LENIENT.dumps(row["details"])
         self._db.append(
             "INSERT INTO attempts (ts, operation_id, seq, route, phase, outcome, code,"
             " latency_ms, details) VALUES (?,?,?,?,?,?,?,?,?)",

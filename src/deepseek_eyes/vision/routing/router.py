@@ -7,8 +7,9 @@ Order of work for one acquisition, each step a row in the attempts log:
 2. otherwise admit the image (safe decode, blob store) — identity failures stop here,
    whatever the routes;
 3. walk the candidate routes in order — base route of a reread, explicit route,
-   ``vision.route_priority``, auto-detected models — skipping open circuits and routes that
-   failed their probe while an alternative exists;
+   ``vision.route_priority``, the other configured routes, auto-detected models
+   (:func:`~deepseek_eyes.vision.routing.order.route_order`) — skipping open circuits and
+   routes that failed their probe while an alternative exists;
 4. per route: metadata health check (cached for ``health_ttl``), pixel probe (cached for
    ``probe_ttl``; the local engine is exempt), the call (an incomplete SSE stream retries
    once on the same route), canonicalization, the strict gate;
@@ -61,6 +62,8 @@ from deepseek_eyes.vision.routes.prompts import evidence_prompts, prompt_fingerp
 from deepseek_eyes.vision.routing.attempts import AttemptLog, OperationLog
 from deepseek_eyes.vision.routing.flight import FlightOutcome, SingleFlight
 from deepseek_eyes.vision.routing.guard import RouteEntry, RouteGuard, RouterPolicy
+from deepseek_eyes.vision.routing.order import route_order
+from deepseek_eyes.vision.routing.registry import AutoRoutes
 from deepseek_eyes.vision.routing.state import RouteStateStore
 from deepseek_eyes.vision.types import Variant, VisionRequest
 
@@ -105,6 +108,7 @@ class VisionRouter:
         *,
         settings: VisionSettings,
         auto_routes: Sequence[str] = (),
+        auto_source: AutoRoutes | None = None,
         cache: EvidenceCache,
         attempts: AttemptLog,
         states: RouteStateStore,
@@ -117,6 +121,7 @@ class VisionRouter:
         self._routes = dict(routes)
         self._settings = settings
         self._auto = tuple(auto_routes)
+        self._auto_source = auto_source
         self._cache = cache
         self._attempts = attempts
         self._usage = usage
@@ -136,31 +141,29 @@ class VisionRouter:
         return self._routes
 
     def order(self, *, explicit: str | None = None, base_route: str | None = None) -> list[str]:
-        """Candidate route names, best first.
+        """Candidate route names, best first, as :func:`route_order` ranks them: base route,
+        explicit route, ``vision.route``, priority, the other configured routes,
+        auto-detected ones. A base route that no longer exists is skipped.
 
         Raises:
-            VisionError: ``VISION_ROUTE_UNKNOWN`` for an unknown explicit or base route.
+            VisionError: ``VISION_ROUTE_UNKNOWN`` for an unknown explicit route.
         """
-        for name in (base_route, explicit):
-            if name is not None and name not in self._routes:
-                raise VisionError(
-                    f"no route is named {name!r}",
-                    code="VISION_ROUTE_UNKNOWN",
-                    details={"route": name, "known": sorted(self._routes)},
-                )
-        chosen = explicit or self._settings.route
-        names: list[str | None] = [base_route, chosen, *self._settings.route_priority]
-        names.extend(self._auto)
-        if not any(names):
-            # Nothing selected: the configured routes in file order, else the local engine.
-            names.extend(r.name for r in self._settings.routes)
-            if not any(names):
-                names.append("local")
-        ordered: list[str] = []
-        for name in names:
-            if name and name in self._routes and name not in ordered:
-                ordered.append(name)
-        return ordered
+        return route_order(
+            known=self._routes,
+            configured=[r.name for r in self._settings.routes],
+            priority=self._settings.route_priority,
+            selected=self._settings.route,
+            auto=self._auto,
+            explicit=explicit,
+            base_route=base_route,
+        )
+
+    async def refresh_routes(self) -> None:
+        """Bring the auto-detected routes up to date with the model catalog (``/models``,
+        cached by the catalog); nothing without auto-detection. Acquisitions do this
+        themselves; call it before :meth:`status` or :meth:`probe_all` to see them."""
+        if self._auto_source is not None:
+            self._auto = await self._auto_source.refresh(self._routes)
 
     def cache_fingerprint(self, name: str) -> str:
         """What evidence from ``name`` is cached under: the route's answer fingerprint
@@ -192,6 +195,7 @@ class VisionRouter:
             VisionError: ``VISION_ROUTE_UNKNOWN``, or a single route's own failure code, or
                 ``VISION_FAILOVER_EXHAUSTED`` with ``details['attempts']``.
         """
+        await self.refresh_routes()
         if len(data) > HASH_IN_THREAD_BYTES:
             sha = await anyio.to_thread.run_sync(sha256_hex, data)
         else:
@@ -218,6 +222,7 @@ class VisionRouter:
             StoreError: ``STORE_BLOB_MISSING`` / ``STORE_BLOB_CORRUPT`` on a miss whose
                 blob is gone or altered; otherwise as :meth:`acquire`.
         """
+        await self.refresh_routes()
         return await self._flight(
             sha256, None, variant, question=question, route=route, base_route=base_route
         )
@@ -297,6 +302,7 @@ class VisionRouter:
                 data = await anyio.to_thread.run_sync(self._blobs.get, sha)
             except StoreError as exc:
                 op.record("intake", "refused", code=exc.code, image_sha256=sha)
+                _with_attempts(exc, op)
                 raise
         decoded = await self._admit(op, data, sha)
         if meta is None:
@@ -364,6 +370,7 @@ class VisionRouter:
                 latency_ms=(time.perf_counter() - started) * 1000,
             )
             exc.details.setdefault("image_sha256", sha)
+            _with_attempts(exc, op)
             raise
         op.record(
             "intake", "ok", image_sha256=sha, size=len(data), width=decoded.width,
@@ -508,3 +515,11 @@ class VisionRouter:
     async def aclose(self) -> None:
         for entry in self._routes.values():
             await entry.route.aclose()
+        if self._auto_source is not None:
+            await self._auto_source.aclose()
+
+
+def _with_attempts(exc: DeepSeekEyesError, op: OperationLog) -> None:
+    """A refusal carries the attempts rows written for it, as a route failure does."""
+    exc.details["attempts"] = list(op.entries)
+    exc.details["operation_id"] = op.operation_id

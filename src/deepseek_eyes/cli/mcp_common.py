@@ -1,0 +1,61 @@
+"""What both ``mcp`` command modules use: the ``--json`` option, a host to run on, and the
+settings file an edit writes.
+
+It exists to keep the dependency between :mod:`deepseek_eyes.cli.mcp` (inspection and
+calls, and the group itself) and :mod:`deepseek_eyes.cli.mcp_manage` (lifecycle and
+entries) one-way: ``mcp`` adds ``mcp_manage``'s commands to its group, and ``mcp_manage``
+knows nothing of ``mcp``. Both import their shared pieces from here. An import-linter
+contract in ``pyproject.toml`` keeps ``mcp_manage`` (and this module) from importing
+``mcp``, lazily or not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Collection
+from pathlib import Path
+from typing import TypeVar
+
+import click
+
+from deepseek_eyes.cli.common import loaded_settings
+from deepseek_eyes.cli.progress import Progress, progress_on_stderr
+from deepseek_eyes.home import DataHome
+from deepseek_eyes.mcp_host.host import McpHost
+from deepseek_eyes.mcp_host.running import running_host
+from deepseek_eyes.settings import CONFIG_FILENAME, McpSettings
+
+__all__ = ["json_option", "target_file", "with_host"]
+
+T = TypeVar("T")
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+def with_host(ctx: click.Context, as_json: bool,
+              work: Callable[[McpHost], Awaitable[T]],
+              servers: Callable[[McpSettings], Collection[str]] | None = None) -> T:
+    """Run ``work`` on a host with the enabled servers started (those ``servers`` names)."""
+    settings = loaded_settings(ctx).settings
+    name = f"mcp {ctx.info_name}"
+    started = servers(settings.mcp) if servers is not None else None
+
+    async def run(progress: Progress) -> T:
+        with DataHome.open(settings) as home:
+            progress.update(f"{name}: connecting the servers…")
+            async with running_host(settings, home, servers=started) as host:
+                progress.update(f"{name}: waiting for the answer…")
+                return await work(host)
+
+    with progress_on_stderr(as_json=as_json) as progress:
+        return asyncio.run(run(progress))
+
+
+def target_file(ctx: click.Context) -> Path:
+    """The file an edit writes: --config, else the one the search path finds, else ./."""
+    root = ctx.find_root()
+    explicit: Path | None = (root.obj or {}).get("config_path")
+    if explicit is not None:
+        return explicit
+    source = loaded_settings(ctx).source
+    return source if source is not None else Path.cwd() / CONFIG_FILENAME

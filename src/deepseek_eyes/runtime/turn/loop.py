@@ -1,0 +1,321 @@
+"""The one turn loop: a conversation in, the final model's answer out, every step recorded.
+
+:meth:`TurnRunner.events` is the only copy of the loop: model call, the runtime's own tool
+calls, model call, … until an answer, as a stream of typed events
+(:mod:`~deepseek_eyes.runtime.turn.events`). :meth:`TurnRunner.run` drains it for the
+answer; :meth:`TurnRunner.stream` maps it to OpenAI chunks
+(:class:`~deepseek_eyes.runtime.turn.wire.TurnStream`). The two differ only in how a model
+call is made (whole, or streamed with the client's deltas relayed), so the same
+conversation makes the same upstream requests either way.
+
+On every path the model is offered the runtime's tools (:class:`ToolHub`: ``look``, MCP,
+the terminal, the browser, the desktop, as ``[runtime] tool_sources`` lists them).
+Decisions a newcomer would otherwise undo:
+
+* **Exactly N calls per user instruction.** ``max_model_calls_per_turn`` counts every
+  model call since the latest user message, across HTTP requests (a client returning its
+  own tool results continues the same instruction). The N-th call is made *without tools*,
+  so a loop ends in an answer, not an error, after exactly N upstream calls. A request that
+  arrives with the bound already spent still gets one call (without tools): the client
+  drove those calls, and an answer is owed.
+* **Every request is fitted to the history budget** (:func:`~deepseek_eyes.runtime.budget.
+  fit`), on every path and after every tool round: the turn's own exchanges are dropped
+  oldest first, atomically, the newest user task and the newest exchange kept.
+* **Nothing is dropped silently.** One model response may call the runtime's tools and the
+  client's own: the runtime's run here, the client's go back to the client. The runtime's
+  exchange is logged (marked ``internal``) and, when the client continues the session, put
+  back where it was, so the model sees every result it asked for.
+* **Thinking mode.** The log stores every answer's exact reasoning; a turn's own tool
+  rounds render their assistant message with it (:func:`~deepseek_eyes.runtime.view.
+  render_assistant`), so the next request shares the prefix, and DeepSeek (which refuses a
+  tool-call message without its reasoning) accepts it.
+* **An offer is judged as offered.** A call runs only when its name was in the offer of
+  the model call that produced it, and an MCP tool carries the catalog generation it was
+  offered under (``MCP_GENERATION_STALE`` when that catalog is gone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any, TypeVar
+
+from deepseek_eyes.audit.log import AuditLog
+from deepseek_eyes.canonical_json import JsonObject
+from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.llm.catalog import ModelCatalog
+from deepseek_eyes.llm.client import ChatClient, ChatResult, ToolCall
+from deepseek_eyes.runtime.budget import fit
+from deepseek_eyes.runtime.messages import StoredCall
+from deepseek_eyes.runtime.tools import ProgressEvent, ToolHub, ToolOutcome
+from deepseek_eyes.runtime.turn.events import (
+    Answer,
+    Delta,
+    ModelCalled,
+    Progress,
+    Started,
+    TurnEvent,
+)
+from deepseek_eyes.runtime.turn.ledger import Ledger, Seal, category_after
+from deepseek_eyes.runtime.turn.prepare import Preparer
+from deepseek_eyes.runtime.turn.relay import ToolRelay
+from deepseek_eyes.runtime.turn.request import TurnRequest, TurnResult
+from deepseek_eyes.runtime.turn.state import TurnState
+from deepseek_eyes.runtime.turn.wire import TurnStream
+from deepseek_eyes.runtime.view import render_assistant, sends_reasoning
+from deepseek_eyes.settings import LLMSettings, RuntimeSettings
+from deepseek_eyes.store.events import SessionStore
+from deepseek_eyes.usage import UsageTracker
+from deepseek_eyes.vision.bridge import VisionBridge
+
+__all__ = ["TurnRunner"]
+
+T = TypeVar("T")
+Done = list[tuple[ToolCall, ToolOutcome]]
+
+
+def _stored_calls(calls: Sequence[ToolCall]) -> list[StoredCall]:
+    return [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        *,
+        settings: RuntimeSettings,
+        llm: LLMSettings,
+        bridge: VisionBridge,
+        client: ChatClient,
+        catalog: ModelCatalog,
+        tools: ToolHub,
+        sessions: SessionStore,
+        usage: UsageTracker,
+        audit: AuditLog,
+        seal: Seal,
+    ) -> None:
+        self._settings = settings
+        self._client = client
+        self._tools = tools
+        self._sessions = sessions
+        self._preparer = Preparer(settings=settings, llm=llm, bridge=bridge, catalog=catalog,
+                                  tools=tools, sessions=sessions, usage=usage)
+        self._ledger = Ledger(usage=usage, audit=audit, sessions=sessions, seal=seal)
+
+    # the loop ------------------------------------------------------------------
+    async def events(self, request: TurnRequest, *, stream: bool) -> AsyncIterator[TurnEvent]:
+        """The turn as events, ending with :class:`Answer` (or the turn's error).
+
+        ``stream``: model calls are streamed and their visible pieces yielded as
+        :class:`Delta` events as they arrive; otherwise each call is made whole.
+
+        Raises:
+            DeepSeekEyesError: TurnError, ImageError, VisionError or LLMError with its code.
+        """
+        queue: asyncio.Queue[ProgressEvent] = asyncio.Queue()
+        given = request.notify
+
+        def notify(event: ProgressEvent) -> None:
+            queue.put_nowait(event)
+            if given is not None:
+                given(event)
+
+        turn = await self._preparer.prepare(dataclasses.replace(request, notify=notify))
+        yield Started(turn.session_id, turn.model, int(turn.started))
+        try:
+            while True:
+                payload = self._payload(turn)
+                while not queue.empty():
+                    yield Progress(queue.get_nowait())
+                relay = ToolRelay(turn.internal, forward=stream and not turn.forced_final)
+                if stream:
+                    async with self._client.stream(payload) as chunks:
+                        async for chunk in chunks:
+                            delta = _visible(chunk, relay)
+                            if delta:
+                                yield Delta(delta)
+                        result = chunks.result
+                else:
+                    result = await self._client.complete(payload, stream=False)
+                category = str(turn.category)
+                sent = self._ledger.call(turn, result, payload)
+                yield ModelCalled(turn.model_calls, sent, category, turn.forced_final)
+                internal, external = self._split(turn, result.tool_calls)
+                if internal and not external:
+                    async for event in _while(self._run_tools(turn, result, internal), queue, []):
+                        yield Progress(event)
+                    continue
+                done: list[TurnResult] = []
+                async for event in _while(self._finish(turn, result, internal, external),
+                                          queue, done):
+                    yield Progress(event)
+                yield Answer(done[0], relay.unsent(external) if stream else [], relay.forwarded)
+                return
+        except DeepSeekEyesError as exc:
+            self._ledger.failed(turn, exc)
+            raise
+
+    async def run(self, request: TurnRequest) -> TurnResult:
+        """Run a turn to its answer (no streaming).
+
+        Raises:
+            DeepSeekEyesError: TurnError, ImageError, VisionError or LLMError with its code.
+        """
+        async for event in self.events(request, stream=False):
+            if isinstance(event, Answer):
+                return event.result
+        raise RuntimeError("the turn loop ended without an answer")  # pragma: no cover
+
+    def stream(self, request: TurnRequest) -> TurnStream:
+        """Run a turn, yielding OpenAI ``chat.completion.chunk`` objects as they come."""
+        return TurnStream(self.events(request, stream=True), include_usage=request.include_usage)
+
+    # one model call ------------------------------------------------------------
+    def _payload(self, turn: TurnState) -> JsonObject:
+        """The next model call's request: the history and the turn's tool rounds fitted
+        to the budget, with the current offer's tools; the N-th call of an instruction
+        goes without tools."""
+        messages, turn.omitted = fit([*turn.history, *turn.tail],
+                                     self._settings.history_budget_tokens)
+        payload: JsonObject = {**turn.base, "messages": messages}
+        if turn.calls_so_far + 1 < self._settings.max_model_calls_per_turn:
+            tools = list(turn.request.client_tools) + turn.offer.openai()
+            if tools:
+                payload["tools"] = tools
+                if turn.request.tool_choice is not None:
+                    payload["tool_choice"] = turn.request.tool_choice
+            self._ledger.schema(turn.offer.schema_tokens("mcp"))
+            return payload
+        turn.forced_final = True
+        turn.context.emit({"type": "turn.final_call", "model_calls": turn.calls_so_far})
+        # Without tools the model can only answer. No note is appended: a message after
+        # the tool results would break providers that expect the results last.
+        return payload
+
+    def _split(
+        self, turn: TurnState, calls: Sequence[ToolCall]
+    ) -> tuple[list[ToolCall], list[ToolCall]]:
+        if turn.forced_final:  # no tools were offered: whatever it called is not run
+            return [], []
+        internal = [c for c in calls if c.name in turn.internal]
+        external = [c for c in calls if c.name not in turn.internal]
+        return internal, external
+
+    # the runtime's tools -------------------------------------------------------
+    async def _call_tools(self, turn: TurnState, calls: Sequence[ToolCall]) -> Done:
+        done: Done = []
+        for call in calls:
+            outcome = await self._tools.call(turn.offer, call.name, call.arguments, turn.context)
+            done.append((call, outcome))
+        self._ledger.evidence(turn, [o for _, o in done])
+        turn.category = category_after(
+            [turn.offer.routes[c.name].name for c in calls if c.name in turn.offer.routes])
+        return done
+
+    @staticmethod
+    def _tool_messages(done: Done) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Tool results for the upstream, and as logged (named, marked internal)."""
+        upstream = [{"role": "tool", "tool_call_id": c.id, "content": o.content}
+                    for c, o in done]
+        logged = [{**m, "name": c.name, "internal": True}
+                  for m, (c, _) in zip(upstream, done, strict=True)]
+        for entry, (_, outcome) in zip(logged, done, strict=True):
+            if outcome.images:
+                entry["images"] = [{"id": i, **part} for i, part in outcome.images]
+        return upstream, logged
+
+    async def _run_tools(self, turn: TurnState, result: ChatResult,
+                         calls: list[ToolCall]) -> None:
+        """One round of the runtime's own calls; the loop goes on."""
+        done = await self._call_tools(turn, calls)
+        # The runtime's own tool exchange is logged but marked internal: the client never
+        # sees it, so its next request is compared without it. It goes upstream as later
+        # turns render it from the log, reasoning included (thinking mode refuses a
+        # tool-call message without it), so their requests share this prefix.
+        stored = {"role": "assistant", "content": result.content, "reasoning": result.reasoning,
+                  "tool_calls": _stored_calls(calls), "internal": True}
+        assistant = render_assistant(stored, reasoning=sends_reasoning(stored, turn.thinking))
+        upstream, logged = self._tool_messages(done)
+        turn.tail.extend([assistant, *upstream])
+        self._reoffer(turn)
+        self._sessions.append(turn.session_id, [stored, *logged], turn_id=turn.turn_id)
+
+    def _reoffer(self, turn: TurnState) -> None:
+        """After tool results, what is offered may have changed (``look`` once a tool
+        brought an image; an MCP catalog's new generation); the offer only changes when a
+        definition did, to keep the request prefix."""
+        offer = self._tools.offer(turn.context, exclude=turn.client_names)
+        if offer.specs != turn.offer.specs:
+            turn.offer = offer
+
+    async def _finish(self, turn: TurnState, result: ChatResult, internal: list[ToolCall],
+                      external: list[ToolCall]) -> TurnResult:
+        """The turn's answer. Runtime calls that came with client calls run first; their
+        exchange is logged after the answer so a continuing client gets it back."""
+        done = await self._call_tools(turn, internal) if internal else []
+        # The exact reasoning received, even empty: a later request may have to send it back.
+        message: dict[str, Any] = {"role": "assistant", "content": result.content,
+                                   "reasoning": result.reasoning}
+        if external:
+            message["tool_calls"] = _stored_calls(external)
+        if done:
+            message["internal_calls"] = _stored_calls([c for c, _ in done])
+        finish = result.finish_reason or "stop"
+        if finish == "tool_calls" and not external:
+            finish = "stop"
+        outcome = TurnResult(
+            turn_id=turn.turn_id, session_id=turn.session_id, model=turn.model, path=turn.path,
+            content=result.content, reasoning=result.reasoning, finish_reason=finish,
+            tool_calls=external, usage=turn.usage, evidence=turn.evidence,
+            rereads=turn.context.rereads, model_calls=turn.model_calls,
+            created=int(turn.started), fork=turn.fork, tools=list(turn.context.calls),
+            requests=list(turn.requests), thinking=turn.thinking_note,
+        )
+        self._sessions.append(
+            turn.session_id, [message, *self._tool_messages(done)[1]], turn_id=turn.turn_id,
+            turn=self._ledger.record(turn, "ok"),
+        )
+        outcome.audit = self._ledger.seal()
+        return outcome
+
+
+def _visible(chunk: JsonObject, relay: ToolRelay) -> JsonObject:
+    """What of one upstream chunk the client may see: reasoning, content, its own calls."""
+    choices = chunk.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):
+        return {}
+    delta = choices[0].get("delta") or {}
+    if not isinstance(delta, dict):
+        return {}
+    forward: JsonObject = {}
+    if delta.get("reasoning_content"):
+        forward["reasoning_content"] = delta["reasoning_content"]
+    if delta.get("content"):
+        forward["content"] = delta["content"]
+    calls = relay.take(delta.get("tool_calls"))
+    if calls:
+        forward["tool_calls"] = calls
+    return forward
+
+
+async def _while(work: Awaitable[T], queue: asyncio.Queue[ProgressEvent],
+                 out: list[T]) -> AsyncIterator[ProgressEvent]:
+    """Run ``work``, yielding the events it queues as they come; its result goes to
+    ``out`` (its exception is raised after the events queued before it)."""
+    task = asyncio.ensure_future(work)
+    try:
+        while not task.done():
+            getter = asyncio.ensure_future(queue.get())
+            await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield getter.result()
+            else:
+                getter.cancel()
+        while not queue.empty():
+            yield queue.get_nowait()
+        out.append(task.result())
+    finally:
+        if not task.done():
+            task.cancel()
+
+

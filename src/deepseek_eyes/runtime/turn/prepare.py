@@ -1,0 +1,341 @@
+"""Before the first model call: the path, thinking mode, the session log, the view.
+
+The path is chosen once per turn:
+
+* **text** — no image in the conversation: the messages go to the final model as sent.
+  No router, probe or attempt record.
+* **native** — the final model declares image input (settings or its ``/models`` entry):
+  the current message's images go through unchanged (earlier ones as references), no
+  evidence, probe or router call; a turn that sends pixels counts one
+  ``native_visual_turns`` event (a continued turn that sends none counts nothing).
+* **bridged** — every image is replaced by validated evidence (cache first) and the model
+  gets the ``look`` tool. The final model never receives an image part or unvalidated
+  evidence.
+
+Decisions a newcomer would otherwise undo:
+
+* **The session log is the history.** A request that extends its session is rendered from
+  the stored log plus the new messages (which is how the runtime's internal exchanges come
+  back); one that does not starts a fork (:meth:`Preparer._log_request`).
+* **Thinking mode.** DeepSeek refuses a tool-call assistant message without the
+  ``reasoning_content`` it came with. Reasoning a client dropped is restored from the
+  store before the request is logged; what cannot be restored is refused there, before
+  any upstream call (:meth:`Preparer._thinking`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from deepseek_eyes.errors import DeepSeekEyesError, LLMError, TurnError
+from deepseek_eyes.llm.catalog import ModelCatalog
+from deepseek_eyes.llm.thinking import ThinkingMode, model_defaults, reasoning_gaps, thinking_mode
+from deepseek_eyes.runtime.messages import image_refs
+from deepseek_eyes.runtime.reasoning import restore_reasoning
+from deepseek_eyes.runtime.tools import ToolHub, TurnContext
+from deepseek_eyes.runtime.turn.request import EvidenceUse, ThinkingNote, TurnRequest
+from deepseek_eyes.runtime.turn.state import TurnState
+from deepseek_eyes.runtime.view import EvidenceSlot, build_view, native_pixels
+from deepseek_eyes.settings import LLMSettings, RuntimeSettings
+from deepseek_eyes.store.events import Fork, SessionStore, TurnRecord, body_digest, message_calls
+from deepseek_eyes.usage import UsageCategory, UsageTracker
+from deepseek_eyes.vision.bridge import VisionBridge
+
+__all__ = ["PASSTHROUGH", "Preparer"]
+
+#: OpenAI request fields passed to the final model unchanged.
+PASSTHROUGH = frozenset({
+    "temperature", "top_p", "max_tokens", "max_completion_tokens", "stop", "presence_penalty",
+    "frequency_penalty", "response_format", "seed", "logprobs", "top_logprobs", "user",
+    "thinking", "reasoning_effort", "parallel_tool_calls", "logit_bias",
+})
+
+#: Server instructions put into the system prompt: per server, and in all.
+MAX_INSTRUCTIONS_PER_SERVER = 2000
+MAX_INSTRUCTIONS_CHARS = 6000
+
+
+def _visible_digest(message: Mapping[str, Any]) -> str:
+    """A message as the client sees and resends it: an assistant message without the
+    reasoning the client is not asked to send back."""
+    if message.get("role") != "assistant":
+        return body_digest(dict(message))
+    visible: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
+    if message.get("tool_calls"):
+        visible["tool_calls"] = message["tool_calls"]
+    return body_digest(visible)
+
+
+def _instructions_prompt(instructions: Mapping[str, str]) -> str | None:
+    """Server instructions as one bounded system message, marked as the servers' words."""
+    pieces: list[str] = []
+    total = 0
+    for server, text in sorted(instructions.items()):
+        text = text.strip()[:MAX_INSTRUCTIONS_PER_SERVER]
+        if not text or total + len(text) > MAX_INSTRUCTIONS_CHARS:
+            continue
+        total += len(text)
+        pieces.append(f"[{server}]\n{text}")
+    if not pieces:
+        return None
+    return ("Instructions from the connected MCP servers about their own tools (the "
+            "servers' words, not the user's):\n\n" + "\n\n".join(pieces))
+
+
+def _prior_calls(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Model calls already made for the latest user message (its assistant messages)."""
+    count = 0
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "user":
+            break
+        if role == "assistant":
+            count += 1
+    return count
+
+
+def _sends_pixels(messages: Sequence[Mapping[str, Any]]) -> bool:
+    return any(
+        isinstance(part, Mapping) and part.get("type") == "image_url"
+        for message in messages if isinstance(message.get("content"), list)
+        for part in message["content"]
+    )
+
+
+class Preparer:
+    def __init__(
+        self,
+        *,
+        settings: RuntimeSettings,
+        llm: LLMSettings,
+        bridge: VisionBridge,
+        catalog: ModelCatalog,
+        tools: ToolHub,
+        sessions: SessionStore,
+        usage: UsageTracker,
+    ) -> None:
+        self._settings = settings
+        self._llm = llm
+        self._bridge = bridge
+        self._catalog = catalog
+        self._tools = tools
+        self._sessions = sessions
+        self._usage = usage
+
+    async def prepare(self, request: TurnRequest) -> TurnState:
+        started = time.time()
+        model = request.model or await self._catalog.default_model()
+        images = image_refs(request.messages)
+        if len(images) > self._settings.max_images_per_turn:
+            raise TurnError(
+                f"the conversation holds {len(images)} images; at most "
+                f"{self._settings.max_images_per_turn} are allowed",
+                code="RUNTIME_TOO_MANY_IMAGES",
+                details={"images": len(images), "limit": self._settings.max_images_per_turn},
+            )
+        if not images:
+            path = "text"
+        elif await self._catalog.image_input(model):
+            path = "native"
+        else:
+            path = "bridged"
+        request, thinking, note = self._thinking(request, model)
+        session_id, fork, conversation = self._log_request(request)
+        try:
+            turn = await self._build(request, conversation, model, path, session_id, started,
+                                     thinking)
+            turn.fork = fork
+            turn.thinking_note = note
+            return turn
+        except DeepSeekEyesError as exc:
+            # The request is logged; its failure to reach the model is recorded with it,
+            # and the caller learns which session holds it.
+            exc.details.setdefault("session_id", session_id)
+            self._sessions.record_turn(TurnRecord(
+                id=f"turn-{uuid.uuid4().hex[:20]}", session_id=session_id,
+                started_at=started, ended_at=time.time(), model=model, path=path,
+                outcome="failed", code=exc.code, details={"stage": "prepare"},
+            ))
+            raise
+
+    def _thinking(
+        self, request: TurnRequest, model: str
+    ) -> tuple[TurnRequest, ThinkingMode, ThinkingNote | None]:
+        """DeepSeek's thinking mode for this request, before anything is logged: reasoning
+        a client dropped is restored from the session store; a tool-call message whose
+        reasoning cannot be restored is refused (``LLM_REASONING_MISSING``, no upstream
+        call) or, with ``llm.thinking_fallback = "disable"``, sent with thinking off.
+
+        Raises:
+            LLMError: ``LLM_REASONING_MISSING`` (details: message_index, tool_call_ids,
+                model, param).
+        """
+        mode = thinking_mode(model, request.params, self._llm)
+        messages, restored = restore_reasoning(request.messages, self._sessions)
+        request = dataclasses.replace(request, messages=messages)
+        gaps = reasoning_gaps(messages) if mode == "enabled" else []
+        note: ThinkingNote = {"mode": mode, "reasoning_restored": restored}
+        if gaps:
+            first = gaps[0]
+            ids = [str(c.get("id")) for c in message_calls(messages[first])][:8]
+            if self._llm.thinking_fallback == "refuse":
+                raise LLMError(
+                    f"messages[{first}] is an assistant message with tool calls and no "
+                    f"reasoning_content, which {model} requires in thinking mode, and this "
+                    "gateway did not issue those calls, so it cannot restore it. Send each "
+                    "assistant message back with the reasoning_content it came with, or "
+                    'send thinking = {"type": "disabled"} (or set llm.thinking_fallback = '
+                    '"disable")',
+                    code="LLM_REASONING_MISSING",
+                    details={"message_index": first, "messages": len(gaps),
+                             "tool_call_ids": ids, "model": model,
+                             "param": f"messages[{first}].reasoning_content"},
+                )
+            mode = "disabled"
+            params = {**request.params, "thinking": {"type": "disabled"}}
+            request = dataclasses.replace(request, params=params)
+            note = {"mode": mode, "reasoning_restored": restored,
+                    "fallback": "disabled", "reason": "LLM_REASONING_MISSING",
+                    "message_index": first}
+        return request, mode, note if mode is not None or restored else None
+
+    async def _build(
+        self,
+        request: TurnRequest,
+        conversation: list[dict[str, Any]],
+        model: str,
+        path: str,
+        session_id: str,
+        started: float,
+        thinking: ThinkingMode = None,
+    ) -> TurnState:
+        context = TurnContext(
+            session_id=session_id,
+            images={},
+            max_tool_calls=self._settings.max_tool_calls_per_turn,
+            max_rereads=self._settings.max_rereads_per_turn,
+            notify=request.notify,
+            approver=request.approver,
+        )
+        evidence: list[EvidenceUse] = []
+        slots: dict[str, EvidenceSlot] = {}
+        originals: dict[str, bytes] = {}
+        if path == "bridged":
+            for number, image in enumerate(image_refs(conversation), start=1):
+                image_id = f"img-{number}"
+                result = await self._bridge.see_stored(image["sha256"])
+                slots[image["sha256"]] = EvidenceSlot(
+                    image_id, image, result.route, result.record.record_sha256,
+                    result.record.evidence,
+                )
+                context.images[image_id] = {**image, "route": result.route}
+                evidence.append({
+                    "image": image_id, "sha256": image["sha256"], "route": result.route,
+                    "record_sha256": result.record.record_sha256, "cached": result.cached,
+                    "operation_id": result.operation_id,
+                })
+        # Images earlier tool results brought keep their ids (their evidence is in the text).
+        for message in conversation:
+            for image in message.get("images") or () if message.get("role") == "tool" else ():
+                context.images.setdefault(str(image["id"]), {
+                    k: v for k, v in image.items() if k != "id"})
+        if path == "native":
+            for sha in native_pixels(conversation, self._settings.native_history_images):
+                originals[sha] = await self._bridge.read_image(sha)
+        # Unfitted: the loop fits every request, the turn's own tool rounds included.
+        view = build_view(
+            conversation,
+            path=path,
+            slots=slots,
+            image_bytes=originals,
+            history_evidence=self._settings.history_evidence,
+            native_history_images=self._settings.native_history_images,
+            thinking=thinking,
+        )
+        if path == "native" and _sends_pixels(view.messages):
+            self._usage.count(UsageCategory.NATIVE_VISUAL_TURNS, source=model)
+        if path == "bridged":
+            self._usage.record_estimate(
+                UsageCategory.BRIDGE_INPUT, view.evidence_tokens, source=model, calls=1
+            )
+            if view.avoided_tokens:
+                # Pointers instead of earlier images' full evidence, by the same estimate
+                # as the evidence sent; nothing in history_evidence = "full".
+                self._usage.record_estimate(
+                    UsageCategory.AVOIDED_REPLAY, view.avoided_tokens, source="pointers",
+                    calls=1,
+                )
+        client_names = frozenset(
+            str(t.get("function", {}).get("name")) for t in request.client_tools
+            if isinstance(t, Mapping)
+        )
+        offer = self._tools.offer(context, exclude=client_names)
+        history = list(view.messages)
+        mcp = self._tools.source("mcp")
+        instructions = getattr(mcp, "instructions", None)
+        if offer.schema_tokens("mcp") and instructions is not None:
+            # Only servers with an allowed tool, resource or prompt in *this* offer speak.
+            prompt = _instructions_prompt(instructions(
+                [name for name, source in offer.routes.items() if source is mcp]))
+            if prompt is not None:
+                at = 1 if path == "bridged" else 0
+                history.insert(at, {"role": "system", "content": prompt})
+        base: dict[str, Any] = {"model": model}
+        base.update({k: v for k, v in request.params.items() if k in PASSTHROUGH})
+        for key, value in model_defaults(model, self._llm).items():  # the model's settings
+            if base.get(key) is None:
+                base[key] = value
+        return TurnState(
+            request=request, turn_id=f"turn-{uuid.uuid4().hex[:20]}", session_id=session_id,
+            model=model, path=path, view=view, context=context, offer=offer,
+            base=base, history=history, started=started, evidence=evidence,
+            prior_calls=_prior_calls(conversation), client_names=client_names,
+            thinking=thinking,
+        )
+
+    def _log_request(
+        self, request: TurnRequest
+    ) -> tuple[str, Fork | None, list[dict[str, Any]]]:
+        """Append the messages the session has not seen yet.
+
+        Returns the session id, the fork (when one was started) and the conversation the
+        model is shown: for a continued session, the stored log (with the runtime's own
+        internal exchanges) followed by the new messages.
+
+        Clients resend the whole history each turn. One that extends the stored history
+        continues the session. One that does not (an edited or regenerated message, a
+        trimmed or different history under the same id) would otherwise be appended as
+        if it continued; it starts a new session instead, forked from the named one at the
+        last shared message, and the answer says so (``deepseekeyes.fork``).
+        """
+        if request.session_id is None:  # a session of its own: one transaction, no lookups
+            session_id = self._sessions.new_id()
+            self._sessions.append(session_id, request.messages, create=request.source)
+            return session_id, None, list(request.messages)
+        session_id = request.session_id
+        self._sessions.ensure(session_id, request.source)
+        log = self._sessions.messages(session_id)
+        stored = [_visible_digest(m) for m in log if not m.get("internal")]
+        # The runtime's internal exchanges are skipped on both sides (``ask --session``
+        # resends the stored history, internal messages included).
+        matched = common = 0
+        for message in request.messages:
+            if message.get("internal"):
+                common += 1
+                continue
+            if matched == len(stored) or stored[matched] != _visible_digest(message):
+                break
+            matched += 1
+            common += 1
+        if matched < len(stored):
+            fork = Fork(session_id, matched)
+            forked = self._sessions.new_id()
+            self._sessions.append(forked, request.messages, create=request.source, fork=fork)
+            return forked, fork, list(request.messages)
+        new = [m for m in request.messages[common:] if not m.get("internal")]
+        self._sessions.append(session_id, new)
+        return session_id, None, [*log, *new]

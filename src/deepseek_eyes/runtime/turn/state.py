@@ -1,0 +1,65 @@
+"""One turn's state between its model calls (the loop's only mutable object)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from deepseek_eyes.llm.thinking import ThinkingMode
+from deepseek_eyes.runtime.tools import Offer, TurnContext
+from deepseek_eyes.runtime.turn.request import (
+    EvidenceUse,
+    RequestRecord,
+    ThinkingNote,
+    TurnRequest,
+)
+from deepseek_eyes.runtime.view import View
+from deepseek_eyes.store.events import Fork
+from deepseek_eyes.usage import ProviderUsage, UsageCategory
+
+__all__ = ["TurnState"]
+
+
+@dataclass
+class TurnState:
+    """Everything prepared before the first model call, and what the calls added.
+
+    The request a model call gets is built from it every time (:meth:`TurnRunner._payload
+    <deepseek_eyes.runtime.turn.loop.TurnRunner>`): ``history`` (the view, unfitted) and
+    ``tail`` (this turn's own tool rounds) fitted together to the history budget, with the
+    tools of the current ``offer``.
+    """
+
+    request: TurnRequest
+    turn_id: str
+    session_id: str
+    model: str
+    path: str
+    view: View
+    context: TurnContext
+    offer: Offer
+    base: dict[str, Any]  # model, passthrough parameters (no messages, no tools)
+    history: list[dict[str, Any]]  # upstream messages before the turn's own tool rounds
+    started: float
+    evidence: list[EvidenceUse]
+    prior_calls: int = 0  # model calls of this instruction in earlier requests
+    tail: list[dict[str, Any]] = field(default_factory=list)  # the turn's tool rounds
+    usage: ProviderUsage = field(default_factory=ProviderUsage)
+    model_calls: int = 0
+    omitted: int = 0  # messages the budget left out of the latest request
+    fork: Fork | None = None
+    category: UsageCategory = UsageCategory.FINAL  # of the next model call
+    forced_final: bool = False
+    client_names: frozenset[str] = frozenset()
+    requests: list[RequestRecord] = field(default_factory=list)
+    thinking: ThinkingMode = None
+    thinking_note: ThinkingNote | None = None
+
+    @property
+    def internal(self) -> frozenset[str]:
+        return self.offer.names
+
+    @property
+    def calls_so_far(self) -> int:
+        """Model calls of this user instruction, this request's and earlier ones'."""
+        return self.prior_calls + self.model_calls
