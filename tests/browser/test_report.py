@@ -93,15 +93,3 @@ def test_arguments_are_checked_before_anything_runs() -> None:
             check()
         assert refused.value.code == "BROWSER_ARGUMENT_INVALID"
     assert args.require("state_id") == "s1"
-
-
-def test_visual_mode_decides_delivery_only() -> None:
-    from deepseek_eyes.browser.visual import should_deliver
-
-    assert should_deliver("always")
-    assert not should_deliver("manual", explicit=True, thin=True)
-    assert should_deliver("manual", requested=True)
-    assert not should_deliver("auto")
-    assert should_deliver("auto", thin=True)
-    assert should_deliver("auto", explicit=True)
-    assert should_deliver("auto", requested=True)

@@ -39,9 +39,9 @@ async def test_tools_schemas_annotations_and_a_stale_refusal(site: Site, tmp_pat
             published = listed[tool.name]
             assert published.input_schema == dict(tool.parameters)
             assert published.annotations is not None
-            assert published.annotations.read_only_hint is tool.read_only
-            assert published.annotations.destructive_hint is tool.destructive
-            assert published.annotations.open_world_hint is tool.open_world
+            assert published.annotations.read_only_hint is tool.annotations.read_only
+            assert published.annotations.destructive_hint is tool.annotations.destructive
+            assert published.annotations.open_world_hint is tool.annotations.open_world
         assert listed["browser_observe"].annotations.read_only_hint is True  # type: ignore[union-attr]
         assert listed["browser_click"].annotations.destructive_hint is True  # type: ignore[union-attr]
         first = await client.call_tool("browser_navigate", {"url": site.url("/form.html")})

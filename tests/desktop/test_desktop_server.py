@@ -38,8 +38,8 @@ async def test_tools_schemas_annotations_and_a_stale_refusal(
             published = listed[tool.name]
             assert published.input_schema == dict(tool.parameters)
             assert published.annotations is not None
-            assert published.annotations.read_only_hint is tool.read_only
-            assert published.annotations.destructive_hint is tool.destructive
+            assert published.annotations.read_only_hint is tool.annotations.read_only
+            assert published.annotations.destructive_hint is tool.annotations.destructive
         seen = await client.call_tool("desktop_observe", {"scope": "window",
                                                           "window": gtk_app.title})
         assert not seen.is_error, _text(seen)

@@ -11,10 +11,12 @@ Modules, one job each: ``snapshot`` (Playwright's aria YAML → tree), ``observe
 lines), ``pages`` (the viewport page, then the rest), ``state`` (state ids, refs, deltas),
 ``session`` (Chromium, tabs, dialogs, downloads, the request router), ``policy`` (where it
 may go: the one decision), ``hosts`` (canonical hosts), ``proxy`` (the forward proxy every
-request of the browser goes through, where the policy is enforced), ``actions`` (one
-handler per tool), ``service`` (the call: lock, checks, observe, report), ``present``
-(texts), ``screenshots``, ``report``, ``visual`` (when pixels reach the model), ``tools``
-(names, schemas, annotations), ``server`` (the MCP server).
+request of the browser goes through, where the policy is enforced), ``driver`` (what a
+handler acts through: observe, resolve, capture, results), ``actions`` (one handler per
+tool), ``service`` (the call: lock, dispatch, evidence, report), ``present`` (texts),
+``screenshots``, ``report``, ``tools`` (the tool table), ``server`` (the MCP server). When
+pixels reach the model, the result type and the MCP registration are the toolkit's
+(:mod:`deepseek_eyes.toolkit`).
 
 This package imports neither vision, nor mcp, nor the terminal, nor the runtime: the
 runtime wires visual evidence in through :class:`Describe`.
@@ -26,7 +28,7 @@ from deepseek_eyes.browser.report import REPORT_SCHEMA
 from deepseek_eyes.browser.screenshots import Screenshot
 from deepseek_eyes.browser.service import BrowserService
 from deepseek_eyes.browser.tools import TOOL_NAMES, TOOLS, BrowserTool
-from deepseek_eyes.browser.visual import Describe, should_deliver
+from deepseek_eyes.toolkit.visual import Describe, should_deliver
 
 __all__ = [
     "REPORT_SCHEMA",

@@ -1,7 +1,9 @@
-"""One handler per browser tool; :class:`BrowserService` runs them under its lock.
+"""One handler per browser tool; :class:`~deepseek_eyes.browser.service.BrowserService`
+runs them under its lock, and they act through its :class:`BrowserDriver` side (this module
+never imports the service: that would be a cycle).
 
 Each handler checks its arguments, then (for anything that touches an element) the state
-and the ref through :meth:`BrowserService.resolve`, and only then acts. Cheap checks that
+and the ref through :meth:`BrowserDriver.resolve`, and only then acts. Cheap checks that
 fail at once come before Playwright's own waits: a disabled button or a read-only field is
 refused immediately instead of after the action timeout.
 """
@@ -20,21 +22,21 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from deepseek_eyes.browser.calls import MAX_TEXT, Args, ToolResult
+from deepseek_eyes.browser.driver import BrowserDriver, Handler
 from deepseek_eyes.browser.observe import SECRET_FIELD_JS
 from deepseek_eyes.browser.report import Assertion
-from deepseek_eyes.browser.visual import should_deliver
 from deepseek_eyes.errors import (
     BrowserError,
     BrowserPolicyError,
     BrowserTimeoutError,
 )
 from deepseek_eyes.store.identity import DataFiles, refusal_reason
+from deepseek_eyes.toolkit.report import verdict
+from deepseek_eyes.toolkit.visual import should_deliver
 from deepseek_eyes.untrusted import fence, quote, redact_url, redact_url_part, secret_digest
 
 if TYPE_CHECKING:
     from playwright.async_api import FilePayload, Locator
-
-    from deepseek_eyes.browser.service import BrowserService, Handler
 
 __all__ = ["HANDLERS"]
 
@@ -63,7 +65,7 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
-async def _act(svc: BrowserService, work: Callable[[], Awaitable[Any]], *, action: str,
+async def _act(svc: BrowserDriver, work: Callable[[], Awaitable[Any]], *, action: str,
                full: bool = False) -> ToolResult:
     """Run ``work`` on the page, let it settle, observe: the delta (or, with ``full``, the
     new first page)."""
@@ -90,7 +92,7 @@ async def _act(svc: BrowserService, work: Callable[[], Awaitable[Any]], *, actio
     return await svc.with_pixels(result, thin=full and state.view.thin)
 
 
-async def _target(svc: BrowserService, args: Args) -> tuple[Locator, str]:
+async def _target(svc: BrowserDriver, args: Args) -> tuple[Locator, str]:
     state = svc.book.require(args.raw("state_id"))
     ref = args.require("ref", limit=40)
     return await svc.resolve(state, ref), ref
@@ -111,7 +113,7 @@ async def _refuse_unless(locator: Locator, check: str, what: str, ref: str) -> N
 # -- tools --------------------------------------------------------------------------------
 
 
-async def navigate(svc: BrowserService, args: Args) -> ToolResult:
+async def navigate(svc: BrowserDriver, args: Args) -> ToolResult:
     url = args.require("url", limit=8192)
     session = await svc.ensure_session()
     session.check_navigation(url)
@@ -155,7 +157,7 @@ async def navigate(svc: BrowserService, args: Args) -> ToolResult:
     return await svc.with_pixels(result, thin=state.view.thin)
 
 
-async def observe(svc: BrowserService, args: Args) -> ToolResult:
+async def observe(svc: BrowserDriver, args: Args) -> ToolResult:
     page = args.integer("page", default=1, minimum=1, maximum=100_000)
     detail = args.string("detail", choices=("compact", "text"), default="compact") or "compact"
     find = args.string("find", limit=200) or None
@@ -174,7 +176,7 @@ async def observe(svc: BrowserService, args: Args) -> ToolResult:
                                  thin=state.view.thin and page == 1 and not find)
 
 
-async def click(svc: BrowserService, args: Args) -> ToolResult:
+async def click(svc: BrowserDriver, args: Args) -> ToolResult:
     button = args.string("button", choices=("left", "right", "middle"), default="left")
     double = args.flag("double")
     locator, ref = await _target(svc, args)
@@ -191,7 +193,7 @@ async def click(svc: BrowserService, args: Args) -> ToolResult:
     return await _act(svc, work, action=f"browser_click {ref}")
 
 
-async def _is_secret(svc: BrowserService, locator: Locator) -> bool:
+async def _is_secret(svc: BrowserDriver, locator: Locator) -> bool:
     """Whether the element holds a secret; once it is known not to, the report may keep
     what was typed into it (until then it keeps the text's length and hash only)."""
     secret = bool(await locator.evaluate(SECRET_FIELD_JS))
@@ -203,7 +205,7 @@ def _hidden(value: str) -> str:
     return f"(hidden: {len(value)} characters, {secret_digest(value)})"
 
 
-async def type_text(svc: BrowserService, args: Args) -> ToolResult:
+async def type_text(svc: BrowserDriver, args: Args) -> ToolResult:
     text = args.require("text", limit=MAX_TEXT)
     submit, slowly = args.flag("submit"), args.flag("slowly")
     locator, ref = await _target(svc, args)
@@ -223,7 +225,7 @@ async def type_text(svc: BrowserService, args: Args) -> ToolResult:
     return await _act(svc, work, action=f"browser_type {ref}" + (" + Enter" if submit else ""))
 
 
-async def select(svc: BrowserService, args: Args) -> ToolResult:
+async def select(svc: BrowserDriver, args: Args) -> ToolResult:
     wanted = args.strings("options", required=True)
     locator, ref = await _target(svc, args)
     available = await locator.evaluate(_SELECT_OPTIONS)
@@ -247,7 +249,7 @@ async def select(svc: BrowserService, args: Args) -> ToolResult:
                       action=f"browser_select {ref}")
 
 
-async def press(svc: BrowserService, args: Args) -> ToolResult:
+async def press(svc: BrowserDriver, args: Args) -> ToolResult:
     key = args.require("key", limit=60)
     if not _KEY.match(key):
         raise BrowserError("argument 'key' must be a key name such as Enter or Control+A",
@@ -266,7 +268,7 @@ async def press(svc: BrowserService, args: Args) -> ToolResult:
                       action=f"browser_press {key}")
 
 
-async def scroll(svc: BrowserService, args: Args) -> ToolResult:
+async def scroll(svc: BrowserDriver, args: Args) -> ToolResult:
     direction = args.string("direction", choices=("up", "down", "left", "right"))
     amount = args.number("amount", default=0.8, minimum=0.01, maximum=20)
     state = svc.book.require(args.raw("state_id"))
@@ -306,7 +308,7 @@ def _upload_refused(raw: str, why: str, reason: str) -> BrowserPolicyError:
                               details={"reason": reason})
 
 
-def _upload_files(svc: BrowserService, paths: list[str]) -> list[FilePayload]:
+def _upload_files(svc: BrowserDriver, paths: list[str]) -> list[FilePayload]:
     """The files to upload, as the bytes read from the very descriptors that were checked.
 
     A path is resolved and must lie in ``browser.upload_roots``; the file is then opened
@@ -338,7 +340,7 @@ def _upload_files(svc: BrowserService, paths: list[str]) -> list[FilePayload]:
     return files
 
 
-def _read_checked(svc: BrowserService, raw: str, path: Path, data: DataFiles | None,
+def _read_checked(svc: BrowserDriver, raw: str, path: Path, data: DataFiles | None,
                   room: int) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
@@ -366,7 +368,7 @@ def _read_checked(svc: BrowserService, raw: str, path: Path, data: DataFiles | N
     return content
 
 
-async def upload(svc: BrowserService, args: Args) -> ToolResult:
+async def upload(svc: BrowserDriver, args: Args) -> ToolResult:
     files = await anyio.to_thread.run_sync(_upload_files, svc,
                                            args.strings("paths", required=True))
     locator, ref = await _target(svc, args)
@@ -385,7 +387,7 @@ async def upload(svc: BrowserService, args: Args) -> ToolResult:
     return await _act(svc, work, action=f"browser_upload {ref} ({len(files)} file(s))")
 
 
-async def dialog(svc: BrowserService, args: Args) -> ToolResult:
+async def dialog(svc: BrowserDriver, args: Args) -> ToolResult:
     state = svc.book.require(args.raw("state_id"))
     if not isinstance(args.raw("accept"), bool):
         raise BrowserError("argument 'accept' must be true or false",
@@ -406,7 +408,7 @@ async def dialog(svc: BrowserService, args: Args) -> ToolResult:
     raise BrowserError("no dialog is open", code="BROWSER_NO_DIALOG")
 
 
-async def back(svc: BrowserService, args: Args) -> ToolResult:
+async def back(svc: BrowserDriver, args: Args) -> ToolResult:
     svc.book.require(args.raw("state_id"))
     session = await svc.ensure_session()
     page = session.page
@@ -423,7 +425,7 @@ async def back(svc: BrowserService, args: Args) -> ToolResult:
     return await svc.with_pixels(result, thin=state.view.thin)
 
 
-async def screenshot(svc: BrowserService, args: Args) -> ToolResult:
+async def screenshot(svc: BrowserDriver, args: Args) -> ToolResult:
     full_page = args.flag("full_page")
     include = args.raw("include_screenshot")
     if include is not None and not isinstance(include, bool):
@@ -453,7 +455,7 @@ async def screenshot(svc: BrowserService, args: Args) -> ToolResult:
                              "screenshot": shot.to_dict()}, screenshot=shot, deliver=deliver)
 
 
-async def _page_text(svc: BrowserService) -> str:
+async def _page_text(svc: BrowserDriver) -> str:
     session = await svc.ensure_session()
     parts: list[str] = []
     for frame in session.page.frames[:MAX_FRAMES]:
@@ -474,7 +476,7 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-async def _element_check(svc: BrowserService, args: Args) -> tuple[str, str, bool]:
+async def _element_check(svc: BrowserDriver, args: Args) -> tuple[str, str, bool]:
     locator, ref = await _target(svc, args)
     want = args.string("state", choices=("visible", "hidden", "enabled", "disabled", "checked",
                                          "unchecked", "focused", "editable"))
@@ -505,7 +507,7 @@ async def _negate(value: Awaitable[bool]) -> bool:
     return not await value
 
 
-async def assert_(svc: BrowserService, args: Args) -> ToolResult:
+async def assert_(svc: BrowserDriver, args: Args) -> ToolResult:
     kind = args.require("kind", choices=("text", "url", "title", "element", "visual"))
     session = await svc.ensure_session()
     question: str | None = None
@@ -536,15 +538,14 @@ async def assert_(svc: BrowserService, args: Args) -> ToolResult:
     record = Assertion(kind, expected, actual, passed,
                        current.state_id if current else None, svc.report.next_index)
     svc.report.add_assertion(record)
-    verdict = {True: "PASS", False: "FAIL", None: "EVIDENCE"}[passed]
-    text = "\n".join([*svc.header(), f"assert {verdict}",
+    text = "\n".join([*svc.header(), f"assert {verdict(passed)}",
                       fence([f"expected {quote(expected, 300)}", f"got {quote(actual, 300)}"])])
     return ToolResult(text, {"state_id": current.state_id if current else None,
                              "assertion": record.to_dict()},
                       screenshot=shot, deliver=shot is not None, question=question)
 
 
-async def report(svc: BrowserService, args: Args) -> ToolResult:
+async def report(svc: BrowserDriver, args: Args) -> ToolResult:
     fmt = args.string("format", choices=("text", "json"), default="text")
     data = svc.report.to_dict(svc.book.history)
     text = json.dumps(data, ensure_ascii=False) if fmt == "json" \
@@ -552,7 +553,7 @@ async def report(svc: BrowserService, args: Args) -> ToolResult:
     return ToolResult(text, {"report": data})
 
 
-async def close(svc: BrowserService, args: Args) -> ToolResult:  # noqa: ARG001 - no arguments
+async def close(svc: BrowserDriver, args: Args) -> ToolResult:  # noqa: ARG001 - no arguments
     data = svc.report.to_dict(svc.book.history)
     stored: str | None = None
     if svc.blobs is not None:

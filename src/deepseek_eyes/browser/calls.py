@@ -2,17 +2,17 @@
 
 Arguments come from a model (through MCP or the runtime) and are checked here before
 anything touches the page: the right type, within bounds, or ``BROWSER_ARGUMENT_INVALID``
-naming the argument. Booleans are never numbers and numbers are finite.
+naming the argument. Booleans are never numbers and numbers are finite. The result is the
+toolkit's :class:`~deepseek_eyes.toolkit.results.ToolResult`, the same for every capability.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from deepseek_eyes.browser.screenshots import Screenshot
 from deepseek_eyes.errors import BrowserError
-from deepseek_eyes.serving.arguments import ToolArguments
+from deepseek_eyes.toolkit.arguments import ToolArguments
+from deepseek_eyes.toolkit.results import ToolResult
 
 __all__ = ["Args", "ToolResult"]
 
@@ -25,22 +25,3 @@ class Args(ToolArguments):
 
     error = BrowserError
     code = "BROWSER_ARGUMENT_INVALID"
-
-
-@dataclass
-class ToolResult:
-    """What one tool call returns: the text the model reads, the structured content, and a
-    screenshot when one was taken (``deliver``: it should reach the model as pixels or
-    visual evidence; ``question``: what to ask of it)."""
-
-    text: str
-    data: dict[str, Any] = field(default_factory=dict)
-    is_error: bool = False
-    screenshot: Screenshot | None = None
-    deliver: bool = False
-    question: str | None = None
-
-    @property
-    def code(self) -> str | None:
-        error = self.data.get("error")
-        return error.get("code") if isinstance(error, dict) else None

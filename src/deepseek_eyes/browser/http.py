@@ -16,7 +16,6 @@ from starlette.types import ASGIApp
 
 from deepseek_eyes.browser.connections import BrowserPool
 from deepseek_eyes.browser.server import build_browser_server
-from deepseek_eyes.browser.visual import Describe
 from deepseek_eyes.errors import BrowserError
 from deepseek_eyes.serving.mcp_http import streamable_mcp
 from deepseek_eyes.serving.security import (
@@ -25,6 +24,7 @@ from deepseek_eyes.serving.security import (
     resolve_bearer_token,
 )
 from deepseek_eyes.settings import BrowserSettings
+from deepseek_eyes.toolkit.visual import Describe
 
 __all__ = [
     "BROWSER_REFUSALS",

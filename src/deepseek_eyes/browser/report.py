@@ -22,16 +22,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deepseek_eyes.untrusted import (
-    escape_controls,
-    fence,
-    quote,
-    redact_url,
-    redact_url_part,
-    secret_digest,
-)
+from deepseek_eyes.toolkit.report import hidden_text, report_text, verdict
+from deepseek_eyes.untrusted import escape_controls, quote, redact_url, redact_url_part
 
-__all__ = ["MAX_STEPS", "REPORT_SCHEMA", "Assertion", "ReportRecorder", "Step"]
+__all__ = ["MAX_STEPS", "REPORT_SCHEMA", "Assertion", "ReportRecorder", "Step", "hidden_text",
+           "redact_arguments"]
 
 REPORT_SCHEMA = "deepseekeyes.browser.report.v2"
 MAX_STEPS = 2000
@@ -80,11 +75,6 @@ class Assertion:
         return {"kind": self.kind, "expected": escape_controls(self.expected),
                 "actual": escape_controls(self.actual),
                 "passed": self.passed, "state_id": self.state_id, "step": self.step}
-
-
-def hidden_text(value: str) -> dict[str, Any]:
-    """How a report keeps a secret: ``{"redacted": true, "chars": 7, "hash": "h:…"}``."""
-    return {"redacted": True, "chars": len(value), "hash": secret_digest(value)}
 
 
 def redact_arguments(tool: str, arguments: Mapping[str, Any], *,
@@ -195,12 +185,9 @@ class ReportRecorder:
             url = f" at {quote(step.url, 200)}" if step.url else ""
             lines.append(f"{step.index:>3}. {step.tool}({arguments[:160]}) {step.outcome}{code}"
                          f" [{states_moved}] {step.duration_ms} ms{url}")
-        for assertion in self.assertions:
-            verdict = {True: "PASS", False: "FAIL", None: "EVIDENCE"}[assertion.passed]
-            lines.append(f"  {verdict} {assertion.kind}: expected "
-                         f"{quote(assertion.expected, 200)}, got {quote(assertion.actual, 160)}"
-                         f" (step {assertion.step})")
+        lines.extend(f"  {verdict(a.passed)} {a.kind}: expected {quote(a.expected, 200)}, got "
+                     f"{quote(a.actual, 160)} (step {a.step})" for a in self.assertions)
         lines.extend(f"  screenshot sha256:{shot['sha256'][:16]} pixels "
                      f"{shot['pixel_sha256'][:16]} {shot['width']}x{shot['height']} "
                      f"({shot.get('state_id')})" for shot in self.screenshots)
-        return "\n".join([*head, fence(lines, "report")])
+        return report_text(head, lines)

@@ -1,10 +1,6 @@
-"""Screenshots: lossless PNG, identified by the SHA-256 of its bytes and of its pixels.
-
-The pixel hash is the one the vision intake takes (``vision.intake.pixel_digest``:
-SHA-256 over ``b"RGB:%dx%d:"`` and the packed RGB bytes, alpha flattened on white), written
-out here because a capability never imports another; a test keeps the two equal. Two
-screenshots of an unchanged page have the same pixel hash even if the encoder's bytes differ,
-which is what "the screenshot changed" should mean.
+"""Screenshots of a page: lossless PNG, identified by the SHA-256 of its bytes and of its
+pixels (:mod:`deepseek_eyes.toolkit.screenshots`; alpha is flattened on white first, as the
+vision intake does), and by the state and ref they show.
 """
 
 from __future__ import annotations
@@ -15,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from PIL import Image
+
+from deepseek_eyes.toolkit.screenshots import PngShot, pixel_sha256_rgb
 
 __all__ = ["MAX_SCREENSHOT_PIXELS", "Screenshot", "identify_png", "pixel_sha256"]
 
@@ -31,11 +29,10 @@ def pixel_sha256(image: Image.Image) -> str:
         flat.paste(rgba, mask=rgba.getchannel("A"))
         image = flat
     width, height = image.size
-    digest = hashlib.sha256(b"RGB:%dx%d:" % (width, height))
     rows = max(1, _STRIP_PIXELS // max(1, width))
-    for top in range(0, height, rows):
-        digest.update(image.crop((0, top, width, min(height, top + rows))).tobytes())
-    return digest.hexdigest()
+    return pixel_sha256_rgb(width, height, (
+        image.crop((0, top, width, min(height, top + rows))).tobytes()
+        for top in range(0, height, rows)))
 
 
 def identify_png(png: bytes) -> tuple[str, str, int, int]:
@@ -47,19 +44,12 @@ def identify_png(png: bytes) -> tuple[str, str, int, int]:
 
 
 @dataclass(frozen=True)
-class Screenshot:
-    png: bytes
-    sha256: str
-    pixel_sha256: str
-    width: int
-    height: int
+class Screenshot(PngShot):
     state_id: str | None
     ref: str | None = None
     full_page: bool = False
     stored: bool = False  # its bytes are in the blob store under sha256
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"sha256": self.sha256, "pixel_sha256": self.pixel_sha256,
-                "width": self.width, "height": self.height, "bytes": len(self.png),
-                "state_id": self.state_id, "ref": self.ref, "full_page": self.full_page,
-                "stored": self.stored, "media_type": "image/png"}
+    def placement(self) -> dict[str, Any]:
+        return {"state_id": self.state_id, "ref": self.ref, "full_page": self.full_page,
+                "stored": self.stored}

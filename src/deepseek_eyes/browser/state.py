@@ -24,13 +24,25 @@ import itertools
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from deepseek_eyes.browser.observe import Control, PageView, quote
 from deepseek_eyes.errors import BrowserStaleError
 from deepseek_eyes.untrusted import escape_controls
 
-__all__ = ["BrowserState", "RefRegistry", "StateBook", "StateDelta"]
+__all__ = ["BrowserState", "RefRegistry", "StateBook", "StateDelta", "StateSummary"]
+
+
+class StateSummary(TypedDict):
+    """A state as a report lists it: no page text beyond a cut, escaped title."""
+
+    state_id: str
+    url: str
+    title: str
+    controls: int
+    dialog: str | None
+    modal: str | None
+    frames: int
 
 #: Delta entries listed per kind; the rest are counted.
 MAX_DELTA_LINES = 60
@@ -83,7 +95,7 @@ class BrowserState:
     def control(self, ref: str) -> Control | None:
         return self.view.controls.get(ref)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> StateSummary:
         """For reports: what this state was, without its page text (a dialog by its kind,
         never its message)."""
         return {"state_id": self.state_id, "url": self.url,
@@ -153,7 +165,7 @@ class StateBook:
         self.current: BrowserState | None = None
         self.registry = RefRegistry()
         self._seq = itertools.count(1)
-        self.history: list[dict[str, Any]] = []  # summaries, for the report
+        self.history: list[StateSummary] = []  # for the report
 
     def next_id(self) -> str:
         return f"s{next(self._seq)}"

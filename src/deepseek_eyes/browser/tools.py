@@ -10,24 +10,17 @@ submit or delete things on a site, so they are destructive and open-world.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from deepseek_eyes.toolkit.spec import MOVE, OBSERVE, READ, Annotations, ToolDef, object_schema
 
 __all__ = ["TOOLS", "TOOL_NAMES", "BrowserTool"]
 
+BrowserTool = ToolDef  # the name callers and tests know
 
-@dataclass(frozen=True)
-class BrowserTool:
-    name: str
-    description: str
-    parameters: Mapping[str, Any]
-    risk: str  # read | write (the runtime's risk gate)
-    read_only: bool
-    destructive: bool
-    idempotent: bool
-    open_world: bool
-
+# Loading a page reaches the open web; it and moving within a page change no site, so the
+# runtime's gate counts them (and closing our own browser) as reads.
+_LOAD = Annotations(read_only=False, destructive=False, idempotent=False, open_world=True)
+_CLOSE = Annotations(read_only=False, destructive=True, idempotent=False, open_world=False)
+_ACT = Annotations(read_only=False, destructive=True, idempotent=False, open_world=True)
 
 _STATE = {"state_id": {"type": "string",
                        "description": "The state_id of the observation this step was planned "
@@ -37,21 +30,18 @@ _SHOT = {"include_screenshot": {
     "type": "boolean", "description": "Also deliver a screenshot of the page (as evidence)."}}
 
 
-def _schema(properties: Mapping[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {"type": "object", "properties": dict(properties), "required": list(required),
-            "additionalProperties": False}
+_schema = object_schema  # every parameter schema is a closed object
 
-
-TOOLS: tuple[BrowserTool, ...] = (
-    BrowserTool(
+TOOLS: tuple[ToolDef, ...] = (
+    ToolDef(
         "browser_navigate",
         "Load a URL (http/https) in the browser's tab. Returns the first observation of the "
         "page: its state_id, one line per control with a [ref=…], headings and text, the "
         "viewport first.",
         _schema({"url": {"type": "string", "description": "An absolute http(s) URL."}},
                 ("url",)),
-        "read", False, False, False, True),
-    BrowserTool(
+        _LOAD, "read"),
+    ToolDef(
         "browser_observe",
         "Observe the page: a new state_id and the page's controls (one line each, with "
         "[ref=…]), headings and summarized text. page N reads further pages of the same state "
@@ -63,15 +53,15 @@ TOOLS: tuple[BrowserTool, ...] = (
                  "detail": {"type": "string", "enum": ["compact", "text"]},
                  "find": {"type": "string", "description": "Only items containing this text."},
                  **_SHOT}),
-        "read", True, False, False, False),
-    BrowserTool(
+        OBSERVE),
+    ToolDef(
         "browser_click",
         "Click the element with this ref. Returns the new state_id and what changed.",
         _schema({**_STATE, **_REF,
                  "button": {"type": "string", "enum": ["left", "right", "middle"]},
                  "double": {"type": "boolean"}}, ("state_id", "ref")),
-        "write", False, True, False, True),
-    BrowserTool(
+        _ACT),
+    ToolDef(
         "browser_type",
         "Replace the text of an input, textarea or editable element; submit=true presses "
         "Enter after. Returns the new state_id and what changed.",
@@ -80,21 +70,21 @@ TOOLS: tuple[BrowserTool, ...] = (
                  "slowly": {"type": "boolean",
                             "description": "Type key by key (for fields that react to keys)."}},
                 ("state_id", "ref", "text")),
-        "write", False, True, False, True),
-    BrowserTool(
+        _ACT),
+    ToolDef(
         "browser_select",
         "Choose option(s) of a <select> by their visible label (or value).",
         _schema({**_STATE, **_REF,
                  "options": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
                 ("state_id", "ref", "options")),
-        "write", False, True, False, True),
-    BrowserTool(
+        _ACT),
+    ToolDef(
         "browser_press",
         'Press a key or chord ("Enter", "Escape", "ArrowDown", "Control+A") on the element '
         "with ref, or on the page when no ref is given.",
         _schema({**_STATE, **_REF, "key": {"type": "string"}}, ("state_id", "key")),
-        "write", False, True, False, True),
-    BrowserTool(
+        _ACT),
+    ToolDef(
         "browser_scroll",
         "Scroll the page (or the element with ref) by viewports, or bring the element with "
         "ref into view when no direction is given. Returns the new viewport's observation.",
@@ -103,34 +93,34 @@ TOOLS: tuple[BrowserTool, ...] = (
                  "amount": {"type": "number", "exclusiveMinimum": 0, "maximum": 20,
                             "description": "Viewports to scroll (default 0.8)."}},
                 ("state_id",)),
-        "read", False, False, False, False),
-    BrowserTool(
+        MOVE, "read"),
+    ToolDef(
         "browser_upload",
         "Give files to a file input (or to the file chooser its button opens). Paths must be "
         "inside the configured upload directories.",
         _schema({**_STATE, **_REF,
                  "paths": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
                 ("state_id", "ref", "paths")),
-        "write", False, True, False, True),
-    BrowserTool(
+        _ACT),
+    ToolDef(
         "browser_dialog",
         "Answer the open JavaScript dialog (alert/confirm/prompt): accept (with text for a "
         "prompt) or dismiss. Dismissing also closes an open modal dialog of the page (Escape).",
         _schema({**_STATE, "accept": {"type": "boolean"}, "text": {"type": "string"}},
                 ("state_id", "accept")),
-        "write", False, True, False, True),
-    BrowserTool(
+        _ACT),
+    ToolDef(
         "browser_back",
         "Go back to the previous page of this tab. Returns its observation.",
         _schema(dict(_STATE), ("state_id",)),
-        "read", False, False, False, True),
-    BrowserTool(
+        _LOAD, "read"),
+    ToolDef(
         "browser_screenshot",
         "Capture the viewport (or the whole page, or one element by ref) as a lossless PNG, "
         "stored with its SHA-256 and pixel hash; delivered as visual evidence.",
         _schema({**_STATE, **_REF, "full_page": {"type": "boolean"}, **_SHOT}),
-        "read", True, False, False, False),
-    BrowserTool(
+        OBSERVE),
+    ToolDef(
         "browser_assert",
         'Check the page and record the result in the report: kind "text" (text present or '
         'absent), "url" or "title" (expected, match contains|equals), "element" (ref + '
@@ -147,17 +137,17 @@ TOOLS: tuple[BrowserTool, ...] = (
                                     "unchecked", "focused", "editable"]},
                  "value": {"type": "string"}, "question": {"type": "string"}},
                 ("kind",)),
-        "read", True, False, True, False),
-    BrowserTool(
+        READ),
+    ToolDef(
         "browser_report",
         "The session's report (v2): steps, states, assertions, screenshot hashes, timing.",
         _schema({"format": {"type": "string", "enum": ["text", "json"]}}),
-        "read", True, False, True, False),
-    BrowserTool(
+        READ),
+    ToolDef(
         "browser_close",
         "Close the browser (all tabs; nothing a site stored is kept). Returns the final "
         "report. A later browser_navigate starts a fresh browser.",
         _schema({}),
-        "read", False, True, False, False),
+        _CLOSE, "read"),
 )
 TOOL_NAMES = tuple(tool.name for tool in TOOLS)

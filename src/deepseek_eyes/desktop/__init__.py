@@ -12,9 +12,10 @@ Modules, one job each: ``model`` (windows, elements, refs), ``backend`` (the pla
 protocol), ``native`` (the Linux backend: a client of the native helper),
 ``linux_native`` (the helper itself, run by Debian's Python), ``headless`` (Xvfb + D-Bus +
 AT-SPI), ``state`` (state ids, deltas), ``guards`` (checks before input), ``screenshots``,
-``present`` (texts), ``actions`` (one handler per tool), ``service`` (the call), ``launcher``
-(configured apps), ``report``, ``visual`` (when pixels reach the model), ``tools`` (names,
-schemas, annotations), ``server`` (the MCP server).
+``present`` (texts), ``driver`` (what a handler acts through), ``actions`` (one handler per
+tool), ``service`` (the call), ``launcher`` (configured apps), ``report``, ``visual`` (thin
+states, the pixels-not-decoded marker), ``tools`` (the tool table), ``server`` (the MCP
+server). The result type, :class:`Describe` and the MCP registration are the toolkit's.
 
 This package imports neither vision, nor mcp, nor the browser, nor the runtime: the
 runtime wires visual evidence in through :class:`Describe`.
@@ -26,7 +27,8 @@ from deepseek_eyes.desktop.report import REPORT_SCHEMA
 from deepseek_eyes.desktop.screenshots import Screenshot
 from deepseek_eyes.desktop.service import DesktopService
 from deepseek_eyes.desktop.tools import TOOL_NAMES, TOOLS, DesktopTool
-from deepseek_eyes.desktop.visual import PIXELS_NOT_DECODED, Describe, should_deliver
+from deepseek_eyes.desktop.visual import PIXELS_NOT_DECODED
+from deepseek_eyes.toolkit.visual import Describe, should_deliver
 
 __all__ = [
     "PIXELS_NOT_DECODED",

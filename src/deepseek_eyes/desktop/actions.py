@@ -1,9 +1,11 @@
-"""One handler per desktop tool.
+"""One handler per desktop tool; :class:`~deepseek_eyes.desktop.service.DesktopService` runs
+them under its lock, and they act through its :class:`DesktopDriver` side (this module never
+imports the service: that would be a cycle).
 
 Each mutation follows the same order: its arguments checked, the newest state
 (``book.check``), the target resolved against it (:mod:`~deepseek_eyes.desktop.guards`),
 the live window list read and checked, then — only then — the backend acts, and
-:meth:`DesktopService.after` observes.
+:meth:`DesktopDriver.after` observes.
 Clicking by ref uses the element's accessible action (it reaches the widget even when
 something covers it, and needs no coordinates); clicking by point uses XTest, for canvases
 and controls absent from the accessibility tree.
@@ -12,9 +14,11 @@ and controls absent from the accessibility tree.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from deepseek_eyes.desktop.calls import Args, ToolResult
+from deepseek_eyes.desktop.driver import DesktopDriver, Handler
 from deepseek_eyes.desktop.guards import (
     check_live,
     element_of,
@@ -24,7 +28,6 @@ from deepseek_eyes.desktop.guards import (
 from deepseek_eyes.desktop.model import Element, Window, contains
 from deepseek_eyes.desktop.present import observation_text, state_data
 from deepseek_eyes.desktop.report import Assertion
-from deepseek_eyes.desktop.service import DesktopService, Handler
 from deepseek_eyes.desktop.state import DesktopState
 from deepseek_eyes.errors import DesktopError, DesktopGuardError
 from deepseek_eyes.untrusted import fence, quote
@@ -41,7 +44,7 @@ def _centre(box: tuple[int, int, int, int]) -> tuple[int, int]:
     return x + w // 2, y + h // 2
 
 
-async def _live_element(svc: DesktopService, element: Element) -> Element:
+async def _live_element(svc: DesktopDriver, element: Element) -> Element:
     backend = await svc.ensure()
     now = await backend.element(element)
     if now is None:
@@ -50,7 +53,7 @@ async def _live_element(svc: DesktopService, element: Element) -> Element:
     return now
 
 
-async def observe(svc: DesktopService, args: Args) -> ToolResult:
+async def observe(svc: DesktopDriver, args: Args) -> ToolResult:
     window = args.string("window")
     scope = args.string("scope", choices=("desktop", "window"),
                         default="window" if window else "desktop")
@@ -59,7 +62,7 @@ async def observe(svc: DesktopService, args: Args) -> ToolResult:
     return svc.observation(state, requested=args.flag("include_screenshot"))
 
 
-async def click(svc: DesktopService, args: Args) -> ToolResult:
+async def click(svc: DesktopDriver, args: Args) -> ToolResult:
     ref, point = args.string("ref"), args.point()
     button = args.string("button", choices=("left", "right", "middle"), default="left")
     assert button is not None
@@ -98,7 +101,7 @@ async def click(svc: DesktopService, args: Args) -> ToolResult:
     return await svc.after(state, f"click at {point[0]:g},{point[1]:g}")
 
 
-async def type_text(svc: DesktopService, args: Args) -> ToolResult:
+async def type_text(svc: DesktopDriver, args: Args) -> ToolResult:
     text = args.require("text", limit=20_000)
     ref, point, window_ref = args.string("ref"), args.point(), args.string("window_ref")
     allow_focused = args.flag("allow_focused_target")
@@ -120,7 +123,7 @@ async def type_text(svc: DesktopService, args: Args) -> ToolResult:
     return result
 
 
-async def _focus_checked(svc: DesktopService, state: DesktopState, window: Window) -> None:
+async def _focus_checked(svc: DesktopDriver, state: DesktopState, window: Window) -> None:
     backend = await svc.ensure()
     live = await backend.windows()
     check_live(state, window, live)
@@ -130,7 +133,7 @@ async def _focus_checked(svc: DesktopService, state: DesktopState, window: Windo
                                 f"(it is on {focused})", code="DESKTOP_FOCUS_LOST")
 
 
-async def press(svc: DesktopService, args: Args) -> ToolResult:
+async def press(svc: DesktopDriver, args: Args) -> ToolResult:
     key = args.require("key", limit=64)
     state = svc.book.check(args.string("state_id"))
     window = state.window or (state.windows.get(state.focus) if state.focus else None)
@@ -142,7 +145,7 @@ async def press(svc: DesktopService, args: Args) -> ToolResult:
     return await svc.after(state, f"pressed {key}")
 
 
-async def scroll(svc: DesktopService, args: Args) -> ToolResult:
+async def scroll(svc: DesktopDriver, args: Args) -> ToolResult:
     direction = args.require("direction", choices=("up", "down", "left", "right"))
     amount = args.integer("amount", default=3, minimum=1, maximum=50)
     ref, point = args.string("ref"), args.point()
@@ -163,7 +166,7 @@ async def scroll(svc: DesktopService, args: Args) -> ToolResult:
     return await svc.after(state, f"scrolled {direction} {amount}")
 
 
-async def launch(svc: DesktopService, args: Args) -> ToolResult:
+async def launch(svc: DesktopDriver, args: Args) -> ToolResult:
     name = args.require("app", limit=64)
     await svc.ensure()
     pid = svc.launcher.launch(name, svc.env)
@@ -180,7 +183,7 @@ async def launch(svc: DesktopService, args: Args) -> ToolResult:
                                         f"appeared within {svc.settings.helper_timeout:g} s")
 
 
-async def focus(svc: DesktopService, args: Args) -> ToolResult:
+async def focus(svc: DesktopDriver, args: Args) -> ToolResult:
     wanted = args.require("window", limit=300)
     backend = await svc.ensure()
     live = await backend.windows()
@@ -193,7 +196,7 @@ async def focus(svc: DesktopService, args: Args) -> ToolResult:
     return svc.observation(state, note=f"focused {window.ref}")
 
 
-async def screenshot(svc: DesktopService, args: Args) -> ToolResult:
+async def screenshot(svc: DesktopDriver, args: Args) -> ToolResult:
     if args.has("state_id"):
         svc.book.check(args.string("state_id"))
     current = svc.book.current
@@ -208,7 +211,7 @@ async def screenshot(svc: DesktopService, args: Args) -> ToolResult:
     return result
 
 
-async def assert_(svc: DesktopService, args: Args) -> ToolResult:
+async def assert_(svc: DesktopDriver, args: Args) -> ToolResult:
     if args.has("state_id"):
         svc.book.check(args.string("state_id"))
     kind = args.require("kind", choices=("text", "window", "element", "visual"))
@@ -256,17 +259,15 @@ async def assert_(svc: DesktopService, args: Args) -> ToolResult:
                                f"actual {quote(actual, 300)}"], "desktop"), data)
 
 
-async def report(svc: DesktopService, args: Args) -> ToolResult:
+async def report(svc: DesktopDriver, args: Args) -> ToolResult:
     fmt = args.string("format", choices=("text", "json"), default="text")
     data = svc.report_data()
     if fmt == "json":
-        import json
-
         return ToolResult(json.dumps(data, ensure_ascii=False)[:200_000], {"report": data})
     return ToolResult(svc.report.text(svc.book.history), {"report": data})
 
 
-async def close(svc: DesktopService, args: Args) -> ToolResult:  # noqa: ARG001
+async def close(svc: DesktopDriver, args: Args) -> ToolResult:  # noqa: ARG001
     killed = len(svc.launcher.running)
     await svc.aclose()
     data = svc.report_data()

@@ -2,17 +2,17 @@
 
 Arguments come from a model and are checked before anything reaches the desktop: the right
 type, within bounds, or ``DESKTOP_ARGUMENT_INVALID`` naming the argument. Booleans are never
-numbers; numbers are finite.
+numbers; numbers are finite. The result is the toolkit's
+:class:`~deepseek_eyes.toolkit.results.ToolResult`, the same for every capability.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from deepseek_eyes.desktop.screenshots import Screenshot
 from deepseek_eyes.errors import DesktopError
-from deepseek_eyes.serving.arguments import ToolArguments
+from deepseek_eyes.toolkit.arguments import ToolArguments
+from deepseek_eyes.toolkit.results import ToolResult
 
 __all__ = ["Args", "ToolResult"]
 
@@ -34,20 +34,3 @@ class Args(ToolArguments):
             raise self.invalid("x" if x is None else "y", "is required with the other coordinate")
         return None if x is None or y is None else (x, y)
 
-
-@dataclass
-class ToolResult:
-    """What one tool call returns: the text the model reads, structured data, and the
-    state's screenshot when one should reach the model (``deliver``)."""
-
-    text: str
-    data: dict[str, Any] = field(default_factory=dict)
-    is_error: bool = False
-    screenshot: Screenshot | None = None
-    deliver: bool = False
-    question: str | None = None
-
-    @property
-    def code(self) -> str | None:
-        error = self.data.get("error")
-        return error.get("code") if isinstance(error, dict) else None

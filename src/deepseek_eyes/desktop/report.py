@@ -10,11 +10,13 @@ applications said.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from deepseek_eyes.untrusted import fence, quote, secret_digest
+from deepseek_eyes.desktop.state import StateSummary
+from deepseek_eyes.toolkit.report import hidden_text, report_text, verdict
+from deepseek_eyes.untrusted import quote
 
 __all__ = ["REPORT_SCHEMA", "Assertion", "ReportRecorder", "Step", "redact_arguments"]
 
@@ -27,7 +29,7 @@ def redact_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in list(arguments.items())[:20]:
         if key == "text" and isinstance(value, str):
-            out[key] = {"redacted": True, "chars": len(value), "hash": secret_digest(value)}
+            out[key] = hidden_text(value)
         elif isinstance(value, (int, float, bool)) or value is None:
             out[key] = value
         else:
@@ -84,12 +86,12 @@ class ReportRecorder:
         if len(self.assertions) < MAX_ASSERTIONS:
             self.assertions.append(assertion)
 
-    def to_dict(self, states: list[dict[str, Any]]) -> dict[str, Any]:
+    def to_dict(self, states: Sequence[StateSummary]) -> dict[str, Any]:
         outcomes = [s.outcome for s in self.steps]
         passed = [a.passed for a in self.assertions]
         return {"schema": REPORT_SCHEMA, "started_at": round(self.started, 3),
                 "duration_ms": int((time.time() - self.started) * 1000),
-                "steps": [s.to_dict() for s in self.steps], "states": states[-200:],
+                "steps": [s.to_dict() for s in self.steps], "states": list(states[-200:]),
                 "assertions": [a.to_dict() for a in self.assertions],
                 "screenshots": self.screenshots[-500:],
                 "summary": {"steps": len(outcomes), "refused": outcomes.count("refused"),
@@ -97,14 +99,12 @@ class ReportRecorder:
                             "assertions_passed": passed.count(True),
                             "assertions_failed": passed.count(False)}}
 
-    def text(self, states: list[dict[str, Any]]) -> str:
+    def text(self, states: Sequence[StateSummary]) -> str:
         data = self.to_dict(states)
         head = f"desktop report ({REPORT_SCHEMA}): {data['summary']}"
         lines = [f"  {step.index}. {step.tool} {step.state_before}->{step.state_after} "
                   f"{step.outcome}{' ' + step.code if step.code else ''} {step.duration_ms} ms"
                   for step in self.steps[-50:]]
-        for a in self.assertions[-50:]:
-            verdict = {True: "PASS", False: "FAIL", None: "EVIDENCE"}[a.passed]
-            lines.append(f"  {verdict} {a.kind}: expected {quote(a.expected, 200)}, actual "
-                         f"{quote(a.actual, 200)}")
-        return "\n".join([head, fence(lines, "report")])
+        lines.extend(f"  {verdict(a.passed)} {a.kind}: expected {quote(a.expected, 200)}, "
+                     f"actual {quote(a.actual, 200)}" for a in self.assertions[-50:])
+        return report_text([head], lines)

@@ -1,8 +1,8 @@
 """Screenshots of the desktop: lossless PNG, identified by the SHA-256 of its bytes and of
 its decoded pixels, with the origin and scale that map its pixels back to the screen.
 
-The pixel hash is the vision intake's (SHA-256 over ``b"RGB:%dx%d:"`` and the packed RGB
-bytes), computed here from the captured RGB directly — the capture *is* the decoded pixels,
+The pixel hash is the vision intake's (:mod:`deepseek_eyes.toolkit.screenshots`), computed
+here from the captured RGB directly — the capture *is* the decoded pixels,
 so "the screenshot changed" compares pixels, never an encoder's bytes. A capture larger than
 ``desktop.screenshot_max_side`` is scaled down; ``scale`` is PNG pixels per screen pixel.
 """
@@ -17,23 +17,13 @@ from typing import Any
 from PIL import Image
 
 from deepseek_eyes.desktop.model import Capture
+from deepseek_eyes.toolkit.screenshots import PngShot, pixel_sha256_rgb
 
-__all__ = ["Screenshot", "encode_capture", "pixel_sha256_rgb"]
-
-
-def pixel_sha256_rgb(width: int, height: int, rgb: bytes) -> str:
-    digest = hashlib.sha256(b"RGB:%dx%d:" % (width, height))
-    digest.update(rgb)
-    return digest.hexdigest()
+__all__ = ["Screenshot", "encode_capture"]
 
 
 @dataclass(frozen=True)
-class Screenshot:
-    png: bytes
-    sha256: str
-    pixel_sha256: str
-    width: int
-    height: int
+class Screenshot(PngShot):
     origin: tuple[int, int]  # the PNG's (0, 0) on the screen
     scale: float  # PNG pixels per screen pixel
 
@@ -45,10 +35,8 @@ class Screenshot:
         """A screen point in the PNG's pixels."""
         return (round((x - self.origin[0]) * self.scale), round((y - self.origin[1]) * self.scale))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"sha256": self.sha256, "pixel_sha256": self.pixel_sha256,
-                "width": self.width, "height": self.height, "bytes": len(self.png),
-                "origin": list(self.origin), "scale": self.scale, "media_type": "image/png"}
+    def placement(self) -> dict[str, Any]:
+        return {"origin": list(self.origin), "scale": self.scale}
 
 
 def encode_capture(capture: Capture, max_side: int) -> Screenshot:
@@ -65,5 +53,5 @@ def encode_capture(capture: Capture, max_side: int) -> Screenshot:
     image.save(out, "PNG", compress_level=1)
     png = out.getvalue()
     return Screenshot(png, hashlib.sha256(png).hexdigest(),
-                      pixel_sha256_rgb(image.width, image.height, rgb), image.width,
+                      pixel_sha256_rgb(image.width, image.height, (rgb,)), image.width,
                       image.height, capture.origin, scale)

@@ -16,13 +16,24 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from deepseek_eyes.desktop.model import Element, SemanticStatus, Window, WindowList
 from deepseek_eyes.desktop.screenshots import Screenshot
 from deepseek_eyes.errors import DesktopStaleError
 
-__all__ = ["DesktopState", "StateBook", "StateDelta", "diff"]
+__all__ = ["DesktopState", "StateBook", "StateDelta", "StateSummary", "diff"]
+
+
+class StateSummary(TypedDict):
+    """A state as a report lists it: ids and counts, the screenshot by its pixel hash."""
+
+    state_id: str
+    scope: str
+    window: str | None
+    windows: int
+    elements: int
+    screenshot: str | None
 
 MAX_DELTA_ITEMS = 60
 
@@ -42,7 +53,7 @@ class DesktopState:
     def focus(self) -> str | None:
         return self.windows.focus
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> StateSummary:
         return {"state_id": self.state_id, "scope": self.scope,
                 "window": self.window.ref if self.window else None,
                 "windows": len(self.windows.windows), "elements": len(self.elements),
@@ -123,7 +134,7 @@ class StateBook:
     def __init__(self) -> None:
         self.current: DesktopState | None = None
         self._seq = itertools.count(1)
-        self.history: list[dict[str, Any]] = []
+        self.history: list[StateSummary] = []
 
     def next_id(self) -> str:
         return f"d{next(self._seq)}"

@@ -3,29 +3,20 @@
 ``deepseek-eyes desktop serve`` and the runtime's ``desktop`` source offer exactly these;
 :class:`~deepseek_eyes.desktop.service.DesktopService` runs them. Reading (observe,
 screenshot, assert, report) is read-only; clicking, typing, pressing keys and launching
-apps can change or delete anything an application can, so they are destructive.
+apps can change or delete anything an application can, so they are destructive. Closing
+the session kills only what it launched: the runtime's gate counts it as a read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from deepseek_eyes.toolkit.spec import MOVE, OBSERVE, READ, Annotations, ToolDef, object_schema
 
 __all__ = ["TOOLS", "TOOL_NAMES", "DesktopTool"]
 
+DesktopTool = ToolDef  # the name callers and tests know
 
-@dataclass(frozen=True)
-class DesktopTool:
-    name: str
-    description: str
-    parameters: Mapping[str, Any]
-    risk: str  # read | write
-    read_only: bool
-    destructive: bool
-    idempotent: bool
-    open_world: bool
-
+_ACT = Annotations(read_only=False, destructive=True, idempotent=False, open_world=False)
+_FOCUS = Annotations(read_only=False, destructive=False, idempotent=True, open_world=False)
 
 _STATE = {"state_id": {"type": "string",
                        "description": "The state_id of the observation this step was planned "
@@ -39,13 +30,10 @@ _SHOT = {"include_screenshot": {"type": "boolean",
                                 "description": "Also deliver the screenshot (as evidence)."}}
 
 
-def _schema(properties: Mapping[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {"type": "object", "properties": dict(properties), "required": list(required),
-            "additionalProperties": False}
+_schema = object_schema  # every parameter schema is a closed object
 
-
-TOOLS: tuple[DesktopTool, ...] = (
-    DesktopTool(
+TOOLS: tuple[ToolDef, ...] = (
+    ToolDef(
         "desktop_observe",
         'Observe the desktop. scope "desktop" lists the windows ([ref=w…], title, app, '
         'bounds, focus, modal); scope "window" (window: a w… ref or a title) lists that '
@@ -54,16 +42,16 @@ TOOLS: tuple[DesktopTool, ...] = (
         _schema({"scope": {"type": "string", "enum": ["desktop", "window"]},
                  "window": {"type": "string", "description": "A window ref or title."},
                  **_SHOT}),
-        "read", True, False, False, False),
-    DesktopTool(
+        OBSERVE),
+    ToolDef(
         "desktop_click",
         "Click an element by ref (its accessible action), or a point x,y of the state's "
         "screenshot (for canvases). Returns the new state_id and what changed.",
         _schema({**_STATE, **_REF, **_XY,
                  "button": {"type": "string", "enum": ["left", "right", "middle"]},
                  "double": {"type": "boolean"}}, ("state_id",)),
-        "write", False, True, False, False),
-    DesktopTool(
+        _ACT),
+    ToolDef(
         "desktop_type",
         "Type text into an element by ref, or at a point x,y of a window (window_ref, or the "
         "state's window). Focus, modal dialogs and the target are checked first and the "
@@ -72,38 +60,38 @@ TOOLS: tuple[DesktopTool, ...] = (
         _schema({**_STATE, **_REF, **_XY,
                  "window_ref": {"type": "string"}, "text": {"type": "string"},
                  "allow_focused_target": {"type": "boolean"}}, ("state_id", "text")),
-        "write", False, True, False, False),
-    DesktopTool(
+        _ACT),
+    ToolDef(
         "desktop_press",
         'Press a key or chord ("Enter", "Escape", "Tab", "ctrl+a") in the state\'s window '
         "(its focus is verified first).",
         _schema({**_STATE, "key": {"type": "string"}}, ("state_id", "key")),
-        "write", False, True, False, False),
-    DesktopTool(
+        _ACT),
+    ToolDef(
         "desktop_scroll",
         "Scroll at an element (ref), a point (x,y) or the state's window centre.",
         _schema({**_STATE, **_REF, **_XY,
                  "direction": {"type": "string", "enum": ["up", "down", "left", "right"]},
                  "amount": {"type": "integer", "minimum": 1, "maximum": 50}},
                 ("state_id", "direction")),
-        "write", False, False, False, False),
-    DesktopTool(
+        MOVE),
+    ToolDef(
         "desktop_launch",
         "Launch an application named in the settings (desktop.apps) and observe its window.",
         _schema({"app": {"type": "string"}}, ("app",)),
-        "write", False, True, False, False),
-    DesktopTool(
+        _ACT),
+    ToolDef(
         "desktop_focus",
         "Give a window (ref or title) the keyboard focus and observe it.",
         _schema({"window": {"type": "string"}}, ("window",)),
-        "write", False, False, True, False),
-    DesktopTool(
+        _FOCUS),
+    ToolDef(
         "desktop_screenshot",
         "Capture the current target (the state's window, or the whole desktop) as a lossless "
         "PNG with its origin and scale; delivered as visual evidence.",
         _schema({**_STATE, **_SHOT}),
-        "read", True, False, False, False),
-    DesktopTool(
+        OBSERVE),
+    ToolDef(
         "desktop_assert",
         'Check the desktop and record the result in the report: kind "text" (text present '
         'or absent in the state\'s window), "window" (a window with this title exists), '
@@ -114,17 +102,17 @@ TOOLS: tuple[DesktopTool, ...] = (
                  "text": {"type": "string"}, "present": {"type": "boolean"},
                  "state": {"type": "string"}, "value": {"type": "string"},
                  "question": {"type": "string"}}, ("kind",)),
-        "read", True, False, True, False),
-    DesktopTool(
+        READ),
+    ToolDef(
         "desktop_report",
         "The session's report (v2): steps, states, assertions, screenshot hashes, timing.",
         _schema({"format": {"type": "string", "enum": ["text", "json"]}}),
-        "read", True, False, True, False),
-    DesktopTool(
+        READ),
+    ToolDef(
         "desktop_close",
         "End the desktop session: launched apps are killed (and a private headless display "
         "stopped). Returns the final report.",
         _schema({}),
-        "read", False, True, False, False),
+        _ACT, "read"),
 )
 TOOL_NAMES = tuple(tool.name for tool in TOOLS)

@@ -2,7 +2,9 @@
 
 :meth:`McpHost.exposed` applies, in order: the global switch and suspension, each server's
 state, allow/deny selectors (deny wins, empty allows nothing), the ``read-only`` risk gate,
-then the global ``max_tools`` and ``max_schema_tokens`` budgets. :meth:`McpHost.call_tool`,
+then the global ``max_tools`` and ``max_schema_tokens`` budgets — the selectors, the gate and
+the budget are the toolkit's exposure stages (:mod:`deepseek_eyes.toolkit.exposure`), the
+same the runtime's tool hub composes. :meth:`McpHost.call_tool`,
 :meth:`read_resource` and :meth:`get_prompt` repeat the same checks, enforce the per-run
 quota, and pass the result through admission before hashing, storing or previewing it.
 The CLI uses exactly these methods, so an operator sees what the model would.
@@ -41,6 +43,7 @@ from deepseek_eyes.mcp_host.results import (
 )
 from deepseek_eyes.mcp_host.review import review_text
 from deepseek_eyes.store.blobs import BlobStore
+from deepseek_eyes.toolkit import exposure
 from deepseek_eyes.usage import UsageCategory, UsageTracker, estimate_tokens
 
 __all__ = ["PROMPT_TOOL", "RESOURCE_TOOL", "CallResult", "ExposedTool", "McpHost", "RunQuota"]
@@ -117,6 +120,37 @@ def _template_regex(template: str) -> re.Pattern[str]:
     return re.compile("".join(
         "[^/?#]+" if p.startswith("{") and p.endswith("}") else re.escape(p) for p in parts
     ) + r"\Z")
+
+
+def _allowed_tools(state: ServerState) -> list[ExposedTool]:
+    """A live server's tools its policy lets through: allow/deny selectors (deny wins),
+    then its ``read-only`` risk gate."""
+    s, cat = state.settings, state.catalog
+    assert cat is not None
+    if not s.tools_enabled:
+        return []
+    policy: exposure.Stage[ToolEntry] = exposure.chained([
+        exposure.filtered(lambda tool: permitted(s, "tools", tool.name)),
+        exposure.risk_gated(s.risk_policy != "allow", lambda tool: tool.risk),
+    ])
+    return [ExposedTool(tool.public_name, s.id, tool.name, tool.description, tool.input_schema,
+                        tool.risk, cat.generation, tool.schema_tokens)
+            for tool in policy(list(cat.tools))]
+
+
+def _offers_content(state: ServerState) -> bool:
+    """Whether a live server has an allowed resource or prompt (its tools aside)."""
+    s, cat = state.settings, state.catalog
+    assert cat is not None
+    return any(s.resources_enabled and permitted(s, "resources", r.uri)
+               for r in cat.resources) or any(
+        s.prompts_enabled and permitted(s, "prompts", p.name) for p in cat.prompts)
+
+
+def _content_tools() -> list[ExposedTool]:
+    return [ExposedTool(name, "deepseekeyes", name, desc, schema, "read", 0,
+                        (len(desc) + len(str(schema))) // 4)
+            for name, (desc, schema) in _GENERIC_SCHEMAS.items()]
 
 
 class McpHost:
@@ -211,35 +245,16 @@ class McpHost:
         return list(self._current_exposure()[0])
 
     def _compute_exposed(self) -> list[ExposedTool]:
+        """Each live server's tools through its own policy, then the two content tools when
+        any server offers allowed content, all under one budget (in server order)."""
         cfg = self.manager.settings
-        out: list[ExposedTool] = []
-        tokens = 0
-        content = False
-        for state in self._live():
-            s, cat = state.settings, state.catalog
-            assert cat is not None
-            content = content or any(
-                s.resources_enabled and permitted(s, "resources", r.uri) for r in cat.resources
-            ) or any(s.prompts_enabled and permitted(s, "prompts", p.name) for p in cat.prompts)
-            if not s.tools_enabled:
-                continue
-            for tool in cat.tools:
-                if not (permitted(s, "tools", tool.name) and risk_allowed(s, tool.risk)):
-                    continue
-                if len(out) >= cfg.max_tools or tokens + tool.schema_tokens > cfg.max_schema_tokens:
-                    continue
-                tokens += tool.schema_tokens
-                out.append(ExposedTool(tool.public_name, s.id, tool.name, tool.description,
-                                       tool.input_schema, tool.risk, cat.generation,
-                                       tool.schema_tokens))
-        if content:
-            for name, (desc, schema) in _GENERIC_SCHEMAS.items():
-                cost = (len(desc) + len(str(schema))) // 4
-                if len(out) < cfg.max_tools and tokens + cost <= cfg.max_schema_tokens:
-                    tokens += cost
-                    out.append(ExposedTool(name, "deepseekeyes", name, desc, schema, "read", 0,
-                                           cost))
-        return out
+        live = self._live()
+        candidates = [tool for state in live for tool in _allowed_tools(state)]
+        if any(_offers_content(state) for state in live):
+            candidates += _content_tools()
+        budget: exposure.Stage[ExposedTool] = exposure.budgeted(
+            cfg.max_tools, cfg.max_schema_tokens, lambda tool: tool.schema_tokens)
+        return budget(candidates)
 
     def instructions(self, offered: Collection[str] | None = None) -> dict[str, str]:
         """Server instructions, size-limited, keyed by the server that sent them — only of

@@ -6,7 +6,7 @@ turn is still the newest in the next (and another conversation can never act on 
 most ``browser.max_sessions`` browsers are open; the least recently used is closed first.
 
 Screenshots never reach the text model as pixels. When the visual mode delivers one, the
-service calls the :class:`~deepseek_eyes.browser.visual.Describe` this source builds for
+service calls the :class:`~deepseek_eyes.toolkit.visual.Describe` this source builds for
 the turn: the PNG is admitted through the vision bridge (stored by its hash), turned into
 validated evidence (or, for a visual assertion, a targeted reread answering its question),
 and given an image id (``tool-img-N``) the model can ``look`` at later, like any image of
@@ -19,8 +19,7 @@ from pathlib import Path
 
 from deepseek_eyes.browser.service import BrowserService
 from deepseek_eyes.browser.tools import TOOLS
-from deepseek_eyes.runtime.screen_tools import ScreenToolSource
-from deepseek_eyes.runtime.tools import ToolSpec
+from deepseek_eyes.runtime.screen_tools import ScreenToolSource, specs_of
 from deepseek_eyes.settings import BrowserSettings
 from deepseek_eyes.store.blobs import BlobStore
 from deepseek_eyes.vision.bridge import VisionBridge
@@ -31,7 +30,7 @@ __all__ = ["BrowserToolSource"]
 class BrowserToolSource(ScreenToolSource[BrowserService]):
     name = "browser"
     prefix = "browser_"
-    specs = tuple(ToolSpec(t.name, t.description, t.parameters, risk=t.risk) for t in TOOLS)
+    specs = specs_of(TOOLS)
 
     def __init__(self, settings: BrowserSettings, *, bridge: VisionBridge, blobs: BlobStore,
                  downloads_dir: Path, max_images: int = 8) -> None:

@@ -19,8 +19,7 @@ from collections.abc import Mapping
 
 from deepseek_eyes.desktop.service import DesktopService
 from deepseek_eyes.desktop.tools import TOOLS
-from deepseek_eyes.runtime.screen_tools import ScreenToolSource
-from deepseek_eyes.runtime.tools import ToolSpec
+from deepseek_eyes.runtime.screen_tools import ScreenToolSource, specs_of
 from deepseek_eyes.settings import DesktopSettings
 from deepseek_eyes.store.blobs import BlobStore
 from deepseek_eyes.vision.bridge import VisionBridge
@@ -31,7 +30,7 @@ __all__ = ["DesktopToolSource"]
 class DesktopToolSource(ScreenToolSource[DesktopService]):
     name = "desktop"
     prefix = "desktop_"
-    specs = tuple(ToolSpec(t.name, t.description, t.parameters, risk=t.risk) for t in TOOLS)
+    specs = specs_of(TOOLS)
     vision_failure_as_text = False  # the service forwards the semantic state, marked
 
     def __init__(self, settings: DesktopSettings, *, bridge: VisionBridge, blobs: BlobStore,

@@ -21,35 +21,23 @@ from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.render import render_evidence, render_target
 from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
+from deepseek_eyes.toolkit.results import ToolResult
+from deepseek_eyes.toolkit.spec import ToolDef
+from deepseek_eyes.toolkit.visual import Describe
 from deepseek_eyes.usage import estimate_tokens
 from deepseek_eyes.vision.bridge import VisionBridge
 
-__all__ = ["ScreenToolSource"]
-
-class Describe(Protocol):
-    async def __call__(self, png: bytes, question: str | None) -> str: ...
+__all__ = ["ScreenToolSource", "specs_of"]
 
 
-class _Shot(Protocol):
-    @property
-    def sha256(self) -> str: ...
-
-
-class _Result(Protocol):
-    text: str
-    data: dict[str, Any]
-    is_error: bool
-
-    @property
-    def screenshot(self) -> _Shot | None: ...
-
-    @property
-    def code(self) -> str | None: ...
+def specs_of(table: tuple[ToolDef, ...]) -> tuple[ToolSpec, ...]:
+    """A capability's tool table as the runtime offers it (risk from its annotations)."""
+    return tuple(ToolSpec(t.name, t.description, t.parameters, risk=t.risk) for t in table)
 
 
 class _Service(Protocol):
     async def call(self, name: str, arguments: Mapping[str, Any], *,
-                   describe: Describe | None = None) -> Any: ...
+                   describe: Describe | None = None) -> ToolResult: ...
 
     async def aclose(self) -> None: ...
 
@@ -106,7 +94,7 @@ class ScreenToolSource(Generic[S]):
                 evidence.append(estimate_tokens(len(text)))
             return text
 
-        result: _Result = await service.call(name, arguments, describe=describe)
+        result = await service.call(name, arguments, describe=describe)
         shot = result.screenshot
         context.calls.append({
             "tool": name, "source": self.name, "state_id": result.data.get("state_id"),

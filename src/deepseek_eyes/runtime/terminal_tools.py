@@ -1,8 +1,10 @@
 """The ``terminal`` tool source: the terminal service in-process, for the final model.
 
-Tools carry the names (and argument names) the terminal MCP server uses —
-``terminal_plan``, ``terminal_execute``, ``terminal_run``, ``terminal_session_status``,
-``terminal_receipt_get`` — and call the same :class:`TerminalService`, configured from
+The tools are the runtime's face of the terminal's one table
+(:data:`deepseek_eyes.terminal.transport.tools.RUNTIME_TOOLS`): the names, argument names and
+annotations the terminal MCP server uses — ``terminal_plan``, ``terminal_execute``,
+``terminal_run``, ``terminal_session_status``, ``terminal_receipt_get`` — calling the same
+:class:`TerminalService`, configured from
 ``[terminal]`` (mode, workspaces, sandbox, limits). What the runtime does *not* offer is as
 important: ``terminal_approve`` and ``terminal_deny``. A plan that needs approval pauses
 the turn and asks the turn's approver (:mod:`deepseek_eyes.runtime.approval`); the model
@@ -24,6 +26,7 @@ from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.runtime.approval import describe_plan
 from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
 from deepseek_eyes.terminal.service import TerminalService
+from deepseek_eyes.terminal.transport.tools import RUNTIME_TOOL_NAMES, RUNTIME_TOOLS
 
 __all__ = ["TOOL_NAMES", "TerminalToolSource"]
 
@@ -31,46 +34,9 @@ __all__ = ["TOOL_NAMES", "TerminalToolSource"]
 MAX_STDOUT_CHARS = 8000
 MAX_STDERR_CHARS = 2000
 
-_COMMAND = {
-    "argv": {"type": "array", "items": {"type": "string"},
-             "description": "The command as an argv list (preferred)."},
-    "command": {"type": "string",
-                "description": "A command string, split WITHOUT shell features (no pipes, "
-                               "redirections, ;, &&, $VAR, globs)."},
-    "cwd": {"type": "string", "description": "Working directory inside the workspace."},
-    "timeout_s": {"type": "number", "exclusiveMinimum": 0,
-                  "description": "Seconds before the process group is killed."},
-}
-_SESSION = {"session_id": {"type": "string",
-                           "description": "A terminal session of this conversation "
-                                          "(default: its own)."}}
-
-_SPECS = (
-    ToolSpec("terminal_plan", (
-        "Judge one command and record a plan; runs nothing. Returns the decision: allowed, "
-        "requires_approval, risk, effects, reasons, and the plan_id."),
-        {"type": "object", "properties": {**_COMMAND, **_SESSION},
-         "additionalProperties": False}, risk="read"),
-    ToolSpec("terminal_execute", (
-        "Run a recorded plan. A plan that needs approval is shown to the user first and "
-        "runs only if they approve. Returns the exit code, status and output."),
-        {"type": "object", "required": ["plan_id"], "additionalProperties": False,
-         "properties": {"plan_id": {"type": "string"}, **_SESSION}}, risk="exec"),
-    ToolSpec("terminal_run", (
-        "Plan one command and run it: at once when the policy allows it, after the user's "
-        "approval when it needs one, never when refused. Returns the decision and, when "
-        "it ran, the exit code, status and output."),
-        {"type": "object", "properties": {**_COMMAND, **_SESSION},
-         "additionalProperties": False}, risk="exec"),
-    ToolSpec("terminal_session_status", (
-        "The terminal session's plans (with states), active process and receipt ids."),
-        {"type": "object", "properties": dict(_SESSION), "additionalProperties": False},
-        risk="read"),
-    ToolSpec("terminal_receipt_get", "A signed receipt of an earlier run, by receipt_id.",
-             {"type": "object", "required": ["receipt_id"], "additionalProperties": False,
-              "properties": {"receipt_id": {"type": "string"}}}, risk="read"),
-)
-TOOL_NAMES = tuple(spec.name for spec in _SPECS)
+#: The runtime's face of the terminal's one tool table.
+_SPECS = tuple(ToolSpec(t.name, t.description, t.parameters, risk=t.risk) for t in RUNTIME_TOOLS)
+TOOL_NAMES = RUNTIME_TOOL_NAMES
 
 
 def _clip(text: str, limit: int) -> str:

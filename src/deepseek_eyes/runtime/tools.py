@@ -32,6 +32,7 @@ from typing import Any, Protocol, Required, TypedDict, runtime_checkable
 
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.runtime.approval import Approver
+from deepseek_eyes.toolkit import exposure
 from deepseek_eyes.usage import estimate_tokens
 
 __all__ = [
@@ -51,7 +52,7 @@ __all__ = [
     "risk_gated",
 ]
 
-READ_RISKS = frozenset({"read"})
+READ_RISKS = exposure.READ_RISKS
 
 
 @dataclass(frozen=True)
@@ -227,49 +228,26 @@ Candidate = tuple[ToolSpec, ToolSource]
 Stage = Callable[[list[Candidate]], list[Candidate]]
 
 
+# The stages are the toolkit's exposure wrappers over (spec, source) pairs; the MCP host
+# applies the same wrappers to its catalogs.
 def excluding(names: frozenset[str]) -> Stage:
     """Filter: a client's own tool of the same name wins."""
-    return lambda items: [(s, src) for s, src in items if s.name not in names]
+    return exposure.filtered(lambda item: item[0].name not in names)
 
 
 def risk_gated(read_only: bool) -> Stage:
     """Risk gate: with ``read_only`` only tools whose risk is ``read`` pass."""
-    if not read_only:
-        return lambda items: items
-    return lambda items: [(s, src) for s, src in items if s.risk in READ_RISKS]
+    return exposure.risk_gated(read_only, lambda item: item[0].risk, READ_RISKS)
 
 
 def prefixed() -> Stage:
     """Prefix: names inside each source's namespace, each name once (first source wins)."""
-
-    def stage(items: list[Candidate]) -> list[Candidate]:
-        seen: set[str] = set()
-        out: list[Candidate] = []
-        for spec, source in items:
-            if not spec.name.startswith(source.prefix) or spec.name in seen:
-                continue
-            seen.add(spec.name)
-            out.append((spec, source))
-        return out
-
-    return stage
+    return exposure.namespaced(lambda item: item[0].name, lambda item: item[1].prefix)
 
 
 def budgeted(max_tools: int, max_schema_tokens: int) -> Stage:
     """Budget: tools in source order while both the count and the schema tokens fit."""
-
-    def stage(items: list[Candidate]) -> list[Candidate]:
-        out: list[Candidate] = []
-        tokens = 0
-        for spec, source in items:
-            cost = spec.schema_tokens
-            if len(out) >= max_tools or tokens + cost > max_schema_tokens:
-                continue
-            tokens += cost
-            out.append((spec, source))
-        return out
-
-    return stage
+    return exposure.budgeted(max_tools, max_schema_tokens, lambda item: item[0].schema_tokens)
 
 
 @dataclass(frozen=True)

@@ -21,28 +21,34 @@ is the runtime's: the capability layer may not import it.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 import anyio
 import mcp_types as types
 from mcp import MCPError
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult
 
-from deepseek_eyes import __version__
 from deepseek_eyes.audit import message_digest
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.runtime.render import render_evidence, render_target
 from deepseek_eyes.serving.connections import connection_owner
 from deepseek_eyes.serving.log_level import accept_log_level
+from deepseek_eyes.toolkit.registration import (
+    capability_server,
+    closing_lifespan,
+    register_tool,
+    to_call_result,
+)
+from deepseek_eyes.toolkit.results import ToolResult
+from deepseek_eyes.toolkit.spec import Annotations, ToolDef
 from deepseek_eyes.vision.evidence.gate import schema_document
 from deepseek_eyes.vision.routing.router import Acquisition
 from deepseek_eyes.vision.types import Variant
@@ -57,6 +63,7 @@ __all__ = [
     "SEE_INPUT",
     "build_vision_server",
     "output_schema",
+    "vision_tools",
 ]
 
 logger = logging.getLogger(__name__)
@@ -105,6 +112,25 @@ LOOK_INPUT: dict[str, Any] = {
 }
 
 
+_VARIANTS = {"see": Variant.EVIDENCE, "look": Variant.TARGET}
+
+
+def vision_tools(*, open_world: bool = False) -> tuple[ToolDef, ...]:
+    """The vision server's tool table. Read-only for the client: seeing changes nothing it
+    owns (the evidence cache and the audit are this server's own records); open-world when
+    the routes reach a remote model."""
+    hints = Annotations(read_only=True, destructive=False, idempotent=True,
+                        open_world=open_world)
+    return (
+        ToolDef("see", "See one image: validated visual evidence (deepseekeyes.evidence.v1) "
+                "as structured content and as text. Cached: seeing the same image again "
+                "costs no model call.", SEE_INPUT, hints),
+        ToolDef("look", "Look again at one image to answer one precise question the "
+                "evidence does not answer: a targeted reread of the original pixels "
+                "(deepseekeyes.target.v1).", LOOK_INPUT, hints),
+    )
+
+
 def output_schema(variant: Variant) -> dict[str, Any]:
     """The schema file's definitions with a root that selects ``variant``: an object
     schema, as MCP requires of an ``outputSchema``. No ``$id``: both tools' schemas come
@@ -119,19 +145,35 @@ def output_schema(variant: Variant) -> dict[str, Any]:
     }
 
 
-def _annotations(open_world: bool) -> ToolAnnotations:
-    # Read-only for the client: seeing changes nothing it owns (the evidence cache and
-    # the audit are this server's own records).
-    return ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                           open_world_hint=open_world)
-
-
 def _refusal(exc: DeepSeekEyesError) -> CallToolResult:
     body = json.dumps({"error": exc.to_dict()}, ensure_ascii=False)
-    return CallToolResult(content=[TextContent(type="text", text=body)], is_error=True)
+    return to_call_result(ToolResult(body, is_error=True))
 
 
-def _meta(acquisition: Acquisition) -> dict[str, Any]:
+class ImageOrigin(TypedDict):
+    sha256: str
+    pixel_sha256: str
+    width: int
+    height: int
+    media_type: str
+
+
+class EvidenceOrigin(TypedDict):
+    """Where a result's evidence came from (the evidence object itself is closed)."""
+
+    image: ImageOrigin
+    route: str
+    model: str | None
+    cached: bool
+    record_sha256: str
+    resource: str
+
+
+class ResultMeta(TypedDict):
+    deepseekeyes: EvidenceOrigin
+
+
+def _meta(acquisition: Acquisition) -> ResultMeta:
     image = acquisition.image
     return {"deepseekeyes": {
         "image": {"sha256": image.sha256, "pixel_sha256": image.pixel_sha256,
@@ -155,8 +197,7 @@ def _result(acquisition: Acquisition, variant: Variant) -> CallToolResult:
                   record_sha256=record.record_sha256)
     text += (f'\n(call look(image="{image.sha256}", question=...) to reread the pixels; '
              f"{'from the cache' if acquisition.cached else 'fresh'})")
-    return CallToolResult(content=[TextContent(type="text", text=text)],
-                          structured_content=record.evidence, _meta=_meta(acquisition))
+    return to_call_result(ToolResult(text, record.evidence, meta=_meta(acquisition)))
 
 
 class ClientRoots:
@@ -257,40 +298,15 @@ def build_vision_server(service: VisionService, *, open_world: bool = False,
     (stdio); the HTTP app closes it itself, because the SDK enters this lifespan once per
     HTTP session."""
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
-        try:
-            yield None
-        finally:
-            if close_on_exit:
-                await service.bridge.aclose()
-
-    mcp: MCPServer = MCPServer(
-        "deepseek-eyes-vision",
-        title="DeepSeekEyes vision",
-        instructions=INSTRUCTIONS,
-        version=__version__,
-        lifespan=lifespan,
-        log_level="WARNING",
-    )
+    lifespan = closing_lifespan(service.bridge.aclose, close_on_exit=close_on_exit)
+    mcp = capability_server("vision", "vision", INSTRUCTIONS, lifespan)
     roots = ClientRoots() if client_roots else None
-    tools = (
-        ("see", _see_function(service, roots), SEE_INPUT, Variant.EVIDENCE,
-         "See one image: validated visual evidence (deepseekeyes.evidence.v1) as structured "
-         "content and as text. Cached: seeing the same image again costs no model call."),
-        ("look", _look_function(service, roots), LOOK_INPUT, Variant.TARGET,
-         "Look again at one image to answer one precise question the evidence does not "
-         "answer: a targeted reread of the original pixels (deepseekeyes.target.v1)."),
-    )
-    for name, function, parameters, variant, description in tools:
-        mcp.add_tool(function, name=name, description=description,
-                     annotations=_annotations(open_world), structured_output=False)
-        # Publish our schemas instead of the ones derived from the functions; the SDK has
-        # no public way to set them (the output schema field is read live on each call).
-        registered = mcp._tool_manager.get_tool(name)
-        if registered is not None:
-            registered.parameters = dict(parameters)
-            registered.fn_metadata.output_schema = output_schema(variant)
+    functions = {"see": _see_function(service, roots), "look": _look_function(service, roots)}
+    for tool in vision_tools(open_world=open_world):
+        # Typed functions, unlike the screens' tools: the SDK's validation of two strings
+        # is the check these tools have always had.
+        register_tool(mcp, tool, functions[tool.name],
+                      output_schema=output_schema(_VARIANTS[tool.name]))
     _add_evidence_resources(mcp, service)
     if roots is not None:
         _add_roots_listener(mcp, roots)

@@ -2,9 +2,9 @@
 
 The tools are thin: each maps to one :class:`TerminalService` call and turns a
 :class:`DeepSeekEyesError` into a tool error whose text is ``{"code", "message",
-"details"}``. Tool annotations are truthful: only the plan and the reads are
-``readOnlyHint`` (a plan records intent and changes nothing outside the server); execute and
-cancel are destructive and open-world.
+"details"}``. Their names and truthful annotations are the terminal's one table
+(:mod:`~deepseek_eyes.terminal.transport.tools`), which the runtime's ``terminal`` source
+reads too.
 
 The same server object serves stdio and Streamable HTTP; the SDK negotiates the protocol
 revision (the stateless ``2026-07-28`` and the session-based handshake revisions).
@@ -36,15 +36,15 @@ from typing import Annotated, Any, Protocol
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
 from pydantic import WithJsonSchema
 
-from deepseek_eyes import __version__
 from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
 from deepseek_eyes.serving.connections import STATELESS_OWNER, STDIO_OWNER, connection_owner
 from deepseek_eyes.serving.log_level import accept_log_level
 from deepseek_eyes.terminal.arguments import number
 from deepseek_eyes.terminal.service import MAX_WAIT_S, TerminalService
+from deepseek_eyes.terminal.transport.tools import ANNOTATIONS
+from deepseek_eyes.toolkit.registration import capability_server, mcp_annotations
 
 __all__ = ["STATELESS_OWNER", "STDIO_OWNER", "Advisor", "build_mcp_server", "connection_owner"]
 
@@ -115,12 +115,16 @@ def _sync(fn: Callable[[], dict[str, Any]]) -> Coroutine[Any, Any, dict[str, Any
         raise ToolError(_error_text(exc)) from None
 
 
-_READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                        open_world_hint=False)
-_STATE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-                         open_world_hint=False)
-_RUN = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
-                       open_world_hint=True)
+def _registrar(mcp: MCPServer) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator that adds a tool under its function's name with the table's annotations
+    (:data:`~deepseek_eyes.terminal.transport.tools.ANNOTATIONS`); its typed signature is
+    the schema the SDK publishes and checks, its docstring the description."""
+
+    def add(fn: Callable[..., Any]) -> Callable[..., Any]:
+        mcp.add_tool(fn, annotations=mcp_annotations(ANNOTATIONS[fn.__name__]))
+        return fn
+
+    return add
 
 
 def build_mcp_server(
@@ -143,16 +147,10 @@ def build_mcp_server(
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    mcp: MCPServer = MCPServer(
-        "deepseek-eyes-terminal",
-        title="DeepSeekEyes terminal",
-        instructions=INSTRUCTIONS,
-        version=__version__,
-        lifespan=lifespan,
-        log_level="WARNING",
-    )
+    mcp = capability_server("terminal", "terminal", INSTRUCTIONS, lifespan)
+    tool = _registrar(mcp)
 
-    @mcp.tool(annotations=_READ)
+    @tool
     async def terminal_plan(
         ctx: Context,
         argv: list[str] | None = None,
@@ -189,19 +187,19 @@ def build_mcp_server(
             return await act()
         return await _guard(call())
 
-    @mcp.tool(annotations=_STATE)
+    @tool
     async def terminal_approve(ctx: Context, session_id: str, plan_id: str) -> dict[str, Any]:
         """Approve a plan whose decision requires approval. Only after the user agreed."""
         return await owned(ctx, session_id,
                            lambda: service.approve(session_id, plan_id, via="client"))
 
-    @mcp.tool(annotations=_STATE)
+    @tool
     async def terminal_deny(ctx: Context, session_id: str, plan_id: str) -> dict[str, Any]:
         """Deny a plan; it can never run."""
         return await owned(ctx, session_id,
                            lambda: service.deny(session_id, plan_id, via="client"))
 
-    @mcp.tool(annotations=_RUN)
+    @tool
     async def terminal_execute(
         ctx: Context, session_id: str, plan_id: str, wait: bool = True
     ) -> dict[str, Any]:
@@ -210,7 +208,7 @@ def build_mcp_server(
         return await owned_async(ctx, session_id,
                                  lambda: service.execute(session_id, plan_id, wait=wait))
 
-    @mcp.tool(annotations=_RUN)
+    @tool
     async def terminal_run(
         ctx: Context,
         argv: list[str] | None = None,
@@ -233,39 +231,39 @@ def build_mcp_server(
             return {"plan": plan, "executed": True, "receipt": receipt}
         return await _guard(run())
 
-    @mcp.tool(annotations=_RUN)
+    @tool
     async def terminal_cancel(ctx: Context, session_id: str) -> dict[str, Any]:
         """Kill the session's running process group; returns its receipt."""
         return await owned_async(ctx, session_id, lambda: service.cancel(session_id))
 
-    @mcp.tool(annotations=_STATE)
+    @tool
     async def terminal_pause(ctx: Context, session_id: str) -> dict[str, Any]:
         """Stop (SIGSTOP) the session's running process group."""
         return await owned(ctx, session_id, lambda: service.pause(session_id))
 
-    @mcp.tool(annotations=_STATE)
+    @tool
     async def terminal_resume(ctx: Context, session_id: str) -> dict[str, Any]:
         """Continue (SIGCONT) the session's paused process group."""
         return await owned(ctx, session_id, lambda: service.resume(session_id))
 
-    @mcp.tool(annotations=_STATE)
+    @tool
     async def terminal_session_open(ctx: Context) -> dict[str, Any]:
         """Open an execution session (plans, receipts, one process at a time) owned by this
         connection."""
         return await _sync(lambda: service.open_session(owner=connection_owner(ctx)))
 
-    @mcp.tool(annotations=_RUN)
+    @tool
     async def terminal_session_close(ctx: Context, session_id: str) -> dict[str, Any]:
         """Close a session; its running process group is killed."""
         return await owned(ctx, session_id, lambda: service.close_session(session_id))
 
-    @mcp.tool(annotations=_READ)
+    @tool
     async def terminal_session_status(ctx: Context, session_id: str) -> dict[str, Any]:
         """The session's plans, active process and receipt ids."""
         return await _sync(
             lambda: service.session(session_id, owner=connection_owner(ctx)).to_dict())
 
-    @mcp.tool(annotations=_READ)
+    @tool
     async def terminal_receipt_get(
         ctx: Context,
         receipt_id: str | None = None,
@@ -290,12 +288,12 @@ def build_mcp_server(
             return found
         return await _guard(get())
 
-    @mcp.tool(annotations=_READ)
+    @tool
     async def terminal_receipt_share(receipt_id: str) -> dict[str, Any]:
         """A share-safe export of a receipt: command, cwd, argv and output redacted, signed."""
         return await _sync(lambda: service.share(receipt_id))
 
-    @mcp.tool(annotations=_READ)
+    @tool
     async def terminal_advise(question: str) -> dict[str, Any]:
         """Ask the optional advisory model to explain a plan or suggest a command. The answer
         is text only: nothing it says runs unless you plan, get approval and execute it."""

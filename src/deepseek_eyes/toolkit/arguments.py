@@ -5,6 +5,10 @@ the right type and within bounds, or raises the capability's ``*_ARGUMENT_INVALI
 naming the argument. Booleans are never numbers, numbers are finite, strings and lists are
 bounded. The browser's and the desktop's tools subclass :class:`ToolArguments` with their
 error class and code.
+
+The checks are ours, not the SDK's: an MCP server registers its tools untyped
+(:func:`deepseek_eyes.toolkit.registration.untyped_function`), because the SDK's pydantic
+validation would coerce ``"5"`` into 5 and ``true`` into 1 before we could refuse them.
 """
 
 from __future__ import annotations
