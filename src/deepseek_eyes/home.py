@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
 
 from deepseek_eyes.audit import AuditLog
 from deepseek_eyes.audit.checkpoints import checkpoint_if_new, head
@@ -51,7 +50,7 @@ class DataHome:
             self._audit_keys = AuditKeyring.load_or_create(audit_directory(self.root))
         return self._audit_keys
 
-    def seal(self) -> dict[str, Any] | None:
+    def seal(self) -> Seal | None:
         """Sign a checkpoint when the audit chain grew since the last one; returns the
         chain's head, with the new checkpoint's pinnable line, or None for an empty chain.
 
@@ -59,8 +58,7 @@ class DataHome:
         in the result (``checkpoint_error``), never raised: the records are already on the
         chain, and an answer must not be lost for want of its seal.
 
-        The shape is :class:`~deepseek_eyes.audit.records.Seal`, answered as a plain dict
-        because the runtime's turn outcome holds one.
+        A fresh object each call (the turn's outcome keeps it).
         """
         error: str | None = None
         try:
@@ -75,7 +73,7 @@ class DataHome:
             out["checkpoint"] = checkpoint.token()
         if error is not None:
             out["checkpoint_error"] = error
-        return dict(out)
+        return out
 
     @classmethod
     def open(cls, settings: Settings) -> DataHome:

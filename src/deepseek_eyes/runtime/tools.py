@@ -55,6 +55,19 @@ __all__ = [
 READ_RISKS = exposure.READ_RISKS
 
 
+class OpenAIFunction(TypedDict):
+    name: str
+    description: str
+    parameters: dict[str, object]  # a JSON Schema
+
+
+class OpenAITool(TypedDict):
+    """A tool as an OpenAI ``tools`` entry."""
+
+    type: str  # "function"
+    function: OpenAIFunction
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
@@ -66,7 +79,7 @@ class ToolSpec:
     #: was shown, not against whatever another turn was offered since.
     generation: int | None = None
 
-    def openai(self) -> dict[str, Any]:
+    def openai(self) -> OpenAITool:
         """The tool as an OpenAI ``tools`` entry."""
         return {
             "type": "function",
@@ -257,7 +270,7 @@ class Offer:
     specs: tuple[ToolSpec, ...] = ()
     routes: Mapping[str, ToolSource] = field(default_factory=dict)
 
-    def openai(self) -> list[dict[str, Any]]:
+    def openai(self) -> list[OpenAITool]:
         return [spec.openai() for spec in self.specs]
 
     @property

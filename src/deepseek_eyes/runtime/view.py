@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.llm.thinking import ThinkingMode
 from deepseek_eyes.runtime.budget import fit, message_tokens
 from deepseek_eyes.runtime.render import render_evidence, render_pointer
@@ -66,7 +67,7 @@ class EvidenceSlot:
 
 @dataclass(frozen=True)
 class View:
-    messages: list[dict[str, Any]]
+    messages: list[JsonObject]  # upstream (OpenAI wire) messages
     estimated_tokens: int
     evidence_tokens: int  # the part of the estimate that is rendered evidence
     omitted: int  # messages left out to fit the budget
@@ -86,13 +87,13 @@ def sends_reasoning(message: Mapping[str, Any], thinking: ThinkingMode) -> bool:
     return thinking == "enabled" or bool(reasoning)
 
 
-def render_assistant(message: Mapping[str, Any], *, reasoning: bool = False) -> dict[str, Any]:
+def render_assistant(message: Mapping[str, Any], *, reasoning: bool = False) -> JsonObject:
     """A runtime-format assistant message as the upstream gets it; ``reasoning`` adds its
     ``reasoning_content``. The one rendering for history and for a turn's own tool rounds,
     so that a later request starts with the same bytes (DeepSeek's prefix cache)."""
     content = message.get("content")
     text = content if isinstance(content, str) else _joined_text(content or [])
-    out: dict[str, Any] = {"role": "assistant", "content": text}
+    out: JsonObject = {"role": "assistant", "content": text}
     if reasoning:
         out["reasoning_content"] = message["reasoning"]
     # Calls the runtime ran itself beside the client's (their results follow, logged).
@@ -115,7 +116,7 @@ def _joined_text(parts: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
 
 
-def _plain(message: Mapping[str, Any], reasoning: bool = False) -> dict[str, Any]:
+def _plain(message: Mapping[str, Any], reasoning: bool = False) -> JsonObject:
     role = message["role"]
     if role == "assistant":
         return render_assistant(message, reasoning=reasoning)
@@ -242,7 +243,7 @@ def build_view(
     rendered: set[str] = set()  # images whose full evidence an earlier message holds
     ids = image_ids(messages)
     pixels = native_pixels(messages, native_history_images) if path == "native" else {}
-    out: list[dict[str, Any]] = []
+    out: list[JsonObject] = []
     evidence_tokens = 0
     avoided_tokens = 0
     with_reasoning = reasoning_sent(messages, thinking)
@@ -309,8 +310,8 @@ def _native_user(
     ids: Mapping[str, str],
     pixels: Mapping[str, tuple[int, int]],
     image_bytes: Mapping[str, bytes],
-) -> dict[str, Any]:
-    parts: list[dict[str, Any]] = []
+) -> JsonObject:
+    parts: list[JsonObject] = []
     for position, part in enumerate(message["content"]):
         if part.get("type") == "text":
             parts.append({"type": "text", "text": part["text"]})

@@ -9,8 +9,8 @@ loop.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.llm.client import ToolCall
 from deepseek_eyes.runtime.tools import ProgressEvent
 from deepseek_eyes.runtime.turn.request import TurnResult
@@ -32,7 +32,7 @@ class Delta:
     """Streamed pieces of a model call the client may see: reasoning, content and the
     client's own tool-call deltas (never the runtime's)."""
 
-    delta: dict[str, Any]
+    delta: JsonObject  # OpenAI wire: a chunk's delta
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from deepseek_eyes.audit.log import AuditLog
+from deepseek_eyes.audit.records import Seal as AuditSeal
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.llm.client import ChatResult
 from deepseek_eyes.llm.retry import attempts_json
@@ -38,7 +39,7 @@ CATEGORY_OF_SOURCE = {
     "desktop": UsageCategory.COMPUTER_USE,
 }
 
-Seal = Callable[[], dict[str, Any] | None]
+Seal = Callable[[], AuditSeal | None]
 
 
 def usage_json(usage: ProviderUsage) -> UsageJson:

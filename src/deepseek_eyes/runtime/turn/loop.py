@@ -213,7 +213,7 @@ class TurnRunner:
         return done
 
     @staticmethod
-    def _tool_messages(done: Done) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def _tool_messages(done: Done) -> tuple[list[JsonObject], list[JsonObject]]:
         """Tool results for the upstream, and as logged (named, marked internal)."""
         upstream = [{"role": "tool", "tool_call_id": c.id, "content": o.content}
                     for c, o in done]

@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, LLMError, TurnError
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.thinking import ThinkingMode, model_defaults, reasoning_gaps, thinking_mode
@@ -284,7 +285,7 @@ class Preparer:
             if prompt is not None:
                 at = 1 if path == "bridged" else 0
                 history.insert(at, {"role": "system", "content": prompt})
-        base: dict[str, Any] = {"model": model}
+        base: JsonObject = {"model": model}
         base.update({k: v for k, v in request.params.items() if k in PASSTHROUGH})
         for key, value in model_defaults(model, self._llm).items():  # the model's settings
             if base.get(key) is None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
+from deepseek_eyes.audit.records import Seal
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.llm.client import ToolCall
 from deepseek_eyes.store.events import Fork
 from deepseek_eyes.usage import ProviderUsage
@@ -74,8 +76,8 @@ class TurnRequest:
     # The whole conversation, runtime format (deepseek_eyes.runtime.messages).
     messages: list[dict[str, Any]]
     model: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)  # the client's OpenAI fields
-    client_tools: list[dict[str, Any]] = field(default_factory=list)  # OpenAI ``tools``
+    params: JsonObject = field(default_factory=dict)  # the client's OpenAI fields
+    client_tools: list[JsonObject] = field(default_factory=list)  # the client's ``tools``
     tool_choice: Any = None  # OpenAI ``tool_choice``: a string or an object
     session_id: str | None = None
     source: str = "gateway"
@@ -102,7 +104,7 @@ class TurnResult:
     fork: Fork | None = None  # set when the history did not extend the named session
     tools: list[CallRecord] = field(default_factory=list)  # the runtime's calls
     requests: list[RequestRecord] = field(default_factory=list)
-    audit: dict[str, Any] | None = None  # the chain's head (and checkpoint) after the turn
+    audit: Seal | None = None  # the chain's head (and checkpoint) after the turn
     thinking: ThinkingNote | None = None
 
 

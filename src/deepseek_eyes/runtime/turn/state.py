@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.llm.thinking import ThinkingMode
 from deepseek_eyes.runtime.tools import Offer, TurnContext
 from deepseek_eyes.runtime.turn.request import (
@@ -38,12 +38,12 @@ class TurnState:
     view: View
     context: TurnContext
     offer: Offer
-    base: dict[str, Any]  # model, passthrough parameters (no messages, no tools)
-    history: list[dict[str, Any]]  # upstream messages before the turn's own tool rounds
+    base: JsonObject  # the upstream request: model, passthrough parameters
+    history: list[JsonObject]  # upstream messages before the turn's own tool rounds
     started: float
     evidence: list[EvidenceUse]
     prior_calls: int = 0  # model calls of this instruction in earlier requests
-    tail: list[dict[str, Any]] = field(default_factory=list)  # the turn's tool rounds
+    tail: list[JsonObject] = field(default_factory=list)  # the turn's tool rounds
     usage: ProviderUsage = field(default_factory=ProviderUsage)
     model_calls: int = 0
     omitted: int = 0  # messages the budget left out of the latest request
