@@ -12,13 +12,13 @@ hash before it is served.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
+from deepseek_eyes import canonical_json
 from deepseek_eyes.errors import EvidenceIntegrityError, VisionError
 from deepseek_eyes.vision.bridge import VisionBridge
 from deepseek_eyes.vision.evidence.cache import EvidenceRecord, ImageMeta
@@ -188,5 +188,6 @@ def _parse_cursor(cursor: str | None) -> tuple[int, int]:
     return int(parts[0]), int(parts[1])
 
 
-def record_json(record: dict[str, Any]) -> str:
-    return json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+def record_json(record: Mapping[str, Any]) -> str:
+    """An evidence record as a resource's text: the same bytes its digest was taken over."""
+    return canonical_json.LENIENT.dumps(record)
