@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from deepseek_eyes.runtime.budget import fit
 from deepseek_eyes.runtime.view import BRIDGE_SYSTEM_PROMPT, EvidenceSlot, build_view
 
 IMAGE = {"type": "image", "sha256": "ab" * 32, "media_type": "image/png", "width": 900,
@@ -163,10 +164,10 @@ def test_budget_drops_oldest_and_keeps_tool_pairs() -> None:
         {"role": "assistant", "content": filler},
         user(text("latest question")),
     ]
-    view = build_view(messages, path="text", budget_tokens=1200)
-    roles = [m["role"] for m in view.messages]
+    fitted, omitted = fit(build_view(messages, path="text").messages, 1200)
+    roles = [m["role"] for m in fitted]
     assert roles[0] == "system"
-    assert view.messages[-1] == {"role": "user", "content": "latest question"}
+    assert fitted[-1] == {"role": "user", "content": "latest question"}
     assert "tool" not in roles  # the tool result left with its call
-    assert view.omitted >= 3
-    assert "left out" in view.messages[1]["content"]
+    assert omitted >= 3
+    assert "left out" in fitted[1]["content"]

@@ -89,10 +89,7 @@ class ScreenToolSource(Generic[S]):
         evidence: list[int] = []  # estimated tokens of each evidence block delivered
 
         async def describe(png: bytes, question: str | None) -> str:
-            text = await self._evidence(png, question, context, images)
-            if len(images) > len(evidence):  # a block of evidence, not a bracketed note
-                evidence.append(estimate_tokens(len(text)))
-            return text
+            return await self._evidence(png, question, context, images, evidence)
 
         result = await service.call(name, arguments, describe=describe)
         shot = result.screenshot
@@ -104,11 +101,13 @@ class ScreenToolSource(Generic[S]):
         if result.code:
             details["code"] = result.code
         return ToolOutcome(result.text, result.is_error, details, tuple(images),
-                           evidence_tokens=sum(tokens for tokens in evidence))
+                           evidence_tokens=sum(evidence))
 
     async def _evidence(self, png: bytes, question: str | None, context: TurnContext,
-                        images: list[tuple[str, Mapping[str, Any]]]) -> str:
-        """Validated evidence of a screenshot (named, never sent as pixels)."""
+                        images: list[tuple[str, Mapping[str, Any]]],
+                        evidence: list[int]) -> str:
+        """Validated evidence of a screenshot (named, never sent as pixels); its estimated
+        tokens go to ``evidence`` (a bracketed note instead of evidence counts nothing)."""
         if len(context.images) >= self._max_images:
             return "[the screenshot was stored but not read: the turn's image limit is reached]"
         try:
@@ -125,8 +124,10 @@ class ScreenToolSource(Generic[S]):
         image_id = context.add_image(part)
         images.append((image_id, part))
         render = render_target if question else render_evidence
-        return render(image_id, part, seen.record.evidence, route=seen.route,
+        text = render(image_id, part, seen.record.evidence, route=seen.route,
                       record_sha256=seen.record.record_sha256)
+        evidence.append(estimate_tokens(len(text)))
+        return text
 
     async def close(self) -> None:
         while self.services:

@@ -19,9 +19,8 @@ Three shapes, one per turn path:
 In every path an image repeated within one message is rendered once; its copies become a
 one-line reference (250 copies of one image cost one evidence block, not 250).
 
-With ``budget_tokens`` the view is fitted to the history budget
-(:func:`deepseek_eyes.runtime.budget.fit`); the turn loop fits every request again, its
-own tool rounds included.
+The view is not fitted to the history budget: the turn loop fits every request
+(:func:`deepseek_eyes.runtime.budget.fit`), its own tool rounds included.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ from typing import Any
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.llm.thinking import ThinkingMode
-from deepseek_eyes.runtime.budget import fit, message_tokens
 from deepseek_eyes.runtime.render import render_evidence, render_pointer
 from deepseek_eyes.store.events import message_calls
 from deepseek_eyes.usage import estimate_tokens
@@ -68,9 +66,7 @@ class EvidenceSlot:
 @dataclass(frozen=True)
 class View:
     messages: list[JsonObject]  # upstream (OpenAI wire) messages
-    estimated_tokens: int
-    evidence_tokens: int  # the part of the estimate that is rendered evidence
-    omitted: int  # messages left out to fit the budget
+    evidence_tokens: int  # estimated tokens of the rendered evidence
     # What the real alternative (earlier images' evidence in full) would have added, by
     # the same estimate as evidence_tokens; 0 with history_evidence = "full".
     avoided_tokens: int = 0
@@ -214,7 +210,6 @@ def build_view(
     path: str,
     slots: Mapping[str, EvidenceSlot] | None = None,
     image_bytes: Mapping[str, bytes] | None = None,
-    budget_tokens: int | None = None,
     history_evidence: str = "full",
     native_history_images: int = 0,
     thinking: ThinkingMode = None,
@@ -289,11 +284,7 @@ def build_view(
         out.append({"role": "user", "content": "\n\n".join(pieces)})
     if path == "bridged":
         out.insert(0, {"role": "system", "content": BRIDGE_SYSTEM_PROMPT})
-    omitted = 0
-    if budget_tokens is not None:
-        out, omitted = fit(out, budget_tokens)
-    total = sum(message_tokens(m) for m in out)
-    return View(out, total, evidence_tokens, omitted, avoided_tokens)
+    return View(out, evidence_tokens, avoided_tokens)
 
 
 def _again(image_id: str) -> str:

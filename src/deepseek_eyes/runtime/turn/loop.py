@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
 from typing import Any, TypeVar
 
 from deepseek_eyes.audit.log import AuditLog
@@ -103,7 +103,9 @@ class TurnRunner:
         self._ledger = Ledger(usage=usage, audit=audit, sessions=sessions, seal=seal)
 
     # the loop ------------------------------------------------------------------
-    async def events(self, request: TurnRequest, *, stream: bool) -> AsyncIterator[TurnEvent]:
+    async def events(
+        self, request: TurnRequest, *, stream: bool
+    ) -> AsyncGenerator[TurnEvent, None]:
         """The turn as events, ending with :class:`Answer` (or the turn's error).
 
         ``stream``: model calls are streamed and their visible pieces yielded as

@@ -99,14 +99,6 @@ def _prior_calls(messages: Sequence[Mapping[str, Any]]) -> int:
     return count
 
 
-def _sends_pixels(messages: Sequence[Mapping[str, Any]]) -> bool:
-    return any(
-        isinstance(part, Mapping) and part.get("type") == "image_url"
-        for message in messages if isinstance(message.get("content"), list)
-        for part in message["content"]
-    )
-
-
 class Preparer:
     def __init__(
         self,
@@ -257,7 +249,7 @@ class Preparer:
             native_history_images=self._settings.native_history_images,
             thinking=thinking,
         )
-        if path == "native" and _sends_pixels(view.messages):
+        if originals:  # the bytes of the images this view sends as pixels
             self._usage.count(UsageCategory.NATIVE_VISUAL_TURNS, source=model)
         if path == "bridged":
             self._usage.record_estimate(

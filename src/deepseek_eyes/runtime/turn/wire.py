@@ -15,7 +15,7 @@ client's tool-call deltas are forwarded as they arrive.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deepseek_eyes.canonical_json import JsonObject
@@ -102,7 +102,8 @@ def deepseekeyes_json(result: TurnResult) -> JsonObject:
         # each resolvable with `deepseek-eyes audit show` (the turn id resolves them all)
         "turn_id": result.turn_id,
         "images": [
-            {k: e[k] for k in ("sha256", "operation_id", "record_sha256") if k in e}
+            {"sha256": e["sha256"], "operation_id": e["operation_id"],
+             "record_sha256": e["record_sha256"]}
             for e in result.evidence
         ],
         "requests": result.requests,
@@ -140,7 +141,7 @@ class TurnStream:
     turn is prepared, before the first chunk is yielded.
     """
 
-    def __init__(self, events: AsyncIterator[TurnEvent], *, include_usage: bool) -> None:
+    def __init__(self, events: AsyncGenerator[TurnEvent, None], *, include_usage: bool) -> None:
         self._events = events
         self._include_usage = include_usage
         self.result: TurnResult | None = None
@@ -160,9 +161,6 @@ class TurnStream:
 
     def __aiter__(self) -> AsyncIterator[JsonObject]:
         return self._iterate()
-
-    async def aclose(self) -> None:
-        await self._events.aclose()  # type: ignore[attr-defined]
 
     async def _iterate(self) -> AsyncIterator[JsonObject]:
         sent_role = False
@@ -204,5 +202,5 @@ class TurnStream:
                         yield {**self._chunk({}, final.finish_reason), **extra}
                     self.result = final
         finally:
-            await self._events.aclose()  # type: ignore[attr-defined]
+            await self._events.aclose()
 
