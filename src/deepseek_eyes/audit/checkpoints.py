@@ -185,19 +185,21 @@ def stored_checkpoints(db: Database) -> list[Checkpoint]:
         return read_checkpoints(conn)
 
 
-def _counts_through(conn: sqlite3.Connection, keyring: Keyring, seq: int) -> dict[str, int]:
+_LAST = ("SELECT seq, hash, ts, key_id, mac, counts, ordinal FROM chain_checkpoints"
+         " ORDER BY id DESC LIMIT 1")
+
+
+def _counts_through(conn: sqlite3.Connection, keyring: Keyring, seq: int,
+                    last: Checkpoint | None) -> dict[str, int]:
     """How many entries through ``seq`` name each table: the last checkpoint's counts (when
     its signature holds) plus the entries after it, so a seal costs its new entries only."""
     base: dict[str, int] = {}
     since = 0
-    row = conn.execute("SELECT seq, hash, ts, key_id, mac, counts, ordinal FROM"
-                       " chain_checkpoints ORDER BY id DESC LIMIT 1").fetchone()
-    if row is not None and row[5] is not None and int(row[0]) <= seq:
+    if last is not None and last.counts is not None and last.seq <= seq:
         try:
-            last = _from_row(tuple(row))
-            if last.check_signature(keyring) and last.counts is not None:
+            if last.check_signature(keyring):
                 base, since = dict(last.counts), last.seq
-        except (DeepSeekEyesError, ValueError, TypeError):
+        except DeepSeekEyesError:
             pass  # count from the start instead
     for key, n in conn.execute(
             "SELECT COALESCE(ref_table, ?), COUNT(*) FROM chain WHERE seq > ? AND seq <= ?"
@@ -206,22 +208,43 @@ def _counts_through(conn: sqlite3.Connection, keyring: Keyring, seq: int) -> dic
     return base
 
 
-def sign_in(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = None) -> Checkpoint:
+def _last_checkpoint(conn: sqlite3.Connection) -> Checkpoint | None:
+    row = conn.execute(_LAST).fetchone()
+    if row is None:
+        return None
+    try:
+        return _from_row(tuple(row))
+    except (ValueError, TypeError):
+        return None  # a damaged row: verify reports it; the next one counts from the start
+
+
+def sign_in(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = None,
+            last: Checkpoint | None = None) -> Checkpoint:
     """Sign the chain's head and store the checkpoint, inside the caller's write
     transaction on ``conn`` (which holds the lock: no other checkpoint can take its
-    ordinal).
+    ordinal). The head is the transaction's chain writer's (already in hand when the
+    transaction chained a record); ``last`` is the newest stored checkpoint, when the
+    caller has read it.
 
     Raises:
         AuditError: ``AUDIT_CHAIN_BROKEN`` when the chain is empty.
     """
-    row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
-    if row is None:
+    writer = ChainWriter.of(conn)
+    writer.write()  # the counts below read the chain table
+    if writer.seq == 0:
         raise AuditError("the audit chain is empty: nothing to checkpoint",
                          code="AUDIT_CHAIN_BROKEN")
-    seq, value = int(row[0]), str(row[1])
+    seq, value = writer.seq, writer.head
     when = time.time() if ts is None else ts
-    counts = _counts_through(conn, keyring, seq)
-    ordinal = int(conn.execute("SELECT COUNT(*) FROM chain_checkpoints").fetchone()[0]) + 1
+    if last is None:
+        last = _last_checkpoint(conn)
+    counts = _counts_through(conn, keyring, seq, last)
+    # Its place among the stored checkpoints: one after the newest one's, when that one has
+    # an ordinal (a count of the table would grow with every turn ever sealed).
+    if last is not None and last.ordinal is not None:
+        ordinal = last.ordinal + 1
+    else:
+        ordinal = int(conn.execute("SELECT COUNT(*) FROM chain_checkpoints").fetchone()[0]) + 1
     kid, mac = keyring.sign(Checkpoint.signed_bytes(seq, value, when, counts, ordinal))
     conn.execute(
         "INSERT INTO chain_checkpoints (seq, hash, ts, key_id, mac, counts, ordinal)"
@@ -245,16 +268,17 @@ def checkpoint_if_new(
     db: Database, keyring: Keyring
 ) -> tuple[tuple[int, str] | None, Checkpoint | None]:
     """The chain's head (None when empty), and a new checkpoint of it when the chain grew
-    since the last one."""
+    since the last one. Inside an open write transaction it is part of it, and signs the
+    head that transaction's records made."""
     with db.transaction() as conn:
-        row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
-        if row is None:
+        writer = ChainWriter.of(conn)
+        if writer.seq == 0:
             return None, None
-        tip = (int(row[0]), str(row[1]))
-        last = conn.execute("SELECT MAX(seq) FROM chain_checkpoints").fetchone()[0]
-        if last is not None and int(last) >= tip[0]:
+        tip = (writer.seq, writer.head)
+        last = _last_checkpoint(conn)
+        if last is not None and last.seq >= tip[0]:
             return tip, None
-        return tip, sign_in(conn, keyring)
+        return tip, sign_in(conn, keyring, last=last)
 
 
 def record_cut(db: Database, conn: sqlite3.Connection, body: Mapping[str, Any],
@@ -274,5 +298,5 @@ def record_cut(db: Database, conn: sqlite3.Connection, body: Mapping[str, Any],
         raise AuditError("a retention cut needs the audit key, and this database has none",
                          code="AUDIT_KEY_MISSING")
     keyring = db.audit_keys()
-    ChainWriter(conn).add_body("retention", body, ts)
+    ChainWriter.of(conn).add_body("retention", body, ts)
     return sign_in(conn, keyring)

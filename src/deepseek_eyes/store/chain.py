@@ -30,17 +30,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.encoder
 import re
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from deepseek_eyes import canonical_json
+from deepseek_eyes.store import stored as _stored
 
 __all__ = [
     "CHAINED_TABLES",
     "GENESIS",
     "ChainWriter",
+    "Connection",
     "Record",
     "SqlValue",
     "adopt_existing",
@@ -53,6 +56,7 @@ __all__ = [
     "read_records",
     "record_digest",
     "ref_text",
+    "stored_row_of",
     "table_of_insert",
 ]
 
@@ -93,15 +97,23 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+_TABLE_OF: dict[str, str] = {}
+
+
 def table_of_insert(sql: str) -> str:
     """The audited table an INSERT writes to.
 
     Raises:
         ValueError: for any other statement or table (a programming error, not input).
     """
+    table = _TABLE_OF.get(sql)
+    if table is not None:
+        return table
     match = _INSERT.match(sql)
     if match is None or match.group(1) not in CHAINED_TABLES:
         raise ValueError(f"not an INSERT into an audited table: {sql[:60]!r}")
+    if len(_TABLE_OF) < 256:  # a few fixed strings
+        _TABLE_OF[sql] = match.group(1)
     return match.group(1)
 
 
@@ -179,19 +191,47 @@ class ChainWriter:
     """Appends entries inside an open write transaction on ``conn``.
 
     The tail is read once, when the writer is made: the transaction holds SQLite's write
-    lock, so no other process can extend the chain until it commits.
+    lock, so no other process can extend the chain until it commits. Get one with
+    :meth:`of`, so a transaction's records share it.
     """
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, buffered: bool = False) -> None:
         self._conn = conn
         row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
         self.seq, self.head = (int(row[0]), str(row[1])) if row else (0, GENESIS)
+        self._buffered = buffered
+        self._rows: list[tuple[Any, ...]] = []
+
+    @classmethod
+    def of(cls, conn: sqlite3.Connection) -> ChainWriter:
+        """The writer of the write transaction open on ``conn``: one per transaction of a
+        :class:`Connection` (its tail read once, its entries written in one statement
+        before the commit), a fresh unbuffered one on any other connection."""
+        if isinstance(conn, Connection) and conn.tracking and conn.in_transaction:
+            if conn.writer is None:
+                conn.writer = cls(conn, buffered=True)
+            return conn.writer
+        return cls(conn)
 
     def add_row(self, kind: str, table: str, rowid: int, ts: float) -> int:
+        """Chain the row at ``rowid`` as it reads back (rows already stored)."""
         record = read_record(self._conn, table, rowid)
         if record is None:
             raise ValueError(f"{table}:{rowid} vanished inside its own transaction")
         return self._add(kind, table, rowid, None, record_digest(record), ts)
+
+    def add_insert(
+        self, kind: str, table: str, sql: str, params: Sequence[Any], rowid: int, ts: float
+    ) -> int:
+        """Chain the row ``sql`` just inserted with ``params`` at ``rowid``: its canonical
+        bytes computed from the values and the declared column types
+        (:class:`~deepseek_eyes.store.stored.RowEncoder`), read back only when those do not
+        say for certain what was stored."""
+        encoder = _encoder_of(self._conn, table, sql)
+        data = encoder.encode(params, rowid) if encoder is not None else None
+        if data is None:
+            return self.add_row(kind, table, rowid, ts)
+        return self._add(kind, table, rowid, None, hashlib.sha256(data).hexdigest(), ts)
 
     def add_body(self, kind: str, body: Mapping[str, Any], ts: float) -> int:
         text = canonical_bytes(dict(body))
@@ -202,26 +242,121 @@ class ChainWriter:
         ts: float,
     ) -> int:
         seq = self.seq + 1
-        value = entry_hash(seq, ts, kind, ref_text(table, rowid), digest, self.head)
-        self._conn.execute(
-            "INSERT INTO chain (seq, ts, kind, ref_table, ref_id, body, digest, prev, hash)"
-            " VALUES (?,?,?,?,?,?,?,?,?)",
-            (seq, ts, kind, table, rowid, body, digest, self.head, value),
-        )
+        ref = None if table is None else f"{table}:{rowid}"
+        if type(ts) is float and ts - ts == 0.0:  # finite; digest and head are our own hex
+            # entry_hash's bytes, with the JSON of kind and ref spelled here (a table name
+            # is \w+, a rowid digits: neither needs escaping).
+            kind_json = _KIND_JSON.get(kind) or _kind_json(kind)
+            ref_json = "null" if ref is None else f'"{ref}"'
+            value = hashlib.sha256(
+                f'{{"digest":"{digest}","kind":{kind_json},"prev":"{self.head}","ref":'
+                f'{ref_json},"seq":{seq},"ts":{float.__repr__(ts)},"v":1}}'.encode()
+            ).hexdigest()
+        else:
+            value = entry_hash(seq, ts, kind, ref, digest, self.head)
+        row = (seq, ts, kind, table, rowid, body, digest, self.head, value)
+        if self._buffered:
+            self._rows.append(row)
+        else:
+            self._conn.execute(_INSERT_ENTRY, row)
         self.seq, self.head = seq, value
         return seq
 
+    def write(self) -> None:
+        """Write the buffered entries (before the commit, and before anything in the
+        transaction reads the chain table)."""
+        if self._rows:
+            rows, self._rows = self._rows, []
+            self._conn.executemany(_INSERT_ENTRY, rows)
+
+
+_KIND_JSON: dict[str, str] = {}
+
+
+def _kind_json(kind: str) -> str:
+    text = _encode_str(kind)
+    if len(_KIND_JSON) < 1024:  # kinds are a few dozen names
+        _KIND_JSON[kind] = text
+    return text
+
+
+_INSERT_ENTRY = ("INSERT INTO chain (seq, ts, kind, ref_table, ref_id, body, digest, prev,"
+                 " hash) VALUES (?,?,?,?,?,?,?,?,?)")
+_encode_str = json.encoder.encode_basestring
+
+
+class Connection(sqlite3.Connection):
+    """A connection that keeps the row encoders of its audited tables' INSERTs
+    (``sqlite3.connect(..., factory=Connection)``), so a chained write does not ask SQLite
+    for a table's shape each time, and the chain writer of its open write transaction.
+    :meth:`forget_shapes` after any schema change (a migration)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.encoders: dict[str, _stored.RowEncoder | None] = {}
+        #: The open write transaction's writer (:meth:`ChainWriter.of`), while ``tracking``.
+        self.writer: ChainWriter | None = None
+        self.tracking = False
+
+    def forget_shapes(self) -> None:
+        self.encoders.clear()
+
+    def begun(self) -> None:
+        """A write transaction began (``BEGIN IMMEDIATE`` ran): its writer is made on first
+        use and kept until :meth:`ended`."""
+        self.writer, self.tracking = None, True
+
+    def write_chain(self) -> None:
+        """Write the open transaction's buffered chain entries now."""
+        if self.writer is not None:
+            self.writer.write()
+
+    def ended(self) -> None:
+        self.writer, self.tracking = None, False
+
+
+def _encoder_of(conn: sqlite3.Connection, table: str, sql: str) -> _stored.RowEncoder | None:
+    """The encoder of ``sql``'s rows on ``conn`` (kept on a :class:`Connection`); None for an
+    INSERT whose shape :mod:`~deepseek_eyes.store.stored` does not parse."""
+    cache = conn.encoders if isinstance(conn, Connection) else {}
+    try:
+        return cache[sql]
+    except KeyError:
+        pass
+    insert = _stored.parse_insert(sql)
+    encoder = None
+    if insert is not None and insert.table == table:
+        encoder = _stored.RowEncoder(_stored.table_shape(conn, table), insert,
+                                     CHAINED_TABLES[table])
+    if len(cache) < 256:  # the project's INSERTs are a few fixed strings
+        cache[sql] = encoder
+    return encoder
+
+
+def stored_row_of(
+    conn: sqlite3.Connection, sql: str, params: Sequence[Any], rowid: int
+) -> Record | None:
+    """The row ``sql`` stored with ``params`` at ``rowid``, computed (None when it cannot
+    be for certain; see :mod:`deepseek_eyes.store.stored`)."""
+    insert = _stored.parse_insert(sql)
+    if insert is None:
+        return None
+    return _stored.stored_row(_stored.table_shape(conn, insert.table), insert, params, rowid)
+
 
 def insert(
-    conn: sqlite3.Connection, kind: str, sql: str, params: Sequence[Any], ts: float
+    conn: sqlite3.Connection, kind: str, sql: str, params: Sequence[Any], ts: float,
+    writer: ChainWriter | None = None,
 ) -> int | None:
     """Run one INSERT into an audited table and chain the row, inside the caller's
-    transaction; returns the rowid, or None when ``INSERT OR IGNORE`` inserted nothing."""
+    transaction; returns the rowid, or None when ``INSERT OR IGNORE`` inserted nothing.
+    Several inserts in one transaction pass one ``writer`` (the chain's tail is read once)."""
     table = table_of_insert(sql)
     cur = conn.execute(sql, params)
     if cur.rowcount <= 0 or cur.lastrowid is None:
         return None
-    ChainWriter(conn).add_row(kind, table, int(cur.lastrowid), ts)
+    (writer or ChainWriter.of(conn)).add_insert(
+        kind, table, sql, params, int(cur.lastrowid), ts)
     return int(cur.lastrowid)
 
 

@@ -10,10 +10,21 @@ other processes read while we write, and the asyncio runtime calls in from worke
 
 Why log rows are appended in batches (:meth:`Database.append`): a cache hit must cost about
 what hashing the image costs, and three separate commits (attempt, usage, audit) cost more
-than the hash itself. Appended rows are written in one transaction when 64 are pending,
-when the oldest has waited a second, before any other statement or query on this
-connection, and at close; so every reader through this object sees them, and a crash loses
-at most the last second of log rows, never evidence or route state.
+than the hash itself. Appended rows are written when 64 are pending, when the oldest has
+waited a second, before any query on this connection, at close, and inside the next write
+transaction (:meth:`Database.transaction`), so they commit with the record that follows
+them: a turn's request, usage and audit rows commit with its answer, in one transaction.
+Every reader through this object sees them, and a crash loses at most the last second of
+log rows, never evidence, route state or the rows of a committed answer.
+
+Why transactions nest (:meth:`Database.transaction` inside another is part of it): one
+turn's answer, its turn record and the checkpoint that signs them are written by three
+modules, and one commit for all of them costs a third of three. The outer block commits or
+rolls back everything; an error inside an inner one rolls back the whole.
+
+Why one chain writer per transaction (:meth:`~deepseek_eyes.store.chain.ChainWriter.of`):
+the chain's tail is read once when a write transaction first chains a record, not once
+per record; the transaction holds the write lock, so it cannot go stale meanwhile.
 
 Why :meth:`Database.open_read_only` exists: verifying the audit must not write, so it opens
 the file with SQLite's ``mode=ro`` when a WAL is there to read, and ``immutable=1`` when
@@ -253,10 +264,13 @@ class Database:
         self._lock = threading.RLock()
         self._pending: list[_Pending] = []
         self._pending_since = 0.0
+        self._depth = 0
+        self._unwritten: list[_Pending] = []
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
-                path, check_same_thread=False, isolation_level=None, timeout=10.0
+                path, check_same_thread=False, isolation_level=None, timeout=10.0,
+                factory=_chain.Connection,
             )
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -283,13 +297,16 @@ class Database:
         db._lock = threading.RLock()
         db._pending = []
         db._pending_since = 0.0
+        db._depth = 0
+        db._unwritten = []
         wal = path.with_name(path.name + "-wal")
         immutable = not wal.exists()
         try:
             db._opened = _file_state(path) if immutable else None
             uri = path.resolve().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
             db._conn = sqlite3.connect(uri, uri=True, check_same_thread=False,
-                                       isolation_level=None, timeout=10.0)
+                                       isolation_level=None, timeout=10.0,
+                                       factory=_chain.Connection)
             version = db.schema_version
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open database {path} to read: {exc}",
@@ -339,6 +356,7 @@ class Database:
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
+        self._conn.forget_shapes()
 
     def append(self, sql: str, params: Sequence[Any] = (), *, chain: str | None = None) -> None:
         """Queue one log-row INSERT; written in a batch (see the module docstring).
@@ -362,48 +380,102 @@ class Database:
                 self.flush()
 
     def flush(self) -> None:
-        """Write every queued row now, in one transaction."""
+        """Write every queued row now, in one transaction (or in the open one, with its
+        buffered chain entries, so a query inside it sees them)."""
         with self._lock:
+            if self._depth:
+                self._write_pending()
+                self._conn.write_chain()
+                return
             if not self._pending:
                 return
-            pending, self._pending = self._pending, []
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                writer: _chain.ChainWriter | None = None
-                now = time.time()
-                for sql, params, kind, table in pending:
-                    cur = self._conn.execute(sql, params)
-                    if kind is not None and table is not None and cur.rowcount > 0 \
-                            and cur.lastrowid is not None:
-                        writer = writer or _chain.ChainWriter(self._conn)
-                        writer.add_row(kind, table, cur.lastrowid, now)
-                self._conn.execute("COMMIT")
+                self._begin()
+                try:
+                    self._write_pending()
+                except BaseException:
+                    self._rollback()
+                    raise
+                self._commit()
             except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("ROLLBACK")
                 raise StoreError(
                     f"database write failed: {exc}", code="STORE_WRITE_FAILED"
                 ) from exc
 
+    def _write_pending(self) -> None:
+        """The queued rows and their chain entries, inside the open transaction; put back
+        in the queue when it rolls back (see :meth:`_rollback`)."""
+        pending, self._pending = self._pending, []
+        now = time.time()
+        conn = self._conn
+        # A batch that fails to write is dropped, as a failed flush always did: a row that
+        # cannot be stored must not fail every later transaction too.
+        writer: _chain.ChainWriter | None = None
+        for sql, params, kind, table in pending:
+            cur = conn.execute(sql, params)
+            if kind is not None and table is not None and cur.rowcount > 0 \
+                    and cur.lastrowid is not None:
+                writer = writer or _chain.ChainWriter.of(conn)
+                writer.add_insert(kind, table, sql, params, cur.lastrowid, now)
+        self._unwritten.extend(pending)
+
+    def _begin(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._conn.begun()
+        self._unwritten = []
+
+    def _commit(self) -> None:
+        self._conn.write_chain()
+        self._conn.execute("COMMIT")
+        self._conn.ended()
+        self._unwritten = []
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("ROLLBACK")
+        self._conn.ended()
+        # Rows queued before this transaction are not lost with it: they go first again.
+        self._pending[:0] = self._unwritten
+        self._unwritten = []
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction holding SQLite's write lock, the queued rows first.
+        Inside another one it is part of that one (see the module docstring)."""
         with self._lock:
-            self.flush()
-            self._conn.execute("BEGIN IMMEDIATE")
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self._conn
+                finally:
+                    self._depth -= 1
+                return
+            self._begin()
+            self._depth = 1
             try:
+                if self._pending:
+                    self._write_pending()
                 yield self._conn
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._depth = 0
+                self._rollback()
                 raise
-            else:
-                self._conn.execute("COMMIT")
+            self._depth = 0
+            try:
+                self._commit()
+            except BaseException:
+                self._rollback()
+                raise
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
         """One consistent snapshot to read from (a read transaction; WAL lets writers in
-        other processes go on meanwhile)."""
+        other processes go on meanwhile). Inside a write transaction, that one."""
         with self._lock:
             self.flush()
+            if self._depth:
+                yield self._conn
+                return
             self._conn.execute("BEGIN")
             try:
                 yield self._conn

@@ -9,6 +9,7 @@ history) is derived from these rows at every turn and never written back.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -147,6 +148,11 @@ class SessionStore:
             (session_id, self._clock(), source), chain="session",
         )
         return True
+
+    def batch(self) -> contextlib.AbstractContextManager[object]:
+        """A block whose writes through this store (and the database's other stores) are one
+        transaction: committed together at its end, or none of them."""
+        return self._db.transaction()
 
     def exists(self, session_id: str) -> bool:
         return self._db.query_one("SELECT 1 FROM sessions WHERE id = ?", (session_id,)) is not None

@@ -273,11 +273,14 @@ class TurnRunner:
             created=int(turn.started), fork=turn.fork, tools=list(turn.context.calls),
             requests=list(turn.requests), thinking=turn.thinking_note,
         )
-        self._sessions.append(
-            turn.session_id, [message, *self._tool_messages(done)[1]], turn_id=turn.turn_id,
-            turn=self._ledger.record(turn, "ok"),
-        )
-        outcome.audit = self._ledger.seal()
+        # The answer, its turn record, the rows booked since the last commit (requests,
+        # usage) and the checkpoint that signs them: one commit.
+        with self._sessions.batch():
+            self._sessions.append(
+                turn.session_id, [message, *self._tool_messages(done)[1]],
+                turn_id=turn.turn_id, turn=self._ledger.record(turn, "ok"),
+            )
+            outcome.audit = self._ledger.seal()
         return outcome
 
 

@@ -310,7 +310,7 @@ class EvidenceCache:
             except AuditError as exc:
                 log.warning("an evidence quarantine is not signed: %s (%s)", exc.message,
                             exc.code)
-                chain.ChainWriter(conn).add_body("retention", body, now)
+                chain.ChainWriter.of(conn).add_body("retention", body, now)
             conn.execute("DELETE FROM evidence WHERE key = ?", (key_text,))
         with self._lock:
             self._records.pop(key_text, None)
