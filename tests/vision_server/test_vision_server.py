@@ -129,7 +129,10 @@ async def test_see_a_path_then_a_cache_hit_by_every_name(
         assert attempts[0]["n"] >= 1  # the route call was logged, as the CLI's is
         audits = rig.home.db.query(
             "SELECT count(*) AS n FROM audit WHERE kind = 'vision.acquire'")
-        assert audits[0]["n"] == 4
+        assert audits[0]["n"] == 1  # the route call; a hit's one row is its attempt
+        hits = rig.home.db.query(
+            "SELECT count(*) AS n FROM attempts WHERE phase = 'cache' AND outcome = 'hit'")
+        assert hits[0]["n"] == 3
         calls = [json.loads(r["details"]) for r in rig.home.db.query(
             "SELECT details FROM audit WHERE kind = 'vision.call' ORDER BY id")]
         assert [c["image_ref"] for c in calls] == ["path", "path", "data", "sha256"]

@@ -184,7 +184,11 @@ class VisionBridge:
                 operation_id=exc.details.get("operation_id"),
             )
             raise
-        outcome = "joined" if result.joined else "cached" if result.cached else "ok"
+        if result.cached and not result.joined:
+            # A cache hit's one row is its attempt (phase "cache", outcome "hit": the image,
+            # route, record and operation): the path repeated most writes nothing twice.
+            return result
+        outcome = "joined" if result.joined else "ok"
         self.home.audit.append(
             "vision.acquire", result.image.sha256, outcome=outcome,
             route=result.route, variant=variant.value, record_sha256=result.record.record_sha256,

@@ -71,7 +71,7 @@ from deepseek_eyes.vision.routing.guard import (
 from deepseek_eyes.vision.routing.order import route_order
 from deepseek_eyes.vision.routing.registry import AutoRoutes
 from deepseek_eyes.vision.routing.state import RouteStateStore
-from deepseek_eyes.vision.types import Variant, VisionRequest
+from deepseek_eyes.vision.types import Variant, VisionRequest, VisionRoute
 
 __all__ = ["Acquisition", "VisionRouter"]
 
@@ -140,6 +140,7 @@ class VisionRouter:
             policy=self.policy, clock=clock,
         )
         self._flights: SingleFlight[FlightKey, Acquisition] = SingleFlight()
+        self._fingerprints: dict[str, tuple[VisionRoute, str]] = {}
 
     # ordering ---------------------------------------------------------------
     @property
@@ -173,10 +174,18 @@ class VisionRouter:
 
     def cache_fingerprint(self, name: str) -> str:
         """What evidence from ``name`` is cached under: the route's answer fingerprint
-        (endpoint, model, options; engine identity) with the prompt and schema version."""
+        (endpoint, model, options; engine identity) with the prompt and schema version.
+
+        Kept per route object: a route's identity is fixed when it is built (new settings
+        build new routes), and every cache lookup asks for it."""
         route = self._routes[name].route
+        known = self._fingerprints.get(name)
+        if known is not None and known[0] is route:
+            return known[1]
         identity = f"{route.answer_fingerprint}\n{prompt_fingerprint()}"
-        return hashlib.sha256(identity.encode()).hexdigest()
+        value = hashlib.sha256(identity.encode()).hexdigest()
+        self._fingerprints[name] = (route, value)
+        return value
 
     # acquisition ------------------------------------------------------------
     async def acquire(
@@ -243,21 +252,32 @@ class VisionRouter:
         route: str | None,
         base_route: str | None,
     ) -> Acquisition:
-        """One acquisition per image, variant, question and candidate routes at a time."""
+        """One acquisition per image, variant, question and candidate routes at a time.
+
+        A known image whose evidence is cached is answered here, before the single-flight:
+        a hit needs no coordination, and it is the path repeated most (one memory or index
+        lookup, one attempt row)."""
+        if variant is Variant.TARGET and not (question and question.strip()):
+            raise ValueError("a targeted reread needs a question")
+        if variant is Variant.EVIDENCE:
+            question = None
         order = self.order(explicit=route, base_route=base_route)
-        qsha = _question_digest(question) if variant is Variant.TARGET else None
+        qsha = _question_digest(question)
+        op = self._attempts.operation("reread" if variant is Variant.TARGET else "see")
+        meta = self._cache.image_meta(sha)
+        if meta is not None:
+            hit = self._lookup(op, meta, order, variant, qsha, record_miss=False)
+            if hit is not None:
+                return hit
         outcome = await self._flights.run(
             (sha, variant, qsha, tuple(order)),
-            lambda: self._acquire_once(
-                sha, data, variant, question=question, route=route, base_route=base_route
-            ),
+            lambda: self._acquire_once(op, sha, data, variant, order, question, qsha),
         )
-        return self._joined(outcome, variant) if outcome.joined else outcome.result()
+        return self._joined(op, outcome) if outcome.joined else outcome.result()
 
-    def _joined(self, outcome: FlightOutcome[Acquisition], variant: Variant) -> Acquisition:
-        """A caller's view of an acquisition it joined: an operation of its own, whose one
+    def _joined(self, op: OperationLog, outcome: FlightOutcome[Acquisition]) -> Acquisition:
+        """A caller's view of an acquisition it joined: an operation of its own, whose last
         row names the operation it waited on."""
-        op = self._attempts.operation("reread" if variant is Variant.TARGET else "see")
         try:
             shared = outcome.result()
         except DeepSeekEyesError as exc:
@@ -282,22 +302,14 @@ class VisionRouter:
 
     async def _acquire_once(
         self,
+        op: OperationLog,
         sha: str,
         data: bytes | None,
         variant: Variant,
-        *,
+        order: Sequence[str],
         question: str | None,
-        route: str | None,
-        base_route: str | None,
+        qsha: str | None,
     ) -> Acquisition:
-        if variant is Variant.TARGET and not (question and question.strip()):
-            raise ValueError("a targeted reread needs a question")
-        if variant is Variant.EVIDENCE:
-            question = None
-        order = self.order(explicit=route, base_route=base_route)
-        op = self._attempts.operation("reread" if variant is Variant.TARGET else "see")
-        qsha = _question_digest(question)
-
         meta = self._cache.image_meta(sha)
         if meta is not None:
             hit = self._lookup(op, meta, order, variant, qsha)
@@ -327,7 +339,11 @@ class VisionRouter:
         order: Sequence[str],
         variant: Variant,
         qsha: str | None,
+        *,
+        record_miss: bool = True,
     ) -> Acquisition | None:
+        """The cached evidence of the first route in ``order`` that has it; a miss is
+        recorded unless the caller goes on to look again (``record_miss=False``)."""
         for name in order:
             key = EvidenceKey(meta.pixel_sha256, name, variant, qsha, self.cache_fingerprint(name))
             try:
@@ -342,7 +358,8 @@ class VisionRouter:
                 )
                 self._record_avoided(record, source=f"vision-cache:{name}")
                 return Acquisition(record, meta, True, op.operation_id, tuple(op.entries))
-        op.record("cache", "miss", image_sha256=meta.sha256, routes=len(order))
+        if record_miss:
+            op.record("cache", "miss", image_sha256=meta.sha256, routes=len(order))
         return None
 
     def _record_avoided(self, record: EvidenceRecord, *, source: str) -> None:
