@@ -16,6 +16,7 @@ from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
 from deepseek_eyes.audit.records import Seal
 from deepseek_eyes.errors import DeepSeekEyesError, StoreError
 from deepseek_eyes.settings import Settings, data_home
+from deepseek_eyes.stages import stage
 from deepseek_eyes.store.blobs import BlobStore
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.usage import UsageTracker
@@ -62,7 +63,8 @@ class DataHome:
         """
         error: str | None = None
         try:
-            tip, checkpoint = checkpoint_if_new(self.db, self.audit_keys())
+            with stage("seal"):
+                tip, checkpoint = checkpoint_if_new(self.db, self.audit_keys())
         except DeepSeekEyesError as exc:
             log.warning("the audit chain was not checkpointed: %s (%s)", exc.message, exc.code)
             tip, checkpoint, error = head(self.db), None, exc.code

@@ -61,6 +61,7 @@ from deepseek_eyes.serving.security import (
     allowed_hosts_for,
 )
 from deepseek_eyes.settings import GatewaySettings, is_loopback_host
+from deepseek_eyes.stages import StageClock, stage
 from deepseek_eyes.store.events import SessionStore
 
 __all__ = ["GATEWAY_REFUSALS", "SESSION_HEADER", "check_bind", "create_app", "error_status"]
@@ -257,14 +258,22 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
     slots = asyncio.Semaphore(settings.max_concurrent_turns)
 
     async def chat(request: Request) -> Response:
-        body = await read_body(request)
-        turn = await _turn_request(request, body)
+        if not settings.server_timing:
+            return await _chat(request, None)
+        with StageClock() as clock:
+            return await _chat(request, clock)
+
+    async def _chat(request: Request, clock: StageClock | None) -> Response:
+        with stage("parse"):
+            body = await read_body(request)
+            turn = await _turn_request(request, body)
         if not body.get("stream"):
             async with slots:
                 result = await runtime.run(turn)
-            return JSONResponse(
-                completion_json(result), headers={_SESSION_HEADER_OUT: result.session_id}
-            )
+            headers = {_SESSION_HEADER_OUT: result.session_id}
+            if clock is not None:
+                headers["Server-Timing"] = clock.server_timing()
+            return JSONResponse(completion_json(result), headers=headers)
         await slots.acquire()
         try:
             stream = runtime.stream(turn)
@@ -276,6 +285,9 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         if stream.session_id is not None:
             headers[_SESSION_HEADER_OUT] = stream.session_id
+        if clock is not None:  # the stages up to the first chunk: what time-to-first-token is
+            clock.stop()
+            headers["Server-Timing"] = clock.server_timing()
 
         async def sse() -> AsyncIterator[bytes]:
             try:

@@ -59,6 +59,7 @@ from deepseek_eyes.llm.response import (
 )
 from deepseek_eyes.llm.retry import Attempt, RetryPolicy, attempts_json
 from deepseek_eyes.llm.stream import ChatStream
+from deepseek_eyes.stages import stage
 
 __all__ = [
     "MAX_ERROR_BODY_BYTES",
@@ -162,14 +163,15 @@ class ChatClient:
         body["stream"] = False
         body.pop("stream_options", None)
         failed: list[Attempt] = []
-        while True:
-            sent: list[str] = []
-            try:
-                result = await self._deadline(functools.partial(self._complete, body, sent))
-            except LLMError as exc:
-                await self._pause_or_raise(exc, failed, sent[0] if sent else None)
-                continue
-            return dataclasses.replace(result, retries=tuple(failed))
+        with stage("upstream"):  # every attempt and the waits between them
+            while True:
+                sent: list[str] = []
+                try:
+                    result = await self._deadline(functools.partial(self._complete, body, sent))
+                except LLMError as exc:
+                    await self._pause_or_raise(exc, failed, sent[0] if sent else None)
+                    continue
+                return dataclasses.replace(result, retries=tuple(failed))
 
     async def _pause_or_raise(
         self, error: LLMError, failed: list[Attempt], request_sha256: str | None
@@ -290,6 +292,10 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
         self._stream: ChatStream | None = None
 
     async def __aenter__(self) -> ChatStream:
+        with stage("upstream"):  # until the first chunk (the chunks after are the caller's)
+            return await self._open()
+
+    async def _open(self) -> ChatStream:
         failed: list[Attempt] = []
         while True:
             sent: list[str] = []

@@ -169,3 +169,9 @@ class GatewaySettings(Strict):
         default=30.0, gt=0, le=600,
         description="Seconds a request body may take to arrive in full (408 after).",
     )
+    server_timing: bool = Field(
+        default=False,
+        description="Answer chat completions with a Server-Timing header: the turn's time "
+        "by stage (parse, admission, vision, store, upstream, seal), to the first chunk for "
+        "a stream.",
+    )

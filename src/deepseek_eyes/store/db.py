@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from deepseek_eyes.errors import StoreError
+from deepseek_eyes.stages import stage
 from deepseek_eyes.store import chain as _chain
 from deepseek_eyes.store.keyring import Keyring
 
@@ -390,13 +391,14 @@ class Database:
             if not self._pending:
                 return
             try:
-                self._begin()
-                try:
-                    self._write_pending()
-                except BaseException:
-                    self._rollback()
-                    raise
-                self._commit()
+                with stage("store"):
+                    self._begin()
+                    try:
+                        self._write_pending()
+                    except BaseException:
+                        self._rollback()
+                        raise
+                    self._commit()
             except sqlite3.Error as exc:
                 raise StoreError(
                     f"database write failed: {exc}", code="STORE_WRITE_FAILED"
@@ -450,22 +452,23 @@ class Database:
                 finally:
                     self._depth -= 1
                 return
-            self._begin()
-            self._depth = 1
-            try:
-                if self._pending:
-                    self._write_pending()
-                yield self._conn
-            except BaseException:
+            with stage("store"):  # the whole block: what runs inside it is stored
+                self._begin()
+                self._depth = 1
+                try:
+                    if self._pending:
+                        self._write_pending()
+                    yield self._conn
+                except BaseException:
+                    self._depth = 0
+                    self._rollback()
+                    raise
                 self._depth = 0
-                self._rollback()
-                raise
-            self._depth = 0
-            try:
-                self._commit()
-            except BaseException:
-                self._rollback()
-                raise
+                try:
+                    self._commit()
+                except BaseException:
+                    self._rollback()
+                    raise
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
@@ -486,7 +489,7 @@ class Database:
         """Run one write; returns the last row id. With ``chain`` (the record's kind) the
         row and its audit chain entry commit together."""
         try:
-            with self._lock:
+            with stage("store"), self._lock:
                 self.flush()
                 if chain is None:
                     cur = self._conn.execute(sql, params)
@@ -497,7 +500,7 @@ class Database:
             raise StoreError(f"database write failed: {exc}", code="STORE_WRITE_FAILED") from exc
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock:
+        with stage("store"), self._lock:
             self.flush()
             cur = self._conn.execute(sql, params)
             cur.row_factory = sqlite3.Row

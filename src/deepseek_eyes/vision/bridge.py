@@ -21,6 +21,7 @@ import anyio
 from deepseek_eyes.errors import DeepSeekEyesError, ImageError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
+from deepseek_eyes.stages import stage
 from deepseek_eyes.store.blobs import sha256_hex
 from deepseek_eyes.vision.evidence.cache import EvidenceCache, ImageMeta
 from deepseek_eyes.vision.intake.decode import ImageLimits, decode_image
@@ -93,6 +94,10 @@ class VisionBridge:
                 was stored.
             StoreError: the bytes could not be stored.
         """
+        with stage("admission"):
+            return await self._admit_all(images)
+
+    async def _admit_all(self, images: Sequence[bytes]) -> list[ImageMeta]:
         metas: dict[str, ImageMeta] = {}
         pending: list[tuple[bytes, ImageMeta]] = []
         order: list[str] = []
@@ -167,6 +172,19 @@ class VisionBridge:
         question: str | None = None,
         route: str | None = None,
         base_route: str | None = None,
+    ) -> Acquisition:
+        with stage("vision"):
+            return await self._acquire_staged(image, variant, question=question, route=route,
+                                              base_route=base_route)
+
+    async def _acquire_staged(
+        self,
+        image: bytes | str,
+        variant: Variant,
+        *,
+        question: str | None,
+        route: str | None,
+        base_route: str | None,
     ) -> Acquisition:
         try:
             if isinstance(image, str):

@@ -1,0 +1,87 @@
+"""Stage timing: exclusive time per stage, a no-op without a clock, blind to other threads,
+and the gateway's Server-Timing header built from it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from deepseek_eyes.stages import STAGES, StageClock, stage
+from inprocess_gateway import serve_in_process
+from runtime.upstream import LoopbackUpstream
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_a_nested_stage_pauses_the_outer_one() -> None:
+    with StageClock() as clock:
+        with stage("store"):
+            _spin(0.02)
+            with stage("seal"):
+                _spin(0.03)
+            _spin(0.01)
+    assert 0.028 <= clock.totals["store"] < 0.045
+    assert 0.028 <= clock.totals["seal"] < 0.045
+    assert sum(clock.totals.values()) <= clock.total
+
+
+def test_without_a_clock_a_stage_counts_nothing_and_costs_little() -> None:
+    started = time.perf_counter()
+    for _ in range(10_000):
+        with stage("store"):
+            pass
+    assert time.perf_counter() - started < 0.5  # a context lookup each, no clock to feed
+    with StageClock() as clock:
+        pass
+    assert set(clock.totals) == set(STAGES) and not any(clock.totals.values())
+
+
+def test_marks_from_another_thread_are_not_counted() -> None:
+    with StageClock() as clock:
+        import contextvars
+
+        context = contextvars.copy_context()  # as anyio.to_thread hands it over
+        worker = threading.Thread(target=context.run, args=(lambda: _in_stage(0.02),))
+        worker.start()
+        worker.join()
+    assert clock.totals["upstream"] == 0.0
+
+
+def _in_stage(seconds: float) -> None:
+    with stage("upstream"):
+        _spin(seconds)
+
+
+def test_a_stopped_clock_counts_no_more() -> None:
+    with StageClock() as clock:
+        clock.stop()
+        with stage("vision"):
+            _spin(0.01)
+    assert clock.totals["vision"] == 0.0
+
+
+def test_the_gateway_reports_stages_as_server_timing_when_asked() -> None:
+    with LoopbackUpstream() as upstream:
+        llm = {"base_url": upstream.base_url, "model": "deepseek-v4-flash"}
+        body = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}]}
+        with serve_in_process(llm) as door:
+            plain = door.http.post("/v1/chat/completions", json=body)
+        assert plain.status_code == 200 and "server-timing" not in plain.headers
+        with serve_in_process(llm, gateway={"server_timing": True}) as door:
+            timed = door.http.post("/v1/chat/completions", json=body)
+            streamed = door.http.post("/v1/chat/completions", json={**body, "stream": True})
+    assert timed.status_code == 200
+    names = [part.split(";")[0].strip() for part in timed.headers["server-timing"].split(",")]
+    # A text turn parses, stores, calls the model and seals; no image, so no admission or
+    # vision; the total last.
+    assert {"parse", "store", "upstream", "seal"} <= set(names)
+    assert "admission" not in names and "vision" not in names
+    assert names[-1] == "total"
+    durations = {part.split(";")[0].strip(): float(part.split("dur=")[1])
+                 for part in timed.headers["server-timing"].split(",")}
+    assert sum(v for k, v in durations.items() if k != "total") <= durations["total"] + 0.01
+    assert "upstream" in streamed.headers["server-timing"]  # up to the first chunk
