@@ -37,10 +37,9 @@ import openai
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from runtime.upstream import LoopbackUpstream  # noqa: E402
-from vision.loopback import LoopbackVisionServer  # noqa: E402
-
-from deepseek_eyes.stages import STAGES  # noqa: E402
+from deepseek_eyes.stages import STAGES
+from runtime.upstream import LoopbackUpstream
+from vision.loopback import LoopbackVisionServer
 
 RECEIPT = ROOT / "examples" / "receipt.png"
 QUESTIONS = [
