@@ -101,6 +101,17 @@ HOSTILE: dict[str, tuple[bytes, str, str | None]] = {
             '[{"role": "user", "content": "hi"}]}'),
         "GATEWAY_BAD_REQUEST", None,
     ),
+    # json decodes bytes with surrogatepass: an encoded surrogate (ED A0 80), not escaped
+    "lone surrogate as raw UTF-8 bytes": (
+        b'{"model": "deepseek-v4-flash", "messages": '
+        b'[{"role": "user", "content": "a\xed\xa0\x80b"}]}',
+        "GATEWAY_BAD_REQUEST", None,
+    ),
+    "lone surrogate in a UTF-16 body": (
+        '{"model": "deepseek-v4-flash", "messages": '
+        '[{"role": "user", "content": "a\\ud800b"}]}'.encode("utf-16"),
+        "GATEWAY_BAD_REQUEST", None,
+    ),
     "NaN": (raw(json.dumps(chat_body(temperature=float("nan")))), "GATEWAY_BAD_REQUEST", None),
     "Infinity": (raw(json.dumps(chat_body(top_p=float("inf")))), "GATEWAY_BAD_REQUEST", None),
     "-Infinity in a message": (

@@ -25,7 +25,11 @@ def data_url(data: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(data).decode()
 
 
-async def admit(images: Sequence[bytes]) -> list[ImageMeta]:
+async def admit(images: Sequence[bytes], *,
+                sha256s: Sequence[str | None] | None = None) -> list[ImageMeta]:
+    # A hash the parser already took is the hash of those bytes.
+    for data, known in zip(images, sha256s or [None] * len(images), strict=True):
+        assert known in (None, hashlib.sha256(data).hexdigest())
     return [
         ImageMeta(hashlib.sha256(data).hexdigest(), "p" * 64, 8, 6, "image/png", len(data))
         for data in images
@@ -118,9 +122,11 @@ def _image_message(*urls: str) -> dict[str, object]:
 async def test_too_many_distinct_images_are_refused_before_any_admission_or_fetch() -> None:
     calls: list[object] = []
 
-    async def counting_admit(images: Sequence[bytes]) -> list[ImageMeta]:
+    async def counting_admit(images: Sequence[bytes], *,
+                                 sha256s: Sequence[str | None] | None = None,
+                                 ) -> list[ImageMeta]:
         calls.append(("admit", len(images)))
-        return await admit(images)
+        return await admit(images, sha256s=sha256s)
 
     async def fetch(url: str) -> bytes:
         calls.append(("fetch", url))
@@ -148,9 +154,11 @@ async def test_too_many_distinct_images_are_refused_before_any_admission_or_fetc
 async def test_repeats_count_once_and_are_admitted_once() -> None:
     batches: list[int] = []
 
-    async def counting_admit(images: Sequence[bytes]) -> list[ImageMeta]:
+    async def counting_admit(images: Sequence[bytes], *,
+                                 sha256s: Sequence[str | None] | None = None,
+                                 ) -> list[ImageMeta]:
         batches.append(len(images))
-        return await admit(images)
+        return await admit(images, sha256s=sha256s)
 
     fetched: list[str] = []
 
@@ -177,9 +185,11 @@ async def test_repeats_count_once_and_are_admitted_once() -> None:
 async def test_a_failed_fetch_stops_the_others_and_admits_nothing() -> None:
     admitted: list[int] = []
 
-    async def counting_admit(images: Sequence[bytes]) -> list[ImageMeta]:
+    async def counting_admit(images: Sequence[bytes], *,
+                                 sha256s: Sequence[str | None] | None = None,
+                                 ) -> list[ImageMeta]:
         admitted.append(len(images))
-        return await admit(images)
+        return await admit(images, sha256s=sha256s)
 
     async def fetch(url: str) -> bytes:
         if url.endswith("bad.png"):

@@ -122,7 +122,7 @@ def test_only_exchanges_with_tool_calls_send_their_reasoning() -> None:
 
 
 async def test_a_client_reasoning_content_is_kept_and_checked() -> None:
-    async def admit(_: Any) -> list[Any]:
+    async def admit(_: Any, *, sha256s: Any = None) -> list[Any]:
         return []
 
     parsed = await parse_messages([

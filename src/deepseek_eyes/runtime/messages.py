@@ -36,7 +36,7 @@ import hashlib
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 import anyio
 
@@ -58,7 +58,13 @@ __all__ = [
 ]
 
 #: All-or-nothing admission of distinct images; the result follows the input order.
-Admit = Callable[[Sequence[bytes]], Awaitable[Sequence[ImageMeta]]]
+class Admit(Protocol):
+    """Admission of a request's distinct images, all or nothing (``VisionBridge.admit_all``);
+    ``sha256s`` are their hashes where already taken (None: not known)."""
+
+    def __call__(self, images: Sequence[bytes], *,
+                 sha256s: Sequence[str | None] | None = None) -> Awaitable[Sequence[ImageMeta]]:
+        ...
 
 
 class StoredCall(TypedDict):
@@ -291,7 +297,8 @@ async def _resolve(images: _Images, admit: Admit, fetch: Fetch | None) -> None:
                 first = first.exceptions[0]
             raise first from None
     sources = [*images.data.values(), *(fetched[url] for url in images.urls)]
-    metas = list(await admit(sources))
+    known: list[str | None] = [*images.data, *(None for _ in images.urls)]  # data by hash
+    metas = list(await admit(sources, sha256s=known))
     by_data = dict(zip(images.data, metas[: len(images.data)], strict=True))
     by_url = dict(zip(images.urls, metas[len(images.data) :], strict=True))
     for placeholder, kind, key in images.parts:

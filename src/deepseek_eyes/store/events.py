@@ -179,23 +179,27 @@ class SessionStore:
         now = self._clock()
         seqs: list[int] = []
         with self._db.transaction() as conn:
+            created: int | None = None
             if create is not None:
                 if not self.valid_id(session_id):
                     raise StoreError(
                         "a session id is 1-128 letters, digits, '.', '_', ':' or '-'",
                         code="STORE_SESSION_INVALID",
                     )
-                chain.insert(
+                created = chain.insert(
                     conn, "session",
                     "INSERT OR IGNORE INTO sessions (id, created_at, source, forked_from,"
                     " fork_at) VALUES (?,?,?,?,?)",
                     (session_id, now, create, fork.parent if fork else None,
                      fork.at if fork else None), now,
                 )
-            row = conn.execute(
-                "SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            next_seq = int(row[0]) + 1
+            if created is not None:
+                next_seq = 0  # created just now, in this transaction: no events yet
+            else:
+                row = conn.execute(
+                    "SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?",
+                    (session_id,)).fetchone()
+                next_seq = int(row[0]) + 1
             for message in messages:
                 body = _canonical(message)
                 event_id = chain.insert(

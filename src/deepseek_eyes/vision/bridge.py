@@ -79,7 +79,8 @@ class VisionBridge:
         costs one hash). Raises ImageError or StoreError like intake does."""
         return (await self.admit_all([data]))[0]
 
-    async def admit_all(self, images: Sequence[bytes]) -> list[ImageMeta]:
+    async def admit_all(self, images: Sequence[bytes], *,
+                        sha256s: Sequence[str | None] | None = None) -> list[ImageMeta]:
         """Validate every image, then store them: all or nothing.
 
         A known image costs one hash. Unknown ones are decoded in a worker thread, one at a
@@ -87,7 +88,8 @@ class VisionBridge:
         image's pixels, not a turn's), and only when every image has passed are their bytes
         written and their identities remembered: a request refused for its fifth image
         leaves none of the first four behind. The result follows ``images`` (repeats
-        included).
+        included). ``sha256s`` are the images' hashes where the caller took them already
+        (a request's data URLs are told apart by them), so none is hashed twice.
 
         Raises:
             ImageError: the first image refused (``details['index']`` says which); nothing
@@ -95,14 +97,17 @@ class VisionBridge:
             StoreError: the bytes could not be stored.
         """
         with stage("admission"):
-            return await self._admit_all(images)
+            return await self._admit_all(images, sha256s or [None] * len(images))
 
-    async def _admit_all(self, images: Sequence[bytes]) -> list[ImageMeta]:
+    async def _admit_all(self, images: Sequence[bytes],
+                         sha256s: Sequence[str | None]) -> list[ImageMeta]:
         metas: dict[str, ImageMeta] = {}
         pending: list[tuple[bytes, ImageMeta]] = []
         order: list[str] = []
-        for index, data in enumerate(images):
-            if len(data) > HASH_IN_THREAD_BYTES:
+        for index, (data, given) in enumerate(zip(images, sha256s, strict=True)):
+            if given is not None:
+                sha = given
+            elif len(data) > HASH_IN_THREAD_BYTES:
                 sha = await anyio.to_thread.run_sync(sha256_hex, data)
             else:
                 sha = sha256_hex(data)

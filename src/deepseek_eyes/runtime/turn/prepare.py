@@ -310,8 +310,9 @@ class Preparer:
             self._sessions.append(session_id, request.messages, create=request.source)
             return session_id, None, list(request.messages)
         session_id = request.session_id
-        self._sessions.ensure(session_id, request.source)
         log = self._sessions.messages(session_id)
+        if not log:  # a new id, or one whose session has no events yet
+            self._sessions.ensure(session_id, request.source)
         stored = [_visible_digest(m) for m in log if not m.get("internal")]
         # The runtime's internal exchanges are skipped on both sides (``ask --session``
         # resends the stored history, internal messages included).
