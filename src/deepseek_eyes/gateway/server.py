@@ -1,9 +1,9 @@
 """Running the gateway: resolve the key, refuse unsafe binds, serve with uvicorn.
 
-uvicorn picks uvloop and httptools when they are installed (they are dependencies on
-Linux and macOS), which keeps the gateway's own overhead per turn well under a
-millisecond. The OCR models are not loaded until the first image arrives, so an idle
-gateway stays small.
+It runs on uvloop and parses HTTP with httptools when they are installed (dependencies on
+Linux and macOS; ``serving.loop`` picks the loop, since uvicorn only does when it makes the
+loop itself), which keeps the gateway's own overhead per turn small. The OCR models are
+not loaded until the first image arrives, so an idle gateway stays small.
 
 The gateway's own key follows the rule every server's token does (a weak one is
 ``GATEWAY_KEY_WEAK``); with tools that act on this machine (the terminal, the browser, the
@@ -39,6 +39,7 @@ from deepseek_eyes.gateway.app import check_bind, create_app
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.approval import ConsoleWait
 from deepseek_eyes.runtime.runtime import Runtime
+from deepseek_eyes.serving import loop
 from deepseek_eyes.serving.tokens import TOKEN_COMMAND, check_token_strength
 from deepseek_eyes.settings import Settings
 
@@ -193,4 +194,4 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
             await runtime.aclose()
             home.close()
 
-    asyncio.run(main())
+    loop.run(main())
