@@ -1,4 +1,4 @@
-"""The body parser's fast path (no per-string surrogate scan when the bytes cannot hold one)
+"""The body parser's fast path (ASCII strings are not searched for surrogates)
 refuses exactly what the full check refuses, for generated bodies in every encoding JSON
 allows and with surrogates written every way they can be."""
 

@@ -67,14 +67,16 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _check_tree(document: Any, *, strings: bool = True) -> None:
-    """Depth (and, with ``strings``, the strings) of the whole document, without
-    recursion."""
+def _check_tree(document: Any) -> None:
+    """Depth and strings of the whole document, without recursion. An ASCII string holds no
+    surrogate, and ``str.isascii`` answers from a flag every string carries: only the
+    others are searched (an image's base64 is most of a body, and searching it was most of
+    the parse)."""
     stack: list[tuple[Any, int]] = [(document, 0)]
     while stack:
         value, depth = stack.pop()
         if isinstance(value, str):
-            if strings and _SURROGATE.search(value):
+            if not value.isascii() and _SURROGATE.search(value):
                 raise _bad("the request body holds a lone UTF-16 surrogate (\\ud800-\\udfff)",
                            reason="lone_surrogate")
         elif isinstance(value, dict | list):
@@ -105,16 +107,8 @@ def parse_body(raw: bytes) -> JsonObject:
         raise _bad("the request body is not JSON", reason="not_json") from exc
     if not isinstance(document, dict):
         raise _bad("the request body must be a JSON object", reason="not_object")
-    _check_tree(document, strings=_may_hold_surrogates(raw))
+    _check_tree(document)
     return document
-
-
-def _may_hold_surrogates(raw: bytes) -> bool:
-    """Whether a parsed string of ``raw`` can hold a lone surrogate. In UTF-8 (what every
-    client sends) one comes from a ``\\u`` escape or from the bytes ED A0..BF (``json``
-    decodes with ``surrogatepass``): a body with neither (two scans of the bytes) needs no
-    look at each of its strings, which for an image's base64 was most of the parse."""
-    return json.detect_encoding(raw) != "utf-8" or b"\\u" in raw or b"\xed" in raw
 
 
 # -- field types ------------------------------------------------------------------------
