@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import os
 import re
 import statistics
 import subprocess
@@ -37,6 +36,7 @@ import openai
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+from _serve import start_gateway
 from deepseek_eyes.stages import STAGES
 from runtime.upstream import LoopbackUpstream
 from vision.loopback import LoopbackVisionServer
@@ -52,27 +52,12 @@ QUESTIONS = [
 _TIMING = re.compile(r"([a-z]+);dur=([0-9.]+)")
 
 
-def start_gateway(upstream: str, vision: str, home: Path) -> tuple[subprocess.Popen[str], str]:
-    config = home / "eyes.toml"
-    config.write_text(
+def start(upstream: str, vision: str, home: Path) -> tuple[subprocess.Popen[str], str]:
+    return start_gateway(
         f'[llm]\nbase_url = "{upstream}"\napi_key = false\nmodel = "deepseek-v4-flash"\n'
-        '[gateway]\nrate_limit_per_minute = 1000000\nserver_timing = true\n'
         '[vision]\nroute_priority = ["loop"]\nprobe = false\n'
         f'[[vision.routes]]\nname = "loop"\nbase_url = "{vision}"\nmodel = "vision-1"\n',
-        encoding="utf-8",
-    )
-    env = {**os.environ, "DEEPSEEK_EYES_HOME": str(home / "data")}
-    env.pop("DEEPSEEK_EYES_GATEWAY_KEY", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "serve", "--port", "0"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    assert process.stderr is not None
-    for line in process.stderr:
-        match = re.search(r"listening on (http://\S+/v1)", line)
-        if match:
-            return process, match.group(1)
-    raise SystemExit("the gateway did not start")
+        home, gateway="server_timing = true")
 
 
 def stages_of(header: str | None) -> dict[str, float]:
@@ -117,7 +102,7 @@ def direct(client: openai.OpenAI) -> list[float]:
 def main(rounds: int) -> None:
     with LoopbackUpstream() as upstream, LoopbackVisionServer() as vision, \
             tempfile.TemporaryDirectory() as tmp:
-        process, gateway = start_gateway(upstream.base_url, vision.url("healthy"), Path(tmp))
+        process, gateway = start(upstream.base_url, vision.url("healthy"), Path(tmp))
         try:
             ours = openai.OpenAI(base_url=gateway, api_key="bench", max_retries=0)
             plain = openai.OpenAI(base_url=upstream.base_url, api_key="bench", max_retries=0)

@@ -22,8 +22,6 @@ import asyncio
 import base64
 import json
 import math
-import os
-import re
 import statistics
 import subprocess
 import sys
@@ -36,6 +34,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+from _serve import start_gateway
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.settings import Settings
@@ -44,26 +43,9 @@ from runtime.upstream import LoopbackUpstream
 RECEIPT = ROOT / "examples" / "receipt.png"
 
 
-def start_gateway(upstream: LoopbackUpstream, home: Path) -> tuple[subprocess.Popen[str], str]:
-    config = home / "eyes.toml"
-    config.write_text(
-        f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
-        'model = "deepseek-v4-flash"\n'
-        # A benchmark's hundreds of requests a minute are no abuse to limit.
-        '[gateway]\nrate_limit_per_minute = 1000000\n', encoding="utf-8",
-    )
-    env = {**os.environ, "DEEPSEEK_EYES_HOME": str(home / "data")}
-    env.pop("DEEPSEEK_EYES_GATEWAY_KEY", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "serve", "--port", "0"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    assert process.stderr is not None
-    for line in process.stderr:
-        match = re.search(r"listening on (http://\S+/v1)", line)
-        if match:
-            return process, match.group(1)
-    raise SystemExit("the gateway did not start")
+def start(upstream: LoopbackUpstream, home: Path) -> tuple[subprocess.Popen[str], str]:
+    return start_gateway(f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
+                         'model = "deepseek-v4-flash"', home)
 
 
 def rss_mib(pid: int) -> float:
@@ -164,7 +146,7 @@ async def tokens(upstream: LoopbackUpstream, home: Path, history: str) -> tuple[
 
 async def main(n: int) -> None:
     with LoopbackUpstream() as upstream, tempfile.TemporaryDirectory() as tmp:
-        process, gateway = start_gateway(upstream, Path(tmp))
+        process, gateway = start(upstream, Path(tmp))
         try:
             print(f"gateway_idle_rss: ours={rss_mib(process.pid):.0f}MiB target<150MiB")
             for client, measure in (("httpx", latencies), ("openai", openai_latencies)):

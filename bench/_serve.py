@@ -1,0 +1,32 @@
+"""``deepseek-eyes serve`` as a real process for the gateway benchmarks."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+
+def start_gateway(settings: str, home: Path, *,
+                  gateway: str = "") -> tuple[subprocess.Popen[str], str]:
+    """Serve with the TOML ``settings`` and ``[gateway]`` lines (its rate limit lifted: a
+    benchmark's hundreds of requests a minute are no abuse), data under ``home``; returns
+    the process and its ``/v1`` URL once it listens."""
+    config = home / "eyes.toml"
+    config.write_text(
+        f"{settings}\n[gateway]\nrate_limit_per_minute = 1000000\n{gateway}\n",
+        encoding="utf-8")
+    env = {**os.environ, "DEEPSEEK_EYES_HOME": str(home / "data")}
+    env.pop("DEEPSEEK_EYES_GATEWAY_KEY", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "serve", "--port", "0"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    assert process.stderr is not None
+    for line in process.stderr:
+        match = re.search(r"listening on (http://\S+/v1)", line)
+        if match:
+            return process, match.group(1)
+    raise SystemExit("the gateway did not start")
