@@ -12,6 +12,7 @@ back, and the computed row must equal the row read back, type for type.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import sqlite3
 from typing import Any
@@ -159,3 +160,25 @@ def test_inserts_it_cannot_parse_are_read_back() -> None:
     assert stored.parse_insert("INSERT INTO audit (ts, ts) VALUES (?, ?)") is None
     parsed = stored.parse_insert("insert or ignore into sessions (id, created_at) values (?,?)")
     assert parsed == stored.Insert("sessions", ("id", "created_at"))
+
+
+records = st.dictionaries(
+    st.text(max_size=12),
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=30),
+              st.binary(max_size=8)),
+    max_size=8)
+
+
+@given(record=records)
+@settings(max_examples=500, deadline=None)
+def test_record_digest_is_the_sha256_of_the_canonical_bytes(record: dict[str, Any]) -> None:
+    """verify's fast record digest against the encoder, key order and values of every kind
+    (those JSON refuses are refused the same way)."""
+    try:
+        expected = hashlib.sha256(chain.canonical_bytes(record)).hexdigest()
+    except (TypeError, ValueError) as refused:
+        with pytest.raises(type(refused)):
+            chain.record_digest(record)
+        return
+    assert chain.record_digest(record) == expected
+    assert chain.record_digest(dict(reversed(list(record.items())))) == expected

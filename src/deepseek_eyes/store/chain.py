@@ -82,7 +82,8 @@ SqlValue = int | float | str | bytes | None
 Record = dict[str, SqlValue]
 
 _HEX = re.compile(r"^[0-9a-f]{64}$")
-_dumps = canonical_json.CANONICAL.dumps  # a scalar's canonical text, for entry_hash
+#: A str's canonical JSON: what ``canonical_json.CANONICAL`` writes for it (not escaped to ASCII).
+_encode_str = json.encoder.encode_basestring
 
 _INSERT = re.compile(r"^\s*INSERT\s+(?:OR\s+\w+\s+)?INTO\s+(\w+)", re.IGNORECASE)
 
@@ -157,8 +158,41 @@ def read_record(conn: sqlite3.Connection, table: str, rowid: int) -> Record | No
     return project_row(table, dict(zip(names, row, strict=True)))
 
 
+_ORDER: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}
+
+
 def record_digest(record: Mapping[str, Any]) -> str:
-    return _sha256(canonical_bytes(record))
+    """SHA-256 of a record's canonical bytes. A record of plain column values (str, int,
+    finite float, None) is written out key by key, the keys' order and JSON kept per set of
+    columns (a table's rows share one); anything else goes through the encoder (the same
+    bytes: ``tests/store/test_stored_row.py`` checks both against ``canonical_bytes``)."""
+    keys = tuple(record)
+    order = _ORDER.get(keys)
+    if order is None:
+        if not keys or not all(type(k) is str for k in keys):
+            return _sha256(canonical_bytes(record))
+        order = tuple((k, ("{" if n == 0 else ",") + _encode_str(k) + ":")
+                      for n, k in enumerate(sorted(keys)))
+        if len(_ORDER) < 256:  # one per audited table and shape
+            _ORDER[keys] = order
+    parts: list[str] = []
+    for key, prefix in order:
+        value = record[key]
+        kind = type(value)
+        if kind is str:
+            text = _encode_str(value)
+        elif kind is int:
+            text = int.__repr__(value)
+        elif value is None:
+            text = "null"
+        elif kind is float and value - value == 0.0:
+            text = float.__repr__(value)
+        else:  # bytes, bool, NaN or an infinity: as the encoder writes or refuses it
+            return _sha256(canonical_bytes(record))
+        parts.append(prefix)
+        parts.append(text)
+    parts.append("}")
+    return _sha256("".join(parts).encode("utf-8"))
 
 
 def entry_hash(
@@ -167,20 +201,39 @@ def entry_hash(
     """The hash an entry carries: it commits to the entry before and to the record.
 
     It hashes ``canonical_bytes({"v": 1, "seq", "ts", "kind", "ref", "digest", "prev"})``,
-    written out here key by key in sorted order (the same bytes, at a third of the cost:
-    verifying is mostly this). ``digest`` and ``prev`` are hex; the rest goes through JSON.
+    written out here key by key in sorted order (:func:`_hash_entry`: the same bytes, at a
+    fraction of the cost; verifying is mostly this). ``digest`` and ``prev`` are hex.
     """
-    fast = (type(seq) is int and type(ts) in (float, int) and isinstance(kind, str)
+    ts_json = _number_json(ts)
+    fast = (type(seq) is int and ts_json is not None and isinstance(kind, str)
             and (ref is None or isinstance(ref, str)) and isinstance(digest, str)
             and isinstance(prev, str) and _HEX.match(digest) and _HEX.match(prev))
-    if not fast:  # only a tampered export gets here; its values hash as they are
+    if not fast or ts_json is None:  # a tampered export gets here; its values hash as they are
         return _sha256(canonical_bytes({
             "v": 1, "seq": seq, "ts": ts, "kind": kind, "ref": ref, "digest": digest,
             "prev": prev,
         }))
-    text = (f'{{"digest":"{digest}","kind":{_dumps(kind)},"prev":"{prev}",'
-            f'"ref":{_dumps(ref)},"seq":{int(seq)},"ts":{_dumps(ts)},"v":1}}')
-    return _sha256(text.encode("utf-8"))
+    return _hash_entry(seq, ts_json, _kind_json(kind),
+                       "null" if ref is None else _encode_str(ref), digest, prev)
+
+
+def _number_json(value: object) -> str | None:
+    """A finite float's or an int's canonical JSON (their ``repr``, as ``json`` writes
+    them); None for anything else (NaN and the infinities, which the strict format
+    refuses)."""
+    if type(value) is float:
+        return float.__repr__(value) if value - value == 0.0 else None
+    if type(value) is int:
+        return int.__repr__(value)
+    return None
+
+
+def _hash_entry(seq: int, ts_json: str, kind_json: str, ref_json: str, digest: str,
+                prev: str) -> str:
+    """SHA-256 of an entry's canonical bytes, from its fields' JSON (keys in sorted order)."""
+    return hashlib.sha256(
+        f'{{"digest":"{digest}","kind":{kind_json},"prev":"{prev}","ref":{ref_json},'
+        f'"seq":{seq},"ts":{ts_json},"v":1}}'.encode()).hexdigest()
 
 
 def ref_text(table: str | None, rowid: int | None) -> str | None:
@@ -243,15 +296,11 @@ class ChainWriter:
     ) -> int:
         seq = self.seq + 1
         ref = None if table is None else f"{table}:{rowid}"
-        if type(ts) is float and ts - ts == 0.0:  # finite; digest and head are our own hex
-            # entry_hash's bytes, with the JSON of kind and ref spelled here (a table name
-            # is \w+, a rowid digits: neither needs escaping).
-            kind_json = _KIND_JSON.get(kind) or _kind_json(kind)
-            ref_json = "null" if ref is None else f'"{ref}"'
-            value = hashlib.sha256(
-                f'{{"digest":"{digest}","kind":{kind_json},"prev":"{self.head}","ref":'
-                f'{ref_json},"seq":{seq},"ts":{float.__repr__(ts)},"v":1}}'.encode()
-            ).hexdigest()
+        ts_json = _number_json(ts)
+        if ts_json is not None:  # digest and head are our own hex: entry_hash's bytes, with
+            # the JSON of ref spelled here (a table name is \w+, a rowid digits)
+            value = _hash_entry(seq, ts_json, _kind_json(kind),
+                                "null" if ref is None else f'"{ref}"', digest, self.head)
         else:
             value = entry_hash(seq, ts, kind, ref, digest, self.head)
         row = (seq, ts, kind, table, rowid, body, digest, self.head, value)
@@ -274,17 +323,17 @@ _KIND_JSON: dict[str, str] = {}
 
 
 def _kind_json(kind: str) -> str:
-    text = _encode_str(kind)
-    if len(_KIND_JSON) < 1024:  # kinds are a few dozen names
-        _KIND_JSON[kind] = text
+    """A kind's JSON string, remembered: kinds are a few dozen names, hashed per entry."""
+    text = _KIND_JSON.get(kind)
+    if text is None:
+        text = _encode_str(kind)
+        if len(_KIND_JSON) < 1024:
+            _KIND_JSON[kind] = text
     return text
 
 
 _INSERT_ENTRY = ("INSERT INTO chain (seq, ts, kind, ref_table, ref_id, body, digest, prev,"
                  " hash) VALUES (?,?,?,?,?,?,?,?,?)")
-_encode_str = json.encoder.encode_basestring
-
-
 class Connection(sqlite3.Connection):
     """A connection that keeps the row encoders of its audited tables' INSERTs
     (``sqlite3.connect(..., factory=Connection)``), so a chained write does not ask SQLite
