@@ -7,11 +7,13 @@ import hashlib
 import json
 import os
 import select
+import signal
 from pathlib import Path
 
 import pytest
 
 from deepseek_eyes.errors import PolicyBlockedError, TerminalError
+from deepseek_eyes.terminal.execution import process
 from deepseek_eyes.terminal.receipts.chain import verify_receipt
 from terminal.support import ServiceFactory, require_bwrap
 
@@ -211,6 +213,33 @@ async def test_timeout_kills_the_whole_group(
     assert receipt["signal"] == "SIGKILL"
     assert "started" in receipt["stdout"]["text"]
     assert _wait_until_gone(_group_alive(pgid)) == []
+
+
+async def test_a_leader_that_exits_takes_its_group_and_pipes_with_it(
+    make_service: ServiceFactory,
+) -> None:
+    """The background sleep holds stdout open; the group dies with the leader, so the
+    receipt comes at once, not after the drain allowance."""
+    service = make_service(mode="trusted")
+    plan = service.plan(argv=["sh", "-c", "sleep 300 & echo started"])
+    receipt = await asyncio.wait_for(service.execute(plan["session_id"], plan["plan_id"]), 4)
+    assert receipt["status"] == "completed"
+    assert receipt["exit_code"] == 0
+    assert receipt["stdout"]["text"] == "started\n"
+
+
+async def test_a_pipe_held_open_outside_the_group_is_drained_for_a_bounded_time(
+    make_service: ServiceFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A grandchild that left the group (setsid) keeps stdout open after the leader
+    exits: the receipt follows once the drain allowance runs out."""
+    monkeypatch.setattr(process, "_DRAIN_AFTER_EXIT_S", 0.2)
+    service = make_service(mode="trusted")
+    plan = service.plan(argv=["sh", "-c", "setsid sleep 300 & echo $!"])
+    receipt = await asyncio.wait_for(service.execute(plan["session_id"], plan["plan_id"]), 30)
+    os.kill(int(receipt["stdout"]["text"]), signal.SIGKILL)
+    assert receipt["status"] == "completed"
+    assert receipt["exit_code"] == 0
 
 
 async def test_output_limits_truncate_and_hash_everything(make_service: ServiceFactory) -> None:

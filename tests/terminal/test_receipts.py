@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -75,6 +76,36 @@ async def test_any_changed_byte_fails_verification(
     with pytest.raises(ReceiptError) as err:
         verify_receipt(bad_sig, keyring)
     assert err.value.code == "TERMINAL_RECEIPT_INVALID"
+
+
+def _reference_bytes(value: object) -> bytes:
+    """Canonical JSON spelled out with the stdlib, independent of the signing code."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+
+
+async def test_signing_and_hashing_keep_their_bytes(tmp_path: Path, keyring: Keyring) -> None:
+    """The signature covers, and the chain hashes, the canonical bytes, byte for byte; keys
+    on either side of ``signature`` (and none on one side) and non-ASCII text included."""
+    odd = {"text": "caf\u00e9 \u2028 \x7f \U0001f600", "n": [1.5, -0.0, 10**20]}
+    bodies = [receipt_body() | {"stdout": odd}, {"a": odd, "signatur": 1, "signaturf": 2},
+              {"signature_": odd, "z": None}, {"a": 1}, {"zz": 2}]
+    for body in bodies:
+        signed = sign_receipt(body, keyring)
+        assert "signature" not in body
+        unsigned = {k: v for k, v in signed.items() if k != "signature"}
+        assert unsigned == body
+        kid, value = keyring.sign(_reference_bytes(unsigned))
+        assert signed["signature"] == {"alg": "HMAC-SHA256", "key_id": kid, "value": value}
+        assert receipt_hash(signed) == "sha256:" + hashlib.sha256(
+            _reference_bytes(signed)).hexdigest()
+    log = ReceiptLog(tmp_path / "r", keyring)
+    first, first_hash = log.append_hashed(receipt_body() | {"stdout": odd})
+    second = log.append(receipt_body())
+    log.close()
+    assert first_hash == receipt_hash(first) == second["previous_hash"]
+    lines = (tmp_path / "r" / "receipts.jsonl").read_bytes().split(b"\n")
+    assert lines[0] == json.dumps(first, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 async def test_malformed_receipts_are_refused(keyring: Keyring) -> None:

@@ -45,7 +45,6 @@ from deepseek_eyes.terminal.receipts.chain import (
     RECEIPT_SCHEMA,
     RECEIPT_SCHEMA_VERSION,
     ReceiptLog,
-    receipt_hash,
     share_export,
 )
 from deepseek_eyes.terminal.receipts.keyring import Keyring
@@ -349,7 +348,7 @@ class TerminalService:
             _publish_output(events, plan.plan_id, stream, text)
 
         try:
-            process = await RunningProcess.start(
+            process = RunningProcess.start(
                 argv, executable=program, cwd=res.cwd, env=env,
                 limit=plan.max_output_bytes, on_output=on_output,
             )
@@ -459,7 +458,7 @@ class TerminalService:
             "sharing_redacted": False,
         }
         body["approval"]["required"] = decision.requires_approval
-        receipt = self.receipts.append(body)
+        receipt, signed_hash = self.receipts.append_hashed(body)
         plan.state = "finished"
         plan.receipt_id = receipt["receipt_id"]
         session = self.sessions.get(plan.session_id)
@@ -474,7 +473,7 @@ class TerminalService:
                     executable_sha256=res.executable_sha256,
                     receipt=receipt["receipt_id"], receipt_sequence=receipt.get("sequence"),
                     # the receipt's exact signed bytes, so the audit chain commits to them
-                    receipt_hash=receipt_hash(receipt))
+                    receipt_hash=signed_hash)
         return receipt
 
     # -- control ------------------------------------------------------------------------------

@@ -169,6 +169,8 @@ class Redactor:
                 text = text.replace(value, MARKER)
         lowered = _lowered(text)
         present = _hints_present(lowered)
+        if present is not None and not present:  # no pattern's hint: none can match
+            return text, count
         for pattern, replacement, hints in _PATTERNS:
             if not _may_match(hints, present):
                 continue

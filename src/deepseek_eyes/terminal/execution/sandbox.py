@@ -54,20 +54,12 @@ _GIT_CONFIG = (
 )
 
 
-def child_environment(home: str, roots: tuple[str, ...] = ()) -> dict[str, str]:
-    """The complete environment of a child: an allowlist plus fixed hardening.
+_PATH = ":".join(FIXED_PATH)
 
-    ``GIT_CEILING_DIRECTORIES`` holds the parent of every workspace root, so git never
-    looks for a repository (and its config) above the workspace.
-    """
-    env = {name: os.environ[name] for name in _PASS_THROUGH if name in os.environ}
-    ceilings = sorted({os.path.dirname(root.rstrip("/")) or "/" for root in roots})
-    if ceilings:
-        env["GIT_CEILING_DIRECTORIES"] = ":".join(ceilings)
-    env.update({
-        "PATH": ":".join(FIXED_PATH),
-        "HOME": home,
-        "TMPDIR": home,
+
+def _hardening() -> dict[str, str]:
+    """What every child's environment holds after PATH, HOME and TMPDIR, in that order."""
+    env = {
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "TERM": "dumb",
@@ -83,10 +75,30 @@ def child_environment(home: str, roots: tuple[str, ...] = ()) -> dict[str, str]:
         "GIT_CONFIG_GLOBAL": "/dev/null",
         "GIT_OPTIONAL_LOCKS": "0",
         "GIT_CONFIG_COUNT": str(len(_GIT_CONFIG)),
-    })
+    }
     for i, (key, value) in enumerate(_GIT_CONFIG):
         env[f"GIT_CONFIG_KEY_{i}"] = key
         env[f"GIT_CONFIG_VALUE_{i}"] = value
+    return env
+
+
+_HARDENING = _hardening()  # the same for every command: built once, copied per child
+
+
+def child_environment(home: str, roots: tuple[str, ...] = ()) -> dict[str, str]:
+    """The complete environment of a child: an allowlist plus fixed hardening.
+
+    ``GIT_CEILING_DIRECTORIES`` holds the parent of every workspace root, so git never
+    looks for a repository (and its config) above the workspace.
+    """
+    env = {name: os.environ[name] for name in _PASS_THROUGH if name in os.environ}
+    ceilings = sorted({os.path.dirname(root.rstrip("/")) or "/" for root in roots})
+    if ceilings:
+        env["GIT_CEILING_DIRECTORIES"] = ":".join(ceilings)
+    env["PATH"] = _PATH
+    env["HOME"] = home
+    env["TMPDIR"] = home
+    env.update(_HARDENING)
     return env
 
 
@@ -253,4 +265,8 @@ def wrap_argv(
 
 
 def remove_home(home: str) -> None:
-    shutil.rmtree(home, ignore_errors=True)
+    """Remove a HOME of :func:`make_home` and whatever the command left in it."""
+    try:
+        os.rmdir(home)  # most commands leave it empty: one syscall, not a tree walk
+    except OSError:
+        shutil.rmtree(home, ignore_errors=True)

@@ -74,6 +74,7 @@ _HARMLESS_ENV = re.compile(
 )
 
 
+_EFFECT_ORDER = {effect.value: index for index, effect in enumerate(Effect)}
 _WHAT = {
     Effect.WRITE: "write", Effect.EXEC: "run code", Effect.NETWORK: "use the network",
     Effect.UNKNOWN: "the policy cannot fully read", Effect.PRIVILEGE: "need privilege",
@@ -213,11 +214,12 @@ class PolicyEngine:
         if not argv:
             f.block("a wrapper without a command")
             return None
-        try:
-            check_argv(argv)
-        except ArgvProblem as exc:
-            f.block(exc.reason)
-            return None
+        if depth:  # evaluate checked the outer argv; a wrapped command is checked here
+            try:
+                check_argv(argv)
+            except ArgvProblem as exc:
+                f.block(exc.reason)
+                return None
         given_name = normalize_name(os.path.basename(argv[0]))
         if given_name in PRIVILEGE_PROGRAMS:
             f.add(Effect.PRIVILEGE, f"{given_name} acts with privilege or on the system")
@@ -319,7 +321,7 @@ class PolicyEngine:
                 requires_approval = bool(effects & {Effect.NETWORK, Effect.UNKNOWN})
             if requires_approval:
                 reasons.append(f"{mode} mode asks for approval before this runs")
-        ordered = sorted((e.value for e in effects), key=[x.value for x in Effect].index)
+        ordered = sorted((e.value for e in effects), key=_EFFECT_ORDER.__getitem__)
         return Decision(
             mode=mode,
             allowed=not blocked,

@@ -33,7 +33,7 @@ FIXED_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sb
 _TRUSTED_PREFIXES = ("/usr/", "/bin/", "/sbin/")
 _PSEUDO_ROOTS = ("/proc", "/dev", "/sys")
 _HASH_CACHE_MAX = 512
-_hash_cache: dict[tuple[str, int, int, int], str] = {}
+_hash_cache: dict[tuple[str, int, int, int, int, int], str] = {}
 REACH_LIMIT = 20_000
 
 
@@ -174,9 +174,14 @@ class Reach:
 
 
 def file_sha256(path: str) -> str:
-    """SHA-256 of a file, cached by (path, inode, size, mtime) so re-planning is cheap."""
+    """SHA-256 of a file, cached so re-planning (and the re-check at execute) is cheap.
+
+    The key is the path and everything that changes when the file does: device, inode
+    (a file renamed or copied over the path), size, mtime and ctime (a rewrite in place
+    that restores the mtime still moves the ctime, which no caller can set back).
+    """
     st = os.stat(path)
-    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+    key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     cached = _hash_cache.get(key)
     if cached is not None:
         return cached

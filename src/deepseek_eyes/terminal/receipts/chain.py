@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import json
 import os
 import re
@@ -104,6 +105,9 @@ _SIGNATURE_FIELDS = {"alg", "key_id", "value"}
 _HASH = re.compile(r"sha256:[0-9a-f]{64}")
 _HMAC_HEX = re.compile(r"[0-9a-f]{64}")
 _KEY_ID = re.compile(r"[\x21-\x7e]{1,128}")
+# A receipt's line in the log: compact, keys in the order they were built (not canonical;
+# the signature covers the canonical bytes). One encoder, as json.dumps would build per call.
+_LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 # -- strict JSON --------------------------------------------------------------------------
@@ -189,11 +193,32 @@ def receipt_hash(receipt: Mapping[str, object]) -> str:
 
 def sign_receipt(receipt: Receipt, keyring: Keyring) -> Receipt:
     """``receipt`` with a fresh ``signature`` (the input is not modified)."""
+    return _sign(receipt, keyring)[0]
+
+
+def _sign(receipt: Receipt, keyring: Keyring) -> tuple[Receipt, str]:
+    """``receipt`` signed, and its :func:`receipt_hash`, from one canonical encoding.
+
+    Canonical JSON sorts the keys, so the signed receipt's bytes are the unsigned bytes with
+    ``"signature":{…}`` between the members that sort before ``signature`` and those after:
+    encoding the two halves once gives both the bytes the signature covers and the bytes the
+    chain hashes, byte for byte what :func:`canonical_bytes` and :func:`receipt_hash` give
+    (``tests/terminal/test_receipts.py`` holds them to it).
+    """
     out = receipt.copy()
     out.pop("signature", None)
-    kid, value = keyring.sign(canonical_bytes(out))
-    out["signature"] = _signature(kid, value)
-    return out
+    before = canonical_json.dumps({k: v for k, v in out.items() if k < "signature"})[1:-1]
+    after = canonical_json.dumps({k: v for k, v in out.items() if k > "signature"})[1:-1]
+    kid, value = keyring.sign(_members(before, after))
+    signature = _signature(kid, value)
+    out["signature"] = signature
+    signed = _members(before, '"signature":' + canonical_json.dumps(signature), after)
+    return out, "sha256:" + hashlib.sha256(signed).hexdigest()
+
+
+def _members(*members: str) -> bytes:
+    """A JSON object's bytes from its members' canonical text (empty ones left out)."""
+    return ("{" + ",".join(member for member in members if member) + "}").encode("utf-8")
 
 
 def _signature(key_id: str, value: str) -> Signature:
@@ -736,6 +761,15 @@ class ReceiptLog:
         """Chain, sign and store ``body``, then move the head; returns the signed receipt.
 
         Raises:
+            OSError: as :meth:`append_hashed`.
+        """
+        return self.append_hashed(body)[0]
+
+    def append_hashed(self, body: Receipt) -> tuple[Receipt, str]:
+        """:meth:`append`, and the signed receipt's :func:`receipt_hash` (the log computes
+        it to chain the next receipt; a caller that records it need not encode again).
+
+        Raises:
             OSError: the receipt could not be written (the log is left as it was) or the
                 head could not be (the receipt is stored; the next start repairs the head).
         """
@@ -743,8 +777,8 @@ class ReceiptLog:
             receipt = body.copy()
             receipt["sequence"] = self._sequence + 1
             receipt["previous_hash"] = self._head
-            signed = sign_receipt(receipt, self.keyring)
-            line = json.dumps(signed, ensure_ascii=False, separators=(",", ":")).encode()
+            signed, signed_hash = _sign(receipt, self.keyring)
+            line = _LINE_ENCODER.encode(signed).encode()
             offset = self._size
             try:
                 _write_all(self._fd, line + b"\n")
@@ -756,11 +790,11 @@ class ReceiptLog:
             self._offsets[signed["receipt_id"]] = offset
             self._order.append(signed["receipt_id"])
             self._sequence = signed["sequence"]
-            self._before, self._head = self._head, receipt_hash(signed)
+            self._before, self._head = self._head, signed_hash
             if self._sequence == 1:
                 self._first_hash = self._head
             self._write_head()
-            return signed
+            return signed, signed_hash
 
     def head(self) -> ReceiptHead:
         """The newest head as stored in the head file."""
