@@ -40,13 +40,18 @@ class UsageCategory(StrEnum):
 
     @property
     def exact(self) -> bool:
-        return self in {self.VISION, self.PROBE, self.FINAL, self.MCP_CONTINUATION,
-                        self.COMPUTER_USE}
+        return self in _EXACT
 
     @property
     def counter(self) -> bool:
         """Counts events only: no provider was involved, so there are no tokens."""
-        return self in {self.NATIVE_VISUAL_TURNS, self.LOCAL_OCR}
+        return self in _COUNTERS
+
+
+# Built once: a set written in the properties was built again on every row recorded.
+_EXACT = frozenset({UsageCategory.VISION, UsageCategory.PROBE, UsageCategory.FINAL,
+                    UsageCategory.MCP_CONTINUATION, UsageCategory.COMPUTER_USE})
+_COUNTERS = frozenset({UsageCategory.NATIVE_VISUAL_TURNS, UsageCategory.LOCAL_OCR})
 
 
 class ExactTotals(TypedDict):
@@ -106,6 +111,11 @@ class ProviderUsage:
         return self.prompt_tokens + self.completion_tokens
 
 
+#: The provider usage of a row that has none (an estimate or a counter); it is frozen, so
+#: one instance serves every such row.
+_NO_TOKENS = ProviderUsage()
+
+
 def estimate_tokens(text_chars: int) -> int:
     """Our estimate for attribution categories: four characters a token, rounded up."""
     return (text_chars + 3) // 4
@@ -135,11 +145,11 @@ class UsageTracker:
         if category.exact:
             raise ValueError(f"{category} is an exact category")
         self._insert(
-            category, ProviderUsage(), source=source, model=None, calls=calls, estimated=tokens
+            category, _NO_TOKENS, source=source, model=None, calls=calls, estimated=tokens
         )
 
     def count(self, category: UsageCategory, *, source: str | None = None) -> None:
-        self._insert(category, ProviderUsage(), source=source, model=None, calls=1, estimated=0)
+        self._insert(category, _NO_TOKENS, source=source, model=None, calls=1, estimated=0)
 
     def _insert(
         self,

@@ -8,6 +8,7 @@ place, so no caller has to remember it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -26,6 +27,17 @@ __all__ = ["AuditLog", "message_digest", "reduce_for_audit"]
 _SECRETISH = re.compile(r"(?i)(api[_-]?key|secret|token(?!s)|password|authorization|cookie)")
 MAX_PLAIN_STRING = 128
 MAX_ITEMS = 64
+#: Built once here: ``bool | int | float`` written in the ``isinstance`` call was a new
+#: union for every value reduced, and a row reduces every field.
+_KEPT_AS_IS = (bool, int, float)
+_SEQUENCE = (list, tuple)
+
+
+@functools.lru_cache(maxsize=1024)
+def _secretish(key: str) -> bool:
+    """Whether ``key`` looks like a credential's name. Cached: callers write the same few
+    field names on every row, and the search cost more than the rest of a row's reduction."""
+    return _SECRETISH.search(key) is not None
 
 
 def message_digest(text: str) -> str:
@@ -37,7 +49,7 @@ def reduce_for_audit(value: Any, depth: int = 0) -> Any:
     """Reduce a value to what the audit may hold (bounded, no free text, no secrets)."""
     if depth > 6:
         return "…"
-    if value is None or isinstance(value, bool | int | float):
+    if value is None or isinstance(value, _KEPT_AS_IS):
         return value
     if isinstance(value, str):
         return value if len(value) <= MAX_PLAIN_STRING else message_digest(value)
@@ -48,11 +60,15 @@ def reduce_for_audit(value: Any, depth: int = 0) -> Any:
                 out["…"] = len(value) - MAX_ITEMS
                 break
             key_text = str(key)
-            out[key_text] = "[redacted]" if _SECRETISH.search(key_text) else reduce_for_audit(
-                item, depth + 1
-            )
+            if _secretish(key_text):
+                out[key_text] = "[redacted]"
+            elif depth < 6 and (item is None or isinstance(item, _KEPT_AS_IS) or (
+                    isinstance(item, str) and len(item) <= MAX_PLAIN_STRING)):
+                out[key_text] = item  # what the call below returns, without a call per field
+            else:
+                out[key_text] = reduce_for_audit(item, depth + 1)
         return out
-    if isinstance(value, list | tuple):
+    if isinstance(value, _SEQUENCE):
         items = [reduce_for_audit(v, depth + 1) for v in value[:MAX_ITEMS]]
         if len(value) > MAX_ITEMS:
             items.append(f"… {len(value) - MAX_ITEMS} more")

@@ -31,8 +31,13 @@ class AdmissionLimits:
 
 LIMITS = AdmissionLimits()
 
+#: Built once here: ``list | tuple`` written in the ``isinstance`` call was a new union for
+#: every value the walk visits.
+_SEQUENCE = (list, tuple)
+_RAW = (bytes, bytearray, memoryview)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)  # one per call: slots make a frozen one quicker to build
 class Admitted:
     values: int
     blocks: int
@@ -63,6 +68,8 @@ def admit(value: Any, limits: AdmissionLimits = LIMITS) -> Admitted:
         McpResultError: the ``MCP_RESULT_*_LIMIT`` code of the first limit crossed.
     """
     values = chars = images = enc = dec = raw = 0
+    # Read once: these three are checked at every value the walk visits.
+    max_values, max_depth, max_chars = limits.values, limits.depth, limits.string_chars
     content = value.get("content") if isinstance(value, dict) else None
     blocks = len(content) if isinstance(content, list) else 0
     if blocks > limits.blocks:
@@ -71,29 +78,31 @@ def admit(value: Any, limits: AdmissionLimits = LIMITS) -> Admitted:
     while stack:
         item, depth = stack.pop()
         values += 1
-        if values > limits.values:
-            raise _fail("MCP_RESULT_VALUES_LIMIT", "values", limits.values)
-        if depth > limits.depth:
-            raise _fail("MCP_RESULT_DEPTH_LIMIT", "depth", limits.depth)
+        if values > max_values:
+            raise _fail("MCP_RESULT_VALUES_LIMIT", "values", max_values)
+        if depth > max_depth:
+            raise _fail("MCP_RESULT_DEPTH_LIMIT", "depth", max_depth)
         if isinstance(item, str):
             chars += len(item)
-            if chars > limits.string_chars:
-                raise _fail("MCP_RESULT_STRING_LIMIT", "string characters", limits.string_chars)
+            if chars > max_chars:
+                raise _fail("MCP_RESULT_STRING_LIMIT", "string characters", max_chars)
         elif isinstance(item, dict):
-            if len(item) + values > limits.values:
-                raise _fail("MCP_RESULT_VALUES_LIMIT", "values", limits.values)
+            if len(item) + values > max_values:
+                raise _fail("MCP_RESULT_VALUES_LIMIT", "values", max_values)
             image_data = item.get("data") if item.get("type") == "image" else None
             # A resource's binary contents travel as base64 text; they are bytes, and count
             # against the bytes limit at their decoded size, not as 16 Mi of characters.
             blob = item.get("blob") if "uri" in item else None
+            child_depth = depth + 1
             for key, child in item.items():
                 chars += len(key) if isinstance(key, str) else 0
-                if isinstance(blob, str) and child is blob and key == "blob":
+                # Identity first: it is false for almost every child, and cheapest.
+                if child is blob and key == "blob" and isinstance(blob, str):
                     values += 1
                     raw += _decoded_len(blob)
                     if raw > limits.raw_bytes:
                         raise _fail("MCP_RESULT_BYTES_LIMIT", "raw bytes", limits.raw_bytes)
-                elif isinstance(image_data, str) and child is image_data and key == "data":
+                elif child is image_data and key == "data" and isinstance(image_data, str):
                     images += 1
                     enc += len(image_data)
                     dec += _decoded_len(image_data)
@@ -107,14 +116,14 @@ def admit(value: Any, limits: AdmissionLimits = LIMITS) -> Admitted:
                         raise _fail("MCP_RESULT_IMAGE_DECODED_LIMIT", "decoded image bytes",
                                     limits.image_decoded)
                 else:
-                    stack.append((child, depth + 1))
-            if chars > limits.string_chars:
-                raise _fail("MCP_RESULT_STRING_LIMIT", "string characters", limits.string_chars)
-        elif isinstance(item, list | tuple):
-            if len(item) + values > limits.values:
-                raise _fail("MCP_RESULT_VALUES_LIMIT", "values", limits.values)
+                    stack.append((child, child_depth))
+            if chars > max_chars:
+                raise _fail("MCP_RESULT_STRING_LIMIT", "string characters", max_chars)
+        elif isinstance(item, _SEQUENCE):
+            if len(item) + values > max_values:
+                raise _fail("MCP_RESULT_VALUES_LIMIT", "values", max_values)
             stack.extend((child, depth + 1) for child in item)
-        elif isinstance(item, bytes | bytearray | memoryview):
+        elif isinstance(item, _RAW):
             raw += len(item)
             if raw > limits.raw_bytes:
                 raise _fail("MCP_RESULT_BYTES_LIMIT", "raw bytes", limits.raw_bytes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from deepseek_eyes.audit import AuditLog, message_digest
@@ -19,7 +19,7 @@ from deepseek_eyes.store.db import Database
 __all__ = ["McpAudit", "McpAuditRecord", "stored_records"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per call: slots make a frozen one quicker to build
 class McpAuditRecord:
     ts: float
     server: str
@@ -32,9 +32,6 @@ class McpAuditRecord:
     result_sha256: str | None = None
     code: str | None = None
     message_sha256: str | None = None
-
-
-_ROW_FIELDS = tuple(f for f in fields(McpAuditRecord) if f.name not in ("ts", "server", "kind"))
 
 
 class McpAudit:
@@ -55,10 +52,14 @@ class McpAudit:
         )
         self.ring.append(rec)
         if self._log is not None:
-            # A shallow copy: every field is a scalar (asdict's deep copy costs more per call).
-            fields = {f.name: getattr(rec, f.name) for f in _ROW_FIELDS}
-            # `kind` names the audit row's own kind in AuditLog.append; ours is the plane.
-            self._log.append("mcp.call", server, plane=rec.kind, **fields)
+            # The row is the record less its time, server (the row's own) and kind, named
+            # here from the arguments rather than read back out of the record field by
+            # field. `kind` names the audit row's own kind in AuditLog.append; ours is the
+            # plane.
+            self._log.append("mcp.call", server, plane=kind, tool=tool, risk=risk, status=status,
+                             duration_ms=rec.duration_ms, arguments_sha256=arguments_sha256,
+                             result_sha256=result_sha256, code=code,
+                             message_sha256=rec.message_sha256)
         return rec
 
     def recent(self) -> list[dict[str, Any]]:

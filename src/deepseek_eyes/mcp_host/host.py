@@ -18,6 +18,8 @@ keep their text, so the preview says who says what.
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
 import time
 from collections.abc import Collection, Iterator, Mapping
@@ -83,7 +85,7 @@ class RunQuota:
         self.used += 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per call: slots make a frozen one quicker to build
 class CallResult:
     server: str
     name: str
@@ -115,7 +117,9 @@ def _items(catalog: Catalog, plane: str) -> Iterator[str]:
         yield from (r.uri for r in catalog.resources)
 
 
+@functools.lru_cache(maxsize=256)
 def _template_regex(template: str) -> re.Pattern[str]:
+    """A resource template as a pattern; cached, as every read tries each allowed one."""
     parts = re.split(r"(\{[^{}]{1,64}\})", template)
     return re.compile("".join(
         "[^/?#]+" if p.startswith("{") and p.endswith("}") else re.escape(p) for p in parts
@@ -223,20 +227,25 @@ class McpHost:
                 details={"server": server_id, "last_error": state.last_error})
         return state
 
-    def _exposure_inputs(self) -> tuple[object, ...]:
-        live = self._live()
-        return (self.manager.settings, *(s.settings for s in live), *(s.catalog for s in live))
+    def _current_exposure(self, live: list[ServerState] | None = None
+                          ) -> tuple[list[ExposedTool], frozenset[str]]:
+        """The exposure and its public names, recomputed only when an input changed.
 
-    def _current_exposure(self) -> tuple[list[ExposedTool], frozenset[str]]:
-        inputs = self._exposure_inputs()
+        ``live``: :meth:`_live` when the caller already holds it (a call resolving its
+        tool has just walked it), so it is not listed twice.
+        """
+        if live is None:
+            live = self._live()
+        inputs = (self.manager.settings, *(s.settings for s in live),
+                  *(s.catalog for s in live))
         cached = self._exposure
         if (
             cached is not None
             and len(cached[0]) == len(inputs)
-            and all(a is b for a, b in zip(cached[0], inputs, strict=True))
+            and all(map(operator.is_, cached[0], inputs))
         ):
             return cached[1], cached[2]
-        tools = self._compute_exposed()
+        tools = self._compute_exposed(live)
         self._exposure = (inputs, tools, frozenset(t.public_name for t in tools))
         return tools, self._exposure[2]
 
@@ -244,11 +253,10 @@ class McpHost:
         """The tools the model is offered now (policy, risk and budgets applied)."""
         return list(self._current_exposure()[0])
 
-    def _compute_exposed(self) -> list[ExposedTool]:
+    def _compute_exposed(self, live: list[ServerState]) -> list[ExposedTool]:
         """Each live server's tools through its own policy, then the two content tools when
         any server offers allowed content, all under one budget (in server order)."""
         cfg = self.manager.settings
-        live = self._live()
         candidates = [tool for state in live for tool in _allowed_tools(state)]
         if any(_offers_content(state) for state in live):
             candidates += _content_tools()
@@ -288,7 +296,8 @@ class McpHost:
     def _resolve(self, public_name: str) -> tuple[ServerState, ToolEntry]:
         if self.manager.suspended:
             raise McpPolicyError("MCP exposure is suspended", code="MCP_EXPOSURE_SUSPENDED")
-        for state in self._live():
+        live = self._live()
+        for state in live:
             assert state.catalog is not None
             tool = state.catalog.by_public.get(public_name)
             if tool is None or not state.settings.tools_enabled:
@@ -299,7 +308,7 @@ class McpHost:
                 raise McpPolicyError(
                     f"{public_name} is {tool.risk}; the server is read-only",
                     code="MCP_TOOL_RISK_BLOCKED", details={"risk": tool.risk})
-            if public_name not in self._current_exposure()[1]:
+            if public_name not in self._current_exposure(live)[1]:
                 break
             return state, tool
         raise McpPolicyError(f"no exposed MCP tool {public_name!r}", code="MCP_TOOL_NOT_EXPOSED")
@@ -324,13 +333,15 @@ class McpHost:
         # A resource is read by URI with no arguments: its URI is what the hash covers.
         args_hash = canonical_json(arguments if kind != "resource" else {"uri": name})[1]
         audited = audit_name or name
-        code: str | None = None
         try:
             live = state.catalog.generation if state.catalog else -1
             if generation is not None and generation != live:
                 raise McpError("the tool belongs to an older catalog generation",
                                code="MCP_GENERATION_STALE", details={"live": live})
-            (quota or RunQuota(self.manager.settings.max_external_calls_per_run)).charge()
+            # Without a run's quota there is nothing to charge: a fresh one (a cap of zero
+            # or more calls, none used) could never refuse, so none is made per call.
+            if quota is not None:
+                quota.charge()
             client = state.client
             if client is None:
                 raise McpError(f"{state.settings.id} is not connected",
@@ -339,8 +350,7 @@ class McpHost:
             try:
                 # The request is counted while it runs: no liveness check competes with it,
                 # and its reply (or its transport failure) is what liveness learns from.
-                with anyio.fail_after(timeout + 1), state.activity.request(), \
-                        state.faults.guard():
+                with state.activity.request(), state.faults.guard(timeout + 1):
                     if kind == "tool":
                         raw: Any = await client.call_tool(name, arguments,
                                                           read_timeout_seconds=timeout)
@@ -375,7 +385,7 @@ class McpHost:
         is_error = bool(value.get("isError"))
         self.audit.record(server=state.settings.id, tool=audited, kind=kind, risk=risk,
                           status="tool-error" if is_error else "ok", started=started,
-                          arguments_sha256=args_hash, result_sha256=result[1], code=code)
+                          arguments_sha256=args_hash, result_sha256=result[1])
         if self.usage is not None:
             self.usage.record_estimate(UsageCategory.MCP_RESULT, estimate_tokens(len(result[0])),
                                        source=state.settings.id, calls=1)

@@ -29,9 +29,10 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 import anyio
@@ -67,32 +68,47 @@ class Activity:
         self.last_heard = time.monotonic()
         self.misses = 0
 
-    @contextmanager
-    def request(self) -> Iterator[None]:
+    def request(self) -> AbstractContextManager[None]:
         """Count one request; a reply of any kind is a beat, a transport failure a wake-up.
 
         A request that timed out says nothing about the server (a tool may be slow; the
-        call's own timeout is the bound), so it neither beats nor wakes.
+        call's own timeout is the bound), so it neither beats nor wakes: the SDK's
+        ``REQUEST_TIMEOUT`` and a ``TimeoutError`` from a bound inside the block alike. A
+        cancellation says nothing either.
         """
-        self.in_flight += 1
-        try:
-            yield
-        except MCPError as exc:
+        return _Request(self)
+
+    def _ended(self, exc: BaseException | None) -> None:
+        """What one request's end (``exc``: how it failed) tells of the server."""
+        self.in_flight -= 1
+        if exc is None:
+            self.heard()
+        elif isinstance(exc, MCPError):
             if exc.code == CONNECTION_CLOSED:
                 self.wake.set()
             elif exc.code != REQUEST_TIMEOUT:
                 self.heard()  # an error reply is still a reply
-            raise
-        except DeepSeekEyesError:
+        elif isinstance(exc, DeepSeekEyesError):
             self.heard()  # our own verdict on a reply, such as a rejected catalog
-            raise
-        except Exception:
+        elif isinstance(exc, Exception) and not isinstance(exc, TimeoutError):
             self.wake.set()
-            raise
-        else:
-            self.heard()
-        finally:
-            self.in_flight -= 1
+
+
+class _Request:
+    """The block of :meth:`Activity.request`. A class, not a ``@contextmanager``: every
+    call enters one, and a generator with its wrapper cost more than the counting."""
+
+    __slots__ = ("_activity",)
+
+    def __init__(self, activity: Activity) -> None:
+        self._activity = activity
+
+    def __enter__(self) -> None:
+        self._activity.in_flight += 1
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._activity._ended(exc)
 
 
 class StreamWatch:
