@@ -56,7 +56,6 @@ __all__ = [
     "read_records",
     "record_digest",
     "ref_text",
-    "stored_row_of",
     "table_of_insert",
 ]
 
@@ -380,17 +379,6 @@ def _encoder_of(conn: sqlite3.Connection, table: str, sql: str) -> _stored.RowEn
     if len(cache) < 256:  # the project's INSERTs are a few fixed strings
         cache[sql] = encoder
     return encoder
-
-
-def stored_row_of(
-    conn: sqlite3.Connection, sql: str, params: Sequence[Any], rowid: int
-) -> Record | None:
-    """The row ``sql`` stored with ``params`` at ``rowid``, computed (None when it cannot
-    be for certain; see :mod:`deepseek_eyes.store.stored`)."""
-    insert = _stored.parse_insert(sql)
-    if insert is None:
-        return None
-    return _stored.stored_row(_stored.table_shape(conn, insert.table), insert, params, rowid)
 
 
 def insert(

@@ -19,8 +19,10 @@ log rows, never evidence, route state or the rows of a committed answer.
 
 Why transactions nest (:meth:`Database.transaction` inside another is part of it): one
 turn's answer, its turn record and the checkpoint that signs them are written by three
-modules, and one commit for all of them costs a third of three. The outer block commits or
-rolls back everything; an error inside an inner one rolls back the whole.
+modules, and one commit for all of them costs a third of three. An inner block has no
+rollback of its own: an error that leaves the outer block rolls back everything, and one
+caught in between (a seal that could not be signed) leaves what the inner block wrote to
+commit with the rest.
 
 Why one chain writer per transaction (:meth:`~deepseek_eyes.store.chain.ChainWriter.of`):
 the chain's tail is read once when a write transaction first chains a record, not once
@@ -457,7 +459,11 @@ class Database:
                 self._depth = 1
                 try:
                     if self._pending:
-                        self._write_pending()
+                        try:
+                            self._write_pending()
+                        except sqlite3.Error as exc:  # as a flush before it would say
+                            raise StoreError(f"database write failed: {exc}",
+                                             code="STORE_WRITE_FAILED") from exc
                     yield self._conn
                 except BaseException:
                     self._depth = 0
