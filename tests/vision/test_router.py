@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from deepseek_eyes.audit.show import show
 from deepseek_eyes.errors import DeepSeekEyesError, ImageError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
@@ -123,6 +124,14 @@ async def test_healthy_route_then_cache_hit_makes_no_call(harness: Harness) -> N
     assert summary["exact"]["vision"]["prompt_tokens"] == 100
     assert summary["exact"]["probe"]["calls"] == 1
     assert summary["estimated"]["avoided_replay"]["events"] == 1
+    # A hit's one row is its attempt: no acquisition audit row, and `audit show IMAGE`
+    # lists it beside the acquisition that called the route.
+    assert harness.home is not None
+    shown = show(harness.home.db, first.image.sha256)
+    assert [a["record"]["details"]["outcome"]
+            for a in shown["acquisitions"]] == ["ok"]
+    assert len(shown["cache_hits"]) == 1
+    assert shown["cache_hits"][0]["chain"]["intact"]
 
 
 async def test_same_pixels_in_another_encoding_hit_the_cache(harness: Harness) -> None:
