@@ -272,8 +272,9 @@ def _compile(steps: Sequence[tuple[str, int, str, bool]]) -> _Fast:
     """:meth:`RowEncoder.encode` for the values that are stored as bound (a str in a TEXT
     column, an int in an INTEGER one, a finite float in a REAL one, or None), as one
     straight-line function; it answers None for anything else, which the general path
-    then takes. Generated, like ``dataclasses`` generates ``__init__``, from nothing but
-    the table's own column list (names are ``\\w+``, the rest are constants passed in)."""
+    then takes. Generated, like ``dataclasses`` generates ``__init__``: the source text
+    holds only positions and counters; column names and key prefixes are constants passed
+    in the namespace, so nothing from the schema is ever parsed as code."""
     lines = ["def fast(p, rowid):"]
     names: dict[str, Any] = {"E": _encode_str, "R": float.__repr__, "H": hashlib.sha256}
     parts = []
