@@ -10,6 +10,13 @@ configured, from a private keyring file in the data directory, created with a fr
 key on first use. Rotation puts a new key in front and keeps the old ones, so what was
 signed before a rotation still verifies.
 
+Several processes share a data directory (``serve``, ``ask``, ``audit``), so the file is
+only ever replaced whole: each writer writes its own temporary file and renames it into
+place. The first creation *links* it into place, which fails when another process created
+the file first; the loser then reads the winner's key, so two processes opening a fresh
+directory at once end up with one key, the one in the file. Rotations re-read and rewrite
+the file under an exclusive lock (``keyring.json.lock``), so two at once keep both keys.
+
 A signature names its key by a *key id*: a truncated SHA-256 of the kind's domain string
 and the key. It identifies the key without revealing anything useful about it; the key
 itself never leaves this module except to compute an HMAC.
@@ -35,6 +42,7 @@ import os
 import secrets
 import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Self
@@ -42,6 +50,23 @@ from typing import ClassVar, Self
 from deepseek_eyes.errors import DeepSeekEyesError
 
 __all__ = ["KEYRING_FILENAME", "Keyring", "KeyringKind"]
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created 0600) for the block; where there is no
+    ``fcntl`` (Windows) the block runs unlocked, as before there was a lock."""
+    try:
+        import fcntl
+    except ModuleNotFoundError:
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 KEYRING_FILENAME = "keyring.json"
 MIN_KEY_BYTES = 32
@@ -139,10 +164,27 @@ class Keyring:
         """
         kind = cls.kind
         kind.private_directory(directory)
-        ring = cls._read(directory / KEYRING_FILENAME)
-        if ring is None:
-            ring = cls([secrets.token_bytes(32)], directory / KEYRING_FILENAME)
-            ring.save()
+        path = directory / KEYRING_FILENAME
+        ring = cls._read(path)
+        if ring is not None:
+            return ring
+        # Created whole or not at all, once: the new key is written to a temporary file of
+        # this process's own and linked into place, which fails when another process got
+        # there first; the loser then reads the winner's key, so no process ever signs
+        # with a key that is not in the file.
+        ring = cls([secrets.token_bytes(32)], path)
+        tmp = ring._write_temporary()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            winner = cls._read(path)
+            if winner is None:  # removed again at once: nothing sane to sign with
+                raise kind.fail(kind.invalid, f"{kind.label} {path} vanished as it was made",
+                                path=str(path)) from None
+            return winner
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
         return ring
 
     @classmethod
@@ -205,15 +247,36 @@ class Keyring:
         return cls(keys, path)
 
     def rotate(self) -> str:
-        """Put a fresh key in front (it signs from now on); returns its id."""
-        self.keys.insert(0, secrets.token_bytes(32))
-        self.save()
+        """Put a fresh key in front (it signs from now on); returns its id.
+
+        The file is re-read and rewritten under an exclusive lock (``keyring.lock``), so two
+        rotations at once each add their key and neither loses the other's."""
+        if self.path is None:
+            self.save()  # refused with the kind's message
+        assert self.path is not None
+        with _locked(self.path.with_name(KEYRING_FILENAME + ".lock")):
+            current = type(self)._read(self.path)
+            if current is not None:
+                self.keys = list(current.keys)
+            self.keys.insert(0, secrets.token_bytes(32))
+            self.save()
         return self.active_id
 
     def save(self) -> None:
         if self.path is None:
             raise self.kind.fail(
                 self.kind.invalid, "keys from settings are rotated in the settings, not here")
+        tmp = self._write_temporary()
+        try:
+            os.replace(tmp, self.path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def _write_temporary(self) -> Path:
+        """The keyring written whole to a new 0600 file beside its path, named for this
+        process and never shared (``O_EXCL``): two writers never write into one file."""
+        assert self.path is not None
         self.kind.private_directory(self.path.parent)
         body = {
             "version": 1,
@@ -223,13 +286,16 @@ class Keyring:
                 for k in self.keys
             ],
         }
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
         try:
-            os.fchmod(fd, 0o600)  # a stale temporary file keeps its old mode
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(body, fh)
-            os.replace(tmp, self.path)
-        finally:
+                fh.flush()
+                os.fsync(fh.fileno())
+        except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+            raise
+        return tmp
