@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from deepseek_eyes.cli.common import dump_json, loaded_settings
+from deepseek_eyes.cli.common import dump_json, loaded_settings, stored_database
 from deepseek_eyes.cli.progress import Progress, progress_on_stderr
 from deepseek_eyes.errors import StoreError, TurnError
 from deepseek_eyes.home import DataHome
@@ -165,8 +165,8 @@ def _when(ts: float | None) -> str:
 @click.pass_context
 def sessions_list(ctx: click.Context, as_json: bool, limit: int) -> None:
     """Sessions, most recent first."""
-    with DataHome.open(loaded_settings(ctx).settings) as home:
-        rows = SessionStore(home.db).sessions(limit=limit)
+    with stored_database(ctx) as db:
+        rows = SessionStore(db).sessions(limit=limit) if db is not None else []
     if as_json:
         click.echo(dump_json(rows))
         return
@@ -202,9 +202,9 @@ def _describe(message: dict[str, Any]) -> str:
 @click.pass_context
 def sessions_show(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """The events and turns of one session."""
-    with DataHome.open(loaded_settings(ctx).settings) as home:
-        store = SessionStore(home.db)
-        if not store.exists(session_id):
+    with stored_database(ctx) as db:
+        store = SessionStore(db) if db is not None else None
+        if store is None or not store.exists(session_id):
             raise StoreError(f"no session {session_id!r}", code="STORE_SESSION_NOT_FOUND")
         events = store.events(session_id)
         turns = store.turns(session_id)

@@ -22,6 +22,7 @@ from deepseek_eyes.errors import CliError
 from deepseek_eyes.settings import LoadedSettings, load_settings
 
 if TYPE_CHECKING:
+    from deepseek_eyes.store.db import Database
     from deepseek_eyes.vision.bridge import VisionBridge
 
 __all__ = [
@@ -74,6 +75,26 @@ async def open_bridge(ctx: click.Context) -> AsyncIterator[VisionBridge]:
     finally:
         await bridge.aclose()
         home.close()
+
+
+@contextlib.contextmanager
+def stored_database(ctx: click.Context) -> Iterator[Database | None]:
+    """The data directory's database opened to read only (SQLite ``mode=ro``: nothing is
+    created, migrated or written), or None when nothing is stored yet. For the commands
+    that only look (``sessions``, ``usage``): they work on a read-only copy of a data
+    directory, a backup or a forensic one, as ``audit verify`` and ``audit show`` do."""
+    from deepseek_eyes.settings import data_home
+    from deepseek_eyes.store import db as store_db
+
+    path = data_home(loaded_settings(ctx).settings) / "eyes.db"
+    if not path.exists():
+        yield None
+        return
+    db = store_db.Database.open_read_only(path)
+    try:
+        yield db
+    finally:
+        db.close()
 
 
 def dump_json(value: Any) -> str:

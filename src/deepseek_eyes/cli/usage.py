@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from deepseek_eyes.cli.common import dump_json, loaded_settings
-from deepseek_eyes.home import DataHome
-from deepseek_eyes.usage import UsageCategory
+from deepseek_eyes.cli.common import dump_json, stored_database
+from deepseek_eyes.usage import UsageCategory, UsageSummary, UsageTracker
 
 __all__ = ["usage_command"]
 
@@ -16,8 +15,9 @@ __all__ = ["usage_command"]
 @click.pass_context
 def usage_command(ctx: click.Context, as_json: bool) -> None:
     """Show exact provider usage, estimated attribution and counters, kept apart."""
-    with DataHome.open(loaded_settings(ctx).settings) as home:
-        summary = home.usage.summary()
+    with stored_database(ctx) as db:
+        summary: UsageSummary = (UsageTracker(db).summary() if db is not None
+                                 else {"exact": {}, "estimated": {}})
     if as_json:
         click.echo(dump_json(summary))
         return
