@@ -294,7 +294,7 @@ class ChainWriter:
         ts: float,
     ) -> int:
         seq = self.seq + 1
-        ref = None if table is None else f"{table}:{rowid}"
+        ref = ref_text(table, rowid)
         ts_json = _number_json(ts)
         if ts_json is not None:  # digest and head are our own hex: entry_hash's bytes, with
             # the JSON of ref spelled here (a table name is \w+, a rowid digits)
@@ -337,7 +337,7 @@ class Connection(sqlite3.Connection):
     """A connection that keeps the row encoders of its audited tables' INSERTs
     (``sqlite3.connect(..., factory=Connection)``), so a chained write does not ask SQLite
     for a table's shape each time, and the chain writer of its open write transaction.
-    :meth:`forget_shapes` after any schema change (a migration)."""
+    :meth:`forget_encoders` after any schema change (a migration)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -346,7 +346,7 @@ class Connection(sqlite3.Connection):
         self.writer: ChainWriter | None = None
         self.tracking = False
 
-    def forget_shapes(self) -> None:
+    def forget_encoders(self) -> None:
         self.encoders.clear()
 
     def begun(self) -> None:
@@ -382,18 +382,15 @@ def _encoder_of(conn: sqlite3.Connection, table: str, sql: str) -> _stored.RowEn
 
 
 def insert(
-    conn: sqlite3.Connection, kind: str, sql: str, params: Sequence[Any], ts: float,
-    writer: ChainWriter | None = None,
+    conn: sqlite3.Connection, kind: str, sql: str, params: Sequence[Any], ts: float
 ) -> int | None:
     """Run one INSERT into an audited table and chain the row, inside the caller's
-    transaction; returns the rowid, or None when ``INSERT OR IGNORE`` inserted nothing.
-    Several inserts in one transaction pass one ``writer`` (the chain's tail is read once)."""
+    transaction; returns the rowid, or None when ``INSERT OR IGNORE`` inserted nothing."""
     table = table_of_insert(sql)
     cur = conn.execute(sql, params)
     if cur.rowcount <= 0 or cur.lastrowid is None:
         return None
-    (writer or ChainWriter.of(conn)).add_insert(
-        kind, table, sql, params, int(cur.lastrowid), ts)
+    ChainWriter.of(conn).add_insert(kind, table, sql, params, int(cur.lastrowid), ts)
     return int(cur.lastrowid)
 
 

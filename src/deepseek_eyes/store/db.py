@@ -359,7 +359,7 @@ class Database:
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
-        self._conn.forget_shapes()
+        self._conn.forget_encoders()
 
     def append(self, sql: str, params: Sequence[Any] = (), *, chain: str | None = None) -> None:
         """Queue one log-row INSERT; written in a batch (see the module docstring).

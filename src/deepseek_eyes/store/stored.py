@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from deepseek_eyes import canonical_json
+
 __all__ = ["Column", "Insert", "RowEncoder", "TableShape", "affinity_of", "parse_insert",
            "stored_row", "table_shape"]
 
@@ -213,6 +215,8 @@ class RowEncoder:
             steps.append((prefix, source, column.affinity, column.name in hashed))
         self._steps = tuple(steps)
         self._width = len(insert.columns)
+        self._shape, self._insert = shape, insert
+        self._hashed = tuple(c.name for c in shape.columns if c.name in hashed)
         self._fast = _compile(self._steps) if self.usable else None
 
     def encode(self, params: Sequence[Any], rowid: int) -> bytes | None:
@@ -225,44 +229,20 @@ class RowEncoder:
         return self._general(params, rowid)
 
     def _general(self, params: Sequence[Any], rowid: int) -> bytes | None:
-        parts: list[str] = []
-        append = parts.append
-        try:
-            for prefix, source, affinity, hashed in self._steps:
-                if source >= 0:
-                    value = params[source]
-                    kind = type(value)
-                    # The common cases store the value as bound; the rest go by the rules.
-                    if not ((kind is str and affinity == TEXT)
-                            or (kind is int and affinity == INTEGER)
-                            or (kind is float and affinity == REAL and value == value
-                                and value != 0.0)):
-                        value = _stored(value, affinity)
-                elif source == _ROWID:
-                    value = rowid
-                else:
-                    value = None
-                append(prefix)
-                if value is None:
-                    append("null")
-                    continue
-                if hashed:
-                    data = value if type(value) is bytes else str(value).encode("utf-8")
-                    append('"sha256:' + hashlib.sha256(data).hexdigest() + '"')
-                    continue
-                kind = type(value)
-                if kind is str:
-                    append(_encode_str(value))
-                elif kind is int:
-                    append(int.__repr__(value))
-                elif kind is float and math.isfinite(value):
-                    append(float.__repr__(value))
-                else:
-                    return None  # bytes or a non-finite float: JSON refuses, as stored
-        except _Unsure:
+        """Any other values: the stored row by the rules (:func:`stored_row`), projected and
+        encoded as the chain encodes a record read back."""
+        row = stored_row(self._shape, self._insert, params, rowid)
+        if row is None:
             return None
-        append("}")
-        return "".join(parts).encode("utf-8")
+        for name in self._hashed:
+            value = row[name]
+            if value is not None:
+                data = value if type(value) is bytes else str(value).encode("utf-8")
+                row[name] = "sha256:" + hashlib.sha256(data).hexdigest()
+        try:
+            return canonical_json.CANONICAL.dumps_bytes(row)
+        except (TypeError, ValueError):
+            return None  # bytes or a non-finite float in a plain column: JSON refuses it
 
 
 _Fast = Callable[[Sequence[Any], int], "bytes | None"]
