@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.store.db import Database
@@ -70,11 +70,34 @@ class EstimatedTotals(TypedDict):
     estimated_tokens: int
 
 
+class UnknownCalls(TypedDict):
+    """Upstream calls written ahead and never completed: sent, and whether (and what) they
+    were billed is unknown (the process died, or the disk filled, after sending)."""
+
+    calls: int
+    turns: list[str]  # the newest 20 turns holding one, for ``audit show``
+
+
 class UsageSummary(TypedDict):
     """``UsageTracker.summary``: what ``deepseek-eyes usage`` prints."""
 
     exact: dict[str, ExactTotals]
     estimated: dict[str, EstimatedTotals]
+    outcome_unknown: NotRequired[UnknownCalls]
+
+
+# A pending llm.request row (runtime/turn/ledger.py writes one ahead of each attempt) that
+# no later row of the same turn, call and attempt completed.
+_UNRESOLVED = (
+    "SELECT p.subject FROM audit p WHERE p.kind = 'llm.request'"
+    " AND json_extract(p.details, '$.outcome') = 'pending' AND NOT EXISTS ("
+    "SELECT 1 FROM audit d WHERE d.kind = 'llm.request' AND d.subject = p.subject"
+    " AND d.id > p.id AND json_extract(d.details, '$.call') = json_extract(p.details, '$.call')"
+    " AND COALESCE(json_extract(d.details, '$.attempt'), 1)"
+    " = json_extract(p.details, '$.attempt')"
+    " AND COALESCE(json_extract(d.details, '$.outcome'), 'ok') != 'pending')"
+    " ORDER BY p.id DESC"
+)
 
 
 @dataclass(frozen=True)
@@ -193,4 +216,9 @@ class UsageTracker:
                 })
             else:
                 other[category.value] = {"events": row["calls"], "estimated_tokens": row["e"]}
-        return {"exact": exact, "estimated": other}
+        summary: UsageSummary = {"exact": exact, "estimated": other}
+        unknown = [str(r[0]) for r in self._db.query(_UNRESOLVED)]
+        if unknown:
+            summary["outcome_unknown"] = {"calls": len(unknown),
+                                          "turns": list(dict.fromkeys(unknown))[:20]}
+        return summary

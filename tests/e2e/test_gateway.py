@@ -205,11 +205,15 @@ def test_an_answer_carries_provenance_that_audit_show_resolves(
     assert resolved["attempts"], "the acquisition's attempts"
     assert {a["record"]["operation_id"] for a in resolved["attempts"]} == {image["operation_id"]}
     assert resolved["evidence"][0]["record"]["record_sha256"] == image["record_sha256"]
-    [logged] = view["requests"]
+    # The call was written ahead (pending, before it was sent), then completed with usage.
+    ahead, logged = view["requests"]
+    assert ahead["record"]["details"]["outcome"] == "pending"
+    assert ahead["record"]["details"]["request_sha256"] == request["request_sha256"]
+    assert view["outcome_unknown"] == []
     assert logged["record"]["details"]["request_sha256"] == request["request_sha256"]
     assert logged["record"]["details"]["usage"] == request["usage"]
     items = [*view["turn"], *resolved["image"], *resolved["attempts"], *resolved["evidence"],
-             logged]
+             ahead, logged]
     assert all(item["chain"]["intact"] for item in items)
     verified = subprocess.run(  # noqa: S603
         [sys.executable, "-m", "deepseek_eyes", "audit", "verify", "--checkpoint",

@@ -310,12 +310,15 @@ def test_ask_retries_a_busy_upstream_and_names_the_bound(setup: Setup) -> None:
     assert error["details"]["status"] == 503
     assert [a["status"] for a in error["details"]["attempts"]] == [503, 503, 503]
     setup.upstream.busy(0)
-    # Every attempt is a chained llm.request row: the two retried ones and the one billed.
+    # Every attempt is a chained llm.request row, written ahead before it was sent, then
+    # completed: the retried one failed, the second billed.
     shown = setup.ask("audit", "show", answer["turn_id"], "--json")
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    requests = [r["record"]["details"] for r in json.loads(shown.stdout)["requests"]]
+    view = json.loads(shown.stdout)
+    requests = [r["record"]["details"] for r in view["requests"]]
     assert [(r.get("outcome", "ok"), r.get("attempt")) for r in requests] == [
-        ("failed", 1), ("ok", 2)]
-    assert requests[0]["status"] == 503
-    assert requests[0]["request_sha256"] == requests[1]["request_sha256"]
+        ("pending", 1), ("pending", 2), ("failed", 1), ("ok", 2)]
+    assert requests[2]["status"] == 503
+    assert len({r["request_sha256"] for r in requests}) == 1
+    assert view["outcome_unknown"] == []
     assert all(r["chain"]["intact"] for r in json.loads(shown.stdout)["requests"])

@@ -389,11 +389,28 @@ async def test_a_history_that_does_not_extend_the_session_starts_a_fork(
     assert (listed[result.session_id]["forked_from"], listed[result.session_id]["fork_at"]) == (
         "s-2", 1)
     assert runtime.sessions.fork_of(result.session_id) == result.fork
-    # A shorter history (a regeneration of the first answer) forks too, at the shared part.
+    # The history the first turn started from, again ("regenerate"): a new attempt of that
+    # turn in the same session, with a fresh answer that supersedes the first.
     again = await runtime.run(TurnRequest(messages=[user_text("hi")], session_id="s-2"))
-    assert again.fork is not None
-    assert again.fork.at == 1
-    assert again.session_id != "s-2"
+    assert again.fork is None
+    assert (again.session_id, again.retry_of) == ("s-2", first.turn_id)
+    assert deepseekeyes_json(again)["retry_of"] == first.turn_id
+    assert again.model_calls == 1  # answered again, not replayed
+    assert [m["role"] for m in runtime.sessions.messages("s-2")] == ["user", "assistant"]
+    raw = runtime.sessions.events("s-2")
+    assert [e.turn_id for e in raw] == [None, first.turn_id, again.turn_id]
+    (record,) = [t for t in runtime.sessions.turns("s-2") if t.id == again.turn_id]
+    assert record.details["retry_of"] == first.turn_id
+    # A shorter history that is no turn's start (the first message alone, after a second
+    # exchange) forks at the shared part.
+    more = await runtime.run(TurnRequest(
+        messages=[user_text("hi"), {"role": "assistant", "content": again.content},
+                  user_text("and then?")], session_id="s-2"))
+    assert (more.session_id, more.fork) == ("s-2", None)
+    back = await runtime.run(TurnRequest(messages=[user_text("hi")], session_id="s-2"))
+    assert back.fork is not None
+    assert back.fork.at == 1
+    assert back.session_id != "s-2"
 
 
 async def test_reasoning_and_internal_tool_messages_do_not_fork_a_continuation(

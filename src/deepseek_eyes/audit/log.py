@@ -89,6 +89,20 @@ class AuditLog:
             chain=kind,
         )
 
+    def write(self, kind: str, subject: str | None = None, **fields: Any) -> None:
+        """:meth:`append`, committed before it returns (with the rows queued before it): a
+        row that must exist before what it announces happens, such as a billed call.
+
+        Raises:
+            StoreError: the write failed (``STORE_FULL`` on a full disk); nothing happened.
+        """
+        details = canonical_json.ASCII_LENIENT.dumps(reduce_for_audit(fields))
+        self._db.execute(
+            "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)",
+            (self._clock(), kind, subject, details),
+            chain=kind,
+        )
+
     def recent(self, limit: int = 100) -> list[AuditRow]:
         rows = self._db.query(
             "SELECT ts, kind, subject, details FROM audit ORDER BY id DESC LIMIT ?", (limit,)

@@ -94,7 +94,21 @@ def _turn(conn: sqlite3.Connection, turn_id: str) -> dict[str, Any] | None:
         for e in evidence
     ]
     return {"kind": "turn", "id": turn_id, "turn": turns, "images": images,
-            "requests": requests}
+            "requests": requests, "outcome_unknown": _unresolved(requests)}
+
+
+def _unresolved(requests: Sequence[ShownItem]) -> list[dict[str, Any]]:
+    """The turn's calls written ahead and never completed: "called, outcome unknown"."""
+    def fields(item: ShownItem) -> dict[str, Any]:
+        details = item["record"].get("details")
+        return details if isinstance(details, dict) else {}
+
+    done = {(f.get("call"), f.get("attempt") or 1) for f in map(fields, requests)
+            if f.get("outcome") != "pending"}
+    return [{"call": f.get("call"), "attempt": f.get("attempt"),
+             "request_sha256": f.get("request_sha256"), "status": "called, outcome unknown"}
+            for f in map(fields, requests)
+            if f.get("outcome") == "pending" and (f.get("call"), f.get("attempt")) not in done]
 
 
 def show(db: Database, ident: str) -> dict[str, Any]:

@@ -44,3 +44,9 @@ def usage_command(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"  {category:<18} events={row['events']}")
     if not counters:
         click.echo("  (none)")
+    unknown = summary.get("outcome_unknown")
+    if unknown:
+        # Written ahead and never completed: sent, billed or not, nobody knows.
+        click.echo(f"called, outcome unknown: {unknown['calls']} upstream call(s) sent with no "
+                   "answer recorded (the process ended or the disk filled); see `deepseek-eyes "
+                   f"audit show TURN` for {', '.join(unknown['turns'][:5])}")

@@ -48,6 +48,7 @@ from starlette.types import ASGIApp
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, LLMError, StoreError
+from deepseek_eyes.gateway import idempotency
 from deepseek_eyes.gateway.body import check_fields, parse_body
 from deepseek_eyes.gateway.fetch import fetch_image
 from deepseek_eyes.runtime.approval import Approver
@@ -63,6 +64,7 @@ from deepseek_eyes.serving.security import (
 from deepseek_eyes.settings import GatewaySettings, is_loopback_host
 from deepseek_eyes.stages import StageClock, stage
 from deepseek_eyes.store.events import SessionStore
+from deepseek_eyes.store.idempotency import Claim, KeyRef
 
 __all__ = ["GATEWAY_REFUSALS", "SESSION_HEADER", "check_bind", "create_app", "error_status"]
 
@@ -91,6 +93,9 @@ _STATUS = {
     "RUNTIME_IMAGE_FETCH_FAILED": 400,
     "RUNTIME_MODEL_CALL_LIMIT": 502,
     "LLM_REASONING_MISSING": 400,  # the client's history, refused before any upstream call
+    "GATEWAY_IDEMPOTENCY_IN_PROGRESS": 409,
+    "GATEWAY_IDEMPOTENCY_KEY_REUSED": 422,
+    "STORE_SESSION_CONFLICT": 409,
 }
 # Upstream statuses a client can act on pass through; an upstream 401/403 is the gateway's
 # own credential problem, not the client's, so it becomes a 502 like other upstream faults.
@@ -175,7 +180,7 @@ def create_app(
     or None for an open loopback gateway; ``approver`` decides plans that need a person
     (None: nobody can); ``bind_host`` (default ``gateway.host``) decides the Host names
     accepted."""
-    app = _routes(runtime, settings, approver)
+    app = _routes(runtime, settings, approver, key)
     return SecurityMiddleware(
         app,
         token=key,
@@ -192,7 +197,7 @@ def create_app(
 
 
 def _routes(runtime: Runtime, settings: GatewaySettings,
-            approver: Approver | None) -> Starlette:
+            approver: Approver | None, key: str | None = None) -> Starlette:
     fetch: Fetch | None = None
     if settings.allow_image_urls:
         max_bytes = runtime.settings.image.max_bytes
@@ -266,10 +271,28 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
     async def _chat(request: Request, clock: StageClock | None) -> Response:
         with stage("parse"):
             body = await read_body(request)
-            turn = await _turn_request(request, body)
+            ref = idempotency.key_ref(
+                request.headers.get(idempotency.HEADER), body,
+                session_id=request.headers.get(SESSION_HEADER) or None, gateway_key=key)
+            if ref is not None:
+                claim = runtime.idempotency.claim(ref)
+                if claim.state == "replay":
+                    return _replay(claim, body)
+                refused = idempotency.refusal(claim)
+                if refused is not None:
+                    raise refused
+            try:
+                turn = await _turn_request(request, body)
+            except BaseException:
+                _release(ref)
+                raise
+            turn.idempotency = ref
         if not body.get("stream"):
-            async with slots:
-                result = await runtime.run(turn)
+            try:
+                async with slots:
+                    result = await runtime.run(turn)
+            finally:  # a stored answer keeps its key; a failed request frees it
+                _release(ref)
             headers = {_SESSION_HEADER_OUT: result.session_id}
             if clock is not None:
                 headers["Server-Timing"] = clock.server_timing()
@@ -281,6 +304,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
             first = await anext(iterator)  # errors before this point get a real status
         except BaseException:
             slots.release()
+            _release(ref)
             raise
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         if stream.session_id is not None:
@@ -304,8 +328,28 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
                     with anyio.CancelScope(shield=True):
                         await close()
                 slots.release()
+                _release(ref)
 
         return StreamingResponse(sse(), media_type="text/event-stream", headers=headers)
+
+    def _release(ref: KeyRef | None) -> None:
+        if ref is not None:
+            runtime.idempotency.release(ref)
+
+    def _replay(claim: Claim, body: JsonObject) -> Response:
+        """A stored answer, again, as the request asks for it (see gateway/idempotency.py)."""
+        assert claim.response is not None
+        headers = {idempotency.REPLAYED_HEADER: "true"}
+        if claim.session_id is not None:
+            headers[_SESSION_HEADER_OUT] = claim.session_id
+        if not body.get("stream"):
+            return JSONResponse(idempotency.replayed(claim.response), headers=headers)
+        options = body.get("stream_options")
+        include = isinstance(options, dict) and bool(options.get("include_usage"))
+        chunks = idempotency.replay_chunks(claim.response, include_usage=include)
+        payload = b"".join(_sse(c) for c in chunks) + b"data: [DONE]\n\n"
+        return Response(payload, media_type="text/event-stream",
+                        headers={**headers, "Cache-Control": "no-cache"})
 
     async def _turn_request(request: Request, body: JsonObject) -> TurnRequest:
         # Types were checked by check_fields; the rest is the runtime's one admission path.

@@ -66,6 +66,7 @@ __all__ = [
     "MAX_RESPONSE_BYTES",
     "MAX_TOOL_CALLS",
     "PROVIDER_MESSAGE_CHARS",
+    "BeforeSend",
     "ChatClient",
     "ChatResult",
     "ChatStream",
@@ -79,6 +80,10 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _MIN_REDACTED_HEADER = 8  # shorter header values ("1", "json") are not secrets worth hiding
 
 T = TypeVar("T")
+
+#: Told each attempt's request hash and number (1, 2, …) just before it is sent; what it
+#: raises stops the call, unsent (the turn writes its billed calls ahead with it).
+BeforeSend = Callable[[str, int], None]
 
 
 class ChatClient:
@@ -140,11 +145,13 @@ class ChatClient:
     def timeout(self) -> float:
         return self._timeout
 
-    async def complete(self, payload: Mapping[str, Any], *, stream: bool = False) -> ChatResult:
+    async def complete(self, payload: Mapping[str, Any], *, stream: bool = False,
+                       before_send: BeforeSend | None = None) -> ChatResult:
         """POST ``{base_url}/chat/completions`` and return the assembled answer.
 
         ``stream=True`` drains :meth:`stream`; a server that answers a streaming request with
-        plain JSON is accepted (``streamed=False``).
+        plain JSON is accepted (``streamed=False``). ``before_send`` is told each attempt
+        before it is sent; what it raises stops the call unsent.
 
         Raises:
             LLMError: ``LLM_TIMEOUT``, ``LLM_UNAVAILABLE``, ``LLM_HTTP_ERROR`` (details:
@@ -155,7 +162,7 @@ class ChatClient:
                 waited_s), the last one included.
         """
         if stream:
-            async with self.stream(payload) as chunks:
+            async with self.stream(payload, before_send=before_send) as chunks:
                 async for _ in chunks:
                     pass
                 return chunks.result
@@ -167,7 +174,8 @@ class ChatClient:
             while True:
                 sent: list[str] = []
                 try:
-                    result = await self._deadline(functools.partial(self._complete, body, sent))
+                    result = await self._deadline(functools.partial(
+                        self._complete, body, sent, before_send, len(failed) + 1))
                 except LLMError as exc:
                     await self._pause_or_raise(exc, failed, sent[0] if sent else None)
                     continue
@@ -187,7 +195,8 @@ class ChatClient:
         failed.append(attempt)
         await anyio.sleep(wait)
 
-    def stream(self, payload: Mapping[str, Any]) -> AbstractAsyncContextManager[ChatStream]:
+    def stream(self, payload: Mapping[str, Any], *, before_send: BeforeSend | None = None,
+               ) -> AbstractAsyncContextManager[ChatStream]:
         """``async with client.stream(payload) as chunks: async for chunk in chunks: ...``
 
         Sends ``stream: true`` and ``stream_options.include_usage`` (other stream options of
@@ -211,7 +220,7 @@ class ChatClient:
             **(options if isinstance(options, dict) else {}),
             "include_usage": True,
         }
-        return _StreamOpener(self, body)
+        return _StreamOpener(self, body, before_send)
 
     async def list_models(self) -> list[JsonObject]:
         """GET ``{base_url}/models`` and return its ``data`` list (entries that are objects).
@@ -252,10 +261,13 @@ class ChatClient:
             raise LLMError("the model list has no 'data' array", code="LLM_BAD_RESPONSE")
         return [entry for entry in data if isinstance(entry, dict)]
 
-    async def _complete(self, body: JsonObject, sent_hash: list[str]) -> ChatResult:
+    async def _complete(self, body: JsonObject, sent_hash: list[str],
+                        before_send: BeforeSend | None, attempt: int) -> ChatResult:
         request = self._http.build_request("POST", self._chat_url, json=body)
         sent = hashlib.sha256(request.content).hexdigest()
         sent_hash.append(sent)
+        if before_send is not None:
+            before_send(sent, attempt)
         response = await _send(self._http, request, self._secrets)
         try:
             document = parse_json(await read_bounded(response, MAX_RESPONSE_BYTES))
@@ -264,13 +276,16 @@ class ChatClient:
         return dataclasses.replace(result_from_document(document), request_sha256=sent)
 
     async def _open_stream(
-        self, body: JsonObject, sent_hash: list[str], retries: tuple[Attempt, ...]
+        self, body: JsonObject, sent_hash: list[str], retries: tuple[Attempt, ...],
+        before_send: BeforeSend | None = None,
     ) -> ChatStream:
         deadline = anyio.current_time() + self._timeout
         request = self._http.build_request(
             "POST", self._chat_url, json=body, headers={"Accept": "text/event-stream"}
         )
         sent_hash.append(hashlib.sha256(request.content).hexdigest())
+        if before_send is not None:
+            before_send(sent_hash[-1], len(retries) + 1)
         response: httpx.Response | None = None
         with anyio.CancelScope(deadline=deadline):
             response = await _send(self._http, request, self._secrets)
@@ -286,9 +301,11 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
     """What :meth:`ChatClient.stream` returns: opens on enter (retrying until the first
     chunk arrived, see the module docstring), always closes on exit."""
 
-    def __init__(self, client: ChatClient, body: JsonObject) -> None:
+    def __init__(self, client: ChatClient, body: JsonObject,
+                 before_send: BeforeSend | None = None) -> None:
         self._client = client
         self._body = body
+        self._before_send = before_send
         self._stream: ChatStream | None = None
 
     async def __aenter__(self) -> ChatStream:
@@ -301,7 +318,8 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
             sent: list[str] = []
             stream: ChatStream | None = None
             try:
-                stream = await self._client._open_stream(self._body, sent, tuple(failed))
+                stream = await self._client._open_stream(self._body, sent, tuple(failed),
+                                                         self._before_send)
                 await stream.prime()
             except LLMError as exc:
                 if stream is not None:

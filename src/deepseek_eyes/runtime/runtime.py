@@ -40,8 +40,10 @@ from deepseek_eyes.runtime.turn import (
     TurnStream,
     request_from_openai,
 )
+from deepseek_eyes.runtime.turn.recovery import recover
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.store.events import SessionStore
+from deepseek_eyes.store.idempotency import IdempotencyStore
 from deepseek_eyes.vision.bridge import VisionBridge
 
 if TYPE_CHECKING:
@@ -100,6 +102,9 @@ class Runtime:
             elif name == "desktop":
                 self._add_desktop()
         self.sessions = SessionStore(home.db)
+        # Turns a process that died left half-written are closed before this one's start.
+        recover(self.sessions, home.audit)
+        self.idempotency = IdempotencyStore(home.db, ttl_s=settings.gateway.idempotency_ttl)
         self.runner = TurnRunner(
             settings=settings.runtime,
             llm=settings.llm,
@@ -111,6 +116,7 @@ class Runtime:
             usage=home.usage,
             audit=home.audit,
             seal=home.seal,
+            idempotency=self.idempotency,
         )
 
     def _add_terminal(self) -> None:

@@ -118,7 +118,7 @@ class ProgressEvent(TypedDict, total=False):
     """A progress event of a turn, for a front end (``deepseekeyes.event`` in a stream)."""
 
     type: Required[str]  # tool.started tool.finished approval.wanted approval.decided
-    #                      turn.final_call
+    #                      turn.final_call session.forked
     tool: str
     source: str
     is_error: bool
@@ -126,6 +126,7 @@ class ProgressEvent(TypedDict, total=False):
     model_calls: int
     plan_id: str
     session_id: str
+    forked_from: str
     via: str
     text: str
     decision: str

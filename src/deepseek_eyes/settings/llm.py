@@ -153,6 +153,10 @@ class GatewaySettings(Strict):
         description="Also fetch image URLs on loopback/private addresses (SSRF risk).",
     )
     max_concurrent_turns: int = Field(default=64, ge=1, le=4096)
+    idempotency_ttl: float = Field(
+        default=86400.0, ge=60, le=30 * 86400,
+        description="Seconds an answer is kept for replay under its Idempotency-Key.",
+    )
     allowed_hosts: tuple[str, ...] = Field(
         default=(), description="Extra Host header values accepted (host:port, host:*); "
         "loopback names always are on a loopback bind."

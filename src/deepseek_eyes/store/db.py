@@ -249,6 +249,34 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE chain_checkpoints ADD COLUMN counts TEXT;
     ALTER TABLE chain_checkpoints ADD COLUMN ordinal INTEGER;
     """,
+    # 8: turns in flight, leased to the process running them (closed as aborted when it
+    # died: runtime/turn/recovery.py), and answers kept under a client's Idempotency-Key
+    """
+    CREATE TABLE turn_leases (
+        turn_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        base INTEGER NOT NULL,
+        retry_of TEXT,
+        model TEXT,
+        path TEXT
+    );
+    CREATE INDEX turn_leases_session ON turn_leases(session_id);
+    CREATE TABLE idempotency_keys (
+        scope TEXT NOT NULL,
+        key_sha256 TEXT NOT NULL,
+        request_sha256 TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('running', 'done')),
+        owner TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        turn_id TEXT,
+        session_id TEXT,
+        response TEXT,
+        PRIMARY KEY (scope, key_sha256)
+    );
+    CREATE INDEX idempotency_created ON idempotency_keys(created_at);
+    """,
 )
 
 CHAIN_MIGRATION = 4
@@ -361,17 +389,20 @@ class Database:
             self._conn.execute("COMMIT")
         self._conn.forget_encoders()
 
-    def append(self, sql: str, params: Sequence[Any] = (), *, chain: str | None = None) -> None:
+    def append(self, sql: str, params: Sequence[Any] = (), *, chain: str | None = None,
+               quiet: bool = False) -> None:
         """Queue one log-row INSERT; written in a batch (see the module docstring).
 
         With ``chain`` (the record's kind) the row gets its audit chain entry in the same
-        transaction; ``sql`` must then be an INSERT into an audited table.
+        transaction; ``sql`` must then be an INSERT into an audited table. ``quiet``: a
+        flush this triggers that fails leaves the row queued and raises nothing (for a
+        row written because another write just failed).
         """
         # The table is found (or the call refused) now, not at a later flush.
         table = _chain.table_of_insert(sql) if chain is not None else None
-        self._queue((sql, params, chain, table))
+        self._queue((sql, params, chain, table), quiet=quiet)
 
-    def _queue(self, item: _Pending) -> None:
+    def _queue(self, item: _Pending, *, quiet: bool = False) -> None:
         with self._lock:
             if not self._pending:
                 self._pending_since = time.monotonic()
@@ -380,7 +411,11 @@ class Database:
                 len(self._pending) >= APPEND_BATCH
                 or time.monotonic() - self._pending_since >= APPEND_MAX_AGE_S
             ):
-                self.flush()
+                try:
+                    self.flush()
+                except StoreError:
+                    if not quiet:
+                        raise
 
     def flush(self) -> None:
         """Write every queued row now, in one transaction (or in the open one, with its

@@ -5,6 +5,24 @@ message as canonical JSON with images as blob references (``sha256`` plus media 
 size), never as pixels. Rows are never updated or deleted (triggers enforce it), so what a
 user sent stays exactly as sent. The model-facing view (evidence instead of images, bounded
 history) is derived from these rows at every turn and never written back.
+
+Decisions a newcomer would otherwise undo:
+
+* **Appends are compare-and-set.** Several processes may share one database (two ``serve``
+  on one data directory). A turn reads the session, decides what to append, and appends
+  with a :class:`Guard`: the write happens only if nothing was appended since it read,
+  checked inside the write transaction (which holds SQLite's write lock), with the unique
+  ``(session_id, seq)`` as a second guard. A turn that loses gets
+  :class:`SessionConflict` and reads again: its history no longer extends the session, so
+  it becomes a fork that says so. Without the guard, two continuations sent at once were
+  both appended, interleaved.
+* **A retry is an attempt, not a fork.** A request that repeats the history a stored turn
+  started from (a client retrying a cut stream, "regenerate") is a new attempt of that turn
+  in the same session: its turn record names the turn it retries (``retry_of``), and once
+  it succeeds, the earlier attempt's output is superseded: :meth:`SessionStore.snapshot`
+  and :meth:`SessionStore.messages` leave it out, while the rows stay (append-only).
+  Attempts of one turn share its ``base`` (the sequence number its history ended at), so
+  they may append beside each other without a conflict.
 """
 
 from __future__ import annotations
@@ -13,6 +31,7 @@ import contextlib
 import hashlib
 import json
 import re
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -24,9 +43,11 @@ from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
+from deepseek_eyes.store.leases import TurnLeases
 
 __all__ = [
-    "SESSION_ID", "Event", "Fork", "SessionStore", "TurnRecord", "body_digest", "message_calls",
+    "SESSION_ID", "Event", "Fork", "Guard", "SessionConflict", "SessionStore", "Snapshot",
+    "TurnMark", "TurnRecord", "body_digest", "message_calls",
 ]
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -104,6 +125,66 @@ class TurnRecord:
     details: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Guard:
+    """What an append is checked against: ``head``, the session's last sequence number
+    when the appending turn read it (-1: no events), and the turn's ``base`` (None: any
+    event since ``head`` is a conflict; a number: events of other attempts of the turn
+    that started at that base are not)."""
+
+    head: int
+    base: int | None = None
+
+
+class SessionConflict(StoreError):
+    """``STORE_SESSION_CONFLICT``: the session changed since the turn read it."""
+
+    def __init__(self, session_id: str, head: int) -> None:
+        super().__init__(
+            f"session {session_id} was appended to by another turn meanwhile",
+            code="STORE_SESSION_CONFLICT", details={"session_id": session_id, "head": head})
+
+
+@dataclass(frozen=True)
+class TurnMark:
+    """The latest turn of a session, as a new request is matched against it."""
+
+    id: str
+    base: int | None  # the sequence number its history ended at (None: an older record)
+    started_at: float
+    running: bool  # leased, no record yet
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A session as one read sees it: its events without superseded attempts, its last
+    sequence number, and its latest turn."""
+
+    events: list[Event]
+    head: int
+    latest: TurnMark | None
+
+
+_EVENT_COLUMNS = "session_id, seq, ts, role, turn_id, body_sha256, body"
+# Events of attempts a later successful attempt of the same turn superseded are left out.
+_EFFECTIVE = (
+    " AND (turn_id IS NULL OR turn_id NOT IN (SELECT json_extract(details, '$.retry_of')"
+    " FROM turns WHERE session_id = ?1 AND outcome = 'ok'"
+    " AND json_extract(details, '$.retry_of') IS NOT NULL))"
+)
+# An event since the guard's head that is not an attempt of the same turn (same base).
+_FOREIGN = (
+    "SELECT 1 FROM events WHERE session_id = ?1 AND seq > ?2 AND (turn_id IS NULL OR ("
+    "turn_id NOT IN (SELECT turn_id FROM turn_leases WHERE session_id = ?1 AND base = ?3)"
+    " AND turn_id NOT IN (SELECT id FROM turns WHERE session_id = ?1"
+    " AND json_extract(details, '$.base') = ?3))) LIMIT 1"
+)
+
+
+def _event(r: sqlite3.Row | tuple[Any, ...]) -> Event:
+    return Event(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]))
+
+
 _INSERT_TURN = (
     "INSERT INTO turns (id, session_id, started_at, ended_at, model, path, outcome, code,"
     " details) VALUES (?,?,?,?,?,?,?,?,?)"
@@ -121,6 +202,7 @@ class SessionStore:
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self._db = db
         self._clock = clock
+        self.leases = TurnLeases(db)
 
     @staticmethod
     def new_id() -> str:
@@ -149,7 +231,7 @@ class SessionStore:
         )
         return True
 
-    def batch(self) -> contextlib.AbstractContextManager[object]:
+    def batch(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         """A block whose writes through this store (and the database's other stores) are one
         transaction: committed together at its end, or none of them."""
         return self._db.transaction()
@@ -166,13 +248,19 @@ class SessionStore:
         create: str | None = None,
         fork: Fork | None = None,
         turn: TurnRecord | None = None,
+        guard: Guard | None = None,
     ) -> list[int]:
         """Append messages in order, in one transaction; returns their sequence numbers.
 
         ``create`` (a source name) creates the session in the same transaction, ``fork``
         records which session it was started from, and ``turn`` records a finished turn
-        with its last messages: one commit per step of a turn keeps the gateway's own
-        overhead per turn small.
+        with its last messages (and ends its lease): one commit per step of a turn keeps
+        the gateway's own overhead per turn small. ``guard``: appended only if the session
+        did not change since (see the module docstring).
+
+        Raises:
+            SessionConflict: ``STORE_SESSION_CONFLICT`` when ``guard`` fails; nothing is
+                written then.
         """
         if not messages and create is None and turn is None:
             return []
@@ -200,6 +288,10 @@ class SessionStore:
                     "SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?",
                     (session_id,)).fetchone()
                 next_seq = int(row[0]) + 1
+            if guard is not None and next_seq - 1 != guard.head and (
+                    guard.base is None or next_seq - 1 < guard.head
+                    or conn.execute(_FOREIGN, (session_id, guard.head, guard.base)).fetchone()):
+                raise SessionConflict(session_id, next_seq - 1)
             for message in messages:
                 body = _canonical(message)
                 event_id = chain.insert(
@@ -221,21 +313,39 @@ class SessionStore:
                 next_seq += 1
             if turn is not None:
                 chain.insert(conn, "turn", _INSERT_TURN, _turn_row(turn), now)
+                self.leases.close(conn, turn.id)
         return seqs
 
-    def events(self, session_id: str, *, limit: int = MAX_EVENTS_READ) -> list[Event]:
+    def events(self, session_id: str, *, limit: int = MAX_EVENTS_READ,
+               effective: bool = False) -> list[Event]:
+        """The session's events in order; ``effective``: without the output of attempts a
+        later attempt superseded (what the model and a continuing client see)."""
+        where = _EFFECTIVE if effective else ""
         rows = self._db.query(
-            "SELECT session_id, seq, ts, role, turn_id, body_sha256, body FROM events"
-            " WHERE session_id = ? ORDER BY seq LIMIT ?",
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ?1{where}"  # noqa: S608 - constant fragments
+            " ORDER BY seq LIMIT ?2",
             (session_id, limit),
         )
-        return [
-            Event(
-                r["session_id"], r["seq"], r["ts"], r["role"], r["turn_id"], r["body_sha256"],
-                json.loads(r["body"]),
-            )
-            for r in rows
-        ]
+        return [_event(r) for r in rows]
+
+    def snapshot(self, session_id: str) -> Snapshot:
+        """The session as a new request is matched against it, in one read."""
+        with self._db.reading() as conn:
+            rows = conn.execute(
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ?1{_EFFECTIVE}"  # noqa: S608 - constant fragments
+                " ORDER BY seq LIMIT ?2", (session_id, MAX_EVENTS_READ)).fetchall()
+            head = conn.execute("SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?",
+                                (session_id,)).fetchone()[0]
+            done = conn.execute(
+                "SELECT id, json_extract(details, '$.base'), started_at FROM turns"
+                " WHERE session_id = ? ORDER BY started_at DESC LIMIT 1", (session_id,)).fetchone()
+            running = conn.execute(
+                "SELECT turn_id, base, started_at FROM turn_leases WHERE session_id = ?"
+                " ORDER BY started_at DESC LIMIT 1", (session_id,)).fetchone()
+        marks = [TurnMark(r[0], r[1] if isinstance(r[1], int) else None, r[2], live)
+                 for r, live in ((done, False), (running, True)) if r is not None]
+        latest = max(marks, key=lambda m: m.started_at) if marks else None
+        return Snapshot([_event(r) for r in rows], int(head), latest)
 
     def issued_calls(self, call_ids: Sequence[str]) -> dict[str, list[JsonObject]]:
         """The stored assistant messages that hold each of ``call_ids`` among their tool
@@ -256,7 +366,9 @@ class SessionStore:
         return found
 
     def messages(self, session_id: str) -> list[JsonObject]:
-        return [event.message for event in self.events(session_id)]
+        """The session's messages as a continuing client and the model see them (without
+        superseded attempts)."""
+        return [event.message for event in self.events(session_id, effective=True)]
 
     def fork_of(self, session_id: str) -> Fork | None:
         """The session this one was forked from, or None."""
@@ -278,7 +390,16 @@ class SessionStore:
         return [cast(SessionSummary, dict(r)) for r in rows]  # the SELECT's columns
 
     def record_turn(self, turn: TurnRecord) -> None:
-        self._db.execute(_INSERT_TURN, _turn_row(turn), chain="turn")
+        """Write a turn's record and end its lease, in one transaction."""
+        with self._db.transaction() as conn:
+            chain.insert(conn, "turn", _INSERT_TURN, _turn_row(turn), self._clock())
+            self.leases.close(conn, turn.id)
+
+    def queue_turn(self, turn: TurnRecord) -> None:
+        """:meth:`record_turn` for when the store cannot write now (a full disk): queued,
+        and written by the next write that succeeds (or at close)."""
+        self._db.append(_INSERT_TURN, _turn_row(turn), chain="turn", quiet=True)
+        self._db.append("DELETE FROM turn_leases WHERE turn_id = ?", (turn.id,), quiet=True)
 
     def turns(self, session_id: str) -> list[TurnRecord]:
         rows = self._db.query(

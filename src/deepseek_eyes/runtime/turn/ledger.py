@@ -11,17 +11,25 @@ Audit and sealing are handed in (an :class:`~deepseek_eyes.audit.log.AuditLog` a
   first reaches the model.
 * **Retries.** The client retries a busy upstream; each attempt it reports becomes an
   ``llm.request`` audit row, and only the answered one carries usage.
+* **Billed calls are written ahead.** Before each attempt is sent, a pending
+  ``llm.request`` row (``outcome: "pending"``: turn, session, call, attempt, model, request
+  hash) is committed (:meth:`Ledger.pending`); if that write fails (a full disk), the
+  attempt is not sent and nothing is billed. The row that completes it (usage, or the
+  failure) is written with the turn's other rows. A pending row with no completion is a
+  call whose outcome is unknown (the process died, or the disk filled after the call):
+  ``usage`` and ``audit show`` say so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from deepseek_eyes.audit.log import AuditLog
 from deepseek_eyes.audit.records import Seal as AuditSeal
-from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.errors import DeepSeekEyesError, LLMError, StoreError
 from deepseek_eyes.llm.client import ChatResult
 from deepseek_eyes.llm.retry import attempts_json
 from deepseek_eyes.runtime.tools import ToolOutcome
@@ -30,7 +38,10 @@ from deepseek_eyes.runtime.turn.state import TurnState
 from deepseek_eyes.store.events import SessionStore, TurnRecord, body_digest
 from deepseek_eyes.usage import ProviderUsage, UsageCategory, UsageTracker
 
-__all__ = ["CATEGORY_OF_SOURCE", "Ledger", "Seal", "usage_json"]
+__all__ = ["ABORTED", "CATEGORY_OF_SOURCE", "Ledger", "Seal", "usage_json"]
+
+#: The code of a turn closed before its answer or an error (details say why).
+ABORTED = "RUNTIME_TURN_ABORTED"
 
 #: The category of a model call that reads results of a source's tools.
 CATEGORY_OF_SOURCE = {
@@ -107,6 +118,18 @@ class Ledger:
         self._audit.append("llm.request", turn.turn_id, **request)
         return request["request_sha256"]
 
+    def pending(self, turn: TurnState, request_sha256: str, attempt: int) -> None:
+        """Write one attempt ahead, committed, before it is sent (see the module docstring).
+
+        Raises:
+            StoreError: the write failed (``STORE_FULL``); the attempt must not be sent.
+        """
+        call = turn.model_calls + 1
+        self._audit.write("llm.request", turn.turn_id, call=call, attempt=attempt,
+                          model=turn.model, session_id=turn.session_id,
+                          request_sha256=request_sha256, outcome="pending")
+        turn.sent[call] = attempt
+
     def retries(self, turn: TurnState, attempts: Sequence[Any], *, call: int) -> None:
         """One audited ``llm.request`` row per attempt that was sent and failed (nothing is
         billed for them, so no usage is recorded)."""
@@ -119,14 +142,49 @@ class Ledger:
                                                    "waited_s")})
 
     def failed(self, turn: TurnState, exc: DeepSeekEyesError) -> None:
-        """A turn that ended in an error: its failed attempts and its record."""
+        """A turn that ended in an error: its failed attempts and its record.
+
+        When the record cannot be written (the store's own failure, a full disk), it is
+        queued instead and written by the next write that succeeds; the error still
+        reaches the caller, with its session."""
         exc.details.setdefault("session_id", turn.session_id)
+        call = turn.model_calls + 1
         attempts = exc.details.get("attempts")
         if isinstance(attempts, list):
-            self.retries(turn, attempts, call=turn.model_calls + 1)
-        self._sessions.record_turn(self.record(turn, "failed", exc.code))
+            self.retries(turn, attempts, call=call)
+        elif isinstance(exc, LLMError) and call in turn.sent:
+            # The call's one attempt was sent and failed: its pending row is completed.
+            self._audit.append(
+                "llm.request", turn.turn_id, call=call, attempt=turn.sent[call],
+                model=turn.model, outcome="failed", code=exc.code,
+                status=exc.details.get("status"))
+        self._close(self.record(turn, "failed", exc.code))
+
+    def aborted(self, turn: TurnState, reason: str) -> None:
+        """A turn closed before its answer (its stream's reader went away, the gateway shut
+        down, a bug): its record says so, with a ``turn.aborted`` audit row. Attempts sent
+        and not answered stay pending: what they were billed is unknown."""
+        record = self.record(turn, "aborted", ABORTED)
+        record.details["reason"] = reason
+        self._close(record, {"session_id": turn.session_id, "reason": reason,
+                             "model_calls": turn.model_calls})
+
+    def _close(self, record: TurnRecord, aborted: dict[str, Any] | None = None) -> None:
+        try:
+            with self._sessions.batch():
+                if aborted is not None:
+                    self._audit.write("turn.aborted", record.id, **aborted)
+                self._sessions.record_turn(record)
+        except StoreError:
+            # Queued, and written by the next write that succeeds: a failed flush now
+            # leaves them queued.
+            self._sessions.queue_turn(record)
+            if aborted is not None:
+                with contextlib.suppress(StoreError):
+                    self._audit.append("turn.aborted", record.id, **aborted)
 
     def record(self, turn: TurnState, outcome: str, code: str | None = None) -> TurnRecord:
+        extra: dict[str, Any] = {"retry_of": turn.retry_of} if turn.retry_of else {}
         return TurnRecord(
             id=turn.turn_id, session_id=turn.session_id, started_at=turn.started,
             ended_at=time.time(), model=turn.model, path=turn.path, outcome=outcome, code=code,
@@ -137,5 +195,7 @@ class Ledger:
                 "usage": usage_json(turn.usage),
                 "forced_final": turn.forced_final,
                 "requests": [r["request_sha256"] for r in turn.requests],
+                "base": turn.base_seq,
+                **extra,
             },
         )

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
 from typing import Any, TypeVar
 
@@ -62,10 +63,11 @@ from deepseek_eyes.runtime.turn.prepare import Preparer
 from deepseek_eyes.runtime.turn.relay import ToolRelay
 from deepseek_eyes.runtime.turn.request import TurnRequest, TurnResult
 from deepseek_eyes.runtime.turn.state import TurnState
-from deepseek_eyes.runtime.turn.wire import TurnStream
+from deepseek_eyes.runtime.turn.wire import TurnStream, completion_json
 from deepseek_eyes.runtime.view import render_assistant, sends_reasoning
 from deepseek_eyes.settings import LLMSettings, RuntimeSettings
-from deepseek_eyes.store.events import SessionStore
+from deepseek_eyes.store.events import Fork, Guard, SessionConflict, SessionStore
+from deepseek_eyes.store.idempotency import IdempotencyStore
 from deepseek_eyes.usage import UsageTracker
 from deepseek_eyes.vision.bridge import VisionBridge
 
@@ -93,8 +95,10 @@ class TurnRunner:
         usage: UsageTracker,
         audit: AuditLog,
         seal: Seal,
+        idempotency: IdempotencyStore | None = None,
     ) -> None:
         self._settings = settings
+        self._idempotency = idempotency
         self._client = client
         self._tools = tools
         self._sessions = sessions
@@ -123,22 +127,28 @@ class TurnRunner:
                 given(event)
 
         turn = await self._preparer.prepare(dataclasses.replace(request, notify=notify))
-        yield Started(turn.session_id, turn.model, int(turn.started))
+        answered = False
         try:
+            yield Started(turn.session_id, turn.model, int(turn.started))
             while True:
                 payload = self._payload(turn)
                 while not queue.empty():
                     yield Progress(queue.get_nowait())
                 relay = ToolRelay(turn.internal, forward=stream and not turn.forced_final)
+                # Each attempt is written ahead (a pending llm.request row, committed)
+                # before it is sent: a crash or a full disk mid-call leaves it visible as
+                # "called, outcome unknown"; if that write fails, nothing is sent.
+                ahead = functools.partial(self._ledger.pending, turn)
                 if stream:
-                    async with self._client.stream(payload) as chunks:
+                    async with self._client.stream(payload, before_send=ahead) as chunks:
                         async for chunk in chunks:
                             delta = _visible(chunk, relay)
                             if delta:
                                 yield Delta(delta)
                         result = chunks.result
                 else:
-                    result = await self._client.complete(payload, stream=False)
+                    result = await self._client.complete(payload, stream=False,
+                                                         before_send=ahead)
                 category = str(turn.category)
                 sent = self._ledger.call(turn, result, payload)
                 yield ModelCalled(turn.model_calls, sent, category, turn.forced_final)
@@ -151,10 +161,18 @@ class TurnRunner:
                 async for event in _while(self._finish(turn, result, internal, external),
                                           queue, done):
                     yield Progress(event)
+                answered = True
                 yield Answer(done[0], relay.unsent(external) if stream else [], relay.forwarded)
                 return
         except DeepSeekEyesError as exc:
-            self._ledger.failed(turn, exc)
+            if not answered:
+                self._ledger.failed(turn, exc)
+            raise
+        except BaseException as exc:
+            # Closed before its answer (the client went away, the gateway shut down) or a
+            # bug: the turn is closed as aborted, so no turn is left half-written.
+            if not answered:
+                self._ledger.aborted(turn, _abort_reason(exc))
             raise
 
     async def run(self, request: TurnRequest) -> TurnResult:
@@ -240,7 +258,7 @@ class TurnRunner:
         upstream, logged = self._tool_messages(done)
         turn.tail.extend([assistant, *upstream])
         self._reoffer(turn)
-        self._sessions.append(turn.session_id, [stored, *logged], turn_id=turn.turn_id)
+        self._append(turn, [stored, *logged])
 
     def _reoffer(self, turn: TurnState) -> None:
         """After tool results, what is offered may have changed (``look`` once a tool
@@ -265,23 +283,72 @@ class TurnRunner:
         finish = result.finish_reason or "stop"
         if finish == "tool_calls" and not external:
             finish = "stop"
-        outcome = TurnResult(
-            turn_id=turn.turn_id, session_id=turn.session_id, model=turn.model, path=turn.path,
-            content=result.content, reasoning=result.reasoning, finish_reason=finish,
-            tool_calls=external, usage=turn.usage, evidence=turn.evidence,
-            rereads=turn.context.rereads, model_calls=turn.model_calls,
-            created=int(turn.started), fork=turn.fork, tools=list(turn.context.calls),
-            requests=list(turn.requests), thinking=turn.thinking_note,
-        )
         # The answer, its turn record, the rows booked since the last commit (requests,
         # usage) and the checkpoint that signs them: one commit.
         with self._sessions.batch():
-            self._sessions.append(
-                turn.session_id, [message, *self._tool_messages(done)[1]],
-                turn_id=turn.turn_id, turn=self._ledger.record(turn, "ok"),
+            self._append(turn, [message, *self._tool_messages(done)[1]], final=True)
+            outcome = TurnResult(
+                turn_id=turn.turn_id, session_id=turn.session_id, model=turn.model,
+                path=turn.path, content=result.content, reasoning=result.reasoning,
+                finish_reason=finish, tool_calls=external, usage=turn.usage,
+                evidence=turn.evidence, rereads=turn.context.rereads,
+                model_calls=turn.model_calls, created=int(turn.started), fork=turn.fork,
+                tools=list(turn.context.calls), requests=list(turn.requests),
+                thinking=turn.thinking_note, retry_of=turn.retry_of,
             )
             outcome.audit = self._ledger.seal()
+            key = turn.request.idempotency
+            if key is not None and self._idempotency is not None:
+                # Kept with the answer, in its commit: a stored answer can be replayed.
+                self._idempotency.complete(key, turn_id=turn.turn_id, session_id=turn.session_id,
+                                           response=completion_json(outcome))
         return outcome
+
+    # the session log -----------------------------------------------------------
+    def _append(self, turn: TurnState, messages: list[JsonObject], *,
+                final: bool = False) -> None:
+        """Append the turn's own messages (with its record when ``final``), compare-and-set
+        against what the turn last saw. When another turn appended to the session meanwhile
+        (a different continuation, in this process or another), the turn goes on in a
+        fork of it holding its history and its messages so far, and says so."""
+        for _ in range(2):
+            try:
+                seqs = self._sessions.append(
+                    turn.session_id, messages, turn_id=turn.turn_id,
+                    turn=self._ledger.record(turn, "ok") if final else None,
+                    guard=Guard(turn.head, turn.base_seq))
+                break
+            except SessionConflict:
+                self._relocate(turn)
+        else:  # pragma: no cover - a fork is this turn's alone: its guard cannot fail
+            raise RuntimeError("a turn's own fork changed under it")
+        if seqs:
+            turn.head = seqs[-1]
+        turn.outputs.extend(messages)
+
+    def _relocate(self, turn: TurnState) -> None:
+        parent = turn.session_id
+        fork = Fork(parent, sum(1 for m in turn.prefix if not m.get("internal")))
+        forked = self._sessions.new_id()
+        with self._sessions.batch() as conn:
+            seqs = self._sessions.append(forked, turn.prefix, create=turn.request.source,
+                                         fork=fork)
+            base = seqs[-1] if seqs else -1
+            mine = self._sessions.append(forked, turn.outputs, turn_id=turn.turn_id)
+            self._sessions.leases.move(conn, turn.turn_id, forked, base)
+        turn.context.emit({"type": "session.forked", "forked_from": parent,
+                           "session_id": forked})
+        turn.session_id, turn.fork, turn.retry_of = forked, fork, None
+        turn.base_seq = base
+        turn.head = mine[-1] if mine else base
+
+
+def _abort_reason(exc: BaseException) -> str:
+    if isinstance(exc, GeneratorExit):
+        return "closed"  # the stream's reader stopped before the answer
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancelled"
+    return f"error: {type(exc).__name__}"
 
 
 def _visible(chunk: JsonObject, relay: ToolRelay) -> JsonObject:

@@ -38,15 +38,42 @@ from deepseek_eyes.llm.thinking import ThinkingMode, model_defaults, reasoning_g
 from deepseek_eyes.runtime.messages import image_refs
 from deepseek_eyes.runtime.reasoning import restore_reasoning
 from deepseek_eyes.runtime.tools import ToolHub, TurnContext
+from deepseek_eyes.runtime.turn.ledger import ABORTED
 from deepseek_eyes.runtime.turn.request import EvidenceUse, ThinkingNote, TurnRequest
 from deepseek_eyes.runtime.turn.state import TurnState
 from deepseek_eyes.runtime.view import EvidenceSlot, build_view, native_pixels
 from deepseek_eyes.settings import LLMSettings, RuntimeSettings
-from deepseek_eyes.store.events import Fork, SessionStore, TurnRecord, body_digest, message_calls
+from deepseek_eyes.store.events import (
+    Event,
+    Fork,
+    Guard,
+    SessionConflict,
+    SessionStore,
+    Snapshot,
+    TurnMark,
+    TurnRecord,
+    body_digest,
+    message_calls,
+)
 from deepseek_eyes.usage import UsageCategory, UsageTracker
 from deepseek_eyes.vision.bridge import VisionBridge
 
-__all__ = ["PASSTHROUGH", "Preparer"]
+__all__ = ["CAS_TRIES", "PASSTHROUGH", "Logged", "Preparer"]
+#: How many times a request is judged again when its session changed while it was.
+CAS_TRIES = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Logged:
+    """Where a turn's request went: the session (a fork, when one was started), the
+    conversation the model is shown, the sequence number that history ends at, and the
+    turn this is a new attempt of."""
+
+    session_id: str
+    fork: Fork | None
+    conversation: list[dict[str, Any]]
+    base: int
+    retry_of: str | None
 
 #: OpenAI request fields passed to the final model unchanged.
 PASSTHROUGH = frozenset({
@@ -137,23 +164,36 @@ class Preparer:
         else:
             path = "bridged"
         request, thinking, note = self._thinking(request, model)
-        session_id, fork, conversation = self._log_request(request)
+        turn_id = f"turn-{uuid.uuid4().hex[:20]}"
+        logged = self._log_request(request, turn_id=turn_id, started=started, model=model,
+                                   path=path)
         try:
-            turn = await self._build(request, conversation, model, path, session_id, started,
-                                     thinking)
-            turn.fork = fork
-            turn.thinking_note = note
-            return turn
-        except DeepSeekEyesError as exc:
-            # The request is logged; its failure to reach the model is recorded with it,
-            # and the caller learns which session holds it.
-            exc.details.setdefault("session_id", session_id)
+            turn = await self._build(request, logged.conversation, model, path,
+                                     logged.session_id, started, thinking, turn_id=turn_id)
+        except BaseException as exc:
+            # The request is logged; its failure to reach the model is recorded with it
+            # (which ends its lease), and the caller learns which session holds it.
+            details: dict[str, Any] = {"stage": "prepare", "base": logged.base}
+            if logged.retry_of is not None:
+                details["retry_of"] = logged.retry_of
+            outcome, code = "aborted", ABORTED
+            if isinstance(exc, DeepSeekEyesError):
+                exc.details.setdefault("session_id", logged.session_id)
+                outcome, code = "failed", exc.code
+            else:
+                details["reason"] = type(exc).__name__
             self._sessions.record_turn(TurnRecord(
-                id=f"turn-{uuid.uuid4().hex[:20]}", session_id=session_id,
-                started_at=started, ended_at=time.time(), model=model, path=path,
-                outcome="failed", code=exc.code, details={"stage": "prepare"},
+                id=turn_id, session_id=logged.session_id, started_at=started,
+                ended_at=time.time(), model=model, path=path, outcome=outcome, code=code,
+                details=details,
             ))
             raise
+        turn.fork = logged.fork
+        turn.thinking_note = note
+        turn.base_seq = turn.head = logged.base
+        turn.retry_of = logged.retry_of
+        turn.prefix = logged.conversation
+        return turn
 
     def _thinking(
         self, request: TurnRequest, model: str
@@ -205,6 +245,8 @@ class Preparer:
         session_id: str,
         started: float,
         thinking: ThinkingMode = None,
+        *,
+        turn_id: str,
     ) -> TurnState:
         context = TurnContext(
             session_id=session_id,
@@ -283,37 +325,54 @@ class Preparer:
             if base.get(key) is None:
                 base[key] = value
         return TurnState(
-            request=request, turn_id=f"turn-{uuid.uuid4().hex[:20]}", session_id=session_id,
+            request=request, turn_id=turn_id, session_id=session_id,
             model=model, path=path, view=view, context=context, offer=offer,
             base=base, history=history, started=started, evidence=evidence,
             prior_calls=_prior_calls(conversation), client_names=client_names,
             thinking=thinking,
         )
 
-    def _log_request(
-        self, request: TurnRequest
-    ) -> tuple[str, Fork | None, list[dict[str, Any]]]:
-        """Append the messages the session has not seen yet.
-
-        Returns the session id, the fork (when one was started) and the conversation the
-        model is shown: for a continued session, the stored log (with the runtime's own
-        internal exchanges) followed by the new messages.
+    def _log_request(self, request: TurnRequest, *, turn_id: str, started: float, model: str,
+                     path: str) -> Logged:
+        """Append the messages the session has not seen yet, and lease the turn, in one
+        transaction.
 
         Clients resend the whole history each turn. One that extends the stored history
-        continues the session. One that does not (an edited or regenerated message, a
-        trimmed or different history under the same id) would otherwise be appended as
-        if it continued; it starts a new session instead, forked from the named one at the
-        last shared message, and the answer says so (``deepseekeyes.fork``).
+        continues the session. One that repeats exactly the history the session's latest
+        turn started from is a new attempt of that turn (a retry, "regenerate"): nothing
+        is appended, and the turn is shown that history. One that does neither (an edited
+        message, a trimmed or different history under the same id) would otherwise be
+        appended as if it continued; it starts a new session instead, forked from the
+        named one at the last shared message, and the answer says so
+        (``deepseekeyes.fork``).
+
+        The append is compare-and-set (:class:`~deepseek_eyes.store.events.Guard`): when
+        another turn (in this process or another one) appended meanwhile, the session is
+        read again and the request judged against what is there now.
+
+        Raises:
+            StoreError: ``STORE_SESSION_CONFLICT`` when the session kept changing
+                (:data:`CAS_TRIES` reads), or the store's write error; nothing was sent.
         """
         if request.session_id is None:  # a session of its own: one transaction, no lookups
             session_id = self._sessions.new_id()
-            self._sessions.append(session_id, request.messages, create=request.source)
-            return session_id, None, list(request.messages)
-        session_id = request.session_id
-        log = self._sessions.messages(session_id)
-        if not log:  # a new id, or one whose session has no events yet
-            self._sessions.ensure(session_id, request.source)
-        stored = [_visible_digest(m) for m in log if not m.get("internal")]
+            return self._append(request, request.messages, session_id=session_id,
+                                conversation=list(request.messages), turn_id=turn_id,
+                                started=started, model=model, path=path, create=True)
+        for _ in range(CAS_TRIES):
+            try:
+                return self._log_into(request, request.session_id, turn_id=turn_id,
+                                      started=started, model=model, path=path)
+            except SessionConflict:
+                continue
+        raise SessionConflict(request.session_id, -1)
+
+    def _log_into(self, request: TurnRequest, session_id: str, *, turn_id: str,
+                  started: float, model: str, path: str) -> Logged:
+        snap = self._sessions.snapshot(session_id)
+        log = [e.message for e in snap.events]
+        visible = [e for e in snap.events if not e.message.get("internal")]
+        stored = [_visible_digest(e.message) for e in visible]
         # The runtime's internal exchanges are skipped on both sides (``ask --session``
         # resends the stored history, internal messages included).
         matched = common = 0
@@ -325,11 +384,51 @@ class Preparer:
                 break
             matched += 1
             common += 1
+        new = [m for m in request.messages[common:] if not m.get("internal")]
+        retried = _retried(snap, visible, matched) if not new else None
+        if retried is not None and retried.base is not None:
+            base = retried.base
+            return self._append(
+                request, [], session_id=session_id,
+                conversation=[e.message for e in snap.events if e.seq <= base],
+                guard=Guard(snap.head, base), base=base, retry_of=retried.id,
+                turn_id=turn_id, started=started, model=model, path=path)
         if matched < len(stored):
             fork = Fork(session_id, matched)
-            forked = self._sessions.new_id()
-            self._sessions.append(forked, request.messages, create=request.source, fork=fork)
-            return forked, fork, list(request.messages)
-        new = [m for m in request.messages[common:] if not m.get("internal")]
-        self._sessions.append(session_id, new)
-        return session_id, None, [*log, *new]
+            return self._append(request, request.messages, session_id=self._sessions.new_id(),
+                                conversation=list(request.messages), create=True, fork=fork,
+                                turn_id=turn_id, started=started, model=model, path=path)
+        return self._append(request, new, session_id=session_id, conversation=[*log, *new],
+                            guard=Guard(snap.head), create=not log, head=snap.head,
+                            turn_id=turn_id, started=started, model=model, path=path)
+
+    def _append(
+        self, request: TurnRequest, messages: Sequence[JsonObject], *, session_id: str,
+        conversation: list[dict[str, Any]], turn_id: str, started: float, model: str,
+        path: str, create: bool = False, fork: Fork | None = None, guard: Guard | None = None,
+        head: int = -1, base: int | None = None, retry_of: str | None = None,
+    ) -> Logged:
+        with self._sessions.batch() as conn:
+            seqs = self._sessions.append(
+                session_id, messages, create=request.source if create else None, fork=fork,
+                guard=guard)
+            if base is None:
+                base = seqs[-1] if seqs else head
+            self._sessions.leases.open(conn, turn_id=turn_id, session_id=session_id,
+                                       base=base, started_at=started, model=model,
+                                       path=path, retry_of=retry_of)
+        return Logged(session_id, fork, conversation, base, retry_of)
+
+
+def _retried(snap: Snapshot, visible: Sequence[Event], matched: int) -> TurnMark | None:
+    """The turn a request retries: the session's latest turn, when the request's history
+    is exactly what that turn started from and nothing but turns' output came after it."""
+    latest = snap.latest
+    if latest is None or latest.base is None:  # None: a record from before bases were kept
+        return None
+    base = latest.base
+    if matched != sum(1 for e in visible if e.seq <= base):
+        return None
+    if any(e.turn_id is None for e in snap.events if e.seq > base):
+        return None
+    return latest

@@ -20,6 +20,7 @@ from deepseek_eyes.usage import ProviderUsage
 if TYPE_CHECKING:
     from deepseek_eyes.runtime.approval import Approver
     from deepseek_eyes.runtime.tools import CallRecord, Notify
+    from deepseek_eyes.store.idempotency import KeyRef
 
 __all__ = [
     "EvidenceUse", "RequestRecord", "ThinkingNote", "TurnRequest", "TurnResult", "UsageJson",
@@ -84,6 +85,7 @@ class TurnRequest:
     include_usage: bool = False
     approver: Approver | None = None  # None: nobody can approve a plan here
     notify: Notify | None = None  # progress events (tool calls, approvals)
+    idempotency: KeyRef | None = None  # the answer is kept for replay under this key
 
 
 @dataclass
@@ -106,6 +108,7 @@ class TurnResult:
     requests: list[RequestRecord] = field(default_factory=list)
     audit: Seal | None = None  # the chain's head (and checkpoint) after the turn
     thinking: ThinkingNote | None = None
+    retry_of: str | None = None  # the turn this answer is a new attempt of
 
 
 def add_usage(a: ProviderUsage, b: ProviderUsage) -> ProviderUsage:

@@ -54,6 +54,15 @@ class TurnState:
     requests: list[RequestRecord] = field(default_factory=list)
     thinking: ThinkingMode = None
     thinking_note: ThinkingNote | None = None
+    # Where the turn writes (store/events.py's compare-and-set): the session's sequence
+    # number its history ended at, the last one it knows of, the turn it is a new attempt
+    # of, and what it would copy into a fork if another turn got in first.
+    base_seq: int = -1
+    head: int = -1
+    retry_of: str | None = None
+    prefix: list[JsonObject] = field(default_factory=list)  # its history as logged
+    outputs: list[JsonObject] = field(default_factory=list)  # what it appended since
+    sent: dict[int, int] = field(default_factory=dict)  # call -> attempts written ahead
 
     @property
     def internal(self) -> frozenset[str]:

@@ -95,6 +95,8 @@ def deepseekeyes_json(result: TurnResult) -> JsonObject:
         out["tools"] = result.tools
     if result.fork is not None:
         out["fork"] = {"from": result.fork.parent, "at": result.fork.at}
+    if result.retry_of is not None:
+        out["retry_of"] = result.retry_of
     if result.thinking is not None:
         out["thinking"] = result.thinking
     out["provenance"] = {
