@@ -113,6 +113,7 @@ ERROR_CODES: Mapping[str, str] = {
     "STORE_BLOB_CORRUPT": "A stored blob no longer hashes to its address.",
     "STORE_SESSION_INVALID": "A session id is malformed (1-128 letters, digits, . _ : -).",
     "STORE_SESSION_NOT_FOUND": "No session has that id.",
+    "STORE_SESSION_CONFLICT": "The session kept changing under the request; send it again.",
     # image intake
     "IMAGE_EMPTY": "The image has no bytes.",
     "IMAGE_UNSUPPORTED_FORMAT": "Not a PNG, JPEG, WebP, GIF or BMP image.",
@@ -198,6 +199,8 @@ ERROR_CODES: Mapping[str, str] = {
     "RUNTIME_APPROVAL_DENIED": "The person asked denied the plan; it did not run.",
     "RUNTIME_APPROVAL_TIMEOUT": "Nobody approved the plan in runtime.approval_timeout; not run.",
     "RUNTIME_REREAD_LIMIT": "A look call was refused: runtime.max_rereads_per_turn reached.",
+    "RUNTIME_TURN_ABORTED": "A turn record's code: the turn ended with no answer and no error "
+    "(its reader went away, the gateway shut down, or its process died).",
     # gateway
     "GATEWAY_UNAUTHORIZED": "The bearer key is missing or wrong (the scheme `Bearer` in any case).",
     "GATEWAY_FORBIDDEN": (
@@ -223,6 +226,10 @@ ERROR_CODES: Mapping[str, str] = {
     "GATEWAY_JSON_TOO_DEEP": "The request body nests arrays and objects deeper than 64 levels.",
     "GATEWAY_BODY_TOO_LARGE": "The request body exceeds gateway.max_body_bytes.",
     "GATEWAY_BODY_TIMEOUT": "The request body did not arrive within gateway.body_timeout.",
+    "GATEWAY_IDEMPOTENCY_KEY_INVALID": "The Idempotency-Key header is empty, over 255 "
+    "characters or not printable ASCII.",
+    "GATEWAY_IDEMPOTENCY_IN_PROGRESS": "A request under this Idempotency-Key is still running.",
+    "GATEWAY_IDEMPOTENCY_KEY_REUSED": "This Idempotency-Key named a different request.",
     "GATEWAY_NOT_FOUND": "No such endpoint or model.",
     "GATEWAY_METHOD_NOT_ALLOWED": "The endpoint exists but does not take this HTTP method.",
     "GATEWAY_INTERNAL_ERROR": "An unexpected failure inside the gateway (logged on the server).",

@@ -262,7 +262,7 @@ class SessionStore:
             SessionConflict: ``STORE_SESSION_CONFLICT`` when ``guard`` fails; nothing is
                 written then.
         """
-        if not messages and create is None and turn is None:
+        if not messages and create is None and turn is None and guard is None:
             return []
         now = self._clock()
         seqs: list[int] = []
