@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.tools import ProgressEvent
 from deepseek_eyes.runtime.turn import TurnRequest
+from deepseek_eyes.store.db import MIGRATIONS
 from runtime.test_turn import image_message, settings_for
 from runtime.upstream import LoopbackUpstream
 
@@ -122,6 +124,45 @@ async def test_a_turn_that_loses_its_session_mid_turn_goes_on_in_a_fork(
         (turn,) = rt.sessions.turns(result.session_id)
         assert turn.outcome == "ok"
         assert rt.sessions.leases.held("mid") == []
+    finally:
+        await rt.aclose()
+        home.close()
+
+
+async def test_turns_an_earlier_version_left_half_written_are_closed_after_the_upgrade(
+    upstream: LoopbackUpstream, isolated_home: Path,
+) -> None:
+    isolated_home.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(isolated_home / "eyes.db")
+    for script in MIGRATIONS[:7]:
+        conn.executescript(script)
+    rows = [("open", 0, "user", None), ("done", 0, "user", None),
+            ("done", 1, "assistant", "turn-old")]
+    for session, seq, role, turn in rows:
+        conn.execute("INSERT OR IGNORE INTO sessions (id, created_at, source) VALUES (?,0,'g')",
+                     (session,))
+        conn.execute("INSERT INTO events (session_id, seq, ts, role, turn_id, body_sha256, body)"
+                     " VALUES (?,?,?,?,?,'',?)",
+                     (session, seq, 10.0 + seq, role, turn,
+                      json.dumps({"role": role, "content": f"{session} {seq}"})))
+    conn.execute("INSERT INTO turns (id, session_id, started_at, ended_at, path, outcome,"
+                 " details) VALUES ('turn-old', 'done', 9.0, 12.0, 'text', 'ok', '{}')")
+    conn.execute("PRAGMA user_version = 7")
+    conn.commit()
+    conn.close()
+    settings = settings_for(upstream)
+    home = DataHome.open(settings)
+    rt = Runtime(settings, home)  # migrates, then closes what no process holds
+    try:
+        (closed,) = rt.sessions.turns("open")
+        assert (closed.outcome, closed.code) == ("aborted", "RUNTIME_TURN_ABORTED")
+        assert closed.details["base"] == 0
+        assert [t.id for t in rt.sessions.turns("done")] == ["turn-old"]
+        assert home.db.query("SELECT COUNT(*) AS n FROM turn_leases")[0]["n"] == 0
+        # Its client's retry is an attempt of it.
+        again = await rt.run(TurnRequest(messages=[{"role": "user", "content": "open 0"}],
+                                         session_id="open"))
+        assert again.retry_of == closed.id
     finally:
         await rt.aclose()
         home.close()

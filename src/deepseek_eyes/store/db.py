@@ -276,6 +276,16 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (scope, key_sha256)
     );
     CREATE INDEX idempotency_created ON idempotency_keys(created_at);
+    -- Turns an earlier version left half-written (the session's last event is a request
+    -- message no turn record ended after) get a lease no process holds: the next runtime
+    -- to open the store closes them as aborted, as it closes a dead process's.
+    INSERT INTO turn_leases (turn_id, session_id, owner, started_at, base, path)
+        SELECT 'turn-' || lower(hex(randomblob(10))), e.session_id, '', e.ts, e.seq, 'text'
+        FROM events e
+        WHERE e.turn_id IS NULL
+          AND e.seq = (SELECT MAX(seq) FROM events WHERE session_id = e.session_id)
+          AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = e.session_id
+                          AND t.ended_at >= e.ts);
     """,
 )
 

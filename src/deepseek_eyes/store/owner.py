@@ -61,6 +61,8 @@ os.register_at_fork(after_in_child=owner.cache_clear)
 
 def alive(name: str) -> bool:
     """Whether the process a lease names may still run (see the module docstring)."""
+    if not name:
+        return False  # no process holds it (a turn found half-written at an upgrade)
     parts = name.split("|")
     if len(parts) != 4:
         return True  # not ours to judge
