@@ -150,15 +150,18 @@ class Ledger:
         exc.details.setdefault("session_id", turn.session_id)
         call = turn.model_calls + 1
         attempts = exc.details.get("attempts")
-        if isinstance(attempts, list):
-            self.retries(turn, attempts, call=call)
-        elif isinstance(exc, LLMError) and call in turn.sent:
-            # The call's one attempt was sent and failed: its pending row is completed.
-            self._audit.append(
-                "llm.request", turn.turn_id, call=call, attempt=turn.sent[call],
-                model=turn.model, outcome="failed", code=exc.code,
-                status=exc.details.get("status"))
-        self._close(self.record(turn, "failed", exc.code))
+        # Queued rows stay queued when the store cannot write now; the turn's own error,
+        # not the store's, is what the caller learns.
+        with contextlib.suppress(StoreError):
+            if isinstance(attempts, list):
+                self.retries(turn, attempts, call=call)
+            elif isinstance(exc, LLMError) and call in turn.sent:
+                # The call's one attempt was sent and failed: its pending row is completed.
+                self._audit.append(
+                    "llm.request", turn.turn_id, call=call, attempt=turn.sent[call],
+                    model=turn.model, outcome="failed", code=exc.code,
+                    status=exc.details.get("status"))
+        self.close(self.record(turn, "failed", exc.code))
 
     def aborted(self, turn: TurnState, reason: str) -> None:
         """A turn closed before its answer (its stream's reader went away, the gateway shut
@@ -166,10 +169,12 @@ class Ledger:
         and not answered stay pending: what they were billed is unknown."""
         record = self.record(turn, "aborted", ABORTED)
         record.details["reason"] = reason
-        self._close(record, {"session_id": turn.session_id, "reason": reason,
-                             "model_calls": turn.model_calls})
+        self.close(record, {"session_id": turn.session_id, "reason": reason,
+                            "model_calls": turn.model_calls})
 
-    def _close(self, record: TurnRecord, aborted: dict[str, Any] | None = None) -> None:
+    def close(self, record: TurnRecord, aborted: dict[str, Any] | None = None) -> None:
+        """Write a turn's record (and, for an aborted one, its ``turn.aborted`` row), or
+        queue them when the store cannot write now: a turn never ends unrecorded."""
         try:
             with self._sessions.batch():
                 if aborted is not None:

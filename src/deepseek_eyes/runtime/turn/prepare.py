@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from deepseek_eyes.canonical_json import JsonObject
-from deepseek_eyes.errors import DeepSeekEyesError, LLMError, TurnError
+from deepseek_eyes.errors import DeepSeekEyesError, LLMError, StoreError, TurnError
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.thinking import ThinkingMode, model_defaults, reasoning_gaps, thinking_mode
 from deepseek_eyes.runtime.messages import image_refs
@@ -182,11 +182,15 @@ class Preparer:
                 outcome, code = "failed", exc.code
             else:
                 details["reason"] = type(exc).__name__
-            self._sessions.record_turn(TurnRecord(
+            record = TurnRecord(
                 id=turn_id, session_id=logged.session_id, started_at=started,
                 ended_at=time.time(), model=model, path=path, outcome=outcome, code=code,
                 details=details,
-            ))
+            )
+            try:
+                self._sessions.record_turn(record)
+            except StoreError:  # a full disk: written by the next write that succeeds
+                self._sessions.queue_turn(record)
             raise
         turn.fork = logged.fork
         turn.thinking_note = note

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 
 from deepseek_eyes.audit.log import AuditLog
+from deepseek_eyes.errors import StoreError
 from deepseek_eyes.runtime.turn.ledger import ABORTED
 from deepseek_eyes.store.events import SessionStore, TurnRecord
 from deepseek_eyes.store.leases import Lease
@@ -35,19 +36,30 @@ def recover(sessions: SessionStore, audit: AuditLog, *,
             is_alive: Callable[[str], bool] = alive) -> list[Lease]:
     """Close the turns whose process died; returns their leases (empty almost always)."""
     closed: list[Lease] = []
-    for lease in sessions.leases.orphaned(is_alive):
+    try:
+        orphaned = sessions.leases.orphaned(is_alive)
+    except StoreError as exc:
+        _log.warning("half-written turns were not looked for: %s (%s)", exc.message, exc.code)
+        return closed
+    for lease in orphaned:
         details: dict[str, object] = {"stage": "recovery", "reason": "process ended",
                                       "base": lease.base, "owner": lease.owner}
         if lease.retry_of is not None:
             details["retry_of"] = lease.retry_of
-        with sessions.batch():
-            audit.write("turn.aborted", lease.turn_id, session_id=lease.session_id,
-                         reason="process ended", owner=lease.owner)
-            sessions.record_turn(TurnRecord(
-                id=lease.turn_id, session_id=lease.session_id, started_at=lease.started_at,
-                ended_at=time.time(), model=lease.model, path=lease.path or "text",
-                outcome="aborted", code=ABORTED, details=details,
-            ))
+        try:
+            with sessions.batch():
+                audit.write("turn.aborted", lease.turn_id, session_id=lease.session_id,
+                            reason="process ended", owner=lease.owner)
+                sessions.record_turn(TurnRecord(
+                    id=lease.turn_id, session_id=lease.session_id,
+                    started_at=lease.started_at, ended_at=time.time(), model=lease.model,
+                    path=lease.path or "text", outcome="aborted", code=ABORTED,
+                    details=details,
+                ))
+        except StoreError as exc:  # a full disk: the lease stays, the next open retries
+            _log.warning("a half-written turn could not be closed: %s (%s)", exc.message,
+                         exc.code)
+            break
         closed.append(lease)
     if closed:
         _log.warning("closed %d turn(s) left half-written by a process that ended",
