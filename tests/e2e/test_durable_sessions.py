@@ -288,6 +288,10 @@ def test_a_retried_stream_is_an_attempt_of_its_turn_in_the_same_session(
         assert retried["session_id"] == "regen"
         assert retried["retry_of"] == extension["provenance"]["turn_id"]
         assert upstream.calls_for(MODEL) == calls + 1  # a fresh answer, not a replay
-        listed = json.loads(_cli(config, home, "sessions", "show", "regen", "--json").stdout)
-        assert listed
+        shown = json.loads(_cli(config, home, "sessions", "show", "regen", "--json").stdout)
+        assert [(e["role"], e["superseded"]) for e in shown["events"]] == [
+            ("user", False), ("assistant", True), ("assistant", False)]
+        text = _cli(config, home, "sessions", "show", "regen").stdout
+        assert "(superseded)" in text
+        assert f"retry of {extension['provenance']['turn_id']}" in text
     _verified(config, home)

@@ -208,19 +208,26 @@ def sessions_show(ctx: click.Context, session_id: str, as_json: bool) -> None:
             raise StoreError(f"no session {session_id!r}", code="STORE_SESSION_NOT_FOUND")
         events = store.events(session_id)
         turns = store.turns(session_id)
+    # Output of an attempt a later successful attempt replaced: kept, no longer history.
+    superseded = {t.details.get("retry_of") for t in turns if t.outcome == "ok"} - {None}
     if as_json:
         click.echo(dump_json({
             "session_id": session_id,
             "events": [
                 {"seq": e.seq, "ts": e.ts, "role": e.role, "turn_id": e.turn_id,
-                 "body_sha256": e.body_sha256, "message": e.message}
+                 "body_sha256": e.body_sha256, "message": e.message,
+                 "superseded": e.turn_id in superseded}
                 for e in events
             ],
             "turns": [t.__dict__ for t in turns],
         }))
         return
     for event in events:
-        click.echo(f"{event.seq:>4} {_when(event.ts)} {event.role:<9} {_describe(event.message)}")
+        mark = " (superseded)" if event.turn_id in superseded else ""
+        click.echo(f"{event.seq:>4} {_when(event.ts)} {event.role:<9}"
+                   f"{mark} {_describe(event.message)}")
     for turn in turns:
+        notes = [turn.code or "", f"retry of {turn.details['retry_of']}"
+                 if turn.details.get("retry_of") else "", str(turn.details.get("reason") or "")]
         click.echo(f"turn {turn.id}: {turn.path} {turn.model} {turn.outcome}"
-                   f"{' ' + turn.code if turn.code else ''}")
+                   + "".join(f" {n}" for n in notes if n))
