@@ -280,6 +280,24 @@ class SessionStore:
     def record_turn(self, turn: TurnRecord) -> None:
         self._db.execute(_INSERT_TURN, _turn_row(turn), chain="turn")
 
+    def record_failed_turn(self, turn: TurnRecord) -> StoreError | None:
+        """Record a turn that ended in an error; returns the store's error when it cannot
+        be written now, instead of raising it: the turn's own error is the one to report.
+
+        On a full disk (``STORE_FULL``, which may be the turn's own failure) the record is
+        queued (:meth:`Database.append`) and written, with the rows queued before it, by
+        the next transaction that succeeds once there is room.
+        """
+        try:
+            self.record_turn(turn)
+        except StoreError as exc:
+            if exc.code == "STORE_FULL":
+                # Queued even when the flush it may trigger fails: the queue keeps it.
+                with contextlib.suppress(StoreError):
+                    self._db.append(_INSERT_TURN, _turn_row(turn), chain="turn")
+            return exc
+        return None
+
     def turns(self, session_id: str) -> list[TurnRecord]:
         rows = self._db.query(
             "SELECT * FROM turns WHERE session_id = ? ORDER BY started_at", (session_id,)

@@ -15,13 +15,14 @@ Audit and sealing are handed in (an :class:`~deepseek_eyes.audit.log.AuditLog` a
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from deepseek_eyes.audit.log import AuditLog
 from deepseek_eyes.audit.records import Seal as AuditSeal
-from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.errors import DeepSeekEyesError, StoreError
 from deepseek_eyes.llm.client import ChatResult
 from deepseek_eyes.llm.retry import attempts_json
 from deepseek_eyes.runtime.tools import ToolOutcome
@@ -40,6 +41,8 @@ CATEGORY_OF_SOURCE = {
 }
 
 Seal = Callable[[], AuditSeal | None]
+
+_log = logging.getLogger(__name__)
 
 
 def usage_json(usage: ProviderUsage) -> UsageJson:
@@ -119,12 +122,24 @@ class Ledger:
                                                    "waited_s")})
 
     def failed(self, turn: TurnState, exc: DeepSeekEyesError) -> None:
-        """A turn that ended in an error: its failed attempts and its record."""
+        """A turn that ended in an error: its failed attempts and its record.
+
+        Booking them never replaces ``exc``: when the store cannot take them (a full disk,
+        often ``exc`` itself), they stay queued for the next write that succeeds and the
+        failure is logged; the caller raises ``exc``, which names the session.
+        """
         exc.details.setdefault("session_id", turn.session_id)
         attempts = exc.details.get("attempts")
-        if isinstance(attempts, list):
-            self.retries(turn, attempts, call=turn.model_calls + 1)
-        self._sessions.record_turn(self.record(turn, "failed", exc.code))
+        try:
+            if isinstance(attempts, list):
+                self.retries(turn, attempts, call=turn.model_calls + 1)
+        except StoreError as queued:  # queued; a due flush failed
+            _log.warning("turn %s: its failed attempts wait to be stored: %s", turn.turn_id,
+                         queued)
+        unstored = self._sessions.record_failed_turn(self.record(turn, "failed", exc.code))
+        if unstored is not None:
+            _log.warning("turn %s: its record could not be stored now: %s", turn.turn_id,
+                         unstored)
 
     def record(self, turn: TurnState, outcome: str, code: str | None = None) -> TurnRecord:
         return TurnRecord(

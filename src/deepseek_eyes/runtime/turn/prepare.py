@@ -148,7 +148,7 @@ class Preparer:
             # The request is logged; its failure to reach the model is recorded with it,
             # and the caller learns which session holds it.
             exc.details.setdefault("session_id", session_id)
-            self._sessions.record_turn(TurnRecord(
+            self._sessions.record_failed_turn(TurnRecord(
                 id=f"turn-{uuid.uuid4().hex[:20]}", session_id=session_id,
                 started_at=started, ended_at=time.time(), model=model, path=path,
                 outcome="failed", code=exc.code, details={"stage": "prepare"},
