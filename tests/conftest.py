@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import require_module
+from helpers import SmallDisk, mount_tmpfs, require_module
 from vision.loopback import LoopbackVisionServer
 
 # Kept importable from here for older tests; new code imports them from ``helpers``: any
@@ -31,6 +31,15 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         if name.endswith(SECRET_ENV_SUFFIXES):
             monkeypatch.delenv(name, raising=False)
     return home
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    """A 16 MiB tmpfs of the test's own at ``tmp_path/disk``, unmounted after the test (a
+    process still using it must be stopped by then). Needs root: skipped locally without,
+    a failure under CI=true."""
+    with mount_tmpfs(tmp_path / "disk", 16 << 20) as disk:
+        yield disk
 
 
 @pytest.fixture

@@ -5,25 +5,37 @@ conftest import`` would find whichever was collected last."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import importlib.util
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 import pytest
 
-__all__ = ["GATEWAY_KEY", "ServedGateway", "require_module", "serve_gateway"]
+__all__ = ["GATEWAY_KEY", "ServedGateway", "SmallDisk", "mount_read_only", "mount_tmpfs",
+           "require_module", "serve_gateway"]
 
 #: The key :func:`serve_gateway` gives a gateway unless the test sets its own. Tokens in
 #: tests are random literals: every server refuses patterned ones (serving/tokens.py).
 GATEWAY_KEY = "DuZnn3inbKNJ3aqCH0KIHObov3W_PHFryIjOq-dOgWc"
+
+
+def _unavailable(reason: str) -> NoReturn:
+    """Skip locally; fail under CI=true, where a missing dependency is a broken setup and
+    never a silent skip."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true and {reason}")
+    pytest.skip(reason)
 
 
 def require_module(name: str) -> ModuleType:
@@ -32,18 +44,100 @@ def require_module(name: str) -> ModuleType:
     try:
         return importlib.import_module(name)
     except ImportError:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and the test dependency {name!r} is missing")
-        pytest.skip(f"{name} is not installed")
+        _unavailable(f"the test dependency {name!r} is missing")
+
+
+class SmallDisk:
+    """A tmpfs of its own (:func:`mount_tmpfs`): a real filesystem that really fills up."""
+
+    FILLER = "filler.bin"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @property
+    def free_bytes(self) -> int:
+        info = os.statvfs(self.root)
+        return info.f_bfree * info.f_frsize
+
+    def fill(self) -> None:
+        """Write a filler file until the disk is full (``ENOSPC``), to the last byte.
+        Unbuffered, so nothing is left to flush (and fail) at close."""
+        fd = os.open(self.root / self.FILLER, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            for chunk in (1 << 20, 4096, 1):
+                block = b"\0" * chunk
+                try:
+                    while True:
+                        os.write(fd, block)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+        finally:
+            os.close(fd)
+
+    def free(self) -> None:
+        """Delete the filler: the space is back."""
+        (self.root / self.FILLER).unlink(missing_ok=True)
+
+
+def _mount(*args: str, what: str) -> None:
+    """Run mount(8) with ``args``; unavailable (skip, or fail under CI=true) when it fails.
+    Mounting needs root (or CAP_SYS_ADMIN) on Linux."""
+    mount = shutil.which("mount")
+    if sys.platform != "linux" or mount is None:
+        _unavailable(f"{what} cannot be mounted here (Linux and mount(8) are needed)")
+    done = subprocess.run([mount, *args], capture_output=True, text=True,  # noqa: S603
+                          check=False, timeout=30)
+    if done.returncode != 0:
+        _unavailable(f"{what} cannot be mounted: {done.stderr.strip()}")
+
+
+def _unmount(where: Path) -> None:
+    umount = shutil.which("umount") or "umount"
+    if subprocess.run([umount, str(where)], capture_output=True,  # noqa: S603
+                      check=False, timeout=30).returncode != 0:
+        subprocess.run([umount, "-l", str(where)], capture_output=True,  # noqa: S603
+                       check=False, timeout=30)
+
+
+@contextlib.contextmanager
+def mount_tmpfs(where: Path, size: int) -> Iterator[SmallDisk]:
+    """A tmpfs of ``size`` bytes mounted at ``where`` (created) for the block, unmounted
+    after it. Without the right to mount the test is skipped locally and fails under
+    CI=true."""
+    where.mkdir(parents=True, exist_ok=True)
+    _mount("-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where),
+           what=f"a tmpfs at {where}")
+    try:
+        yield SmallDisk(where)
+    finally:
+        _unmount(where)
+
+
+@contextlib.contextmanager
+def mount_read_only(source: Path, where: Path) -> Iterator[Path]:
+    """``source`` bind-mounted read-only at ``where`` (created) for the block: even root
+    cannot write there (``EROFS``), unlike a copy whose modes are only taken away. As
+    :func:`mount_tmpfs` without the right to mount."""
+    where.mkdir(parents=True, exist_ok=True)
+    _mount("--bind", str(source), str(where), what=f"{source} at {where}")
+    try:
+        _mount("-o", "remount,bind,ro", str(where), what=f"{where} read-only")
+        yield where
+    finally:
+        _unmount(where)
 
 
 class ServedGateway:
     """``deepseek-eyes serve`` in a process of its own (see :func:`serve_gateway`)."""
 
-    def __init__(self, base: str, process: subprocess.Popen[str], key: str | None) -> None:
+    def __init__(self, base: str, process: subprocess.Popen[str], key: str | None,
+                 log: list[str] | None = None) -> None:
         self.base = base  # http://127.0.0.1:PORT/v1
         self.process = process
         self.key = key  # the gateway's key (None: an open loopback gateway)
+        self.log = log if log is not None else []  # its standard error, line by line
 
     @property
     def headers(self) -> dict[str, str]:
@@ -86,7 +180,7 @@ def serve_gateway(
             pytest.fail(f"the gateway did not start: {''.join(errors)[-2000:]}")
         url = json.loads(line)["listening"]["url"].rstrip("/")
         yield ServedGateway(url if url.endswith("/v1") else f"{url}/v1", process,
-                            env.get("DEEPSEEK_EYES_GATEWAY_KEY"))
+                            env.get("DEEPSEEK_EYES_GATEWAY_KEY"), errors)
     finally:
         if process.poll() is None:
             process.terminate()

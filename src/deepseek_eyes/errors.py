@@ -105,9 +105,17 @@ ERROR_CODES: Mapping[str, str] = {
     ),
     # store
     "STORE_WRITE_FAILED": "A blob or database write failed; nothing partial was published.",
+    "STORE_FULL": (
+        "The disk that holds the data directory (or a file written there) is full; free "
+        "space there and retry: nothing stored is lost, and a running gateway recovers."
+    ),
+    "STORE_READ_ONLY": (
+        "The data directory cannot be written (a read-only copy or mount, no write "
+        "permission); only the commands that read work on it."
+    ),
     "STORE_READ_FAILED": (
-        "A database cannot be opened read-only (not a database, a WAL index that cannot be "
-        "read, or a schema newer than this code)."
+        "A database cannot be read: it cannot be opened read-only (not a database, a WAL "
+        "index that cannot be read, or a schema newer than this code), or a read failed."
     ),
     "STORE_BLOB_MISSING": "A referenced blob is not in the content-addressed store.",
     "STORE_BLOB_CORRUPT": "A stored blob no longer hashes to its address.",

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from pathlib import Path
 
 from deepseek_eyes.audit import AuditLog
 from deepseek_eyes.audit.checkpoints import checkpoint_if_new, head
 from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
 from deepseek_eyes.audit.records import Seal
-from deepseek_eyes.errors import DeepSeekEyesError, StoreError
+from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.settings import Settings, data_home
 from deepseek_eyes.stages import stage
 from deepseek_eyes.store.blobs import BlobStore
 from deepseek_eyes.store.db import Database
+from deepseek_eyes.store.failures import check_writable, guarded
 from deepseek_eyes.usage import UsageTracker
 
 __all__ = ["DataHome"]
@@ -28,14 +30,23 @@ log = logging.getLogger(__name__)
 
 class DataHome:
     def __init__(self, root: Path) -> None:
-        try:
+        """Open (creating it when absent) the data directory at ``root`` for the runtime,
+        which writes to it.
+
+        Raises:
+            StoreError: ``STORE_READ_ONLY`` for a directory that cannot be written (a
+                read-only copy or mount: only the commands that read work there),
+                ``STORE_FULL`` or ``STORE_WRITE_FAILED``.
+        """
+        with guarded(f"cannot create the data directory {root}", root):
             root.mkdir(parents=True, exist_ok=True)
-            os.chmod(root, 0o700)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot create the data directory {root}: {exc.strerror or exc}",
-                code="STORE_WRITE_FAILED",
-            ) from exc
+            # Only when it is not private yet: a chmod is a write, refused on a read-only
+            # mount even when it would change nothing.
+            if stat.S_IMODE(root.stat().st_mode) != 0o700:
+                os.chmod(root, 0o700)
+        # Here, not at the first write: SQLite opens a database it cannot write read-only.
+        check_writable([root, *(root / f"eyes.db{end}" for end in ("", "-wal", "-shm"))],
+                       f"cannot open the data directory {root} to write")
         self.root = root
         self.db = Database(root / "eyes.db")
         self.db.audit_keys = self.audit_keys  # retention cuts sign in their transaction

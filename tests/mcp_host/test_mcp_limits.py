@@ -4,6 +4,7 @@ persistence fault that must leave no temp file and no partial image list."""
 from __future__ import annotations
 
 import base64
+import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from mcp import types
 from mcp.server import Server
 
-from deepseek_eyes.errors import McpError, StoreError
+from deepseek_eyes.errors import DeepSeekEyesError, McpError, StoreError
 from deepseek_eyes.mcp_host.admission import admit
 from deepseek_eyes.mcp_host.audit import McpAudit
 from deepseek_eyes.mcp_host.host import McpHost
@@ -77,8 +78,12 @@ def test_raw_bytes_limit() -> None:
     assert admit({"content": [], "payload": b"\0" * (20 << 20)}).raw_bytes == 20 << 20
 
 
+@pytest.mark.parametrize(("error", "code"), [
+    (errno.EIO, "MCP_RESULT_PERSIST_FAILED"),
+    (errno.ENOSPC, "STORE_FULL"),  # a full disk is the store's, not the result's, fault
+])
 async def test_artifact_write_failure_leaves_no_temp_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: int, code: str
 ) -> None:
     host = await host_for(tmp_path)
     temps: list[str] = []
@@ -89,13 +94,14 @@ async def test_artifact_write_failure_leaves_no_temp_file(
             return real_replace(src, dst)  # blob writes go through; only the artifact fails
         temps.append(src)
         assert Path(src).is_file()  # the temp file existed when the rename failed
-        raise OSError(28, "No space left on device")
+        raise OSError(error, os.strerror(error))
 
     monkeypatch.setattr(os, "replace", failing_replace)
     try:
-        with pytest.raises(McpError) as failed:
+        with pytest.raises(DeepSeekEyesError) as failed:
             await host.call_tool("mcp__lim__tone", {})
-        assert failed.value.code == "MCP_RESULT_PERSIST_FAILED"
+        assert failed.value.code == code
+        assert host.audit.recent()[-1]["code"] == code
         assert len(temps) == 1
         assert not os.path.exists(temps[0])
         assert leftovers(tmp_path / "a") == []

@@ -50,6 +50,9 @@ What it does, so that tests can check what reached the model:
   chunk, a usage chunk (``choices: []``) when ``stream_options.include_usage``, ``[DONE]``.
 * **Busy**: :meth:`LoopbackUpstream.busy` makes the next N chat requests answer HTTP 503
   "Server is busy" (with ``Retry-After`` when asked), as DeepSeek does at peak load.
+* **A hook**: :attr:`LoopbackUpstream.on_chat`, when set, is called with each chat
+  payload as it arrives, after it is recorded and before it is answered (in the server's
+  thread): a test acts *while* the call is in flight (fills the gateway's disk).
 * Behaviour models: ``fail-500``, ``fail-429`` (``Retry-After``), ``fail-401`` (DeepSeek's
   "Authentication Fails"), ``hang`` (answers only when the server stops), ``cut`` (two content
   chunks, then the connection drops; a whole answer is cut half-way), ``nofinish`` (``[DONE]``
@@ -79,7 +82,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -380,6 +383,7 @@ class _App:
         self.busy_left = 0  # chat requests still to answer 503 "Server is busy"
         self.busy_retry_after: int | None = None
         self.issued: dict[str, str] = {}  # tool call id -> the reasoning issued with it
+        self.on_chat: Callable[[Any], None] | None = None  # see the module docstring
         self._prefixes: set[str] = set()
         self._expected_auth = (
             None if api_key is None else hashlib.sha256(f"Bearer {api_key}".encode()).digest()
@@ -500,6 +504,9 @@ class _App:
                 self.requests.append(_redacted(payload))
                 self.body_hashes.append(hashlib.sha256(raw).hexdigest())
                 self.authorizations.append(auth)
+        hook = self.on_chat
+        if hook is not None:
+            hook(payload)
         if not ok:
             return self._auth_failure(request)
         with self.lock:
@@ -779,6 +786,15 @@ class LoopbackUpstream(ThreadedServer):
         with self._app.received:
             return self._app.received.wait_for(
                 lambda: self._app.counts[f"chat:{model}"] >= count, timeout)
+
+    @property
+    def on_chat(self) -> Callable[[Any], None] | None:
+        """Called with each chat payload as it arrives, before it is answered; None: none."""
+        return self._app.on_chat
+
+    @on_chat.setter
+    def on_chat(self, hook: Callable[[Any], None] | None) -> None:
+        self._app.on_chat = hook
 
     def busy(self, count: int = 1, *, retry_after: int | None = 1) -> None:
         """Answer the next ``count`` chat requests with HTTP 503 "Server is busy" (and

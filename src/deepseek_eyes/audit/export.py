@@ -7,6 +7,13 @@ projected record it names (content columns as hashes, see
 :func:`deepseek_eyes.store.chain.project_row`) or ``"record": null`` when retention removed
 it; then the stored checkpoints. Everything comes from one read snapshot. The file holds no
 message text, evidence text or key.
+
+Why exporting writes nothing to the data directory: the header's HMAC signs the head and the
+counts of everything exported, the entries after the newest checkpoint included, so a seal
+first would add no protection to the file; it only covers those entries in the *database*
+too. ``audit export`` therefore reads the database and the keyring read-only (it works on a
+read-only copy, a backup or a forensic one) and seals only when asked (``--seal``, which
+needs a writable data directory).
 """
 
 from __future__ import annotations
@@ -20,12 +27,13 @@ from deepseek_eyes import canonical_json
 from deepseek_eyes.audit.checkpoints import Checkpoint, read_checkpoints
 from deepseek_eyes.audit.records import ChainHead, ExportEntry, ExportHeader, ExportSummary
 from deepseek_eyes.audit.verify import EXPORT_FORMAT, export_header_bytes
-from deepseek_eyes.errors import StoreError
+from deepseek_eyes.errors import AuditError, StoreError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
+from deepseek_eyes.store.failures import store_error
 from deepseek_eyes.store.keyring import Keyring
 
-__all__ = ["export_chain"]
+__all__ = ["export_chain", "export_path"]
 
 
 def _line(value: ExportHeader | ExportEntry | Mapping[str, object]) -> str:
@@ -37,7 +45,9 @@ def export_chain(db: Database, path: Path, keyring: Keyring) -> ExportSummary:
     returns its summary.
 
     Raises:
-        StoreError: ``STORE_WRITE_FAILED`` when the file cannot be written.
+        StoreError: ``STORE_FULL`` or ``STORE_WRITE_FAILED`` when the file cannot be
+            written (nothing is left at ``path``), ``STORE_READ_FAILED`` when the database
+            cannot be read.
     """
     tmp = path.with_name(f".{path.name}.tmp")
     entries = 0
@@ -71,9 +81,41 @@ def export_chain(db: Database, path: Path, keyring: Keyring) -> ExportSummary:
             for checkpoint in checkpoints:
                 out.write(_line({"type": "checkpoint", **checkpoint.as_json()}))
         os.replace(tmp, path)
-    except OSError as exc:
+    except OSError as exc:  # a StoreError too: the database could not be read
         tmp.unlink(missing_ok=True)
-        raise StoreError(f"cannot write the export {path}: {exc.strerror or exc}",
-                         code="STORE_WRITE_FAILED", details={"path": str(path)}) from exc
+        if isinstance(exc, StoreError):
+            raise
+        raise store_error(exc, f"cannot write the export {path}", path) from exc
     return {"path": str(path), "entries": entries, "checkpoints": len(checkpoints),
             "head": head}
+
+
+def export_path(db_path: Path, path: Path, keyring: Keyring | None) -> ExportSummary:
+    """:func:`export_chain` of the database file at ``db_path``, opened read-only (never
+    migrated or created; read again when a writer checkpointed into it meanwhile, as
+    :func:`~deepseek_eyes.audit.verify.verify_path` does): nothing in the data directory is
+    written.
+
+    Raises:
+        AuditError: ``AUDIT_NOT_FOUND`` when nothing is stored; ``AUDIT_KEY_MISSING`` when
+            there is no keyring to sign the header with (none is made).
+        StoreError: as :func:`export_chain`, and ``STORE_READ_FAILED`` when the database
+            cannot be opened read-only.
+    """
+    if not db_path.exists():
+        raise AuditError(f"nothing is stored yet ({db_path} does not exist)",
+                         code="AUDIT_NOT_FOUND", details={"path": str(db_path)})
+    if keyring is None:
+        raise AuditError(
+            "there is no audit keyring to sign the export with (and an export never makes "
+            "one); `audit export --seal` creates it in a writable data directory",
+            code="AUDIT_KEY_MISSING", details={"path": str(db_path.parent / "audit")})
+    for _ in range(3):
+        db = Database.open_read_only(db_path)
+        try:
+            summary = export_chain(db, path, keyring)
+            if not db.changed_since_open():
+                return summary
+        finally:
+            db.close()
+    return summary  # a writer checkpointed into the file during each of three reads

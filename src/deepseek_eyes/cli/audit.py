@@ -2,11 +2,12 @@
 
 Thin over :mod:`deepseek_eyes.audit`: verify walks the chain in the database (or in an
 export with ``--file``) and exits 1 naming the first problem; ``--checkpoint`` adds a
-checkpoint pinned outside the database, which is what catches a cut tail. Verify opens
-nothing for writing: not the data directory, not the database (read-only, unmigrated), not
-the keyring (a missing one is reported, never created). ``checkpoint``
-signs the head now and prints the pinnable line; ``rotate-key`` puts a fresh signing key
-in front (older checkpoints keep verifying under the old key).
+checkpoint pinned outside the database, which is what catches a cut tail. Verify, show and
+export open nothing for writing: not the data directory, not the database (read-only,
+unmigrated), not the keyring (a missing one is reported, never created), so they work on a
+read-only copy of a data directory. ``export --seal`` signs a checkpoint first, and so
+writes, as ``checkpoint`` (the head signed now, the pinnable line printed) and
+``rotate-key`` (a fresh signing key in front; older checkpoints keep verifying) do.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 
 import click
 
-from deepseek_eyes.audit.checkpoints import Checkpoint, sign_checkpoint
-from deepseek_eyes.audit.export import export_chain
+from deepseek_eyes.audit.checkpoints import Checkpoint, checkpoint_if_new, sign_checkpoint
+from deepseek_eyes.audit.export import export_path
 from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
 from deepseek_eyes.audit.show import show
 from deepseek_eyes.audit.verify import Report, verify_file, verify_path
@@ -87,13 +88,22 @@ def verify_command(ctx: click.Context, path: Path | None, pinned: str | None,
 
 @audit_group.command("export")
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--seal", is_flag=True,
+              help="Sign a checkpoint of the head first (writes to the data directory); "
+                   "the export's header is signed either way.")
 @_json_option
 @click.pass_context
-def export_command(ctx: click.Context, path: Path, as_json: bool) -> None:
-    """Write the chain to PATH as JSON lines (records as hashes, checkpoints included)."""
-    with _home(ctx) as home:
-        home.seal()
-        summary = export_chain(home.db, path, home.audit_keys())
+def export_command(ctx: click.Context, path: Path, seal: bool, as_json: bool) -> None:
+    """Write the chain to PATH as JSON lines (records as hashes, checkpoints included).
+    Writes nothing to the data directory unless --seal."""
+    root = data_home(loaded_settings(ctx).settings)
+    if seal:  # asked for: a failure to sign is this command's failure, not a warning
+        home = _home(ctx)
+        try:
+            checkpoint_if_new(home.db, home.audit_keys())
+        finally:
+            home.db.close()
+    summary = export_path(root / "eyes.db", path, AuditKeyring.read_only(audit_directory(root)))
     if as_json:
         click.echo(dump_json(summary))
     else:

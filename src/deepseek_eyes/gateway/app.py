@@ -29,6 +29,10 @@ Decisions a newcomer would otherwise undo:
   nothing in the session store and a slow trickle cannot hold a connection forever.
 * ``/v1/models`` with the upstream down is the upstream's error (502 ``LLM_UNAVAILABLE``),
   not an empty list; models the settings declare are still listed, marked as such.
+* A full disk is 507 ``STORE_FULL`` (Insufficient Storage), typed ``server_error``: the
+  gateway's own storage, not the upstream, failed, and it recovers by itself once there is
+  room. A stream that already began ends with the ``error`` event and ``[DONE]``, so a
+  client that reads to ``[DONE]`` is not left waiting.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ _STATUS = {
     "GATEWAY_NOT_FOUND": 404,
     "GATEWAY_METHOD_NOT_ALLOWED": 405,
     "GATEWAY_INTERNAL_ERROR": 500,
+    "STORE_FULL": 507,
     "STORE_SESSION_INVALID": 400,
     "STORE_SESSION_NOT_FOUND": 404,
     "LLM_TIMEOUT": 504,
@@ -120,6 +125,7 @@ def _error_body(exc: DeepSeekEyesError) -> JsonObject:
     kind = (
         "authentication_error" if status == 401
         else "invalid_request_error" if status < 500
+        else "server_error" if exc.code.startswith("STORE_")
         else "upstream_error"
     )
     message = exc.message
@@ -321,6 +327,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
                 yield b"data: [DONE]\n\n"
             except DeepSeekEyesError as exc:
                 yield _sse(_error_body(exc))
+                yield b"data: [DONE]\n\n"
             finally:
                 # A client that goes away mid-stream must not leave the upstream stream open.
                 close = getattr(iterator, "aclose", None)

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import anyio
 
-from deepseek_eyes.errors import McpError, McpPolicyError
+from deepseek_eyes.errors import McpError, McpPolicyError, StoreError
 from deepseek_eyes.mcp_host.admission import admit
 from deepseek_eyes.mcp_host.audit import McpAudit
 from deepseek_eyes.mcp_host.catalog import Catalog, ToolEntry
@@ -376,7 +376,7 @@ class McpHost:
                 result = self._store(value)
             else:
                 result = await anyio.to_thread.run_sync(self._store, value)
-        except McpError as exc:
+        except (McpError, StoreError) as exc:  # StoreError: STORE_FULL storing the result
             state.redactor.scrub_error(exc)
             self.audit.record(server=state.settings.id, tool=audited, kind=kind, risk=risk,
                               status="failed", started=started, arguments_sha256=args_hash,

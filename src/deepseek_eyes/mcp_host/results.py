@@ -13,6 +13,8 @@
 * Image blocks are decoded and validated as one batch before the first blob is written;
   a bad image stores none, and a storage fault returns no partial list. The runtime hands
   the returned blob references to the vision bridge.
+* A full disk is the store's ``STORE_FULL``, not ``MCP_RESULT_PERSIST_FAILED``: it is no
+  fault of the server's result, and it says what to do (free space) wherever it strikes.
 """
 
 from __future__ import annotations
@@ -92,12 +94,15 @@ def store_images(blobs: BlobStore, images: list[tuple[bytes, str]]) -> list[Imag
 
     Raises:
         McpResultError: ``MCP_RESULT_PERSIST_FAILED``.
+        StoreError: ``STORE_FULL``.
     """
     refs: list[ImageRef] = []
     try:
         for data, mime in images:
             refs.append(ImageRef(blobs.put(data), mime))
     except StoreError as exc:
+        if exc.code == "STORE_FULL":
+            raise
         raise McpResultError(
             "the result's images could not be stored", code="MCP_RESULT_PERSIST_FAILED",
             details={"stored_before_fault": len(refs)},
@@ -110,6 +115,7 @@ def write_artifact(root: Path, data: bytes, digest: str) -> Path:
 
     Raises:
         McpResultError: ``MCP_RESULT_PERSIST_FAILED``; the temp file never survives.
+        StoreError: ``STORE_FULL``.
     """
     hex_digest = digest.removeprefix("sha256:")
     target = root / hex_digest[:2] / f"{hex_digest}.json"
@@ -117,9 +123,11 @@ def write_artifact(root: Path, data: bytes, digest: str) -> Path:
         return target
     try:
         write_file_atomic(target, data, mode=0o400, dir_mode=0o700)
-    except OSError as exc:
+    except StoreError as exc:
+        if exc.code == "STORE_FULL":
+            raise
         raise McpResultError(
-            f"the result artifact could not be written: {exc.strerror or exc}",
+            f"the result artifact could not be written: {exc.message}",
             code="MCP_RESULT_PERSIST_FAILED",
         ) from exc
     return target

@@ -54,7 +54,8 @@ class BlobStore:
         """Store ``data``; ``sha256`` may be passed when the caller already hashed it.
 
         Raises:
-            StoreError: ``STORE_WRITE_FAILED`` when the write cannot complete.
+            StoreError: ``STORE_FULL`` (no space), ``STORE_READ_ONLY`` or
+                ``STORE_WRITE_FAILED`` when the write cannot complete; nothing is left.
         """
         digest = sha256 or sha256_hex(data)
         target = self.path_for(digest)
@@ -62,12 +63,9 @@ class BlobStore:
             return BlobRef(digest, len(data))
         try:
             write_file_atomic(target, data, mode=0o444)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot write blob: {exc.strerror or exc}",
-                code="STORE_WRITE_FAILED",
-                details={"sha256": digest},
-            ) from exc
+        except StoreError as exc:
+            exc.details["sha256"] = digest
+            raise
         return BlobRef(digest, len(data))
 
     def get(self, sha256: str, *, verify: bool = True) -> bytes:

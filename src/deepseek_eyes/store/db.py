@@ -33,6 +33,16 @@ the file with SQLite's ``mode=ro`` when a WAL is there to read, and ``immutable=
 there is none (``mode=ro`` would create the WAL index, and fails in a directory it cannot
 write). An immutable read takes no lock, so :meth:`Database.changed_since_open` tells the
 verifier when a writer checkpointed into the file meanwhile, and it reads again.
+
+Why no ``sqlite3.Error`` leaves this object: every method (and every ``with`` block it
+hands out) turns one into a :class:`StoreError` through
+:func:`~deepseek_eyes.store.failures.store_error`, so a full disk is ``STORE_FULL``
+wherever it strikes. Queued rows outlive a write that failed for the store's sake (a full
+disk, a lock, an I/O error): a rolled-back batch goes back to the front of the queue and is
+written by the next transaction that succeeds, so the process recovers without a restart
+once there is room. A nested block that fails with one dooms its outer transaction: it
+rolls back at its end even when the error was caught in between, since SQLite may already
+have rolled it back.
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ from typing import Any
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.stages import stage
 from deepseek_eyes.store import chain as _chain
+from deepseek_eyes.store.failures import keeps_rows, store_error
 from deepseek_eyes.store.keyring import Keyring
 
 __all__ = ["MIGRATIONS", "Database"]
@@ -307,9 +318,11 @@ class Database:
         self._pending_since = 0.0
         self._depth = 0
         self._unwritten: list[_Pending] = []
+        self._doomed: sqlite3.Error | None = None
+        conn: sqlite3.Connection | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(
+            conn = self._conn = sqlite3.connect(
                 path, check_same_thread=False, isolation_level=None, timeout=10.0,
                 factory=_chain.Connection,
             )
@@ -317,10 +330,12 @@ class Database:
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()
-        except sqlite3.Error as exc:
-            raise StoreError(
-                f"cannot open database {path}: {exc}", code="STORE_WRITE_FAILED"
-            ) from exc
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, StoreError) or not isinstance(exc, OSError | sqlite3.Error):
+                raise
+            raise store_error(exc, f"cannot open database {path}", path) from exc
 
     @classmethod
     def open_read_only(cls, path: Path) -> Database:
@@ -340,6 +355,7 @@ class Database:
         db._pending_since = 0.0
         db._depth = 0
         db._unwritten = []
+        db._doomed = None
         wal = path.with_name(path.name + "-wal")
         immutable = not wal.exists()
         try:
@@ -348,10 +364,15 @@ class Database:
             db._conn = sqlite3.connect(uri, uri=True, check_same_thread=False,
                                        isolation_level=None, timeout=10.0,
                                        factory=_chain.Connection)
-            version = db.schema_version
         except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open database {path} to read: {exc}",
-                             code="STORE_READ_FAILED", details={"path": str(path)}) from exc
+            raise store_error(exc, f"cannot open database {path} to read", path,
+                              reading=True) from exc
+        try:
+            version = int(db._conn.execute("PRAGMA user_version").fetchone()[0])
+        except sqlite3.Error as exc:
+            db._conn.close()
+            raise store_error(exc, f"cannot open database {path} to read", path,
+                              reading=True) from exc
         if version > len(MIGRATIONS):
             db._conn.close()
             raise StoreError(
@@ -372,8 +393,21 @@ class Database:
 
     @property
     def schema_version(self) -> int:
-        row = self._conn.execute("PRAGMA user_version").fetchone()
+        """Raises:
+            StoreError: as :meth:`query`."""
+        try:
+            row = self._conn.execute("PRAGMA user_version").fetchone()
+        except sqlite3.Error as exc:
+            raise self._failure(exc, "cannot read the schema version", reading=True) from exc
         return int(row[0])
+
+    def _failure(self, exc: sqlite3.Error, action: str, *,
+                 reading: bool = False) -> StoreError:
+        """``exc`` as a :class:`StoreError`; inside a write transaction it dooms that one
+        (see the module docstring)."""
+        if self._depth and self._doomed is None:
+            self._doomed = exc
+        return store_error(exc, action, self.path, reading=reading)
 
     def _migrate(self) -> None:
         current = self.schema_version
@@ -407,6 +441,10 @@ class Database:
         transaction; ``sql`` must then be an INSERT into an audited table. ``quiet``: a
         flush this triggers that fails leaves the row queued and raises nothing (for a
         row written because another write just failed).
+
+        Raises:
+            StoreError: when the queue was due and its flush failed, as :meth:`flush` (the
+                row stays queued with the others), unless ``quiet``.
         """
         # The table is found (or the call refused) now, not at a later flush.
         table = _chain.table_of_insert(sql) if chain is not None else None
@@ -429,11 +467,19 @@ class Database:
 
     def flush(self) -> None:
         """Write every queued row now, in one transaction (or in the open one, with its
-        buffered chain entries, so a query inside it sees them)."""
+        buffered chain entries, so a query inside it sees them).
+
+        Raises:
+            StoreError: ``STORE_FULL`` (the rows stay queued), ``STORE_READ_ONLY`` or
+                ``STORE_WRITE_FAILED``.
+        """
         with self._lock:
             if self._depth:
-                self._write_pending()
-                self._conn.write_chain()
+                try:
+                    self._write_pending()
+                    self._conn.write_chain()
+                except sqlite3.Error as exc:
+                    raise self._failure(exc, "database write failed") from exc
                 return
             if not self._pending:
                 return
@@ -442,36 +488,43 @@ class Database:
                     self._begin()
                     try:
                         self._write_pending()
+                        self._commit()
                     except BaseException:
                         self._rollback()
                         raise
-                    self._commit()
             except sqlite3.Error as exc:
-                raise StoreError(
-                    f"database write failed: {exc}", code="STORE_WRITE_FAILED"
-                ) from exc
+                raise store_error(exc, "database write failed", self.path) from exc
 
     def _write_pending(self) -> None:
         """The queued rows and their chain entries, inside the open transaction; put back
         in the queue when it rolls back (see :meth:`_rollback`)."""
         pending, self._pending = self._pending, []
+        mark = len(self._unwritten)
+        self._unwritten.extend(pending)
         now = time.time()
         conn = self._conn
-        # A batch that fails to write is dropped, as a failed flush always did: a row that
-        # cannot be stored must not fail every later transaction too.
         writer: _chain.ChainWriter | None = None
-        for sql, params, kind, table in pending:
-            cur = conn.execute(sql, params)
-            if kind is not None and table is not None and cur.rowcount > 0 \
-                    and cur.lastrowid is not None:
-                writer = writer or _chain.ChainWriter.of(conn)
-                writer.add_insert(kind, table, sql, params, cur.lastrowid, now)
-        self._unwritten.extend(pending)
+        try:
+            for sql, params, kind, table in pending:
+                cur = conn.execute(sql, params)
+                if kind is not None and table is not None and cur.rowcount > 0 \
+                        and cur.lastrowid is not None:
+                    writer = writer or _chain.ChainWriter.of(conn)
+                    writer.add_insert(kind, table, sql, params, cur.lastrowid, now)
+        except sqlite3.Error as exc:
+            # A batch that fails for what it holds (a constraint, a bad statement) is
+            # dropped, as a failed flush always did: a row that cannot be stored must not
+            # fail every later transaction too. One the store could not take (a full disk,
+            # a lock, an I/O error) goes back to the queue with the rollback.
+            if not keeps_rows(exc):
+                del self._unwritten[mark:]
+            raise
 
     def _begin(self) -> None:
         self._conn.execute("BEGIN IMMEDIATE")
         self._conn.begun()
         self._unwritten = []
+        self._doomed = None
 
     def _commit(self) -> None:
         self._conn.write_chain()
@@ -480,9 +533,11 @@ class Database:
         self._unwritten = []
 
     def _rollback(self) -> None:
+        # SQLite may have rolled back already (a full disk at COMMIT): then this fails.
         with contextlib.suppress(sqlite3.Error):
             self._conn.execute("ROLLBACK")
         self._conn.ended()
+        self._doomed = None
         # Rows queued before this transaction are not lost with it: they go first again.
         self._pending[:0] = self._unwritten
         self._unwritten = []
@@ -490,55 +545,86 @@ class Database:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction holding SQLite's write lock, the queued rows first.
-        Inside another one it is part of that one (see the module docstring)."""
+        Inside another one it is part of that one (see the module docstring).
+
+        Raises:
+            StoreError: for an ``sqlite3.Error`` of the block or of the commit (everything
+                rolled back, the queued rows queued again): ``STORE_FULL``,
+                ``STORE_READ_ONLY`` or ``STORE_WRITE_FAILED``.
+        """
         with self._lock:
             if self._depth:
                 self._depth += 1
                 try:
                     yield self._conn
+                except sqlite3.Error as exc:
+                    raise self._failure(exc, "database write failed") from exc
                 finally:
                     self._depth -= 1
                 return
             with stage("store"):  # the whole block: what runs inside it is stored
-                self._begin()
+                try:
+                    self._begin()
+                except sqlite3.Error as exc:
+                    self._rollback()
+                    raise store_error(exc, "database write failed", self.path) from exc
                 self._depth = 1
                 try:
                     if self._pending:
-                        try:
-                            self._write_pending()
-                        except sqlite3.Error as exc:  # as a flush before it would say
-                            raise StoreError(f"database write failed: {exc}",
-                                             code="STORE_WRITE_FAILED") from exc
+                        self._write_pending()
                     yield self._conn
-                except BaseException:
+                    doomed = self._doomed
+                    if doomed is not None:  # caught inside the block; see the docstring
+                        raise doomed
+                    self._depth = 0
+                    self._commit()
+                except sqlite3.Error as exc:
                     self._depth = 0
                     self._rollback()
-                    raise
-                self._depth = 0
-                try:
-                    self._commit()
+                    raise store_error(exc, "database write failed", self.path) from exc
                 except BaseException:
+                    self._depth = 0
                     self._rollback()
                     raise
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
         """One consistent snapshot to read from (a read transaction; WAL lets writers in
-        other processes go on meanwhile). Inside a write transaction, that one."""
+        other processes go on meanwhile). Inside a write transaction, that one.
+
+        Raises:
+            StoreError: for an ``sqlite3.Error`` of the block, ``STORE_READ_FAILED`` (or
+                ``STORE_FULL`` when reading needed room); a flush first, as :meth:`flush`.
+        """
         with self._lock:
             self.flush()
             if self._depth:
-                yield self._conn
+                try:
+                    yield self._conn
+                except sqlite3.Error as exc:
+                    raise self._failure(exc, "database read failed", reading=True) from exc
                 return
-            self._conn.execute("BEGIN")
+            try:
+                self._conn.execute("BEGIN")
+            except sqlite3.Error as exc:
+                raise store_error(exc, "database read failed", self.path,
+                                  reading=True) from exc
             try:
                 yield self._conn
+            except sqlite3.Error as exc:
+                raise store_error(exc, "database read failed", self.path,
+                                  reading=True) from exc
             finally:
-                self._conn.execute("COMMIT")
+                with contextlib.suppress(sqlite3.Error):  # a read has nothing to keep
+                    self._conn.execute("COMMIT")
 
     def execute(self, sql: str, params: Sequence[Any] = (), *, chain: str | None = None) -> int:
         """Run one write; returns the last row id. With ``chain`` (the record's kind) the
-        row and its audit chain entry commit together."""
+        row and its audit chain entry commit together.
+
+        Raises:
+            StoreError: ``STORE_FULL``, ``STORE_READ_ONLY`` or ``STORE_WRITE_FAILED``.
+        """
         try:
             with stage("store"), self._lock:
                 self.flush()
@@ -548,25 +634,35 @@ class Database:
                 with self.transaction() as conn:
                     return _chain.insert(conn, chain, sql, params, time.time()) or 0
         except sqlite3.Error as exc:
-            raise StoreError(f"database write failed: {exc}", code="STORE_WRITE_FAILED") from exc
+            raise self._failure(exc, "database write failed") from exc
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Raises:
+            StoreError: ``STORE_READ_FAILED`` (or ``STORE_FULL``); a flush first, as
+                :meth:`flush`."""
         with stage("store"), self._lock:
             self.flush()
-            cur = self._conn.execute(sql, params)
-            cur.row_factory = sqlite3.Row
-            return list(cur.fetchall())
+            try:
+                cur = self._conn.execute(sql, params)
+                cur.row_factory = sqlite3.Row
+                return list(cur.fetchall())
+            except sqlite3.Error as exc:
+                raise self._failure(exc, "database read failed", reading=True) from exc
 
     def query_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
         rows = self.query(sql, params)
         return rows[0] if rows else None
 
     def close(self) -> None:
+        """Raises:
+            StoreError: as :meth:`flush` (the connection is closed all the same; the rows
+                still queued are lost with the process)."""
         with self._lock:
             try:
                 self.flush()
             finally:
-                self._conn.close()
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.close()
 
 
 def _file_state(path: Path) -> tuple[int, int, int]:

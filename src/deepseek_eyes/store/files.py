@@ -2,7 +2,9 @@
 
 The data goes to a private temp file in the target's own directory (so the rename never
 crosses a filesystem), is flushed and fsynced, gets its final permissions, and is renamed
-over the target. On any failure the temp file is removed and the original error raised.
+over the target. On any failure the temp file is removed and the error raised as the
+store's (:func:`~deepseek_eyes.store.failures.store_error`: a full disk is ``STORE_FULL``),
+still an ``OSError`` for callers that catch one.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from deepseek_eyes.store.failures import guarded
+
 __all__ = ["write_file_atomic"]
 
 
@@ -19,20 +23,22 @@ def write_file_atomic(target: Path, data: bytes, *, mode: int, dir_mode: int = 0
     """Write ``data`` to ``target`` atomically with permissions ``mode``.
 
     Raises:
-        OSError: the write failed; nothing was left behind.
+        StoreError: (an ``OSError``) ``STORE_FULL``, ``STORE_READ_ONLY`` or
+            ``STORE_WRITE_FAILED``; nothing was left behind.
     """
     tmp: str | None = None
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True, mode=dir_mode)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-        tmp = None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    with guarded(f"cannot write {target}", target):
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True, mode=dir_mode)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+            tmp = None
+        finally:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.store.failures import guarded, store_error
 
 __all__ = ["KEYRING_FILENAME", "Keyring", "KeyringKind"]
 
@@ -92,7 +93,8 @@ class KeyringKind:
 
     def private_directory(self, directory: Path) -> None:
         """Create ``directory`` (0700), or take group and other access away from it."""
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with guarded(f"cannot create {directory}", directory):
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
             mode = stat.S_IMODE(directory.stat().st_mode)
             if mode & 0o077:
@@ -161,6 +163,8 @@ class Keyring:
 
         Raises:
             DeepSeekEyesError: the kind's ``invalid`` or ``exposed`` code.
+            StoreError: ``STORE_FULL``, ``STORE_READ_ONLY`` or ``STORE_WRITE_FAILED`` when
+                a new keyring cannot be written.
         """
         kind = cls.kind
         kind.private_directory(directory)
@@ -182,6 +186,8 @@ class Keyring:
                 raise kind.fail(kind.invalid, f"{kind.label} {path} vanished as it was made",
                                 path=str(path)) from None
             return winner
+        except OSError as exc:
+            raise store_error(exc, f"cannot create {kind.label} {path}", path) from exc
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
@@ -263,12 +269,15 @@ class Keyring:
         return self.active_id
 
     def save(self) -> None:
+        """Raises:
+            StoreError: ``STORE_FULL``, ``STORE_READ_ONLY`` or ``STORE_WRITE_FAILED``."""
         if self.path is None:
             raise self.kind.fail(
                 self.kind.invalid, "keys from settings are rotated in the settings, not here")
         tmp = self._write_temporary()
         try:
-            os.replace(tmp, self.path)
+            with guarded(f"cannot write {self.kind.label} {self.path}", self.path):
+                os.replace(tmp, self.path)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
@@ -287,15 +296,16 @@ class Keyring:
             ],
         }
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(body, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            raise
+        with guarded(f"cannot write {self.kind.label} {self.path}", self.path):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    json.dump(body, fh)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+                raise
         return tmp

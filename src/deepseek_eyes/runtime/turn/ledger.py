@@ -23,6 +23,7 @@ Audit and sealing are handed in (an :class:`~deepseek_eyes.audit.log.AuditLog` a
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -51,6 +52,8 @@ CATEGORY_OF_SOURCE = {
 }
 
 Seal = Callable[[], AuditSeal | None]
+
+_log = logging.getLogger(__name__)
 
 
 def usage_json(usage: ProviderUsage) -> UsageJson:
@@ -180,9 +183,11 @@ class Ledger:
                 if aborted is not None:
                     self._audit.write("turn.aborted", record.id, **aborted)
                 self._sessions.record_turn(record)
-        except StoreError:
+        except StoreError as unstored:
             # Queued, and written by the next write that succeeds: a failed flush now
             # leaves them queued.
+            _log.warning("turn %s: its record could not be stored now (%s); queued",
+                         record.id, unstored.code)
             self._sessions.queue_turn(record)
             if aborted is not None:
                 with contextlib.suppress(StoreError):

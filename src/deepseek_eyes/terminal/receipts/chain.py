@@ -50,6 +50,7 @@ from typing import Any, cast
 from deepseek_eyes import canonical_json
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import ReceiptError
+from deepseek_eyes.store.failures import guarded
 from deepseek_eyes.terminal.receipts.keyring import Keyring, private_directory
 from deepseek_eyes.terminal.records import Receipt, ReceiptHead, Signature
 
@@ -639,21 +640,24 @@ class ReceiptLog:
         self._head_fd = -1
         stored = self._load_head()
         behind = self._index(stored)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
-                           0o600)
-        try:
-            _private_file(self._fd)
-            if os.fstat(self._fd).st_size != self._size:
-                os.ftruncate(self._fd, self._size)  # a torn last line
-            if stored is None or behind:
-                self._rewrite_head()
-            else:
-                self._head_fd = os.open(self.head_path,
-                                        os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-                _private_file(self._head_fd)
-        except BaseException:
-            self.close()
-            raise
+        # A full disk is the store's STORE_FULL (still an OSError), as everywhere the data
+        # directory is written.
+        with guarded(f"cannot open the receipt log {self.path}", self.path):
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                               | os.O_CLOEXEC, 0o600)
+            try:
+                _private_file(self._fd)
+                if os.fstat(self._fd).st_size != self._size:
+                    os.ftruncate(self._fd, self._size)  # a torn last line
+                if stored is None or behind:
+                    self._rewrite_head()
+                else:
+                    self._head_fd = os.open(self.head_path,
+                                            os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                    _private_file(self._head_fd)
+            except BaseException:
+                self.close()
+                raise
 
     def _load_head(self) -> ReceiptHead | None:
         try:
@@ -770,8 +774,9 @@ class ReceiptLog:
         it to chain the next receipt; a caller that records it need not encode again).
 
         Raises:
-            OSError: the receipt could not be written (the log is left as it was) or the
-                head could not be (the receipt is stored; the next start repairs the head).
+            StoreError: (an ``OSError``; ``STORE_FULL`` for a full disk) the receipt could
+                not be written (the log is left as it was) or the head could not be (the
+                receipt is stored; the next start repairs the head).
         """
         with self._lock:
             receipt = body.copy()
@@ -781,7 +786,8 @@ class ReceiptLog:
             line = _LINE_ENCODER.encode(signed).encode()
             offset = self._size
             try:
-                _write_all(self._fd, line + b"\n")
+                with guarded(f"cannot write the receipt log {self.path}", self.path):
+                    _write_all(self._fd, line + b"\n")
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.ftruncate(self._fd, offset)  # never leave a torn line to append after
@@ -793,7 +799,8 @@ class ReceiptLog:
             self._before, self._head = self._head, signed_hash
             if self._sequence == 1:
                 self._first_hash = self._head
-            self._write_head()
+            with guarded(f"cannot write the receipt head {self.head_path}", self.head_path):
+                self._write_head()
             return signed, signed_hash
 
     def head(self) -> ReceiptHead:
