@@ -21,6 +21,23 @@ __all__ = ["require_module"]
 SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_KEY")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A data directory for what runs outside a test's own (module and session fixtures
+    that start servers): without it they wrote to the machine's default one, which a run
+    of another version then found migrated past its own schema."""
+    root = tmp_path_factory.mktemp("session-home")
+    saved = {name: os.environ.get(name) for name in ("DEEPSEEK_EYES_HOME", "XDG_DATA_HOME")}
+    os.environ["DEEPSEEK_EYES_HOME"] = str(root / "eyes-home")
+    os.environ["XDG_DATA_HOME"] = str(root / "xdg-data")
+    yield root
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "eyes-home"

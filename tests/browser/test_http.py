@@ -46,12 +46,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     site is on loopback: the private-network guard lets it through)."""
     require_browser()
     token = secrets.token_urlsafe(32)
-    config = tmp_path_factory.mktemp("browser-http") / "deepseek-eyes.toml"
+    root = tmp_path_factory.mktemp("browser-http")
+    config = root / "deepseek-eyes.toml"
     config.write_text("[browser]\nallow_private_network = true\n")
     process = subprocess.Popen(  # noqa: S603 - our own command
         [EXE, "--config", str(config), "browser", "serve", "--http", "--port", "0", "--json"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, ENV_TOKEN: token},
+        # A data directory of its own: a module fixture runs outside the per-test one.
+        env={**os.environ, ENV_TOKEN: token, "DEEPSEEK_EYES_HOME": str(root / "home")},
     )
     try:
         assert process.stdout is not None
