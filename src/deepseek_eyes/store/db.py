@@ -445,7 +445,12 @@ class Database:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction holding SQLite's write lock, the queued rows first.
-        Inside another one it is part of that one (see the module docstring)."""
+        Inside another one it is part of that one (see the module docstring).
+
+        Raises:
+            StoreError: ``STORE_WRITE_FAILED`` when the database refuses a write of the
+                block or its commit (all of it is rolled back).
+        """
         with self._lock:
             if self._depth:
                 self._depth += 1
@@ -465,15 +470,21 @@ class Database:
                             raise StoreError(f"database write failed: {exc}",
                                              code="STORE_WRITE_FAILED") from exc
                     yield self._conn
-                except BaseException:
+                except BaseException as exc:
                     self._depth = 0
                     self._rollback()
+                    if isinstance(exc, sqlite3.Error):  # a write of the block, refused
+                        raise StoreError(f"database write failed: {exc}",
+                                         code="STORE_WRITE_FAILED") from exc
                     raise
                 self._depth = 0
                 try:
                     self._commit()
-                except BaseException:
+                except BaseException as exc:
                     self._rollback()
+                    if isinstance(exc, sqlite3.Error):
+                        raise StoreError(f"database write failed: {exc}",
+                                         code="STORE_WRITE_FAILED") from exc
                     raise
 
     @contextlib.contextmanager
