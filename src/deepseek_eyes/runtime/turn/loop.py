@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from deepseek_eyes.audit.log import AuditLog
@@ -157,14 +157,19 @@ class TurnRunner:
             self._ledger.failed(turn, exc)
             raise
 
-    async def run(self, request: TurnRequest) -> TurnResult:
-        """Run a turn to its answer (no streaming).
+    async def run(
+        self, request: TurnRequest, *, started: Callable[[str], None] | None = None
+    ) -> TurnResult:
+        """Run a turn to its answer (no streaming); ``started`` is told the session id once
+        the request is logged, before the first model call.
 
         Raises:
             DeepSeekEyesError: TurnError, ImageError, VisionError or LLMError with its code.
         """
         async for event in self.events(request, stream=False):
-            if isinstance(event, Answer):
+            if isinstance(event, Started) and started is not None:
+                started(event.session_id)
+            elif isinstance(event, Answer):
                 return event.result
         raise RuntimeError("the turn loop ended without an answer")  # pragma: no cover
 
@@ -308,6 +313,7 @@ async def _while(work: Awaitable[T], queue: asyncio.Queue[ProgressEvent],
     """Run ``work``, yielding the events it queues as they come; its result goes to
     ``out`` (its exception is raised after the events queued before it)."""
     task = asyncio.ensure_future(work)
+    getter: asyncio.Future[ProgressEvent] | None = None
     try:
         while not task.done():
             getter = asyncio.ensure_future(queue.get())
@@ -322,5 +328,9 @@ async def _while(work: Awaitable[T], queue: asyncio.Queue[ProgressEvent],
     finally:
         if not task.done():
             task.cancel()
+        # Closed mid-wait (a client gone): a getter left waiting on the queue would be
+        # collected with it, still pending ("Task was destroyed but it is pending!").
+        if getter is not None and not getter.done():
+            getter.cancel()
 
 

@@ -148,11 +148,15 @@ class Preparer:
             # The request is logged; its failure to reach the model is recorded with it,
             # and the caller learns which session holds it.
             exc.details.setdefault("session_id", session_id)
-            self._sessions.record_turn(TurnRecord(
-                id=f"turn-{uuid.uuid4().hex[:20]}", session_id=session_id,
-                started_at=started, ended_at=time.time(), model=model, path=path,
-                outcome="failed", code=exc.code, details={"stage": "prepare"},
-            ))
+            try:
+                self._sessions.record_turn(TurnRecord(
+                    id=f"turn-{uuid.uuid4().hex[:20]}", session_id=session_id,
+                    started_at=started, ended_at=time.time(), model=model, path=path,
+                    outcome="failed", code=exc.code, details={"stage": "prepare"},
+                ))
+            except DeepSeekEyesError as failed:  # the record's own failure names it too
+                failed.details.setdefault("session_id", session_id)
+                raise
             raise
 
     def _thinking(
