@@ -245,7 +245,7 @@ def test_streams_that_finish_in_time_end_whole_and_the_gateway_exits_after_them(
             assert stream.after_done == 0
             assert stream.ended_at > signalled, "it was still running at the signal"
         last = max(stream.ended_at for stream in seen)
-        assert exited - last < 3, "the gateway waited past the last stream"
+        assert exited - last < EXIT_MARGIN_S, "the gateway waited past the last stream"
         assert exited - signalled < drain / 2, "the gateway waited for the deadline"
         _assert_clean_exit(gateway, home, code)
 
