@@ -28,6 +28,7 @@ import uvicorn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from deepseek_eyes.gateway.app import _routes, create_app
+from deepseek_eyes.gateway.drain import Drain
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.settings import Settings
@@ -49,7 +50,8 @@ def _socket() -> socket.socket:
 def serve_both(runtime: Runtime, settings: Settings) -> tuple[int, int, Any]:
     """Both apps served on one loop in a thread; their ports and a stop function."""
     guarded = create_app(runtime, settings.gateway, key=KEY)
-    bare = _routes(runtime, settings.gateway, None)  # the same routes, no security layer
+    # The same routes, no security layer (and no drain counting requests: a counter).
+    bare = _routes(runtime, settings.gateway, None, Drain(settings.gateway.drain_timeout))
     servers = [
         uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                       lifespan="off"))

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
@@ -133,16 +133,54 @@ class ServedGateway:
     """``deepseek-eyes serve`` in a process of its own (see :func:`serve_gateway`)."""
 
     def __init__(self, base: str, process: subprocess.Popen[str], key: str | None,
-                 log: list[str] | None = None) -> None:
+                 stderr: _Lines | None = None) -> None:
         self.base = base  # http://127.0.0.1:PORT/v1
         self.process = process
         self.key = key  # the gateway's key (None: an open loopback gateway)
-        self.log = log if log is not None else []  # its standard error, line by line
+        self._stderr = stderr or _Lines()
 
     @property
     def headers(self) -> dict[str, str]:
         """The ``Authorization`` header a client of this gateway sends."""
         return {"Authorization": f"Bearer {self.key}"} if self.key else {}
+
+    @property
+    def stderr(self) -> str:
+        """What the gateway wrote on standard error so far."""
+        return self._stderr.text()
+
+    def wait_for_stderr(self, fragment: str, timeout: float) -> bool:
+        """Wait until a line of its standard error holds ``fragment``; False after
+        ``timeout`` seconds (or once the stream ended) without one."""
+        return self._stderr.wait_for(fragment, timeout)
+
+
+class _Lines:
+    """Lines read by a thread, that another can wait on."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._ended = False
+        self._changed = threading.Condition()
+
+    def read(self, stream: Iterable[str] | None) -> None:
+        for line in stream or ():
+            with self._changed:
+                self._lines.append(line)
+                self._changed.notify_all()
+        with self._changed:
+            self._ended = True
+            self._changed.notify_all()
+
+    def text(self) -> str:
+        with self._changed:
+            return "".join(self._lines)
+
+    def wait_for(self, fragment: str, timeout: float) -> bool:
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self._ended or any(fragment in line for line in self._lines), timeout)
+            return any(fragment in line for line in self._lines)
 
 
 @contextlib.contextmanager
@@ -163,12 +201,11 @@ def serve_gateway(
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     lines: queue.Queue[str] = queue.Queue()
-    errors: list[str] = []
+    errors = _Lines()
     readers = [
         threading.Thread(target=lambda: [lines.put(x) for x in process.stdout or []],
                          daemon=True),
-        threading.Thread(target=lambda: [errors.append(x) for x in process.stderr or []],
-                         daemon=True),
+        threading.Thread(target=errors.read, args=(process.stderr,), daemon=True),
     ]
     for reader in readers:
         reader.start()
@@ -177,7 +214,7 @@ def serve_gateway(
             line = lines.get(timeout=deadline_s)
         except queue.Empty:
             process.kill()
-            pytest.fail(f"the gateway did not start: {''.join(errors)[-2000:]}")
+            pytest.fail(f"the gateway did not start: {errors.text()[-2000:]}")
         url = json.loads(line)["listening"]["url"].rstrip("/")
         yield ServedGateway(url if url.endswith("/v1") else f"{url}/v1", process,
                             env.get("DEEPSEEK_EYES_GATEWAY_KEY"), errors)

@@ -164,3 +164,16 @@ zzzz = 1
     assert messages["vision.routes[0].api_kye"].endswith("did you mean `api_key`?")
     assert messages["gatway"].endswith("did you mean `gateway`?")
     assert "did you mean" not in messages["storage.zzzz"]  # nothing close: no guess
+
+
+def test_gateway_drain_timeout_defaults_to_30_seconds_and_must_be_positive(
+        tmp_path: Path) -> None:
+    assert Settings().gateway.drain_timeout == 30.0
+    ok = validate_settings_file(write(tmp_path / "ok.toml", "[gateway]\ndrain_timeout = 2.5\n"))
+    assert ok.gateway.drain_timeout == 2.5
+    for bad in ("0", "-1", '"soon"'):
+        path = write(tmp_path / "bad.toml", f"[gateway]\ndrain_timeout = {bad}\n")
+        with pytest.raises(ConfigError) as info:
+            validate_settings_file(path)
+        assert info.value.code == "CONFIG_INVALID"
+        assert [e["path"] for e in info.value.details["errors"]] == ["gateway.drain_timeout"]

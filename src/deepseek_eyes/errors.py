@@ -241,6 +241,10 @@ ERROR_CODES: Mapping[str, str] = {
     "GATEWAY_NOT_FOUND": "No such endpoint or model.",
     "GATEWAY_METHOD_NOT_ALLOWED": "The endpoint exists but does not take this HTTP method.",
     "GATEWAY_INTERNAL_ERROR": "An unexpected failure inside the gateway (logged on the server).",
+    "GATEWAY_SHUTTING_DOWN": (
+        "The gateway is stopping: the request came after the stop began, or was still "
+        "running when gateway.drain_timeout ran out or a second signal came."
+    ),
     "GATEWAY_UNSAFE_BIND": "Refused to listen beyond loopback without a gateway key.",
     # terminal
     "TERMINAL_POLICY_BLOCKED": (

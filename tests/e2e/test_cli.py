@@ -176,6 +176,9 @@ def test_config_check_prints_every_error_with_its_path(tmp_path: Path) -> None:
     ok = run("config", "check", str(path))
     assert ok.returncode == 0, ok.stderr
     assert "valid" in ok.stdout
+    path.write_text("[gateway]\nbody_timeout = 10\ndrain_timeout = 5\n")
+    drained = run("config", "check", str(path))
+    assert drained.returncode == 0, drained.stderr
     # A bad file named with --config stops every command with its code.
     path.write_text("[vision]\nnope = 1\n")
     assert "CONFIG_INVALID" in run("--config", str(path), "routes").stderr

@@ -116,7 +116,7 @@ def test_a_full_disk_before_the_request_is_507_and_recovers_without_restart(
         _assert_store_full(_chat(served, "no room, streamed", stream=True))
         _assert_store_full(_chat(served, "no room, named", session="full-before"))
         assert upstream.chat_calls == calls  # nothing was sent upstream
-        log = "".join(served.log)
+        log = served.stderr
         assert "Traceback" not in log, log
         assert "OperationalError" not in log, log
 
@@ -185,7 +185,7 @@ def test_a_disk_filled_during_the_upstream_call_is_507_and_loses_nothing(
                 # write-ahead change a pending row comes first; either way the call is there.
                 assert any("usage" in r for r in requests), requests
             _assert_verifies(config, home)
-            log = "".join(served.log)
+            log = served.stderr
             assert "Traceback" not in log, log
     finally:
         upstream.on_chat = None

@@ -57,7 +57,13 @@ What it does, so that tests can check what reached the model:
   "Authentication Fails"), ``hang`` (answers only when the server stops), ``cut`` (two content
   chunks, then the connection drops; a whole answer is cut half-way), ``nofinish`` (``[DONE]``
   without a finish reason; a whole answer has ``finish_reason: null``), ``badjson`` (a chunk,
-  or a whole body, that is not JSON).
+  or a whole body, that is not JSON), ``midfail`` (a content chunk, then an ``error`` object
+  inside the stream, as OpenAI-compatible servers report a failure after the status was
+  sent, then ``[DONE]``; a whole answer is HTTP 500).
+* **Slow**: ``SLOW[<seconds>]`` in the last user text makes a stream wait that long before
+  each content piece (the role chunk and the reasoning come at once, so a gateway has its
+  first chunk), and a whole answer wait that long before it is sent; any wait ends early
+  when the server stops.
 
 Recorded, thread-safely: every parsed chat payload with image data replaced by
 ``"<image>"`` (:attr:`LoopbackUpstream.requests`), counters, and the SHA-256 of each
@@ -82,7 +88,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,7 +118,8 @@ __all__ = [
 TEXT_MODELS = ("deepseek-v4-flash", "deepseek-v4-pro")
 REASONING_MODEL = "deepseek-v4-pro"
 VISION_MODEL = "deepseek-v4-flash-vision-exp"
-BEHAVIOUR_MODELS = ("fail-500", "fail-429", "fail-401", "hang", "cut", "nofinish", "badjson")
+BEHAVIOUR_MODELS = (
+    "fail-500", "fail-429", "fail-401", "hang", "cut", "nofinish", "badjson", "midfail")
 THINKING_MODELS = (*TEXT_MODELS, VISION_MODEL)  # DeepSeek's V4 names: thinking by default
 REASONING_TEXT = "thinking…"
 IMAGE_PLACEHOLDER = "<image>"
@@ -123,6 +130,7 @@ _DATA_URL = re.compile(r"^data:([\w.+/-]+);base64,(.*)$", re.DOTALL)
 _MARKER = re.compile(
     r"(LOOK|CALL|REPEAT)\[([^\]\n]{1,500})\]:[ \t]*((?:(?!LOOK\[|CALL\[|REPEAT\[)[^\n])*)")
 _ANSWER = re.compile(r"^ANSWER:[ \t]*(.*)$", re.MULTILINE)
+_SLOW = re.compile(r"SLOW\[(\d{1,3}(?:\.\d{1,3})?)\]")
 _MAX_MESSAGES = 4096
 _MAX_MARKERS = 16
 _MAX_PIXELS = 40_000_000
@@ -304,6 +312,13 @@ def _after_tools(messages: list[dict[str, Any]]) -> str | None:
         f"after {names.get(str(m.get('tool_call_id')), 'tool')}: {_text(m.get('content'))}"
         for m in reversed(trailing)
     )
+
+
+def _delay(payload: dict[str, Any]) -> float:
+    """The ``SLOW[<seconds>]`` of the last user text (0 without one), capped."""
+    users = [m for m in payload["messages"] if m.get("role") == "user"]
+    match = _SLOW.search(_text(users[-1].get("content"))) if users else None
+    return min(float(match.group(1)), _HANG_LIMIT_S) if match else 0.0
 
 
 def _reply(payload: dict[str, Any], images: Sequence[Image.Image]) -> _Reply:
@@ -546,7 +561,7 @@ class _App:
                 status_code=429,
                 headers={"Retry-After": str(RETRY_AFTER_S)},
             )
-        if model == "fail-500":
+        if model == "fail-500" or (model == "midfail" and payload.get("stream") is not True):
             return JSONResponse(
                 _error_body("the loopback upstream failed", "server_error", "internal_error"),
                 status_code=500,
@@ -580,6 +595,13 @@ class _App:
         }
         if model == "cut":
             return self._cut(identity, reply, stream=stream)
+        if model == "midfail":
+            failure = _error_body("the loopback upstream failed mid-stream", "server_error",
+                                  "internal_error")
+            pieces = [_event(_chunk(identity, {"role": "assistant", "content": "half"})),
+                      _event(failure), b"data: [DONE]\n\n"]
+            return _RawResponse(pieces, "text/event-stream", complete=True)
+        delay = _delay(payload)
         if model == "badjson":
             if stream:
                 first = _event(_chunk(identity, {"role": "assistant", "content": "x"}))
@@ -588,9 +610,19 @@ class _App:
             return Response(b'{"id": "x", "choices": [', media_type="application/json")
         finish = None if model == "nofinish" else reply.finish_reason
         if stream:
-            events = _sse(identity, reply, finish, usage if include_usage else None)
+            events = _sse(identity, reply, finish, usage if include_usage else None,
+                          pause=lambda: self._pause(delay))
             return StreamingResponse(events, media_type="text/event-stream")
+        await self._pause(delay)
         return JSONResponse(_completion(identity, reply, finish, usage))
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` (``SLOW``), or until the server stops."""
+        if seconds <= 0:
+            return
+        assert self.shutdown is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.shutdown.wait(), seconds)
 
     def _check_reasoning(self, messages: list[Any]) -> None:
         """DeepSeek's thinking-mode rule for histories, and the loopback's exactness check."""
@@ -686,13 +718,15 @@ def _completion(
 
 
 async def _sse(
-    identity: dict[str, Any], reply: _Reply, finish: str | None, usage: dict[str, Any] | None
+    identity: dict[str, Any], reply: _Reply, finish: str | None, usage: dict[str, Any] | None,
+    *, pause: Callable[[], Awaitable[None]],
 ) -> AsyncIterator[bytes]:
     yield b": keep-alive\n\n"
     yield _event(_chunk(identity, {"role": "assistant", "content": ""}))
     for piece in _pieces(reply.reasoning, 2):
         yield _event(_chunk(identity, {"content": None, "reasoning_content": piece}))
     for piece in _pieces(reply.content):
+        await pause()
         yield _event(_chunk(identity, {"content": piece}))
     for index, call in enumerate(reply.tool_calls):
         opening = {

@@ -53,6 +53,29 @@ def test_transaction_rolls_back(tmp_path: Path) -> None:
     assert db.query("SELECT * FROM audit") == []
 
 
+def test_a_write_the_database_refuses_inside_a_transaction_is_store_write_failed(
+        tmp_path: Path) -> None:
+    """As every other write says it: a caller (a turn's last commit) catches our error, not
+    sqlite3's; inner blocks are part of the outer one, and all of it is rolled back."""
+    db = Database(tmp_path / "eyes.db")
+    db.execute("CREATE TRIGGER refuse BEFORE INSERT ON audit WHEN NEW.kind = 'no' "
+               "BEGIN SELECT RAISE(ABORT, 'refused'); END")
+
+    def write_then_be_refused() -> None:
+        with db.transaction() as conn:
+            conn.execute("INSERT INTO audit (ts, kind, details) VALUES (0, 'yes', '{}')")
+            with db.transaction() as inner:
+                inner.execute("INSERT INTO audit (ts, kind, details) VALUES (0, 'no', '{}')")
+
+    with pytest.raises(StoreError) as info:
+        write_then_be_refused()
+    assert info.value.code == "STORE_WRITE_FAILED"
+    assert isinstance(info.value.__cause__, sqlite3.IntegrityError)
+    assert db.query("SELECT * FROM audit") == []
+    db.execute("INSERT INTO audit (ts, kind, details) VALUES (0, 'after', '{}')")
+    assert len(db.query("SELECT * FROM audit")) == 1
+
+
 def test_appended_rows_are_batched_but_always_visible(tmp_path: Path) -> None:
     db = Database(tmp_path / "eyes.db")
     db.append("INSERT INTO audit (ts, kind, details) VALUES (1, 'a', '{}')")

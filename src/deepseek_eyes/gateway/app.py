@@ -9,8 +9,13 @@ in ``code``: a client never gets a plain-text page or a bare 500.
 Decisions a newcomer would otherwise undo:
 
 * A streamed turn is prepared and its first chunk pulled *before* the response starts, so
-  a bad image, a missing key or an upstream refusal still gets a real HTTP status. An error
-  after the first byte can only travel as an SSE ``error`` event.
+  a bad image, a missing key or an upstream refusal still gets a real HTTP status. After
+  the first byte a failure can only travel as an SSE ``error`` event, and every stream
+  ends with ``data: [DONE]``, whatever ended it: the turn's own error (its code), a bug
+  (``GATEWAY_INTERNAL_ERROR``, logged with its traceback) or the gateway's stop
+  (``GATEWAY_SHUTTING_DOWN``). Only a client that went away gets nothing more (and nothing
+  is logged). The turn's iterator is closed under a shield however the stream ends, even
+  when the response never started its body.
 * Every request passes :mod:`deepseek_eyes.serving.security` first, the layer every server
   of ours stands behind: ``Host`` must be a loopback name (or ``gateway.allowed_hosts``),
   so a DNS-rebinding page is refused; a request a browser sends with an ``Origin`` is
@@ -23,7 +28,11 @@ Decisions a newcomer would otherwise undo:
   request is its own session. Clients resend the whole history each turn, so images are
   found again by their hash and their evidence comes from the cache. Every answer, streamed
   or not, carries the session's id in that header, and a stream's last chunk carries the
-  ``deepseekeyes`` object a whole answer has.
+  ``deepseekeyes`` object a whole answer has. So does every error answer of a turn once its
+  request is logged (the error's ``details["session_id"]``, or the session the turn named
+  when it started: a 500 at the end of a turn, the 503 of a turn cut at shutdown).
+* Every request is counted by the drain (:mod:`deepseek_eyes.gateway.drain`), outside the
+  security layer, and each wait on a turn runs under it, so a stop can end it in our shape.
 * The body is read under a deadline (``gateway.body_timeout``) and checked whole
   (:mod:`deepseek_eyes.gateway.body`) before the turn starts, so a refused request leaves
   nothing in the session store and a slow trickle cannot hold a connection forever.
@@ -31,8 +40,9 @@ Decisions a newcomer would otherwise undo:
   not an empty list; models the settings declare are still listed, marked as such.
 * A full disk is 507 ``STORE_FULL`` (Insufficient Storage), typed ``server_error``: the
   gateway's own storage, not the upstream, failed, and it recovers by itself once there is
-  room. A stream that already began ends with the ``error`` event and ``[DONE]``, so a
-  client that reads to ``[DONE]`` is not left waiting.
+  room.
+* ``Idempotency-Key`` (:mod:`deepseek_eyes.gateway.idempotency`): the same request again
+  under the same key is answered from the store, not the upstream.
 """
 
 from __future__ import annotations
@@ -48,18 +58,20 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, LLMError, StoreError
 from deepseek_eyes.gateway import idempotency
 from deepseek_eyes.gateway.body import check_fields, parse_body
+from deepseek_eyes.gateway.drain import Drain, shutting_down
 from deepseek_eyes.gateway.fetch import fetch_image
 from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.runtime.messages import Fetch
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest, completion_json
 from deepseek_eyes.serving.security import (
+    SECURITY_HEADERS,
     RateLimiter,
     RefusalCodes,
     SecurityMiddleware,
@@ -87,6 +99,7 @@ _STATUS = {
     "GATEWAY_METHOD_NOT_ALLOWED": 405,
     "GATEWAY_INTERNAL_ERROR": 500,
     "STORE_FULL": 507,
+    "GATEWAY_SHUTTING_DOWN": 503,
     "STORE_SESSION_INVALID": 400,
     "STORE_SESSION_NOT_FOUND": 404,
     "LLM_TIMEOUT": 504,
@@ -155,11 +168,27 @@ async def _http_exception(_request: Request, exc: Exception) -> Response:
     return JSONResponse(_error_body(error), status_code=status, headers=headers)
 
 
-async def _unexpected(_request: Request, exc: Exception) -> Response:
-    """A bug, not a client's fault: logged with its traceback, answered in our shape."""
+def _internal(exc: BaseException) -> GatewayError:
+    """A bug, not a client's fault: logged with its traceback, reported in our shape."""
     _log.error("unexpected gateway failure: %s", type(exc).__name__, exc_info=exc)
-    error = GatewayError("the gateway failed unexpectedly", code="GATEWAY_INTERNAL_ERROR")
-    return _error(error)
+    return GatewayError("the gateway failed unexpectedly", code="GATEWAY_INTERNAL_ERROR")
+
+
+async def _unexpected(_request: Request, exc: Exception) -> Response:
+    return _error(_internal(exc))
+
+
+def _name_session(request: Request, session_id: str | None) -> None:
+    """Remember the session a turn logged its request in, for an error answered later."""
+    if session_id is not None:
+        request.state.session_id = session_id
+
+
+def _session_headers(request: Request, exc: DeepSeekEyesError) -> dict[str, str] | None:
+    session = exc.details.get("session_id")
+    if not isinstance(session, str):
+        session = getattr(request.state, "session_id", None)
+    return {_SESSION_HEADER_OUT: session} if isinstance(session, str) else None
 
 
 def check_bind(host: str, key: str | None) -> None:
@@ -178,16 +207,65 @@ def _sse(value: JsonObject) -> bytes:
     return b"data: " + text.encode() + b"\n\n"
 
 
+_DONE = b"data: [DONE]\n\n"
+
+
+async def _events(first: JsonObject, iterator: AsyncIterator[JsonObject], drain: Drain,
+                  close: Callable[[], Awaitable[None]]) -> AsyncIterator[bytes]:
+    """A streamed turn as SSE: its chunks, then ``[DONE]``; after a failure, the error event
+    first. A client that went away (a cancellation, or the close at a ``yield``) gets
+    nothing more. ``close`` closes the turn and frees its slot."""
+    try:
+        ending: DeepSeekEyesError | None = None
+        try:
+            yield _sse(first)
+            while (chunk := await drain.pull(iterator)) is not None:
+                yield _sse(chunk)
+        except DeepSeekEyesError as exc:  # the turn's own error, or the stop's cut
+            ending = exc
+        except Exception as exc:
+            ending = _internal(exc)
+        if ending is not None:
+            yield _sse(_error_body(ending))
+        yield _DONE
+    finally:
+        await close()
+
+
+class _EventStream(StreamingResponse):
+    """A turn's SSE response that closes the turn however the response ends: the events'
+    own ``finally`` never runs when the body never started (a client gone before it), so
+    ``close`` runs here as well (it runs once)."""
+
+    def __init__(self, events: AsyncIterator[bytes], close: Callable[[], Awaitable[None]],
+                 headers: dict[str, str]) -> None:
+        super().__init__(events, media_type="text/event-stream", headers=headers)
+        self._events = events
+        self._close = close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                closing = getattr(self._events, "aclose", None)
+                if closing is not None:
+                    await closing()
+                await self._close()
+
+
 def create_app(
     runtime: Runtime, settings: GatewaySettings, *, key: str | None,
     approver: Approver | None = None, bind_host: str | None = None,
+    drain: Drain | None = None,
 ) -> ASGIApp:
-    """The ASGI app behind the shared security layer. ``key`` is the resolved bearer key,
-    or None for an open loopback gateway; ``approver`` decides plans that need a person
-    (None: nobody can); ``bind_host`` (default ``gateway.host``) decides the Host names
-    accepted."""
-    app = _routes(runtime, settings, approver, key)
-    return SecurityMiddleware(
+    """The ASGI app behind the shared security layer, inside ``drain`` (default: one of
+    its own that nothing stops). ``key`` is the resolved bearer key, or None for an open
+    loopback gateway; ``approver`` decides plans that need a person (None: nobody can);
+    ``bind_host`` (default ``gateway.host``) decides the Host names accepted."""
+    drain = drain or Drain(settings.drain_timeout)
+    app = _routes(runtime, settings, approver, drain, key)
+    secured = SecurityMiddleware(
         app,
         token=key,
         allowed_hosts=allowed_hosts_for(bind_host or settings.host, settings.allowed_hosts),
@@ -200,10 +278,12 @@ def create_app(
         body_timeout=settings.body_timeout,
         cross_site_navigation=False,  # the gateway has no pages
     )
+    headers = {name.decode(): value.decode() for name, value in SECURITY_HEADERS}
+    return drain.middleware(secured, lambda: _error(shutting_down(), headers))
 
 
-def _routes(runtime: Runtime, settings: GatewaySettings,
-            approver: Approver | None, key: str | None = None) -> Starlette:
+def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | None,
+            drain: Drain, key: str | None = None) -> Starlette:
     fetch: Fetch | None = None
     if settings.allow_image_urls:
         max_bytes = runtime.settings.image.max_bytes
@@ -220,13 +300,17 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
         handler: Callable[[Request], Awaitable[Response]],
     ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
+            # The handler's waits run under the drain: a stop's cut answers 503.
             try:
-                return await handler(request)
+                with drain.watch():
+                    response = await handler(request)
             except DeepSeekEyesError as exc:
                 # A turn that failed after its request was logged names its session too.
-                session = exc.details.get("session_id")
-                headers = {_SESSION_HEADER_OUT: session} if isinstance(session, str) else None
-                return _error(exc, headers)
+                return _error(exc, _session_headers(request, exc))
+            except Exception as exc:
+                internal = _internal(exc)
+                return _error(internal, _session_headers(request, internal))
+            return response
 
         return endpoint
 
@@ -296,7 +380,8 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
         if not body.get("stream"):
             try:
                 async with slots:
-                    result = await runtime.run(turn)
+                    result = await runtime.run(
+                        turn, started=lambda session: _name_session(request, session))
             finally:  # a stored answer keeps its key; a failed request frees it
                 _release(ref)
             headers = {_SESSION_HEADER_OUT: result.session_id}
@@ -304,13 +389,34 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
                 headers["Server-Timing"] = clock.server_timing()
             return JSONResponse(completion_json(result), headers=headers)
         await slots.acquire()
+        iterator: AsyncIterator[JsonObject] | None = None
+        closed = False
+
+        async def close() -> None:
+            # A client that goes away mid-stream must not leave the upstream stream open,
+            # and a turn cut at shutdown is closed before the process goes on.
+            nonlocal closed
+            if closed:
+                return
+            closed = True
+            try:
+                aclose = getattr(iterator, "aclose", None)
+                if aclose is not None:
+                    with anyio.CancelScope(shield=True):
+                        await aclose()
+            finally:
+                slots.release()
+                _release(ref)
+
         try:
             stream = runtime.stream(turn)
             iterator = aiter(stream)
-            first = await anext(iterator)  # errors before this point get a real status
+            try:
+                first = await anext(iterator)  # errors before this point get a real status
+            finally:
+                _name_session(request, stream.session_id)
         except BaseException:
-            slots.release()
-            _release(ref)
+            await close()
             raise
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         if stream.session_id is not None:
@@ -318,26 +424,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings,
         if clock is not None:  # the stages up to the first chunk: what time-to-first-token is
             clock.stop()
             headers["Server-Timing"] = clock.server_timing()
-
-        async def sse() -> AsyncIterator[bytes]:
-            try:
-                yield _sse(first)
-                async for chunk in iterator:
-                    yield _sse(chunk)
-                yield b"data: [DONE]\n\n"
-            except DeepSeekEyesError as exc:
-                yield _sse(_error_body(exc))
-                yield b"data: [DONE]\n\n"
-            finally:
-                # A client that goes away mid-stream must not leave the upstream stream open.
-                close = getattr(iterator, "aclose", None)
-                if close is not None:
-                    with anyio.CancelScope(shield=True):
-                        await close()
-                slots.release()
-                _release(ref)
-
-        return StreamingResponse(sse(), media_type="text/event-stream", headers=headers)
+        return _EventStream(_events(first, iterator, drain, close), close, headers)
 
     def _release(ref: KeyRef | None) -> None:
         if ref is not None:

@@ -22,20 +22,30 @@ served beside the gateway, on ``[terminal] host:port`` with the terminal's beare
 the same in-process terminal: a plan the model wants to run that needs approval waits there
 (``runtime.approval_timeout``) and runs only if a person approves it. Without a terminal
 token there is no console, so nobody can approve, and such plans are not run.
+
+SIGTERM and SIGINT stop it through :mod:`deepseek_eyes.gateway.drain`: no new request is
+taken, running ones have ``gateway.drain_timeout`` seconds, a second signal ends them at
+once (each in our shape: an SSE error event and ``[DONE]``, or a 503), then the runtime and
+the data directory close and the process exits 0. The signals are the drain's from the
+start of :func:`serve` to its end; uvicorn's own handlers are never installed (they would
+wait on running requests without a bound and raise the signal again at exit).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import uvicorn
 
 from deepseek_eyes.errors import ConfigError, DeepSeekEyesError, GatewayError
 from deepseek_eyes.gateway.app import check_bind, create_app
+from deepseek_eyes.gateway.drain import CUT_GRACE_S, Drain
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.approval import ConsoleWait
 from deepseek_eyes.runtime.runtime import Runtime
@@ -55,18 +65,66 @@ def _say_listening(host: str, port: int) -> None:
           file=sys.stderr, flush=True)
 
 
-class _Server(uvicorn.Server):
-    """Says where it listens once it does (the port may have been 0)."""
+def _say(sentence: str) -> None:
+    print(f"deepseek-eyes gateway: {sentence}", file=sys.stderr, flush=True)
 
-    def __init__(self, config: uvicorn.Config, announce: Announce) -> None:
+
+#: Once the drain settled, how long uvicorn's request tasks have to end (their answers are
+#: sent: what is left is writing the last bytes), and then to unwind once cancelled.
+_TASKS_WAIT_S = 1.0
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without its signal handlers: the drain owns SIGTERM and SIGINT."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class _Server(_QuietServer):
+    """Says where it listens once it does (the port may have been 0), and stops as the
+    drain says: at its begin, no new connection or request; running requests until it
+    settles; what still runs then is cancelled and awaited, so no task is left pending."""
+
+    def __init__(self, config: uvicorn.Config, announce: Announce, drain: Drain) -> None:
         super().__init__(config)
         self.announce = announce
+        self.drain = drain
+        drain.on_begin(self._stop_taking_work)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started and self.servers:
             host, port = self.servers[0].sockets[0].getsockname()[:2]
             self.announce(host, port)
+        if self.drain.draining:  # a signal came while it started
+            self._stop_taking_work()
+
+    def _stop_taking_work(self) -> None:
+        """Close the listening sockets now, not at uvicorn's next tick, and ask every
+        connection to close once its response is sent (an idle one closes now)."""
+        self.should_exit = True
+        for server in getattr(self, "servers", ()):
+            server.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self._stop_taking_work()
+        for sock in sockets or ():  # sockets handed in (none here), as uvicorn closes them
+            sock.close()
+        await self.drain.settle()
+        tasks = set(self.server_state.tasks)
+        if tasks:  # the last bytes of answers sent; or a client that reads nothing
+            _, left = await asyncio.wait(tasks, timeout=_TASKS_WAIT_S)
+            for task in left:
+                task.cancel()
+            if left:
+                await asyncio.wait(left, timeout=_TASKS_WAIT_S)
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        await self.lifespan.shutdown()
 
 
 def _approval_console(
@@ -91,6 +149,7 @@ def _approval_console(
     config = uvicorn.Config(
         build_console_app(service, options), host=term.host, port=term.port,
         log_level="warning", access_log=False, lifespan="off", server_header=False,
+        timeout_graceful_shutdown=math.ceil(CUT_GRACE_S),  # stopped after the gateway drained
     )
     where = f"http://{term.host}:{term.port}/console/"
 
@@ -100,7 +159,7 @@ def _approval_console(
 
     approver = ConsoleWait(lambda sid, pid: service.get_plan(sid, pid).state,
                            timeout=settings.runtime.approval_timeout, notice=notice)
-    return uvicorn.Server(config), approver
+    return _QuietServer(config), approver
 
 
 def gateway_key(settings: Settings) -> str | None:
@@ -169,6 +228,11 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
               flush=True)
 
     async def main() -> None:
+        drain = Drain(settings.gateway.drain_timeout, notice=_say)
+        with drain.signals():
+            await _serve(drain)
+
+    async def _serve(drain: Drain) -> None:
         home = DataHome.open(settings)
         runtime = Runtime(settings, home)
         missing = runtime.credential_error
@@ -176,21 +240,25 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
             print(f"deepseek-eyes gateway warning {missing.code}: {missing.message}; "
                   "chat completions will fail until it is set",
                   file=sys.stderr, flush=True)
-        await runtime.start()
-        console, approver = _approval_console(settings, runtime)
-        app = create_app(runtime, settings.gateway, key=key, approver=approver,
-                         bind_host=bind_host)
-        config = uvicorn.Config(
-            app, host=bind_host, port=bind_port, log_level="warning", access_log=False,
-            lifespan="off", server_header=False,
-        )
-        console_task = asyncio.create_task(console.serve()) if console is not None else None
         try:
-            await _Server(config, announce or _say_listening).serve()
+            await runtime.start()
+            if drain.draining:  # stopped while it started: nothing to serve
+                return
+            console, approver = _approval_console(settings, runtime)
+            app = create_app(runtime, settings.gateway, key=key, approver=approver,
+                             bind_host=bind_host, drain=drain)
+            config = uvicorn.Config(
+                app, host=bind_host, port=bind_port, log_level="warning", access_log=False,
+                lifespan="off", server_header=False,
+            )
+            console_task = None if console is None else asyncio.create_task(console.serve())
+            try:
+                await _Server(config, announce or _say_listening, drain).serve()
+            finally:
+                if console is not None and console_task is not None:
+                    console.should_exit = True
+                    await console_task
         finally:
-            if console is not None and console_task is not None:
-                console.should_exit = True
-                await console_task
             await runtime.aclose()
             home.close()
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from deepseek_eyes.errors import ConfigError, LLMError
@@ -218,9 +218,13 @@ class Runtime:
             notify=notify,
         )
 
-    async def run(self, request: TurnRequest) -> TurnResult:
+    async def run(
+        self, request: TurnRequest, *, started: Callable[[str], None] | None = None
+    ) -> TurnResult:
+        """Run a turn to its answer; ``started`` is told the session id once the request is
+        logged (a caller cut off before the answer can still name the session)."""
         self.check_credentials()
-        return await self.runner.run(request)
+        return await self.runner.run(request, started=started)
 
     def stream(self, request: TurnRequest) -> TurnStream:
         self.check_credentials()

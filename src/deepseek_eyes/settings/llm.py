@@ -173,6 +173,11 @@ class GatewaySettings(Strict):
         default=30.0, gt=0, le=600,
         description="Seconds a request body may take to arrive in full (408 after).",
     )
+    drain_timeout: float = Field(
+        default=30.0, gt=0, le=3600,
+        description="At SIGTERM or SIGINT, seconds running requests may go on before they "
+        "are ended with GATEWAY_SHUTTING_DOWN (a second signal ends them at once).",
+    )
     server_timing: bool = Field(
         default=False,
         description="Answer chat completions with a Server-Timing header: the turn's time "

@@ -151,6 +151,9 @@ class Ledger:
         queued instead and written by the next write that succeeds; the error still
         reaches the caller, with its session."""
         exc.details.setdefault("session_id", turn.session_id)
+        if turn.recorded:  # its answer was stored before the failure reached the loop
+            return
+        turn.recorded = True
         call = turn.model_calls + 1
         attempts = exc.details.get("attempts")
         # Queued rows stay queued when the store cannot write now; the turn's own error,
@@ -170,6 +173,9 @@ class Ledger:
         """A turn closed before its answer (its stream's reader went away, the gateway shut
         down, a bug): its record says so, with a ``turn.aborted`` audit row. Attempts sent
         and not answered stay pending: what they were billed is unknown."""
+        if turn.recorded:  # closed after its answer was stored, before it was handed on
+            return
+        turn.recorded = True
         record = self.record(turn, "aborted", ABORTED)
         record.details["reason"] = reason
         self.close(record, {"session_id": turn.session_id, "reason": reason,
@@ -184,8 +190,12 @@ class Ledger:
                     self._audit.write("turn.aborted", record.id, **aborted)
                 self._sessions.record_turn(record)
         except StoreError as unstored:
-            # Queued, and written by the next write that succeeds: a failed flush now
-            # leaves them queued.
+            if unstored.code != "STORE_FULL":  # refused for what it is: queued, it would
+                _log.warning("turn %s: its record was refused (%s): %s",  # refuse the rest
+                             record.id, unstored.code, unstored.message)
+                return
+            # A full disk: queued, and written by the next write that succeeds (a failed
+            # flush now leaves them queued).
             _log.warning("turn %s: its record could not be stored now (%s); queued",
                          record.id, unstored.code)
             self._sessions.queue_turn(record)

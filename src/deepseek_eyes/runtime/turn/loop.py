@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from deepseek_eyes.audit.log import AuditLog
@@ -175,14 +175,19 @@ class TurnRunner:
                 self._ledger.aborted(turn, _abort_reason(exc))
             raise
 
-    async def run(self, request: TurnRequest) -> TurnResult:
-        """Run a turn to its answer (no streaming).
+    async def run(
+        self, request: TurnRequest, *, started: Callable[[str], None] | None = None
+    ) -> TurnResult:
+        """Run a turn to its answer (no streaming); ``started`` is told the session id once
+        the request is logged, before the first model call.
 
         Raises:
             DeepSeekEyesError: TurnError, ImageError, VisionError or LLMError with its code.
         """
         async for event in self.events(request, stream=False):
-            if isinstance(event, Answer):
+            if isinstance(event, Started) and started is not None:
+                started(event.session_id)
+            elif isinstance(event, Answer):
                 return event.result
         raise RuntimeError("the turn loop ended without an answer")  # pragma: no cover
 
@@ -302,6 +307,7 @@ class TurnRunner:
                 # Kept with the answer, in its commit: a stored answer can be replayed.
                 self._idempotency.complete(key, turn_id=turn.turn_id, session_id=turn.session_id,
                                            response=completion_json(outcome))
+        turn.recorded = True  # committed: a close from now on is not an abort
         return outcome
 
     # the session log -----------------------------------------------------------
@@ -375,6 +381,7 @@ async def _while(work: Awaitable[T], queue: asyncio.Queue[ProgressEvent],
     """Run ``work``, yielding the events it queues as they come; its result goes to
     ``out`` (its exception is raised after the events queued before it)."""
     task = asyncio.ensure_future(work)
+    getter: asyncio.Future[ProgressEvent] | None = None
     try:
         while not task.done():
             getter = asyncio.ensure_future(queue.get())
@@ -389,5 +396,9 @@ async def _while(work: Awaitable[T], queue: asyncio.Queue[ProgressEvent],
     finally:
         if not task.done():
             task.cancel()
+        # Closed mid-wait (a client gone): a getter left waiting on the queue would be
+        # collected with it, still pending ("Task was destroyed but it is pending!").
+        if getter is not None and not getter.done():
+            getter.cancel()
 
 

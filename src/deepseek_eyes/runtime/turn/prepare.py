@@ -189,8 +189,9 @@ class Preparer:
             )
             try:
                 self._sessions.record_turn(record)
-            except StoreError:  # a full disk: written by the next write that succeeds
-                self._sessions.queue_turn(record)
+            except StoreError as unstored:
+                if unstored.code == "STORE_FULL":  # written by the next write that succeeds
+                    self._sessions.queue_turn(record)
             raise
         turn.fork = logged.fork
         turn.thinking_note = note

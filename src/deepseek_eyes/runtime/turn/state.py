@@ -63,6 +63,7 @@ class TurnState:
     prefix: list[JsonObject] = field(default_factory=list)  # its history as logged
     outputs: list[JsonObject] = field(default_factory=list)  # what it appended since
     sent: dict[int, int] = field(default_factory=dict)  # call -> attempts written ahead
+    recorded: bool = False  # its turn record (ok, failed or aborted) is written or queued
 
     @property
     def internal(self) -> frozenset[str]:

@@ -1,0 +1,252 @@
+"""Stopping the gateway: running requests may finish for a while, then each ends in our shape.
+
+A :class:`Drain` is told of every HTTP request (:meth:`Drain.middleware`, the gateway's
+outermost layer) and of every wait a request makes on its turn (:meth:`Drain.watch`,
+:meth:`Drain.pull`); the server (:mod:`deepseek_eyes.gateway.server`) hands it SIGTERM and
+SIGINT (:meth:`Drain.signals`) and waits on it (:meth:`Drain.settle`).
+
+At the first signal the gateway stops taking work at once: the listening sockets close (a
+new connection is refused by the operating system, not answered) and a request that
+reaches the app afterwards, on a connection that was already open, is answered 503
+``GATEWAY_SHUTTING_DOWN``. Requests already running go on for ``gateway.drain_timeout``
+seconds, and the process exits as soon as the last one ends. When the deadline passes, or
+at once at a second signal, every request still running is *cut*: a stream sends an SSE
+error event ``GATEWAY_SHUTTING_DOWN`` and ``data: [DONE]``, a whole answer is a 503 with
+its session header, and the turn's iterator is closed before the process goes on to close
+the runtime and the data directory.
+
+Decisions a newcomer would otherwise undo:
+
+* **The cut cancels a request's own scopes, never its task.** What a request waits on
+  (the upstream, a slot, a tool) is cancelled; the request itself carries on and answers.
+  uvicorn's ``timeout_graceful_shutdown`` cancels the tasks instead, so a client got a
+  chunked body cut short and the turn's iterator was never closed; it is not used.
+* **A scope never spans a ``yield``.** anyio forbids a cancel scope across a stream
+  generator's ``yield``, so a stream enters one per pull (:meth:`Drain.pull`) and checks
+  for the cut before each pull: a stream cut while it was sending pulls nothing more.
+* **What a cut turn sees.** Cut while it waits (on the upstream, a tool), it gets a
+  cancellation at that await, and anyio's cancellation is level-triggered: every later
+  await in its frames is cancelled too until they are left, unless shielded. Cut while it
+  is suspended at a ``yield``, it gets ``GeneratorExit`` from ``aclose()``. Either is a
+  turn closed before its answer; the app then closes the iterator under a shield.
+* **Everything after the first signal is bounded.** ``drain_timeout``, then
+  :data:`CUT_GRACE_S` for the cut requests' endings to go out; the server then cancels
+  and awaits what still runs (a client that reads nothing), so no task is left pending.
+  Signals after the second change nothing: the stop is already as fast as it goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar
+
+import anyio
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from deepseek_eyes.errors import GatewayError
+
+__all__ = ["CUT_GRACE_S", "Drain", "shutting_down"]
+
+T = TypeVar("T")
+
+#: After the cut, how long the cut requests have to send their endings.
+CUT_GRACE_S = 2.0
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def shutting_down() -> GatewayError:
+    """``GATEWAY_SHUTTING_DOWN`` (the app adds the session header when it knows one)."""
+    return GatewayError("the gateway is shutting down; send the request again once it is "
+                        "back", code="GATEWAY_SHUTTING_DOWN")
+
+
+class Drain:
+    """The gateway's stop: begun at the first signal, cut at the deadline or the second.
+
+    Args:
+        timeout: seconds running requests may go on after the first signal.
+        notice: told a sentence at the begin and at the cut (default: nothing).
+    """
+
+    def __init__(self, timeout: float, *, notice: Callable[[str], None] | None = None) -> None:
+        self.timeout = timeout
+        self._notice = notice
+        self._begun = False
+        self._cut = False
+        self._deadline = 0.0  # time.monotonic() at which the running requests are cut
+        self._running = 0
+        self._scopes: set[anyio.CancelScope] = set()
+        self._on_begin: list[Callable[[], None]] = []
+        self._wake = asyncio.Event()  # set whenever a request ends, and at the begin and cut
+
+    @property
+    def draining(self) -> bool:
+        """Whether the stop has begun (no new request is taken)."""
+        return self._begun
+
+    @property
+    def is_cut(self) -> bool:
+        """Whether the running requests have been told to end now."""
+        return self._cut
+
+    @property
+    def running(self) -> int:
+        """Requests that entered the app and have not ended."""
+        return self._running
+
+    # -- the stop ----------------------------------------------------------------------------
+
+    def on_begin(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` at the begin (at once when it has begun)."""
+        self._on_begin.append(callback)
+        if self._begun:
+            callback()
+
+    def signal(self) -> None:
+        """A stop signal: the first begins the stop, the second cuts, later ones do nothing."""
+        if not self._begun:
+            self.begin()
+        elif not self._cut:
+            self.cut()
+
+    def begin(self) -> None:
+        """Take no new request; the running ones have ``timeout`` seconds from now."""
+        if self._begun:
+            return
+        self._begun = True
+        self._deadline = time.monotonic() + self.timeout
+        self._say(f"stopping; {self._running} running request(s) have {self.timeout:g}s to "
+                  "finish (a second signal ends them now)")
+        for callback in self._on_begin:
+            callback()
+        self._wake.set()
+
+    def cut(self) -> None:
+        """End every running request now: each wait it is in is cancelled, and so is any it
+        starts later."""
+        if self._cut:
+            return
+        self.begin()
+        self._cut = True
+        if self._running:
+            self._say(f"ending {self._running} running request(s) with GATEWAY_SHUTTING_DOWN")
+        for scope in list(self._scopes):
+            scope.cancel()
+        self._wake.set()
+
+    async def settle(self) -> None:
+        """Begin (if not yet), wait for the running requests until the deadline or the cut,
+        cut those left, and give their endings :data:`CUT_GRACE_S`. Returns once no request
+        runs, or when the grace is over."""
+        self.begin()
+        await self._until(lambda: self._running == 0 or self._cut,
+                          self._deadline - time.monotonic())
+        if self._running:
+            self.cut()
+        await self._until(lambda: self._running == 0, CUT_GRACE_S)
+
+    async def _until(self, done: Callable[[], bool], timeout: float) -> None:
+        with anyio.move_on_after(max(0.0, timeout)):
+            while True:
+                self._wake.clear()
+                if done():
+                    return
+                await self._wake.wait()
+
+    def _say(self, sentence: str) -> None:
+        if self._notice is not None:
+            self._notice(sentence)
+
+    @contextlib.contextmanager
+    def signals(self) -> Iterator[None]:
+        """While the block runs, SIGTERM and SIGINT call :meth:`signal` (in the running loop).
+        Outside the main thread nothing is installed (signals only reach that one)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        replaced: dict[int, Any] = {}  # where the loop cannot (Windows): the handlers before
+        for number in _SIGNALS:
+            try:
+                loop.add_signal_handler(number, self.signal)
+            except NotImplementedError:
+                replaced[number] = signal.signal(
+                    number, lambda *_: loop.call_soon_threadsafe(self.signal))
+        try:
+            yield
+        finally:
+            for number in _SIGNALS:
+                if number in replaced:
+                    signal.signal(number, replaced[number])
+                else:
+                    loop.remove_signal_handler(number)
+
+    # -- the requests ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def watch(self) -> Iterator[None]:
+        """Run one wait of a request so that the cut ends it. Never across a ``yield``.
+
+        Raises:
+            GatewayError: ``GATEWAY_SHUTTING_DOWN`` when the cut came during the wait (or
+                before it: the wait is then cancelled at its first await). Whatever else
+                the cancelled wait raised is its cause.
+        """
+        scope = anyio.CancelScope()
+        failure: Exception | None = None
+        with scope:
+            if self._cut:
+                scope.cancel()
+            self._scopes.add(scope)
+            try:
+                yield
+            except Exception as exc:
+                if not scope.cancel_called:
+                    raise
+                failure = exc  # what the cancelled wait turned into: the cut is the cause
+            finally:
+                self._scopes.discard(scope)
+        if scope.cancelled_caught or failure is not None:
+            raise shutting_down() from failure
+
+    async def pull(self, iterator: AsyncIterator[T]) -> T | None:
+        """The next item of ``iterator`` (None at its end), under :meth:`watch`.
+
+        Raises:
+            GatewayError: ``GATEWAY_SHUTTING_DOWN`` at the cut; after it, before pulling.
+        """
+        if self._cut:
+            raise shutting_down()
+        item: T | None = None
+        with self.watch():
+            try:
+                item = await anext(iterator)
+            except StopAsyncIteration:
+                item = None
+        return item
+
+    def middleware(self, app: ASGIApp, refusal: Callable[[], Response]) -> ASGIApp:
+        """``app`` with every HTTP request counted while it runs; once the stop has begun, a
+        new request gets ``refusal()`` (the 503) instead."""
+
+        async def drained(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            if self._begun:
+                await refusal()(scope, receive, send)
+                return
+            self._running += 1
+            try:
+                await app(scope, receive, send)
+            finally:
+                self._running -= 1
+                self._wake.set()
+
+        return drained
