@@ -5,7 +5,9 @@
   appended (before compare-and-set appends, 10 pairs in 20 interleaved).
 * kill -9 mid-turn, then a restart: the half-written turn is closed as aborted with a
   chained ``turn.aborted`` row, its written-ahead call reads as "called, outcome unknown",
-  and the client's retry is a new attempt of that turn in the same session.
+  and the client's retry is a new attempt of that turn in the same session; an answer
+  stored under an ``Idempotency-Key`` before the crash is replayed by the new process, and
+  a key the dead process held is taken over by its retry.
 * ``Idempotency-Key``: the same request again is answered from the store, not the upstream.
 
 ``audit verify`` passes after each.
@@ -139,27 +141,40 @@ def test_kill_9_mid_turn_is_closed_on_restart_and_its_retry_is_an_attempt(
     env = _env(home)
     question = [_user("a question the first process never answers")]
     hung_before = upstream.calls_for("hang")
+    answered_key = {"Idempotency-Key": "paid-before-the-crash"}
+    held_key = {"Idempotency-Key": "held-by-the-killed-process"}
+    paid = [_user("answered before the crash\nANSWER: kept")]
+    held = [_user("SLOW[2] in flight at the crash\nANSWER: taken over")]
     with serve_gateway(config, env) as gateway:
+        stored = _chat(gateway, paid, headers=answered_key)
+        assert stored.status_code == 200, stored.text
         errors: list[BaseException] = []
 
-        def ask() -> None:
+        def ask(messages: list[Any], **options: Any) -> None:
             try:
-                _chat(gateway, question, session="k9", model="hang", timeout=60)
+                _chat(gateway, messages, timeout=60, **options)
             except httpx.HTTPError as exc:  # the server dies under it
                 errors.append(exc)
 
-        thread = threading.Thread(target=ask)
-        thread.start()
+        flash_before = upstream.calls_for(MODEL)
+        threads = [threading.Thread(target=ask, args=(question,),
+                                    kwargs={"session": "k9", "model": "hang"}),
+                   threading.Thread(target=ask, args=(held,), kwargs={"headers": held_key})]
+        for thread in threads:
+            thread.start()
         assert upstream.wait_for_calls("hang", hung_before + 1, timeout=30), "never called"
+        assert upstream.wait_for_calls(MODEL, flash_before + 1, timeout=30), "never called"
         os.kill(gateway.process.pid, signal.SIGKILL)
         gateway.process.wait(timeout=10)
-        thread.join(timeout=30)
-    assert errors, "the client got an answer from a killed process"
+        for thread in threads:
+            thread.join(timeout=30)
+    assert len(errors) == 2, "a client got an answer from a killed process"
     db_path = home / "eyes.db"
     db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
         (turn_id,) = db.execute("SELECT turn_id FROM turn_leases WHERE session_id = 'k9'"
                                 ).fetchone()
+        assert db.execute("SELECT COUNT(*) FROM turn_leases").fetchone() == (2,)
         assert db.execute("SELECT COUNT(*) FROM turns WHERE id = ?", (turn_id,)
                           ).fetchone() == (0,)
     finally:
@@ -168,9 +183,9 @@ def test_kill_9_mid_turn_is_closed_on_restart_and_its_retry_is_an_attempt(
     usage = _cli(config, home, "usage", "--json")
     assert usage.returncode == 0, usage.stderr
     unknown = json.loads(usage.stdout)["outcome_unknown"]
-    assert unknown["calls"] == 1
-    assert unknown["turns"] == [turn_id]
-    assert "called, outcome unknown: 1" in _cli(config, home, "usage").stdout
+    assert unknown["calls"] == 2
+    assert turn_id in unknown["turns"]
+    assert "called, outcome unknown: 2" in _cli(config, home, "usage").stdout
     shown = json.loads(_cli(config, home, "audit", "show", turn_id, "--json").stdout)
     assert [u["status"] for u in shown["outcome_unknown"]] == ["called, outcome unknown"]
 
@@ -189,6 +204,18 @@ def test_kill_9_mid_turn_is_closed_on_restart_and_its_retry_is_an_attempt(
                 "SELECT 1 FROM chain WHERE kind = 'turn.aborted'").fetchone() is not None
         finally:
             db.close()
+        # A key answered before the crash is replayed by the new process, not billed again.
+        calls = upstream.calls_for(MODEL)
+        replayed = _chat(gateway, paid, headers=answered_key)
+        assert replayed.status_code == 200
+        assert replayed.headers["idempotent-replayed"] == "true"
+        assert replayed.json()["choices"] == stored.json()["choices"]
+        assert upstream.calls_for(MODEL) == calls
+        # A key whose holder died is taken over by the retry (not busy), and answered.
+        taken = _chat(gateway, held, headers=held_key)
+        assert taken.status_code == 200, taken.text
+        assert taken.json()["choices"][0]["message"]["content"] == "taken over"
+        assert upstream.calls_for(MODEL) == calls + 1
         # The client retries the same history: an attempt of the aborted turn, same session.
         retried = _chat(gateway, question, session="k9")
         assert retried.status_code == 200, retried.text
@@ -198,7 +225,7 @@ def test_kill_9_mid_turn_is_closed_on_restart_and_its_retry_is_an_attempt(
         assert "fork" not in extension
     # What the killed call was billed stays unknown; everything else is accounted for.
     assert json.loads(_cli(config, home, "usage", "--json").stdout)["outcome_unknown"][
-        "calls"] == 1
+        "calls"] == 2
     _verified(config, home)
 
 
