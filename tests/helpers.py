@@ -183,6 +183,19 @@ class _Lines:
             return any(fragment in line for line in self._lines)
 
 
+def open_gateway_env(home: Path) -> dict[str, str]:
+    """The environment of an open loopback gateway on data directory ``home`` (no key: no
+    tool that acts on the machine is configured)."""
+    return {**os.environ, "DEEPSEEK_EYES_HOME": str(home), "DEEPSEEK_EYES_GATEWAY_KEY": ""}
+
+
+def run_cli(config: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``deepseek-eyes --config CONFIG ARGS...`` on data directory ``home``, to its end."""
+    return subprocess.run(  # noqa: S603 - our own CLI, argv list
+        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), *args],
+        env=open_gateway_env(home), capture_output=True, text=True, timeout=120, check=False)
+
+
 @contextlib.contextmanager
 def serve_gateway(
     config: Path, env: dict[str, str], *, deadline_s: float = 60

@@ -16,13 +16,10 @@
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +29,7 @@ import httpx
 import openai
 import pytest
 
-from helpers import ServedGateway, serve_gateway
+from helpers import ServedGateway, open_gateway_env, run_cli, serve_gateway
 from runtime.upstream import LoopbackUpstream
 
 MODEL = "deepseek-v4-flash"
@@ -54,18 +51,10 @@ def _config(tmp_path: Path, upstream: LoopbackUpstream, *, timeout: float = 10) 
     return config
 
 
-def _env(home: Path) -> dict[str, str]:
-    return {**os.environ, "DEEPSEEK_EYES_HOME": str(home), "DEEPSEEK_EYES_GATEWAY_KEY": ""}
-
-
-def _cli(config: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # noqa: S603 - our own CLI, argv list
-        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), *args],
-        env=_env(home), capture_output=True, text=True, timeout=120, check=False)
 
 
 def _verified(config: Path, home: Path) -> None:
-    done = _cli(config, home, "audit", "verify", "--json")
+    done = run_cli(config, home, "audit", "verify", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["ok"] is True
 
@@ -89,7 +78,7 @@ def test_two_processes_racing_continuations_give_one_continue_and_one_fork(
 ) -> None:
     home = tmp_path / "data"
     config = _config(tmp_path, upstream)
-    env = _env(home)
+    env = open_gateway_env(home)
     with serve_gateway(config, env) as first, serve_gateway(config, env) as second, \
             concurrent.futures.ThreadPoolExecutor(2) as pool:
         for pair in range(PAIRS):
@@ -138,7 +127,7 @@ def test_kill_9_mid_turn_is_closed_on_restart_and_its_retry_is_an_attempt(
 ) -> None:
     home = tmp_path / "data"
     config = _config(tmp_path, upstream, timeout=60)
-    env = _env(home)
+    env = open_gateway_env(home)
     question = [_user("a question the first process never answers")]
     hung_before = upstream.calls_for("hang")
     answered_key = {"Idempotency-Key": "paid-before-the-crash"}
@@ -180,13 +169,13 @@ def test_kill_9_mid_turn_is_closed_on_restart_and_its_retry_is_an_attempt(
     finally:
         db.close()
     # The call was written ahead: read-only commands show it as sent, outcome unknown.
-    usage = _cli(config, home, "usage", "--json")
+    usage = run_cli(config, home, "usage", "--json")
     assert usage.returncode == 0, usage.stderr
     unknown = json.loads(usage.stdout)["outcome_unknown"]
     assert unknown["calls"] == 2
     assert turn_id in unknown["turns"]
-    assert "called, outcome unknown: 2" in _cli(config, home, "usage").stdout
-    shown = json.loads(_cli(config, home, "audit", "show", turn_id, "--json").stdout)
+    assert "called, outcome unknown: 2" in run_cli(config, home, "usage").stdout
+    shown = json.loads(run_cli(config, home, "audit", "show", turn_id, "--json").stdout)
     assert [u["status"] for u in shown["outcome_unknown"]] == ["called, outcome unknown"]
 
     with serve_gateway(config, env) as gateway:  # opening the store closes the turn
@@ -224,7 +213,7 @@ def test_kill_9_mid_turn_is_closed_on_restart_and_its_retry_is_an_attempt(
         assert extension["retry_of"] == turn_id
         assert "fork" not in extension
     # What the killed call was billed stays unknown; everything else is accounted for.
-    assert json.loads(_cli(config, home, "usage", "--json").stdout)["outcome_unknown"][
+    assert json.loads(run_cli(config, home, "usage", "--json").stdout)["outcome_unknown"][
         "calls"] == 2
     _verified(config, home)
 
@@ -234,9 +223,8 @@ def test_an_idempotency_key_replays_the_stored_answer_without_calling_again(
 ) -> None:
     home = tmp_path / "data"
     config = _config(tmp_path, upstream, timeout=3)
-    with serve_gateway(config, _env(home)) as gateway, contextlib.ExitStack() as closing:
-        client = openai.OpenAI(base_url=gateway.base, api_key="unused", max_retries=0)
-        closing.callback(client.close)
+    with serve_gateway(config, open_gateway_env(home)) as gateway, \
+            openai.OpenAI(base_url=gateway.base, api_key="unused", max_retries=0) as client:
         key = {"Idempotency-Key": "order-7d3f-retry-safe"}
         messages: list[Any] = [_user("what was billed?\nANSWER: thirty-two")]
         calls = upstream.calls_for(MODEL)
@@ -299,7 +287,7 @@ def test_a_retried_stream_is_an_attempt_of_its_turn_in_the_same_session(
 ) -> None:
     home = tmp_path / "data"
     config = _config(tmp_path, upstream)
-    with serve_gateway(config, _env(home)) as gateway, \
+    with serve_gateway(config, open_gateway_env(home)) as gateway, \
             openai.OpenAI(base_url=gateway.base, api_key="unused", max_retries=0) as client:
         messages: list[Any] = [_user("tell me once")]
         session = {"X-DeepSeekEyes-Session": "regen"}
@@ -315,10 +303,10 @@ def test_a_retried_stream_is_an_attempt_of_its_turn_in_the_same_session(
         assert retried["session_id"] == "regen"
         assert retried["retry_of"] == extension["provenance"]["turn_id"]
         assert upstream.calls_for(MODEL) == calls + 1  # a fresh answer, not a replay
-        shown = json.loads(_cli(config, home, "sessions", "show", "regen", "--json").stdout)
+        shown = json.loads(run_cli(config, home, "sessions", "show", "regen", "--json").stdout)
         assert [(e["role"], e["superseded"]) for e in shown["events"]] == [
             ("user", False), ("assistant", True), ("assistant", False)]
-        text = _cli(config, home, "sessions", "show", "regen").stdout
+        text = run_cli(config, home, "sessions", "show", "regen").stdout
         assert "(superseded)" in text
         assert f"retry of {extension['provenance']['turn_id']}" in text
     _verified(config, home)

@@ -20,11 +20,8 @@ was written ahead, committed before the call was sent
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +30,7 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import ServedGateway, SmallDisk, serve_gateway
+from helpers import ServedGateway, SmallDisk, open_gateway_env, run_cli, serve_gateway
 from runtime.upstream import LoopbackUpstream
 
 MODEL = "deepseek-v4-flash"
@@ -54,15 +51,6 @@ def _config(tmp_path: Path, upstream: LoopbackUpstream) -> Path:
     return config
 
 
-def _env(home: Path) -> dict[str, str]:
-    # An open loopback gateway (no tools that act on the machine need a key).
-    return {**os.environ, "DEEPSEEK_EYES_HOME": str(home), "DEEPSEEK_EYES_GATEWAY_KEY": ""}
-
-
-def _cli(config: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # noqa: S603 - our own CLI, argv list
-        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), *args],
-        env=_env(home), capture_output=True, text=True, timeout=120, check=False)
 
 
 def _chat(served: ServedGateway, text: str, *, stream: bool = False,
@@ -93,13 +81,13 @@ def _assert_store_full(response: httpx.Response) -> None:
 
 
 def _assert_verifies(config: Path, home: Path) -> None:
-    verified = _cli(config, home, "audit", "verify", "--json")
+    verified = run_cli(config, home, "audit", "verify", "--json")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert json.loads(verified.stdout)["ok"] is True
 
 
 def _exact_calls(config: Path, home: Path) -> int:
-    usage = _cli(config, home, "usage", "--json")
+    usage = run_cli(config, home, "usage", "--json")
     assert usage.returncode == 0, usage.stderr
     return int(json.loads(usage.stdout)["exact"]["final"]["calls"])
 
@@ -108,7 +96,7 @@ def test_a_full_disk_before_the_request_is_507_and_recovers_without_restart(
     tmp_path: Path, small_disk: SmallDisk, upstream: LoopbackUpstream,
 ) -> None:
     config, home = _config(tmp_path, upstream), small_disk.root / "home"
-    with serve_gateway(config, _env(home)) as served:
+    with serve_gateway(config, open_gateway_env(home)) as served:
         assert _chat(served, "warm up").status_code == 200
         calls = upstream.chat_calls
         small_disk.fill()
@@ -143,7 +131,7 @@ def test_a_disk_filled_during_the_upstream_call_is_507_and_loses_nothing(
     upstream.on_chat = fill_while_called
     start = upstream.chat_calls  # the upstream serves the whole module
     try:
-        with serve_gateway(config, _env(home)) as served:
+        with serve_gateway(config, open_gateway_env(home)) as served:
             assert _chat(served, "warm up").status_code == 200
             calls = upstream.chat_calls
 
@@ -173,12 +161,12 @@ def test_a_disk_filled_during_the_upstream_call_is_507_and_loses_nothing(
             assert _exact_calls(config, home) == upstream.chat_calls - start == 4
 
             for session in ("full-during", "full-during-stream"):
-                shown = _cli(config, home, "audit", "show", session, "--json")
+                shown = run_cli(config, home, "audit", "show", session, "--json")
                 assert shown.returncode == 0, shown.stderr
                 turns = [t["record"] for t in json.loads(shown.stdout)["turns"]]
                 failed = [t for t in turns if t["outcome"] == "failed"]
                 assert [t["code"] for t in failed] == ["STORE_FULL"], turns
-                turn = _cli(config, home, "audit", "show", failed[0]["id"], "--json")
+                turn = run_cli(config, home, "audit", "show", failed[0]["id"], "--json")
                 assert turn.returncode == 0, turn.stderr
                 requests = [r["record"]["details"] for r in json.loads(turn.stdout)["requests"]]
                 # Completed (its queued row was written once there was room). With the
@@ -196,7 +184,7 @@ def test_a_call_lost_with_its_process_is_still_on_the_chain(
 ) -> None:
     config, home = _config(tmp_path, upstream), small_disk.root / "home"
     try:
-        with serve_gateway(config, _env(home)) as served:
+        with serve_gateway(config, open_gateway_env(home)) as served:
             assert _chat(served, "warm up").status_code == 200  # sealed: the keyring is made
             upstream.on_chat = lambda _payload: small_disk.fill()
             _assert_store_full(_chat(served, "filled while answered", session="lost"))
@@ -214,10 +202,10 @@ def test_a_call_lost_with_its_process_is_still_on_the_chain(
     finally:
         db.close()
     assert unanswered, "the call that was made is nowhere on the chain"
-    shown = _cli(config, home, "audit", "show", unanswered[0], "--json")
+    shown = run_cli(config, home, "audit", "show", unanswered[0], "--json")
     assert shown.returncode == 0, shown.stderr
     view = json.loads(shown.stdout)
     assert [r["record"]["details"]["outcome"] for r in view["requests"]] == ["pending"]
     assert [u["status"] for u in view["outcome_unknown"]] == ["called, outcome unknown"]
-    usage = json.loads(_cli(config, home, "usage", "--json").stdout)
+    usage = json.loads(run_cli(config, home, "usage", "--json").stdout)
     assert usage["outcome_unknown"]["turns"] == [unanswered[0]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,16 @@ def upstream() -> Iterator[LoopbackUpstream]:
         yield server
 
 
+@pytest.fixture
+async def rt(upstream: LoopbackUpstream) -> AsyncIterator[Runtime]:
+    settings = settings_for(upstream)
+    home = DataHome.open(settings)
+    runtime = Runtime(settings, home)
+    yield runtime
+    await runtime.aclose()
+    home.close()
+
+
 def _user(text: str) -> dict[str, Any]:
     return {"role": "user", "content": [{"type": "text", "text": text}]}
 
@@ -38,95 +48,74 @@ def _audit(rt: Runtime, kind: str, subject: str) -> list[dict[str, Any]]:
 
 
 async def test_a_stream_closed_before_its_answer_is_recorded_as_aborted(
-    upstream: LoopbackUpstream,
+    rt: Runtime,
 ) -> None:
-    settings = settings_for(upstream)
-    home = DataHome.open(settings)
-    rt = Runtime(settings, home)
-    try:
-        stream = rt.stream(TurnRequest(messages=[_user("say something long")],
-                                       session_id="closed"))
-        chunks = aiter(stream)
-        await anext(chunks)  # the reader goes away after the first chunk
-        await chunks.aclose()  # type: ignore[attr-defined]
-        (turn,) = rt.sessions.turns("closed")
-        assert (turn.outcome, turn.code) == ("aborted", "RUNTIME_TURN_ABORTED")
-        assert turn.details["reason"] == "closed"
-        assert rt.sessions.leases.held("closed") == []
-        assert _audit(rt, "turn.aborted", turn.id)[0]["reason"] == "closed"
-        # Its call was written ahead and never completed: sent, outcome unknown.
-        assert [r["outcome"] for r in _audit(rt, "llm.request", turn.id)] == ["pending"]
-        summary = home.usage.summary()
-        assert summary["outcome_unknown"] == {"calls": 1, "turns": [turn.id]}
-        # The same history again is a new attempt of the aborted turn.
-        again = await rt.run(TurnRequest(messages=[_user("say something long")],
-                                         session_id="closed"))
-        assert (again.session_id, again.retry_of) == ("closed", turn.id)
-    finally:
-        await rt.aclose()
-        home.close()
+    stream = rt.stream(TurnRequest(messages=[_user("say something long")],
+                                   session_id="closed"))
+    chunks = aiter(stream)
+    await anext(chunks)  # the reader goes away after the first chunk
+    await chunks.aclose()  # type: ignore[attr-defined]
+    (turn,) = rt.sessions.turns("closed")
+    assert (turn.outcome, turn.code) == ("aborted", "RUNTIME_TURN_ABORTED")
+    assert turn.details["reason"] == "closed"
+    assert rt.sessions.leases.held("closed") == []
+    assert _audit(rt, "turn.aborted", turn.id)[0]["reason"] == "closed"
+    # Its call was written ahead and never completed: sent, outcome unknown.
+    assert [r["outcome"] for r in _audit(rt, "llm.request", turn.id)] == ["pending"]
+    summary = rt.home.usage.summary()
+    assert summary["outcome_unknown"] == {"calls": 1, "turns": [turn.id]}
+    # The same history again is a new attempt of the aborted turn.
+    again = await rt.run(TurnRequest(messages=[_user("say something long")],
+                                     session_id="closed"))
+    assert (again.session_id, again.retry_of) == ("closed", turn.id)
 
 
 async def test_a_call_that_cannot_be_written_ahead_is_not_sent(
-    upstream: LoopbackUpstream,
+    upstream: LoopbackUpstream, rt: Runtime,
 ) -> None:
-    settings = settings_for(upstream)
-    home = DataHome.open(settings)
-    rt = Runtime(settings, home)
-    try:
-        calls = upstream.chat_calls
-        # The store refuses the pending row (as a full disk would): a real SQLite failure.
-        raw: sqlite3.Connection = home.db._conn
-        raw.execute("CREATE TEMP TRIGGER refuse_ahead BEFORE INSERT ON audit"
-                    " WHEN NEW.kind = 'llm.request' BEGIN"
-                    " SELECT RAISE(ABORT, 'no room for the pending row'); END")
-        with pytest.raises(StoreError) as refused:
-            await rt.run(TurnRequest(messages=[_user("never sent")], session_id="full"))
-        assert refused.value.details["session_id"] == "full"
-        assert upstream.chat_calls == calls, "the call was sent without its pending row"
-        raw.execute("DROP TRIGGER refuse_ahead")
-        (turn,) = rt.sessions.turns("full")
-        assert turn.outcome == "failed"
-        assert "outcome_unknown" not in home.usage.summary()
-        answered = await rt.run(TurnRequest(messages=[_user("never sent")], session_id="full"))
-        assert answered.retry_of == turn.id
-    finally:
-        await rt.aclose()
-        home.close()
+    calls = upstream.chat_calls
+    # The store refuses the pending row (as a full disk would): a real SQLite failure.
+    raw: sqlite3.Connection = rt.home.db._conn
+    raw.execute("CREATE TEMP TRIGGER refuse_ahead BEFORE INSERT ON audit"
+                " WHEN NEW.kind = 'llm.request' BEGIN"
+                " SELECT RAISE(ABORT, 'no room for the pending row'); END")
+    with pytest.raises(StoreError) as refused:
+        await rt.run(TurnRequest(messages=[_user("never sent")], session_id="full"))
+    assert refused.value.details["session_id"] == "full"
+    assert upstream.chat_calls == calls, "the call was sent without its pending row"
+    raw.execute("DROP TRIGGER refuse_ahead")
+    (turn,) = rt.sessions.turns("full")
+    assert turn.outcome == "failed"
+    assert "outcome_unknown" not in rt.home.usage.summary()
+    answered = await rt.run(TurnRequest(messages=[_user("never sent")], session_id="full"))
+    assert answered.retry_of == turn.id
 
 
 async def test_a_turn_that_loses_its_session_mid_turn_goes_on_in_a_fork(
-    upstream: LoopbackUpstream,
+    rt: Runtime,
 ) -> None:
-    settings = settings_for(upstream)
-    home = DataHome.open(settings)
-    rt = Runtime(settings, home)
-    try:
-        message = await image_message(rt, "LOOK[img-1]: What is the TOTAL?")
-        foreign = _user("another client's continuation, appended while the turn ran")
+    message = await image_message(rt, "LOOK[img-1]: What is the TOTAL?")
+    foreign = _user("another client's continuation, appended while the turn ran")
 
-        def notify(event: ProgressEvent) -> None:
-            # While the turn's own tool runs, another turn continues the same session.
-            if event["type"] == "tool.started":
-                rt.sessions.append("mid", [foreign])
+    def notify(event: ProgressEvent) -> None:
+        # While the turn's own tool runs, another turn continues the same session.
+        if event["type"] == "tool.started":
+            rt.sessions.append("mid", [foreign])
 
-        result = await rt.run(TurnRequest(messages=[message], session_id="mid", notify=notify))
-        assert result.fork is not None
-        assert (result.fork.parent, result.fork.at) == ("mid", 1)
-        assert result.session_id != "mid"
-        assert result.rereads == 1
-        # The original holds what was appended to it, in order, and nothing of the fork's.
-        assert [m["content"] for m in rt.sessions.messages("mid")][-1] == foreign["content"]
-        assert [e.role for e in rt.sessions.events("mid")] == ["user", "user"]
-        moved = rt.sessions.events(result.session_id)
-        assert [e.role for e in moved] == ["user", "assistant", "tool", "assistant"]
-        assert {e.turn_id for e in moved[1:]} == {result.turn_id}
-        (turn,) = rt.sessions.turns(result.session_id)
-        assert turn.outcome == "ok"
-        assert rt.sessions.leases.held("mid") == []
-    finally:
-        await rt.aclose()
-        home.close()
+    result = await rt.run(TurnRequest(messages=[message], session_id="mid", notify=notify))
+    assert result.fork is not None
+    assert (result.fork.parent, result.fork.at) == ("mid", 1)
+    assert result.session_id != "mid"
+    assert result.rereads == 1
+    # The original holds what was appended to it, in order, and nothing of the fork's.
+    assert [m["content"] for m in rt.sessions.messages("mid")][-1] == foreign["content"]
+    assert [e.role for e in rt.sessions.events("mid")] == ["user", "user"]
+    moved = rt.sessions.events(result.session_id)
+    assert [e.role for e in moved] == ["user", "assistant", "tool", "assistant"]
+    assert {e.turn_id for e in moved[1:]} == {result.turn_id}
+    (turn,) = rt.sessions.turns(result.session_id)
+    assert turn.outcome == "ok"
+    assert rt.sessions.leases.held("mid") == []
 
 
 async def test_turns_an_earlier_version_left_half_written_are_closed_after_the_upgrade(
