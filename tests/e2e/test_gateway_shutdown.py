@@ -217,6 +217,19 @@ def test_sigterm_cuts_what_outlives_the_drain_and_exits_cleanly(
         assert session, "the cut whole answer names its session"
         _assert_clean_exit(gateway, home, code)
     assert _session_exists(home, session)
+    # Every turn the cut ended is closed as aborted (none is left half-written for the next
+    # start to find), each with its chained turn.aborted row.
+    db = sqlite3.connect(f"file:{home / 'eyes.db'}?mode=ro", uri=True)
+    try:
+        assert db.execute("SELECT COUNT(*) FROM turn_leases").fetchone() == (0,)
+        aborted = db.execute("SELECT id, details FROM turns WHERE outcome = 'aborted'"
+                             " AND code = 'RUNTIME_TURN_ABORTED'").fetchall()
+        assert len(aborted) == STREAMS + 1
+        assert {json.loads(d)["reason"] for _, d in aborted} <= {"cancelled", "closed"}
+        rows = {r[0] for r in db.execute("SELECT subject FROM audit WHERE kind = 'turn.aborted'")}
+        assert rows == {turn for turn, _ in aborted}
+    finally:
+        db.close()
 
 
 def test_streams_that_finish_in_time_end_whole_and_the_gateway_exits_after_them(
