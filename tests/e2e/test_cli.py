@@ -213,7 +213,7 @@ def test_ask_and_sessions(tmp_path: Path) -> None:
         assert second.stdout.strip() == "echo: again"
         # The second turn carried the first one as history.
         assert len(upstream.requests[-1]["messages"]) == 3
-    listing = json.loads(run("sessions", "list", "--json").stdout)
+    listing = json.loads(run("sessions", "list", "--json").stdout)["sessions"]
     assert [row["id"] for row in listing] == ["s1"]
     assert listing[0]["events"] == 4
     shown = run("sessions", "show", "s1")

@@ -62,7 +62,7 @@ def _looks(root: Path, exports: Path) -> None:
     """Every command that only looks, on ``root``: each works and says what is there."""
     listed = _run(root, "sessions", "list", "--json")
     assert listed.returncode == 0, listed.stderr
-    assert [s["id"] for s in json.loads(listed.stdout)] == ["s1"]
+    assert [s["id"] for s in json.loads(listed.stdout)["sessions"]] == ["s1"]
     shown = _run(root, "sessions", "show", "s1", "--json")
     assert shown.returncode == 0, shown.stderr
     assert [e["role"] for e in json.loads(shown.stdout)["events"]] == ["user", "assistant"]
@@ -136,7 +136,7 @@ def test_looking_at_a_data_directory_that_does_not_exist_creates_none(tmp_path: 
     root = tmp_path / "never-made"
     listed = _run(root, "sessions", "list", "--json")
     assert listed.returncode == 0, listed.stderr
-    assert json.loads(listed.stdout) == []
+    assert json.loads(listed.stdout) == {"sessions": []}
     usage = _run(root, "usage", "--json")
     assert usage.returncode == 0, usage.stderr
     assert json.loads(usage.stdout) == {"exact": {}, "estimated": {}}

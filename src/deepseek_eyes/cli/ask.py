@@ -162,19 +162,23 @@ def _when(ts: float | None) -> str:
 @sessions_group.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--search", default=None, metavar="TEXT",
+              help="Only sessions with a message holding TEXT.")
 @click.pass_context
-def sessions_list(ctx: click.Context, as_json: bool, limit: int) -> None:
-    """Sessions, most recent first."""
+def sessions_list(ctx: click.Context, as_json: bool, limit: int, search: str | None) -> None:
+    """Sessions, most recently active first: title, turns, model, last activity."""
     with stored_database(ctx) as db:
-        rows = SessionStore(db).sessions(limit=limit) if db is not None else []
+        rows = SessionStore(db).sessions(limit=limit, search=search) if db is not None else []
     if as_json:
-        click.echo(dump_json(rows))
+        click.echo(dump_json({"sessions": rows}))
         return
     for row in rows:
-        click.echo(f"{row['id']}  {row['events']:>4} events  last {_when(row['last_at'])}  "
-                   f"({row['source']})")
+        fork = f"  fork of {row['forked_from']}" if row["forked_from"] else ""
+        click.echo(f"{row['id']}  {row['title'] or '(no user message)'}")
+        click.echo(f"    {row['turns']} turn(s), {row['events']} events, "
+                   f"{row['model'] or '-'}, last {_when(row['last_at'])} ({row['source']}){fork}")
     if not rows:
-        click.echo("(no sessions)")
+        click.echo("(no sessions)" if not search else f"(no session holds {search!r})")
 
 
 def _describe(message: dict[str, Any]) -> str:

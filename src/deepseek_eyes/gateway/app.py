@@ -284,6 +284,7 @@ def create_app(
 
 def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | None,
             drain: Drain, key: str | None = None) -> Starlette:
+    scope = idempotency.client_scope(key)
     fetch: Fetch | None = None
     if settings.allow_image_urls:
         max_bytes = runtime.settings.image.max_bytes
@@ -377,6 +378,8 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
                 _release(ref)
                 raise
             turn.idempotency = ref
+            if settings.continue_by_history:
+                turn.client_scope = scope
         if not body.get("stream"):
             try:
                 async with slots:

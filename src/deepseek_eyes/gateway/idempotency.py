@@ -25,7 +25,7 @@ from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import GatewayError
 from deepseek_eyes.store.idempotency import Claim, KeyRef
 
-__all__ = ["HEADER", "REPLAYED_HEADER", "key_ref", "refusal", "replay_chunks"]
+__all__ = ["HEADER", "REPLAYED_HEADER", "client_scope", "key_ref", "refusal", "replay_chunks"]
 
 HEADER = "idempotency-key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -48,12 +48,19 @@ def key_ref(value: str | None, body: Mapping[str, Any], *, session_id: str | Non
             f"the Idempotency-Key header must be 1-{MAX_KEY_CHARS} printable ASCII "
             "characters", code="GATEWAY_IDEMPOTENCY_KEY_INVALID",
             details={"param": "Idempotency-Key"})
-    scope = hashlib.sha256(("key:" + gateway_key).encode()).hexdigest()[:32] \
-        if gateway_key is not None else "open"
+    scope = client_scope(gateway_key)
     request = {"body": {k: v for k, v in body.items() if k not in _TRANSPORT},
                "session": session_id}
     return KeyRef(scope, hashlib.sha256(value.encode()).hexdigest(),
                   hashlib.sha256(canonical_json.LENIENT.dumps(request).encode()).hexdigest())
+
+
+def client_scope(gateway_key: str | None) -> str:
+    """Whose keys and conversations a request's are: a hash of the gateway key it came
+    with (``open`` on a gateway without one), never the key itself."""
+    if gateway_key is None:
+        return "open"
+    return hashlib.sha256(("key:" + gateway_key).encode()).hexdigest()[:32]
 
 
 def refusal(claim: Claim) -> GatewayError | None:

@@ -153,6 +153,11 @@ class GatewaySettings(Strict):
         description="Also fetch image URLs on loopback/private addresses (SSRF risk).",
     )
     max_concurrent_turns: int = Field(default=64, ge=1, le=4096)
+    continue_by_history: bool = Field(
+        default=True,
+        description="A request with no session header whose history extends a stored "
+        "conversation (of the same gateway key) continues that session.",
+    )
     idempotency_ttl: float = Field(
         default=86400.0, ge=60, le=30 * 86400,
         description="Seconds an answer is kept for replay under its Idempotency-Key.",

@@ -298,6 +298,18 @@ MIGRATIONS: tuple[str, ...] = (
           AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = e.session_id
                           AND t.ended_at >= e.ts);
     """,
+    # 9: conversations found again without a session id: the hash of a session's
+    # client-visible history after each answer, per client scope (runtime/turn/prepare.py)
+    """
+    CREATE TABLE session_prefixes (
+        scope TEXT NOT NULL,
+        prefix_sha256 TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        length INTEGER NOT NULL,
+        ts REAL NOT NULL,
+        PRIMARY KEY (scope, prefix_sha256)
+    );
+    """,
 )
 
 CHAIN_MIGRATION = 4

@@ -81,7 +81,7 @@ def body_digest(message: JsonObject) -> str:
 
 
 class SessionSummary(TypedDict):
-    """``SessionStore.sessions``: one session and its event count, for ``sessions list``."""
+    """``SessionStore.sessions``: one session at a glance, for ``sessions list``."""
 
     id: str
     created_at: float
@@ -90,6 +90,27 @@ class SessionSummary(TypedDict):
     fork_at: int | None
     events: int
     last_at: float | None
+    title: str  # the first user message's first words ("" without one)
+    turns: int
+    model: str | None  # the latest turn's
+
+
+TITLE_CHARS = 60
+
+
+def title_of(message: Mapping[str, Any] | None) -> str:
+    """A session's title: its first user message's text, first words, one line."""
+    if message is None:
+        return ""
+    content = message.get("content")
+    if isinstance(content, list):
+        pieces = [str(p.get("text") or "") if p.get("type") == "text" else "[image]"
+                  for p in content if isinstance(p, Mapping)]
+        text = " ".join(p for p in pieces if p)
+    else:
+        text = str(content or "")
+    text = " ".join(text.split())
+    return text if len(text) <= TITLE_CHARS else text[:TITLE_CHARS - 1].rstrip() + "…"
 
 
 @dataclass(frozen=True)
@@ -379,21 +400,64 @@ class SessionStore:
             return None
         return Fork(str(row["forked_from"]), int(row["fork_at"]))
 
-    def sessions(self, *, limit: int = 100) -> list[SessionSummary]:
+    def sessions(self, *, limit: int = 100, search: str | None = None) -> list[SessionSummary]:
+        """Sessions, most recently active first; ``search``: only those with a message
+        holding that text (case-insensitive for ASCII letters)."""
+        where, params = "", list[str]()
+        if search:
+            escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            where = (" WHERE EXISTS (SELECT 1 FROM events f WHERE f.session_id = s.id"
+                     " AND f.body LIKE ? ESCAPE '\\')")
+            params.append(f"%{escaped}%")
         rows = self._db.query(
-            "SELECT s.id, s.created_at, s.source, s.forked_from, s.fork_at,"
-            " COUNT(e.id) AS events, MAX(e.ts) AS last_at"
-            " FROM sessions s LEFT JOIN events e ON e.session_id = s.id"
+            "SELECT s.id, s.created_at, s.source, s.forked_from, s.fork_at,"  # noqa: S608 - constant fragments, values bound
+            " COUNT(e.id) AS events, MAX(e.ts) AS last_at,"
+            " (SELECT COUNT(*) FROM turns t WHERE t.session_id = s.id) AS turns,"
+            " (SELECT model FROM turns t WHERE t.session_id = s.id"
+            "  ORDER BY started_at DESC LIMIT 1) AS model,"
+            " (SELECT body FROM events u WHERE u.session_id = s.id AND u.role = 'user'"
+            "  ORDER BY seq LIMIT 1) AS first_user"
+            f" FROM sessions s LEFT JOIN events e ON e.session_id = s.id{where}"
             " GROUP BY s.id ORDER BY COALESCE(MAX(e.ts), s.created_at) DESC LIMIT ?",
-            (limit,),
+            (*params, limit),
         )
-        return [cast(SessionSummary, dict(r)) for r in rows]  # the SELECT's columns
+        out: list[SessionSummary] = []
+        for r in rows:
+            row = dict(r)
+            first = row.pop("first_user")
+            row["title"] = title_of(json.loads(first) if first else None)
+            out.append(cast(SessionSummary, row))  # the SELECT's columns and the title
+        return out
 
     def record_turn(self, turn: TurnRecord) -> None:
         """Write a turn's record and end its lease, in one transaction."""
         with self._db.transaction() as conn:
             chain.insert(conn, "turn", _INSERT_TURN, _turn_row(turn), self._clock())
             self.leases.close(conn, turn.id)
+
+    def remember_prefix(self, scope: str, prefix_sha256: str, session_id: str,
+                        length: int) -> None:
+        """Note that a client-visible history of ``length`` messages, by its chained hash,
+        is where ``session_id`` stands now (inside the caller's transaction, the answer's)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO session_prefixes (scope, prefix_sha256, session_id, length,"
+            " ts) VALUES (?,?,?,?,?)", (scope, prefix_sha256, session_id, length, self._clock()))
+
+    def find_prefix(self, scope: str, prefix_sha256s: Sequence[str]) -> str | None:
+        """The session whose noted history is the longest of ``prefix_sha256s`` (the chained
+        hashes of a request's leading messages), or None."""
+        wanted = sorted(set(prefix_sha256s))
+        best: tuple[int, str] | None = None
+        for start in range(0, len(wanted), _IN_BATCH):
+            batch = wanted[start:start + _IN_BATCH]
+            marks = ",".join("?" * len(batch))
+            row = self._db.query_one(
+                "SELECT length, session_id FROM session_prefixes WHERE scope = ?"  # noqa: S608 - only "?" marks are formatted in
+                f" AND prefix_sha256 IN ({marks}) ORDER BY length DESC LIMIT 1",
+                (scope, *batch))
+            if row is not None and (best is None or row[0] > best[0]):
+                best = (int(row[0]), str(row[1]))
+        return best[1] if best else None
 
     def queue_turn(self, turn: TurnRecord) -> None:
         """:meth:`record_turn` for when the store cannot write now (a full disk): queued,

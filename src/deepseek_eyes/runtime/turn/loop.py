@@ -59,7 +59,7 @@ from deepseek_eyes.runtime.turn.events import (
     TurnEvent,
 )
 from deepseek_eyes.runtime.turn.ledger import Ledger, Seal, category_after
-from deepseek_eyes.runtime.turn.prepare import Preparer
+from deepseek_eyes.runtime.turn.prepare import Preparer, prefix_chain
 from deepseek_eyes.runtime.turn.relay import ToolRelay
 from deepseek_eyes.runtime.turn.request import TurnRequest, TurnResult
 from deepseek_eyes.runtime.turn.state import TurnState
@@ -302,6 +302,13 @@ class TurnRunner:
                 thinking=turn.thinking_note, retry_of=turn.retry_of,
             )
             outcome.audit = self._ledger.seal()
+            scope = turn.request.client_scope
+            if scope is not None:
+                # Where this conversation stands now, for a client that sends no session id.
+                chain = prefix_chain([*turn.prefix, *turn.outputs])
+                if chain:
+                    self._sessions.remember_prefix(scope, chain[-1], turn.session_id,
+                                                   len(chain))
             key = turn.request.idempotency
             if key is not None and self._idempotency is not None:
                 # Kept with the answer, in its commit: a stored answer can be replayed.

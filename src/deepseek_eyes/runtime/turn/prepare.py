@@ -26,6 +26,7 @@ Decisions a newcomer would otherwise undo:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -58,7 +59,7 @@ from deepseek_eyes.store.events import (
 from deepseek_eyes.usage import UsageCategory, UsageTracker
 from deepseek_eyes.vision.bridge import VisionBridge
 
-__all__ = ["CAS_TRIES", "PASSTHROUGH", "Logged", "Preparer"]
+__all__ = ["CAS_TRIES", "PASSTHROUGH", "Logged", "Preparer", "prefix_chain"]
 #: How many times a request is judged again when its session changed while it was.
 CAS_TRIES = 8
 
@@ -359,6 +360,13 @@ class Preparer:
             StoreError: ``STORE_SESSION_CONFLICT`` when the session kept changing
                 (:data:`CAS_TRIES` reads), or the store's write error; nothing was sent.
         """
+        if request.session_id is None and request.client_scope is not None:
+            # A stock client sends no session id: its history, by hash, finds the session
+            # it continues (the longest one noted after an answer in this client's scope).
+            found = self._sessions.find_prefix(request.client_scope,
+                                               prefix_chain(request.messages))
+            if found is not None:
+                request = dataclasses.replace(request, session_id=found)
         if request.session_id is None:  # a session of its own: one transaction, no lookups
             session_id = self._sessions.new_id()
             return self._append(request, request.messages, session_id=session_id,
@@ -423,6 +431,20 @@ class Preparer:
                                        base=base, started_at=started, model=model,
                                        path=path, retry_of=retry_of)
         return Logged(session_id, fork, conversation, base, retry_of)
+
+
+def prefix_chain(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The chained hash of a conversation's client-visible history after each of its
+    visible messages (internal exchanges skipped, reasoning left out, as a client resends
+    it): ``h[i] = sha256(h[i-1] || digest(message i))``."""
+    chain: list[str] = []
+    head = ""
+    for message in messages:
+        if message.get("internal"):
+            continue
+        head = hashlib.sha256((head + _visible_digest(message)).encode()).hexdigest()
+        chain.append(head)
+    return chain
 
 
 def _retried(snap: Snapshot, visible: Sequence[Event], matched: int) -> TurnMark | None:

@@ -86,6 +86,9 @@ class TurnRequest:
     approver: Approver | None = None  # None: nobody can approve a plan here
     notify: Notify | None = None  # progress events (tool calls, approvals)
     idempotency: KeyRef | None = None  # the answer is kept for replay under this key
+    # Whose conversations a request without a session id may continue (the gateway key's
+    # scope); None: such a request is always a session of its own.
+    client_scope: str | None = None
 
 
 @dataclass
