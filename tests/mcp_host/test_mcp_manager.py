@@ -127,6 +127,53 @@ async def test_content_plane_on_everything(tmp_path: Path) -> None:
         await host.manager.stop()
 
 
+def _reconfigure(host: McpHost, **fields: object) -> None:
+    """Give the live server new settings (the catalog stays; exposure is recomputed)."""
+    host.manager.settings = settings_of(everything_stdio(**fields))
+    host.manager.servers["everything"].settings = host.manager.settings.servers[0]
+
+
+async def test_shared_tools_only_for_a_plane_that_is_on_and_allows_something(
+        tmp_path: Path) -> None:
+    resources = {"resources": ["demo://resource/dynamic/text/*"]}
+    both = {**resources, "prompts": ["simple-prompt"]}
+    # Both planes on at connect, so the catalog holds resources and prompts.
+    host = make_host(settings_of(everything_stdio(
+        tools_enabled=False, resources_enabled=True, prompts_enabled=True, allow=both)),
+        tmp_path)
+    await host.manager.start()
+    try:
+        assert {t.public_name for t in host.exposed()} == {
+            "mcp__deepseekeyes__resource", "mcp__deepseekeyes__prompt"}
+        # Prompts off: no prompt tool (it would cost budget and every call would fail).
+        _reconfigure(host, tools_enabled=False, resources_enabled=True, allow=both)
+        assert {t.public_name for t in host.exposed()} == {"mcp__deepseekeyes__resource"}
+        with pytest.raises(McpError) as off:
+            await host.call_generic("mcp__deepseekeyes__prompt",
+                                    {"server": "everything", "name": "simple-prompt"})
+        assert off.value.code == "MCP_TOOL_NOT_EXPOSED"
+        # Prompts on with nothing allowed: still none.
+        _reconfigure(host, tools_enabled=False, resources_enabled=True, prompts_enabled=True,
+                     allow=resources)
+        assert {t.public_name for t in host.exposed()} == {"mcp__deepseekeyes__resource"}
+        # Resources off, a prompt allowed: the prompt tool alone.
+        _reconfigure(host, tools_enabled=False, prompts_enabled=True, allow=both)
+        assert {t.public_name for t in host.exposed()} == {"mcp__deepseekeyes__prompt"}
+        prompt = await host.call_generic("mcp__deepseekeyes__prompt",
+                                         {"server": "everything", "name": "simple-prompt"})
+        assert prompt.preview.startswith("[user] ")
+        with pytest.raises(McpError) as gone:
+            await host.call_generic("mcp__deepseekeyes__resource",
+                                    {"server": "everything",
+                                     "uri": "demo://resource/dynamic/text/1"})
+        assert gone.value.code == "MCP_TOOL_NOT_EXPOSED"
+        # Both planes on, nothing allowed: nothing is offered.
+        _reconfigure(host, tools_enabled=False, resources_enabled=True, prompts_enabled=True)
+        assert host.exposed() == []
+    finally:
+        await host.manager.stop()
+
+
 async def test_time_server_speaks_the_stateless_revision(tmp_path: Path) -> None:
     host = make_host(settings_of(time_stdio(allow={"tools": ["get_current_time"]})), tmp_path)
     await host.manager.start()

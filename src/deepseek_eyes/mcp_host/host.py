@@ -142,19 +142,28 @@ def _allowed_tools(state: ServerState) -> list[ExposedTool]:
             for tool in policy(list(cat.tools))]
 
 
-def _offers_content(state: ServerState) -> bool:
-    """Whether a live server has an allowed resource or prompt (its tools aside)."""
+def _offered_planes(state: ServerState) -> set[str]:
+    """The content planes of a live server that are on and have an allowed item."""
     s, cat = state.settings, state.catalog
     assert cat is not None
-    return any(s.resources_enabled and permitted(s, "resources", r.uri)
-               for r in cat.resources) or any(
-        s.prompts_enabled and permitted(s, "prompts", p.name) for p in cat.prompts)
+    planes: set[str] = set()
+    if s.resources_enabled and any(permitted(s, "resources", r.uri) for r in cat.resources):
+        planes.add("resources")
+    if s.prompts_enabled and any(permitted(s, "prompts", p.name) for p in cat.prompts):
+        planes.add("prompts")
+    return planes
 
 
-def _content_tools() -> list[ExposedTool]:
+#: The shared tools of each content plane.
+_PLANE_TOOLS = {"resources": (RESOURCE_TOOL,), "prompts": (PROMPT_TOOL,)}
+
+
+def _content_tools(planes: Collection[str]) -> list[ExposedTool]:
+    """The shared tools of ``planes`` (in a fixed order, whatever server asked for them)."""
+    names = {name for plane in planes for name in _PLANE_TOOLS[plane]}
     return [ExposedTool(name, "deepseekeyes", name, desc, schema, "read", 0,
                         (len(desc) + len(str(schema))) // 4)
-            for name, (desc, schema) in _GENERIC_SCHEMAS.items()]
+            for name, (desc, schema) in _GENERIC_SCHEMAS.items() if name in names]
 
 
 class McpHost:
@@ -254,12 +263,17 @@ class McpHost:
         return list(self._current_exposure()[0])
 
     def _compute_exposed(self, live: list[ServerState]) -> list[ExposedTool]:
-        """Each live server's tools through its own policy, then the two content tools when
-        any server offers allowed content, all under one budget (in server order)."""
+        """Each live server's tools through its own policy, then the shared tools of each
+        content plane some server offers allowed items of, all under one budget (in
+        server order)."""
         cfg = self.manager.settings
         candidates = [tool for state in live for tool in _allowed_tools(state)]
-        if any(_offers_content(state) for state in live):
-            candidates += _content_tools()
+        # A plane's shared tools only when some server has that plane on and an allowed
+        # item: a tool that could only fail would still cost schema budget.
+        planes: set[str] = set()
+        for state in live:
+            planes |= _offered_planes(state)
+        candidates += _content_tools(planes)
         budget: exposure.Stage[ExposedTool] = exposure.budgeted(
             cfg.max_tools, cfg.max_schema_tokens, lambda tool: tool.schema_tokens)
         return budget(candidates)
@@ -460,7 +474,15 @@ class McpHost:
 
     async def call_generic(self, public_name: str, arguments: Mapping[str, Any], *,
                            quota: RunQuota | None = None) -> CallResult:
-        """Dispatch the two shared content tools by their public names."""
+        """Dispatch the shared content tools by their public names; one that is not
+        offered now (its plane off, nothing allowed, or over the budget) is refused.
+
+        Raises:
+            McpError: ``MCP_TOOL_NOT_EXPOSED``, or what the plane's method raises.
+        """
+        if public_name in _GENERIC_SCHEMAS and public_name not in self._current_exposure()[1]:
+            raise McpPolicyError(f"no exposed MCP tool {public_name!r}",
+                                 code="MCP_TOOL_NOT_EXPOSED")
         server = str(arguments.get("server", ""))
         if public_name == RESOURCE_TOOL:
             return await self.read_resource(server, str(arguments.get("uri", "")), quota=quota)

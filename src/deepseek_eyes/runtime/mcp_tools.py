@@ -1,8 +1,8 @@
 """The ``mcp`` tool source: the MCP host's exposed tools, as the final model's tools.
 
 What is offered is exactly :meth:`McpHost.exposed` (allow/deny, read-only risk gate,
-``max_tools`` and ``max_schema_tokens`` of ``[mcp]``), including the two generic
-resource/prompt tools when a content plane has allowed items. A call goes back through
+``max_tools`` and ``max_schema_tokens`` of ``[mcp]``), including a content plane's shared
+tools only when some server has that plane on and an allowed item. A call goes back through
 the host, which checks policy and the catalog generation the tool was offered under
 again, charges the run's quota and admits the result before anything is stored.
 
