@@ -18,11 +18,9 @@ keep their text, so the preview says who says what.
 
 from __future__ import annotations
 
-import functools
 import operator
-import re
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,8 +29,21 @@ import anyio
 from deepseek_eyes.errors import McpError, McpPolicyError, StoreError
 from deepseek_eyes.mcp_host.admission import admit
 from deepseek_eyes.mcp_host.audit import McpAudit
-from deepseek_eyes.mcp_host.catalog import Catalog, ToolEntry
+from deepseek_eyes.mcp_host.catalog import ToolEntry
 from deepseek_eyes.mcp_host.connection import map_error
+from deepseek_eyes.mcp_host.content import (
+    GENERIC_SCHEMAS,
+    PROMPT_TOOL,
+    RESOURCE_TOOL,
+    RESOURCES_TOOL,
+    as_content,
+    offered_planes,
+    plane_items,
+    plane_tools,
+    resource_page,
+    template_regex,
+    uri_digest,
+)
 from deepseek_eyes.mcp_host.manager import McpManager, ServerState
 from deepseek_eyes.mcp_host.policy import permitted, risk_allowed
 from deepseek_eyes.mcp_host.results import (
@@ -48,14 +59,18 @@ from deepseek_eyes.store.blobs import BlobStore
 from deepseek_eyes.toolkit import exposure
 from deepseek_eyes.usage import UsageCategory, UsageTracker, estimate_tokens
 
-__all__ = ["PROMPT_TOOL", "RESOURCE_TOOL", "CallResult", "ExposedTool", "McpHost", "RunQuota"]
+__all__ = [
+    "PROMPT_TOOL",
+    "RESOURCES_TOOL",
+    "RESOURCE_TOOL",
+    "CallResult",
+    "ExposedTool",
+    "McpHost",
+    "RunQuota",
+]
 
 #: Admitted results up to this many characters are finished on the event loop.
 INLINE_RESULT_CHARS = 64 * 1024
-
-RESOURCE_TOOL = "mcp__deepseekeyes__resource"
-PROMPT_TOOL = "mcp__deepseekeyes__prompt"
-
 
 @dataclass(frozen=True)
 class ExposedTool:
@@ -97,35 +112,6 @@ class CallResult:
     images: tuple[ImageRef, ...] = field(default=())
 
 
-_GENERIC_SCHEMAS = {
-    RESOURCE_TOOL: ("Read an allowed resource of a connected MCP server.", {
-        "type": "object", "required": ["server", "uri"], "additionalProperties": False,
-        "properties": {"server": {"type": "string"}, "uri": {"type": "string"}}}),
-    PROMPT_TOOL: ("Get an allowed prompt of a connected MCP server.", {
-        "type": "object", "required": ["server", "name"], "additionalProperties": False,
-        "properties": {"server": {"type": "string"}, "name": {"type": "string"},
-                       "arguments": {"type": "object",
-                                     "additionalProperties": {"type": "string"}}}}),
-}
-
-
-def _items(catalog: Catalog, plane: str) -> Iterator[str]:
-    """The names (prompts) or URIs (resources, templates) a plane's selectors match."""
-    if plane == "prompts":
-        yield from (p.name for p in catalog.prompts)
-    else:
-        yield from (r.uri for r in catalog.resources)
-
-
-@functools.lru_cache(maxsize=256)
-def _template_regex(template: str) -> re.Pattern[str]:
-    """A resource template as a pattern; cached, as every read tries each allowed one."""
-    parts = re.split(r"(\{[^{}]{1,64}\})", template)
-    return re.compile("".join(
-        "[^/?#]+" if p.startswith("{") and p.endswith("}") else re.escape(p) for p in parts
-    ) + r"\Z")
-
-
 def _allowed_tools(state: ServerState) -> list[ExposedTool]:
     """A live server's tools its policy lets through: allow/deny selectors (deny wins),
     then its ``read-only`` risk gate."""
@@ -142,28 +128,14 @@ def _allowed_tools(state: ServerState) -> list[ExposedTool]:
             for tool in policy(list(cat.tools))]
 
 
-def _offered_planes(state: ServerState) -> set[str]:
-    """The content planes of a live server that are on and have an allowed item."""
-    s, cat = state.settings, state.catalog
-    assert cat is not None
-    planes: set[str] = set()
-    if s.resources_enabled and any(permitted(s, "resources", r.uri) for r in cat.resources):
-        planes.add("resources")
-    if s.prompts_enabled and any(permitted(s, "prompts", p.name) for p in cat.prompts):
-        planes.add("prompts")
-    return planes
-
-
-#: The shared tools of each content plane.
-_PLANE_TOOLS = {"resources": (RESOURCE_TOOL,), "prompts": (PROMPT_TOOL,)}
-
-
 def _content_tools(planes: Collection[str]) -> list[ExposedTool]:
     """The shared tools of ``planes`` (in a fixed order, whatever server asked for them)."""
-    names = {name for plane in planes for name in _PLANE_TOOLS[plane]}
-    return [ExposedTool(name, "deepseekeyes", name, desc, schema, "read", 0,
-                        (len(desc) + len(str(schema))) // 4)
-            for name, (desc, schema) in _GENERIC_SCHEMAS.items() if name in names]
+    out = []
+    for name in plane_tools(planes):
+        desc, schema = GENERIC_SCHEMAS[name]
+        out.append(ExposedTool(name, "deepseekeyes", name, desc, schema, "read", 0,
+                               (len(desc) + len(str(schema))) // 4))
+    return out
 
 
 class McpHost:
@@ -272,7 +244,8 @@ class McpHost:
         # item: a tool that could only fail would still cost schema budget.
         planes: set[str] = set()
         for state in live:
-            planes |= _offered_planes(state)
+            assert state.catalog is not None
+            planes |= offered_planes(state.settings, state.catalog)
         candidates += _content_tools(planes)
         budget: exposure.Stage[ExposedTool] = exposure.budgeted(
             cfg.max_tools, cfg.max_schema_tokens, lambda tool: tool.schema_tokens)
@@ -291,6 +264,7 @@ class McpHost:
             else frozenset(offered)
         users = {t.server for t in self.exposed() if t.public_name in names}
         content: dict[str, tuple[Literal["resources", "prompts"], str]] = {
+            RESOURCES_TOOL: ("resources", "resources_enabled"),
             RESOURCE_TOOL: ("resources", "resources_enabled"),
             PROMPT_TOOL: ("prompts", "prompts_enabled")}
         out: dict[str, str] = {}
@@ -300,7 +274,7 @@ class McpHost:
                 continue
             reachable = s.id in users or any(
                 generic in names and getattr(s, enabled) and any(
-                    permitted(s, plane, item) for item in _items(cat, plane))
+                    permitted(s, plane, item) for item in plane_items(cat, plane))
                 for generic, (plane, enabled) in content.items())
             if reachable:
                 out[s.id] = cat.instructions
@@ -380,7 +354,7 @@ class McpHost:
                                code="MCP_GENERATION_STALE", details={"live": now})
             value = raw.model_dump(mode="json", by_alias=True, exclude_none=True)
             if kind != "tool":
-                value = _as_content(value)
+                value = as_content(value)
             # Admission is bounded by its limits (lengths are read, never scanned), so it runs
             # here; it also tells how big the rest of the work is. A small text result is
             # hashed and previewed inline (a thread hop would cost more than the work); a big
@@ -440,6 +414,23 @@ class McpHost:
                  "allowed": permitted(state.settings, "prompts", p.name)}
                 for p in state.catalog.prompts]
 
+    def list_resources(self, server_id: str, cursor: str | None = None) -> CallResult:
+        """One page of the server's *allowed* resources and templates, as the model reads
+        it: admitted, hashed and previewed like any result (:mod:`.content` says why it
+        pages over the discovered catalog; no server is contacted, so no quota is charged).
+
+        Raises:
+            McpError: as :meth:`resources`, or :func:`~.content.resource_page`'s codes.
+        """
+        state = self._content_state(server_id, "resources")
+        assert state.catalog is not None
+        value = resource_page(state.settings, state.catalog, cursor,
+                              max_chars=self.manager.settings.max_result_chars - 200)
+        admit(value)
+        preview, digest, truncated, artifact, _ = self._store(value)
+        return CallResult(server_id, RESOURCES_TOOL, False, preview, truncated, digest,
+                          artifact)
+
     async def read_resource(self, server_id: str, uri: str, *,
                             quota: RunQuota | None = None) -> CallResult:
         state = self._content_state(server_id, "resources")
@@ -448,7 +439,7 @@ class McpHost:
             r for r in state.catalog.resources
             if permitted(state.settings, "resources", r.uri) and (
                 (not r.template and r.uri == uri)
-                or (r.template and _template_regex(r.uri).match(uri) is not None))
+                or (r.template and template_regex(r.uri).match(uri) is not None))
         ), None)
         if match is None or len(uri) > 2048:
             raise McpPolicyError(f"{uri!r} is not an allowed resource",
@@ -480,10 +471,16 @@ class McpHost:
         Raises:
             McpError: ``MCP_TOOL_NOT_EXPOSED``, or what the plane's method raises.
         """
-        if public_name in _GENERIC_SCHEMAS and public_name not in self._current_exposure()[1]:
+        if public_name in GENERIC_SCHEMAS and public_name not in self._current_exposure()[1]:
             raise McpPolicyError(f"no exposed MCP tool {public_name!r}",
                                  code="MCP_TOOL_NOT_EXPOSED")
         server = str(arguments.get("server", ""))
+        if public_name == RESOURCES_TOOL:
+            cursor = arguments.get("cursor")
+            if cursor is not None and not isinstance(cursor, str):
+                raise McpError("cursor must be a string", code="MCP_ARGUMENTS_INVALID",
+                               details={"invalid": ["cursor"]})
+            return self.list_resources(server, cursor)
         if public_name == RESOURCE_TOOL:
             return await self.read_resource(server, str(arguments.get("uri", "")), quota=quota)
         if public_name == PROMPT_TOOL:
@@ -493,30 +490,6 @@ class McpHost:
             return await self.get_prompt(server, str(arguments.get("name", "")), args,
                                          quota=quota)
         return await self.call_tool(public_name, arguments, quota=quota)
-
-
-def uri_digest(uri: str) -> str:
-    """What the audit keeps of a concrete resource URI."""
-    return "uri:" + canonical_json(uri)[1]
-
-
-def _as_content(value: dict[str, Any]) -> dict[str, Any]:
-    """Resource contents and prompt messages, shaped as content blocks for admission.
-
-    A prompt message's block keeps its ``role`` (``user`` or ``assistant``) beside its
-    content, so the preview can say who speaks; everything else of the block is kept as
-    the server sent it, embedded resources included.
-    """
-    if "contents" in value:
-        return {"content": [
-            {"type": "text", "text": c["text"]} if "text" in c else
-            {"type": "resource", "resource": c} for c in value["contents"]]}
-    blocks = []
-    for message in value.get("messages", []):
-        block = message.get("content", {})
-        blocks.append({**block, "role": message.get("role")} if isinstance(block, dict)
-                      else block)
-    return {"content": blocks, "description": value.get("description", "")}
 
 
 def map_call_error(exc: BaseException) -> McpError:

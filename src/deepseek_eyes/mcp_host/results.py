@@ -160,7 +160,7 @@ def preview_text(value: Any, images: list[ImageRef], limit: int) -> tuple[str, b
             text_only = False
             part = f"[{kind or 'block'}]"
         role = block.get("role") if isinstance(block, dict) else None
-        if isinstance(role, str):  # a prompt message (see host._as_content)
+        if isinstance(role, str):  # a prompt message (see content.as_content)
             part = f"[{role}] {part}"
         parts.append(part)
         size += len(part) + 1

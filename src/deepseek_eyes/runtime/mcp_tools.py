@@ -23,7 +23,14 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from deepseek_eyes.errors import DeepSeekEyesError, McpError
-from deepseek_eyes.mcp_host.host import PROMPT_TOOL, RESOURCE_TOOL, CallResult, McpHost, RunQuota
+from deepseek_eyes.mcp_host.host import (
+    PROMPT_TOOL,
+    RESOURCE_TOOL,
+    RESOURCES_TOOL,
+    CallResult,
+    McpHost,
+    RunQuota,
+)
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.render import render_evidence
 from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
@@ -73,7 +80,7 @@ class McpToolSource:
         name = spec.name
         quota = self.quota(context)
         try:
-            if name in (RESOURCE_TOOL, PROMPT_TOOL):
+            if name in (RESOURCES_TOOL, RESOURCE_TOOL, PROMPT_TOOL):
                 result = await self.host.call_generic(name, arguments, quota=quota)
             else:
                 result = await self.host.call_tool(
