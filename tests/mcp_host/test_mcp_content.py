@@ -51,7 +51,8 @@ def test_pages_walk_every_allowed_resource_once_and_never_a_denied_one() -> None
     for _ in range(10):  # bounded: 121 entries, at most 50 a page
         text = text_of(resource_page(settings, cat, cursor))
         lines = text.splitlines()
-        assert lines[0].startswith(FENCE_MARK) and FENCE_MARK in lines[-2]
+        assert lines[0].startswith(FENCE_MARK)
+        assert FENCE_MARK in lines[-2]
         body = lines[1:-2]
         assert len(body) <= PAGE_ITEMS
         seen += [json.loads(line.split(" ", 2)[1]) for line in body]

@@ -119,7 +119,8 @@ async def test_content_plane_on_everything(tmp_path: Path) -> None:
         assert '"demo://resource/dynamic/text/{resourceId}"' in page.preview
         assert "demo://resource/static" not in page.preview
         assert page.preview.endswith("end of the list")
-        assert page.result_sha256.startswith("sha256:") and not page.truncated
+        assert page.result_sha256.startswith("sha256:")
+        assert not page.truncated
         text = await host.read_resource("everything", "demo://resource/dynamic/text/1")
         assert text.preview
         with pytest.raises(McpError) as refused:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,3 +71,20 @@ def test_oauth_issuer_must_be_https_unless_loopback() -> None:
     assert McpOAuthSettings.model_validate({**creds, "issuer": "http://127.0.0.1:9/"}).issuer
     with pytest.raises(ValueError, match="https"):
         McpOAuthSettings.model_validate({**creds, "issuer": "http://auth.example"})
+
+
+def test_config_check_accepts_persist_results(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from deepseek_eyes.cli import cli
+
+    assert Settings.model_validate({}).mcp.persist_results
+    path = tmp_path / "eyes.toml"
+    path.write_text("[mcp]\npersist_results = false\nmax_result_chars = 2000\n",
+                    encoding="utf-8")
+    done = CliRunner().invoke(cli, ["config", "check", str(path)])
+    assert done.exit_code == 0, done.output
+    assert done.stdout.endswith(": valid\n")
+    path.write_text('[mcp]\npersist_results = "sometimes"\n', encoding="utf-8")
+    refused = CliRunner().invoke(cli, ["config", "check", str(path)])
+    assert refused.exit_code != 0  # a bool, not any string

@@ -47,11 +47,13 @@ from deepseek_eyes.mcp_host.content import (
 from deepseek_eyes.mcp_host.manager import McpManager, ServerState
 from deepseek_eyes.mcp_host.policy import permitted, risk_allowed
 from deepseek_eyes.mcp_host.results import (
+    MARKER_CHARS,
     ImageRef,
     canonical_json,
     decode_images,
     preview_text,
     store_images,
+    truncation_marker,
     write_artifact,
 )
 from deepseek_eyes.mcp_host.review import review_text
@@ -381,14 +383,20 @@ class McpHost:
                           result[3], tuple(result[4]))
 
     def _store(self, value: Any) -> tuple[str, str, bool, str | None, list[ImageRef]]:
-        """Hash, decode images, preview and keep an artifact of an *admitted* value."""
+        """Hash, decode images, preview and keep an artifact of an *admitted* value; a cut
+        preview ends with the marker saying so (within ``max_result_chars``)."""
+        cfg = self.manager.settings
         data, digest = canonical_json(value)
         images = store_images(self.blobs, decode_images(value))
-        preview, truncated, text_only = preview_text(
-            value, images, self.manager.settings.max_result_chars)
+        preview, total, text_only = preview_text(value, images, cfg.max_result_chars)
+        truncated = len(preview) < total
         artifact = None
-        if truncated or not text_only:
+        if cfg.persist_results and (truncated or not text_only):
             artifact = str(write_artifact(self.artifacts, data, digest))
+        if truncated:
+            kept = max(cfg.max_result_chars - MARKER_CHARS, 0)
+            preview = preview[:kept] + truncation_marker(
+                total - kept, total, digest if artifact is not None else None)
         return preview, digest, truncated, artifact, images
 
     # -- content plane -------------------------------------------------------------------------

@@ -203,6 +203,11 @@ class McpSettings(Strict):
     max_result_chars: int = Field(
         default=16_000, ge=256, le=4_000_000, description="Preview of one result in context."
     )
+    persist_results: bool = Field(
+        default=True,
+        description="Keep a cut or non-text result whole as an artifact (its digest ends the "
+        "cut preview); false: nothing is written, and the preview says the rest was not kept.",
+    )
     max_external_calls_per_run: int = Field(
         default=64, ge=0, le=100_000, description="Tool, read and prompt calls per run; 0: no cap."
     )
