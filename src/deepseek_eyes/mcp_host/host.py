@@ -74,6 +74,7 @@ __all__ = [
 #: Admitted results up to this many characters are finished on the event loop.
 INLINE_RESULT_CHARS = 64 * 1024
 
+
 @dataclass(frozen=True)
 class ExposedTool:
     """A model-facing definition; ``generation`` must come back with the call."""
