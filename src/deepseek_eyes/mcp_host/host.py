@@ -6,7 +6,9 @@ then the global ``max_tools`` and ``max_schema_tokens`` budgets — the selector
 the budget are the toolkit's exposure stages (:mod:`deepseek_eyes.toolkit.exposure`), the
 same the runtime's tool hub composes. :meth:`McpHost.call_tool`,
 :meth:`read_resource` and :meth:`get_prompt` repeat the same checks, enforce the per-run
-quota, and pass the result through admission before hashing, storing or previewing it.
+quota, and pass the result through admission before hashing, storing or previewing it
+(:meth:`list_resources` too, though it asks no server). Which shared content tools are
+offered, and the resource list's pages, are :mod:`~deepseek_eyes.mcp_host.content`'s.
 The CLI uses exactly these methods, so an operator sees what the model would.
 
 A failure's message is scrubbed by the server's redactor before it is audited (as a hash)
