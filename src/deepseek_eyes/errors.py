@@ -399,6 +399,10 @@ ERROR_CODES: Mapping[str, str] = {
         "query, matrix parameters or fragment); reference it from the environment instead."
     ),
     "MCP_SERVER_EXISTS": "A server with that id is already in the settings file.",
+    "MCP_COMMAND_NOT_FOUND": (
+        "An imported stdio server's command is neither on PATH nor an executable file; "
+        "nothing was imported."
+    ),
     # browser
     "BROWSER_UNAVAILABLE": (
         "Chromium or the playwright package is missing, or the browser could not start."

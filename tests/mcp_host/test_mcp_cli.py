@@ -24,6 +24,18 @@ def run(config: Path, *args: str, env: dict[str, str] | None = None
     )
 
 
+def command_dir(root: Path, *names: str) -> dict[str, str]:
+    """An environment whose PATH starts with executables of these names (for ``import``,
+    which checks that a stdio server's command exists)."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        stub = bin_dir / name
+        stub.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+        stub.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
 def write_config(path: Path, **overrides: Any) -> Path:
     server = everything_stdio(**overrides).model_dump(mode="json", exclude_defaults=True)
     path.write_text(dumps({"mcp": {"servers": [server]}}), encoding="utf-8")
@@ -136,7 +148,8 @@ def test_import_other_hosts_json(tmp_path: Path) -> None:
         "remote": {"type": "http", "url": "https://mcp.example.com/mcp",
                    "headers": {"Authorization": "${REMOTE_AUTH}"}},
     }}))
-    done = run(config, "import", str(claude))
+    npx = command_dir(tmp_path, "npx")
+    done = run(config, "import", str(claude), env=npx)
     assert done.returncode == 0, done.stderr
     assert "files-server" in done.stdout
     assert "not carried over: Files Server.disabled" in done.stderr
@@ -148,7 +161,7 @@ def test_import_other_hosts_json(tmp_path: Path) -> None:
     servers = {s["id"]: s for s in tomllib.loads(config.read_text())["mcp"]["servers"]}
     assert servers["files-server"]["env"]["FILES_TOKEN"] == {"env": "FILES_TOKEN"}
     assert servers["remote"]["headers"]["Authorization"] == {"env": "REMOTE_AUTH"}
-    again = run(config, "import", str(claude))
+    again = run(config, "import", str(claude), env=npx)
     assert "error MCP_IMPORT_INVALID" in again.stderr  # ids are taken
 
     vscode = tmp_path / "mcp.json"
@@ -164,6 +177,77 @@ def test_import_other_hosts_json(tmp_path: Path) -> None:
     assert "env" in secret.stderr
     assert "ghp_realLookingSecretValue123" not in secret.stderr + secret.stdout
     assert config.read_bytes() == before
+
+
+def test_import_refuses_a_command_that_is_not_there(tmp_path: Path) -> None:
+    config = tmp_path / "eyes.toml"
+    env = command_dir(tmp_path / "ours", "files-server")
+    theirs = command_dir(tmp_path / "theirs", "their-server")
+    source = tmp_path / "mcp.json"
+    for spec in ({"command": "no-such-server-7f3a"},
+                 {"command": "./servers/missing-server"},
+                 {"command": str(tmp_path / "theirs" / "bin")},  # a directory
+                 {"command": "their-server"}):  # on another PATH than the one it gets
+        source.write_text(json.dumps({"mcpServers": {"Files": spec}}))
+        refused = run(config, "import", str(source), "--json", env=env)
+        assert refused.returncode == 1
+        error = json.loads(refused.stdout)["error"]
+        assert error["code"] == "MCP_COMMAND_NOT_FOUND", error
+        assert error["details"] == {"server": "Files", "command": spec["command"]}
+        assert repr(spec["command"]) in error["message"]
+        assert not config.exists()  # nothing was written
+    text = run(config, "import", str(source), env=env)
+    assert "error MCP_COMMAND_NOT_FOUND: Files: the command 'their-server' is not an " \
+           "executable file on PATH" in text.stderr
+    # Found: on our PATH, as a path, or on the PATH its env gives the child.
+    source.write_text(json.dumps({"mcpServers": {
+        "Files": {"command": "files-server"},
+        "Local": {"command": str(tmp_path / "theirs" / "bin" / "their-server")},
+        "Theirs": {"command": "their-server", "env": {"PATH": "${THEIR_PATH}"}}}}))
+    done = run(config, "import", str(source), "--json",
+               env={**env, "THEIR_PATH": theirs["PATH"]})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [s["id"] for s in json.loads(done.stdout)["imported"]] == ["files", "local", "theirs"]
+
+
+def test_import_replace_keeps_our_policy(tmp_path: Path) -> None:
+    config = tmp_path / "eyes.toml"
+    env = command_dir(tmp_path, "files-server", "files-server-2")
+    source = tmp_path / "mcp.json"
+    source.write_text(json.dumps({"mcpServers": {"Files": {
+        "command": "files-server", "args": ["--root", "/srv"]}}}))
+    assert run(config, "import", str(source), env=env).returncode == 0
+    assert run(config, "allow", "files", "read_file").returncode == 0
+    assert run(config, "disable", "files", "--plane", "prompts").returncode == 0
+    config.write_text("# mine\n" + config.read_text(), encoding="utf-8")
+    source.write_text(json.dumps({"mcpServers": {
+        "Files": {"command": "files-server-2", "args": ["--root", "/data"],
+                  "env": {"FILES_TOKEN": "${FILES_TOKEN}"}},
+        "Other": {"command": "files-server"}}}))
+    again = run(config, "import", str(source), env=env)
+    assert again.returncode == 1
+    assert "error MCP_IMPORT_INVALID" in again.stderr
+    assert "--replace" in again.stderr
+    replaced = run(config, "import", str(source), "--replace", "--json", env=env)
+    assert replaced.returncode == 0, replaced.stdout + replaced.stderr
+    report = json.loads(replaced.stdout)
+    assert report["replaced"] == ["files"]
+    assert [s["id"] for s in report["imported"]] == ["files", "other"]
+    text = config.read_text()
+    assert text.startswith("# mine\n")
+    servers = {s["id"]: s for s in tomllib.loads(text)["mcp"]["servers"]}
+    files = servers["files"]
+    assert (files["command"], files["args"]) == ("files-server-2", ["--root", "/data"])
+    assert files["env"] == {"FILES_TOKEN": {"env": "FILES_TOKEN"}}
+    assert files["allow"]["tools"] == ["read_file"]  # our policy is kept
+    assert files["prompts_enabled"] is False
+    assert list(servers) == ["files", "other"]  # replaced where it stood
+    # Two servers of one file that become one id are refused, --replace or not.
+    source.write_text(json.dumps({"mcpServers": {"Files": {"command": "files-server"},
+                                                 "files": {"command": "files-server"}}}))
+    twice = run(config, "import", str(source), "--replace", env=env)
+    assert twice.returncode == 1
+    assert "both become id 'files'" in twice.stderr
 
 
 def test_missing_env_reference_fails_with_its_code(tmp_path: Path) -> None:
@@ -191,12 +275,12 @@ def test_edits_speak_json_without_connecting(tmp_path: Path) -> None:
     cursor.write_text(json.dumps({"mcpServers": {
         "Files": {"command": "npx", "args": ["-y", "some-files-server"], "disabled": True},
     }}))
-    imported = run(config, "import", str(cursor), "--json")
+    imported = run(config, "import", str(cursor), "--json", env=command_dir(tmp_path, "npx"))
     assert imported.returncode == 0, imported.stderr
     assert imported.stderr == ""  # what was not carried over is in the object
     assert json.loads(imported.stdout) == {
         "path": str(config), "imported": [{"id": "files", "transport": "stdio"}],
-        "ignored": ["Files.disabled"],
+        "replaced": [], "ignored": ["Files.disabled"],
     }
     allowed = run(config, "allow", "files", "read_file", "list-*", "--json")
     assert allowed.returncode == 0, allowed.stderr

@@ -112,7 +112,15 @@ async def test_content_plane_on_everything(tmp_path: Path) -> None:
         listed = host.resources("everything")
         assert any(r["template"] for r in listed)
         names = {t.public_name for t in host.exposed()}
-        assert names == {"mcp__deepseekeyes__resource", "mcp__deepseekeyes__prompt"}
+        assert names == {"mcp__deepseekeyes__resources", "mcp__deepseekeyes__resource",
+                         "mcp__deepseekeyes__prompt"}
+        # The list names only what is allowed (the template), fenced, hashed like a result.
+        page = await host.call_generic("mcp__deepseekeyes__resources", {"server": "everything"})
+        assert '"demo://resource/dynamic/text/{resourceId}"' in page.preview
+        assert "demo://resource/static" not in page.preview
+        assert page.preview.endswith("end of the list")
+        assert page.result_sha256.startswith("sha256:")
+        assert not page.truncated
         text = await host.read_resource("everything", "demo://resource/dynamic/text/1")
         assert text.preview
         with pytest.raises(McpError) as refused:
@@ -123,6 +131,58 @@ async def test_content_plane_on_everything(tmp_path: Path) -> None:
         with pytest.raises(McpError) as bad:
             await host.get_prompt("everything", "args-prompt", {})
         assert bad.value.code == "MCP_ARGUMENTS_INVALID"
+    finally:
+        await host.manager.stop()
+
+
+RESOURCE_TOOLS = {"mcp__deepseekeyes__resources", "mcp__deepseekeyes__resource"}
+
+
+def _reconfigure(host: McpHost, **fields: object) -> None:
+    """Give the live server new settings (the catalog stays; exposure is recomputed)."""
+    host.manager.settings = settings_of(everything_stdio(**fields))
+    host.manager.servers["everything"].settings = host.manager.settings.servers[0]
+
+
+async def test_shared_tools_only_for_a_plane_that_is_on_and_allows_something(
+        tmp_path: Path) -> None:
+    resources = {"resources": ["demo://resource/dynamic/text/*"]}
+    both = {**resources, "prompts": ["simple-prompt"]}
+    # Both planes on at connect, so the catalog holds resources and prompts.
+    host = make_host(settings_of(everything_stdio(
+        tools_enabled=False, resources_enabled=True, prompts_enabled=True, allow=both)),
+        tmp_path)
+    await host.manager.start()
+    try:
+        assert {t.public_name for t in host.exposed()} == {
+            "mcp__deepseekeyes__resources", "mcp__deepseekeyes__resource",
+            "mcp__deepseekeyes__prompt"}
+        # Prompts off: no prompt tool (it would cost budget and every call would fail).
+        _reconfigure(host, tools_enabled=False, resources_enabled=True, allow=both)
+        assert {t.public_name for t in host.exposed()} == RESOURCE_TOOLS
+        with pytest.raises(McpError) as off:
+            await host.call_generic("mcp__deepseekeyes__prompt",
+                                    {"server": "everything", "name": "simple-prompt"})
+        assert off.value.code == "MCP_TOOL_NOT_EXPOSED"
+        # Prompts on with nothing allowed: still none.
+        _reconfigure(host, tools_enabled=False, resources_enabled=True, prompts_enabled=True,
+                     allow=resources)
+        assert {t.public_name for t in host.exposed()} == RESOURCE_TOOLS
+        # Resources off, a prompt allowed: the prompt tool alone.
+        _reconfigure(host, tools_enabled=False, prompts_enabled=True, allow=both)
+        assert {t.public_name for t in host.exposed()} == {"mcp__deepseekeyes__prompt"}
+        prompt = await host.call_generic("mcp__deepseekeyes__prompt",
+                                         {"server": "everything", "name": "simple-prompt"})
+        assert prompt.preview.startswith("[user] ")
+        for tool, args in (("mcp__deepseekeyes__resource",
+                            {"uri": "demo://resource/dynamic/text/1"}),
+                           ("mcp__deepseekeyes__resources", {})):
+            with pytest.raises(McpError) as gone:
+                await host.call_generic(tool, {"server": "everything", **args})
+            assert gone.value.code == "MCP_TOOL_NOT_EXPOSED"
+        # Both planes on, nothing allowed: nothing is offered.
+        _reconfigure(host, tools_enabled=False, resources_enabled=True, prompts_enabled=True)
+        assert host.exposed() == []
     finally:
         await host.manager.stop()
 

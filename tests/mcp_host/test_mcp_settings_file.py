@@ -93,7 +93,12 @@ def test_import_refusals(tmp_path: Path, doc: dict[str, Any], fragment: str) -> 
     assert fragment in refused.value.message
 
 
-def test_import_vscode_settings_shape(tmp_path: Path) -> None:
+def test_import_vscode_settings_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uvx = tmp_path / "bin" / "uvx"
+    uvx.parent.mkdir()
+    uvx.write_text("#!/bin/sh\n", encoding="utf-8")
+    uvx.chmod(0o755)
+    monkeypatch.setenv("PATH", str(uvx.parent))
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"mcp": {"servers": {"time": {
         "type": "stdio", "command": "uvx", "args": ["mcp-server-time"]}}}}))

@@ -348,30 +348,41 @@ def get_prompt_command(ctx: click.Context, server_id: str, name: str, args_json:
 
 @mcp_group.command("import")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option("--replace", is_flag=True,
+              help="Replace a server whose id is taken (its command, URL, env and headers; "
+              "its allow/deny lists and switches are kept).")
 @json_option
 @click.pass_context
-def import_command(ctx: click.Context, file: Path, as_json: bool) -> None:
+def import_command(ctx: click.Context, file: Path, replace: bool, as_json: bool) -> None:
     """Import Claude Desktop / Claude Code / Cursor / VS Code MCP JSON (enabled, nothing
     allowed)."""
     path = target_file(ctx)
     servers = read_raw(path).get("mcp", {}).get("servers", [])
-    existing = {s.get("id") for s in servers if isinstance(s, dict)}
-    result = import_servers(file, {str(i) for i in existing if i})
+    existing = {str(i) for i in (s.get("id") for s in servers if isinstance(s, dict)) if i}
+    result = import_servers(file, existing, replace=replace)
+    replaced = [e["id"] for e in result.servers if e["id"] in existing]
 
     with audited_settings_edit(ctx, path):
-        add_servers(path, result.servers)
+        add_servers(path, result.servers, replace=replace)
     if as_json:
         click.echo(dump_json({
             "path": str(path),
             "imported": [{"id": e["id"], "transport": e["transport"]} for e in result.servers],
+            "replaced": replaced,
             "ignored": list(result.ignored),
         }))
         return
     for entry in result.servers:
-        click.echo(f"imported {entry['id']} ({entry['transport']}): enabled, nothing allowed")
+        if entry["id"] in replaced:
+            click.echo(f"replaced {entry['id']} ({entry['transport']}): its allow and deny "
+                       "lists and switches are kept")
+        else:
+            click.echo(f"imported {entry['id']} ({entry['transport']}): enabled, nothing "
+                       "allowed")
     for key in result.ignored:
         click.echo(f"  not carried over: {key}", err=True)
-    click.echo(f"{path}: {len(result.servers)} server(s) added; allow tools with "
+    added = len(result.servers) - len(replaced)
+    click.echo(f"{path}: {added} server(s) added, {len(replaced)} replaced; allow tools with "
                "`deepseek-eyes mcp allow ID NAME`")
 
 

@@ -6,7 +6,9 @@ then the global ``max_tools`` and ``max_schema_tokens`` budgets — the selector
 the budget are the toolkit's exposure stages (:mod:`deepseek_eyes.toolkit.exposure`), the
 same the runtime's tool hub composes. :meth:`McpHost.call_tool`,
 :meth:`read_resource` and :meth:`get_prompt` repeat the same checks, enforce the per-run
-quota, and pass the result through admission before hashing, storing or previewing it.
+quota, and pass the result through admission before hashing, storing or previewing it
+(:meth:`list_resources` too, though it asks no server). Which shared content tools are
+offered, and the resource list's pages, are :mod:`~deepseek_eyes.mcp_host.content`'s.
 The CLI uses exactly these methods, so an operator sees what the model would.
 
 A failure's message is scrubbed by the server's redactor before it is audited (as a hash)
@@ -18,11 +20,9 @@ keep their text, so the preview says who says what.
 
 from __future__ import annotations
 
-import functools
 import operator
-import re
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,16 +31,31 @@ import anyio
 from deepseek_eyes.errors import McpError, McpPolicyError, StoreError
 from deepseek_eyes.mcp_host.admission import admit
 from deepseek_eyes.mcp_host.audit import McpAudit
-from deepseek_eyes.mcp_host.catalog import Catalog, ToolEntry
+from deepseek_eyes.mcp_host.catalog import ToolEntry
 from deepseek_eyes.mcp_host.connection import map_error
+from deepseek_eyes.mcp_host.content import (
+    GENERIC_SCHEMAS,
+    PROMPT_TOOL,
+    RESOURCE_TOOL,
+    RESOURCES_TOOL,
+    as_content,
+    offered_planes,
+    plane_items,
+    plane_tools,
+    resource_page,
+    template_regex,
+    uri_digest,
+)
 from deepseek_eyes.mcp_host.manager import McpManager, ServerState
 from deepseek_eyes.mcp_host.policy import permitted, risk_allowed
 from deepseek_eyes.mcp_host.results import (
+    MARKER_CHARS,
     ImageRef,
     canonical_json,
     decode_images,
     preview_text,
     store_images,
+    truncation_marker,
     write_artifact,
 )
 from deepseek_eyes.mcp_host.review import review_text
@@ -48,13 +63,18 @@ from deepseek_eyes.store.blobs import BlobStore
 from deepseek_eyes.toolkit import exposure
 from deepseek_eyes.usage import UsageCategory, UsageTracker, estimate_tokens
 
-__all__ = ["PROMPT_TOOL", "RESOURCE_TOOL", "CallResult", "ExposedTool", "McpHost", "RunQuota"]
+__all__ = [
+    "PROMPT_TOOL",
+    "RESOURCES_TOOL",
+    "RESOURCE_TOOL",
+    "CallResult",
+    "ExposedTool",
+    "McpHost",
+    "RunQuota",
+]
 
 #: Admitted results up to this many characters are finished on the event loop.
 INLINE_RESULT_CHARS = 64 * 1024
-
-RESOURCE_TOOL = "mcp__deepseekeyes__resource"
-PROMPT_TOOL = "mcp__deepseekeyes__prompt"
 
 
 @dataclass(frozen=True)
@@ -97,35 +117,6 @@ class CallResult:
     images: tuple[ImageRef, ...] = field(default=())
 
 
-_GENERIC_SCHEMAS = {
-    RESOURCE_TOOL: ("Read an allowed resource of a connected MCP server.", {
-        "type": "object", "required": ["server", "uri"], "additionalProperties": False,
-        "properties": {"server": {"type": "string"}, "uri": {"type": "string"}}}),
-    PROMPT_TOOL: ("Get an allowed prompt of a connected MCP server.", {
-        "type": "object", "required": ["server", "name"], "additionalProperties": False,
-        "properties": {"server": {"type": "string"}, "name": {"type": "string"},
-                       "arguments": {"type": "object",
-                                     "additionalProperties": {"type": "string"}}}}),
-}
-
-
-def _items(catalog: Catalog, plane: str) -> Iterator[str]:
-    """The names (prompts) or URIs (resources, templates) a plane's selectors match."""
-    if plane == "prompts":
-        yield from (p.name for p in catalog.prompts)
-    else:
-        yield from (r.uri for r in catalog.resources)
-
-
-@functools.lru_cache(maxsize=256)
-def _template_regex(template: str) -> re.Pattern[str]:
-    """A resource template as a pattern; cached, as every read tries each allowed one."""
-    parts = re.split(r"(\{[^{}]{1,64}\})", template)
-    return re.compile("".join(
-        "[^/?#]+" if p.startswith("{") and p.endswith("}") else re.escape(p) for p in parts
-    ) + r"\Z")
-
-
 def _allowed_tools(state: ServerState) -> list[ExposedTool]:
     """A live server's tools its policy lets through: allow/deny selectors (deny wins),
     then its ``read-only`` risk gate."""
@@ -142,19 +133,14 @@ def _allowed_tools(state: ServerState) -> list[ExposedTool]:
             for tool in policy(list(cat.tools))]
 
 
-def _offers_content(state: ServerState) -> bool:
-    """Whether a live server has an allowed resource or prompt (its tools aside)."""
-    s, cat = state.settings, state.catalog
-    assert cat is not None
-    return any(s.resources_enabled and permitted(s, "resources", r.uri)
-               for r in cat.resources) or any(
-        s.prompts_enabled and permitted(s, "prompts", p.name) for p in cat.prompts)
-
-
-def _content_tools() -> list[ExposedTool]:
-    return [ExposedTool(name, "deepseekeyes", name, desc, schema, "read", 0,
-                        (len(desc) + len(str(schema))) // 4)
-            for name, (desc, schema) in _GENERIC_SCHEMAS.items()]
+def _content_tools(planes: Collection[str]) -> list[ExposedTool]:
+    """The shared tools of ``planes`` (in a fixed order, whatever server asked for them)."""
+    out = []
+    for name in plane_tools(planes):
+        desc, schema = GENERIC_SCHEMAS[name]
+        out.append(ExposedTool(name, "deepseekeyes", name, desc, schema, "read", 0,
+                               (len(desc) + len(str(schema))) // 4))
+    return out
 
 
 class McpHost:
@@ -254,12 +240,18 @@ class McpHost:
         return list(self._current_exposure()[0])
 
     def _compute_exposed(self, live: list[ServerState]) -> list[ExposedTool]:
-        """Each live server's tools through its own policy, then the two content tools when
-        any server offers allowed content, all under one budget (in server order)."""
+        """Each live server's tools through its own policy, then the shared tools of each
+        content plane some server offers allowed items of, all under one budget (in
+        server order)."""
         cfg = self.manager.settings
         candidates = [tool for state in live for tool in _allowed_tools(state)]
-        if any(_offers_content(state) for state in live):
-            candidates += _content_tools()
+        # A plane's shared tools only when some server has that plane on and an allowed
+        # item: a tool that could only fail would still cost schema budget.
+        planes: set[str] = set()
+        for state in live:
+            assert state.catalog is not None
+            planes |= offered_planes(state.settings, state.catalog)
+        candidates += _content_tools(planes)
         budget: exposure.Stage[ExposedTool] = exposure.budgeted(
             cfg.max_tools, cfg.max_schema_tokens, lambda tool: tool.schema_tokens)
         return budget(candidates)
@@ -277,6 +269,7 @@ class McpHost:
             else frozenset(offered)
         users = {t.server for t in self.exposed() if t.public_name in names}
         content: dict[str, tuple[Literal["resources", "prompts"], str]] = {
+            RESOURCES_TOOL: ("resources", "resources_enabled"),
             RESOURCE_TOOL: ("resources", "resources_enabled"),
             PROMPT_TOOL: ("prompts", "prompts_enabled")}
         out: dict[str, str] = {}
@@ -286,7 +279,7 @@ class McpHost:
                 continue
             reachable = s.id in users or any(
                 generic in names and getattr(s, enabled) and any(
-                    permitted(s, plane, item) for item in _items(cat, plane))
+                    permitted(s, plane, item) for item in plane_items(cat, plane))
                 for generic, (plane, enabled) in content.items())
             if reachable:
                 out[s.id] = cat.instructions
@@ -366,7 +359,7 @@ class McpHost:
                                code="MCP_GENERATION_STALE", details={"live": now})
             value = raw.model_dump(mode="json", by_alias=True, exclude_none=True)
             if kind != "tool":
-                value = _as_content(value)
+                value = as_content(value)
             # Admission is bounded by its limits (lengths are read, never scanned), so it runs
             # here; it also tells how big the rest of the work is. A small text result is
             # hashed and previewed inline (a thread hop would cost more than the work); a big
@@ -393,14 +386,20 @@ class McpHost:
                           result[3], tuple(result[4]))
 
     def _store(self, value: Any) -> tuple[str, str, bool, str | None, list[ImageRef]]:
-        """Hash, decode images, preview and keep an artifact of an *admitted* value."""
+        """Hash, decode images, preview and keep an artifact of an *admitted* value; a cut
+        preview ends with the marker saying so (within ``max_result_chars``)."""
+        cfg = self.manager.settings
         data, digest = canonical_json(value)
         images = store_images(self.blobs, decode_images(value))
-        preview, truncated, text_only = preview_text(
-            value, images, self.manager.settings.max_result_chars)
+        preview, total, text_only = preview_text(value, images, cfg.max_result_chars)
+        truncated = len(preview) < total
         artifact = None
-        if truncated or not text_only:
+        if cfg.persist_results and (truncated or not text_only):
             artifact = str(write_artifact(self.artifacts, data, digest))
+        if truncated:
+            kept = max(cfg.max_result_chars - MARKER_CHARS, 0)
+            preview = preview[:kept] + truncation_marker(
+                total - kept, total, digest if artifact is not None else None)
         return preview, digest, truncated, artifact, images
 
     # -- content plane -------------------------------------------------------------------------
@@ -426,6 +425,23 @@ class McpHost:
                  "allowed": permitted(state.settings, "prompts", p.name)}
                 for p in state.catalog.prompts]
 
+    def list_resources(self, server_id: str, cursor: str | None = None) -> CallResult:
+        """One page of the server's *allowed* resources and templates, as the model reads
+        it: admitted, hashed and previewed like any result (:mod:`.content` says why it
+        pages over the discovered catalog; no server is contacted, so no quota is charged).
+
+        Raises:
+            McpError: as :meth:`resources`, or :func:`~.content.resource_page`'s codes.
+        """
+        state = self._content_state(server_id, "resources")
+        assert state.catalog is not None
+        value = resource_page(state.settings, state.catalog, cursor,
+                              max_chars=self.manager.settings.max_result_chars - 200)
+        admit(value)
+        preview, digest, truncated, artifact, _ = self._store(value)
+        return CallResult(server_id, RESOURCES_TOOL, False, preview, truncated, digest,
+                          artifact)
+
     async def read_resource(self, server_id: str, uri: str, *,
                             quota: RunQuota | None = None) -> CallResult:
         state = self._content_state(server_id, "resources")
@@ -434,7 +450,7 @@ class McpHost:
             r for r in state.catalog.resources
             if permitted(state.settings, "resources", r.uri) and (
                 (not r.template and r.uri == uri)
-                or (r.template and _template_regex(r.uri).match(uri) is not None))
+                or (r.template and template_regex(r.uri).match(uri) is not None))
         ), None)
         if match is None or len(uri) > 2048:
             raise McpPolicyError(f"{uri!r} is not an allowed resource",
@@ -460,8 +476,22 @@ class McpHost:
 
     async def call_generic(self, public_name: str, arguments: Mapping[str, Any], *,
                            quota: RunQuota | None = None) -> CallResult:
-        """Dispatch the two shared content tools by their public names."""
+        """Dispatch the shared content tools by their public names; one that is not
+        offered now (its plane off, nothing allowed, or over the budget) is refused.
+
+        Raises:
+            McpError: ``MCP_TOOL_NOT_EXPOSED``, or what the plane's method raises.
+        """
+        if public_name in GENERIC_SCHEMAS and public_name not in self._current_exposure()[1]:
+            raise McpPolicyError(f"no exposed MCP tool {public_name!r}",
+                                 code="MCP_TOOL_NOT_EXPOSED")
         server = str(arguments.get("server", ""))
+        if public_name == RESOURCES_TOOL:
+            cursor = arguments.get("cursor")
+            if cursor is not None and not isinstance(cursor, str):
+                raise McpError("cursor must be a string", code="MCP_ARGUMENTS_INVALID",
+                               details={"invalid": ["cursor"]})
+            return self.list_resources(server, cursor)
         if public_name == RESOURCE_TOOL:
             return await self.read_resource(server, str(arguments.get("uri", "")), quota=quota)
         if public_name == PROMPT_TOOL:
@@ -471,30 +501,6 @@ class McpHost:
             return await self.get_prompt(server, str(arguments.get("name", "")), args,
                                          quota=quota)
         return await self.call_tool(public_name, arguments, quota=quota)
-
-
-def uri_digest(uri: str) -> str:
-    """What the audit keeps of a concrete resource URI."""
-    return "uri:" + canonical_json(uri)[1]
-
-
-def _as_content(value: dict[str, Any]) -> dict[str, Any]:
-    """Resource contents and prompt messages, shaped as content blocks for admission.
-
-    A prompt message's block keeps its ``role`` (``user`` or ``assistant``) beside its
-    content, so the preview can say who speaks; everything else of the block is kept as
-    the server sent it, embedded resources included.
-    """
-    if "contents" in value:
-        return {"content": [
-            {"type": "text", "text": c["text"]} if "text" in c else
-            {"type": "resource", "resource": c} for c in value["contents"]]}
-    blocks = []
-    for message in value.get("messages", []):
-        block = message.get("content", {})
-        blocks.append({**block, "role": message.get("role")} if isinstance(block, dict)
-                      else block)
-    return {"content": blocks, "description": value.get("description", "")}
 
 
 def map_call_error(exc: BaseException) -> McpError:

@@ -10,12 +10,21 @@ defaults (``${VAR:-default}``), and any ``${...}`` in an argument. A credential 
 the command line or the URL is refused with ``MCP_CREDENTIAL_IN_ARGUMENTS``
 (:mod:`deepseek_eyes.mcp_host.credentials`). Imported servers arrive enabled with empty allow
 lists: they connect, and expose nothing until an operator allows something.
+
+A stdio server's command must exist at import (``MCP_COMMAND_NOT_FOUND``, naming it): on
+the ``PATH`` the child will search — its own when its ``env`` sets ``PATH`` from a variable
+that is set, ours otherwise, as :mod:`subprocess` looks a bare name up in the child's
+environment — or, with a ``/`` in it, as an executable file (relative to its ``cwd``). A
+typo then fails where it was made, not later as a connection failure in ``mcp status``.
+An id that is taken refuses the import unless ``replace`` is asked for.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 from collections.abc import Set
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +88,32 @@ def _construct(inner: str) -> str | None:
         return (f"${{{prefix}:…}} is a VS Code {prefix} variable, which is not expanded "
                 "here; write the value itself")
     return None
+
+
+def _check_command(name: str, entry: dict[str, Any]) -> None:
+    """Refuse a stdio entry whose command the child could not be started with.
+
+    Raises:
+        McpError: ``MCP_COMMAND_NOT_FOUND``.
+    """
+    command = entry["command"]
+    if "/" in command:
+        cwd = entry.get("cwd")
+        target = Path(cwd or ".") / Path(command).expanduser()
+        found = target.is_file() and os.access(target, os.X_OK)
+        where = f"at {command!r}" + (f" (from {cwd!r})" if cwd else "")
+    else:
+        variable = entry.get("env", {}).get("PATH", {}).get("env")
+        search = os.environ.get(variable) if variable else None
+        where = f"on the server's PATH (${variable})" if search is not None else "on PATH"
+        if search is None:
+            search = os.environ.get("PATH", os.defpath)
+        found = shutil.which(command, path=search) is not None
+    if not found:
+        raise McpError(
+            f"{name}: the command {command!r} is not an executable file {where}; install "
+            "it, or write its full path in the file, and import again",
+            code="MCP_COMMAND_NOT_FOUND", details={"server": name, "command": command})
 
 
 def _references(server: str, table: str, values: Any) -> dict[str, dict[str, str]]:
@@ -164,11 +199,16 @@ def _entry(name: str, spec: Any, ignored: list[str]) -> dict[str, Any]:
     return entry
 
 
-def import_servers(path: Path, existing_ids: Set[str] = frozenset()) -> ImportResult:
+def import_servers(path: Path, existing_ids: Set[str] = frozenset(), *,
+                   replace: bool = False) -> ImportResult:
     """Read ``path`` and return our ``[[mcp.servers]]`` entries for it.
 
+    ``replace``: an id in ``existing_ids`` is no refusal (the caller replaces that entry);
+    two servers of the file that become one id still are.
+
     Raises:
-        McpError: ``MCP_IMPORT_INVALID`` (malformed file, literal secret, id taken).
+        McpError: ``MCP_IMPORT_INVALID`` (malformed file, literal secret, id taken),
+            ``MCP_COMMAND_NOT_FOUND``, ``MCP_CREDENTIAL_IN_ARGUMENTS``.
     """
     try:
         with path.open("rb") as handle:
@@ -190,10 +230,20 @@ def import_servers(path: Path, existing_ids: Set[str] = frozenset()) -> ImportRe
         raise _invalid(f"{path} has no mcpServers or servers object")
     ignored: list[str] = []
     servers = [_entry(str(name), spec, ignored) for name, spec in table.items()]
-    seen = set(existing_ids)
+    seen: set[str] = set()
     for entry in servers:
         if entry["id"] in seen:
+            raise _invalid(f"servers {entry['name']!r} and another of this file both become "
+                           f"id {entry['id']!r} (one id twice); rename one",
+                           server=entry["name"])
+        if entry["id"] in existing_ids and not replace:
             raise _invalid(f"server id {entry['id']!r} (from {entry['name']!r}) is already "
-                           "configured or imported twice; rename one", server=entry["name"])
+                           "configured; import with --replace to replace its entry (its "
+                           "allow and deny lists and switches are kept), or rename one",
+                           server=entry["name"])
         seen.add(entry["id"])
+    # Last: what the file says is judged whole before this machine is asked about it.
+    for entry in servers:
+        if entry["transport"] == "stdio":
+            _check_command(entry["name"], entry)
     return ImportResult(servers, sorted(set(ignored)))

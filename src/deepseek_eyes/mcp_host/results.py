@@ -9,7 +9,10 @@
 * The preview is what enters the model's context, bounded by ``mcp.max_result_chars``.
   When it had to be cut, or the result carries more than text, the complete canonical
   JSON is kept as an immutable private artifact (temp file, fsync, atomic rename, the temp
-  file removed on every exit), so nothing that reached the model is untraceable.
+  file removed on every exit), so nothing that reached the model is untraceable. A cut is
+  never silent: the preview ends with :func:`truncation_marker` (how many characters are
+  missing, and the artifact's digest, or that ``mcp.persist_results = false`` kept none),
+  and the marker's room is taken from the text, so the whole still fits the bound.
 * Image blocks are decoded and validated as one batch before the first blob is written;
   a bad image stores none, and a storage fault returns no partial list. The runtime hands
   the returned blob references to the vision bridge.
@@ -33,11 +36,13 @@ from deepseek_eyes.store.blobs import BlobRef, BlobStore
 from deepseek_eyes.store.files import write_file_atomic
 
 __all__ = [
+    "MARKER_CHARS",
     "ImageRef",
     "canonical_json",
     "decode_images",
     "preview_text",
     "store_images",
+    "truncation_marker",
     "write_artifact",
 ]
 
@@ -133,9 +138,26 @@ def write_artifact(root: Path, data: bytes, digest: str) -> Path:
     return target
 
 
-def preview_text(value: Any, images: list[ImageRef], limit: int) -> tuple[str, bool, bool]:
-    """(preview, truncated, text_only): text blocks joined; other blocks as short markers
-    (an embedded resource's text follows its marker); a prompt message's role leads it."""
+def truncation_marker(left_out: int, total: int, artifact: str | None) -> str:
+    """The line that ends a cut preview: how much of it is missing and where it is kept
+    (``artifact``: the complete result's digest; None: it was not kept)."""
+    where = (f"the whole result is kept as artifact {artifact}" if artifact is not None
+             else "the rest was not kept (mcp.persist_results = false)")
+    return f"\n[truncated: {left_out:,} of {total:,} characters left out; {where}]"
+
+
+#: Room the marker may take: its words, two counts and a ``sha256:`` digest.
+MARKER_CHARS = 192
+
+
+def preview_text(value: Any, images: list[ImageRef], limit: int) -> tuple[str, int, bool]:
+    """(preview, total, text_only): text blocks joined; other blocks as short markers (an
+    embedded resource's text follows its marker); a prompt message's role leads it.
+
+    ``total`` is the length the whole preview would have; only ``limit`` characters of it
+    are built, so a preview shorter than ``total`` was cut. Every block is measured, which
+    costs one length a block: admission has bounded how many there are.
+    """
     parts: list[str] = []
     text_only = True
     content = value.get("content") if isinstance(value, dict) else None
@@ -143,6 +165,7 @@ def preview_text(value: Any, images: list[ImageRef], limit: int) -> tuple[str, b
     size = 0
     for block in content if isinstance(content, list) else ():
         kind = block.get("type") if isinstance(block, dict) else None
+        body = ""  # a resource's text, measured without being copied once past the limit
         if kind == "text":
             part = str(block.get("text", ""))
         elif kind == "image":
@@ -155,22 +178,22 @@ def preview_text(value: Any, images: list[ImageRef], limit: int) -> tuple[str, b
             resource = block["resource"]
             part = f"[resource {resource.get('uri', '')}]".replace(" ]", "]")
             if isinstance(resource.get("text"), str):
-                part += "\n" + resource["text"]
+                body = "\n" + resource["text"]
         else:
             text_only = False
             part = f"[{kind or 'block'}]"
         role = block.get("role") if isinstance(block, dict) else None
-        if isinstance(role, str):  # a prompt message (see host._as_content)
+        if isinstance(role, str):  # a prompt message (see content.as_content)
             part = f"[{role}] {part}"
-        parts.append(part)
-        size += len(part) + 1
-        if size > limit:
-            break
+        if size <= limit:
+            parts.append(part + body)
+        size += len(part) + len(body) + 1
     if isinstance(value, dict) and value.get("structuredContent") is not None:
         text_only = False
         if not parts:
-            parts.append(json.dumps(value["structuredContent"], ensure_ascii=False)[: limit + 1])
+            whole = json.dumps(value["structuredContent"], ensure_ascii=False)
+            parts.append(whole[: limit + 1])
+            size = len(whole) + 1
+    total = max(size - 1, 0)
     text = "\n".join(parts)
-    if len(text) > limit:
-        return text[:limit], True, text_only
-    return text, False, text_only
+    return (text[:limit] if len(text) > limit else text), total, text_only

@@ -172,11 +172,34 @@ def server_table(entry: Mapping[str, Any]) -> Table:
     return table
 
 
-def add_servers(path: Path, entries: Iterable[Mapping[str, Any]]) -> Settings:
-    """Append server entries (as plain data) to the file.
+#: The keys an import writes: what the other host's file says of a server. The rest of an
+#: entry (allow and deny lists, risk policy, plane switches, timeouts, ``enabled``) is this
+#: host's own policy, which a re-import with ``replace`` keeps.
+IMPORTED_KEYS = ("name", "transport", "command", "args", "env", "cwd", "url", "headers")
+
+
+def _replace_entry(entry: MutableMapping[str, Any], new: Mapping[str, Any]) -> None:
+    """Rewrite an entry's imported keys in place (its comments and other keys stay)."""
+    for key in IMPORTED_KEYS:
+        if key in entry:
+            del entry[key]
+    if new.get("transport") != "streamable-http" and "oauth" in entry:
+        del entry["oauth"]  # OAuth is only for HTTP; a stdio entry with it would not load
+    for key, value in new.items():
+        if key in IMPORTED_KEYS:
+            entry[key] = _inline(value) if isinstance(value, Mapping) else value
+        elif key not in entry:
+            entry[key] = value
+
+
+def add_servers(path: Path, entries: Iterable[Mapping[str, Any]], *,
+                replace: bool = False) -> Settings:
+    """Append server entries (as plain data) to the file; with ``replace``, an entry whose
+    id is taken rewrites that entry's :data:`IMPORTED_KEYS` instead, where it stands.
 
     Raises:
-        McpError: ``MCP_SERVER_EXISTS`` when an id is already in the file.
+        McpError: ``MCP_SERVER_EXISTS`` when an id is already in the file (without
+            ``replace``).
         ConfigError: ``CONFIG_INVALID`` (an invalid entry); nothing is written.
     """
     new = list(entries)
@@ -186,6 +209,9 @@ def add_servers(path: Path, entries: Iterable[Mapping[str, Any]]) -> Settings:
         assert servers is not None
         taken = {e.get("id") for e in servers if isinstance(e, Mapping)}
         for entry in new:
+            if entry["id"] in taken and replace:
+                _replace_entry(_server_entry(document, entry["id"]), entry)
+                continue
             if entry["id"] in taken:
                 raise McpError(f"a server {entry['id']!r} is already configured; remove it "
                                "first or choose another id", code="MCP_SERVER_EXISTS",

@@ -1,8 +1,8 @@
 """The ``mcp`` tool source: the MCP host's exposed tools, as the final model's tools.
 
 What is offered is exactly :meth:`McpHost.exposed` (allow/deny, read-only risk gate,
-``max_tools`` and ``max_schema_tokens`` of ``[mcp]``), including the two generic
-resource/prompt tools when a content plane has allowed items. A call goes back through
+``max_tools`` and ``max_schema_tokens`` of ``[mcp]``), including a content plane's shared
+tools only when some server has that plane on and an allowed item. A call goes back through
 the host, which checks policy and the catalog generation the tool was offered under
 again, charges the run's quota and admits the result before anything is stored.
 
@@ -23,7 +23,14 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from deepseek_eyes.errors import DeepSeekEyesError, McpError
-from deepseek_eyes.mcp_host.host import PROMPT_TOOL, RESOURCE_TOOL, CallResult, McpHost, RunQuota
+from deepseek_eyes.mcp_host.host import (
+    PROMPT_TOOL,
+    RESOURCE_TOOL,
+    RESOURCES_TOOL,
+    CallResult,
+    McpHost,
+    RunQuota,
+)
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.render import render_evidence
 from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
@@ -73,7 +80,7 @@ class McpToolSource:
         name = spec.name
         quota = self.quota(context)
         try:
-            if name in (RESOURCE_TOOL, PROMPT_TOOL):
+            if name in (RESOURCES_TOOL, RESOURCE_TOOL, PROMPT_TOOL):
                 result = await self.host.call_generic(name, arguments, quota=quota)
             else:
                 result = await self.host.call_tool(

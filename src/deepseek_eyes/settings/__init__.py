@@ -38,6 +38,7 @@ from deepseek_eyes.settings.base import (
     SecretRef,
     Strict,
     is_loopback_host,
+    is_loopback_url_host,
 )
 from deepseek_eyes.settings.browser import BrowserSettings, VisualMode
 from deepseek_eyes.settings.desktop import DesktopSettings
@@ -93,6 +94,7 @@ __all__ = [
     "data_home",
     "format_validation_errors",
     "is_loopback_host",
+    "is_loopback_url_host",
     "load_settings",
     "validate_settings_file",
 ]

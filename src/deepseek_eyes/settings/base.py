@@ -37,6 +37,7 @@ __all__ = [
     "Strict",
     "is_loopback_host",
     "is_loopback_url",
+    "is_loopback_url_host",
 ]
 
 CONFIG_FILENAME = "deepseek-eyes.toml"
@@ -114,6 +115,33 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+_LOCALHOST_NAME = re.compile(r"^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.){1,16}localhost\Z")
+
+
+def is_loopback_url_host(host: str) -> bool:
+    """A URL host (``urlsplit(url).hostname``: lower case, no brackets) that names this
+    machine, in every spelling the MCP seed allows plain http to: :func:`is_loopback_host`,
+    a name under ``.localhost`` (RFC 6761 reserves the whole zone for loopback), and an
+    IPv6 address carrying an IPv4 loopback one, mapped (``::ffff:127.0.0.1``,
+    ``::ffff:7f00:1``) or compatible (``::127.0.0.1``).
+
+    Only for a server's URL: a bind address (:func:`is_loopback_host`) is not widened, as
+    a listener on ``foo.localhost`` would rest on a resolver to keep RFC 6761.
+    """
+    if is_loopback_host(host) or _LOCALHOST_NAME.match(host):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if not isinstance(address, ipaddress.IPv6Address):
+        return False
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    packed = address.packed
+    return packed[:12] == bytes(12) and ipaddress.IPv4Address(packed[12:]).is_loopback
 
 
 def is_loopback_url(url: str) -> bool:

@@ -5,8 +5,9 @@ stdio and HTTP fields never mixed, env and header values only as references,
 credential-looking commands and arguments, URL user info and credential query, matrix and
 fragment keys refused (the checks of :mod:`deepseek_eyes.settings.credentials`, the same ones
 ``mcp register`` and ``mcp import`` run, so a file edited by hand is refused as it loads),
-HTTPS except for explicit loopback hosts, OAuth only on HTTP with env-referenced client
-credentials.
+HTTPS except for explicit loopback hosts (every spelling the seed lists: ``localhost`` and
+names under ``.localhost``, ``127/8``, ``::1``, and IPv4-mapped or -compatible loopback),
+OAuth only on HTTP with env-referenced client credentials.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pydantic_core import PydanticCustomError
 from deepseek_eyes.settings.base import (
     Secret,
     Strict,
-    is_loopback_host,
+    is_loopback_url_host,
 )
 from deepseek_eyes.settings.credentials import argument_credential, url_credential
 
@@ -79,7 +80,7 @@ class McpOAuthSettings(Strict):
             return None
         parts = urlsplit(value)
         if parts.scheme != "https" and not (
-            parts.scheme == "http" and is_loopback_host(parts.hostname or "")
+            parts.scheme == "http" and is_loopback_url_host(parts.hostname or "")
         ):
             raise PydanticCustomError(
                 "mcp_issuer", "issuer must be an https:// URL (plain http only for loopback)"
@@ -157,7 +158,7 @@ class McpServerSettings(Strict):
                 "mcp_url", "url {finding} (a credential); send it in a header set to "
                 "{example} instead", {"finding": found, "example": '{ env = "NAME" }'},
             )
-        if parts.scheme == "http" and not is_loopback_host(parts.hostname):
+        if parts.scheme == "http" and not is_loopback_url_host(parts.hostname):
             raise PydanticCustomError(
                 "mcp_url", "url must use https:// (plain http only for loopback hosts)"
             )
@@ -202,6 +203,11 @@ class McpSettings(Strict):
     )
     max_result_chars: int = Field(
         default=16_000, ge=256, le=4_000_000, description="Preview of one result in context."
+    )
+    persist_results: bool = Field(
+        default=True,
+        description="Keep a cut or non-text result whole as an artifact (its digest ends the "
+        "cut preview); false: nothing is written, and the preview says the rest was not kept.",
     )
     max_external_calls_per_run: int = Field(
         default=64, ge=0, le=100_000, description="Tool, read and prompt calls per run; 0: no cap."
