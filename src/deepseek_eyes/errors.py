@@ -53,8 +53,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+#: What a ``*_UNAVAILABLE`` message tells a user to run: the one place these commands are
+#: spelled, so every message that names one names the same.
+FIX_PACKAGE = "scripts/setup.sh (or: pip install --upgrade deepseek-eyes)"
+FIX_CHROMIUM = "sudo apt-get install chromium (or set browser.executable)"
+FIX_DESKTOP = ("sudo apt-get install xvfb dbus-x11 at-spi2-core libatk-adaptor "
+               "python3-pyatspi python3-gi python3-xlib gir1.2-gtk-3.0")
+
 __all__ = [
     "ERROR_CODES",
+    "FIX_CHROMIUM",
+    "FIX_DESKTOP",
+    "FIX_PACKAGE",
     "AuditError",
     "BrowserError",
     "BrowserPolicyError",

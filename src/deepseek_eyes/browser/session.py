@@ -50,7 +50,13 @@ from urllib.parse import urlsplit
 from deepseek_eyes.browser.observe import SECRET_FIELD_JS
 from deepseek_eyes.browser.policy import DEFAULT_PORTS, NavigationPolicy
 from deepseek_eyes.browser.proxy import PROXY_ARGS, Refusal, RequestProxy, Resolver
-from deepseek_eyes.errors import BrowserError, BrowserPolicyError, BrowserTimeoutError
+from deepseek_eyes.errors import (
+    FIX_CHROMIUM,
+    FIX_PACKAGE,
+    BrowserError,
+    BrowserPolicyError,
+    BrowserTimeoutError,
+)
 from deepseek_eyes.settings import BrowserSettings
 
 if TYPE_CHECKING:
@@ -148,8 +154,8 @@ def find_chromium(settings: BrowserSettings) -> str:
                       shutil.which("chromium-browser")):
         if candidate and Path(candidate).is_file():
             return candidate
-    raise BrowserError("Chromium is not installed (Debian: apt-get install chromium)",
-                       code="BROWSER_UNAVAILABLE")
+    raise BrowserError(f"Chromium is not installed; install it: {FIX_CHROMIUM}",
+                       code="BROWSER_UNAVAILABLE", details={"fix": FIX_CHROMIUM})
 
 
 @dataclass
@@ -234,8 +240,9 @@ class BrowserSession:
             from playwright.async_api import Error as PlaywrightError
             from playwright.async_api import async_playwright
         except ImportError as exc:
-            raise BrowserError("the playwright package is not installed",
-                               code="BROWSER_UNAVAILABLE") from exc
+            raise BrowserError(
+                f"the playwright package is not installed; reinstall DeepSeekEyes: {FIX_PACKAGE}",
+                code="BROWSER_UNAVAILABLE", details={"fix": FIX_PACKAGE}) from exc
         incoming = self.downloads_dir / ".incoming"
         try:
             incoming.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from deepseek_eyes.errors import DesktopError
+from deepseek_eyes.errors import FIX_DESKTOP, DesktopError
 
 __all__ = ["HeadlessDesktop", "missing_programs"]
 
@@ -62,7 +62,9 @@ class HeadlessDesktop:
         """Start Xvfb, D-Bus and AT-SPI. Raises DesktopError DESKTOP_UNAVAILABLE."""
         missing = missing_programs()
         if missing:
-            raise _unavailable("the headless desktop needs " + ", ".join(missing))
+            raise DesktopError(
+                f"the headless desktop needs {', '.join(missing)}; install them: {FIX_DESKTOP}",
+                code="DESKTOP_UNAVAILABLE", details={"missing": missing, "fix": FIX_DESKTOP})
         try:
             self._start_xvfb()
             self._start_dbus()

@@ -33,6 +33,7 @@ from deepseek_eyes.desktop.model import (
     ref_for,
 )
 from deepseek_eyes.errors import (
+    FIX_DESKTOP,
     DesktopError,
     DesktopGuardError,
     DesktopStaleError,
@@ -95,7 +96,9 @@ class NativeHelper:
             await self._stop_and_stderr()
             error = hello.get("error") or {}
             raise DesktopError(f"the native helper cannot reach the desktop: "
-                               f"{str(error.get('message'))[:500]}", code="DESKTOP_UNAVAILABLE")
+                               f"{str(error.get('message'))[:500]} (it needs the system's "
+                               f"accessibility packages: {FIX_DESKTOP})",
+                               code="DESKTOP_UNAVAILABLE", details={"fix": FIX_DESKTOP})
 
     async def _read(self, timeout: float) -> dict[str, Any]:
         proc = self._proc
