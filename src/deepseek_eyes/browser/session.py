@@ -148,8 +148,9 @@ def find_chromium(settings: BrowserSettings) -> str:
     if settings.executable is not None:
         if settings.executable.is_file():
             return str(settings.executable)
-        raise BrowserError(f"browser.executable {settings.executable} does not exist",
-                           code="BROWSER_UNAVAILABLE")
+        raise BrowserError(f"browser.executable {settings.executable} does not exist; point it "
+                           f"at a Chromium, or install one: {FIX_CHROMIUM}",
+                           code="BROWSER_UNAVAILABLE", details={"fix": FIX_CHROMIUM})
     for candidate in ("/usr/bin/chromium", shutil.which("chromium"),
                       shutil.which("chromium-browser")):
         if candidate and Path(candidate).is_file():
