@@ -131,7 +131,7 @@ def _allowed_tools(state: ServerState) -> list[ExposedTool]:
     then its ``read-only`` risk gate."""
     s, cat = state.settings, state.catalog
     assert cat is not None
-    if not s.tools_enabled:
+    if not s.tools_enabled or state.tools_status != "ready":
         return []
     policy: exposure.Stage[ToolEntry] = exposure.chained([
         exposure.filtered(lambda tool: permitted(s, "tools", tool.name)),
@@ -146,6 +146,8 @@ def _offers_content(state: ServerState) -> bool:
     """Whether a live server has an allowed resource or prompt (its tools aside)."""
     s, cat = state.settings, state.catalog
     assert cat is not None
+    if state.content_status != "ready":
+        return False
     return any(s.resources_enabled and permitted(s, "resources", r.uri)
                for r in cat.resources) or any(
         s.prompts_enabled and permitted(s, "prompts", p.name) for p in cat.prompts)
@@ -408,8 +410,10 @@ class McpHost:
         state = self.manager.require(server_id)
         if not getattr(state.settings, f"{plane}_enabled") or self.manager.suspended:
             raise McpError(f"{plane} are disabled for {server_id}", code="MCP_SERVER_DISABLED")
-        if state not in self._live():
-            raise McpError(f"{server_id} is not connected", code="MCP_SERVER_UNAVAILABLE")
+        if state not in self._live() or state.content_status != "ready":
+            raise McpError(f"{server_id} is not connected", code="MCP_SERVER_UNAVAILABLE",
+                           details={"server": server_id, "content_status": state.content_status,
+                                    "last_error": state.content_error})
         return state
 
     def resources(self, server_id: str) -> list[dict[str, Any]]:

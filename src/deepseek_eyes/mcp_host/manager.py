@@ -4,8 +4,11 @@ Each server's connection lives in its own task (the SDK's ``Client`` must be ent
 left in one task). That task connects under a timeout, drains discovery into an immutable
 :class:`Catalog` generation, then waits for a ``list_changed`` notification (the
 handshake revisions' notification path, or ``Client.listen`` on ``2026-07-28``) or a stop.
-A failed refresh keeps the previous generation; a non-empty catalog turning empty is
-withdrawn until a separate probe confirms it. A dropped connection reconnects with backoff,
+The tools plane and the content plane are listed, failed and published apart
+(:mod:`deepseek_eyes.mcp_host.discovery`): a failed refresh of a plane keeps what it last
+published, a plane that fails outright leaves the other served, and a plane whose non-empty
+listing turns empty is withdrawn — and stays so through further empty listings — until a
+separate probe confirms it. A dropped connection reconnects with backoff,
 and a connection that stayed ready for ``stable_s`` starts the backoff over: a server that
 drops once a day is retried at once, one that dies on arrival ever more slowly. Liveness
 (:mod:`deepseek_eyes.mcp_host.liveness`) asks each server only what its transport and revision
@@ -38,16 +41,7 @@ from mcp import Client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from deepseek_eyes.errors import ConfigError, McpCatalogError, McpError, McpTimeoutError
-from deepseek_eyes.mcp_host.catalog import (
-    CONTENT_BUDGET,
-    TOOL_BUDGET,
-    Catalog,
-    Meter,
-    PromptEntry,
-    ResourceEntry,
-    drain,
-    tool_entries,
-)
+from deepseek_eyes.mcp_host.catalog import Catalog, PromptEntry, ResourceEntry, ToolEntry
 from deepseek_eyes.mcp_host.connection import (
     Connector,
     build_client,
@@ -56,11 +50,18 @@ from deepseek_eyes.mcp_host.connection import (
     map_error,
     set_discover_timeout,
 )
+from deepseek_eyes.mcp_host.discovery import (
+    ContentPlane,
+    Listing,
+    ToolsPlane,
+    content_wanted,
+    list_planes,
+)
 from deepseek_eyes.mcp_host.events import StatusEvents
 from deepseek_eyes.mcp_host.faults import invalid_response
 from deepseek_eyes.mcp_host.liveness import Heartbeat, StreamWatch
 from deepseek_eyes.mcp_host.oauth import OAuthHandle, oauth_handle
-from deepseek_eyes.mcp_host.redact import redactor_for
+from deepseek_eyes.mcp_host.redact import Redactor, redactor_for
 from deepseek_eyes.mcp_host.state import ServerState
 from deepseek_eyes.mcp_host.stderr_log import StderrLog
 from deepseek_eyes.settings import McpServerSettings, McpSettings
@@ -73,8 +74,7 @@ HEARTBEAT_S = 15.0
 #: Seconds a connection must stay ready for its loss to restart the backoff from the start.
 STABLE_S = 30.0
 
-def _content_wanted(s: McpServerSettings) -> bool:
-    return s.resources_enabled or s.prompts_enabled
+_content_wanted = content_wanted
 
 
 class McpManager:
@@ -340,94 +340,85 @@ class McpManager:
                     state.refresh.set()
 
     async def _discover(self, state: ServerState, client: Client) -> None:
-        """Build the next generation; a failure keeps the previous one (and its exposure)."""
-        try:
-            with anyio.fail_after(state.settings.connect_timeout), state.activity.request():
-                catalog = await self.list_catalog(state.settings, client, state.generation + 1)
-        except Exception as exc:
-            state.fail(map_error(exc))
-            if state.catalog is None:
-                state.tools_status = "failed" if state.settings.tools_enabled else "disabled"
-                if _content_wanted(state.settings):
-                    state.content_status = "failed"
-            if isinstance(exc, McpCatalogError | McpError) or state.catalog is not None:
-                return
-            raise
-        previous = state.catalog
-        if previous is not None and _same(previous, catalog):
-            return  # an unchanged listing keeps its generation; in-flight calls stay valid
-        if previous is not None and not previous.empty and catalog.empty:
-            state.catalog = None  # withdrawn until a probe confirms the empty catalog
-            state.tools_status = "withdrawn"
-            state.generation += 1
+        """List both planes and publish the next generation, each plane on its own.
+
+        Raises:
+            Exception: only when nothing was ever published and no plane could be listed
+                for a reason of the connection (it reconnects then).
+        """
+        listing = await list_planes(state.settings, client, timeout=state.settings.connect_timeout,
+                                    activity=state.activity)
+        if not listing.listed_any and state.catalog is None:
+            wire = [e for e in listing.errors if not isinstance(e, McpCatalogError | McpError)]
+            if wire:
+                self._apply(state, listing)  # the planes say failed while it reconnects
+                raise wire[0]
+        self._apply(state, listing)
+
+    def _apply(self, state: ServerState, listing: Listing) -> None:
+        """Fold one listing into the state, plane by plane.
+
+        A failed plane keeps what it last published (or is ``failed`` when it had nothing);
+        a plane whose non-empty listing turns empty, or that is already ``withdrawn`` and
+        lists empty again, is ``withdrawn`` (offers nothing) until a probe confirms the
+        empty listing (:meth:`probe`). The server is published while either plane is ready.
+        """
+        s, prev = state.settings, state.catalog
+        tools = prev.tools if prev is not None else ()
+        resources = prev.resources if prev is not None else ()
+        prompts = prev.prompts if prev is not None else ()
+        if s.tools_enabled:
+            if listing.tools_error is not None:
+                state.tools_error = self._plane_failed(state, listing.tools_error, "tools")
+            else:
+                plane = listing.tools or ToolsPlane()
+                if plane.empty and (state.tools_status == "withdrawn" or (
+                        state.tools_status == "ready" and tools)):
+                    state.tools_status, tools = "withdrawn", ()
+                else:
+                    state.tools_status, tools = "ready", plane.tools
+                state.tools_error = None
+        if _content_wanted(s):
+            if listing.content_error is not None:
+                state.content_error = self._plane_failed(state, listing.content_error, "content")
+            else:
+                content = listing.content or ContentPlane()
+                if content.empty and (state.content_status == "withdrawn" or (
+                        state.content_status == "ready" and (resources or prompts))):
+                    state.content_status, resources, prompts = "withdrawn", (), ()
+                else:
+                    state.content_status = "ready"
+                    resources, prompts = content.resources, content.prompts
+                state.content_error = None
+        self._publish(state, tools, resources, prompts, listing.instructions)
+
+    def _plane_failed(self, state: ServerState, exc: BaseException, plane: str) -> str:
+        """Keep a plane's failure; a plane with nothing published becomes ``failed``."""
+        err = map_error(exc)
+        state.fail(err)
+        if getattr(state, f"{plane}_status") not in ("ready", "withdrawn"):
+            setattr(state, f"{plane}_status", "failed")
+        return err.code
+
+    def _publish(self, state: ServerState, tools: tuple[ToolEntry, ...],
+                 resources: tuple[ResourceEntry, ...], prompts: tuple[PromptEntry, ...],
+                 instructions: str | None) -> None:
+        """The next generation, or none while neither plane is ready; an unchanged catalog
+        keeps its generation (in-flight calls stay valid)."""
+        prev = state.catalog
+        if "ready" not in (state.tools_status, state.content_status):
+            if prev is not None:
+                state.catalog = None
+                state.generation += 1
+            return
+        catalog = Catalog(generation=state.generation + 1, tools=tools,
+                          resources=resources, prompts=prompts, instructions=instructions,
+                          content_listed=_content_wanted(state.settings),
+                          by_public={t.public_name: t for t in tools})
+        if prev is not None and _same(prev, catalog):
             return
         state.generation = catalog.generation
         state.catalog = catalog
-        state.tools_status = "ready" if state.settings.tools_enabled else "disabled"
-        state.content_status = "ready" if _content_wanted(state.settings) else "disabled"
-
-    async def list_catalog(self, s: McpServerSettings, client: Client, generation: int) -> Catalog:
-        """Drain the enabled planes of one server under their budgets.
-
-        Raises:
-            McpCatalogError: the whole generation is rejected.
-        """
-        caps = client.server_capabilities
-        tools: list[Any] = []
-        if s.tools_enabled and caps.tools is not None:
-            meter = Meter(TOOL_BUDGET, "tools")
-
-            async def tool_page(cursor: str | None) -> tuple[list[Any], str | None]:
-                page = await client.list_tools(cursor=cursor)
-                return page.tools, page.next_cursor
-
-            await drain(tool_page, meter, tools)
-        resources: list[ResourceEntry] = []
-        prompts: list[PromptEntry] = []
-        if _content_wanted(s):
-            meter = Meter(CONTENT_BUDGET, "content")
-            if s.resources_enabled and caps.resources is not None:
-                raw: list[Any] = []
-
-                async def res_page(cursor: str | None) -> tuple[list[Any], str | None]:
-                    page = await client.list_resources(cursor=cursor)
-                    return page.resources, page.next_cursor
-
-                async def tpl_page(cursor: str | None) -> tuple[list[Any], str | None]:
-                    page = await client.list_resource_templates(cursor=cursor)
-                    return page.resource_templates, page.next_cursor
-
-                await drain(res_page, meter, raw)
-                resources = [ResourceEntry(str(r.uri), r.name, r.mime_type) for r in raw]
-                raw = []
-                await drain(tpl_page, meter, raw)
-                resources += [
-                    ResourceEntry(str(r.uri_template), r.name, r.mime_type, template=True)
-                    for r in raw
-                ]
-            if s.prompts_enabled and caps.prompts is not None:
-                rawp: list[Any] = []
-
-                async def prompt_page(cursor: str | None) -> tuple[list[Any], str | None]:
-                    page = await client.list_prompts(cursor=cursor)
-                    return page.prompts, page.next_cursor
-
-                await drain(prompt_page, meter, rawp)
-                prompts = [
-                    PromptEntry(p.name, (p.description or "")[:4096], tuple(
-                        (a.name, bool(a.required)) for a in (p.arguments or ())))
-                    for p in rawp
-                ]
-            _unique([r.uri for r in resources], "resource")
-            _unique([p.name for p in prompts], "prompt")
-        entries = tool_entries(s.id, tools)
-        instructions = (client.instructions or "").strip()[: s.max_instruction_chars] or None
-        return Catalog(
-            generation=generation, tools=entries, resources=tuple(resources),
-            prompts=tuple(prompts), instructions=instructions,
-            content_listed=_content_wanted(s),
-            by_public={t.public_name: t for t in entries},
-        )
 
     # -- probe ---------------------------------------------------------------------------------
     async def probe(self, server_id: str) -> dict[str, Any]:
@@ -458,24 +449,46 @@ class McpManager:
             with anyio.fail_after(s.connect_timeout):
                 async with client:
                     await learn_capabilities(client, state.mode)
-                    catalog = await self.list_catalog(s, client, 0)
+                    listing = await list_planes(s, client, timeout=s.connect_timeout)
                     protocol = client.protocol_version
         except Exception as exc:
             raise redactor.scrub_error(map_error(exc, connecting=True)) from None
-        if state.tools_status == "withdrawn":
-            if catalog.empty:
-                state.generation += 1
-                state.catalog = Catalog(generation=state.generation)
-                state.tools_status = "ready"
-            else:
-                state.refresh.set()
+        if not listing.listed_any and listing.errors:
+            raise redactor.scrub_error(map_error(listing.errors[0])) from None
+        self._confirm(state, listing)
+        tools = listing.tools or ToolsPlane()
+        content = listing.content or ContentPlane()
         return {
             "id": s.id, "ok": True, "protocol": protocol,
             "latency_ms": round((time.perf_counter() - started) * 1000, 2),
-            "tools": [t.name for t in catalog.tools],
-            "resources": len(catalog.resources), "prompts": len(catalog.prompts),
-            "instructions": catalog.instructions is not None,
+            "tools": [t.name for t in tools.tools],
+            "resources": len(content.resources), "prompts": len(content.prompts),
+            "instructions": listing.instructions is not None,
+            "tools_error": _code(listing.tools_error, redactor),
+            "content_error": _code(listing.content_error, redactor),
         }
+
+    def _confirm(self, state: ServerState, listing: Listing) -> None:
+        """A probe's verdict on each withdrawn plane: an empty listing confirms it (published
+        ready and empty), entries ask the live connection to list again, a failure leaves
+        it withdrawn."""
+        refresh = False
+        if state.tools_status == "withdrawn" and listing.tools is not None:
+            if listing.tools.empty:
+                state.tools_status = "ready"
+            else:
+                refresh = True
+        if state.content_status == "withdrawn" and listing.content is not None:
+            if listing.content.empty:
+                state.content_status = "ready"
+            else:
+                refresh = True
+        if state.status == "ready":
+            prev = state.catalog
+            self._publish(state, prev.tools if prev else (), prev.resources if prev else (),
+                          prev.prompts if prev else (), listing.instructions)
+        if refresh:
+            state.refresh.set()
 
     def status(self) -> list[dict[str, Any]]:
         return [state.view() for state in self.servers.values()]
@@ -489,6 +502,5 @@ def _same(a: Catalog, b: Catalog) -> bool:
         b.tools, b.resources, b.prompts, b.instructions)
 
 
-def _unique(names: list[str], what: str) -> None:
-    if len(set(names)) != len(names):
-        raise McpCatalogError(f"a {what} is listed twice", code="MCP_CATALOG_INVALID")
+def _code(exc: BaseException | None, redactor: Redactor) -> str | None:
+    return None if exc is None else redactor.scrub_error(map_error(exc)).code
