@@ -15,7 +15,9 @@ drops once a day is retried at once, one that dies on arrival ever more slowly. 
 offer, never while a request is in flight, and calls a server gone only when it really is.
 
 Stop and reconfigure suspend all exposure *before* awaiting any close, and republish only
-after the new set has settled. Every dispatch names the generation it was offered under
+after the new set has settled. A close is bounded, and one that did not finish blocks that
+server's probes and replacements until the same handle finishes
+(:mod:`deepseek_eyes.mcp_host.closing`). Every dispatch names the generation it was offered under
 and is refused (``MCP_GENERATION_STALE``) when the live one differs, before and after the
 call, so a stale definition never runs against — or returns for — a replacement.
 
@@ -42,6 +44,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from deepseek_eyes.errors import ConfigError, McpCatalogError, McpError, McpTimeoutError
 from deepseek_eyes.mcp_host.catalog import Catalog, PromptEntry, ResourceEntry, ToolEntry
+from deepseek_eyes.mcp_host.closing import CLOSE_TIMEOUT_S, CloseTracker
 from deepseek_eyes.mcp_host.connection import (
     Connector,
     build_client,
@@ -89,6 +92,7 @@ class McpManager:
         stable_s: float = STABLE_S,
         backoff_s: Sequence[float] = BACKOFF_S,
         log_dir: Path | None = None,
+        close_timeout: float = CLOSE_TIMEOUT_S,
     ) -> None:
         self.settings = settings
         self._connector = connector
@@ -100,6 +104,8 @@ class McpManager:
         self.servers: dict[str, ServerState] = {}
         self.suspended = False
         self._lock = asyncio.Lock()
+        #: Each server's connection whose close failed (:mod:`~deepseek_eyes.mcp_host.closing`).
+        self.closes = CloseTracker(close_timeout)
         self.events = StatusEvents(self._event_view, lambda: list(self.servers))
         set_discover_timeout(settings.discover_timeout)
 
@@ -121,6 +127,7 @@ class McpManager:
         """Start the enabled servers (``only`` these, when given) and wait until each has
         settled, at most ``wait`` seconds; the rest are ``stopped`` (or ``disabled``)."""
         async with self._lock:
+            await self._retry_closes(self.settings)
             self._build(self.settings, only)
         if wait:
             await self.wait_settled(wait)
@@ -137,6 +144,12 @@ class McpManager:
                 continue
             if only is not None and s.id not in only:
                 state.settled.set()  # left stopped: not needed by this use
+                continue
+            if self.closes.pending(s.id):
+                # Never a replacement beside a connection that has not finished closing.
+                state.fail(self.closes.refusal(s.id))
+                state.status = "failed"
+                state.settled.set()
                 continue
             if not s.tools_enabled:
                 state.tools_status = "disabled"
@@ -162,14 +175,23 @@ class McpManager:
         async with self._lock:
             await self._close_all()
             set_discover_timeout(settings.discover_timeout)
+            await self._retry_closes(settings)
             self._build(settings)
         await self.wait_settled(wait)
         self.suspended = False
 
     async def restart(self, server_id: str, *, wait: float = 30.0) -> None:
+        """Close the server's connection and open a new one.
+
+        Raises:
+            McpError: ``MCP_SERVER_UNKNOWN``; ``MCP_CLOSE_PENDING`` when this close, or an
+                earlier one still pending, has not finished (nothing new is opened).
+        """
         state = self.require(server_id)
         async with self._lock:
-            await self._close(state)
+            await self.closes.require_closed(server_id)
+            if not await self._close(state):
+                raise self.closes.refusal(server_id)
             # The OAuth provider (and its in-memory token) belongs to the server, not to one
             # connection: a restart keeps it.
             fresh = self._state(state.settings, mode=state.mode, generation=state.generation,
@@ -194,15 +216,22 @@ class McpManager:
         for state in list(self.servers.values()):
             await self._close(state)
 
-    async def _close(self, state: ServerState) -> None:
+    async def _close(self, state: ServerState) -> bool:
+        """Revoke, then close under the close bound; False when the close failed (its
+        handle is then pending in :attr:`closes`)."""
         state.catalog = None
         state.stopping.set()
-        task = state.task
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        closed = await self.closes.close(state.settings.id, state.task)
         state.status = "stopped"
+        if not closed:
+            state.fail(self.closes.refusal(state.settings.id))
+        return closed
+
+    async def _retry_closes(self, settings: McpSettings) -> None:
+        """Retry each pending close of a server about to be started (see :meth:`_build`)."""
+        for s in settings.servers:
+            with contextlib.suppress(McpError):
+                await self.closes.require_closed(s.id)
 
     def _configured(self, server_id: str) -> ServerState:
         """The live state, or a detached one for a configured server that was not started."""
@@ -430,7 +459,8 @@ class McpManager:
 
         Raises:
             ConfigError: ``CONFIG_ENV_MISSING``, before any connection.
-            McpError: ``MCP_SERVER_UNKNOWN``, ``MCP_SERVER_DISABLED`` or a connect code.
+            McpError: ``MCP_SERVER_UNKNOWN``, ``MCP_SERVER_DISABLED``, ``MCP_CLOSE_PENDING``
+                (an earlier connection of it has not finished closing) or a connect code.
         """
         state = self._configured(server_id)
         s = state.settings
@@ -438,6 +468,7 @@ class McpManager:
             raise McpError(f"{server_id} is disabled in the settings", code="MCP_SERVER_DISABLED",
                            details={"server": server_id})
         check_credentials(s)
+        await self.closes.require_closed(server_id)
         redactor = redactor_for(s)
         if state.stderr is not None:
             state.stderr.redactor = redactor

@@ -1,0 +1,91 @@
+"""A close that does not finish blocks the server's probes and replacements until that very
+handle finishes. The server is an SDK server written here whose teardown (its lifespan's
+exit) hangs until the test lets it go, connected in-process through the connector hook."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+from mcp import types
+from mcp.server import Server
+
+from deepseek_eyes.errors import McpError
+from deepseek_eyes.mcp_host.manager import McpManager
+from deepseek_eyes.settings import McpSettings
+
+pytestmark = pytest.mark.anyio
+
+
+class StuckOnClose:
+    """An SDK server whose teardown waits, shielded from cancellation, while ``stuck``."""
+
+    def __init__(self) -> None:
+        self.stuck = False
+        self.release = anyio.Event()
+        self.sessions = 0
+        self.teardowns = 0
+
+        @asynccontextmanager
+        async def lifespan(_server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+            self.sessions += 1
+            try:
+                yield {}
+            finally:
+                if self.stuck:
+                    with anyio.CancelScope(shield=True):
+                        await self.release.wait()
+                self.teardowns += 1
+
+        async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+            return types.ListToolsResult(tools=[types.Tool(
+                name="t1", input_schema={"type": "object"})])
+
+        self.server: Server[Any] = Server("stuck", lifespan=lifespan, on_list_tools=list_tools)
+
+
+def manager_of(peer: StuckOnClose) -> McpManager:
+    cfg = McpSettings.model_validate({"servers": [{
+        "id": "s", "transport": "stdio", "command": "unused", "protocol": "legacy",
+        "connect_timeout": 10, "allow": {"tools": ["t*"]}}]})
+    return McpManager(cfg, connector=lambda _s: peer.server, close_timeout=0.3)
+
+
+async def test_a_failed_close_blocks_probe_and_replacement_until_it_finishes() -> None:
+    peer = StuckOnClose()
+    manager = manager_of(peer)
+    await manager.start(wait=10)
+    try:
+        assert manager.servers["s"].status == "ready"
+        peer.stuck = True
+        with pytest.raises(McpError) as first:
+            await manager.restart("s")
+        assert first.value.code == "MCP_CLOSE_PENDING"
+        assert manager.servers["s"].last_error == "MCP_CLOSE_PENDING"
+        assert manager.closes.pending("s")
+        opened = peer.sessions
+        with pytest.raises(McpError) as probe:
+            await manager.probe("s")  # a duplicate probe: refused, nothing opened beside it
+        assert probe.value.code == "MCP_CLOSE_PENDING"
+        with pytest.raises(McpError) as again:
+            await manager.restart("s")  # a replacement: refused likewise
+        assert again.value.code == "MCP_CLOSE_PENDING"
+        await manager.reconfigure(manager.settings, wait=10)  # and a reconfigured one
+        assert (manager.servers["s"].status, manager.servers["s"].last_error) == (
+            "failed", "MCP_CLOSE_PENDING")
+        assert peer.sessions == opened
+        peer.stuck = False
+        peer.release.set()  # the teardown can finish: the next retry of that handle succeeds
+        report = await manager.probe("s")
+        assert report["tools"] == ["t1"]
+        assert not manager.closes.pending("s")
+        await manager.restart("s", wait=10)
+        assert manager.servers["s"].status == "ready"
+    finally:
+        peer.stuck = False
+        peer.release.set()
+        await manager.stop()
+    assert peer.teardowns == peer.sessions  # every session, the stuck one included, ended
