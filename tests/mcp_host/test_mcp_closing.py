@@ -89,3 +89,39 @@ async def test_a_failed_close_blocks_probe_and_replacement_until_it_finishes() -
         peer.release.set()
         await manager.stop()
     assert peer.teardowns == peer.sessions  # every session, the stuck one included, ended
+
+
+async def test_stop_closes_every_server_at_once() -> None:
+    """Each teardown waits until all three have begun: closing one at a time, the first
+    would never finish (its close would fail at the bound and stay pending)."""
+    begun = 0
+    all_begun = anyio.Event()
+
+    def server(name: str) -> Server[Any]:
+        @asynccontextmanager
+        async def lifespan(_server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+            nonlocal begun
+            try:
+                yield {}
+            finally:
+                begun += 1
+                if begun == 3:
+                    all_begun.set()
+                with anyio.CancelScope(shield=True), anyio.fail_after(5):
+                    await all_begun.wait()
+
+        async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+            return types.ListToolsResult(tools=[])
+
+        return Server(name, lifespan=lifespan, on_list_tools=list_tools)
+
+    servers = {f"s{i}": server(f"s{i}") for i in range(3)}
+    cfg = McpSettings.model_validate({"servers": [
+        {"id": sid, "transport": "stdio", "command": "unused", "protocol": "legacy"}
+        for sid in servers]})
+    manager = McpManager(cfg, connector=lambda s: servers[s.id], close_timeout=3)
+    await manager.start(wait=10)
+    assert [s.status for s in manager.servers.values()] == ["ready"] * 3
+    await manager.stop()
+    assert all_begun.is_set()
+    assert not any(manager.closes.pending(sid) for sid in servers)

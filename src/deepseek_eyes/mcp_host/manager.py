@@ -76,6 +76,8 @@ BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 HEARTBEAT_S = 15.0
 #: Seconds a connection must stay ready for its loss to restart the backoff from the start.
 STABLE_S = 30.0
+#: Handshakes in progress at once (each spawns a process or opens a session).
+CONNECT_CONCURRENCY = 8
 
 _content_wanted = content_wanted
 
@@ -93,6 +95,7 @@ class McpManager:
         backoff_s: Sequence[float] = BACKOFF_S,
         log_dir: Path | None = None,
         close_timeout: float = CLOSE_TIMEOUT_S,
+        connect_concurrency: int = CONNECT_CONCURRENCY,
     ) -> None:
         self.settings = settings
         self._connector = connector
@@ -104,6 +107,7 @@ class McpManager:
         self.servers: dict[str, ServerState] = {}
         self.suspended = False
         self._lock = asyncio.Lock()
+        self._connect_slots = asyncio.Semaphore(max(1, connect_concurrency))
         #: Each server's connection whose close failed (:mod:`~deepseek_eyes.mcp_host.closing`).
         self.closes = CloseTracker(close_timeout)
         self.events = StatusEvents(self._event_view, lambda: list(self.servers))
@@ -211,10 +215,11 @@ class McpManager:
             await fresh.settled.wait()
 
     async def _close_all(self) -> None:
+        """Revoke every catalog, then close every connection at once: closes are waits (a
+        stdio child given its grace period), so one at a time cost their sum."""
         for state in self.servers.values():
             state.catalog = None  # revoke before awaiting any close
-        for state in list(self.servers.values()):
-            await self._close(state)
+        await asyncio.gather(*(self._close(state) for state in list(self.servers.values())))
 
     async def _close(self, state: ServerState) -> bool:
         """Revoke, then close under the close bound; False when the close failed (its
@@ -304,6 +309,17 @@ class McpManager:
                 state.refresh.set()
 
         watch = StreamWatch(on_end=state.activity.wake.set, on_fault=state.faults.note)
+        # One of at most ``connect_concurrency`` handshakes at a time (a slot is held until
+        # connected, not for the connection's life); the deadline starts with the slot.
+        await self._connect_slots.acquire()
+        held = True
+
+        def free_slot() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self._connect_slots.release()
+
         client = build_client(s, mode=state.mode, oauth=self._oauth(state),
                               message_handler=on_message, connector=self._connector,
                               watch=watch, stderr=state.stderr)
@@ -319,9 +335,11 @@ class McpManager:
                 async with client:
                     await learn_capabilities(client, state.mode)
                     scope.deadline = math.inf
+                    free_slot()
                     garbled = state.faults.release(scope)
                     await self._serve(state, client, started, watch)
         finally:
+            free_slot()
             garbled = state.faults.release(scope) or garbled
         if garbled and scope.cancelled_caught:
             raise invalid_response()
