@@ -1,9 +1,12 @@
 """The tools plane and the content plane fail, succeed and empty out independently, and an
 emptied plane is withdrawn until a probe confirms it. SDK servers written here, connected
-in-process through the manager's connector hook; their catalogs change on the test's command."""
+in-process through the manager's connector hook (their catalogs change on the test's
+command), and one as a real stdio process behind the CLI."""
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,11 +15,13 @@ import anyio
 import pytest
 from mcp import types
 from mcp.server import Server
+from test_mcp_cli import run
 
 from deepseek_eyes.errors import McpError
 from deepseek_eyes.mcp_host.audit import McpAudit
 from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.manager import McpManager
+from deepseek_eyes.mcp_host.settings_file import dumps
 from deepseek_eyes.settings import McpSettings
 from deepseek_eyes.store.blobs import BlobStore
 
@@ -184,3 +189,38 @@ async def test_tools_going_empty_beside_resources_are_withdrawn(tmp_path: Path) 
         assert len(state.catalog.resources) == 2
     finally:
         await host.manager.stop()
+
+
+OVER_BUDGET_SERVER = '''
+from mcp.server.mcpserver import MCPServer
+app = MCPServer("big")
+@app.tool(description="echo", annotations={"readOnlyHint": True})
+def t0(text: str) -> str:
+    return text
+for i in range(257):
+    app.resource(f"test://r/{i}", name=f"r{i}")(lambda: "a resource")
+app.run()
+'''
+
+
+def test_the_cli_names_the_failed_plane_and_lists_the_other(tmp_path: Path) -> None:
+    """A real stdio SDK server with one tool and 257 resources, through ``mcp probe`` and
+    ``mcp status``: the content plane fails on its own, the tools are listed and ready."""
+    script = tmp_path / "big_server.py"
+    script.write_text(OVER_BUDGET_SERVER, encoding="utf-8")
+    config = tmp_path / "eyes.toml"
+    config.write_text(dumps({"mcp": {"servers": [{
+        "id": "big", "transport": "stdio", "command": sys.executable, "args": [str(script)],
+        "resources_enabled": True, "allow": {"tools": ["t0"]}}]}}), encoding="utf-8")
+    probe = run(config, "probe", "big", "--json")
+    assert probe.returncode == 1, probe.stderr
+    report = json.loads(probe.stdout)
+    assert (report["tools"], report["tools_error"]) == (["t0"], None)
+    assert report["content_error"] == "MCP_CATALOG_LIMIT"
+    text = run(config, "probe", "big")
+    assert "content: failed (MCP_CATALOG_LIMIT)" in text.stdout
+    status = run(config, "status", "--json")
+    assert status.returncode == 1  # a plane it wants failed
+    row = json.loads(status.stdout)[0]
+    assert (row["status"], row["tools_status"], row["tools"]) == ("ready", "ready", 1)
+    assert (row["content_status"], row["content_error"]) == ("failed", "MCP_CATALOG_LIMIT")
