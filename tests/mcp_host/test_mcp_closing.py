@@ -1,6 +1,8 @@
-"""A close that does not finish blocks the server's probes and replacements until that very
-handle finishes. The server is an SDK server written here whose teardown (its lifespan's
-exit) hangs until the test lets it go, connected in-process through the connector hook."""
+"""Opening and closing connections: a close that does not finish blocks the server's probes
+and replacements until that very handle finishes; stop closes every server at once; and
+handshakes beyond the bound wait for a slot. The servers are SDK servers written here whose
+lifespans (entered at the handshake, left at the teardown) wait on the test's events,
+connected in-process through the connector hook."""
 
 from __future__ import annotations
 
@@ -125,3 +127,40 @@ async def test_stop_closes_every_server_at_once() -> None:
     await manager.stop()
     assert all_begun.is_set()
     assert not any(manager.closes.pending(sid) for sid in servers)
+
+
+async def test_handshakes_beyond_the_bound_wait_for_a_slot() -> None:
+    """With one slot, a second server is not even spawned while the first's handshake
+    waits; once it connects, the second goes."""
+    entered: list[str] = []
+    go = anyio.Event()
+
+    def server(name: str) -> Server[Any]:
+        @asynccontextmanager
+        async def lifespan(_server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+            entered.append(name)
+            if len(entered) == 1:
+                await go.wait()  # the first handshake holds its slot until the test says
+            yield {}
+
+        return Server(name, lifespan=lifespan)
+
+    servers = {sid: server(sid) for sid in ("a", "b")}
+    cfg = McpSettings.model_validate({"servers": [
+        {"id": sid, "transport": "stdio", "command": "unused", "protocol": "legacy"}
+        for sid in servers]})
+    manager = McpManager(cfg, connector=lambda s: servers[s.id], connect_concurrency=1)
+    await manager.start(wait=None)
+    try:
+        with anyio.fail_after(10):
+            while not entered:
+                await anyio.sleep(0.01)
+        await anyio.wait_all_tasks_blocked()
+        assert len(entered) == 1
+        go.set()
+        await manager.wait_settled(10)
+        assert sorted(entered) == ["a", "b"]
+        assert [s.status for s in manager.servers.values()] == ["ready", "ready"]
+    finally:
+        go.set()
+        await manager.stop()
