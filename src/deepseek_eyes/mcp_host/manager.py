@@ -4,12 +4,12 @@ Each server's connection lives in its own task (the SDK's ``Client`` must be ent
 left in one task). That task connects under a timeout, drains discovery into an immutable
 :class:`Catalog` generation, then waits for a ``list_changed`` notification (the
 handshake revisions' notification path, or ``Client.listen`` on ``2026-07-28``) or a stop.
-The tools plane and the content plane are listed, failed and published apart
-(:mod:`deepseek_eyes.mcp_host.discovery`): a failed refresh of a plane keeps what it last
-published, a plane that fails outright leaves the other served, and a plane whose non-empty
-listing turns empty is withdrawn — and stays so through further empty listings — until a
-separate probe confirms it. A dropped connection reconnects with backoff,
-and a connection that stayed ready for ``stable_s`` starts the backoff over: a server that
+The tools plane and the content plane are listed (:mod:`deepseek_eyes.mcp_host.discovery`),
+failed and published (:mod:`deepseek_eyes.mcp_host.planes`) apart: a failed refresh of a
+plane keeps what it last published, a plane that fails outright leaves the other served,
+and a plane whose non-empty listing turns empty is withdrawn — and stays so through further
+empty listings — until a separate probe confirms it. A dropped connection reconnects with
+backoff, and a connection that stayed ready for ``stable_s`` starts the backoff over: a server that
 drops once a day is retried at once, one that dies on arrival ever more slowly. Liveness
 (:mod:`deepseek_eyes.mcp_host.liveness`) asks each server only what its transport and revision
 offer, never while a request is in flight, and calls a server gone only when it really is.
@@ -43,7 +43,6 @@ from mcp import Client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from deepseek_eyes.errors import ConfigError, McpCatalogError, McpError, McpTimeoutError
-from deepseek_eyes.mcp_host.catalog import Catalog, PromptEntry, ResourceEntry, ToolEntry
 from deepseek_eyes.mcp_host.closing import CLOSE_TIMEOUT_S, CloseTracker
 from deepseek_eyes.mcp_host.connection import (
     Connector,
@@ -55,7 +54,6 @@ from deepseek_eyes.mcp_host.connection import (
 )
 from deepseek_eyes.mcp_host.discovery import (
     ContentPlane,
-    Listing,
     ToolsPlane,
     content_wanted,
     list_planes,
@@ -64,6 +62,7 @@ from deepseek_eyes.mcp_host.events import StatusEvents
 from deepseek_eyes.mcp_host.faults import invalid_response
 from deepseek_eyes.mcp_host.liveness import Heartbeat, StreamWatch
 from deepseek_eyes.mcp_host.oauth import OAuthHandle, oauth_handle
+from deepseek_eyes.mcp_host.planes import apply_listing, confirm_by_probe
 from deepseek_eyes.mcp_host.redact import Redactor, redactor_for
 from deepseek_eyes.mcp_host.state import ServerState
 from deepseek_eyes.mcp_host.stderr_log import StderrLog
@@ -398,74 +397,9 @@ class McpManager:
         if not listing.listed_any and state.catalog is None:
             wire = [e for e in listing.errors if not isinstance(e, McpCatalogError | McpError)]
             if wire:
-                self._apply(state, listing)  # the planes say failed while it reconnects
+                apply_listing(state, listing)  # the planes say failed while it reconnects
                 raise wire[0]
-        self._apply(state, listing)
-
-    def _apply(self, state: ServerState, listing: Listing) -> None:
-        """Fold one listing into the state, plane by plane.
-
-        A failed plane keeps what it last published (or is ``failed`` when it had nothing);
-        a plane whose non-empty listing turns empty, or that is already ``withdrawn`` and
-        lists empty again, is ``withdrawn`` (offers nothing) until a probe confirms the
-        empty listing (:meth:`probe`). The server is published while either plane is ready.
-        """
-        s, prev = state.settings, state.catalog
-        tools = prev.tools if prev is not None else ()
-        resources = prev.resources if prev is not None else ()
-        prompts = prev.prompts if prev is not None else ()
-        if s.tools_enabled:
-            if listing.tools_error is not None:
-                state.tools_error = self._plane_failed(state, listing.tools_error, "tools")
-            else:
-                plane = listing.tools or ToolsPlane()
-                if plane.empty and (state.tools_status == "withdrawn" or (
-                        state.tools_status == "ready" and tools)):
-                    state.tools_status, tools = "withdrawn", ()
-                else:
-                    state.tools_status, tools = "ready", plane.tools
-                state.tools_error = None
-        if _content_wanted(s):
-            if listing.content_error is not None:
-                state.content_error = self._plane_failed(state, listing.content_error, "content")
-            else:
-                content = listing.content or ContentPlane()
-                if content.empty and (state.content_status == "withdrawn" or (
-                        state.content_status == "ready" and (resources or prompts))):
-                    state.content_status, resources, prompts = "withdrawn", (), ()
-                else:
-                    state.content_status = "ready"
-                    resources, prompts = content.resources, content.prompts
-                state.content_error = None
-        self._publish(state, tools, resources, prompts, listing.instructions)
-
-    def _plane_failed(self, state: ServerState, exc: BaseException, plane: str) -> str:
-        """Keep a plane's failure; a plane with nothing published becomes ``failed``."""
-        err = map_error(exc)
-        state.fail(err)
-        if getattr(state, f"{plane}_status") not in ("ready", "withdrawn"):
-            setattr(state, f"{plane}_status", "failed")
-        return err.code
-
-    def _publish(self, state: ServerState, tools: tuple[ToolEntry, ...],
-                 resources: tuple[ResourceEntry, ...], prompts: tuple[PromptEntry, ...],
-                 instructions: str | None) -> None:
-        """The next generation, or none while neither plane is ready; an unchanged catalog
-        keeps its generation (in-flight calls stay valid)."""
-        prev = state.catalog
-        if "ready" not in (state.tools_status, state.content_status):
-            if prev is not None:
-                state.catalog = None
-                state.generation += 1
-            return
-        catalog = Catalog(generation=state.generation + 1, tools=tools,
-                          resources=resources, prompts=prompts, instructions=instructions,
-                          content_listed=_content_wanted(state.settings),
-                          by_public={t.public_name: t for t in tools})
-        if prev is not None and _same(prev, catalog):
-            return
-        state.generation = catalog.generation
-        state.catalog = catalog
+        apply_listing(state, listing)
 
     # -- probe ---------------------------------------------------------------------------------
     async def probe(self, server_id: str) -> dict[str, Any]:
@@ -504,7 +438,7 @@ class McpManager:
             raise redactor.scrub_error(map_error(exc, connecting=True)) from None
         if not listing.listed_any and listing.errors:
             raise redactor.scrub_error(map_error(listing.errors[0])) from None
-        self._confirm(state, listing)
+        confirm_by_probe(state, listing)
         tools = listing.tools or ToolsPlane()
         content = listing.content or ContentPlane()
         return {
@@ -517,38 +451,11 @@ class McpManager:
             "content_error": _code(listing.content_error, redactor),
         }
 
-    def _confirm(self, state: ServerState, listing: Listing) -> None:
-        """A probe's verdict on each withdrawn plane: an empty listing confirms it (published
-        ready and empty), entries ask the live connection to list again, a failure leaves
-        it withdrawn."""
-        refresh = False
-        if state.tools_status == "withdrawn" and listing.tools is not None:
-            if listing.tools.empty:
-                state.tools_status = "ready"
-            else:
-                refresh = True
-        if state.content_status == "withdrawn" and listing.content is not None:
-            if listing.content.empty:
-                state.content_status = "ready"
-            else:
-                refresh = True
-        if state.status == "ready":
-            prev = state.catalog
-            self._publish(state, prev.tools if prev else (), prev.resources if prev else (),
-                          prev.prompts if prev else (), listing.instructions)
-        if refresh:
-            state.refresh.set()
-
     def status(self) -> list[dict[str, Any]]:
         return [state.view() for state in self.servers.values()]
 
     def catalogs(self) -> Mapping[str, ServerState]:
         return self.servers
-
-
-def _same(a: Catalog, b: Catalog) -> bool:
-    return (a.tools, a.resources, a.prompts, a.instructions) == (
-        b.tools, b.resources, b.prompts, b.instructions)
 
 
 def _code(exc: BaseException | None, redactor: Redactor) -> str | None:
