@@ -340,6 +340,10 @@ ERROR_CODES: Mapping[str, str] = {
         "The server is not connected (starting, reconnecting, failed or stopped)."
     ),
     "MCP_CONNECT_FAILED": "The server could not be started or reached, or its handshake failed.",
+    "MCP_CLOSE_PENDING": (
+        "The server's previous connection did not finish closing; no probe or new connection "
+        "opens until it does."
+    ),
     "MCP_AUTH_FAILED": (
         "The server refused our credentials, or OAuth client_credentials failed."
     ),

@@ -135,6 +135,8 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
                 row["last_error"] = f"{row['last_error']} ({row['missing_env']})"
             if row["error"] and row["status"] != "ready":
                 notes.append(f"  {row['id']}: {row['error']}")
+            notes.extend(f"  {row['id']}: {plane} plane failed ({row[f'{plane}_error']})"
+                         for plane in ("tools", "content") if row[f"{plane}_error"])
             row["last_error"] = row["last_error"] or "-"
         _table(rows, ["id", "status", "tools_status", "content_status", "protocol",
                       "generation", "tools", "resources", "prompts", "latency_ms",
@@ -159,13 +161,21 @@ def probe_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     with progress_on_stderr(as_json=as_json) as progress:
         progress.update(f"mcp probe {server_id}: connecting…")
         report = asyncio.run(manager.probe(server_id))
+    # The planes are listed apart: one that failed is named, the other still reported.
+    failed = report["tools_error"] or report["content_error"]
     if as_json:
         click.echo(dump_json(report))
-        return
-    click.echo(f"{report['id']}: ok, protocol {report['protocol']}, {report['latency_ms']} ms")
-    click.echo(f"  tools ({len(report['tools'])}): {', '.join(report['tools']) or '-'}")
-    click.echo(f"  resources: {report['resources']}  prompts: {report['prompts']}  "
-               f"instructions: {'yes' if report['instructions'] else 'no'}")
+    else:
+        click.echo(f"{report['id']}: ok, protocol {report['protocol']}, "
+                   f"{report['latency_ms']} ms")
+        tools = f"failed ({report['tools_error']})" if report["tools_error"] else (
+            ", ".join(report["tools"]) or "-")
+        click.echo(f"  tools ({len(report['tools'])}): {tools}")
+        content = (f"content: failed ({report['content_error']})" if report["content_error"]
+                   else f"resources: {report['resources']}  prompts: {report['prompts']}")
+        click.echo(f"  {content}  instructions: {'yes' if report['instructions'] else 'no'}")
+    if failed:
+        raise SystemExit(1)
 
 
 @mcp_group.command("tools")

@@ -122,7 +122,7 @@ def _allowed_tools(state: ServerState) -> list[ExposedTool]:
     then its ``read-only`` risk gate."""
     s, cat = state.settings, state.catalog
     assert cat is not None
-    if not s.tools_enabled:
+    if not s.tools_enabled or state.tools_status != "ready":
         return []
     policy: exposure.Stage[ToolEntry] = exposure.chained([
         exposure.filtered(lambda tool: permitted(s, "tools", tool.name)),
@@ -250,7 +250,8 @@ class McpHost:
         planes: set[str] = set()
         for state in live:
             assert state.catalog is not None
-            planes |= offered_planes(state.settings, state.catalog)
+            if state.content_status == "ready":  # a failed or withdrawn plane offers nothing
+                planes |= offered_planes(state.settings, state.catalog)
         candidates += _content_tools(planes)
         budget: exposure.Stage[ExposedTool] = exposure.budgeted(
             cfg.max_tools, cfg.max_schema_tokens, lambda tool: tool.schema_tokens)
@@ -407,8 +408,10 @@ class McpHost:
         state = self.manager.require(server_id)
         if not getattr(state.settings, f"{plane}_enabled") or self.manager.suspended:
             raise McpError(f"{plane} are disabled for {server_id}", code="MCP_SERVER_DISABLED")
-        if state not in self._live():
-            raise McpError(f"{server_id} is not connected", code="MCP_SERVER_UNAVAILABLE")
+        if state not in self._live() or state.content_status != "ready":
+            raise McpError(f"{server_id} is not connected", code="MCP_SERVER_UNAVAILABLE",
+                           details={"server": server_id, "content_status": state.content_status,
+                                    "last_error": state.content_error})
         return state
 
     def resources(self, server_id: str) -> list[dict[str, Any]]:

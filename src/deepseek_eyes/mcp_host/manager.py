@@ -4,15 +4,20 @@ Each server's connection lives in its own task (the SDK's ``Client`` must be ent
 left in one task). That task connects under a timeout, drains discovery into an immutable
 :class:`Catalog` generation, then waits for a ``list_changed`` notification (the
 handshake revisions' notification path, or ``Client.listen`` on ``2026-07-28``) or a stop.
-A failed refresh keeps the previous generation; a non-empty catalog turning empty is
-withdrawn until a separate probe confirms it. A dropped connection reconnects with backoff,
-and a connection that stayed ready for ``stable_s`` starts the backoff over: a server that
+The tools plane and the content plane are listed (:mod:`deepseek_eyes.mcp_host.discovery`),
+failed and published (:mod:`deepseek_eyes.mcp_host.planes`) apart: a failed refresh of a
+plane keeps what it last published, a plane that fails outright leaves the other served,
+and a plane whose non-empty listing turns empty is withdrawn — and stays so through further
+empty listings — until a separate probe confirms it. A dropped connection reconnects with
+backoff, and a connection that stayed ready for ``stable_s`` starts the backoff over: a server that
 drops once a day is retried at once, one that dies on arrival ever more slowly. Liveness
 (:mod:`deepseek_eyes.mcp_host.liveness`) asks each server only what its transport and revision
 offer, never while a request is in flight, and calls a server gone only when it really is.
 
 Stop and reconfigure suspend all exposure *before* awaiting any close, and republish only
-after the new set has settled. Every dispatch names the generation it was offered under
+after the new set has settled. A close is bounded, and one that did not finish blocks that
+server's probes and replacements until the same handle finishes
+(:mod:`deepseek_eyes.mcp_host.closing`). Every dispatch names the generation it was offered under
 and is refused (``MCP_GENERATION_STALE``) when the live one differs, before and after the
 call, so a stale definition never runs against — or returns for — a replacement.
 
@@ -38,16 +43,7 @@ from mcp import Client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from deepseek_eyes.errors import ConfigError, McpCatalogError, McpError, McpTimeoutError
-from deepseek_eyes.mcp_host.catalog import (
-    CONTENT_BUDGET,
-    TOOL_BUDGET,
-    Catalog,
-    Meter,
-    PromptEntry,
-    ResourceEntry,
-    drain,
-    tool_entries,
-)
+from deepseek_eyes.mcp_host.closing import CLOSE_TIMEOUT_S, CloseTracker
 from deepseek_eyes.mcp_host.connection import (
     Connector,
     build_client,
@@ -56,11 +52,18 @@ from deepseek_eyes.mcp_host.connection import (
     map_error,
     set_discover_timeout,
 )
+from deepseek_eyes.mcp_host.discovery import (
+    ContentPlane,
+    ToolsPlane,
+    content_wanted,
+    list_planes,
+)
 from deepseek_eyes.mcp_host.events import StatusEvents
 from deepseek_eyes.mcp_host.faults import invalid_response
 from deepseek_eyes.mcp_host.liveness import Heartbeat, StreamWatch
 from deepseek_eyes.mcp_host.oauth import OAuthHandle, oauth_handle
-from deepseek_eyes.mcp_host.redact import redactor_for
+from deepseek_eyes.mcp_host.planes import apply_listing, confirm_by_probe
+from deepseek_eyes.mcp_host.redact import Redactor, redactor_for
 from deepseek_eyes.mcp_host.state import ServerState
 from deepseek_eyes.mcp_host.stderr_log import StderrLog
 from deepseek_eyes.settings import McpServerSettings, McpSettings
@@ -72,9 +75,10 @@ BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 HEARTBEAT_S = 15.0
 #: Seconds a connection must stay ready for its loss to restart the backoff from the start.
 STABLE_S = 30.0
+#: Handshakes in progress at once (each spawns a process or opens a session).
+CONNECT_CONCURRENCY = 8
 
-def _content_wanted(s: McpServerSettings) -> bool:
-    return s.resources_enabled or s.prompts_enabled
+_content_wanted = content_wanted
 
 
 class McpManager:
@@ -89,6 +93,8 @@ class McpManager:
         stable_s: float = STABLE_S,
         backoff_s: Sequence[float] = BACKOFF_S,
         log_dir: Path | None = None,
+        close_timeout: float = CLOSE_TIMEOUT_S,
+        connect_concurrency: int = CONNECT_CONCURRENCY,
     ) -> None:
         self.settings = settings
         self._connector = connector
@@ -100,6 +106,9 @@ class McpManager:
         self.servers: dict[str, ServerState] = {}
         self.suspended = False
         self._lock = asyncio.Lock()
+        self._connect_slots = asyncio.Semaphore(max(1, connect_concurrency))
+        #: Each server's connection whose close failed (:mod:`~deepseek_eyes.mcp_host.closing`).
+        self.closes = CloseTracker(close_timeout)
         self.events = StatusEvents(self._event_view, lambda: list(self.servers))
         set_discover_timeout(settings.discover_timeout)
 
@@ -121,6 +130,7 @@ class McpManager:
         """Start the enabled servers (``only`` these, when given) and wait until each has
         settled, at most ``wait`` seconds; the rest are ``stopped`` (or ``disabled``)."""
         async with self._lock:
+            await self._retry_closes(self.settings)
             self._build(self.settings, only)
         if wait:
             await self.wait_settled(wait)
@@ -137,6 +147,12 @@ class McpManager:
                 continue
             if only is not None and s.id not in only:
                 state.settled.set()  # left stopped: not needed by this use
+                continue
+            if self.closes.pending(s.id):
+                # Never a replacement beside a connection that has not finished closing.
+                state.fail(self.closes.refusal(s.id))
+                state.status = "failed"
+                state.settled.set()
                 continue
             if not s.tools_enabled:
                 state.tools_status = "disabled"
@@ -162,14 +178,23 @@ class McpManager:
         async with self._lock:
             await self._close_all()
             set_discover_timeout(settings.discover_timeout)
+            await self._retry_closes(settings)
             self._build(settings)
         await self.wait_settled(wait)
         self.suspended = False
 
     async def restart(self, server_id: str, *, wait: float = 30.0) -> None:
+        """Close the server's connection and open a new one.
+
+        Raises:
+            McpError: ``MCP_SERVER_UNKNOWN``; ``MCP_CLOSE_PENDING`` when this close, or an
+                earlier one still pending, has not finished (nothing new is opened).
+        """
         state = self.require(server_id)
         async with self._lock:
-            await self._close(state)
+            await self.closes.require_closed(server_id)
+            if not await self._close(state):
+                raise self.closes.refusal(server_id)
             # The OAuth provider (and its in-memory token) belongs to the server, not to one
             # connection: a restart keeps it.
             fresh = self._state(state.settings, mode=state.mode, generation=state.generation,
@@ -189,20 +214,28 @@ class McpManager:
             await fresh.settled.wait()
 
     async def _close_all(self) -> None:
+        """Revoke every catalog, then close every connection at once: closes are waits (a
+        stdio child given its grace period), so one at a time cost their sum."""
         for state in self.servers.values():
             state.catalog = None  # revoke before awaiting any close
-        for state in list(self.servers.values()):
-            await self._close(state)
+        await asyncio.gather(*(self._close(state) for state in list(self.servers.values())))
 
-    async def _close(self, state: ServerState) -> None:
+    async def _close(self, state: ServerState) -> bool:
+        """Revoke, then close under the close bound; False when the close failed (its
+        handle is then pending in :attr:`closes`)."""
         state.catalog = None
         state.stopping.set()
-        task = state.task
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        closed = await self.closes.close(state.settings.id, state.task)
         state.status = "stopped"
+        if not closed:
+            state.fail(self.closes.refusal(state.settings.id))
+        return closed
+
+    async def _retry_closes(self, settings: McpSettings) -> None:
+        """Retry each pending close of a server about to be started (see :meth:`_build`)."""
+        for s in settings.servers:
+            with contextlib.suppress(McpError):
+                await self.closes.require_closed(s.id)
 
     def _configured(self, server_id: str) -> ServerState:
         """The live state, or a detached one for a configured server that was not started."""
@@ -275,6 +308,17 @@ class McpManager:
                 state.refresh.set()
 
         watch = StreamWatch(on_end=state.activity.wake.set, on_fault=state.faults.note)
+        # One of at most ``connect_concurrency`` handshakes at a time (a slot is held until
+        # connected, not for the connection's life); the deadline starts with the slot.
+        await self._connect_slots.acquire()
+        held = True
+
+        def free_slot() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self._connect_slots.release()
+
         client = build_client(s, mode=state.mode, oauth=self._oauth(state),
                               message_handler=on_message, connector=self._connector,
                               watch=watch, stderr=state.stderr)
@@ -290,9 +334,11 @@ class McpManager:
                 async with client:
                     await learn_capabilities(client, state.mode)
                     scope.deadline = math.inf
+                    free_slot()
                     garbled = state.faults.release(scope)
                     await self._serve(state, client, started, watch)
         finally:
+            free_slot()
             garbled = state.faults.release(scope) or garbled
         if garbled and scope.cancelled_caught:
             raise invalid_response()
@@ -340,94 +386,20 @@ class McpManager:
                     state.refresh.set()
 
     async def _discover(self, state: ServerState, client: Client) -> None:
-        """Build the next generation; a failure keeps the previous one (and its exposure)."""
-        try:
-            with anyio.fail_after(state.settings.connect_timeout), state.activity.request():
-                catalog = await self.list_catalog(state.settings, client, state.generation + 1)
-        except Exception as exc:
-            state.fail(map_error(exc))
-            if state.catalog is None:
-                state.tools_status = "failed" if state.settings.tools_enabled else "disabled"
-                if _content_wanted(state.settings):
-                    state.content_status = "failed"
-            if isinstance(exc, McpCatalogError | McpError) or state.catalog is not None:
-                return
-            raise
-        previous = state.catalog
-        if previous is not None and _same(previous, catalog):
-            return  # an unchanged listing keeps its generation; in-flight calls stay valid
-        if previous is not None and not previous.empty and catalog.empty:
-            state.catalog = None  # withdrawn until a probe confirms the empty catalog
-            state.tools_status = "withdrawn"
-            state.generation += 1
-            return
-        state.generation = catalog.generation
-        state.catalog = catalog
-        state.tools_status = "ready" if state.settings.tools_enabled else "disabled"
-        state.content_status = "ready" if _content_wanted(state.settings) else "disabled"
-
-    async def list_catalog(self, s: McpServerSettings, client: Client, generation: int) -> Catalog:
-        """Drain the enabled planes of one server under their budgets.
+        """List both planes and publish the next generation, each plane on its own.
 
         Raises:
-            McpCatalogError: the whole generation is rejected.
+            Exception: only when nothing was ever published and no plane could be listed
+                for a reason of the connection (it reconnects then).
         """
-        caps = client.server_capabilities
-        tools: list[Any] = []
-        if s.tools_enabled and caps.tools is not None:
-            meter = Meter(TOOL_BUDGET, "tools")
-
-            async def tool_page(cursor: str | None) -> tuple[list[Any], str | None]:
-                page = await client.list_tools(cursor=cursor)
-                return page.tools, page.next_cursor
-
-            await drain(tool_page, meter, tools)
-        resources: list[ResourceEntry] = []
-        prompts: list[PromptEntry] = []
-        if _content_wanted(s):
-            meter = Meter(CONTENT_BUDGET, "content")
-            if s.resources_enabled and caps.resources is not None:
-                raw: list[Any] = []
-
-                async def res_page(cursor: str | None) -> tuple[list[Any], str | None]:
-                    page = await client.list_resources(cursor=cursor)
-                    return page.resources, page.next_cursor
-
-                async def tpl_page(cursor: str | None) -> tuple[list[Any], str | None]:
-                    page = await client.list_resource_templates(cursor=cursor)
-                    return page.resource_templates, page.next_cursor
-
-                await drain(res_page, meter, raw)
-                resources = [ResourceEntry(str(r.uri), r.name, r.mime_type) for r in raw]
-                raw = []
-                await drain(tpl_page, meter, raw)
-                resources += [
-                    ResourceEntry(str(r.uri_template), r.name, r.mime_type, template=True)
-                    for r in raw
-                ]
-            if s.prompts_enabled and caps.prompts is not None:
-                rawp: list[Any] = []
-
-                async def prompt_page(cursor: str | None) -> tuple[list[Any], str | None]:
-                    page = await client.list_prompts(cursor=cursor)
-                    return page.prompts, page.next_cursor
-
-                await drain(prompt_page, meter, rawp)
-                prompts = [
-                    PromptEntry(p.name, (p.description or "")[:4096], tuple(
-                        (a.name, bool(a.required)) for a in (p.arguments or ())))
-                    for p in rawp
-                ]
-            _unique([r.uri for r in resources], "resource")
-            _unique([p.name for p in prompts], "prompt")
-        entries = tool_entries(s.id, tools)
-        instructions = (client.instructions or "").strip()[: s.max_instruction_chars] or None
-        return Catalog(
-            generation=generation, tools=entries, resources=tuple(resources),
-            prompts=tuple(prompts), instructions=instructions,
-            content_listed=_content_wanted(s),
-            by_public={t.public_name: t for t in entries},
-        )
+        listing = await list_planes(state.settings, client, timeout=state.settings.connect_timeout,
+                                    activity=state.activity)
+        if not listing.listed_any and state.catalog is None:
+            wire = [e for e in listing.errors if not isinstance(e, McpCatalogError | McpError)]
+            if wire:
+                apply_listing(state, listing)  # the planes say failed while it reconnects
+                raise wire[0]
+        apply_listing(state, listing)
 
     # -- probe ---------------------------------------------------------------------------------
     async def probe(self, server_id: str) -> dict[str, Any]:
@@ -439,7 +411,8 @@ class McpManager:
 
         Raises:
             ConfigError: ``CONFIG_ENV_MISSING``, before any connection.
-            McpError: ``MCP_SERVER_UNKNOWN``, ``MCP_SERVER_DISABLED`` or a connect code.
+            McpError: ``MCP_SERVER_UNKNOWN``, ``MCP_SERVER_DISABLED``, ``MCP_CLOSE_PENDING``
+                (an earlier connection of it has not finished closing) or a connect code.
         """
         state = self._configured(server_id)
         s = state.settings
@@ -447,6 +420,7 @@ class McpManager:
             raise McpError(f"{server_id} is disabled in the settings", code="MCP_SERVER_DISABLED",
                            details={"server": server_id})
         check_credentials(s)
+        await self.closes.require_closed(server_id)
         redactor = redactor_for(s)
         if state.stderr is not None:
             state.stderr.redactor = redactor
@@ -458,23 +432,23 @@ class McpManager:
             with anyio.fail_after(s.connect_timeout):
                 async with client:
                     await learn_capabilities(client, state.mode)
-                    catalog = await self.list_catalog(s, client, 0)
+                    listing = await list_planes(s, client, timeout=s.connect_timeout)
                     protocol = client.protocol_version
         except Exception as exc:
             raise redactor.scrub_error(map_error(exc, connecting=True)) from None
-        if state.tools_status == "withdrawn":
-            if catalog.empty:
-                state.generation += 1
-                state.catalog = Catalog(generation=state.generation)
-                state.tools_status = "ready"
-            else:
-                state.refresh.set()
+        if not listing.listed_any and listing.errors:
+            raise redactor.scrub_error(map_error(listing.errors[0])) from None
+        confirm_by_probe(state, listing)
+        tools = listing.tools or ToolsPlane()
+        content = listing.content or ContentPlane()
         return {
             "id": s.id, "ok": True, "protocol": protocol,
             "latency_ms": round((time.perf_counter() - started) * 1000, 2),
-            "tools": [t.name for t in catalog.tools],
-            "resources": len(catalog.resources), "prompts": len(catalog.prompts),
-            "instructions": catalog.instructions is not None,
+            "tools": [t.name for t in tools.tools],
+            "resources": len(content.resources), "prompts": len(content.prompts),
+            "instructions": listing.instructions is not None,
+            "tools_error": _code(listing.tools_error, redactor),
+            "content_error": _code(listing.content_error, redactor),
         }
 
     def status(self) -> list[dict[str, Any]]:
@@ -484,11 +458,5 @@ class McpManager:
         return self.servers
 
 
-def _same(a: Catalog, b: Catalog) -> bool:
-    return (a.tools, a.resources, a.prompts, a.instructions) == (
-        b.tools, b.resources, b.prompts, b.instructions)
-
-
-def _unique(names: list[str], what: str) -> None:
-    if len(set(names)) != len(names):
-        raise McpCatalogError(f"a {what} is listed twice", code="MCP_CATALOG_INVALID")
+def _code(exc: BaseException | None, redactor: Redactor) -> str | None:
+    return None if exc is None else redactor.scrub_error(map_error(exc)).code

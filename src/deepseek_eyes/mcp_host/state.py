@@ -39,7 +39,10 @@ class ServerState:
     settings: McpServerSettings
     status: str = "stopped"  # stopped | connecting | ready | failed | disabled
     tools_status: str = "pending"  # pending | ready | failed | withdrawn | disabled
-    content_status: str = "disabled"
+    content_status: str = "disabled"  # as tools_status: each plane fails and recovers alone
+    #: The code of each plane's last failed listing, cleared when that plane lists again.
+    tools_error: str | None = None
+    content_error: str | None = None
     catalog: Catalog | None = None
     generation: int = 0
     latency_ms: float | None = None
@@ -98,6 +101,7 @@ class ServerState:
             "id": self.settings.id, "name": self.settings.display_name,
             "transport": self.settings.transport, "status": self.status,
             "tools_status": self.tools_status, "content_status": self.content_status,
+            "tools_error": self.tools_error, "content_error": self.content_error,
             "generation": self.generation, "latency_ms": self.latency_ms,
             "last_error": self.last_error, "protocol": self.protocol,
             "tools": len(cat.tools) if cat else 0,
