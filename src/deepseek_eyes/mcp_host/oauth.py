@@ -1,25 +1,67 @@
-"""OAuth 2.1 client_credentials for Streamable HTTP servers, through the SDK's provider.
+"""OAuth 2.1 for Streamable HTTP servers, through the SDK's providers.
 
+Two grants. **client_credentials**:
 The SDK's ``ClientCredentialsOAuthProvider`` discovers the protected-resource and
 authorization-server metadata from the first 401, fetches a token, and refreshes on 401 or
 expiry. We only give it storage that lives in this process's memory (tokens never touch
 disk, logs or the audit) and read back a health view: whether a token is held and when it
 expires, never the token.
+
+**authorization_code** (PKCE, with the SDK's ``OAuthClientProvider``: RFC 9728 and RFC 8414 /
+OIDC discovery, dynamic registration or a client ID metadata document, RFC 8707 resource
+indicators, scope step-up on ``403 insufficient_scope``, refresh): a person signs in once
+with ``deepseek-eyes mcp login`` (:mod:`deepseek_eyes.mcp_host.signin`), and the tokens live in
+the data directory's token store (:mod:`deepseek_eyes.mcp_host.tokens`). A connection made by
+the gateway or a command never opens a browser: with no token held it fails before sending
+anything, and when the server wants a new authorization (a refused refresh, a scope step-up)
+it fails with ``MCP_LOGIN_REQUIRED``, which names the command to run.
 """
 
 from __future__ import annotations
 
 import time
 import warnings
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
+import httpx2
+from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
 from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic import AnyUrl
 
-from deepseek_eyes.settings import McpOAuthSettings
+from deepseek_eyes.errors import McpError
+from deepseek_eyes.mcp_host.tokens import FileTokenStorage, token_path
+from deepseek_eyes.settings import McpAuthorizationCodeSettings, McpOAuthSettings
 
-__all__ = ["MemoryTokenStorage", "OAuthHandle", "oauth_handle"]
+__all__ = ["MemoryTokenStorage", "OAuthHandle", "authorization_code_provider", "file_storage",
+           "login_required", "oauth_handle", "set_token_root"]
+
+#: The token store's directory, set where the data directory is opened (like the discover
+#: timeout, a process setting: the manager builds handles from settings alone).
+_TOKEN_ROOT: list[Path] = []
+
+
+def set_token_root(root: Path) -> None:
+    """Where authorization-code tokens are kept (``tokens.token_root(data home)``)."""
+    _TOKEN_ROOT[:] = [root]
+
+
+def login_required(url: str, why: str = "no sign-in is held") -> McpError:
+    return McpError(
+        f"the server needs a person to sign in ({why}): run `deepseek-eyes mcp login` "
+        "with the server's id", code="MCP_LOGIN_REQUIRED", details={"url": url})
+
+
+class _Health(Protocol):
+    def health(self) -> dict[str, Any]: ...
 
 
 class MemoryTokenStorage:
@@ -58,17 +100,23 @@ class MemoryTokenStorage:
 class OAuthHandle:
     """One provider per server, shared by every connection to it."""
 
-    def __init__(self, provider: ClientCredentialsOAuthProvider, storage: MemoryTokenStorage):
+    def __init__(self, provider: httpx2.Auth, storage: _Health):
         self.provider = provider
         self.storage = storage
 
 
-def oauth_handle(url: str, oauth: McpOAuthSettings) -> OAuthHandle:
+def oauth_handle(url: str, oauth: McpOAuthSettings | McpAuthorizationCodeSettings
+                 ) -> OAuthHandle:
     """Build the provider; the secrets are resolved from the environment here, at connect.
 
     Raises:
         ConfigError: ``CONFIG_ENV_MISSING`` when a reference names an unset variable.
     """
+    if isinstance(oauth, McpAuthorizationCodeSettings):
+        if not _TOKEN_ROOT:
+            raise login_required(url, "this process keeps no token store")
+        storage_ac = file_storage(_TOKEN_ROOT[0], url, oauth)
+        return OAuthHandle(_SignedInOnly(url, oauth, storage_ac), storage_ac)
     storage = MemoryTokenStorage()
     issuer = oauth.issuer
     with warnings.catch_warnings():
@@ -86,3 +134,78 @@ def oauth_handle(url: str, oauth: McpOAuthSettings) -> OAuthHandle:
             issuer=issuer,
         )
     return OAuthHandle(provider, storage)
+
+
+def file_storage(root: Path, url: str, oauth: McpAuthorizationCodeSettings) -> FileTokenStorage:
+    """The server's token file, with the pre-registered client (if any) that is never written.
+
+    Raises:
+        ConfigError: ``CONFIG_ENV_MISSING`` when a reference names an unset variable.
+    """
+    configured = None
+    if oauth.client_id is not None:
+        secret = oauth.client_secret.resolve() if oauth.client_secret is not None else None
+        method = oauth.token_endpoint_auth_method or (
+            "client_secret_basic" if secret is not None else "none")
+        configured = OAuthClientInformationFull(
+            client_id=oauth.client_id.resolve(), client_secret=secret,
+            token_endpoint_auth_method=method, redirect_uris=None)
+    return FileTokenStorage(token_path(root, url), url, configured)
+
+
+def authorization_code_provider(
+    url: str, oauth: McpAuthorizationCodeSettings, storage: FileTokenStorage, *,
+    redirect_uri: str = "http://127.0.0.1/callback",
+    redirect_handler: Callable[[str], Awaitable[None]] | None = None,
+    callback_handler: Callable[[], Awaitable[AuthorizationCodeResult]] | None = None,
+) -> OAuthClientProvider:
+    """The SDK's authorization-code provider for one server (PKCE S256 always)."""
+    # Dynamic registration asks for a public client: a native app keeps no secret.
+    method: Literal["none"] | None = "none" if oauth.client_id is None else None
+    metadata = OAuthClientMetadata(
+        client_name=oauth.client_name, redirect_uris=[AnyUrl(redirect_uri)],
+        grant_types=["authorization_code", "refresh_token"], response_types=["code"],
+        token_endpoint_auth_method=method, scope=oauth.scope,
+    )
+    return OAuthClientProvider(
+        server_url=url, client_metadata=metadata, storage=storage,
+        redirect_handler=redirect_handler, callback_handler=callback_handler,
+        client_metadata_url=oauth.client_metadata_url,
+    )
+
+
+class _SignedInOnly(httpx2.Auth):
+    """The provider of a connection no person watches: never a browser, never a
+    registration; a new authorization is ``MCP_LOGIN_REQUIRED``."""
+
+    requires_response_body = True
+
+    def __init__(self, url: str, oauth: McpAuthorizationCodeSettings,
+                 storage: FileTokenStorage) -> None:
+        self._url = url
+        self._storage = storage
+
+        async def no_person(_: str) -> None:
+            raise login_required(url, "the server asked for a new authorization")
+
+        async def no_callback() -> AuthorizationCodeResult:  # pragma: no cover - never reached
+            raise login_required(url)
+
+        self._inner = authorization_code_provider(
+            url, oauth, storage, redirect_handler=no_person, callback_handler=no_callback)
+
+    async def async_auth_flow(
+        self, request: httpx2.Request,
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        if await self._storage.get_tokens() is None:
+            raise login_required(self._url)
+        flow = self._inner.async_auth_flow(request)
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                response = yield outgoing
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        finally:
+            await flow.aclose()

@@ -48,6 +48,7 @@ from deepseek_eyes.settings.llm import (
     RuntimeSettings,
 )
 from deepseek_eyes.settings.mcp import (
+    McpAuthorizationCodeSettings,
     McpOAuthSettings,
     McpSelectors,
     McpServerSettings,
@@ -75,6 +76,7 @@ __all__ = [
     "LLMSettings",
     "LoadedSettings",
     "LocalRouteSettings",
+    "McpAuthorizationCodeSettings",
     "McpOAuthSettings",
     "McpSelectors",
     "McpServerSettings",
