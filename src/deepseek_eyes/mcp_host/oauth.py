@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 import httpx2
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import (
     AuthorizationCodeResult,
     OAuthClientInformationFull,
@@ -167,11 +168,38 @@ def authorization_code_provider(
         grant_types=["authorization_code", "refresh_token"], response_types=["code"],
         token_endpoint_auth_method=method, scope=oauth.scope,
     )
-    return OAuthClientProvider(
+    return _Provider(
         server_url=url, client_metadata=metadata, storage=storage,
         redirect_handler=redirect_handler, callback_handler=callback_handler,
-        client_metadata_url=oauth.client_metadata_url,
+        client_metadata_url=oauth.client_metadata_url, extra_scope=oauth.scope,
     )
+
+
+class _Provider(OAuthClientProvider):
+    """The SDK's provider, asking also for the scopes the settings name.
+
+    The SDK replaces the requested scope with the one the server's challenge or metadata
+    names (the MCP spec's selection order), which drops a configured scope; it is added back
+    to what the SDK chose, just before the authorization request.
+    """
+
+    def __init__(self, *args: Any, extra_scope: str | None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._extra_scope = extra_scope
+
+    async def _initialize(self) -> None:
+        # The SDK loads stored tokens without their expiry, so a token expired while no
+        # process ran would be sent, refused, and cost a new sign-in instead of a refresh.
+        await super()._initialize()
+        storage = self.context.storage
+        if isinstance(storage, FileTokenStorage):
+            self.context.token_expiry_time = storage.expires_at()
+
+    async def _perform_authorization_code_grant(self) -> tuple[str, str]:
+        if self._extra_scope:
+            self.context.client_metadata.scope = union_scopes(
+                self.context.client_metadata.scope, self._extra_scope)
+        return await super()._perform_authorization_code_grant()
 
 
 class _SignedInOnly(httpx2.Auth):

@@ -191,9 +191,13 @@ async def sign_in(server: McpServerSettings, root: Path, *,
         except Exception as exc:  # the SDK's OAuth errors and transport failures alike
             raise McpError(f"the sign-in failed: {type(exc).__name__}: {str(exc)[:300]}",
                            code="MCP_LOGIN_FAILED") from None
-    if response.status_code >= 400 or await storage.get_tokens() is None:
+    if response.status_code >= 400:
         raise McpError(f"the server still refused the request after the sign-in "
                        f"(HTTP {response.status_code})", code="MCP_LOGIN_FAILED",
+                       details={"status": response.status_code})
+    if await storage.get_tokens() is None:
+        raise McpError("the server did not ask for a sign-in (its initialize needs no "
+                       "token); nothing was stored", code="MCP_LOGIN_FAILED",
                        details={"status": response.status_code})
     return storage.health()
 

@@ -85,14 +85,20 @@ class FileTokenStorage:
         await self._save(record)
 
     # -- ours -------------------------------------------------------------------------------
+    def expires_at(self) -> float | None:
+        """When the stored access token expires (epoch seconds), if it says."""
+        record = self._record if self._record is not None else self._read()
+        tokens, obtained = record.get("tokens") or {}, record.get("obtained_at")
+        expires_in = tokens.get("expires_in")
+        return float(obtained + expires_in) if expires_in is not None and obtained else None
+
     def health(self) -> dict[str, Any]:
         """Whether a token is held and when it expires; never the token."""
         record = self._record if self._record is not None else self._read()
-        tokens, obtained = record.get("tokens"), record.get("obtained_at")
+        tokens = record.get("tokens")
         if not tokens:
             return {"status": "no-token", "expires_at": None}
-        expires_in = tokens.get("expires_in")
-        expires_at = obtained + expires_in if expires_in is not None and obtained else None
+        expires_at = self.expires_at()
         if expires_at is not None and expires_at <= time.time():
             status = "refreshable" if tokens.get("refresh_token") else "expired"
         else:

@@ -131,7 +131,7 @@ class McpAuthorizationCodeSettings(Strict):
     )
     scope: str | None = Field(
         default=None, max_length=1024,
-        description="Scopes to ask for; unset: those the server's challenge or metadata name.",
+        description="Scopes to ask for besides those the server's challenge or metadata name.",
     )
     client_name: str = Field(default="DeepSeekEyes", min_length=1, max_length=100)
     redirect_port: int | None = Field(

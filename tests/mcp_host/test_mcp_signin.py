@@ -1,0 +1,222 @@
+"""Sign-in with the authorization-code grant (PKCE) against a loopback authorization server:
+``mcp login``'s flow, the token store, refresh on a later connection, and no secret outside
+the store."""
+
+from __future__ import annotations
+
+import json
+import logging
+import stat
+from pathlib import Path
+
+import httpx2
+import pytest
+from oauth_server import CLIENT_ID, CLIENT_SECRET, serve_oauth
+from pydantic import ValidationError
+
+from deepseek_eyes.errors import McpError
+from deepseek_eyes.mcp_host.audit import McpAudit
+from deepseek_eyes.mcp_host.host import McpHost
+from deepseek_eyes.mcp_host.manager import McpManager
+from deepseek_eyes.mcp_host.oauth import set_token_root
+from deepseek_eyes.mcp_host.signin import RedirectCatcher, sign_in, sign_out
+from deepseek_eyes.mcp_host.tokens import token_path, token_root
+from deepseek_eyes.settings import McpServerSettings, McpSettings
+from deepseek_eyes.store.blobs import BlobStore
+
+pytestmark = pytest.mark.anyio
+
+ID_ENV, SECRET_ENV = "DSE_TEST_SIGNIN_CLIENT", "DSE_TEST_SIGNIN_PASSWORD"
+
+
+def server_settings(url: str, **oauth: object) -> McpServerSettings:
+    return McpServerSettings.model_validate({
+        "id": "remote", "transport": "streamable-http", "url": url,
+        "oauth": {"type": "authorization_code", **oauth},
+        "allow": {"tools": ["whoami"]},
+    })
+
+
+async def follow(url: str) -> None:
+    """The test's browser: the server approves at once, so following the redirect back to
+    the loopback listener is the whole sign-in."""
+    async with httpx2.AsyncClient(follow_redirects=True, timeout=10) as http:
+        await http.get(url)
+
+
+def make_host(server: McpServerSettings, home: Path) -> McpHost:
+    set_token_root(token_root(home))
+    return McpHost(McpManager(McpSettings(servers=(server,))), blobs=BlobStore(home / "blobs"),
+                   artifacts=home / "artifacts", audit=McpAudit(None))
+
+
+async def test_dynamic_registration_sign_in_refresh_and_logout(
+        isolated_home: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    # The first access token is expired on arrival: the next connection must refresh it.
+    async with serve_oauth(expires=[0, 3600]) as fx:
+        server = server_settings(fx.url, scope="mcp:read")
+        root = token_root(isolated_home)
+        health = await sign_in(server, root, open_url=follow)
+        assert health["status"] == "refreshable"
+        assert fx.hits["register"] == 1
+        params = fx.authorize_params[0]
+        assert params["code_challenge_method"] == "S256"
+        assert params["resource"] == fx.url  # RFC 8707
+        assert params["scope"] == "mcp:read"
+        assert params["redirect_uri"].startswith("http://127.0.0.1:")
+        assert fx.grants == ["authorization_code"]
+
+        path = token_path(root, fx.url)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+        host = make_host(server, isolated_home)
+        await host.manager.start()
+        try:
+            state = host.manager.servers["remote"]
+            assert state.status == "ready", state.view()
+            assert fx.grants == ["authorization_code", "refresh_token"]
+            assert state.view()["oauth"]["status"] == "token"
+            result = await host.call_tool("mcp__remote__whoami", {})
+            assert not result.is_error
+            assert fx.hits["register"] == 1  # the registration was kept, not repeated
+            exposed = json.dumps([state.view(), host.manager.status(), host.audit.recent()],
+                                 default=str)
+        finally:
+            await host.manager.stop()
+        for value in fx.issued:
+            assert value not in exposed
+
+        assert sign_out(server, root) is True
+        assert not path.exists()
+        assert sign_out(server, root) is False
+
+    # Every token the server issued is in the store only: not in logs, audit, artifacts.
+    for record in caplog.records:
+        for value in fx.issued:
+            assert value not in record.getMessage(), record.name
+    for file in isolated_home.rglob("*"):
+        if file.is_file():
+            data = file.read_bytes()
+            for value in fx.issued:
+                assert value.encode() not in data, file
+
+
+async def test_pre_registered_secret_never_reaches_the_disk(
+        isolated_home: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv(ID_ENV, CLIENT_ID)
+    monkeypatch.setenv(SECRET_ENV, CLIENT_SECRET)
+    async with serve_oauth() as fx:
+        server = server_settings(fx.url, client_id={"env": ID_ENV},
+                                 client_secret={"env": SECRET_ENV})
+        root = token_root(isolated_home)
+        await sign_in(server, root, open_url=follow)
+        assert "register" not in fx.hits
+        assert fx.token_auth[-1] == "Basic"
+        host = make_host(server, isolated_home)
+        await host.manager.start()
+        try:
+            assert host.manager.servers["remote"].status == "ready"
+            assert not (await host.call_tool("mcp__remote__whoami", {})).is_error
+        finally:
+            await host.manager.stop()
+        stored = token_path(root, fx.url).read_text()
+        assert fx.issued[0] in stored  # the store holds the tokens...
+    # ...and the canary, the client secret, is nowhere on the disk, the store included.
+    files = [f for f in isolated_home.rglob("*") if f.is_file()]
+    assert files
+    for file in files:
+        assert CLIENT_SECRET.encode() not in file.read_bytes(), file
+    for record in caplog.records:
+        assert CLIENT_SECRET not in record.getMessage()
+
+
+async def test_no_sign_in_fails_before_anything_is_sent(isolated_home: Path) -> None:
+    async with serve_oauth() as fx:
+        host = make_host(server_settings(fx.url), isolated_home)
+        await host.manager.start()
+        try:
+            state = host.manager.servers["remote"]
+            assert (state.status, state.last_error) == ("failed", "MCP_LOGIN_REQUIRED")
+        finally:
+            await host.manager.stop()
+        assert fx.hits == {}  # no request, no registration
+
+
+async def test_revoked_refresh_needs_a_person(isolated_home: Path) -> None:
+    async with serve_oauth(expires=[0]) as fx:
+        server = server_settings(fx.url)
+        await sign_in(server, token_root(isolated_home), open_url=follow)
+        fx.refresh_tokens.clear()
+        fx.revoke_all()
+        host = make_host(server, isolated_home)
+        await host.manager.start()
+        try:
+            state = host.manager.servers["remote"]
+            assert (state.status, state.last_error) == ("failed", "MCP_LOGIN_REQUIRED")
+        finally:
+            await host.manager.stop()
+        assert fx.hits.get("authorize", 0) == 1  # only the sign-in's; no browser opened
+
+
+async def test_redirect_with_another_state_is_ignored() -> None:
+    async with RedirectCatcher() as catcher:
+        catcher.expect("https://as.example/authorize?state=expected-state&x=1")
+        async with httpx2.AsyncClient(timeout=5) as http:
+            wrong = await http.get(catcher.redirect_uri, params={"code": "c", "state": "other"})
+            assert wrong.status_code == 400
+            elsewhere = await http.get(catcher.redirect_uri.replace("/callback", "/x"))
+            assert elsewhere.status_code == 404
+            right = await http.get(catcher.redirect_uri,
+                                   params={"code": "c1", "state": "expected-state"})
+            assert right.status_code == 200
+        result = await catcher.wait()
+        assert (result.code, result.state) == ("c1", "expected-state")
+
+
+async def test_refused_sign_in_is_login_failed() -> None:
+    async with RedirectCatcher() as catcher:
+        catcher.expect("https://as.example/authorize?state=s1")
+        async with httpx2.AsyncClient(timeout=5) as http:
+            await http.get(catcher.redirect_uri, params={"error": "access_denied", "state": "s1"})
+        with pytest.raises(McpError) as refused:
+            await catcher.wait()
+        assert refused.value.code == "MCP_LOGIN_FAILED"
+
+
+async def test_login_on_a_client_credentials_server_is_unsupported(tmp_path: Path) -> None:
+    server = McpServerSettings.model_validate({
+        "id": "cc", "transport": "streamable-http", "url": "https://mcp.example/mcp",
+        "oauth": {"client_id": {"env": ID_ENV}, "client_secret": {"env": SECRET_ENV}}})
+    assert server.oauth is not None
+    assert server.oauth.type == "client_credentials"
+    with pytest.raises(McpError) as refused:
+        await sign_in(server, tmp_path, open_url=follow)
+    assert refused.value.code == "MCP_LOGIN_UNSUPPORTED"
+
+
+@pytest.mark.parametrize("oauth", [
+    {"client_secret": {"env": "X"}},                                  # a secret, no id
+    {"client_id": {"env": "X"}, "token_endpoint_auth_method": "client_secret_post"},
+    {"client_id": {"env": "X"}, "client_secret": {"env": "Y"},
+     "token_endpoint_auth_method": "none"},
+    {"token_endpoint_auth_method": "none"},                           # method, no id
+    {"client_id": "literal-id"},                                      # not a reference
+    {"client_metadata_url": "http://client.example/meta.json"},       # not https
+    {"client_metadata_url": "https://client.example/"},               # no path
+    {"redirect_port": 80},
+    {"grant": "implicit"},                                            # unknown key
+])
+def test_authorization_code_settings_are_strict(oauth: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        server_settings("https://mcp.example/mcp", **oauth)
+
+
+def test_unknown_grant_type_is_refused() -> None:
+    with pytest.raises(ValidationError):
+        McpServerSettings.model_validate({
+            "id": "x", "transport": "streamable-http", "url": "https://mcp.example/mcp",
+            "oauth": {"type": "password"}})
