@@ -8,18 +8,14 @@
 # client that holds pre-registered credentials (client_credentials; Basic auth), and the
 # authorization-code scenarios (PKCE; dynamic registration, a client ID metadata document or
 # a pre-registered client; discovery variants; scope selection; token endpoint auth methods;
-# resource indicators; offline_access), which sign in through mcp login's own code with
-# only the browser replaced (the suite's server approves at once; the client follows its
-# redirect to our loopback listener itself; see scripts/mcp_conformance_client.py).
+# resource indicators; offline_access; scope step-up and its retry limit), which sign in
+# through mcp login's own code with only the browser replaced (the suite's server approves
+# at once; the client follows its redirect to our loopback listener itself, and follows a
+# step-up on a tools call the same way, through a hook the product never sets; see
+# scripts/mcp_conformance_client.py).
 # Excluded, by design (run `conformance list` for all):
 #   elicitation-sep1034-client-defaults  the host declares no elicitation capability: no
 #                                        person answers a server's form in a model's turn
-#   auth/scope-step-up, auth/scope-retry-limit
-#                                        the server asks for (more) authorization on a
-#                                        tools call, not at initialize: a connection never
-#                                        opens a browser, it fails with MCP_LOGIN_REQUIRED
-#                                        and a person runs mcp login, which signs in on the
-#                                        initialize that these servers let through
 #   auth/2025-03-26-oauth-metadata-backcompat
 #                                        the SDK (mcp 2.3) requires the authorization server
 #                                        metadata's issuer to be the one it was found for
@@ -46,8 +42,9 @@ scenarios=(initialize tools_call sse-retry auth/client-credentials-basic auth/pr
            auth/scope-omitted-when-undefined auth/token-endpoint-auth-basic
            auth/token-endpoint-auth-post auth/token-endpoint-auth-none
            auth/2025-03-26-oauth-endpoint-fallback auth/resource-mismatch
-           auth/offline-access-scope auth/offline-access-not-supported)
-excluded=6
+           auth/offline-access-scope auth/offline-access-not-supported
+           auth/scope-step-up auth/scope-retry-limit)
+excluded=4
 # This tree's code, not whatever the virtual environment has installed in editable mode.
 export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}"
 client="$root/.venv/bin/python $root/scripts/mcp_conformance_client.py"

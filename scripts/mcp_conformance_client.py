@@ -12,7 +12,9 @@ The authorization-code scenarios sign in first with :func:`sign_in`, the code ``
 runs, then connect through the manager on the stored tokens. Only the "browser" differs:
 the suite's authorization server approves at once and redirects, so this harness follows
 the authorization URL itself with an HTTP client, which lands on our loopback listener
-(``mcp login`` shows the URL to a person instead; nothing in the product follows it).
+(``mcp login`` shows the URL to a person instead; nothing in the product follows it). A
+scope step-up asked on a tools call is followed the same way, through the one hook the
+product never sets (``follow_authorizations_in_connections``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import httpx2
 from deepseek_eyes.mcp_host.audit import McpAudit
 from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.manager import McpManager
-from deepseek_eyes.mcp_host.oauth import set_token_root
+from deepseek_eyes.mcp_host.oauth import follow_authorizations_in_connections, set_token_root
 from deepseek_eyes.mcp_host.signin import sign_in
 from deepseek_eyes.settings import McpSettings
 from deepseek_eyes.store.blobs import BlobStore
@@ -39,6 +41,7 @@ from deepseek_eyes.store.blobs import BlobStore
 CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "tools_call": ("add_numbers", {"a": 5, "b": 3}),
     "sse-retry": ("test_reconnection", {}),
+    "auth/scope-step-up": ("test-tool", {}),
 }
 
 
@@ -92,6 +95,9 @@ async def main(url: str, scenario: str) -> int:
         set_token_root(Path(tmp) / "tokens")
         server = settings.servers[0]
         if server.oauth is not None and server.oauth.type == "authorization_code":
+            # A scope step-up on a tools call is followed here as a person would follow it
+            # after MCP_LOGIN_REQUIRED; the product's connections never do this.
+            follow_authorizations_in_connections(follow)
             health = await sign_in(server, Path(tmp) / "tokens", open_url=follow, timeout=40)
             print(f"signed in: {health['status']}")
         host = McpHost(McpManager(settings), blobs=BlobStore(Path(tmp) / "blobs"),

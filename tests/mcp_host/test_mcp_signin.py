@@ -19,7 +19,8 @@ from deepseek_eyes.mcp_host.audit import McpAudit
 from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.manager import McpManager
 from deepseek_eyes.mcp_host.oauth import set_token_root
-from deepseek_eyes.mcp_host.signin import RedirectCatcher, sign_in, sign_out
+from deepseek_eyes.mcp_host.redirect import RedirectCatcher
+from deepseek_eyes.mcp_host.signin import sign_in, sign_out
 from deepseek_eyes.mcp_host.tokens import token_path, token_root
 from deepseek_eyes.settings import McpServerSettings, McpSettings
 from deepseek_eyes.store.blobs import BlobStore
@@ -44,6 +45,13 @@ async def follow(url: str) -> None:
         await http.get(url)
 
 
+def age(path: Path, seconds: float) -> None:
+    """Move the stored token's issue time back, as if ``seconds`` had passed."""
+    record = json.loads(path.read_text())
+    record["obtained_at"] -= seconds
+    path.write_text(json.dumps(record))
+
+
 def make_host(server: McpServerSettings, home: Path) -> McpHost:
     set_token_root(token_root(home))
     return McpHost(McpManager(McpSettings(servers=(server,))), blobs=BlobStore(home / "blobs"),
@@ -53,12 +61,11 @@ def make_host(server: McpServerSettings, home: Path) -> McpHost:
 async def test_dynamic_registration_sign_in_refresh_and_logout(
         isolated_home: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    # The first access token is expired on arrival: the next connection must refresh it.
-    async with serve_oauth(expires=[0, 3600]) as fx:
+    async with serve_oauth() as fx:
         server = server_settings(fx.url, scope="mcp:read")
         root = token_root(isolated_home)
         health = await sign_in(server, root, open_url=follow)
-        assert health["status"] == "refreshable"
+        assert health["status"] == "token"
         assert fx.hits["register"] == 1
         params = fx.authorize_params[0]
         assert params["code_challenge_method"] == "S256"
@@ -70,6 +77,8 @@ async def test_dynamic_registration_sign_in_refresh_and_logout(
         path = token_path(root, fx.url)
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        # Two hours pass while nothing runs: the next connection must refresh the token.
+        age(path, 7200)
 
         host = make_host(server, isolated_home)
         await host.manager.start()
@@ -147,9 +156,10 @@ async def test_no_sign_in_fails_before_anything_is_sent(isolated_home: Path) -> 
 
 
 async def test_revoked_refresh_needs_a_person(isolated_home: Path) -> None:
-    async with serve_oauth(expires=[0]) as fx:
+    async with serve_oauth() as fx:
         server = server_settings(fx.url)
         await sign_in(server, token_root(isolated_home), open_url=follow)
+        age(token_path(token_root(isolated_home), fx.url), 7200)
         fx.refresh_tokens.clear()
         fx.revoke_all()
         host = make_host(server, isolated_home)

@@ -39,11 +39,13 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl
 
 from deepseek_eyes.errors import McpError
+from deepseek_eyes.mcp_host.redirect import listening
 from deepseek_eyes.mcp_host.tokens import FileTokenStorage, token_path
 from deepseek_eyes.settings import McpAuthorizationCodeSettings, McpOAuthSettings
 
-__all__ = ["MemoryTokenStorage", "OAuthHandle", "authorization_code_provider", "file_storage",
-           "login_required", "oauth_handle", "set_token_root"]
+__all__ = ["Browser", "MemoryTokenStorage", "OAuthHandle", "authorization_code_provider",
+           "file_storage", "follow_authorizations_in_connections", "login_required",
+           "oauth_handle", "set_token_root"]
 
 #: The token store's directory, set where the data directory is opened (like the discover
 #: timeout, a process setting: the manager builds handles from settings alone).
@@ -53,6 +55,16 @@ _TOKEN_ROOT: list[Path] = []
 def set_token_root(root: Path) -> None:
     """Where authorization-code tokens are kept (``tokens.token_root(data home)``)."""
     _TOKEN_ROOT[:] = [root]
+
+
+_HARNESS_BROWSER: list[Callable[[str], Awaitable[None]]] = []
+
+
+def follow_authorizations_in_connections(browser: Callable[[str], Awaitable[None]]) -> None:
+    """For the conformance harness only: let connections follow an authorization (a scope
+    step-up) through ``browser`` instead of failing with ``MCP_LOGIN_REQUIRED``. Nothing in
+    the product calls this; a connection there never signs in by itself."""
+    _HARNESS_BROWSER[:] = [browser]
 
 
 def login_required(url: str, why: str = "no sign-in is held") -> McpError:
@@ -154,42 +166,66 @@ def file_storage(root: Path, url: str, oauth: McpAuthorizationCodeSettings) -> F
     return FileTokenStorage(token_path(root, url), url, configured)
 
 
+#: How a sign-in's authorization URL reaches a person (or, in the conformance harness only,
+#: an HTTP client that follows it).
+Browser = Callable[[str], Awaitable[None]]
+
+
 def authorization_code_provider(
     url: str, oauth: McpAuthorizationCodeSettings, storage: FileTokenStorage, *,
-    redirect_uri: str = "http://127.0.0.1/callback",
-    redirect_handler: Callable[[str], Awaitable[None]] | None = None,
-    callback_handler: Callable[[], Awaitable[AuthorizationCodeResult]] | None = None,
+    browser: Browser | None = None,
 ) -> OAuthClientProvider:
-    """The SDK's authorization-code provider for one server (PKCE S256 always)."""
+    """The SDK's authorization-code provider for one server (PKCE S256 always).
+
+    With ``browser``, each authorization the flow needs (the first, a step-up) is shown
+    through it and its redirect caught on a loopback listener open only meanwhile; without,
+    an authorization is ``MCP_LOGIN_REQUIRED``.
+    """
     # Dynamic registration asks for a public client: a native app keeps no secret.
     method: Literal["none"] | None = "none" if oauth.client_id is None else None
+    port = oauth.redirect_port or 0
     metadata = OAuthClientMetadata(
-        client_name=oauth.client_name, redirect_uris=[AnyUrl(redirect_uri)],
+        client_name=oauth.client_name,
+        redirect_uris=[AnyUrl(f"http://127.0.0.1:{port}/callback" if port else
+                              "http://127.0.0.1/callback")],
         grant_types=["authorization_code", "refresh_token"], response_types=["code"],
         token_endpoint_auth_method=method, scope=oauth.scope,
     )
+
+    async def no_person(_: str) -> None:
+        raise login_required(url, "the server asked for a new authorization")
+
+    async def no_callback() -> AuthorizationCodeResult:  # pragma: no cover - never reached
+        raise login_required(url)
+
     return _Provider(
         server_url=url, client_metadata=metadata, storage=storage,
-        redirect_handler=redirect_handler, callback_handler=callback_handler,
+        redirect_handler=no_person, callback_handler=no_callback,
         client_metadata_url=oauth.client_metadata_url, extra_scope=oauth.scope,
+        browser=browser, redirect_port=oauth.redirect_port,
     )
 
 
 class _Provider(OAuthClientProvider):
-    """The SDK's provider, asking also for the scopes the settings name.
+    """The SDK's provider, with three things of ours.
 
-    The SDK replaces the requested scope with the one the server's challenge or metadata
-    names (the MCP spec's selection order), which drops a configured scope; it is added back
-    to what the SDK chose, just before the authorization request.
+    * The scopes the settings name are asked for too: the SDK replaces the requested scope
+      with the one the server's challenge or metadata names (the MCP spec's selection
+      order), which would drop a configured one.
+    * A stored token's expiry is read back from the store (the SDK loads tokens without
+      it, so one that expired while nothing ran would be sent, refused, and cost a person).
+    * Each authorization opens its own loopback listener and points the redirect URI at it
+      (the SDK builds the URL and the token request from ``redirect_uris[0]``).
     """
 
-    def __init__(self, *args: Any, extra_scope: str | None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, extra_scope: str | None, browser: Browser | None,
+                 redirect_port: int | None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._extra_scope = extra_scope
+        self._browser = browser
+        self._redirect_port = redirect_port
 
     async def _initialize(self) -> None:
-        # The SDK loads stored tokens without their expiry, so a token expired while no
-        # process ran would be sent, refused, and cost a new sign-in instead of a refresh.
         await super()._initialize()
         storage = self.context.storage
         if isinstance(storage, FileTokenStorage):
@@ -199,7 +235,18 @@ class _Provider(OAuthClientProvider):
         if self._extra_scope:
             self.context.client_metadata.scope = union_scopes(
                 self.context.client_metadata.scope, self._extra_scope)
-        return await super()._perform_authorization_code_grant()
+        browser = self._browser
+        if browser is None:
+            return await super()._perform_authorization_code_grant()
+        async with listening(self._redirect_port) as catcher:
+            async def show(authorization_url: str) -> None:
+                catcher.expect(authorization_url)
+                await browser(authorization_url)
+
+            self.context.client_metadata.redirect_uris = [AnyUrl(catcher.redirect_uri)]
+            self.context.redirect_handler = show
+            self.context.callback_handler = catcher.wait
+            return await super()._perform_authorization_code_grant()
 
 
 class _SignedInOnly(httpx2.Auth):
@@ -212,15 +259,9 @@ class _SignedInOnly(httpx2.Auth):
                  storage: FileTokenStorage) -> None:
         self._url = url
         self._storage = storage
-
-        async def no_person(_: str) -> None:
-            raise login_required(url, "the server asked for a new authorization")
-
-        async def no_callback() -> AuthorizationCodeResult:  # pragma: no cover - never reached
-            raise login_required(url)
-
-        self._inner = authorization_code_provider(
-            url, oauth, storage, redirect_handler=no_person, callback_handler=no_callback)
+        # _HARNESS_BROWSER is empty in the product: only the conformance harness sets it.
+        browser = _HARNESS_BROWSER[0] if _HARNESS_BROWSER else None
+        self._inner = authorization_code_provider(url, oauth, storage, browser=browser)
 
     async def async_auth_flow(
         self, request: httpx2.Request,
