@@ -4,9 +4,11 @@ the store."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import stat
+import sys
 from pathlib import Path
 
 import httpx2
@@ -20,6 +22,7 @@ from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.manager import McpManager
 from deepseek_eyes.mcp_host.oauth import set_token_root
 from deepseek_eyes.mcp_host.redirect import RedirectCatcher
+from deepseek_eyes.mcp_host.settings_file import dumps
 from deepseek_eyes.mcp_host.signin import sign_in, sign_out
 from deepseek_eyes.mcp_host.tokens import token_path, token_root
 from deepseek_eyes.settings import McpServerSettings, McpSettings
@@ -230,3 +233,43 @@ def test_unknown_grant_type_is_refused() -> None:
         McpServerSettings.model_validate({
             "id": "x", "transport": "streamable-http", "url": "https://mcp.example/mcp",
             "oauth": {"type": "password"}})
+
+
+async def test_login_status_and_logout_commands(isolated_home: Path, tmp_path: Path) -> None:
+    """``mcp login`` as a process: it prints the URL, a person (here: the test) follows it,
+    the redirect reaches the command's listener; ``status`` and ``logout`` see the sign-in."""
+    async with serve_oauth() as fx:
+        config = tmp_path / "eyes.toml"
+        entry = server_settings(fx.url).model_dump(mode="json", exclude_defaults=True)
+        config.write_text(dumps({"mcp": {"servers": [entry]}}), encoding="utf-8")
+        argv = [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "mcp"]
+        login = await asyncio.create_subprocess_exec(
+            *argv, "login", "remote", "--no-browser", "--json", "--timeout", "60",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        assert login.stderr is not None
+        async with asyncio.timeout(60):
+            url = ""
+            while not url:
+                line = (await login.stderr.readline()).decode()
+                assert line, "login ended before printing the URL"
+                if line.strip().startswith("http"):
+                    url = line.strip()
+            await follow(url)
+            out, _ = await login.communicate()
+        assert login.returncode == 0
+        assert json.loads(out)["signed_in"] is True
+
+        async def command(*args: str) -> tuple[int, str]:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            async with asyncio.timeout(60):
+                stdout, _ = await proc.communicate()
+            return proc.returncode or 0, stdout.decode()
+
+        code, status = await command("status", "--json")
+        assert code == 0, status
+        assert json.loads(status)[0]["oauth"]["status"] == "token"
+        code, logout = await command("logout", "remote", "--json")
+        assert (code, json.loads(logout)["removed"]) == (0, True)
+        code, status = await command("status", "--json")
+        assert json.loads(status)[0]["last_error"] == "MCP_LOGIN_REQUIRED"
