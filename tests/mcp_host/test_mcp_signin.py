@@ -146,16 +146,22 @@ async def test_pre_registered_secret_never_reaches_the_disk(
         assert CLIENT_SECRET not in record.getMessage()
 
 
-async def test_no_sign_in_fails_before_anything_is_sent(isolated_home: Path) -> None:
+async def test_no_sign_in_fails_before_anything_is_sent_then_a_login_is_picked_up(
+        isolated_home: Path) -> None:
     async with serve_oauth() as fx:
-        host = make_host(server_settings(fx.url), isolated_home)
+        server = server_settings(fx.url)
+        host = make_host(server, isolated_home)
         await host.manager.start()
         try:
             state = host.manager.servers["remote"]
             assert (state.status, state.last_error) == ("failed", "MCP_LOGIN_REQUIRED")
+            assert fx.hits == {}  # no request, no registration
+            # A login made meanwhile (by another process: its own storage) is read back.
+            await sign_in(server, token_root(isolated_home), open_url=follow)
+            await host.manager.restart("remote")
+            assert host.manager.servers["remote"].status == "ready"
         finally:
             await host.manager.stop()
-        assert fx.hits == {}  # no request, no registration
 
 
 async def test_revoked_refresh_needs_a_person(isolated_home: Path) -> None:

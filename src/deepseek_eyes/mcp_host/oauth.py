@@ -251,21 +251,36 @@ class _Provider(OAuthClientProvider):
 
 class _SignedInOnly(httpx2.Auth):
     """The provider of a connection no person watches: never a browser, never a
-    registration; a new authorization is ``MCP_LOGIN_REQUIRED``."""
+    registration; a new authorization is ``MCP_LOGIN_REQUIRED``.
+
+    A sign-in made meanwhile by ``mcp login`` (another process) is picked up: with no token,
+    or after a flow that needed a person, the file is read again and, when it changed, the
+    SDK's provider is rebuilt on it (it holds the tokens it loaded, and would not reload).
+    """
 
     requires_response_body = True
 
     def __init__(self, url: str, oauth: McpAuthorizationCodeSettings,
                  storage: FileTokenStorage) -> None:
         self._url = url
+        self._oauth = oauth
         self._storage = storage
+        self._stale = False
+        self._inner = self._provider()
+
+    def _provider(self) -> OAuthClientProvider:
         # _HARNESS_BROWSER is empty in the product: only the conformance harness sets it.
         browser = _HARNESS_BROWSER[0] if _HARNESS_BROWSER else None
-        self._inner = authorization_code_provider(url, oauth, storage, browser=browser)
+        return authorization_code_provider(self._url, self._oauth, self._storage,
+                                           browser=browser)
 
     async def async_auth_flow(
         self, request: httpx2.Request,
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        if self._stale or await self._storage.get_tokens() is None:
+            await self._storage.reload()
+            self._inner = self._provider()
+            self._stale = False
         if await self._storage.get_tokens() is None:
             raise login_required(self._url)
         flow = self._inner.async_auth_flow(request)
@@ -276,5 +291,9 @@ class _SignedInOnly(httpx2.Auth):
                 outgoing = await flow.asend(response)
         except StopAsyncIteration:
             return
+        except McpError as exc:
+            if exc.code == "MCP_LOGIN_REQUIRED":
+                self._stale = True
+            raise
         finally:
             await flow.aclose()

@@ -105,6 +105,10 @@ class FileTokenStorage:
             status = "token"
         return {"status": status, "expires_at": expires_at}
 
+    async def reload(self) -> None:
+        """Read the file again: another process (``mcp login``) may have signed in."""
+        self._record = await anyio.to_thread.run_sync(self._read)
+
     async def forget_tokens(self) -> None:
         """Drop the tokens, keep a registered client (a new sign-in starts here)."""
         record = dict(await self._load())
