@@ -93,6 +93,12 @@ async def test_dynamic_registration_sign_in_refresh_and_logout(
             result = await host.call_tool("mcp__remote__whoami", {})
             assert not result.is_error
             assert fx.hits["register"] == 1  # the registration was kept, not repeated
+            # The server revokes the access token early: a refresh, not a person.
+            fx.revoke_all()
+            again = await host.call_tool("mcp__remote__whoami", {})
+            assert not again.is_error, again.preview
+            assert fx.grants == ["authorization_code", "refresh_token", "refresh_token"]
+            assert fx.hits["authorize"] == 1
             exposed = json.dumps([state.view(), host.manager.status(), host.audit.recent()],
                                  default=str)
         finally:

@@ -253,6 +253,7 @@ class _SignedInOnly(httpx2.Auth):
     """The provider of a connection no person watches: never a browser, never a
     registration; a new authorization is ``MCP_LOGIN_REQUIRED``.
 
+    A 401 while a refresh token is held is answered by a refresh before anything else.
     A sign-in made meanwhile by ``mcp login`` (another process) is picked up: with no token,
     or after a flow that needed a person, the file is read again and, when it changed, the
     SDK's provider is rebuilt on it (it holds the tokens it loaded, and would not reload).
@@ -281,19 +282,30 @@ class _SignedInOnly(httpx2.Auth):
             await self._storage.reload()
             self._inner = self._provider()
             self._stale = False
-        if await self._storage.get_tokens() is None:
+        tokens = await self._storage.get_tokens()
+        if tokens is None:
             raise login_required(self._url)
-        flow = self._inner.async_auth_flow(request)
-        try:
-            outgoing = await flow.__anext__()
-            while True:
-                response = yield outgoing
-                outgoing = await flow.asend(response)
-        except StopAsyncIteration:
-            return
-        except McpError as exc:
-            if exc.code == "MCP_LOGIN_REQUIRED":
+        # A 401 sends the SDK's flow to a new authorization even when a refresh token is
+        # held (a server that revoked the access token early): that is tried first, once,
+        # by a provider that takes the stored token as expired.
+        refreshable = tokens.refresh_token is not None
+        for attempt in (1, 2):
+            flow = self._inner.async_auth_flow(request)
+            try:
+                outgoing = await flow.__anext__()
+                while True:
+                    response = yield outgoing
+                    outgoing = await flow.asend(response)
+            except StopAsyncIteration:
+                return
+            except McpError as exc:
+                if exc.code != "MCP_LOGIN_REQUIRED":
+                    raise
+                if attempt == 1 and refreshable:
+                    self._storage.take_as_expired()
+                    self._inner = self._provider()
+                    continue
                 self._stale = True
-            raise
-        finally:
-            await flow.aclose()
+                raise
+            finally:
+                await flow.aclose()

@@ -105,6 +105,15 @@ class FileTokenStorage:
             status = "token"
         return {"status": status, "expires_at": expires_at}
 
+    def take_as_expired(self) -> None:
+        """Treat the held access token as expired (in memory): the server refused it, so
+        the next provider refreshes it instead of sending it again."""
+        if self._record and self._record.get("tokens"):
+            self._record = {**self._record, "obtained_at": 1.0}
+            tokens = dict(self._record["tokens"])
+            tokens["expires_in"] = 0
+            self._record["tokens"] = tokens
+
     async def reload(self) -> None:
         """Read the file again: another process (``mcp login``) may have signed in."""
         self._record = await anyio.to_thread.run_sync(self._read)
