@@ -4,7 +4,9 @@ what it has bounded, allowed and audited.
 Modules: ``names`` (stable public names), ``policy`` (selectors, risk classes, budgets),
 ``catalog`` (bounded discovery into immutable generations), ``admission`` (iterative result
 limits), ``results`` (canonical hash, preview, artifacts, image blobs), ``audit``,
-``oauth`` (client_credentials), ``manager`` (lifecycle, catalogs), ``state`` (one server's
+``oauth`` (client_credentials, and authorization code for connections), ``signin``
+(``mcp login``'s flow), ``redirect`` (the loopback listener of a sign-in), ``tokens`` (the
+0600 token store), ``manager`` (lifecycle, catalogs), ``state`` (one server's
 state and view), ``liveness`` (is a connected server still there, asked per transport and
 revision), ``faults`` (messages that are not JSON-RPC), ``events`` (status changes as a
 stream), ``host`` (exposure and dispatch), ``redact`` (secrets scrubbed from what a server

@@ -1,9 +1,8 @@
 """OAuth 2.1 for Streamable HTTP servers, through the SDK's providers.
 
-Two grants. **client_credentials**:
-The SDK's ``ClientCredentialsOAuthProvider`` discovers the protected-resource and
-authorization-server metadata from the first 401, fetches a token, and refreshes on 401 or
-expiry. We only give it storage that lives in this process's memory (tokens never touch
+Two grants. **client_credentials**: the SDK's ``ClientCredentialsOAuthProvider`` discovers
+the protected-resource and authorization-server metadata from the first 401, fetches a
+token, and refreshes on 401 or expiry. We only give it storage that lives in this process's memory (tokens never touch
 disk, logs or the audit) and read back a health view: whether a token is held and when it
 expires, never the token.
 
