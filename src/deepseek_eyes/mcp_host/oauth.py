@@ -2,9 +2,9 @@
 
 Two grants. **client_credentials**: the SDK's ``ClientCredentialsOAuthProvider`` discovers
 the protected-resource and authorization-server metadata from the first 401, fetches a
-token, and refreshes on 401 or expiry. We only give it storage that lives in this process's memory (tokens never touch
-disk, logs or the audit) and read back a health view: whether a token is held and when it
-expires, never the token.
+token, and refreshes on 401 or expiry. We only give it storage that lives in this process's
+memory (tokens never touch disk, logs or the audit) and read back a health view: whether a
+token is held and when it expires, never the token.
 
 **authorization_code** (PKCE, with the SDK's ``OAuthClientProvider``: RFC 9728 and RFC 8414 /
 OIDC discovery, dynamic registration or a client ID metadata document, RFC 8707 resource
