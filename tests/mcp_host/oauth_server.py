@@ -55,6 +55,9 @@ class OAuthFixture:
     codes: dict[str, dict[str, str]] = field(default_factory=dict)
     refresh_tokens: set[str] = field(default_factory=set)
     authorize_params: list[dict[str, str]] = field(default_factory=list)
+    #: When set, /mcp answers a token without this scope 403 insufficient_scope (a step-up).
+    required_scope: str | None = None
+    granted: dict[str, set[str]] = field(default_factory=dict)
 
     @property
     def base(self) -> str:
@@ -119,15 +122,17 @@ def build_app(fx: OAuthFixture) -> Starlette:
         query = urlencode({"code": code, "state": params.get("state", "")})
         return RedirectResponse(f"{params['redirect_uri']}?{query}", status_code=302)
 
-    def issue(*, refresh: bool) -> Response:
+    def issue(*, refresh: bool, scopes: set[str] | None = None) -> Response:
         value = "tok-" + secrets.token_hex(12)
         fx.issued.append(value)
         fx.live.add(value)
+        fx.granted[value] = scopes or set()
         body: dict[str, Any] = {"access_token": value, "token_type": "Bearer",
                                 "expires_in": next(lifetimes)}
         if refresh:
             body["refresh_token"] = "ref-" + secrets.token_hex(12)
             fx.refresh_tokens.add(body["refresh_token"])
+            fx.granted[body["refresh_token"]] = scopes or set()
             fx.issued.append(body["refresh_token"])
         return JSONResponse(body)
 
@@ -157,12 +162,12 @@ def build_app(fx: OAuthFixture) -> Starlette:
                     or challenge.decode().rstrip("=") != params.get("code_challenge")
                     or form.get("redirect_uri", [""])[0] != params.get("redirect_uri")):
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
-            return issue(refresh=True)
+            return issue(refresh=True, scopes=set(params.get("scope", "").split()))
         if grant == "refresh_token":
             refresh_token = form.get("refresh_token", [""])[0]
             if refresh_token not in fx.refresh_tokens or not client_ok(form, user, password):
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
-            return issue(refresh=False)
+            return issue(refresh=False, scopes=fx.granted.get(refresh_token))
         if grant != "client_credentials":
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
         if (user, password) != (CLIENT_ID, CLIENT_SECRET):
@@ -184,6 +189,16 @@ def build_app(fx: OAuthFixture) -> Starlette:
                 response = JSONResponse(
                     {"error": "invalid_token"}, status_code=401,
                     headers={"WWW-Authenticate": f'Bearer resource_metadata="{meta}"'})
+                await response(scope, receive, send)
+                return
+            if fx.required_scope and fx.required_scope not in fx.granted.get(
+                    auth.removeprefix("Bearer "), set()):
+                _count(fx, "403")
+                meta = f"{fx.base}/.well-known/oauth-protected-resource/mcp"
+                response = JSONResponse(
+                    {"error": "insufficient_scope"}, status_code=403,
+                    headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", '
+                             f'scope="{fx.required_scope}", resource_metadata="{meta}"'})
                 await response(scope, receive, send)
                 return
         await inner(scope, receive, send)

@@ -182,9 +182,33 @@ async def test_revoked_refresh_needs_a_person(isolated_home: Path) -> None:
         try:
             state = host.manager.servers["remote"]
             assert (state.status, state.last_error) == ("failed", "MCP_LOGIN_REQUIRED")
+            assert "mcp login" in state.view()["error"]
         finally:
             await host.manager.stop()
         assert fx.hits.get("authorize", 0) == 1  # only the sign-in's; no browser opened
+
+
+async def test_scope_step_up_at_login_and_on_a_connection(isolated_home: Path) -> None:
+    async with serve_oauth() as fx:
+        fx.required_scope = "notes:read"
+        server = server_settings(fx.url)
+        root = token_root(isolated_home)
+        # At login a person is there: the 403 leads to a second authorization, for more.
+        await sign_in(server, root, open_url=follow)
+        assert [p.get("scope") for p in fx.authorize_params] == [None, "notes:read"]
+        host = make_host(server, isolated_home)
+        await host.manager.start()
+        try:
+            assert host.manager.servers["remote"].status == "ready"
+            # The server wants more later: a connection names the scope, opens nothing.
+            fx.required_scope = "notes:write"
+            await host.manager.restart("remote")
+            state = host.manager.servers["remote"]
+            assert (state.status, state.last_error) == ("failed", "MCP_LOGIN_REQUIRED")
+            assert "notes:write" in state.view()["error"]
+            assert len(fx.authorize_params) == 2
+        finally:
+            await host.manager.stop()
 
 
 async def test_redirect_with_another_state_is_ignored() -> None:

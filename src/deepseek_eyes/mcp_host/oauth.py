@@ -23,6 +23,7 @@ import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
+from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider
@@ -66,10 +67,17 @@ def follow_authorizations_in_connections(browser: Callable[[str], Awaitable[None
     _HARNESS_BROWSER[:] = [browser]
 
 
-def login_required(url: str, why: str = "no sign-in is held") -> McpError:
+def login_required(url: str, why: str = "no sign-in is held",
+                   scope: str | None = None) -> McpError:
+    details: dict[str, Any] = {"url": url}
+    hint = ""
+    if scope:
+        details["scope"] = scope[:1024]
+        hint = (f"; it asks for scope {scope[:200]!r} (for a step-up asked only by a call, add "
+                "it to the server's oauth scope first)")
     return McpError(
-        f"the server needs a person to sign in ({why}): run `deepseek-eyes mcp login` "
-        "with the server's id", code="MCP_LOGIN_REQUIRED", details={"url": url})
+        f"the server needs a person to sign in ({why}){hint}: run `deepseek-eyes mcp login` "
+        "with the server's id", code="MCP_LOGIN_REQUIRED", details=details)
 
 
 class _Health(Protocol):
@@ -191,8 +199,9 @@ def authorization_code_provider(
         token_endpoint_auth_method=method, scope=oauth.scope,
     )
 
-    async def no_person(_: str) -> None:
-        raise login_required(url, "the server asked for a new authorization")
+    async def no_person(authorization_url: str) -> None:
+        scope = parse_qs(urlsplit(authorization_url).query).get("scope", [None])[0]
+        raise login_required(url, "the server asked for a new authorization", scope)
 
     async def no_callback() -> AuthorizationCodeResult:  # pragma: no cover - never reached
         raise login_required(url)
