@@ -7,6 +7,14 @@ Everything goes through our own code: settings validation, :class:`McpManager` (
 bounded discovery), :class:`McpHost` (policy, admission, audit) and the OAuth provider.
 Credentials from the context are put in this process's environment and referenced as
 ``{ env = "NAME" }``, exactly as an operator would configure them.
+
+The authorization-code scenarios sign in first with :func:`sign_in`, the code ``mcp login``
+runs, then connect through the manager on the stored tokens. Only the "browser" differs:
+the suite's authorization server approves at once and redirects, so this harness follows
+the authorization URL itself with an HTTP client, which lands on our loopback listener
+(``mcp login`` shows the URL to a person instead; nothing in the product follows it). A
+scope step-up asked on a tools call is followed the same way, through the one hook the
+product never sets (``follow_authorizations_in_connections``).
 """
 
 from __future__ import annotations
@@ -19,9 +27,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import httpx2
+
 from deepseek_eyes.mcp_host.audit import McpAudit
 from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.manager import McpManager
+from deepseek_eyes.mcp_host.oauth import follow_authorizations_in_connections, set_token_root
+from deepseek_eyes.mcp_host.signin import sign_in
 from deepseek_eyes.settings import McpSettings
 from deepseek_eyes.store.blobs import BlobStore
 
@@ -29,6 +41,7 @@ from deepseek_eyes.store.blobs import BlobStore
 CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "tools_call": ("add_numbers", {"a": 5, "b": 3}),
     "sse-retry": ("test_reconnection", {}),
+    "auth/scope-step-up": ("test-tool", {}),
 }
 
 
@@ -36,18 +49,40 @@ def server_settings(scenario: str, url: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"id": "conformance", "transport": "streamable-http", "url": url,
                              "allow": {"tools": _allowed(scenario)},
                              "connect_timeout": 20, "call_timeout": 20}
-    if scenario.startswith("auth/"):
-        context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT", "{}"))
-        if "client_id" not in context or "client_secret" not in context:
-            # Only client_credentials is implemented; see scripts/mcp-conformance.sh.
-            raise SystemExit(f"{scenario}: no client credentials in the context")
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT", "{}"))
+    if scenario in CLIENT_CREDENTIALS:
         os.environ["CONFORMANCE_CLIENT_ID"] = context["client_id"]
         os.environ["CONFORMANCE_CLIENT_SECRET"] = context["client_secret"]
         method = context.get("token_endpoint_auth_method", "client_secret_basic")
         entry["oauth"] = {"client_id": {"env": "CONFORMANCE_CLIENT_ID"},
                           "client_secret": {"env": "CONFORMANCE_CLIENT_SECRET"},
                           "token_endpoint_auth_method": method}
+    elif scenario.startswith("auth/"):
+        oauth: dict[str, Any] = {"type": "authorization_code"}
+        if "client_id" in context:
+            os.environ["CONFORMANCE_CLIENT_ID"] = context["client_id"]
+            oauth["client_id"] = {"env": "CONFORMANCE_CLIENT_ID"}
+        if "client_secret" in context:
+            os.environ["CONFORMANCE_CLIENT_SECRET"] = context["client_secret"]
+            oauth["client_secret"] = {"env": "CONFORMANCE_CLIENT_SECRET"}
+        if scenario in CIMD:
+            oauth["client_metadata_url"] = CIMD_URL
+        entry["oauth"] = oauth
     return entry
+
+
+#: Scenarios that hand the client pre-registered client_credentials.
+CLIENT_CREDENTIALS = {"auth/client-credentials-basic", "auth/pre-registration"}
+#: Scenarios whose authorization server takes a client ID metadata document's URL.
+CIMD = {"auth/basic-cimd", "auth/offline-access-scope"}
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+
+
+async def follow(authorization_url: str) -> None:
+    """The conformance harness's browser: the suite's server approves and redirects to our
+    loopback listener, so following the redirects is the whole sign-in."""
+    async with httpx2.AsyncClient(follow_redirects=True, timeout=20) as http:
+        await http.get(authorization_url)
 
 
 def _allowed(scenario: str) -> list[str]:
@@ -57,6 +92,14 @@ def _allowed(scenario: str) -> list[str]:
 async def main(url: str, scenario: str) -> int:
     settings = McpSettings.model_validate({"servers": [server_settings(scenario, url)]})
     with tempfile.TemporaryDirectory() as tmp:
+        set_token_root(Path(tmp) / "tokens")
+        server = settings.servers[0]
+        if server.oauth is not None and server.oauth.type == "authorization_code":
+            # A scope step-up on a tools call is followed here as a person would follow it
+            # after MCP_LOGIN_REQUIRED; the product's connections never do this.
+            follow_authorizations_in_connections(follow)
+            health = await sign_in(server, Path(tmp) / "tokens", open_url=follow, timeout=40)
+            print(f"signed in: {health['status']}")
         host = McpHost(McpManager(settings), blobs=BlobStore(Path(tmp) / "blobs"),
                        artifacts=Path(tmp) / "artifacts", audit=McpAudit(None))
         await host.manager.start(wait=25)

@@ -347,6 +347,20 @@ ERROR_CODES: Mapping[str, str] = {
     "MCP_AUTH_FAILED": (
         "The server refused our credentials, or OAuth client_credentials failed."
     ),
+    "MCP_LOGIN_REQUIRED": (
+        "An authorization-code server needs a person to sign in (no sign-in is held, or the "
+        "server asked for a new authorization: a refused refresh, a scope step-up); run "
+        "`deepseek-eyes mcp login ID`. A connection never opens a browser itself."
+    ),
+    "MCP_LOGIN_FAILED": (
+        "`mcp login` did not complete: the authorization server refused the sign-in, the "
+        "OAuth flow failed (discovery, registration, token exchange), or the redirect "
+        "listener could not start."
+    ),
+    "MCP_LOGIN_UNSUPPORTED": (
+        "`mcp login`/`logout` names a server whose settings have no `oauth` of type "
+        "`authorization_code`."
+    ),
     "MCP_TIMEOUT": "The server did not answer within its timeout.",
     "MCP_SERVER_ERROR": "The server answered a request with a protocol error.",
     "MCP_CONNECTION_LOST": (

@@ -5,6 +5,12 @@
 * ``/.well-known/oauth-authorization-server``: RFC 8414 metadata.
 * ``/token``: the client_credentials grant with client_secret_basic; each token's lifetime
   comes from ``expires`` in turn (``0`` = expired at once), so expiry needs no waiting.
+  Also the authorization_code grant (PKCE S256 checked; a pre-registered confidential
+  client authenticates with client_secret_basic, a registered public one with none) and
+  refresh_token, which issues a new access token for a live refresh token.
+* ``/authorize``: approves at once and redirects to ``redirect_uri`` with ``code`` and
+  ``state`` (what a person's browser would bring back); ``/register``: RFC 7591, public
+  clients.
 * ``/mcp``: an SDK ``MCPServer`` that only answers requests bearing a live token.
 
 The server runs on the test's own event loop (uvicorn with its lifespan, which runs the
@@ -16,19 +22,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import itertools
 import secrets
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 CLIENT_ID = "eyes-client"
@@ -43,6 +50,14 @@ class OAuthFixture:
     live: set[str] = field(default_factory=set)
     hits: dict[str, int] = field(default_factory=dict)
     token_auth: list[str] = field(default_factory=list)
+    grants: list[str] = field(default_factory=list)
+    registered: dict[str, dict[str, Any]] = field(default_factory=dict)
+    codes: dict[str, dict[str, str]] = field(default_factory=dict)
+    refresh_tokens: set[str] = field(default_factory=set)
+    authorize_params: list[dict[str, str]] = field(default_factory=list)
+    #: When set, /mcp answers a token without this scope 403 insufficient_scope (a step-up).
+    required_scope: str | None = None
+    granted: dict[str, set[str]] = field(default_factory=dict)
 
     @property
     def base(self) -> str:
@@ -83,10 +98,49 @@ def build_app(fx: OAuthFixture) -> Starlette:
         _count(fx, "asm")
         return JSONResponse({
             "issuer": fx.base, "authorization_endpoint": f"{fx.base}/authorize",
-            "token_endpoint": f"{fx.base}/token", "grant_types_supported": ["client_credentials"],
-            "token_endpoint_auth_methods_supported": ["client_secret_basic"],
-            "response_types_supported": ["token"],
+            "token_endpoint": f"{fx.base}/token", "registration_endpoint": f"{fx.base}/register",
+            "grant_types_supported": ["client_credentials", "authorization_code",
+                                      "refresh_token"],
+            "token_endpoint_auth_methods_supported": ["client_secret_basic", "none"],
+            "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
         })
+
+    async def register(request: Request) -> Response:
+        _count(fx, "register")
+        body = await request.json()
+        client_id = "dyn-" + secrets.token_hex(6)
+        fx.registered[client_id] = body
+        return JSONResponse({**body, "client_id": client_id,
+                             "token_endpoint_auth_method": "none"}, status_code=201)
+
+    async def authorize(request: Request) -> Response:
+        _count(fx, "authorize")
+        params = dict(request.query_params)
+        fx.authorize_params.append(params)
+        code = "code-" + secrets.token_hex(8)
+        fx.codes[code] = params
+        query = urlencode({"code": code, "state": params.get("state", "")})
+        return RedirectResponse(f"{params['redirect_uri']}?{query}", status_code=302)
+
+    def issue(*, refresh: bool, scopes: set[str] | None = None) -> Response:
+        value = "tok-" + secrets.token_hex(12)
+        fx.issued.append(value)
+        fx.live.add(value)
+        fx.granted[value] = scopes or set()
+        body: dict[str, Any] = {"access_token": value, "token_type": "Bearer",
+                                "expires_in": next(lifetimes)}
+        if refresh:
+            body["refresh_token"] = "ref-" + secrets.token_hex(12)
+            fx.refresh_tokens.add(body["refresh_token"])
+            fx.granted[body["refresh_token"]] = scopes or set()
+            fx.issued.append(body["refresh_token"])
+        return JSONResponse(body)
+
+    def client_ok(form: dict[str, list[str]], user: str, password: str) -> bool:
+        client_id = user or form.get("client_id", [""])[0]
+        if client_id == CLIENT_ID:
+            return (user, password) == (CLIENT_ID, CLIENT_SECRET)
+        return client_id in fx.registered and not password
 
     async def token(request: Request) -> Response:
         _count(fx, "token")
@@ -98,7 +152,23 @@ def build_app(fx: OAuthFixture) -> Starlette:
             user, _, password = pair.partition(":")
         except ValueError:
             user = password = ""
-        if form.get("grant_type") != ["client_credentials"]:
+        grant = form.get("grant_type", [""])[0]
+        fx.grants.append(grant)
+        if grant == "authorization_code":
+            params = fx.codes.pop(form.get("code", [""])[0], None)
+            verifier = form.get("code_verifier", [""])[0].encode()
+            challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest())
+            if (params is None or not client_ok(form, user, password)
+                    or challenge.decode().rstrip("=") != params.get("code_challenge")
+                    or form.get("redirect_uri", [""])[0] != params.get("redirect_uri")):
+                return JSONResponse({"error": "invalid_grant"}, status_code=400)
+            return issue(refresh=True, scopes=set(params.get("scope", "").split()))
+        if grant == "refresh_token":
+            refresh_token = form.get("refresh_token", [""])[0]
+            if refresh_token not in fx.refresh_tokens or not client_ok(form, user, password):
+                return JSONResponse({"error": "invalid_grant"}, status_code=400)
+            return issue(refresh=False, scopes=fx.granted.get(refresh_token))
+        if grant != "client_credentials":
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
         if (user, password) != (CLIENT_ID, CLIENT_SECRET):
             return JSONResponse({"error": "invalid_client"}, status_code=401)
@@ -121,6 +191,16 @@ def build_app(fx: OAuthFixture) -> Starlette:
                     headers={"WWW-Authenticate": f'Bearer resource_metadata="{meta}"'})
                 await response(scope, receive, send)
                 return
+            if fx.required_scope and fx.required_scope not in fx.granted.get(
+                    auth.removeprefix("Bearer "), set()):
+                _count(fx, "403")
+                meta = f"{fx.base}/.well-known/oauth-protected-resource/mcp"
+                response = JSONResponse(
+                    {"error": "insufficient_scope"}, status_code=403,
+                    headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", '
+                             f'scope="{fx.required_scope}", resource_metadata="{meta}"'})
+                await response(scope, receive, send)
+                return
         await inner(scope, receive, send)
 
     @contextlib.asynccontextmanager
@@ -133,6 +213,8 @@ def build_app(fx: OAuthFixture) -> Starlette:
         Route("/.well-known/oauth-protected-resource", prm),
         Route("/.well-known/oauth-authorization-server", asm),
         Route("/token", token, methods=["POST"]),
+        Route("/register", register, methods=["POST"]),
+        Route("/authorize", authorize),
         Mount("/", app=guard),
     ], lifespan=lifespan)
 

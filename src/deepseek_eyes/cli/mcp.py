@@ -7,8 +7,9 @@ the path the model's calls take, so an operator sees exactly what the model woul
 write nothing when the result would be invalid. Each command starts only the servers it
 needs (:mod:`deepseek_eyes.mcp_host.running` says which, and why that keeps the budgets honest).
 The lifecycle and entry commands (``watch``, ``register``, ``restart``, ``enable``,
-``disable``, ``remove``) live in :mod:`deepseek_eyes.cli.mcp_manage`, which this module adds
-to its group; what both use is in :mod:`deepseek_eyes.cli.mcp_common`.
+``disable``, ``remove``) live in :mod:`deepseek_eyes.cli.mcp_manage`, and ``login``/``logout``
+in :mod:`deepseek_eyes.cli.mcp_login`, which this module adds to its group; what they share
+is in :mod:`deepseek_eyes.cli.mcp_common`.
 
 Commands that connect servers show, on a terminal and past the first second, whether they are
 still connecting or waiting for an answer (:mod:`deepseek_eyes.cli.progress`).
@@ -26,6 +27,7 @@ import click
 
 from deepseek_eyes.cli.common import audited_settings_edit, dump_json, loaded_settings
 from deepseek_eyes.cli.mcp_common import json_option, target_file, with_host
+from deepseek_eyes.cli.mcp_login import LOGIN_COMMANDS
 from deepseek_eyes.cli.mcp_manage import MANAGE_COMMANDS
 from deepseek_eyes.cli.progress import progress_on_stderr
 from deepseek_eyes.errors import McpError
@@ -34,10 +36,12 @@ from deepseek_eyes.mcp_host.audit import stored_records
 from deepseek_eyes.mcp_host.host import CallResult, McpHost
 from deepseek_eyes.mcp_host.importer import import_servers
 from deepseek_eyes.mcp_host.manager import McpManager
+from deepseek_eyes.mcp_host.oauth import set_token_root
 from deepseek_eyes.mcp_host.redact import Redactor
 from deepseek_eyes.mcp_host.running import only, server_of_public_name, through
 from deepseek_eyes.mcp_host.settings_file import add_servers, edit_selectors, read_raw
 from deepseek_eyes.mcp_host.stderr_log import server_log_dir
+from deepseek_eyes.mcp_host.tokens import token_root
 from deepseek_eyes.settings import data_home
 
 __all__ = ["mcp_group"]
@@ -157,6 +161,7 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
 def probe_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     """Connect to one server, list its catalog and close."""
     settings = loaded_settings(ctx).settings
+    set_token_root(token_root(data_home(settings)))
     manager = McpManager(settings.mcp, log_dir=server_log_dir(data_home(settings)))
     with progress_on_stderr(as_json=as_json) as progress:
         progress.update(f"mcp probe {server_id}: connecting…")
@@ -414,5 +419,5 @@ def audit_command(ctx: click.Context, limit: int, as_json: bool) -> None:
 
 # The lifecycle and entry commands join the group (a module of their own keeps this one
 # about inspection and calls; the dependency runs this way only).
-for _command in MANAGE_COMMANDS:
+for _command in (*MANAGE_COMMANDS, *LOGIN_COMMANDS):
     mcp_group.add_command(_command)

@@ -28,10 +28,12 @@ from deepseek_eyes.cli.mcp_common import json_option, target_file, with_host
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.manager import McpManager
+from deepseek_eyes.mcp_host.oauth import set_token_root
 from deepseek_eyes.mcp_host.registration import registered_entry
 from deepseek_eyes.mcp_host.running import only
 from deepseek_eyes.mcp_host.settings_file import add_servers, remove_server, set_server_value
 from deepseek_eyes.mcp_host.stderr_log import server_log_dir
+from deepseek_eyes.mcp_host.tokens import token_root
 
 __all__ = ["MANAGE_COMMANDS", "disable_command", "enable_command", "register_command",
            "remove_command", "restart_command", "watch_command"]
@@ -66,6 +68,7 @@ def watch_command(ctx: click.Context, duration: float | None, as_json: bool) -> 
 
     async def run() -> None:
         with DataHome.open(settings) as home:
+            set_token_root(token_root(home.root))
             manager = McpManager(settings.mcp, log_dir=server_log_dir(home.root))
             async with manager.events.subscribe() as events:
                 await manager.start(wait=None)

@@ -70,7 +70,7 @@ def check_credentials(server: McpServerSettings) -> None:
     """
     refs = [*server.env.values(), *server.headers.values()]
     if server.oauth is not None:
-        refs += [server.oauth.client_id, server.oauth.client_secret]
+        refs += server.oauth.secret_refs()
     for ref in refs:
         ref.resolve()
 

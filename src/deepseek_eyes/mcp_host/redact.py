@@ -84,5 +84,5 @@ def redactor_for(server: McpServerSettings) -> Redactor:
     now (an unset one cannot leak; it fails the connection before anything is sent)."""
     refs = [*server.env.values(), *server.headers.values()]
     if server.oauth is not None:
-        refs += [server.oauth.client_id, server.oauth.client_secret]
+        refs += server.oauth.secret_refs()
     return Redactor(ref.resolve() for ref in refs if ref.is_set())

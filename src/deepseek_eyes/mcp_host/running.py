@@ -32,7 +32,9 @@ from deepseek_eyes.mcp_host.audit import McpAudit
 from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.manager import McpManager
 from deepseek_eyes.mcp_host.names import PREFIX
+from deepseek_eyes.mcp_host.oauth import set_token_root
 from deepseek_eyes.mcp_host.stderr_log import server_log_dir
+from deepseek_eyes.mcp_host.tokens import token_root
 from deepseek_eyes.settings import McpSettings, Settings
 
 __all__ = ["only", "running_host", "server_of_public_name", "through"]
@@ -89,6 +91,7 @@ async def running_host(settings: Settings, home: DataHome, *, wait: float | None
     """Start the enabled servers (``servers`` only, when given), wait until each is ready
     or failed, yield, stop."""
     mcp = settings.mcp
+    set_token_root(token_root(home.root))
     manager = McpManager(mcp, log_dir=server_log_dir(home.root))
     host = McpHost(manager, blobs=home.blobs, artifacts=home.artifacts,
                    audit=McpAudit(home.audit, ring=mcp.audit_ring), usage=home.usage)

@@ -158,9 +158,13 @@ class Runtime:
             from deepseek_eyes.mcp_host.audit import McpAudit
             from deepseek_eyes.mcp_host.host import McpHost
             from deepseek_eyes.mcp_host.manager import McpManager
+            from deepseek_eyes.mcp_host.oauth import set_token_root
             from deepseek_eyes.mcp_host.stderr_log import server_log_dir
+            from deepseek_eyes.mcp_host.tokens import token_root
             from deepseek_eyes.runtime.mcp_tools import McpToolSource
 
+            # Signed-in servers' tokens live in the data directory's token store.
+            set_token_root(token_root(self.home.root))
             # stdio servers log to the data directory, never over the gateway's terminal.
             manager = McpManager(mcp, log_dir=server_log_dir(self.home.root))
             host = McpHost(manager, blobs=self.home.blobs, artifacts=self.home.artifacts,

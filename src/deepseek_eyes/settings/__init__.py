@@ -49,6 +49,7 @@ from deepseek_eyes.settings.llm import (
     RuntimeSettings,
 )
 from deepseek_eyes.settings.mcp import (
+    McpAuthorizationCodeSettings,
     McpOAuthSettings,
     McpSelectors,
     McpServerSettings,
@@ -76,6 +77,7 @@ __all__ = [
     "LLMSettings",
     "LoadedSettings",
     "LocalRouteSettings",
+    "McpAuthorizationCodeSettings",
     "McpOAuthSettings",
     "McpSelectors",
     "McpServerSettings",

@@ -8,18 +8,25 @@ fragment keys refused (the checks of :mod:`deepseek_eyes.settings.credentials`, 
 HTTPS except for explicit loopback hosts (every spelling the seed lists: ``localhost`` and
 names under ``.localhost``, ``127/8``, ``::1``, and IPv4-mapped or -compatible loopback),
 OAuth only on HTTP with env-referenced client credentials.
+
+``oauth`` is one of two grants, told apart by ``type``: ``client_credentials`` (the default,
+so entries written before the authorization-code grant existed still load) and
+``authorization_code`` (a person signs in with ``deepseek-eyes mcp login``; the client is
+registered dynamically, named by a client ID metadata document, or pre-registered).
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
     BeforeValidator,
+    Discriminator,
     Field,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -32,7 +39,8 @@ from deepseek_eyes.settings.base import (
 )
 from deepseek_eyes.settings.credentials import argument_credential, url_credential
 
-__all__ = ["McpOAuthSettings", "McpSelectors", "McpServerSettings", "McpSettings", "Selector"]
+__all__ = ["McpAuthorizationCodeSettings", "McpOAuthSettings", "McpSelectors",
+           "McpServerSettings", "McpSettings", "Selector"]
 
 _MCP_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 _SELECTOR = re.compile(r"^[^\s*]{1,256}\*?$")
@@ -58,9 +66,24 @@ class McpSelectors(Strict):
     prompts: tuple[Selector, ...] = Field(default=(), max_length=1024)
 
 
+def _https_or_loopback(value: str | None, field: str) -> str | None:
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme != "https" and not (
+        parts.scheme == "http" and is_loopback_url_host(parts.hostname or "")
+    ):
+        raise PydanticCustomError(
+            "mcp_issuer", "{field} must be an https:// URL (plain http only for loopback)",
+            {"field": field},
+        )
+    return value
+
+
 class McpOAuthSettings(Strict):
     """OAuth 2.1 client_credentials for one Streamable HTTP server; tokens live in memory."""
 
+    type: Literal["client_credentials"] = "client_credentials"
     client_id: Secret
     client_secret: Secret
     scope: str | None = Field(default=None, max_length=1024)
@@ -76,16 +99,98 @@ class McpOAuthSettings(Strict):
     @field_validator("issuer")
     @classmethod
     def _https_issuer(cls, value: str | None) -> str | None:
+        return _https_or_loopback(value, "issuer")
+
+    def secret_refs(self) -> tuple[Secret, ...]:
+        """The references a connection resolves (and a redactor scrubs)."""
+        return (self.client_id, self.client_secret)
+
+
+class McpAuthorizationCodeSettings(Strict):
+    """OAuth 2.1 authorization code with PKCE: a person signs in once (``mcp login``).
+
+    The client is, in order of preference: pre-registered (``client_id``, and
+    ``client_secret`` for a confidential client), named by a client ID metadata document
+    (``client_metadata_url``, used when the authorization server supports it), or registered
+    dynamically (RFC 7591) at sign-in. Tokens are kept in the data directory's token store.
+    """
+
+    type: Literal["authorization_code"]
+    client_id: Secret | None = None
+    client_secret: Secret | None = None
+    token_endpoint_auth_method: Literal[
+        "none", "client_secret_basic", "client_secret_post"
+    ] | None = Field(
+        default=None,
+        description="Pre-registered client: how it authenticates at the token endpoint "
+        "(default: client_secret_basic with a secret, none without).",
+    )
+    client_metadata_url: str | None = Field(
+        default=None, max_length=2048,
+        description="An https URL with a path: the client ID metadata document to use as "
+        "client_id where the authorization server supports it.",
+    )
+    scope: str | None = Field(
+        default=None, max_length=1024,
+        description="Scopes to ask for besides those the server's challenge or metadata name.",
+    )
+    client_name: str = Field(default="DeepSeekEyes", min_length=1, max_length=100)
+    redirect_port: int | None = Field(
+        default=None, ge=1024, le=65535,
+        description="Fixed loopback port of the sign-in redirect (for a client registered "
+        "with one exact redirect URI); unset: an ephemeral port.",
+    )
+
+    @field_validator("client_metadata_url")
+    @classmethod
+    def _cimd_url(cls, value: str | None) -> str | None:
         if value is None:
             return None
         parts = urlsplit(value)
-        if parts.scheme != "https" and not (
-            parts.scheme == "http" and is_loopback_url_host(parts.hostname or "")
-        ):
+        if parts.scheme != "https" or not parts.hostname or parts.path in ("", "/"):
             raise PydanticCustomError(
-                "mcp_issuer", "issuer must be an https:// URL (plain http only for loopback)"
+                "mcp_cimd", "client_metadata_url must be an https:// URL with a path"
             )
         return value
+
+    def secret_refs(self) -> tuple[Secret, ...]:
+        """The references a connection resolves (and a redactor scrubs)."""
+        return tuple(ref for ref in (self.client_id, self.client_secret) if ref is not None)
+
+    @model_validator(mode="after")
+    def _client(self) -> McpAuthorizationCodeSettings:
+        if self.client_secret is not None and self.client_id is None:
+            raise PydanticCustomError("mcp_oauth", "client_secret needs client_id")
+        if self.token_endpoint_auth_method is not None and self.client_id is None:
+            raise PydanticCustomError(
+                "mcp_oauth", "token_endpoint_auth_method is for a pre-registered client_id"
+            )
+        secret_method = self.token_endpoint_auth_method in (
+            "client_secret_basic", "client_secret_post")
+        if secret_method and self.client_secret is None:
+            raise PydanticCustomError(
+                "mcp_oauth", "token_endpoint_auth_method {method} needs client_secret",
+                {"method": self.token_endpoint_auth_method},
+            )
+        public = self.token_endpoint_auth_method == "none"  # noqa: S105 -- a method name
+        if public and self.client_secret is not None:
+            raise PydanticCustomError(
+                "mcp_oauth", "token_endpoint_auth_method none takes no client_secret"
+            )
+        return self
+
+
+def _grant(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("type", "client_credentials"))
+    return str(getattr(value, "type", "client_credentials"))
+
+
+McpOAuth = Annotated[
+    Annotated[McpOAuthSettings, Tag("client_credentials")]
+    | Annotated[McpAuthorizationCodeSettings, Tag("authorization_code")],
+    Discriminator(_grant),
+]
 
 
 class McpServerSettings(Strict):
@@ -100,7 +205,7 @@ class McpServerSettings(Strict):
     cwd: Path | None = None
     url: str | None = Field(default=None, max_length=2048)
     headers: dict[str, Secret] = Field(default_factory=dict, max_length=64)
-    oauth: McpOAuthSettings | None = None
+    oauth: McpOAuth | None = None
     enabled: bool = True
     tools_enabled: bool = True
     resources_enabled: bool = False
