@@ -287,11 +287,11 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
     scope = idempotency.client_scope(key)
     fetch: Fetch | None = None
     if settings.allow_image_urls:
-        max_bytes = runtime.settings.image.max_bytes
 
         async def fetch_url(url: str) -> bytes:
             return await fetch_image(
-                url, max_bytes=max_bytes, timeout=settings.image_url_timeout,
+                url, max_bytes=runtime.settings.image.max_bytes,
+                timeout=settings.image_url_timeout,
                 allow_private=settings.allow_private_image_urls,
             )
 

@@ -145,7 +145,8 @@ class GatewaySettings(Strict):
     api_key: OptionalSecret = SecretRef(env="DEEPSEEK_EYES_GATEWAY_KEY")
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
     allow_image_urls: bool = Field(
-        default=False, description="Fetch http(s) image_url parts (off: data URLs only)."
+        default=True, description="Fetch http(s) image_url parts from public addresses, as "
+        "OpenAI's API does (off: data URLs only)."
     )
     image_url_timeout: float = Field(default=10.0, gt=0, le=120)
     allow_private_image_urls: bool = Field(
