@@ -101,6 +101,12 @@ def test_langchain_keeps_one_session_too(served: tuple[ServedGateway, Path]) -> 
         seen.append(answer.response_metadata["headers"]["x-deepseekeyes-session"])
         history.append(AIMessage(str(answer.content)))
     assert seen[0] == seen[1]
+    # DeepSeek's cache hits, read where langchain reads OpenAI's (#24.4): the second
+    # request shares the first one's prefix.
+    assert answer.usage_metadata is not None
+    details = answer.usage_metadata.get("input_token_details") or {}
+    assert details.get("cache_read", 0) > 0
+    assert answer.usage_metadata["output_token_details"].get("reasoning", 0) > 0
 
 
 def test_without_continue_by_history_every_request_is_its_own_session(
