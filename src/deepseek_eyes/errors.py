@@ -103,6 +103,10 @@ ERROR_CODES: Mapping[str, str] = {
     "CONFIG_ROUTE_UNREACHABLE": (
         "A vision route the settings define can never be tried (a config check warning)."
     ),
+    "CONFIG_FILE_EXISTS": "init was given a path that already exists; it is never overwritten.",
+    "CONFIG_WRITE_FAILED": (
+        "init could not create the settings file (its directory is missing or not writable)."
+    ),
     # store
     "STORE_WRITE_FAILED": "A blob or database write failed; nothing partial was published.",
     "STORE_FULL": (
