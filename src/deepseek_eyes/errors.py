@@ -188,7 +188,7 @@ ERROR_CODES: Mapping[str, str] = {
     "VISION_QUESTION_INVALID": "The look question is empty or longer than 500 characters.",
     "VISION_TOKEN_MISSING": (
         "vision serve --http needs a bearer token (vision.serve.token or"
-        " DEEPSEEK_EYES_VISION_TOKEN)."
+        " DEEPSEEK_EYES_VISION_TOKEN); `deepseek-eyes token` makes one."
     ),
     "VISION_TOKEN_WEAK": (
         "The bearer token holds under 256 bits by length and alphabet, or under 128 once its "
@@ -271,7 +271,8 @@ ERROR_CODES: Mapping[str, str] = {
         "A workspace root does not exist, or the working directory lies outside every root."
     ),
     "TERMINAL_TOKEN_MISSING": (
-        "HTTP serving needs a bearer token (terminal.token or DEEPSEEK_EYES_TERMINAL_TOKEN)."
+        "HTTP serving needs a bearer token (terminal.token or DEEPSEEK_EYES_TERMINAL_TOKEN); "
+        "`deepseek-eyes token` makes one."
     ),
     "TERMINAL_TOKEN_WEAK": (
         "The bearer token holds under 256 bits by length and alphabet, or under 128 once its "
@@ -442,7 +443,7 @@ ERROR_CODES: Mapping[str, str] = {
     ),
     "BROWSER_TOKEN_MISSING": (
         "browser serve --http needs a bearer token (browser.token or "
-        "DEEPSEEK_EYES_BROWSER_TOKEN)."
+        "DEEPSEEK_EYES_BROWSER_TOKEN); `deepseek-eyes token` makes one."
     ),
     "BROWSER_TOKEN_WEAK": (
         "The bearer token holds under 256 bits by length and alphabet, or under 128 once its "
@@ -496,7 +497,7 @@ ERROR_CODES: Mapping[str, str] = {
     "DESKTOP_TIMEOUT": "The native helper did not answer within desktop.helper_timeout.",
     "DESKTOP_TOKEN_MISSING": (
         "desktop serve --http needs a bearer token (desktop.token or "
-        "DEEPSEEK_EYES_DESKTOP_TOKEN)."
+        "DEEPSEEK_EYES_DESKTOP_TOKEN); `deepseek-eyes token` makes one."
     ),
     "DESKTOP_TOKEN_WEAK": (
         "The bearer token holds under 256 bits by length and alphabet, or under 128 once its "
