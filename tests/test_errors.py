@@ -63,3 +63,34 @@ def test_command_line_codes_are_registered() -> None:
                  "CLI_ADDRESS_IN_USE", "EVIDENCE_FILE_INVALID"):
         assert code in ERROR_CODES
     assert CliError("bad").code == "CLI_USAGE"
+
+
+def test_every_token_missing_says_which_command_makes_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each ``*_TOKEN_MISSING``, in the table and as raised, names ``deepseek-eyes token``."""
+    from deepseek_eyes.browser.http import resolve_browser_token
+    from deepseek_eyes.desktop.http import resolve_desktop_token
+    from deepseek_eyes.settings import Settings
+    from deepseek_eyes.terminal.config import resolve_token
+    from deepseek_eyes.vision_server.http import resolve_vision_token
+
+    missing = sorted(code for code in ERROR_CODES if code.endswith("_TOKEN_MISSING"))
+    assert missing == ["BROWSER_TOKEN_MISSING", "DESKTOP_TOKEN_MISSING",
+                       "TERMINAL_TOKEN_MISSING", "VISION_TOKEN_MISSING"]
+    for code in missing:
+        assert "`deepseek-eyes token`" in ERROR_CODES[code], code
+    for prefix in ("BROWSER", "DESKTOP", "TERMINAL", "VISION"):
+        monkeypatch.delenv(f"DEEPSEEK_EYES_{prefix}_TOKEN", raising=False)
+    settings = Settings()
+    resolvers = {
+        "BROWSER_TOKEN_MISSING": lambda: resolve_browser_token(settings.browser),
+        "DESKTOP_TOKEN_MISSING": lambda: resolve_desktop_token(settings.desktop),
+        "TERMINAL_TOKEN_MISSING": lambda: resolve_token(settings),
+        "VISION_TOKEN_MISSING": lambda: resolve_vision_token(settings.vision.serve),
+    }
+    for code, resolve in resolvers.items():
+        with pytest.raises(DeepSeekEyesError) as caught:
+            resolve()
+        assert caught.value.code == code
+        assert "`deepseek-eyes token` makes one" in caught.value.message, code

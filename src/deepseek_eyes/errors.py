@@ -113,6 +113,10 @@ ERROR_CODES: Mapping[str, str] = {
     "CONFIG_ROUTE_UNREACHABLE": (
         "A vision route the settings define can never be tried (a config check warning)."
     ),
+    "CONFIG_FILE_EXISTS": "init was given a path that already exists; it is never overwritten.",
+    "CONFIG_WRITE_FAILED": (
+        "init could not create the settings file (its directory is missing or not writable)."
+    ),
     # store
     "STORE_WRITE_FAILED": "A blob or database write failed; nothing partial was published.",
     "STORE_FULL": (
@@ -194,7 +198,7 @@ ERROR_CODES: Mapping[str, str] = {
     "VISION_QUESTION_INVALID": "The look question is empty or longer than 500 characters.",
     "VISION_TOKEN_MISSING": (
         "vision serve --http needs a bearer token (vision.serve.token or"
-        " DEEPSEEK_EYES_VISION_TOKEN)."
+        " DEEPSEEK_EYES_VISION_TOKEN); `deepseek-eyes token` makes one."
     ),
     "VISION_TOKEN_WEAK": (
         "The bearer token holds under 256 bits by length and alphabet, or under 128 once its "
@@ -277,7 +281,8 @@ ERROR_CODES: Mapping[str, str] = {
         "A workspace root does not exist, or the working directory lies outside every root."
     ),
     "TERMINAL_TOKEN_MISSING": (
-        "HTTP serving needs a bearer token (terminal.token or DEEPSEEK_EYES_TERMINAL_TOKEN)."
+        "HTTP serving needs a bearer token (terminal.token or DEEPSEEK_EYES_TERMINAL_TOKEN); "
+        "`deepseek-eyes token` makes one."
     ),
     "TERMINAL_TOKEN_WEAK": (
         "The bearer token holds under 256 bits by length and alphabet, or under 128 once its "
@@ -466,7 +471,7 @@ ERROR_CODES: Mapping[str, str] = {
     ),
     "BROWSER_TOKEN_MISSING": (
         "browser serve --http needs a bearer token (browser.token or "
-        "DEEPSEEK_EYES_BROWSER_TOKEN)."
+        "DEEPSEEK_EYES_BROWSER_TOKEN); `deepseek-eyes token` makes one."
     ),
     "BROWSER_TOKEN_WEAK": (
         "The bearer token holds under 256 bits by length and alphabet, or under 128 once its "
@@ -520,7 +525,7 @@ ERROR_CODES: Mapping[str, str] = {
     "DESKTOP_TIMEOUT": "The native helper did not answer within desktop.helper_timeout.",
     "DESKTOP_TOKEN_MISSING": (
         "desktop serve --http needs a bearer token (desktop.token or "
-        "DEEPSEEK_EYES_DESKTOP_TOKEN)."
+        "DEEPSEEK_EYES_DESKTOP_TOKEN); `deepseek-eyes token` makes one."
     ),
     "DESKTOP_TOKEN_WEAK": (
         "The bearer token holds under 256 bits by length and alphabet, or under 128 once its "

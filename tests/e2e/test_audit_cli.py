@@ -38,6 +38,12 @@ def test_verify_passes_then_names_the_first_bad_entry(isolated_home: Path) -> No
     assert _first_line(bad.stderr) == (
         f"error AUDIT_RECORD_TAMPERED: entry {seq}: attempts:"
         f"{_attempt_rowid(isolated_home)} no longer matches the digest its entry holds")
+    # Nothing that reads like success comes before (or beside) the failure: standard output
+    # is empty and the counts say where the walk stopped.
+    assert bad.stdout == ""
+    assert "ok" not in bad.stderr.split()
+    assert bad.stderr.splitlines()[1].startswith("  ")
+    assert "the walk stopped there, after " in bad.stderr.splitlines()[1]
     bad_json = json.loads(run("audit", "verify", "--json", "--checkpoint", pinned).stdout)
     assert bad_json["problem"]["code"] == "AUDIT_RECORD_TAMPERED"
     assert bad_json["problem"]["seq"] == seq

@@ -235,6 +235,8 @@ def test_errors_use_openai_shape_with_our_code(gateway: str) -> None:
                                                    "image_url": {"url": broken}}]}],
         )
     assert bad.value.code in {"IMAGE_TRUNCATED", "IMAGE_UNSUPPORTED_FORMAT"}
+    assert bad.value.param == "messages[0].content[0]"
+    assert "- messages[0].content[0]: " in bad.value.message
     with pytest.raises(openai.RateLimitError) as limited:
         client(gateway).chat.completions.create(
             model="fail-429", messages=[{"role": "user", "content": "x"}]

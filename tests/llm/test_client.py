@@ -22,6 +22,7 @@ from deepseek_eyes.llm import (
     ChatResult,
     ChatStream,
 )
+from deepseek_eyes.settings import LLMSettings
 from runtime.upstream import (
     REASONING_MODEL,
     REASONING_TEXT,
@@ -158,6 +159,39 @@ async def test_refused_port_is_unavailable() -> None:
 
     assert error.code == "LLM_UNAVAILABLE"
     assert error.details["error"] == "ConnectError"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("in_file", "in_env", "source"), [
+    (True, False, "the setting llm.base_url"),
+    (False, True, "the variable DEEPSEEK_BASE_URL"),
+    (False, False, "the default; set llm.base_url or DEEPSEEK_BASE_URL to change it"),
+])
+async def test_unavailable_names_the_url_and_what_set_it(
+    in_file: bool, in_env: bool, source: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
+    if in_env:
+        monkeypatch.setenv("DEEPSEEK_BASE_URL", url)
+    llm = LLMSettings(base_url=url) if in_file else LLMSettings()
+    assert llm.base_url_source == source
+    # The default endpoint is never dialled from a test: every case dials the refused port,
+    # with the source its settings report.
+    client = ChatClient(url, timeout=BOUND_S, base_url_source=llm.base_url_source)
+    try:
+        with pytest.raises(LLMError) as caught:
+            await client.complete(chat_payload())
+    finally:
+        await client.aclose()
+    error = caught.value
+    assert error.code == "LLM_UNAVAILABLE"
+    assert error.message == f"the model endpoint could not be reached: {url} (set by {source})"
+    assert error.details["url"] == url
+    assert error.details["source"] == source
 
 
 @pytest.mark.anyio

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 from PIL import Image
 
-from deepseek_eyes.errors import TurnError
+from deepseek_eyes.errors import ImageError, TurnError
 from deepseek_eyes.runtime.messages import has_images, image_refs, parse_messages, text_of
 from deepseek_eyes.vision.evidence.cache import ImageMeta
 
@@ -222,3 +222,29 @@ async def test_distinct_urls_are_fetched_a_few_at_a_time() -> None:
     messages = await parse_messages([_image_message(*urls)], admit=admit, fetch=fetch)
     assert peak == FETCH_CONCURRENCY  # not one after another, and not all at once
     assert len({p["sha256"] for p in messages[0]["content"]}) == 12
+
+
+async def test_a_refused_image_names_its_message_and_part() -> None:
+    """Admission knows a refused image only by its place among the distinct images; the
+    error it raises names the message and the content part that carried it."""
+    good, bad = png((1, 2, 3)), b"\x89PNG\r\n\x1a\nxx"
+
+    async def refuse_second(images: Sequence[bytes], *,
+                            sha256s: Sequence[str | None] | None = None) -> list[ImageMeta]:
+        assert list(images) == [good, bad]
+        raise ImageError("the image is truncated", code="IMAGE_TRUNCATED", details={"index": 1})
+
+    with pytest.raises(ImageError) as info:
+        await parse_messages([
+            {"role": "user", "content": [{"type": "image_url",
+                                          "image_url": {"url": data_url(good)}}]},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": [
+                {"type": "text", "text": "and this one?"},
+                {"type": "image_url", "image_url": {"url": data_url(bad)}},
+            ]},
+        ], admit=refuse_second)
+    assert info.value.code == "IMAGE_TRUNCATED"
+    assert info.value.message == "messages[2].content[1]: the image is truncated"
+    assert info.value.details == {"index": 1, "at": "messages[2].content[1]",
+                                  "param": "messages[2].content[1]"}

@@ -77,6 +77,10 @@ def test_an_unknown_explicit_route_is_refused() -> None:
         route_order(known={"a", "local"}, configured=["a"], explicit="nope")
     assert info.value.code == "VISION_ROUTE_UNKNOWN"
     assert info.value.details["known"] == ["a", "local"]
+    assert info.value.message == (
+        "no route is named 'nope'; the known routes are a, local "
+        "(`deepseek-eyes routes` lists them)"
+    )
 
 
 def test_a_base_route_that_no_longer_exists_is_skipped() -> None:

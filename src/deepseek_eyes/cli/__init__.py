@@ -44,6 +44,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "evidence": ("deepseek_eyes.cli.evidence", "evidence_group",
                  "Work with evidence objects."),
     "config": ("deepseek_eyes.cli.config", "config_group", "Inspect and validate settings."),
+    "init": ("deepseek_eyes.cli.init", "init_command",
+             "Write a commented settings file (default ./deepseek-eyes.toml); never "
+             "overwrites."),
     "usage": ("deepseek_eyes.cli.usage", "usage_command",
               "Show exact provider usage, estimated attribution and counters, kept apart."),
     "terminal": ("deepseek_eyes.cli.terminal", "terminal_group",

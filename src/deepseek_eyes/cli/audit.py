@@ -43,28 +43,30 @@ def audit_group() -> None:
 
 
 def _print_report(report: Report, as_json: bool) -> None:
+    """The verdict first. A failed walk prints its error and then, on standard error and
+    worded as what it got through before stopping, the counts: a summary that reads like
+    success above the error hid the failure from a person skimming the output."""
     if as_json:
         click.echo(dump_json(report.as_json()))
-    else:
-        view = report.as_json()
-        head = view["head"]
-        # A walk stops at the first problem: the counts are then what it got through.
-        stopped = " (stopped at the first problem)" if report.problem is not None else ""
-        click.echo(f"{view['source']}{stopped}: {view['entries']} entries, "
-                   f"{view['records_checked']} "
-                   f"records checked, {view['records_retained']} removed under retention, "
-                   f"{view['checkpoints']} checkpoints "
-                   f"({view['entries_after_last_checkpoint']} entries after the last); head "
+        if report.problem is not None:
+            raise SystemExit(1)
+        return
+    view = report.as_json()
+    head = view["head"]
+    counts = (f"{view['entries']} entries, {view['records_checked']} records checked, "
+              f"{view['records_retained']} removed under retention, {view['checkpoints']} "
+              f"checkpoints ({view['entries_after_last_checkpoint']} entries after the last)")
+    if report.problem is None:
+        click.echo(f"{view['source']}: {counts}; head "
                    f"{head['seq'] if head else '-'} {head['hash'][:16] if head else ''}; "
                    f"{view['seconds']} s")
-        if report.problem is None:
-            click.echo("ok: the chain is intact")
-        else:
-            p = report.problem
-            where = f"entry {p.seq}" if p.seq is not None else "outside the chain"
-            click.echo(f"error {p.code}: {where}: {p.reason}", err=True)
-    if report.problem is not None:
-        raise SystemExit(1)
+        click.echo("ok: the chain is intact")
+        return
+    p = report.problem
+    where = f"entry {p.seq}" if p.seq is not None else "outside the chain"
+    click.echo(f"error {p.code}: {where}: {p.reason}", err=True)
+    click.echo(f"  {view['source']}: the walk stopped there, after {counts}", err=True)
+    raise SystemExit(1)
 
 
 @audit_group.command("verify")

@@ -14,7 +14,12 @@ body is refused whole, with a 400 and a stable code, at the door:
 * a lone surrogate (``"\\ud800"``) in any string or key is refused: it cannot be UTF-8;
 * the fields the gateway or the upstream interpret have their OpenAI types (``stream`` a
   boolean, ``tools`` a list of function objects, ...), so a wrong type is the client's
-  400 with ``param`` naming the field, never forwarded for the upstream to trip on.
+  400 with ``param`` naming the field, never forwarded for the upstream to trip on;
+* what OpenAI's API refuses across fields is refused here too, before any upstream call
+  (a turn that would only fail there has by then logged its user message): a
+  ``max_tokens`` below 1, a ``tool_choice`` naming a function the request's ``tools`` do
+  not offer, a ``tool`` message whose ``tool_call_id`` answers no call of the assistant
+  message before it.
 """
 
 from __future__ import annotations
@@ -193,8 +198,62 @@ def _check_tools(tools: Any) -> None:
                        param=f"{at}.function.parameters")
 
 
+def _check_max_tokens(body: JsonObject) -> None:
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = body.get(name)
+        if value is not None and value < 1:
+            raise _bad(f"{name} must be at least 1 (got {value})", param=name,
+                       reason="below_minimum")
+
+
+def _check_tool_choice(body: JsonObject) -> None:
+    """A ``tool_choice`` object must name one of the request's own functions (the tools
+    the gateway adds itself are not the client's to force)."""
+    choice = body.get("tool_choice")
+    if not isinstance(choice, dict):
+        return
+    function = choice.get("function")
+    name = function.get("name") if isinstance(function, dict) else None
+    if choice.get("type", "function") != "function" or not isinstance(name, str) or not name:
+        raise _bad('tool_choice must be {"type": "function", "function": {"name": NAME}}',
+                   param="tool_choice")
+    offered = [tool["function"]["name"] for tool in body.get("tools") or ()]
+    if name not in offered:
+        listed = ", ".join(repr(n) for n in offered[:16]) or "none"
+        raise _bad(f"tool_choice names the function {name[:64]!r}, which tools does not "
+                   f"offer (offered: {listed})", param="tool_choice.function.name",
+                   reason="tool_not_offered")
+
+
+def _check_tool_replies(messages: Any) -> None:
+    """Each ``tool`` message answers a call of the nearest assistant message before it
+    (the OpenAI rule: only tool messages may stand between a call and its answer)."""
+    if not isinstance(messages, list):
+        return  # the runtime's parser names what is wrong with messages itself
+    calls: set[str] | None = None  # ids the last assistant message called; None: no such
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            return
+        role = message.get("role")
+        if role == "assistant":
+            tool_calls = message.get("tool_calls")
+            calls = {str(call.get("id")) for call in tool_calls if isinstance(call, dict)} \
+                if isinstance(tool_calls, list) else set()
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if calls is None or not isinstance(call_id, str) or call_id not in calls:
+                raise _bad(
+                    f"messages[{index}] is a tool message whose tool_call_id "
+                    f"{str(call_id)[:64]!r} answers no tool call of the assistant message "
+                    "before it", param=f"messages[{index}].tool_call_id",
+                    reason="tool_reply_unmatched")
+        else:
+            calls = None
+
+
 def check_fields(body: JsonObject) -> None:
-    """The OpenAI types of the fields that matter; ``messages`` is parsed elsewhere.
+    """The OpenAI types of the fields that matter, and what OpenAI refuses across them;
+    ``messages`` is otherwise parsed elsewhere.
 
     Raises:
         GatewayError: ``GATEWAY_BAD_REQUEST`` with ``details['param']`` naming the field.
@@ -217,3 +276,6 @@ def check_fields(body: JsonObject) -> None:
     if thinking is not None and not isinstance(thinking.get("type"), str):
         raise _bad('thinking must be {"type": "enabled"} or {"type": "disabled"}',
                    param="thinking.type")
+    _check_max_tokens(body)
+    _check_tool_choice(body)
+    _check_tool_replies(body.get("messages"))

@@ -60,6 +60,7 @@ from deepseek_eyes.llm.response import (
 from deepseek_eyes.llm.retry import Attempt, RetryPolicy, attempts_json
 from deepseek_eyes.llm.stream import ChatStream
 from deepseek_eyes.stages import stage
+from deepseek_eyes.untrusted.redact import redact_url
 
 __all__ = [
     "MAX_ERROR_BODY_BYTES",
@@ -104,6 +105,7 @@ class ChatClient:
         connect_timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
         retry: RetryPolicy | None = None,
+        base_url_source: str | None = None,
     ) -> None:
         if timeout <= 0 or connect_timeout <= 0:
             raise ValueError("timeouts must be positive")
@@ -125,6 +127,9 @@ class ChatClient:
             merged["Authorization"] = f"Bearer {key}"
             secrets.append(key)
         self._base_url = base_url.rstrip("/")
+        # Where an unreachable endpoint's message says the URL came from, so that the person
+        # knows what to change ("llm.base_url", "DEEPSEEK_BASE_URL", the default).
+        self._where = _Where(redact_url(self._base_url), base_url_source)
         self._chat_url = f"{self._base_url}/chat/completions"
         self._models_url = f"{self._base_url}/models"
         self._timeout = timeout
@@ -251,7 +256,7 @@ class ChatClient:
 
     async def _list_models(self) -> list[JsonObject]:
         request = self._http.build_request("GET", self._models_url)
-        response = await _send(self._http, request, self._secrets)
+        response = await _send(self._http, request, self._secrets, self._where)
         try:
             document = parse_json(await read_bounded(response, MAX_RESPONSE_BYTES))
         finally:
@@ -268,7 +273,7 @@ class ChatClient:
         sent_hash.append(sent)
         if before_send is not None:
             before_send(sent, attempt)
-        response = await _send(self._http, request, self._secrets)
+        response = await _send(self._http, request, self._secrets, self._where)
         try:
             document = parse_json(await read_bounded(response, MAX_RESPONSE_BYTES))
         finally:
@@ -288,7 +293,7 @@ class ChatClient:
             before_send(sent_hash[-1], len(retries) + 1)
         response: httpx.Response | None = None
         with anyio.CancelScope(deadline=deadline):
-            response = await _send(self._http, request, self._secrets)
+            response = await _send(self._http, request, self._secrets, self._where)
         if response is None:  # the deadline cancelled the send
             raise self._timeout_error()
         return ChatStream(
@@ -346,15 +351,27 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
 # -- sending ---------------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class _Where:
+    """The endpoint an ``LLM_UNAVAILABLE`` names: its URL (redacted) and what set it."""
+
+    url: str
+    source: str | None
+
+    def said(self, message: str) -> str:
+        where = f" (set by {self.source})" if self.source else ""
+        return f"{message}: {self.url}{where}"
+
+
 async def _send(
-    http: httpx.AsyncClient, request: httpx.Request, secrets: tuple[str, ...]
+    http: httpx.AsyncClient, request: httpx.Request, secrets: tuple[str, ...], where: _Where,
 ) -> httpx.Response:
     """Send one request, map transport failures, and turn status >= 400 into
     ``LLM_HTTP_ERROR``; the caller closes the response it gets."""
     try:
         response = await http.send(request, stream=True)
     except httpx.ConnectTimeout as exc:
-        raise _unavailable("connecting to the model endpoint timed out", exc) from exc
+        raise _unavailable("connecting to the model endpoint timed out", exc, where) from exc
     except httpx.TimeoutException as exc:
         raise LLMError(
             "the model endpoint did not answer in time",
@@ -362,7 +379,7 @@ async def _send(
             details={"error": type(exc).__name__},
         ) from exc
     except httpx.HTTPError as exc:
-        raise _unavailable("the model endpoint could not be reached", exc) from exc
+        raise _unavailable("the model endpoint could not be reached", exc, where) from exc
     if response.status_code >= 400:
         try:
             error = await http_error(response, secrets)
@@ -377,5 +394,8 @@ def _status(error: LLMError) -> int | None:
     return status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
-def _unavailable(message: str, exc: Exception) -> LLMError:
-    return LLMError(message, code="LLM_UNAVAILABLE", details={"error": type(exc).__name__})
+def _unavailable(message: str, exc: Exception, where: _Where) -> LLMError:
+    details: dict[str, Any] = {"error": type(exc).__name__, "url": where.url}
+    if where.source:
+        details["source"] = where.source
+    return LLMError(where.said(message), code="LLM_UNAVAILABLE", details=details)

@@ -35,12 +35,12 @@ import binascii
 import hashlib
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
 import anyio
 
-from deepseek_eyes.errors import TurnError
+from deepseek_eyes.errors import ImageError, TurnError
 from deepseek_eyes.vision.evidence.cache import ImageMeta
 
 __all__ = [
@@ -161,9 +161,11 @@ class _Images:
     data: dict[str, bytes]  # sha256 -> bytes, for data URLs
     urls: dict[str, str]  # url -> where it first appears
     parts: list[tuple[dict[str, Any], str, str]]  # (placeholder part, kind, key)
+    first_at: dict[str, str] = field(default_factory=dict)  # key -> where it first appears
 
     def add(self, part: dict[str, Any], kind: str, key: str, where: str) -> None:
         self.parts.append((part, kind, key))
+        self.first_at.setdefault(key, where)
         count = len(self.data) + len(self.urls)
         if self.max_images is not None and count > self.max_images:
             raise TurnError(
@@ -298,13 +300,29 @@ async def _resolve(images: _Images, admit: Admit, fetch: Fetch | None) -> None:
             raise first from None
     sources = [*images.data.values(), *(fetched[url] for url in images.urls)]
     known: list[str | None] = [*images.data, *(None for _ in images.urls)]  # data by hash
-    metas = list(await admit(sources, sha256s=known))
+    try:
+        metas = list(await admit(sources, sha256s=known))
+    except ImageError as exc:
+        raise _placed(exc, images) from None
     by_data = dict(zip(images.data, metas[: len(images.data)], strict=True))
     by_url = dict(zip(images.urls, metas[len(images.data) :], strict=True))
     for placeholder, kind, key in images.parts:
         meta = by_data[key] if kind == "data" else by_url[key]
         detail = placeholder.pop("detail")
         placeholder.update(image_part(meta, detail))
+
+
+def _placed(exc: ImageError, images: _Images) -> ImageError:
+    """The refused image's error, prefixed with the message and part it came from
+    (``messages[2].content[1]: …``, also as ``details['at']`` and ``param``): admission
+    only knows its place among the request's distinct images."""
+    index = exc.details.get("index")
+    keys = [*images.data, *images.urls]
+    if not isinstance(index, int) or not 0 <= index < len(keys):
+        return exc
+    at = images.first_at[keys[index]]
+    return ImageError(f"{at}: {exc.message}", code=exc.code,
+                      details={**exc.details, "at": at, "param": at})
 
 
 def _structure(raw: Any, images: _Images, max_image_bytes: int) -> list[dict[str, Any]]:

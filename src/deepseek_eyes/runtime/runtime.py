@@ -84,6 +84,7 @@ class Runtime:
             llm.base_url, api_key=api_key, timeout=llm.timeout,
             connect_timeout=llm.connect_timeout,
             retry=RetryPolicy(max_retries=llm.max_retries, max_retry_after=llm.max_retry_after),
+            base_url_source=llm.base_url_source,
         )
         self.catalog = ModelCatalog(llm, self.client)
         rt = settings.runtime

@@ -77,6 +77,15 @@ class LLMSettings(Strict):
         "thinking mode: refuse it (LLM_REASONING_MISSING), or send it with thinking disabled.",
     )
 
+    @property
+    def base_url_source(self) -> str:
+        """What supplied :attr:`base_url`, for a message that says what to change."""
+        if "base_url" in self.model_fields_set:
+            return "the setting llm.base_url"
+        if os.environ.get(ENV_LLM_BASE_URL):
+            return f"the variable {ENV_LLM_BASE_URL}"
+        return f"the default; set llm.base_url or {ENV_LLM_BASE_URL} to change it"
+
     def model_settings(self, model_id: str) -> LLMModelSettings | None:
         return next((m for m in self.models if m.id == model_id), None)
 

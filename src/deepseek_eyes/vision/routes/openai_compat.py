@@ -207,6 +207,7 @@ class OpenAIRoute:
                     headers={k: v for k, v in headers.items() if v is not None},
                     timeout=settings.timeout,
                     connect_timeout=settings.connect_timeout,
+                    base_url_source=f"vision route {self.name!r}",
                 )
             except ValueError as exc:
                 # The value cannot travel in a header (a stray newline in the variable).

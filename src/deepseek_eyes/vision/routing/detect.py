@@ -99,6 +99,7 @@ class RouteDetector:
         self._client = ChatClient(
             llm.base_url, api_key=api_key, timeout=timeout,
             connect_timeout=min(llm.connect_timeout, timeout), retry=RetryPolicy(max_retries=0),
+            base_url_source=llm.base_url_source,
         )
         self._catalog = ModelCatalog(llm, self._client)
         return self._catalog

@@ -64,7 +64,8 @@ def route_order(
     """
     if explicit is not None and explicit not in known:
         raise VisionError(
-            f"no route is named {explicit!r}",
+            f"no route is named {explicit!r}; the known routes are "
+            f"{', '.join(sorted(known)) or 'none'} (`deepseek-eyes routes` lists them)",
             code="VISION_ROUTE_UNKNOWN",
             details={"route": explicit, "known": sorted(known)},
         )
