@@ -214,3 +214,25 @@ def test_restart_probe_and_watch_act_on_the_running_gateway(live: Live) -> None:
     unknown = live.ask("/control/restart/nope", method="POST", content=b"{}")
     assert unknown.status_code == 404
     assert unknown.json()["error"]["code"] == "MCP_SERVER_UNKNOWN"
+
+
+def test_a_gateway_without_mcp_servers_keeps_an_edit_for_its_next_start(
+        tmp_path: Path) -> None:
+    server = mcp_peers.need(mcp_peers.TIME_SERVER)
+    home = tmp_path / "data"
+    with LoopbackUpstream() as upstream:
+        config = tmp_path / "eyes.toml"
+        config.write_text(config_text(upstream.base_url, server, [],
+                                      extra="enabled = false\n"), encoding="utf-8")
+        env = {**os.environ, "DEEPSEEK_EYES_HOME": str(home)}
+        with serve_gateway(config, env, deadline_s=START_DEADLINE_S) as gateway:
+            live = Live(gateway, upstream, config, home,
+                        {**env, "DEEPSEEK_EYES_GATEWAY_KEY": gateway.key or ""})
+            assert live.status()["running"] is False
+            result = live.cli("mcp", "allow", "time", "convert_time")
+            assert result.returncode == 0, result.stderr
+            assert "CONTROL_MCP_NOT_RUNNING" in result.stderr
+            assert 'tools = ["convert_time"]' in config.read_text(encoding="utf-8")
+            refused = live.ask("/control/restart/time", method="POST", content=b"{}")
+            assert refused.status_code == 400
+            assert refused.json()["error"]["code"] == "CONTROL_MCP_NOT_RUNNING"

@@ -90,7 +90,14 @@ def apply_to_gateway(ctx: click.Context) -> None:
     client = live_gateway(ctx)
     if client is None:
         return
-    report = client.request("POST", "/control/reload", ok=(200, 422))
+    try:
+        report = client.request("POST", "/control/reload", ok=(200, 422))
+    except DeepSeekEyesError as exc:
+        if exc.code != "CONTROL_MCP_NOT_RUNNING":
+            raise
+        # The edit is written; only this gateway cannot take it live.
+        click.echo(f"warning {exc.code}: {exc.message}", err=True)
+        return
     if not report["applied"]:
         error = report["error"] or {}
         raise DeepSeekEyesError(str(error.get("message", "refused")),
