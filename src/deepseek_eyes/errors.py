@@ -349,6 +349,33 @@ ERROR_CODES: Mapping[str, str] = {
         "The server's previous connection did not finish closing; no probe or new connection "
         "opens until it does."
     ),
+    "CONTROL_UNAUTHORIZED": (
+        "The control API request has no bearer token or the wrong one (the token is in the "
+        "data directory's control.json, readable by its owner only)."
+    ),
+    "CONTROL_FORBIDDEN": (
+        "The control API refused the Host (loopback only), an Origin (none is allowed) or a "
+        "request another site's page made."
+    ),
+    "CONTROL_RATE_LIMITED": (
+        "Too many control API requests; retry after a pause."
+    ),
+    "CONTROL_BODY_TOO_LARGE": (
+        "The control API request body exceeds 64 KiB."
+    ),
+    "CONTROL_UNSUPPORTED_MEDIA_TYPE": (
+        "A control API POST whose Content-Type is not application/json."
+    ),
+    "CONTROL_BODY_TIMEOUT": (
+        "The control API request body did not arrive in time."
+    ),
+    "CONTROL_UNREACHABLE": (
+        "The running gateway's control API stopped answering."
+    ),
+    "CONTROL_MCP_NOT_RUNNING": (
+        "The running gateway runs no MCP servers (none enabled at its start, or mcp not "
+        "among runtime.tool_sources): restart it to add some."
+    ),
     "MCP_AUTH_FAILED": (
         "The server refused our credentials, or OAuth client_credentials failed."
     ),

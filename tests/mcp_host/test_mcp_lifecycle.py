@@ -315,3 +315,31 @@ async def test_reconfigure_suspends_then_publishes_only_the_valid_new_set(
         assert first.calls == second.calls == 0
     finally:
         await host.manager.stop()
+
+
+async def test_reconfigure_of_policy_alone_keeps_the_connection_and_its_generation(
+    tmp_path: Path
+) -> None:
+    peer = Peer("t1", "t2")
+    host = host_of(config({"id": "p", "protocol": "legacy", "allow": {"tools": ["t1"]}}),
+                   {"p": peer}, tmp_path)
+    await host.manager.start(wait=10)
+    try:
+        state = host.manager.servers["p"]
+        generation, listings = generation_of(host), len(peer.sessions)
+        offered = host.exposed()  # what a turn already running was given
+        assert exposed_names(host) == {"mcp__p__t1"}
+        await host.manager.reconfigure(config(
+            {"id": "p", "protocol": "legacy", "allow": {"tools": ["t1", "t2"]},
+             "deny": {"tools": ["t1"]}}))
+        assert host.manager.servers["p"] is state  # the same connection
+        assert (generation_of(host), len(peer.sessions)) == (generation, listings)
+        assert exposed_names(host) == {"mcp__p__t2"}
+        assert [t.public_name for t in offered] == ["mcp__p__t1"]  # the old offer stands
+        await host.manager.reconfigure(config(
+            {"id": "p", "protocol": "legacy", "allow": {"tools": ["t1"]},
+             "connect_timeout": 7}))  # not policy alone: a new connection
+        assert host.manager.servers["p"] is not state
+        assert exposed_names(host) == {"mcp__p__t1"}
+    finally:
+        await host.manager.stop()

@@ -26,7 +26,13 @@ from typing import Any
 import click
 
 from deepseek_eyes.cli.common import audited_settings_edit, dump_json, loaded_settings
-from deepseek_eyes.cli.mcp_common import json_option, target_file, with_host
+from deepseek_eyes.cli.mcp_common import (
+    apply_to_gateway,
+    json_option,
+    live_gateway,
+    target_file,
+    with_host,
+)
 from deepseek_eyes.cli.mcp_login import LOGIN_COMMANDS
 from deepseek_eyes.cli.mcp_manage import MANAGE_COMMANDS
 from deepseek_eyes.cli.progress import progress_on_stderr
@@ -123,11 +129,17 @@ def list_command(ctx: click.Context, as_json: bool) -> None:
 @json_option
 @click.pass_context
 def status_command(ctx: click.Context, as_json: bool) -> None:
-    """Connect the enabled servers and show each one's health; exit 1 when one failed."""
+    """Connect the enabled servers and show each one's health; exit 1 when one failed.
+    With a gateway running for the settings file, its servers' health, from it."""
     async def work(host: McpHost) -> tuple[list[dict[str, Any]], bool]:
         return host.manager.status(), any(s.failed for s in host.manager.servers.values())
 
-    rows, failed = with_host(ctx, as_json, work)
+    gateway = live_gateway(ctx)
+    if gateway is not None:
+        rows = gateway.request("GET", "/control/status")["servers"]
+        failed = any(row["status"] == "failed" for row in rows)
+    else:
+        rows, failed = with_host(ctx, as_json, work)
     if as_json:
         click.echo(dump_json(rows))
     else:
@@ -159,13 +171,18 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
 @json_option
 @click.pass_context
 def probe_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
-    """Connect to one server, list its catalog and close."""
-    settings = loaded_settings(ctx).settings
-    set_token_root(token_root(data_home(settings)))
-    manager = McpManager(settings.mcp, log_dir=server_log_dir(data_home(settings)))
-    with progress_on_stderr(as_json=as_json) as progress:
-        progress.update(f"mcp probe {server_id}: connecting…")
-        report = asyncio.run(manager.probe(server_id))
+    """Connect to one server, list its catalog and close (from the running gateway, when
+    one runs for the settings file: its live connection is untouched)."""
+    gateway = live_gateway(ctx)
+    if gateway is not None:
+        report = gateway.request("POST", f"/control/probe/{server_id}")
+    else:
+        settings = loaded_settings(ctx).settings
+        set_token_root(token_root(data_home(settings)))
+        manager = McpManager(settings.mcp, log_dir=server_log_dir(data_home(settings)))
+        with progress_on_stderr(as_json=as_json) as progress:
+            progress.update(f"mcp probe {server_id}: connecting…")
+            report = asyncio.run(manager.probe(server_id))
     # The planes are listed apart: one that failed is named, the other still reported.
     failed = report["tools_error"] or report["content_error"]
     if as_json:
@@ -233,6 +250,7 @@ def _edit(ctx: click.Context, which: str, server_id: str, kind: str,
     path = target_file(ctx)
     with audited_settings_edit(ctx, path):
         settings = edit_selectors(path, server_id, which, kind, selectors)
+    apply_to_gateway(ctx)
     if as_json:
         server = next(s for s in settings.mcp.servers if s.id == server_id)
         click.echo(dump_json({
@@ -379,6 +397,7 @@ def import_command(ctx: click.Context, file: Path, replace: bool, as_json: bool)
 
     with audited_settings_edit(ctx, path):
         add_servers(path, result.servers, replace=replace)
+    apply_to_gateway(ctx)
     if as_json:
         click.echo(dump_json({
             "path": str(path),

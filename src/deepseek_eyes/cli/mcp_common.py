@@ -1,5 +1,10 @@
-"""What both ``mcp`` command modules use: the ``--json`` option, a host to run on, and the
-settings file an edit writes.
+"""What both ``mcp`` command modules use: the ``--json`` option, a host to run on, the
+settings file an edit writes, and the gateway running for that file, if any.
+
+When ``serve`` runs for the settings file a command names, ``status``, ``watch``, ``probe``
+and ``restart`` ask that gateway (its control API, :mod:`deepseek_eyes.gateway.control`)
+instead of starting servers of their own, and an edit, once written, is applied to it
+(:func:`apply_to_gateway`); with none running they act on the file alone.
 
 It exists to keep the dependency between :mod:`deepseek_eyes.cli.mcp` (inspection and
 calls, and the group itself) and :mod:`deepseek_eyes.cli.mcp_manage` (lifecycle and
@@ -14,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -23,9 +28,12 @@ from deepseek_eyes.cli.progress import Progress, progress_on_stderr
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.running import running_host
-from deepseek_eyes.settings import CONFIG_FILENAME, McpSettings
+from deepseek_eyes.settings import CONFIG_FILENAME, McpSettings, data_home
 
-__all__ = ["json_option", "target_file", "with_host"]
+if TYPE_CHECKING:
+    from deepseek_eyes.gateway.control_client import ControlClient
+
+__all__ = ["apply_to_gateway", "json_option", "live_gateway", "target_file", "with_host"]
 
 T = TypeVar("T")
 
@@ -59,3 +67,40 @@ def target_file(ctx: click.Context) -> Path:
         return explicit
     source = loaded_settings(ctx).source
     return source if source is not None else Path.cwd() / CONFIG_FILENAME
+
+
+def live_gateway(ctx: click.Context) -> ControlClient | None:
+    """The control client of the gateway running for this command's settings file."""
+    # Imported here: a command that finds no gateway loads no HTTP client.
+    from deepseek_eyes.gateway.control_client import running_gateway
+
+    loaded = loaded_settings(ctx)
+    return running_gateway(data_home(loaded.settings), loaded.source)
+
+
+def apply_to_gateway(ctx: click.Context) -> None:
+    """After an edit: have the gateway running for the file apply it now (it would within
+    half a second anyway; asking makes the command return once it is applied).
+
+    Raises:
+        DeepSeekEyesError: ``CONFIG_INVALID`` (and the like) when the gateway refused it.
+    """
+    from deepseek_eyes.errors import DeepSeekEyesError
+
+    client = live_gateway(ctx)
+    if client is None:
+        return
+    try:
+        report = client.request("POST", "/control/reload", ok=(200, 422))
+    except DeepSeekEyesError as exc:
+        if exc.code != "CONTROL_MCP_NOT_RUNNING":
+            raise
+        # The edit is written; only this gateway cannot take it live.
+        click.echo(f"warning {exc.code}: {exc.message}", err=True)
+        return
+    if not report["applied"]:
+        error = report["error"] or {}
+        raise DeepSeekEyesError(str(error.get("message", "refused")),
+                                code=str(error.get("code", "CONFIG_INVALID")),
+                                details=error.get("details") or {})
+    click.echo("the running gateway applied it", err=True)

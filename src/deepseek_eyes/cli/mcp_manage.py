@@ -6,9 +6,11 @@ Thin, like :mod:`deepseek_eyes.cli.mcp`, whose group these commands join: that m
 :mod:`deepseek_eyes.cli.mcp_common`; an import-linter contract keeps it so). ``watch`` prints
 the manager's status events (:mod:`deepseek_eyes.mcp_host.events`), ``restart`` is
 :meth:`McpManager.restart`, and the entry commands are the validated, comment-keeping edits
-of :mod:`deepseek_eyes.mcp_host.settings_file`. There is no long-running daemon for these to
-steer: ``restart`` and ``watch`` act on a manager of their own, in this process, and the
-entry commands take effect when a process next loads the settings.
+of :mod:`deepseek_eyes.mcp_host.settings_file`. With a gateway running for the settings file,
+``restart`` and ``watch`` act on its manager through its control API and each edit is
+applied to it once written (:mod:`deepseek_eyes.cli.mcp_common`); with none, ``restart`` and
+``watch`` act on a manager of their own, in this process, and the entry commands take effect
+when a process next loads the settings.
 """
 
 from __future__ import annotations
@@ -17,14 +19,24 @@ import asyncio
 import contextlib
 import datetime as dt
 import math
+import queue
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
 
 from deepseek_eyes.cli.common import audited_settings_edit, dump_json, loaded_settings
-from deepseek_eyes.cli.mcp_common import json_option, target_file, with_host
+from deepseek_eyes.cli.mcp_common import (
+    apply_to_gateway,
+    json_option,
+    live_gateway,
+    target_file,
+    with_host,
+)
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.manager import McpManager
@@ -34,6 +46,9 @@ from deepseek_eyes.mcp_host.running import only
 from deepseek_eyes.mcp_host.settings_file import add_servers, remove_server, set_server_value
 from deepseek_eyes.mcp_host.stderr_log import server_log_dir
 from deepseek_eyes.mcp_host.tokens import token_root
+
+if TYPE_CHECKING:
+    from deepseek_eyes.gateway.control_client import ControlClient
 
 __all__ = ["MANAGE_COMMANDS", "disable_command", "enable_command", "register_command",
            "remove_command", "restart_command", "watch_command"]
@@ -57,14 +72,60 @@ def _describe(view: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _watch_gateway(gateway: ControlClient, duration: float | None,
+                   show: Callable[[dict[str, Any]], None]) -> None:
+    """Print the running gateway's status events for ``duration`` seconds (or until it
+    ends the stream). The stream is read in a thread so that the deadline holds while no
+    event comes."""
+    events: queue.Queue[dict[str, Any] | BaseException | None] = queue.Queue()
+
+    def read() -> None:
+        try:
+            for event in gateway.stream("/control/watch"):
+                events.put(event)
+        except BaseException as exc:  # handed to the main thread, which raises it
+            events.put(exc)
+        events.put(None)
+
+    threading.Thread(target=read, daemon=True, name="mcp-watch").start()
+    deadline = None if duration is None else time.monotonic() + duration
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return
+        try:
+            item = events.get(timeout=left)
+        except queue.Empty:
+            return
+        if item is None:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        show(item)
+
+
 @click.command("watch")
 @click.option("--for", "duration", type=click.FloatRange(min=0, min_open=True), default=None,
               metavar="SECONDS", help="Stop after SECONDS (default: until Ctrl-C).")
 @json_option
 @click.pass_context
 def watch_command(ctx: click.Context, duration: float | None, as_json: bool) -> None:
-    """Start the enabled servers and print their status changes as they happen."""
+    """Start the enabled servers and print their status changes as they happen (the
+    running gateway's, when one runs for the settings file)."""
     settings = loaded_settings(ctx).settings
+
+    def show(event: dict[str, Any]) -> None:
+        if as_json:
+            click.echo(dump_json(event))
+        else:
+            stamp = dt.datetime.fromtimestamp(event["ts"]).strftime("%H:%M:%S")
+            click.echo(f"{stamp} {_describe(event)}")
+
+    gateway = live_gateway(ctx)
+    if gateway is not None:
+        with contextlib.suppress(KeyboardInterrupt):
+            _watch_gateway(gateway, duration, show)
+        return
 
     async def run() -> None:
         with DataHome.open(settings) as home:
@@ -75,12 +136,7 @@ def watch_command(ctx: click.Context, duration: float | None, as_json: bool) -> 
                 try:
                     with anyio.move_on_after(duration if duration else math.inf):
                         async for event in events:
-                            if as_json:
-                                click.echo(dump_json(event))
-                            else:
-                                stamp = dt.datetime.fromtimestamp(event["ts"]).strftime(
-                                    "%H:%M:%S")
-                                click.echo(f"{stamp} {_describe(event)}")
+                            show(event)
                 finally:
                     await manager.stop()
 
@@ -115,6 +171,7 @@ def register_command(ctx: click.Context, server_id: str, command: tuple[str, ...
     path = target_file(ctx)
     with audited_settings_edit(ctx, path):
         add_servers(path, [entry])
+    apply_to_gateway(ctx)
     if as_json:
         click.echo(dump_json({"path": str(path), "server": entry}))
         return
@@ -138,8 +195,13 @@ def restart_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
         state = manager.require(server_id)
         return before, state.view(), state.failed
 
-    before, after, failed = with_host(ctx, as_json, work,
-                                       servers=lambda mcp: only(mcp, server_id))
+    gateway = live_gateway(ctx)
+    if gateway is not None:
+        answer = gateway.request("POST", f"/control/restart/{server_id}")
+        before, after, failed = answer["before"], answer["after"], answer["failed"]
+    else:
+        before, after, failed = with_host(ctx, as_json, work,
+                                           servers=lambda mcp: only(mcp, server_id))
     if as_json:
         click.echo(dump_json({"server": server_id, "before": before, "after": after}))
     else:
@@ -155,6 +217,7 @@ def _switch(ctx: click.Context, server_id: str, plane: str | None, value: bool,
     path = target_file(ctx)
     with audited_settings_edit(ctx, path):
         set_server_value(path, server_id, key, value)
+    apply_to_gateway(ctx)
     if as_json:
         click.echo(dump_json({"path": str(path), "server": server_id, "key": key,
                               "value": value}))
@@ -193,6 +256,7 @@ def remove_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
     path = target_file(ctx)
     with audited_settings_edit(ctx, path):
         remove_server(path, server_id)
+    apply_to_gateway(ctx)
     if as_json:
         click.echo(dump_json({"path": str(path), "removed": server_id}))
         return

@@ -39,8 +39,10 @@ def serve_command(ctx: click.Context, host: str | None, port: int | None,
     # Imported here so that other commands never load the HTTP server stack.
     from deepseek_eyes.gateway.server import serve
 
-    settings = loaded_settings(ctx).settings
+    loaded = loaded_settings(ctx)
+    settings = loaded.settings
     gateway = settings.gateway
     ensure_can_listen(host or gateway.host, gateway.port if port is None else port)
-    serve(settings, host=host, port=port, announce=_announce_json if as_json else None)
+    serve(settings, host=host, port=port, announce=_announce_json if as_json else None,
+          settings_path=loaded.source)
     sys.exit(0)

@@ -29,6 +29,10 @@ once (each in our shape: an SSE error event and ``[DONE]``, or a 503), then the 
 the data directory close and the process exits 0. The signals are the drain's from the
 start of :func:`serve` to its end; uvicorn's own handlers are never installed (they would
 wait on running requests without a bound and raise the signal again at exit).
+
+Beside it, on a loopback port of its own, runs the control API (:mod:`.control`) through
+which ``deepseek-eyes mcp …`` steers the running MCP servers, and the settings file is
+watched (:mod:`.settings_watch`) so that an edit of ``[mcp]`` applies without a restart.
 """
 
 from __future__ import annotations
@@ -38,14 +42,17 @@ import contextlib
 import math
 import socket
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import uvicorn
 
 from deepseek_eyes.errors import ConfigError, DeepSeekEyesError, GatewayError
 from deepseek_eyes.gateway.app import check_bind, create_app
+from deepseek_eyes.gateway.control import ControlFile, control_app
 from deepseek_eyes.gateway.drain import CUT_GRACE_S, Drain
+from deepseek_eyes.gateway.settings_watch import SettingsWatch
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.approval import ConsoleWait
 from deepseek_eyes.runtime.runtime import Runtime
@@ -125,6 +132,60 @@ class _Server(_QuietServer):
         for connection in list(self.server_state.connections):
             connection.shutdown()
         await self.lifespan.shutdown()
+
+
+class _ControlServer(_QuietServer):
+    """The control API's server: writes the control file once its port is known."""
+
+    def __init__(self, config: uvicorn.Config, file: ControlFile,
+                 settings_path: Path | None) -> None:
+        super().__init__(config)
+        self.file = file
+        self.settings_path = settings_path
+        self.ready = asyncio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets)
+            if self.started and self.servers:
+                host, port = self.servers[0].sockets[0].getsockname()[:2]
+                self.file.write(host, port, self.settings_path)
+        finally:
+            self.ready.set()
+
+
+async def _run_control(runtime: Runtime, home: DataHome,
+                       settings_path: Path | None) -> Callable[[], Awaitable[None]]:
+    """Start the control API and the settings watch; returns the coroutine function that
+    stops both and removes the control file."""
+    manager = runtime.mcp_manager
+    watch = None
+    if manager is not None and settings_path is not None:
+        watch = SettingsWatch(settings_path, manager, say=_say)
+    file = ControlFile(home.root)
+    config = uvicorn.Config(
+        control_app(manager, watch, file.token), host="127.0.0.1", port=0,
+        log_level="warning", access_log=False, lifespan="off", server_header=False,
+        timeout_graceful_shutdown=1,  # a `mcp watch` stream ends with the gateway
+    )
+    server = _ControlServer(config, file, settings_path)
+    tasks = [asyncio.create_task(server.serve(), name="control-api")]
+    # The control file exists before the gateway says it listens: whoever starts `serve`
+    # and then runs an `mcp` command reaches it.
+    ready = asyncio.create_task(server.ready.wait())
+    await asyncio.wait([ready, tasks[0]], return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
+    if watch is not None:
+        tasks.append(asyncio.create_task(watch.run(), name="settings-watch"))
+
+    async def stop() -> None:
+        server.should_exit = True
+        if len(tasks) > 1:
+            tasks[1].cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        file.remove()
+
+    return stop
 
 
 def _approval_console(
@@ -210,9 +271,10 @@ def check_key(settings: Settings, key: str | None) -> str | None:
 
 
 def serve(settings: Settings, *, host: str | None = None, port: int | None = None,
-          announce: Announce | None = None) -> None:
+          announce: Announce | None = None, settings_path: Path | None = None) -> None:
     """Serve until interrupted; ``announce`` (default: a line on stderr) is told where it
-    listens once it does.
+    listens once it does. ``settings_path``, the file ``settings`` came from, is watched
+    and named in the control file, so that ``mcp`` commands on it reach this gateway.
 
     Raises:
         GatewayError: ``GATEWAY_UNSAFE_BIND`` for a non-loopback host without a key,
@@ -252,9 +314,11 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
                 lifespan="off", server_header=False,
             )
             console_task = None if console is None else asyncio.create_task(console.serve())
+            stop_control = await _run_control(runtime, home, settings_path)
             try:
                 await _Server(config, announce or _say_listening, drain).serve()
             finally:
+                await stop_control()
                 if console is not None and console_task is not None:
                     console.should_exit = True
                     await console_task

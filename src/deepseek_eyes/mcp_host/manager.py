@@ -79,6 +79,8 @@ STABLE_S = 30.0
 CONNECT_CONCURRENCY = 8
 
 _content_wanted = content_wanted
+#: The fields of a server whose change needs no new connection (see :meth:`reconfigure`).
+_POLICY_FIELDS: set[str] = {"allow", "deny", "risk_policy"}
 
 
 class McpManager:
@@ -174,6 +176,21 @@ class McpManager:
         self.servers = {}
 
     async def reconfigure(self, settings: McpSettings, *, wait: float = 30.0) -> None:
+        """Replace the running set with ``settings`` (already validated).
+
+        Exposure is suspended before any close is awaited and republished only once the
+        replacement has settled. A change of exposure policy alone (``allow``, ``deny``,
+        ``risk_policy`` of the same servers) keeps every connection and swaps the policy in
+        one step, with no await between (nothing sees a mix of old and new): the catalogs
+        and their generations stay, so a turn in flight keeps the offer it was given and
+        its calls are still judged by the policy in force when they run.
+        """
+        async with self._lock:  # never beside a restart's replacement of a state
+            if self._policy_only(settings):
+                self.settings = settings
+                for s in settings.servers:
+                    self.servers[s.id].settings = s
+                return
         self.suspended = True
         async with self._lock:
             await self._close_all()
@@ -182,6 +199,21 @@ class McpManager:
             self._build(settings)
         await self.wait_settled(wait)
         self.suspended = False
+
+    def _policy_only(self, settings: McpSettings) -> bool:
+        """Whether ``settings`` differs from the running set in exposure policy alone (the
+        same settings again is a request to rebuild: not policy alone)."""
+        if not self.servers or [s.id for s in settings.servers] != list(self.servers):
+            return False
+        if settings == self.settings:
+            return False
+        if settings.model_dump(exclude={"servers"}) != self.settings.model_dump(
+                exclude={"servers"}):
+            return False
+        return all(
+            s.model_dump(exclude=_POLICY_FIELDS)
+            == self.servers[s.id].settings.model_dump(exclude=_POLICY_FIELDS)
+            for s in settings.servers)
 
     async def restart(self, server_id: str, *, wait: float = 30.0) -> None:
         """Close the server's connection and open a new one.

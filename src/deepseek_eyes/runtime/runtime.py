@@ -47,6 +47,7 @@ from deepseek_eyes.store.idempotency import IdempotencyStore
 from deepseek_eyes.vision.bridge import VisionBridge
 
 if TYPE_CHECKING:
+    from deepseek_eyes.mcp_host.manager import McpManager
     from deepseek_eyes.runtime.approval import Approver
     from deepseek_eyes.runtime.tools import Notify
     from deepseek_eyes.terminal.service import TerminalService
@@ -91,6 +92,9 @@ class Runtime:
         self.tools = ToolHub(max_tools=rt.max_tools, max_schema_tokens=rt.max_tool_schema_tokens,
                              read_only=rt.tool_risk == "read-only")
         self._started = False
+        #: The MCP servers' manager once :meth:`start` connected them (the gateway's
+        #: control API steers it); None without MCP.
+        self.mcp_manager: McpManager | None = None
         self._reaper: asyncio.Task[None] | None = None
         self.terminal: TerminalService | None = None
         for name in rt.tool_sources:
@@ -173,6 +177,7 @@ class Runtime:
                            usage=self.home.usage)
             longest = max((s.connect_timeout for s in mcp.servers if s.enabled), default=1.0)
             await manager.start(wait=longest + 1)
+            self.mcp_manager = manager
             source = McpToolSource(host, self.bridge,
                                    max_images=self.settings.runtime.max_images_per_turn)
             # MCP tools come after look and before the terminal, as tool_sources lists them.
