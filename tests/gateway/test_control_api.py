@@ -143,7 +143,7 @@ def test_the_control_api_refuses_strangers(live: Live) -> None:
 def test_mcp_status_answers_from_the_running_gateway(live: Live) -> None:
     result = live.cli("mcp", "status", "--json")
     assert result.returncode == 0, result.stderr
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["servers"]
     served = live.status()["servers"]
     # The gateway's own connection (its latency and generation), not a second one.
     assert [(r["id"], r["status"], r["generation"], r["latency_ms"]) for r in rows] == [

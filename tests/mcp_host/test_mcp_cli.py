@@ -49,7 +49,7 @@ def test_list_status_probe_and_tools(tmp_path: Path) -> None:
     assert listed["servers"][0]["allow"] == 0
     status = run(config, "status", "--json")
     assert status.returncode == 0, status.stderr
-    row = json.loads(status.stdout)[0]
+    row = json.loads(status.stdout)["servers"][0]
     assert (row["status"], row["tools_status"], row["tools"]) == ("ready", "ready", 13)
     probe = run(config, "probe", "everything", "--json")
     assert json.loads(probe.stdout)["tools"][0] == "echo"
@@ -97,7 +97,7 @@ def test_allow_deny_call_and_audit(tmp_path: Path) -> None:
     assert config.read_bytes() == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
     assert "error MCP_SERVER_UNKNOWN" in run(config, "allow", "nope", "echo").stderr
-    rows = json.loads(run(config, "audit", "--json").stdout)
+    rows = json.loads(run(config, "audit", "--json").stdout)["calls"]
     statuses = [(r["tool"], r["status"]) for r in rows]
     assert ("echo", "ok") in statuses
     assert ("get-tiny-image", "ok") in statuses
@@ -118,7 +118,8 @@ def test_content_plane_commands(tmp_path: Path) -> None:
     assert run(config, "allow", "--kind", "resources", "everything",
                "demo://resource/dynamic/text/*").returncode == 0
     assert run(config, "allow", "everything", "--kind", "prompts", "args-prompt").returncode == 0
-    resources = json.loads(run(config, "resources", "everything", "--json").stdout)
+    resources = json.loads(run(config, "resources", "everything", "--json").stdout)[
+        "resources"]
     assert any(r["template"] and r["allowed"] for r in resources)
     read = run(config, "read", "everything", "demo://resource/dynamic/text/3")
     assert read.returncode == 0, read.stderr
@@ -126,7 +127,7 @@ def test_content_plane_commands(tmp_path: Path) -> None:
     other = run(config, "read", "everything", "demo://resource/static/document/features.md")
     assert "error MCP_RESOURCE_NOT_ALLOWED" in other.stderr
     prompts = {p["name"]: p for p in json.loads(run(config, "prompts", "everything",
-                                                    "--json").stdout)}
+                                                    "--json").stdout)["prompts"]}
     assert prompts["args-prompt"]["allowed"]
     assert not prompts["simple-prompt"]["allowed"]
     missing = run(config, "get-prompt", "everything", "args-prompt")
@@ -259,7 +260,7 @@ def test_missing_env_reference_fails_with_its_code(tmp_path: Path) -> None:
     assert "error CONFIG_ENV_MISSING" in probe.stderr
     status = run(config, "status", "--json")
     assert status.returncode == 1  # an enabled server failed
-    row = json.loads(status.stdout)[0]
+    row = json.loads(status.stdout)["servers"][0]
     assert (row["status"], row["last_error"]) == ("failed", "CONFIG_ENV_MISSING")
     assert row["missing_env"] == "DSE_TEST_UNSET_VARIABLE"
     text = run(config, "status")
@@ -373,7 +374,7 @@ def test_commands_start_only_what_they_need_and_logs_take_stderr(tmp_path: Path)
     assert (logs / "raw.stderr.log").exists()
     status = run(config, "status", "--json")
     assert status.returncode == 0, status.stderr
-    rows = {r["id"]: r for r in json.loads(status.stdout)}
+    rows = {r["id"]: r for r in json.loads(status.stdout)["servers"]}
     assert rows["raw"]["stderr_log"] == str(logs / "raw.stderr.log")
     tools = run(config, "tools", "raw")
     assert tools.returncode == 0, tools.stderr

@@ -221,6 +221,6 @@ def test_the_cli_names_the_failed_plane_and_lists_the_other(tmp_path: Path) -> N
     assert "content: failed (MCP_CATALOG_LIMIT)" in text.stdout
     status = run(config, "status", "--json")
     assert status.returncode == 1  # a plane it wants failed
-    row = json.loads(status.stdout)[0]
+    row = json.loads(status.stdout)["servers"][0]
     assert (row["status"], row["tools_status"], row["tools"]) == ("ready", "ready", 1)
     assert (row["content_status"], row["content_error"]) == ("failed", "MCP_CATALOG_LIMIT")

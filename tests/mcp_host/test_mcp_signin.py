@@ -304,8 +304,8 @@ async def test_login_status_and_logout_commands(isolated_home: Path, tmp_path: P
 
         code, status = await command("status", "--json")
         assert code == 0, status
-        assert json.loads(status)[0]["oauth"]["status"] == "token"
+        assert json.loads(status)["servers"][0]["oauth"]["status"] == "token"
         code, logout = await command("logout", "remote", "--json")
         assert (code, json.loads(logout)["removed"]) == (0, True)
         code, status = await command("status", "--json")
-        assert json.loads(status)[0]["last_error"] == "MCP_LOGIN_REQUIRED"
+        assert json.loads(status)["servers"][0]["last_error"] == "MCP_LOGIN_REQUIRED"

@@ -141,7 +141,7 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
     else:
         rows, failed = with_host(ctx, as_json, work)
     if as_json:
-        click.echo(dump_json(rows))
+        click.echo(dump_json({"servers": rows}))
     else:
         notes = []
         for row in rows:
@@ -320,7 +320,7 @@ def resources_command(ctx: click.Context, server_id: str, as_json: bool) -> None
 
     rows = with_host(ctx, as_json, work, servers=lambda mcp: only(mcp, server_id))
     if as_json:
-        click.echo(dump_json(rows))
+        click.echo(dump_json({"server": server_id, "resources": rows}))
         return
     for row in rows:
         row["kind"] = "template" if row.pop("template") else "resource"
@@ -353,7 +353,7 @@ def prompts_command(ctx: click.Context, server_id: str, as_json: bool) -> None:
 
     rows = with_host(ctx, as_json, work, servers=lambda mcp: only(mcp, server_id))
     if as_json:
-        click.echo(dump_json(rows))
+        click.echo(dump_json({"server": server_id, "prompts": rows}))
         return
     for row in rows:
         row["arguments"] = ",".join(row["arguments"]) or "-"
@@ -429,7 +429,7 @@ def audit_command(ctx: click.Context, limit: int, as_json: bool) -> None:
     with DataHome.open(loaded_settings(ctx).settings) as home:
         rows = stored_records(home.db, limit)
     if as_json:
-        click.echo(dump_json(rows))
+        click.echo(dump_json({"calls": rows}))
         return
     for row in rows:
         row["code"] = row.get("code") or "-"
