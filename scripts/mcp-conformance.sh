@@ -5,7 +5,8 @@
 # and exits non-zero when a scenario our client should pass fails.
 #
 # Scenarios that apply: the handshake, a tool call, SSE resumption, the OAuth scenarios for a
-# client that holds pre-registered credentials (client_credentials; Basic auth), and the
+# client that holds pre-registered credentials (client_credentials with Basic auth or a
+# private_key_jwt client assertion signed with its key, RFC 7523), and the
 # authorization-code scenarios (PKCE; dynamic registration, a client ID metadata document or
 # a pre-registered client; discovery variants; scope selection; token endpoint auth methods;
 # resource indicators; offline_access; scope step-up and its retry limit), which sign in
@@ -22,8 +23,6 @@
 #                                        (RFC 8414 section 3.3); this legacy server names
 #                                        another (/oauth) at its origin's well-known URL, and
 #                                        we keep the check
-#   auth/client-credentials-jwt          private_key_jwt client authentication: the settings
-#                                        offer client_secret_basic and client_secret_post only
 #   auth/cross-app-access-complete-flow  the ID-JAG token-exchange extension, out of scope
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +35,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-scenarios=(initialize tools_call sse-retry auth/client-credentials-basic auth/pre-registration
+scenarios=(initialize tools_call sse-retry auth/client-credentials-basic
+           auth/client-credentials-jwt auth/pre-registration
            auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3
            auth/basic-cimd auth/scope-from-www-authenticate auth/scope-from-scopes-supported
            auth/scope-omitted-when-undefined auth/token-endpoint-auth-basic
@@ -44,7 +44,7 @@ scenarios=(initialize tools_call sse-retry auth/client-credentials-basic auth/pr
            auth/2025-03-26-oauth-endpoint-fallback auth/resource-mismatch
            auth/offline-access-scope auth/offline-access-not-supported
            auth/scope-step-up auth/scope-retry-limit)
-excluded=4
+excluded=3
 # This tree's code, not whatever the virtual environment has installed in editable mode.
 export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}"
 client="$root/.venv/bin/python $root/scripts/mcp_conformance_client.py"

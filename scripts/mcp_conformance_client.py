@@ -57,6 +57,15 @@ def server_settings(scenario: str, url: str) -> dict[str, Any]:
         entry["oauth"] = {"client_id": {"env": "CONFORMANCE_CLIENT_ID"},
                           "client_secret": {"env": "CONFORMANCE_CLIENT_SECRET"},
                           "token_endpoint_auth_method": method}
+    elif scenario in PRIVATE_KEY_JWT:
+        # The suite hands over a fresh key's PEM; an operator would reference it the same way
+        # (or name a 0600 file with private_key_file).
+        os.environ["CONFORMANCE_CLIENT_ID"] = context["client_id"]
+        os.environ["CONFORMANCE_CLIENT_KEY"] = context["private_key_pem"]
+        entry["oauth"] = {"client_id": {"env": "CONFORMANCE_CLIENT_ID"},
+                          "token_endpoint_auth_method": "private_key_jwt",
+                          "private_key": {"env": "CONFORMANCE_CLIENT_KEY"},
+                          "signing_algorithm": context.get("signing_algorithm", "RS256")}
     elif scenario.startswith("auth/"):
         oauth: dict[str, Any] = {"type": "authorization_code"}
         if "client_id" in context:
@@ -73,6 +82,8 @@ def server_settings(scenario: str, url: str) -> dict[str, Any]:
 
 #: Scenarios that hand the client pre-registered client_credentials.
 CLIENT_CREDENTIALS = {"auth/client-credentials-basic", "auth/pre-registration"}
+#: Scenarios that hand the client a private key for private_key_jwt client authentication.
+PRIVATE_KEY_JWT = {"auth/client-credentials-jwt"}
 #: Scenarios whose authorization server takes a client ID metadata document's URL.
 CIMD = {"auth/basic-cimd", "auth/offline-access-scope"}
 CIMD_URL = "https://conformance-test.local/client-metadata.json"
