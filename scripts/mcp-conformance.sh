@@ -13,10 +13,9 @@
 # through mcp login's own code with only the browser replaced (the suite's server approves
 # at once; the client follows its redirect to our loopback listener itself, and follows a
 # step-up on a tools call the same way, through a hook the product never sets; see
-# scripts/mcp_conformance_client.py).
+# scripts/mcp_conformance_client.py), and elicitation with defaults (SEP-1034) through
+# chat's own terminal prompt with a scripted keyboard that presses Enter at each question.
 # Excluded, by design (run `conformance list` for all):
-#   elicitation-sep1034-client-defaults  the host declares no elicitation capability: no
-#                                        person answers a server's form in a model's turn
 #   auth/2025-03-26-oauth-metadata-backcompat
 #                                        the SDK (mcp 2.3) requires the authorization server
 #                                        metadata's issuer to be the one it was found for
@@ -43,8 +42,8 @@ scenarios=(initialize tools_call sse-retry auth/client-credentials-basic
            auth/token-endpoint-auth-post auth/token-endpoint-auth-none
            auth/2025-03-26-oauth-endpoint-fallback auth/resource-mismatch
            auth/offline-access-scope auth/offline-access-not-supported
-           auth/scope-step-up auth/scope-retry-limit)
-excluded=3
+           auth/scope-step-up auth/scope-retry-limit elicitation-sep1034-client-defaults)
+excluded=2
 # This tree's code, not whatever the virtual environment has installed in editable mode.
 export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}"
 client="$root/.venv/bin/python $root/scripts/mcp_conformance_client.py"
