@@ -4,6 +4,7 @@ chat's terminal prompt (``cli/elicit.py``), or nobody can and no capability is d
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -173,3 +174,19 @@ async def test_terminal_form_reads_and_writes_its_terminal_streams() -> None:
     assert "\x1b" not in written.getvalue()  # the server's control characters are removed
     url = TerminalForm(opener=lambda: (io.StringIO("y\n"), io.StringIO()))
     assert (await url.url("asker", "Sign in", "https://example.org/x")).action == "accept"
+
+
+async def test_terminal_form_on_a_pseudo_terminal() -> None:
+    """The prompt opens its terminal by path, as it opens /dev/tty in chat."""
+    master, slave = os.openpty()
+    try:
+        os.write(master, b"Ada\n3\nyes\n\n")
+        form = TerminalForm(tty=os.ttyname(slave))
+        answer = await form.form("asker", "Details", parse_form(Booking.model_json_schema()))
+        assert answer.action == "accept"
+        assert answer.content == {"name": "Ada", "seats": 3, "window": True}
+        shown = os.read(master, 65536).decode(errors="replace")
+        assert "Send these answers?" in shown
+    finally:
+        os.close(master)
+        os.close(slave)
