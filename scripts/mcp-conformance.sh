@@ -5,25 +5,23 @@
 # and exits non-zero when a scenario our client should pass fails.
 #
 # Scenarios that apply: the handshake, a tool call, SSE resumption, the OAuth scenarios for a
-# client that holds pre-registered credentials (client_credentials; Basic auth), and the
+# client that holds pre-registered credentials (client_credentials with Basic auth or a
+# private_key_jwt client assertion signed with its key, RFC 7523), and the
 # authorization-code scenarios (PKCE; dynamic registration, a client ID metadata document or
 # a pre-registered client; discovery variants; scope selection; token endpoint auth methods;
 # resource indicators; offline_access; scope step-up and its retry limit), which sign in
 # through mcp login's own code with only the browser replaced (the suite's server approves
 # at once; the client follows its redirect to our loopback listener itself, and follows a
 # step-up on a tools call the same way, through a hook the product never sets; see
-# scripts/mcp_conformance_client.py).
+# scripts/mcp_conformance_client.py), and elicitation with defaults (SEP-1034) through
+# chat's own terminal prompt with a scripted keyboard that presses Enter at each question.
 # Excluded, by design (run `conformance list` for all):
-#   elicitation-sep1034-client-defaults  the host declares no elicitation capability: no
-#                                        person answers a server's form in a model's turn
 #   auth/2025-03-26-oauth-metadata-backcompat
 #                                        the SDK (mcp 2.3) requires the authorization server
 #                                        metadata's issuer to be the one it was found for
 #                                        (RFC 8414 section 3.3); this legacy server names
 #                                        another (/oauth) at its origin's well-known URL, and
 #                                        we keep the check
-#   auth/client-credentials-jwt          private_key_jwt client authentication: the settings
-#                                        offer client_secret_basic and client_secret_post only
 #   auth/cross-app-access-complete-flow  the ID-JAG token-exchange extension, out of scope
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,15 +34,16 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-scenarios=(initialize tools_call sse-retry auth/client-credentials-basic auth/pre-registration
+scenarios=(initialize tools_call sse-retry auth/client-credentials-basic
+           auth/client-credentials-jwt auth/pre-registration
            auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3
            auth/basic-cimd auth/scope-from-www-authenticate auth/scope-from-scopes-supported
            auth/scope-omitted-when-undefined auth/token-endpoint-auth-basic
            auth/token-endpoint-auth-post auth/token-endpoint-auth-none
            auth/2025-03-26-oauth-endpoint-fallback auth/resource-mismatch
            auth/offline-access-scope auth/offline-access-not-supported
-           auth/scope-step-up auth/scope-retry-limit)
-excluded=4
+           auth/scope-step-up auth/scope-retry-limit elicitation-sep1034-client-defaults)
+excluded=2
 # This tree's code, not whatever the virtual environment has installed in editable mode.
 export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}"
 client="$root/.venv/bin/python $root/scripts/mcp_conformance_client.py"

@@ -15,6 +15,10 @@ the authorization URL itself with an HTTP client, which lands on our loopback li
 (``mcp login`` shows the URL to a person instead; nothing in the product follows it). A
 scope step-up asked on a tools call is followed the same way, through the one hook the
 product never sets (``follow_authorizations_in_connections``).
+
+The elicitation scenario installs the elicitor ``chat`` installs at a terminal, with its
+own prompt (``cli/elicit.py``), and a scripted keyboard that presses Enter at each question
+(the server's default) and at the confirmation.
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
+from deepseek_eyes.cli.elicit import ask_form, ask_url
 from deepseek_eyes.mcp_host.audit import McpAudit
+from deepseek_eyes.mcp_host.elicitation import Answer, FormField, install_elicitor
 from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.manager import McpManager
 from deepseek_eyes.mcp_host.oauth import follow_authorizations_in_connections, set_token_root
@@ -42,7 +49,24 @@ CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "tools_call": ("add_numbers", {"a": 5, "b": 3}),
     "sse-retry": ("test_reconnection", {}),
     "auth/scope-step-up": ("test-tool", {}),
+    "elicitation-sep1034-client-defaults": ("test_client_elicitation_defaults", {}),
 }
+
+
+class DefaultsPerson:
+    """The person at chat's prompt, for the elicitation scenario: an empty line for every
+    question (take the server's default) and for the confirmation (send). The prompt
+    itself is chat's own (``cli/elicit.py``); only the keyboard is scripted."""
+
+    async def form(self, server: str, message: str, fields: Sequence[FormField]) -> Answer:
+        return ask_form(server, message, fields, lambda: "", _show)
+
+    async def url(self, server: str, message: str, url: str) -> Answer:
+        return ask_url(server, message, url, lambda: "", _show)
+
+
+def _show(text: str) -> None:
+    print(text, end="")
 
 
 def server_settings(scenario: str, url: str) -> dict[str, Any]:
@@ -57,6 +81,15 @@ def server_settings(scenario: str, url: str) -> dict[str, Any]:
         entry["oauth"] = {"client_id": {"env": "CONFORMANCE_CLIENT_ID"},
                           "client_secret": {"env": "CONFORMANCE_CLIENT_SECRET"},
                           "token_endpoint_auth_method": method}
+    elif scenario in PRIVATE_KEY_JWT:
+        # The suite hands over a fresh key's PEM; an operator would reference it the same way
+        # (or name a 0600 file with private_key_file).
+        os.environ["CONFORMANCE_CLIENT_ID"] = context["client_id"]
+        os.environ["CONFORMANCE_CLIENT_KEY"] = context["private_key_pem"]
+        entry["oauth"] = {"client_id": {"env": "CONFORMANCE_CLIENT_ID"},
+                          "token_endpoint_auth_method": "private_key_jwt",
+                          "private_key": {"env": "CONFORMANCE_CLIENT_KEY"},
+                          "signing_algorithm": context.get("signing_algorithm", "RS256")}
     elif scenario.startswith("auth/"):
         oauth: dict[str, Any] = {"type": "authorization_code"}
         if "client_id" in context:
@@ -73,6 +106,8 @@ def server_settings(scenario: str, url: str) -> dict[str, Any]:
 
 #: Scenarios that hand the client pre-registered client_credentials.
 CLIENT_CREDENTIALS = {"auth/client-credentials-basic", "auth/pre-registration"}
+#: Scenarios that hand the client a private key for private_key_jwt client authentication.
+PRIVATE_KEY_JWT = {"auth/client-credentials-jwt"}
 #: Scenarios whose authorization server takes a client ID metadata document's URL.
 CIMD = {"auth/basic-cimd", "auth/offline-access-scope"}
 CIMD_URL = "https://conformance-test.local/client-metadata.json"
@@ -91,6 +126,8 @@ def _allowed(scenario: str) -> list[str]:
 
 async def main(url: str, scenario: str) -> int:
     settings = McpSettings.model_validate({"servers": [server_settings(scenario, url)]})
+    if scenario in CALLS and scenario.startswith("elicitation"):
+        install_elicitor(DefaultsPerson())  # as chat does at a terminal, before connecting
     with tempfile.TemporaryDirectory() as tmp:
         set_token_root(Path(tmp) / "tokens")
         server = settings.servers[0]

@@ -379,6 +379,11 @@ ERROR_CODES: Mapping[str, str] = {
     "MCP_AUTH_FAILED": (
         "The server refused our credentials, or OAuth client_credentials failed."
     ),
+    "MCP_CLIENT_KEY_INVALID": (
+        "The private key of a `private_key_jwt` client cannot be used: its file cannot be "
+        "read or may be read by others (not mode 0600), or it is not an unencrypted PEM "
+        "private key that can sign the configured `signing_algorithm`."
+    ),
     "MCP_LOGIN_REQUIRED": (
         "An authorization-code server needs a person to sign in (no sign-in is held, or the "
         "server asked for a new authorization: a refused refresh, a scope step-up); run "

@@ -7,7 +7,10 @@
   comes from ``expires`` in turn (``0`` = expired at once), so expiry needs no waiting.
   Also the authorization_code grant (PKCE S256 checked; a pre-registered confidential
   client authenticates with client_secret_basic, a registered public one with none) and
-  refresh_token, which issues a new access token for a live refresh token.
+  refresh_token, which issues a new access token for a live refresh token. With
+  ``verify_key`` set, client_credentials also takes ``private_key_jwt`` (RFC 7523 2.2): the
+  assertion's signature, ``aud`` (this issuer), ``iss`` = ``sub`` = the client, ``exp``, a
+  ``jti`` never seen before and, with ``expected_kid``, its ``kid`` header are checked.
 * ``/authorize``: approves at once and redirects to ``redirect_uri`` with ``code`` and
   ``state`` (what a person's browser would bring back); ``/register``: RFC 7591, public
   clients.
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+import jwt
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
@@ -58,6 +62,12 @@ class OAuthFixture:
     #: When set, /mcp answers a token without this scope 403 insufficient_scope (a step-up).
     required_scope: str | None = None
     granted: dict[str, set[str]] = field(default_factory=dict)
+    #: private_key_jwt: the client's public key (and the kid its assertions must name).
+    verify_key: Any = None
+    expected_kid: str | None = None
+    #: Each verified assertion's header and claims; the refusals' reasons.
+    assertions: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+    assertion_refusals: list[str] = field(default_factory=list)
 
     @property
     def base(self) -> str:
@@ -101,7 +111,9 @@ def build_app(fx: OAuthFixture) -> Starlette:
             "token_endpoint": f"{fx.base}/token", "registration_endpoint": f"{fx.base}/register",
             "grant_types_supported": ["client_credentials", "authorization_code",
                                       "refresh_token"],
-            "token_endpoint_auth_methods_supported": ["client_secret_basic", "none"],
+            "token_endpoint_auth_methods_supported": [
+                "client_secret_basic", "none",
+                *(["private_key_jwt"] if fx.verify_key is not None else [])],
             "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
         })
 
@@ -142,6 +154,29 @@ def build_app(fx: OAuthFixture) -> Starlette:
             return (user, password) == (CLIENT_ID, CLIENT_SECRET)
         return client_id in fx.registered and not password
 
+    def assertion_refusal(form: dict[str, list[str]]) -> str | None:
+        kind = form.get("client_assertion_type", [""])[0]
+        if kind != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer":
+            return f"client_assertion_type {kind!r}"
+        if fx.verify_key is None:
+            return "private_key_jwt is not enabled"
+        assertion = form["client_assertion"][0]
+        try:
+            header = jwt.get_unverified_header(assertion)
+            claims = jwt.decode(
+                assertion, fx.verify_key, algorithms=[header.get("alg", "none")],
+                audience=fx.base, options={"require": ["iss", "sub", "aud", "exp", "jti"]})
+        except jwt.PyJWTError as exc:
+            return f"assertion: {exc}"
+        if claims["iss"] != CLIENT_ID or claims["sub"] != CLIENT_ID:
+            return "iss and sub must be the client id"
+        if fx.expected_kid is not None and header.get("kid") != fx.expected_kid:
+            return f"kid {header.get('kid')!r}"
+        if any(seen["jti"] == claims["jti"] for _, seen in fx.assertions):
+            return "jti replayed"
+        fx.assertions.append((header, claims))
+        return None
+
     async def token(request: Request) -> Response:
         _count(fx, "token")
         form = parse_qs((await request.body()).decode())
@@ -170,7 +205,13 @@ def build_app(fx: OAuthFixture) -> Starlette:
             return issue(refresh=False, scopes=fx.granted.get(refresh_token))
         if grant != "client_credentials":
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
-        if (user, password) != (CLIENT_ID, CLIENT_SECRET):
+        if "client_assertion" in form:
+            refusal = assertion_refusal(form)
+            if refusal is not None:
+                fx.assertion_refusals.append(refusal)
+                return JSONResponse({"error": "invalid_client",
+                                     "error_description": refusal}, status_code=401)
+        elif (user, password) != (CLIENT_ID, CLIENT_SECRET):
             return JSONResponse({"error": "invalid_client"}, status_code=401)
         value = "tok-" + secrets.token_hex(12)
         fx.issued.append(value)
@@ -232,8 +273,10 @@ class _Server(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def serve_oauth(expires: list[int] | None = None) -> AsyncIterator[OAuthFixture]:
-    fx = OAuthFixture(expires=expires or [3600])
+async def serve_oauth(expires: list[int] | None = None, *, verify_key: Any = None,
+                      expected_kid: str | None = None) -> AsyncIterator[OAuthFixture]:
+    fx = OAuthFixture(expires=expires or [3600], verify_key=verify_key,
+                      expected_kid=expected_kid)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     fx.port = sock.getsockname()[1]

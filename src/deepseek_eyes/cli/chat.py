@@ -374,6 +374,7 @@ def chat_command(ctx: click.Context, session_id: str | None, model: str | None,
     # Imported here: the runtime pulls in the HTTP client, the MCP SDK and the vision stack,
     # which `chat --help` should not pay for.
     from deepseek_eyes.cli.ask import open_runtime, terminal_approver
+    from deepseek_eyes.cli.elicit import install_terminal_form
     from deepseek_eyes.cli.progress import Progress
     from deepseek_eyes.store.events import SessionStore
 
@@ -384,6 +385,8 @@ def chat_command(ctx: click.Context, session_id: str | None, model: str | None,
     if isinstance(stdin, io.TextIOWrapper):
         stdin.reconfigure(errors="replace")  # a stray byte must not end the chat
     screen = Screen(sys.stdout, sys.stderr, interactive=is_terminal(stdin) and not as_json)
+    # Before any MCP server connects: the elicitation capability is declared at the handshake.
+    install_terminal_form(interactive=is_terminal(stdin) and not as_json)
 
     async def run() -> None:
         async with open_runtime(ctx) as runtime:

@@ -27,6 +27,7 @@ from mcp_types import DiscoverResult
 from mcp_types.jsonrpc import CONNECTION_CLOSED, PARSE_ERROR
 
 from deepseek_eyes.errors import ConfigError, McpError, McpTimeoutError
+from deepseek_eyes.mcp_host.elicitation import elicitation_callback
 from deepseek_eyes.mcp_host.liveness import StreamWatch
 from deepseek_eyes.mcp_host.oauth import OAuthHandle
 from deepseek_eyes.mcp_host.stderr_log import StderrLog
@@ -109,6 +110,8 @@ def build_client(
     return Client(
         target, mode=mode, cache=None, message_handler=message_handler,
         read_timeout_seconds=server.call_timeout,
+        # None where nobody can answer: the capability is then not declared at all.
+        elicitation_callback=elicitation_callback(server.id),
     )
 
 

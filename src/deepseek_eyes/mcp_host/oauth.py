@@ -2,9 +2,11 @@
 
 Two grants. **client_credentials**: the SDK's ``ClientCredentialsOAuthProvider`` discovers
 the protected-resource and authorization-server metadata from the first 401, fetches a
-token, and refreshes on 401 or expiry. We only give it storage that lives in this process's
-memory (tokens never touch disk, logs or the audit) and read back a health view: whether a
-token is held and when it expires, never the token.
+token, and refreshes on 401 or expiry (``PrivateKeyJWTOAuthProvider`` instead when the
+client authenticates with a JWT it signs, :mod:`deepseek_eyes.mcp_host.client_assertion`).
+We only give it storage that lives in this process's memory (tokens never touch disk, logs
+or the audit) and read back a health view: whether a token is held and when it expires,
+never the token.
 
 **authorization_code** (PKCE, with the SDK's ``OAuthClientProvider``: RFC 9728 and RFC 8414 /
 OIDC discovery, dynamic registration or a client ID metadata document, RFC 8707 resource
@@ -27,7 +29,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider
-from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+)
 from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import (
     AuthorizationCodeResult,
@@ -39,6 +44,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl
 
 from deepseek_eyes.errors import McpError
+from deepseek_eyes.mcp_host.client_assertion import assertion_provider
 from deepseek_eyes.mcp_host.redirect import listening
 from deepseek_eyes.mcp_host.tokens import FileTokenStorage, token_path
 from deepseek_eyes.settings import McpAuthorizationCodeSettings, McpOAuthSettings
@@ -131,6 +137,7 @@ def oauth_handle(url: str, oauth: McpOAuthSettings | McpAuthorizationCodeSetting
 
     Raises:
         ConfigError: ``CONFIG_ENV_MISSING`` when a reference names an unset variable.
+        McpError: ``MCP_CLIENT_KEY_INVALID`` when a ``private_key_jwt`` key is unusable.
     """
     if isinstance(oauth, McpAuthorizationCodeSettings):
         if not _TOKEN_ROOT:
@@ -144,15 +151,29 @@ def oauth_handle(url: str, oauth: McpOAuthSettings | McpAuthorizationCodeSetting
         # discovered one is used then (the protected resource's metadata names it).
         if issuer is None:
             warnings.simplefilter("ignore", MCPDeprecationWarning)
-        provider = ClientCredentialsOAuthProvider(
-            server_url=url,
-            storage=storage,
-            client_id=oauth.client_id.resolve(),
-            client_secret=oauth.client_secret.resolve(),
-            token_endpoint_auth_method=oauth.token_endpoint_auth_method,
-            scope=oauth.scope,
-            issuer=issuer,
-        )
+        provider: OAuthClientProvider
+        if oauth.token_endpoint_auth_method == "private_key_jwt":  # noqa: S105 -- a method
+            provider = PrivateKeyJWTOAuthProvider(
+                server_url=url,
+                storage=storage,
+                client_id=oauth.client_id.resolve(),
+                assertion_provider=assertion_provider(oauth),
+                scope=oauth.scope,
+                issuer=issuer,
+            )
+        else:
+            secret = oauth.client_secret
+            if secret is None:  # pragma: no cover - the settings refuse it
+                raise ValueError("client_secret is required for a client secret method")
+            provider = ClientCredentialsOAuthProvider(
+                server_url=url,
+                storage=storage,
+                client_id=oauth.client_id.resolve(),
+                client_secret=secret.resolve(),
+                token_endpoint_auth_method=oauth.token_endpoint_auth_method,
+                scope=oauth.scope,
+                issuer=issuer,
+            )
     return OAuthHandle(provider, storage)
 
 

@@ -7,7 +7,8 @@ fragment keys refused (the checks of :mod:`deepseek_eyes.settings.credentials`, 
 ``mcp register`` and ``mcp import`` run, so a file edited by hand is refused as it loads),
 HTTPS except for explicit loopback hosts (every spelling the seed lists: ``localhost`` and
 names under ``.localhost``, ``127/8``, ``::1``, and IPv4-mapped or -compatible loopback),
-OAuth only on HTTP with env-referenced client credentials.
+OAuth only on HTTP with env-referenced client credentials (a private key for
+``private_key_jwt`` also as a file only its owner may read).
 
 ``oauth`` is one of two grants, told apart by ``type``: ``client_credentials`` (the default,
 so entries written before the authorization-code grant existed still load) and
@@ -80,16 +81,37 @@ def _https_or_loopback(value: str | None, field: str) -> str | None:
     return value
 
 
+#: JWS algorithms a ``private_key_jwt`` client assertion may be signed with (asymmetric only:
+#: an HMAC "assertion" would be a shared secret by another name).
+SigningAlgorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
+                           "ES256", "ES384", "ES512", "EdDSA"]
+
+
 class McpOAuthSettings(Strict):
-    """OAuth 2.1 client_credentials for one Streamable HTTP server; tokens live in memory."""
+    """OAuth 2.1 client_credentials for one Streamable HTTP server; tokens live in memory.
+
+    The client authenticates at the token endpoint with its secret (``client_secret_basic``,
+    ``client_secret_post``) or with a JWT it signs with its private key (``private_key_jwt``,
+    RFC 7523 section 2.2): the key is an env reference holding the PEM (``private_key``) or
+    a PEM file only its owner may read (``private_key_file``, mode 0600 or stricter).
+    """
 
     type: Literal["client_credentials"] = "client_credentials"
     client_id: Secret
-    client_secret: Secret
+    client_secret: Secret | None = None
     scope: str | None = Field(default=None, max_length=1024)
-    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post"] = (
-        "client_secret_basic"  # noqa: S105 -- a method name, not a password
-    )
+    token_endpoint_auth_method: Literal[
+        "client_secret_basic", "client_secret_post", "private_key_jwt"
+    ] = "client_secret_basic"  # noqa: S105 -- a method name, not a password
+    private_key: Secret | None = Field(
+        default=None, description="private_key_jwt: the PEM private key, as { env = \"NAME\" }.")
+    private_key_file: Path | None = Field(
+        default=None, description="private_key_jwt: a PEM private key file (mode 0600).")
+    key_id: str | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="private_key_jwt: the key's id, sent as the assertion's kid header.")
+    signing_algorithm: SigningAlgorithm = Field(
+        default="RS256", description="private_key_jwt: the JWS algorithm of the assertion.")
     issuer: str | None = Field(
         default=None, max_length=2048,
         description="Pin the authorization server (https URL) that may receive the credentials; "
@@ -101,9 +123,43 @@ class McpOAuthSettings(Strict):
     def _https_issuer(cls, value: str | None) -> str | None:
         return _https_or_loopback(value, "issuer")
 
+    @field_validator("private_key_file")
+    @classmethod
+    def _absolute_key_file(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        value = value.expanduser()
+        if not value.is_absolute():
+            raise PydanticCustomError(
+                "mcp_oauth", "private_key_file must be an absolute path (or start with ~)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_way_to_authenticate(self) -> McpOAuthSettings:
+        keys = [k for k in (self.private_key, self.private_key_file) if k is not None]
+        if self.token_endpoint_auth_method == "private_key_jwt":  # noqa: S105 -- a method name
+            if len(keys) != 1:
+                raise PydanticCustomError(
+                    "mcp_oauth", "private_key_jwt needs exactly one of private_key "
+                    "({ env = \"NAME\" }) and private_key_file")
+            if self.client_secret is not None:
+                raise PydanticCustomError(
+                    "mcp_oauth", "private_key_jwt takes no client_secret")
+            return self
+        if self.client_secret is None:
+            raise PydanticCustomError(
+                "mcp_oauth", "token_endpoint_auth_method {method} needs client_secret",
+                {"method": self.token_endpoint_auth_method})
+        if keys or self.key_id is not None or "signing_algorithm" in self.model_fields_set:
+            raise PydanticCustomError(
+                "mcp_oauth", "private_key, private_key_file, key_id and signing_algorithm are "
+                "for token_endpoint_auth_method private_key_jwt")
+        return self
+
     def secret_refs(self) -> tuple[Secret, ...]:
         """The references a connection resolves (and a redactor scrubs)."""
-        return (self.client_id, self.client_secret)
+        return tuple(ref for ref in (self.client_id, self.client_secret, self.private_key)
+                     if ref is not None)
 
 
 class McpAuthorizationCodeSettings(Strict):
