@@ -327,3 +327,46 @@ def test_ctrl_c_stops_the_turn_not_the_chat(config: Path, upstream: LoopbackUpst
         term.close(kill=True)
         raise
     assert term.close() == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_text_typed_while_a_turn_streams_waits_for_the_next_prompt(config: Path) -> None:
+    term = Terminal("--config", str(config), "chat")
+    try:
+        term.expect("you> ")
+        term.send("SLOW[0.5] a slow answer in several pieces\n")
+        term.expect("echo:")  # the answer has begun; its next pieces are half a second apart
+        term.send("typed ahead\n")
+        answer = term.expect("you> ")
+        assert "typed ahead" not in answer  # not echoed into the middle of the answer
+        assert "a slow answer in several pieces" in answer
+        # What was typed is the next message.
+        term.expect("echo: typed ahead")
+        term.expect("you> ")
+        term.send("\x04")
+    except BaseException:
+        term.close(kill=True)
+        raise
+    assert term.close() == 0
+
+
+def test_ask_shows_tool_activity_on_standard_error(config: Path, work: Path) -> None:
+    touch = json.dumps({"argv": ["touch", "made.txt"], "cwd": str(work)})
+
+    def ask(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(  # noqa: S603 - our own CLI, argv list, no shell
+            [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "ask", *args],
+            capture_output=True, text=True, cwd=ROOT, timeout=TIMEOUT_S, check=False,
+            stdin=subprocess.DEVNULL,
+        )
+
+    plain = ask(f"CALL[terminal_run]: {touch}")
+    assert plain.returncode == 0, plain.stderr
+    assert "· terminal_run…\n· error RUNTIME_APPROVAL_UNAVAILABLE\n" in plain.stderr
+    assert "· terminal_run" not in plain.stdout
+    as_json = ask("--json", f"CALL[terminal_run]: {touch}")
+    assert as_json.returncode == 0, as_json.stderr
+    assert "· terminal_run…\n· error RUNTIME_APPROVAL_UNAVAILABLE\n" in as_json.stderr
+    answer = json.loads(as_json.stdout)  # standard output is still one JSON object
+    assert len(answer["tools"]) == 1
+    assert not (work / "made.txt").exists()

@@ -16,6 +16,10 @@ Decisions a newcomer would otherwise undo:
 * **Tool events are shown from the turn's ``notify`` callback**, not from the stream's
   event chunks: the callback runs before the tool does, so ``· terminal_run…`` is on the
   screen before an approval prompt asks about it, never after.
+* **Echo is off while a turn runs** (:class:`deepseek_eyes.cli.repl.TypeAhead`): what a
+  person types then is kept by the terminal, not echoed into the streaming answer, and is
+  read as the next message once the turn ends; an approval question turns echo on for its
+  answer.
 * **A turn's failure is the turn's, not the chat's**: it prints ``error CODE: sentence``
   (or ``{"error": …}`` with ``--json``) and the next line is read. The chat ends only at
   ``/exit`` or end of input, with status 0. Ctrl-C interrupts a running turn; at the
@@ -43,7 +47,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from deepseek_eyes.cli.common import dump_json
-from deepseek_eyes.cli.repl import LineReader, Screen, describe_event, interrupts, is_terminal
+from deepseek_eyes.cli.repl import (
+    LineReader,
+    Screen,
+    TypeAhead,
+    describe_event,
+    interrupts,
+    is_terminal,
+)
 from deepseek_eyes.errors import CliError, DeepSeekEyesError, StoreError
 
 if TYPE_CHECKING:
@@ -78,8 +89,10 @@ class Chat:
     """One chat: its runtime, its session, the images waiting for the next message."""
 
     def __init__(self, runtime: Runtime, *, screen: Screen, as_json: bool,
-                 session_id: str, model: str | None, approver: Approver | None) -> None:
+                 session_id: str, model: str | None, approver: Approver | None,
+                 typeahead: TypeAhead | None = None) -> None:
         self.runtime = runtime
+        self.typeahead = typeahead
         self.screen = screen
         self.as_json = as_json
         self.session_id = session_id
@@ -112,6 +125,8 @@ class Chat:
     def on_event(self, event: Mapping[str, Any]) -> None:
         if event.get("type") in ("approval.wanted", "approval.decided"):
             self.approving = event["type"] == "approval.wanted"
+            if self.typeahead is not None:  # the approval answer is typed, and seen
+                (self.typeahead.release if self.approving else self.typeahead.hold)()
         text = None if self.as_json else describe_event(event)
         if text is not None:
             self.screen.note(text)
@@ -278,6 +293,8 @@ class Chat:
         """Run one turn, interruptible by Ctrl-C; its failure is reported, not raised."""
         self.interrupted = False
         self.turn = asyncio.ensure_future(self._turn(text))
+        if self.typeahead is not None:
+            self.typeahead.hold()
         try:
             await self.turn
         except asyncio.CancelledError:
@@ -289,6 +306,8 @@ class Chat:
         except DeepSeekEyesError as exc:
             self.error(exc)
         finally:
+            if self.typeahead is not None:
+                self.typeahead.release()
             self.turn = None
             self.approving = False
 
@@ -390,7 +409,8 @@ def chat_command(ctx: click.Context, session_id: str | None, model: str | None,
             runtime.check_credentials()
             chat = Chat(runtime, screen=screen, as_json=as_json,
                         session_id=session_id or runtime.sessions.new_id(), model=model,
-                        approver=terminal_approver(runtime, Progress(None)))
+                        approver=terminal_approver(runtime, Progress(None)),
+                        typeahead=TypeAhead(stdin) if screen.interactive else None)
             with interrupts(chat.interrupt):
                 await chat.run(LineReader(stdin))
 

@@ -15,6 +15,9 @@ what the conversation does (:mod:`deepseek_eyes.cli.chat`).
   ``\ufffd``, never sent: a model that read a hostile page or tool result must not be able
   to move the cursor, retitle the window or write the clipboard (OSC 52). Piped output is
   the text exactly as received.
+* :class:`TypeAhead` turns the terminal's echo off while a turn streams, so text typed
+  meanwhile is not echoed into the middle of the answer; the terminal keeps it, and it is
+  read (and, with line editing, shown at the prompt) as the next message.
 * :func:`interrupts` sends Ctrl-C to a handler instead of ending the process.
 
 Only the standard library is imported: this module is imported when ``chat`` starts.
@@ -32,8 +35,8 @@ from typing import Any, TextIO
 
 from deepseek_eyes.errors import CliError
 
-__all__ = ["MAX_LINE_CHARS", "PROMPT", "LineReader", "Screen", "describe_event", "interrupts",
-           "is_terminal"]
+__all__ = ["MAX_LINE_CHARS", "PROMPT", "LineReader", "Screen", "TypeAhead", "describe_event",
+           "interrupts", "is_terminal"]
 
 #: The longest line read as one message; a longer one is refused whole, never cut.
 MAX_LINE_CHARS = 1024 * 1024
@@ -165,6 +168,52 @@ class Screen:
         if self.interactive:
             self.err.write(PROMPT)
             self.err.flush()
+
+
+class TypeAhead:
+    """The terminal's echo, off while a turn runs (:meth:`hold`) and on again after it or
+    while an approval question wants an answer (:meth:`release`).
+
+    Only echo changes: the line discipline still collects what is typed, so nothing is lost
+    and nothing is flushed, and Ctrl-C still interrupts. Not a terminal (a pipe): nothing.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._fd: int | None = None
+        self._saved: list[Any] | None = None
+        if is_terminal(stream):
+            try:
+                import termios  # POSIX only: elsewhere text typed ahead is echoed as before
+
+                self._fd = stream.fileno()
+                self._saved = termios.tcgetattr(self._fd)
+            except (ImportError, OSError, ValueError):
+                self._fd = None
+
+    def _set(self, *, echo: bool) -> None:
+        if self._fd is None or self._saved is None:
+            return
+        import termios
+
+        attributes = list(self._saved)
+        attributes[3] = (attributes[3] | termios.ECHO if echo
+                         else attributes[3] & ~termios.ECHO)
+        with contextlib.suppress(OSError):  # TCSANOW: what was typed stays queued
+            termios.tcsetattr(self._fd, termios.TCSANOW, attributes)
+
+    def hold(self) -> None:
+        self._set(echo=False)
+
+    def release(self) -> None:
+        self._set(echo=True)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        self.hold()
+        try:
+            yield
+        finally:
+            self.release()
 
 
 def describe_event(event: Mapping[str, Any]) -> str | None:
