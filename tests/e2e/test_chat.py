@@ -460,6 +460,7 @@ def test_a_message_of_several_lines_arrives_whole(
 def test_ctrl_c_mid_stream_aborts_the_turn_and_the_next_message_works(
     config: Path, upstream: LoopbackUpstream
 ) -> None:
+    cut = upstream.cut_streams
     term = Terminal("--config", str(config), "chat", "--session", "abort-1")
     try:
         term.expect("you> ")
@@ -467,6 +468,7 @@ def test_ctrl_c_mid_stream_aborts_the_turn_and_the_next_message_works(
         term.expect("echo:")  # streaming; the next piece is five seconds away
         term.send("\x03")
         term.expect("· interrupted")
+        assert upstream.wait_for_cut_streams(cut + 1, TIMEOUT_S)  # the stream was closed
         term.expect("you> ")
         term.send("after the stop\n")
         term.expect("echo: after the stop")
