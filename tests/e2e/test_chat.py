@@ -281,7 +281,8 @@ def test_at_a_terminal_the_prompt_streams_and_approvals_are_asked(
         assert (work / "made.txt").exists()
         term.expect("you> ")
         # What the model says cannot drive the terminal: its escape sequences are shown.
-        term.send("colour \x1b[31mred\n")
+        # (Ctrl-V first: at a line-editing prompt Escape is a key, quoted-insert types it.)
+        term.send("colour \x16\x1b[31mred\n")
         term.expect("echo: colour \ufffd[31mred")
         term.expect("you> ")
         # A second instruction that calls a tool: in thinking mode both tool exchanges go
@@ -316,6 +317,8 @@ def test_ctrl_c_stops_the_turn_not_the_chat(config: Path, upstream: LoopbackUpst
         term.send("\x03")  # Ctrl-C while the model does not answer
         term.expect("· interrupted")
         term.expect("you> ")
+        term.send("a draft")
+        term.expect("a draft")
         term.send("\x03")  # at the prompt: the line is dropped, the chat stays
         term.expect("(/exit or Ctrl-D leaves)")
         term.expect("you> ")
@@ -327,3 +330,160 @@ def test_ctrl_c_stops_the_turn_not_the_chat(config: Path, upstream: LoopbackUpst
         term.close(kill=True)
         raise
     assert term.close() == 0
+
+
+def _has_readline() -> bool:
+    try:
+        import readline  # noqa: F401 - the check is whether it imports
+    except ImportError:
+        return False
+    return True
+
+
+# With CI=true a missing pseudo-terminal or readline fails the test instead of skipping it.
+_CI = os.environ.get("CI") == "true"
+needs_editing = pytest.mark.skipif(
+    not _CI and not (hasattr(os, "openpty") and _has_readline()),
+    reason="needs a pseudo-terminal and readline")
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_text_typed_while_a_turn_streams_waits_for_the_next_prompt(config: Path) -> None:
+    term = Terminal("--config", str(config), "chat")
+    try:
+        term.expect("you> ")
+        term.send("SLOW[0.5] a slow answer in several pieces\n")
+        term.expect("echo:")  # the answer has begun; its next pieces are half a second apart
+        term.send("typed ahead\n")
+        answer = term.expect("you> ")
+        assert "typed ahead" not in answer  # not echoed into the middle of the answer
+        assert "a slow answer in several pieces" in answer
+        # What was typed is the next message.
+        term.expect("echo: typed ahead")
+        term.expect("you> ")
+        term.send("\x04")
+    except BaseException:
+        term.close(kill=True)
+        raise
+    assert term.close() == 0
+
+
+def test_ask_shows_tool_activity_on_standard_error(config: Path, work: Path) -> None:
+    touch = json.dumps({"argv": ["touch", "made.txt"], "cwd": str(work)})
+
+    def ask(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(  # noqa: S603 - our own CLI, argv list, no shell
+            [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "ask", *args],
+            capture_output=True, text=True, cwd=ROOT, timeout=TIMEOUT_S, check=False,
+            stdin=subprocess.DEVNULL,
+        )
+
+    plain = ask(f"CALL[terminal_run]: {touch}")
+    assert plain.returncode == 0, plain.stderr
+    assert "· terminal_run…\n· error RUNTIME_APPROVAL_UNAVAILABLE\n" in plain.stderr
+    assert "· terminal_run" not in plain.stdout
+    as_json = ask("--json", f"CALL[terminal_run]: {touch}")
+    assert as_json.returncode == 0, as_json.stderr
+    assert "· terminal_run…\n· error RUNTIME_APPROVAL_UNAVAILABLE\n" in as_json.stderr
+    answer = json.loads(as_json.stdout)  # standard output is still one JSON object
+    assert len(answer["tools"]) == 1
+    assert not (work / "made.txt").exists()
+
+
+@needs_editing
+def test_the_history_of_one_chat_is_recalled_in_the_next(config: Path) -> None:
+    first = Terminal("--config", str(config), "chat")
+    try:
+        first.expect("you> ")
+        first.send("remember this line\n")
+        first.expect("echo: remember this line")
+        first.expect("you> ")
+        first.send("\x04")  # Ctrl-D
+    except BaseException:
+        first.close(kill=True)
+        raise
+    assert first.close() == 0
+    history = Path(os.environ["DEEPSEEK_EYES_HOME"]) / "chat_history"
+    assert history.stat().st_mode & 0o777 == 0o600
+    second = Terminal("--config", str(config), "chat")
+    try:
+        second.expect("you> ")
+        second.send("\x1b[A\n")  # up arrow: the last message of the chat before
+        second.expect("echo: remember this line")
+        second.expect("you> ")
+        second.send("half typed")
+        second.expect("half typed")
+        second.send("\x03")  # Ctrl-C at the prompt clears the line
+        second.expect("(/exit or Ctrl-D leaves)")
+        second.expect("you> ")
+        second.send("whole\n")
+        answer = second.expect("you> ")
+        assert "echo: whole" in answer
+        assert "half typed" not in answer
+        # A Ctrl-C in the same instant as the prompt (before readline waits for a key)
+        # is acted on too, not only once the next key comes (repl.InterruptRelay).
+        second.send("\x03")
+        second.expect("(/exit or Ctrl-D leaves)")
+        second.expect("you> ")
+        second.send("\x04")
+    except BaseException:
+        second.close(kill=True)
+        raise
+    assert second.close() == 0
+
+
+@needs_editing
+def test_a_message_of_several_lines_arrives_whole(
+    config: Path, upstream: LoopbackUpstream
+) -> None:
+    term = Terminal("--config", str(config), "chat")
+    try:
+        term.expect("you> ")
+        term.send("first line \\\n")  # a trailing backslash continues the message
+        term.expect("...> ")
+        term.send("second line\n")
+        term.expect("echo: first line \nsecond line")
+        assert user_texts(upstream.requests[-1])[-1] == "first line \nsecond line"
+        term.expect("you> ")
+        term.send("pasted one\npasted two\npasted three\n")  # a pasted block: one write
+        term.expect("pasted three")
+        term.expect("you> ")
+        assert user_texts(upstream.requests[-1])[-1] == "pasted one\npasted two\npasted three"
+        term.send("\x04")
+    except BaseException:
+        term.close(kill=True)
+        raise
+    assert term.close() == 0
+
+
+@needs_editing
+def test_ctrl_c_mid_stream_aborts_the_turn_and_the_next_message_works(
+    config: Path, upstream: LoopbackUpstream
+) -> None:
+    cut = upstream.cut_streams
+    term = Terminal("--config", str(config), "chat", "--session", "abort-1")
+    try:
+        term.expect("you> ")
+        term.send("SLOW[5] a long answer that is stopped\n")
+        term.expect("echo:")  # streaming; the next piece is five seconds away
+        term.send("\x03")
+        term.expect("· interrupted")
+        assert upstream.wait_for_cut_streams(cut + 1, TIMEOUT_S)  # the stream was closed
+        term.expect("you> ")
+        term.send("after the stop\n")
+        term.expect("echo: after the stop")
+        term.expect("you> ")
+        term.send("\x04")
+    except BaseException:
+        term.close(kill=True)
+        raise
+    assert term.close() == 0
+    shown = subprocess.run(  # noqa: S603 - our own CLI, argv list, no shell
+        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "sessions", "show",
+         "abort-1", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=TIMEOUT_S,
+        check=True,
+    )
+    turns = json.loads(shown.stdout)["turns"]
+    assert [turn["outcome"] for turn in turns] == ["aborted", "ok"]
+    # The next turn carried the stopped message, and the model was asked once more.
+    assert user_texts(upstream.requests[-1])[-1] == "after the stop"

@@ -67,8 +67,10 @@ What it does, so that tests can check what reached the model:
 
 Recorded, thread-safely: every parsed chat payload with image data replaced by
 ``"<image>"`` (:attr:`LoopbackUpstream.requests`), counters, and the SHA-256 of each
-``Authorization`` header (never the header itself). :meth:`LoopbackUpstream.wait_for_calls`
-waits for requests to arrive, so a test can act while one is in flight without sleeping.
+``Authorization`` header (never the header itself), and the streams closed before their
+end (the client went away; :meth:`LoopbackUpstream.wait_for_cut_streams`).
+:meth:`LoopbackUpstream.wait_for_calls` waits for requests to arrive, so a test can act
+while one is in flight without sleeping.
 """
 
 from __future__ import annotations
@@ -611,10 +613,15 @@ class _App:
         finish = None if model == "nofinish" else reply.finish_reason
         if stream:
             events = _sse(identity, reply, finish, usage if include_usage else None,
-                          pause=lambda: self._pause(delay))
+                          pause=lambda: self._pause(delay), ended=self._stream_ended)
             return StreamingResponse(events, media_type="text/event-stream")
         await self._pause(delay)
         return JSONResponse(_completion(identity, reply, finish, usage))
+
+    def _stream_ended(self, whole: bool) -> None:
+        with self.received:
+            self.counts["streams_whole" if whole else "streams_cut"] += 1
+            self.received.notify_all()
 
     async def _pause(self, seconds: float) -> None:
         """Wait ``seconds`` (``SLOW``), or until the server stops."""
@@ -719,31 +726,39 @@ def _completion(
 
 async def _sse(
     identity: dict[str, Any], reply: _Reply, finish: str | None, usage: dict[str, Any] | None,
-    *, pause: Callable[[], Awaitable[None]],
+    *, pause: Callable[[], Awaitable[None]], ended: Callable[[bool], None],
 ) -> AsyncIterator[bytes]:
-    yield b": keep-alive\n\n"
-    yield _event(_chunk(identity, {"role": "assistant", "content": ""}))
-    for piece in _pieces(reply.reasoning, 2):
-        yield _event(_chunk(identity, {"content": None, "reasoning_content": piece}))
-    for piece in _pieces(reply.content):
-        await pause()
-        yield _event(_chunk(identity, {"content": piece}))
-    for index, call in enumerate(reply.tool_calls):
-        opening = {
-            "index": index,
-            "id": call["id"],
-            "type": "function",
-            "function": {"name": call["function"]["name"], "arguments": ""},
-        }
-        yield _event(_chunk(identity, {"tool_calls": [opening]}))
-        for piece in _pieces(call["function"]["arguments"]):
-            more = {"index": index, "function": {"arguments": piece}}
-            yield _event(_chunk(identity, {"tool_calls": [more]}))
-    if finish is not None:
-        yield _event(_chunk(identity, {"content": ""}, finish))
-    if usage is not None:
-        yield _event({**identity, "object": "chat.completion.chunk", "choices": [], "usage": usage})
-    yield b"data: [DONE]\n\n"
+    """The stream; ``ended`` is told whether it was sent whole or closed early (the client
+    went away)."""
+    whole = False
+    try:
+        yield b": keep-alive\n\n"
+        yield _event(_chunk(identity, {"role": "assistant", "content": ""}))
+        for piece in _pieces(reply.reasoning, 2):
+            yield _event(_chunk(identity, {"content": None, "reasoning_content": piece}))
+        for piece in _pieces(reply.content):
+            await pause()
+            yield _event(_chunk(identity, {"content": piece}))
+        for index, call in enumerate(reply.tool_calls):
+            opening = {
+                "index": index,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""},
+            }
+            yield _event(_chunk(identity, {"tool_calls": [opening]}))
+            for piece in _pieces(call["function"]["arguments"]):
+                more = {"index": index, "function": {"arguments": piece}}
+                yield _event(_chunk(identity, {"tool_calls": [more]}))
+        if finish is not None:
+            yield _event(_chunk(identity, {"content": ""}, finish))
+        if usage is not None:
+            yield _event({**identity, "object": "chat.completion.chunk", "choices": [],
+                          "usage": usage})
+        yield b"data: [DONE]\n\n"
+        whole = True
+    finally:
+        ended(whole)
 
 
 # -- the server -------------------------------------------------------------------------------
@@ -820,6 +835,19 @@ class LoopbackUpstream(ThreadedServer):
         with self._app.received:
             return self._app.received.wait_for(
                 lambda: self._app.counts[f"chat:{model}"] >= count, timeout)
+
+    def wait_for_cut_streams(self, count: int, timeout: float) -> bool:
+        """Wait until ``count`` streams were closed before their end (the client went away);
+        False when ``timeout`` seconds passed first."""
+        with self._app.received:
+            return self._app.received.wait_for(
+                lambda: self._app.counts["streams_cut"] >= count, timeout)
+
+    @property
+    def cut_streams(self) -> int:
+        """Streams closed before their end."""
+        with self._app.lock:
+            return self._app.counts["streams_cut"]
 
     @property
     def on_chat(self) -> Callable[[Any], None] | None:

@@ -2,7 +2,10 @@
 
 ``ask`` shows its step on a terminal when it takes over a second
 (:mod:`deepseek_eyes.cli.progress`): reading the images, waiting for the turn, and each tool
-the model calls (the runtime's progress events). With the terminal among
+the model calls (the runtime's progress events). Tool activity is also written to standard
+error one line an event, as ``chat`` writes it (``· terminal_run…``, ``· approved``,
+``· done``), with or without ``--json``: standard output keeps only the answer (or the JSON
+object), so a script reading it sees no change. With the terminal among
 ``[runtime] tool_sources``, a plan that needs approval is shown on the terminal and runs
 only on a ``y``; without a terminal (a pipe, a script) nobody can approve, so such a plan
 is not run and the model is told so."""
@@ -20,6 +23,7 @@ import click
 
 from deepseek_eyes.cli.common import dump_json, loaded_settings, stored_database
 from deepseek_eyes.cli.progress import Progress, progress_on_stderr
+from deepseek_eyes.cli.repl import describe_event
 from deepseek_eyes.errors import StoreError, TurnError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.approval import Approver, Decision, TerminalPrompt
@@ -79,6 +83,10 @@ def terminal_approver(runtime: Runtime, progress: Progress) -> Approver | None:
 
 
 def _show(progress: Progress, event: Mapping[str, Any]) -> None:
+    line = describe_event(event)
+    if line is not None:
+        with progress.hidden():  # the line is erased first, so the two never share a row
+            click.echo(line, err=True)
     if event.get("type") == "tool.started":
         progress.update(f"ask: running {event.get('tool')}…")
     elif event.get("type") == "tool.finished":

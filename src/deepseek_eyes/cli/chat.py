@@ -8,42 +8,67 @@ sends the stored history plus the new message, exactly as ``ask --session`` does
 
 Decisions a newcomer would otherwise undo:
 
-* **The event loop runs while the chat waits for a line.** The runtime holds live MCP
-  connections and the terminal's reaper; a loop stopped at a blocking ``input()`` would
-  starve them. Lines are read on request and never ahead
-  (:class:`deepseek_eyes.cli.repl.LineReader`), so an approval prompt on the terminal gets
-  the person's answer, not the reader.
+* **The event loop runs in a thread of its own; the main thread reads the lines**
+  (:func:`converse`). The runtime holds live MCP connections and the terminal's reaper,
+  which a loop stopped at a blocking ``input()`` would starve; and readline's line editing,
+  with Ctrl-C at the prompt dropping the line, works only in the main thread, where Python
+  handles signals. Lines are read between turns and never ahead, so an approval prompt on
+  the terminal gets the person's answer, not the reader. Everything that touches the
+  runtime (its database connection included) runs on the loop.
 * **Tool events are shown from the turn's ``notify`` callback**, not from the stream's
   event chunks: the callback runs before the tool does, so ``· terminal_run…`` is on the
   screen before an approval prompt asks about it, never after.
+* **Echo is off while a turn runs** (:class:`deepseek_eyes.cli.repl.TypeAhead`): what a
+  person types then is kept by the terminal, not echoed into the streaming answer, and is
+  read as the next message once the turn ends; an approval question turns echo on for its
+  answer.
 * **A turn's failure is the turn's, not the chat's**: it prints ``error CODE: sentence``
   (or ``{"error": …}`` with ``--json``) and the next line is read. The chat ends only at
-  ``/exit`` or end of input, with status 0. Ctrl-C interrupts a running turn; at the
-  prompt it only discards the line.
+  ``/exit`` or end of input, with status 0. Ctrl-C cancels a running turn (the model's
+  stream is closed, the turn recorded ``aborted``) and the chat prompts again; at the
+  prompt it discards the line.
 * **The session id is chosen when the chat starts**, so ``/session`` can name it before the
   first turn, and a turn that started a fork (its history no longer matched the log) moves
   the chat to the fork.
 
+Input: with standard input and output a terminal, readline edits the line and keeps a
+history across runs (``chat_history`` in the data directory, mode 0600); a line ending in
+``\\`` continues the message on the next, and a pasted block is one message. Otherwise one
+line is one message.
+
 Output: answers on standard output as they stream (reasoning, dimmed, only when standard
-output is a terminal); tool events, the prompt and errors on standard error. With
-``--json`` standard output has one JSON object per turn and per command result, and
+output is a terminal); tool events and errors on standard error, and the prompt too,
+except that readline writes it to standard output (it does only when that is the terminal).
+With ``--json`` standard output has one JSON object per turn and per command result, and
 nothing else is written: no prompt, no colour, no events.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import io
+import signal
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from deepseek_eyes.cli.common import dump_json
-from deepseek_eyes.cli.repl import LineReader, Screen, describe_event, interrupts, is_terminal
+from deepseek_eyes.cli.repl import (
+    PROMPT,
+    EditingReader,
+    InterruptRelay,
+    LineReader,
+    Screen,
+    TypeAhead,
+    describe_event,
+    is_terminal,
+)
 from deepseek_eyes.errors import CliError, DeepSeekEyesError, StoreError
 
 if TYPE_CHECKING:
@@ -52,7 +77,13 @@ if TYPE_CHECKING:
     from deepseek_eyes.runtime.turn import TurnResult
     from deepseek_eyes.vision.evidence.cache import ImageMeta
 
-__all__ = ["Chat", "chat_command"]
+__all__ = ["HISTORY_FILE", "Chat", "chat_command", "converse"]
+
+_T = TypeVar("_T")
+#: The typed messages of earlier chats, in the data directory (mode 0600).
+HISTORY_FILE = "chat_history"
+#: How long the chat waits for its event loop to stop once the runtime is closed.
+CLOSE_WAIT_S = 10.0
 
 #: The chat's own commands and what each does (``/help``).
 COMMANDS_HELP: tuple[tuple[str, str], ...] = (
@@ -78,8 +109,10 @@ class Chat:
     """One chat: its runtime, its session, the images waiting for the next message."""
 
     def __init__(self, runtime: Runtime, *, screen: Screen, as_json: bool,
-                 session_id: str, model: str | None, approver: Approver | None) -> None:
+                 session_id: str, model: str | None, approver: Approver | None,
+                 typeahead: TypeAhead | None = None) -> None:
         self.runtime = runtime
+        self.typeahead = typeahead
         self.screen = screen
         self.as_json = as_json
         self.session_id = session_id
@@ -112,29 +145,18 @@ class Chat:
     def on_event(self, event: Mapping[str, Any]) -> None:
         if event.get("type") in ("approval.wanted", "approval.decided"):
             self.approving = event["type"] == "approval.wanted"
+            if self.typeahead is not None:  # the approval answer is typed, and seen
+                (self.typeahead.release if self.approving else self.typeahead.hold)()
         text = None if self.as_json else describe_event(event)
         if text is not None:
             self.screen.note(text)
 
     # the loop ----------------------------------------------------------------------------
-    async def run(self, reader: LineReader) -> None:
+    async def banner(self) -> None:
         if self.screen.interactive and not self.as_json:
             count = len(self._messages())
             self.screen.note(f"chat: session {self.session_id} ({count} messages); /help "
                              "for commands, Ctrl-D to leave")
-        while True:
-            self.screen.prompt()
-            try:
-                line = await reader.readline()
-            except CliError as exc:
-                self.error(exc)
-                continue
-            if line is None:
-                if self.screen.interactive and not self.as_json:
-                    self.screen.note("")
-                return
-            if not await self.handle(line):
-                return
 
     async def handle(self, line: str) -> bool:
         """Act on one line; False when the chat should end."""
@@ -278,6 +300,8 @@ class Chat:
         """Run one turn, interruptible by Ctrl-C; its failure is reported, not raised."""
         self.interrupted = False
         self.turn = asyncio.ensure_future(self._turn(text))
+        if self.typeahead is not None:
+            self.typeahead.hold()
         try:
             await self.turn
         except asyncio.CancelledError:
@@ -289,6 +313,8 @@ class Chat:
         except DeepSeekEyesError as exc:
             self.error(exc)
         finally:
+            if self.typeahead is not None:
+                self.typeahead.release()
             self.turn = None
             self.approving = False
 
@@ -339,7 +365,7 @@ class Chat:
                              f" this conversation continues in session {result.session_id}")
 
     def interrupt(self) -> None:
-        """Ctrl-C: stop the running turn; at the prompt, drop the line and ask again.
+        """Ctrl-C while a line is handled: stop the running turn (a command is let finish).
 
         Not while an approval question waits: its reader, in a worker thread, cannot be
         stopped and would take the next line typed; the person answers it instead.
@@ -350,10 +376,87 @@ class Chat:
         if self.turn is not None and not self.turn.done():
             self.interrupted = True
             self.turn.cancel()
-            return
-        if not self.as_json:
-            self.screen.note("\n(/exit or Ctrl-D leaves)")
-            self.screen.prompt()
+
+
+class _LoopThread:
+    """The event loop, run in a daemon thread while the main thread reads the person's lines.
+
+    Daemon: a loop that hangs in shutdown must not keep the process alive after the chat.
+    The thread blocks SIGINT, and so do the threads and processes it starts (they inherit
+    the mask): Ctrl-C must reach the main thread, where it ends the wait for a line or
+    for a turn. Were it delivered to another thread, the main thread's readline would
+    never wake; and a Ctrl-C that cancels a turn should not also kill an MCP server the
+    chat started (each such child still ends on the runtime's own SIGTERM or SIGKILL).
+    """
+
+    def __init__(self, handled: Callable[[], None] = lambda: None) -> None:
+        self.handled = handled  # told of each Ctrl-C acted on (InterruptRelay.handled)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="chat-loop", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # not POSIX: as is
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        self.loop.run_forever()
+
+    def call(self, work: Coroutine[Any, Any, _T],
+             on_interrupt: Callable[[], None] | None = None) -> _T:
+        """Run ``work`` on the loop and wait for it. Ctrl-C meanwhile calls ``on_interrupt``
+        on the loop and goes on waiting; without one, it cancels ``work`` and is raised."""
+        future = asyncio.run_coroutine_threadsafe(work, self.loop)
+        while True:
+            try:
+                return future.result()
+            except KeyboardInterrupt:
+                self.handled()
+                if on_interrupt is None:
+                    future.cancel()
+                    raise
+                self.loop.call_soon_threadsafe(on_interrupt)
+
+    def close(self) -> None:
+        """Cancel what is left on the loop and stop it, as ``asyncio.run`` ends its loop."""
+        with contextlib.suppress(Exception):  # best effort: the process is ending anyway
+            asyncio.run_coroutine_threadsafe(_wind_down(), self.loop).result(CLOSE_WAIT_S)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=CLOSE_WAIT_S)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+async def _wind_down() -> None:
+    current = asyncio.current_task()
+    rest = [task for task in asyncio.all_tasks() if task is not current]
+    for task in rest:
+        task.cancel()
+    await asyncio.gather(*rest, return_exceptions=True)
+    await asyncio.get_running_loop().shutdown_asyncgens()
+
+
+def converse(chat: Chat, reader: LineReader | EditingReader, loop: _LoopThread) -> None:
+    """Read a message, handle it on the loop, until ``/exit`` or end of input."""
+    loop.call(chat.banner())
+    try:
+        while True:
+            try:
+                line = reader.read(PROMPT)
+            except KeyboardInterrupt:  # Ctrl-C at the prompt: the line is dropped
+                loop.handled()
+                if not chat.as_json:
+                    chat.screen.note("\n(/exit or Ctrl-D leaves)")
+                continue
+            except CliError as exc:
+                chat.error(exc)
+                continue
+            if line is None:
+                if chat.screen.interactive and not chat.as_json:
+                    chat.screen.note("")
+                return
+            if not loop.call(chat.handle(line), on_interrupt=chat.interrupt):
+                return
+    finally:
+        reader.close()
 
 
 def _first_line(text: str, limit: int) -> str:
@@ -386,15 +489,33 @@ def chat_command(ctx: click.Context, session_id: str | None, model: str | None,
         stdin.reconfigure(errors="replace")  # a stray byte must not end the chat
     screen = Screen(sys.stdout, sys.stderr, interactive=is_terminal(stdin) and not as_json)
     # Before any MCP server connects: the elicitation capability is declared at the handshake.
-    install_terminal_form(interactive=is_terminal(stdin) and not as_json)
+    form = install_terminal_form(interactive=is_terminal(stdin) and not as_json)
+    opened = contextlib.AsyncExitStack()
 
-    async def run() -> None:
-        async with open_runtime(ctx) as runtime:
-            runtime.check_credentials()
-            chat = Chat(runtime, screen=screen, as_json=as_json,
-                        session_id=session_id or runtime.sessions.new_id(), model=model,
-                        approver=terminal_approver(runtime, Progress(None)))
-            with interrupts(chat.interrupt):
-                await chat.run(LineReader(stdin))
+    async def start() -> Chat:
+        runtime = await opened.enter_async_context(open_runtime(ctx))
+        runtime.check_credentials()
+        return Chat(runtime, screen=screen, as_json=as_json,
+                    session_id=session_id or runtime.sessions.new_id(), model=model,
+                    approver=terminal_approver(runtime, Progress(None)),
+                    typeahead=TypeAhead(stdin) if screen.interactive else None)
 
-    asyncio.run(run())
+    relay = InterruptRelay() if screen.interactive else None
+    loop = _LoopThread(relay.handled if relay is not None else lambda: None)
+    try:
+        chat = loop.call(start())
+        if form is not None:  # a form mid-turn is answered with echo on
+            form.echo = chat.typeahead
+        reader: LineReader | EditingReader
+        if screen.interactive and EditingReader.available(stdin, sys.stdout):
+            reader = EditingReader(stdin, chat.runtime.home.root / HISTORY_FILE)
+        else:
+            reader = LineReader(stdin, sys.stderr if screen.interactive else None)
+        converse(chat, reader, loop)
+    finally:
+        try:
+            loop.call(opened.aclose())
+        finally:
+            loop.close()
+            if relay is not None:
+                relay.close()

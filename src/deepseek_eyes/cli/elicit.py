@@ -20,7 +20,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import Protocol, TextIO
 
 import anyio
 
@@ -118,13 +118,24 @@ def ask_url(server: str, message: str, url: str, read: Read, write: Write) -> An
     return Answer("accept" if line.strip().lower() in ("y", "yes") else "decline")
 
 
+class Echo(Protocol):
+    """The REPL's type-ahead: echo off while a turn streams, on while a person answers."""
+
+    def hold(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
 class TerminalForm:
-    """Ask on the controlling terminal (``chat`` run interactively)."""
+    """Ask on the controlling terminal (``chat`` run interactively). ``echo`` (set by the
+    REPL once it runs) is released while a form is asked: a form arrives mid-turn, when
+    what is typed is otherwise held unseen."""
 
     def __init__(self, *, tty: str = "/dev/tty",
                  opener: Callable[[], tuple[TextIO, TextIO]] | None = None) -> None:
         self._tty = tty
         self._opener = opener
+        self.echo: Echo | None = None
 
     @staticmethod
     def available(tty: str = "/dev/tty") -> bool:
@@ -132,6 +143,16 @@ class TerminalForm:
         return sys.stdin.isatty() and sys.stderr.isatty() and os.path.exists(tty)
 
     def _run(self, ask: Callable[[Read, Write], Answer]) -> Answer:
+        echo = self.echo
+        if echo is not None:
+            echo.release()
+        try:
+            return self._ask(ask)
+        finally:
+            if echo is not None:
+                echo.hold()
+
+    def _ask(self, ask: Callable[[Read, Write], Answer]) -> Answer:
         with contextlib.ExitStack() as opened:
             if self._opener is not None:
                 reader, writer = self._opener()
@@ -160,11 +181,13 @@ class TerminalForm:
             abandon_on_cancel=True)
 
 
-def install_terminal_form(*, interactive: bool) -> bool:
+def install_terminal_form(*, interactive: bool) -> TerminalForm | None:
     """Offer elicitation on this process's MCP connections when a person can answer here
-    (``chat``, interactive, at a terminal); otherwise offer none. Says which."""
+    (``chat``, interactive, at a terminal); otherwise offer none. Returns the form asked
+    (None: none is offered)."""
     if interactive and TerminalForm.available():
-        install_elicitor(TerminalForm())
-        return True
+        form = TerminalForm()
+        install_elicitor(form)
+        return form
     install_elicitor(None)
-    return False
+    return None

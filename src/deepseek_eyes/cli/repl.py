@@ -1,43 +1,59 @@
 """The input and output of a line-by-line conversation on the standard streams, apart from
 what the conversation does (:mod:`deepseek_eyes.cli.chat`).
 
-* :class:`LineReader` reads standard input one line per request, in a daemon thread, so the
-  event loop keeps running while a person types (the runtime holds live connections), and
-  so nothing reads ahead: while a turn runs, standard input is left alone for an approval
-  prompt, and a pipe's next line waits for the turn before it. A daemon thread rather than
-  the loop's executor, because a read blocked on a terminal must not keep the process
-  alive once the conversation has ended. Lines are bounded (:data:`MAX_LINE_CHARS`).
+* The readers are called from the main thread while the event loop runs in another
+  (:mod:`deepseek_eyes.cli.chat`), and only between turns: nothing reads ahead, so an
+  approval prompt gets the person's answer and a pipe's next line waits for the turn
+  before it. :class:`EditingReader` is used when standard input and output are both a
+  terminal: the standard library's ``readline`` (GNU readline; ``prompt_toolkit`` would be
+  a new dependency for the same keys) edits the line, recalls the history of earlier runs,
+  and turns Ctrl-C at the prompt into :class:`KeyboardInterrupt` with the line dropped,
+  which only works in the main thread. :class:`LineReader` reads a pipe, one line a
+  message. Messages are bounded (:data:`MAX_LINE_CHARS`).
+* :class:`InterruptRelay` makes a Ctrl-C end the main thread's wait even when it lands a
+  moment before readline starts waiting.
 * :class:`Screen` writes the answer to standard output as it streams and every other line
-  (events, errors, the prompt) to standard error, each on a line of its own even when both
+  (events, errors) to standard error, each on a line of its own even when both
   streams are the same terminal. Reasoning is shown only on a terminal: dimmed, or
   prefixed with ``(thinking)`` under ``NO_COLOR``.
   On a terminal, control characters in what the model or an error says are shown as
   ``\ufffd``, never sent: a model that read a hostile page or tool result must not be able
   to move the cursor, retitle the window or write the clipboard (OSC 52). Piped output is
   the text exactly as received.
-* :func:`interrupts` sends Ctrl-C to a handler instead of ending the process.
+* :class:`TypeAhead` turns the terminal's echo off while a turn streams, so text typed
+  meanwhile is not echoed into the middle of the answer; the terminal keeps it, and it is
+  read (and, with line editing, shown at the prompt) as the next message.
 
 Only the standard library is imported: this module is imported when ``chat`` starts.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
+import select
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 from deepseek_eyes.errors import CliError
 
-__all__ = ["MAX_LINE_CHARS", "PROMPT", "LineReader", "Screen", "describe_event", "interrupts",
-           "is_terminal"]
+__all__ = ["CONTINUATION", "MAX_LINE_CHARS", "PROMPT", "EditingReader", "InterruptRelay",
+           "LineReader", "Screen", "TypeAhead", "describe_event", "is_terminal"]
 
-#: The longest line read as one message; a longer one is refused whole, never cut.
+#: The longest message read; a longer one is refused whole, never cut.
 MAX_LINE_CHARS = 1024 * 1024
 PROMPT = "you> "
+#: The prompt of a message's next line (after a line ending in a backslash).
+CONTINUATION = "...> "
+#: How many messages the history file keeps.
+HISTORY_LENGTH = 1000
+#: Input already waiting this soon after a line ends belongs to it (a paste's next line).
+PASTE_GAP_S = 0.05
+#: How long a Ctrl-C may go unhandled before the main thread is signalled again.
+NUDGE_S = 0.05
 #: C0 and C1 control characters but tab and newline; a carriage return is dropped.
 _CONTROLS = {code: "\ufffd" for code in (*range(0x20), *range(0x7F, 0xA0))
              if chr(code) not in "\t\n"} | {ord("\r"): None}
@@ -51,42 +67,23 @@ def is_terminal(stream: TextIO) -> bool:
 
 
 class LineReader:
-    """Standard input one line at a time, each read in a daemon thread on request."""
+    """Standard input one message per call, without line editing (a pipe, or a terminal
+    whose standard output is not one); the prompt, if any, goes to ``prompt_to``."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, prompt_to: TextIO | None = None) -> None:
         self._stream = stream
+        self._prompt_to = prompt_to
 
-    async def readline(self) -> str | None:
+    def read(self, prompt: str = PROMPT) -> str | None:
         """The next line without its line ending; None at end of input.
 
         Raises:
             CliError: ``CLI_USAGE`` for a line over :data:`MAX_LINE_CHARS` (it is skipped).
+            KeyboardInterrupt: Ctrl-C while waiting (the terminal dropped the line).
         """
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[str | None] = loop.create_future()
-
-        def settle(line: str | None, error: BaseException | None) -> None:
-            if future.done():
-                return
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(line)
-
-        def read() -> None:
-            line: str | None = None
-            error: BaseException | None = None
-            try:
-                line = self._read()
-            except (CliError, OSError, ValueError) as exc:
-                error = exc
-            with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
-                loop.call_soon_threadsafe(settle, line, error)
-
-        threading.Thread(target=read, name="chat-stdin", daemon=True).start()
-        return await future
-
-    def _read(self) -> str | None:
+        if self._prompt_to is not None:
+            self._prompt_to.write(prompt)
+            self._prompt_to.flush()
         line = self._stream.readline(MAX_LINE_CHARS + 1)
         if not line:
             return None
@@ -95,9 +92,142 @@ class LineReader:
                 rest = self._stream.readline(MAX_LINE_CHARS)
                 if not rest or rest.endswith("\n"):
                     break
-            raise CliError(f"a line is at most {MAX_LINE_CHARS:,} characters; this one was "
-                           "not sent", code="CLI_USAGE", details={"limit": MAX_LINE_CHARS})
+            raise _too_long()
         return line.rstrip("\r\n")
+
+    def close(self) -> None:
+        """Nothing to keep (the editing reader saves its history here)."""
+
+
+def _too_long() -> CliError:
+    return CliError(f"a message is at most {MAX_LINE_CHARS:,} characters; this one was not "
+                    "sent", code="CLI_USAGE", details={"limit": MAX_LINE_CHARS})
+
+
+class EditingReader:
+    """A terminal's messages through GNU readline: line editing, and a history kept across
+    runs in ``history`` (mode 0600: what a person typed is theirs alone).
+
+    A message is one line, or several: a line ending in a backslash continues on the next
+    (:data:`CONTINUATION` prompt), and lines that arrive together, as a pasted block does,
+    are one message (what is already waiting when a line ends is read into it).
+    """
+
+    def __init__(self, stream: TextIO, history: Path) -> None:
+        import readline  # here: importing it switches input() to line editing
+
+        self._readline = readline
+        self._stream = stream
+        self._history = history
+        readline.set_history_length(HISTORY_LENGTH)
+        with contextlib.suppress(OSError):  # none yet, or unreadable: start empty
+            readline.read_history_file(history)
+
+    @staticmethod
+    def available(stdin: TextIO, stdout: TextIO) -> bool:
+        """Whether line editing works here: both streams a terminal (input() edits only
+        then) and readline importable (it is not on Windows)."""
+        if not (is_terminal(stdin) and is_terminal(stdout)):
+            return False
+        try:
+            import readline  # noqa: F401 - the check is whether it imports
+        except ImportError:
+            return False
+        return True
+
+    def read(self, prompt: str = PROMPT) -> str | None:
+        """The next message; None at end of input (Ctrl-D on an empty line).
+
+        Raises:
+            CliError: ``CLI_USAGE`` for a message over :data:`MAX_LINE_CHARS`.
+            KeyboardInterrupt: Ctrl-C at the prompt (readline has dropped the line).
+        """
+        try:
+            lines = [input(prompt)]
+        except EOFError:
+            return None
+        size = len(lines[0])
+        while size <= MAX_LINE_CHARS:
+            if lines[-1].endswith("\\"):
+                lines[-1] = lines[-1][:-1]
+                following = CONTINUATION
+            elif self._waiting():
+                following = ""  # a pasted block's next line: no prompt in its middle
+            else:
+                break
+            try:
+                lines.append(input(following))
+            except EOFError:
+                break
+            size += len(lines[-1]) + 1
+        if size > MAX_LINE_CHARS:
+            raise _too_long()
+        return "\n".join(lines)
+
+    def _waiting(self) -> bool:
+        """Whether more input is already there (a paste's next line), within a moment."""
+        try:
+            ready, _, _ = select.select([self._stream], [], [], PASTE_GAP_S)
+        except (OSError, ValueError):
+            return False
+        return bool(ready)
+
+    def close(self) -> None:
+        """Save the history (created 0600 before readline writes it)."""
+        with contextlib.suppress(OSError):
+            os.close(os.open(self._history, os.O_WRONLY | os.O_CREAT, 0o600))
+            os.chmod(self._history, 0o600)
+            self._readline.write_history_file(self._history)
+
+
+class InterruptRelay:
+    """Makes sure a Ctrl-C ends the main thread's wait, for a line or for a turn.
+
+    Python acts on a signal only when the main thread runs Python code, and a wait in C
+    (readline's ``select``, a lock) wakes only if the signal interrupts that very call. A
+    Ctrl-C that lands a moment before the call starts (the prompt just drawn, a key just
+    echoed) would wait for the next key. So every SIGINT is also written to a pipe
+    (:func:`signal.set_wakeup_fd`), and a thread signals the main thread again every
+    :data:`NUDGE_S` until :meth:`handled` says the interrupt was acted on.
+    """
+
+    def __init__(self) -> None:
+        self._handled = 0  # Ctrl-Cs the main thread acted on
+        self._received = 0  # Ctrl-Cs typed (the nudges not counted)
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)  # set_wakeup_fd's requirement
+        self._main = threading.main_thread().ident
+        self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        threading.Thread(target=self._relay, name="chat-interrupts", daemon=True).start()
+
+    def handled(self) -> None:
+        """The main thread has acted on a Ctrl-C (caught its KeyboardInterrupt)."""
+        self._handled += 1
+
+    def close(self) -> None:
+        signal.set_wakeup_fd(self._previous)
+        with contextlib.suppress(OSError):
+            os.write(self._write, b"\0")  # the relay's signal to stop
+
+    def _relay(self) -> None:
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        while True:
+            data = os.read(self._read, 512)
+            if not data or 0 in data:
+                return
+            if signal.SIGINT not in data:
+                continue
+            # Counted, not compared with a count read now: the main thread may have acted
+            # on this Ctrl-C already, and a nudge then would be a second one.
+            self._received += 1
+            stop = threading.Event()
+            while not stop.wait(NUDGE_S) and self._handled < self._received and self._main:
+                signal.pthread_kill(self._main, signal.SIGINT)
+            # What the nudges wrote to the pipe is not another Ctrl-C.
+            while select.select([self._read], [], [], 0)[0]:
+                if 0 in os.read(self._read, 512):
+                    return
 
 
 class Screen:
@@ -161,10 +291,51 @@ class Screen:
         self.err.write(text + "\n")
         self.err.flush()
 
-    def prompt(self) -> None:
-        if self.interactive:
-            self.err.write(PROMPT)
-            self.err.flush()
+
+class TypeAhead:
+    """The terminal's echo, off while a turn runs (:meth:`hold`) and on again after it or
+    while an approval question wants an answer (:meth:`release`).
+
+    Only echo changes: the line discipline still collects what is typed, so nothing is lost
+    and nothing is flushed, and Ctrl-C still interrupts. Not a terminal (a pipe): nothing.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._fd: int | None = None
+        self._saved: list[Any] | None = None
+        if is_terminal(stream):
+            try:
+                import termios  # POSIX only: elsewhere text typed ahead is echoed as before
+
+                self._fd = stream.fileno()
+                self._saved = termios.tcgetattr(self._fd)
+            except (ImportError, OSError, ValueError):
+                self._fd = None
+
+    def _set(self, *, echo: bool) -> None:
+        if self._fd is None or self._saved is None:
+            return
+        import termios
+
+        attributes = list(self._saved)
+        attributes[3] = (attributes[3] | termios.ECHO if echo
+                         else attributes[3] & ~termios.ECHO)
+        with contextlib.suppress(OSError):  # TCSANOW: what was typed stays queued
+            termios.tcsetattr(self._fd, termios.TCSANOW, attributes)
+
+    def hold(self) -> None:
+        self._set(echo=False)
+
+    def release(self) -> None:
+        self._set(echo=True)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        self.hold()
+        try:
+            yield
+        finally:
+            self.release()
 
 
 def describe_event(event: Mapping[str, Any]) -> str | None:
@@ -183,19 +354,3 @@ def describe_event(event: Mapping[str, Any]) -> str | None:
     if kind == "turn.final_call":
         return "· the model-call limit is reached; asking for the answer"
     return None  # approval.wanted: the approval prompt shows the plan itself
-
-
-@contextlib.contextmanager
-def interrupts(handler: Callable[[], None]) -> Iterator[None]:
-    """Route Ctrl-C to ``handler`` inside the block (where the platform allows it)."""
-    loop = asyncio.get_running_loop()
-    try:
-        loop.add_signal_handler(signal.SIGINT, handler)
-    except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
-
