@@ -17,14 +17,13 @@ characters removed, and the person confirms before anything is sent.
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 from collections.abc import Callable, Sequence
 from typing import Protocol, TextIO
 
 import anyio
 
 from deepseek_eyes.mcp_host.elicitation import Answer, FormField, Value, install_elicitor
+from deepseek_eyes.runtime.approval import open_terminal, terminal_available
 
 __all__ = ["MAX_TRIES", "TerminalForm", "ask_form", "ask_url", "install_terminal_form"]
 
@@ -140,7 +139,7 @@ class TerminalForm:
     @staticmethod
     def available(tty: str = "/dev/tty") -> bool:
         """Whether there is a terminal to ask on (stdin and stderr are terminals)."""
-        return sys.stdin.isatty() and sys.stderr.isatty() and os.path.exists(tty)
+        return terminal_available(tty)
 
     def _run(self, ask: Callable[[Read, Write], Answer]) -> Answer:
         echo = self.echo
@@ -154,11 +153,7 @@ class TerminalForm:
 
     def _ask(self, ask: Callable[[Read, Write], Answer]) -> Answer:
         with contextlib.ExitStack() as opened:
-            if self._opener is not None:
-                reader, writer = self._opener()
-            else:
-                reader = opened.enter_context(open(self._tty, encoding="utf-8"))
-                writer = opened.enter_context(open(self._tty, "w", encoding="utf-8"))
+            reader, writer = open_terminal(opened, self._tty, self._opener)
 
             def read() -> str | None:
                 line = reader.readline(64 * 1024)

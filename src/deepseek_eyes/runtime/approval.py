@@ -27,7 +27,10 @@ from typing import Any, Literal, Protocol, TextIO
 
 import anyio
 
-__all__ = ["Approver", "ConsoleWait", "Decision", "TerminalPrompt", "describe_plan"]
+__all__ = [
+    "Approver", "ConsoleWait", "Decision", "TerminalPrompt", "describe_plan", "open_terminal",
+    "terminal_available",
+]
 
 Decision = Literal["approved", "denied", "timeout"]
 
@@ -51,6 +54,24 @@ def describe_plan(plan: Mapping[str, Any]) -> str:
             f"  why approval: {reasons or '-'}")
 
 
+def terminal_available(tty: str = "/dev/tty") -> bool:
+    """Whether a person can be asked on the controlling terminal (stdin and stderr are
+    terminals, and ``tty`` exists)."""
+    return sys.stdin.isatty() and sys.stderr.isatty() and os.path.exists(tty)
+
+
+def open_terminal(opened: contextlib.ExitStack, tty: str,
+                  opener: Callable[[], tuple[TextIO, TextIO]] | None = None,
+                  ) -> tuple[TextIO, TextIO]:
+    """A reader and a writer on ``tty`` (closed with ``opened``), or ``opener``'s."""
+    if opener is not None:
+        return opener()
+    # Two streams: a terminal opened "r+" in text mode is refused (a text stream for
+    # reading and writing must be seekable, and a terminal is not).
+    return (opened.enter_context(open(tty, encoding="utf-8")),
+            opened.enter_context(open(tty, "w", encoding="utf-8")))
+
+
 class TerminalPrompt:
     """Ask on the controlling terminal (``ask``/``chat`` run interactively)."""
 
@@ -65,17 +86,11 @@ class TerminalPrompt:
     @staticmethod
     def available(tty: str = "/dev/tty") -> bool:
         """Whether there is a terminal to ask on (stdin and stderr are terminals)."""
-        return sys.stdin.isatty() and sys.stderr.isatty() and os.path.exists(tty)
+        return terminal_available(tty)
 
     def _ask(self, plan: Mapping[str, Any]) -> Decision:
         with contextlib.ExitStack() as opened:
-            if self._opener is not None:
-                reader, writer = self._opener()
-            else:
-                # Two streams: a terminal opened "r+" in text mode is refused (a text
-                # stream for reading and writing must be seekable, and a terminal is not).
-                reader = opened.enter_context(open(self._tty, encoding="utf-8"))
-                writer = opened.enter_context(open(self._tty, "w", encoding="utf-8"))
+            reader, writer = open_terminal(opened, self._tty, self._opener)
             writer.write(describe_plan(plan) + "\nApprove? [y/N] ")
             writer.flush()
             answer = reader.readline()
