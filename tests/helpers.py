@@ -22,12 +22,22 @@ from typing import NoReturn
 
 import pytest
 
-__all__ = ["GATEWAY_KEY", "ServedGateway", "SmallDisk", "mount_read_only", "mount_tmpfs",
-           "require_module", "serve_gateway"]
+__all__ = ["BLIND", "BLIND_TOML", "GATEWAY_KEY", "LOCAL_VISION", "ServedGateway", "SmallDisk",
+           "mount_read_only", "mount_tmpfs", "require_module", "serve_gateway"]
 
 #: The key :func:`serve_gateway` gives a gateway unless the test sets its own. Tokens in
 #: tests are random literals: every server refuses patterned ones (serving/tokens.py).
 GATEWAY_KEY = "DuZnn3inbKNJ3aqCH0KIHObov3W_PHFryIjOq-dOgWc"
+
+
+#: For a test about something other than learning which model sees: the settings say the
+#: text-only model is text-only (no probe), and images are read by the local route alone
+#: (no ``deepseek`` route). Merge BLIND into ``[llm]`` and LOCAL_VISION into ``[vision]``,
+#: or append BLIND_TOML to a settings file that has no ``[vision]`` table of its own.
+BLIND = {"models": [{"id": "deepseek-v4-pro", "input": ["text"]}]}
+LOCAL_VISION = {"deepseek": {"enabled": False}}
+BLIND_TOML = ('\n[[llm.models]]\nid = "deepseek-v4-pro"\ninput = ["text"]\n'
+              '\n[vision.deepseek]\nenabled = false\n')
 
 
 def _unavailable(reason: str) -> NoReturn:

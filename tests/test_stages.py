@@ -66,8 +66,8 @@ def test_a_stopped_clock_counts_no_more() -> None:
 
 def test_the_gateway_reports_stages_as_server_timing_when_asked() -> None:
     with LoopbackUpstream() as upstream:
-        llm = {"base_url": upstream.base_url, "model": "deepseek-v4-flash"}
-        body = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}]}
+        llm = {"base_url": upstream.base_url, "model": "deepseek-v4-pro"}
+        body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "hi"}]}
         with serve_in_process(llm) as door:
             plain = door.http.post("/v1/chat/completions", json=body)
         assert plain.status_code == 200

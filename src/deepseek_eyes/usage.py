@@ -30,6 +30,9 @@ class UsageCategory(StrEnum):
     COMPUTER_USE = "computer_use"  # final-model calls that read browser/desktop results
     # estimated attribution (subsets of exact requests)
     BRIDGE_INPUT = "bridge_input"  # evidence text handed to the final model
+    # images sent to a seeing final model as pixels: the table's estimate per image, or
+    # the upstream's own count when it reports one (prompt_tokens_details.image_tokens)
+    NATIVE_IMAGE_INPUT = "native_image_input"
     MCP_SCHEMA = "mcp_schema"
     MCP_RESULT = "mcp_result"
     # avoided: what we did not send or pay for
@@ -109,6 +112,9 @@ class ProviderUsage:
     reasoning_tokens: int = 0
     cache_hit_tokens: int = 0
     cache_miss_tokens: int = 0
+    #: Input tokens the provider says its images cost (prompt_tokens_details.image_tokens),
+    #: when it says; part of prompt_tokens, not added to it.
+    image_tokens: int = 0
 
     @classmethod
     def from_openai(cls, usage: JsonObject | None) -> ProviderUsage:
@@ -121,12 +127,16 @@ class ProviderUsage:
 
         details = usage.get("completion_tokens_details")
         reasoning = num(details.get("reasoning_tokens")) if isinstance(details, dict) else 0
+        prompt_details = usage.get("prompt_tokens_details")
+        images = (num(prompt_details.get("image_tokens"))
+                  if isinstance(prompt_details, dict) else 0)
         return cls(
             prompt_tokens=num(usage.get("prompt_tokens")),
             completion_tokens=num(usage.get("completion_tokens")),
             reasoning_tokens=reasoning,
             cache_hit_tokens=num(usage.get("prompt_cache_hit_tokens")),
             cache_miss_tokens=num(usage.get("prompt_cache_miss_tokens")),
+            image_tokens=images,
         )
 
     @property
@@ -210,9 +220,9 @@ class UsageTracker:
             if category.exact:
                 exact[category.value] = cast(ExactTotals, {  # ProviderUsage's fields
                     "calls": row["calls"],
-                    **asdict(
+                    **{k: v for k, v in asdict(
                         ProviderUsage(row["p"], row["c"], row["r"], row["h"], row["m"])
-                    ),
+                    ).items() if k != "image_tokens"},
                 })
             else:
                 other[category.value] = {"events": row["calls"], "estimated_tokens": row["e"]}

@@ -43,7 +43,7 @@ def work(tmp_path: Path) -> Path:
 def settings(tmp_path: Path, llm_url: str, vision_url: str, work: Path) -> Path:
     config = tmp_path / "eyes.toml"
     config.write_text(
-        f'[llm]\nbase_url = "{llm_url}"\napi_key = false\nmodel = "deepseek-v4-flash"\n'
+        f'[llm]\nbase_url = "{llm_url}"\napi_key = false\nmodel = "deepseek-v4-pro"\n'
         "timeout = 20\n\n"
         '[runtime]\ntool_sources = ["look", "terminal"]\napproval_timeout = 60\n\n'
         f'[terminal]\nworkspaces = ["{work}"]\n\n'

@@ -197,7 +197,7 @@ def test_ask_and_sessions(tmp_path: Path) -> None:
         config = tmp_path / "eyes.toml"
         config.write_text(
             f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
-            'model = "deepseek-v4-flash"\n', encoding="utf-8",
+            'model = "deepseek-v4-pro"\n', encoding="utf-8",
         )
         first = run("--config", str(config), "ask", "--json", "--session", "s1", "hello there")
         assert first.returncode == 0, first.stderr

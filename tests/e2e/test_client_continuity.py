@@ -21,7 +21,7 @@ import pytest
 from helpers import ServedGateway, open_gateway_env, require_module, run_cli, serve_gateway
 from runtime.upstream import LoopbackUpstream
 
-MODEL = "deepseek-v4-flash"
+MODEL = "deepseek-v4-pro"
 
 
 @pytest.fixture(scope="module")

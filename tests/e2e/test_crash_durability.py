@@ -79,7 +79,7 @@ def _client(base: str, index: int, answers: list[dict[str, Any]], stop: threadin
             turn += 1
             history.append({"role": "user", "content": f"turn {turn} of client {index}\n"
                             f"ANSWER: answer {turn} for {index}"})
-            body = {"model": "deepseek-v4-flash", "messages": history,
+            body = {"model": "deepseek-v4-pro", "messages": history,
                     "stream": turn % 2 == 0}
             try:
                 answer = _post(http, base, body, session)
@@ -135,7 +135,7 @@ def test_kill_9_under_load_loses_no_answered_turn(tmp_path: Path) -> None:
         config = tmp_path / "eyes.toml"
         config.write_text(
             f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
-            'model = "deepseek-v4-flash"\ntimeout = 10\n'
+            'model = "deepseek-v4-pro"\ntimeout = 10\n'
             "[gateway]\nrate_limit_per_minute = 1000000\n", encoding="utf-8")
         process, base = _start(config, home)
         answers: list[dict[str, Any]] = []
@@ -172,7 +172,7 @@ def test_kill_9_under_load_loses_no_answered_turn(tmp_path: Path) -> None:
         process, base = _start(config, home)  # a restart recovers and answers again
         try:
             again = httpx.post(f"{base}/chat/completions", timeout=10, json={
-                "model": "deepseek-v4-flash",
+                "model": "deepseek-v4-pro",
                 "messages": [{"role": "user", "content": "after the crash"}]})
             assert again.status_code == 200
         finally:

@@ -32,7 +32,7 @@ import pytest
 from helpers import ServedGateway, open_gateway_env, run_cli, serve_gateway
 from runtime.upstream import LoopbackUpstream
 
-MODEL = "deepseek-v4-flash"
+MODEL = "deepseek-v4-pro"
 PAIRS = 20
 
 

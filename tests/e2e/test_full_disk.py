@@ -33,7 +33,7 @@ import pytest
 from helpers import ServedGateway, SmallDisk, open_gateway_env, run_cli, serve_gateway
 from runtime.upstream import LoopbackUpstream
 
-MODEL = "deepseek-v4-flash"
+MODEL = "deepseek-v4-pro"
 SESSION_HEADER = "X-DeepSeekEyes-Session"
 
 

@@ -48,7 +48,7 @@ def gateway(upstream: LoopbackUpstream, gateway_home: Path) -> Iterator[str]:
     home = gateway_home
     config = home / "eyes.toml"
     config.write_text(
-        f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\nmodel = "deepseek-v4-flash"\n'
+        f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\nmodel = "deepseek-v4-pro"\n'
         "timeout = 10\n",
         encoding="utf-8",
     )
@@ -102,16 +102,16 @@ def _close_clients() -> Iterator[None]:
 def test_models_list_every_model_with_image_input(gateway: str) -> None:
     models = client(gateway).models.list()
     ids = [m.id for m in models.data]
-    assert "deepseek-v4-flash" in ids
     assert "deepseek-v4-pro" in ids
-    entry = next(m for m in models.data if m.id == "deepseek-v4-flash")
+    assert "deepseek-v4-pro" in ids
+    entry = next(m for m in models.data if m.id == "deepseek-v4-pro")
     assert entry.model_extra is not None
     assert "image" in entry.model_extra["input_modalities"]
 
 
 def test_text_non_streaming(gateway: str) -> None:
     reply = client(gateway).chat.completions.create(
-        model="deepseek-v4-flash", messages=[{"role": "user", "content": "hello"}]
+        model="deepseek-v4-pro", messages=[{"role": "user", "content": "hello"}]
     )
     assert reply.choices[0].message.content == "echo: hello"
     assert reply.usage is not None
@@ -120,7 +120,7 @@ def test_text_non_streaming(gateway: str) -> None:
 
 def test_text_streaming_with_usage(gateway: str) -> None:
     stream = client(gateway).chat.completions.create(
-        model="deepseek-v4-flash", messages=[{"role": "user", "content": "stream please"}],
+        model="deepseek-v4-pro", messages=[{"role": "user", "content": "stream please"}],
         stream=True, stream_options={"include_usage": True},
     )
     chunks = list(stream)
@@ -135,17 +135,17 @@ def test_cache_hits_reach_openai_clients_where_they_read_them(gateway: str) -> N
     pydantic-ai) read ``prompt_tokens_details.cached_tokens``: both carry the hits."""
     first: list[dict[str, Any]] = [{"role": "user", "content": "a long question " * 40}]
     api = client(gateway)
-    answer = api.chat.completions.create(model="deepseek-v4-flash", messages=first)  # type: ignore[arg-type]
+    answer = api.chat.completions.create(model="deepseek-v4-pro", messages=first)  # type: ignore[arg-type]
     history = [*first, {"role": "assistant", "content": answer.choices[0].message.content}]
     again = api.chat.completions.create(
-        model="deepseek-v4-flash", messages=[*history, {"role": "user", "content": "two"}])  # type: ignore[arg-type]
+        model="deepseek-v4-pro", messages=[*history, {"role": "user", "content": "two"}])  # type: ignore[arg-type]
     assert again.usage is not None
     hits = (again.usage.model_extra or {})["prompt_cache_hit_tokens"]
     assert hits > 0
     assert again.usage.prompt_tokens_details is not None
     assert again.usage.prompt_tokens_details.cached_tokens == hits
     streamed = list(api.chat.completions.create(
-        model="deepseek-v4-flash", messages=[*history, {"role": "user", "content": "three"}],  # type: ignore[arg-type]
+        model="deepseek-v4-pro", messages=[*history, {"role": "user", "content": "three"}],  # type: ignore[arg-type]
         stream=True, stream_options={"include_usage": True}))
     usage = streamed[-1].usage
     assert usage is not None
@@ -160,13 +160,14 @@ def test_image_non_streaming_and_streaming(gateway: str) -> None:
         {"type": "text", "text": "ANSWER: I read the receipt."},
         {"type": "image_url", "image_url": {"url": RECEIPT_URL}},
     ]}]
-    reply = client(gateway).chat.completions.create(model="deepseek-v4-flash", messages=messages)
+    reply = client(gateway).chat.completions.create(model="deepseek-v4-pro", messages=messages)
     assert reply.choices[0].message.content == "I read the receipt."
     extra = reply.model_extra or {}
     assert extra["deepseekeyes"]["path"] == "bridged"
-    assert extra["deepseekeyes"]["evidence"][0]["route"] == "local"
+    # Only [llm] is set: DeepSeek's own eyes (deepseek-flash, same upstream and key) read it.
+    assert extra["deepseekeyes"]["evidence"][0]["route"] == "deepseek"
     stream = client(gateway).chat.completions.create(
-        model="deepseek-v4-flash", messages=messages, stream=True
+        model="deepseek-v4-pro", messages=messages, stream=True
     )
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == (
         "I read the receipt."
@@ -182,7 +183,7 @@ def test_an_answer_carries_provenance_that_audit_show_resolves(
         {"type": "text", "text": "ANSWER: provenance please."},
         {"type": "image_url", "image_url": {"url": RECEIPT_URL}},
     ]}]
-    reply = client(gateway).chat.completions.create(model="deepseek-v4-flash", messages=messages)
+    reply = client(gateway).chat.completions.create(model="deepseek-v4-pro", messages=messages)
     provenance = (reply.model_extra or {})["deepseekeyes"]["provenance"]
     image = provenance["images"][0]
     assert image["sha256"] == hashlib.sha256((ROOT / "examples" / "receipt.png").read_bytes(
@@ -230,7 +231,7 @@ def test_errors_use_openai_shape_with_our_code(gateway: str) -> None:
     broken = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\nxx").decode()
     with pytest.raises(openai.BadRequestError) as bad:
         client(gateway).chat.completions.create(
-            model="deepseek-v4-flash",
+            model="deepseek-v4-pro",
             messages=[{"role": "user", "content": [{"type": "image_url",
                                                    "image_url": {"url": broken}}]}],
         )
@@ -251,7 +252,7 @@ def test_errors_use_openai_shape_with_our_code(gateway: str) -> None:
         assert failed.value.code == "LLM_HTTP_ERROR"
     with pytest.raises(openai.BadRequestError) as malformed:
         client(gateway).chat.completions.create(
-            model="deepseek-v4-flash", messages=[{"role": "wizard", "content": "x"}]
+            model="deepseek-v4-pro", messages=[{"role": "wizard", "content": "x"}]
         )
     assert malformed.value.code == "RUNTIME_BAD_MESSAGE"
 
@@ -267,7 +268,7 @@ def test_an_error_mid_stream_arrives_as_an_error_event(gateway: str) -> None:
 def test_fifty_concurrent_streams(gateway: str) -> None:
     async def one(index: int, api: openai.AsyncOpenAI) -> str:
         stream = await api.chat.completions.create(
-            model="deepseek-v4-flash", messages=[{"role": "user", "content": f"n{index}"}],
+            model="deepseek-v4-pro", messages=[{"role": "user", "content": f"n{index}"}],
             stream=True,
         )
         return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
@@ -296,7 +297,7 @@ def test_a_header_names_the_session_otherwise_each_request_is_its_own(gateway: s
     api = client(gateway)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
     first = api.chat.completions.create(
-        model="deepseek-v4-flash", messages=messages,  # type: ignore[arg-type]
+        model="deepseek-v4-pro", messages=messages,  # type: ignore[arg-type]
         extra_headers={"X-DeepSeekEyes-Session": "conv-1"},
     )
     assert (first.model_extra or {})["deepseekeyes"]["session_id"] == "conv-1"
@@ -304,14 +305,14 @@ def test_a_header_names_the_session_otherwise_each_request_is_its_own(gateway: s
     extended = [*messages, {"role": "assistant", "content": first.choices[0].message.content},
                 {"role": "user", "content": "and then?"}]
     second = api.chat.completions.create(
-        model="deepseek-v4-flash", messages=extended,  # type: ignore[arg-type]
+        model="deepseek-v4-pro", messages=extended,  # type: ignore[arg-type]
         extra_headers={"X-DeepSeekEyes-Session": "conv-1"},
     )
     assert (second.model_extra or {})["deepseekeyes"]["session_id"] == "conv-1"
     assert "fork" not in (second.model_extra or {})["deepseekeyes"]
     # One that does not (the first request again: a regeneration) starts a fork, said so.
     again = api.chat.completions.with_raw_response.create(
-        model="deepseek-v4-flash", messages=messages,  # type: ignore[arg-type]
+        model="deepseek-v4-pro", messages=messages,  # type: ignore[arg-type]
         extra_headers={"X-DeepSeekEyes-Session": "conv-1"},
     )
     ours = (again.parse().model_extra or {})["deepseekeyes"]
@@ -319,14 +320,14 @@ def test_a_header_names_the_session_otherwise_each_request_is_its_own(gateway: s
     assert again.headers["x-deepseekeyes-session"] == ours["session_id"]
     assert ours["fork"] == {"from": "conv-1", "at": 1}
     anonymous = [
-        (api.chat.completions.create(model="deepseek-v4-flash", messages=messages).model_extra
+        (api.chat.completions.create(model="deepseek-v4-pro", messages=messages).model_extra
          or {})["deepseekeyes"]["session_id"]
         for _ in range(2)
     ]
     assert len(set(anonymous)) == 2
     with pytest.raises(openai.BadRequestError) as bad:
         api.chat.completions.create(
-            model="deepseek-v4-flash", messages=messages,
+            model="deepseek-v4-pro", messages=messages,
             extra_headers={"X-DeepSeekEyes-Session": "../etc"},
         )
     assert bad.value.code == "STORE_SESSION_INVALID"

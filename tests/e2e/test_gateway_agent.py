@@ -61,7 +61,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         config = root / "eyes.toml"
         config.write_text(
             f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
-            'model = "deepseek-v4-flash"\ntimeout = 20\n\n'
+            'model = "deepseek-v4-pro"\ntimeout = 20\n\n'
             '[runtime]\ntool_sources = ["look", "mcp", "terminal"]\napproval_timeout = 30\n\n'
             f'[terminal]\nworkspaces = ["{work}"]\nport = {console_port}\n\n'
             '[[mcp.servers]]\nid = "everything"\ntransport = "stdio"\n'
@@ -90,7 +90,7 @@ def test_an_mcp_tool_reaches_the_answer_whole_and_streamed(served: Served) -> No
     try:
         ask = 'CALL[mcp__everything__echo]: {"message": "zebra"}'
         messages = [{"role": "user", "content": ask}]
-        reply = api.chat.completions.create(model="deepseek-v4-flash", messages=messages)
+        reply = api.chat.completions.create(model="deepseek-v4-pro", messages=messages)
         text = reply.choices[0].message.content or ""
         assert text.startswith("after mcp__everything__echo:")
         assert "zebra" in text
@@ -98,7 +98,7 @@ def test_an_mcp_tool_reaches_the_answer_whole_and_streamed(served: Served) -> No
         ours = (reply.model_extra or {})["deepseekeyes"]
         assert [t["tool"] for t in ours["tools"]] == ["mcp__everything__echo"]
         chunks = list(api.chat.completions.create(
-            model="deepseek-v4-flash", messages=messages, stream=True))
+            model="deepseek-v4-pro", messages=messages, stream=True))
         streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         assert streamed == text
         kinds = [e["type"] for e in events_of(chunks)]
@@ -117,7 +117,7 @@ def test_a_write_waits_for_the_console(served: Served, action: str, made: bool) 
     try:
         call = {"argv": ["touch", target.name], "cwd": str(served.work)}
         stream = api.chat.completions.create(
-            model="deepseek-v4-flash", stream=True,
+            model="deepseek-v4-pro", stream=True,
             messages=[{"role": "user", "content": f"CALL[terminal_run]: {json.dumps(call)}"}])
         chunks: list[Any] = []
         decided = False

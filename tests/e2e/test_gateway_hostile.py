@@ -53,7 +53,7 @@ def upstream() -> Iterator[LoopbackUpstream]:
 def gateway(upstream: LoopbackUpstream, isolated_home: Path) -> Iterator[Gateway]:
     upstream.reset()
     with serve({"base_url": upstream.base_url,
-                               "model": "deepseek-v4-flash"}) as served:
+                               "model": "deepseek-v4-pro"}) as served:
         yield served
 
 
@@ -73,7 +73,7 @@ def error_of(response: httpx.Response) -> dict[str, Any]:
 
 
 def chat_body(**extra: Any) -> dict[str, Any]:
-    return {"model": "deepseek-v4-flash",
+    return {"model": "deepseek-v4-pro",
             "messages": [{"role": "user", "content": "hi"}], **extra}
 
 
@@ -87,40 +87,40 @@ HOSTILE: dict[str, tuple[bytes, str, str | None]] = {
         "GATEWAY_JSON_TOO_DEEP", None,
     ),
     "deep nesting (within the recursion limit)": (
-        raw('{"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}],'
+        raw('{"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "hi"}],'
             ' "metadata": ' + "[" * 100 + "]" * 100 + "}"),
         "GATEWAY_JSON_TOO_DEEP", None,
     ),
     "lone surrogate in content": (
-        raw('{"model": "deepseek-v4-flash", "messages": '
+        raw('{"model": "deepseek-v4-pro", "messages": '
             '[{"role": "user", "content": "a\\ud800b"}]}'),
         "GATEWAY_BAD_REQUEST", None,
     ),
     "lone surrogate in a key": (
-        raw('{"model": "deepseek-v4-flash", "\\udfff": 1, "messages": '
+        raw('{"model": "deepseek-v4-pro", "\\udfff": 1, "messages": '
             '[{"role": "user", "content": "hi"}]}'),
         "GATEWAY_BAD_REQUEST", None,
     ),
     # json decodes bytes with surrogatepass: an encoded surrogate (ED A0 80), not escaped
     "lone surrogate as raw UTF-8 bytes": (
-        b'{"model": "deepseek-v4-flash", "messages": '
+        b'{"model": "deepseek-v4-pro", "messages": '
         b'[{"role": "user", "content": "a\xed\xa0\x80b"}]}',
         "GATEWAY_BAD_REQUEST", None,
     ),
     "lone surrogate in a UTF-16 body": (
-        '{"model": "deepseek-v4-flash", "messages": '
+        '{"model": "deepseek-v4-pro", "messages": '
         '[{"role": "user", "content": "a\\ud800b"}]}'.encode("utf-16"),
         "GATEWAY_BAD_REQUEST", None,
     ),
     "NaN": (raw(json.dumps(chat_body(temperature=float("nan")))), "GATEWAY_BAD_REQUEST", None),
     "Infinity": (raw(json.dumps(chat_body(top_p=float("inf")))), "GATEWAY_BAD_REQUEST", None),
     "-Infinity in a message": (
-        raw('{"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi",'
+        raw('{"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "hi",'
             ' "x": -Infinity}]}'),
         "GATEWAY_BAD_REQUEST", None,
     ),
     "a float that overflows": (
-        raw('{"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}],'
+        raw('{"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "hi"}],'
             ' "temperature": 1e999}'),
         "GATEWAY_BAD_REQUEST", None,
     ),
@@ -247,13 +247,13 @@ def test_models_with_the_upstream_down_is_a_502_not_an_empty_list(isolated_home:
 def test_models_with_the_upstream_down_lists_the_declared_ones_and_says_so(
     isolated_home: Path,
 ) -> None:
-    llm = {"base_url": f"http://127.0.0.1:{closed_port()}/v1", "model": "deepseek-v4-flash",
+    llm = {"base_url": f"http://127.0.0.1:{closed_port()}/v1", "model": "deepseek-v4-pro",
            "models": [{"id": "deepseek-v4-pro"}]}
     with serve(llm) as down:
         response = down.http.get("/v1/models")
     assert response.status_code == 200, response.text
     body = response.json()
-    assert [m["id"] for m in body["data"]] == ["deepseek-v4-pro", "deepseek-v4-flash"]
+    assert [m["id"] for m in body["data"]] == ["deepseek-v4-pro", "deepseek-v4-pro"]
     assert body["deepseekeyes"] == {
         "complete": False, "upstream_error": "LLM_UNAVAILABLE", "sources": ["settings"],
     }
@@ -288,7 +288,7 @@ def test_a_stream_carries_the_session_header_and_a_final_deepseekeyes_chunk(
             extra: dict[str, Any] = {} if options is None else {"stream_options": options}
             session = f"streamed-{number}"
             with api.chat.completions.with_streaming_response.create(
-                model="deepseek-v4-flash", messages=[{"role": "user", "content": "stream"}],
+                model="deepseek-v4-pro", messages=[{"role": "user", "content": "stream"}],
                 stream=True, extra_headers={"X-DeepSeekEyes-Session": session}, **extra,
             ) as response:
                 assert response.headers["x-deepseekeyes-session"] == session
@@ -314,7 +314,7 @@ def test_tool_call_deltas_are_forwarded_as_they_arrive(gateway: Gateway) -> None
     api = openai_client(gateway)
     try:
         stream = api.chat.completions.create(
-            model="deepseek-v4-flash", tools=[WEATHER], stream=True,
+            model="deepseek-v4-pro", tools=[WEATHER], stream=True,
             messages=[{"role": "user", "content": f"CALL[weather]: {arguments}"}],
         )
         chunks = list(stream)
@@ -342,7 +342,7 @@ def test_content_is_null_beside_tool_calls(gateway: Gateway) -> None:
     api = openai_client(gateway)
     try:
         reply = api.chat.completions.create(
-            model="deepseek-v4-flash", tools=[WEATHER],
+            model="deepseek-v4-pro", tools=[WEATHER],
             messages=[{"role": "user", "content": 'CALL[weather]: {"city": "X"}'}],
         )
     finally:
@@ -384,7 +384,7 @@ def test_too_many_images_are_refused_before_anything_is_decoded_or_stored(
         for m in range(40)
     ]
     started = time.perf_counter()
-    response = gateway.http.post(CHAT, json={"model": "deepseek-v4-flash",
+    response = gateway.http.post(CHAT, json={"model": "deepseek-v4-pro",
                                              "messages": messages})
     elapsed = time.perf_counter() - started
     assert response.status_code == 400, response.text
@@ -402,7 +402,7 @@ def test_a_refused_image_leaves_none_of_the_others_behind(
     broken = _url(_png(99, (40, 30))[:-30])  # truncated: the header passes, the pixels not
     parts = [{"type": "image_url", "image_url": {"url": u}} for u in [*good, broken]]
     response = gateway.http.post(CHAT, json={
-        "model": "deepseek-v4-flash", "messages": [{"role": "user", "content": parts}]})
+        "model": "deepseek-v4-pro", "messages": [{"role": "user", "content": parts}]})
     assert response.status_code == 400, response.text
     assert error_of(response)["code"].startswith("IMAGE_")
     assert _stored_images(gateway) == (0, 0)
@@ -419,7 +419,7 @@ def test_an_image_repeated_in_one_message_is_decoded_stored_and_rendered_once(
     parts: list[dict[str, Any]] = [{"type": "text", "text": "What is the total?"}]
     parts += [{"type": "image_url", "image_url": {"url": receipt}}] * 250
     response = gateway.http.post(CHAT, json={
-        "model": "deepseek-v4-flash", "messages": [{"role": "user", "content": parts}]})
+        "model": "deepseek-v4-pro", "messages": [{"role": "user", "content": parts}]})
     assert response.status_code == 200, response.text
     assert _stored_images(gateway) == (1, 1)
     (sent,) = upstream.requests

@@ -36,7 +36,7 @@ import pytest
 from helpers import ServedGateway, serve_gateway
 from runtime.upstream import LoopbackUpstream
 
-MODEL = "deepseek-v4-flash"
+MODEL = "deepseek-v4-pro"
 STREAMS = 5
 STOPPING = "deepseek-eyes gateway: stopping"
 PENDING = "Task was destroyed but it is pending"

@@ -27,7 +27,7 @@ from runtime.upstream import REASONING_TEXT, LoopbackUpstream
 openai = require_module("openai")
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL = "deepseek-v4-flash"
+MODEL = "deepseek-v4-pro"
 SESSION_HEADER = "X-DeepSeekEyes-Session"
 WEATHER = {"type": "function", "function": {
     "name": "weather", "description": "the weather in a city",

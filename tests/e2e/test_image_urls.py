@@ -21,7 +21,7 @@ import pytest
 from helpers import open_gateway_env, require_module, serve_gateway
 from runtime.upstream import LoopbackUpstream
 
-MODEL = "deepseek-v4-flash"
+MODEL = "deepseek-v4-pro"
 ROOT = Path(__file__).resolve().parents[2]
 
 

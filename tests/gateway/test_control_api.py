@@ -28,7 +28,7 @@ PICKUP_S = 1.0
 
 
 def config_text(upstream: str, server: Path, allow: list[str], *, extra: str = "") -> str:
-    return (f'[llm]\nbase_url = "{upstream}"\napi_key = false\nmodel = "deepseek-v4-flash"\n'
+    return (f'[llm]\nbase_url = "{upstream}"\napi_key = false\nmodel = "deepseek-v4-pro"\n'
             'timeout = 20\n\n'
             '# the time server, kept by hand edits and by `mcp allow` alike\n'
             f'[[mcp.servers]]\nid = "time"\ntransport = "stdio"\ncommand = "{server}"\n'
@@ -70,7 +70,7 @@ class Live:
         """The MCP tools one chat request through the gateway offers the model."""
         before = len(self.upstream.requests)
         reply = httpx.post(f"{self.gateway.base}/chat/completions", headers=self.gateway.headers,
-                           json={"model": "deepseek-v4-flash",
+                           json={"model": "deepseek-v4-pro",
                                  "messages": [{"role": "user", "content": "hello"}]},
                            timeout=60)
         assert reply.status_code == 200, reply.text

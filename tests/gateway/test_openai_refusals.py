@@ -18,7 +18,7 @@ from runtime.upstream import LoopbackUpstream
 
 openai = require_module("openai")
 
-MODEL = "deepseek-v4-flash"
+MODEL = "deepseek-v4-pro"
 WEATHER = {"type": "function", "function": {
     "name": "weather", "description": "the weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}

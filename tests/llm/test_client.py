@@ -380,7 +380,7 @@ async def test_stream_yields_each_chunk_and_assembles_the_result(
 @pytest.mark.anyio
 async def test_stream_gathers_tool_calls_split_across_chunks(upstream: LoopbackUpstream) -> None:
     prompt = 'LOOK[img-1]: What is the total?\nCALL[calc]: {"expr": "2+'  # invalid JSON on purpose
-    payload = text_payload("deepseek-v4-flash", prompt, tools=TOOLS)
+    payload = text_payload("deepseek-v4-pro", prompt, tools=TOOLS)
     chunks, stream = await collect(upstream.base_url, payload)
 
     argument_pieces = [
@@ -433,12 +433,12 @@ async def test_usage_reports_prompt_cache_hits_like_deepseek(upstream: LoopbackU
     first_user = {"role": "user", "content": "ANSWER: fine\nHow are you?"}
     tag = {"role": "user", "content": f"unique {id(system)}"}  # no earlier request began so
     first = await complete(
-        upstream.base_url, {"model": "deepseek-v4-flash", "messages": [tag, system, first_user]}
+        upstream.base_url, {"model": "deepseek-v4-pro", "messages": [tag, system, first_user]}
     )
     second = await complete(
         upstream.base_url,
         {
-            "model": "deepseek-v4-flash",
+            "model": "deepseek-v4-pro",
             "messages": [
                 tag, system, first_user,
                 {"role": "assistant", "content": first.content},
@@ -465,7 +465,7 @@ async def test_deepseek_refuses_an_image_part_and_the_reason_is_kept(
     upstream: LoopbackUpstream, stream: bool
 ) -> None:
     payload = chat_payload()
-    payload["model"] = "deepseek-v4-flash"
+    payload["model"] = "deepseek-v4-pro"
     payload["messages"] = payload["messages"][1:]  # the image part in messages[0]
     error = await failure(upstream.base_url, payload, stream=stream, api_key=API_KEY)
 
@@ -597,7 +597,7 @@ async def test_provider_message_in_other_error_shapes(body: bytes, expected: str
 async def test_a_wrong_key_is_refused_like_deepseek_and_never_shown() -> None:
     with LoopbackUpstream(api_key=API_KEY) as guarded:
         wrong = "sk-wrong-key-9999999999"
-        payload = text_payload("deepseek-v4-flash", "hi")
+        payload = text_payload("deepseek-v4-pro", "hi")
         error = await failure(guarded.base_url, payload, api_key=wrong)
         result = await complete(guarded.base_url, payload, api_key=API_KEY)
         hashes = guarded.authorizations

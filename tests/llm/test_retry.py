@@ -23,7 +23,7 @@ from runtime.upstream import LoopbackUpstream
 
 pytestmark = pytest.mark.anyio
 BOUND_S = 20
-PAYLOAD = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}]}
+PAYLOAD = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "hi"}]}
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest
 from deepseek_eyes.settings import Settings
+from helpers import BLIND, LOCAL_VISION
 from runtime.upstream import LoopbackUpstream
 
 pytestmark = pytest.mark.anyio
@@ -36,11 +37,11 @@ def site() -> Iterator[Site]:
 
 
 def settings_for(upstream: LoopbackUpstream, **sections: Any) -> Settings:
-    llm = {"base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-flash",
-           "timeout": 20.0}
+    llm = {"base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-pro",
+           "timeout": 20.0, **BLIND}
     runtime = {"tool_sources": ["look", "browser"], "max_tool_calls_per_turn": 8,
                **sections.pop("runtime", {})}
-    return Settings.model_validate({"llm": llm, "runtime": runtime,
+    return Settings.model_validate({"llm": llm, "runtime": runtime, "vision": LOCAL_VISION,
                                     # The test site is on loopback: let it through.
                                     "browser": {"settle_timeout": 3.0,
                                                 "allow_private_network": True},

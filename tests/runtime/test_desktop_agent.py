@@ -17,6 +17,7 @@ from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest
 from deepseek_eyes.settings import Settings
 from desktop.support import GtkApp, require_desktop, wait_for
+from helpers import BLIND, LOCAL_VISION
 from runtime.upstream import LoopbackUpstream
 
 pytestmark = pytest.mark.anyio
@@ -42,10 +43,10 @@ async def runtime(upstream: LoopbackUpstream, screen: dict[str, str],
         monkeypatch.setenv(name, value)
     upstream.reset()
     settings = Settings.model_validate({
-        "llm": {"base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-flash",
-                "timeout": 20.0},
+        "llm": {"base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-pro",
+                "timeout": 20.0, **BLIND},
         "runtime": {"tool_sources": ["look", "desktop"], "max_tool_calls_per_turn": 8},
-        "desktop": {"settle": 0.05}})
+        "desktop": {"settle": 0.05}, "vision": LOCAL_VISION})
     opened = Runtime(settings, DataHome.open(settings))
     await opened.start()
     yield opened
@@ -139,8 +140,8 @@ async def test_a_desktop_screenshot_reaches_the_text_model_only_as_evidence(
 async def test_read_only_risk_offers_no_acting_desktop_tool(upstream: LoopbackUpstream) -> None:
     upstream.reset()
     settings = Settings.model_validate({
-        "llm": {"base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-flash",
-                "timeout": 20.0},
+        "llm": {"base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-pro",
+                "timeout": 20.0, **BLIND},
         "runtime": {"tool_sources": ["desktop"], "tool_risk": "read-only"}})
     runtime = Runtime(settings, DataHome.open(settings))
     try:

@@ -45,7 +45,7 @@ def upstream() -> Iterator[LoopbackUpstream]:
 
 def settings_for(upstream: LoopbackUpstream, **llm: Any) -> Settings:
     return Settings.model_validate({"llm": {
-        "base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-flash",
+        "base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-pro",
         "timeout": 10.0, **llm}})
 
 
@@ -76,17 +76,17 @@ def user(text: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("model", "params", "configured", "mode"), [
-    ("deepseek-v4-flash", {}, None, "enabled"),
     ("deepseek-v4-pro", {}, None, "enabled"),
+    ("deepseek-flash", {}, None, "enabled"),
     ("deepseek-v4-flash-vision-exp", {}, None, "enabled"),
     ("deepseek-reasoner", {}, None, "enabled"),
     ("deepseek-chat", {}, None, "enabled"),
-    ("deepseek-v4-flash", {"thinking": {"type": "disabled"}}, None, "disabled"),
-    ("deepseek-v4-flash", {}, "disabled", "disabled"),
-    ("deepseek-v4-flash", {"thinking": {"type": "enabled"}}, "disabled", "enabled"),
+    ("deepseek-v4-pro", {"thinking": {"type": "disabled"}}, None, "disabled"),
+    ("deepseek-v4-pro", {}, "disabled", "disabled"),
+    ("deepseek-v4-pro", {"thinking": {"type": "enabled"}}, "disabled", "enabled"),
     ("qwen3-max", {}, None, None),  # another provider's: unknown, not "off"
     ("qwen3-max", {}, "enabled", "enabled"),
-    ("deepseek-v4-flash", {"thinking": {"type": "maybe"}}, None, "enabled"),
+    ("deepseek-v4-pro", {"thinking": {"type": "maybe"}}, None, "enabled"),
 ])
 def test_the_mode_of_a_request(
     model: str, params: dict[str, Any], configured: str | None, mode: str | None

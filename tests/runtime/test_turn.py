@@ -18,6 +18,7 @@ from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest, deepseekeyes_json
 from deepseek_eyes.runtime.turn.relay import ToolRelay
 from deepseek_eyes.settings import Settings
+from helpers import BLIND, LOCAL_VISION
 from runtime.upstream import REASONING_MODEL, LoopbackUpstream
 
 pytestmark = pytest.mark.anyio
@@ -33,9 +34,10 @@ def upstream() -> Iterator[LoopbackUpstream]:
 
 
 def settings_for(upstream: LoopbackUpstream, **sections: Any) -> Settings:
-    llm = {"base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-flash",
-           "timeout": 5.0, **sections.pop("llm", {})}
-    return Settings.model_validate({"llm": llm, **sections})
+    llm = {"base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-pro",
+           "timeout": 5.0, **BLIND, **sections.pop("llm", {})}
+    vision = {**LOCAL_VISION, **sections.pop("vision", {})}
+    return Settings.model_validate({"llm": llm, "vision": vision, **sections})
 
 
 @pytest.fixture
@@ -143,7 +145,7 @@ async def test_the_upstream_really_refuses_images(runtime: Runtime) -> None:
     message = await image_message(runtime, "What is the total?")
     with pytest.raises(DeepSeekEyesError) as info:
         await runtime.client.complete({
-            "model": "deepseek-v4-flash",
+            "model": "deepseek-v4-pro",
             "messages": [{"role": "user", "content": [
                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}],
         })

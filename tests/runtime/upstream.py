@@ -7,14 +7,26 @@ all point at it.
 
 What it does, so that tests can check what reached the model:
 
-* ``GET /v1/models`` lists :data:`TEXT_MODELS` (no image metadata), :data:`VISION_MODEL`
-  (``"input_modalities": ["text", "image"]``), the :data:`BEHAVIOUR_MODELS`, then any
-  ``extra_models`` given to the constructor.
-* Text models answer any content part whose type is not ``"text"`` with DeepSeek's HTTP 400
-  (:func:`deepseek_image_error`); the vision model (and any extra model that lists
-  ``"image"`` in ``input_modalities``) decodes every ``data:`` URL image with Pillow and
-  answers ``"I see an image of WxH pixels."`` (one sentence per image), or 400 when one
-  cannot be decoded. An unknown model is DeepSeek's 400 "Model Not Exist".
+* ``GET /v1/models`` lists ids only, as DeepSeek's does (no field says which model takes
+  images): :data:`SEEING_MODELS`, :data:`TEXT_MODELS`, the :data:`BEHAVIOUR_MODELS`, then any
+  ``extra_models`` given to the constructor (with whatever metadata they carry).
+* **Which model sees, as DeepSeek's contract says (2026-12):** ``deepseek-flash`` and its
+  aliases ``deepseek-v4-flash`` and ``deepseek-v4-flash-vision-exp`` (:data:`SEEING_MODELS`)
+  decode every ``data:`` URL image they are sent, in user messages and inside tool results,
+  with Pillow (400 when one cannot be decoded, or breaks DeepSeek's limits: 32 MiB an image,
+  8,192 px a side, 4,096 once a request holds 15 or more, 600 images); an image in a system
+  or assistant message is a 400. ``deepseek-v4-pro`` and the behaviour models answer any
+  content part whose type is not ``"text"`` with DeepSeek's HTTP 400
+  (:func:`deepseek_image_error`). :meth:`LoopbackUpstream.grant_sight` is the switch that
+  makes any model see (or stop seeing); an extra model that lists ``"image"`` in
+  ``input_modalities`` sees. An unknown model is DeepSeek's 400 "Model Not Exist".
+* **What a seeing model answers about pixels:** a request whose text holds ``PROBE:`` (the
+  pixel probe) names the colours of the 3x3 grid it was sent, read from the decoded pixels;
+  one whose system prompt asks for ``deepseekeyes.evidence.v1`` or ``deepseekeyes.target.v1``
+  JSON gets a valid object derived from the pixels (:func:`vision.loopback.evidence_for`);
+  otherwise ``"I see an image of WxH pixels."`` (one sentence per image). Faults per model
+  (:meth:`LoopbackUpstream.vision_fault`): ``misprobe`` names wrong colours, ``badjson``
+  answers evidence requests with prose.
 * The reply, in order of precedence: the last user text holds ``REPEAT[<tool>]: <args>``
   and the tool is offered → a call to it with ``<args>``, every time (an agent that never
   stops on its own, for the runtime's call bound); messages that end with tool results →
@@ -31,16 +43,20 @@ What it does, so that tests can check what reached the model:
   ``reasoning_content`` (streamed as deltas before the content), :data:`REASONING_TEXT` for
   an answer and ``REASONING_TEXT + " plan <random>"`` for one that calls tools, and is
   reported in ``completion_tokens_details.reasoning_tokens``. A request in thinking mode
-  whose history holds an assistant message with ``tool_calls`` and no ``reasoning_content``
-  is refused with DeepSeek's HTTP 400 ("Missing `reasoning_content` field in the assistant
-  message at message index N"). Beyond DeepSeek, as a test oracle: when the message's calls
+  whose history holds an exchange (the messages between two user messages) in which the
+  model called tools, and in it *any* assistant message without ``reasoning_content`` (the
+  exchange's final answer too; an empty string is accepted), is refused with DeepSeek's
+  HTTP 400 ("Missing `reasoning_content` field in the assistant message at message index
+  N"). Beyond DeepSeek, as a test oracle: when the message's calls
   were issued here, its ``reasoning_content`` must be the exact text issued with them, or
   the 400 says it differs (so a test learns that the right reasoning went back, not just
   some). Tool call ids are random, as DeepSeek's are. :data:`REASONING_MODEL` is the pro
   model, kept for tests that name "the model that reasons".
 * Usage like DeepSeek's: ``prompt_tokens = ceil(chars / 4)`` where chars counts every
-  message's text plus the compact JSON of ``tools`` and of assistant ``tool_calls`` (images
-  count nothing); ``prompt_cache_hit_tokens`` = ``ceil(chars of the longest run of leading
+  message's text plus the compact JSON of ``tools`` and of assistant ``tool_calls``, plus
+  each image's tokens as DeepSeek's price table gives them (about ``w*h/1568`` within
+  187..1,024, 512 px a side first for ``detail: "low"``: :func:`image_tokens`);
+  ``prompt_cache_hit_tokens`` = ``ceil(chars of the longest run of leading
   messages equal to a previous served request's leading messages / 4)`` (capped at
   ``prompt_tokens``), the rest are misses; ``completion_tokens = ceil(len(reply) / 4)`` (a
   tool call counts its name and arguments) plus, as DeepSeek counts, the reasoning tokens,
@@ -102,6 +118,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from threaded_server import ThreadedServer
+from vision.loopback import evidence_for, probe_cells, target_for
 
 __all__ = [
     "BEHAVIOUR_MODELS",
@@ -109,20 +126,27 @@ __all__ = [
     "REASONING_MODEL",
     "REASONING_TEXT",
     "RETRY_AFTER_S",
+    "SEEING_MODELS",
+    "TEXT_MODEL",
     "TEXT_MODELS",
     "THINKING_MODELS",
     "VISION_MODEL",
     "LoopbackUpstream",
     "deepseek_image_error",
     "estimate",
+    "image_tokens",
 ]
 
-TEXT_MODELS = ("deepseek-v4-flash", "deepseek-v4-pro")
+#: DeepSeek's models that take images (V4.1-Flash and the aliases it serves).
+SEEING_MODELS = ("deepseek-flash", "deepseek-v4-flash", "deepseek-v4-flash-vision-exp")
+#: DeepSeek's text-only model.
+TEXT_MODELS = ("deepseek-v4-pro",)
+TEXT_MODEL = "deepseek-v4-pro"
 REASONING_MODEL = "deepseek-v4-pro"
-VISION_MODEL = "deepseek-v4-flash-vision-exp"
+VISION_MODEL = "deepseek-flash"
 BEHAVIOUR_MODELS = (
     "fail-500", "fail-429", "fail-401", "hang", "cut", "nofinish", "badjson", "midfail")
-THINKING_MODELS = (*TEXT_MODELS, VISION_MODEL)  # DeepSeek's V4 names: thinking by default
+THINKING_MODELS = (*SEEING_MODELS, *TEXT_MODELS)  # DeepSeek's models: thinking by default
 REASONING_TEXT = "thinking…"
 IMAGE_PLACEHOLDER = "<image>"
 RETRY_AFTER_S = 2
@@ -138,12 +162,27 @@ _MAX_MARKERS = 16
 _MAX_PIXELS = 40_000_000
 _MAX_PREFIXES = 100_000
 _DETAILS = (None, "low", "high", "original", "auto")
+# DeepSeek's image limits (V4.1-Flash, 2026-12).
+_MAX_IMAGE_BYTES = 32 * 1024 * 1024
+_MAX_SIDE = 8192
+_MAX_SIDE_MANY = 4096
+_MANY = 15
+_MAX_IMAGES = 600
+_WRONG = {"red": "blue", "green": "red", "blue": "green", "yellow": "black", "black": "white",
+          "white": "yellow", "cyan": "magenta", "magenta": "cyan"}
 _HANG_LIMIT_S = 300.0  # a hung request answers 503 after this even if nobody stops the server
 
 
 def estimate(chars: int) -> int:
     """The upstream's token count for ``chars`` characters: four a token, rounded up."""
     return math.ceil(chars / 4)
+
+
+def image_tokens(width: int, height: int, detail: str | None = None) -> int:
+    """Input tokens DeepSeek bills one image (its documented figures, approximated)."""
+    if detail == "low":
+        width, height = min(width, 512), min(height, 512)
+    return max(187, min(1024, math.ceil(width * height / 1568)))
 
 
 def deepseek_image_error(index: int = 0, variant: str = "image_url") -> dict[str, Any]:
@@ -199,12 +238,21 @@ def _message_chars(message: dict[str, Any]) -> int:
     return chars
 
 
+def _data_sha256(url: Any) -> str:
+    match = _DATA_URL.match(url) if isinstance(url, str) else None
+    if not match:
+        return ""
+    return hashlib.sha256(base64.b64decode(match.group(2))).hexdigest()
+
+
 def _decode_image(url: Any, where: str) -> Image.Image:
     match = _DATA_URL.match(url) if isinstance(url, str) else None
     if not match:
         raise _bad_request(f"{where}: the image is not a base64 data URL")
     try:
         raw = base64.b64decode(match.group(2), validate=True)
+        if len(raw) > _MAX_IMAGE_BYTES:
+            raise _bad_request(f"{where}: the image is larger than 32 MiB")
         with Image.open(io.BytesIO(raw)) as image:
             width, height = image.size
             if width * height > _MAX_PIXELS:
@@ -217,11 +265,21 @@ def _decode_image(url: Any, where: str) -> Image.Image:
         raise _bad_request(f"{where}: the image cannot be decoded") from None
 
 
-def _check_parts(
-    messages: list[Any], *, vision: bool
-) -> list[Image.Image]:
-    """Refuse what the model cannot take, as DeepSeek does; decode the vision model's images."""
-    images: list[Image.Image] = []
+@dataclass
+class _Seen:
+    """An image a seeing model decoded: where it was, what detail it asked for, and the
+    SHA-256 of the bytes it decoded."""
+
+    image: Image.Image
+    role: str
+    detail: str | None
+    sha256: str = ""
+
+
+def _check_parts(messages: list[Any], *, vision: bool) -> list[_Seen]:
+    """Refuse what the model cannot take, as DeepSeek does; decode the seeing model's images
+    (user and tool messages) under DeepSeek's limits."""
+    images: list[_Seen] = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise _bad_request(f"messages[{index}]: expected a message object")
@@ -238,10 +296,24 @@ def _check_parts(
                 raise _bad_request(
                     f"messages[{index}]: unknown variant `{kind}`, expected `text` or `image_url`"
                 )
+            role = str(message.get("role"))
+            if role not in ("user", "tool"):
+                raise _bad_request(
+                    f"messages[{index}]: images are not supported in {role} messages")
             image_url = part.get("image_url")
             if not isinstance(image_url, dict) or image_url.get("detail") not in _DETAILS:
                 raise _bad_request(f"messages[{index}]: image_url must be {{url, detail?}}")
-            images.append(_decode_image(image_url.get("url"), f"messages[{index}]"))
+            decoded = _decode_image(image_url.get("url"), f"messages[{index}]")
+            images.append(_Seen(decoded, role, image_url.get("detail"),
+                                _data_sha256(image_url.get("url"))))
+            if len(images) > _MAX_IMAGES:
+                raise _bad_request(f"a request may hold at most {_MAX_IMAGES} images")
+    side = _MAX_SIDE_MANY if len(images) >= _MANY else _MAX_SIDE
+    for seen in images:
+        if max(seen.image.size) > side:
+            raise _bad_request(
+                f"an image side is longer than {side} px "
+                f"({seen.image.width}x{seen.image.height}, {len(images)} images)")
     return images
 
 
@@ -297,7 +369,7 @@ def _tool_call(name: str, arguments: str, ordinal: int) -> dict[str, Any]:
     }
 
 
-def _after_tools(messages: list[dict[str, Any]]) -> str | None:
+def _after_tools(messages: list[dict[str, Any]], seen: Sequence[_Seen] = ()) -> str | None:
     trailing: list[dict[str, Any]] = []
     for message in reversed(messages):
         if message.get("role") != "tool":
@@ -310,10 +382,17 @@ def _after_tools(messages: list[dict[str, Any]]) -> str | None:
         for call in message.get("tool_calls") or ():
             if isinstance(call, dict) and isinstance(call.get("function"), dict):
                 names[str(call.get("id"))] = str(call["function"].get("name"))
-    return "\n".join(
+    lines = [
         f"after {names.get(str(m.get('tool_call_id')), 'tool')}: {_text(m.get('content'))}"
         for m in reversed(trailing)
-    )
+    ]
+    # The images of the trailing tool results, as the model saw them.
+    trailing_images = sum(
+        1 for m in trailing if isinstance(m.get("content"), list)
+        for p in m["content"] if isinstance(p, dict) and p.get("type") == "image_url")
+    tool_seen = [s for s in seen if s.role == "tool"][-trailing_images:] if trailing_images else []
+    lines += [f"I see an image of {s.image.width}x{s.image.height} pixels." for s in tool_seen]
+    return "\n".join(lines)
 
 
 def _delay(payload: dict[str, Any]) -> float:
@@ -323,8 +402,38 @@ def _delay(payload: dict[str, Any]) -> float:
     return min(float(match.group(1)), _HANG_LIMIT_S) if match else 0.0
 
 
-def _reply(payload: dict[str, Any], images: Sequence[Image.Image]) -> _Reply:
+def _all_text(messages: list[dict[str, Any]], role: str) -> str:
+    return "\n".join(_text(m.get("content")) for m in messages if m.get("role") == role)
+
+
+def _vision_reply(
+    payload: dict[str, Any], seen: Sequence[_Seen], fault: str | None
+) -> _Reply | None:
+    """The answer to a probe or an evidence request, read from the last image's pixels."""
+    if not seen:
+        return None
     messages: list[dict[str, Any]] = payload["messages"]
+    image = seen[-1].image.convert("RGB")
+    if "PROBE:" in _all_text(messages, "user"):
+        cells = probe_cells(image)
+        if fault == "misprobe":
+            cells = [[_WRONG[c] for c in row] for row in cells]
+        return _Reply(json.dumps({"cells": cells}))
+    system = _all_text(messages, "system")
+    for schema, make in (("deepseekeyes.target.v1", target_for),
+                         ("deepseekeyes.evidence.v1", evidence_for)):
+        if schema in system and "Answer with exactly one JSON object" in system:
+            if fault == "badjson":
+                return _Reply("Sure! The picture shows something, I think.")
+            return _Reply(json.dumps(make(image)))
+    return None
+
+
+def _reply(payload: dict[str, Any], images: Sequence[_Seen], fault: str | None = None) -> _Reply:
+    messages: list[dict[str, Any]] = payload["messages"]
+    vision = _vision_reply(payload, images, fault)
+    if vision is not None:
+        return vision
     users = [m for m in messages if m.get("role") == "user"]
     user_text = _text(users[-1].get("content")) if users else ""
     offered = _offered_tools(payload)
@@ -333,7 +442,7 @@ def _reply(payload: dict[str, Any], images: Sequence[Image.Image]) -> _Reply:
         marker, target, rest = match.groups()
         if marker == "REPEAT" and target in offered:
             return _Reply(tool_calls=[_tool_call(target, rest.strip(), 0)])
-    after = _after_tools(messages)
+    after = _after_tools(messages, images)
     if after is not None:
         return _Reply(after)
     calls: list[dict[str, Any]] = []
@@ -349,7 +458,8 @@ def _reply(payload: dict[str, Any], images: Sequence[Image.Image]) -> _Reply:
     if calls:
         return _Reply(tool_calls=calls)
     if images:
-        return _Reply(" ".join(f"I see an image of {i.width}x{i.height} pixels." for i in images))
+        return _Reply(" ".join(
+            f"I see an image of {s.image.width}x{s.image.height} pixels." for s in images))
     answers = [a for m in messages for a in _ANSWER.findall(_text(m.get("content")))]
     if answers:
         return _Reply(answers[-1].strip())
@@ -405,25 +515,21 @@ class _App:
         self._expected_auth = (
             None if api_key is None else hashlib.sha256(f"Bearer {api_key}".encode()).digest()
         )
+        # DeepSeek's /models: ids only; nothing says which model takes images.
         listing: list[dict[str, Any]] = [
-            {"id": model, "object": "model", "owned_by": "deepseek"} for model in TEXT_MODELS
+            {"id": model, "object": "model", "owned_by": "deepseek"}
+            for model in (*SEEING_MODELS, *TEXT_MODELS)
         ]
-        listing.append(
-            {
-                "id": VISION_MODEL,
-                "object": "model",
-                "owned_by": "deepseek",
-                "input_modalities": ["text", "image"],
-            }
-        )
         listing += [{"id": m, "object": "model", "owned_by": "loopback"} for m in BEHAVIOUR_MODELS]
         listing += [dict(entry) for entry in extra_models]
         self.listing = listing
-        self.vision_models = {
+        self.vision_models = set(SEEING_MODELS) | {
             str(entry.get("id"))
             for entry in listing
             if "image" in (entry.get("input_modalities") or ())
         }
+        self.faults: dict[str, str] = {}  # model -> "misprobe" | "badjson"
+        self.decoded: list[dict[str, Any]] = []  # per request that carried images
         self.known_models = {str(entry.get("id")) for entry in listing}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.shutdown: asyncio.Event | None = None
@@ -438,6 +544,7 @@ class _App:
     def reset(self, *, cache: bool) -> None:
         with self.lock:
             self.requests.clear()
+            self.decoded.clear()
             self.authorizations.clear()
             self.last_authorization_sha256 = None
             self.counts.clear()
@@ -574,18 +681,26 @@ class _App:
                 await asyncio.wait_for(self.shutdown.wait(), _HANG_LIMIT_S)
             body = _error_body("the loopback upstream is shutting down", "server_error", None)
             return JSONResponse(body, status_code=503)
-        images = _check_parts(messages, vision=model in self.vision_models)
+        with self.lock:
+            sees = model in self.vision_models
+            fault = self.faults.get(model)
+        images = _check_parts(messages, vision=sees)
+        if images:
+            with self.lock:
+                self.decoded.append({"model": model, "images": [
+                    {"sha256": i.sha256, "role": i.role, "width": i.image.width,
+                     "height": i.image.height} for i in images]})
         thinking = _thinking(model, payload)
         if thinking:
             self._check_reasoning(messages)
-        reply = _reply(payload, images)
+        reply = _reply(payload, images, fault)
         if thinking:
             reply.reasoning = REASONING_TEXT
             if reply.tool_calls:
                 reply.reasoning = f"{REASONING_TEXT} plan {uuid.uuid4().hex[:12]}"
                 with self.lock:
                     self.issued.update((c["id"], reply.reasoning) for c in reply.tool_calls)
-        usage = self._usage(payload, reply)
+        usage = self._usage(payload, reply, images)
         stream = payload.get("stream") is True
         options = payload.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
@@ -632,34 +747,49 @@ class _App:
             await asyncio.wait_for(self.shutdown.wait(), seconds)
 
     def _check_reasoning(self, messages: list[Any]) -> None:
-        """DeepSeek's thinking-mode rule for histories, and the loopback's exactness check."""
-        for index, message in enumerate(messages):
-            if message.get("role") != "assistant" or not message.get("tool_calls"):
-                continue
-            reasoning = message.get("reasoning_content")
-            if not isinstance(reasoning, str):
-                raise _bad_request(
-                    "Missing `reasoning_content` field in the assistant message at message "
-                    f"index {index}. The `reasoning_content` in the thinking mode must be "
-                    "passed back to the API."
-                )
-            with self.lock:
-                issued = {
-                    self.issued.get(str(c.get("id"))) for c in message["tool_calls"]
-                    if isinstance(c, dict)
-                }
-            if None not in issued and issued != {reasoning}:
-                raise _bad_request(
-                    f"(loopback check) the `reasoning_content` of the assistant message at "
-                    f"message index {index} is not the one issued with its tool calls"
-                )
+        """DeepSeek's thinking-mode rule for histories, and the loopback's exactness check:
+        in an exchange (between two user messages) where the model called tools, every
+        assistant message carries ``reasoning_content`` (an empty string is accepted)."""
+        exchange: list[int] = []
+        called = False
+        for index, message in enumerate([*messages, {"role": "user"}]):
+            role = message.get("role") if isinstance(message, dict) else None
+            if role == "user":
+                if called:
+                    for at in exchange:
+                        self._check_one(at, messages[at])
+                exchange, called = [], False
+            elif role == "assistant":
+                exchange.append(index)
+                called = called or bool(message.get("tool_calls"))
 
-    def _usage(self, payload: dict[str, Any], reply: _Reply) -> dict[str, Any]:
+    def _check_one(self, index: int, message: dict[str, Any]) -> None:
+        reasoning = message.get("reasoning_content")
+        if not isinstance(reasoning, str):
+            raise _bad_request(
+                "Missing `reasoning_content` field in the assistant message at message "
+                f"index {index}. The `reasoning_content` in the thinking mode must be "
+                "passed back to the API."
+            )
+        with self.lock:
+            issued = {
+                self.issued.get(str(c.get("id"))) for c in message.get("tool_calls") or ()
+                if isinstance(c, dict)
+            }
+        if issued and None not in issued and issued != {reasoning}:
+            raise _bad_request(
+                f"(loopback check) the `reasoning_content` of the assistant message at "
+                f"message index {index} is not the one issued with its tool calls"
+            )
+
+    def _usage(self, payload: dict[str, Any], reply: _Reply,
+               images: Sequence[_Seen] = ()) -> dict[str, Any]:
         messages: list[dict[str, Any]] = payload["messages"]
         chars = sum(_message_chars(m) for m in messages)
         if isinstance(payload.get("tools"), list):
             chars += len(_compact(payload["tools"]))
-        prompt = estimate(chars)
+        prompt = estimate(chars) + sum(
+            image_tokens(s.image.width, s.image.height, s.detail) for s in images)
         hit = min(prompt, estimate(self._cache_hit_chars(messages)))
         reasoning = estimate(len(reply.reasoning))
         completion = estimate(reply.completion_chars) + reasoning
@@ -796,6 +926,17 @@ class LoopbackUpstream(ThreadedServer):
             return list(self._app.requests)
 
     @property
+    def decoded(self) -> list[dict[str, Any]]:
+        """Per request a seeing model decoded images in: ``{"model", "images": [{"sha256"
+        (of the bytes decoded), "role", "width", "height"}]}``; a copy."""
+        with self._app.lock:
+            return copy.deepcopy(self._app.decoded)
+
+    def requests_for(self, model: str) -> list[dict[str, Any]]:
+        """The chat payloads received for ``model`` (images as ``"<image>"``)."""
+        return [r for r in self.requests if r.get("model") == model]
+
+    @property
     def body_hashes(self) -> list[str]:
         """SHA-256 of each chat request body as received, byte for byte; a copy."""
         with self._app.lock:
@@ -864,6 +1005,24 @@ class LoopbackUpstream(ThreadedServer):
         with self._app.lock:
             self._app.busy_left = count
             self._app.busy_retry_after = retry_after
+
+    def grant_sight(self, model: str, sees: bool = True) -> None:
+        """The switch: make ``model`` take images from now on (or, ``sees=False``, refuse
+        them with DeepSeek's 400), as when DeepSeek re-points a name."""
+        with self._app.lock:
+            if sees:
+                self._app.vision_models.add(model)
+            else:
+                self._app.vision_models.discard(model)
+
+    def vision_fault(self, model: str, fault: str | None) -> None:
+        """``misprobe``: ``model`` names wrong probe colours; ``badjson``: it answers evidence
+        requests with prose; None: it reads pixels correctly again."""
+        with self._app.lock:
+            if fault is None:
+                self._app.faults.pop(model, None)
+            else:
+                self._app.faults[model] = fault
 
     def fail_models(self, status: int | None = 503) -> None:
         """Make ``/models`` answer ``status`` from now on (None: list models again)."""

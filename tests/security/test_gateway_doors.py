@@ -29,7 +29,7 @@ from inprocess_gateway import InProcessGateway, serve_in_process
 from runtime.upstream import LoopbackUpstream
 
 CHAT = "/v1/chat/completions"
-BODY = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}]}
+BODY = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "hi"}]}
 KEY = "96tMVVRXYUs2Eslmx3e6GVThSkhTgDa3ACN4gI4EJqw"
 Gateway = InProcessGateway
 
@@ -42,7 +42,7 @@ def upstream_requests(upstream: LoopbackUpstream) -> int:
 @contextlib.contextmanager
 def serve(upstream: LoopbackUpstream, *, key: str | None = None,
           gateway: dict[str, Any] | None = None) -> Iterator[InProcessGateway]:
-    with serve_in_process({"base_url": upstream.base_url, "model": "deepseek-v4-flash"},
+    with serve_in_process({"base_url": upstream.base_url, "model": "deepseek-v4-pro"},
                           gateway=gateway, key=key) as door:
         yield door
 
@@ -212,7 +212,7 @@ def test_calls_are_rate_limited_per_key(upstream: LoopbackUpstream, isolated_hom
 _ATTACK = """<!doctype html><meta charset=utf-8><title>attacker</title>
 <body><iframe name=sink></iframe>
 <form id=f method=POST enctype=text/plain target=sink action="{gw}/v1/chat/completions">
-<input name='{{"model":"deepseek-v4-flash","messages":[{{"role":"user","content":"x' value='"}}]}}'>
+<input name='{{"model":"deepseek-v4-pro","messages":[{{"role":"user","content":"x' value='"}}]}}'>
 </form>
 <img src="{gw}/v1/models"><link rel=stylesheet href="{gw}/v1/models">
 <script>

@@ -245,7 +245,7 @@ async def system_prompts(upstream: LoopbackUpstream, servers: list[dict[str, Any
     upstream.reset(cache=True)
     settings = Settings.model_validate({
         "llm": {"base_url": upstream.base_url, "api_key": False,
-                "model": "deepseek-v4-flash", "timeout": 10.0},
+                "model": "deepseek-v4-pro", "timeout": 10.0},
         "mcp": {"servers": servers}})
     runtime = Runtime(settings, DataHome.open(settings))
     await runtime.start()

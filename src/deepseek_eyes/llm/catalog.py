@@ -48,6 +48,7 @@ __all__ = [
     "ModelInfo",
     "declares_image_input",
     "declares_text_and_image_input",
+    "listing_image",
 ]
 
 #: At most this many entries of an upstream listing are read.
@@ -63,12 +64,15 @@ _MAX_MODALITIES = 32  # items of one metadata list looked at
 @dataclass(frozen=True)
 class ModelInfo:
     """One final model. ``source`` is ``"settings"``, ``"upstream"`` or
-    ``"settings+upstream"``."""
+    ``"settings+upstream"``. ``listing_image``: what its ``/models`` entry says about image
+    input (True, False when it lists input modalities without images, None when it says
+    nothing, as DeepSeek's ids-only listing does)."""
 
     id: str
     image_input: bool
     source: str
     owned_by: str | None = None
+    listing_image: bool | None = None
 
 
 def _names(value: Any) -> Iterable[str]:
@@ -144,6 +148,17 @@ def declares_text_and_image_input(entry: Mapping[str, Any]) -> bool:
     but declares no input list, so it is not enough here.
     """
     return {"text", "image"} <= _declared_inputs(entry)
+
+
+def listing_image(entry: Mapping[str, Any] | None) -> bool | None:
+    """What a ``/models`` entry says about image input: True when it declares it in any
+    shape :func:`declares_image_input` reads, False when it lists input modalities without
+    images, None when it says nothing."""
+    if entry is None:
+        return None
+    if declares_image_input(entry):
+        return True
+    return False if _declared_inputs(entry) else None
 
 
 def _owner(entry: Mapping[str, Any]) -> str | None:
@@ -286,6 +301,7 @@ class ModelCatalog:
                     image_input=image,
                     source="settings+upstream" if entry is not None else "settings",
                     owned_by=_owner(entry) if entry is not None else None,
+                    listing_image=listing_image(entry),
                 )
             )
 
@@ -303,6 +319,7 @@ class ModelCatalog:
                         image_input=declares_image_input(entry),
                         source="upstream",
                         owned_by=_owner(entry),
+                        listing_image=listing_image(entry),
                     )
                 )
                 if declares_text_and_image_input(entry):

@@ -1,11 +1,12 @@
 """DeepSeek's thinking mode: when it is on, and what a request must then carry.
 
-DeepSeek's V4 models (``deepseek-v4-flash``, ``deepseek-v4-pro``, the ``deepseek-chat`` and
-``deepseek-reasoner`` aliases) think by default: each answer has a ``reasoning_content``
-beside its ``content``. The thinking-mode guide sets one rule for histories: between two
-user messages, if the model called tools, the assistant messages of that exchange go back
-*with* their ``reasoning_content``, in that request and every later one; a tool-call
-message without it is refused with HTTP 400. Without tool calls, past reasoning is ignored.
+DeepSeek's documented models (``deepseek-flash``, ``deepseek-v4-pro`` and the names that
+resolve to them, :mod:`deepseek_eyes.llm.known`) think by default: each answer has a
+``reasoning_content`` beside its ``content``. The thinking-mode guide sets one rule for
+histories: between two user messages, if the model called tools, *every* assistant message
+of that exchange goes back with its ``reasoning_content`` (the exchange's final answer
+too; an empty string is accepted), in that request and every later one; a message without
+it is refused with HTTP 400. Without tool calls, past reasoning is ignored.
 
 This module decides the mode of one request (:func:`thinking_mode`) and finds the messages
 that break the rule (:func:`reasoning_gaps`). It knows nothing of sessions: restoring a
@@ -17,15 +18,16 @@ Decisions a newcomer would otherwise undo:
   another provider may think too. Only a mode known to be on makes a missing reasoning an
   error before the upstream call; an unknown one sends back what reasoning we hold.
 * ``thinking`` in the request wins, then the model's settings
-  (``[[llm.models]] thinking``), then DeepSeek's documented default for its names.
+  (``[[llm.models]] thinking``), then the documented default of the model's table entry
+  (an alias or retired name resolves to its successor's).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
+from deepseek_eyes.llm.known import known_model
 from deepseek_eyes.settings import LLMSettings
 from deepseek_eyes.store.events import message_calls
 
@@ -33,22 +35,21 @@ __all__ = ["ThinkingMode", "model_defaults", "reasoning_gaps", "thinking_mode"]
 
 ThinkingMode = Literal["enabled", "disabled"] | None
 
-# The names DeepSeek's guide says run in thinking mode unless told otherwise.
-_THINKING_BY_DEFAULT = re.compile(r"^deepseek-(?:v4(?:-[a-z0-9.-]+)?|chat|reasoner)$")
-
 
 def thinking_mode(
     model: str, params: Mapping[str, Any], settings: LLMSettings
 ) -> ThinkingMode:
     """The thinking mode one request to ``model`` runs in: the request's own ``thinking``,
-    else the model's settings, else DeepSeek's default for its V4 names, else None."""
+    else the model's settings, else its documented default (the known-models table), else
+    None."""
     requested = params.get("thinking")
     if isinstance(requested, Mapping) and requested.get("type") in ("enabled", "disabled"):
         return "enabled" if requested["type"] == "enabled" else "disabled"
     configured = settings.model_settings(model)
     if configured is not None and configured.thinking is not None:
         return configured.thinking
-    return "enabled" if _THINKING_BY_DEFAULT.match(model) else None
+    known = known_model(model)
+    return "enabled" if known is not None and known.thinks_by_default else None
 
 
 class ThinkingField(TypedDict):

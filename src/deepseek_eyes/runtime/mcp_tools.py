@@ -31,8 +31,7 @@ from deepseek_eyes.mcp_host.host import (
     McpHost,
     RunQuota,
 )
-from deepseek_eyes.runtime.messages import image_part
-from deepseek_eyes.runtime.render import render_evidence
+from deepseek_eyes.runtime.delivery import deliver_image
 from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
 from deepseek_eyes.usage import estimate_tokens
 from deepseek_eyes.vision.bridge import VisionBridge
@@ -106,8 +105,9 @@ class McpToolSource:
     async def _evidence(
         self, result: CallResult, context: TurnContext, images: list[tuple[str, dict[str, Any]]]
     ) -> list[tuple[str, bool]]:
-        """Evidence for each image of a result, in order (named, never sent as pixels),
-        each with whether it is evidence (True) or a note that it was not read."""
+        """What stands for each image of a result, in order (:func:`deliver_image`: pixels
+        for a seeing model, evidence for a blind one), each with whether it holds evidence
+        (True) or a note (the image was not read, or goes as pixels)."""
         out: list[tuple[str, bool]] = []
         for number, ref in enumerate(result.images):
             sha = ref.blob.sha256
@@ -118,16 +118,14 @@ class McpToolSource:
             try:
                 data = await self._bridge.read_image(sha)
                 (meta,) = await self._bridge.admit_all([data])
-                seen = await self._bridge.see_stored(meta.sha256)
+                delivered = await deliver_image(self._bridge, context, meta,
+                                                what="tool's image")
             except DeepSeekEyesError as exc:
                 out.append((f"[image sha256:{sha[:16]} from the tool could not be read "
                             f"({exc.code})]", False))
                 continue
-            part = {**image_part(meta), "route": seen.route}
-            image_id = context.add_image(part)
-            images.append((image_id, part))
-            out.append((render_evidence(image_id, part, seen.record.evidence, route=seen.route,
-                                        record_sha256=seen.record.record_sha256), True))
+            images.append((delivered.image_id, delivered.part))
+            out.append((delivered.text, delivered.evidence_tokens > 0))
         return out
 
     async def close(self) -> None:

@@ -202,7 +202,7 @@ def _content(
             parts.append({"type": "text", "text": _text(part.get("text"), at)})
         elif kind == "image_url":
             if not allow_images:
-                raise _bad("only user messages may carry images", at)
+                raise _bad("only user and tool messages may carry images", at)
             spec = part.get("image_url")
             url = spec.get("url") if isinstance(spec, Mapping) else spec
             detail = spec.get("detail", "auto") if isinstance(spec, Mapping) else "auto"
@@ -341,7 +341,7 @@ def _structure(raw: Any, images: _Images, max_image_bytes: int) -> list[dict[str
         role = "system" if role == "developer" else role
         content = _content(
             message.get("content"), where, images=images,
-            max_image_bytes=max_image_bytes, allow_images=role == "user",
+            max_image_bytes=max_image_bytes, allow_images=role in ("user", "tool"),
         )
         parsed: dict[str, Any] = {"role": role, "content": content}
         if role == "assistant":

@@ -32,6 +32,7 @@ from deepseek_eyes.llm.client import ChatClient
 from deepseek_eyes.llm.retry import RetryPolicy
 from deepseek_eyes.runtime.look import LookSource
 from deepseek_eyes.runtime.messages import Fetch
+from deepseek_eyes.runtime.sight import Sight
 from deepseek_eyes.runtime.tools import ToolHub
 from deepseek_eyes.runtime.turn import (
     TurnRequest,
@@ -88,6 +89,9 @@ class Runtime:
             base_url_source=llm.base_url_source,
         )
         self.catalog = ModelCatalog(llm, self.client)
+        #: Which final model sees: settings, learned verdicts, a pixel probe, the priors.
+        self.sight = Sight(llm, catalog=self.catalog, client=self.client, db=home.db,
+                           usage=home.usage, audit=home.audit)
         rt = settings.runtime
         self.tools = ToolHub(max_tools=rt.max_tools, max_schema_tokens=rt.max_tool_schema_tokens,
                              read_only=rt.tool_risk == "read-only")
@@ -121,6 +125,8 @@ class Runtime:
             usage=home.usage,
             audit=home.audit,
             seal=home.seal,
+            sight=self.sight,
+            vision=settings.vision,
             idempotency=self.idempotency,
         )
 

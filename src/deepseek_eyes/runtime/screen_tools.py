@@ -1,14 +1,16 @@
 """What the ``browser`` and ``desktop`` tool sources share: a stateful screen per
-conversation, and screenshots that reach the final model only as evidence.
+conversation, and screenshots that reach a seeing final model as pixels and a blind one as
+evidence (:func:`~deepseek_eyes.runtime.delivery.deliver_image`).
 
 A source keeps one service per conversation session, so a state id the model saw in one
 request is still the newest state in the next; at most ``max_sessions`` services are open and
 the least recently used is closed first. When a call's result should reach the model
 visually, the service calls the ``describe`` this class builds for the turn: the PNG is
-admitted through the vision bridge (stored by its hash), turned into validated evidence (or,
-with a question, a targeted reread), and given an image id (``tool-img-N``) the model can
-``look`` at later, like any image of the conversation. What a vision failure becomes is the
-subclass's choice (:attr:`ScreenToolSource.vision_failure_as_text`).
+admitted through the vision bridge (stored by its hash), given an image id (``tool-img-N``)
+the model can ``look`` at later, like any image of the conversation, and delivered: as
+pixels to a seeing model, or as validated evidence (with a question, a targeted reread).
+What a vision failure becomes is the subclass's choice
+(:attr:`ScreenToolSource.vision_failure_as_text`).
 """
 
 from __future__ import annotations
@@ -18,13 +20,11 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from deepseek_eyes.errors import DeepSeekEyesError
-from deepseek_eyes.runtime.messages import image_part
-from deepseek_eyes.runtime.render import render_evidence, render_target
+from deepseek_eyes.runtime.delivery import deliver_image
 from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
 from deepseek_eyes.toolkit.results import ToolResult
 from deepseek_eyes.toolkit.spec import ToolDef
 from deepseek_eyes.toolkit.visual import Describe
-from deepseek_eyes.usage import estimate_tokens
 from deepseek_eyes.vision.bridge import VisionBridge
 
 __all__ = ["ScreenToolSource", "specs_of"]
@@ -106,28 +106,23 @@ class ScreenToolSource(Generic[S]):
     async def _evidence(self, png: bytes, question: str | None, context: TurnContext,
                         images: list[tuple[str, Mapping[str, Any]]],
                         evidence: list[int]) -> str:
-        """Validated evidence of a screenshot (named, never sent as pixels); its estimated
-        tokens go to ``evidence`` (a bracketed note instead of evidence counts nothing)."""
+        """What stands for a screenshot in the result (pixels for a seeing model, else
+        validated evidence); the evidence's estimated tokens go to ``evidence`` (a note
+        instead of evidence counts nothing)."""
         if len(context.images) >= self._max_images:
             return "[the screenshot was stored but not read: the turn's image limit is reached]"
         try:
             (meta,) = await self._bridge.admit_all([png])
-            if question:
-                seen = await self._bridge.reread(meta.sha256, question)
-            else:
-                seen = await self._bridge.see_stored(meta.sha256)
+            delivered = await deliver_image(self._bridge, context, meta, question=question,
+                                            what="screenshot")
         except DeepSeekEyesError as exc:
             if not self.vision_failure_as_text:
                 raise
             return f"[the screenshot could not be read ({exc.code})]"
-        part = {**image_part(meta), "route": seen.route}
-        image_id = context.add_image(part)
-        images.append((image_id, part))
-        render = render_target if question else render_evidence
-        text = render(image_id, part, seen.record.evidence, route=seen.route,
-                      record_sha256=seen.record.record_sha256)
-        evidence.append(estimate_tokens(len(text)))
-        return text
+        images.append((delivered.image_id, delivered.part))
+        if delivered.evidence_tokens:
+            evidence.append(delivered.evidence_tokens)
+        return delivered.text
 
     async def close(self) -> None:
         while self.services:

@@ -26,7 +26,7 @@ error's code) and can answer without it; only the turn's own limits stop the loo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Required, TypedDict, runtime_checkable
 
@@ -150,6 +150,8 @@ class CallRecord(TypedDict, total=False):
     route: str
     cached: bool
     record_sha256: str
+    region: list[float] | None  # look's zoom, normalized [x, y, w, h]
+    pixels: bool  # look answered a seeing model with the image itself
     state_id: str | None
     screenshot_sha256: str | None
     plan_id: str
@@ -182,6 +184,18 @@ class TurnContext:
     state: dict[str, Any] = field(default_factory=dict)
     notify: Notify | None = None
     approver: Approver | None = None
+    #: How an image a tool brings reaches the model: "pixels" (it sees), "both" (pixels and
+    #: evidence) or "evidence"; a text turn decides at the first image
+    #: (``resolve_delivery``, then kept here).
+    delivery: str = "evidence"
+    resolve_delivery: Callable[[], Awaitable[str]] | None = None
+
+    async def image_delivery(self) -> str:
+        """How the images tools bring reach the model in this turn (decided once)."""
+        if self.resolve_delivery is not None:
+            resolve, self.resolve_delivery = self.resolve_delivery, None
+            self.delivery = await resolve()
+        return self.delivery
 
     def image(self, ref: str) -> tuple[str, dict[str, Any]] | None:
         """Resolve ``img-N``, ``sha256:<prefix>`` or a bare hex prefix (≥ 8 chars)."""

@@ -10,11 +10,20 @@ Three shapes, one per turn path:
   at a fraction of the price. With ``"pointer"`` only the latest user message's images are
   rendered in full and earlier ones become pointers (identity, size, one line of summary;
   the model can ``look`` again): fewer tokens, but the prefix changes every turn.
-* **native** — the final model declares image input: the latest user message's images
-  travel as data URLs built from the stored original bytes; earlier images are sent again
-  only up to ``runtime.native_history_images`` (default 0) and otherwise become a one-line
-  reference, so a long conversation does not re-send every image each turn. Images
-  anywhere but user messages are dropped (providers refuse them).
+* **native** — the final model sees: the images of the current exchange (the latest user
+  message and the tool results after it, a client's or the runtime's own) travel as data
+  URLs built from the stored original bytes (fitted to the model's limits by the caller);
+  earlier images are sent again only up to ``runtime.native_history_images`` (default 0)
+  and otherwise become a one-line reference the model can ``look`` at again, so a long
+  conversation does not re-send every image each turn. With ``vision.delivery = "both"``
+  each image sent as pixels is followed by its validated evidence (full-resolution reading
+  beside the model's compressed view).
+
+Images live in two places: content parts (``{"type": "image"}``) of user messages and of a
+client's tool messages, and the ``images`` a runtime tool result brought (an MCP image, a
+screenshot, a ``look`` crop). Those a result delivered as pixels are marked ``pixels`` and
+their evidence is not in the result's text; every path renders them here, so an image is
+treated the same wherever it came from.
 
 In every path an image repeated within one message is rendered once; its copies become a
 one-line reference (250 copies of one image cost one evidence block, not 250).
@@ -37,8 +46,9 @@ from deepseek_eyes.store.events import message_calls
 from deepseek_eyes.usage import estimate_tokens
 
 __all__ = [
-    "BRIDGE_SYSTEM_PROMPT", "EvidenceSlot", "View", "build_view", "image_ids", "native_pixels",
-    "reasoning_sent", "render_assistant", "render_reference", "sends_reasoning",
+    "BRIDGE_SYSTEM_PROMPT", "EvidenceSlot", "SentImage", "View", "attached_pixels",
+    "build_view", "image_ids", "native_pixels", "reasoning_sent", "render_assistant",
+    "render_reference", "sends_reasoning",
 ]
 
 BRIDGE_SYSTEM_PROMPT = (
@@ -64,23 +74,37 @@ class EvidenceSlot:
 
 
 @dataclass(frozen=True)
+class SentImage:
+    """An image a view sends as pixels: what its input tokens are estimated from."""
+
+    sha256: str
+    width: int
+    height: int
+    detail: str
+
+
+@dataclass(frozen=True)
 class View:
     messages: list[JsonObject]  # upstream (OpenAI wire) messages
     evidence_tokens: int  # estimated tokens of the rendered evidence
     # What the real alternative (earlier images' evidence in full) would have added, by
     # the same estimate as evidence_tokens; 0 with history_evidence = "full".
     avoided_tokens: int = 0
+    pixels: tuple[SentImage, ...] = ()  # the images sent as pixels
 
 
 def sends_reasoning(message: Mapping[str, Any], thinking: ThinkingMode) -> bool:
     """Whether an assistant message of an exchange with tool calls goes upstream with its
-    reasoning: always in thinking mode (DeepSeek refuses a tool-call message without it,
-    even an empty one), never with thinking off, and when it is not known whether the
-    model thinks, only when it sent reasoning text itself."""
-    reasoning = message.get("reasoning")
-    if thinking == "disabled" or not isinstance(reasoning, str):
+    reasoning: always in thinking mode (DeepSeek refuses any assistant message of such an
+    exchange without it, the final answer included; an empty string is accepted, and is
+    what a message whose reasoning nobody kept gets), never with thinking off, and when it
+    is not known whether the model thinks, only when it sent reasoning text itself."""
+    if thinking == "disabled":
         return False
-    return thinking == "enabled" or bool(reasoning)
+    if thinking == "enabled":
+        return True
+    reasoning = message.get("reasoning")
+    return isinstance(reasoning, str) and bool(reasoning)
 
 
 def render_assistant(message: Mapping[str, Any], *, reasoning: bool = False) -> JsonObject:
@@ -91,7 +115,8 @@ def render_assistant(message: Mapping[str, Any], *, reasoning: bool = False) -> 
     text = content if isinstance(content, str) else _joined_text(content or [])
     out: JsonObject = {"role": "assistant", "content": text}
     if reasoning:
-        out["reasoning_content"] = message["reasoning"]
+        kept = message.get("reasoning")
+        out["reasoning_content"] = kept if isinstance(kept, str) else ""
     # Calls the runtime ran itself beside the client's (their results follow, logged).
     calls = message_calls(message)
     if calls:
@@ -143,54 +168,82 @@ def reasoning_sent(messages: Sequence[Mapping[str, Any]], thinking: ThinkingMode
 
 
 def _image_parts(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The image content parts of a user message or a client's tool message."""
+    if message.get("role") not in ("user", "tool"):
+        return []
     content = message.get("content")
     if not isinstance(content, list):
         return []
     return [p for p in content if p.get("type") == "image"]
 
 
+def attached_pixels(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The images a runtime tool result delivered as pixels (their evidence is not in its
+    text): ``images`` entries marked ``pixels``."""
+    if message.get("role") != "tool":
+        return []
+    return [i for i in message.get("images") or () if i.get("pixels")]
+
+
+#: Where an attached image sits in :func:`native_pixels`' map: after every content part.
+_ATTACHED = 100_000
+
+
+def _positions(message: Mapping[str, Any]) -> list[tuple[int, str]]:
+    """(position, sha256) of every image of a message, content parts then attached ones."""
+    out: list[tuple[int, str]] = []
+    content = message.get("content")
+    if message.get("role") in ("user", "tool") and isinstance(content, list):
+        out += [(i, str(p["sha256"])) for i, p in enumerate(content) if p.get("type") == "image"]
+    out += [(_ATTACHED + k, str(i["sha256"])) for k, i in enumerate(attached_pixels(message))]
+    return out
+
+
 def image_ids(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """``img-1``, ``img-2``, … by first appearance: the ids the model reads and ``look``
-    takes, the same for every path."""
+    takes, the same for every path. Images a runtime tool brought keep their own ids
+    (``tool-img-N``)."""
     ids: dict[str, str] = {}
+    numbered = 0
     for message in messages:
+        for part in attached_pixels(message):
+            ids.setdefault(str(part["sha256"]), str(part.get("id") or ""))
         for part in _image_parts(message):
-            ids.setdefault(str(part["sha256"]), f"img-{len(ids) + 1}")
+            if str(part["sha256"]) not in ids:
+                numbered += 1
+                ids[str(part["sha256"])] = f"img-{numbered}"
     return ids
 
 
 def native_pixels(
     messages: Sequence[Mapping[str, Any]], history_images: int = 0
 ) -> dict[str, tuple[int, int]]:
-    """Where a native turn sends pixels: image sha256 → (message, part) index.
+    """Where a native turn sends pixels: image sha256 → (message, position).
 
-    The images of the latest user message are sent there; of the earlier ones, the
-    ``history_images`` most recently shown are sent once, where they were last shown.
-    Every other occurrence becomes a reference (:func:`render_reference`), so a long
-    conversation does not re-send every earlier image in full each turn.
+    The images of the current exchange (the latest user message and the tool results
+    after it) are sent there; of the earlier ones, the ``history_images`` most recently
+    shown are sent once, where they were last shown. Every other occurrence becomes a
+    reference (:func:`render_reference`), so a long conversation does not re-send every
+    earlier image in full each turn.
     """
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
     at: dict[str, tuple[int, int]] = {}
     if not users:
         return at
     last = users[-1]
-    for index, part in enumerate(messages[last].get("content") or []):
-        if isinstance(part, Mapping) and part.get("type") == "image":
-            at.setdefault(str(part["sha256"]), (last, index))
+    for index in range(last, len(messages)):
+        for position, sha in _positions(messages[index]):
+            at.setdefault(sha, (index, position))
     earlier = 0
-    for message_index in reversed(users[:-1]):
+    for message_index in range(last - 1, -1, -1):
         if earlier >= history_images:
             break
-        content = messages[message_index].get("content")
-        if not isinstance(content, list):
-            continue
-        for index in range(len(content) - 1, -1, -1):
-            part = content[index]
-            if part.get("type") != "image" or str(part["sha256"]) in at:
+        for position, sha in reversed(_positions(messages[message_index])):
+            if sha in at:
                 continue
             if earlier >= history_images:
                 break
-            at[str(part["sha256"])] = (message_index, index)
+            at[sha] = (message_index, position)
             earlier += 1
     return at
 
@@ -200,7 +253,7 @@ def render_reference(image_id: str, image: Mapping[str, Any]) -> str:
     return (
         f"[{image_id}: sha256:{str(image['sha256'])[:16]} {image['width']}x{image['height']} "
         f"{image['media_type']}; shown earlier in this conversation, its pixels are not "
-        "sent again]"
+        f"sent again; call look with image {image_id} to see it again]"
     )
 
 
@@ -213,46 +266,52 @@ def build_view(
     history_evidence: str = "full",
     native_history_images: int = 0,
     thinking: ThinkingMode = None,
+    both: bool = False,
 ) -> View:
     """The upstream ``messages`` for one model call of a turn.
 
     ``thinking`` is the request's thinking mode: which assistant messages carry their
     reasoning back follows from it (:func:`reasoning_sent`).
 
-    ``slots`` maps an image's sha256 to its evidence (bridged path); ``image_bytes`` holds
-    the original bytes of every image :func:`native_pixels` names (native path), read by
-    the caller off the event loop.
+    ``slots`` maps an image's sha256 to its evidence (bridged path, and the native path
+    with ``both``); ``image_bytes`` holds the bytes to send of every image
+    :func:`native_pixels` names (native path), read and fitted by the caller off the event
+    loop. ``both``: each image sent as pixels is followed by its evidence.
 
     An image repeated within one message is rendered (or sent) once; its other copies
     become a one-line reference to it.
     """
     slots = slots or {}
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-    image_users = [i for i in users if _image_parts(messages[i])]
+    image_users = [i for i, m in enumerate(messages) if _image_parts(m) or attached_pixels(m)]
     if history_evidence == "full":
         # Every image keeps its full evidence where it first appeared, turn after turn:
         # a later request starts with the bytes of the earlier one (a cached prefix).
         full = set(image_users)
     else:
-        full = {users[-1]} if users and users[-1] in image_users else set()
+        current = users[-1] if users else len(messages)
+        full = {i for i in image_users if i >= current}
     rendered: set[str] = set()  # images whose full evidence an earlier message holds
     ids = image_ids(messages)
     pixels = native_pixels(messages, native_history_images) if path == "native" else {}
     out: list[JsonObject] = []
     evidence_tokens = 0
     avoided_tokens = 0
+    sent: list[SentImage] = []
     with_reasoning = reasoning_sent(messages, thinking)
     for index, message in enumerate(messages):
-        images = _image_parts(message)
-        if not images or message.get("role") != "user":
+        if not _image_parts(message) and not attached_pixels(message):
             out.append(_plain(message, index in with_reasoning))
             continue
         if path == "native":
-            out.append(_native_user(index, message, ids, pixels, image_bytes or {}))
+            parts, tokens = _native_parts(index, message, ids, pixels, image_bytes or {},
+                                          slots if both else {}, sent)
+            evidence_tokens += tokens
+            out.append(_with_content(message, parts))
             continue
         pieces: list[str] = []
         shown: set[str] = set()
-        for part in message["content"]:
+        for part in _bridged_items(message):
             if part.get("type") == "text":
                 pieces.append(str(part["text"]))
                 continue
@@ -281,10 +340,27 @@ def build_view(
                 rendered.add(part["sha256"])
             evidence_tokens += estimate_tokens(len(text))
             pieces.append(text)
-        out.append({"role": "user", "content": "\n\n".join(pieces)})
+        out.append(_with_content(message, "\n\n".join(pieces)))
     if path == "bridged":
         out.insert(0, {"role": "system", "content": BRIDGE_SYSTEM_PROMPT})
-    return View(out, evidence_tokens, avoided_tokens)
+    return View(out, evidence_tokens, avoided_tokens, tuple(sent))
+
+
+def _bridged_items(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A message's text and image parts in order, attached pixel images after them."""
+    content = message.get("content")
+    items: list[Mapping[str, Any]] = (
+        list(content) if isinstance(content, list)
+        else [{"type": "text", "text": str(content or "")}])
+    # An image whose evidence the result's text already holds (delivery "both") adds none.
+    return [*items, *({**i, "type": "image"} for i in attached_pixels(message)
+                      if not i.get("evidence"))]
+
+
+def _with_content(message: Mapping[str, Any], content: str | list[JsonObject]) -> JsonObject:
+    if message.get("role") == "tool":
+        return {"role": "tool", "tool_call_id": message["tool_call_id"], "content": content}
+    return {"role": str(message.get("role")), "content": content}
 
 
 def _again(image_id: str) -> str:
@@ -295,32 +371,68 @@ def _earlier(image_id: str) -> str:
     return f"[{image_id} again: its evidence is in an earlier message]"
 
 
-def _native_user(
+def image_url(data: bytes, media_type: str, detail: str = "auto") -> JsonObject:
+    """An OpenAI ``image_url`` content part carrying ``data`` as a base64 data URL; the
+    media type is read from the bytes' signature when it is one a model takes (an image
+    re-encoded to fit the model is no longer of its stored type)."""
+    encoded = base64.b64encode(data).decode("ascii")
+    kind = _signature_type(data) or media_type
+    return {"type": "image_url",
+            "image_url": {"url": f"data:{kind};base64,{encoded}", "detail": detail}}
+
+
+def _signature_type(data: bytes) -> str | None:
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _native_parts(
     index: int,
     message: Mapping[str, Any],
     ids: Mapping[str, str],
     pixels: Mapping[str, tuple[int, int]],
     image_bytes: Mapping[str, bytes],
-) -> JsonObject:
+    slots: Mapping[str, EvidenceSlot],
+    sent: list[SentImage],
+) -> tuple[list[JsonObject], int]:
+    """A user or tool message's parts for a seeing model, and the estimated tokens of the
+    evidence added beside its pixels (``both``)."""
     parts: list[JsonObject] = []
-    for position, part in enumerate(message["content"]):
+    tokens = 0
+    content = message.get("content")
+    items: list[tuple[int, Mapping[str, Any]]] = (
+        list(enumerate(content)) if isinstance(content, list)
+        else [(-1, {"type": "text", "text": str(content or "")})])
+    items += [(_ATTACHED + k, {**i, "type": "image"})
+              for k, i in enumerate(attached_pixels(message))]
+    for position, part in items:
         if part.get("type") == "text":
-            parts.append({"type": "text", "text": part["text"]})
+            parts.append({"type": "text", "text": str(part["text"])})
             continue
         sha = str(part["sha256"])
+        image_id = ids.get(sha) or str(part.get("id") or "image")
         if pixels.get(sha) != (index, position):
             here = pixels.get(sha, (-1, -1))[0] == index
-            text = _again(ids[sha]) if here else render_reference(ids[sha], part)
+            text = _again(image_id) if here else render_reference(image_id, part)
             parts.append({"type": "text", "text": text})
             continue
         if sha not in image_bytes:
             raise ValueError(f"the native view needs the bytes of image {sha[:16]}")
-        data = base64.b64encode(image_bytes[sha]).decode("ascii")
-        parts.append({
-            "type": "image_url",
-            "image_url": {
-                "url": f"data:{part['media_type']};base64,{data}",
-                "detail": part.get("detail", "auto"),
-            },
-        })
-    return {"role": "user", "content": parts}
+        detail = str(part.get("detail") or "auto")
+        parts.append(image_url(image_bytes[sha], str(part["media_type"]), detail))
+        sent.append(SentImage(sha, int(part["width"]), int(part["height"]), detail))
+        slot = None if part.get("evidence") else slots.get(sha)
+        if slot is not None:
+            text = render_evidence(slot.image_id, slot.image, slot.evidence, route=slot.route,
+                                   record_sha256=slot.record_sha256)
+            tokens += estimate_tokens(len(text))
+            parts.append({"type": "text", "text": text})
+    return parts, tokens
+

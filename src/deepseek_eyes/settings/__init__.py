@@ -32,6 +32,7 @@ from deepseek_eyes.errors import ConfigError
 from deepseek_eyes.settings.base import (
     APP_NAME,
     CONFIG_FILENAME,
+    DEEPSEEK_ROUTE,
     ENV_HOME,
     OptionalSecret,
     Secret,
@@ -59,6 +60,8 @@ from deepseek_eyes.settings.suggest import closest_key
 from deepseek_eyes.settings.terminal import TerminalSettings
 from deepseek_eyes.settings.vision import (
     BoxConvention,
+    DeepSeekRouteSettings,
+    Delivery,
     ImageSettings,
     LocalRouteSettings,
     RouteSettings,
@@ -67,9 +70,12 @@ from deepseek_eyes.settings.vision import (
 
 __all__ = [
     "CONFIG_FILENAME",
+    "DEEPSEEK_ROUTE",
     "ENV_HOME",
     "BoxConvention",
     "BrowserSettings",
+    "DeepSeekRouteSettings",
+    "Delivery",
     "DesktopSettings",
     "GatewaySettings",
     "ImageSettings",

@@ -27,6 +27,7 @@ from deepseek_eyes.errors import ConfigError
 __all__ = [
     "APP_NAME",
     "CONFIG_FILENAME",
+    "DEEPSEEK_ROUTE",
     "ENV_HOME",
     "ENV_LLM_BASE_URL",
     "LOCAL_ROUTE",
@@ -45,6 +46,8 @@ ENV_HOME = "DEEPSEEK_EYES_HOME"
 ENV_LLM_BASE_URL = "DEEPSEEK_BASE_URL"
 APP_NAME = "deepseek-eyes"
 LOCAL_ROUTE = "local"
+#: The built-in route to a seeing DeepSeek model on the [llm] upstream (vision.deepseek).
+DEEPSEEK_ROUTE = "deepseek"
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 ROUTE_NAME = r"^[a-z0-9][a-z0-9._/-]{0,63}$"

@@ -71,6 +71,18 @@ class LLMSettings(Strict):
         default=60.0, ge=0, le=600,
         description="Longest Retry-After honoured; a server asking for more is not retried.",
     )
+    sight_probe: bool = Field(
+        default=True,
+        description="When the settings do not say whether a model takes images (a "
+        "[[llm.models]] input), ask the model itself once with the pixel probe and keep the "
+        "verdict for sight_ttl; off: decide from /models and the known-models table alone.",
+    )
+    sight_ttl: float = Field(
+        default=86400.0, ge=60, le=30 * 86400,
+        description="Seconds a learned verdict (a probe, an upstream's refusal of image "
+        "parts) is kept before the model is asked again, so a model that gains sight is "
+        "noticed.",
+    )
     thinking_fallback: Literal["refuse", "disable"] = Field(
         default="refuse",
         description="A history whose tool-call messages lack reasoning we cannot restore, in "

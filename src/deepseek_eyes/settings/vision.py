@@ -14,6 +14,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from deepseek_eyes.settings.base import (
+    DEEPSEEK_ROUTE,
     LOCAL_ROUTE,
     ROUTE_NAME,
     OptionalSecret,
@@ -24,6 +25,8 @@ from deepseek_eyes.settings.base import (
 
 __all__ = [
     "BoxConvention",
+    "DeepSeekRouteSettings",
+    "Delivery",
     "ImageFormat",
     "ImageSettings",
     "LocalRouteSettings",
@@ -69,6 +72,10 @@ class RouteSettings(Strict):
     temperature: float = Field(default=0.0, ge=0, le=2)
     health_check: Literal["models", "none"] = "models"
     box_convention: BoxConvention = "auto"
+    thinking: Literal["enabled", "disabled"] | None = Field(
+        default=None,
+        description="Sent as thinking = {type = ...} (DeepSeek's switch); unset: not sent.",
+    )
     probe: bool | None = Field(
         default=None, description="Override vision.probe for this route (local is always exempt)."
     )
@@ -156,8 +163,35 @@ class VisionServeSettings(Strict):
     )
 
 
+class DeepSeekRouteSettings(Strict):
+    """The built-in ``deepseek`` vision route: a seeing DeepSeek model on the ``[llm]``
+    upstream, with the ``[llm]`` key (no second key)."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Build the route when the [llm] key resolves (or the upstream takes "
+        "none); off: never.",
+    )
+    model: str = Field(default="deepseek-flash", min_length=1, max_length=200)
+    timeout: float = Field(default=60.0, gt=0, le=600)
+    thinking: Literal["enabled", "disabled"] | None = Field(
+        default="disabled",
+        description="Sent as thinking = {type = ...}: evidence needs no reasoning tokens.",
+    )
+
+
+Delivery = Literal["auto", "evidence", "both"]
+
+
 class VisionSettings(Strict):
     route: str | None = Field(default=None, description="The explicitly selected route.")
+    delivery: Delivery = Field(
+        default="auto",
+        description="How images reach the final model: auto sends a seeing model the "
+        "pixels and a blind one validated evidence; evidence always sends evidence text; "
+        "both sends a seeing model the pixels and the evidence together.",
+    )
+    deepseek: DeepSeekRouteSettings = DeepSeekRouteSettings()
     route_priority: tuple[str, ...] = ()
     auto_detect: bool = Field(
         default=False,
@@ -184,7 +218,7 @@ class VisionSettings(Strict):
                     "duplicate_route", "route name '{name}' is used twice", {"name": route.name}
                 )
             seen.add(route.name)
-        known = seen | {LOCAL_ROUTE}
+        known = seen | {LOCAL_ROUTE, DEEPSEEK_ROUTE}
         for name in (self.route, *self.route_priority):
             if name is not None and name not in known:
                 raise PydanticCustomError(

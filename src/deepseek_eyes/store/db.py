@@ -310,6 +310,20 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (scope, prefix_sha256)
     );
     """,
+    # 10: which final model sees, as learned per upstream (runtime/sight.py): a pixel
+    # probe's verdict or an upstream's refusal of image parts, until it expires
+    """
+    CREATE TABLE model_sight (
+        upstream TEXT NOT NULL,
+        model TEXT NOT NULL,
+        sees INTEGER NOT NULL,
+        how TEXT NOT NULL,
+        code TEXT,
+        checked_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        PRIMARY KEY (upstream, model)
+    );
+    """,
 )
 
 CHAIN_MIGRATION = 4

@@ -32,12 +32,16 @@ from deepseek_eyes.audit.log import AuditLog
 from deepseek_eyes.audit.records import Seal as AuditSeal
 from deepseek_eyes.errors import DeepSeekEyesError, LLMError, StoreError
 from deepseek_eyes.llm.client import ChatResult
+from deepseek_eyes.llm.known import known_model
 from deepseek_eyes.llm.retry import attempts_json
 from deepseek_eyes.runtime.tools import ToolOutcome
 from deepseek_eyes.runtime.turn.request import RequestRecord, UsageJson, add_usage
 from deepseek_eyes.runtime.turn.state import TurnState
 from deepseek_eyes.store.events import SessionStore, TurnRecord, body_digest
 from deepseek_eyes.usage import ProviderUsage, UsageCategory, UsageTracker
+
+#: Whose image cost estimates a model the known-models table does not hold.
+DEFAULT_IMAGE_MODEL = "deepseek-flash"
 
 __all__ = ["ABORTED", "CATEGORY_OF_SOURCE", "Ledger", "Seal", "usage_json"]
 
@@ -107,6 +111,7 @@ class Ledger:
         turn.usage = add_usage(turn.usage, result.usage)
         model = result.model or turn.model
         self._usage.record_exact(turn.category, result.usage, source=turn.path, model=model)
+        self.image_input(turn, result)
         # The request as sent, by hash, with the usage it was billed: the audit row is on
         # the chain, so an answer's provenance reaches the exact upstream request.
         self.retries(turn, attempts_json(result.retries), call=turn.model_calls)
@@ -120,6 +125,34 @@ class Ledger:
         turn.requests.append(request)
         self._audit.append("llm.request", turn.turn_id, **request)
         return request["request_sha256"]
+
+    def image_input(self, turn: TurnState, result: ChatResult) -> None:
+        """The images one model call carried as pixels, as their own category: the
+        upstream's count when it reports one, else the known-models table's estimate."""
+        sent = [*turn.view.pixels, *turn.tail_pixels]
+        if not sent:
+            return
+        tokens = result.usage.image_tokens
+        source = "upstream"
+        if not tokens:
+            known = known_model(turn.model) or known_model(DEFAULT_IMAGE_MODEL)
+            cost = known.image_cost if known is not None else None
+            if cost is None:
+                return
+            tokens = sum(cost.tokens(i.width, i.height, i.detail) for i in sent)
+            source = "table"
+        self._usage.record_estimate(UsageCategory.NATIVE_IMAGE_INPUT, tokens, source=source,
+                                    calls=len(sent))
+
+    def refused(self, turn: TurnState, exc: DeepSeekEyesError) -> None:
+        """A call the upstream refused for its image parts; the turn goes on with evidence.
+        Its pending row is completed as failed, and it counts as a model call."""
+        call = turn.model_calls + 1
+        turn.model_calls = call
+        self._audit.append(
+            "llm.request", turn.turn_id, call=call, attempt=turn.sent.get(call, 1),
+            model=turn.model, outcome="failed", code=exc.code,
+            status=exc.details.get("status"), reason="image_refused")
 
     def pending(self, turn: TurnState, request_sha256: str, attempt: int) -> None:
         """Write one attempt ahead, committed, before it is sent (see the module docstring).

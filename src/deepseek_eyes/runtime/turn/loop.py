@@ -29,6 +29,11 @@ Decisions a newcomer would otherwise undo:
   rounds render their assistant message with it (:func:`~deepseek_eyes.runtime.view.
   render_assistant`), so the next request shares the prefix, and DeepSeek (which refuses a
   tool-call message without its reasoning) accepts it.
+* **Pixels wherever an image is.** A tool result that brought images for a seeing model
+  (an MCP image, a screenshot, a ``look`` crop: ``pixels`` on the image) goes upstream
+  with their pixels inside the tool message. An upstream 400 that refuses image parts
+  marks the model text-only (:meth:`~deepseek_eyes.runtime.sight.Sight.refused`) and the
+  same turn goes on with evidence (:meth:`Preparer.rebridge`), never a failed turn.
 * **An offer is judged as offered.** A call runs only when its name was in the offer of
   the model call that produced it, and an MCP tool carries the catalog generation it was
   offered under (``MCP_GENERATION_STALE`` when that catalog is gone).
@@ -44,11 +49,13 @@ from typing import Any, TypeVar
 
 from deepseek_eyes.audit.log import AuditLog
 from deepseek_eyes.canonical_json import JsonObject
-from deepseek_eyes.errors import DeepSeekEyesError
+from deepseek_eyes.errors import DeepSeekEyesError, LLMError
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.client import ChatClient, ChatResult, ToolCall
+from deepseek_eyes.llm.known import known_model
 from deepseek_eyes.runtime.budget import fit
 from deepseek_eyes.runtime.messages import StoredCall
+from deepseek_eyes.runtime.sight import Sight, refuses_images
 from deepseek_eyes.runtime.tools import ProgressEvent, ToolHub, ToolOutcome
 from deepseek_eyes.runtime.turn.events import (
     Answer,
@@ -64,12 +71,13 @@ from deepseek_eyes.runtime.turn.relay import ToolRelay
 from deepseek_eyes.runtime.turn.request import TurnRequest, TurnResult
 from deepseek_eyes.runtime.turn.state import TurnState
 from deepseek_eyes.runtime.turn.wire import TurnStream, completion_json
-from deepseek_eyes.runtime.view import render_assistant, sends_reasoning
-from deepseek_eyes.settings import LLMSettings, RuntimeSettings
+from deepseek_eyes.runtime.view import SentImage, image_url, render_assistant, sends_reasoning
+from deepseek_eyes.settings import LLMSettings, RuntimeSettings, VisionSettings
 from deepseek_eyes.store.events import Fork, Guard, SessionConflict, SessionStore
 from deepseek_eyes.store.idempotency import IdempotencyStore
-from deepseek_eyes.usage import UsageTracker
+from deepseek_eyes.usage import UsageCategory, UsageTracker
 from deepseek_eyes.vision.bridge import VisionBridge
+from deepseek_eyes.vision.intake.fit import fit_for_model
 
 __all__ = ["TurnRunner"]
 
@@ -95,6 +103,8 @@ class TurnRunner:
         usage: UsageTracker,
         audit: AuditLog,
         seal: Seal,
+        sight: Sight,
+        vision: VisionSettings | None = None,
         idempotency: IdempotencyStore | None = None,
     ) -> None:
         self._settings = settings
@@ -102,8 +112,11 @@ class TurnRunner:
         self._client = client
         self._tools = tools
         self._sessions = sessions
+        self._bridge = bridge
+        self._usage = usage
         self._preparer = Preparer(settings=settings, llm=llm, bridge=bridge, catalog=catalog,
-                                  tools=tools, sessions=sessions, usage=usage)
+                                  tools=tools, sessions=sessions, usage=usage, sight=sight,
+                                  vision=vision)
         self._ledger = Ledger(usage=usage, audit=audit, sessions=sessions, seal=seal)
 
     # the loop ------------------------------------------------------------------
@@ -139,16 +152,28 @@ class TurnRunner:
                 # before it is sent: a crash or a full disk mid-call leaves it visible as
                 # "called, outcome unknown"; if that write fails, nothing is sent.
                 ahead = functools.partial(self._ledger.pending, turn)
-                if stream:
-                    async with self._client.stream(payload, before_send=ahead) as chunks:
-                        async for chunk in chunks:
-                            delta = _visible(chunk, relay)
-                            if delta:
-                                yield Delta(delta)
-                        result = chunks.result
-                else:
-                    result = await self._client.complete(payload, stream=False,
-                                                         before_send=ahead)
+                try:
+                    if stream:
+                        async with self._client.stream(payload, before_send=ahead) as chunks:
+                            async for chunk in chunks:
+                                delta = _visible(chunk, relay)
+                                if delta:
+                                    yield Delta(delta)
+                            result = chunks.result
+                    else:
+                        result = await self._client.complete(payload, stream=False,
+                                                             before_send=ahead)
+                except LLMError as exc:
+                    carried = turn.view.pixels or turn.tail_pixels
+                    if turn.rebridged or not carried or not refuses_images(exc):
+                        raise
+                    # The model does not see after all: learned, and the turn goes on
+                    # with evidence instead of failing.
+                    self._ledger.refused(turn, exc)
+                    await self._preparer.rebridge(turn)
+                    turn.rebridged = True
+                    turn.tail_pixels = []
+                    continue
                 category = str(turn.category)
                 sent = self._ledger.call(turn, result, payload)
                 yield ModelCalled(turn.model_calls, sent, category, turn.forced_final)
@@ -239,15 +264,41 @@ class TurnRunner:
 
     @staticmethod
     def _tool_messages(done: Done) -> tuple[list[JsonObject], list[JsonObject]]:
-        """Tool results for the upstream, and as logged (named, marked internal)."""
-        upstream = [{"role": "tool", "tool_call_id": c.id, "content": o.content}
-                    for c, o in done]
+        """Tool results for the upstream (text; pixels are added by :meth:`_with_pixels`),
+        and as logged (named, marked internal, with the images they brought)."""
+        upstream: list[JsonObject] = [
+            {"role": "tool", "tool_call_id": c.id, "content": o.content} for c, o in done]
         logged = [{**m, "name": c.name, "internal": True}
                   for m, (c, _) in zip(upstream, done, strict=True)]
         for entry, (_, outcome) in zip(logged, done, strict=True):
             if outcome.images:
                 entry["images"] = [{"id": i, **part} for i, part in outcome.images]
         return upstream, logged
+
+    async def _with_pixels(self, turn: TurnState, upstream: list[JsonObject],
+                           done: Done) -> None:
+        """Put the pixels of the images a result delivered as pixels inside its tool
+        message (fitted to the model's limits), and book them."""
+        known = known_model(turn.model) or known_model("deepseek-flash")
+        limits = known.image_limits if known is not None else None
+        for message, (_, outcome) in zip(upstream, done, strict=True):
+            pictures = [(i, p) for i, p in outcome.images if p.get("pixels")]
+            if not pictures:
+                continue
+            parts: list[JsonObject] = [{"type": "text", "text": outcome.content}]
+            for _, part in pictures:
+                data = await self._bridge.read_image(str(part["sha256"]))
+                side = limits.side_limit(len(pictures)) if limits is not None else None
+                data = await fit_for_model(data, part, max_side=side,
+                                           max_bytes=limits.max_bytes if limits else None)
+                detail = str(part.get("detail") or "auto")
+                parts.append(image_url(data, str(part["media_type"]), detail))
+                turn.tail_pixels.append(SentImage(str(part["sha256"]), int(part["width"]),
+                                                  int(part["height"]), detail))
+            message["content"] = parts
+            if not turn.pixels_counted:
+                turn.pixels_counted = True
+                self._usage.count(UsageCategory.NATIVE_VISUAL_TURNS, source=turn.model)
 
     async def _run_tools(self, turn: TurnState, result: ChatResult,
                          calls: list[ToolCall]) -> None:
@@ -261,6 +312,7 @@ class TurnRunner:
                   "tool_calls": _stored_calls(calls), "internal": True}
         assistant = render_assistant(stored, reasoning=sends_reasoning(stored, turn.thinking))
         upstream, logged = self._tool_messages(done)
+        await self._with_pixels(turn, upstream, done)
         turn.tail.extend([assistant, *upstream])
         self._reoffer(turn)
         self._append(turn, [stored, *logged])
@@ -300,6 +352,7 @@ class TurnRunner:
                 model_calls=turn.model_calls, created=int(turn.started), fork=turn.fork,
                 tools=list(turn.context.calls), requests=list(turn.requests),
                 thinking=turn.thinking_note, retry_of=turn.retry_of,
+                sight=_sight_json(turn),
             )
             outcome.audit = self._ledger.seal()
             scope = turn.request.client_scope
@@ -354,6 +407,15 @@ class TurnRunner:
         turn.session_id, turn.fork, turn.retry_of = forked, fork, None
         turn.base_seq = base
         turn.head = mine[-1] if mine else base
+
+
+def _sight_json(turn: TurnState) -> JsonObject | None:
+    if turn.sight is None:
+        return None
+    out = turn.sight.json()
+    if turn.rebridged:
+        out["rebridged"] = True
+    return out
 
 
 def _abort_reason(exc: BaseException) -> str:

@@ -4,13 +4,17 @@ The path is chosen once per turn:
 
 * **text** — no image in the conversation: the messages go to the final model as sent.
   No router, probe or attempt record.
-* **native** — the final model declares image input (settings or its ``/models`` entry):
-  the current message's images go through unchanged (earlier ones as references), no
-  evidence, probe or router call; a turn that sends pixels counts one
-  ``native_visual_turns`` event (a continued turn that sends none counts nothing).
+* **native** — the final model sees (:class:`~deepseek_eyes.runtime.sight.Sight`: the
+  settings, a learned verdict, a pixel probe of the model, the priors) and
+  ``vision.delivery`` is not ``"evidence"``: the current exchange's images go as pixels,
+  fitted to the model's documented limits (earlier ones as references the model can
+  ``look`` at again); with ``delivery = "both"`` each is followed by its validated
+  evidence. A turn that sends pixels counts one ``native_visual_turns`` event (a
+  continued turn that sends none counts nothing).
 * **bridged** — every image is replaced by validated evidence (cache first) and the model
   gets the ``look`` tool. The final model never receives an image part or unvalidated
-  evidence.
+  evidence. An upstream that refuses the pixels of a model believed to see makes the turn
+  go on here (:meth:`Preparer.rebridge`), and the model is known text-only for a while.
 
 Decisions a newcomer would otherwise undo:
 
@@ -26,6 +30,7 @@ Decisions a newcomer would otherwise undo:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import time
 import uuid
@@ -35,15 +40,23 @@ from typing import Any
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, LLMError, StoreError, TurnError
 from deepseek_eyes.llm.catalog import ModelCatalog
+from deepseek_eyes.llm.known import known_model
 from deepseek_eyes.llm.thinking import ThinkingMode, model_defaults, reasoning_gaps, thinking_mode
 from deepseek_eyes.runtime.messages import image_refs
 from deepseek_eyes.runtime.reasoning import restore_reasoning
+from deepseek_eyes.runtime.sight import Sight, SightVerdict
 from deepseek_eyes.runtime.tools import ToolHub, TurnContext
 from deepseek_eyes.runtime.turn.ledger import ABORTED
 from deepseek_eyes.runtime.turn.request import EvidenceUse, ThinkingNote, TurnRequest
 from deepseek_eyes.runtime.turn.state import TurnState
-from deepseek_eyes.runtime.view import EvidenceSlot, build_view, native_pixels
-from deepseek_eyes.settings import LLMSettings, RuntimeSettings
+from deepseek_eyes.runtime.view import (
+    EvidenceSlot,
+    attached_pixels,
+    build_view,
+    image_ids,
+    native_pixels,
+)
+from deepseek_eyes.settings import LLMSettings, RuntimeSettings, VisionSettings
 from deepseek_eyes.store.events import (
     Event,
     Fork,
@@ -58,6 +71,7 @@ from deepseek_eyes.store.events import (
 )
 from deepseek_eyes.usage import UsageCategory, UsageTracker
 from deepseek_eyes.vision.bridge import VisionBridge
+from deepseek_eyes.vision.intake.fit import fit_for_model
 
 __all__ = ["CAS_TRIES", "PASSTHROUGH", "Logged", "Preparer", "prefix_chain"]
 #: How many times a request is judged again when its session changed while it was.
@@ -138,9 +152,13 @@ class Preparer:
         tools: ToolHub,
         sessions: SessionStore,
         usage: UsageTracker,
+        sight: Sight,
+        vision: VisionSettings | None = None,
     ) -> None:
         self._settings = settings
         self._llm = llm
+        self._vision = vision or VisionSettings()
+        self._sight = sight
         self._bridge = bridge
         self._catalog = catalog
         self._tools = tools
@@ -158,12 +176,13 @@ class Preparer:
                 code="RUNTIME_TOO_MANY_IMAGES",
                 details={"images": len(images), "limit": self._settings.max_images_per_turn},
             )
+        sight: SightVerdict | None = None
         if not images:
             path = "text"
-        elif await self._catalog.image_input(model):
-            path = "native"
         else:
-            path = "bridged"
+            sight = await self._sight.verdict(model)
+            seeing = sight.sees and self._vision.delivery != "evidence"
+            path = "native" if seeing else "bridged"
         request, thinking, note = self._thinking(request, model)
         turn_id = f"turn-{uuid.uuid4().hex[:20]}"
         logged = self._log_request(request, turn_id=turn_id, started=started, model=model,
@@ -195,6 +214,7 @@ class Preparer:
                     self._sessions.queue_turn(record)
             raise
         turn.fork = logged.fork
+        turn.sight = sight
         turn.thinking_note = note
         turn.base_seq = turn.head = logged.base
         turn.retry_of = logged.retry_of
@@ -262,31 +282,46 @@ class Preparer:
             notify=request.notify,
             approver=request.approver,
         )
+        context.delivery = self._delivery(path)
+        if path == "text":
+            context.resolve_delivery = functools.partial(self._tool_delivery, model)
         evidence: list[EvidenceUse] = []
         slots: dict[str, EvidenceSlot] = {}
         originals: dict[str, bytes] = {}
-        if path == "bridged":
-            for number, image in enumerate(image_refs(conversation), start=1):
-                image_id = f"img-{number}"
+        ids = image_ids(conversation)
+        pictures = _conversation_images(conversation)
+        if path == "bridged" or context.delivery == "both":
+            for image in pictures:
+                image_id = ids.get(image["sha256"]) or str(image.get("id"))
                 result = await self._bridge.see_stored(image["sha256"])
                 slots[image["sha256"]] = EvidenceSlot(
                     image_id, image, result.route, result.record.record_sha256,
                     result.record.evidence,
                 )
-                context.images[image_id] = {**image, "route": result.route}
+                context.images[image_id] = {**_part(image), "route": result.route}
                 evidence.append({
                     "image": image_id, "sha256": image["sha256"], "route": result.route,
                     "record_sha256": result.record.record_sha256, "cached": result.cached,
                     "operation_id": result.operation_id,
                 })
+        else:
+            for image in pictures:  # look works on the native path too
+                image_id = ids.get(image["sha256"]) or str(image.get("id"))
+                context.images.setdefault(image_id, _part(image))
         # Images earlier tool results brought keep their ids (their evidence is in the text).
         for message in conversation:
             for image in message.get("images") or () if message.get("role") == "tool" else ():
                 context.images.setdefault(str(image["id"]), {
                     k: v for k, v in image.items() if k != "id"})
         if path == "native":
-            for sha in native_pixels(conversation, self._settings.native_history_images):
-                originals[sha] = await self._bridge.read_image(sha)
+            where = native_pixels(conversation, self._settings.native_history_images)
+            limits = _limits(model)
+            side = limits.side_limit(len(where)) if limits is not None else None
+            by_sha = {i["sha256"]: i for i in pictures}
+            for sha in where:
+                data = await self._bridge.read_image(sha)
+                originals[sha] = await fit_for_model(data, by_sha[sha], max_side=side,
+                                                     max_bytes=limits.max_bytes if limits else None)
         # Unfitted: the loop fits every request, the turn's own tool rounds included.
         view = build_view(
             conversation,
@@ -296,10 +331,11 @@ class Preparer:
             history_evidence=self._settings.history_evidence,
             native_history_images=self._settings.native_history_images,
             thinking=thinking,
+            both=context.delivery == "both",
         )
         if originals:  # the bytes of the images this view sends as pixels
             self._usage.count(UsageCategory.NATIVE_VISUAL_TURNS, source=model)
-        if path == "bridged":
+        if path == "bridged" or view.evidence_tokens:
             self._usage.record_estimate(
                 UsageCategory.BRIDGE_INPUT, view.evidence_tokens, source=model, calls=1
             )
@@ -335,8 +371,44 @@ class Preparer:
             model=model, path=path, view=view, context=context, offer=offer,
             base=base, history=history, started=started, evidence=evidence,
             prior_calls=_prior_calls(conversation), client_names=client_names,
-            thinking=thinking,
+            thinking=thinking, pixels_counted=bool(originals),
         )
+
+    def _delivery(self, path: str) -> str:
+        """How images reach the model in a turn on ``path``: ``pixels``, ``both`` or
+        ``evidence``; a text turn decides when a tool first brings one."""
+        if path == "native":
+            return "both" if self._vision.delivery == "both" else "pixels"
+        return "evidence"
+
+    async def _tool_delivery(self, model: str) -> str:
+        """A text turn's delivery, once a tool result brings its first image."""
+        if self._vision.delivery == "evidence":
+            return "evidence"
+        verdict = await self._sight.verdict(model)
+        return self._delivery("native" if verdict.sees else "bridged")
+
+    async def rebridge(self, turn: TurnState) -> None:
+        """The upstream refused the pixels of a model believed to see: it is text-only for
+        the sight TTL, and the turn goes on with evidence. Its history so far (the logged
+        request and what the turn appended since, pixel tool results included) is shown
+        again bridged; the turn's counters and records stay."""
+        turn.sight = self._sight.refused(turn.model)
+        conversation = [*turn.prefix, *turn.outputs]
+        fresh = await self._build(turn.request, conversation, turn.model, "bridged",
+                                  turn.session_id, turn.started, turn.thinking,
+                                  turn_id=turn.turn_id)
+        turn.path = "bridged"
+        turn.view = fresh.view
+        turn.history = fresh.history
+        turn.tail = []
+        turn.evidence = [*turn.evidence, *fresh.evidence]
+        fresh.context.calls = turn.context.calls
+        fresh.context.rereads = turn.context.rereads
+        fresh.context.tool_calls = turn.context.tool_calls
+        fresh.context.state = turn.context.state
+        turn.context = fresh.context
+        turn.offer = fresh.offer
 
     def _log_request(self, request: TurnRequest, *, turn_id: str, started: float, model: str,
                      path: str) -> Logged:
@@ -431,6 +503,31 @@ class Preparer:
                                        base=base, started_at=started, model=model,
                                        path=path, retry_of=retry_of)
         return Logged(session_id, fork, conversation, base, retry_of)
+
+
+def _conversation_images(conversation: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every image of a conversation by first appearance: content parts of user and tool
+    messages, and the images tool results delivered as pixels."""
+    seen: dict[str, dict[str, Any]] = {}
+    for message in conversation:
+        for image in image_refs([message]):
+            seen.setdefault(image["sha256"], image)
+        for attached in attached_pixels(message):
+            seen.setdefault(str(attached["sha256"]), dict(attached))
+    return list(seen.values())
+
+
+def _part(image: Mapping[str, Any]) -> dict[str, Any]:
+    """An image as the turn's tools know it: its identity, without the tool-result id."""
+    return {k: v for k, v in image.items() if k not in ("id", "pixels", "type")} | {
+        "type": "image"}
+
+
+def _limits(model: str) -> Any:
+    """The model's documented image limits (the known-models table), or DeepSeek's when the
+    table does not know the model."""
+    known = known_model(model) or known_model("deepseek-flash")
+    return known.image_limits if known is not None else None
 
 
 def prefix_chain(messages: Sequence[Mapping[str, Any]]) -> list[str]:

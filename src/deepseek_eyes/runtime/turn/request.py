@@ -112,6 +112,11 @@ class TurnResult:
     audit: Seal | None = None  # the chain's head (and checkpoint) after the turn
     thinking: ThinkingNote | None = None
     retry_of: str | None = None  # the turn this answer is a new attempt of
+    #: Whether the model sees, and how that is known, when the turn had to know
+    #: (``{"model", "sees", "how", "code"?, "checked_at"?, "expires_at"?}``); with
+    #: ``"rebridged": true`` when the upstream refused the pixels and the turn went on
+    #: with evidence.
+    sight: JsonObject | None = None
 
 
 def add_usage(a: ProviderUsage, b: ProviderUsage) -> ProviderUsage:
@@ -121,4 +126,5 @@ def add_usage(a: ProviderUsage, b: ProviderUsage) -> ProviderUsage:
         a.reasoning_tokens + b.reasoning_tokens,
         a.cache_hit_tokens + b.cache_hit_tokens,
         a.cache_miss_tokens + b.cache_miss_tokens,
+        a.image_tokens + b.image_tokens,
     )

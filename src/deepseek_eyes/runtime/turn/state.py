@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.llm.thinking import ThinkingMode
+from deepseek_eyes.runtime.sight import SightVerdict
 from deepseek_eyes.runtime.tools import Offer, TurnContext
 from deepseek_eyes.runtime.turn.request import (
     EvidenceUse,
@@ -13,7 +14,7 @@ from deepseek_eyes.runtime.turn.request import (
     ThinkingNote,
     TurnRequest,
 )
-from deepseek_eyes.runtime.view import View
+from deepseek_eyes.runtime.view import SentImage, View
 from deepseek_eyes.store.events import Fork
 from deepseek_eyes.usage import ProviderUsage, UsageCategory
 
@@ -64,6 +65,10 @@ class TurnState:
     outputs: list[JsonObject] = field(default_factory=list)  # what it appended since
     sent: dict[int, int] = field(default_factory=dict)  # call -> attempts written ahead
     recorded: bool = False  # its turn record (ok, failed or aborted) is written or queued
+    sight: SightVerdict | None = None  # whether its model sees, when the turn had to know
+    pixels_counted: bool = False  # a native_visual_turns event was counted for it
+    rebridged: bool = False  # the upstream refused its pixels; it went on with evidence
+    tail_pixels: list[SentImage] = field(default_factory=list)  # pixels its tool rounds sent
 
     @property
     def internal(self) -> frozenset[str]:

@@ -99,6 +99,8 @@ def deepseekeyes_json(result: TurnResult) -> JsonObject:
         out["retry_of"] = result.retry_of
     if result.thinking is not None:
         out["thinking"] = result.thinking
+    if result.sight is not None:
+        out["sight"] = result.sight
     out["provenance"] = {
         # image hash -> attempts (operation) -> evidence hash -> request hash -> usage,
         # each resolvable with `deepseek-eyes audit show` (the turn id resolves them all)

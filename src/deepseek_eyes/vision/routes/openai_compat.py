@@ -67,6 +67,8 @@ class OpenAIRoute:
             "box_convention": settings.box_convention,
             "header_names": sorted(name.lower() for name in settings.headers),
         }
+        if settings.thinking is not None:  # absent when unset: older routes keep their cache
+            answer["thinking"] = settings.thinking
         self._answer_fingerprint = canonical_json.SORTED_DEFAULT.sha256_hex(answer)
 
     # -- identity ------------------------------------------------------------------------
@@ -173,6 +175,8 @@ class OpenAIRoute:
         }
         if self._settings.json_mode:
             payload["response_format"] = {"type": "json_object"}
+        if self._settings.thinking is not None:
+            payload["thinking"] = {"type": self._settings.thinking}
         return payload
 
     def _answer(self, result: ChatResult) -> RouteAnswer:

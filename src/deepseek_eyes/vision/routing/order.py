@@ -12,8 +12,10 @@ The seed's order ("Route ordering and failover"), with where each step comes fro
 
 Each name appears once, at its first place: an explicit route that is also in the priority
 list moves to the front and the rest stays behind it as failover. With nothing from any
-step, the embedded local route serves alone (a fresh install sees with no key and no
-network).
+step, the built-in routes serve in their order: the ``deepseek`` route (a seeing DeepSeek
+model on the ``[llm]`` upstream, when its key resolves), then the embedded local route, so
+a fresh install with only a DeepSeek key sees through DeepSeek and falls over to OCR, and
+one with no key sees offline.
 
 Decisions a newcomer would otherwise undo:
 
@@ -26,9 +28,10 @@ Decisions a newcomer would otherwise undo:
   settings) is skipped, not refused: it is a hint from history, and the rest of the order
   still answers the reread. An unknown *explicit* route is the caller's mistake and is
   refused.
-* The built-in ``local`` route is a candidate only when it is named (explicitly, in the
-  priority list, or as a configured route) or when nothing else is: a remote setup does not
-  quietly fall back to OCR unless asked to.
+* The built-in routes (``deepseek``, ``local``) are candidates only when they are named
+  (explicitly, in the priority list, or as a configured route) or when nothing else is: a
+  remote setup does not quietly fall back to OCR, or spend DeepSeek tokens, unless asked
+  to.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ def route_order(
     auto: Sequence[str] = (),
     explicit: str | None = None,
     base_route: str | None = None,
-    fallback: str = "local",
+    fallback: Sequence[str] = ("deepseek", "local"),
 ) -> list[str]:
     """Candidate route names, best first (the module docstring gives the order).
 
@@ -73,6 +76,6 @@ def route_order(
     for name in (base_route, explicit, selected, *priority, *configured, *auto):
         if name is not None and name in known and name not in ordered:
             ordered.append(name)
-    if not ordered and fallback in known:
-        ordered.append(fallback)
+    if not ordered:
+        ordered.extend(name for name in fallback if name in known)
     return ordered

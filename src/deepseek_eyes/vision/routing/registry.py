@@ -1,7 +1,14 @@
-"""Builds the router's routes from settings: configured routes, auto-detected models, local.
+"""Builds the router's routes from settings: configured routes, auto-detected models, the
+built-in ``deepseek`` route, local.
 
 The local route always exists (as ``local`` unless a configured route takes that name), so
-``see`` works on a fresh install with no key and no network. Auto-detection turns each
+``see`` works on a fresh install with no key and no network. The ``deepseek`` route
+(``[vision.deepseek]``) is a seeing DeepSeek model (``deepseek-flash``) on the ``[llm]``
+upstream with the ``[llm]`` key: no second key. It is built only when that key resolves
+(or ``llm.api_key = false``): without a key there is nothing it could call, and the offline
+default stays the local route alone. Whether the upstream really serves that model, and
+whether it sees, its health check (``/models``) and its pixel probe find out; a text-only
+upstream fails them and the order goes on to ``local``. Auto-detection turns each
 ``[llm]`` model that declares text and image input
 (:mod:`deepseek_eyes.vision.routing.detect`) into a route named ``llm/<model>`` on the
 final-answer endpoint; it only joins the order when ``vision.auto_detect`` is on.
@@ -16,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, MutableMapping
 
-from deepseek_eyes.settings import LLMSettings, RouteSettings, VisionSettings
+from deepseek_eyes.errors import ConfigError
+from deepseek_eyes.settings import DEEPSEEK_ROUTE, LLMSettings, RouteSettings, VisionSettings
 from deepseek_eyes.vision.routes.local_ocr import LocalRoute
 from deepseek_eyes.vision.routing.detect import (
     RouteDetector,
@@ -26,7 +34,7 @@ from deepseek_eyes.vision.routing.detect import (
 from deepseek_eyes.vision.routing.guard import RouteEntry
 from deepseek_eyes.vision.types import VisionRoute
 
-__all__ = ["AutoRoutes", "auto_route_settings", "build_routes"]
+__all__ = ["AutoRoutes", "auto_route_settings", "build_routes", "deepseek_route_settings"]
 
 
 def auto_route_settings(llm: LLMSettings, model_ids: Iterable[str]) -> list[RouteSettings]:
@@ -50,6 +58,23 @@ def auto_route_settings(llm: LLMSettings, model_ids: Iterable[str]) -> list[Rout
             )
         )
     return routes
+
+
+def deepseek_route_settings(vision: VisionSettings, llm: LLMSettings) -> RouteSettings | None:
+    """The built-in ``deepseek`` route on the ``[llm]`` upstream, or None when it is off or
+    the ``[llm]`` key reference names an unset variable."""
+    if not vision.deepseek.enabled:
+        return None
+    if llm.api_key is not None:
+        try:
+            llm.api_key.resolve()
+        except ConfigError:
+            return None
+    return RouteSettings(
+        name=DEEPSEEK_ROUTE, kind="openai", base_url=llm.base_url, model=vision.deepseek.model,
+        api_key=llm.api_key, timeout=min(vision.deepseek.timeout, llm.timeout),
+        connect_timeout=llm.connect_timeout, thinking=vision.deepseek.thinking,
+    )
 
 
 def _remote(settings: RouteSettings) -> VisionRoute:
@@ -76,6 +101,10 @@ def build_routes(
             entries[settings.name] = RouteEntry(_remote(settings), probe=settings.probe)
     if "local" not in entries:
         entries["local"] = RouteEntry(LocalRoute("local", vision.local))
+    if DEEPSEEK_ROUTE not in entries:
+        deepseek = deepseek_route_settings(vision, llm)
+        if deepseek is not None:
+            entries[DEEPSEEK_ROUTE] = RouteEntry(_remote(deepseek))
     auto: list[str] = []
     if vision.auto_detect:
         for settings in auto_route_settings(llm, settings_vision_models(llm)):

@@ -1,0 +1,72 @@
+"""How an image a tool brought reaches the model: the one function every source calls.
+
+An MCP image, a browser or desktop screenshot and a ``look`` crop are admitted (stored by
+SHA-256), given an id in the turn (``tool-img-N``), and then delivered as the turn decided
+(:meth:`~deepseek_eyes.runtime.tools.TurnContext.image_delivery`):
+
+* ``pixels`` — a seeing model gets the image itself: the result's text names it and the
+  turn loop puts its pixels inside the tool message; no vision route is asked;
+* ``evidence`` — a blind model gets validated evidence text in the result;
+* ``both`` — the pixels and the evidence.
+
+An image delivered as pixels is marked ``pixels`` in the logged result (and ``evidence``
+when its evidence is in the text as well), so later turns render it for whichever model
+they run on (:mod:`deepseek_eyes.runtime.view`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from deepseek_eyes.runtime.messages import image_part
+from deepseek_eyes.runtime.render import render_evidence, render_target
+from deepseek_eyes.runtime.tools import TurnContext
+from deepseek_eyes.usage import estimate_tokens
+from deepseek_eyes.vision.bridge import VisionBridge
+from deepseek_eyes.vision.evidence.cache import ImageMeta
+
+__all__ = ["Delivered", "deliver_image", "pixels_note"]
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What a result says where the image is, and the image as the turn holds it."""
+
+    image_id: str
+    part: dict[str, Any]
+    text: str
+    evidence_tokens: int = 0  # estimated tokens of the evidence in ``text``
+
+
+def pixels_note(image_id: str, meta: ImageMeta | dict[str, Any], what: str = "image") -> str:
+    width = meta.width if isinstance(meta, ImageMeta) else meta["width"]
+    height = meta.height if isinstance(meta, ImageMeta) else meta["height"]
+    kind = meta.media_type if isinstance(meta, ImageMeta) else meta["media_type"]
+    return f"[{image_id}: the {what}, {width}x{height} {kind}, attached as pixels]"
+
+
+async def deliver_image(bridge: VisionBridge, context: TurnContext, meta: ImageMeta, *,
+                        question: str | None = None, what: str = "image") -> Delivered:
+    """Deliver one admitted image into the turn.
+
+    Raises:
+        DeepSeekEyesError: getting its evidence failed (``evidence`` and ``both``).
+    """
+    mode = await context.image_delivery()
+    if mode == "pixels":
+        part: dict[str, Any] = {**image_part(meta), "pixels": True}
+        image_id = context.add_image(part)
+        return Delivered(image_id, part, pixels_note(image_id, meta, what))
+    if question:
+        seen = await bridge.reread(meta.sha256, question)
+    else:
+        seen = await bridge.see_stored(meta.sha256)
+    part = {**image_part(meta), "route": seen.route}
+    if mode == "both":
+        part.update(pixels=True, evidence=True)
+    image_id = context.add_image(part)
+    render = render_target if question else render_evidence
+    text = render(image_id, part, seen.record.evidence, route=seen.route,
+                  record_sha256=seen.record.record_sha256)
+    return Delivered(image_id, part, text, estimate_tokens(len(text)))
