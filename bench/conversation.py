@@ -54,7 +54,8 @@ _TIMING = re.compile(r"([a-z]+);dur=([0-9.]+)")
 
 def start(upstream: str, vision: str, home: Path) -> tuple[subprocess.Popen[str], str]:
     return start_gateway(
-        f'[llm]\nbase_url = "{upstream}"\napi_key = false\nmodel = "deepseek-v4-flash"\n'
+        f'[llm]\nbase_url = "{upstream}"\napi_key = false\nmodel = "deepseek-v4-pro"\n'
+        '[[llm.models]]\nid = "deepseek-v4-pro"\ninput = ["text"]\n'
         '[vision]\nroute_priority = ["loop"]\nprobe = false\n'
         f'[[vision.routes]]\nname = "loop"\nbase_url = "{vision}"\nmodel = "vision-1"\n',
         home, gateway="server_timing = true")
@@ -77,7 +78,7 @@ def conversation(client: openai.OpenAI, session: str) -> list[tuple[float, dict[
         history.append({"role": "user", "content": content})
         started = time.perf_counter()
         raw = client.chat.completions.with_raw_response.create(
-            model="deepseek-v4-flash", messages=history,
+            model="deepseek-v4-pro", messages=history,
             extra_headers={"X-DeepSeekEyes-Session": session})
         answer = raw.parse()
         wall = (time.perf_counter() - started) * 1000
@@ -93,7 +94,7 @@ def direct(client: openai.OpenAI) -> list[float]:
     for question in QUESTIONS:
         history.append({"role": "user", "content": question})
         started = time.perf_counter()
-        answer = client.chat.completions.create(model="deepseek-v4-flash", messages=history)
+        answer = client.chat.completions.create(model="deepseek-v4-pro", messages=history)
         out.append((time.perf_counter() - started) * 1000)
         history.append({"role": "assistant", "content": answer.choices[0].message.content})
     return out

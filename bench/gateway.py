@@ -45,7 +45,7 @@ RECEIPT = ROOT / "examples" / "receipt.png"
 
 def start(upstream: LoopbackUpstream, home: Path) -> tuple[subprocess.Popen[str], str]:
     return start_gateway(f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
-                         'model = "deepseek-v4-flash"', home)
+                         'model = "deepseek-v4-pro"', home)
 
 
 def rss_mib(pid: int) -> float:
@@ -56,7 +56,7 @@ def rss_mib(pid: int) -> float:
 
 
 async def latencies(base: str, n: int, *, stream: bool) -> list[float]:
-    body = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "ping"}]}
+    body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "ping"}]}
     if stream:
         body["stream"] = True
     out: list[float] = []
@@ -90,14 +90,14 @@ async def openai_latencies(base: str, n: int, *, stream: bool) -> list[float]:
             if stream:
                 elapsed = math.nan
                 chunks = await client.chat.completions.create(
-                    model="deepseek-v4-flash", stream=True,
+                    model="deepseek-v4-pro", stream=True,
                     messages=[{"role": "user", "content": "ping"}])
                 async for chunk in chunks:
                     if elapsed != elapsed and chunk.choices and chunk.choices[0].delta.content:
                         elapsed = time.perf_counter() - started
             else:
                 await client.chat.completions.create(
-                    model="deepseek-v4-flash", messages=[{"role": "user", "content": "ping"}])
+                    model="deepseek-v4-pro", messages=[{"role": "user", "content": "ping"}])
                 elapsed = time.perf_counter() - started
             if i >= 20:
                 out.append(elapsed)
@@ -106,7 +106,7 @@ async def openai_latencies(base: str, n: int, *, stream: bool) -> list[float]:
 
 async def tokens(upstream: LoopbackUpstream, home: Path, history: str) -> tuple[int, int]:
     settings = Settings.model_validate({
-        "llm": {"base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-flash"},
+        "llm": {"base_url": upstream.base_url, "api_key": False, "model": "deepseek-v4-pro"},
         "runtime": {"history_evidence": history},
     })
     data_url = "data:image/png;base64," + base64.b64encode(RECEIPT.read_bytes()).decode()

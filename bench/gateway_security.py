@@ -35,7 +35,7 @@ from deepseek_eyes.settings import Settings
 from runtime.upstream import LoopbackUpstream
 
 KEY = "gDMzbBFV7o47YdZSkAi0gB5-fw-CBGo5wZXcP_-vJCI"  # a bench key, not a secret
-BODY = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "ping"}]}
+BODY = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "ping"}]}
 
 
 def _socket() -> socket.socket:
@@ -87,7 +87,7 @@ def main(n: int) -> None:
     with LoopbackUpstream() as upstream, tempfile.TemporaryDirectory() as tmp:
         settings = Settings.model_validate({
             "llm": {"base_url": upstream.base_url, "api_key": False,
-                    "model": "deepseek-v4-flash"},
+                    "model": "deepseek-v4-pro"},
             "gateway": {"rate_limit_per_minute": 1_000_000},
         })
         with DataHome(Path(tmp) / "data") as data:

@@ -54,7 +54,9 @@ async def conversation(upstream: LoopbackUpstream, mode: str) -> tuple[int, int]
     with tempfile.TemporaryDirectory() as home_dir:
         settings = Settings.model_validate({
             "llm": {"base_url": upstream.base_url, "api_key": False,
-                    "model": "deepseek-v4-flash"},
+                    "model": "deepseek-v4-pro",
+                    "models": [{"id": "deepseek-v4-pro", "input": ["text"]}]},
+            "vision": {"deepseek": {"enabled": False}},  # the local route, as before
             "runtime": {"history_evidence": mode},
             "storage": {"home": home_dir},
         })

@@ -110,6 +110,10 @@ ERROR_CODES: Mapping[str, str] = {
     "CONFIG_UNREADABLE": "The settings file is not valid TOML or cannot be read.",
     "CONFIG_ENV_MISSING": "A { env = \"NAME\" } reference names a variable that is not set.",
     # a `config check` warning, never raised: the file is valid, the route never serves
+    "CONFIG_MODEL_RENAMED": (
+        "A model the settings name is an alias or a retired name of DeepSeek's (a config "
+        "check warning naming its successor; the file stays valid)."
+    ),
     "CONFIG_ROUTE_UNREACHABLE": (
         "A vision route the settings define can never be tried (a config check warning)."
     ),
@@ -221,6 +225,10 @@ ERROR_CODES: Mapping[str, str] = {
     "RUNTIME_APPROVAL_DENIED": "The person asked denied the plan; it did not run.",
     "RUNTIME_APPROVAL_TIMEOUT": "Nobody approved the plan in runtime.approval_timeout; not run.",
     "RUNTIME_REREAD_LIMIT": "A look call was refused: runtime.max_rereads_per_turn reached.",
+    "RUNTIME_BAD_REGION": (
+        "A look call's region is not [x, y, w, h] with x and y in [0, 1) and w and h in "
+        "(0, 1]; the model reads the error and the turn goes on."
+    ),
     "RUNTIME_TURN_ABORTED": "A turn record's code: the turn ended with no answer and no error "
     "(its reader went away, the gateway shut down, or its process died).",
     # gateway
@@ -335,6 +343,15 @@ ERROR_CODES: Mapping[str, str] = {
     "LLM_MODEL_UNKNOWN": (
         "No final model is configured and the endpoint lists none (a listing that failed "
         "keeps its own code, e.g. LLM_UNAVAILABLE)."
+    ),
+    "LLM_IMAGE_REFUSED": (
+        "The upstream refused image parts for this model (HTTP 400): it is known text-only "
+        "until llm.sight_ttl passes, and the turn went on with evidence (a learned verdict's "
+        "code, never a failed turn)."
+    ),
+    "LLM_PROBE_MISMATCH": (
+        "The model named the wrong colours of the pixel probe: it does not read the pixels it "
+        "is sent, and gets evidence until llm.sight_ttl passes (a learned verdict's code)."
     ),
     # mcp host
     "MCP_SERVER_UNKNOWN": "No configured MCP server has that id.",

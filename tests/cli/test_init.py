@@ -38,7 +38,9 @@ def test_init_writes_a_file_config_check_accepts(tmp_path: Path) -> None:
 
     settings = validate_settings_file(path)
     assert settings.llm.base_url == "https://api.deepseek.com"
-    assert settings.llm.model == "deepseek-v4-flash"
+    assert settings.llm.model == "deepseek-flash"  # a current name: no CONFIG_MODEL_RENAMED
+    assert settings.vision.route_priority == ("deepseek", "local")
+    assert settings.vision.delivery == "auto"
     assert settings.llm.api_key is not None
     assert settings.llm.api_key.env == "DEEPSEEK_API_KEY"
     assert settings.gateway.api_key is not None
@@ -82,3 +84,23 @@ def test_init_into_a_missing_directory_is_a_write_failure(tmp_path: Path) -> Non
     with pytest.raises(ConfigError) as refused:
         invoke("init", str(tmp_path / "nowhere" / "eyes.toml"))
     assert refused.value.code == "CONFIG_WRITE_FAILED"
+
+
+def test_config_check_names_the_successor_of_an_alias_or_a_retired_model(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.toml"
+    path.write_text('[llm]\nmodel = "deepseek-v4-flash"\n\n[[llm.models]]\n'
+                    'id = "deepseek-chat"\n', encoding="utf-8")
+    status, out, err = invoke("config", "check", str(path), "--json")
+    assert status == 0, out
+    warnings = json.loads(out)["warnings"]
+    assert [(w["code"], w["details"]["model"], w["details"]["successor"], w["details"]["kind"])
+            for w in warnings] == [
+        ("CONFIG_MODEL_RENAMED", "deepseek-v4-flash", "deepseek-flash", "alias"),
+        ("CONFIG_MODEL_RENAMED", "deepseek-chat", "deepseek-flash", "retired"),
+    ]
+    status, out, err = invoke("config", "check", str(path))
+    assert status == 0
+    assert "warning CONFIG_MODEL_RENAMED: 'deepseek-v4-flash' is an alias of " \
+        "'deepseek-flash'" in err

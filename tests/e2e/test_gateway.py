@@ -174,6 +174,45 @@ def test_image_non_streaming_and_streaming(gateway: str) -> None:
     )
 
 
+@pytest.mark.parametrize("model", ["deepseek-flash", "deepseek-v4-pro"])
+def test_an_image_in_a_clients_tool_message_reaches_the_model(
+    gateway: str, upstream: LoopbackUpstream, model: str
+) -> None:
+    """A client's own tool returned a screenshot (DeepSeek takes images inside tool
+    results): deepseek-flash gets the pixels there, v4-pro the evidence in their place."""
+    tools = [{"type": "function", "function": {
+        "name": "take_screenshot", "description": "Capture the screen.",
+        "parameters": {"type": "object", "properties": {}}}}]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "What is on my screen?"},
+        {"role": "assistant", "content": None, "reasoning_content": "I should look.",
+         "tool_calls": [{"id": "call_shot_1", "type": "function",
+                         "function": {"name": "take_screenshot", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_shot_1", "content": [
+            {"type": "text", "text": "the screen:"},
+            {"type": "image_url", "image_url": {"url": RECEIPT_URL}}]},
+    ]
+    before = len(upstream.decoded)
+    reply = client(gateway).chat.completions.create(model=model, messages=messages,
+                                                    tools=tools)
+    extra = reply.model_extra or {}
+    text = reply.choices[0].message.content or ""
+    if model == "deepseek-flash":
+        assert extra["deepseekeyes"]["path"] == "native"
+        assert text == "after take_screenshot: the screen:\nI see an image of 900x700 pixels."
+        seen = upstream.decoded[before:]
+        assert seen[-1]["model"] == model
+        assert seen[-1]["images"][0]["role"] == "tool"
+        assert seen[-1]["images"][0]["sha256"] == hashlib.sha256(
+            base64.b64decode(RECEIPT_URL.split(",", 1)[1])).hexdigest()
+    else:
+        assert extra["deepseekeyes"]["path"] == "bridged"
+        assert text.startswith("after take_screenshot: the screen:")
+        assert "[img-1: sha256:" in text  # the evidence stood where the image was
+        assert "evidence from route deepseek" in text
+        assert all(d["model"] != model for d in upstream.decoded[before:])
+
+
 def test_an_answer_carries_provenance_that_audit_show_resolves(
     gateway: str, upstream: LoopbackUpstream, gateway_home: Path
 ) -> None:

@@ -4,6 +4,7 @@ audited turn, against a loopback DeepSeek-like upstream that issues tool calls
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -19,7 +20,7 @@ from deepseek_eyes.runtime.turn import TurnRequest
 from deepseek_eyes.settings import Settings
 from helpers import BLIND, LOCAL_VISION
 from mcp_peers import everything_stdio
-from runtime.upstream import LoopbackUpstream
+from runtime.upstream import VISION_MODEL, LoopbackUpstream
 
 pytestmark = pytest.mark.anyio
 
@@ -189,6 +190,43 @@ async def test_mcp_images_become_evidence_before_the_model_reads_them(
         assert later.rereads == 1
         assert later.content.startswith("after look:")
         assert "64.03" in later.content
+    finally:
+        await close(runtime)
+
+
+@pytest.mark.slow
+async def test_an_mcp_image_reaches_a_seeing_model_as_pixels(
+    upstream: LoopbackUpstream, tmp_path: Path
+) -> None:
+    """The same MCP image a blind model gets as evidence (above) reaches deepseek-flash as
+    pixels inside the tool result, learned with no setting: its probe, then no route."""
+    upstream.reset()
+    script = tmp_path / "pictures.py"
+    script.write_text(IMAGE_SERVER.format(path=str(ROOT / "examples" / "receipt.png")))
+    pictures = {"id": "pictures", "transport": "stdio", "command": sys.executable,
+                "args": [str(script)], "allow": {"tools": ["receipt"]}}
+    settings = Settings.model_validate({
+        "llm": {"base_url": upstream.base_url, "api_key": False, "model": VISION_MODEL,
+                "timeout": 10.0},
+        "mcp": {"servers": [pictures]}})
+    runtime = await open_runtime(settings)
+    try:
+        result = await runtime.run(TurnRequest(messages=[user("CALL[mcp__pictures__receipt]: {}")]))
+        finals = [r for r in upstream.requests_for(VISION_MODEL)
+                  if "PROBE:" not in json.dumps(r)]
+        assert len(finals) == 2
+        (tool,) = [m for m in finals[1]["messages"] if m["role"] == "tool"]
+        kinds = [p["type"] for p in tool["content"]]
+        assert kinds == ["text", "image_url"]
+        assert "[tool-img-1: the tool's image, 900x700 image/png, attached as pixels]" in (
+            tool["content"][0]["text"])
+        decoded = upstream.decoded[-1]["images"]
+        receipt = (ROOT / "examples" / "receipt.png").read_bytes()
+        assert decoded == [{"sha256": hashlib.sha256(receipt).hexdigest(), "role": "tool",
+                            "width": 900, "height": 700}]
+        assert "I see an image of 900x700 pixels." in result.content
+        assert "deepseekeyes.evidence" not in json.dumps(upstream.requests)  # no route asked
+        assert runtime.home.usage.summary()["estimated"]["native_visual_turns"]["events"] == 1
     finally:
         await close(runtime)
 

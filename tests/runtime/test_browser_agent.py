@@ -19,7 +19,7 @@ from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest
 from deepseek_eyes.settings import Settings
 from helpers import BLIND, LOCAL_VISION
-from runtime.upstream import LoopbackUpstream
+from runtime.upstream import VISION_MODEL, LoopbackUpstream
 
 pytestmark = pytest.mark.anyio
 
@@ -137,6 +137,35 @@ async def test_a_screenshot_reaches_the_text_model_only_as_evidence(
     last = upstream.requests[-1]
     assert "image_url" not in json.dumps(last)
     assert "look" in offered(last)  # the screenshot is an image of the conversation now
+
+
+@pytest.mark.slow
+async def test_a_screenshot_reaches_a_seeing_model_as_pixels(
+    upstream: LoopbackUpstream, site: Site
+) -> None:
+    """The same screenshot deepseek-flash sees itself, inside the tool result (its sight
+    learned by its probe, with no setting)."""
+    require_browser()
+    upstream.reset()
+    settings = settings_for(upstream)
+    llm = {**settings.llm.model_dump(), "model": VISION_MODEL, "models": []}
+    settings = settings.model_copy(update={"llm": type(settings.llm).model_validate(llm)})
+    seeing = Runtime(settings, DataHome.open(settings))
+    await seeing.start()
+    try:
+        chat = Conversation(seeing, "web-shot-seen")
+        await chat.say(call("browser_navigate", {"url": site.url("/form.html")}))
+        shot = await chat.say(call("browser_screenshot", {}))
+        assert "[tool-img-1: the screenshot," in shot
+        assert "attached as pixels]" in shot
+        assert "I see an image of" in shot  # the loopback decoded it in the tool result
+        (tool,) = [m for m in upstream.requests[-1]["messages"] if m["role"] == "tool"][-1:]
+        assert [p["type"] for p in tool["content"]] == ["text", "image_url"]
+        assert upstream.decoded[-1]["images"][-1]["role"] == "tool"
+        assert "evidence from route" not in json.dumps(upstream.requests[-1])
+    finally:
+        await seeing.aclose()
+        seeing.home.close()
 
 
 @pytest.mark.slow

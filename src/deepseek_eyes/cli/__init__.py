@@ -41,6 +41,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
             "Turn each IMAGE into validated visual evidence."),
     "routes": ("deepseek_eyes.cli.see", "routes_command",
                "List vision routes with their order, health, circuit and probe state."),
+    "models": ("deepseek_eyes.cli.models", "models_command",
+               "List the final models: whether each sees, and how that is known."),
     "evidence": ("deepseek_eyes.cli.evidence", "evidence_group",
                  "Work with evidence objects."),
     "config": ("deepseek_eyes.cli.config", "config_group", "Inspect and validate settings."),

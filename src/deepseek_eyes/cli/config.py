@@ -8,7 +8,8 @@ A valid file can still define a vision route that no acquisition will ever try (
 auto-detected model whose name a configured route takes, ...). That is a warning, not an
 error: ``warning CONFIG_ROUTE_UNREACHABLE: sentence`` on standard error (a ``warnings`` list
 in the JSON, present only when there is one), and the exit status stays 0
-(:mod:`deepseek_eyes.vision.routing.reach` judges).
+(:mod:`deepseek_eyes.vision.routing.reach` judges). So is a model name DeepSeek has made an
+alias or retired (``CONFIG_MODEL_RENAMED``, naming its successor).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any
 import click
 
 from deepseek_eyes.cli.common import dump_json, loaded_settings
-from deepseek_eyes.settings import validate_settings_file
+from deepseek_eyes.llm.known import renamed, renamed_note
+from deepseek_eyes.settings import Settings, validate_settings_file
 from deepseek_eyes.vision.routing.reach import unreachable_routes
 
 __all__ = ["config_group"]
@@ -45,6 +47,7 @@ def check_command(ctx: click.Context, path: Path | None, as_json: bool) -> None:
         loaded = loaded_settings(ctx)
         settings, source = loaded.settings, loaded.source
     warnings = [w.to_dict() for w in unreachable_routes(settings)]
+    warnings += renamed_models(settings)
     if as_json:
         # "warnings" only when there are some: a clean file reads as it always did.
         body: dict[str, Any] = {"valid": True, "path": None if source is None else str(source)}
@@ -58,3 +61,18 @@ def check_command(ctx: click.Context, path: Path | None, as_json: bool) -> None:
         click.echo(f"{source}: valid")
     for warning in warnings:
         click.echo(f"warning {warning['code']}: {warning['message']}", err=True)
+
+
+def renamed_models(settings: Settings) -> list[dict[str, Any]]:
+    """A ``CONFIG_MODEL_RENAMED`` warning for each alias or retired name the settings use."""
+    names = [settings.llm.model, *(m.id for m in settings.llm.models),
+             settings.vision.deepseek.model]
+    out: list[dict[str, Any]] = []
+    for model in dict.fromkeys(n for n in names if n is not None):
+        name, note = renamed(model), renamed_note(model)
+        if name is None or note is None:
+            continue
+        out.append({"code": "CONFIG_MODEL_RENAMED", "message": note,
+                    "details": {"model": model, "successor": name.successor,
+                                "kind": name.kind, "since": name.since}})
+    return out

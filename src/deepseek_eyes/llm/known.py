@@ -36,6 +36,7 @@ __all__ = [
     "known_model",
     "known_models",
     "renamed",
+    "renamed_note",
 ]
 
 
@@ -155,3 +156,15 @@ def known_model(model_id: str) -> KnownModel | None:
         return found
     name = table.renamed.get(model_id)
     return table.models.get(name.successor) if name is not None else None
+
+
+def renamed_note(model_id: str) -> str | None:
+    """One sentence naming ``model_id``'s successor, or None when it is a current name."""
+    name = renamed(model_id)
+    if name is None:
+        return None
+    if name.kind == "alias":
+        return (f"{model_id!r} is an alias of {name.successor!r} (since {name.since}); "
+                f"name {name.successor!r} instead")
+    return (f"{model_id!r} was retired on {name.since}; its successor is "
+            f"{name.successor!r}")

@@ -71,7 +71,7 @@ _IMAGE_WORDS = ("image", "vision", "multimodal", "multi-modal", "picture")
 @dataclass(frozen=True)
 class SightVerdict:
     """Whether ``model`` takes images, and how that is known. ``code`` says why a learned
-    verdict is negative (``PROBE_MISMATCH``, ``LLM_IMAGE_REFUSED``)."""
+    verdict is negative (``LLM_PROBE_MISMATCH``, ``LLM_IMAGE_REFUSED``)."""
 
     model: str
     sees: bool
@@ -246,7 +246,7 @@ class Sight:
                                  model=model)
         correct = judge_probe(result.content, challenge)
         sees = correct == 9
-        return self._keep(model, sees, "probe", None if sees else "PROBE_MISMATCH",
+        return self._keep(model, sees, "probe", None if sees else "LLM_PROBE_MISMATCH",
                              extra={"correct": correct,
                                     "ms": round((self._clock() - started) * 1000)})
 

@@ -24,17 +24,25 @@ STARTER_SETTINGS = """\
 # Check them with `deepseek-eyes config check PATH`; every key is in the README.
 # Secrets are never written here: a key is { env = "NAME" }, read when it is first used.
 
-# The final model: DeepSeek's OpenAI-compatible API.
+# The final model: DeepSeek's OpenAI-compatible API. Whether a model sees is learned, not
+# assumed: the model is asked once a day with a tiny pixel probe (`deepseek-eyes models`
+# shows what was learned). One that sees (deepseek-flash) gets the pixels of your images;
+# a text-only one (deepseek-v4-pro, a self-hosted DeepSeek) gets validated evidence.
 [llm]
 base_url = "https://api.deepseek.com"
-model = "deepseek-v4-flash"
+model = "deepseek-flash"
 api_key = { env = "DEEPSEEK_API_KEY" }   # export DEEPSEEK_API_KEY=sk-...
 
-# Vision: with no route configured, the embedded local OCR route ("local") serves images.
-# To add a remote vision model, uncomment a route and put its name first:
-# [vision]
-# route_priority = ["qwen", "local"]
+# Vision for a model that does not see: DeepSeek's own eyes ("deepseek": deepseek-flash on
+# the upstream above, with the same key), then the embedded local OCR ("local"), which
+# works offline. To stay offline and send no image anywhere:
+#   route_priority = ["local"]
+[vision]
+route_priority = ["deepseek", "local"]
+delivery = "auto"   # "evidence": never send pixels; "both": pixels and evidence together
 #
+# To add another vision model, uncomment this route and put "qwen" first in the
+# route_priority above:
 # [[vision.routes]]
 # name = "qwen"
 # base_url = "https://dashscope-intl.aliyuncs.com/compatible-mode/v1"

@@ -352,7 +352,7 @@ class TurnRunner:
                 model_calls=turn.model_calls, created=int(turn.started), fork=turn.fork,
                 tools=list(turn.context.calls), requests=list(turn.requests),
                 thinking=turn.thinking_note, retry_of=turn.retry_of,
-                sight=_sight_json(turn),
+                sight=_sight_json(turn), model_renamed=turn.renamed,
             )
             outcome.audit = self._ledger.seal()
             scope = turn.request.client_scope

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -40,7 +41,7 @@ from typing import Any
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, LLMError, StoreError, TurnError
 from deepseek_eyes.llm.catalog import ModelCatalog
-from deepseek_eyes.llm.known import known_model
+from deepseek_eyes.llm.known import known_model, renamed, renamed_note
 from deepseek_eyes.llm.thinking import ThinkingMode, model_defaults, reasoning_gaps, thinking_mode
 from deepseek_eyes.runtime.messages import image_refs
 from deepseek_eyes.runtime.reasoning import restore_reasoning
@@ -74,6 +75,8 @@ from deepseek_eyes.vision.bridge import VisionBridge
 from deepseek_eyes.vision.intake.fit import fit_for_model
 
 __all__ = ["CAS_TRIES", "PASSTHROUGH", "Logged", "Preparer", "prefix_chain"]
+
+_log = logging.getLogger("deepseek_eyes.runtime")
 #: How many times a request is judged again when its session changed while it was.
 CAS_TRIES = 8
 
@@ -159,6 +162,7 @@ class Preparer:
         self._llm = llm
         self._vision = vision or VisionSettings()
         self._sight = sight
+        self._warned: set[str] = set()  # renamed models already warned about
         self._bridge = bridge
         self._catalog = catalog
         self._tools = tools
@@ -215,6 +219,7 @@ class Preparer:
             raise
         turn.fork = logged.fork
         turn.sight = sight
+        turn.renamed = self._renamed(model)
         turn.thinking_note = note
         turn.base_seq = turn.head = logged.base
         turn.retry_of = logged.retry_of
@@ -373,6 +378,18 @@ class Preparer:
             prior_calls=_prior_calls(conversation), client_names=client_names,
             thinking=thinking, pixels_counted=bool(originals),
         )
+
+    def _renamed(self, model: str) -> JsonObject | None:
+        """What a turn says of a model name DeepSeek made an alias or retired (logged once
+        per process, said in every answer)."""
+        name, note = renamed(model), renamed_note(model)
+        if name is None or note is None:
+            return None
+        if model not in self._warned:
+            self._warned.add(model)
+            _log.warning("CONFIG_MODEL_RENAMED: %s", note)
+        return {"model": model, "successor": name.successor, "kind": name.kind,
+                "message": note}
 
     def _delivery(self, path: str) -> str:
         """How images reach the model in a turn on ``path``: ``pixels``, ``both`` or

@@ -117,6 +117,8 @@ class TurnResult:
     #: ``"rebridged": true`` when the upstream refused the pixels and the turn went on
     #: with evidence.
     sight: JsonObject | None = None
+    #: The model is an alias or a retired name: ``{"model", "successor", "kind", "message"}``.
+    model_renamed: JsonObject | None = None
 
 
 def add_usage(a: ProviderUsage, b: ProviderUsage) -> ProviderUsage:

@@ -66,6 +66,7 @@ class TurnState:
     sent: dict[int, int] = field(default_factory=dict)  # call -> attempts written ahead
     recorded: bool = False  # its turn record (ok, failed or aborted) is written or queued
     sight: SightVerdict | None = None  # whether its model sees, when the turn had to know
+    renamed: JsonObject | None = None  # its model is an alias or retired name: the successor
     pixels_counted: bool = False  # a native_visual_turns event was counted for it
     rebridged: bool = False  # the upstream refused its pixels; it went on with evidence
     tail_pixels: list[SentImage] = field(default_factory=list)  # pixels its tool rounds sent

@@ -101,6 +101,8 @@ def deepseekeyes_json(result: TurnResult) -> JsonObject:
         out["thinking"] = result.thinking
     if result.sight is not None:
         out["sight"] = result.sight
+    if result.model_renamed is not None:
+        out["model_renamed"] = result.model_renamed
     out["provenance"] = {
         # image hash -> attempts (operation) -> evidence hash -> request hash -> usage,
         # each resolvable with `deepseek-eyes audit show` (the turn id resolves them all)
