@@ -343,3 +343,23 @@ async def test_five_tool_turns_on_deepseek_flash_never_get_the_reasoning_400(
         exchange = [m for m in sent[start:end] if m["role"] == "assistant"]
         if any(m.get("tool_calls") for m in exchange):
             assert all(isinstance(m.get("reasoning_content"), str) for m in exchange), exchange
+
+
+@pytest.mark.parametrize(("status", "message", "refused"), [
+    (400, "Failed to deserialize the JSON body into the target type: messages[1]: unknown "
+          "variant `image_url`, expected `text`", True),
+    (400, "This model does not support image input", True),
+    (400, "Vision is not supported for this model", True),
+    (400, "messages[0]: the image is larger than 32 MiB", False),  # one image, not sight
+    (400, "Missing `reasoning_content` field", False),
+    (503, "unknown variant `image_url`, expected `text`", False),
+])
+def test_a_refusal_of_sight_is_told_apart_from_other_400s(
+    status: int, message: str, refused: bool
+) -> None:
+    from deepseek_eyes.errors import LLMError
+    from deepseek_eyes.runtime.sight import refuses_images
+
+    exc = LLMError("x", code="LLM_HTTP_ERROR",
+                   details={"status": status, "provider_message": message})
+    assert refuses_images(exc) is refused

@@ -72,6 +72,12 @@ class ImageLimits:
     def side_limit(self, images: int) -> int:
         return self.max_side_many if images >= self.many else self.max_side
 
+    def per_image_bytes(self, images: int) -> int:
+        """The bytes each of ``images`` images may take so that the request, base64 (4/3)
+        and its text included, stays within ``max_request_bytes``: two thirds of it shared
+        out, and never more than ``max_bytes``."""
+        return min(self.max_bytes, self.max_request_bytes * 2 // 3 // max(1, images))
+
 
 @dataclass(frozen=True)
 class KnownModel:

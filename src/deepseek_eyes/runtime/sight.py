@@ -66,6 +66,8 @@ PROBE_MAX_TOKENS = 200
 SightHow = Literal["settings", "probe", "refusal", "listing", "table", "unknown"]
 
 _IMAGE_WORDS = ("image", "vision", "multimodal", "multi-modal", "picture")
+_NOT_SUPPORTED = ("not support", "unsupported", "does not accept", "not accept",
+                  "not allowed", "cannot accept")
 
 
 @dataclass(frozen=True)
@@ -91,14 +93,19 @@ class SightVerdict:
 
 
 def refuses_images(exc: DeepSeekEyesError) -> bool:
-    """Whether an upstream error is a 400 that refuses image parts (DeepSeek's "unknown
-    variant `image_url`, expected `text`", or any 400 whose message names images)."""
+    """Whether an upstream error is a 400 that refuses image parts as such: DeepSeek's
+    "unknown variant `image_url`, expected `text`", or a message that says images (or
+    vision) are not supported. A 400 about one image (too large, undecodable) is not a
+    refusal of sight and teaches nothing."""
     if not isinstance(exc, LLMError) or exc.code != "LLM_HTTP_ERROR":
         return False
     if exc.details.get("status") != 400:
         return False
     message = str(exc.details.get("provider_message") or "").lower()
-    return any(word in message for word in _IMAGE_WORDS)
+    if "image_url" in message and ("unknown variant" in message or "expected `text`" in message):
+        return True
+    negative = any(words in message for words in _NOT_SUPPORTED)
+    return negative and any(word in message for word in _IMAGE_WORDS)
 
 
 def _upstream(base_url: str) -> str:

@@ -286,11 +286,13 @@ class TurnRunner:
             if not pictures:
                 continue
             parts: list[JsonObject] = [{"type": "text", "text": outcome.content}]
+            # Every image the request carries shares its byte and side limits.
+            carried = len(turn.view.pixels) + len(turn.tail_pixels) + len(pictures)
+            side = limits.side_limit(carried) if limits is not None else None
+            budget = limits.per_image_bytes(carried) if limits is not None else None
             for _, part in pictures:
                 data = await self._bridge.read_image(str(part["sha256"]))
-                side = limits.side_limit(len(pictures)) if limits is not None else None
-                data = await fit_for_model(data, part, max_side=side,
-                                           max_bytes=limits.max_bytes if limits else None)
+                data = await fit_for_model(data, part, max_side=side, max_bytes=budget)
                 detail = str(part.get("detail") or "auto")
                 parts.append(image_url(data, str(part["media_type"]), detail))
                 turn.tail_pixels.append(SentImage(str(part["sha256"]), int(part["width"]),

@@ -322,11 +322,12 @@ class Preparer:
             where = native_pixels(conversation, self._settings.native_history_images)
             limits = _limits(model)
             side = limits.side_limit(len(where)) if limits is not None else None
+            budget = limits.per_image_bytes(len(where)) if limits is not None else None
             by_sha = {i["sha256"]: i for i in pictures}
             for sha in where:
                 data = await self._bridge.read_image(sha)
                 originals[sha] = await fit_for_model(data, by_sha[sha], max_side=side,
-                                                     max_bytes=limits.max_bytes if limits else None)
+                                                     max_bytes=budget)
         # Unfitted: the loop fits every request, the turn's own tool rounds included.
         view = build_view(
             conversation,

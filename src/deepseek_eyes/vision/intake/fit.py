@@ -4,7 +4,8 @@ DeepSeek documents its limits (32 MiB an image, 8,192 px a side, 4,096 once a re
 15 images or more) and formats (JPEG, PNG, GIF, WebP); our intake admits more (BMP, 40 MP).
 So an image about to travel as pixels is sent as stored when it fits, and otherwise
 shrunk (long side to the limit, aspect kept) and re-encoded: PNG, or JPEG when the
-original was one, lower JPEG qualities only if the bytes still do not fit. The stored
+original was one, lower JPEG qualities (then fewer pixels) only if the bytes still do not
+fit: a request's images share its byte limit. The stored
 original, its SHA-256 and its evidence are untouched: this is the copy one request
 carries.
 
@@ -26,6 +27,7 @@ __all__ = ["MIN_CROP_PX", "SENDABLE_TYPES", "crop_box", "crop_png", "fit_for_mod
 #: Media types a seeing DeepSeek model takes as they are.
 SENDABLE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _JPEG_QUALITIES = (90, 80, 65, 50)
+_SMALLEST_SIDE = 256
 
 
 def _fits(data: bytes, image: Mapping[str, Any], max_side: int | None,
@@ -55,13 +57,18 @@ def fit_sync(data: bytes, image: Mapping[str, Any], *, max_side: int | None,
             return out.getvalue()
     flat = picture.convert("RGB")
     encoded = b""
-    for quality in _JPEG_QUALITIES:
-        out = io.BytesIO()
-        flat.save(out, format="JPEG", quality=quality)
-        encoded = out.getvalue()
-        if max_bytes is None or len(encoded) <= max_bytes:
-            break
-    return encoded
+    while True:
+        for quality in _JPEG_QUALITIES:
+            out = io.BytesIO()
+            flat.save(out, format="JPEG", quality=quality)
+            encoded = out.getvalue()
+            if max_bytes is None or len(encoded) <= max_bytes:
+                return encoded
+        if max(flat.size) <= _SMALLEST_SIDE:
+            return encoded  # nothing smaller is worth sending; the budget was tiny
+        # Still too large at the lowest quality: fewer pixels, then the qualities again.
+        flat = flat.resize((max(1, flat.width * 3 // 4), max(1, flat.height * 3 // 4)),
+                           Image.Resampling.LANCZOS)
 
 
 async def fit_for_model(data: bytes, image: Mapping[str, Any], *, max_side: int | None,
