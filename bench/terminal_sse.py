@@ -24,6 +24,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import httpx
@@ -32,37 +33,49 @@ import uvicorn
 from deepseek_eyes.terminal.policy.paths import Workspace
 from deepseek_eyes.terminal.receipts.keyring import Keyring
 from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
+from deepseek_eyes.terminal.transport.console_login import COOKIE, ConsoleLogins
 from deepseek_eyes.terminal.transport.http import HttpOptions, build_http_app
 
 SIZE = 64 * 1024 * 1024
 
 
-def _serve_child(sock: socket.socket, root: Path, receipts: Path, token: str) -> None:
+def _serve_child(sock: socket.socket, root: Path, receipts: Path, token: str,
+                 cookie_to: Connection) -> None:
     service = TerminalService(ServiceConfig(Workspace.of([root]), mode="read-only"),
                               Keyring([b"s" * 32]), receipts)
-    app = build_http_app(service, HttpOptions(token=token, rate_limit_per_minute=100_000))
+    # The console API takes the console's login, never the token: log in here, in the
+    # server's own process, and hand the cookie to the benchmark.
+    codes: list[str] = []
+    logins = ConsoleLogins(codes.append)
+    secret, _ = logins.login(logins.issue())
+    cookie_to.send(f"{COOKIE}={secret}")
+    app = build_http_app(service, HttpOptions(token=token, rate_limit_per_minute=100_000),
+                         logins=logins)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
 
 
-def serve(root: Path, receipts: Path, token: str) -> tuple[str, multiprocessing.Process]:
-    """The terminal's HTTP server in a child process, listening before it starts."""
+def serve(root: Path, receipts: Path, token: str) -> tuple[str, str, multiprocessing.Process]:
+    """The terminal's HTTP server in a child process, listening before it starts; its URL
+    and a console login's cookie."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
+    cookie_from, cookie_to = multiprocessing.get_context("fork").Pipe(duplex=False)
     child = multiprocessing.get_context("fork").Process(
-        target=_serve_child, args=(sock, root, receipts, token), daemon=True)
+        target=_serve_child, args=(sock, root, receipts, token, cookie_to), daemon=True)
     child.start()
-    return f"http://127.0.0.1:{sock.getsockname()[1]}", child
+    cookie = str(cookie_from.recv())
+    return f"http://127.0.0.1:{sock.getsockname()[1]}", cookie, child
 
 
-def stall(url: str, token: str, session_id: str) -> socket.socket:
+def stall(url: str, cookie: str, session_id: str) -> socket.socket:
     """A subscriber that sends its request and never reads a byte."""
     host, port = url.removeprefix("http://").split(":")
     sock = socket.create_connection((host, int(port)))
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.sendall(f"GET /api/sessions/{session_id}/events HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                 f"Authorization: Bearer {token}\r\n\r\n".encode())
+                 f"Cookie: {cookie}\r\n\r\n".encode())
     return sock
 
 
@@ -75,11 +88,11 @@ def sse_frames(chunks: Iterator[bytes]) -> Iterator[bytes]:
         yield from frames
 
 
-def run_once(url: str, token: str, with_stalled: bool) -> tuple[float, int, int, float]:
-    headers = {"authorization": f"Bearer {token}"}
+def run_once(url: str, cookie: str, with_stalled: bool) -> tuple[float, int, int, float]:
+    headers = {"cookie": cookie, "content-type": "application/json"}
     with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
         sid = client.post("/api/sessions").json()["session_id"]
-        stalled = stall(url, token, sid) if with_stalled else None
+        stalled = stall(url, cookie, sid) if with_stalled else None
         received = dropped = 0
         with client.stream("GET", f"/api/sessions/{sid}/events") as events:
             frames = sse_frames(events.iter_raw())
@@ -118,15 +131,15 @@ def main() -> None:
         subprocess.run(["cat", "big.txt"], cwd=root, capture_output=True, check=True)
         base = time.perf_counter() - t0
         token = secrets.token_urlsafe(32)
-        url, child = serve(root, Path(tmp) / "receipts", token)
+        url, cookie, child = serve(root, Path(tmp) / "receipts", token)
         try:
-            run_once(url, token, False)  # warm up
-            elapsed, received, dropped, proc = run_once(url, token, False)
+            run_once(url, cookie, False)  # warm up
+            elapsed, received, dropped, proc = run_once(url, cookie, False)
             mbps, base_mbps = received / elapsed / 1e6, size / base / 1e6
             print(f"terminal output to one SSE subscriber: ours={mbps:.1f}MB/s "
                   f"baseline={base_mbps:.1f}MB/s ratio={mbps / base_mbps:.2f} "
                   f"(delivered {received}/{size} bytes, dropped events {dropped})")
-            slow_elapsed, slow_received, slow_dropped, slow_proc = run_once(url, token, True)
+            slow_elapsed, slow_received, slow_dropped, slow_proc = run_once(url, cookie, True)
             slow_mbps = slow_received / slow_elapsed / 1e6
             print(f"terminal with a stalled second subscriber: ours={slow_mbps:.1f}MB/s "
                   f"baseline={mbps:.1f}MB/s ratio={slow_mbps / mbps:.2f} "

@@ -42,11 +42,14 @@ pids+=($!)
   2> "$work/proxy.log" &
 pids+=($!)
 auth="Authorization: Bearer $DEEPSEEK_EYES_TERMINAL_TOKEN"
-# Readiness: curl retries refused connections, bounded to ~30 s.
+# Readiness: curl retries refused connections, bounded to ~30 s. The console's page is
+# public; its API (/api/) takes the console's own login, never the MCP token, so it is no
+# readiness probe for a token holder. Nothing here approves a plan: the server runs in
+# read-only mode with the default approvals = "person", and the checks only plan and list.
 curl -fsS --retry 60 --retry-connrefused --retry-delay 0 --retry-max-time 30 -o /dev/null \
-  -H "$auth" "http://127.0.0.1:$server_port/api/info"
+  "http://127.0.0.1:$server_port/console/"
 curl -fsS --retry 60 --retry-connrefused --retry-delay 0 --retry-max-time 30 -o /dev/null \
-  "http://127.0.0.1:$proxy_port/api/info"
+  "http://127.0.0.1:$proxy_port/console/"
 
 scenarios=(server-initialize ping logging-set-level tools-list tools-call-error resources-list
            prompts-list server-sse-multiple-streams dns-rebinding-protection)

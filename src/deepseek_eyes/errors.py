@@ -254,6 +254,14 @@ ERROR_CODES: Mapping[str, str] = {
         "Infinity number, a lone surrogate, or a field of the wrong type (param names it)."
     ),
     "GATEWAY_JSON_TOO_DEEP": "The request body nests arrays and objects deeper than 64 levels.",
+    "GATEWAY_JSON_TOO_MANY_NODES": (
+        "The request body holds more JSON values than gateway.max_body_nodes, or an array or "
+        "object with more than 100,000 members; refused before it is parsed."
+    ),
+    "GATEWAY_BODY_TEXT_TOO_LARGE": (
+        "The request body's bytes that are not base64 image data exceed "
+        "gateway.max_text_bytes (image data counts only toward gateway.max_body_bytes)."
+    ),
     "GATEWAY_BODY_TOO_LARGE": "The request body exceeds gateway.max_body_bytes.",
     "GATEWAY_BODY_TIMEOUT": "The request body did not arrive within gateway.body_timeout.",
     "GATEWAY_IDEMPOTENCY_KEY_INVALID": "The Idempotency-Key header is empty, over 255 "
@@ -325,6 +333,19 @@ ERROR_CODES: Mapping[str, str] = {
     "TERMINAL_PLAN_LIMIT": (
         "The session holds its maximum number of plans and none is settled; finish, deny or "
         "close before planning more."
+    ),
+    "TERMINAL_SELF_APPROVAL_REFUSED": (
+        "The MCP client that planned a command tried to approve it, and approvals are a "
+        "person's (terminal.approvals = \"person\", the default): a person approves in the "
+        "approval console."
+    ),
+    "TERMINAL_CONSOLE_LOGIN_REQUIRED": (
+        "The console API was called without a live console login (its cookie); the MCP "
+        "bearer token does not open it."
+    ),
+    "TERMINAL_CONSOLE_LOGIN_INVALID": (
+        "The console login code is wrong or already used; open the newest one-time link the "
+        "server printed."
     ),
     # llm client
     "LLM_CREDENTIAL_MISSING": "The final-model key reference names an unset variable.",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -38,12 +39,13 @@ def free_port() -> int:
 
 class Served:
     def __init__(self, base: str, console: str, work: Path, config: Path,
-                 env: dict[str, str]) -> None:
+                 env: dict[str, str], cookie: str) -> None:
         self.base = base
         self.console = console
         self.work = work
         self.config = config
         self.env = env
+        self.cookie = cookie  # a person's console login, made with the printed one-time code
 
     def client(self) -> Any:
         return openai.OpenAI(base_url=self.base, api_key=GATEWAY_KEY, max_retries=0, timeout=60)
@@ -73,7 +75,21 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                "DEEPSEEK_EYES_TERMINAL_TOKEN": TOKEN,
                "DSE_TEST_NODE_PATH": mcp_peers.node_path()}
         with serve_gateway(config, env, deadline_s=START_DEADLINE_S) as gateway:
-            yield Served(gateway.base, f"http://127.0.0.1:{console_port}", work, config, env)
+            assert gateway.wait_for_stderr("terminal console login (one use): ", 30)
+            link = re.search(r"terminal console login \(one use\): (\S+)", gateway.stderr)
+            assert link is not None
+            assert link.group(1).startswith(f"http://127.0.0.1:{console_port}/console/#login=")
+            console = f"http://127.0.0.1:{console_port}"
+            with httpx.Client(base_url=console, timeout=30) as person:
+                # The terminal token does not open the console; the printed code does.
+                refused = person.get("/api/sessions",
+                                     headers={"Authorization": f"Bearer {TOKEN}"})
+                assert refused.status_code == 401
+                login = person.post("/api/login",
+                                    json={"code": link.group(1).split("#login=", 1)[1]})
+                assert login.status_code == 200, login.text
+                cookie = login.headers["set-cookie"].split(";", 1)[0]
+            yield Served(gateway.base, console, work, config, env, cookie)
 
 
 def events_of(chunks: list[Any]) -> list[dict[str, Any]]:
@@ -113,7 +129,7 @@ def test_a_write_waits_for_the_console(served: Served, action: str, made: bool) 
     target = served.work / f"made-{action}.txt"
     api = served.client()
     console = httpx.Client(base_url=served.console, timeout=30,
-                           headers={"Authorization": f"Bearer {TOKEN}"})
+                           headers={"content-type": "application/json", "cookie": served.cookie})
     try:
         call = {"argv": ["touch", target.name], "cwd": str(served.work)}
         stream = api.chat.completions.create(
@@ -131,6 +147,7 @@ def test_a_write_waits_for_the_console(served: Served, action: str, made: bool) 
                     answer = console.post(f"/api/sessions/{event['session_id']}/plans/"
                                           f"{event['plan_id']}/{action}")
                     assert answer.status_code == 200, answer.text
+                    assert answer.json()["approval"]["by"].startswith("console-")
                     decided = True
         assert decided
         assert time.monotonic() - started < 30  # decided by the person, not the timeout

@@ -15,6 +15,7 @@ from deepseek_eyes.terminal.execution.redact import Redactor
 from deepseek_eyes.terminal.policy.paths import Workspace
 from deepseek_eyes.terminal.receipts.keyring import Keyring
 from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
+from deepseek_eyes.terminal.transport.console_login import ConsoleLogins
 from deepseek_eyes.terminal.transport.http import HttpOptions, build_http_app
 from terminal.support import (
     Running,
@@ -80,9 +81,12 @@ def running(workspace: Path, tmp_path: Path, request: pytest.FixtureRequest) -> 
     config = ServiceConfig(workspace=Workspace.of([workspace]), mode="confirm")
     service = TerminalService(config, keyring, tmp_path / "receipts",
                               redactor=Redactor([token, *options.pop("redact", ())]))
-    app = build_http_app(service, HttpOptions(token=token, **options), advisor)
+    codes: list[str] = []
+    logins = ConsoleLogins(codes.append)
+    logins.issue()
+    app = build_http_app(service, HttpOptions(token=token, **options), advisor, logins=logins)
     url, server, thread = serve_in_thread(app)
-    yield Running(url, token, keyring, service)
+    yield Running(url, token, keyring, service, logins, codes)
     server.should_exit = True
     thread.join(30)
 

@@ -25,6 +25,7 @@ from mcp_types import CallToolResult
 from deepseek_eyes.terminal.execution.sandbox import bwrap_available
 from deepseek_eyes.terminal.receipts.keyring import Keyring
 from deepseek_eyes.terminal.service import TerminalService
+from deepseek_eyes.terminal.transport.console_login import COOKIE, ConsoleLogins
 
 __all__ = [
     "Running", "ServiceFactory", "mcp_client", "require_bwrap", "require_executable",
@@ -82,15 +83,29 @@ def require_module(name: str) -> ModuleType:
 
 @dataclass
 class Running:
-    """A terminal HTTP server serving in a thread (the ``running`` fixture)."""
+    """A terminal HTTP server serving in a thread (the ``running`` fixture).
+
+    ``headers`` carry the MCP bearer token (for ``/mcp``); ``console_headers`` carry a
+    console login's cookie (for ``/api/``), made in-process from a code the server issued
+    (the login over HTTP has tests of its own)."""
 
     url: str
     token: str
     keyring: Keyring
     service: TerminalService
+    logins: ConsoleLogins
+    codes: list[str]
+    console_credential: str = ""
+    _cookie: str = ""
 
     def headers(self, **extra: str) -> dict[str, str]:
         return {"authorization": f"Bearer {self.token}", **extra}
+
+    def console_headers(self, **extra: str) -> dict[str, str]:
+        if not self._cookie:
+            secret, self.console_credential = self.logins.login(self.codes[-1])
+            self._cookie = f"{COOKIE}={secret}"
+        return {"cookie": self._cookie, "content-type": "application/json", **extra}
 
 
 @contextlib.asynccontextmanager

@@ -109,7 +109,7 @@ async def test_mcp_numbers_are_checked(
         for wait_s in ("NaN", -1, 1e9, False):
             result = await client.call_tool("terminal_receipt_get", {**ids, "wait_s": wait_s})
             assert tool_error(result)["code"] == "TERMINAL_ARGUMENT_INVALID", wait_s
-    listing = await http.get("/api/sessions", headers=running.headers())
+    listing = await http.get("/api/sessions", headers=running.console_headers())
     assert listing.status_code == 200
     assert [p["limits"]["timeout_s"] for s in listing.json()["sessions"]
             for p in s["plans"]] == [2.5]
@@ -132,7 +132,7 @@ async def test_a_nan_literal_in_a_stateless_mcp_request(
     result = response.json()["result"]
     assert result["isError"] is True
     assert '"code": "TERMINAL_ARGUMENT_INVALID"' in result["content"][0]["text"]
-    listing = await http.get("/api/sessions", headers=running.headers())
+    listing = await http.get("/api/sessions", headers=running.console_headers())
     assert listing.status_code == 200
     assert all(s["plans"] == [] for s in listing.json()["sessions"])
 
@@ -161,12 +161,12 @@ async def test_a_nan_literal_in_a_stateless_mcp_request(
 async def test_console_api_refuses_malformed_plan_bodies(
     running: Running, http: httpx.AsyncClient, body: str
 ) -> None:
-    sid = (await http.post("/api/sessions", headers=running.headers())).json()["session_id"]
+    sid = (await http.post("/api/sessions", headers=running.console_headers())).json()["session_id"]
     response = await http.post(f"/api/sessions/{sid}/plans", content=body,
-                               headers=running.headers(**{"content-type": "application/json"}))
+                               headers=running.console_headers())
     assert response.status_code == 400, response.text
     assert response.json()["error"]["code"] == "TERMINAL_ARGUMENT_INVALID"
-    listing = await http.get("/api/sessions", headers=running.headers())
+    listing = await http.get("/api/sessions", headers=running.console_headers())
     assert listing.status_code == 200
     assert listing.json()["sessions"][0]["plans"] == []
 
@@ -174,8 +174,8 @@ async def test_console_api_refuses_malformed_plan_bodies(
 async def test_console_api_accepts_a_well_formed_body(
     running: Running, http: httpx.AsyncClient
 ) -> None:
-    sid = (await http.post("/api/sessions", headers=running.headers())).json()["session_id"]
-    response = await http.post(f"/api/sessions/{sid}/plans", headers=running.headers(),
+    sid = (await http.post("/api/sessions", headers=running.console_headers())).json()["session_id"]
+    response = await http.post(f"/api/sessions/{sid}/plans", headers=running.console_headers(),
                                json={"command": "cat a.txt", "cwd": ".", "timeout_s": 3})
     assert response.status_code == 200, response.text
     assert response.json()["limits"]["timeout_s"] == 3

@@ -14,7 +14,9 @@ import pytest
 
 from deepseek_eyes.errors import PolicyBlockedError, TerminalError
 from deepseek_eyes.terminal.execution import process
+from deepseek_eyes.terminal.policy.paths import Workspace
 from deepseek_eyes.terminal.receipts.chain import verify_receipt
+from deepseek_eyes.terminal.service import ServiceConfig
 from terminal.support import ServiceFactory, require_bwrap
 
 pytestmark = pytest.mark.anyio
@@ -164,7 +166,7 @@ async def test_approval_is_required_in_confirm_mode(make_service: ServiceFactory
     with pytest.raises(TerminalError) as err:
         await service.execute(plan["session_id"], plan["plan_id"])
     assert err.value.code == "TERMINAL_APPROVAL_REQUIRED"
-    approved = service.approve(plan["session_id"], plan["plan_id"], approver="tester")
+    approved = service.approve(plan["session_id"], plan["plan_id"], via="console", by="tester")
     assert approved["state"] == "approved"
     assert approved["approval"]["by"] == "tester"
     receipt = await service.execute(plan["session_id"], plan["plan_id"])
@@ -180,20 +182,46 @@ async def test_refused_plans_never_run(make_service: ServiceFactory) -> None:
     plan = service.plan(command="cat a.txt; id")
     assert plan["state"] == "refused"
     with pytest.raises(PolicyBlockedError):
-        service.approve(plan["session_id"], plan["plan_id"])
+        service.approve(plan["session_id"], plan["plan_id"], via="console", by="tester")
     with pytest.raises(PolicyBlockedError) as err:
         await service.execute(plan["session_id"], plan["plan_id"])
     assert err.value.code == "TERMINAL_POLICY_BLOCKED"
 
 
-async def test_console_only_approvals(make_service: ServiceFactory) -> None:
-    service = make_service(mode="confirm", approvals="console")
-    plan = service.plan(argv=["touch", "c.txt"])
+async def test_a_client_never_approves_its_own_plan_unless_told_it_may(
+    make_service: ServiceFactory, workspace: Path
+) -> None:
+    service = make_service(mode="confirm")  # approvals: "person", the default
+    plan = service.plan(argv=["touch", "c.txt"], owner="conn-a")
     with pytest.raises(TerminalError) as err:
-        service.approve(plan["session_id"], plan["plan_id"])
+        service.approve(plan["session_id"], plan["plan_id"], via="client", by="mcp-token")
+    assert err.value.code == "TERMINAL_SELF_APPROVAL_REFUSED"
+    assert service.get_plan(plan["session_id"], plan["plan_id"]).state == "planned"
+    with pytest.raises(TerminalError) as err:
+        await service.execute(plan["session_id"], plan["plan_id"])
     assert err.value.code == "TERMINAL_APPROVAL_REQUIRED"
-    approved = service.approve(plan["session_id"], plan["plan_id"], via="console")
-    assert approved["state"] == "approved"
+    assert not (workspace / "c.txt").exists()
+    for via, by in (("console", "console-0a1b2c3d"), ("cli", "tty")):
+        again = service.plan(argv=["touch", "c.txt"], owner="conn-a")
+        approved = service.approve(again["session_id"], again["plan_id"], via=via, by=by)
+        assert approved["approval"]["via"] == via
+        assert approved["approval"]["by"] == by
+    denied = service.deny(plan["session_id"], plan["plan_id"], via="client", by="mcp-token")
+    assert denied["state"] == "denied"  # a denial only takes power away
+
+    trusting = make_service(mode="confirm", approvals="mcp-client")
+    plan = trusting.plan(argv=["touch", "c.txt"], owner="conn-a")
+    approved = trusting.approve(plan["session_id"], plan["plan_id"], via="client",
+                                by="mcp-token")
+    receipt = await trusting.execute(plan["session_id"], plan["plan_id"])
+    assert receipt["approval"]["via"] == "client"
+    assert receipt["approval"]["by"] == "mcp-token"
+    assert (workspace / "c.txt").exists()
+
+
+def test_approvals_accept_only_their_two_values(workspace: Path) -> None:
+    with pytest.raises(ValueError, match="approvals"):
+        ServiceConfig(workspace=Workspace.of([workspace]), approvals="client")
 
 
 async def test_timeout_kills_the_whole_group(

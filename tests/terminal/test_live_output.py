@@ -129,13 +129,13 @@ async def test_a_secret_split_across_two_real_output_chunks(
 
 @pytest.mark.parametrize("running", [{"redact": [SECRET]}], indirect=True)
 async def test_sse_output_is_redacted(running: Running, http: httpx.AsyncClient) -> None:
-    sid = (await http.post("/api/sessions", headers=running.headers())).json()["session_id"]
+    sid = (await http.post("/api/sessions", headers=running.console_headers())).json()["session_id"]
     seen: list[dict[str, Any]] = []
     ready = asyncio.Event()
 
     async def read() -> None:
         async with http.stream("GET", f"/api/sessions/{sid}/events",
-                               headers=running.headers()) as response:
+                               headers=running.console_headers()) as response:
             ready.set()
             async for line in response.aiter_lines():
                 if line.startswith("data: "):
@@ -146,11 +146,11 @@ async def test_sse_output_is_redacted(running: Running, http: httpx.AsyncClient)
     async with asyncio.timeout(60):
         reader = asyncio.create_task(read())
         await ready.wait()
-        plan = (await http.post(f"/api/sessions/{sid}/plans", headers=running.headers(),
+        plan = (await http.post(f"/api/sessions/{sid}/plans", headers=running.console_headers(),
                                 json={"argv": ["echo", SECRET, "password=hunter2hunter2",
                                                running.token]})).json()
         await http.post(f"/api/sessions/{sid}/plans/{plan['plan_id']}/execute",
-                        headers=running.headers())
+                        headers=running.console_headers())
         await reader
     output = "".join(e["data"] for e in seen if e["type"] == "output")
     assert output == f"{MARKER} password={MARKER} {MARKER}\n"

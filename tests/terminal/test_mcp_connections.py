@@ -75,7 +75,7 @@ async def test_another_connection_cannot_touch_a_session(
         assert [p["plan_id"] for p in own.structured_content["plans"]] == [plan["plan_id"]]
         approved = await http.post(
             f"/api/sessions/{plan['session_id']}/plans/{plan['plan_id']}/approve",
-            headers=running.headers())
+            headers=running.console_headers())
         assert approved.status_code == 200
         assert approved.json()["approval"]["via"] == "console"
         receipt = await a.call_tool("terminal_execute", ids)
@@ -98,7 +98,7 @@ async def test_an_open_session_belongs_to_its_connection(running: Running) -> No
 async def test_console_sessions_are_not_reachable_over_mcp(
     running: Running, http: httpx.AsyncClient
 ) -> None:
-    sid = (await http.post("/api/sessions", headers=running.headers())).json()["session_id"]
+    sid = (await http.post("/api/sessions", headers=running.console_headers())).json()["session_id"]
     async with mcp_client(running) as client:
         error = tool_error(await client.call_tool("terminal_plan",
                                                   {"session_id": sid, "argv": ["true"]}))

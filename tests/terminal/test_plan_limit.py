@@ -25,7 +25,7 @@ async def test_unsettled_plans_are_capped(make_service: ServiceFactory) -> None:
         service.plan(session_id=session_id, argv=["true"])
     assert err.value.code == "TERMINAL_PLAN_LIMIT"
     assert len(service.sessions[session_id].plans) == MAX_PLANS_PER_SESSION
-    service.deny(session_id, plans[7]["plan_id"])  # settled: may now be forgotten
+    service.deny(session_id, plans[7]["plan_id"], via="console")  # settled: may now be forgotten
     newest = service.plan(session_id=session_id, argv=["true"])
     held = service.sessions[session_id].plans
     assert len(held) == MAX_PLANS_PER_SESSION
@@ -51,10 +51,10 @@ async def test_the_console_api_answers_429(
     running: Running, http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sessions, "MAX_PLANS_PER_SESSION", 3)
-    sid = (await http.post("/api/sessions", headers=running.headers())).json()["session_id"]
-    statuses = [(await http.post(f"/api/sessions/{sid}/plans", headers=running.headers(),
+    sid = (await http.post("/api/sessions", headers=running.console_headers())).json()["session_id"]
+    statuses = [(await http.post(f"/api/sessions/{sid}/plans", headers=running.console_headers(),
                                  json={"argv": ["touch", "x"]})).status_code for _ in range(4)]
     assert statuses == [200, 200, 200, 429]
-    refused = await http.post(f"/api/sessions/{sid}/plans", headers=running.headers(),
+    refused = await http.post(f"/api/sessions/{sid}/plans", headers=running.console_headers(),
                               json={"argv": ["true"]})
     assert refused.json()["error"]["code"] == "TERMINAL_PLAN_LIMIT"

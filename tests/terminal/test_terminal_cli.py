@@ -135,11 +135,12 @@ def test_serve_json_describes_the_server(workspace: Path) -> None:
     where = described.pop("listening")
     assert described == {"transport": "http", "mode": "read-only",
                           "workspaces": [str(workspace.resolve())],
-                          "sandbox": described["sandbox"]}
+                          "sandbox": described["sandbox"], "approvals": "person"}
     assert described["sandbox"] in ("bwrap", None)
     assert where["port"] > 0
     assert where["url"] == f"http://127.0.0.1:{where['port']}/mcp"
     assert where["console"] == f"http://127.0.0.1:{where['port']}/console/"
+    assert where["console_login"].startswith(where["console"] + "#login=")
     assert "terminal:" not in err  # the text banner is replaced by the object
     # stdio: standard output is the protocol, so the object goes to standard error.
     stdio = _run(*args, "--stdio")

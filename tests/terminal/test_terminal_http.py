@@ -57,16 +57,23 @@ async def test_mcp_sdk_client_over_http(running: Running, mode: str) -> None:
         assert "terminal://policy" in resources
 
 
+PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+
+
+def _reached_mcp(response: httpx.Response) -> bool:
+    """Past the security layer: the SDK's own answer (a ping outside a session is its 400)."""
+    return response.status_code == 400 and response.json().get("jsonrpc") == "2.0"
+
+
 async def test_401_without_or_with_a_wrong_token(running: Running, http: httpx.AsyncClient) -> None:
     for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": running.token}):
-        response = await http.get("/api/info", headers=headers)
+        response = await http.post("/mcp", json=PING, headers=headers)
         assert response.status_code == 401
         assert response.headers["www-authenticate"].startswith("Bearer")
         assert response.json()["error"]["code"] == "TERMINAL_UNAUTHORIZED"
         assert running.token not in response.text
-    mcp = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
-    assert mcp.status_code == 401
-    ok = await http.get("/api/info", headers=running.headers())
+    assert _reached_mcp(await http.post("/mcp", json=PING, headers=running.headers()))
+    ok = await http.get("/api/info", headers=running.console_headers())
     assert ok.status_code == 200
     assert ok.json()["mode"] == "confirm"
 
@@ -75,22 +82,22 @@ async def test_403_and_421_for_foreign_origin_and_host(
     running: Running, http: httpx.AsyncClient
 ) -> None:
     for origin in ("http://evil.example", "null", "http://127.0.0.1.evil.example:80"):
-        response = await http.get("/api/info", headers=running.headers(origin=origin))
+        response = await http.get("/api/info", headers=running.console_headers(origin=origin))
         assert response.status_code == 403, origin
         assert response.json()["error"]["code"] == "TERMINAL_FORBIDDEN"
-    same = await http.get("/api/info", headers=running.headers(origin=running.url))
+    same = await http.get("/api/info", headers=running.console_headers(origin=running.url))
     assert same.status_code == 200
-    rebinding = await http.get("/api/info", headers=running.headers(host="evil.example:80"))
+    rebinding = await http.get("/api/info", headers=running.console_headers(host="evil.example:80"))
     assert rebinding.status_code == 421
 
 
 @pytest.mark.parametrize("running", [{"rate_limit_per_minute": 60}], indirect=True)
 async def test_rate_limit(running: Running, http: httpx.AsyncClient) -> None:
-    statuses = [(await http.get("/api/info", headers=running.headers())).status_code
+    statuses = [(await http.get("/api/info", headers=running.console_headers())).status_code
                 for _ in range(12)]
     assert statuses[:10] == [200] * 10
     assert statuses[-1] == 429
-    limited = await http.get("/api/info", headers=running.headers())
+    limited = await http.get("/api/info", headers=running.console_headers())
     assert int(limited.headers["retry-after"]) >= 1
 
 
@@ -107,7 +114,7 @@ async def test_an_unauthenticated_flood_does_not_starve_the_token_holder(
     assert limited.status_code == 429
     assert int(limited.headers["retry-after"]) >= 1
     for _ in range(5):
-        ok = await http.get("/api/info", headers=running.headers())
+        ok = await http.get("/api/info", headers=running.console_headers())
         assert ok.status_code == 200
     static = await http.get("/console/")  # unauthenticated too: the flood's bucket
     assert static.status_code == 429
@@ -151,9 +158,9 @@ async def test_rate_limit_buckets_never_hold_the_token() -> None:
 @pytest.mark.parametrize("running", [{"max_body_bytes": 4096}], indirect=True)
 async def test_bounded_bodies(running: Running, http: httpx.AsyncClient) -> None:
     big = json.dumps({"argv": ["echo", "x" * 10_000]})
-    sid = (await http.post("/api/sessions", headers=running.headers())).json()["session_id"]
+    sid = (await http.post("/api/sessions", headers=running.console_headers())).json()["session_id"]
     response = await http.post(f"/api/sessions/{sid}/plans", content=big,
-                               headers=running.headers(**{"content-type": "application/json"}))
+                               headers=running.console_headers())
     assert response.status_code == 413
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -161,13 +168,13 @@ async def test_bounded_bodies(running: Running, http: httpx.AsyncClient) -> None
             yield b"x" * 1000
 
     streamed = await http.post(f"/api/sessions/{sid}/plans", content=chunks(),
-                               headers=running.headers())
+                               headers=running.console_headers())
     assert streamed.status_code == 413
 
 
 async def test_security_headers_everywhere(running: Running, http: httpx.AsyncClient) -> None:
     for response in (await http.get("/console/"), await http.get("/api/info"),
-                     await http.get("/api/info", headers=running.headers())):
+                     await http.get("/api/info", headers=running.console_headers())):
         assert response.headers["x-content-type-options"] == "nosniff"
         assert response.headers["x-frame-options"] == "DENY"
         assert "script-src 'self'" in response.headers["content-security-policy"]
@@ -184,7 +191,7 @@ async def _read_until_finished(
 ) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     async with http.stream("GET", f"/api/sessions/{session_id}/events",
-                           headers=running.headers()) as response:
+                           headers=running.console_headers()) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         ready.set()
         async for line in response.aiter_lines():
@@ -199,8 +206,8 @@ async def _read_until_finished(
 async def test_sse_streams_are_isolated_between_sessions(
     running: Running, http: httpx.AsyncClient
 ) -> None:
-    a = (await http.post("/api/sessions", headers=running.headers())).json()["session_id"]
-    b = (await http.post("/api/sessions", headers=running.headers())).json()["session_id"]
+    a = (await http.post("/api/sessions", headers=running.console_headers())).json()["session_id"]
+    b = (await http.post("/api/sessions", headers=running.console_headers())).json()["session_id"]
     ready_a, ready_b = asyncio.Event(), asyncio.Event()
     async with asyncio.timeout(60):
         stream_a = asyncio.create_task(_read_until_finished(http, running, a, ready_a))
@@ -208,10 +215,11 @@ async def test_sse_streams_are_isolated_between_sessions(
         await ready_a.wait()
         await ready_b.wait()
         for sid, word in ((b, "bravo-output"), (a, "alpha-output")):
-            plan = (await http.post(f"/api/sessions/{sid}/plans", headers=running.headers(),
+            plan = (await http.post(f"/api/sessions/{sid}/plans", headers=running.console_headers(),
                                     json={"argv": ["echo", word]})).json()
             started = await http.post(
-                f"/api/sessions/{sid}/plans/{plan['plan_id']}/execute", headers=running.headers())
+                f"/api/sessions/{sid}/plans/{plan['plan_id']}/execute",
+                headers=running.console_headers())
             assert started.json()["state"] == "running"
             if sid == b:
                 await stream_b
@@ -223,10 +231,10 @@ async def test_sse_streams_are_isolated_between_sessions(
     assert "bravo" not in json.dumps(seen_a)
     finished = seen_a[-1]
     receipt = (await http.get(f"/api/receipts/{finished['receipt_id']}",
-                              headers=running.headers())).json()
+                              headers=running.console_headers())).json()
     verify_receipt(receipt, running.keyring)
     shared = (await http.get(f"/api/receipts/{finished['receipt_id']}/share",
-                             headers=running.headers())).json()
+                             headers=running.console_headers())).json()
     assert shared["sharing_redacted"] is True
     assert "alpha-output" not in json.dumps(shared)
 
@@ -234,19 +242,19 @@ async def test_sse_streams_are_isolated_between_sessions(
 async def test_console_approval_flow_over_the_api(
     running: Running, http: httpx.AsyncClient
 ) -> None:
-    sid = (await http.post("/api/sessions", headers=running.headers())).json()["session_id"]
-    plan = (await http.post(f"/api/sessions/{sid}/plans", headers=running.headers(),
+    sid = (await http.post("/api/sessions", headers=running.console_headers())).json()["session_id"]
+    plan = (await http.post(f"/api/sessions/{sid}/plans", headers=running.console_headers(),
                             json={"argv": ["touch", "made.txt"]})).json()
     assert plan["decision"]["requires_approval"]
     early = await http.post(f"/api/sessions/{sid}/plans/{plan['plan_id']}/execute",
-                            headers=running.headers())
+                            headers=running.console_headers())
     assert early.status_code == 409
     assert early.json()["error"]["code"] == "TERMINAL_APPROVAL_REQUIRED"
     approved = await http.post(f"/api/sessions/{sid}/plans/{plan['plan_id']}/approve",
-                               headers=running.headers())
+                               headers=running.console_headers())
     assert approved.json()["approval"]["via"] == "console"
     missing = await http.post(f"/api/sessions/{sid}/plans/nope/approve",
-                              headers=running.headers())
+                              headers=running.console_headers())
     assert missing.status_code == 404
 
 

@@ -42,7 +42,8 @@ async def test_terminal_run_executes_only_what_needs_no_approval(
         # The plan that needed approval is still there to approve, then execute as usual.
         session = write.structured_content["plan"]["session_id"]  # type: ignore[index]
         plan_id = write.structured_content["plan"]["plan_id"]  # type: ignore[index]
-        await client.call_tool("terminal_approve", {"session_id": session, "plan_id": plan_id})
+        # (a person approves: the client that planned may not, by default)
+        service.approve(session, plan_id, via="console", by="console-test")
         done = await client.call_tool("terminal_execute",
                                       {"session_id": session, "plan_id": plan_id})
         assert done.structured_content is not None

@@ -3,10 +3,14 @@ verify receipts, rotate receipt keys, make a token. Thin: the work is in
 :mod:`deepseek_eyes.terminal`.
 
 ``serve --json`` describes the server as one object, ``{"transport", "mode", "workspaces",
-"sandbox"}`` plus ``"listening": {"host", "port", "url", "console"}`` over HTTP, printed once
-the socket is bound. With ``--stdio``, standard output *is* the MCP channel, and a line that
-is not JSON-RPC there would break the client, so the object goes to standard error instead
-and nothing but the protocol ever reaches standard output.
+"sandbox"}`` plus ``"approvals"`` and ``"listening": {"host", "port", "url", "console"}`` over
+HTTP, printed once the socket is bound. Over HTTP the console's one-time login link follows
+on standard error (``terminal: console login (one use): URL#login=CODE``; with ``--json``
+the first is ``listening.console_login`` and later ones are ``{"console_login"}`` lines),
+and a new one each time one is used: the person's credential, separate from the MCP token.
+With ``--stdio``, standard output *is* the MCP channel, and a line that is not JSON-RPC
+there would break the client, so the object goes to standard error instead and nothing but
+the protocol ever reaches standard output.
 """
 
 from __future__ import annotations
@@ -101,26 +105,51 @@ def serve_command(
                        f"sandbox {sandbox}", err=True)
         if transport == "stdio":
             if as_json:
-                click.echo(dump_json(described), err=True)
+                click.echo(dump_json({**described, "approvals": service.config.approvals}),
+                           err=True)
+            elif service.config.approvals == "person":
+                click.echo("terminal: over stdio there is no approval console, so a plan that "
+                           "needs approval cannot run (serve --http for the console)", err=True)
             asyncio.run(_serve_stdio(service, helper))
             return
 
+        from deepseek_eyes.terminal.transport.console_login import ConsoleLogins, login_url
         from deepseek_eyes.terminal.transport.http import HttpOptions, build_http_app
 
         term = settings.terminal
         options = HttpOptions.from_settings(term, token or "", host)
-        app = build_http_app(service, options, helper)
+        console: dict[str, str] = {}
+
+        def show_code(code: str) -> None:
+            # The console's own credential, for the person who started the server: every
+            # code works once, and a new one is printed when one is used. With --json the
+            # first is in the object, later ones are JSON lines on standard error.
+            link = login_url(console["url"], code)
+            if as_json and "first" not in console:
+                console["first"] = link
+            elif as_json:
+                click.echo(dump_json({"console_login": link}), err=True)
+            else:
+                click.echo(f"terminal: console login (one use): {link}", err=True)
+
+        logins = ConsoleLogins(show_code)
+        app = build_http_app(service, options, helper, logins=logins)
         bind_port = term.port if port is None else port
         ensure_can_listen(options.host, bind_port)
 
         def announce(bound_host: str, bound_port: int) -> None:
             where = listening(bound_host, bound_port, "/mcp")
-            where["console"] = listening(bound_host, bound_port, "/console/")["url"]
+            where["console"] = console["url"] = listening(
+                bound_host, bound_port, "/console/")["url"]
             if as_json:
-                click.echo(dump_json({**described, "listening": where}))
+                logins.issue()
+                where["console_login"] = console["first"]
+                click.echo(dump_json({**described, "approvals": service.config.approvals,
+                                      "listening": where}))
             else:
-                click.echo(f"terminal: MCP at {where['url']}, console at {where['console']}",
-                           err=True)
+                click.echo(f"terminal: MCP at {where['url']}, console at {where['console']}; "
+                           f"approvals: {service.config.approvals}", err=True)
+                logins.issue()
 
         serve_http(app, options.host, bind_port, announce)
 

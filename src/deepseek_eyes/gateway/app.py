@@ -35,7 +35,11 @@ Decisions a newcomer would otherwise undo:
   security layer, and each wait on a turn runs under it, so a stop can end it in our shape.
 * The body is read under a deadline (``gateway.body_timeout``) and checked whole
   (:mod:`deepseek_eyes.gateway.body`) before the turn starts, so a refused request leaves
-  nothing in the session store and a slow trickle cannot hold a connection forever.
+  nothing in the session store and a slow trickle cannot hold a connection forever. It is
+  parsed inside the concurrent-turn bound (``gateway.max_concurrent_turns``), bounded in
+  text bytes and JSON values before anything is built, in a worker thread when large; the
+  top-level fields the gateway does not read are skipped unbuilt and named in the answer's
+  ``deepseekeyes.ignored``.
 * ``/v1/models`` with the upstream down is the upstream's error (502 ``LLM_UNAVAILABLE``),
   not an empty list; models the settings declare are still listed, marked as such.
 * A full disk is 507 ``STORE_FULL`` (Insufficient Storage), typed ``server_error``: the
@@ -63,7 +67,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, LLMError, StoreError
 from deepseek_eyes.gateway import idempotency
-from deepseek_eyes.gateway.body import check_fields, parse_body
+from deepseek_eyes.gateway.body import BodyLimits, RequestBody, check_fields, read_request
 from deepseek_eyes.gateway.drain import Drain, shutting_down
 from deepseek_eyes.gateway.fetch import fetch_image
 from deepseek_eyes.runtime.approval import Approver
@@ -114,7 +118,11 @@ _STATUS = {
     "GATEWAY_IDEMPOTENCY_IN_PROGRESS": 409,
     "GATEWAY_IDEMPOTENCY_KEY_REUSED": 422,
     "STORE_SESSION_CONFLICT": 409,
+    "GATEWAY_BODY_TEXT_TOO_LARGE": 413,
+    "GATEWAY_JSON_TOO_MANY_NODES": 413,
 }
+#: Bodies larger than this are parsed in a worker thread, off the event loop.
+_THREAD_PARSE_BYTES = 256 * 1024
 # Upstream statuses a client can act on pass through; an upstream 401/403 is the gateway's
 # own credential problem, not the client's, so it becomes a 502 like other upstream faults.
 _UPSTREAM_PASSED = {400, 402, 404, 409, 413, 422, 429}
@@ -202,6 +210,32 @@ def check_bind(host: str, key: str | None) -> None:
         )
 
 
+def _note_ignored(answer: JsonObject, ignored: tuple[str, ...]) -> JsonObject:
+    """``answer`` (a completion or a chunk) naming the request's ignored fields in its
+    ``deepseekeyes`` object, when it has one and anything was ignored."""
+    ours = answer.get("deepseekeyes")
+    if ignored and isinstance(ours, dict):
+        return {**answer, "deepseekeyes": {**ours, "ignored": list(ignored)}}
+    return answer
+
+
+class _Slot:
+    """One of the concurrent-turn slots, released once however the request ends."""
+
+    def __init__(self, slots: asyncio.Semaphore) -> None:
+        self._slots = slots
+        self._held = False
+
+    async def take(self) -> None:
+        await self._slots.acquire()
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._slots.release()
+
+
 def _sse(value: JsonObject) -> bytes:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return b"data: " + text.encode() + b"\n\n"
@@ -211,16 +245,17 @@ _DONE = b"data: [DONE]\n\n"
 
 
 async def _events(first: JsonObject, iterator: AsyncIterator[JsonObject], drain: Drain,
-                  close: Callable[[], Awaitable[None]]) -> AsyncIterator[bytes]:
+                  close: Callable[[], Awaitable[None]],
+                  ignored: tuple[str, ...] = ()) -> AsyncIterator[bytes]:
     """A streamed turn as SSE: its chunks, then ``[DONE]``; after a failure, the error event
     first. A client that went away (a cancellation, or the close at a ``yield``) gets
     nothing more. ``close`` closes the turn and frees its slot."""
     try:
         ending: DeepSeekEyesError | None = None
         try:
-            yield _sse(first)
+            yield _sse(_note_ignored(first, ignored))
             while (chunk := await drain.pull(iterator)) is not None:
-                yield _sse(chunk)
+                yield _sse(_note_ignored(chunk, ignored))
         except DeepSeekEyesError as exc:  # the turn's own error, or the stop's cut
             ending = exc
         except Exception as exc:
@@ -340,35 +375,52 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
             raise GatewayError(f"no model named {wanted[:80]!r}", code="GATEWAY_NOT_FOUND")
         return JSONResponse(_model_entry(info.id, info.owned_by))
 
-    async def read_body(request: Request) -> JsonObject:
+    limits = BodyLimits(max_text_bytes=settings.max_text_bytes,
+                        max_nodes=settings.max_body_nodes)
+
+    async def read_body(request: Request) -> RequestBody:
         # The security layer has read the whole body, bounded in size and time.
         try:
             raw = await request.body()
         except ClientDisconnect:  # nobody reads the answer; not a gateway failure to log
             raise GatewayError("the client went away before its body arrived") from None
-        body = parse_body(raw)
-        check_fields(body)
-        return body
+        if len(raw) > _THREAD_PARSE_BYTES:  # a large body is parsed off the event loop
+            parsed = await anyio.to_thread.run_sync(read_request, raw, limits)
+        else:
+            parsed = read_request(raw, limits)
+        check_fields(parsed.fields)
+        return parsed
 
-    # Turns beyond the limit wait for a slot (a stream holds its slot until it ends).
+    # Turns beyond the limit wait for a slot, and so does parsing their bodies (a stream
+    # holds its slot until it ends).
     slots = asyncio.Semaphore(settings.max_concurrent_turns)
 
     async def chat(request: Request) -> Response:
-        if not settings.server_timing:
-            return await _chat(request, None)
-        with StageClock() as clock:
-            return await _chat(request, clock)
+        slot = _Slot(slots)
+        try:
+            await slot.take()
+            if not settings.server_timing:
+                return await _chat(request, None, slot)
+            with StageClock() as clock:
+                return await _chat(request, clock, slot)
+        except BaseException:
+            slot.release()
+            raise
 
-    async def _chat(request: Request, clock: StageClock | None) -> Response:
+    async def _chat(request: Request, clock: StageClock | None, slot: _Slot) -> Response:
+        """A turn, its slot taken: released here for a whole answer, by the stream's close
+        for a stream."""
         with stage("parse"):
-            body = await read_body(request)
+            parsed = await read_body(request)
+            body = parsed.fields
             ref = idempotency.key_ref(
                 request.headers.get(idempotency.HEADER), body,
                 session_id=request.headers.get(SESSION_HEADER) or None, gateway_key=key)
             if ref is not None:
                 claim = runtime.idempotency.claim(ref)
                 if claim.state == "replay":
-                    return _replay(claim, body)
+                    slot.release()
+                    return _replay(claim, body, parsed.ignored)
                 refused = idempotency.refusal(claim)
                 if refused is not None:
                     raise refused
@@ -382,16 +434,16 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
                 turn.client_scope = scope
         if not body.get("stream"):
             try:
-                async with slots:
-                    result = await runtime.run(
-                        turn, started=lambda session: _name_session(request, session))
+                result = await runtime.run(
+                    turn, started=lambda session: _name_session(request, session))
             finally:  # a stored answer keeps its key; a failed request frees it
                 _release(ref)
+                slot.release()
             headers = {_SESSION_HEADER_OUT: result.session_id}
             if clock is not None:
                 headers["Server-Timing"] = clock.server_timing()
-            return JSONResponse(completion_json(result), headers=headers)
-        await slots.acquire()
+            return JSONResponse(_note_ignored(completion_json(result), parsed.ignored),
+                                headers=headers)
         iterator: AsyncIterator[JsonObject] | None = None
         closed = False
 
@@ -408,7 +460,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
                     with anyio.CancelScope(shield=True):
                         await aclose()
             finally:
-                slots.release()
+                slot.release()
                 _release(ref)
 
         try:
@@ -427,24 +479,26 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
         if clock is not None:  # the stages up to the first chunk: what time-to-first-token is
             clock.stop()
             headers["Server-Timing"] = clock.server_timing()
-        return _EventStream(_events(first, iterator, drain, close), close, headers)
+        return _EventStream(_events(first, iterator, drain, close, parsed.ignored), close,
+                            headers)
 
     def _release(ref: KeyRef | None) -> None:
         if ref is not None:
             runtime.idempotency.release(ref)
 
-    def _replay(claim: Claim, body: JsonObject) -> Response:
+    def _replay(claim: Claim, body: JsonObject, ignored: tuple[str, ...]) -> Response:
         """A stored answer, again, as the request asks for it (see gateway/idempotency.py)."""
         assert claim.response is not None
         headers = {idempotency.REPLAYED_HEADER: "true"}
         if claim.session_id is not None:
             headers[_SESSION_HEADER_OUT] = claim.session_id
         if not body.get("stream"):
-            return JSONResponse(idempotency.replayed(claim.response), headers=headers)
+            return JSONResponse(_note_ignored(idempotency.replayed(claim.response), ignored),
+                                headers=headers)
         options = body.get("stream_options")
         include = isinstance(options, dict) and bool(options.get("include_usage"))
         chunks = idempotency.replay_chunks(claim.response, include_usage=include)
-        payload = b"".join(_sse(c) for c in chunks) + b"data: [DONE]\n\n"
+        payload = b"".join(_sse(_note_ignored(c, ignored)) for c in chunks) + b"data: [DONE]\n\n"
         return Response(payload, media_type="text/event-stream",
                         headers={**headers, "Cache-Control": "no-cache"})
 

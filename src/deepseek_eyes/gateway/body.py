@@ -20,6 +20,24 @@ body is refused whole, with a 400 and a stable code, at the door:
   ``max_tokens`` below 1, a ``tool_choice`` naming a function the request's ``tools`` do
   not offer, a ``tool`` message whose ``tool_call_id`` answers no call of the assistant
   message before it.
+
+A body must cost what it weighs (:func:`read_request`, the gateway's door). Parsed, one
+byte of ``{}`` becomes some 40 bytes of Python objects, so a body's size says little about
+its cost; a base64 image, on the other hand, is one string as large as its bytes. So before
+anything is parsed, on the text itself:
+
+* bytes that are not base64 image data (``"data:image/…;base64,…"`` strings) count toward
+  a text allowance (``gateway.max_text_bytes``), far below the body limit that images are
+  allowed (``GATEWAY_BODY_TEXT_TOO_LARGE``);
+* the JSON values are counted from the structure left once strings are cut out (every
+  value but a container's first follows a comma), so an element count past
+  ``gateway.max_body_nodes`` is refused without building one of them
+  (``GATEWAY_JSON_TOO_MANY_NODES``); no array or object may hold more than
+  :data:`MAX_JSON_ITEMS` members either;
+* top-level fields the gateway does not read are skipped by a small validating scanner,
+  never built, and named in the answer (``deepseekeyes.ignored``): their text must still be
+  JSON (a body that is not JSON is refused whole) within the depth bound, and their keys
+  hold no lone surrogate.
 """
 
 from __future__ import annotations
@@ -28,15 +46,23 @@ import json
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import GatewayError
 
-__all__ = ["MAX_JSON_DEPTH", "check_fields", "parse_body"]
+__all__ = [
+    "KNOWN_FIELDS", "MAX_IGNORED_LISTED", "MAX_JSON_DEPTH", "MAX_JSON_ITEMS", "BodyLimits",
+    "RequestBody", "check_fields", "parse_body", "read_request",
+]
 
 #: Deepest nesting of arrays and objects a request body may have.
 MAX_JSON_DEPTH = 64
+#: Most members one array or object may hold.
+MAX_JSON_ITEMS = 100_000
+#: Names of ignored fields an answer lists (each cut to 64 characters).
+MAX_IGNORED_LISTED = 32
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _TOOL_CHOICES = frozenset({"none", "auto", "required"})
@@ -72,6 +98,13 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _too_many_items(count: int) -> GatewayError:
+    return GatewayError(
+        f"an array or object in the request body holds {count} members, more than "
+        f"{MAX_JSON_ITEMS}", code="GATEWAY_JSON_TOO_MANY_NODES",
+        details={"items_limit": MAX_JSON_ITEMS})
+
+
 def _check_tree(document: Any) -> None:
     """Depth and strings of the whole document, without recursion. An ASCII string holds no
     surrogate, and ``str.isascii`` answers from a flag every string carries: only the
@@ -87,6 +120,8 @@ def _check_tree(document: Any) -> None:
         elif isinstance(value, dict | list):
             if depth >= MAX_JSON_DEPTH:
                 raise _too_deep()
+            if len(value) > MAX_JSON_ITEMS:
+                raise _too_many_items(len(value))
             if isinstance(value, dict):
                 for key, item in value.items():
                     stack.append((key, depth))
@@ -114,6 +149,226 @@ def parse_body(raw: bytes) -> JsonObject:
         raise _bad("the request body must be a JSON object", reason="not_object")
     _check_tree(document)
     return document
+
+
+# -- the gateway's door: bounded before parsed -------------------------------------------
+
+
+@dataclass(frozen=True)
+class BodyLimits:
+    """What a request body may cost: bytes that are not image data, and JSON values."""
+
+    max_text_bytes: int = 8 * 1024 * 1024
+    max_nodes: int = 250_000
+
+
+@dataclass(frozen=True)
+class RequestBody:
+    """A request body at the door: the fields the gateway reads, and the names of the
+    top-level fields it skipped (never built)."""
+
+    fields: JsonObject
+    ignored: tuple[str, ...] = ()
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+# A JSON string as the grammar has it: no raw control character, only the named escapes.
+_STRING_BODY = r'"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*"'
+_STRING = re.compile(_STRING_BODY)
+_TOKEN = re.compile(
+    r"[ \t\n\r]*(?:(?P<s>" + _STRING_BODY + r")"
+    r"|(?P<n>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
+    r"|(?P<l>true|false|null)|(?P<p>[{}\[\],:]))")
+_IMAGE_DATA = '"data:image'
+_BASE64 = ";base64,"
+_UNITS = {"utf-8": 1, "utf-16": 2, "utf-16-le": 2, "utf-16-be": 2, "utf-32": 4,
+          "utf-32-le": 4, "utf-32-be": 4}
+#: The top-level fields the gateway or the runtime read; any other is skipped.
+KNOWN_FIELDS: frozenset[str] = frozenset()  # filled in below, from _FIELDS
+
+
+def _image_chars(text: str) -> int:
+    """Characters of base64 image data in the body: from each ``"data:image/…;base64,`` to
+    the next quote. Whatever stands there sits inside a string, which costs what it weighs;
+    an escaped quote ends the count early, which only counts more as text. ``str.find``
+    throughout: a regex over a 60 MiB body costs more than parsing it."""
+    total = pos = 0
+    while (start := text.find(_IMAGE_DATA, pos)) >= 0:
+        payload = text.find(_BASE64, start, start + 96)
+        if payload < 0:
+            pos = start + len(_IMAGE_DATA)
+            continue
+        payload += len(_BASE64)
+        end = text.find('"', payload)
+        if end < 0:
+            break
+        total += end - payload
+        pos = end + 1
+    return total
+
+
+def _value_count(text: str, limit: int) -> int:
+    """An upper bound on the JSON values in ``text``: one for the document, one per
+    container (its first member), one per comma. Counted on the text first (fast; base64
+    holds none of these characters); only past ``limit`` again on the structure with
+    strings cut out, so that commas in prose do not count."""
+    def count(of: str) -> int:
+        return 1 + of.count("{") + of.count("[") + of.count(",")
+
+    rough = count(text)
+    return rough if rough <= limit else count(_STRING.sub('""', text))
+
+
+def _not_json() -> GatewayError:
+    return _bad("the request body is not JSON", reason="not_json")
+
+
+def _checked_key(token: str) -> str:
+    key = json.loads(token)
+    if not key.isascii() and _SURROGATE.search(key):
+        raise _bad("the request body holds a lone UTF-16 surrogate (\\ud800-\\udfff)",
+                   reason="lone_surrogate")
+    return str(key)
+
+
+def _skip_value(text: str, pos: int) -> int:
+    """The end of the JSON value at ``pos``, checked against the grammar (and the depth
+    bound, finite numbers, keys without lone surrogates) without building it."""
+    stack: list[str] = []
+    expect = "value"  # value | first_value | key | first_key | colon | next
+    while True:
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            raise _not_json()
+        pos = match.end()
+        kind, lexeme = match.lastgroup, match.group(match.lastgroup or 0)
+        closed = False
+        if expect in ("value", "first_value"):
+            if kind == "p" and lexeme in "{[":
+                if len(stack) + 1 >= MAX_JSON_DEPTH:
+                    raise _too_deep()
+                stack.append(lexeme)
+                expect = "first_key" if lexeme == "{" else "first_value"
+                continue
+            if expect == "first_value" and lexeme == "]":
+                closed = True
+            elif kind == "n" and any(c in lexeme for c in ".eE"):
+                _finite_float(lexeme)
+            elif kind not in ("s", "n", "l"):
+                raise _not_json()
+        elif expect in ("key", "first_key"):
+            if expect == "first_key" and lexeme == "}":
+                closed = True
+            elif kind == "s":
+                _checked_key(lexeme)
+                expect = "colon"
+                continue
+            else:
+                raise _not_json()
+        elif expect == "colon":
+            if lexeme != ":":
+                raise _not_json()
+            expect = "value"
+            continue
+        else:  # next: a comma or the end of the container
+            if lexeme == ",":
+                expect = "key" if stack[-1] == "{" else "value"
+                continue
+            if lexeme != ("}" if stack[-1] == "{" else "]"):
+                raise _not_json()
+            closed = True
+        if closed:
+            stack.pop()
+        if not stack:
+            return pos
+        expect = "next"
+
+
+def _decode(raw: bytes) -> str:
+    try:
+        return raw.decode(json.detect_encoding(raw), "surrogatepass")
+    except (UnicodeDecodeError, LookupError):
+        raise _not_json() from None
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+
+
+def read_request(raw: bytes, limits: BodyLimits) -> RequestBody:
+    """A chat completion body at the door: bounded in text and values before anything is
+    built, then the fields the gateway reads parsed and checked as :func:`parse_body` does,
+    and every other top-level field skipped (validated, never built) and named.
+
+    Raises:
+        GatewayError: ``GATEWAY_BODY_TEXT_TOO_LARGE``, ``GATEWAY_JSON_TOO_MANY_NODES``, and
+            what :func:`parse_body` raises.
+    """
+    text = _decode(raw)
+    unit = _UNITS.get(json.detect_encoding(raw), 1)
+    images = _image_chars(text) * unit
+    if len(raw) - images > limits.max_text_bytes:
+        raise GatewayError(
+            f"the request body holds {len(raw) - images} bytes that are not image data, more "
+            f"than gateway.max_text_bytes ({limits.max_text_bytes})",
+            code="GATEWAY_BODY_TEXT_TOO_LARGE",
+            details={"text_bytes": len(raw) - images, "limit": limits.max_text_bytes,
+                     "image_bytes": images})
+    if _value_count(text, limits.max_nodes) > limits.max_nodes:
+        raise GatewayError(
+            f"the request body holds more than gateway.max_body_nodes ({limits.max_nodes}) "
+            "JSON values", code="GATEWAY_JSON_TOO_MANY_NODES",
+            details={"limit": limits.max_nodes})
+    fields: JsonObject = {}
+    ignored: dict[str, None] = {}
+    pos = _WS.match(text, 0).end()  # type: ignore[union-attr]  # matches the empty string
+    if not text.startswith("{", pos):
+        if text.startswith("[", pos) or _TOKEN.match(text, pos):
+            raise _bad("the request body must be a JSON object", reason="not_object")
+        raise _not_json()
+    pos += 1
+    first = True
+    while True:
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            raise _not_json()
+        lexeme = match.group(match.lastgroup or 0)
+        if lexeme == "}" and first:
+            pos = match.end()
+            break
+        if match.lastgroup != "s":
+            raise _not_json()
+        key = _checked_key(lexeme)
+        colon = _TOKEN.match(text, match.end())
+        if colon is None or colon.group(0).strip() != ":":
+            raise _not_json()
+        pos = _WS.match(text, colon.end()).end()  # type: ignore[union-attr]
+        if key in KNOWN_FIELDS:
+            try:
+                fields[key], pos = _DECODER.raw_decode(text, pos)
+            except RecursionError:
+                raise _too_deep() from None
+            except GatewayError:
+                raise
+            except ValueError:
+                raise _not_json() from None
+        else:
+            pos = _skip_value(text, pos)
+            fields.pop(key, None)  # as json.loads: the last of a repeated key wins
+            ignored[key] = None
+        first = False
+        after = _TOKEN.match(text, pos)
+        if after is None or after.group("p") not in (",", "}"):
+            raise _not_json()
+        pos = after.end()
+        if after.group("p") == "}":
+            break
+    if _WS.match(text, pos).end() != len(text):  # type: ignore[union-attr]
+        raise _not_json()
+    for key in fields:
+        ignored.pop(key, None)  # a known field repeated after an unknown spelling: kept
+    _check_tree(fields)
+    listed = tuple(name[:64] for name in list(ignored)[:MAX_IGNORED_LISTED])
+    return RequestBody(fields, listed)
 
 
 # -- field types ------------------------------------------------------------------------
@@ -174,6 +429,9 @@ _FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "stop": (_is_stop, "a string or a list of strings"),
     "tool_choice": (_is_tool_choice, "'none', 'auto', 'required' or an object"),
 }
+
+
+KNOWN_FIELDS = frozenset({*_FIELDS, "messages", "tools"})
 
 
 def _check_tools(tools: Any) -> None:

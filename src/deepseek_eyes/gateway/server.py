@@ -18,9 +18,10 @@ Where it listens is said once the socket is bound (the port may have been 0): by
 a line on stderr, or through ``announce`` for a caller with its own format (``serve --json``).
 
 With the terminal among ``[runtime] tool_sources``, the terminal's approval console is
-served beside the gateway, on ``[terminal] host:port`` with the terminal's bearer token, for
-the same in-process terminal: a plan the model wants to run that needs approval waits there
-(``runtime.approval_timeout``) and runs only if a person approves it. Without a terminal
+served beside the gateway, on ``[terminal] host:port``, for the same in-process terminal: a
+person logs in with the one-time link printed on stderr (the console's own credential), and
+a plan the model wants to run that needs approval waits there
+(``runtime.approval_timeout``) and runs only if that person approves it. Without a terminal
 token there is no console, so nobody can approve, and such plans are not run.
 
 SIGTERM and SIGINT stop it through :mod:`deepseek_eyes.gateway.drain`: no new request is
@@ -206,13 +207,22 @@ def _approval_console(
         print(f"deepseek-eyes gateway warning {exc.code}: {exc.message}; no approval console, "
               "so plans that need approval will not run", file=sys.stderr, flush=True)
         return None, None
+    from deepseek_eyes.terminal.transport.console_login import ConsoleLogins, login_url
+
     options = HttpOptions.from_settings(term, token)
+    where = f"http://{term.host}:{term.port}/console/"
+
+    def show_code(code: str) -> None:  # the person's own login, never the terminal token
+        print(f"deepseek-eyes gateway: terminal console login (one use): "
+              f"{login_url(where, code)}", file=sys.stderr, flush=True)
+
+    logins = ConsoleLogins(show_code)
     config = uvicorn.Config(
-        build_console_app(service, options), host=term.host, port=term.port,
+        build_console_app(service, options, logins=logins), host=term.host, port=term.port,
         log_level="warning", access_log=False, lifespan="off", server_header=False,
         timeout_graceful_shutdown=math.ceil(CUT_GRACE_S),  # stopped after the gateway drained
     )
-    where = f"http://{term.host}:{term.port}/console/"
+    logins.issue()
 
     def notice(plan: Mapping[str, Any]) -> None:
         print(f"deepseek-eyes gateway: plan {plan.get('plan_id')} waits for approval at "

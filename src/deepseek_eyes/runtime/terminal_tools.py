@@ -25,7 +25,7 @@ from typing import Any
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.runtime.approval import describe_plan
 from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
-from deepseek_eyes.terminal.service import TerminalService
+from deepseek_eyes.terminal.service import TerminalService, Via
 from deepseek_eyes.terminal.transport.tools import RUNTIME_TOOL_NAMES, RUNTIME_TOOLS
 
 __all__ = ["TOOL_NAMES", "TerminalToolSource"]
@@ -169,12 +169,16 @@ class TerminalToolSource:
         context.calls.append({"tool": "approval", "source": "terminal", "plan_id": plan_id,
                               "decision": decision, "via": approver.via})
         state = self.service.get_plan(session, plan_id).state
+        # A turn's approver is a person: the one at chat's terminal (``cli``, recorded as
+        # given by the ``tty``) or one in the console, which records its own decision.
+        via: Via = "cli" if approver.via == "cli" else "console"
+        by = "tty" if via == "cli" else "console"
         if decision == "approved":
             if state == "planned":
-                self.service.approve(session, plan_id, via=approver.via, approver="user")
+                self.service.approve(session, plan_id, via=via, by=by)
             return None
         if state == "planned":
-            self.service.deny(session, plan_id, via=approver.via)
+            self.service.deny(session, plan_id, via=via, by=by)
         if decision == "denied":
             return ToolOutcome("RUNTIME_APPROVAL_DENIED: the user denied this plan; it was not "
                                "run", True,

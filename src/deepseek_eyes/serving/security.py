@@ -10,7 +10,13 @@ any case, the token compared in constant time), the caller must be within its ra
 and the body may not exceed its limit (checked on ``Content-Length`` and while streaming)
 nor take longer than its deadline to arrive.
 Every response gets security headers. The only unauthenticated paths are the console's
-static files, which hold no data (the console asks for the token and sends it as a header).
+static files, which hold no data, and what a :class:`SessionCredential` opens.
+
+A server may give some paths a credential of their own (:class:`SessionCredential`: the
+terminal's approval console, whose person logs in with a one-time code and then holds a
+cookie). Those paths never accept the bearer token, and the bearer paths never accept that
+credential: holding one does not reach what the other guards. Their holders are
+rate-limited per credential, like token holders.
 A refusal is a JSON body ``{"error": {"message", "type", "param", "code"}}`` (OpenAI's shape,
 which the gateway's clients parse) whose codes the server names
 (:class:`RefusalCodes`: ``TERMINAL_UNAUTHORIZED`` from the terminal, ``BROWSER_…`` from the
@@ -60,6 +66,7 @@ __all__ = [
     "RefusalCodes",
     "SecurityMiddleware",
     "ServedSettings",
+    "SessionCredential",
     "allowed_hosts_for",
     "allowed_origins_for",
     "bearer_credentials",
@@ -206,6 +213,23 @@ def _is_json(content_type: str | None) -> bool:
 _Refusal = tuple[int, str, str, list[tuple[bytes, bytes]]]
 
 
+class SessionCredential(Protocol):
+    """A credential the paths under ``prefix`` take instead of the bearer token.
+
+    ``holder`` answers the id of the credential a request's ``Cookie`` header carries
+    (None: none, or not a live one); ``open_paths`` are the ``(method, path)`` pairs under
+    the prefix that need no credential (the login itself); a request without one is refused
+    with ``refusal`` (a code and a message)."""
+
+    @property
+    def prefix(self) -> str: ...
+    @property
+    def open_paths(self) -> frozenset[tuple[str, str]]: ...
+    @property
+    def refusal(self) -> tuple[str, str]: ...
+    def holder(self, cookie: str | None) -> str | None: ...
+
+
 class SecurityMiddleware:
     def __init__(
         self,
@@ -222,6 +246,7 @@ class SecurityMiddleware:
         json_bodies: bool = False,
         body_timeout: float | None = None,
         cross_site_navigation: bool = True,
+        session: SessionCredential | None = None,
     ) -> None:
         """``limiter`` limits authenticated requests, per token; ``anonymous_limiter`` (by
         default one with the same rate) limits unauthenticated ones, per client address.
@@ -231,7 +256,8 @@ class SecurityMiddleware:
         (415), the one kind of body a cross-site page cannot send without a CORS preflight.
         ``body_timeout`` is the seconds a whole body may take to arrive (408 after).
         ``cross_site_navigation`` lets another site's page link here (a GET navigation,
-        which cannot read the answer); a server with no pages of its own refuses even that."""
+        which cannot read the answer); a server with no pages of its own refuses even that.
+        ``session`` guards its paths with its own credential instead of the token."""
         self.app = app
         self.codes = codes
         self._expected = token.encode("utf-8") if token is not None else None
@@ -247,6 +273,7 @@ class SecurityMiddleware:
         self.json_bodies = json_bodies
         self.body_timeout = body_timeout
         self.cross_site_navigation = cross_site_navigation
+        self.session = session
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -335,6 +362,9 @@ class SecurityMiddleware:
             return 415, self.codes.unsupported_media_type, \
                 "the request body must be sent as Content-Type: application/json", []
         client = "ip:" + str((scope.get("client") or ("?", 0))[0])
+        path = scope.get("path", "")
+        if self.session is not None and path.startswith(self.session.prefix):
+            return self._session_refusal(scope, client, path)
         if self._expected is None:
             return self._limited(self.anonymous_limiter.allow(client))
         given = bearer_credentials(_header(scope, b"authorization") or "")
@@ -345,13 +375,44 @@ class SecurityMiddleware:
         limited = self._limited(self.anonymous_limiter.allow(client))
         if limited is not None:
             return limited
-        path = scope.get("path", "")
         if scope.get("method") in ("GET", "HEAD") and path.startswith(self.public_prefixes):
             return None
         challenge = f'Bearer realm="{self.codes.realm}"'.encode()
         return 401, self.codes.unauthorized, "a valid bearer token is required", [
             (b"www-authenticate", challenge)
         ]
+
+    def _session_refusal(self, scope: Scope, client: str, path: str) -> _Refusal | None:
+        """The session credential's paths: its holder limited per credential (the bucket is
+        keyed by the credential's id, never its secret), anyone else per address; the
+        bearer token counts for nothing here."""
+        session = self.session
+        assert session is not None
+        # Cookies are not scoped by port, and every loopback port is the same site: a page
+        # another local server serves could make the person's browser send this cookie.
+        # So here an Origin must be this very server's, and a body must be JSON (which a
+        # page of another origin cannot send without a CORS preflight that is never
+        # granted).
+        origin = _header(scope, b"origin")
+        host = _header(scope, b"host") or ""
+        if origin is not None and origin not in (f"http://{host}", f"https://{host}"):
+            return 403, self.codes.forbidden, (
+                "this Origin is not this server's own: the console's API answers only its "
+                "own pages"), []
+        if scope.get("method") in _BODY_METHODS and not _is_json(
+                _header(scope, b"content-type")):
+            return 415, self.codes.unsupported_media_type, \
+                "the request body must be sent as Content-Type: application/json", []
+        holder = session.holder(_header(scope, b"cookie"))
+        if holder is not None:
+            return self._limited(self.limiter.allow("session:" + holder))
+        limited = self._limited(self.anonymous_limiter.allow(client))
+        if limited is not None:
+            return limited
+        if (str(scope.get("method")), path) in session.open_paths:
+            return None
+        code, message = session.refusal
+        return 401, code, message, []
 
     def _limited(self, wait: float) -> _Refusal | None:
         if wait <= 0:
@@ -440,8 +501,10 @@ class HttpOptions:
         return allowed_origins_for(self.host, self.allowed_origins)
 
     def guard(self, app: ASGIApp, *, codes: RefusalCodes,
-              public_prefixes: tuple[str, ...] = ()) -> SecurityMiddleware:
-        """``app`` behind the middleware: rate limits per token and per client address."""
+              public_prefixes: tuple[str, ...] = (),
+              session: SessionCredential | None = None) -> SecurityMiddleware:
+        """``app`` behind the middleware: rate limits per token and per client address;
+        ``session`` guards its own paths (see :class:`SessionCredential`)."""
         return SecurityMiddleware(
             app,
             token=self.token,
@@ -452,4 +515,5 @@ class HttpOptions:
             max_body_bytes=self.max_body_bytes,
             public_prefixes=public_prefixes,
             codes=codes,
+            session=session,
         )

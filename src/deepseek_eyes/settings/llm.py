@@ -164,7 +164,19 @@ class GatewaySettings(Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
     api_key: OptionalSecret = SecretRef(env="DEEPSEEK_EYES_GATEWAY_KEY")
-    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+    max_body_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024,
+        description="Bytes a whole request body may hold, base64 images included.",
+    )
+    max_text_bytes: int = Field(
+        default=8 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024,
+        description="Bytes of a request body that are not base64 image data (the text, the "
+        "JSON around it): what a body costs in memory once parsed grows with these.",
+    )
+    max_body_nodes: int = Field(
+        default=250_000, ge=1000, le=100_000_000,
+        description="JSON values a request body may hold, counted before it is parsed.",
+    )
     allow_image_urls: bool = Field(
         default=True, description="Fetch http(s) image_url parts from public addresses, as "
         "OpenAI's API does (off: data URLs only)."

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import (
     Field,
+    field_validator,
 )
 
 from deepseek_eyes.settings.base import (
@@ -14,9 +15,14 @@ from deepseek_eyes.settings.base import (
     Strict,
 )
 
-__all__ = ["TerminalMode", "TerminalSettings"]
+__all__ = ["Approvals", "TerminalMode", "TerminalSettings"]
 
 TerminalMode = Literal["read-only", "confirm", "trusted"]
+
+#: Who approves a plan that needs approval. ``person``: a person, in the approval console
+#: (its own login) or at chat's prompt, never the MCP client that planned it.
+#: ``mcp-client``: the MCP client may approve its own plans with ``terminal_approve``.
+Approvals = Literal["person", "mcp-client"]
 
 
 class TerminalSettings(Strict):
@@ -58,10 +64,27 @@ class TerminalSettings(Strict):
     redact_env: tuple[str, ...] = Field(
         default=(), description="Environment variables whose values are redacted from receipts."
     )
-    approvals: Literal["client", "console"] = Field(
-        default="client",
-        description="Who may approve plans: the MCP client (terminal_approve) or only the console.",
+    approvals: Approvals = Field(
+        default="person",
+        description='Who approves plans that need it: "person" (the console, with its own '
+        'login, or chat\'s prompt) or "mcp-client" (the MCP client that planned a command may '
+        "approve it itself with terminal_approve: no person in the loop).",
     )
+
+    @field_validator("approvals", mode="before")
+    @classmethod
+    def _approvals_by_name(cls, value: object) -> object:
+        """``console`` (the old name of "only a person") is read as ``person``; ``client``
+        (the old default, which let the client approve its own plans) is refused, so that
+        nobody keeps self-approval without choosing it by its new name."""
+        if value == "console":
+            return "person"
+        if value == "client":
+            raise ValueError(
+                'approvals = "client" is no longer accepted: it let the MCP client approve '
+                'its own plans. Write approvals = "person" (the default: a person approves in '
+                'the console or at chat\'s prompt) or, knowingly, approvals = "mcp-client"')
+        return value
 
 
 # --- MCP host (capability `deepseek_eyes.mcp_host`) -------------------------------------------

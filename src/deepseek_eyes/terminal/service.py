@@ -11,6 +11,12 @@ reaches any state, whichever transport it came through. Sessions have an ``owner
 connection's identity, or None for the console and in-process callers): :meth:`session`
 with ``owner`` answers only that owner's sessions, and a plan without a session goes to the
 owner's default session, made when needed. Live output is redacted like receipts are.
+
+Who approves is decided here, not by the transports: an approval names its channel
+(``via``: ``console`` and ``cli`` are people, ``client`` is the MCP client that planned) and
+the credential that gave it (``by``, recorded in the receipt). With ``approvals = "person"``
+(the default) an approval ``via`` the client is refused with
+``TERMINAL_SELF_APPROVAL_REFUSED``; ``"mcp-client"`` allows it, by explicit choice.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from deepseek_eyes.audit import AuditLog, message_digest
 from deepseek_eyes.errors import PolicyBlockedError, TerminalError
@@ -50,9 +56,15 @@ from deepseek_eyes.terminal.receipts.chain import (
 from deepseek_eyes.terminal.receipts.keyring import Keyring
 from deepseek_eyes.terminal.records import Receipt, ReceiptStream
 
-__all__ = ["MAX_WAIT_S", "ServiceConfig", "TerminalService"]
+__all__ = ["MAX_WAIT_S", "PERSON_CHANNELS", "ServiceConfig", "TerminalService", "Via"]
 
 MAX_WAIT_S = 300.0  # the longest a receipt request may wait for a running plan
+
+#: Where an approval or a denial came from: the approval console, the runtime's prompt (a
+#: person at chat's terminal), or the MCP client that planned the command.
+Via = Literal["console", "cli", "client"]
+#: The channels a person answers on.
+PERSON_CHANNELS: frozenset[str] = frozenset({"console", "cli"})
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,7 @@ class ServiceConfig:
     session_idle_timeout: float = 900.0
     subscriber_queue: int = 256
     sandbox: str | None = None  # the bwrap path, or None to run without a sandbox
-    approvals: str = "client"  # or "console"
+    approvals: str = "person"  # or "mcp-client" (settings.terminal.Approvals)
 
     def __post_init__(self) -> None:
         for name in ("timeout", "max_timeout", "session_idle_timeout"):
@@ -76,6 +88,8 @@ class ServiceConfig:
         for name in ("max_output_bytes", "max_sessions", "subscriber_queue"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ServiceConfig.{name} must be positive")
+        if self.approvals not in ("person", "mcp-client"):
+            raise ValueError('ServiceConfig.approvals must be "person" or "mcp-client"')
 
 
 def _iso(ts: float) -> str:
@@ -255,14 +269,15 @@ class TerminalService:
         return plan
 
     def approve(
-        self, session_id: str, plan_id: str, *, via: str = "client", approver: str = "client"
+        self, session_id: str, plan_id: str, *, via: Via, by: str
     ) -> dict[str, Any]:
-        """Approve a planned command.
+        """Approve a planned command, ``via`` a channel, ``by`` a credential (recorded in the
+        plan and its receipt: a console login's id, ``tty``, ``mcp-token``, ``mcp-stdio``).
 
         Raises:
             PolicyBlockedError: the policy refused the plan; it can never be approved.
-            TerminalError: ``TERMINAL_PLAN_STATE``, or ``TERMINAL_APPROVAL_REQUIRED`` when
-                approvals are reserved for the console and ``via`` is not the console.
+            TerminalError: ``TERMINAL_PLAN_STATE``, or ``TERMINAL_SELF_APPROVAL_REFUSED``
+                when ``via`` is the MCP client and approvals are a person's.
         """
         plan = self.get_plan(session_id, plan_id)
         if plan.state == "refused":
@@ -271,22 +286,31 @@ class TerminalService:
         if plan.state != "planned":
             raise TerminalError(f"the plan is {plan.state}", code="TERMINAL_PLAN_STATE",
                                 details={"state": plan.state})
-        if self.config.approvals == "console" and via != "console":
-            raise TerminalError("approvals are given in the console on this server",
-                                code="TERMINAL_APPROVAL_REQUIRED")
+        if via not in PERSON_CHANNELS and self.config.approvals != "mcp-client":
+            self._audit("terminal.approve.refused", plan.plan_id, session=plan.session_id,
+                        via=via)
+            raise TerminalError(
+                "a person approves this plan, not the client that planned it: ask the user "
+                "to approve it in the terminal's approval console (the server prints its "
+                'login link); terminal.approvals = "mcp-client" would let clients approve '
+                "their own plans", code="TERMINAL_SELF_APPROVAL_REFUSED",
+                details={"plan_id": plan.plan_id, "approvals": self.config.approvals})
         plan.state = "approved"
-        plan.approval = {"approved": True, "via": via, "by": approver[:64],
+        plan.approval = {"approved": True, "via": via, "by": by[:64],
                          "at": _iso(time.time())}
         self._settled(plan, "approved")
         return plan.to_dict()
 
-    def deny(self, session_id: str, plan_id: str, *, via: str = "client") -> dict[str, Any]:
+    def deny(self, session_id: str, plan_id: str, *, via: Via, by: str = "") -> dict[str, Any]:
+        """Deny a plan (anyone who may act on it may: a denial only takes power away)."""
         plan = self.get_plan(session_id, plan_id)
         if plan.state not in ("planned", "approved"):
             raise TerminalError(f"the plan is {plan.state}", code="TERMINAL_PLAN_STATE",
                                 details={"state": plan.state})
         plan.state = "denied"
         plan.approval = {"approved": False, "via": via, "at": _iso(time.time())}
+        if by:
+            plan.approval["by"] = by[:64]
         self._settled(plan, "denied")
         return plan.to_dict()
 

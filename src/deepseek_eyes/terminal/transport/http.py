@@ -3,17 +3,23 @@ and the console's static files, all behind :class:`SecurityMiddleware`.
 
 The console API exists for people: it lists pending plans with their argv shown exactly
 (invisible characters made visible), approves or denies them (recorded as approvals ``via``
-the console), streams live output over SSE, and shows receipts. It calls the same
-:class:`TerminalService` as the MCP tools, as the console: it may act on every session,
-whichever MCP connection owns it. Request bodies are checked strictly (a JSON object with
-known fields of the right types; ``NaN`` and ``Infinity`` are not JSON), else 400
-``TERMINAL_ARGUMENT_INVALID``.
+the console, ``by`` the console login that gave them), streams live output over SSE, and
+shows receipts. It calls the same :class:`TerminalService` as the MCP tools, as the
+console: it may act on every session, whichever MCP connection owns it. Request bodies are
+checked strictly (a JSON object with known fields of the right types; ``NaN`` and
+``Infinity`` are not JSON), else 400 ``TERMINAL_ARGUMENT_INVALID``.
+
+Two credentials, two doors: ``/mcp`` takes the bearer token, ``/api/`` takes only the
+console's login (:mod:`.console_login`: a one-time code the server prints, then a cookie).
+An MCP client holding the token therefore cannot approve through the console API; only
+``POST /api/login`` is open, and it needs the printed code.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -30,10 +36,16 @@ from deepseek_eyes.serving.mcp_http import streamable_mcp
 from deepseek_eyes.serving.security import HttpOptions
 from deepseek_eyes.terminal.arguments import invalid, known_keys
 from deepseek_eyes.terminal.service import TerminalService
+from deepseek_eyes.terminal.transport.console_login import (
+    LOGIN_PATH,
+    LOGOUT_PATH,
+    ConsoleLogins,
+)
 from deepseek_eyes.terminal.transport.security import TERMINAL_REFUSALS
 from deepseek_eyes.terminal.transport.server import Advisor, build_mcp_server, policy_summary
 
-__all__ = ["CONSOLE_DIR", "HttpOptions", "build_console_app", "build_http_app"]
+__all__ = ["CONSOLE_DIR", "ConsoleLogins", "HttpOptions", "build_console_app",
+           "build_http_app"]
 
 CONSOLE_DIR = Path(__file__).with_name("console")
 _STATUS = {
@@ -43,6 +55,7 @@ _STATUS = {
     "TERMINAL_SESSION_BUSY": 409, "TERMINAL_NO_ACTIVE_PROCESS": 409,
     "TERMINAL_PLAN_CHANGED": 409, "TERMINAL_SESSION_LIMIT": 429,
     "TERMINAL_PLAN_LIMIT": 429, "TERMINAL_ARGUMENT_INVALID": 400,
+    "TERMINAL_CONSOLE_LOGIN_INVALID": 401, "TERMINAL_SELF_APPROVAL_REFUSED": 403,
 }
 PLAN_FIELDS = ("argv", "command", "cwd", "timeout_s")
 
@@ -70,7 +83,7 @@ async def _body(request: Request) -> dict[str, Any]:
     return data
 
 
-def _api_routes(service: TerminalService) -> list[Route]:
+def _api_routes(service: TerminalService, logins: ConsoleLogins) -> list[Route]:
     async def call(fn: Any) -> Response:
         try:
             result = fn()
@@ -109,13 +122,34 @@ def _api_routes(service: TerminalService) -> list[Route]:
             )
         return await call(lambda: make(request))
 
+    def person(request: Request) -> str:
+        """The console login this request holds (the security layer let only those in)."""
+        return logins.holder(request.headers.get("cookie")) or "console"
+
+    async def login(request: Request) -> Response:
+        async def spend(r: Request) -> Response:
+            body = await _body(r)
+            known_keys(body, ("code",), "login")
+            secret, credential = logins.login(body.get("code"))
+            return JSONResponse({"credential": credential, "expires_in_s": int(logins.ttl)},
+                                headers={"set-cookie": logins.set_cookie(secret)})
+        return await call(lambda: spend(request))
+
+    async def logout(request: Request) -> Response:
+        ended = logins.logout(request.headers.get("cookie"))
+        return JSONResponse({"logged_out": ended},
+                            headers={"set-cookie": logins.clear_cookie()})
+
+    async def whoami(request: Request) -> Response:
+        return JSONResponse({"credential": person(request)})
+
     async def approve(request: Request) -> Response:
         return await call(lambda: service.approve(
-            p(request, "sid"), p(request, "pid"), via="console", approver="console"))
+            p(request, "sid"), p(request, "pid"), via="console", by=person(request)))
 
     async def deny(request: Request) -> Response:
-        return await call(lambda: service.deny(p(request, "sid"), p(request, "pid"),
-                                                          via="console"))
+        return await call(lambda: service.deny(
+            p(request, "sid"), p(request, "pid"), via="console", by=person(request)))
 
     async def execute(request: Request) -> Response:
         return await call(lambda: service.execute(p(request, "sid"), p(request, "pid"),
@@ -163,6 +197,9 @@ def _api_routes(service: TerminalService) -> list[Route]:
                                  headers={"x-accel-buffering": "no"})
 
     return [
+        Route(LOGIN_PATH, login, methods=["POST"]),
+        Route(LOGOUT_PATH, logout, methods=["POST"]),
+        Route("/api/whoami", whoami, methods=["GET"]),
         Route("/api/info", info, methods=["GET"]),
         Route("/api/sessions", sessions, methods=["GET", "POST"]),
         Route("/api/sessions/{sid}", close, methods=["DELETE"]),
@@ -178,39 +215,52 @@ def _api_routes(service: TerminalService) -> list[Route]:
     ]
 
 
+def _default_logins() -> ConsoleLogins:
+    """Logins whose codes go to standard error, the first one at once (for a server whose
+    owner did not say where its codes go)."""
+    def show(code: str) -> None:
+        print(f"terminal console: one-time login code {code}", file=sys.stderr, flush=True)
+
+    logins = ConsoleLogins(show)
+    logins.issue()
+    return logins
+
+
+def _console_routes(service: TerminalService, logins: ConsoleLogins) -> list[Any]:
+    async def console_redirect(_: Request) -> Response:
+        return Response(status_code=307, headers={"location": "/console/"})
+
+    return [
+        *_api_routes(service, logins),
+        Route("/", console_redirect, methods=["GET"]),
+        Mount("/console", StaticFiles(directory=CONSOLE_DIR, html=True), name="console"),
+    ]
+
+
 def build_http_app(
-    service: TerminalService, options: HttpOptions, advisor: Advisor | None = None
+    service: TerminalService, options: HttpOptions, advisor: Advisor | None = None,
+    *, logins: ConsoleLogins | None = None,
 ) -> ASGIApp:
-    """The whole HTTP server as one ASGI app (lifespan included)."""
+    """The whole HTTP server as one ASGI app (lifespan included). ``logins`` is the
+    console's credential; its owner issues the first code once it can say where the
+    console is (default: codes printed on standard error, the first one now)."""
+    logins = logins or _default_logins()
     mcp = build_mcp_server(service, advisor, reaper=False)
     sdk_routes, lifespan = streamable_mcp(
         mcp, options, background=service.run_reaper, close=service.aclose,
     )
-
-    async def console_redirect(_: Request) -> Response:
-        return Response(status_code=307, headers={"location": "/console/"})
-
-    routes: list[Any] = [
-        *_api_routes(service),
-        Route("/", console_redirect, methods=["GET"]),
-        Mount("/console", StaticFiles(directory=CONSOLE_DIR, html=True), name="console"),
-        *sdk_routes,
-    ]
-    app = Starlette(routes=routes, lifespan=lifespan)
-    return options.guard(app, codes=TERMINAL_REFUSALS, public_prefixes=("/console",))
+    app = Starlette(routes=[*_console_routes(service, logins), *sdk_routes],
+                    lifespan=lifespan)
+    return options.guard(app, codes=TERMINAL_REFUSALS, public_prefixes=("/console",),
+                         session=logins)
 
 
-def build_console_app(service: TerminalService, options: HttpOptions) -> ASGIApp:
+def build_console_app(service: TerminalService, options: HttpOptions, *,
+                      logins: ConsoleLogins | None = None) -> ASGIApp:
     """The approval console and its API alone, for a service another process part owns
     (the gateway's in-process terminal): no MCP endpoint, no lifespan; the owner runs the
     reaper and closes the service. Same security as :func:`build_http_app`."""
-
-    async def console_redirect(_: Request) -> Response:
-        return Response(status_code=307, headers={"location": "/console/"})
-
-    app = Starlette(routes=[
-        *_api_routes(service),
-        Route("/", console_redirect, methods=["GET"]),
-        Mount("/console", StaticFiles(directory=CONSOLE_DIR, html=True), name="console"),
-    ])
-    return options.guard(app, codes=TERMINAL_REFUSALS, public_prefixes=("/console",))
+    logins = logins or _default_logins()
+    app = Starlette(routes=_console_routes(service, logins))
+    return options.guard(app, codes=TERMINAL_REFUSALS, public_prefixes=("/console",),
+                         session=logins)

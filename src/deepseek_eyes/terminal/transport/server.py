@@ -64,8 +64,9 @@ WaitArg = Annotated[Any, WithJsonSchema({
 INSTRUCTIONS = (
     "A terminal that never runs model output directly. Call terminal_plan with an argv list "
     "(or a command string, parsed without any shell features), read the decision (allowed, "
-    "requires_approval, risk, reasons), get approval when asked (terminal_approve, or a person "
-    "in the console), then terminal_execute the plan. Every run ends in a signed receipt."
+    "requires_approval, risk, reasons), get approval when asked (a person approves in the "
+    "terminal's approval console; terminal_approve works only where the server lets clients "
+    "approve), then terminal_execute the plan. Every run ends in a signed receipt."
 )
 
 WORKFLOW_PROMPT = """You have a policy-guarded terminal. Use it like this:
@@ -75,8 +76,7 @@ WORKFLOW_PROMPT = """You have a policy-guarded terminal. Use it like this:
    `;`, `&&`, `$(...)`, `$VAR`, globs and newlines are refused, not run.
 2. Read the decision: `allowed`, `requires_approval`, `risk` (low/medium/high/critical),
    `effects` and `reasons`. A refused plan can never run; plan something else.
-3. If `requires_approval` is true, ask the user, then call terminal_approve(session_id,
-   plan_id) (or the user approves in the console). Never approve on your own initiative.
+3. If `requires_approval` is true, ask the user to approve it. {approve_step}
 4. terminal_execute(session_id, plan_id) runs it without a shell, in a reduced
    environment, with a timeout and output limits, and returns a signed receipt.
 5. terminal_pause / terminal_resume / terminal_cancel act on the session's running process.
@@ -85,6 +85,13 @@ WORKFLOW_PROMPT = """You have a policy-guarded terminal. Use it like this:
 
 The mode is {mode}. Workspace roots: {roots}.
 """
+
+_APPROVE_STEPS = {
+    "person": "A person approves it in the terminal's approval console; terminal_approve is "
+              "refused here (TERMINAL_SELF_APPROVAL_REFUSED). Wait for the user, then execute.",
+    "mcp-client": "Once the user agreed, call terminal_approve(session_id, plan_id) (or the "
+                  "user approves in the console). Never approve on your own initiative.",
+}
 
 
 class Advisor(Protocol):
@@ -187,17 +194,25 @@ def build_mcp_server(
             return await act()
         return await _guard(call())
 
+    def credential(ctx: Context) -> str:
+        """What a client's approval is recorded as given by: the stdio pipe, or the MCP
+        bearer token (every HTTP connection holds the same one)."""
+        return "mcp-stdio" if connection_owner(ctx) == STDIO_OWNER else "mcp-token"
+
     @tool
     async def terminal_approve(ctx: Context, session_id: str, plan_id: str) -> dict[str, Any]:
-        """Approve a plan whose decision requires approval. Only after the user agreed."""
-        return await owned(ctx, session_id,
-                           lambda: service.approve(session_id, plan_id, via="client"))
+        """Approve a plan whose decision requires approval, only after the user agreed, and
+        only where the server lets clients approve their own plans (terminal.approvals =
+        "mcp-client"); otherwise a person approves in the console and this is refused with
+        TERMINAL_SELF_APPROVAL_REFUSED."""
+        return await owned(ctx, session_id, lambda: service.approve(
+            session_id, plan_id, via="client", by=credential(ctx)))
 
     @tool
     async def terminal_deny(ctx: Context, session_id: str, plan_id: str) -> dict[str, Any]:
         """Deny a plan; it can never run."""
-        return await owned(ctx, session_id,
-                           lambda: service.deny(session_id, plan_id, via="client"))
+        return await owned(ctx, session_id, lambda: service.deny(
+            session_id, plan_id, via="client", by=credential(ctx)))
 
     @tool
     async def terminal_execute(
@@ -312,8 +327,9 @@ def build_mcp_server(
     @mcp.prompt(name="terminal_workflow", title="How to use the terminal")
     def terminal_workflow() -> str:
         """The plan → approve → execute workflow, the modes and the refusals."""
-        return WORKFLOW_PROMPT.format(mode=service.config.mode,
-                                      roots=", ".join(service.config.workspace.roots))
+        return WORKFLOW_PROMPT.format(
+            mode=service.config.mode, roots=", ".join(service.config.workspace.roots),
+            approve_step=_APPROVE_STEPS.get(service.config.approvals, _APPROVE_STEPS["person"]))
 
     @mcp.resource("terminal://policy", name="policy", mime_type="application/json",
                   description="The mode, workspace roots, sandbox and what each mode allows.")

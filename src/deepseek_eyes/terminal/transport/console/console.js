@@ -1,9 +1,10 @@
 // DeepSeekEyes terminal console. No CDN, no inline script: served with a strict CSP.
-// The token is kept in sessionStorage and sent as a bearer header; the SSE stream is read
-// with fetch (EventSource cannot send headers).
+// The console has its own credential, never the MCP token: the one-time code the server
+// printed (in the link's fragment, or typed) is posted to /api/login, which answers with an
+// HttpOnly cookie that script cannot read; every /api/ call carries it.
 "use strict";
 
-const state = { token: sessionStorage.getItem("terminal-token") || "", streams: new Map() };
+const state = { streams: new Map() };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -19,7 +20,8 @@ function el(tag, attrs, ...children) {
 async function api(path, method = "GET", body = undefined) {
   const response = await fetch(path, {
     method,
-    headers: { authorization: "Bearer " + state.token, "content-type": "application/json" },
+    headers: { "content-type": "application/json" },
+    credentials: "same-origin",
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const data = await response.json().catch(() => ({}));
@@ -74,7 +76,7 @@ async function follow(sessionId) {
   const output = document.getElementById("output");
   try {
     const response = await fetch("/api/sessions/" + sessionId + "/events", {
-      headers: { authorization: "Bearer " + state.token }, signal: controller.signal,
+      credentials: "same-origin", signal: controller.signal,
     });
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
@@ -125,12 +127,12 @@ async function refresh() {
   }
 }
 
-async function connect(token) {
-  state.token = token;
+async function connect() {
   try {
     const policy = await api("/api/info");
-    sessionStorage.setItem("terminal-token", token);
+    const who = await api("/api/whoami");
     document.getElementById("policy").textContent = JSON.stringify(policy, null, 2);
+    document.getElementById("credential").textContent = who.credential;
     document.getElementById("login").hidden = true;
     document.getElementById("main").hidden = false;
     await refresh();
@@ -139,16 +141,25 @@ async function connect(token) {
   }
 }
 
+async function login(code) {
+  try {
+    await api("/api/login", "POST", { code });
+  } catch (err) {
+    setStatus("login refused: " + err.message);
+    return;
+  }
+  await connect();
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   const fragment = new URLSearchParams(location.hash.slice(1));
-  if (fragment.get("token")) {
-    state.token = fragment.get("token");
-    history.replaceState(null, "", location.pathname);  // keep the token out of history
-  }
-  document.getElementById("token-form").addEventListener("submit", (event) => {
+  const code = fragment.get("login");
+  if (code) history.replaceState(null, "", location.pathname);  // the code leaves history
+  document.getElementById("login-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    connect(document.getElementById("token").value);
+    login(document.getElementById("code").value);
   });
   document.getElementById("refresh").addEventListener("click", refresh);
-  if (state.token) connect(state.token);
+  if (code) login(code);
+  else connect();  // a login cookie from earlier, if the browser holds one
 });
