@@ -224,6 +224,44 @@ def test_ask_and_sessions(tmp_path: Path) -> None:
     assert "STORE_SESSION_NOT_FOUND" in missing.stderr
 
 
+def test_with_only_a_deepseek_upstream_see_and_models_use_deepseeks_own_eyes(
+    tmp_path: Path,
+) -> None:
+    """A new user's settings: [llm] alone. `see` is served by the deepseek route
+    (deepseek-flash on that upstream, probed first), `routes` lists it before local, and
+    `models` shows what a probe learned."""
+    from runtime.upstream import LoopbackUpstream
+
+    with LoopbackUpstream() as upstream:
+        config = tmp_path / "eyes.toml"
+        config.write_text(
+            f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
+            'model = "deepseek-v4-pro"\n', encoding="utf-8",
+        )
+        seen = run("--config", str(config), "see", "--json", str(RECEIPT))
+        assert seen.returncode == 0, seen.stderr
+        record = json.loads(seen.stdout)
+        assert (record["route"], record["model"]) == ("deepseek", "deepseek-flash")
+        phases = [(a["route"], a["phase"], a["outcome"]) for a in record["attempts"]]
+        assert ("deepseek", "probe", "pass") in phases, phases
+        routes = run("--config", str(config), "routes", "--json")
+        names = [r["name"] for r in json.loads(routes.stdout)["routes"]]
+        assert names[:2] == ["deepseek", "local"]
+        models = run("--config", str(config), "models", "--json", "--probe", "deepseek-v4-pro")
+        assert models.returncode == 0, models.stderr
+        report = json.loads(models.stdout)
+        assert report["probes"][0]["verdict"]["sees"] is False
+        assert report["probes"][0]["verdict"]["code"] == "LLM_IMAGE_REFUSED"
+        rows = {row["id"]: row for row in report["models"]}
+        assert (rows["deepseek-v4-pro"]["how"], rows["deepseek-v4-pro"]["prior"]) == (
+            "probe", False)
+        assert (rows["deepseek-flash"]["sees"], rows["deepseek-flash"]["how"]) == (True, "table")
+        assert rows["deepseek-v4-flash"]["renamed"]["successor"] == "deepseek-flash"
+        text = run("--config", str(config), "models")
+        assert "deepseek-v4-pro" in text.stdout
+        assert "LLM_IMAGE_REFUSED" in text.stdout
+
+
 def test_ask_refuses_too_many_images_before_reading_any(tmp_path: Path) -> None:
     config = tmp_path / "eyes.toml"
     config.write_text('[llm]\napi_key = false\n[runtime]\nmax_images_per_turn = 2\n',
