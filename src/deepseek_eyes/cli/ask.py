@@ -134,7 +134,14 @@ def ask_command(
             progress.update("ask: waiting for the evidence and the answer…" if images
                             else "ask: waiting for the answer…")
             result = await runtime.run(request)
+            extra = {k: v for k, v in (("sight", result.sight),
+                                       ("model_renamed", result.model_renamed)) if v}
+            if result.model_renamed:  # said on standard error, where ask speaks
+                with progress.hidden():
+                    click.echo("warning CONFIG_MODEL_RENAMED: "
+                               f"{result.model_renamed['message']}", err=True)
             return {
+                **extra,
                 "answer": result.content,
                 "session_id": result.session_id,
                 "turn_id": result.turn_id,
