@@ -54,7 +54,7 @@ __all__ = ["LocalOcrEngine", "LocalRoute"]
 
 ENGINE_ID = "rapidocr-3/PP-OCRv6"
 #: Bumped whenever tiling, padding or the engine parameters change what is read.
-READ_VERSION = "tiles-1;cls=off;rec_batch=1"
+READ_VERSION = "tiles-2;cls=off;rec_batch=1"
 
 
 @functools.cache
@@ -126,8 +126,13 @@ class LocalOcrEngine:
             self._engine = RapidOCR(params=params)
         return self._engine
 
-    def read(self, rgb: np.ndarray[Any, Any]) -> list[Segment]:
+    def read(
+        self, rgb: np.ndarray[Any, Any], *, full_resolution: bool = True
+    ) -> list[Segment]:
         """OCR segments of an RGB image array (H×W×3, uint8) of any shape.
+
+        ``full_resolution=False`` lets the engine shrink a large image of ordinary shape to
+        its 2,000-px limit, as before grids were cut (kept for ``bench/ocr_tiles.py``).
 
         Raises:
             RuntimeError: the engine failed (its own exception types are not part of its
@@ -147,7 +152,7 @@ class LocalOcrEngine:
         )
 
         height, width = rgb.shape[:2]
-        tiles = plan_tiles(width, height)
+        tiles = plan_tiles(width, height, full_resolution=full_resolution)
         fill = border_colour(rgb)
         found: dict[int, list[Segment]] = {}
         with self._lock:
