@@ -6,8 +6,10 @@ offline. ``rapidocr-onnxruntime`` 1.4 lost word spaces on degraded text and Debi
 tesseract was slower on the same images. The text-direction classifier is off: it costs a
 fifth of the time and upside-down text is rare in screens and documents.
 
-Any image shape is read: tiny sides are padded and very long images tiled before the engine
-sees them (:mod:`deepseek_eyes.vision.routes.tiling` says how and why), and whatever the engine
+Any image is read at full resolution: tiny sides are padded, and an image whose long side
+exceeds the engine's 2,000-px limit is cut into overlapping tiles (a run for a very long
+image, a grid for a large screen) before the engine sees it, instead of being shrunk by the
+engine (:mod:`deepseek_eyes.vision.routes.tiling` says how and why); whatever the engine
 still raises becomes ``VISION_ROUTE_ENGINE_FAILED``, never a traceback.
 
 The engine is loaded once per process, lazily (about half a second and ~400 MB), and runs in
