@@ -254,21 +254,22 @@ def test_the_local_answer_fingerprint_names_the_engine(monkeypatch: pytest.Monke
     assert LocalRoute(
         settings=LocalRouteSettings(min_confidence=0.9), engine=engine
     ).answer_fingerprint != base
+    installed = local_ocr._engine_version()
     monkeypatch.setattr(local_ocr, "_engine_version", lambda: "99.0.0")
     assert route.answer_fingerprint != base
-    monkeypatch.setattr(local_ocr, "READ_VERSION", "tiles-2")
-    monkeypatch.setattr(local_ocr, "_engine_version", lambda: local_ocr.ENGINE_ID)
-    assert route.answer_fingerprint != base
+    monkeypatch.setattr(local_ocr, "_engine_version", lambda: installed)
+    assert route.answer_fingerprint == base
+    monkeypatch.setattr(local_ocr, "READ_VERSION", local_ocr.READ_VERSION + ";next")
+    assert route.answer_fingerprint != base  # a change in how images are fed, alone
 
 
 async def test_a_4k_screenshot_with_small_text_is_read_at_full_resolution(
     no_network: None,
 ) -> None:
-    from vision.screens import SCREEN_SIZE, screen_4k
-
     from deepseek_eyes.vision.routes.local_ocr import LocalRoute
     from deepseek_eyes.vision.routes.tiling import TILE_SIDE, plan_tiles
     from deepseek_eyes.vision.types import VisionRequest
+    from vision.screens import SCREEN_SIZE, screen_4k
 
     image, lines = screen_4k()
     width, height = SCREEN_SIZE
