@@ -248,3 +248,32 @@ def test_a_line_across_both_seams_at_the_corner_is_one_whole_line() -> None:
         ("Next line 5.00", 1700, 1175, 1900, 1192),
         ("The transfer for account 77 days", 1700, y0, 2300, y1),
     ]
+
+
+def test_dense_lines_at_a_horizontal_seam_keep_their_own_copies() -> None:
+    # 18-px line pitch, 23-px boxes: neighbours' boxes overlap by 5 px, copies by all.
+    boxes = [(300 + 40 * i, 1000 + 18 * i, 1500, 1023 + 18 * i) for i in range(9)]
+    top = [local(TL, f"line {i} of the log", box, 0.9) for i, box in enumerate(boxes)
+           if box[1] < TL.y1]
+    bottom = [local(BL, f"line {i} of the log", box, 0.95) for i, box in enumerate(boxes)
+              if box[1] >= BL.y0 or i % 2]  # the bottom row lists them in another order
+    bottom.sort(key=lambda s: -s.y0)
+    merged = merge_tiles(GRID, [top, [], bottom, []])
+    assert sorted((s.text, s.y0) for s in merged) == sorted(
+        (f"line {i} of the log", box[1]) for i, box in enumerate(boxes)
+    )
+
+
+def test_a_line_clipped_to_a_sliver_by_a_horizontal_seam_yields_to_its_whole_copy() -> None:
+    found = [
+        [local(TL, "l1ne", (500, 1140, 900, 1144), 0.5),
+         local(TL, "above", (500, 1119, 900, 1141), 0.9)],
+        [],
+        [local(BL, "above", (500, 1119, 900, 1141), 0.9),
+         local(BL, "whole line", (500, 1140, 900, 1160), 0.95)],
+        [],
+    ]
+    merged = merge_tiles(GRID, found)
+    assert sorted((s.text, s.y0, s.y1) for s in merged) == [
+        ("above", 1119, 1141), ("whole line", 1140, 1160),
+    ]

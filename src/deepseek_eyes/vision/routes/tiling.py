@@ -315,13 +315,23 @@ def _span(segment: Segment, along_x: bool) -> tuple[float, float, float, float]:
     return segment.y0, segment.y1, segment.x0, segment.x1
 
 
-def _same_place(a: Segment, b: Segment, along_x: bool) -> bool:
+def _match(a: Segment, b: Segment, along_x: bool) -> float | None:
+    """How well ``b`` matches ``a`` of the previous piece as one detection (the share of
+    the smaller box both cover), or None when they cannot be one."""
     au0, au1, av0, av1 = _span(a, along_x)
     bu0, bu1, bv0, bv1 = _span(b, along_x)
-    if min(au1, bu1) - max(au0, bu0) <= 0:
-        return False
+    along = min(au1, bu1) - max(au0, bu0)
     across = min(av1, bv1) - max(av0, bv0)
-    return across >= 0.5 * min(av1 - av0, bv1 - bv0)
+    if along <= 0 or across < 0.5 * min(av1 - av0, bv1 - bv0):
+        return None
+    a_across, b_across = au1 - au0 < av1 - av0, bu1 - bu0 < bv1 - bv0
+    if a_across and b_across and along < 0.5 * min(au1 - au0, bu1 - bu0):
+        # Both lie across the seam (a text line at a horizontal seam): copies overlap by
+        # half their thickness at least, while the neighbouring line of dense text also
+        # overlaps a little and must not be taken for a copy.
+        return None
+    smaller = min((au1 - au0) * (av1 - av0), (bu1 - bu0) * (bv1 - bv0))
+    return along * across / max(smaller, 1e-6)
 
 
 def _shared_run(a: str, b: str) -> tuple[int, int, int] | None:
@@ -387,21 +397,20 @@ def _rows(tiles: Sequence[Tile]) -> list[list[int]]:
 def _merge_run(runs: Sequence[Sequence[Segment]], along_x: bool) -> list[Segment]:
     """One list from detections (in image pixels) of consecutive pieces along one axis.
 
-    Each detection is matched with at most one from the previous piece that overlaps it on
-    both axes; a matched pair becomes one detection (see :func:`_resolve`).
+    Each detection is matched with at most one from the previous piece, the one it overlaps
+    most (see :func:`_match`); a matched pair becomes one detection (see :func:`_resolve`).
     """
     kept: list[tuple[int, Segment]] = []  # (the last piece that saw it, the detection)
     for index, segments in enumerate(runs):
         matched: set[int] = set()
         for segment in segments:
-            partner = next(
-                (
-                    i for i, (seen, old) in enumerate(kept)
-                    if seen == index - 1 and i not in matched
-                    and _same_place(old, segment, along_x)
-                ),
-                None,
-            )
+            partner, best = None, 0.0
+            for i, (seen, old) in enumerate(kept):
+                if seen != index - 1 or i in matched:
+                    continue
+                score = _match(old, segment, along_x)
+                if score is not None and score > best:
+                    partner, best = i, score
             if partner is None:
                 kept.append((index, segment))
             else:
