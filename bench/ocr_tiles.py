@@ -1,9 +1,11 @@
-"""A 4K screenshot with small text, read tiled at full resolution or shrunk by the engine.
+"""4K screenshots with small text, read tiled at full resolution or shrunk by the engine.
 
     .venv/bin/python bench/ocr_tiles.py [--rounds N]
 
-The image is the tests' synthetic 3840x2160 screen (``tests/vision/screens.py``): sixty
-lines of 13-px text, each with a distinct amount. Ours: the local OCR engine as it reads
+The images are the tests' synthetic 3840x2160 screens (``tests/vision/screens.py``): a light
+screen with sixty lines of 13-px text spread over it, each with a distinct amount, and a dark
+terminal with forty long lines of 14-px monospace text at an 18-px pitch packed across both
+seams, each ending in a distinct number. Ours: the local OCR engine as it reads
 now, a 2x2 grid of unshrunk tiles (``plan_tiles``), seams merged. Baseline: the same engine
 with ``full_resolution=False``, the behaviour before grids, where the engine shrinks the
 whole screen to a 2,000-px long side. Both are turned into evidence by the layout module and
@@ -22,13 +24,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from deepseek_eyes.vision.routes.layout import build_evidence
 from deepseek_eyes.vision.routes.local_ocr import LocalOcrEngine
 from deepseek_eyes.vision.routes.tiling import plan_tiles
-from vision.screens import ScreenLine, screen_4k
+from vision.screens import ScreenLine, screen_4k, terminal_4k
 
 MIN_CONFIDENCE = 0.6  # the local route's default cut
 
@@ -49,16 +52,13 @@ def read(
     return elapsed, exact, amounts, len(evidence["ocr"])  # type: ignore[arg-type]
 
 
-def main(rounds: int) -> None:
-    image, lines = screen_4k()
+def compare(name: str, image: Image.Image, lines: list[ScreenLine], rounds: int) -> None:
     rgb = np.asarray(image.convert("RGB"))
     width, height = image.size
-    engine = LocalOcrEngine.shared()
-    engine.read(np.full((64, 64, 3), 255, np.uint8))  # load the models outside the timing
     runs: dict[bool, list[tuple[float, int, int, int]]] = {True: [], False: []}
     for _ in range(rounds):
         for full_resolution in (True, False):
-            runs[full_resolution].append(read(engine, rgb, lines, full_resolution))
+            runs[full_resolution].append(read(ENGINE, rgb, lines, full_resolution))
     tiles = len(plan_tiles(width, height))
     ours, base = runs[True], runs[False]
     n = len(lines)
@@ -66,23 +66,32 @@ def main(rounds: int) -> None:
     amounts_o, amounts_b = ours[-1][2], base[-1][2]
     time_o = statistics.median(r[0] for r in ours)
     time_b = statistics.median(r[0] for r in base)
-    print(f"# {width}x{height}, {n} lines of 13-px text; ours={tiles} tiles, baseline=1 shrunk")
+    print(f"# {name}: {width}x{height}, {n} lines; ours={tiles} tiles, baseline=1 shrunk")
     print(
-        f"ocr_tiles[exact_lines]: ours={exact_o}/{n} baseline={exact_b}/{n} "
+        f"ocr_tiles[{name}.exact_lines]: ours={exact_o}/{n} baseline={exact_b}/{n} "
         f"ratio={exact_o / max(exact_b, 1):.2f}"
     )
     print(
-        f"ocr_tiles[amounts]: ours={amounts_o}/{n} baseline={amounts_b}/{n} "
+        f"ocr_tiles[{name}.amounts]: ours={amounts_o}/{n} baseline={amounts_b}/{n} "
         f"ratio={amounts_o / max(amounts_b, 1):.2f}"
     )
     print(
-        f"ocr_tiles[ocr_lines_emitted]: ours={ours[-1][3]} baseline={base[-1][3]} "
+        f"ocr_tiles[{name}.ocr_lines_emitted]: ours={ours[-1][3]} baseline={base[-1][3]} "
         f"ratio={ours[-1][3] / max(base[-1][3], 1):.2f}"
     )
     print(
-        f"ocr_tiles[wall_s]: ours={time_o:.2f} baseline={time_b:.2f} "
+        f"ocr_tiles[{name}.wall_s]: ours={time_o:.2f} baseline={time_b:.2f} "
         f"ratio={time_o / time_b:.2f} (median of {rounds})"
     )
+
+
+ENGINE = LocalOcrEngine.shared()
+
+
+def main(rounds: int) -> None:
+    ENGINE.read(np.full((64, 64, 3), 255, np.uint8))  # load the models outside the timing
+    compare("screen", *screen_4k(), rounds)
+    compare("terminal", *terminal_4k(), rounds)
 
 
 if __name__ == "__main__":
