@@ -24,7 +24,8 @@ tenfold, below legibility. So the local route never hands the engine such a shap
   length about √(long × short)), and one engine call reads a whole sheet: a 20000×40 strip
   is one call of about 1200×1440, not twelve calls of 5888×736. Each detection goes back to
   the tile whose band it overlaps most; one found only in a gap or padding is dropped. A
-  grid's tiles are each at least 1000 px on both sides, so each is a sheet of its own.
+  single row or column of grid tiles is stacked the same way; a grid of rows and columns
+  has tiles over 1000 px on both sides, each a sheet of its own.
 * **Padding, on the bottom and right only.** A sheet whose short side is under ``MIN_SIDE``
   or whose aspect exceeds ``MAX_ASPECT`` is padded up to both limits with the median colour
   of the image's border (the engine's own letterbox is black, a false edge on a light page).
@@ -104,7 +105,8 @@ class Tile:
     y0: int
     x1: int
     y1: int
-    #: Whether the tiles run along x (a wide image) rather than y (a tall one).
+    #: Whether the plan's tiles run along x (a wide image, its tiles stacked across y on a
+    #: sheet) rather than y (a tall one); True for a grid of rows and columns.
     along_x: bool
 
 
