@@ -254,8 +254,57 @@ def test_the_local_answer_fingerprint_names_the_engine(monkeypatch: pytest.Monke
     assert LocalRoute(
         settings=LocalRouteSettings(min_confidence=0.9), engine=engine
     ).answer_fingerprint != base
+    installed = local_ocr._engine_version()
     monkeypatch.setattr(local_ocr, "_engine_version", lambda: "99.0.0")
     assert route.answer_fingerprint != base
-    monkeypatch.setattr(local_ocr, "READ_VERSION", "tiles-2")
-    monkeypatch.setattr(local_ocr, "_engine_version", lambda: local_ocr.ENGINE_ID)
-    assert route.answer_fingerprint != base
+    monkeypatch.setattr(local_ocr, "_engine_version", lambda: installed)
+    assert route.answer_fingerprint == base
+    monkeypatch.setattr(local_ocr, "READ_VERSION", local_ocr.READ_VERSION + ";next")
+    assert route.answer_fingerprint != base  # a change in how images are fed, alone
+
+
+async def test_a_4k_screenshot_with_small_text_is_read_at_full_resolution(
+    no_network: None,
+) -> None:
+    from deepseek_eyes.vision.routes.local_ocr import LocalRoute
+    from deepseek_eyes.vision.routes.tiling import TILE_SIDE, plan_tiles
+    from deepseek_eyes.vision.types import VisionRequest
+    from vision.screens import SCREEN_SIZE, screen_4k
+
+    image, lines = screen_4k()
+    width, height = SCREEN_SIZE
+    # The screen is larger than the engine reads unshrunk, and its lines meet the seams.
+    assert max(width, height) > TILE_SIDE
+    tiles = plan_tiles(width, height)
+    assert len(tiles) == 4
+    seam_x = (tiles[1].x0, tiles[0].x1)
+    seam_y = (tiles[2].y0, tiles[0].y1)
+    across_x = [ln for ln in lines if ln.box[0] < seam_x[0] and ln.box[2] > seam_x[1]]
+    near_y = [ln for ln in lines if ln.box[3] > seam_y[0] and ln.box[1] < seam_y[1]]
+    assert len(across_x) >= 5
+    assert len(near_y) >= 3
+    assert any(ln in across_x for ln in near_y)  # one at the corner
+    request = VisionRequest(
+        purpose="evidence", image_bytes=b"", media_type="image/png", width=width,
+        height=height, system_prompt="", user_prompt="", variant=Variant.EVIDENCE,
+        pixels=image,
+    )
+    answer = await LocalRoute().call(request)
+    evidence = answer.value
+    assert evidence is not None
+    assert validate_evidence(evidence, Variant.EVIDENCE) == []
+    read = texts(evidence)
+    missed = [ln.text for ln in lines if ln.text not in read]
+    assert missed == [], read
+    assert len(read) == len(lines)  # nothing read twice at a seam
+    facts = {(f["text"], f["value"], f["unit"]) for f in evidence["quantitative_facts"]}
+    for ln in lines:
+        assert (ln.amount, float(ln.amount), "EUR") in facts
+    boxes = {entry["text"]: entry["bbox"] for entry in evidence["ocr"]}
+    for ln in lines:  # each box mapped back to where the line was drawn
+        x, y, w, h = boxes[ln.text]
+        left, top, right, bottom = ln.box
+        assert abs(x * width - left) <= 6
+        assert abs((x + w) * width - right) <= 6
+        assert abs(y * height - top) <= 6
+        assert abs((y + h) * height - bottom) <= 6

@@ -6,8 +6,10 @@ offline. ``rapidocr-onnxruntime`` 1.4 lost word spaces on degraded text and Debi
 tesseract was slower on the same images. The text-direction classifier is off: it costs a
 fifth of the time and upside-down text is rare in screens and documents.
 
-Any image shape is read: tiny sides are padded and very long images tiled before the engine
-sees them (:mod:`deepseek_eyes.vision.routes.tiling` says how and why), and whatever the engine
+Any image is read at full resolution: tiny sides are padded, and an image whose long side
+exceeds the engine's 2,000-px limit is cut into overlapping tiles (a run for a very long
+image, a grid for a large screen) before the engine sees it, instead of being shrunk by the
+engine (:mod:`deepseek_eyes.vision.routes.tiling` says how and why); whatever the engine
 still raises becomes ``VISION_ROUTE_ENGINE_FAILED``, never a traceback.
 
 The engine is loaded once per process, lazily (about half a second and ~400 MB), and runs in
@@ -54,7 +56,7 @@ __all__ = ["LocalOcrEngine", "LocalRoute"]
 
 ENGINE_ID = "rapidocr-3/PP-OCRv6"
 #: Bumped whenever tiling, padding or the engine parameters change what is read.
-READ_VERSION = "tiles-1;cls=off;rec_batch=1"
+READ_VERSION = "tiles-2;cls=off;rec_batch=1"
 
 
 @functools.cache
@@ -126,8 +128,13 @@ class LocalOcrEngine:
             self._engine = RapidOCR(params=params)
         return self._engine
 
-    def read(self, rgb: np.ndarray[Any, Any]) -> list[Segment]:
+    def read(
+        self, rgb: np.ndarray[Any, Any], *, full_resolution: bool = True
+    ) -> list[Segment]:
         """OCR segments of an RGB image array (H×W×3, uint8) of any shape.
+
+        ``full_resolution=False`` lets the engine shrink a large image of ordinary shape to
+        its 2,000-px limit, as before grids were cut (kept for ``bench/ocr_tiles.py``).
 
         Raises:
             RuntimeError: the engine failed (its own exception types are not part of its
@@ -147,7 +154,7 @@ class LocalOcrEngine:
         )
 
         height, width = rgb.shape[:2]
-        tiles = plan_tiles(width, height)
+        tiles = plan_tiles(width, height, full_resolution=full_resolution)
         fill = border_colour(rgb)
         found: dict[int, list[Segment]] = {}
         with self._lock:

@@ -1,35 +1,47 @@
-"""Fitting any image shape to the OCR engine: tiny sides padded, very long images tiled.
+"""Fitting any image to the OCR engine at full resolution: padded, tiled, never shrunk.
 
 RapidOCR first scales an image so its long side is at most 2000 px and its short side at
-least 30 px, rounding both to multiples of 32. A 20000×2 strip or a 3×4000 column rounds its
-short side to zero and the engine raises ``ResizeImgError``; a 3×1900 column is blown up to
-736×437000 by the detector (whose short side is always scaled up to 736); a long page
-screenshot (1280×20000) survives but shrinks tenfold, below legibility. So the local route
-never hands the engine such a shape:
+least 30 px, rounding both to multiples of 32. A 3840×2160 screenshot is therefore read at
+half size, where 13-px text becomes 7-px text and half its lines come back misread; a 20000×2
+strip or a 3×4000 column rounds its short side to zero and the engine raises
+``ResizeImgError``; a 3×1900 column is blown up to 736×437000 by the detector (whose short
+side is always scaled up to 736); a long page screenshot (1280×20000) survives but shrinks
+tenfold, below legibility. So the local route never hands the engine such a shape:
 
-* **Tiling, not refusing or shrinking.** An image more than ``MAX_ASPECT`` times longer than
-  wide is cut along its long axis into overlapping tiles (an eighth of a tile), each read at
-  full resolution, and the boxes are mapped back to the image. A long page is read at full
-  resolution and its cost grows linearly with its length; past ``MAX_TILES`` tiles grow
-  instead of multiplying, so the engine shrinks them as it would have: bounded time, never a
-  refusal. Ordinary shapes are one tile, exactly as before.
+* **Tiling, not refusing or shrinking.** Every image is read at full resolution: an image
+  whose long side exceeds ``TILE_SIDE`` is cut into overlapping tiles within the engine's
+  limit, each read unshrunk, and the boxes are mapped back to the image. A thin image (more
+  than ``MAX_ASPECT`` times longer than wide, short side within the limit) is a run of tiles
+  along its long axis, overlapping by an eighth of a tile; any other large image is a grid
+  of rows and columns of equal tiles overlapping by at least ``GRID_OVERLAP`` px (the
+  fewest that fit: a 4K screen is 2×2, not 3×2). Cost grows with the area read; past
+  ``MAX_TILES`` tiles grow instead of multiplying, so the engine shrinks them as it would
+  have: bounded time, never a refusal. Images up to ``TILE_SIDE`` are one tile, exactly
+  as before.
 * **Sheets: thin tiles read together.** The detector's cost follows its input area after
   that scale-up to 736, so a thin tile costs as much as a square one. Thin tiles are
   therefore stacked across their short side, ``GAP`` px apart, onto near-square sheets (tile
   length about √(long × short)), and one engine call reads a whole sheet: a 20000×40 strip
   is one call of about 1200×1440, not twelve calls of 5888×736. Each detection goes back to
-  the tile whose band it overlaps most; one found only in a gap or padding is dropped.
+  the tile whose band it overlaps most; one found only in a gap or padding is dropped. A
+  single row or column of grid tiles is stacked the same way; a grid of rows and columns
+  has tiles over 1000 px on both sides, each a sheet of its own.
 * **Padding, on the bottom and right only.** A sheet whose short side is under ``MIN_SIDE``
   or whose aspect exceeds ``MAX_ASPECT`` is padded up to both limits with the median colour
   of the image's border (the engine's own letterbox is black, a false edge on a light page).
   Padding on the far sides leaves box coordinates untouched; boxes are clipped to the real
   pixels afterwards.
-* **Seams.** Each detection of a tile is matched with one of the previous tile that
-  overlaps it on both axes. If one spans the other along the tiling axis it is kept (a piece
-  cut by the seam yields to the whole copy; of two whole copies the more confident stays);
-  otherwise they are two pieces of one long line and are joined, the text both read in the
-  overlap counted once. Nothing depends on a box touching the cut edge: a seam that falls
-  between two words leaves no edge to touch.
+* **Seams, one axis at a time.** A grid's seams are two 1-D problems: the tiles of each row
+  are merged along x (vertical seams) into a strip, then the strips along y (horizontal
+  seams); a run of tiles is one of the two. In each, a detection is matched with one of the
+  previous piece that overlaps it on both axes. If one spans the other along the seam's
+  axis it is kept (a piece cut by the seam yields to the whole copy; of two whole copies
+  the more confident stays); otherwise they are two pieces of one long line and are
+  joined, the text both read in the overlap counted once, allowing for a glyph or two cut
+  by the seam being misread at either cut end. So a line crossing a vertical seam is
+  joined once in its row, a line inside an overlap is kept once, and a line at a corner
+  is joined in each row and then kept once between the rows. Nothing depends on a box
+  touching the cut edge: a seam that falls between two words leaves no edge to touch.
 
 Pure functions over arrays and :class:`~deepseek_eyes.vision.routes.layout.Segment`, so they are
 tested without loading an OCR model.
@@ -78,6 +90,11 @@ DETECT_SIDE = 736
 MIN_TILE = 128
 #: Box edges this close (or 0.3 line heights) count as the same edge across tiles.
 EDGE_PX = 2.0
+#: The least overlap between neighbouring grid tiles: room for a whole line of large text,
+#: and small enough that a 3840-px screen is two columns of tiles, not three.
+GRID_OVERLAP = 128
+#: Characters at a cut edge that may be misread (a glyph cut in two) when joining text.
+CUT_JUNK = 3
 
 
 @dataclass(frozen=True)
@@ -88,7 +105,8 @@ class Tile:
     y0: int
     x1: int
     y1: int
-    #: Whether the tiles run along x (a wide image) rather than y (a tall one).
+    #: Whether the plan's tiles run along x (a wide image, its tiles stacked across y on a
+    #: sheet) rather than y (a tall one); True for a grid of rows and columns.
     along_x: bool
 
 
@@ -103,12 +121,54 @@ def _starts(length: int, tile: int, overlap: int) -> list[int]:
     return starts
 
 
-def plan_tiles(width: int, height: int) -> list[Tile]:
-    """The tiles the engine reads for an image of this size (one for ordinary shapes)."""
+def _grid_axis(length: int, side: int) -> tuple[int, list[int]]:
+    """(tile length, starts): the fewest equal tiles of at most ``side`` px, overlapping by
+    at least ``GRID_OVERLAP`` (or a sixteenth of a tile), that cover ``length``."""
+    if length <= side:
+        return length, [0]
+    overlap = max(GRID_OVERLAP, side // 16)
+    count = math.ceil((length - overlap) / (side - overlap))
+    size = math.ceil((length + (count - 1) * overlap) / count)
+    return size, _starts(length, size, overlap)
+
+
+def _plan_grid(width: int, height: int) -> list[Tile]:
+    side = TILE_SIDE
+    while True:
+        tile_w, xs = _grid_axis(width, side)
+        tile_h, ys = _grid_axis(height, side)
+        if len(xs) * len(ys) <= MAX_TILES:
+            break
+        side = math.ceil(side * 1.25)  # bounded time: larger tiles, shrunk by the engine
+    along_x = len(ys) == 1 or len(xs) > 1  # a single column runs along y
+    return [
+        Tile(x0, y0, min(x0 + tile_w, width), min(y0 + tile_h, height), along_x)
+        for y0 in ys for x0 in xs
+    ]
+
+
+def plan_tiles(width: int, height: int, *, full_resolution: bool = True) -> list[Tile]:
+    """The tiles the engine reads for an image of this size, in row-major order.
+
+    One tile for an ordinary image; a 1-D run of tiles (stacked onto sheets) for a thin
+    one; a grid for any other image whose long side exceeds ``TILE_SIDE``. With
+    ``full_resolution=False`` an image of ordinary shape is one tile whatever its size, and
+    the engine shrinks it (the behaviour before grids, kept for comparison).
+    """
     long_side, short_side = max(width, height), min(width, height)
     along_x = width >= height
-    if long_side <= short_side * MAX_ASPECT:
+    thin = long_side > short_side * MAX_ASPECT
+    if thin and (short_side <= TILE_SIDE or not full_resolution):
+        return _plan_run(width, height)
+    if long_side <= TILE_SIDE or not full_resolution:
         return [Tile(0, 0, width, height, along_x)]
+    return _plan_grid(width, height)
+
+
+def _plan_run(width: int, height: int) -> list[Tile]:
+    """Tiles along the long axis of a thin image, sized to stack onto near-square sheets."""
+    long_side, short_side = max(width, height), min(width, height)
+    along_x = width >= height
     # Near-square sheets: n tiles of length L stacked n deep, n·(short + GAP) ≈ L.
     size = math.ceil(math.sqrt(long_side * (short_side + GAP)))
     size = min(max(size, MIN_TILE), max(TILE_SIDE, short_side), long_side)
@@ -140,8 +200,13 @@ class Sheet:
 
 
 def plan_sheets(tiles: Sequence[Tile]) -> list[Sheet]:
-    """Group the tiles onto near-square sheets, in order."""
+    """Group the tiles onto near-square sheets, in order (a grid's tiles one to a sheet)."""
     first = tiles[0]
+    if len(_rows(tiles)) > 1 and len({(t.x0, t.x1) for t in tiles}) > 1:
+        return [
+            Sheet(t.x1 - t.x0, t.y1 - t.y0, True, ((index, 0),))
+            for index, t in enumerate(tiles)
+        ]
     length = (first.x1 - first.x0) if first.along_x else (first.y1 - first.y0)
     across = (first.y1 - first.y0) if first.along_x else (first.x1 - first.x0)
     per_sheet = max(1, (length + GAP) // (across + GAP))
@@ -252,22 +317,48 @@ def _span(segment: Segment, along_x: bool) -> tuple[float, float, float, float]:
     return segment.y0, segment.y1, segment.x0, segment.x1
 
 
-def _same_place(a: Segment, b: Segment, along_x: bool) -> bool:
+def _match(a: Segment, b: Segment, along_x: bool) -> float | None:
+    """How well ``b`` matches ``a`` of the previous piece as one detection (the share of
+    the smaller box both cover), or None when they cannot be one."""
     au0, au1, av0, av1 = _span(a, along_x)
     bu0, bu1, bv0, bv1 = _span(b, along_x)
-    if min(au1, bu1) - max(au0, bu0) <= 0:
-        return False
+    along = min(au1, bu1) - max(au0, bu0)
     across = min(av1, bv1) - max(av0, bv0)
-    return across >= 0.5 * min(av1 - av0, bv1 - bv0)
+    if along <= 0 or across < 0.5 * min(av1 - av0, bv1 - bv0):
+        return None
+    a_across, b_across = au1 - au0 < av1 - av0, bu1 - bu0 < bv1 - bv0
+    if a_across and b_across and along < 0.5 * min(au1 - au0, bu1 - bu0):
+        # Both lie across the seam (a text line at a horizontal seam): copies overlap by
+        # half their thickness at least, while the neighbouring line of dense text also
+        # overlaps a little and must not be taken for a copy.
+        return None
+    smaller = min((au1 - au0) * (av1 - av0), (bu1 - bu0) * (bv1 - bv0))
+    return along * across / max(smaller, 1e-6)
+
+
+def _shared_run(a: str, b: str) -> tuple[int, int, int] | None:
+    """(end in ``a``, start in ``b``, length) of the longest run of at least three
+    characters that ends ``a`` and starts ``b``, each allowed up to ``CUT_JUNK`` characters
+    beyond it: a glyph cut by the seam is read as something else, or as nothing."""
+    best: tuple[int, int, int] | None = None
+    for end in range(len(a), max(len(a) - CUT_JUNK, 0) - 1, -1):
+        for start in range(min(CUT_JUNK, len(b)) + 1):
+            for length in range(min(end, len(b) - start), 2, -1):
+                if best is not None and length <= best[2]:
+                    break
+                if a[end - length : end] == b[start : start + length]:
+                    best = (end, start, length)
+                    break
+    return best
 
 
 def _join_text(a: Segment, b: Segment, along_x: bool) -> str:
     """``a`` then ``b``, with the text both read in the overlap counted once."""
-    shorter = min(len(a.text), len(b.text))
-    for k in range(shorter, 2, -1):
-        if a.text[-k:] == b.text[:k]:
-            return a.text + b.text[k:]
-    # No exact shared run: drop the share of b's characters that lies inside a's extent.
+    run = _shared_run(a.text, b.text)
+    if run is not None:
+        end, start, length = run
+        return a.text[:end] + b.text[start + length :]
+    # No shared run: drop the share of b's characters that lies inside a's extent.
     _, au1, _, _ = _span(a, along_x)
     bu0, bu1, _, _ = _span(b, along_x)
     shared = max(0.0, min(au1, bu1) - bu0) / max(bu1 - bu0, 1.0)
@@ -296,30 +387,54 @@ def _resolve(a: Segment, b: Segment, along_x: bool) -> Segment:
     )
 
 
-def merge_tiles(tiles: Sequence[Tile], found: Sequence[Sequence[Segment]]) -> list[Segment]:
-    """One list of detections in image pixels from each tile's own (tile-local) ones.
+def _rows(tiles: Sequence[Tile]) -> list[list[int]]:
+    """Indices of the tiles in each row of the plan (tiles sharing one vertical extent),
+    top to bottom: a wide run is one row, a tall run one row per tile."""
+    rows: dict[tuple[int, int], list[int]] = {}
+    for index, tile in enumerate(tiles):
+        rows.setdefault((tile.y0, tile.y1), []).append(index)
+    return list(rows.values())
 
-    Each detection is matched with at most one from the previous tile that overlaps it on
-    both axes; a matched pair becomes one detection (see :func:`_resolve`).
+
+def _merge_run(runs: Sequence[Sequence[Segment]], along_x: bool) -> list[Segment]:
+    """One list from detections (in image pixels) of consecutive pieces along one axis.
+
+    Each detection is matched with at most one from the previous piece, the one it overlaps
+    most (see :func:`_match`); a matched pair becomes one detection (see :func:`_resolve`).
     """
-    kept: list[tuple[int, Segment]] = []  # (the last tile that saw it, the detection)
-    for index, (tile, segments) in enumerate(zip(tiles, found, strict=True)):
+    kept: list[tuple[int, Segment]] = []  # (the last piece that saw it, the detection)
+    for index, segments in enumerate(runs):
         matched: set[int] = set()
-        for raw in segments:
-            segment = _place(raw, tile)
-            if segment is None:
-                continue
-            partner = next(
-                (
-                    i for i, (seen, old) in enumerate(kept)
-                    if seen == index - 1 and i not in matched
-                    and _same_place(old, segment, tile.along_x)
-                ),
-                None,
-            )
+        for segment in segments:
+            partner, best = None, 0.0
+            for i, (seen, old) in enumerate(kept):
+                if seen != index - 1 or i in matched:
+                    continue
+                score = _match(old, segment, along_x)
+                if score is not None and score > best:
+                    partner, best = i, score
             if partner is None:
                 kept.append((index, segment))
             else:
                 matched.add(partner)
-                kept[partner] = (index, _resolve(kept[partner][1], segment, tile.along_x))
+                kept[partner] = (index, _resolve(kept[partner][1], segment, along_x))
     return [segment for _, segment in kept]
+
+
+def merge_tiles(tiles: Sequence[Tile], found: Sequence[Sequence[Segment]]) -> list[Segment]:
+    """One list of detections in image pixels from each tile's own (tile-local) ones.
+
+    The tiles of each row are merged along x (vertical seams), then the rows' strips along
+    y (horizontal seams): a grid's seams are two 1-D problems, and a detection at a corner
+    is settled once in its row and once between the rows.
+    """
+    if len(found) != len(tiles):
+        raise ValueError("one list of detections per tile")
+    strips: list[list[Segment]] = []
+    for row in _rows(tiles):
+        placed = [
+            [p for p in (_place(raw, tiles[index]) for raw in found[index]) if p is not None]
+            for index in row
+        ]
+        strips.append(_merge_run(placed, along_x=True))
+    return _merge_run(strips, along_x=False)
