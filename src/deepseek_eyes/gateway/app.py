@@ -114,6 +114,7 @@ _STATUS = {
     "GATEWAY_IDEMPOTENCY_IN_PROGRESS": 409,
     "GATEWAY_IDEMPOTENCY_KEY_REUSED": 422,
     "STORE_SESSION_CONFLICT": 409,
+    "STORE_SESSION_FOREIGN": 403,
 }
 # Upstream statuses a client can act on pass through; an upstream 401/403 is the gateway's
 # own credential problem, not the client's, so it becomes a 502 like other upstream faults.
@@ -378,6 +379,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
                 _release(ref)
                 raise
             turn.idempotency = ref
+            turn.scope = scope  # the key's: its sessions, reasoning and cached evidence only
             if settings.continue_by_history:
                 turn.client_scope = scope
         if not body.get("stream"):
