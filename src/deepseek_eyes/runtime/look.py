@@ -83,7 +83,8 @@ class LookSource:
         context.rereads += 1
         try:
             result = await self._bridge.reread(
-                image["sha256"], question.strip(), base_route=image.get("route")
+                image["sha256"], question.strip(), base_route=image.get("route"),
+                scope=context.scope,
             )
         except DeepSeekEyesError as exc:
             context.calls.append({"tool": "look", "image": image_id, "code": exc.code})

@@ -274,6 +274,7 @@ class Preparer:
             max_rereads=self._settings.max_rereads_per_turn,
             notify=request.notify,
             approver=request.approver,
+            scope=request.scope,
         )
         evidence: list[EvidenceUse] = []
         slots: dict[str, EvidenceSlot] = {}
@@ -281,7 +282,7 @@ class Preparer:
         if path == "bridged":
             for number, image in enumerate(image_refs(conversation), start=1):
                 image_id = f"img-{number}"
-                result = await self._bridge.see_stored(image["sha256"])
+                result = await self._bridge.see_stored(image["sha256"], scope=request.scope)
                 slots[image["sha256"]] = EvidenceSlot(
                     image_id, image, result.route, result.record.record_sha256,
                     result.record.evidence,
