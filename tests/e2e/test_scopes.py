@@ -153,7 +153,8 @@ def test_another_keys_session_is_refused_by_id_and_never_found_by_history(
     resent = bob.post([*history, {"role": "user", "content": "and then?\nANSWER: ok"}])
     body = _ok(resent)
     assert body["deepseekeyes"]["session_id"] != "alice-plans"
-    assert "retry_of" not in body["deepseekeyes"] and "fork" not in body["deepseekeyes"]
+    assert "retry_of" not in body["deepseekeyes"]
+    assert "fork" not in body["deepseekeyes"]
     assert store.scope_of(body["deepseekeyes"]["session_id"]) == \
         bob.served.runtime.sessions.scope_of(body["deepseekeyes"]["session_id"])
     assert store.events("alice-plans") == before
@@ -186,7 +187,8 @@ def test_a_session_planted_for_the_cli_is_not_continued_without_force(
     refused = run_cli(config, isolated_home, "ask", "--session", "kitchen", "what's for dinner?")
     assert refused.returncode != 0
     assert "STORE_SESSION_FOREIGN" in refused.stderr
-    assert "gateway:" in refused.stderr and "--force" in refused.stderr
+    assert "gateway:" in refused.stderr
+    assert "--force" in refused.stderr
     store = bob.served.runtime.sessions
     assert len(store.events("kitchen")) == 2  # nothing appended
     forced = run_cli(config, isolated_home, "ask", "--session", "kitchen", "--force",
@@ -197,7 +199,8 @@ def test_a_session_planted_for_the_cli_is_not_continued_without_force(
     listed = json.loads(run_cli(config, isolated_home, "sessions", "list", "--json").stdout)
     scopes = {row["id"]: row["scope"] for row in listed["sessions"]}
     assert scopes["diary"] == "cli"
-    assert scopes["kitchen"].startswith("gateway:") and KEY_B not in scopes["kitchen"]
+    assert scopes["kitchen"].startswith("gateway:")
+    assert KEY_B not in scopes["kitchen"]
     text = run_cli(config, isolated_home, "sessions", "list").stdout
     assert f"scope {scopes['kitchen'][:20]}" in text
     shown = json.loads(run_cli(config, isolated_home, "sessions", "show", "kitchen",
