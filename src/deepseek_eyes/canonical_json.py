@@ -136,8 +136,8 @@ LENIENT = CanonicalFormat("lenient", ensure_ascii=False, allow_nan=True)
 evidence-record digests and evidence-cache keys (``vision.evidence.cache``), the lines
 of an audit export (``audit.export``), whose rows come back from SQLite as they were, and
 the noted histories of ``session_prefixes`` (``runtime.turn.prepare.prefix_chain``): each
-message's digest in this format, after :func:`normalized_text` rewrote its tool-call
-arguments and JSON tool results in it too (history format 2). Rows noted before that
+message's digest in this format, its tool-call arguments and tool result text replaced by
+``sha256:`` of their :func:`normalized_text` (history format 2). Rows noted before that
 (format 1: arguments hashed as the client sent them) are still found by the chain of
 ``prefix_chain(..., legacy=True)``."""
 

@@ -92,23 +92,46 @@ MAX_INSTRUCTIONS_CHARS = 6000
 def _visible_digest(message: Mapping[str, Any], *, legacy: bool = False) -> str:
     """A message as the client sees and resends it: an assistant message without the
     reasoning the client is not asked to send back; its tool-call arguments, and a tool
-    result that is a JSON object or array, in canonical form (a client that parses and
-    dumps them again sends other bytes for the same history). ``legacy``: the arguments
-    as sent, the digest ``session_prefixes`` rows were noted under before (format 1; see
-    ``canonical_json.LENIENT``)."""
+    result's text, by the digest of their canonical form (:func:`_json_digest`: a client
+    that parses and dumps them again sends other bytes for the same history). ``legacy``:
+    the arguments as sent, the digest ``session_prefixes`` rows were noted under before
+    (format 1; see ``canonical_json.LENIENT``)."""
     if message.get("role") != "assistant":
         content = message.get("content")
         if legacy or message.get("role") != "tool" or not isinstance(content, str):
             return body_digest(dict(message))
-        return body_digest({**message, "content": normalized_text(content)})
+        return body_digest({**message, "content": _json_digest(content)})
     visible: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
     calls = message.get("tool_calls")
     if calls:
         visible["tool_calls"] = calls if legacy else [
-            {**c, "arguments": normalized_text(c["arguments"])}
+            {**c, "arguments": _json_digest(c["arguments"])}
             if isinstance(c, Mapping) and isinstance(c.get("arguments"), str) else c
             for c in calls]
     return body_digest(visible)
+
+
+#: Canonical digests of JSON texts by the SHA-256 of the text as sent: every turn hashes
+#: its whole history again (stored and resent), and parsing a large tool result each time
+#: cost three times the hash. Keys and values are digests, so the memo stays small.
+_JSON_DIGESTS: dict[str, str] = {}
+_JSON_DIGESTS_MAX = 32_768
+
+
+def _json_digest(text: str) -> str:
+    """``sha256:`` of :func:`~deepseek_eyes.canonical_json.normalized_text` of ``text``."""
+    data = text.encode("utf-8", "surrogatepass")
+    key = hashlib.sha256(data).hexdigest()
+    found = _JSON_DIGESTS.get(key)
+    if found is None:
+        canonical = normalized_text(text)
+        digest = key if canonical == text else hashlib.sha256(
+            canonical.encode("utf-8", "surrogatepass")).hexdigest()
+        found = "sha256:" + digest
+        if len(_JSON_DIGESTS) >= _JSON_DIGESTS_MAX:
+            _JSON_DIGESTS.clear()  # a bound, not a policy: the next turns fill it again
+        _JSON_DIGESTS[key] = found
+    return found
 
 
 def _instructions_prompt(instructions: Mapping[str, str]) -> str | None:
