@@ -245,3 +245,23 @@ def test_cached_tells_a_key_only_of_what_it_sent_itself(
     assert cached(bob)[0] is True
     # Underneath, the acquisition was shared: the route was asked once.
     assert loopback.calls[f"healthy~{request.node.name}"] == 1
+
+
+def test_an_idempotency_key_replays_only_to_its_own_key(
+    doors: tuple[Door, Door], upstream: LoopbackUpstream,
+) -> None:
+    alice, bob = doors
+    body = [{"role": "user", "content": "ANSWER: alice's answer"}]
+    headers = {"Authorization": f"Bearer {KEY_A}", "Idempotency-Key": "order-1"}
+    first = alice.served.http.post("/v1/chat/completions", headers=headers,
+                                   json={"model": MODEL, "messages": body})
+    assert first.status_code == 200
+    calls = upstream.chat_calls
+    headers["Authorization"] = f"Bearer {KEY_B}"
+    theirs = bob.served.http.post("/v1/chat/completions", headers=headers,
+                                  json={"model": MODEL, "messages": body})
+    assert theirs.status_code == 200
+    assert "Idempotent-Replayed" not in theirs.headers
+    assert upstream.chat_calls == calls + 1  # answered afresh, in Bob's own session
+    assert theirs.json()["deepseekeyes"]["session_id"] != \
+        first.json()["deepseekeyes"]["session_id"]
