@@ -43,10 +43,13 @@ class InProcessGateway:
 
 @contextlib.contextmanager
 def serve_in_process(llm: dict[str, Any], *, gateway: dict[str, Any] | None = None,
-                     key: str | None = None) -> Iterator[InProcessGateway]:
-    """The gateway app with ``[llm]`` and ``[gateway]`` settings and bearer ``key`` (None: an
-    open loopback gateway); its data lives in the test's own home."""
+                     key: str | None = None,
+                     more: dict[str, Any] | None = None) -> Iterator[InProcessGateway]:
+    """The gateway app with ``[llm]`` and ``[gateway]`` settings (and the other tables in
+    ``more``) and bearer ``key`` (None: an open loopback gateway); its data lives in the
+    test's own home, so two of them in one test share one data directory."""
     settings = Settings.model_validate({
+        **(more or {}),
         "llm": {"api_key": False, "timeout": 10.0, **llm},
         "gateway": gateway or {},
     })

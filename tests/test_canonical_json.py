@@ -124,3 +124,17 @@ def test_unencodable_and_circular_values_raise() -> None:
     loop.append(loop)
     with pytest.raises(ValueError, match="Circular reference"):
         canonical_json.dumps(loop)
+
+
+def test_normalized_text_gives_one_spelling_of_one_json_value() -> None:
+    from deepseek_eyes.canonical_json import normalized_text
+
+    spellings = ['{"b": 1, "a": "\\u00e9"}', '{"a":"é","b":1}', ' {\n "a": "é",\n "b": 1\n}']
+    assert {normalized_text(s) for s in spellings} == {'{"a":"é","b":1}'}
+    assert normalized_text("[1, 2]") == "[1,2]"
+    # Values that differ stay different, and text that is not an object or array stays.
+    assert normalized_text('{"a": 1}') != normalized_text('{"a": 1.0}')
+    for text in ("sunny", "1", '"x"', "{not json", "", "[1, 2"):
+        assert normalized_text(text) == text
+    deep = "[" * 100_000 + "]" * 100_000
+    assert normalized_text(deep) == deep  # too deep to hash as a value: left as sent

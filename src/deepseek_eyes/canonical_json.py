@@ -41,6 +41,7 @@ __all__ = [
     "JsonObject",
     "dumps",
     "dumps_bytes",
+    "normalized_text",
     "sha256_hex",
 ]
 
@@ -132,8 +133,13 @@ and the terminal receipt signatures and chain hashes (``terminal.receipts.chain`
 
 LENIENT = CanonicalFormat("lenient", ensure_ascii=False, allow_nan=True)
 """UTF-8, writes ``NaN``/``Infinity``. Session event body digests (``store.events``),
-evidence-record digests and evidence-cache keys (``vision.evidence.cache``), and the lines
-of an audit export (``audit.export``), whose rows come back from SQLite as they were."""
+evidence-record digests and evidence-cache keys (``vision.evidence.cache``), the lines
+of an audit export (``audit.export``), whose rows come back from SQLite as they were, and
+the noted histories of ``session_prefixes`` (``runtime.turn.prepare.prefix_chain``): each
+message's digest in this format, its tool-call arguments and tool result text replaced by
+``sha256:`` of their :func:`normalized_text` (history format 2). Rows noted before that
+(format 1: arguments hashed as the client sent them) are still found by the chain of
+``prefix_chain(..., legacy=True)``."""
 
 ASCII = CanonicalFormat("ascii", ensure_ascii=True, allow_nan=False)
 """ASCII, strict. MCP tool-result hashes (``mcp_host.results``), terminal plan hashes
@@ -167,3 +173,18 @@ def dumps_bytes(value: object) -> bytes:
 def sha256_hex(value: object) -> str:
     """The SHA-256 hex digest of ``value``'s :data:`CANONICAL` bytes."""
     return CANONICAL.sha256_hex(value)
+
+
+def normalized_text(text: str, fmt: CanonicalFormat = LENIENT) -> str:
+    """``text`` rewritten in ``fmt`` when it is a JSON object or array; anything else as it
+    is. Two spellings of one value (spacing, key order, escapes) come out as one, so a
+    history a client re-serialized hashes as the one it echoes (tool-call arguments parsed
+    and dumped again by LangChain or pydantic-ai). Numbers keep their type: ``1`` and
+    ``1.0`` stay two values."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "[{":
+        return text
+    try:
+        return fmt.dumps(json.loads(stripped))
+    except (ValueError, RecursionError):  # not JSON, or too deep to hash as a value
+        return text

@@ -140,6 +140,10 @@ ERROR_CODES: Mapping[str, str] = {
     "STORE_SESSION_INVALID": "A session id is malformed (1-128 letters, digits, . _ : -).",
     "STORE_SESSION_NOT_FOUND": "No session has that id.",
     "STORE_SESSION_CONFLICT": "The session kept changing under the request; send it again.",
+    "STORE_SESSION_FOREIGN": (
+        "The session belongs to another client scope (another gateway key, the CLI, or from "
+        "before scopes); nothing was appended to it."
+    ),
     # image intake
     "IMAGE_EMPTY": "The image has no bytes.",
     "IMAGE_UNSUPPORTED_FORMAT": "Not a PNG, JPEG, WebP, GIF or BMP image.",

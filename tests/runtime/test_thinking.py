@@ -283,8 +283,11 @@ def test_migration_6_indexes_the_calls_of_an_existing_database(tmp_path: Path) -
     db = Database(path)
     try:
         assert db.schema_version == len(MIGRATIONS)
-        found = SessionStore(db).issued_calls(["call_old", "call_inner", "call_none"])
+        # A gateway session from before scopes, with no noted history: nobody's (legacy).
+        found = SessionStore(db).issued_calls(["call_old", "call_inner", "call_none"],
+                                              scope="legacy")
         assert set(found) == {"call_old", "call_inner"}
+        assert SessionStore(db).issued_calls(["call_old"], scope="cli") == {}
         assert found["call_old"][0]["reasoning"] == "old thoughts"
     finally:
         db.close()

@@ -148,9 +148,10 @@ async def test_turns_an_earlier_version_left_half_written_are_closed_after_the_u
         assert closed.details["base"] == 0
         assert [t.id for t in rt.sessions.turns("done")] == ["turn-old"]
         assert home.db.query("SELECT COUNT(*) AS n FROM turn_leases")[0]["n"] == 0
-        # Its client's retry is an attempt of it.
+        # Its client's retry is an attempt of it. A session from before scopes is
+        # nobody's (migration 10): continued only as itself (what `ask --force` does).
         again = await rt.run(TurnRequest(messages=[{"role": "user", "content": "open 0"}],
-                                         session_id="open"))
+                                         session_id="open", scope="legacy"))
         assert again.retry_of == closed.id
     finally:
         await rt.aclose()

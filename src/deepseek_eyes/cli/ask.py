@@ -8,7 +8,14 @@ error one line an event, as ``chat`` writes it (``· terminal_run…``, ``· app
 object), so a script reading it sees no change. With the terminal among
 ``[runtime] tool_sources``, a plan that needs approval is shown on the terminal and runs
 only on a ``y``; without a terminal (a pipe, a script) nobody can approve, so such a plan
-is not run and the model is told so."""
+is not run and the model is told so.
+
+``ask --session ID`` on a session another scope made (a gateway client's, or one from
+before scopes: docs/security.md, "Scopes") says whose it is and refuses
+(``STORE_SESSION_FOREIGN``) unless ``--force``: a gateway client may have planted it under
+a name the user would pick. ``sessions list`` and ``sessions show`` show each session's
+scope; they show every scope's sessions, since whoever reads the data directory reads
+them all anyway."""
 
 from __future__ import annotations
 
@@ -30,7 +37,8 @@ from deepseek_eyes.runtime.approval import Approver, Decision, TerminalPrompt
 from deepseek_eyes.runtime.messages import image_url_part
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import deepseekeyes_json, usage_json
-from deepseek_eyes.store.events import SessionStore
+from deepseek_eyes.store import scopes
+from deepseek_eyes.store.events import SCOPES_MIGRATION, SessionStore
 from deepseek_eyes.vision.intake.decode import ImageLimits, read_image_file
 
 __all__ = ["ask_command", "sessions_group"]
@@ -98,10 +106,13 @@ def _show(progress: Progress, event: Mapping[str, Any]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Answer, usage and evidence as JSON.")
 @click.option("--session", "session_id", default=None, help="Continue (or start) this session.")
 @click.option("--model", default=None, help="Final model (default: llm.model, then /models).")
+@click.option("--force", is_flag=True,
+              help="Continue a --session that a gateway client (or a version before scopes) "
+                   "made.")
 @click.pass_context
 def ask_command(
     ctx: click.Context, args: tuple[str, ...], as_json: bool, session_id: str | None,
-    model: str | None,
+    model: str | None, force: bool,
 ) -> None:
     """Ask about IMAGE... : deepseek-eyes ask [IMAGE...] "QUESTION"."""
     *images, question = args
@@ -112,6 +123,7 @@ def ask_command(
     async def run(progress: Progress) -> dict[str, Any]:
         async with open_runtime(ctx) as runtime:
             runtime.check_credentials()
+            owner = _owner(runtime.sessions, session_id, force=force)
             limits = ImageLimits.from_settings(runtime.settings.image)
             most = runtime.settings.runtime.max_images_per_turn
             if len(set(images)) > most:  # refused before any file is read
@@ -131,6 +143,7 @@ def ask_command(
                 approver=terminal_approver(runtime, progress),
                 notify=lambda event: _show(progress, event),
             )
+            request.scope = owner
             progress.update("ask: waiting for the evidence and the answer…" if images
                             else "ask: waiting for the answer…")
             result = await runtime.run(request)
@@ -163,6 +176,28 @@ def ask_command(
         click.echo(f"(session {out['session_id']}, {out['path']} turn)", err=True)
 
 
+def _owner(sessions: SessionStore, session_id: str | None, *, force: bool) -> str:
+    """The scope ``ask`` acts in: the CLI's, or with ``--force`` the named session's own.
+
+    Raises:
+        StoreError: ``STORE_SESSION_FOREIGN`` for another scope's session without ``force``.
+    """
+    if session_id is None or not SessionStore.valid_id(session_id):
+        return scopes.CLI
+    owner = sessions.scope_of(session_id)
+    if owner is None or owner == scopes.CLI:
+        return scopes.CLI
+    if not force:
+        made = ("from before scopes, its owner unknown" if owner == scopes.LEGACY
+                else f"made by a client of {scopes.label(owner)}")
+        raise StoreError(
+            f"session {session_id!r} is not this command line's: it was {made}. Its history "
+            "may have been written by someone else; pass --force to continue it anyway",
+            code="STORE_SESSION_FOREIGN",
+            details={"session_id": session_id, "scope": scopes.label(owner)})
+    return owner
+
+
 @click.group("sessions")
 def sessions_group() -> None:
     """Inspect stored sessions (append-only event logs)."""
@@ -191,7 +226,8 @@ def sessions_list(ctx: click.Context, as_json: bool, limit: int, search: str | N
         fork = f"  fork of {row['forked_from']}" if row["forked_from"] else ""
         click.echo(f"{row['id']}  {row['title'] or '(no user message)'}")
         click.echo(f"    {row['turns']} turn(s), {row['events']} events, "
-                   f"{row['model'] or '-'}, last {_when(row['last_at'])} ({row['source']}){fork}")
+                   f"{row['model'] or '-'}, last {_when(row['last_at'])} ({row['source']}, "
+                   f"scope {scopes.label(row['scope'])}){fork}")
     if not rows:
         click.echo("(no sessions)" if not search else f"(no session holds {search!r})")
 
@@ -227,11 +263,14 @@ def sessions_show(ctx: click.Context, session_id: str, as_json: bool) -> None:
             raise StoreError(f"no session {session_id!r}", code="STORE_SESSION_NOT_FOUND")
         events = store.events(session_id)
         turns = store.turns(session_id)
+        owner = store.scope_of(session_id) if db is not None and \
+            db.schema_version >= SCOPES_MIGRATION else scopes.LEGACY
     # Output of an attempt a later successful attempt replaced: kept, no longer history.
     superseded = {t.details.get("retry_of") for t in turns if t.outcome == "ok"} - {None}
     if as_json:
         click.echo(dump_json({
             "session_id": session_id,
+            "scope": owner,
             "events": [
                 {"seq": e.seq, "ts": e.ts, "role": e.role, "turn_id": e.turn_id,
                  "body_sha256": e.body_sha256, "message": e.message,
@@ -241,6 +280,7 @@ def sessions_show(ctx: click.Context, session_id: str, as_json: bool) -> None:
             "turns": [t.__dict__ for t in turns],
         }))
         return
+    click.echo(f"session {session_id}, scope {scopes.label(owner or scopes.LEGACY)}")
     for event in events:
         mark = " (superseded)" if event.turn_id in superseded else ""
         click.echo(f"{event.seq:>4} {_when(event.ts)} {event.role:<9}"

@@ -24,6 +24,7 @@ from deepseek_eyes.cli.common import (
 )
 from deepseek_eyes.errors import CliError
 from deepseek_eyes.settings import Settings
+from deepseek_eyes.store import scopes
 
 __all__ = ["vision_group"]
 
@@ -109,7 +110,8 @@ def serve_command(ctx: click.Context, transport: str, roots: tuple[Path, ...],
 
     with DataHome.open(settings) as home:
         service = VisionService(VisionBridge(settings, home), served,
-                                max_listed=serve.max_listed_evidence)
+                                max_listed=serve.max_listed_evidence,
+                                scope=scopes.vision(token))
         app = build_vision_http_app(service, options, open_world=_open_world(settings),
                                     client_roots=serve.http_client_roots)
         serve_http(app, options.host, bind_port, announce)

@@ -120,6 +120,7 @@ _STATUS = {
     "STORE_SESSION_CONFLICT": 409,
     "GATEWAY_BODY_TEXT_TOO_LARGE": 413,
     "GATEWAY_JSON_TOO_MANY_NODES": 413,
+    "STORE_SESSION_FOREIGN": 403,
 }
 #: Bodies larger than this are parsed in a worker thread, off the event loop.
 _THREAD_PARSE_BYTES = 256 * 1024
@@ -430,6 +431,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
                 _release(ref)
                 raise
             turn.idempotency = ref
+            turn.scope = scope  # the key's: its sessions, reasoning and cached evidence only
             if settings.continue_by_history:
                 turn.client_scope = scope
         if not body.get("stream"):

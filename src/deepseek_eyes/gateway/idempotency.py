@@ -23,6 +23,7 @@ from typing import Any
 from deepseek_eyes import canonical_json
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import GatewayError
+from deepseek_eyes.store import scopes
 from deepseek_eyes.store.idempotency import Claim, KeyRef
 
 __all__ = ["HEADER", "REPLAYED_HEADER", "client_scope", "key_ref", "refusal", "replay_chunks"]
@@ -56,11 +57,10 @@ def key_ref(value: str | None, body: Mapping[str, Any], *, session_id: str | Non
 
 
 def client_scope(gateway_key: str | None) -> str:
-    """Whose keys and conversations a request's are: a hash of the gateway key it came
-    with (``open`` on a gateway without one), never the key itself."""
-    if gateway_key is None:
-        return "open"
-    return hashlib.sha256(("key:" + gateway_key).encode()).hexdigest()[:32]
+    """Whose keys and conversations a request's are: ``gateway:`` and a hash of the gateway
+    key it came with (``gateway:open`` on a gateway without one), never the key itself
+    (:mod:`deepseek_eyes.store.scopes`)."""
+    return scopes.gateway(gateway_key)
 
 
 def refusal(claim: Claim) -> GatewayError | None:

@@ -58,10 +58,11 @@ async def deliver_image(bridge: VisionBridge, context: TurnContext, meta: ImageM
         part: dict[str, Any] = {**image_part(meta), "pixels": True}
         image_id = context.add_image(part)
         return Delivered(image_id, part, pixels_note(image_id, meta, what))
+    # The turn's scope: what its client may learn of the cache (docs/security.md, Scopes).
     if question:
-        seen = await bridge.reread(meta.sha256, question)
+        seen = await bridge.reread(meta.sha256, question, scope=context.scope)
     else:
-        seen = await bridge.see_stored(meta.sha256)
+        seen = await bridge.see_stored(meta.sha256, scope=context.scope)
     part = {**image_part(meta), "route": seen.route}
     if mode == "both":
         part.update(pixels=True, evidence=True)

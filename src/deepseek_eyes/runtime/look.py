@@ -118,7 +118,8 @@ class LookSource:
             if await context.image_delivery() in ("pixels", "both"):
                 return self._pixels(image_id, target, region, context)
             result = await self._bridge.reread(
-                target["sha256"], question.strip(), base_route=image.get("route")
+                target["sha256"], question.strip(), base_route=image.get("route"),
+                scope=context.scope,
             )
         except DeepSeekEyesError as exc:
             context.calls.append({"tool": "look", "image": image_id, "code": exc.code})

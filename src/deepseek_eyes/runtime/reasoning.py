@@ -15,6 +15,11 @@ Decisions a newcomer would otherwise undo:
   dumps them again, which changes spacing), so comparing them would miss the messages this
   exists for. A stored message is used only when every call of the client's message is
   among its calls under the same name.
+* **Only from the same scope.** The ids are looked up among the asking scope's sessions
+  only (:meth:`~deepseek_eyes.store.events.SessionStore.issued_calls`): a client of one
+  gateway key that echoes an id issued to another key's conversation gets nothing back,
+  and is refused or sent without thinking like any client whose calls were not issued
+  here (docs/security.md, "Scopes").
 * **Restored text only goes upstream.** It is never returned to the client; the session
   the request is logged in keeps it, so later turns render it from their own log.
 """
@@ -36,17 +41,17 @@ def _covers(stored: Mapping[str, Any], calls: Sequence[Mapping[str, Any]]) -> bo
 
 
 def restore_reasoning(
-    messages: Sequence[dict[str, Any]], sessions: SessionStore
+    messages: Sequence[dict[str, Any]], sessions: SessionStore, *, scope: str
 ) -> tuple[list[dict[str, Any]], int]:
     """``messages`` with the reasoning of each tool-call assistant message that lacks it
-    put back from the message that issued its calls; returns them and how many were
-    restored. One indexed query for the whole history."""
+    put back from the message of ``scope``'s sessions that issued its calls; returns them
+    and how many were restored. One indexed query for the whole history."""
     out = list(messages)
     gaps = reasoning_gaps(out)
     if not gaps:
         return out, 0
     issued = sessions.issued_calls(
-        [str(c.get("id")) for index in gaps for c in message_calls(out[index])])
+        [str(c.get("id")) for index in gaps for c in message_calls(out[index])], scope=scope)
     restored = 0
     for index in gaps:
         calls = message_calls(out[index])

@@ -32,6 +32,7 @@ from typing import Any, Protocol, Required, TypedDict, runtime_checkable
 
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.runtime.approval import Approver
+from deepseek_eyes.store import scopes
 from deepseek_eyes.toolkit import exposure
 from deepseek_eyes.usage import estimate_tokens
 
@@ -184,6 +185,7 @@ class TurnContext:
     state: dict[str, Any] = field(default_factory=dict)
     notify: Notify | None = None
     approver: Approver | None = None
+    scope: str = scopes.CLI  # whose turn this is: what its look may learn of the cache
     #: How an image a tool brings reaches the model: "pixels" (it sees), "both" (pixels and
     #: evidence) or "evidence"; a text turn decides at the first image
     #: (``resolve_delivery``, then kept here).

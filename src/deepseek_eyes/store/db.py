@@ -310,7 +310,40 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (scope, prefix_sha256)
     );
     """,
-    # 10: which final model sees, as learned per upstream (runtime/sight.py): a pixel
+    # 10: every stored thing a client reaches back to belongs to a scope (store/scopes.py):
+    # a session to the gateway key, the CLI or the terminal that made it; an evidence
+    # record to the scopes that acquired or were shown it. Not chained: ownership is an
+    # access rule, like session_prefixes, and the sessions row it names is. Existing
+    # sessions: the CLI's ("cli"/"chat") stay the CLI's; a gateway session whose noted
+    # histories all name one gateway key is that key's; any other is "legacy", which no
+    # gateway key reaches (docs/security.md, "Scopes"). Gateway scopes are now spelled
+    # "gateway:<key id>" everywhere, so the noted histories and idempotency keys follow.
+    """
+    CREATE TABLE session_scopes (
+        session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+        scope TEXT NOT NULL
+    );
+    CREATE INDEX session_scopes_scope ON session_scopes(scope);
+    UPDATE session_prefixes SET scope = 'gateway:' || scope;
+    UPDATE idempotency_keys SET scope = 'gateway:' || scope;
+    INSERT INTO session_scopes (session_id, scope)
+        SELECT s.id, CASE
+            WHEN s.source IN ('cli', 'chat') THEN 'cli'
+            WHEN s.source = 'gateway' AND (SELECT COUNT(DISTINCT p.scope) FROM session_prefixes p
+                                           WHERE p.session_id = s.id) = 1
+                THEN (SELECT p.scope FROM session_prefixes p WHERE p.session_id = s.id LIMIT 1)
+            ELSE 'legacy' END
+        FROM sessions s;
+    CREATE TABLE evidence_scopes (
+        scope TEXT NOT NULL,
+        record_sha256 TEXT NOT NULL,
+        first_at REAL NOT NULL,
+        acquired_ms REAL,
+        PRIMARY KEY (scope, record_sha256)
+    );
+    CREATE INDEX evidence_scopes_record ON evidence_scopes(record_sha256);
+    """,
+    # 11: which final model sees, as learned per upstream (runtime/sight.py): a pixel
     # probe's verdict or an upstream's refusal of image parts, until it expires
     """
     CREATE TABLE model_sight (

@@ -41,14 +41,18 @@ from typing import Any, TypedDict, cast
 from deepseek_eyes import canonical_json
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import StoreError
-from deepseek_eyes.store import chain
+from deepseek_eyes.store import chain, scopes
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.leases import TurnLeases
 
 __all__ = [
-    "SESSION_ID", "Event", "Fork", "Guard", "SessionConflict", "SessionStore", "Snapshot",
-    "TurnMark", "TurnRecord", "body_digest", "message_calls",
+    "SESSION_ID", "Event", "ForeignSession", "Fork", "Guard", "SessionConflict", "SessionStore",
+    "Snapshot", "TurnMark", "TurnRecord", "body_digest", "message_calls",
 ]
+
+#: The migration that gave sessions their scope (store/db.py); a read-only open of an
+#: older database shows every session as :data:`~deepseek_eyes.store.scopes.LEGACY`.
+SCOPES_MIGRATION = 10
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_EVENTS_READ = 10_000
@@ -86,6 +90,7 @@ class SessionSummary(TypedDict):
     id: str
     created_at: float
     source: str | None
+    scope: str  # whose it is (store/scopes.py)
     forked_from: str | None
     fork_at: int | None
     events: int
@@ -157,6 +162,19 @@ class Guard:
     base: int | None = None
 
 
+class ForeignSession(StoreError):
+    """``STORE_SESSION_FOREIGN``: the session belongs to another scope (another gateway
+    key, the CLI, or from before scopes); nothing was appended to it. The owner is not
+    named: a client learns only that the id is taken."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id} belongs to another client scope (another gateway key, "
+            "the local CLI, or from before scopes); it cannot be continued here. Omit the "
+            "session id, or name a session of your own",
+            code="STORE_SESSION_FOREIGN", details={"session_id": session_id})
+
+
 class SessionConflict(StoreError):
     """``STORE_SESSION_CONFLICT``: the session changed since the turn read it."""
 
@@ -184,6 +202,7 @@ class Snapshot:
     events: list[Event]
     head: int
     latest: TurnMark | None
+    scope: str | None = None  # whose the session is; None: there is no such session
 
 
 _EVENT_COLUMNS = "session_id, seq, ts, role, turn_id, body_sha256, body"
@@ -219,6 +238,15 @@ def _turn_row(turn: TurnRecord) -> tuple[Any, ...]:
     )
 
 
+def _scope_in(conn: sqlite3.Connection, session_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT s.id, o.scope FROM sessions s LEFT JOIN session_scopes o ON o.session_id = s.id"
+        " WHERE s.id = ?", (session_id,)).fetchone()
+    if row is None:
+        return None
+    return str(row[1]) if row[1] is not None else scopes.LEGACY
+
+
 class SessionStore:
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self._db = db
@@ -233,8 +261,8 @@ class SessionStore:
     def valid_id(session_id: str) -> bool:
         return bool(SESSION_ID.match(session_id))
 
-    def ensure(self, session_id: str, source: str) -> bool:
-        """Create the session if it does not exist; True when it was created.
+    def ensure(self, session_id: str, source: str, *, scope: str = scopes.CLI) -> bool:
+        """Create the session (in ``scope``) if it does not exist; True when it was created.
 
         Raises:
             StoreError: ``STORE_SESSION_INVALID`` for an id outside ``SESSION_ID``.
@@ -246,10 +274,15 @@ class SessionStore:
             )
         if self.exists(session_id):
             return False
-        self._db.execute(
-            "INSERT OR IGNORE INTO sessions (id, created_at, source) VALUES (?,?,?)",
-            (session_id, self._clock(), source), chain="session",
-        )
+        with self._db.transaction() as conn:
+            created = chain.insert(
+                conn, "session",
+                "INSERT OR IGNORE INTO sessions (id, created_at, source) VALUES (?,?,?)",
+                (session_id, self._clock(), source), self._clock())
+            if created is None:
+                return False
+            conn.execute("INSERT INTO session_scopes (session_id, scope) VALUES (?,?)",
+                         (session_id, scope))
         return True
 
     def batch(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
@@ -270,6 +303,7 @@ class SessionStore:
         fork: Fork | None = None,
         turn: TurnRecord | None = None,
         guard: Guard | None = None,
+        scope: str | None = None,
     ) -> list[int]:
         """Append messages in order, in one transaction; returns their sequence numbers.
 
@@ -277,11 +311,16 @@ class SessionStore:
         records which session it was started from, and ``turn`` records a finished turn
         with its last messages (and ends its lease): one commit per step of a turn keeps
         the gateway's own overhead per turn small. ``guard``: appended only if the session
-        did not change since (see the module docstring).
+        did not change since (see the module docstring). ``scope``: the session created
+        belongs to it, and an existing one must (checked in the write transaction);
+        None: unchecked (a turn appending its own output), and a session created is
+        :data:`~deepseek_eyes.store.scopes.LEGACY`'s.
 
         Raises:
             SessionConflict: ``STORE_SESSION_CONFLICT`` when ``guard`` fails; nothing is
                 written then.
+            ForeignSession: ``STORE_SESSION_FOREIGN`` when the session is another
+                scope's; nothing is written then.
         """
         if not messages and create is None and turn is None and guard is None:
             return []
@@ -302,6 +341,14 @@ class SessionStore:
                     (session_id, now, create, fork.parent if fork else None,
                      fork.at if fork else None), now,
                 )
+                if created is not None:
+                    conn.execute(
+                        "INSERT INTO session_scopes (session_id, scope) VALUES (?,?)",
+                        (session_id, scope or scopes.LEGACY))
+            if created is None and scope is not None:
+                owner = _scope_in(conn, session_id)
+                if owner is not None and owner != scope:
+                    raise ForeignSession(session_id)
             if created is not None:
                 next_seq = 0  # created just now, in this transaction: no events yet
             else:
@@ -363,15 +410,24 @@ class SessionStore:
             running = conn.execute(
                 "SELECT turn_id, base, started_at FROM turn_leases WHERE session_id = ?"
                 " ORDER BY started_at DESC LIMIT 1", (session_id,)).fetchone()
+            owner = _scope_in(conn, session_id)
         marks = [TurnMark(r[0], r[1] if isinstance(r[1], int) else None, r[2], live)
                  for r, live in ((done, False), (running, True)) if r is not None]
         latest = max(marks, key=lambda m: m.started_at) if marks else None
-        return Snapshot([_event(r) for r in rows], int(head), latest)
+        return Snapshot([_event(r) for r in rows], int(head), latest, owner)
 
-    def issued_calls(self, call_ids: Sequence[str]) -> dict[str, list[JsonObject]]:
-        """The stored assistant messages that hold each of ``call_ids`` among their tool
-        calls, newest first (ids are the upstream's and unique in practice, but nothing
-        here relies on it)."""
+    def scope_of(self, session_id: str) -> str | None:
+        """Whose the session is (:mod:`~deepseek_eyes.store.scopes`); None when there is
+        no such session."""
+        with self._db.reading() as conn:
+            return _scope_in(conn, session_id)
+
+    def issued_calls(self, call_ids: Sequence[str], *,
+                     scope: str) -> dict[str, list[JsonObject]]:
+        """The stored assistant messages of ``scope``'s sessions that hold each of
+        ``call_ids`` among their tool calls, newest first (ids are the upstream's and
+        unique in practice, but nothing here relies on it). Another scope's messages are
+        never found: a client that echoes an id it saw elsewhere gets nothing back."""
         wanted = sorted({c for c in call_ids if isinstance(c, str) and c})
         found: dict[str, list[JsonObject]] = {}
         for start in range(0, len(wanted), _IN_BATCH):
@@ -379,8 +435,9 @@ class SessionStore:
             marks = ",".join("?" * len(batch))
             rows = self._db.query(
                 "SELECT c.call_id, e.body FROM event_calls c JOIN events e ON e.id = c.event_id"  # noqa: S608 - only "?" marks are formatted in
+                " JOIN session_scopes o ON o.session_id = e.session_id AND o.scope = ?"
                 f" WHERE c.call_id IN ({marks}) ORDER BY e.id DESC",
-                batch,
+                (scope, *batch),
             )
             for row in rows:
                 found.setdefault(row["call_id"], []).append(json.loads(row["body"]))
@@ -409,8 +466,13 @@ class SessionStore:
             where = (" WHERE EXISTS (SELECT 1 FROM events f WHERE f.session_id = s.id"
                      " AND f.body LIKE ? ESCAPE '\\')")
             params.append(f"%{escaped}%")
+        owner = "'legacy'"
+        if self._db.schema_version >= SCOPES_MIGRATION:
+            owner = ("COALESCE((SELECT o.scope FROM session_scopes o WHERE o.session_id = s.id),"
+                     " 'legacy')")
         rows = self._db.query(
-            "SELECT s.id, s.created_at, s.source, s.forked_from, s.fork_at,"  # noqa: S608 - constant fragments, values bound
+            f"SELECT s.id, s.created_at, s.source, {owner} AS scope,"  # noqa: S608 - constant fragments, values bound
+            " s.forked_from, s.fork_at,"
             " COUNT(e.id) AS events, MAX(e.ts) AS last_at,"
             " (SELECT COUNT(*) FROM turns t WHERE t.session_id = s.id) AS turns,"
             " (SELECT model FROM turns t WHERE t.session_id = s.id"
@@ -451,9 +513,12 @@ class SessionStore:
         for start in range(0, len(wanted), _IN_BATCH):
             batch = wanted[start:start + _IN_BATCH]
             marks = ",".join("?" * len(batch))
+            # Only sessions of the same scope: a noted history never leads elsewhere.
             row = self._db.query_one(
-                "SELECT length, session_id FROM session_prefixes WHERE scope = ?"  # noqa: S608 - only "?" marks are formatted in
-                f" AND prefix_sha256 IN ({marks}) ORDER BY length DESC LIMIT 1",
+                "SELECT p.length, p.session_id FROM session_prefixes p"  # noqa: S608 - only "?" marks are formatted in
+                " JOIN session_scopes o ON o.session_id = p.session_id AND o.scope = p.scope"
+                f" WHERE p.scope = ? AND p.prefix_sha256 IN ({marks})"
+                " ORDER BY p.length DESC LIMIT 1",
                 (scope, *batch))
             if row is not None and (best is None or row[0] > best[0]):
                 best = (int(row[0]), str(row[1]))

@@ -8,10 +8,17 @@ With ``vision.auto_detect`` on (and the routes built from settings), the bridge 
 the auto-detection that reads the ``[llm]`` endpoint's ``/models``
 (:class:`~deepseek_eyes.vision.routing.registry.AutoRoutes`); :meth:`VisionBridge.aclose`
 closes its client.
+
+Every acquisition may name the scope it is for (:mod:`deepseek_eyes.store.scopes`): its
+``cached`` is then what that scope may learn (:mod:`~deepseek_eyes.vision.evidence.scopes`:
+true only for a record this scope was shown before; a first hit on another scope's record
+reads ``false`` and is answered no sooner than its acquisition took). Without a scope,
+the shared cache's own answer (the ``see`` command's, tests').
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +31,7 @@ from deepseek_eyes.settings import Settings
 from deepseek_eyes.stages import stage
 from deepseek_eyes.store.blobs import sha256_hex
 from deepseek_eyes.vision.evidence.cache import EvidenceCache, ImageMeta
+from deepseek_eyes.vision.evidence.scopes import EvidenceScopes
 from deepseek_eyes.vision.intake.decode import ImageLimits, decode_image
 from deepseek_eyes.vision.routing.attempts import AttemptLog
 from deepseek_eyes.vision.routing.detect import RouteDetector
@@ -56,6 +64,7 @@ class VisionBridge:
                     settings.llm, RouteDetector(settings.llm), initial=auto_routes
                 )
         self.cache = EvidenceCache(home.db, clock=clock)
+        self.scopes = EvidenceScopes(home.db, clock=clock)
         self._limits = ImageLimits.from_settings(settings.image)
         self.attempts = AttemptLog(
             home.db, max_rows=settings.vision.attempts_max_rows, clock=clock
@@ -149,24 +158,28 @@ class VisionBridge:
         StoreError."""
         return await anyio.to_thread.run_sync(self.home.blobs.get, sha256)
 
-    async def see(self, data: bytes, *, route: str | None = None) -> Acquisition:
-        """Base evidence (``deepseekeyes.evidence.v1``) for one image."""
-        return await self._acquire(data, Variant.EVIDENCE, route=route)
+    async def see(self, data: bytes, *, route: str | None = None,
+                  scope: str | None = None) -> Acquisition:
+        """Base evidence (``deepseekeyes.evidence.v1``) for one image; ``cached`` as
+        ``scope`` may learn it (see the module docstring)."""
+        return await self._acquire(data, Variant.EVIDENCE, route=route, scope=scope)
 
-    async def see_stored(self, sha256: str, *, route: str | None = None) -> Acquisition:
+    async def see_stored(self, sha256: str, *, route: str | None = None,
+                         scope: str | None = None) -> Acquisition:
         """:meth:`see` for an admitted image, known by its hash: a cache hit reads no
         bytes (the identity admission took is reused)."""
-        return await self._acquire(sha256, Variant.EVIDENCE, route=route)
+        return await self._acquire(sha256, Variant.EVIDENCE, route=route, scope=scope)
 
     async def reread(
         self, image: bytes | str, question: str, *, base_route: str | None = None,
-        route: str | None = None,
+        route: str | None = None, scope: str | None = None,
     ) -> Acquisition:
         """A targeted reread (``deepseekeyes.target.v1``) of the original pixels, trying the
         route that produced the base evidence first. ``image`` is the bytes, or the
         sha256 of an admitted image."""
         return await self._acquire(
-            image, Variant.TARGET, question=question, route=route, base_route=base_route
+            image, Variant.TARGET, question=question, route=route, base_route=base_route,
+            scope=scope,
         )
 
     async def _acquire(
@@ -177,10 +190,32 @@ class VisionBridge:
         question: str | None = None,
         route: str | None = None,
         base_route: str | None = None,
+        scope: str | None = None,
     ) -> Acquisition:
         with stage("vision"):
-            return await self._acquire_staged(image, variant, question=question, route=route,
-                                              base_route=base_route)
+            began = time.monotonic()
+            result = await self._acquire_staged(image, variant, question=question,
+                                                route=route, base_route=base_route)
+            if scope is None:
+                return result
+            return await self._as_seen_by(scope, result, began)
+
+    async def _as_seen_by(self, scope: str, result: Acquisition, began: float) -> Acquisition:
+        """``result`` as ``scope`` may learn it: ``cached`` only for a record it was shown
+        before; a first showing of another scope's record answered no sooner than that
+        record's acquisition took."""
+        took_ms = (time.monotonic() - began) * 1000
+        record = result.record.record_sha256
+        if not result.cached:
+            self.scopes.note(scope, record, acquired_ms=took_ms)
+            return result
+        shown = self.scopes.note(scope, record, acquired_ms=None)
+        if shown.before:
+            return result
+        wait_s = (shown.acquired_ms - took_ms) / 1000
+        if wait_s > 0:
+            await anyio.sleep(wait_s)
+        return dataclasses.replace(result, cached=False)
 
     async def _acquire_staged(
         self,

@@ -20,6 +20,7 @@ import anyio
 
 from deepseek_eyes import canonical_json
 from deepseek_eyes.errors import EvidenceIntegrityError, VisionError
+from deepseek_eyes.store import scopes
 from deepseek_eyes.vision.bridge import VisionBridge
 from deepseek_eyes.vision.evidence.cache import EvidenceRecord, ImageMeta
 from deepseek_eyes.vision.routing.router import Acquisition
@@ -53,8 +54,11 @@ class VisionService:
     """``see`` and ``look`` over a bridge, with the roots given at start-up."""
 
     def __init__(self, bridge: VisionBridge, roots: ServedRoots, *,
-                 max_listed: int = 1000) -> None:
+                 max_listed: int = 1000, scope: str = scopes.CLI) -> None:
         self.bridge = bridge
+        # Whose the clients are (the token's id; the local user's on stdio): what
+        # ``cached`` may tell them (vision/evidence/scopes.py).
+        self.scope = scope
         # The data directory: never, by path or by identity (hard links, bind mounts).
         self.roots = roots.guarding(
             bridge.home.root, allow_hard_links=bridge.settings.vision.serve.allow_hard_links)
@@ -99,8 +103,8 @@ class VisionService:
         """
         found = await self._bytes_or_stored(image, client_roots)
         if isinstance(found, str):
-            return await self.bridge.see_stored(found, route=route)
-        return await self.bridge.see(found, route=route)
+            return await self.bridge.see_stored(found, route=route, scope=self.scope)
+        return await self.bridge.see(found, route=route, scope=self.scope)
 
     async def look(self, image: str, question: str, *,
                    client_roots: ServedRoots = NO_ROOTS) -> Acquisition:
@@ -124,7 +128,8 @@ class VisionService:
         else:
             meta = await self.bridge.admit(found)
         return await self.bridge.reread(meta.sha256, question,
-                                        base_route=self._base_route(meta.pixel_sha256))
+                                        base_route=self._base_route(meta.pixel_sha256),
+                                        scope=self.scope)
 
     def _base_route(self, pixel_sha256: str) -> str | None:
         row = self.bridge.home.db.query_one(

@@ -400,7 +400,7 @@ class TurnRunner:
         forked = self._sessions.new_id()
         with self._sessions.batch() as conn:
             seqs = self._sessions.append(forked, turn.prefix, create=turn.request.source,
-                                         fork=fork)
+                                         fork=fork, scope=turn.request.scope)
             base = seqs[-1] if seqs else -1
             mine = self._sessions.append(forked, turn.outputs, turn_id=turn.turn_id)
             self._sessions.leases.move(conn, turn.turn_id, forked, base)

@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from deepseek_eyes.canonical_json import JsonObject
+from deepseek_eyes.canonical_json import JsonObject, normalized_text
 from deepseek_eyes.errors import DeepSeekEyesError, LLMError, StoreError, TurnError
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.known import known_model, renamed, renamed_note
@@ -60,6 +60,7 @@ from deepseek_eyes.runtime.view import (
 from deepseek_eyes.settings import LLMSettings, RuntimeSettings, VisionSettings
 from deepseek_eyes.store.events import (
     Event,
+    ForeignSession,
     Fork,
     Guard,
     SessionConflict,
@@ -105,15 +106,49 @@ MAX_INSTRUCTIONS_PER_SERVER = 2000
 MAX_INSTRUCTIONS_CHARS = 6000
 
 
-def _visible_digest(message: Mapping[str, Any]) -> str:
+def _visible_digest(message: Mapping[str, Any], *, legacy: bool = False) -> str:
     """A message as the client sees and resends it: an assistant message without the
-    reasoning the client is not asked to send back."""
+    reasoning the client is not asked to send back; its tool-call arguments, and a tool
+    result's text, by the digest of their canonical form (:func:`_json_digest`: a client
+    that parses and dumps them again sends other bytes for the same history). ``legacy``:
+    the arguments as sent, the digest ``session_prefixes`` rows were noted under before
+    (format 1; see ``canonical_json.LENIENT``)."""
     if message.get("role") != "assistant":
-        return body_digest(dict(message))
+        content = message.get("content")
+        if legacy or message.get("role") != "tool" or not isinstance(content, str):
+            return body_digest(dict(message))
+        return body_digest({**message, "content": _json_digest(content)})
     visible: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
-    if message.get("tool_calls"):
-        visible["tool_calls"] = message["tool_calls"]
+    calls = message.get("tool_calls")
+    if calls:
+        visible["tool_calls"] = calls if legacy else [
+            {**c, "arguments": _json_digest(c["arguments"])}
+            if isinstance(c, Mapping) and isinstance(c.get("arguments"), str) else c
+            for c in calls]
     return body_digest(visible)
+
+
+#: Canonical digests of JSON texts by the SHA-256 of the text as sent: every turn hashes
+#: its whole history again (stored and resent), and parsing a large tool result each time
+#: cost three times the hash. Keys and values are digests, so the memo stays small.
+_JSON_DIGESTS: dict[str, str] = {}
+_JSON_DIGESTS_MAX = 32_768
+
+
+def _json_digest(text: str) -> str:
+    """``sha256:`` of :func:`~deepseek_eyes.canonical_json.normalized_text` of ``text``."""
+    data = text.encode("utf-8", "surrogatepass")
+    key = hashlib.sha256(data).hexdigest()
+    found = _JSON_DIGESTS.get(key)
+    if found is None:
+        canonical = normalized_text(text)
+        digest = key if canonical == text else hashlib.sha256(
+            canonical.encode("utf-8", "surrogatepass")).hexdigest()
+        found = "sha256:" + digest
+        if len(_JSON_DIGESTS) >= _JSON_DIGESTS_MAX:
+            _JSON_DIGESTS.clear()  # a bound, not a policy: the next turns fill it again
+        _JSON_DIGESTS[key] = found
+    return found
 
 
 def _instructions_prompt(instructions: Mapping[str, str]) -> str | None:
@@ -239,7 +274,8 @@ class Preparer:
                 model, param).
         """
         mode = thinking_mode(model, request.params, self._llm)
-        messages, restored = restore_reasoning(request.messages, self._sessions)
+        messages, restored = restore_reasoning(request.messages, self._sessions,
+                                               scope=request.scope)
         request = dataclasses.replace(request, messages=messages)
         gaps = reasoning_gaps(messages) if mode == "enabled" else []
         note: ThinkingNote = {"mode": mode, "reasoning_restored": restored}
@@ -286,6 +322,7 @@ class Preparer:
             max_rereads=self._settings.max_rereads_per_turn,
             notify=request.notify,
             approver=request.approver,
+            scope=request.scope,
         )
         context.delivery = self._delivery(path)
         if path == "text":
@@ -298,7 +335,7 @@ class Preparer:
         if path == "bridged" or context.delivery == "both":
             for image in pictures:
                 image_id = ids.get(image["sha256"]) or str(image.get("id"))
-                result = await self._bridge.see_stored(image["sha256"])
+                result = await self._bridge.see_stored(image["sha256"], scope=request.scope)
                 slots[image["sha256"]] = EvidenceSlot(
                     image_id, image, result.route, result.record.record_sha256,
                     result.record.evidence,
@@ -446,15 +483,25 @@ class Preparer:
         another turn (in this process or another one) appended meanwhile, the session is
         read again and the request judged against what is there now.
 
+        A named session must be the request's scope's (``request.scope``): another
+        scope's is refused, never appended to, forked or retried (a fork would copy its
+        history into the request's scope).
+
         Raises:
             StoreError: ``STORE_SESSION_CONFLICT`` when the session kept changing
-                (:data:`CAS_TRIES` reads), or the store's write error; nothing was sent.
+                (:data:`CAS_TRIES` reads), ``STORE_SESSION_FOREIGN`` for another scope's
+                session, or the store's write error; nothing was sent.
         """
         if request.session_id is None and request.client_scope is not None:
             # A stock client sends no session id: its history, by hash, finds the session
             # it continues (the longest one noted after an answer in this client's scope).
-            found = self._sessions.find_prefix(request.client_scope,
-                                               prefix_chain(request.messages))
+            chain = prefix_chain(request.messages)
+            found = self._sessions.find_prefix(request.client_scope, chain)
+            if found is None:
+                # Noted before histories were canonical (format 1): found by that chain.
+                older = prefix_chain(request.messages, legacy=True)
+                if older != chain:
+                    found = self._sessions.find_prefix(request.client_scope, older)
             if found is not None:
                 request = dataclasses.replace(request, session_id=found)
         if request.session_id is None:  # a session of its own: one transaction, no lookups
@@ -473,6 +520,8 @@ class Preparer:
     def _log_into(self, request: TurnRequest, session_id: str, *, turn_id: str,
                   started: float, model: str, path: str) -> Logged:
         snap = self._sessions.snapshot(session_id)
+        if snap.scope is not None and snap.scope != request.scope:
+            raise ForeignSession(session_id)
         log = [e.message for e in snap.events]
         visible = [e for e in snap.events if not e.message.get("internal")]
         stored = [_visible_digest(e.message) for e in visible]
@@ -514,7 +563,7 @@ class Preparer:
         with self._sessions.batch() as conn:
             seqs = self._sessions.append(
                 session_id, messages, create=request.source if create else None, fork=fork,
-                guard=guard)
+                guard=guard, scope=request.scope)
             if base is None:
                 base = seqs[-1] if seqs else head
             self._sessions.leases.open(conn, turn_id=turn_id, session_id=session_id,
@@ -548,16 +597,18 @@ def _limits(model: str) -> Any:
     return known.image_limits if known is not None else None
 
 
-def prefix_chain(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+def prefix_chain(messages: Sequence[Mapping[str, Any]], *, legacy: bool = False) -> list[str]:
     """The chained hash of a conversation's client-visible history after each of its
-    visible messages (internal exchanges skipped, reasoning left out, as a client resends
-    it): ``h[i] = sha256(h[i-1] || digest(message i))``."""
+    visible messages (internal exchanges skipped, reasoning left out, JSON canonical, as
+    a client resends it): ``h[i] = sha256(h[i-1] || digest(message i))``. ``legacy``: the
+    chain of rows noted before JSON was made canonical (see :func:`_visible_digest`)."""
     chain: list[str] = []
     head = ""
     for message in messages:
         if message.get("internal"):
             continue
-        head = hashlib.sha256((head + _visible_digest(message)).encode()).hexdigest()
+        digest = _visible_digest(message, legacy=legacy)
+        head = hashlib.sha256((head + digest).encode()).hexdigest()
         chain.append(head)
     return chain
 

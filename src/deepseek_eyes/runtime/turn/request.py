@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 from deepseek_eyes.audit.records import Seal
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.llm.client import ToolCall
+from deepseek_eyes.store import scopes
 from deepseek_eyes.store.events import Fork
 from deepseek_eyes.usage import ProviderUsage
 
@@ -89,6 +90,10 @@ class TurnRequest:
     # Whose conversations a request without a session id may continue (the gateway key's
     # scope); None: such a request is always a session of its own.
     client_scope: str | None = None
+    # Whose this request is (store/scopes.py): the sessions it may name or continue, the
+    # reasoning it may get back, the evidence it is told was cached. In-process callers
+    # are the local user's; the gateway sets its key's.
+    scope: str = scopes.CLI
 
 
 @dataclass
