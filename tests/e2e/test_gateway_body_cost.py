@@ -35,7 +35,7 @@ def _peak_rss_mb(pid: int) -> float:
 
 def _empty_objects(size: int) -> bytes:
     """``{"model", "messages", "extra": [{}, {}, …]}`` of about ``size`` bytes."""
-    head = b'{"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}], '
+    head = b'{"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "hi"}], '
     items = (size - len(head)) // 3
     return head + b'"extra": [' + b",".join([b"{}"] * items) + b"]}"
 
@@ -52,7 +52,7 @@ def _serve(upstream: LoopbackUpstream, root: Path,
     config = root / "eyes.toml"
     config.write_text(
         f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
-        f'model = "deepseek-v4-flash"\ntimeout = 30\n\n[gateway]\n{gateway}'
+        f'model = "deepseek-v4-pro"\ntimeout = 30\n\n[gateway]\n{gateway}'
         "max_concurrent_turns = 2\n\n[image]\nmax_bytes = 33554432\n", encoding="utf-8")
     env = {**os.environ, "DEEPSEEK_EYES_HOME": str(root / "data")}
     return serve_gateway(config, env)
@@ -85,7 +85,7 @@ def test_a_32_mib_body_of_empty_objects_is_refused_in_bounded_memory(
             assert peak < RSS_LIMIT_MB, (name, peak)
             assert upstream.requests == []
             # Still serving, and a good request right after passes.
-            ok = _post(gateway, json.dumps({"model": "deepseek-v4-flash", "messages": [
+            ok = _post(gateway, json.dumps({"model": "deepseek-v4-pro", "messages": [
                 {"role": "user", "content": "hi"}]}).encode())
             assert ok.status_code == 200, ok.text
             print(f"{name}: refused {len(body) >> 20} MiB of {{}} with {code} in "
@@ -105,7 +105,7 @@ def test_an_image_near_the_old_limits_still_passes_and_unknown_fields_are_named(
         messages += [{"role": "user", "content": images}, {"role": "assistant", "content": "ok"}]
     messages[-1] = {"role": "user", "content": "What is the total?"}
     body = json.dumps({
-        "model": "deepseek-v4-flash", "store": False, "metadata": {"run": [1, {"a": None}]},
+        "model": "deepseek-v4-pro", "store": False, "metadata": {"run": [1, {"a": None}]},
         "messages": messages,
     }).encode()
     assert 40 * 1024 * 1024 < len(body) < 64 * 1024 * 1024
@@ -117,9 +117,10 @@ def test_an_image_near_the_old_limits_still_passes_and_unknown_fields_are_named(
         assert len(ours["evidence"]) == 1
         print(f"an image request of {len(body) >> 20} MiB passed; peak RSS "
               f"{_peak_rss_mb(gateway.process.pid):.0f} MB")
-        (sent,) = upstream.requests
+        sent = upstream.requests[-1]  # the final call (after the probes and the evidence)
+        assert sent["model"] == "deepseek-v4-pro"
         assert "metadata" not in sent
         assert "store" not in sent
-        plain = _post(gateway, json.dumps({"model": "deepseek-v4-flash", "messages": [
+        plain = _post(gateway, json.dumps({"model": "deepseek-v4-pro", "messages": [
             {"role": "user", "content": "hi"}]}).encode())
         assert "ignored" not in plain.json()["deepseekeyes"]

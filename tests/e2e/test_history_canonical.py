@@ -23,7 +23,7 @@ from helpers import require_module
 from inprocess_gateway import InProcessGateway, serve_in_process
 from runtime.upstream import LoopbackUpstream
 
-MODEL = "deepseek-v4-flash"
+MODEL = "deepseek-v4-pro"
 ISSUED = '{"days": 2,  "city": "Oslo"}'  # as the model wrote them: spaces, its key order
 WEATHER = {"type": "function", "function": {
     "name": "weather", "description": "the weather in a city",

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from helpers import run_cli
+from helpers import BLIND, run_cli
 from inprocess_gateway import InProcessGateway, serve_in_process
 from runtime.upstream import LoopbackUpstream
 from vision.loopback import LoopbackVisionServer
 
-MODEL = "deepseek-v4-flash"  # text only and thinking: images are bridged, reasoning required
+MODEL = "deepseek-v4-pro"  # text only and thinking: images are bridged, reasoning required
 KEY_A = "Vq8rXc2LmN4tBz7yKw1pJd5sHf9gRe3u_aliceKey"
 KEY_B = "Tm6hWq3nZp8cLx1vBr5kFy2jDs7gNe4o_bobKey"
 SESSION = "X-DeepSeekEyes-Session"
@@ -65,7 +65,7 @@ def doors(upstream: LoopbackUpstream, loopback: LoopbackVisionServer,
     vision = {"vision": {"route_priority": ["loop"], "probe": False, "routes": [{
         "name": "loop", "base_url": loopback.url(f"healthy~{request.node.name}"),
         "model": "vision-1"}]}}
-    llm = {"base_url": upstream.base_url, "model": MODEL}
+    llm = {"base_url": upstream.base_url, "model": MODEL, **BLIND}  # said: no probe
     gateway = {"rate_limit_per_minute": 1_000_000}
     with serve_in_process(llm, gateway=gateway, key=KEY_A, more=vision) as a, \
             serve_in_process(llm, gateway=gateway, key=KEY_B, more=vision) as b:
