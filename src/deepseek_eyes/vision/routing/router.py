@@ -243,7 +243,7 @@ class VisionRouter:
         A known image whose evidence is cached is answered here, before the single-flight:
         a hit needs no coordination, and it is the path repeated most (one memory or index
         lookup, one attempt row)."""
-        job = self._lookup.identify(job)
+        self._lookup.identify(job)
         if job.image is not None:
             hit = self._lookup.find(job)
             if hit is not None:
@@ -256,9 +256,9 @@ class VisionRouter:
         over the routes with the gate judging each answer, the store."""
         if job.image is not None:  # known, and looked up before the flight
             self._lookup.missed(job)
-            job = await self._intake.admit(job)
+            await self._intake.admit(job)
         else:  # new bytes: their pixels may be known under another encoding
-            job = await self._intake.admit(job)
+            await self._intake.admit(job)
             hit = self._lookup.find(job)
             if hit is not None:
                 return hit

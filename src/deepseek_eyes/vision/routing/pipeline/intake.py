@@ -18,7 +18,6 @@ failure does.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import anyio
 
@@ -37,8 +36,8 @@ class ImageIntake:
         self._blobs = blobs
         self._limits = limits
 
-    async def admit(self, job: Job) -> Job:
-        """``job`` with its decoded image and the image's identity.
+    async def admit(self, job: Job) -> None:
+        """Fill in ``job``'s decoded image and, for a new image, its identity.
 
         Raises:
             ImageError: the image was refused; nothing was stored.
@@ -71,11 +70,10 @@ class ImageIntake:
             height=decoded.height, media_type=decoded.media_type,
             latency_ms=(time.perf_counter() - started) * 1000,
         )
-        image = job.image
-        if image is None:
-            image = ImageMeta.of(decoded)
-            self._cache.remember_image(image)
-        return replace(job, image=image, decoded=decoded)
+        if job.image is None:
+            job.image = ImageMeta.of(decoded)
+            self._cache.remember_image(job.image)
+        job.decoded = decoded
 
     def _decode_and_store(self, data: bytes, sha256: str, store: bool) -> DecodedImage:
         """Safe decode, then (for bytes not read from the store) the blob store; blocking."""

@@ -4,8 +4,10 @@ The router takes the image's SHA-256 once (or is given it for a stored image), r
 candidate routes once and opens the operation whose rows form the attempts log; the stages
 read those from here instead of being passed them again, and add what they learn: the
 lookup the image's identity (a known image) or intake the identity and the decoded pixels
-(a new one). A stage returns a new job (:func:`dataclasses.replace`); nothing is changed
-in place, so a job seen by one caller of a single flight is never altered under another.
+(a new one). Those two fields are filled in place and nothing else changes: a job belongs
+to the one caller that opened it (a caller that joins a single flight keeps its own job and
+only waits on the other's), and a cache hit, the path repeated most, must not pay for
+copies of it.
 
 :class:`Acquisition` is the outcome, built only from a job (:meth:`Job.outcome`), so its
 image, operation and attempts are always the job's.
@@ -53,14 +55,14 @@ def question_digest(question: str | None) -> str | None:
     return hashlib.sha256(question.strip().encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Job:
     """One acquisition on its way through the stages.
 
     ``sha256`` is the encoded bytes' hash, taken once; ``data`` the bytes when the caller
     gave them (a stored image's are read by intake, only on a miss); ``candidates`` the
-    route names, best first; ``op`` the acquisition's attempts. ``image`` is known from
-    the image index or learned at intake; ``decoded`` is set by intake.
+    route names, best first; ``op`` the acquisition's attempts. ``image`` is filled in
+    from the image index (lookup) or at intake; ``decoded`` by intake.
     """
 
     sha256: str

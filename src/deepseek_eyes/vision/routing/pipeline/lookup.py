@@ -17,7 +17,6 @@ so a caller that only joins one in flight has its one ``flight`` row and nothing
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from deepseek_eyes.errors import EvidenceIntegrityError
 from deepseek_eyes.usage import UsageCategory, UsageTracker
@@ -40,11 +39,10 @@ class EvidenceLookup:
         self._usage = usage
         self._fingerprint = fingerprint
 
-    def identify(self, job: Job) -> Job:
-        """``job`` with the image's identity when its bytes were seen before (else as it
-        is: intake will learn it)."""
-        image = self._cache.image_meta(job.sha256)
-        return job if image is None else replace(job, image=image)
+    def identify(self, job: Job) -> None:
+        """Fill in the image's identity when its bytes were seen before (else intake will
+        learn it)."""
+        job.image = self._cache.image_meta(job.sha256)
 
     def find(self, job: Job) -> Acquisition | None:
         """The cached evidence of the first candidate route that has it, or None."""
