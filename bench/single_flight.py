@@ -76,9 +76,9 @@ async def concurrent(callers: int, seed: int, *, shared: bool) -> float:
             results = await asyncio.gather(*(router.acquire(data) for _ in range(callers)))
         else:
             results = await asyncio.gather(*(
-                router._acquire_once(
+                router._acquire_missing(router._job(
                     sha, data, Variant.EVIDENCE, question=None, route=None, base_route=None
-                )
+                ))
                 for _ in range(callers)
             ))
         elapsed = time.perf_counter() - started

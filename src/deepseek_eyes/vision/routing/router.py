@@ -1,28 +1,29 @@
 """The ordered VisionRouter: from image bytes to validated, cached evidence.
 
-Order of work for one acquisition, each step a row in the attempts log:
+The router orders the candidate routes, guards them and sequences one acquisition's
+stages (:mod:`deepseek_eyes.vision.routing.pipeline`); each stage does its own job and
+writes its own rows of the attempts log. On a miss they run in this order:
 
-1. hash the bytes; if the image is known, look the evidence up for each candidate route
-   (a hit makes no route call and no decode);
-2. otherwise admit the image (safe decode, blob store) — identity failures stop here,
-   whatever the routes;
-3. walk the candidate routes in order — base route of a reread, explicit route,
+1. **lookup**: a known image (its bytes' hash is in the image index) is looked up in the
+   evidence cache for each candidate route; a hit makes no route call and no decode;
+2. **intake**: safe decode and blob store of an image the cache could not answer (a new
+   one is looked up right after, by its pixels) — identity failures stop here, whatever
+   the routes;
+3. **routes**: the candidates in order — base route of a reread, explicit route,
    ``vision.route_priority``, the other configured routes, auto-detected models
-   (:func:`~deepseek_eyes.vision.routing.order.route_order`) — skipping open circuits and
-   routes that failed their probe while an alternative exists;
-4. per route: metadata health check (cached for ``health_ttl``), pixel probe (cached for
-   ``probe_ttl``; the local engine is exempt), the call (an incomplete SSE stream retries
-   once on the same route), canonicalization, the strict gate;
-5. at most ``1 + failover_attempts`` routes are tried. One failed route keeps its own
-   error code; more raise ``VISION_FAILOVER_EXHAUSTED`` with the structured attempts.
+   (:func:`~deepseek_eyes.vision.routing.order.route_order`) — under the guard (health,
+   circuit, pixel probe, the call), at most ``1 + failover_attempts`` of them;
+4. **gate**: each answer canonicalized and held to the strict schema; a refused answer
+   fails over to the next route;
+5. **store**: the evidence that passed becomes an immutable cache record.
+
+The image's SHA-256 is taken once, here, for bytes (a stored image comes with it); the
+hash, the candidate routes and the operation travel in one
+:class:`~deepseek_eyes.vision.routing.pipeline.job.Job` from stage to stage.
 
 Concurrent acquisitions of the same work (bytes, variant, question, candidate routes) run
-these steps once and share the outcome (:mod:`deepseek_eyes.vision.routing.flight`).
-
-Why operational failures open a circuit but gate failures do not: a timeout or a 500 says
-the endpoint is sick and the next image will likely fail too; a schema miss says this one
-answer was bad, and the route's next answer may well pass. Health, probe, circuit and the
-guarded call itself live in :mod:`deepseek_eyes.vision.routing.guard`.
+stages 2-5 once and share the outcome (:mod:`deepseek_eyes.vision.routing.flight`); a
+cache hit is answered before that, with no coordination.
 """
 
 from __future__ import annotations
@@ -30,36 +31,18 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 import anyio
 
-from deepseek_eyes.errors import (
-    DeepSeekEyesError,
-    EvidenceError,
-    EvidenceIntegrityError,
-    FailoverExhaustedError,
-    ImageError,
-    ProbeFailedError,
-    RouteError,
-    StoreError,
-    VisionError,
-)
+from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.settings import VisionSettings
 from deepseek_eyes.store.blobs import BlobStore, sha256_hex
-from deepseek_eyes.usage import UsageCategory, UsageTracker
-from deepseek_eyes.vision.evidence.cache import (
-    EvidenceCache,
-    EvidenceKey,
-    EvidenceRecord,
-    ImageMeta,
-)
-from deepseek_eyes.vision.evidence.canonical import canonicalize
-from deepseek_eyes.vision.evidence.gate import require_valid
-from deepseek_eyes.vision.intake.decode import DecodedImage, ImageLimits, decode_image
-from deepseek_eyes.vision.routes.prompts import evidence_prompts, prompt_fingerprint, target_prompts
-from deepseek_eyes.vision.routing.attempts import Attempt, AttemptLog, OperationLog
+from deepseek_eyes.usage import UsageTracker
+from deepseek_eyes.vision.evidence.cache import EvidenceCache
+from deepseek_eyes.vision.intake.decode import ImageLimits
+from deepseek_eyes.vision.routes.prompts import prompt_fingerprint
+from deepseek_eyes.vision.routing.attempts import AttemptLog
 from deepseek_eyes.vision.routing.flight import FlightOutcome, SingleFlight
 from deepseek_eyes.vision.routing.guard import (
     ProbeReport,
@@ -69,42 +52,25 @@ from deepseek_eyes.vision.routing.guard import (
     RouteStatus,
 )
 from deepseek_eyes.vision.routing.order import route_order
+from deepseek_eyes.vision.routing.pipeline.gate import EvidenceGate
+from deepseek_eyes.vision.routing.pipeline.intake import ImageIntake
+from deepseek_eyes.vision.routing.pipeline.job import (
+    Acquisition,
+    FlightKey,
+    Job,
+    question_digest,
+)
+from deepseek_eyes.vision.routing.pipeline.lookup import EvidenceLookup, record_avoided
+from deepseek_eyes.vision.routing.pipeline.routes import RouteWalk
+from deepseek_eyes.vision.routing.pipeline.store import EvidenceStore
 from deepseek_eyes.vision.routing.registry import AutoRoutes
 from deepseek_eyes.vision.routing.state import RouteStateStore
-from deepseek_eyes.vision.types import Variant, VisionRequest, VisionRoute
+from deepseek_eyes.vision.types import Variant, VisionRoute
 
-__all__ = ["Acquisition", "VisionRouter"]
+__all__ = ["HASH_IN_THREAD_BYTES", "Acquisition", "VisionRouter"]
 
 #: Above this size the SHA-256 of an image runs in a worker thread, off the event loop.
 HASH_IN_THREAD_BYTES = 1 << 20
-
-
-#: What decides an acquisition's outcome: image bytes, variant, question digest, routes.
-FlightKey = tuple[str, Variant, str | None, tuple[str, ...]]
-
-
-@dataclass(frozen=True)
-class Acquisition:
-    """One acquisition's evidence. ``cached``: this acquisition called no route (a cache
-    hit, or it joined one in flight); ``joined``: it waited on a concurrent acquisition of
-    the same work, whose operation its one attempts row names."""
-
-    record: EvidenceRecord
-    image: ImageMeta
-    cached: bool
-    operation_id: str
-    attempts: tuple[Attempt, ...]
-    joined: bool = False
-
-    @property
-    def route(self) -> str:
-        return self.record.route
-
-
-def _question_digest(question: str | None) -> str | None:
-    if question is None:
-        return None
-    return hashlib.sha256(question.strip().encode("utf-8")).hexdigest()
 
 
 class VisionRouter:
@@ -128,19 +94,22 @@ class VisionRouter:
         self._settings = settings
         self._auto = tuple(auto_routes)
         self._auto_source = auto_source
-        self._cache = cache
         self._attempts = attempts
         self._usage = usage
-        self._blobs = blobs
-        self._limits = limits
         self.policy = policy or RouterPolicy.from_settings(settings)
-        self._clock = clock
         self.guard = RouteGuard(
             self._routes, states=states, usage=usage, attempts=attempts,
             policy=self.policy, clock=clock,
         )
         self._flights: SingleFlight[FlightKey, Acquisition] = SingleFlight()
         self._fingerprints: dict[str, tuple[VisionRoute, str]] = {}
+        # The stages, in the order a miss runs them; each sees the same route table
+        # (auto-detection adds rows to it) and the router's cache fingerprints.
+        self._lookup = EvidenceLookup(cache, usage, self.cache_fingerprint)
+        self._intake = ImageIntake(cache, blobs, limits)
+        self._walk = RouteWalk(self.guard)
+        self._gate = EvidenceGate(self._routes)
+        self._store = EvidenceStore(cache, self.cache_fingerprint, clock)
 
     # ordering ---------------------------------------------------------------
     @property
@@ -215,9 +184,9 @@ class VisionRouter:
             sha = await anyio.to_thread.run_sync(sha256_hex, data)
         else:
             sha = sha256_hex(data)
-        return await self._flight(
-            sha, data, variant, question=question, route=route, base_route=base_route
-        )
+        job = self._job(sha, data, variant, question=question, route=route,
+                        base_route=base_route)
+        return await self._acquire(job)
 
     async def acquire_stored(
         self,
@@ -238,46 +207,69 @@ class VisionRouter:
                 blob is gone or altered; otherwise as :meth:`acquire`.
         """
         await self.refresh_routes()
-        return await self._flight(
-            sha256, None, variant, question=question, route=route, base_route=base_route
-        )
+        job = self._job(sha256, None, variant, question=question, route=route,
+                        base_route=base_route)
+        return await self._acquire(job)
 
-    async def _flight(
+    def _job(
         self,
-        sha: str,
+        sha256: str,
         data: bytes | None,
         variant: Variant,
         *,
         question: str | None,
         route: str | None,
         base_route: str | None,
-    ) -> Acquisition:
-        """One acquisition per image, variant, question and candidate routes at a time.
-
-        A known image whose evidence is cached is answered here, before the single-flight:
-        a hit needs no coordination, and it is the path repeated most (one memory or index
-        lookup, one attempt row)."""
+    ) -> Job:
+        """One acquisition's job: its candidate routes ranked, its operation opened."""
         if variant is Variant.TARGET and not (question and question.strip()):
             raise ValueError("a targeted reread needs a question")
         if variant is Variant.EVIDENCE:
             question = None
-        order = self.order(explicit=route, base_route=base_route)
-        qsha = _question_digest(question)
-        op = self._attempts.operation("reread" if variant is Variant.TARGET else "see")
-        meta = self._cache.image_meta(sha)
-        if meta is not None:
-            hit = self._lookup(op, meta, order, variant, qsha, record_miss=False)
+        candidates = tuple(self.order(explicit=route, base_route=base_route))
+        return Job(
+            sha256=sha256,
+            variant=variant,
+            question=question,
+            question_sha256=question_digest(question),
+            candidates=candidates,
+            op=self._attempts.operation("reread" if variant is Variant.TARGET else "see"),
+            data=data,
+        )
+
+    async def _acquire(self, job: Job) -> Acquisition:
+        """The lookup, then one flight per :attr:`Job.flight_key` for the rest.
+
+        A known image whose evidence is cached is answered here, before the single-flight:
+        a hit needs no coordination, and it is the path repeated most (one memory or index
+        lookup, one attempt row)."""
+        self._lookup.identify(job)
+        if job.image is not None:
+            hit = self._lookup.find(job)
             if hit is not None:
                 return hit
-        outcome = await self._flights.run(
-            (sha, variant, qsha, tuple(order)),
-            lambda: self._acquire_once(op, sha, data, variant, order, question, qsha),
-        )
-        return self._joined(op, outcome) if outcome.joined else outcome.result()
+        outcome = await self._flights.run(job.flight_key, lambda: self._acquire_missing(job))
+        return self._joined(job, outcome) if outcome.joined else outcome.result()
 
-    def _joined(self, op: OperationLog, outcome: FlightOutcome[Acquisition]) -> Acquisition:
+    async def _acquire_missing(self, job: Job) -> Acquisition:
+        """The flight's work, for an image the lookup could not answer: intake, the walk
+        over the routes with the gate judging each answer, the store."""
+        if job.image is not None:  # known, and looked up before the flight
+            self._lookup.missed(job)
+            await self._intake.admit(job)
+        else:  # new bytes: their pixels may be known under another encoding
+            await self._intake.admit(job)
+            hit = self._lookup.find(job)
+            if hit is not None:
+                return hit
+            self._lookup.missed(job)
+        gated = await self._walk.first_accepted(job, self._gate.check)
+        return self._store.keep(job, gated)
+
+    def _joined(self, job: Job, outcome: FlightOutcome[Acquisition]) -> Acquisition:
         """A caller's view of an acquisition it joined: an operation of its own, whose last
         row names the operation it waited on."""
+        op = job.op
         try:
             shared = outcome.result()
         except DeepSeekEyesError as exc:
@@ -294,237 +286,11 @@ class VisionRouter:
             image_sha256=shared.image.sha256, record_sha256=shared.record.record_sha256,
             latency_ms=outcome.waited_ms,
         )
-        self._record_avoided(shared.record, source=f"vision-flight:{shared.route}")
+        record_avoided(self._usage, shared.record, source=f"vision-flight:{shared.route}")
         return replace(
             shared, cached=True, joined=True, operation_id=op.operation_id,
             attempts=tuple(op.entries),
         )
-
-    async def _acquire_once(
-        self,
-        op: OperationLog,
-        sha: str,
-        data: bytes | None,
-        variant: Variant,
-        order: Sequence[str],
-        question: str | None,
-        qsha: str | None,
-    ) -> Acquisition:
-        meta = self._cache.image_meta(sha)
-        if meta is not None:
-            hit = self._lookup(op, meta, order, variant, qsha)
-            if hit is not None:
-                return hit
-        if data is None:
-            try:
-                data = await anyio.to_thread.run_sync(self._blobs.get, sha)
-            except StoreError as exc:
-                op.record("intake", "refused", code=exc.code, image_sha256=sha)
-                _with_attempts(exc, op)
-                raise
-        decoded = await self._admit(op, data, sha)
-        if meta is None:
-            meta = ImageMeta.of(decoded)
-            self._cache.remember_image(meta)
-            # The same pixels may be known under another encoding.
-            hit = self._lookup(op, meta, order, variant, qsha)
-            if hit is not None:
-                return hit
-        return await self._acquire_from_routes(op, decoded, meta, order, variant, question, qsha)
-
-    def _lookup(
-        self,
-        op: OperationLog,
-        meta: ImageMeta,
-        order: Sequence[str],
-        variant: Variant,
-        qsha: str | None,
-        *,
-        record_miss: bool = True,
-    ) -> Acquisition | None:
-        """The cached evidence of the first route in ``order`` that has it; a miss is
-        recorded unless the caller goes on to look again (``record_miss=False``)."""
-        for name in order:
-            key = EvidenceKey(meta.pixel_sha256, name, variant, qsha, self.cache_fingerprint(name))
-            try:
-                record = self._cache.get(key)
-            except EvidenceIntegrityError as exc:
-                op.record("cache", "tampered", route=name, code=exc.code)
-                continue
-            if record is not None:
-                op.record(
-                    "cache", "hit", route=name, image_sha256=meta.sha256,
-                    record_sha256=record.record_sha256,
-                )
-                self._record_avoided(record, source=f"vision-cache:{name}")
-                return Acquisition(record, meta, True, op.operation_id, tuple(op.entries))
-        if record_miss:
-            op.record("cache", "miss", image_sha256=meta.sha256, routes=len(order))
-        return None
-
-    def _record_avoided(self, record: EvidenceRecord, *, source: str) -> None:
-        """Avoided replay counts the provider tokens the call that made ``record`` cost,
-        which a repeat would have sent again. Local OCR sends none, so its reuse counts
-        nothing here: what it saved was local time, not tokens."""
-        tokens = record.usage.get("prompt_tokens", 0) + record.usage.get("completion_tokens", 0)
-        if tokens > 0:
-            self._usage.record_estimate(
-                UsageCategory.AVOIDED_REPLAY, tokens, source=source, calls=1
-            )
-
-    def decode_and_store(self, data: bytes, sha: str) -> DecodedImage:
-        """Intake of one image (blocking): safe decode, then the blob store.
-
-        Raises:
-            ImageError: the image was refused; nothing was stored.
-            StoreError: the bytes could not be stored.
-        """
-        decoded = decode_image(data, self._limits, sha256=sha)
-        self._blobs.put(data, sha256=sha)
-        return decoded
-
-    async def _admit(self, op: OperationLog, data: bytes, sha: str) -> DecodedImage:
-        started = time.perf_counter()
-        try:
-            decoded = await anyio.to_thread.run_sync(self.decode_and_store, data, sha)
-        except (ImageError, StoreError) as exc:
-            op.record(
-                "intake", "refused", code=exc.code, image_sha256=sha, size=len(data),
-                latency_ms=(time.perf_counter() - started) * 1000,
-            )
-            exc.details.setdefault("image_sha256", sha)
-            _with_attempts(exc, op)
-            raise
-        op.record(
-            "intake", "ok", image_sha256=sha, size=len(data), width=decoded.width,
-            height=decoded.height, media_type=decoded.media_type,
-            latency_ms=(time.perf_counter() - started) * 1000,
-        )
-        return decoded
-
-    async def _acquire_from_routes(
-        self,
-        op: OperationLog,
-        decoded: DecodedImage,
-        meta: ImageMeta,
-        order: Sequence[str],
-        variant: Variant,
-        question: str | None,
-        qsha: str | None,
-    ) -> Acquisition:
-        screening = self.guard.screen(op, order)
-        eligible = screening.eligible
-        failures: list[VisionError | EvidenceError] = list(screening.probe_failed)
-        budget = 1 + self.policy.failover_attempts
-        for name in eligible[:budget]:
-            try:
-                return await self._try_route(op, name, decoded, meta, variant, question, qsha)
-            except (RouteError, ProbeFailedError, EvidenceError) as exc:
-                failures.append(exc)
-        if len(eligible) > budget:
-            op.record(
-                "failover", "budget_exhausted", tried=budget, untried=len(eligible) - budget
-            )
-        raise self._failure(op, failures)
-
-    def _failure(
-        self, op: OperationLog, failures: Sequence[VisionError | EvidenceError]
-    ) -> VisionError | EvidenceError:
-        attempts = list(op.entries)
-        if len(failures) == 1:
-            only = failures[0]
-            only.details["attempts"] = attempts
-            only.details["operation_id"] = op.operation_id
-            return only
-        if not failures:
-            return VisionError("no vision route is configured or eligible", details={
-                "attempts": attempts, "operation_id": op.operation_id,
-            })
-        summary = [
-            {"route": f.details.get("route"), "code": f.code} for f in failures
-        ]
-        return FailoverExhaustedError(
-            f"all {len(failures)} vision routes failed",
-            details={"failures": summary, "attempts": attempts, "operation_id": op.operation_id},
-        )
-
-    def _request(
-        self, decoded: DecodedImage, variant: Variant, question: str | None
-    ) -> VisionRequest:
-        payload, media_type = decoded.route_payload()
-        if variant is Variant.TARGET and question is not None:
-            system, user = target_prompts(decoded.width, decoded.height, question)
-        else:
-            system, user = evidence_prompts(decoded.width, decoded.height)
-        return VisionRequest(
-            purpose="target" if variant is Variant.TARGET else "evidence",
-            image_bytes=payload,
-            media_type=media_type,
-            width=decoded.width,
-            height=decoded.height,
-            system_prompt=system,
-            user_prompt=user,
-            variant=variant,
-            question=question,
-            pixels=decoded.pixels,
-        )
-
-    async def _try_route(
-        self,
-        op: OperationLog,
-        name: str,
-        decoded: DecodedImage,
-        meta: ImageMeta,
-        variant: Variant,
-        question: str | None,
-        qsha: str | None,
-    ) -> Acquisition:
-        route = self._routes[name].route
-        await self.guard.admit(op, name)
-        answer = await self.guard.call(op, name, self._request(decoded, variant, question))
-
-        raw: str | dict[str, Any] | None = answer.value if answer.value is not None else answer.text
-        started = time.perf_counter()
-        try:
-            if raw is None:
-                raise EvidenceError(
-                    "the route returned no content", code="EVIDENCE_NOT_FOUND",
-                    details={"route": name},
-                )
-            canonical = canonicalize(
-                raw, variant, image_size=(decoded.width, decoded.height),
-                box_convention=route.box_convention,
-            )
-            evidence = require_valid(canonical.value, variant)
-        except EvidenceError as exc:
-            exc.details.setdefault("route", name)
-            errors = exc.details.get("errors") or []
-            op.record(
-                "gate", "fail", route=name, code=exc.code,
-                pointers=[{"pointer": e["pointer"], "keyword": e["keyword"]} for e in errors[:20]],
-                latency_ms=(time.perf_counter() - started) * 1000,
-            )
-            raise
-        repairs = tuple({"kind": r.kind, "pointer": r.pointer} for r in canonical.repairs)
-        op.record(
-            "gate", "ok", route=name, repairs=list(repairs),
-            latency_ms=(time.perf_counter() - started) * 1000,
-        )
-        record = EvidenceRecord.build(
-            EvidenceKey(meta.pixel_sha256, name, variant, qsha, self.cache_fingerprint(name)),
-            image_sha256=meta.sha256,
-            model=answer.model or route.model,
-            evidence=evidence,
-            repairs=repairs,
-            usage={
-                "prompt_tokens": answer.usage.prompt_tokens,
-                "completion_tokens": answer.usage.completion_tokens,
-            },
-            created_at=self._clock(),
-        )
-        stored = self._cache.put(record)
-        self.guard.succeeded(name)
-        return Acquisition(stored, meta, False, op.operation_id, tuple(op.entries))
 
     # status -----------------------------------------------------------------
     def status(self) -> list[RouteStatus]:
@@ -541,8 +307,3 @@ class VisionRouter:
         if self._auto_source is not None:
             await self._auto_source.aclose()
 
-
-def _with_attempts(exc: DeepSeekEyesError, op: OperationLog) -> None:
-    """A refusal carries the attempts rows written for it, as a route failure does."""
-    exc.details["attempts"] = list(op.entries)
-    exc.details["operation_id"] = op.operation_id
