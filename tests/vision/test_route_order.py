@@ -173,7 +173,9 @@ async def test_models_metadata_is_honoured(
         "llm": {"base_url": loopback.url(key), "api_key": None,
                 "models": [{"id": "said-text", "input": ["text"]}]},
     })
-    assert bridge.router.order() == ["local"]  # the settings alone declare no vision model
+    # The settings alone declare no vision model: the built-in routes (DeepSeek's own eyes
+    # on this keyless upstream, then local) until the listing is read.
+    assert bridge.router.order() == ["deepseek", "local"]
     result = await bridge.see(solid_png(24, 16))
     assert result.route == "llm/vision-1"
     assert loopback.last_payload[key]["model"] == "vision-1"
