@@ -171,3 +171,54 @@ def test_budget_drops_oldest_and_keeps_tool_pairs() -> None:
     assert "tool" not in roles  # the tool result left with its call
     assert omitted >= 3
     assert "left out" in fitted[1]["content"]
+
+
+def _pixel_exchange() -> list[dict[str, Any]]:
+    """A turn whose MCP tool brought an image delivered as pixels, then a new question."""
+    shot = {"id": "tool-img-1", **{k: v for k, v in IMAGE.items() if k != "type"},
+            "pixels": True}
+    return [
+        user(text("take a picture")),
+        {"role": "assistant", "content": "", "reasoning": "r",
+         "tool_calls": [{"id": "c1", "name": "mcp__cam__shot", "arguments": "{}"}],
+         "internal": True},
+        {"role": "tool", "tool_call_id": "c1", "name": "mcp__cam__shot", "internal": True,
+         "content": "[tool-img-1: the tool's image, 900x700 image/png, attached as pixels]",
+         "images": [shot]},
+        {"role": "assistant", "content": "a receipt", "reasoning": "r2"},
+        user(text("and now?")),
+    ]
+
+
+def test_an_earlier_pixel_image_is_a_reference_on_every_path() -> None:
+    messages = _pixel_exchange()
+    for path in ("text", "native"):
+        view = build_view(messages, path=path, image_bytes={}, thinking="enabled")
+        tool = view.messages[2]
+        content = tool["content"]
+        joined = content if isinstance(content, str) else " ".join(
+            p["text"] for p in content if p["type"] == "text")
+        assert "call look with image tool-img-1" in joined, path
+        assert "image_url" not in str(content), path
+        # The exchange called a tool: both its assistant messages carry their reasoning.
+        assert [m.get("reasoning_content") for m in view.messages
+                if m["role"] == "assistant"] == ["r", "r2"]
+
+
+def test_a_bridged_view_puts_a_pixel_images_evidence_after_the_result() -> None:
+    view = build_view(_pixel_exchange(), path="bridged",
+                      slots={IMAGE["sha256"]: EvidenceSlot(
+                          "tool-img-1", IMAGE, "local", "cd" * 32, EVIDENCE)})
+    tool = view.messages[3]  # after the bridge's system prompt
+    assert tool["role"] == "tool"
+    assert tool["content"].startswith("[tool-img-1: the tool's image")
+    assert "TOTAL 64.03" in tool["content"]
+
+
+def test_the_current_exchanges_tool_images_go_as_pixels() -> None:
+    messages = _pixel_exchange()[:3]
+    view = build_view(messages, path="native", image_bytes={IMAGE["sha256"]: b"\x89PNG\r\n\x1a\nx"})
+    content = view.messages[2]["content"]
+    assert [p["type"] for p in content] == ["text", "image_url"]
+    assert content[1]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert [i.sha256 for i in view.pixels] == [IMAGE["sha256"]]

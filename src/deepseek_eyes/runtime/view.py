@@ -315,7 +315,13 @@ def build_view(
             if part.get("type") == "text":
                 pieces.append(str(part["text"]))
                 continue
-            slot = slots[part["sha256"]]
+            slot = slots.get(part["sha256"])
+            if slot is None:
+                # An image a tool delivered as pixels in an earlier turn, in a turn that
+                # has no evidence for it (a text turn): a reference look can follow.
+                image_id = ids.get(str(part["sha256"])) or str(part.get("id") or "image")
+                pieces.append(render_reference(image_id, part))
+                continue
             if part["sha256"] in shown:
                 text = _again(slot.image_id)
             elif index in full and history_evidence == "full" and part["sha256"] in rendered:
