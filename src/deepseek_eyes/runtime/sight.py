@@ -60,6 +60,8 @@ __all__ = [
 
 #: After a probe that got no answer, the next one waits this long (the priors decide).
 RETRY_AFTER_FAILURE_S = 60.0
+#: Models whose probe state (lock, retry time) a process keeps before it forgets the idle.
+MAX_TRACKED_MODELS = 1024
 #: Completion tokens a probe answer may take (nine colour names in JSON).
 PROBE_MAX_TOKENS = 200
 
@@ -133,12 +135,6 @@ class SightStore:
             (upstream, verdict.model, int(verdict.sees), verdict.how, verdict.code,
              verdict.checked_at, verdict.expires_at))
 
-    def all(self, upstream: str) -> list[SightVerdict]:
-        rows = self._db.query(
-            "SELECT * FROM model_sight WHERE upstream = ? ORDER BY model", (upstream,))
-        return [SightVerdict(r["model"], bool(r["sees"]), r["how"], r["code"],
-                             r["checked_at"], r["expires_at"]) for r in rows]
-
 
 class Sight:
     """Which final model sees (the module docstring gives the order)."""
@@ -183,10 +179,6 @@ class Sight:
             return None
         return found
 
-    def all_learned(self) -> list[SightVerdict]:
-        """Every verdict learned on this upstream, expired ones included."""
-        return self._store.all(self._upstream)
-
     async def priors(self, model: str) -> SightVerdict:
         """The ``/models`` entry when it declares input modalities, else the known-models
         table, else "does not see" (``unknown``)."""
@@ -208,6 +200,9 @@ class Sight:
             return found
         if not self._llm.sight_probe or self._clock() < self._retry_at.get(model, 0.0):
             return await self.priors(model)
+        if len(self._locks) >= MAX_TRACKED_MODELS:  # model names come from clients: bounded
+            self._locks = {m: k for m, k in self._locks.items() if k.locked()}
+            self._retry_at.clear()
         lock = self._locks.setdefault(model, anyio.Lock())
         async with lock:
             found = self.learned(model)  # another turn probed while this one waited
