@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import require_module
+from helpers import BLIND, LOCAL_VISION, require_module
 from inprocess_gateway import InProcessGateway, serve_in_process
 from runtime.upstream import LoopbackUpstream
 
@@ -38,9 +38,9 @@ def openai_client(gateway: Gateway) -> Any:
                          timeout=30)
 
 
-def serve(llm: dict[str, Any]) -> contextlib.AbstractContextManager[Gateway]:
+def serve(llm: dict[str, Any], **more: Any) -> contextlib.AbstractContextManager[Gateway]:
     """The gateway app served on loopback; its data lives in the test's own home."""
-    return serve_in_process(llm, gateway={"body_timeout": BODY_TIMEOUT_S})
+    return serve_in_process(llm, gateway={"body_timeout": BODY_TIMEOUT_S}, more=more)
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +52,9 @@ def upstream() -> Iterator[LoopbackUpstream]:
 @pytest.fixture
 def gateway(upstream: LoopbackUpstream, isolated_home: Path) -> Iterator[Gateway]:
     upstream.reset()
-    with serve({"base_url": upstream.base_url,
-                               "model": "deepseek-v4-pro"}) as served:
+    # The text-only model said so, and the local route: these tests are about the doors.
+    with serve({"base_url": upstream.base_url, "model": "deepseek-v4-pro", **BLIND},
+               vision=LOCAL_VISION) as served:
         yield served
 
 
@@ -247,13 +248,13 @@ def test_models_with_the_upstream_down_is_a_502_not_an_empty_list(isolated_home:
 def test_models_with_the_upstream_down_lists_the_declared_ones_and_says_so(
     isolated_home: Path,
 ) -> None:
-    llm = {"base_url": f"http://127.0.0.1:{closed_port()}/v1", "model": "deepseek-v4-pro",
+    llm = {"base_url": f"http://127.0.0.1:{closed_port()}/v1", "model": "deepseek-flash",
            "models": [{"id": "deepseek-v4-pro"}]}
     with serve(llm) as down:
         response = down.http.get("/v1/models")
     assert response.status_code == 200, response.text
     body = response.json()
-    assert [m["id"] for m in body["data"]] == ["deepseek-v4-pro", "deepseek-v4-pro"]
+    assert [m["id"] for m in body["data"]] == ["deepseek-v4-pro", "deepseek-flash"]
     assert body["deepseekeyes"] == {
         "complete": False, "upstream_error": "LLM_UNAVAILABLE", "sources": ["settings"],
     }

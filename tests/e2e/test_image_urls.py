@@ -63,8 +63,11 @@ def test_an_image_url_from_langchain_is_fetched_and_bridged(
         assert answer.content
         sent: list[dict[str, Any]] = upstream.requests[-1]["messages"]
         text = str(sent)
-        assert "TOTAL" in text  # the evidence of the fetched image reached the model
-        assert "image_url" not in text  # the image itself never did
+        # The evidence of the fetched image reached the model (DeepSeek's own eyes read it:
+        # only [llm] is set) and the image itself never did.
+        assert "evidence from route deepseek" in text
+        assert "the whole 900x700 image" in text
+        assert "image_url" not in text
 
 
 def test_a_private_image_url_is_refused_by_default(tmp_path: Path, images: str) -> None:
