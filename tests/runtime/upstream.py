@@ -82,7 +82,9 @@ What it does, so that tests can check what reached the model:
   when the server stops.
 
 Recorded, thread-safely: every parsed chat payload with image data replaced by
-``"<image>"`` (:attr:`LoopbackUpstream.requests`), counters, and the SHA-256 of each
+``"<image>"`` (:attr:`LoopbackUpstream.requests`), what a seeing model decoded in each
+request (the SHA-256 of each image's bytes, its message role and size:
+:attr:`LoopbackUpstream.decoded`), counters, and the SHA-256 of each
 ``Authorization`` header (never the header itself), and the streams closed before their
 end (the client went away; :meth:`LoopbackUpstream.wait_for_cut_streams`).
 :meth:`LoopbackUpstream.wait_for_calls` waits for requests to arrive, so a test can act
