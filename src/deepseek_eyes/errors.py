@@ -204,6 +204,9 @@ ERROR_CODES: Mapping[str, str] = {
     "VISION_IMAGE_NOT_FOUND": "No stored image has that sha256.",
     "VISION_EVIDENCE_NOT_FOUND": "No stored evidence record has that sha256.",
     "VISION_QUESTION_INVALID": "The look question is empty or longer than 500 characters.",
+    "VISION_REGION_INVALID": (
+        "A look region is not [x, y, w, h] with x and y in [0, 1) and w and h in (0, 1]."
+    ),
     "VISION_TOKEN_MISSING": (
         "vision serve --http needs a bearer token (vision.serve.token or"
         " DEEPSEEK_EYES_VISION_TOKEN); `deepseek-eyes token` makes one."

@@ -227,6 +227,29 @@ async def test_look_returns_target_evidence(loopback: LoopbackVisionServer) -> N
         assert looked.meta["deepseekeyes"]["route"] == "loop"  # type: ignore[index]
 
 
+async def test_look_zooms_into_a_region_at_full_resolution(
+    loopback: LoopbackVisionServer,
+) -> None:
+    async with rig_of(loopback, "zoom") as rig, Client(
+            build_vision_server(rig.service(), close_on_exit=False), mode="legacy") as client:
+        url = "data:image/png;base64," + base64.b64encode(solid_png(400, 200)).decode()
+        seen = await client.call_tool("see", {"image": url})
+        sha = seen.meta["deepseekeyes"]["image"]["sha256"]  # type: ignore[index]
+        looked = await client.call_tool("look", {"image": sha, "question": "What size?",
+                                                 "region": [0.5, 0.5, 0.5, 0.5]})
+        assert not looked.is_error, text_of(looked)
+        assert valid(looked.structured_content, Variant.TARGET)
+        # The loopback route states the size of what it decoded: the crop, full resolution.
+        assert looked.structured_content["answer"] == "The image is 200x100 pixels."  # type: ignore[index]
+        crop = looked.meta["deepseekeyes"]["image"]  # type: ignore[index]
+        assert (crop["width"], crop["height"]) == (200, 100)
+        assert crop["sha256"] != sha
+        refused = await client.call_tool("look", {"image": sha, "question": "q",
+                                                  "region": [0.5, 0.5, 0, 1]})
+        assert refused.is_error
+        assert error_code(refused) == "VISION_REGION_INVALID"
+
+
 async def test_evidence_resources_list_page_and_read(
         loopback: LoopbackVisionServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(service_module, "PAGE_SIZE", 2)

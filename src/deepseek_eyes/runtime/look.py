@@ -19,7 +19,6 @@ vision failure, the model gets an error result and answers with what it has.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,7 +31,7 @@ from deepseek_eyes.runtime.render import render_target
 from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
 from deepseek_eyes.usage import estimate_tokens
 from deepseek_eyes.vision.bridge import VisionBridge
-from deepseek_eyes.vision.intake.fit import crop_png
+from deepseek_eyes.vision.intake.fit import check_region, crop_png
 
 __all__ = ["LookSource"]
 
@@ -178,14 +177,10 @@ def _region(value: Any) -> tuple[float, float, float, float] | str | None:
     """A checked region, None when absent, or the error text the model reads."""
     if value is None:
         return None
-    if (not isinstance(value, list) or len(value) != 4
-            or not all(isinstance(v, int | float) and not isinstance(v, bool)
-                       and math.isfinite(v) for v in value)):
-        return 'region must be [x, y, w, h]: four numbers from 0 to 1'
-    x, y, w, h = (float(v) for v in value)
-    if not (0 <= x < 1 and 0 <= y < 1 and 0 < w <= 1 and 0 < h <= 1):
-        return "region must be [x, y, w, h] with x and y in [0, 1) and w and h in (0, 1]"
-    return x, y, w, h
+    try:
+        return check_region(value)
+    except ValueError as exc:
+        return str(exc)
 
 
 def _region_note(image_id: str, region: tuple[float, float, float, float]) -> str:

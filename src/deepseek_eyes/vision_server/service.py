@@ -12,6 +12,7 @@ hash before it is served.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from deepseek_eyes.errors import EvidenceIntegrityError, VisionError
 from deepseek_eyes.store import scopes
 from deepseek_eyes.vision.bridge import VisionBridge
 from deepseek_eyes.vision.evidence.cache import EvidenceRecord, ImageMeta
+from deepseek_eyes.vision.intake.fit import Region, check_region, crop_png
 from deepseek_eyes.vision.routing.router import Acquisition
 from deepseek_eyes.vision.types import Variant
 from deepseek_eyes.vision_server.images import parse_image_ref
@@ -107,11 +109,16 @@ class VisionService:
         return await self.bridge.see(found, route=route, scope=self.scope)
 
     async def look(self, image: str, question: str, *,
-                   client_roots: ServedRoots = NO_ROOTS) -> Acquisition:
+                   client_roots: ServedRoots = NO_ROOTS,
+                   region: Sequence[float] | None = None) -> Acquisition:
         """A targeted reread, trying first the route that gave the image's newest evidence.
+        With ``region`` (``[x, y, w, h]``, fractions of the image from its top-left) the
+        region is cut from the original at full resolution, stored by its SHA-256, and the
+        reread is of that crop: its boxes are relative to the crop.
 
         Raises:
-            VisionError: ``VISION_QUESTION_INVALID``; otherwise as :meth:`see`.
+            VisionError: ``VISION_QUESTION_INVALID``, ``VISION_REGION_INVALID``; otherwise
+                as :meth:`see`.
         """
         question = question.strip()
         if not question or len(question) > MAX_QUESTION:
@@ -119,6 +126,13 @@ class VisionService:
                 f"look needs one question of 1 to {MAX_QUESTION} characters",
                 code="VISION_QUESTION_INVALID",
             )
+        box: Region | None = None
+        if region is not None:
+            try:
+                box = check_region(list(region))
+            except ValueError as exc:
+                raise VisionError(str(exc), code="VISION_REGION_INVALID",
+                                  details={"region": list(region)[:4]}) from None
         found = await self._bytes_or_stored(image, client_roots)
         meta: ImageMeta
         if isinstance(found, str):
@@ -127,8 +141,12 @@ class VisionService:
             meta = meta_or_none
         else:
             meta = await self.bridge.admit(found)
-        return await self.bridge.reread(meta.sha256, question,
-                                        base_route=self._base_route(meta.pixel_sha256),
+        base_route = self._base_route(meta.pixel_sha256)
+        if box is not None:
+            data = await self.bridge.read_image(meta.sha256)
+            crop = await anyio.to_thread.run_sync(functools.partial(crop_png, data, box))
+            meta = await self.bridge.admit(crop)
+        return await self.bridge.reread(meta.sha256, question, base_route=base_route,
                                         scope=self.scope)
 
     def _base_route(self, pixel_sha256: str) -> str | None:

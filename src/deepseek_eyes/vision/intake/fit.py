@@ -16,13 +16,17 @@ be bounded; it runs in a worker thread.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import anyio
 from PIL import Image, ImageOps
 
-__all__ = ["MIN_CROP_PX", "SENDABLE_TYPES", "crop_box", "crop_png", "fit_for_model", "fit_sync"]
+__all__ = [
+    "MIN_CROP_PX", "SENDABLE_TYPES", "Region", "check_region", "crop_box", "crop_png",
+    "fit_for_model", "fit_sync",
+]
 
 #: Media types a seeing DeepSeek model takes as they are.
 SENDABLE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -80,12 +84,33 @@ async def fit_for_model(data: bytes, image: Mapping[str, Any], *, max_side: int 
         lambda: fit_sync(data, image, max_side=max_side, max_bytes=max_bytes))
 
 
+Region = tuple[float, float, float, float]
+
+
+def check_region(value: Any) -> Region:
+    """A zoom region as a caller gave it (``[x, y, w, h]``, fractions of the image from its
+    top-left, as evidence boxes are), checked.
+
+    Raises:
+        ValueError: the sentence to show the caller, when it is not four finite numbers
+            with x and y in [0, 1) and w and h in (0, 1].
+    """
+    if (not isinstance(value, list | tuple) or len(value) != 4
+            or not all(isinstance(v, int | float) and not isinstance(v, bool)
+                       and math.isfinite(v) for v in value)):
+        raise ValueError("region must be [x, y, w, h]: four numbers from 0 to 1")
+    x, y, w, h = (float(v) for v in value)
+    if not (0 <= x < 1 and 0 <= y < 1 and 0 < w <= 1 and 0 < h <= 1):
+        raise ValueError(
+            "region must be [x, y, w, h] with x and y in [0, 1) and w and h in (0, 1]")
+    return x, y, w, h
+
+
 #: A crop smaller than this many pixels on a side is grown around its centre.
 MIN_CROP_PX = 16
 
 
-def crop_box(width: int, height: int, region: tuple[float, float, float, float]
-             ) -> tuple[int, int, int, int]:
+def crop_box(width: int, height: int, region: Region) -> tuple[int, int, int, int]:
     """The pixel box (left, top, right, bottom) of a normalized ``[x, y, w, h]`` region
     (the evidence schema's box convention), clipped to the image and at least
     :data:`MIN_CROP_PX` a side where the image allows."""
@@ -102,7 +127,7 @@ def crop_box(width: int, height: int, region: tuple[float, float, float, float]
     return box[0], box[1], box[2], box[3]
 
 
-def crop_png(data: bytes, region: tuple[float, float, float, float]) -> bytes:
+def crop_png(data: bytes, region: Region) -> bytes:
     """The region of an admitted image at full resolution, as a lossless PNG (blocking)."""
     with Image.open(io.BytesIO(data)) as opened:
         picture = ImageOps.exif_transpose(opened)
