@@ -216,7 +216,7 @@ class Runtime:
     ) -> TurnRequest:
         """A turn request from an OpenAI ``chat/completions`` body: the one admission path
         of the gateway, ``ask`` and ``chat`` (:func:`~deepseek_eyes.runtime.turn.wire.
-        request_from_openai`, with this runtime's image limits and store).
+        openai_chat.request_from_openai`, with this runtime's image limits and store).
 
         ``continue_session``: the body holds only the new messages, and the session's
         stored log goes before them (``ask --session``, ``chat``); a gateway client resends
