@@ -294,15 +294,18 @@ def _decode(raw: bytes) -> str:
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
 
 
-def read_request(raw: bytes, limits: BodyLimits) -> RequestBody:
+def read_request(raw: bytes, limits: BodyLimits,
+                 known: frozenset[str] | None = None) -> RequestBody:
     """A chat completion body at the door: bounded in text and values before anything is
     built, then the fields the gateway reads parsed and checked as :func:`parse_body` does,
-    and every other top-level field skipped (validated, never built) and named.
+    and every other top-level field skipped (validated, never built) and named. ``known``
+    names the fields another wire format reads (default: :data:`KNOWN_FIELDS`).
 
     Raises:
         GatewayError: ``GATEWAY_BODY_TEXT_TOO_LARGE``, ``GATEWAY_JSON_TOO_MANY_NODES``, and
             what :func:`parse_body` raises.
     """
+    known = known if known is not None else KNOWN_FIELDS
     text = _decode(raw)
     unit = _UNITS.get(json.detect_encoding(raw), 1)
     images = _image_chars(text) * unit
@@ -342,7 +345,7 @@ def read_request(raw: bytes, limits: BodyLimits) -> RequestBody:
         if colon is None or colon.group(0).strip() != ":":
             raise _not_json()
         pos = _WS.match(text, colon.end()).end()  # type: ignore[union-attr]
-        if key in KNOWN_FIELDS:
+        if key in known:
             try:
                 fields[key], pos = _DECODER.raw_decode(text, pos)
             except RecursionError:
