@@ -322,3 +322,37 @@ def test_session_header_names_the_session(setup: Setup) -> None:
     assert response.headers["X-DeepSeekEyes-Session"] == "cc-0b1d5e2a"
     assert response.parse().deepseekeyes["session_id"] == "cc-0b1d5e2a"  # type: ignore[attr-defined]
 
+
+
+def _raw_events(setup: Setup, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    headers = {"x-api-key": GATEWAY_KEY, "anthropic-version": "2023-06-01"}
+    with httpx.stream("POST", f"{setup.root}/v1/messages", headers=headers,
+                      json={"max_tokens": 50, "stream": True, **body}, timeout=60) as raw:
+        assert raw.status_code == 200
+        text = raw.read().decode()
+    out = []
+    for chunk in text.strip().split("\n\n"):
+        event, data = chunk.split("\n", 1)
+        out.append((event.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+    return out
+
+
+def test_a_failure_after_the_first_byte_is_an_error_event(setup: Setup) -> None:
+    events = _raw_events(setup, {"model": "midfail",
+                                 "messages": [{"role": "user", "content": "hi"}]})
+    assert events[0][0] == "message_start"
+    name, data = events[-1]
+    assert name == "error"
+    assert data["type"] == "error"
+    assert data["error"]["type"] in ("api_error", "overloaded_error")
+    assert data["error"]["code"].startswith("LLM_")
+    assert "message_stop" not in [n for n, _ in events]
+
+
+def test_a_streamed_forced_tool_not_called_ends_in_an_error_event(setup: Setup) -> None:
+    events = _raw_events(setup, {
+        "model": "claude-opus-4-8", "tools": [WEATHER], "tool_choice": {"type": "any"},
+        "messages": [{"role": "user", "content": "ANSWER: no tool"}]})
+    name, data = events[-1]
+    assert name == "error"
+    assert data["error"]["code"] == "RUNTIME_TOOL_NOT_CALLED"

@@ -204,6 +204,32 @@ def _image_chars(text: str) -> int:
             break
         total += end - payload
         pos = end + 1
+    return total + _base64_field_chars(text)
+
+
+_DATA_KEY = '"data":'
+#: How base64 of each image format DeepSeek takes begins (PNG, JPEG, GIF, WebP).
+_IMAGE_BASE64_MAGIC = ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR")
+
+
+def _base64_field_chars(text: str) -> int:
+    """Characters of base64 image data in ``"data"`` fields (Anthropic's image ``source``:
+    ``{"type": "base64", "media_type": "image/png", "data": "iVBOR…"}``), known by the
+    first bytes of an image format, so a text field named ``data`` still counts as text."""
+    total = pos = 0
+    while (start := text.find(_DATA_KEY, pos)) >= 0:
+        value = start + len(_DATA_KEY)
+        while value < len(text) and text[value] in " \t\r\n":
+            value += 1
+        pos = value
+        if not text.startswith('"', value) or not text.startswith(_IMAGE_BASE64_MAGIC,
+                                                                   value + 1):
+            continue
+        end = text.find('"', value + 1)
+        if end < 0:
+            break
+        total += end - value - 1
+        pos = end + 1
     return total
 
 

@@ -677,7 +677,8 @@ def count_tokens(body: JsonObject) -> int:
                     chars += len(str(part.get("text", "")))
         elif isinstance(content, str):
             chars += len(content)
-        chars += len(json.dumps(message.get("tool_calls") or "", separators=(",", ":")))
+        if message.get("tool_calls"):
+            chars += len(json.dumps(message["tool_calls"], separators=(",", ":")))
         chars += len(str(message.get("reasoning_content") or ""))
     if body.get("tools"):
         chars += len(json.dumps(body["tools"], separators=(",", ":")))
