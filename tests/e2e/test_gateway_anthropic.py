@@ -55,7 +55,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         config = root / "eyes.toml"
         config.write_text(
             f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\nmodel = "{PRO}"\n'
-            "timeout = 20\n" + BLIND_TOML, encoding="utf-8")
+            "timeout = 20\n" + BLIND_TOML + "\n[gateway]\nanthropic_ping_seconds = 0.2\n",
+            encoding="utf-8")
         env = {**os.environ, "DEEPSEEK_EYES_HOME": str(root / "data")}
         with serve_gateway(config, env) as gateway:
             setup = Setup(gateway.base.removesuffix("/v1"), upstream, [])
@@ -356,3 +357,33 @@ def test_a_streamed_forced_tool_not_called_ends_in_an_error_event(setup: Setup) 
     name, data = events[-1]
     assert name == "error"
     assert data["error"]["code"] == "RUNTIME_TOOL_NOT_CALLED"
+
+
+def test_pings_while_the_model_is_slow(setup: Setup) -> None:
+    events = _raw_events(setup, {"model": "claude-opus-4-8", "messages": [
+        {"role": "user", "content": "SLOW[0.5] ANSWER: late"}]})
+    names = [n for n, _ in events]
+    kinds = [d.get("delta", {}).get("type") for _, d in events]
+    thought, spoke = kinds.index("thinking_delta"), kinds.index("text_delta")
+    assert "ping" in names[thought:spoke]  # while the model took its time
+    assert names[-1] == "message_stop"
+
+
+def test_idempotency_key_replays_the_stored_answer(setup: Setup) -> None:
+    client = setup.client(**{"Idempotency-Key": "anthropic-retry-1"})
+    before = len(setup.upstream.requests)
+    body: dict[str, Any] = {"model": "claude-opus-4-8", "max_tokens": 50,
+                            "messages": [{"role": "user", "content": "ANSWER: once"}]}
+    first = client.messages.with_raw_response.create(**body)
+    again = client.messages.with_raw_response.create(**body)
+    assert len(setup.upstream.requests) == before + 1  # the second came from the store
+    assert again.headers["Idempotent-Replayed"] == "true"
+    one, two = first.parse(), again.parse()
+    assert two.id == one.id
+    assert two.content[-1].text == "once"
+    assert two.content[0].signature == one.content[0].signature
+    with client.messages.stream(**body) as stream:
+        replayed = stream.get_final_message()
+    assert replayed.id == one.id
+    assert replayed.content[-1].text == "once"
+    assert len(setup.upstream.requests) == before + 1

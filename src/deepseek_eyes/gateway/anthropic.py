@@ -21,7 +21,7 @@ Decisions a newcomer would otherwise undo:
 * **A stream starts only once the turn has started** (its request logged), so a bad image
   or a refused history still gets a real status; after the first byte a failure is an
   ``event: error``, and while the model thinks a ``ping`` goes out every
-  :data:`PING_SECONDS` (Claude Code, like Anthropic's SDKs, expects them).
+  ``gateway.anthropic_ping_seconds`` (Claude Code, like Anthropic's SDKs, expects them).
 * **Sessions:** ``x-claude-code-session-id`` names the session (the gateway's own
   ``X-DeepSeekEyes-Session`` wins when both are sent), held in the gateway key's scope as
   the OpenAI route's header is.
@@ -44,6 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, StoreError
+from deepseek_eyes.gateway import idempotency
 from deepseek_eyes.gateway.body import RequestBody, check_fields
 from deepseek_eyes.gateway.drain import Drain
 from deepseek_eyes.llm.known import known_model
@@ -53,13 +54,13 @@ from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn.wire import anthropic_messages as wire
 from deepseek_eyes.settings import GatewaySettings
 from deepseek_eyes.store.events import SessionStore
+from deepseek_eyes.store.idempotency import Claim, KeyRef
 
 __all__ = [
-    "PING_SECONDS", "PUBLIC_PATHS", "AnthropicErrors", "AnthropicRoutes", "Front",
+    "PUBLIC_PATHS", "AnthropicErrors", "AnthropicRoutes", "Front",
     "anthropic_routes", "wants_anthropic",
 ]
 
-PING_SECONDS = 5.0
 #: Claude Code's liveness probes, answered without a key (they say nothing but "up").
 PUBLIC_PATHS = frozenset({"/", "/api/hello"})
 CLAUDE_SESSION_HEADER = "x-claude-code-session-id"
@@ -84,6 +85,7 @@ class Front:
     error_status: Callable[[DeepSeekEyesError], int]
     internal: Callable[[BaseException], GatewayError]
     session_header: str  # the gateway's own session header (lower case)
+    key: str | None  # the gateway key (idempotency keys are kept per key)
 
 
 def _status(front: Front, exc: DeepSeekEyesError) -> int:
@@ -147,6 +149,7 @@ class AnthropicRoutes:
 
 def anthropic_routes(front: Front) -> AnthropicRoutes:
     runtime = front.runtime
+    ping_seconds = front.settings.anthropic_ping_seconds
 
     async def probe(_request: Request) -> Response:
         return Response(status_code=200)
@@ -189,16 +192,38 @@ def anthropic_routes(front: Front) -> AnthropicRoutes:
             return _error(front, front.internal(exc),
                           getattr(request.state, "session_id", None))
 
-    async def _messages(request: Request, release: Callable[[], None]) -> Response:
+    async def _messages(request: Request, free_slot: Callable[[], None]) -> Response:
+        ref: KeyRef | None = None
+
+        def release() -> None:  # a stored answer keeps its key; a failed request frees it
+            free_slot()
+            if ref is not None:
+                runtime.idempotency.release(ref)
+
         out, fields = await translated(request)
         session_id = (request.headers.get(front.session_header)
                       or request.headers.get(CLAUDE_SESSION_HEADER) or None)
         if session_id is not None and not SessionStore.valid_id(session_id):
             raise StoreError("the session header is not a valid session id",
                              code="STORE_SESSION_INVALID")
-        turn = await runtime.request_from_openai(
-            out.body, session_id=session_id, source="gateway", approver=front.approver,
-            fetch=front.fetch)
+        ref = idempotency.key_ref(request.headers.get(idempotency.HEADER), fields,
+                                  session_id=session_id, gateway_key=front.key)
+        if ref is not None:
+            claim = runtime.idempotency.claim(ref)
+            if claim.state == "replay":
+                free_slot()
+                return _replay(claim, out, bool(fields.get("stream")))
+            refused = idempotency.refusal(claim)
+            if refused is not None:
+                raise refused
+        try:
+            turn = await runtime.request_from_openai(
+                out.body, session_id=session_id, source="gateway", approver=front.approver,
+                fetch=front.fetch)
+        except BaseException:
+            release()
+            raise
+        turn.idempotency = ref
         turn.scope = front.scope
         if front.settings.continue_by_history:
             turn.client_scope = front.scope
@@ -236,6 +261,21 @@ def anthropic_routes(front: Front) -> AnthropicRoutes:
             headers["X-DeepSeekEyes-Session"] = stream.session_id
         return _Stream(_events(first, iterator, close), close, headers)
 
+    def _replay(claim: Claim, out: wire.Translated, stream: bool) -> Response:
+        """A stored answer, again (see gateway/idempotency.py), in this format."""
+        assert claim.response is not None
+        message = wire.message_json(idempotency.replayed(claim.response),
+                                    model=out.requested_model, signer=front.signer,
+                                    scope=front.scope)
+        headers = {idempotency.REPLAYED_HEADER: "true"}
+        if claim.session_id is not None:
+            headers["X-DeepSeekEyes-Session"] = claim.session_id
+        if not stream:
+            return JSONResponse(message, headers=headers)
+        payload = b"".join(_sse(*event) for event in wire.message_events(message))
+        return Response(payload, media_type="text/event-stream",
+                        headers={**headers, "Cache-Control": "no-cache"})
+
     async def _events(first: wire.Event, iterator: AsyncIterator[wire.Event],
                       close: Callable[[], Awaitable[None]]) -> AsyncIterator[bytes]:
         try:
@@ -247,7 +287,7 @@ def anthropic_routes(front: Front) -> AnthropicRoutes:
                     pulling = asyncio.ensure_future(front.drain.pull(iterator))
                     try:
                         while not pulling.done():
-                            await asyncio.wait({pulling}, timeout=PING_SECONDS)
+                            await asyncio.wait({pulling}, timeout=ping_seconds)
                             if not pulling.done():
                                 yield _PING
                     finally:

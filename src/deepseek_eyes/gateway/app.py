@@ -544,7 +544,8 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
     anthropic = anthropic_routes(Front(
         runtime=runtime, settings=settings, drain=drain, scope=scope, signer=signer,
         approver=approver, fetch=fetch, read_body=read_body, slots=slots,
-        error_status=error_status, internal=_internal, session_header=SESSION_HEADER))
+        error_status=error_status, internal=_internal, session_header=SESSION_HEADER,
+        key=key))
 
     return Starlette(
         exception_handlers={HTTPException: _http_exception, Exception: _unexpected},

@@ -50,7 +50,7 @@ from deepseek_eyes.usage import estimate_tokens
 __all__ = [
     "DEFAULT_CLAUDE_MODELS", "KNOWN_FIELDS", "MessageStream", "ThinkingKeyring",
     "ThinkingSigner", "Translated", "count_tokens", "error_json", "error_type",
-    "message_json", "openai_body", "upstream_model",
+    "message_events", "message_json", "openai_body", "upstream_model",
 ]
 
 #: ``claude-*`` names as DeepSeek's own Anthropic endpoint maps them; first match wins.
@@ -523,6 +523,37 @@ def answer_json(result: TurnResult, translated: Translated, *, signer: ThinkingS
 
 
 Event = tuple[str, JsonObject]
+
+
+def message_events(message: Mapping[str, Any]) -> list[Event]:
+    """A whole ``message`` as the events of a stream (a stored answer replayed to a client
+    that asked for a stream)."""
+    head = {**message, "content": [], "stop_reason": None}
+    head.pop("deepseekeyes", None)
+    out: list[Event] = [("message_start", {"type": "message_start", "message": head})]
+    for index, block in enumerate(message["content"]):
+        kind = block["type"]
+        empty: JsonObject = (
+            {"type": "thinking", "thinking": "", "signature": ""} if kind == "thinking"
+            else {"type": "text", "text": ""} if kind == "text"
+            else {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}})
+        out.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                            "content_block": empty}))
+        deltas: list[JsonObject] = (
+            [{"type": "thinking_delta", "thinking": block["thinking"]},
+             {"type": "signature_delta", "signature": block["signature"]}]
+            if kind == "thinking"
+            else [{"type": "text_delta", "text": block["text"]}] if kind == "text"
+            else [{"type": "input_json_delta", "partial_json": json.dumps(
+                block["input"], ensure_ascii=False, separators=(",", ":"))}])
+        out += [("content_block_delta", {"type": "content_block_delta", "index": index,
+                                         "delta": delta}) for delta in deltas]
+        out.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    out.append(("message_delta", {"type": "message_delta", "delta": {
+        "stop_reason": message["stop_reason"], "stop_sequence": None},
+        "usage": message["usage"]}))
+    out.append(("message_stop", {"type": "message_stop"}))
+    return out
 
 
 class MessageStream:
