@@ -251,7 +251,10 @@ ERROR_CODES: Mapping[str, str] = {
         "foreign (its reasoning restored from the store), never an error to the client."
     ),
     # gateway
-    "GATEWAY_UNAUTHORIZED": "The bearer key is missing or wrong (the scheme `Bearer` in any case).",
+    "GATEWAY_UNAUTHORIZED": (
+        "The key is missing or wrong (as a bearer token, the scheme `Bearer` in any case, or "
+        "as `x-api-key`)."
+    ),
     "GATEWAY_FORBIDDEN": (
         "The Host is not a loopback name or in gateway.allowed_hosts (DNS rebinding), or the "
         "request carries an Origin that gateway.allowed_origins does not name (a web page)."

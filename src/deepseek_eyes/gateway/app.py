@@ -539,7 +539,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
     async def health(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    signer = ThinkingSigner(ThinkingKeyring.load_or_create(
+    signer = ThinkingSigner(lambda: ThinkingKeyring.load_or_create(
         thinking_directory(runtime.home.root)))
     anthropic = anthropic_routes(Front(
         runtime=runtime, settings=settings, drain=drain, scope=scope, signer=signer,

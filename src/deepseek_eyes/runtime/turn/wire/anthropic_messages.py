@@ -34,7 +34,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,13 +92,23 @@ def thinking_directory(home_root: Path) -> Path:
     return home_root / "thinking"
 
 
-@dataclass(frozen=True)
 class ThinkingSigner:
     """Mints and checks the ``signature`` of a thinking block: bound to the scope that was
     answered, the message and the text, so a block another key's client was given, or one
-    edited, does not verify."""
+    edited, does not verify. ``keyring`` is the ring, or how to open it: then it is opened
+    (created on first use) when a signature is first made or checked, so a gateway that
+    never serves ``/v1/messages`` never writes one."""
 
-    keyring: Keyring
+    def __init__(self, keyring: Keyring | Callable[[], Keyring]) -> None:
+        self._keyring: Keyring | None = keyring if isinstance(keyring, Keyring) else None
+        self._open = keyring if not isinstance(keyring, Keyring) else None
+
+    @property
+    def keyring(self) -> Keyring:
+        if self._keyring is None:
+            assert self._open is not None
+            self._keyring = self._open()
+        return self._keyring
 
     @staticmethod
     def _data(scope: str, message_id: str, text: str) -> bytes:
