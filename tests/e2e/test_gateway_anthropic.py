@@ -309,7 +309,8 @@ def test_probes_models_and_telemetry(setup: Setup) -> None:
     models = httpx.get(f"{setup.root}/v1/models", headers=headers).json()
     assert models["has_more"] is False
     assert {m["type"] for m in models["data"]} == {"model"}
-    assert PRO in [m["id"] for m in models["data"]]
+    windows = {m["id"]: m.get("context_window") for m in models["data"]}
+    assert windows[PRO] == 1048576  # DeepSeek's documented window, not an assumed 200K
     swallowed = httpx.post(f"{setup.root}/api/event_logging/batch", headers=headers,
                            json={"events": [{"x": 1}]})
     assert swallowed.status_code == 200
