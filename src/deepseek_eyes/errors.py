@@ -238,8 +238,26 @@ ERROR_CODES: Mapping[str, str] = {
     ),
     "RUNTIME_TURN_ABORTED": "A turn record's code: the turn ended with no answer and no error "
     "(its reader went away, the gateway shut down, or its process died).",
+    "RUNTIME_TOOL_NOT_CALLED": (
+        "The request forced a tool (tool_choice any, or a named tool) and the model answered "
+        "without calling it."
+    ),
+    "RUNTIME_THINKING_KEYRING_INVALID": (
+        "The thinking-signature keyring (<data home>/thinking/keyring.json) is unreadable "
+        "or malformed."
+    ),
+    "RUNTIME_THINKING_KEYRING_EXPOSED": (
+        "The thinking-signature keyring is open to other users (or owned by another)."
+    ),
+    "RUNTIME_THINKING_KEY_UNKNOWN": (
+        "A thinking block's signature names a key not on the ring; the block is treated as "
+        "foreign (its reasoning restored from the store), never an error to the client."
+    ),
     # gateway
-    "GATEWAY_UNAUTHORIZED": "The bearer key is missing or wrong (the scheme `Bearer` in any case).",
+    "GATEWAY_UNAUTHORIZED": (
+        "The key is missing or wrong (as a bearer token, the scheme `Bearer` in any case, or "
+        "as `x-api-key`)."
+    ),
     "GATEWAY_FORBIDDEN": (
         "The Host is not a loopback name or in gateway.allowed_hosts (DNS rebinding), or the "
         "request carries an Origin that gateway.allowed_origins does not name (a web page)."

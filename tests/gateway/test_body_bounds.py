@@ -165,3 +165,21 @@ def test_ignored_names_are_listed_once_in_order_and_bounded() -> None:
     assert repeated.ignored == ("a",)
     last = read_request(b'{"model": "m", "model": "n"}', LIMITS)
     assert last.fields == {"model": "n"}  # as json: the last of a repeated key wins
+
+
+def test_anthropic_base64_image_data_is_image_data_too() -> None:
+    """Anthropic's image ``source`` carries its base64 in a ``data`` field: an image is
+    image data there as well (known by its format's first bytes), and a text ``data`` field
+    is still text."""
+    small = BodyLimits(max_text_bytes=4096)
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 400).decode()
+    block = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": png}}
+    for separators in ((",", ":"), (", ", ": ")):
+        raw = json.dumps({"messages": [{"role": "user", "content": [block]}]},
+                         separators=separators).encode()
+        kept = read_request(raw, small).fields["messages"][0]["content"][0]
+        assert kept["source"]["data"] == png
+    text = {"type": "document", "source": {"type": "text", "data": "y" * 5000}}
+    raw = json.dumps({"messages": [{"role": "user", "content": [text]}]}).encode()
+    assert _refused(raw, small).code == "GATEWAY_BODY_TEXT_TOO_LARGE"

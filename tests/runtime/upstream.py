@@ -35,6 +35,8 @@ What it does, so that tests can check what reached the model:
   ``{"image": ref, "question": question}``, and ``CALL[<tool>]: <args>`` for any other offered
   tool → a call with ``<args>`` verbatim (finish reason ``tool_calls``; a marker's text runs
   to the end of its line or the next marker, and several markers give parallel calls);
+  after the N-th round of tool results since the last user text, its N-th
+  ``THEN[<tool>]: <args>`` marker, if any, is the next call (a sequential agent);
   images sent to the vision model → their sentences; a line starting ``ANSWER:`` in any
   message → the rest of the (last such) line; else
   ``"echo: " + <last user text>`` (its text parts joined with ``"\\n"``).
@@ -156,7 +158,8 @@ RETRY_AFTER_S = 2
 _DATA_URL = re.compile(r"^data:([\w.+/-]+);base64,(.*)$", re.DOTALL)
 # A marker's text runs to the end of its line or to the next marker.
 _MARKER = re.compile(
-    r"(LOOK|CALL|REPEAT)\[([^\]\n]{1,500})\]:[ \t]*((?:(?!LOOK\[|CALL\[|REPEAT\[)[^\n])*)")
+    r"(LOOK|CALL|REPEAT|THEN)\[([^\]\n]{1,500})\]:[ \t]*"
+    r"((?:(?!LOOK\[|CALL\[|REPEAT\[|THEN\[)[^\n])*)")
 _ANSWER = re.compile(r"^ANSWER:[ \t]*(.*)$", re.MULTILINE)
 _SLOW = re.compile(r"SLOW\[(\d{1,3}(?:\.\d{1,3})?)\]")
 _MAX_MESSAGES = 4096
@@ -374,6 +377,8 @@ def _tool_call(name: str, arguments: str, ordinal: int) -> dict[str, Any]:
 def _after_tools(messages: list[dict[str, Any]], seen: Sequence[_Seen] = ()) -> str | None:
     trailing: list[dict[str, Any]] = []
     for message in reversed(messages):
+        if message.get("role") == "system" and not trailing:
+            continue  # a system note after the results (Claude Code's) does not hide them
         if message.get("role") != "tool":
             break
         trailing.append(message)
@@ -446,6 +451,14 @@ def _reply(payload: dict[str, Any], images: Sequence[_Seen], fault: str | None =
             return _Reply(tool_calls=[_tool_call(target, rest.strip(), 0)])
     after = _after_tools(messages, images)
     if after is not None:
+        # A sequential agent: the N-th THEN marker after the N-th round of tool results.
+        steps = [(t, r) for m, t, r in _MARKER.findall(user_text) if m == "THEN"]
+        last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user") \
+            if users else -1
+        rounds = sum(1 for m in messages[last_user + 1:] if m.get("tool_calls"))
+        if 0 < rounds <= len(steps) and steps[rounds - 1][0] in offered:
+            target, rest = steps[rounds - 1]
+            return _Reply(tool_calls=[_tool_call(target, rest.strip(), 0)])
         return _Reply(after)
     calls: list[dict[str, Any]] = []
     for match in _MARKER.finditer(user_text):

@@ -186,8 +186,11 @@ def test_a_gateway_with_tools_on_this_machine_needs_a_key() -> None:
     assert check_key(Settings(), None) is not None
 
 
-def _asgi_status(middleware: Any, authorization: bytes) -> int:
-    """The status the middleware answers a GET with this raw ``Authorization`` header."""
+def _asgi_status(middleware: Any, authorization: bytes, *,
+                 headers: tuple[tuple[bytes, bytes], ...] = (), path: str = "/x",
+                 method: str = "GET") -> int:
+    """The status the middleware answers a request with this raw ``Authorization`` header
+    (and ``headers``)."""
     sent: list[dict[str, Any]] = []
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
@@ -201,8 +204,9 @@ def _asgi_status(middleware: Any, authorization: bytes) -> int:
         sent.append(message)
 
     middleware.app = app
-    scope = {"type": "http", "method": "GET", "path": "/x", "client": ("127.0.0.1", 1),
-             "headers": [(b"host", b"127.0.0.1:9"), (b"authorization", authorization)]}
+    scope = {"type": "http", "method": method, "path": path, "client": ("127.0.0.1", 1),
+             "headers": [(b"host", b"127.0.0.1:9"), (b"authorization", authorization),
+                         *headers]}
     asyncio.run(middleware(scope, receive, send))
     return int(sent[0]["status"])
 
@@ -216,3 +220,28 @@ def test_a_token_beyond_ascii_is_compared_as_the_bytes_sent() -> None:
     assert _asgi_status(guard, b"bearer  " + token.encode()) == 200
     assert _asgi_status(guard, b"Bearer " + token.encode("latin-1", "replace")) == 401
     assert _asgi_status(guard, b"Basic " + token.encode()) == 401
+
+
+def test_x_api_key_only_where_a_server_takes_it() -> None:
+    """Anthropic's clients send the key as ``x-api-key``: the gateway takes it there,
+    compared as the bearer one is; a server that does not ask ignores the header."""
+    token = secrets.token_urlsafe(32)
+
+    def guard(**extra: Any) -> SecurityMiddleware:
+        return SecurityMiddleware(None, token=token, allowed_hosts=["127.0.0.1:*"],
+                                  allowed_origins=[], limiter=RateLimiter(600),
+                                  max_body_bytes=1024, codes=RefusalCodes.prefixed("X", "x"),
+                                  **extra)
+
+    api_key = ((b"x-api-key", token.encode()),)
+    wrong = ((b"x-api-key", b"not-" + token.encode()),)
+    taking = guard(api_key_header=True, public_paths=frozenset({"/", "/api/hello"}))
+    assert _asgi_status(taking, b"", headers=api_key) == 200
+    assert _asgi_status(taking, b"", headers=wrong) == 401
+    assert _asgi_status(taking, b"Bearer " + token.encode(), headers=wrong) == 200
+    assert _asgi_status(guard(), b"", headers=api_key) == 401
+    # The liveness probes, and only they, answer a GET or HEAD without a key.
+    assert _asgi_status(taking, b"", path="/") == 200
+    assert _asgi_status(taking, b"", path="/api/hello", method="HEAD") == 200
+    assert _asgi_status(taking, b"", path="/api/hello/x") == 401
+    assert _asgi_status(taking, b"", path="/v1/models") == 401

@@ -67,6 +67,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, LLMError, StoreError
 from deepseek_eyes.gateway import idempotency
+from deepseek_eyes.gateway.anthropic import (
+    PUBLIC_PATHS,
+    AnthropicErrors,
+    Front,
+    anthropic_routes,
+    wants_anthropic,
+)
 from deepseek_eyes.gateway.body import BodyLimits, RequestBody, check_fields, read_request
 from deepseek_eyes.gateway.drain import Drain, shutting_down
 from deepseek_eyes.gateway.fetch import fetch_image
@@ -74,6 +81,11 @@ from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.runtime.messages import Fetch
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn import TurnRequest, completion_json
+from deepseek_eyes.runtime.turn.wire.anthropic_messages import (
+    ThinkingKeyring,
+    ThinkingSigner,
+    thinking_directory,
+)
 from deepseek_eyes.serving.security import (
     SECURITY_HEADERS,
     RateLimiter,
@@ -121,6 +133,7 @@ _STATUS = {
     "GATEWAY_BODY_TEXT_TOO_LARGE": 413,
     "GATEWAY_JSON_TOO_MANY_NODES": 413,
     "STORE_SESSION_FOREIGN": 403,
+    "RUNTIME_TOOL_NOT_CALLED": 502,  # the upstream did not do what the request forced
 }
 #: Bodies larger than this are parsed in a worker thread, off the event loop.
 _THREAD_PARSE_BYTES = 256 * 1024
@@ -313,9 +326,11 @@ def create_app(
         json_bodies=True,
         body_timeout=settings.body_timeout,
         cross_site_navigation=False,  # the gateway has no pages
+        api_key_header=True,  # Anthropic's clients send the key as x-api-key
+        public_paths=PUBLIC_PATHS,
     )
     headers = {name.decode(): value.decode() for name, value in SECURITY_HEADERS}
-    return drain.middleware(secured, lambda: _error(shutting_down(), headers))
+    return AnthropicErrors(drain.middleware(secured, lambda: _error(shutting_down(), headers)))
 
 
 def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | None,
@@ -351,7 +366,9 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
 
         return endpoint
 
-    async def models(_request: Request) -> Response:
+    async def models(request: Request) -> Response:
+        if wants_anthropic(request):
+            return await anthropic.models(request)
         listing = await runtime.catalog.models()
         failure = runtime.catalog.last_failure
         if failure is not None and not listing:
@@ -379,17 +396,21 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
     limits = BodyLimits(max_text_bytes=settings.max_text_bytes,
                         max_nodes=settings.max_body_nodes)
 
-    async def read_body(request: Request) -> RequestBody:
+    async def read_body(request: Request,
+                        known: frozenset[str] | None = None) -> RequestBody:
+        """The body, bounded and parsed; ``known`` (another wire format's fields) leaves
+        the OpenAI field checks to that format."""
         # The security layer has read the whole body, bounded in size and time.
         try:
             raw = await request.body()
         except ClientDisconnect:  # nobody reads the answer; not a gateway failure to log
             raise GatewayError("the client went away before its body arrived") from None
         if len(raw) > _THREAD_PARSE_BYTES:  # a large body is parsed off the event loop
-            parsed = await anyio.to_thread.run_sync(read_request, raw, limits)
+            parsed = await anyio.to_thread.run_sync(read_request, raw, limits, known)
         else:
-            parsed = read_request(raw, limits)
-        check_fields(parsed.fields)
+            parsed = read_request(raw, limits, known)
+        if known is None:
+            check_fields(parsed.fields)
         return parsed
 
     # Turns beyond the limit wait for a slot, and so does parsing their bodies (a stream
@@ -518,6 +539,14 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
     async def health(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    signer = ThinkingSigner(lambda: ThinkingKeyring.load_or_create(
+        thinking_directory(runtime.home.root)))
+    anthropic = anthropic_routes(Front(
+        runtime=runtime, settings=settings, drain=drain, scope=scope, signer=signer,
+        approver=approver, fetch=fetch, read_body=read_body, slots=slots,
+        error_status=error_status, internal=_internal, session_header=SESSION_HEADER,
+        key=key))
+
     return Starlette(
         exception_handlers={HTTPException: _http_exception, Exception: _unexpected},
         routes=[
@@ -525,6 +554,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
             Route("/v1/models", guarded(models), methods=["GET"]),
             Route("/v1/models/{model_id:path}", guarded(model), methods=["GET"]),
             Route("/v1/chat/completions", guarded(chat), methods=["POST"]),
+            *anthropic.routes,
         ],
     )
 

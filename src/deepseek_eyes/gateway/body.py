@@ -204,6 +204,32 @@ def _image_chars(text: str) -> int:
             break
         total += end - payload
         pos = end + 1
+    return total + _base64_field_chars(text)
+
+
+_DATA_KEY = '"data":'
+#: How base64 of each image format DeepSeek takes begins (PNG, JPEG, GIF, WebP).
+_IMAGE_BASE64_MAGIC = ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR")
+
+
+def _base64_field_chars(text: str) -> int:
+    """Characters of base64 image data in ``"data"`` fields (Anthropic's image ``source``:
+    ``{"type": "base64", "media_type": "image/png", "data": "iVBOR…"}``), known by the
+    first bytes of an image format, so a text field named ``data`` still counts as text."""
+    total = pos = 0
+    while (start := text.find(_DATA_KEY, pos)) >= 0:
+        value = start + len(_DATA_KEY)
+        while value < len(text) and text[value] in " \t\r\n":
+            value += 1
+        pos = value
+        if not text.startswith('"', value) or not text.startswith(_IMAGE_BASE64_MAGIC,
+                                                                   value + 1):
+            continue
+        end = text.find('"', value + 1)
+        if end < 0:
+            break
+        total += end - value - 1
+        pos = end + 1
     return total
 
 
@@ -294,15 +320,18 @@ def _decode(raw: bytes) -> str:
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
 
 
-def read_request(raw: bytes, limits: BodyLimits) -> RequestBody:
+def read_request(raw: bytes, limits: BodyLimits,
+                 known: frozenset[str] | None = None) -> RequestBody:
     """A chat completion body at the door: bounded in text and values before anything is
     built, then the fields the gateway reads parsed and checked as :func:`parse_body` does,
-    and every other top-level field skipped (validated, never built) and named.
+    and every other top-level field skipped (validated, never built) and named. ``known``
+    names the fields another wire format reads (default: :data:`KNOWN_FIELDS`).
 
     Raises:
         GatewayError: ``GATEWAY_BODY_TEXT_TOO_LARGE``, ``GATEWAY_JSON_TOO_MANY_NODES``, and
             what :func:`parse_body` raises.
     """
+    known = known if known is not None else KNOWN_FIELDS
     text = _decode(raw)
     unit = _UNITS.get(json.detect_encoding(raw), 1)
     images = _image_chars(text) * unit
@@ -342,7 +371,7 @@ def read_request(raw: bytes, limits: BodyLimits) -> RequestBody:
         if colon is None or colon.group(0).strip() != ":":
             raise _not_json()
         pos = _WS.match(text, colon.end()).end()  # type: ignore[union-attr]
-        if key in KNOWN_FIELDS:
+        if key in known:
             try:
                 fields[key], pos = _DECODER.raw_decode(text, pos)
             except RecursionError:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from deepseek_eyes.errors import ConfigError, LLMError
@@ -41,6 +41,7 @@ from deepseek_eyes.runtime.turn import (
     TurnStream,
     request_from_openai,
 )
+from deepseek_eyes.runtime.turn.events import TurnEvent
 from deepseek_eyes.runtime.turn.recovery import recover
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.store.events import SessionStore
@@ -216,7 +217,7 @@ class Runtime:
     ) -> TurnRequest:
         """A turn request from an OpenAI ``chat/completions`` body: the one admission path
         of the gateway, ``ask`` and ``chat`` (:func:`~deepseek_eyes.runtime.turn.wire.
-        request_from_openai`, with this runtime's image limits and store).
+        openai_chat.request_from_openai`, with this runtime's image limits and store).
 
         ``continue_session``: the body holds only the new messages, and the session's
         stored log goes before them (``ask --session``, ``chat``); a gateway client resends
@@ -245,6 +246,12 @@ class Runtime:
     def stream(self, request: TurnRequest) -> TurnStream:
         self.check_credentials()
         return self.runner.stream(request)
+
+    def events(self, request: TurnRequest) -> AsyncGenerator[TurnEvent, None]:
+        """A streamed turn as the loop's own events, for a wire format of its own (the
+        Anthropic front); :meth:`stream` is the OpenAI one."""
+        self.check_credentials()
+        return self.runner.events(request, stream=True)
 
     async def aclose(self) -> None:
         if self._reaper is not None:

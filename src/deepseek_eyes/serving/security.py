@@ -247,6 +247,8 @@ class SecurityMiddleware:
         body_timeout: float | None = None,
         cross_site_navigation: bool = True,
         session: SessionCredential | None = None,
+        api_key_header: bool = False,
+        public_paths: frozenset[str] = frozenset(),
     ) -> None:
         """``limiter`` limits authenticated requests, per token; ``anonymous_limiter`` (by
         default one with the same rate) limits unauthenticated ones, per client address.
@@ -257,7 +259,10 @@ class SecurityMiddleware:
         ``body_timeout`` is the seconds a whole body may take to arrive (408 after).
         ``cross_site_navigation`` lets another site's page link here (a GET navigation,
         which cannot read the answer); a server with no pages of its own refuses even that.
-        ``session`` guards its paths with its own credential instead of the token."""
+        ``session`` guards its paths with its own credential instead of the token.
+        ``api_key_header`` also takes the token from ``x-api-key`` (Anthropic's clients send
+        it there), compared as the bearer one is; ``public_paths`` are exact paths a GET or
+        HEAD reaches without it (a client's liveness probe)."""
         self.app = app
         self.codes = codes
         self._expected = token.encode("utf-8") if token is not None else None
@@ -274,6 +279,8 @@ class SecurityMiddleware:
         self.body_timeout = body_timeout
         self.cross_site_navigation = cross_site_navigation
         self.session = session
+        self.api_key_header = api_key_header
+        self.public_paths = public_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -368,6 +375,8 @@ class SecurityMiddleware:
         if self._expected is None:
             return self._limited(self.anonymous_limiter.allow(client))
         given = bearer_credentials(_header(scope, b"authorization") or "")
+        if given is None and self.api_key_header:
+            given = _header(scope, b"x-api-key")
         # Headers were decoded as latin-1: encoding back gives the bytes the client sent,
         # which are UTF-8 for a token with characters beyond ASCII.
         if given is not None and hmac.compare_digest(given.encode("latin-1"), self._expected):
@@ -375,7 +384,8 @@ class SecurityMiddleware:
         limited = self._limited(self.anonymous_limiter.allow(client))
         if limited is not None:
             return limited
-        if scope.get("method") in ("GET", "HEAD") and path.startswith(self.public_prefixes):
+        if scope.get("method") in ("GET", "HEAD") and (
+                path.startswith(self.public_prefixes) or path in self.public_paths):
             return None
         challenge = f'Bearer realm="{self.codes.realm}"'.encode()
         return 401, self.codes.unauthorized, "a valid bearer token is required", [

@@ -187,6 +187,16 @@ class GatewaySettings(Strict):
         description="Also fetch image URLs on loopback/private addresses (SSRF risk).",
     )
     max_concurrent_turns: int = Field(default=64, ge=1, le=4096)
+    claude_models: dict[str, str] = Field(
+        default_factory=lambda: {"claude-opus*": "deepseek-v4-pro", "claude*": "deepseek-flash"},
+        description="The DeepSeek model a claude-* name asks for on /v1/messages (patterns, "
+        "first match wins; other names pass as they are).",
+    )
+    anthropic_ping_seconds: float = Field(
+        default=5.0, ge=0.05, le=60,
+        description="On a streamed /v1/messages answer, seconds without an event before a "
+        "ping is sent (Anthropic's clients expect them while the model thinks).",
+    )
     continue_by_history: bool = Field(
         default=True,
         description="A request with no session header whose history extends a stored "

@@ -1,9 +1,9 @@
 """One turn: a conversation in, the final model's answer out, every step recorded.
 
 ``prepare`` (path, thinking mode, session log, view) → ``loop`` (the one loop, as typed
-``events``) → ``wire`` (the OpenAI shapes in and out); ``ledger`` keeps the books (usage
-categories, audited requests, the turn record), ``relay`` forwards a stream's client
-tool-call deltas, ``budget`` (one level up) fits every request.
+``events``) → ``wire`` (the wire formats in and out, one module a format); ``ledger``
+keeps the books (usage categories, audited requests, the turn record), ``relay`` forwards
+a stream's client tool-call deltas, ``budget`` (one level up) fits every request.
 """
 
 from deepseek_eyes.runtime.turn.loop import TurnRunner

@@ -2,8 +2,8 @@
 
 :meth:`TurnRunner.events <deepseek_eyes.runtime.turn.loop.TurnRunner.events>` yields
 them; ``run()`` drains them for the answer and the OpenAI stream maps each to chunks
-(:mod:`deepseek_eyes.runtime.turn.wire`), so the plain and the streamed turn are the same
-loop.
+(:mod:`deepseek_eyes.runtime.turn.wire.openai_chat`), so the plain and the streamed turn
+are the same loop.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
 calls, model call, … until an answer, as a stream of typed events
 (:mod:`~deepseek_eyes.runtime.turn.events`). :meth:`TurnRunner.run` drains it for the
 answer; :meth:`TurnRunner.stream` maps it to OpenAI chunks
-(:class:`~deepseek_eyes.runtime.turn.wire.TurnStream`). The two differ only in how a model
+(:class:`~deepseek_eyes.runtime.turn.wire.openai_chat.TurnStream`). The two differ only in
+how a model
 call is made (whole, or streamed with the client's deltas relayed), so the same
 conversation makes the same upstream requests either way.
 
@@ -70,7 +71,7 @@ from deepseek_eyes.runtime.turn.prepare import Preparer, prefix_chain
 from deepseek_eyes.runtime.turn.relay import ToolRelay
 from deepseek_eyes.runtime.turn.request import TurnRequest, TurnResult
 from deepseek_eyes.runtime.turn.state import TurnState
-from deepseek_eyes.runtime.turn.wire import TurnStream, completion_json
+from deepseek_eyes.runtime.turn.wire.openai_chat import TurnStream, completion_json
 from deepseek_eyes.runtime.view import SentImage, image_url, render_assistant, sends_reasoning
 from deepseek_eyes.settings import LLMSettings, RuntimeSettings, VisionSettings
 from deepseek_eyes.store.events import Fork, Guard, SessionConflict, SessionStore

@@ -1,4 +1,4 @@
-"""The OpenAI wire format, in one place: a request in, a completion or chunks out.
+"""The OpenAI chat-completions wire format: a request in, a completion or chunks out.
 
 The gateway, ``ask`` and ``chat`` all build their turn with :func:`request_from_openai`
 (so admission — message structure, image counts, decoding, storing — is one path), and
