@@ -294,6 +294,8 @@ ERROR_CODES: Mapping[str, str] = {
     "GATEWAY_IDEMPOTENCY_IN_PROGRESS": "A request under this Idempotency-Key is still running.",
     "GATEWAY_IDEMPOTENCY_KEY_REUSED": "This Idempotency-Key named a different request.",
     "GATEWAY_NOT_FOUND": "No such endpoint or model.",
+    "GATEWAY_RESPONSE_NOT_FOUND": "previous_response_id names no response stored for this "
+    "gateway key (unknown, another key's, or answered with store: false).",
     "GATEWAY_METHOD_NOT_ALLOWED": "The endpoint exists but does not take this HTTP method.",
     "GATEWAY_INTERNAL_ERROR": "An unexpected failure inside the gateway (logged on the server).",
     "GATEWAY_SHUTTING_DOWN": (

@@ -43,16 +43,12 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deepseek_eyes.canonical_json import JsonObject
-from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, StoreError
+from deepseek_eyes.errors import DeepSeekEyesError, StoreError
 from deepseek_eyes.gateway import idempotency
-from deepseek_eyes.gateway.body import RequestBody, check_fields
-from deepseek_eyes.gateway.drain import Drain
+from deepseek_eyes.gateway.body import check_fields
+from deepseek_eyes.gateway.front import Front
 from deepseek_eyes.llm.known import known_model
-from deepseek_eyes.runtime.approval import Approver
-from deepseek_eyes.runtime.messages import Fetch
-from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.turn.wire import anthropic_messages as wire
-from deepseek_eyes.settings import GatewaySettings
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.store.idempotency import Claim, KeyRef
 
@@ -67,25 +63,6 @@ CLAUDE_SESSION_HEADER = "x-claude-code-session-id"
 _log = logging.getLogger(__name__)
 _PATHS = ("/v1/messages", "/api/")
 _BUSY_UPSTREAM = {503, 529}
-
-
-@dataclass
-class Front:
-    """What the Anthropic routes share with the gateway's own (see :mod:`.app`)."""
-
-    runtime: Runtime
-    settings: GatewaySettings
-    drain: Drain
-    scope: str  # the gateway key's
-    signer: wire.ThinkingSigner
-    approver: Approver | None
-    fetch: Fetch | None
-    read_body: Callable[[Request, frozenset[str]], Awaitable[RequestBody]]
-    slots: asyncio.Semaphore
-    error_status: Callable[[DeepSeekEyesError], int]
-    internal: Callable[[BaseException], GatewayError]
-    session_header: str  # the gateway's own session header (lower case)
-    key: str | None  # the gateway key (idempotency keys are kept per key)
 
 
 def _status(front: Front, exc: DeepSeekEyesError) -> int:

@@ -70,13 +70,14 @@ from deepseek_eyes.gateway import idempotency
 from deepseek_eyes.gateway.anthropic import (
     PUBLIC_PATHS,
     AnthropicErrors,
-    Front,
     anthropic_routes,
     wants_anthropic,
 )
 from deepseek_eyes.gateway.body import BodyLimits, RequestBody, check_fields, read_request
 from deepseek_eyes.gateway.drain import Drain, shutting_down
 from deepseek_eyes.gateway.fetch import fetch_image
+from deepseek_eyes.gateway.front import Front
+from deepseek_eyes.gateway.responses import responses_routes
 from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.runtime.messages import Fetch
 from deepseek_eyes.runtime.runtime import Runtime
@@ -86,6 +87,7 @@ from deepseek_eyes.runtime.turn.wire.anthropic_messages import (
     ThinkingSigner,
     thinking_directory,
 )
+from deepseek_eyes.runtime.turn.wire.openai_responses import ReasoningSealer
 from deepseek_eyes.serving.security import (
     SECURITY_HEADERS,
     RateLimiter,
@@ -112,6 +114,7 @@ _log = logging.getLogger(__name__)
 #: _BODY_TOO_LARGE, _BODY_TIMEOUT) with their statuses before a handler runs.
 _STATUS = {
     "GATEWAY_NOT_FOUND": 404,
+    "GATEWAY_RESPONSE_NOT_FOUND": 404,
     "GATEWAY_METHOD_NOT_ALLOWED": 405,
     "GATEWAY_INTERNAL_ERROR": 500,
     "STORE_FULL": 507,
@@ -539,13 +542,16 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
     async def health(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    signer = ThinkingSigner(lambda: ThinkingKeyring.load_or_create(
-        thinking_directory(runtime.home.root)))
-    anthropic = anthropic_routes(Front(
-        runtime=runtime, settings=settings, drain=drain, scope=scope, signer=signer,
+    def thinking_keyring() -> ThinkingKeyring:
+        return ThinkingKeyring.load_or_create(thinking_directory(runtime.home.root))
+
+    front = Front(
+        runtime=runtime, settings=settings, drain=drain, scope=scope,
+        signer=ThinkingSigner(thinking_keyring), sealer=ReasoningSealer(thinking_keyring),
         approver=approver, fetch=fetch, read_body=read_body, slots=slots,
-        error_status=error_status, internal=_internal, session_header=SESSION_HEADER,
-        key=key))
+        error_status=error_status, error_body=_error_body, internal=_internal,
+        session_header=SESSION_HEADER, key=key)
+    anthropic = anthropic_routes(front)
 
     return Starlette(
         exception_handlers={HTTPException: _http_exception, Exception: _unexpected},
@@ -555,6 +561,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
             Route("/v1/models/{model_id:path}", guarded(model), methods=["GET"]),
             Route("/v1/chat/completions", guarded(chat), methods=["POST"]),
             *anthropic.routes,
+            *responses_routes(front),
         ],
     )
 

@@ -357,6 +357,17 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (upstream, model)
     );
     """,
+    # 12: responses of the Responses front a client may continue with previous_response_id
+    # (gateway/responses.py): the response id, the session it answered in, the scope that
+    # asked; one answered with store: false is never noted
+    """
+    CREATE TABLE stored_responses (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        scope TEXT NOT NULL,
+        ts REAL NOT NULL
+    );
+    """,
 )
 
 CHAIN_MIGRATION = 4

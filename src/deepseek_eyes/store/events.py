@@ -505,6 +505,22 @@ class SessionStore:
             "INSERT OR REPLACE INTO session_prefixes (scope, prefix_sha256, session_id, length,"
             " ts) VALUES (?,?,?,?,?)", (scope, prefix_sha256, session_id, length, self._clock()))
 
+    def remember_response(self, response_id: str, session_id: str, *, scope: str) -> None:
+        """Note that ``response_id`` (a Responses answer kept with ``store``) was answered
+        in ``session_id`` for ``scope``, so ``previous_response_id`` continues there."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO stored_responses (id, session_id, scope, ts)"
+            " VALUES (?,?,?,?)", (response_id, session_id, scope, self._clock()))
+
+    def response_session(self, response_id: str, *, scope: str) -> str | None:
+        """The session a stored response of ``scope`` was answered in, or None (unknown,
+        another scope's, or kept with ``store: false``)."""
+        row = self._db.query_one(
+            "SELECT r.session_id FROM stored_responses r JOIN session_scopes o"
+            " ON o.session_id = r.session_id AND o.scope = r.scope"
+            " WHERE r.id = ? AND r.scope = ?", (response_id[:256], scope))
+        return str(row[0]) if row is not None else None
+
     def find_prefix(self, scope: str, prefix_sha256s: Sequence[str]) -> str | None:
         """The session whose noted history is the longest of ``prefix_sha256s`` (the chained
         hashes of a request's leading messages), or None."""

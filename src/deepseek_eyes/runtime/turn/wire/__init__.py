@@ -4,9 +4,10 @@ and the loop's answer and events back into that format.
 
 * :mod:`.openai_chat` — OpenAI ``chat/completions`` (the runtime's own message format is
   close to it, so the other formats build their requests through it);
-* :mod:`.anthropic_messages` — Anthropic ``/v1/messages`` (Claude Code).
+* :mod:`.anthropic_messages` — Anthropic ``/v1/messages`` (Claude Code);
+* :mod:`.openai_responses` — OpenAI ``/v1/responses`` (Codex CLI).
 
-A new format (OpenAI Responses) is a sibling module here, never a second loop. The names
+A new format is a sibling module here, never a second loop. The names
 of :mod:`.openai_chat` are re-exported, so ``runtime.turn.wire`` keeps its old surface.
 """
 

@@ -1,0 +1,240 @@
+"""The OpenAI Responses front of the gateway: Codex CLI (or any Responses client) on
+DeepSeek, with eyes, by pointing a ``wire_api = "responses"`` provider here.
+
+``POST /v1/responses``, whole or streamed. The format itself (items to an OpenAI body, the
+answer, the SSE grammar, the sealed reasoning) is
+:mod:`deepseek_eyes.runtime.turn.wire.openai_responses`; this module is the HTTP side.
+
+Decisions a newcomer would otherwise undo:
+
+* **The same door as the other routes** (:class:`~deepseek_eyes.gateway.front.Front`):
+  the security layer, the concurrent-turn slots, the drain, idempotency, the gateway key's
+  scope for sessions, reasoning and evidence. Errors are OpenAI's shape, as on
+  ``/v1/chat/completions``.
+* **A stream starts only once the turn has started** (its request logged), so a bad image
+  or a refused history still gets a real status; after the first byte a failure is a
+  ``response.failed`` event carrying our stable code.
+* **Sessions:** the gateway's ``X-DeepSeekEyes-Session`` names the session, else Codex's
+  ``session-id``, else its ``thread-id``: one Codex thread is one session, held in the
+  gateway key's scope.
+* **``previous_response_id``**: a response answered with ``store`` not false is recorded
+  (its id, the session and the scope), so a later request may send only its new items:
+  the session's stored log goes before them. An id that is unknown, from another scope or
+  answered with ``store: false`` is ``GATEWAY_RESPONSE_NOT_FOUND`` (404), as OpenAI's is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, StoreError
+from deepseek_eyes.gateway import idempotency
+from deepseek_eyes.gateway.body import check_fields
+from deepseek_eyes.gateway.front import Front
+from deepseek_eyes.runtime.turn.wire import openai_responses as wire
+from deepseek_eyes.store.events import SessionStore
+from deepseek_eyes.store.idempotency import Claim, KeyRef
+
+__all__ = ["CODEX_SESSION_HEADERS", "responses_routes"]
+
+#: Codex's own headers naming its conversation, in the order they are read.
+CODEX_SESSION_HEADERS = ("session-id", "thread-id")
+
+
+def _sse(event: wire.Event) -> bytes:
+    name, data = event
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {name}\ndata: {text}\n\n".encode()
+
+
+def _message(exc: DeepSeekEyesError) -> str:
+    provider = exc.details.get("provider_message")
+    if isinstance(provider, str) and provider:
+        return f"{exc.message} (upstream said: {provider})"
+    return exc.message
+
+
+class _Stream(StreamingResponse):
+    """An SSE response that closes the turn however it ends (see app._EventStream)."""
+
+    def __init__(self, events: AsyncIterator[bytes], close: Callable[[], Awaitable[None]],
+                 headers: dict[str, str]) -> None:
+        super().__init__(events, media_type="text/event-stream", headers=headers)
+        self._events_iter = events
+        self._close = close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                closing = getattr(self._events_iter, "aclose", None)
+                if closing is not None:
+                    await closing()
+                await self._close()
+
+
+def responses_routes(front: Front) -> list[Route]:
+    runtime = front.runtime
+
+    def error(exc: DeepSeekEyesError, session: str | None = None) -> JSONResponse:
+        headers = {"X-DeepSeekEyes-Session": session} if session else None
+        return JSONResponse(front.error_body(exc), status_code=front.error_status(exc),
+                            headers=headers)
+
+    async def entry(request: Request) -> Response:
+        held = [False]
+
+        def release() -> None:
+            if held[0]:
+                held[0] = False
+                front.slots.release()
+
+        try:
+            await front.slots.acquire()
+            held[0] = True
+            with front.drain.watch():
+                return await _respond(request, release)
+        except DeepSeekEyesError as exc:
+            release()
+            return error(exc, getattr(request.state, "session_id", None))
+        except Exception as exc:
+            release()
+            return error(front.internal(exc), getattr(request.state, "session_id", None))
+
+    def _session(request: Request, out: wire.Translated) -> tuple[str | None, bool]:
+        """The session the turn runs in, and whether its stored log goes first."""
+        if out.previous_response_id is not None:
+            session = runtime.sessions.response_session(out.previous_response_id,
+                                                        scope=front.scope)
+            if session is None:
+                raise GatewayError(
+                    f"no stored response {out.previous_response_id[:80]!r} for this key",
+                    code="GATEWAY_RESPONSE_NOT_FOUND",
+                    details={"param": "previous_response_id"})
+            return session, True
+        for header in (front.session_header, *CODEX_SESSION_HEADERS):
+            value = request.headers.get(header)
+            if value:
+                if not SessionStore.valid_id(value):
+                    raise StoreError(f"the {header} header is not a valid session id",
+                                     code="STORE_SESSION_INVALID")
+                return value, False
+        return None, False
+
+    async def _respond(request: Request, free_slot: Callable[[], None]) -> Response:
+        ref: KeyRef | None = None
+
+        def release() -> None:  # a stored answer keeps its key; a failed request frees it
+            free_slot()
+            if ref is not None:
+                runtime.idempotency.release(ref)
+
+        parsed = await front.read_body(request, wire.KNOWN_FIELDS)
+        fields = parsed.fields
+        out = wire.openai_body(fields, sealer=front.sealer, scope=front.scope)
+        check_fields(out.body)  # the OpenAI rules the one admission path expects
+        session_id, continuing = _session(request, out)
+        ref = idempotency.key_ref(request.headers.get(idempotency.HEADER), fields,
+                                  session_id=session_id, gateway_key=front.key)
+        if ref is not None:
+            claim = runtime.idempotency.claim(ref)
+            if claim.state == "replay":
+                free_slot()
+                return _replay(claim, out, bool(fields.get("stream")))
+            refused = idempotency.refusal(claim)
+            if refused is not None:
+                raise refused
+        try:
+            turn = await runtime.request_from_openai(
+                out.body, session_id=session_id, continue_session=continuing,
+                source="gateway", approver=front.approver, fetch=front.fetch)
+        except BaseException:
+            release()
+            raise
+        turn.idempotency = ref
+        turn.scope = front.scope
+        if front.settings.continue_by_history:
+            turn.client_scope = front.scope
+        if not fields.get("stream"):
+            try:
+                result = await runtime.run(
+                    turn, started=lambda s: setattr(request.state, "session_id", s))
+            finally:
+                release()
+            answer = wire.answer_json(result, out, sealer=front.sealer, scope=front.scope)
+            if out.store:
+                runtime.sessions.remember_response(answer["id"], result.session_id,
+                                                   scope=front.scope)
+            return JSONResponse(answer, headers={"X-DeepSeekEyes-Session": result.session_id})
+        stream = wire.ResponseStream(runtime.events(turn), out, sealer=front.sealer,
+                                     scope=front.scope)
+        iterator = aiter(stream)
+        closed = [False]
+
+        async def close() -> None:
+            if closed[0]:
+                return
+            closed[0] = True
+            try:
+                with anyio.CancelScope(shield=True):
+                    await iterator.aclose()  # type: ignore[attr-defined]
+            finally:
+                release()
+
+        try:
+            first = await anext(iterator)  # errors before this point get a real status
+        except BaseException:
+            request.state.session_id = stream.session_id
+            await close()
+            raise
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        if stream.session_id is not None:
+            headers["X-DeepSeekEyes-Session"] = stream.session_id
+        return _Stream(_events(first, iterator, stream, out, close), close, headers)
+
+    def _replay(claim: Claim, out: wire.Translated, stream: bool) -> Response:
+        """A stored answer, again (see gateway/idempotency.py), in this format."""
+        assert claim.response is not None
+        answer = wire.response_json(idempotency.replayed(claim.response), out,
+                                    sealer=front.sealer, scope=front.scope)
+        headers = {idempotency.REPLAYED_HEADER: "true"}
+        if claim.session_id is not None:
+            headers["X-DeepSeekEyes-Session"] = claim.session_id
+        if not stream:
+            return JSONResponse(answer, headers=headers)
+        payload = b"".join(_sse(event) for event in wire.response_events(answer))
+        return Response(payload, media_type="text/event-stream",
+                        headers={**headers, "Cache-Control": "no-cache"})
+
+    async def _events(first: wire.Event, iterator: AsyncIterator[wire.Event],
+                      stream: wire.ResponseStream, out: wire.Translated,
+                      close: Callable[[], Awaitable[None]]) -> AsyncIterator[bytes]:
+        try:
+            ending: DeepSeekEyesError | None = None
+            try:
+                yield _sse(first)
+                while (item := await front.drain.pull(iterator)) is not None:
+                    yield _sse(item)
+            except DeepSeekEyesError as exc:
+                ending = exc
+            except Exception as exc:
+                ending = front.internal(exc)
+            if ending is not None:
+                yield _sse(wire.failed_event(stream.emit.number, stream.response_id,
+                                             out.requested_model, ending.code,
+                                             _message(ending)))
+            elif out.store and stream.session_id is not None and stream.result is not None:
+                runtime.sessions.remember_response(stream.response_id, stream.session_id,
+                                                   scope=front.scope)
+        finally:
+            await close()
+
+    return [Route("/v1/responses", entry, methods=["POST"])]

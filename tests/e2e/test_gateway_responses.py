@@ -1,0 +1,274 @@
+"""The OpenAI Responses front, end to end, with the official ``openai`` SDK's
+``client.responses.create``: a real ``serve`` process and the loopback DeepSeek (which
+enforces DeepSeek's contract: ``deepseek-flash`` sees, ``deepseek-v4-pro`` answers an image
+with a 400, a tool-call exchange without its exact reasoning is a 400).
+
+What each test shows is what Codex CLI needs from the front: text whole and streamed in
+the Responses grammar, a function-call loop over several turns with thinking on where the
+client sends reasoning back *only* as ``encrypted_content`` (and DeepSeek still gets the
+exact text), images in a user message and inside a ``function_call_output`` (pixels for a
+model that sees, evidence for one that does not), ``previous_response_id``, custom,
+namespace and hosted tools, sessions by Codex's headers, and errors in OpenAI's shape."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from PIL import Image, ImageDraw
+
+from helpers import BLIND_TOML, GATEWAY_KEY, require_module, serve_gateway
+from runtime.upstream import REASONING_TEXT, LoopbackUpstream
+
+openai = require_module("openai")
+
+PRO = "deepseek-v4-pro"
+FLASH = "deepseek-flash"
+WEATHER = {"type": "function", "name": "weather", "description": "the weather in a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+
+
+@dataclass
+class Setup:
+    base: str  # http://127.0.0.1:PORT/v1
+    upstream: LoopbackUpstream
+    clients: list[Any]
+
+    def client(self, key: str = GATEWAY_KEY, **headers: str) -> Any:
+        client = openai.OpenAI(base_url=self.base, api_key=key, max_retries=0, timeout=60,
+                               default_headers=headers or None)
+        self.clients.append(client)
+        return client
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    root = tmp_path_factory.mktemp("responses")
+    with LoopbackUpstream() as upstream:
+        config = root / "eyes.toml"
+        config.write_text(
+            f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\nmodel = "{PRO}"\n'
+            "timeout = 20\n" + BLIND_TOML, encoding="utf-8")
+        env = {**os.environ, "DEEPSEEK_EYES_HOME": str(root / "data")}
+        with serve_gateway(config, env) as gateway:
+            setup = Setup(gateway.base, upstream, [])
+            yield setup
+            for client in setup.clients:
+                client.close()
+
+
+def png_data_url(text: str = "INVOICE 4417") -> str:
+    image = Image.new("RGB", (360, 120), "white")
+    ImageDraw.Draw(image).text((20, 45), text, fill="black")
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(out.getvalue()).decode()
+
+
+def only_encrypted(item: Any) -> dict[str, Any]:
+    """What Codex sends back of a reasoning item: its id and encrypted_content only."""
+    return {"type": "reasoning", "id": item.id, "summary": [],
+            "encrypted_content": item.encrypted_content}
+
+
+def test_text_whole(setup: Setup) -> None:
+    response = setup.client().responses.create(
+        model=PRO, instructions="be brief", input="ANSWER: hello there",
+        reasoning={"summary": "auto"}, metadata={"k": "v"})
+    assert response.status == "completed"
+    assert response.output_text == "hello there"
+    assert [item.type for item in response.output] == ["reasoning", "message"]
+    reasoning = response.output[0]
+    assert reasoning.encrypted_content.startswith("dse1r.")
+    assert REASONING_TEXT not in reasoning.encrypted_content  # sealed, not encoded
+    assert reasoning.summary[0].text  # asked for: a short readable summary
+    assert response.usage.input_tokens > 0
+    assert response.usage.output_tokens_details.reasoning_tokens > 0
+    assert response.metadata == {"k": "v"}
+    sent = setup.upstream.requests[-1]
+    assert sent["model"] == PRO
+    assert sent["messages"][0] == {"role": "system", "content": "be brief"}
+
+
+def test_text_streamed_in_the_responses_grammar(setup: Setup) -> None:
+    events = list(setup.client().responses.create(
+        model=PRO, input=[{"role": "user", "content": [
+            {"type": "input_text", "text": "ANSWER: streamed words"}]}], stream=True))
+    kinds = [e.type for e in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[-1] == "response.completed"
+    for needed in ("response.output_item.added", "response.content_part.added",
+                   "response.output_text.delta", "response.output_text.done",
+                   "response.content_part.done", "response.output_item.done"):
+        assert needed in kinds
+    numbers = [e.sequence_number for e in events]
+    assert numbers == list(range(len(events)))
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == "streamed words"
+    final = events[-1].response
+    assert final.output_text == "streamed words"
+    assert final.output[0].type == "reasoning"
+    assert final.output[0].encrypted_content.startswith("dse1r.")
+    assert final.usage.total_tokens > 0
+    # The raw wire: each event an ``event:`` line and a ``data:`` line.
+    with httpx.stream("POST", f"{setup.base}/responses", headers={
+            "Authorization": f"Bearer {GATEWAY_KEY}"}, json={
+            "model": PRO, "input": "ANSWER: raw", "stream": True}, timeout=60) as raw:
+        assert raw.status_code == 200
+        body = raw.read().decode()
+    names = [line.removeprefix("event: ") for line in body.splitlines()
+             if line.startswith("event: ")]
+    datas = [json.loads(line.removeprefix("data: ")) for line in body.splitlines()
+             if line.startswith("data: ")]
+    assert names == [d["type"] for d in datas]
+    assert names[-1] == "response.completed"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_function_call_loop_with_thinking_sends_back_only_encrypted_content(
+        setup: Setup, stream: bool) -> None:
+    client = setup.client()
+    items: list[Any] = [{"role": "user", "content":
+                         'CALL[weather]: {"city": "Oslo"}\nTHEN[weather]: {"city": "Rome"}'}]
+    results = {"Oslo": "snow", "Rome": "sun"}
+    for _ in range(2):
+        if stream:
+            events = list(client.responses.create(model=PRO, input=items, tools=[WEATHER],
+                                                  stream=True))
+            response = events[-1].response
+            assert any(e.type == "response.function_call_arguments.delta" for e in events)
+        else:
+            response = client.responses.create(model=PRO, input=items, tools=[WEATHER])
+        kinds = [item.type for item in response.output]
+        assert kinds == ["reasoning", "function_call"], kinds
+        call = response.output[1]
+        city = json.loads(call.arguments)["city"]
+        items += [only_encrypted(response.output[0]),
+                  {"type": "function_call", "call_id": call.call_id, "name": call.name,
+                   "arguments": call.arguments},
+                  {"type": "function_call_output", "call_id": call.call_id,
+                   "output": results[city]}]
+    final = client.responses.create(model=PRO, input=items, tools=[WEATHER])
+    assert final.output_text == "after weather: sun"
+    # DeepSeek got every tool-call message back with its exact reasoning (the loopback
+    # refuses a missing or different one), opened from encrypted_content.
+    sent = setup.upstream.requests[-1]["messages"]
+    calling = [m for m in sent if m.get("tool_calls")]
+    assert len(calling) == 2
+    assert all(m["reasoning_content"].startswith(REASONING_TEXT) for m in calling)
+
+
+def test_altered_encrypted_content_is_restored_from_the_store(setup: Setup) -> None:
+    client = setup.client()
+    items: list[Any] = [{"role": "user", "content": 'CALL[weather]: {"city": "Oslo"}'}]
+    first = client.responses.create(model=PRO, input=items, tools=[WEATHER])
+    reasoning, call = first.output
+    forged = reasoning.encrypted_content[:-4] + ("AAAA" if not reasoning.encrypted_content
+                                                 .endswith("AAAA") else "BBBB")
+    items += [{"type": "reasoning", "id": reasoning.id, "summary": [],
+               "encrypted_content": forged},
+              {"type": "function_call", "call_id": call.call_id, "name": call.name,
+               "arguments": call.arguments},
+              {"type": "function_call_output", "call_id": call.call_id, "output": "snow"}]
+    second = client.responses.create(model=PRO, input=items, tools=[WEATHER])
+    assert second.output_text == "after weather: snow"
+    calling = [m for m in setup.upstream.requests[-1]["messages"] if m.get("tool_calls")]
+    assert calling[0]["reasoning_content"].startswith(REASONING_TEXT)
+
+
+def test_an_image_inside_a_function_call_output(setup: Setup) -> None:
+    client = setup.client()
+    for model, pixels in ((PRO, False), (FLASH, True)):
+        items: list[Any] = [{"role": "user", "content": 'CALL[view_image]: {"path": "a.png"}'}]
+        tool = {**WEATHER, "name": "view_image"}
+        first = client.responses.create(model=model, input=items, tools=[tool])
+        call = next(item for item in first.output if item.type == "function_call")
+        before = len(setup.upstream.decoded)
+        items += [item.model_dump(exclude_none=True) for item in first.output]
+        items.append({"type": "function_call_output", "call_id": call.call_id, "output": [
+            {"type": "input_text", "text": "the screenshot"},
+            {"type": "input_image", "image_url": png_data_url("RECEIPT 99")}]})
+        second = client.responses.create(model=model, input=items, tools=[tool])
+        assert second.status == "completed"
+        sent = setup.upstream.requests_for(model)[-1]
+        assert ("image_url" in json.dumps(sent)) is pixels
+        assert (len(setup.upstream.decoded) > before) is pixels
+        if not pixels:  # evidence: the local OCR read the text, DeepSeek got it as text
+            assert "evidence from route local" in json.dumps(sent)
+
+
+def test_an_image_in_a_user_message_is_evidence_for_pro(setup: Setup) -> None:
+    before = len(setup.upstream.decoded)
+    response = setup.client().responses.create(model=PRO, input=[{"role": "user", "content": [
+        {"type": "input_text", "text": "what does it say?"},
+        {"type": "input_image", "image_url": png_data_url(), "detail": "auto"}]}])
+    assert response.status == "completed"
+    sent = setup.upstream.requests_for(PRO)[-1]
+    assert "image_url" not in json.dumps(sent)
+    assert "INVOICE 4417" in json.dumps(sent)
+    assert len(setup.upstream.decoded) == before
+
+
+def test_previous_response_id_continues_and_store_false_keeps_nothing(setup: Setup) -> None:
+    client = setup.client()
+    first = client.responses.create(model=PRO, input="ANSWER: first answer")
+    second = client.responses.create(model=PRO, previous_response_id=first.id,
+                                     input="ANSWER: second answer")
+    assert second.output_text == "second answer"
+    history = json.dumps(setup.upstream.requests[-1]["messages"])
+    assert "first answer" in history
+    unstored = client.responses.create(model=PRO, input="ANSWER: gone", store=False)
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.responses.create(model=PRO, previous_response_id=unstored.id, input="hi")
+    assert caught.value.body["code"] == "GATEWAY_RESPONSE_NOT_FOUND"
+
+
+def test_custom_namespace_and_hosted_tools(setup: Setup) -> None:
+    tools = [
+        {"type": "custom", "name": "apply_patch", "description": "apply a patch"},
+        {"type": "namespace", "name": "agents", "description": "sub-agents",
+         "tools": [{**WEATHER, "name": "spawn"}]},
+        {"type": "web_search"},
+    ]
+    response = setup.client().responses.create(
+        model=FLASH, tools=tools,
+        input='CALL[apply_patch]: {"input": "*** Begin Patch"}\nCALL[agents__spawn]: {}')
+    kinds = {item.type: item for item in response.output}
+    assert kinds["custom_tool_call"].input == "*** Begin Patch"
+    assert kinds["custom_tool_call"].name == "apply_patch"
+    spawned = kinds["function_call"]
+    assert spawned.name == "spawn"
+    assert spawned.model_dump().get("namespace") == "agents"
+    assert response.metadata["deepseekeyes_dropped_tools"] == "web_search"
+    offered = [t["function"]["name"] for t in setup.upstream.requests[-1]["tools"]]
+    assert offered == ["apply_patch", "agents__spawn"]
+
+
+def test_codex_session_headers_name_the_session(setup: Setup) -> None:
+    thread = "01a24a46-b520-74d2-9b1d-b237b9171c33"
+    raw = setup.client(**{"session-id": thread}).responses.with_raw_response.create(
+        model=PRO, input="ANSWER: one")
+    assert raw.headers["x-deepseekeyes-session"] == thread
+
+
+def test_errors_in_openais_shape(setup: Setup) -> None:
+    client = setup.client()
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.responses.create(model=PRO, input=[{"type": "message", "role": "tool",
+                                                   "content": "x"}])
+    assert bad.value.body["code"] == "GATEWAY_BAD_REQUEST"
+    assert bad.value.body["param"] == "input[0].role"
+    with pytest.raises(openai.AuthenticationError):
+        setup.client(key="wrong-key-0123456789abcdefghijklmnopqrstuvwxyz").responses.create(
+            model=PRO, input="hi")
+    # A failure after the stream started is a response.failed event with our code.
+    events = list(client.responses.create(model="midfail", input="hi", stream=True))
+    assert events[-1].type == "response.failed"
+    assert events[-1].response.error.code.startswith("LLM_")
