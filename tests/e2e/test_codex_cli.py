@@ -131,13 +131,19 @@ def test_a_multi_step_task_with_exec_command_writes_a_file(setup: Setup, task: R
     assert task.thread_id in [s["id"] for s in sessions]
 
 
-def test_an_image_attached_with_i_is_answered_from_evidence(setup: Setup, task: Run) -> None:
+@pytest.fixture(scope="module")
+def image_run(setup: Setup, task: Run) -> tuple[Run, list[dict[str, Any]]]:
     before = len(setup.upstream.requests)
     run = setup.codex("--skip-git-repo-check", "-s", "danger-full-access", "--json",
                       "What does the attached image say?", "-i",
                       str(setup.project / "shot.png"))
+    return run, setup.upstream.requests[before:]
+
+
+def test_an_image_attached_with_i_is_answered_from_evidence(
+        setup: Setup, image_run: tuple[Run, list[dict[str, Any]]]) -> None:
+    run, new = image_run
     assert run.answer
-    new = setup.upstream.requests[before:]
     assert new
     sent = json.dumps(new[-1]["messages"])  # (Codex's tool schemas mention image_url)
     assert '"image_url"' not in sent  # v4-pro is text-only: evidence, never pixels
@@ -145,15 +151,17 @@ def test_an_image_attached_with_i_is_answered_from_evidence(setup: Setup, task: 
     assert setup.upstream.decoded == []
 
 
-def test_resume_last_keeps_the_session(setup: Setup, task: Run) -> None:
+def test_resume_last_keeps_the_session(
+        setup: Setup, image_run: tuple[Run, list[dict[str, Any]]]) -> None:
     before = len(setup.upstream.requests)
     again = setup.codex("resume", "--last", "--skip-git-repo-check", "--json",
                         "-c", 'sandbox_mode="danger-full-access"',
                         "ANSWER: continued fine")
     assert again.answer == "continued fine"
+    assert again.thread_id == image_run[0].thread_id
     new = setup.upstream.requests[before:]
     assert new
     history = json.dumps(new[-1]["messages"])
-    assert "canary-7781" in history or "What does the attached image say" in history
+    assert "What does the attached image say" in history  # the earlier exchange went up
     ids = [s["id"] for s in setup.sessions()]
-    assert again.thread_id in ids
+    assert ids.count(again.thread_id) == 1  # the same session, continued
