@@ -272,3 +272,34 @@ def test_errors_in_openais_shape(setup: Setup) -> None:
     events = list(client.responses.create(model="midfail", input="hi", stream=True))
     assert events[-1].type == "response.failed"
     assert events[-1].response.error.code.startswith("LLM_")
+
+
+def test_models_in_codex_catalog_shape_for_codex(setup: Setup) -> None:
+    """Codex asks ``/models?client_version=X`` and reads its own catalog shape: each model
+    with its context window and reasoning levels, and the fields Codex 0.169 requires
+    (an entry without instructions is refused by its parser). Other clients keep OpenAI's."""
+    auth = {"Authorization": f"Bearer {GATEWAY_KEY}"}
+    codex = httpx.get(f"{setup.base}/models", params={"client_version": "0.169.0"},
+                      headers=auth, timeout=30)
+    assert codex.status_code == 200, codex.text
+    models = {m["slug"]: m for m in codex.json()["models"]}
+    assert set(models) >= {PRO, FLASH}
+    pro = models[PRO]
+    assert pro["context_window"] == pro["max_context_window"] == 1048576  # known-models
+    assert pro["default_reasoning_level"] == "high"  # v4-pro thinks by default
+    assert [level["effort"] for level in pro["supported_reasoning_levels"]] == ["none", "high"]
+    assert pro["input_modalities"] == ["text", "image"]  # the gateway gives it eyes
+    for entry in models.values():
+        for required in ("display_name", "shell_type", "visibility", "supported_in_api",
+                         "priority", "support_verbosity", "truncation_policy",
+                         "experimental_supported_tools", "supported_reasoning_levels"):
+            assert required in entry
+        assert entry["base_instructions"]
+        assert entry["visibility"] == "list"
+    plain = httpx.get(f"{setup.base}/models", headers=auth, timeout=30).json()
+    assert plain["object"] == "list"
+    assert PRO in [m["id"] for m in plain["data"]]
+    # The same key check as every route.
+    refused = httpx.get(f"{setup.base}/models", params={"client_version": "0.169.0"},
+                        timeout=30)
+    assert refused.status_code == 401
