@@ -190,3 +190,8 @@ def test_resume_last_keeps_the_session(
     assert "What does the attached image say" in history  # the earlier exchange went up
     ids = [s["id"] for s in setup.sessions()]
     assert ids.count(again.thread_id) == 1  # the same session, continued
+    # Codex sends store: false: its sessions hold hashes, never what was said.
+    held = b"".join(f.read_bytes() for f in setup.data.rglob("*") if f.is_file())
+    assert b"What does the attached image say" not in held
+    assert b"continued fine" not in held
+    assert b"canary-7781" not in held

@@ -21,6 +21,12 @@ Decisions a newcomer would otherwise undo:
   (its id, the session and the scope), so a later request may send only its new items:
   the session's stored log goes before them. An id that is unknown, from another scope or
   answered with ``store: false`` is ``GATEWAY_RESPONSE_NOT_FOUND`` (404), as OpenAI's is.
+* **``store: false`` keeps nothing but what the audit needs**: the turn runs on the
+  request's own history, and its session keeps each message's SHA-256 and role, never its
+  content (store/events.py); the audit rows (request hashes, usage, the turn record) are
+  written as for every turn; no answer is kept for ``previous_response_id`` or for an
+  Idempotency-Key (refused with ``GATEWAY_IDEMPOTENCY_UNKEPT``). Codex sends
+  ``store: false`` and resends its whole history, so its sessions still list and resume.
 * **Codex's model catalog** (:func:`codex_catalog`): Codex asks ``GET /v1/models?
   client_version=X`` and reads ``{"models": [...]}`` in its own shape; without an entry for
   its model it warns "Model metadata for … not found" and guesses (a 272k window, no
@@ -215,6 +221,10 @@ def responses_routes(front: Front) -> list[Route]:
         out = wire.openai_body(fields, sealer=front.sealer, scope=front.scope)
         check_fields(out.body)  # the OpenAI rules the one admission path expects
         session_id, continuing = _session(request, out)
+        if not out.store and request.headers.get(idempotency.HEADER) is not None:
+            raise GatewayError("an Idempotency-Key needs the answer kept for replay; "
+                               "store: false keeps none", code="GATEWAY_IDEMPOTENCY_UNKEPT",
+                               details={"param": "store"})
         ref = idempotency.key_ref(request.headers.get(idempotency.HEADER), fields,
                                   session_id=session_id, gateway_key=front.key)
         if ref is not None:
@@ -234,6 +244,7 @@ def responses_routes(front: Front) -> list[Route]:
             raise
         turn.idempotency = ref
         turn.scope = front.scope
+        turn.keep = out.store  # store: false keeps the messages' hashes only
         if front.settings.continue_by_history:
             turn.client_scope = front.scope
         if not fields.get("stream"):
