@@ -140,6 +140,8 @@ ERROR_CODES: Mapping[str, str] = {
     "STORE_SESSION_INVALID": "A session id is malformed (1-128 letters, digits, . _ : -).",
     "STORE_SESSION_NOT_FOUND": "No session has that id.",
     "STORE_SESSION_CONFLICT": "The session kept changing under the request; send it again.",
+    "STORE_SESSION_UNKEPT": "The session holds messages kept only as hashes (store: false); "
+    "it cannot be continued from the store: send the whole history.",
     "STORE_SESSION_FOREIGN": (
         "The session belongs to another client scope (another gateway key, the CLI, or from "
         "before scopes); nothing was appended to it."
@@ -293,6 +295,8 @@ ERROR_CODES: Mapping[str, str] = {
     "characters or not printable ASCII.",
     "GATEWAY_IDEMPOTENCY_IN_PROGRESS": "A request under this Idempotency-Key is still running.",
     "GATEWAY_IDEMPOTENCY_KEY_REUSED": "This Idempotency-Key named a different request.",
+    "GATEWAY_IDEMPOTENCY_UNKEPT": "An Idempotency-Key needs the answer kept for replay; "
+    "a request with store: false keeps none.",
     "GATEWAY_NOT_FOUND": "No such endpoint or model.",
     "GATEWAY_RESPONSE_NOT_FOUND": "previous_response_id names no response stored for this "
     "gateway key (unknown, another key's, or answered with store: false).",

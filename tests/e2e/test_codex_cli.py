@@ -9,6 +9,11 @@ throughout (Codex replays reasoning only as ``encrypted_content``; every tool-ca
 must reach DeepSeek with its exact reasoning or the loopback answers DeepSeek's 400) and it
 is text-only (an image attached with ``-i`` reaches it as evidence, never pixels).
 
+The provider's key comes from an ``auth`` command (``printenv EYES_KEY``), as the README
+says: Codex 0.169 asks a custom provider for its model catalog (``GET /v1/models?
+client_version=…``) only then, and with the gateway's catalog it prints no
+"Model metadata … not found" warning and caches what it read in ``models_cache.json``.
+
 Codex's own sandbox cannot start here (bwrap cannot exec its helper), so it runs with
 ``-s danger-full-access`` inside the scratch project. Three process starts in all: the
 task, the image, ``exec resume --last``. Codex is installed by ``scripts/ci-deps.sh``
@@ -48,6 +53,11 @@ class Run:
     @property
     def answer(self) -> str:
         return str(self.items("agent_message")[-1]["text"])
+
+    def metadata_warnings(self) -> list[str]:
+        """Codex's "Model metadata for `X` not found" notices (an ``error`` item), if any."""
+        texts = [json.dumps(e) for e in self.events] + [self.stderr]
+        return [t for t in texts if "Model metadata for" in t]
 
     @property
     def thread_id(self) -> str:
@@ -103,8 +113,9 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             (codex_home / "config.toml").write_text(
                 f'model = "{MODEL}"\nmodel_provider = "eyes"\n\n'
                 '[model_providers.eyes]\nname = "DeepSeekEyes"\n'
-                f'base_url = "{gateway.base}"\nenv_key = "EYES_KEY"\n'
-                'wire_api = "responses"\n', encoding="utf-8")
+                f'base_url = "{gateway.base}"\nwire_api = "responses"\n\n'
+                '[model_providers.eyes.auth]\ncommand = "printenv"\nargs = ["EYES_KEY"]\n',
+                encoding="utf-8")
             yield Setup(project, codex_home, config, data, upstream)
 
 
@@ -129,6 +140,18 @@ def test_a_multi_step_task_with_exec_command_writes_a_file(setup: Setup, task: R
     # One Codex thread, one session, under Codex's own id.
     sessions = setup.sessions()
     assert task.thread_id in [s["id"] for s in sessions]
+
+
+def test_codex_reads_the_gateways_model_catalog(setup: Setup, task: Run) -> None:
+    assert task.metadata_warnings() == []  # Codex found deepseek-v4-pro's metadata
+    # What Codex fetched and parsed from the gateway's /v1/models (it caches it here).
+    cache = json.loads((setup.codex_home / "models_cache.json").read_text(encoding="utf-8"))
+    entry = next(m for m in cache["models"] if m["slug"] == MODEL)
+    assert entry["context_window"] == 1048576
+    assert [level["effort"] for level in entry["supported_reasoning_levels"]] == [
+        "none", "high"]
+    sent = [r for r in setup.upstream.requests if r.get("model") == MODEL]
+    assert "DeepSeekEyes" in json.dumps(sent[0]["messages"])  # the catalog's instructions
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +181,8 @@ def test_resume_last_keeps_the_session(
                         "-c", 'sandbox_mode="danger-full-access"',
                         "ANSWER: continued fine")
     assert again.answer == "continued fine"
+    assert again.metadata_warnings() == []
+    assert image_run[0].metadata_warnings() == []
     assert again.thread_id == image_run[0].thread_id
     new = setup.upstream.requests[before:]
     assert new
@@ -165,3 +190,8 @@ def test_resume_last_keeps_the_session(
     assert "What does the attached image say" in history  # the earlier exchange went up
     ids = [s["id"] for s in setup.sessions()]
     assert ids.count(again.thread_id) == 1  # the same session, continued
+    # Codex sends store: false: its sessions hold hashes, never what was said.
+    held = b"".join(f.read_bytes() for f in setup.data.rglob("*") if f.is_file())
+    assert b"What does the attached image say" not in held
+    assert b"continued fine" not in held
+    assert b"canary-7781" not in held

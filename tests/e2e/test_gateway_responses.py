@@ -18,13 +18,14 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from PIL import Image, ImageDraw
 
-from helpers import BLIND_TOML, GATEWAY_KEY, require_module, serve_gateway
+from helpers import BLIND_TOML, GATEWAY_KEY, require_module, run_cli, serve_gateway
 from runtime.upstream import REASONING_TEXT, LoopbackUpstream
 
 openai = require_module("openai")
@@ -40,6 +41,8 @@ class Setup:
     base: str  # http://127.0.0.1:PORT/v1
     upstream: LoopbackUpstream
     clients: list[Any]
+    config: Path
+    data: Path
 
     def client(self, key: str = GATEWAY_KEY, **headers: str) -> Any:
         client = openai.OpenAI(base_url=self.base, api_key=key, max_retries=0, timeout=60,
@@ -58,7 +61,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             "timeout = 20\n" + BLIND_TOML, encoding="utf-8")
         env = {**os.environ, "DEEPSEEK_EYES_HOME": str(root / "data")}
         with serve_gateway(config, env) as gateway:
-            setup = Setup(gateway.base, upstream, [])
+            setup = Setup(gateway.base, upstream, [], config, root / "data")
             yield setup
             for client in setup.clients:
                 client.close()
@@ -272,3 +275,93 @@ def test_errors_in_openais_shape(setup: Setup) -> None:
     events = list(client.responses.create(model="midfail", input="hi", stream=True))
     assert events[-1].type == "response.failed"
     assert events[-1].response.error.code.startswith("LLM_")
+
+
+def test_models_in_codex_catalog_shape_for_codex(setup: Setup) -> None:
+    """Codex asks ``/models?client_version=X`` and reads its own catalog shape: each model
+    with its context window and reasoning levels, and the fields Codex 0.169 requires
+    (an entry without instructions is refused by its parser). Other clients keep OpenAI's."""
+    auth = {"Authorization": f"Bearer {GATEWAY_KEY}"}
+    codex = httpx.get(f"{setup.base}/models", params={"client_version": "0.169.0"},
+                      headers=auth, timeout=30)
+    assert codex.status_code == 200, codex.text
+    models = {m["slug"]: m for m in codex.json()["models"]}
+    assert set(models) >= {PRO, FLASH}
+    pro = models[PRO]
+    assert pro["context_window"] == pro["max_context_window"] == 1048576  # known-models
+    assert pro["default_reasoning_level"] == "high"  # v4-pro thinks by default
+    assert [level["effort"] for level in pro["supported_reasoning_levels"]] == ["none", "high"]
+    assert pro["input_modalities"] == ["text", "image"]  # the gateway gives it eyes
+    for entry in models.values():
+        for required in ("display_name", "shell_type", "visibility", "supported_in_api",
+                         "priority", "support_verbosity", "truncation_policy",
+                         "experimental_supported_tools", "supported_reasoning_levels"):
+            assert required in entry
+        assert entry["base_instructions"]
+        assert entry["visibility"] == "list"
+    plain = httpx.get(f"{setup.base}/models", headers=auth, timeout=30).json()
+    assert plain["object"] == "list"
+    assert PRO in [m["id"] for m in plain["data"]]
+    # The same key check as every route.
+    refused = httpx.get(f"{setup.base}/models", params={"client_version": "0.169.0"},
+                        timeout=30)
+    assert refused.status_code == 401
+
+
+def _data_bytes(data: Path) -> bytes:
+    """Every byte the gateway's data directory holds (databases, their WAL, logs, keys)."""
+    return b"".join(f.read_bytes() for f in sorted(data.rglob("*")) if f.is_file())
+
+
+def test_store_false_keeps_only_hashes(setup: Setup) -> None:
+    """``store: false`` keeps nothing but what the audit needs: the session holds each
+    message's hash and role (Codex's sessions still list and resume), the audit chain
+    verifies, and no byte of what was said is in the data directory, the answer included.
+    The same words with ``store`` left on are there (the check can fail)."""
+    thread = "01a24a46-0000-7000-8000-00000000f00d"
+    client = setup.client(**{"session-id": thread})
+    said = "ANSWER: unkept-canary-5521"
+    first = client.responses.create(model=PRO, input=said, store=False)
+    assert first.output_text == "unkept-canary-5521"
+    assert first.store is False
+    # Codex's next turn: the whole history again (reasoning sealed), plus a new message.
+    again = client.responses.create(model=PRO, store=False, input=[
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": said}]},
+        *[item.model_dump(exclude_none=True) for item in first.output],
+        {"type": "message", "role": "user",
+         "content": [{"type": "input_text", "text": "ANSWER: second-unkept-7730"}]}])
+    assert again.output_text == "second-unkept-7730"
+    sent = setup.upstream.requests[-1]["messages"]
+    assert "unkept-canary-5521" in json.dumps(sent)  # the turn was shown the whole history
+    kept = setup.client().responses.create(model=PRO, input="ANSWER: kept-canary-6612")
+    assert kept.output_text == "kept-canary-6612"
+    stored = _data_bytes(setup.data)
+    assert b"kept-canary-6612" in stored
+    assert b"unkept-canary-5521" not in stored
+    assert b"second-unkept-7730" not in stored
+    shown = run_cli(setup.config, setup.data, "sessions", "show", thread, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert "unkept-canary" not in shown.stdout
+    events = json.loads(shown.stdout)["events"]
+    # user, answer; then only what the second request added: user, answer (no duplicates).
+    assert [e["role"] for e in events] == ["user", "assistant", "user", "assistant"]
+    assert all(e["message"] == {"role": e["role"], "unkept": True} for e in events)
+    verified = run_cli(setup.config, setup.data, "audit", "verify", "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_store_false_refuses_what_would_keep_content(setup: Setup) -> None:
+    client = setup.client()
+    # An Idempotency-Key needs the answer kept for replay.
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.responses.create(model=PRO, input="ANSWER: x", store=False,
+                                extra_headers={"Idempotency-Key": "unkept-1"})
+    assert bad.value.body["code"] == "GATEWAY_IDEMPOTENCY_UNKEPT"
+    # A stored response whose session later kept hashes only cannot be continued from it.
+    thread = "01a24a46-0000-7000-8000-00000000beef"
+    named = setup.client(**{"session-id": thread})
+    kept = named.responses.create(model=PRO, input="ANSWER: kept first")
+    named.responses.create(model=PRO, input="ANSWER: then unkept", store=False)
+    with pytest.raises(openai.ConflictError) as conflict:
+        client.responses.create(model=PRO, previous_response_id=kept.id, input="ANSWER: more")
+    assert conflict.value.body["code"] == "STORE_SESSION_UNKEPT"

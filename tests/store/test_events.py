@@ -55,3 +55,29 @@ def test_sessions_listing_and_turns(tmp_path: Path) -> None:
     (turn,) = store.turns("new")
     assert turn.details == {"k": 1}
     assert turn.path == "text"
+
+
+def test_unkept_messages_keep_their_hash_and_role_only(tmp_path: Path) -> None:
+    """``unkept=True`` (a ``store: false`` request): the row holds the real message's hash
+    and its role, never its content, and indexes no call ids (nothing restores from it)."""
+    db = Database(tmp_path / "eyes.db")
+    store = SessionStore(db)
+    said = {"role": "user", "content": "secret words"}
+    called = {"role": "assistant", "content": "", "reasoning_content": "secret thought",
+              "tool_calls": [{"id": "call_unkept", "type": "function",
+                              "function": {"name": "f", "arguments": "{}"}}]}
+    assert store.append("s1", [said, called], create="gateway", scope="k",
+                        unkept=True) == [0, 1]
+    events = store.events("s1")
+    assert [e.message for e in events] == [{"role": "user", "unkept": True},
+                                           {"role": "assistant", "unkept": True}]
+    assert [e.body_sha256 for e in events] == [body_digest(said), body_digest(called)]
+    assert store.issued_calls(["call_unkept"], scope="k") == {}
+    assert store.body_hashes("s1") == ([body_digest(said), body_digest(called)], 1, "k")
+    assert store.body_hashes("none") == ([], -1, None)
+    raw = (tmp_path / "eyes.db").read_bytes() + b"".join(
+        p.read_bytes() for p in tmp_path.glob("eyes.db-*"))
+    assert b"secret" not in raw
+    # A kept message beside them is kept as ever.
+    store.append("s1", [said])
+    assert store.events("s1")[-1].message == said

@@ -1,6 +1,7 @@
 """The OpenAI-compatible gateway: any OpenAI client gains eyes by changing its base URL.
 
-``GET /v1/models`` lists every final model with image input added; ``POST
+``GET /v1/models`` lists every final model with image input added (in Anthropic's shape for
+an Anthropic client, in Codex's catalog shape for a request naming ``client_version``); ``POST
 /v1/chat/completions`` runs the same turn code as ``deepseek-eyes ask``, streamed (SSE) or
 not. Every failure, unknown paths and methods and unexpected exceptions included, uses
 OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``, with our stable code
@@ -77,7 +78,7 @@ from deepseek_eyes.gateway.body import BodyLimits, RequestBody, check_fields, re
 from deepseek_eyes.gateway.drain import Drain, shutting_down
 from deepseek_eyes.gateway.fetch import fetch_image
 from deepseek_eyes.gateway.front import Front
-from deepseek_eyes.gateway.responses import responses_routes
+from deepseek_eyes.gateway.responses import codex_catalog, responses_routes, wants_codex_catalog
 from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.runtime.messages import Fetch
 from deepseek_eyes.runtime.runtime import Runtime
@@ -133,6 +134,7 @@ _STATUS = {
     "GATEWAY_IDEMPOTENCY_IN_PROGRESS": 409,
     "GATEWAY_IDEMPOTENCY_KEY_REUSED": 422,
     "STORE_SESSION_CONFLICT": 409,
+    "STORE_SESSION_UNKEPT": 409,
     "GATEWAY_BODY_TEXT_TOO_LARGE": 413,
     "GATEWAY_JSON_TOO_MANY_NODES": 413,
     "STORE_SESSION_FOREIGN": 403,
@@ -379,6 +381,8 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
                 f"the model endpoint's list could not be read: {failure.message}",
                 code=failure.code, details=failure.details,
             )
+        if wants_codex_catalog(request):  # Codex's own catalog shape
+            return JSONResponse(codex_catalog(listing))
         data = [_model_entry(info.id, info.owned_by) for info in listing]
         body: JsonObject = {"object": "list", "data": data}
         if failure is not None:  # the settings' models (or the last good listing) only

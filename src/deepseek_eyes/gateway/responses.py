@@ -21,6 +21,20 @@ Decisions a newcomer would otherwise undo:
   (its id, the session and the scope), so a later request may send only its new items:
   the session's stored log goes before them. An id that is unknown, from another scope or
   answered with ``store: false`` is ``GATEWAY_RESPONSE_NOT_FOUND`` (404), as OpenAI's is.
+* **``store: false`` keeps nothing but what the audit needs**: the turn runs on the
+  request's own history, and its session keeps each message's SHA-256 and role, never its
+  content (store/events.py); the audit rows (request hashes, usage, the turn record) are
+  written as for every turn; no answer is kept for ``previous_response_id`` or for an
+  Idempotency-Key (refused with ``GATEWAY_IDEMPOTENCY_UNKEPT``). Codex sends
+  ``store: false`` and resends its whole history, so its sessions still list and resume.
+* **Codex's model catalog** (:func:`codex_catalog`): Codex asks ``GET /v1/models?
+  client_version=X`` and reads ``{"models": [...]}`` in its own shape; without an entry for
+  its model it warns "Model metadata for … not found" and guesses (a 272k window, no
+  reasoning levels). Codex 0.169 asks a custom provider only when the provider's key comes
+  from an ``auth`` command (``env_key`` providers are never asked), which the README's
+  config uses. An entry must carry instructions (Codex refuses one with neither
+  ``base_instructions`` nor ``model_messages``) and they *replace* Codex's built-in prompt,
+  so ours are short, our own, and a user's ``model_instructions_file`` still overrides them.
 """
 
 from __future__ import annotations
@@ -34,18 +48,83 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, StoreError
 from deepseek_eyes.gateway import idempotency
 from deepseek_eyes.gateway.body import check_fields
 from deepseek_eyes.gateway.front import Front
+from deepseek_eyes.llm.catalog import ModelInfo
+from deepseek_eyes.llm.known import known_model
 from deepseek_eyes.runtime.turn.wire import openai_responses as wire
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.store.idempotency import Claim, KeyRef
 
-__all__ = ["CODEX_SESSION_HEADERS", "responses_routes"]
+__all__ = ["CODEX_INSTRUCTIONS", "CODEX_SESSION_HEADERS", "codex_catalog", "responses_routes",
+           "wants_codex_catalog"]
 
 #: Codex's own headers naming its conversation, in the order they are read.
 CODEX_SESSION_HEADERS = ("session-id", "thread-id")
+
+#: The base instructions each catalog entry carries (Codex requires some, and they stand in
+#: for its built-in prompt): ours, short, about the tools Codex offers.
+CODEX_INSTRUCTIONS = (
+    "You are a coding agent working in the user's terminal through Codex CLI, served by "
+    "DeepSeekEyes. Work in the current project: read files and run commands with the shell "
+    "tools, make the changes the task needs, check them, and keep going until the task is "
+    "done. Never run destructive commands (deleting work, rewriting git history) unless the "
+    "user asked. Images (screenshots, attachments, view_image results) reach you as pixels "
+    "or as evidence text: treat both as what the image shows. End with a short answer that "
+    "says what you did and what is left."
+)
+
+#: Codex's effort names for the two states a DeepSeek model has: ``none`` turns thinking
+#: off (the wire maps it to ``thinking: disabled``); ``high`` leaves the model's default.
+_EFFORT_OFF = {"effort": "none", "description": "No thinking: answers at once"}
+_EFFORT_ON = {"effort": "high", "description": "Thinks before it answers (DeepSeek's default)"}
+
+
+def wants_codex_catalog(request: Request) -> bool:
+    """Codex's models request: it always names its version in the query."""
+    return "client_version" in request.query_params
+
+
+def codex_catalog(listing: list[ModelInfo]) -> JsonObject:
+    """``{"models": [...]}`` in Codex's ``ModelInfo`` shape (fields checked against Codex
+    0.169's parser: the required ones and the ones that change what it does), one entry
+    per listed model: its context window and whether it thinks from the known-models table,
+    its reasoning levels from that, image input always (the gateway gives every model eyes).
+    Other fields keep the values Codex's own fallback uses, so its tools do not change."""
+    models: list[JsonObject] = []
+    for priority, info in enumerate(listing):
+        known = known_model(info.id)
+        thinks = known is not None and known.thinks_by_default
+        entry: JsonObject = {
+            "slug": info.id,
+            "display_name": info.id,
+            "description": f"{info.id} through DeepSeekEyes (with eyes)",
+            "default_reasoning_level": "high" if thinks else "none",
+            "supported_reasoning_levels": [dict(_EFFORT_OFF), dict(_EFFORT_ON)] if thinks
+                                          else [dict(_EFFORT_OFF)],
+            "shell_type": "default",
+            "visibility": "list",
+            "supported_in_api": True,
+            "priority": priority,
+            "upgrade": None,
+            "base_instructions": CODEX_INSTRUCTIONS,
+            "supports_reasoning_summaries": True,
+            "support_verbosity": False,
+            "default_verbosity": None,
+            "apply_patch_tool_type": None,
+            "truncation_policy": {"mode": "bytes", "limit": 10_000},
+            "supports_parallel_tool_calls": False,
+            "experimental_supported_tools": [],
+            "input_modalities": ["text", "image"],
+        }
+        if known is not None and known.context_tokens:
+            entry["context_window"] = known.context_tokens
+            entry["max_context_window"] = known.context_tokens
+        models.append(entry)
+    return {"models": models}
 
 
 def _sse(event: wire.Event) -> bytes:
@@ -142,6 +221,10 @@ def responses_routes(front: Front) -> list[Route]:
         out = wire.openai_body(fields, sealer=front.sealer, scope=front.scope)
         check_fields(out.body)  # the OpenAI rules the one admission path expects
         session_id, continuing = _session(request, out)
+        if not out.store and request.headers.get(idempotency.HEADER) is not None:
+            raise GatewayError("an Idempotency-Key needs the answer kept for replay; "
+                               "store: false keeps none", code="GATEWAY_IDEMPOTENCY_UNKEPT",
+                               details={"param": "store"})
         ref = idempotency.key_ref(request.headers.get(idempotency.HEADER), fields,
                                   session_id=session_id, gateway_key=front.key)
         if ref is not None:
@@ -161,6 +244,7 @@ def responses_routes(front: Front) -> list[Route]:
             raise
         turn.idempotency = ref
         turn.scope = front.scope
+        turn.keep = out.store  # store: false keeps the messages' hashes only
         if front.settings.continue_by_history:
             turn.client_scope = front.scope
         if not fields.get("stream"):

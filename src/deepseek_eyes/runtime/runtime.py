@@ -25,7 +25,7 @@ import contextlib
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from deepseek_eyes.errors import ConfigError, LLMError
+from deepseek_eyes.errors import ConfigError, LLMError, StoreError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.client import ChatClient
@@ -227,6 +227,11 @@ class Runtime:
         if continue_session and session_id is not None and SessionStore.valid_id(session_id) \
                 and self.sessions.exists(session_id):
             history = self.sessions.messages(session_id)
+            if any(m.get("unkept") for m in history):  # hashes only: no history to give
+                raise StoreError(
+                    "the session holds messages kept only as hashes (store: false); send "
+                    "the whole history instead", code="STORE_SESSION_UNKEPT",
+                    details={"session_id": session_id})
         return await request_from_openai(
             body, admit=self.bridge.admit_all, fetch=fetch,
             max_image_bytes=self.settings.image.max_bytes,

@@ -23,6 +23,13 @@ Decisions a newcomer would otherwise undo:
   and :meth:`SessionStore.messages` leave it out, while the rows stay (append-only).
   Attempts of one turn share its ``base`` (the sequence number its history ended at), so
   they may append beside each other without a conflict.
+* **An unkept message is its hash.** A turn whose client asked that nothing be kept (the
+  Responses API's ``store: false``) appends each message with ``unkept=True``: the row
+  holds the message's real ``body_sha256`` (on the audit chain, as every event's) and, as
+  its body, only :func:`unkept_body` (the role and ``"unkept": true``), never the content;
+  no call ids are indexed for it. Nothing is ever rendered from such rows: a request that
+  keeps nothing carries its whole history, and :meth:`SessionStore.body_hashes` is how it
+  finds what the session already holds.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from deepseek_eyes.store.leases import TurnLeases
 
 __all__ = [
     "SESSION_ID", "Event", "ForeignSession", "Fork", "Guard", "SessionConflict", "SessionStore",
-    "Snapshot", "TurnMark", "TurnRecord", "body_digest", "message_calls",
+    "Snapshot", "TurnMark", "TurnRecord", "body_digest", "message_calls", "unkept_body",
 ]
 
 #: The migration that gave sessions their scope (store/db.py); a read-only open of an
@@ -82,6 +89,11 @@ def _canonical(value: Any) -> str:
 
 def body_digest(message: JsonObject) -> str:
     return hashlib.sha256(_canonical(message).encode()).hexdigest()
+
+
+def unkept_body(message: Mapping[str, Any]) -> JsonObject:
+    """What an unkept message's row holds instead of the message: its role only."""
+    return {"role": str(message.get("role", "")), "unkept": True}
 
 
 class SessionSummary(TypedDict):
@@ -304,6 +316,7 @@ class SessionStore:
         turn: TurnRecord | None = None,
         guard: Guard | None = None,
         scope: str | None = None,
+        unkept: bool = False,
     ) -> list[int]:
         """Append messages in order, in one transaction; returns their sequence numbers.
 
@@ -314,7 +327,8 @@ class SessionStore:
         did not change since (see the module docstring). ``scope``: the session created
         belongs to it, and an existing one must (checked in the write transaction);
         None: unchecked (a turn appending its own output), and a session created is
-        :data:`~deepseek_eyes.store.scopes.LEGACY`'s.
+        :data:`~deepseek_eyes.store.scopes.LEGACY`'s. ``unkept``: each row keeps the
+        message's hash and role, never its content (the module docstring).
 
         Raises:
             SessionConflict: ``STORE_SESSION_CONFLICT`` when ``guard`` fails; nothing is
@@ -362,16 +376,19 @@ class SessionStore:
                 raise SessionConflict(session_id, next_seq - 1)
             for message in messages:
                 body = _canonical(message)
+                digest = hashlib.sha256(body.encode()).hexdigest()
+                if unkept:
+                    body = _canonical(unkept_body(message))
                 event_id = chain.insert(
                     conn, "session.event",
                     "INSERT INTO events (session_id, seq, ts, role, turn_id, body_sha256, body)"
                     " VALUES (?,?,?,?,?,?,?)",
                     (
                         session_id, next_seq, now, str(message.get("role", "")), turn_id,
-                        hashlib.sha256(body.encode()).hexdigest(), body,
+                        digest, body,
                     ), now,
                 )
-                call_ids = _call_ids(message)
+                call_ids = [] if unkept else _call_ids(message)
                 if call_ids and event_id is not None:
                     conn.executemany(
                         "INSERT INTO event_calls (call_id, event_id) VALUES (?,?)",
@@ -415,6 +432,18 @@ class SessionStore:
                  for r, live in ((done, False), (running, True)) if r is not None]
         latest = max(marks, key=lambda m: m.started_at) if marks else None
         return Snapshot([_event(r) for r in rows], int(head), latest, owner)
+
+    def body_hashes(self, session_id: str) -> tuple[list[str], int, str | None]:
+        """The SHA-256 of each of the session's messages in order (kept or not), its head
+        sequence number and its scope (None: no such session), in one read."""
+        with self._db.reading() as conn:
+            rows = conn.execute(
+                "SELECT body_sha256 FROM events WHERE session_id = ? ORDER BY seq LIMIT ?",
+                (session_id, MAX_EVENTS_READ)).fetchall()
+            head = conn.execute("SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?",
+                                (session_id,)).fetchone()[0]
+            owner = _scope_in(conn, session_id)
+        return [str(r[0]) for r in rows], int(head), owner
 
     def scope_of(self, session_id: str) -> str | None:
         """Whose the session is (:mod:`~deepseek_eyes.store.scopes`); None when there is

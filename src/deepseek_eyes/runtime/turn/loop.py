@@ -359,7 +359,7 @@ class TurnRunner:
             )
             outcome.audit = self._ledger.seal()
             scope = turn.request.client_scope
-            if scope is not None:
+            if scope is not None and turn.request.keep:  # nothing kept: nothing to find
                 # Where this conversation stands now, for a client that sends no session id.
                 chain = prefix_chain([*turn.prefix, *turn.outputs])
                 if chain:
@@ -385,7 +385,7 @@ class TurnRunner:
                 seqs = self._sessions.append(
                     turn.session_id, messages, turn_id=turn.turn_id,
                     turn=self._ledger.record(turn, "ok") if final else None,
-                    guard=Guard(turn.head, turn.base_seq))
+                    guard=Guard(turn.head, turn.base_seq), unkept=not turn.request.keep)
                 break
             except SessionConflict:
                 self._relocate(turn)
@@ -400,10 +400,12 @@ class TurnRunner:
         fork = Fork(parent, sum(1 for m in turn.prefix if not m.get("internal")))
         forked = self._sessions.new_id()
         with self._sessions.batch() as conn:
+            unkept = not turn.request.keep
             seqs = self._sessions.append(forked, turn.prefix, create=turn.request.source,
-                                         fork=fork, scope=turn.request.scope)
+                                         fork=fork, scope=turn.request.scope, unkept=unkept)
             base = seqs[-1] if seqs else -1
-            mine = self._sessions.append(forked, turn.outputs, turn_id=turn.turn_id)
+            mine = self._sessions.append(forked, turn.outputs, turn_id=turn.turn_id,
+                                         unkept=unkept)
             self._sessions.leases.move(conn, turn.turn_id, forked, base)
         turn.context.emit({"type": "session.forked", "forked_from": parent,
                            "session_id": forked})

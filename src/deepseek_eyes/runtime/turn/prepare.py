@@ -20,7 +20,10 @@ Decisions a newcomer would otherwise undo:
 
 * **The session log is the history.** A request that extends its session is rendered from
   the stored log plus the new messages (which is how the runtime's internal exchanges come
-  back); one that does not starts a fork (:meth:`Preparer._log_request`).
+  back); one that does not starts a fork (:meth:`Preparer._log_request`). A request that
+  keeps nothing (``TurnRequest.keep`` false, ``store: false``) is the exception: it carries
+  its whole history, is shown exactly that, and the session gets only the hashes of what
+  it did not hold yet (:meth:`Preparer._log_unkept`).
 * **Thinking mode.** DeepSeek refuses a tool-call assistant message without the
   ``reasoning_content`` it came with. Reasoning a client dropped is restored from the
   store before the request is logged; what cannot be restored is refused there, before
@@ -492,6 +495,9 @@ class Preparer:
                 (:data:`CAS_TRIES` reads), ``STORE_SESSION_FOREIGN`` for another scope's
                 session, or the store's write error; nothing was sent.
         """
+        if not request.keep:
+            return self._log_unkept(request, turn_id=turn_id, started=started, model=model,
+                                    path=path)
         if request.session_id is None and request.client_scope is not None:
             # A stock client sends no session id: its history, by hash, finds the session
             # it continues (the longest one noted after an answer in this client's scope).
@@ -516,6 +522,38 @@ class Preparer:
             except SessionConflict:
                 continue
         raise SessionConflict(request.session_id, -1)
+
+    def _log_unkept(self, request: TurnRequest, *, turn_id: str, started: float,
+                    model: str, path: str) -> Logged:
+        """A request that keeps nothing (``request.keep`` false): the session (named, else
+        new) gets the hashes of the messages it does not hold yet (matched by hash, as the
+        client resends its history), never their content, and the turn is shown the
+        request's own history: no stored log, no retry or fork judgement (there is nothing
+        to render them from). The named session must still be the request's scope's."""
+        session_id = request.session_id or self._sessions.new_id()
+        for _ in range(CAS_TRIES):
+            hashes, head, owner = self._sessions.body_hashes(session_id)
+            if owner is not None and owner != request.scope:
+                raise ForeignSession(session_id)
+            common = 0
+            for message in request.messages:
+                if common == len(hashes) or hashes[common] != body_digest(message):
+                    break
+                common += 1
+            try:
+                with self._sessions.batch() as conn:
+                    seqs = self._sessions.append(
+                        session_id, request.messages[common:],
+                        create=request.source if owner is None else None,
+                        guard=Guard(head), scope=request.scope, unkept=True)
+                    base = seqs[-1] if seqs else head
+                    self._sessions.leases.open(conn, turn_id=turn_id, session_id=session_id,
+                                               base=base, started_at=started, model=model,
+                                               path=path, retry_of=None)
+            except SessionConflict:
+                continue
+            return Logged(session_id, None, list(request.messages), base, None)
+        raise SessionConflict(session_id, -1)
 
     def _log_into(self, request: TurnRequest, session_id: str, *, turn_id: str,
                   started: float, model: str, path: str) -> Logged:

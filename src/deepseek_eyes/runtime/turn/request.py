@@ -94,6 +94,10 @@ class TurnRequest:
     # reasoning it may get back, the evidence it is told was cached. In-process callers
     # are the local user's; the gateway sets its key's.
     scope: str = scopes.CLI
+    # False (the Responses API's ``store: false``): the session keeps each message's hash
+    # and role only, never its content (store/events.py); the request carries its whole
+    # history, and the turn is shown exactly that.
+    keep: bool = True
 
 
 @dataclass
