@@ -363,3 +363,22 @@ def test_a_refusal_of_sight_is_told_apart_from_other_400s(
     exc = LLMError("x", code="LLM_HTTP_ERROR",
                    details={"status": status, "provider_message": message})
     assert refuses_images(exc) is refused
+
+
+async def test_look_with_delivery_both_gives_the_crop_and_its_evidence(
+    upstream: LoopbackUpstream, opened: list[Runtime]
+) -> None:
+    upstream.reset()
+    runtime = await runtime_for(opened, settings_for(
+        upstream, VISION_MODEL, vision={"delivery": "both"}))
+    meta = await runtime.bridge.admit(png(400, 200))
+    ask = 'CALL[look]: {"image": "img-1", "question": "q", "region": [0, 0, 0.5, 0.5]}'
+    result = await runtime.run(TurnRequest(messages=[user(ask, image_part(meta))]))
+    finals = [r for r in upstream.requests_for(VISION_MODEL)
+              if PROBE_WORD not in json.dumps(r) and "deepseekeyes.evidence.v1" not in
+              json.dumps(r) and "deepseekeyes.target.v1" not in json.dumps(r)]
+    (tool,) = [m for m in finals[-1]["messages"] if m["role"] == "tool"]
+    assert [p["type"] for p in tool["content"]] == ["text", "image_url"]
+    assert "Boxes below are relative to the crop" in tool["content"][0]["text"]
+    assert upstream.decoded[-1]["images"][-1]["width"] == 200
+    assert "I see an image of 200x100 pixels." in result.content

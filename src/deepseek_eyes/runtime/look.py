@@ -114,7 +114,8 @@ class LookSource:
             target = image
             if region is not None:
                 target = await self._crop(image, region)
-            if await context.image_delivery() in ("pixels", "both"):
+            delivery = await context.image_delivery()
+            if delivery == "pixels":
                 return self._pixels(image_id, target, region, context)
             result = await self._bridge.reread(
                 target["sha256"], question.strip(), base_route=image.get("route"),
@@ -145,6 +146,10 @@ class LookSource:
         if region is not None:
             text = (f"{_region_note(image_id, region)} Boxes below are relative to the crop "
                     f"{shown_id}.\n{text}")
+        if delivery == "both":  # the pixels too, beside the evidence already in the text
+            part = {**{k: v for k, v in target.items() if k not in ("route", "id")},
+                    "pixels": True, "evidence": True}
+            images = ((shown_id, part),)
         return ToolOutcome(text, False, {"record_sha256": result.record.record_sha256},
                            images, evidence_tokens=estimate_tokens(len(text)))
 
