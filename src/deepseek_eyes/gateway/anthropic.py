@@ -36,9 +36,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -46,7 +45,7 @@ from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, StoreError
 from deepseek_eyes.gateway import idempotency
 from deepseek_eyes.gateway.body import check_fields
-from deepseek_eyes.gateway.front import Front
+from deepseek_eyes.gateway.front import EventStream, Front, open_stream
 from deepseek_eyes.llm.known import known_model
 from deepseek_eyes.runtime.turn.wire import anthropic_messages as wire
 from deepseek_eyes.store.events import SessionStore
@@ -94,26 +93,6 @@ def _sse(event: str, data: JsonObject) -> bytes:
 
 
 _PING = _sse("ping", {"type": "ping"})
-
-
-class _Stream(StreamingResponse):
-    """An SSE response that closes the turn however it ends (see app._EventStream)."""
-
-    def __init__(self, events: AsyncIterator[bytes], close: Callable[[], Awaitable[None]],
-                 headers: dict[str, str]) -> None:
-        super().__init__(events, media_type="text/event-stream", headers=headers)
-        self._events_iter = events
-        self._close = close
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            with anyio.CancelScope(shield=True):
-                closing = getattr(self._events_iter, "aclose", None)
-                if closing is not None:
-                    await closing()
-                await self._close()
 
 
 @dataclass(frozen=True)
@@ -214,29 +193,9 @@ def anthropic_routes(front: Front) -> AnthropicRoutes:
             return JSONResponse(answer, headers={"X-DeepSeekEyes-Session": result.session_id})
         stream = wire.MessageStream(runtime.events(turn), out, signer=front.signer,
                                     scope=front.scope)
-        iterator = aiter(stream)
-        closed = [False]
-
-        async def close() -> None:
-            if closed[0]:
-                return
-            closed[0] = True
-            try:
-                with anyio.CancelScope(shield=True):
-                    await iterator.aclose()  # type: ignore[attr-defined]
-            finally:
-                release()
-
-        try:
-            first = await anext(iterator)  # errors before this point get a real status
-        except BaseException:
-            request.state.session_id = stream.session_id
-            await close()
-            raise
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        if stream.session_id is not None:
-            headers["X-DeepSeekEyes-Session"] = stream.session_id
-        return _Stream(_events(first, iterator, close), close, headers)
+        opened = await open_stream(stream, request, release)
+        return EventStream(_events(opened.first, opened.rest, opened.close), opened.close,
+                           opened.headers)
 
     def _replay(claim: Claim, out: wire.Translated, stream: bool) -> Response:
         """A stored answer, again (see gateway/idempotency.py), in this format."""

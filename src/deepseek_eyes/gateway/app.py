@@ -61,9 +61,9 @@ import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, LLMError, StoreError
@@ -77,7 +77,7 @@ from deepseek_eyes.gateway.anthropic import (
 from deepseek_eyes.gateway.body import BodyLimits, RequestBody, check_fields, read_request
 from deepseek_eyes.gateway.drain import Drain, shutting_down
 from deepseek_eyes.gateway.fetch import fetch_image
-from deepseek_eyes.gateway.front import Front
+from deepseek_eyes.gateway.front import EventStream, Front
 from deepseek_eyes.gateway.responses import codex_catalog, responses_routes, wants_codex_catalog
 from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.runtime.messages import Fetch
@@ -286,28 +286,6 @@ async def _events(first: JsonObject, iterator: AsyncIterator[JsonObject], drain:
         await close()
 
 
-class _EventStream(StreamingResponse):
-    """A turn's SSE response that closes the turn however the response ends: the events'
-    own ``finally`` never runs when the body never started (a client gone before it), so
-    ``close`` runs here as well (it runs once)."""
-
-    def __init__(self, events: AsyncIterator[bytes], close: Callable[[], Awaitable[None]],
-                 headers: dict[str, str]) -> None:
-        super().__init__(events, media_type="text/event-stream", headers=headers)
-        self._events = events
-        self._close = close
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            with anyio.CancelScope(shield=True):
-                closing = getattr(self._events, "aclose", None)
-                if closing is not None:
-                    await closing()
-                await self._close()
-
-
 def create_app(
     runtime: Runtime, settings: GatewaySettings, *, key: str | None,
     approver: Approver | None = None, bind_host: str | None = None,
@@ -509,7 +487,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
         if clock is not None:  # the stages up to the first chunk: what time-to-first-token is
             clock.stop()
             headers["Server-Timing"] = clock.server_timing()
-        return _EventStream(_events(first, iterator, drain, close, parsed.ignored), close,
+        return EventStream(_events(first, iterator, drain, close, parsed.ignored), close,
                             headers)
 
     def _release(ref: KeyRef | None) -> None:

@@ -10,10 +10,14 @@ image fetcher. Only the format differs.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
+import anyio
 from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError
@@ -26,7 +30,10 @@ from deepseek_eyes.runtime.turn.wire.anthropic_messages import ThinkingSigner
 from deepseek_eyes.runtime.turn.wire.openai_responses import ReasoningSealer
 from deepseek_eyes.settings import GatewaySettings
 
-__all__ = ["Front"]
+__all__ = ["EventStream", "Front", "OpenedStream", "open_stream"]
+
+E = TypeVar("E")
+E_co = TypeVar("E_co", covariant=True)
 
 
 @dataclass
@@ -48,3 +55,79 @@ class Front:
     internal: Callable[[BaseException], GatewayError]
     session_header: str  # the gateway's own session header (lower case)
     key: str | None  # the gateway key (idempotency keys are kept per key)
+
+
+class EventStream(StreamingResponse):
+    """A turn's SSE response that closes the turn however the response ends: the events'
+    own ``finally`` never runs when the body never started (a client gone before it), so
+    ``close`` runs here as well (it runs once). Every front answers a stream with it."""
+
+    def __init__(self, events: AsyncIterator[bytes], close: Callable[[], Awaitable[None]],
+                 headers: dict[str, str]) -> None:
+        super().__init__(events, media_type="text/event-stream", headers=headers)
+        self._events = events
+        self._close = close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                closing = getattr(self._events, "aclose", None)
+                if closing is not None:
+                    await closing()
+                await self._close()
+
+
+class _SessionEvents(Protocol[E_co]):
+    """A format's stream of a turn: its events, and the session once the turn named it."""
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    def __aiter__(self) -> AsyncIterator[E_co]: ...
+
+
+@dataclass
+class OpenedStream(Generic[E]):
+    """A turn's stream with its first event in hand: errors before it had a real status."""
+
+    first: E
+    rest: AsyncIterator[E]
+    close: Callable[[], Awaitable[None]]  # closes the turn (shielded) and frees its slot, once
+    headers: dict[str, str]
+
+
+async def open_stream(stream: _SessionEvents[E], request: Request,
+                      release: Callable[[], None]) -> OpenedStream[E]:
+    """Start a format's stream of one turn: wait for its first event (an error before it
+    is raised, with the session it named on ``request.state``, and the turn closed) and
+    return it with the headers every front sends and the one ``close`` that ends the turn
+    however the response ends.
+
+    Raises:
+        BaseException: whatever the turn raised before its first event.
+    """
+    iterator = aiter(stream)
+    closed = [False]
+
+    async def close() -> None:
+        if closed[0]:
+            return
+        closed[0] = True
+        try:
+            with anyio.CancelScope(shield=True):
+                await iterator.aclose()  # type: ignore[attr-defined]
+        finally:
+            release()
+
+    try:
+        first = await anext(iterator)  # errors before this point get a real status
+    except BaseException:
+        request.state.session_id = stream.session_id
+        await close()
+        raise
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    if stream.session_id is not None:
+        headers["X-DeepSeekEyes-Session"] = stream.session_id
+    return OpenedStream(first, iterator, close, headers)
