@@ -23,7 +23,7 @@ from typing import NoReturn
 import pytest
 
 __all__ = ["BLIND", "BLIND_TOML", "GATEWAY_KEY", "LOCAL_VISION", "ServedGateway", "SmallDisk",
-           "mount_read_only", "mount_tmpfs", "require_module", "serve_gateway"]
+           "mount_read_only", "mount_tmpfs", "require_module", "serve_blind", "serve_gateway"]
 
 #: The key :func:`serve_gateway` gives a gateway unless the test sets its own. Tokens in
 #: tests are random literals: every server refuses patterned ones (serving/tokens.py).
@@ -250,3 +250,18 @@ def serve_gateway(
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
+
+
+@contextlib.contextmanager
+def serve_blind(root: Path, upstream_url: str, model: str, *, timeout: float = 20,
+                more: str = "") -> Iterator[ServedGateway]:
+    """:func:`serve_gateway` on ``root/eyes.toml``: ``[llm]`` at ``upstream_url`` with
+    ``model`` said to be text-only and images read locally (:data:`BLIND_TOML`), then
+    ``more`` settings; its data directory is ``root/data``."""
+    config = root / "eyes.toml"
+    config.write_text(
+        f'[llm]\nbase_url = "{upstream_url}"\napi_key = false\nmodel = "{model}"\n'
+        f"timeout = {timeout:g}\n" + BLIND_TOML + more, encoding="utf-8")
+    env = {**os.environ, "DEEPSEEK_EYES_HOME": str(root / "data")}
+    with serve_gateway(config, env) as gateway:
+        yield gateway

@@ -23,7 +23,6 @@ task, the image, ``exec resume --last``. Codex is installed by ``scripts/ci-deps
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from typing import Any
 import pytest
 from PIL import Image, ImageDraw
 
-from helpers import BLIND_TOML, GATEWAY_KEY, _unavailable, run_cli, serve_gateway
+from helpers import GATEWAY_KEY, _unavailable, run_cli, serve_blind
 from runtime.upstream import LoopbackUpstream
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,13 +102,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     ImageDraw.Draw(image).text((20, 45), "INVOICE 4417", fill="black")
     image.save(project / "shot.png")
     with LoopbackUpstream() as upstream:
-        config = root / "eyes.toml"
-        config.write_text(
-            f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\nmodel = "{MODEL}"\n'
-            "timeout = 30\n" + BLIND_TOML, encoding="utf-8")
-        data = root / "data"
-        env = {**os.environ, "DEEPSEEK_EYES_HOME": str(data)}
-        with serve_gateway(config, env) as gateway:
+        config, data = root / "eyes.toml", root / "data"
+        with serve_blind(root, upstream.base_url, MODEL, timeout=30) as gateway:
             (codex_home / "config.toml").write_text(
                 f'model = "{MODEL}"\nmodel_provider = "eyes"\n\n'
                 '[model_providers.eyes]\nname = "DeepSeekEyes"\n'

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +23,7 @@ import httpx
 import pytest
 from PIL import Image, ImageDraw
 
-from helpers import BLIND_TOML, GATEWAY_KEY, require_module, serve_gateway
+from helpers import GATEWAY_KEY, require_module, serve_blind
 from runtime.upstream import REASONING_TEXT, LoopbackUpstream
 
 anthropic = require_module("anthropic")
@@ -52,13 +51,8 @@ class Setup:
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     root = tmp_path_factory.mktemp("anthropic")
     with LoopbackUpstream() as upstream:
-        config = root / "eyes.toml"
-        config.write_text(
-            f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\nmodel = "{PRO}"\n'
-            "timeout = 20\n" + BLIND_TOML + "\n[gateway]\nanthropic_ping_seconds = 0.2\n",
-            encoding="utf-8")
-        env = {**os.environ, "DEEPSEEK_EYES_HOME": str(root / "data")}
-        with serve_gateway(config, env) as gateway:
+        more = "\n[gateway]\nanthropic_ping_seconds = 0.2\n"
+        with serve_blind(root, upstream.base_url, PRO, more=more) as gateway:
             setup = Setup(gateway.base.removesuffix("/v1"), upstream, [])
             yield setup
             for client in setup.clients:

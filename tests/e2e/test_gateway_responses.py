@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ import httpx
 import pytest
 from PIL import Image, ImageDraw
 
-from helpers import BLIND_TOML, GATEWAY_KEY, require_module, run_cli, serve_gateway
+from helpers import GATEWAY_KEY, require_module, run_cli, serve_blind
 from runtime.upstream import REASONING_TEXT, LoopbackUpstream
 
 openai = require_module("openai")
@@ -56,11 +55,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     root = tmp_path_factory.mktemp("responses")
     with LoopbackUpstream() as upstream:
         config = root / "eyes.toml"
-        config.write_text(
-            f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\nmodel = "{PRO}"\n'
-            "timeout = 20\n" + BLIND_TOML, encoding="utf-8")
-        env = {**os.environ, "DEEPSEEK_EYES_HOME": str(root / "data")}
-        with serve_gateway(config, env) as gateway:
+        with serve_blind(root, upstream.base_url, PRO) as gateway:
             setup = Setup(gateway.base, upstream, [], config, root / "data")
             yield setup
             for client in setup.clients:

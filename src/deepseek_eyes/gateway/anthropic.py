@@ -128,25 +128,8 @@ def anthropic_routes(front: Front) -> AnthropicRoutes:
         return JSONResponse({"input_tokens": wire.count_tokens(out.body)})
 
     async def _messages_entry(request: Request) -> Response:
-        held = [False]
-
-        def release() -> None:
-            if held[0]:
-                held[0] = False
-                front.slots.release()
-
-        try:
-            await front.slots.acquire()
-            held[0] = True
-            with front.drain.watch():
-                return await _messages(request, release)
-        except DeepSeekEyesError as exc:
-            release()
-            return _error(front, exc, getattr(request.state, "session_id", None))
-        except Exception as exc:
-            release()
-            return _error(front, front.internal(exc),
-                          getattr(request.state, "session_id", None))
+        return await front.in_slot(request, _messages,
+                                   lambda exc, session: _error(front, exc, session))
 
     async def _messages(request: Request, free_slot: Callable[[], None]) -> Response:
         ref: KeyRef | None = None
@@ -162,33 +145,17 @@ def anthropic_routes(front: Front) -> AnthropicRoutes:
         if session_id is not None and not SessionStore.valid_id(session_id):
             raise StoreError("the session header is not a valid session id",
                              code="STORE_SESSION_INVALID")
-        ref = idempotency.key_ref(request.headers.get(idempotency.HEADER), fields,
-                                  session_id=session_id, gateway_key=front.key)
-        if ref is not None:
-            claim = runtime.idempotency.claim(ref)
-            if claim.state == "replay":
-                free_slot()
-                return _replay(claim, out, bool(fields.get("stream")))
-            refused = idempotency.refusal(claim)
-            if refused is not None:
-                raise refused
+        ref, replay = front.claim(request, fields, session_id)
+        if replay is not None:
+            free_slot()
+            return _replay(replay, out, bool(fields.get("stream")))
         try:
-            turn = await runtime.request_from_openai(
-                out.body, session_id=session_id, source="gateway", approver=front.approver,
-                fetch=front.fetch)
+            turn = await front.turn(out.body, session_id=session_id, ref=ref)
         except BaseException:
             release()
             raise
-        turn.idempotency = ref
-        turn.scope = front.scope
-        if front.settings.continue_by_history:
-            turn.client_scope = front.scope
         if not fields.get("stream"):
-            try:
-                result = await runtime.run(
-                    turn, started=lambda s: setattr(request.state, "session_id", s))
-            finally:
-                release()
+            result = await front.run(turn, request, release)
             answer = wire.answer_json(result, out, signer=front.signer, scope=front.scope)
             return JSONResponse(answer, headers={"X-DeepSeekEyes-Session": result.session_id})
         stream = wire.MessageStream(runtime.events(turn), out, signer=front.signer,

@@ -16,19 +16,22 @@ from typing import Generic, Protocol, TypeVar
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError
+from deepseek_eyes.gateway import idempotency
 from deepseek_eyes.gateway.body import RequestBody
 from deepseek_eyes.gateway.drain import Drain
 from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.runtime.messages import Fetch
 from deepseek_eyes.runtime.runtime import Runtime
+from deepseek_eyes.runtime.turn import TurnRequest, TurnResult
 from deepseek_eyes.runtime.turn.wire.anthropic_messages import ThinkingSigner
 from deepseek_eyes.runtime.turn.wire.openai_responses import ReasoningSealer
 from deepseek_eyes.settings import GatewaySettings
+from deepseek_eyes.store.idempotency import Claim, KeyRef
 
 __all__ = ["EventStream", "Front", "OpenedStream", "open_stream"]
 
@@ -55,6 +58,77 @@ class Front:
     internal: Callable[[BaseException], GatewayError]
     session_header: str  # the gateway's own session header (lower case)
     key: str | None  # the gateway key (idempotency keys are kept per key)
+
+    async def in_slot(
+        self, request: Request,
+        handle: Callable[[Request, Callable[[], None]], Awaitable[Response]],
+        error: Callable[[DeepSeekEyesError, str | None], Response],
+    ) -> Response:
+        """Run ``handle`` inside a concurrent-turn slot and the drain's watch, as the OpenAI
+        route does; ``handle`` gets the request and the one way to free the slot (a stream
+        frees it when it ends). A failure frees it and is answered by ``error`` in the
+        front's format, naming the session the turn was logged in."""
+        held = [False]
+
+        def release() -> None:
+            if held[0]:
+                held[0] = False
+                self.slots.release()
+
+        try:
+            await self.slots.acquire()
+            held[0] = True
+            with self.drain.watch():
+                return await handle(request, release)
+        except DeepSeekEyesError as exc:
+            release()
+            return error(exc, getattr(request.state, "session_id", None))
+        except Exception as exc:
+            release()
+            return error(self.internal(exc), getattr(request.state, "session_id", None))
+
+    def claim(self, request: Request, fields: JsonObject,
+              session_id: str | None) -> tuple[KeyRef | None, Claim | None]:
+        """The request's Idempotency-Key (kept per gateway key) and, when an answer is
+        stored under it, that claim to replay.
+
+        Raises:
+            GatewayError: the key is held by a running request, or reused for another one.
+        """
+        ref = idempotency.key_ref(request.headers.get(idempotency.HEADER), fields,
+                                  session_id=session_id, gateway_key=self.key)
+        if ref is None:
+            return None, None
+        claim = self.runtime.idempotency.claim(ref)
+        if claim.state == "replay":
+            return ref, claim
+        refused = idempotency.refusal(claim)
+        if refused is not None:
+            raise refused
+        return ref, None
+
+    async def turn(self, body: JsonObject, *, session_id: str | None, ref: KeyRef | None,
+                   continuing: bool = False) -> TurnRequest:
+        """The turn of an OpenAI body a front translated, in the gateway key's scope (its
+        sessions, reasoning and cached evidence only), under its Idempotency-Key."""
+        turn = await self.runtime.request_from_openai(
+            body, session_id=session_id, continue_session=continuing, source="gateway",
+            approver=self.approver, fetch=self.fetch)
+        turn.idempotency = ref
+        turn.scope = self.scope
+        if self.settings.continue_by_history:
+            turn.client_scope = self.scope
+        return turn
+
+    async def run(self, turn: TurnRequest, request: Request,
+                  release: Callable[[], None]) -> TurnResult:
+        """A whole answer: the turn run to its end, its session named on the request (for
+        an error's answer), the slot freed however it ends."""
+        try:
+            return await self.runtime.run(
+                turn, started=lambda s: setattr(request.state, "session_id", s))
+        finally:
+            release()
 
 
 class EventStream(StreamingResponse):

@@ -147,24 +147,7 @@ def responses_routes(front: Front) -> list[Route]:
                             headers=headers)
 
     async def entry(request: Request) -> Response:
-        held = [False]
-
-        def release() -> None:
-            if held[0]:
-                held[0] = False
-                front.slots.release()
-
-        try:
-            await front.slots.acquire()
-            held[0] = True
-            with front.drain.watch():
-                return await _respond(request, release)
-        except DeepSeekEyesError as exc:
-            release()
-            return error(exc, getattr(request.state, "session_id", None))
-        except Exception as exc:
-            release()
-            return error(front.internal(exc), getattr(request.state, "session_id", None))
+        return await front.in_slot(request, _respond, error)
 
     def _session(request: Request, out: wire.Translated) -> tuple[str | None, bool]:
         """The session the turn runs in, and whether its stored log goes first."""
@@ -203,34 +186,19 @@ def responses_routes(front: Front) -> list[Route]:
             raise GatewayError("an Idempotency-Key needs the answer kept for replay; "
                                "store: false keeps none", code="GATEWAY_IDEMPOTENCY_UNKEPT",
                                details={"param": "store"})
-        ref = idempotency.key_ref(request.headers.get(idempotency.HEADER), fields,
-                                  session_id=session_id, gateway_key=front.key)
-        if ref is not None:
-            claim = runtime.idempotency.claim(ref)
-            if claim.state == "replay":
-                free_slot()
-                return _replay(claim, out, bool(fields.get("stream")))
-            refused = idempotency.refusal(claim)
-            if refused is not None:
-                raise refused
+        ref, replay = front.claim(request, fields, session_id)
+        if replay is not None:
+            free_slot()
+            return _replay(replay, out, bool(fields.get("stream")))
         try:
-            turn = await runtime.request_from_openai(
-                out.body, session_id=session_id, continue_session=continuing,
-                source="gateway", approver=front.approver, fetch=front.fetch)
+            turn = await front.turn(out.body, session_id=session_id, ref=ref,
+                                    continuing=continuing)
         except BaseException:
             release()
             raise
-        turn.idempotency = ref
-        turn.scope = front.scope
         turn.keep = out.store  # store: false keeps the messages' hashes only
-        if front.settings.continue_by_history:
-            turn.client_scope = front.scope
         if not fields.get("stream"):
-            try:
-                result = await runtime.run(
-                    turn, started=lambda s: setattr(request.state, "session_id", s))
-            finally:
-                release()
+            result = await front.run(turn, request, release)
             answer = wire.answer_json(result, out, sealer=front.sealer, scope=front.scope)
             if out.store:
                 runtime.sessions.remember_response(answer["id"], result.session_id,

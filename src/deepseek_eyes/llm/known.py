@@ -29,6 +29,7 @@ from importlib import resources
 from typing import Any, Literal
 
 __all__ = [
+    "DEFAULT_SEEING_MODEL",
     "ImageCost",
     "ImageLimits",
     "KnownModel",
@@ -37,7 +38,12 @@ __all__ = [
     "known_models",
     "renamed",
     "renamed_note",
+    "seeing_facts",
 ]
+
+#: Whose documented image cost and limits stand for a model the table does not hold: the
+#: seeing model DeepSeek documents them for.
+DEFAULT_SEEING_MODEL = "deepseek-flash"
 
 
 @dataclass(frozen=True)
@@ -174,3 +180,9 @@ def renamed_note(model_id: str) -> str | None:
                 f"name {name.successor!r} instead")
     return (f"{model_id!r} was retired on {name.since}; its successor is "
             f"{name.successor!r}")
+
+
+def seeing_facts(model_id: str) -> KnownModel | None:
+    """The facts to fit and price images for ``model_id`` by: its own, else those of
+    :data:`DEFAULT_SEEING_MODEL` (a model sent pixels sees, whatever the table holds)."""
+    return known_model(model_id) or known_model(DEFAULT_SEEING_MODEL)

@@ -16,17 +16,20 @@ they run on (:mod:`deepseek_eyes.runtime.view`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from deepseek_eyes.llm.known import seeing_facts
 from deepseek_eyes.runtime.messages import image_part
 from deepseek_eyes.runtime.render import render_evidence, render_target
 from deepseek_eyes.runtime.tools import TurnContext
 from deepseek_eyes.usage import estimate_tokens
 from deepseek_eyes.vision.bridge import VisionBridge
 from deepseek_eyes.vision.evidence.cache import ImageMeta
+from deepseek_eyes.vision.intake.fit import fit_for_model
 
-__all__ = ["Delivered", "deliver_image", "pixels_note"]
+__all__ = ["Delivered", "deliver_image", "pixels_for", "pixels_note"]
 
 
 @dataclass(frozen=True)
@@ -71,3 +74,24 @@ async def deliver_image(bridge: VisionBridge, context: TurnContext, meta: ImageM
     text = render(image_id, part, seen.record.evidence, route=seen.route,
                   record_sha256=seen.record.record_sha256)
     return Delivered(image_id, part, text, estimate_tokens(len(text)))
+
+
+async def pixels_for(bridge: VisionBridge, images: Sequence[Mapping[str, Any]], *,
+                     model: str, carried: int) -> dict[str, bytes]:
+    """The bytes to send of each image (by SHA-256), read from the blob store and fitted
+    to ``model``'s documented limits (:func:`~deepseek_eyes.llm.known.seeing_facts`):
+    ``carried`` images in one request share its side limit and its bytes.
+
+    Raises:
+        StoreError: an image's blob cannot be read.
+    """
+    facts = seeing_facts(model)
+    limits = facts.image_limits if facts is not None else None
+    side = limits.side_limit(carried) if limits is not None else None
+    budget = limits.per_image_bytes(carried) if limits is not None else None
+    out: dict[str, bytes] = {}
+    for image in images:
+        sha = str(image["sha256"])
+        data = await bridge.read_image(sha)
+        out[sha] = await fit_for_model(data, image, max_side=side, max_bytes=budget)
+    return out

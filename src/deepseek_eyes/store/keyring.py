@@ -42,7 +42,7 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Self
@@ -50,7 +50,7 @@ from typing import ClassVar, Self
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.store.failures import guarded, store_error
 
-__all__ = ["KEYRING_FILENAME", "Keyring", "KeyringKind"]
+__all__ = ["KEYRING_FILENAME", "Keyring", "KeyringKind", "OpenedOnUse"]
 
 
 @contextlib.contextmanager
@@ -309,3 +309,18 @@ class Keyring:
                     tmp.unlink()
                 raise
         return tmp
+
+
+class OpenedOnUse:
+    """A keyring given, or how to open it: then it is opened (created, the first time)
+    when it is first used, so a process that never signs writes no keyring."""
+
+    def __init__(self, keyring: Keyring | Callable[[], Keyring]) -> None:
+        self._keyring = keyring if isinstance(keyring, Keyring) else None
+        self._open = None if isinstance(keyring, Keyring) else keyring
+
+    def get(self) -> Keyring:
+        if self._keyring is None:
+            assert self._open is not None
+            self._keyring = self._open()
+        return self._keyring

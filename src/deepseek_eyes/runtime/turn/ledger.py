@@ -32,16 +32,13 @@ from deepseek_eyes.audit.log import AuditLog
 from deepseek_eyes.audit.records import Seal as AuditSeal
 from deepseek_eyes.errors import DeepSeekEyesError, LLMError, StoreError
 from deepseek_eyes.llm.client import ChatResult
-from deepseek_eyes.llm.known import known_model
+from deepseek_eyes.llm.known import seeing_facts
 from deepseek_eyes.llm.retry import attempts_json
 from deepseek_eyes.runtime.tools import ToolOutcome
 from deepseek_eyes.runtime.turn.request import RequestRecord, UsageJson, add_usage
 from deepseek_eyes.runtime.turn.state import TurnState
 from deepseek_eyes.store.events import SessionStore, TurnRecord, body_digest
 from deepseek_eyes.usage import ProviderUsage, UsageCategory, UsageTracker
-
-#: Whose image cost estimates a model the known-models table does not hold.
-DEFAULT_IMAGE_MODEL = "deepseek-flash"
 
 __all__ = ["ABORTED", "CATEGORY_OF_SOURCE", "Ledger", "Seal", "usage_json"]
 
@@ -135,8 +132,8 @@ class Ledger:
         tokens = result.usage.image_tokens
         source = "upstream"
         if not tokens:
-            known = known_model(turn.model) or known_model(DEFAULT_IMAGE_MODEL)
-            cost = known.image_cost if known is not None else None
+            facts = seeing_facts(turn.model)
+            cost = facts.image_cost if facts is not None else None
             if cost is None:
                 return
             tokens = sum(cost.tokens(i.width, i.height, i.detail) for i in sent)

@@ -53,8 +53,8 @@ from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, LLMError
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.client import ChatClient, ChatResult, ToolCall
-from deepseek_eyes.llm.known import known_model
 from deepseek_eyes.runtime.budget import fit
+from deepseek_eyes.runtime.delivery import pixels_for
 from deepseek_eyes.runtime.messages import StoredCall
 from deepseek_eyes.runtime.sight import Sight, refuses_images
 from deepseek_eyes.runtime.tools import ProgressEvent, ToolHub, ToolOutcome
@@ -78,7 +78,6 @@ from deepseek_eyes.store.events import Fork, Guard, SessionConflict, SessionStor
 from deepseek_eyes.store.idempotency import IdempotencyStore
 from deepseek_eyes.usage import UsageCategory, UsageTracker
 from deepseek_eyes.vision.bridge import VisionBridge
-from deepseek_eyes.vision.intake.fit import fit_for_model
 
 __all__ = ["TurnRunner"]
 
@@ -280,22 +279,18 @@ class TurnRunner:
                            done: Done) -> None:
         """Put the pixels of the images a result delivered as pixels inside its tool
         message (fitted to the model's limits), and book them."""
-        known = known_model(turn.model) or known_model("deepseek-flash")
-        limits = known.image_limits if known is not None else None
         for message, (_, outcome) in zip(upstream, done, strict=True):
-            pictures = [(i, p) for i, p in outcome.images if p.get("pixels")]
+            pictures = [p for _, p in outcome.images if p.get("pixels")]
             if not pictures:
                 continue
             parts: list[JsonObject] = [{"type": "text", "text": outcome.content}]
             # Every image the request carries shares its byte and side limits.
             carried = len(turn.view.pixels) + len(turn.tail_pixels) + len(pictures)
-            side = limits.side_limit(carried) if limits is not None else None
-            budget = limits.per_image_bytes(carried) if limits is not None else None
-            for _, part in pictures:
-                data = await self._bridge.read_image(str(part["sha256"]))
-                data = await fit_for_model(data, part, max_side=side, max_bytes=budget)
+            sent = await pixels_for(self._bridge, pictures, model=turn.model, carried=carried)
+            for part in pictures:
                 detail = str(part.get("detail") or "auto")
-                parts.append(image_url(data, str(part["media_type"]), detail))
+                parts.append(image_url(sent[str(part["sha256"])], str(part["media_type"]),
+                                       detail))
                 turn.tail_pixels.append(SentImage(str(part["sha256"]), int(part["width"]),
                                                   int(part["height"]), detail))
             message["content"] = parts

@@ -44,8 +44,9 @@ from typing import Any
 from deepseek_eyes.canonical_json import JsonObject, normalized_text
 from deepseek_eyes.errors import DeepSeekEyesError, LLMError, StoreError, TurnError
 from deepseek_eyes.llm.catalog import ModelCatalog
-from deepseek_eyes.llm.known import known_model, renamed, renamed_note
+from deepseek_eyes.llm.known import renamed, renamed_note
 from deepseek_eyes.llm.thinking import ThinkingMode, model_defaults, reasoning_gaps, thinking_mode
+from deepseek_eyes.runtime.delivery import pixels_for
 from deepseek_eyes.runtime.messages import image_refs
 from deepseek_eyes.runtime.reasoning import restore_reasoning
 from deepseek_eyes.runtime.sight import Sight, SightVerdict
@@ -76,7 +77,6 @@ from deepseek_eyes.store.events import (
 )
 from deepseek_eyes.usage import UsageCategory, UsageTracker
 from deepseek_eyes.vision.bridge import VisionBridge
-from deepseek_eyes.vision.intake.fit import fit_for_model
 
 __all__ = ["CAS_TRIES", "PASSTHROUGH", "Logged", "Preparer", "prefix_chain"]
 
@@ -360,14 +360,9 @@ class Preparer:
                     k: v for k, v in image.items() if k != "id"})
         if path == "native":
             where = native_pixels(conversation, self._settings.native_history_images)
-            limits = _limits(model)
-            side = limits.side_limit(len(where)) if limits is not None else None
-            budget = limits.per_image_bytes(len(where)) if limits is not None else None
             by_sha = {i["sha256"]: i for i in pictures}
-            for sha in where:
-                data = await self._bridge.read_image(sha)
-                originals[sha] = await fit_for_model(data, by_sha[sha], max_side=side,
-                                                     max_bytes=budget)
+            originals = await pixels_for(self._bridge, [by_sha[sha] for sha in where],
+                                         model=model, carried=len(where))
         # Unfitted: the loop fits every request, the turn's own tool rounds included.
         view = build_view(
             conversation,
@@ -626,13 +621,6 @@ def _part(image: Mapping[str, Any]) -> dict[str, Any]:
     """An image as the turn's tools know it: its identity, without the tool-result id."""
     return {k: v for k, v in image.items() if k not in ("id", "pixels", "type")} | {
         "type": "image"}
-
-
-def _limits(model: str) -> Any:
-    """The model's documented image limits (the known-models table), or DeepSeek's when the
-    table does not know the model."""
-    known = known_model(model) or known_model("deepseek-flash")
-    return known.image_limits if known is not None else None
 
 
 def prefix_chain(messages: Sequence[Mapping[str, Any]], *, legacy: bool = False) -> list[str]:

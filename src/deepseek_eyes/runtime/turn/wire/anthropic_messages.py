@@ -44,7 +44,7 @@ from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, TurnError
 from deepseek_eyes.runtime.turn.events import Answer, Delta, Started, TurnEvent
 from deepseek_eyes.runtime.turn.request import TurnResult
 from deepseek_eyes.runtime.turn.wire.openai_chat import completion_json
-from deepseek_eyes.store.keyring import Keyring, KeyringKind
+from deepseek_eyes.store.keyring import Keyring, KeyringKind, OpenedOnUse
 from deepseek_eyes.usage import estimate_tokens
 
 __all__ = [
@@ -100,15 +100,11 @@ class ThinkingSigner:
     never serves ``/v1/messages`` never writes one."""
 
     def __init__(self, keyring: Keyring | Callable[[], Keyring]) -> None:
-        self._keyring: Keyring | None = keyring if isinstance(keyring, Keyring) else None
-        self._open = keyring if not isinstance(keyring, Keyring) else None
+        self._ring = OpenedOnUse(keyring)
 
     @property
     def keyring(self) -> Keyring:
-        if self._keyring is None:
-            assert self._open is not None
-            self._keyring = self._open()
-        return self._keyring
+        return self._ring.get()
 
     @staticmethod
     def _data(scope: str, message_id: str, text: str) -> bytes:

@@ -51,7 +51,7 @@ from deepseek_eyes.errors import GatewayError
 from deepseek_eyes.runtime.turn.events import Answer, Delta, Started, TurnEvent
 from deepseek_eyes.runtime.turn.request import TurnResult
 from deepseek_eyes.runtime.turn.wire.openai_chat import completion_json
-from deepseek_eyes.store.keyring import Keyring
+from deepseek_eyes.store.keyring import Keyring, OpenedOnUse
 
 __all__ = [
     "KNOWN_FIELDS", "ReasoningSealer", "ResponseStream", "Translated", "failed_event",
@@ -88,15 +88,11 @@ class ReasoningSealer:
     ``keyring`` is the ring or how to open it (opened on first use)."""
 
     def __init__(self, keyring: Keyring | Callable[[], Keyring]) -> None:
-        self._keyring: Keyring | None = keyring if isinstance(keyring, Keyring) else None
-        self._open = keyring if not isinstance(keyring, Keyring) else None
+        self._ring = OpenedOnUse(keyring)
 
     @property
     def keyring(self) -> Keyring:
-        if self._keyring is None:
-            assert self._open is not None
-            self._keyring = self._open()
-        return self._keyring
+        return self._ring.get()
 
     def _key(self, kid: str | None) -> tuple[str, bytes] | None:
         ring = self.keyring

@@ -1,19 +1,22 @@
-"""The Anthropic Messages front against the OpenAI route and a direct upstream call.
+"""The Anthropic Messages and OpenAI Responses fronts against the chat route and a direct
+upstream call, in one run.
 
-    .venv/bin/python bench/anthropic_front.py [--requests N]
+    .venv/bin/python bench/fronts.py [--requests N]
 
-One loopback upstream (tests/runtime/upstream.py, thinking on as DeepSeek's V4 models
-are) and one ``deepseek-eyes serve`` process; one keep-alive ``httpx`` client, one request
-at a time, the same one-line text turn three ways:
+One ``deepseek-eyes serve`` (a real process) in front of the loopback DeepSeek
+(tests/runtime/upstream.py), which answers at once, so what is measured is the gateway's.
+The same one-line text turn four ways, each the median of N after 20 warm-up requests:
 
-* ``messages``: ``POST /v1/messages`` through the gateway (translated to the turn loop and
-  back, a signed thinking block minted);
-* ``chat``: ``POST /v1/chat/completions`` through the gateway;
-* ``direct``: ``POST /v1/chat/completions`` on the loopback upstream itself.
+* ``messages``: ``POST /v1/messages`` (translated to the turn loop and back, a signed
+  thinking block minted);
+* ``responses``: ``POST /v1/responses`` (input items translated to the turn loop and back,
+  the reasoning sealed into ``encrypted_content``);
+* ``chat``: ``POST /v1/chat/completions`` through the gateway, the OpenAI route;
+* ``direct``: the same chat body straight to the loopback upstream.
 
-p50 of a whole turn and p50 time to the first text of a streamed one (the first
-``text_delta`` or content delta). Ratios are against ``chat`` (the front's own cost) and
-against ``direct`` (what the gateway costs in all).
+Whole answers (wall time) and streams (time to the first text delta: Anthropic's
+``text_delta``, ``response.output_text.delta`` or a content delta). Ratios are against
+``chat`` (each front's own cost) and against ``direct`` (what the gateway costs in all).
 """
 
 from __future__ import annotations
@@ -47,6 +50,13 @@ def chat_body(stream: bool) -> dict[str, object]:
 def messages_body(stream: bool) -> dict[str, object]:
     return {"model": "claude-opus-4-8", "max_tokens": 64, "stream": stream,
             "messages": [{"role": "user", "content": "ANSWER: pong"}]}
+
+
+def responses_body(stream: bool) -> dict[str, object]:
+    return {"model": "deepseek-v4-pro", "stream": stream, "store": False,
+            "include": ["reasoning.encrypted_content"],
+            "input": [{"role": "user", "content": [
+                {"type": "input_text", "text": "ANSWER: pong"}]}]}
 
 
 async def whole(client: httpx.AsyncClient, url: str, body: dict[str, object],
@@ -92,6 +102,9 @@ async def main(n: int) -> None:
                         "messages": lambda c: first_text(
                             c, f"{root}/v1/messages", messages_body(True), '"text_delta"',
                             ANTHROPIC_HEADERS),
+                        "responses": lambda c: first_text(
+                            c, f"{gateway}/responses", responses_body(True),
+                            "event:response.output_text.delta"),
                         "chat": lambda c: first_text(
                             c, f"{gateway}/chat/completions", chat_body(True), '"content":"p'),
                         "direct": lambda c: first_text(
@@ -102,17 +115,21 @@ async def main(n: int) -> None:
                     ways = {
                         "messages": lambda c: whole(c, f"{root}/v1/messages",
                                                     messages_body(False), ANTHROPIC_HEADERS),
+                        "responses": lambda c: whole(c, f"{gateway}/responses",
+                                                     responses_body(False)),
                         "chat": lambda c: whole(c, f"{gateway}/chat/completions",
                                                 chat_body(False)),
                         "direct": lambda c: whole(c, f"{upstream.base_url}/chat/completions",
                                                   chat_body(False)),
                     }
                 times = {name: await p50(measure, n) for name, measure in ways.items()}
-                name = "anthropic_stream_ttft" if stream else "anthropic_text_turn"
-                m, c, d = times["messages"], times["chat"], times["direct"]
-                print(f"{name}: ours={m * 1e3:.2f}ms baseline=chat {c * 1e3:.2f}ms "
-                      f"ratio={m / c:.2f}; direct {d * 1e3:.2f}ms ratio={m / d:.2f} "
-                      f"(p50 of {n})")
+                c, d = times["chat"], times["direct"]
+                for front, prefix in (("messages", "anthropic"), ("responses", "responses")):
+                    name = f"{prefix}_stream_ttft" if stream else f"{prefix}_text_turn"
+                    m = times[front]
+                    print(f"{name}: ours={m * 1e3:.2f}ms baseline=chat {c * 1e3:.2f}ms "
+                          f"ratio={m / c:.2f}; direct {d * 1e3:.2f}ms ratio={m / d:.2f} "
+                          f"(p50 of {n})")
         finally:
             process.terminate()
             process.wait(timeout=10)
