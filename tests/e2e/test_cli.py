@@ -262,6 +262,22 @@ def test_with_only_a_deepseek_upstream_see_and_models_use_deepseeks_own_eyes(
         assert "LLM_IMAGE_REFUSED" in text.stdout
 
 
+def test_ask_on_an_alias_names_its_successor_once(tmp_path: Path) -> None:
+    from runtime.upstream import LoopbackUpstream
+
+    with LoopbackUpstream() as upstream:
+        config = tmp_path / "eyes.toml"
+        config.write_text(
+            f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
+            'model = "deepseek-v4-flash"\n', encoding="utf-8",
+        )
+        done = run("--config", str(config), "ask", "--json", "hello")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("warning CONFIG_MODEL_RENAMED: 'deepseek-v4-flash' is an alias "
+                             "of 'deepseek-flash'") == 1, done.stderr
+    assert json.loads(done.stdout)["model_renamed"]["successor"] == "deepseek-flash"
+
+
 def test_ask_refuses_too_many_images_before_reading_any(tmp_path: Path) -> None:
     config = tmp_path / "eyes.toml"
     config.write_text('[llm]\napi_key = false\n[runtime]\nmax_images_per_turn = 2\n',

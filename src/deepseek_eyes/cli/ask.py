@@ -149,10 +149,6 @@ def ask_command(
             result = await runtime.run(request)
             extra = {k: v for k, v in (("sight", result.sight),
                                        ("model_renamed", result.model_renamed)) if v}
-            if result.model_renamed:  # said on standard error, where ask speaks
-                with progress.hidden():
-                    click.echo("warning CONFIG_MODEL_RENAMED: "
-                               f"{result.model_renamed['message']}", err=True)
             return {
                 **extra,
                 "answer": result.content,

@@ -423,7 +423,9 @@ class Preparer:
             return None
         if model not in self._warned:
             self._warned.add(model)
-            _log.warning("CONFIG_MODEL_RENAMED: %s", note)
+            # Once per process, in the `warning CODE: sentence` form config check uses:
+            # ask, chat and serve all show it on standard error.
+            _log.warning("warning CONFIG_MODEL_RENAMED: %s", note)
         return {"model": model, "successor": name.successor, "kind": name.kind,
                 "message": note}
 
