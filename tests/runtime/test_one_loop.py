@@ -217,23 +217,28 @@ async def test_concurrent_turns_keep_the_generation_they_were_offered(tmp_path: 
         hub = ToolHub([source])
         outcomes: list[tuple[int, int, bool, str | None]] = []
         rng = random.Random(7)
+        changing = anyio.Lock()
 
         async def turn(number: int) -> None:
             context = TurnContext(f"s{number}", {}, max_tool_calls=4, max_rereads=0)
             offer = hub.offer(context)
             (spec,) = [s for s in offer.specs if s.name == "mcp__p__t1"]
             await anyio.sleep(rng.random() * 0.2)
-            live_before = state.generation
-            result = await hub.call(offer, "mcp__p__t1", "{}", context)
-            outcomes.append((spec.generation or -1, live_before, result.is_error,
+            # The generation a call is judged by is the one live while it runs: the change
+            # below holds the same lock until the new list is in, so no call straddles it.
+            async with changing:
+                live = state.generation
+                result = await hub.call(offer, "mcp__p__t1", "{}", context)
+            outcomes.append((spec.generation or -1, live, result.is_error,
                              result.details.get("code")))
 
         async def change() -> None:
             await anyio.sleep(0.08)
-            old = state.generation
-            peer.tools.append(tool("t2"))
-            await peer.announce("legacy")
-            await until(lambda: state.generation != old)
+            async with changing:
+                old = state.generation
+                peer.tools.append(tool("t2"))
+                await peer.announce("legacy")
+                await until(lambda: state.generation != old)
 
         calls_before = peer.calls
         await asyncio.gather(change(), *(turn(n) for n in range(40)))
