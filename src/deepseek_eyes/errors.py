@@ -320,6 +320,10 @@ ERROR_CODES: Mapping[str, str] = {
         "A path or the executable resolves differently at execute time than when planned."
     ),
     "TERMINAL_SESSION_NOT_FOUND": "No execution session has that id (closed or expired).",
+    "TERMINAL_NOT_FOUND": (
+        "No such console API endpoint or session action (a session takes pause, resume and "
+        "cancel), or it does not take that method."
+    ),
     "TERMINAL_SESSION_LIMIT": "The maximum number of concurrent execution sessions is open.",
     "TERMINAL_SESSION_BUSY": "The session already has an active process (one at a time).",
     "TERMINAL_NO_ACTIVE_PROCESS": "The session has no running process to pause, resume or cancel.",
@@ -440,6 +444,9 @@ ERROR_CODES: Mapping[str, str] = {
     ),
     "CONTROL_UNREACHABLE": (
         "The running gateway's control API stopped answering."
+    ),
+    "CONTROL_NOT_FOUND": (
+        "No such control API endpoint, or it does not take that method."
     ),
     "CONTROL_MCP_NOT_RUNNING": (
         "The running gateway runs no MCP servers (none enabled at its start, or mcp not "

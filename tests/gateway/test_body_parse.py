@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deepseek_eyes.errors import GatewayError
-from deepseek_eyes.gateway.body import parse_body
+from deepseek_eyes.gateway.body import BodyLimits, parse_body, read_request
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 texts = st.text(alphabet=st.characters(codec=None), max_size=20)  # surrogates included
@@ -59,3 +59,14 @@ def test_a_body_is_refused_exactly_when_it_holds_a_lone_surrogate(
 def test_every_spelling_of_a_lone_surrogate_is_refused(raw: bytes) -> None:
     with pytest.raises(GatewayError):
         parse_body(raw)
+
+
+def test_an_integer_too_long_to_convert_is_named_not_called_not_json() -> None:
+    raw = b'{"max_tokens": ' + b"7" * 5000 + b"}"
+    for parse in (parse_body, lambda body: read_request(body, BodyLimits()).fields):
+        with pytest.raises(GatewayError) as refused:
+            parse(raw)
+        assert refused.value.code == "GATEWAY_BAD_REQUEST"
+        assert refused.value.details["reason"] == "integer_too_long"
+        assert "5000 digits" in refused.value.message
+    assert parse_body(b'{"n": ' + b"7" * 4000 + b"}")["n"] == int("7" * 4000)

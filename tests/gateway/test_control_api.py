@@ -140,6 +140,15 @@ def test_the_control_api_refuses_strangers(live: Live) -> None:
     assert plain.json()["error"]["code"] == "CONTROL_UNSUPPORTED_MEDIA_TYPE"
 
 
+def test_unknown_control_paths_and_methods_answer_json(live: Live) -> None:
+    unknown = live.ask("/control/nope")
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["code"] == "CONTROL_NOT_FOUND"
+    wrong = live.ask("/control/status", method="POST", content=b"{}")
+    assert wrong.status_code == 405
+    assert wrong.json()["error"]["code"] == "CONTROL_NOT_FOUND"
+
+
 def test_mcp_status_answers_from_the_running_gateway(live: Live) -> None:
     result = live.cli("mcp", "status", "--json")
     assert result.returncode == 0, result.stderr

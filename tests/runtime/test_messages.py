@@ -108,9 +108,36 @@ async def test_http_image_urls_are_refused_unless_enabled() -> None:
 async def test_oversized_data_url_is_refused_before_decoding() -> None:
     raw = [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": data_url(b"x" * 3000)}}]}]
-    with pytest.raises(TurnError) as info:
+    with pytest.raises(ImageError) as info:
         await parse_messages(raw, admit=admit, max_image_bytes=1000)
-    assert info.value.details["reason"] == "image_too_large"
+    assert info.value.code == "IMAGE_TOO_LARGE"
+    assert info.value.details["param"] == "messages[0].content[0]"
+    assert info.value.details["limit"] == 1000
+
+
+async def test_url_schemes_are_case_insensitive() -> None:
+    seen: list[str] = []
+
+    async def fetch(url: str) -> bytes:
+        seen.append(url)
+        return png((9, 9, 9))
+
+    upper = data_url(png((1, 2, 3))).replace("data:", "DATA:", 1)
+    raw = [_image_message("HTTP://example.test/a.png", "Https://example.test/b.png", upper)]
+    messages = await parse_messages(raw, admit=admit, fetch=fetch)
+    assert [part["type"] for part in messages[0]["content"]] == ["image"] * 3
+    assert seen == ["HTTP://example.test/a.png", "Https://example.test/b.png"]
+    with pytest.raises(TurnError) as info:
+        await parse_messages([_image_message("ftp://example.test/c.png")], admit=admit,
+                             fetch=fetch)
+    assert info.value.code == "RUNTIME_BAD_MESSAGE"
+    assert info.value.details["param"] == "messages[0].content[0]"
+
+
+async def test_an_empty_message_list_names_its_param() -> None:
+    with pytest.raises(TurnError) as info:
+        await parse_messages([], admit=admit)
+    assert (info.value.code, info.value.details["param"]) == ("RUNTIME_BAD_MESSAGE", "messages")
 
 
 def _image_message(*urls: str) -> dict[str, object]:

@@ -258,6 +258,24 @@ async def test_console_approval_flow_over_the_api(
     assert missing.status_code == 404
 
 
+
+async def test_an_unknown_session_action_is_refused_not_taken_for_cancel(
+    running: Running, http: httpx.AsyncClient
+) -> None:
+    sid = (await http.post("/api/sessions", headers=running.console_headers())).json()["session_id"]
+    typo = await http.post(f"/api/sessions/{sid}/cancle", headers=running.console_headers())
+    assert typo.status_code == 404
+    assert typo.json()["error"]["code"] == "TERMINAL_NOT_FOUND"
+    listed = (await http.get("/api/sessions", headers=running.console_headers())).json()
+    assert sid in [s["session_id"] for s in listed["sessions"]]  # not cancelled
+    plan = await http.post(f"/api/sessions/{sid}/plans", headers=running.console_headers(),
+                           json={"argv": ["true"]})
+    assert plan.status_code == 200, plan.text
+    unknown = await http.get("/api/nope", headers=running.console_headers())
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["code"] == "TERMINAL_NOT_FOUND"
+
+
 @pytest.mark.parametrize(
     "token", ["a" * 100, "short", "0123456789abcdef" * 3, "correct horse battery staple " * 4]
 )

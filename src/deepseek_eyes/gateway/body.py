@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -138,7 +139,8 @@ def parse_body(raw: bytes) -> JsonObject:
             a lone surrogate) or ``GATEWAY_JSON_TOO_DEEP``.
     """
     try:
-        document = json.loads(raw, parse_constant=_no_constant, parse_float=_finite_float)
+        document = json.loads(raw, parse_constant=_no_constant, parse_float=_finite_float,
+                              parse_int=_bounded_int)
     except RecursionError:
         raise _too_deep() from None
     except GatewayError:
@@ -317,7 +319,17 @@ def _decode(raw: bytes) -> str:
         raise _not_json() from None
 
 
-_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+def _bounded_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # past sys.get_int_max_str_digits(): costly to convert, refused
+        raise _bad(f"the request body holds an integer of {len(text.lstrip('-'))} digits, "
+                   f"more than the {sys.get_int_max_str_digits()} a number may have",
+                   reason="integer_too_long") from None
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float,
+                            parse_int=_bounded_int)
 
 
 def read_request(raw: bytes, limits: BodyLimits,

@@ -38,7 +38,13 @@ from starlette.types import ASGIApp
 from deepseek_eyes.errors import DeepSeekEyesError, McpError
 from deepseek_eyes.gateway.settings_watch import SettingsWatch
 from deepseek_eyes.mcp_host.manager import McpManager
-from deepseek_eyes.serving import RateLimiter, RefusalCodes, SecurityMiddleware, loopback_hosts
+from deepseek_eyes.serving import (
+    RateLimiter,
+    RefusalCodes,
+    SecurityMiddleware,
+    loopback_hosts,
+    unknown_route_handlers,
+)
 
 __all__ = ["CONTROL_CODES", "CONTROL_FILENAME", "ControlFile", "control_app"]
 
@@ -144,7 +150,7 @@ def control_app(manager: McpManager | None, watch: SettingsWatch | None,
         Route("/control/restart/{server_id}", restart, methods=["POST"]),
         Route("/control/probe/{server_id}", probe, methods=["POST"]),
         Route("/control/reload", reload, methods=["POST"]),
-    ])
+    ], exception_handlers=unknown_route_handlers("CONTROL_NOT_FOUND"))
     return SecurityMiddleware(
         app, token=token, allowed_hosts=loopback_hosts(), allowed_origins=[],
         limiter=RateLimiter(600), max_body_bytes=64 * 1024, public_prefixes=(),

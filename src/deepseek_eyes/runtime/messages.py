@@ -86,7 +86,8 @@ _ROLES = {"system", "developer", "user", "assistant", "tool"}
 
 
 def _bad(message: str, where: str) -> TurnError:
-    return TurnError(f"{where}: {message}", code="RUNTIME_BAD_MESSAGE", details={"at": where})
+    return TurnError(f"{where}: {message}", code="RUNTIME_BAD_MESSAGE",
+                     details={"at": where, "param": where})
 
 
 class ImagePart(TypedDict):
@@ -141,10 +142,11 @@ def decode_data_url(url: str, max_bytes: int, where: str) -> bytes:
         raise _bad("an image data URL must be data:<type>;base64,<data>", where)
     payload = url[match.end() :]
     if len(payload) > (max_bytes // 3 + 1) * 4 + 8:
-        raise TurnError(
-            f"{where}: the image is larger than {max_bytes} bytes",
-            code="RUNTIME_BAD_MESSAGE",
-            details={"at": where, "limit": max_bytes, "reason": "image_too_large"},
+        raise ImageError(
+            f"{where}: the image is larger than image.max_bytes ({max_bytes} bytes); "
+            "nothing was decoded or stored",
+            code="IMAGE_TOO_LARGE",
+            details={"at": where, "param": where, "limit": max_bytes},
         )
     try:
         return base64.b64decode(payload, validate=True)
@@ -209,12 +211,13 @@ def _content(
             if not isinstance(url, str) or not url:
                 raise _bad("image_url needs a url", at)
             placeholder: dict[str, Any] = {"detail": detail if isinstance(detail, str) else "auto"}
-            if url.startswith("data:"):
+            scheme = url[:8].lower()  # URL schemes are case-insensitive (RFC 3986 3.1)
+            if scheme.startswith("data:"):
                 data = decode_data_url(url, max_image_bytes, at)
                 key = hashlib.sha256(data).hexdigest()
                 images.data.setdefault(key, data)
                 images.add(placeholder, "data", key, at)
-            elif url.startswith(("http://", "https://")):
+            elif scheme.startswith(("http://", "https://")):
                 if not images.fetch_enabled:
                     raise TurnError(
                         f"{at}: http(s) image URLs are off (gateway.allow_image_urls)",

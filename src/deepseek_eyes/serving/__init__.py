@@ -23,6 +23,7 @@ from deepseek_eyes.serving.security import (
     is_strong_token,
     loopback_hosts,
     loopback_origins,
+    unknown_route_handlers,
 )
 
 __all__ = [
@@ -43,4 +44,5 @@ __all__ = [
     "is_strong_token",
     "loopback_hosts",
     "loopback_origins",
+    "unknown_route_handlers",
 ]

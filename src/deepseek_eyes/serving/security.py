@@ -48,6 +48,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deepseek_eyes.serving.tokens import (
@@ -527,3 +530,20 @@ class HttpOptions:
             codes=codes,
             session=session,
         )
+
+
+def unknown_route_handlers(code: str) -> dict[Any, Any]:
+    """Starlette exception handlers that answer an unknown path (404) or a method a route
+    does not take (405) in the JSON shape of our refusals, ``{"error": {"code", "message",
+    "details"}}``, under ``code``; Starlette's own answer is plain text, which a client of
+    a JSON API cannot read."""
+    async def handle(request: Request, exc: Exception) -> JSONResponse:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}
+        message = ("this endpoint does not take that method" if status == 405
+                   else "no such endpoint")
+        body = {"code": code, "message": message,
+                "details": {"path": request.url.path[:200], "method": request.method}}
+        return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+    return {HTTPException: handle}

@@ -33,7 +33,7 @@ from starlette.types import ASGIApp
 
 from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
 from deepseek_eyes.serving.mcp_http import streamable_mcp
-from deepseek_eyes.serving.security import HttpOptions
+from deepseek_eyes.serving.security import HttpOptions, unknown_route_handlers
 from deepseek_eyes.terminal.arguments import invalid, known_keys
 from deepseek_eyes.terminal.service import TerminalService
 from deepseek_eyes.terminal.transport.console_login import (
@@ -56,8 +56,10 @@ _STATUS = {
     "TERMINAL_PLAN_CHANGED": 409, "TERMINAL_SESSION_LIMIT": 429,
     "TERMINAL_PLAN_LIMIT": 429, "TERMINAL_ARGUMENT_INVALID": 400,
     "TERMINAL_CONSOLE_LOGIN_INVALID": 401, "TERMINAL_SELF_APPROVAL_REFUSED": 403,
+    "TERMINAL_NOT_FOUND": 404,
 }
 PLAN_FIELDS = ("argv", "command", "cwd", "timeout_s")
+_UNKNOWN = unknown_route_handlers("TERMINAL_NOT_FOUND")
 
 
 def _error(exc: DeepSeekEyesError) -> JSONResponse:
@@ -161,7 +163,11 @@ def _api_routes(service: TerminalService, logins: ConsoleLogins) -> list[Route]:
             return await call(lambda: service.pause(p(request, "sid")))
         if action == "resume":
             return await call(lambda: service.resume(p(request, "sid")))
-        return await call(lambda: service.cancel(p(request, "sid")))
+        if action == "cancel":
+            return await call(lambda: service.cancel(p(request, "sid")))
+        return _error(TerminalError(
+            f"a session takes pause, resume or cancel, not {action[:40]!r}; nothing was done",
+            code="TERMINAL_NOT_FOUND", details={"action": action[:40]}))
 
     async def receipts(_: Request) -> Response:
         return await call(lambda: {"receipts": service.receipts.recent(50)})
@@ -250,7 +256,7 @@ def build_http_app(
         mcp, options, background=service.run_reaper, close=service.aclose,
     )
     app = Starlette(routes=[*_console_routes(service, logins), *sdk_routes],
-                    lifespan=lifespan)
+                    lifespan=lifespan, exception_handlers=_UNKNOWN)
     return options.guard(app, codes=TERMINAL_REFUSALS, public_prefixes=("/console",),
                          session=logins)
 
@@ -261,6 +267,6 @@ def build_console_app(service: TerminalService, options: HttpOptions, *,
     (the gateway's in-process terminal): no MCP endpoint, no lifespan; the owner runs the
     reaper and closes the service. Same security as :func:`build_http_app`."""
     logins = logins or _default_logins()
-    app = Starlette(routes=_console_routes(service, logins))
+    app = Starlette(routes=_console_routes(service, logins), exception_handlers=_UNKNOWN)
     return options.guard(app, codes=TERMINAL_REFUSALS, public_prefixes=("/console",),
                          session=logins)
