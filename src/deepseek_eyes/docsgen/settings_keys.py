@@ -119,8 +119,8 @@ def _default(info: FieldInfo) -> tuple[str, bool, Any]:
         value = info.default_factory()  # type: ignore[call-arg]
     else:
         return "", True, None
-    if value is None or value == {} or isinstance(value, BaseModel) and not isinstance(
-            value, SecretRef):
+    if value is None or value == {} or (isinstance(value, BaseModel) and not isinstance(
+            value, SecretRef)):
         return "", False, value
     return _toml(value), False, value
 
@@ -172,10 +172,7 @@ def setting_docs() -> list[SettingDoc]:
 
 
 def _heading(table: str, variant: str) -> str:
-    if table.endswith("[]"):
-        title = f"[[{table[:-2]}]]"
-    else:
-        title = f"[{table}]"
+    title = f"[[{table[:-2]}]]" if table.endswith("[]") else f"[{table}]"
     return f"## {title}" + (f" ({variant})" if variant else "")
 
 
