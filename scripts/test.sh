@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up DeepSeekEyes with everything its tests use, then run lint, type checks, the
 # import layers (import-linter), the terminal and vision servers' conformance checks and the
-# whole test suite. Extra arguments go to pytest. With CI=true a missing test dependency
+# whole test suite (which builds the documentation site with `mkdocs build --strict` and runs
+# the examples of README.md and the guides: tests/docsgen). Extra arguments go to pytest. With CI=true a missing test dependency
 # fails instead of skipping.
 #   .venv          the package with its dev extras (scripts/setup.sh dev)
 #   Debian, npm    bubblewrap, chromium, Node 22, the MCP conformance suite and the MCP
