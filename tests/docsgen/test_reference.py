@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from deepseek_eyes.docsgen import (
     command_docs,
@@ -71,3 +74,12 @@ def test_markdown_escaping() -> None:
     assert cell("a prefix ending in *") == "a prefix ending in \\*"
     assert cell("a | b <data home>") == "a \\| b &lt;data home&gt;"
     assert anchor("deepseek-eyes mcp call") == "deepseek-eyes-mcp-call"
+
+
+def test_defaults_do_not_depend_on_the_environment_the_site_is_built_in(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEEPSEEK_BASE_URL", "http://127.0.0.1:9/v1")
+    (base,) = [doc for doc in setting_docs() if doc.key == "llm.base_url"]
+    assert "127.0.0.1:9" not in base.default
+    assert base.env == "DEEPSEEK_BASE_URL"
+    assert os.environ["DEEPSEEK_BASE_URL"] == "http://127.0.0.1:9/v1"

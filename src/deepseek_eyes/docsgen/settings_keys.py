@@ -10,6 +10,7 @@ says wins over it.
 
 from __future__ import annotations
 
+import os
 import re
 import types
 import typing
@@ -165,9 +166,17 @@ def _variant_label(model: type[BaseModel]) -> str:
 
 
 def setting_docs() -> list[SettingDoc]:
-    """Every settings key, in the model's order."""
+    """Every settings key, in the model's order. Defaults are those of a machine where no
+    ``DEEPSEEK_*`` variable is set (a default factory may read one), so the page does not
+    depend on the environment it is built in."""
     out: list[SettingDoc] = []
-    _walk(Settings, "", "", out)
+    saved = {name: value for name, value in os.environ.items() if name.startswith("DEEPSEEK_")}
+    for name in saved:
+        del os.environ[name]
+    try:
+        _walk(Settings, "", "", out)
+    finally:
+        os.environ.update(saved)
     return out
 
 

@@ -50,7 +50,11 @@ class LLMSettings(Strict):
     ``models`` and the endpoint's ``/models``, never from a list in the code. Its
     image-capable models can serve vision when ``vision.auto_detect`` is on."""
 
-    base_url: str = Field(default_factory=_default_llm_base_url)
+    base_url: str = Field(
+        default_factory=_default_llm_base_url,
+        description="The upstream's base URL; when the file does not set it, "
+                    "DEEPSEEK_BASE_URL does, else DeepSeek's own.",
+    )
     api_key: OptionalSecret = SecretRef(env="DEEPSEEK_API_KEY")
     model: str | None = Field(
         default=None, min_length=1, max_length=200,
