@@ -188,6 +188,28 @@ def test_a_failed_turn_is_reported_and_the_chat_goes_on(
     assert "session down-1: 2 message(s), 2 turn(s)" in done.stdout
 
 
+def test_usage_shows_counters_as_events_and_estimates_as_tokens(config: Path) -> None:
+    """/usage: a counter (local OCR runs) is events, never "0 tokens"; an estimate is
+    tokens. The rows are written to the data directory the chat then opens."""
+    from deepseek_eyes.home import DataHome
+    from deepseek_eyes.settings import load_settings
+    from deepseek_eyes.usage import UsageCategory
+
+    with DataHome.open(load_settings(config).settings) as home:
+        for _ in range(3):
+            home.usage.count(UsageCategory.LOCAL_OCR)
+        home.usage.record_estimate(UsageCategory.BRIDGE_INPUT, 120, calls=2)
+    done = chat(config, lines=["/usage"])
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "local_ocr: 3 event(s)" in out
+    assert "local_ocr: 0 tokens" not in out
+    assert "bridge_input: 120 tokens (2 event(s))" in out
+    counters = out.split("counters (no provider, no tokens):", 1)[1]
+    assert "bridge_input" not in counters
+    assert "local_ocr" not in out.split("counters", 1)[0]
+
+
 def test_a_busy_upstream_is_retried_and_the_chat_answers(
     config: Path, upstream: LoopbackUpstream
 ) -> None:
