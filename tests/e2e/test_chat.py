@@ -210,6 +210,32 @@ def test_usage_shows_counters_as_events_and_estimates_as_tokens(config: Path) ->
     assert "local_ocr" not in out.split("counters", 1)[0]
 
 
+def test_a_slow_mcp_tool_shows_its_progress_and_elapsed_time(
+    tmp_path: Path, upstream: LoopbackUpstream, work: Path, loopback: LoopbackVisionServer
+) -> None:
+    """An MCP tool that reports progress: each notification reaches chat's output as it
+    arrives (progress/total, the server's message, the seconds it has run), and the end
+    says how long the tool took."""
+    config = settings(tmp_path, upstream.base_url, loopback.url("healthy~chat"), work)
+    server = Path(__file__).with_name("progress_server.py")
+    text = config.read_text(encoding="utf-8").replace(
+        'tool_sources = ["look", "terminal"]', 'tool_sources = ["look", "mcp"]')
+    text += (f'\n[[mcp.servers]]\nid = "slow"\ntransport = "stdio"\n'
+             f'command = "{sys.executable}"\nargs = ["{server}"]\n'
+             '[mcp.servers.allow]\ntools = ["count"]\n')
+    config.write_text(text, encoding="utf-8")
+    done = chat(config, lines=['CALL[mcp__slow__count]: {"steps": 3}'])
+    assert done.returncode == 0, done.stderr
+    notes = [line for line in done.stderr.splitlines() if line.startswith("· ")]
+    progress = [line for line in notes if line.startswith("· mcp__slow__count: ")]
+    assert [line.split(" (")[0] for line in progress] == [
+        f"· mcp__slow__count: {n}/3 counted {n} of 3" for n in (1, 2, 3)], done.stderr
+    assert all(line.endswith("s)") for line in progress)
+    assert notes[0] == "· mcp__slow__count…"
+    assert notes[-1].startswith("· done (") and notes[-1].endswith("s)")
+    assert "after mcp__slow__count: counted to 3" in done.stdout
+
+
 def test_a_busy_upstream_is_retried_and_the_chat_answers(
     config: Path, upstream: LoopbackUpstream
 ) -> None:
