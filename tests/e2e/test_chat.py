@@ -232,7 +232,8 @@ def test_a_slow_mcp_tool_shows_its_progress_and_elapsed_time(
         f"· mcp__slow__count: {n}/3 counted {n} of 3" for n in (1, 2, 3)], done.stderr
     assert all(line.endswith("s)") for line in progress)
     assert notes[0] == "· mcp__slow__count…"
-    assert notes[-1].startswith("· done (") and notes[-1].endswith("s)")
+    assert notes[-1].startswith("· done (")
+    assert notes[-1].endswith("s)")
     assert "after mcp__slow__count: counted to 3" in done.stdout
 
 
