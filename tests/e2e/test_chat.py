@@ -214,8 +214,7 @@ def test_a_slow_mcp_tool_shows_its_progress_and_elapsed_time(
     tmp_path: Path, upstream: LoopbackUpstream, work: Path, loopback: LoopbackVisionServer
 ) -> None:
     """An MCP tool that reports progress: each notification reaches chat's output as it
-    arrives (progress/total, the server's message, the seconds it has run), and the end
-    says how long the tool took."""
+    arrives (progress/total, the server's message, the seconds it has run)."""
     config = settings(tmp_path, upstream.base_url, loopback.url("healthy~chat"), work)
     server = Path(__file__).with_name("progress_server.py")
     text = config.read_text(encoding="utf-8").replace(
@@ -232,8 +231,7 @@ def test_a_slow_mcp_tool_shows_its_progress_and_elapsed_time(
         f"· mcp__slow__count: {n}/3 counted {n} of 3" for n in (1, 2, 3)], done.stderr
     assert all(line.endswith("s)") for line in progress)
     assert notes[0] == "· mcp__slow__count…"
-    assert notes[-1].startswith("· done (")
-    assert notes[-1].endswith("s)")
+    assert notes[-1].startswith("· done")  # with its seconds once it ran one or more
     assert "after mcp__slow__count: counted to 3" in done.stdout
 
 

@@ -352,7 +352,10 @@ def describe_event(event: Mapping[str, Any]) -> str | None:
         said = " ".join(str(part) for part in (amount, text) if part)
         return f"· {event.get('tool')}: {said} ({_seconds(event)})"
     if kind == "tool.finished":
-        took = f" ({_seconds(event)})" if event.get("elapsed_s") is not None else ""
+        # How long it took, once that is worth saying (a quick tool's "(0s)" is noise).
+        elapsed = event.get("elapsed_s")
+        took = f" ({_seconds(event)})" if isinstance(elapsed, int | float) and elapsed >= 1 \
+            else ""
         if not event.get("is_error"):
             return f"· done{took}"
         return (f"· error {event.get('code')}" if event.get("code") else "· error") + took
