@@ -188,6 +188,53 @@ def test_a_failed_turn_is_reported_and_the_chat_goes_on(
     assert "session down-1: 2 message(s), 2 turn(s)" in done.stdout
 
 
+def test_usage_shows_counters_as_events_and_estimates_as_tokens(config: Path) -> None:
+    """/usage: a counter (local OCR runs) is events, never "0 tokens"; an estimate is
+    tokens. The rows are written to the data directory the chat then opens."""
+    from deepseek_eyes.home import DataHome
+    from deepseek_eyes.settings import load_settings
+    from deepseek_eyes.usage import UsageCategory
+
+    with DataHome.open(load_settings(config).settings) as home:
+        for _ in range(3):
+            home.usage.count(UsageCategory.LOCAL_OCR)
+        home.usage.record_estimate(UsageCategory.BRIDGE_INPUT, 120, calls=2)
+    done = chat(config, lines=["/usage"])
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "local_ocr: 3 event(s)" in out
+    assert "local_ocr: 0 tokens" not in out
+    assert "bridge_input: 120 tokens (2 event(s))" in out
+    counters = out.split("counters (no provider, no tokens):", 1)[1]
+    assert "bridge_input" not in counters
+    assert "local_ocr" not in out.split("counters", 1)[0]
+
+
+def test_a_slow_mcp_tool_shows_its_progress_and_elapsed_time(
+    tmp_path: Path, upstream: LoopbackUpstream, work: Path, loopback: LoopbackVisionServer
+) -> None:
+    """An MCP tool that reports progress: each notification reaches chat's output as it
+    arrives (progress/total, the server's message, the seconds it has run)."""
+    config = settings(tmp_path, upstream.base_url, loopback.url("healthy~chat"), work)
+    server = Path(__file__).with_name("progress_server.py")
+    text = config.read_text(encoding="utf-8").replace(
+        'tool_sources = ["look", "terminal"]', 'tool_sources = ["look", "mcp"]')
+    text += (f'\n[[mcp.servers]]\nid = "slow"\ntransport = "stdio"\n'
+             f'command = "{sys.executable}"\nargs = ["{server}"]\n'
+             '[mcp.servers.allow]\ntools = ["count"]\n')
+    config.write_text(text, encoding="utf-8")
+    done = chat(config, lines=['CALL[mcp__slow__count]: {"steps": 3}'])
+    assert done.returncode == 0, done.stderr
+    notes = [line for line in done.stderr.splitlines() if line.startswith("· ")]
+    progress = [line for line in notes if line.startswith("· mcp__slow__count: ")]
+    assert [line.split(" (")[0] for line in progress] == [
+        f"· mcp__slow__count: {n}/3 counted {n} of 3" for n in (1, 2, 3)], done.stderr
+    assert all(line.endswith("s)") for line in progress)
+    assert notes[0] == "· mcp__slow__count…"
+    assert notes[-1].startswith("· done")  # with its seconds once it ran one or more
+    assert "after mcp__slow__count: counted to 3" in done.stdout
+
+
 def test_a_busy_upstream_is_retried_and_the_chat_answers(
     config: Path, upstream: LoopbackUpstream
 ) -> None:

@@ -81,3 +81,38 @@ def test_target_quotes_matching_line() -> None:
     assert float(target["confidence"]) <= 0.5  # type: ignore[arg-type]
     miss = build_target(segments, 400, 400, "Which colour is the logo?")
     assert miss["observations"] == []
+
+
+def test_a_fact_is_kept_only_where_a_label_meets_a_quantity() -> None:
+    """The demo receipt's address and card lines are identifiers, not quantities; its
+    amounts, counts and measures stay, with their labels."""
+    assert quantities_in("214 Harbor Street, Portland OR") == []
+    assert quantities_in("Ship to 214 Harbor Street") == []
+    assert quantities_in("VISA **** 4821") == []
+    assert quantities_in("Card ending 4821") == []
+    assert quantities_in("Tel 555 1234") == []
+    assert quantities_in("4111 1111 1111 1111") == []
+    assert quantities_in("Register 3") == []
+    # The amount beside the card's digits is still an amount.
+    (paid,) = quantities_in("VISA **** 4821 64.03")
+    assert (paid.value, paid.text) == (64.03, "64.03")
+    (total,) = quantities_in("Total $42.10")
+    assert (total.label, total.value, total.unit) == ("Total", 42.1, "USD")
+    (qty,) = quantities_in("Qty 3")
+    assert (qty.label, qty.value, qty.unit) == ("Qty", 3.0, "")
+    (weight,) = quantities_in("Weight: 1.2 kg")
+    assert (weight.label, weight.value, weight.unit) == ("Weight", 1.2, "kg")
+    # A unit says what a number measures even with no label before it.
+    (count, price) = quantities_in("2 x Coffee 7.00")
+    assert (count.value, count.unit, price.label, price.value) == (2.0, "x", "Coffee", 7.0)
+
+
+def test_evidence_from_the_demo_receipt_lines_has_no_street_or_card_numbers() -> None:
+    lines = ["214 Harbor Street, Portland OR", "Tel 503-555-0148", "Subtotal 59.01",
+             "TOTAL 64.03", "VISA **** 4821 64.03"]
+    segments = [seg(text, 10, 10 + 30 * i, 300, 30 + 30 * i, 0.99)
+                for i, text in enumerate(lines)]
+    evidence = build_evidence(segments, 400, 300, min_confidence=0.5)
+    facts = [(f["label"], f["value"]) for f in evidence["quantitative_facts"]]  # type: ignore[index,union-attr]
+    assert facts == [("Subtotal", 59.01), ("TOTAL", 64.03), ("VISA ****", 64.03)]
+    assert all(value not in (214.0, 4821.0) for _, value in facts)

@@ -46,6 +46,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "evidence": ("deepseek_eyes.cli.evidence", "evidence_group",
                  "Work with evidence objects."),
     "config": ("deepseek_eyes.cli.config", "config_group", "Inspect and validate settings."),
+    "doctor": ("deepseek_eyes.cli.doctor", "doctor_command",
+               "Check the setup: one line a check with its fix; exit 1 when one fails."),
     "init": ("deepseek_eyes.cli.init", "init_command",
              "Write a commented settings file (default ./deepseek-eyes.toml); never "
              "overwrites."),

@@ -241,7 +241,7 @@ class Chat:
 
     def usage(self) -> _Reply:
         from deepseek_eyes.runtime.turn import usage_json
-        from deepseek_eyes.usage import ProviderUsage
+        from deepseek_eyes.usage import ProviderUsage, UsageCategory
 
         turns = self.runtime.sessions.turns(self.session_id)
         # A turn record keeps its usage in the OpenAI shape usage_json wrote.
@@ -264,9 +264,17 @@ class Chat:
         lines += [f"  {name}: {row['calls']} call(s), prompt {row['prompt_tokens']}, "
                   f"completion {row['completion_tokens']}"
                   for name, row in tracker["exact"].items()] or ["  (none)"]
+        # Counters (local OCR runs, native visual turns) involve no provider: they are
+        # events, never tokens, and a "0 tokens" beside them read like free usage.
+        estimated = {n: r for n, r in tracker["estimated"].items()
+                     if not UsageCategory(n).counter}
+        counters = {n: r for n, r in tracker["estimated"].items() if UsageCategory(n).counter}
         lines += ["estimated (attribution, already inside the exact totals):"]
-        lines += [f"  {name}: {row['estimated_tokens']} tokens"
-                  for name, row in tracker["estimated"].items()] or ["  (none)"]
+        lines += [f"  {name}: {row['estimated_tokens']} tokens ({row['events']} event(s))"
+                  for name, row in estimated.items()] or ["  (none)"]
+        lines += ["counters (no provider, no tokens):"]
+        lines += [f"  {name}: {row['events']} event(s)"
+                  for name, row in counters.items()] or ["  (none)"]
         return _Reply({"command": "usage", "session_id": self.session_id, "turns": rows,
                        "session_total": usage_json(total), "tracker": tracker}, lines)
 

@@ -343,10 +343,22 @@ def describe_event(event: Mapping[str, Any]) -> str | None:
     kind = event.get("type")
     if kind == "tool.started":
         return f"· {event.get('tool')}…"
+    if kind == "tool.progress":
+        # A long tool's advance as its server reports it, with the time it has run.
+        done, total = event.get("progress"), event.get("total")
+        amount = f"{done:g}/{total:g}" if isinstance(done, int | float) and isinstance(
+            total, int | float) else (f"{done:g}" if isinstance(done, int | float) else "")
+        text = event.get("text")
+        said = " ".join(str(part) for part in (amount, text) if part)
+        return f"· {event.get('tool')}: {said} ({_seconds(event)})"
     if kind == "tool.finished":
+        # How long it took, once that is worth saying (a quick tool's "(0s)" is noise).
+        elapsed = event.get("elapsed_s")
+        took = f" ({_seconds(event)})" if isinstance(elapsed, int | float) and elapsed >= 1 \
+            else ""
         if not event.get("is_error"):
-            return "· done"
-        return f"· error {event.get('code')}" if event.get("code") else "· error"
+            return f"· done{took}"
+        return (f"· error {event.get('code')}" if event.get("code") else "· error") + took
     if kind == "approval.decided":
         decision = event.get("decision")
         return {"approved": "· approved", "denied": "· denied"}.get(
@@ -354,3 +366,9 @@ def describe_event(event: Mapping[str, Any]) -> str | None:
     if kind == "turn.final_call":
         return "· the model-call limit is reached; asking for the answer"
     return None  # approval.wanted: the approval prompt shows the plan itself
+
+
+def _seconds(event: Mapping[str, Any]) -> str:
+    elapsed = event.get("elapsed_s")
+    return f"{elapsed:.0f}s" if isinstance(elapsed, int | float) else "-"
+

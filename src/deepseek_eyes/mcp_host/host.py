@@ -24,7 +24,7 @@ import operator
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 
@@ -70,11 +70,19 @@ __all__ = [
     "CallResult",
     "ExposedTool",
     "McpHost",
+    "OnProgress",
     "RunQuota",
 ]
 
 #: Admitted results up to this many characters are finished on the event loop.
 INLINE_RESULT_CHARS = 64 * 1024
+
+
+class OnProgress(Protocol):
+    """Told each progress notification of a call (the SDK's progress callback shape)."""
+
+    async def __call__(self, progress: float, total: float | None,
+                       message: str | None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -308,21 +316,22 @@ class McpHost:
         raise McpPolicyError(f"no exposed MCP tool {public_name!r}", code="MCP_TOOL_NOT_EXPOSED")
 
     async def call_tool(self, public_name: str, arguments: Mapping[str, Any], *,
-                        generation: int | None = None, quota: RunQuota | None = None
-                        ) -> CallResult:
-        """Run one exposed tool.
+                        generation: int | None = None, quota: RunQuota | None = None,
+                        progress: OnProgress | None = None) -> CallResult:
+        """Run one exposed tool; ``progress`` is told each of the server's progress
+        notifications for this call (progress, total or None, message or None).
 
         Raises:
             McpError: a policy, quota, generation, transport or ``MCP_RESULT_*`` code.
         """
         state, tool = self._resolve(public_name)
         return await self._dispatch(state, "tool", tool.name, tool.risk, dict(arguments),
-                                    generation, quota)
+                                    generation, quota, progress=progress)
 
     async def _dispatch(self, state: ServerState, kind: str, name: str, risk: str,
                         arguments: dict[str, Any], generation: int | None,
-                        quota: RunQuota | None, *, audit_name: str | None = None
-                        ) -> CallResult:
+                        quota: RunQuota | None, *, audit_name: str | None = None,
+                        progress: OnProgress | None = None) -> CallResult:
         started = time.perf_counter()
         # A resource is read by URI with no arguments: its URI is what the hash covers.
         args_hash = canonical_json(arguments if kind != "resource" else {"uri": name})[1]
@@ -347,7 +356,8 @@ class McpHost:
                 with state.activity.request(), state.faults.guard(timeout + 1):
                     if kind == "tool":
                         raw: Any = await client.call_tool(name, arguments,
-                                                          read_timeout_seconds=timeout)
+                                                          read_timeout_seconds=timeout,
+                                                          progress_callback=progress)
                     elif kind == "resource":
                         raw = await client.read_resource(name)
                     else:

@@ -19,6 +19,7 @@ like any image of the conversation.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -29,10 +30,11 @@ from deepseek_eyes.mcp_host.host import (
     RESOURCES_TOOL,
     CallResult,
     McpHost,
+    OnProgress,
     RunQuota,
 )
 from deepseek_eyes.runtime.delivery import deliver_image
-from deepseek_eyes.runtime.tools import ToolOutcome, ToolSpec, TurnContext
+from deepseek_eyes.runtime.tools import ProgressEvent, ToolOutcome, ToolSpec, TurnContext
 from deepseek_eyes.usage import estimate_tokens
 from deepseek_eyes.vision.bridge import VisionBridge
 
@@ -83,7 +85,8 @@ class McpToolSource:
                 result = await self.host.call_generic(name, arguments, quota=quota)
             else:
                 result = await self.host.call_tool(
-                    name, arguments, generation=spec.generation, quota=quota)
+                    name, arguments, generation=spec.generation, quota=quota,
+                    progress=_relay_progress(name, context))
         except McpError as exc:
             context.calls.append({"tool": name, "source": "mcp", "code": exc.code})
             return ToolOutcome.failure(exc, name)
@@ -130,3 +133,26 @@ class McpToolSource:
 
     async def close(self) -> None:
         await self.host.manager.stop()
+
+
+#: Characters of a server's progress message shown to a front end.
+PROGRESS_MESSAGE_CHARS = 200
+
+
+def _relay_progress(name: str, context: TurnContext) -> OnProgress:
+    """A call's progress notifications as ``tool.progress`` events, so that a front end
+    shows a long tool's advance instead of a frozen line. The message is the server's: cut
+    to one short printable line (a front end prints it on a terminal)."""
+    started = time.monotonic()
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        event: ProgressEvent = {"type": "tool.progress", "tool": name, "source": "mcp",
+                                "progress": progress, "total": total,
+                                "elapsed_s": round(time.monotonic() - started, 1)}
+        if message:
+            text = "".join(c if c.isprintable() else " " for c in message)
+            event["text"] = text[:PROGRESS_MESSAGE_CHARS]
+        context.emit(event)
+
+    return relay
+

@@ -26,6 +26,7 @@ error's code) and can answer without it; only the turn's own limits stop the loo
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Required, TypedDict, runtime_checkable
@@ -118,8 +119,8 @@ class ToolOutcome:
 class ProgressEvent(TypedDict, total=False):
     """A progress event of a turn, for a front end (``deepseekeyes.event`` in a stream)."""
 
-    type: Required[str]  # tool.started tool.finished approval.wanted approval.decided
-    #                      turn.final_call session.forked
+    type: Required[str]  # tool.started tool.progress tool.finished approval.wanted
+    #                      approval.decided turn.final_call session.forked
     tool: str
     source: str
     is_error: bool
@@ -131,6 +132,12 @@ class ProgressEvent(TypedDict, total=False):
     via: str
     text: str
     decision: str
+    #: tool.progress: a server's progress notification (MCP ``notifications/progress``);
+    #: total is None when the server does not know it. tool.progress and tool.finished
+    #: carry the seconds since the tool started.
+    progress: float
+    total: float | None
+    elapsed_s: float
 
 
 Notify = Callable[[ProgressEvent], None]
@@ -363,12 +370,14 @@ class ToolHub:
             return ToolOutcome("the arguments must be a JSON object", True,
                                {"code": "RUNTIME_TOOL_ARGUMENTS"})
         context.emit({"type": "tool.started", "tool": name, "source": source.name})
+        started = time.monotonic()
         try:
             outcome = await source.call(spec, arguments, context)
         except DeepSeekEyesError as exc:
             outcome = ToolOutcome.failure(exc, name)
         context.emit({"type": "tool.finished", "tool": name, "source": source.name,
-                      "is_error": outcome.is_error, "code": outcome.details.get("code")})
+                      "is_error": outcome.is_error, "code": outcome.details.get("code"),
+                      "elapsed_s": round(time.monotonic() - started, 1)})
         return outcome
 
     async def close(self) -> None:

@@ -1,10 +1,17 @@
 """From OCR text segments to full evidence: lines, blocks, numbers and doubts.
 
 The local route sees text and nothing else, and the evidence it builds says exactly that:
-OCR lines with their boxes and confidence, text blocks as regions, each number with its
-label and unit as a quantitative fact, low-confidence lines as uncertainties, and a
+OCR lines with their boxes and confidence, text blocks as regions, each quantity a label
+names (with its unit) as a quantitative fact, low-confidence lines as uncertainties, and a
 standing uncertainty that pictures and objects were not assessed. It never invents an
 object or a relation it did not measure (the only relations are the blocks' layout).
+
+A quantitative fact is kept only where a label meets a quantity (``Total $42.10``,
+``Qty 3``, ``Weight 1.2 kg``): a digit run is not a measurement because it is a number. A
+bare number with no label and no unit (``214 Harbor Street``), digits after a mask or an
+identifier's noun (``VISA **** 4821``, ``Tel 555 1234``), the groups that follow such digits
+and a number an address's street word follows are identifiers; a fact made of them told
+the model a street number was an amount.
 
 Pure functions over plain data, so they are tested without loading an OCR model.
 """
@@ -168,6 +175,42 @@ _NOT_QUANTITY = re.compile(
 )
 
 
+# A masked run of digits on a card or account line: "****", "xxxx", "••••".
+_MASK = re.compile(r"^[*•xX#]{2,}\d*$")
+# Nouns after which a number identifies something rather than measures it.
+_IDENTIFIER_WORDS = frozenset({
+    "visa", "mastercard", "amex", "card", "acct", "account", "ending", "iban", "no", "nr",
+    "number", "tel", "phone", "fax", "mobile", "zip", "postcode", "suite", "apt", "room",
+    "ref", "reference", "id", "order", "invoice", "receipt", "transaction", "txn", "auth",
+    "approval", "store", "terminal", "register", "pin", "ticket", "seat", "gate", "flight",
+})
+# Words that, shortly after a number, make it a street number.
+_STREET_WORDS = frozenset({
+    "street", "st", "avenue", "ave", "road", "rd", "boulevard", "blvd", "lane", "ln",
+    "drive", "dr", "way", "court", "ct", "place", "pl", "highway", "hwy", "square", "sq",
+    "terrace", "parkway", "pkwy", "alley", "plaza",
+})
+#: Tokens after a number within which a street word makes it an address.
+_STREET_REACH = 3
+
+
+def _word(token: str) -> str:
+    return token.strip("()[]{}:;,.\"'").lower()
+
+
+def _identifies(tokens: Sequence[str], index: int, after_digits: bool) -> bool:
+    """Whether the number at ``tokens[index]`` is an identifier's digits: a mask or an
+    identifier's noun just before it, a group continuing digits just before it, or a
+    street word just after it."""
+    if after_digits:
+        return True
+    if index > 0:
+        before = tokens[index - 1].strip("()[]{}:;,\"'")
+        if _MASK.match(before) or _word(before) in _IDENTIFIER_WORDS:
+            return True
+    return any(_word(t) in _STREET_WORDS for t in tokens[index + 1:index + 1 + _STREET_REACH])
+
+
 @dataclass(frozen=True)
 class Quantity:
     label: str
@@ -177,11 +220,14 @@ class Quantity:
 
 
 def quantities_in(text: str) -> list[Quantity]:
-    """Numbers in one line of text, each with the words before it as its label."""
+    """The quantities in one line of text, each with the words before it as its label:
+    only where a label or a unit says what a number measures, never an identifier's digits
+    (the module's docstring lists which)."""
     tokens = text.split()
     out: list[Quantity] = []
     label_words: list[str] = []
     skip = False
+    after_digits = False  # the token before was an identifier's or a bare number's digits
     for index, raw in enumerate(tokens):
         if skip:  # the unit word of the previous number
             skip = False
@@ -191,14 +237,24 @@ def quantities_in(text: str) -> list[Quantity]:
             token = token[:-1]
         if _NOT_QUANTITY.match(token):
             label_words.append(raw)
+            after_digits = False
             continue
         match = _NUMBER.match(token)
         if not match:
             label_words.append(raw)
+            after_digits = bool(_MASK.match(token))
             continue
         unit = match.group("unit") or ""
         if unit and unit.lower() not in _UNITS:
             label_words.append(raw)  # e.g. "16oz" passes, "4421ab" does not
+            after_digits = False
+            continue
+        # Identifiers are whole digit runs: a decimal amount after a card's digits is the
+        # amount ("VISA **** 4821 64.03").
+        digits = not unit and not match.group("cur") and "." not in match.group("num")
+        if digits and _identifies(tokens, index, after_digits):
+            label_words.append(raw)  # kept out of the label: it holds digits
+            after_digits = True
             continue
         value = float(match.group("num").replace(",", ""))
         if match.group("sign") in ("-", "−"):
@@ -212,6 +268,11 @@ def quantities_in(text: str) -> list[Quantity]:
                 unit = _CURRENCY.get(following, following)
                 skip = True
         label = " ".join(w for w in label_words if not any(c.isdigit() for c in w)).strip(" :")
+        after_digits = False
+        if not unit and not any(c.isalpha() for c in label):
+            after_digits = True  # a bare number no label names: a house number, a code
+            label_words.append(raw)
+            continue
         out.append(Quantity(label=label[:200], value=value, unit=unit, text=raw[:200]))
     return out
 

@@ -32,8 +32,10 @@ def evidence_prompts(width: int, height: int) -> tuple[str, str]:
         f"Produce {Variant.EVIDENCE.value} evidence for the attached image "
         f"({width}x{height} pixels): a factual summary; every legible line of text in ocr, "
         "in reading order, transcribed exactly; text blocks, tables, figures and UI elements "
-        "as regions; notable objects; relations between region and object ids; every number "
-        "with its label and unit as quantitative_facts; and uncertainties."
+        "as regions; notable objects; relations between region and object ids; each quantity "
+        "a label names (amounts, totals, counts, measured values) with its label and unit as "
+        "quantitative_facts, never street numbers or card, account or phone digits; and "
+        "uncertainties."
     )
     return system, user
 
