@@ -463,6 +463,19 @@ ERROR_CODES: Mapping[str, str] = {
         "OAuth flow failed (discovery, registration, token exchange), or the redirect "
         "listener could not start."
     ),
+    "MCP_OAUTH_INSECURE_ENDPOINT": (
+        "An endpoint an authorization server's metadata names (authorization, token, "
+        "registration, an authorization server or a metadata URL) is not https and not on "
+        "this machine; the OAuth flow stops before anything is sent there, for every grant."
+    ),
+    "MCP_OAUTH_NO_PKCE": (
+        "The authorization server does not advertise S256 in "
+        "`code_challenge_methods_supported`; sign-in is refused before a browser is shown."
+    ),
+    "MCP_OAUTH_DOCUMENT_TOO_LARGE": (
+        "A discovery document (or another answer to the OAuth flow's own requests) is over "
+        "1 MiB; it is not read further and the flow stops."
+    ),
     "MCP_LOGIN_UNSUPPORTED": (
         "`mcp login`/`logout` names a server whose settings have no `oauth` of type "
         "`authorization_code`."
