@@ -119,7 +119,7 @@ def test_register_header_literals_are_credentials(
     ["srv", "-p", "/srv/data"],
     ["srv", "--header", "Content-Type: application/json"],
     ["srv", "--header", "X-Api-Key: ${SRV_KEY}"],
-    ["srv", "--cookie-jar", "/tmp/jar"],
+    ["srv", "--cookie-jar", "/srv/jar"],
     ["srv", "--no-cookies", "serve"],
     ["psql-mcp", "postgres://app@db.example/app"],
     ["srv", "https://h.example/token/mcp"],

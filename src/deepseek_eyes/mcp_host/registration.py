@@ -5,9 +5,11 @@ the request's) ``NAME`` is read from *our* environment variable ``VAR`` at conne
 kept in the file as ``{ env = "VAR" }``. ``VAR`` may also be written ``${VAR}`` or
 ``${env:VAR}``, as in other hosts' files. Anything else after the ``=`` is a literal value
 and is refused: every env and header value of a server is a reference, and a literal that
-looks like a credential is refused with ``MCP_CREDENTIAL_IN_ARGUMENTS`` without being
-repeated. The command line and the URL go through the same credential checks as an import
-(:mod:`deepseek_eyes.mcp_host.credentials`). A registered server arrives with nothing allowed.
+looks like a credential, or stands under a name that says it carries one (``--header
+"X-Api-Key: V"``, ``--header Cookie=a.b``), is refused with ``MCP_CREDENTIAL_IN_ARGUMENTS``
+without being repeated. The command line and the URL go through the same credential checks
+as an import (:mod:`deepseek_eyes.mcp_host.credentials`). A registered server arrives with
+nothing allowed.
 """
 
 from __future__ import annotations
