@@ -283,7 +283,7 @@ def test_edits_speak_json_without_connecting(tmp_path: Path) -> None:
     assert imported.stderr == ""  # what was not carried over is in the object
     assert json.loads(imported.stdout) == {
         "path": str(config), "imported": [{"id": "files", "transport": "stdio"}],
-        "replaced": [], "ignored": ["Files.disabled"],
+        "replaced": [], "ignored": ["Files.disabled"], "refused": [],
     }
     allowed = run(config, "allow", "files", "read_file", "list-*", "--json")
     assert allowed.returncode == 0, allowed.stderr
