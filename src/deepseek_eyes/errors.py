@@ -470,6 +470,19 @@ ERROR_CODES: Mapping[str, str] = {
         "OAuth flow failed (discovery, registration, token exchange), or the redirect "
         "listener could not start."
     ),
+    "MCP_OAUTH_INSECURE_ENDPOINT": (
+        "An endpoint an authorization server's metadata names (authorization, token, "
+        "registration, an authorization server or a metadata URL) is not https and not on "
+        "this machine; the OAuth flow stops before anything is sent there, for every grant."
+    ),
+    "MCP_OAUTH_NO_PKCE": (
+        "The authorization server does not advertise S256 in "
+        "`code_challenge_methods_supported`; sign-in is refused before a browser is shown."
+    ),
+    "MCP_OAUTH_DOCUMENT_TOO_LARGE": (
+        "A discovery document (or another answer to the OAuth flow's own requests) is over "
+        "1 MiB; it is not read further and the flow stops."
+    ),
     "MCP_LOGIN_UNSUPPORTED": (
         "`mcp login`/`logout` names a server whose settings have no `oauth` of type "
         "`authorization_code`."
@@ -535,14 +548,16 @@ ERROR_CODES: Mapping[str, str] = {
     "MCP_IMPORT_INVALID": "An imported MCP JSON file is malformed or holds a literal secret.",
     "MCP_CREDENTIAL_IN_ARGUMENTS": (
         "A server entry to register or import carries a credential literally (a --token V "
-        "or --api-key=V argument, KEY=value with a secret-looking name, an Authorization "
-        "header, a token-shaped value, user:password@ in a URL, a credential key in a URL's "
-        "query, matrix parameters or fragment); reference it from the environment instead."
+        "or --api-key=V argument, -p PASSWORD, --password V, --cookie V, KEY=value with a "
+        "secret-looking name, an Authorization, Cookie or other credential header such as "
+        "X-Api-Key, a token-shaped value, user:password@ in a URL or DSN, a credential key in "
+        "a URL's query, matrix parameters or fragment, a token shape in its path); reference "
+        "it from the environment instead."
     ),
     "MCP_SERVER_EXISTS": "A server with that id is already in the settings file.",
     "MCP_COMMAND_NOT_FOUND": (
         "An imported stdio server's command is neither on PATH nor an executable file; "
-        "nothing was imported."
+        "that server was not imported (with --strict, nothing was)."
     ),
     # browser
     "BROWSER_UNAVAILABLE": (

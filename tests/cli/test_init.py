@@ -24,13 +24,18 @@ def invoke(*args: str) -> tuple[int, str, str]:
     return done.exit_code, done.stdout, done.stderr
 
 
-def test_init_writes_a_file_config_check_accepts(tmp_path: Path) -> None:
+def test_init_writes_a_file_config_check_accepts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "eyes.toml"
     status, out, _ = invoke("init", str(path))
     assert status == 0
     assert out.startswith(f"wrote {path}\n")
     assert path.read_text(encoding="utf-8") == STARTER_SETTINGS
 
+    # The starter names two variables; unset, each is a warning (tests/cli/
+    # test_config_check_env.py), set, the file checks clean.
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-" + "x" * 32)
+    monkeypatch.setenv("DEEPSEEK_EYES_GATEWAY_KEY", "g" * 40)
     status, out, err = invoke("config", "check", str(path), "--json")
     assert status == 0, out
     assert json.loads(out) == {"valid": True, "path": str(path)}

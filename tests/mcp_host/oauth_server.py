@@ -39,7 +39,12 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import (
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Mount, Route
 
 CLIENT_ID = "eyes-client"
@@ -68,6 +73,16 @@ class OAuthFixture:
     #: Each verified assertion's header and claims; the refusals' reasons.
     assertions: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
     assertion_refusals: list[str] = field(default_factory=list)
+    #: A malicious authorization server: fields merged into (or dropped from) its metadata,
+    #: the resource metadata URL its 401 names, and a metadata document of ``asm_bytes``
+    #: streamed instead of the real one (``asm_sent``: how much of it went out).
+    asm_extra: dict[str, Any] = field(default_factory=dict)
+    asm_drop: tuple[str, ...] = ()
+    prm_extra: dict[str, Any] = field(default_factory=dict)
+    resource_metadata: str | None = None
+    asm_bytes: int = 0
+    asm_status: int = 200
+    asm_sent: int = 0
 
     @property
     def base(self) -> str:
@@ -102,11 +117,26 @@ def build_app(fx: OAuthFixture) -> Starlette:
 
     async def prm(_: Request) -> Response:
         _count(fx, "prm")
-        return JSONResponse({"resource": fx.url, "authorization_servers": [fx.base]})
+        return JSONResponse({"resource": fx.url, "authorization_servers": [fx.base],
+                             **fx.prm_extra})
 
-    async def asm(_: Request) -> Response:
+    async def huge_document(request: Request) -> AsyncIterator[bytes]:
+        # Stops when the client hangs up (uvicorn would otherwise accept and drop the rest
+        # silently), so asm_sent counts what went out, not what could have.
+        chunk = b" " * 65536
+        yield b'{"issuer": "' + fx.base.encode() + b'", "padding": "'
+        while fx.asm_sent < fx.asm_bytes and not await request.is_disconnected():
+            fx.asm_sent += len(chunk)
+            yield chunk
+        yield b'"}'
+
+    async def asm(request: Request) -> Response:
         _count(fx, "asm")
-        return JSONResponse({
+        if fx.asm_status != 200:
+            return JSONResponse({"error": "not here"}, status_code=fx.asm_status)
+        if fx.asm_bytes:
+            return StreamingResponse(huge_document(request), media_type="application/json")
+        document = {
             "issuer": fx.base, "authorization_endpoint": f"{fx.base}/authorize",
             "token_endpoint": f"{fx.base}/token", "registration_endpoint": f"{fx.base}/register",
             "grant_types_supported": ["client_credentials", "authorization_code",
@@ -115,7 +145,11 @@ def build_app(fx: OAuthFixture) -> Starlette:
                 "client_secret_basic", "none",
                 *(["private_key_jwt"] if fx.verify_key is not None else [])],
             "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
-        })
+            **fx.asm_extra,
+        }
+        for key in fx.asm_drop:
+            document.pop(key, None)
+        return JSONResponse(document)
 
     async def register(request: Request) -> Response:
         _count(fx, "register")
@@ -226,7 +260,8 @@ def build_app(fx: OAuthFixture) -> Starlette:
             auth = headers.get(b"authorization", b"").decode()
             if auth.removeprefix("Bearer ") not in fx.live:
                 _count(fx, "401")
-                meta = f"{fx.base}/.well-known/oauth-protected-resource/mcp"
+                meta = (fx.resource_metadata
+                        or f"{fx.base}/.well-known/oauth-protected-resource/mcp")
                 response = JSONResponse(
                     {"error": "invalid_token"}, status_code=401,
                     headers={"WWW-Authenticate": f'Bearer resource_metadata="{meta}"'})

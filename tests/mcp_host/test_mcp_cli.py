@@ -225,7 +225,9 @@ def test_import_replace_keeps_our_policy(tmp_path: Path) -> None:
         "Files": {"command": "files-server-2", "args": ["--root", "/data"],
                   "env": {"FILES_TOKEN": "${FILES_TOKEN}"}},
         "Other": {"command": "files-server"}}}))
-    again = run(config, "import", str(source), env=env)
+    # --strict: one refused entry (an id taken) refuses the file (without, tests/mcp_host/
+    # test_mcp_import_mixed.py: the rest is imported).
+    again = run(config, "import", str(source), "--strict", env=env)
     assert again.returncode == 1
     assert "error MCP_IMPORT_INVALID" in again.stderr
     assert "--replace" in again.stderr
@@ -246,7 +248,7 @@ def test_import_replace_keeps_our_policy(tmp_path: Path) -> None:
     # Two servers of one file that become one id are refused, --replace or not.
     source.write_text(json.dumps({"mcpServers": {"Files": {"command": "files-server"},
                                                  "files": {"command": "files-server"}}}))
-    twice = run(config, "import", str(source), "--replace", env=env)
+    twice = run(config, "import", str(source), "--replace", "--strict", env=env)
     assert twice.returncode == 1
     assert "both become id 'files'" in twice.stderr
 
@@ -281,7 +283,7 @@ def test_edits_speak_json_without_connecting(tmp_path: Path) -> None:
     assert imported.stderr == ""  # what was not carried over is in the object
     assert json.loads(imported.stdout) == {
         "path": str(config), "imported": [{"id": "files", "transport": "stdio"}],
-        "replaced": [], "ignored": ["Files.disabled"],
+        "replaced": [], "ignored": ["Files.disabled"], "refused": [],
     }
     allowed = run(config, "allow", "files", "read_file", "list-*", "--json")
     assert allowed.returncode == 0, allowed.stderr

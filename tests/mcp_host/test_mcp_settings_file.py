@@ -88,7 +88,7 @@ def test_import_refusals(tmp_path: Path, doc: dict[str, Any], fragment: str) -> 
     path = tmp_path / "in.json"
     path.write_text(json.dumps(doc))
     with pytest.raises(McpError) as refused:
-        import_servers(path)
+        import_servers(path, strict=True)  # each refusal's own words
     assert refused.value.code == "MCP_IMPORT_INVALID"
     assert fragment in refused.value.message
 

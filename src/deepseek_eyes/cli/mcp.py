@@ -384,15 +384,18 @@ def get_prompt_command(ctx: click.Context, server_id: str, name: str, args_json:
 @click.option("--replace", is_flag=True,
               help="Replace a server whose id is taken (its command, URL, env and headers; "
               "its allow/deny lists and switches are kept).")
+@click.option("--strict", is_flag=True,
+              help="Refuse the whole file when one server cannot be imported.")
 @json_option
 @click.pass_context
-def import_command(ctx: click.Context, file: Path, replace: bool, as_json: bool) -> None:
+def import_command(ctx: click.Context, file: Path, replace: bool, strict: bool,
+                   as_json: bool) -> None:
     """Import Claude Desktop / Claude Code / Cursor / VS Code MCP JSON (enabled, nothing
-    allowed)."""
+    allowed); what cannot be imported is listed with its fix."""
     path = target_file(ctx)
     servers = read_raw(path).get("mcp", {}).get("servers", [])
     existing = {str(i) for i in (s.get("id") for s in servers if isinstance(s, dict)) if i}
-    result = import_servers(file, existing, replace=replace)
+    result = import_servers(file, existing, replace=replace, strict=strict)
     replaced = [e["id"] for e in result.servers if e["id"] in existing]
 
     with audited_settings_edit(ctx, path):
@@ -404,6 +407,7 @@ def import_command(ctx: click.Context, file: Path, replace: bool, as_json: bool)
             "imported": [{"id": e["id"], "transport": e["transport"]} for e in result.servers],
             "replaced": replaced,
             "ignored": list(result.ignored),
+            "refused": [r.view() for r in result.refused],
         }))
         return
     for entry in result.servers:
@@ -415,9 +419,14 @@ def import_command(ctx: click.Context, file: Path, replace: bool, as_json: bool)
                        "allowed")
     for key in result.ignored:
         click.echo(f"  not carried over: {key}", err=True)
+    for refusal in result.refused:
+        click.echo(f"refused {refusal.server}: {refusal.error.code}: {refusal.error.message}",
+                   err=True)
     added = len(result.servers) - len(replaced)
-    click.echo(f"{path}: {added} server(s) added, {len(replaced)} replaced; allow tools with "
-               "`deepseek-eyes mcp allow ID NAME`")
+    click.echo(f"{path}: {added} server(s) added, {len(replaced)} replaced"
+               + (f", {len(result.refused)} refused (fix each and import again, or import "
+                  "with --strict to refuse the whole file)" if result.refused else "")
+               + "; allow tools with `deepseek-eyes mcp allow ID NAME`")
 
 
 @mcp_group.command("audit")

@@ -17,6 +17,12 @@ that is set, ours otherwise, as :mod:`subprocess` looks a bare name up in the ch
 environment — or, with a ``/`` in it, as an executable file (relative to its ``cwd``). A
 typo then fails where it was made, not later as a connection failure in ``mcp status``.
 An id that is taken refuses the import unless ``replace`` is asked for.
+
+A real file mixes servers that carry over with some that cannot (one literal token in one
+entry). Each server is judged on its own: what is valid is imported, and every refused
+entry is listed with its code and its fix (:class:`Refused`). Only ``strict`` refuses the
+whole file for one entry; a file whose every entry is refused is refused either way (by that
+entry's own error when there is one, else ``MCP_IMPORT_INVALID`` listing them all).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from typing import Any
 from deepseek_eyes.errors import McpError
 from deepseek_eyes.mcp_host.credentials import refuse_credentials, refuse_url_credentials
 
-__all__ = ["MAX_IMPORT_BYTES", "ImportResult", "import_servers", "server_id_for"]
+__all__ = ["MAX_IMPORT_BYTES", "ImportResult", "Refused", "import_servers", "server_id_for"]
 
 MAX_IMPORT_BYTES = 1024 * 1024
 _REFERENCE = re.compile(r"^\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]{0,127})\}$")
@@ -51,10 +57,22 @@ _VSCODE_VARIABLES = frozenset({
 _USED = frozenset({"type", "transportType"})
 
 
+@dataclass(frozen=True)
+class Refused:
+    """One server of the file that was not imported, and why (the message says the fix)."""
+
+    server: str
+    error: McpError
+
+    def view(self) -> dict[str, Any]:
+        return {"server": self.server, "code": self.error.code, "message": self.error.message}
+
+
 @dataclass
 class ImportResult:
     servers: list[dict[str, Any]]
     ignored: list[str] = field(default_factory=list)  # "<server>.<key>" we did not carry
+    refused: list[Refused] = field(default_factory=list)
 
 
 def _invalid(message: str, **details: Any) -> McpError:
@@ -200,15 +218,17 @@ def _entry(name: str, spec: Any, ignored: list[str]) -> dict[str, Any]:
 
 
 def import_servers(path: Path, existing_ids: Set[str] = frozenset(), *,
-                   replace: bool = False) -> ImportResult:
-    """Read ``path`` and return our ``[[mcp.servers]]`` entries for it.
+                   replace: bool = False, strict: bool = False) -> ImportResult:
+    """Read ``path`` and return our ``[[mcp.servers]]`` entries for it, and the refused ones.
 
     ``replace``: an id in ``existing_ids`` is no refusal (the caller replaces that entry);
-    two servers of the file that become one id still are.
+    two servers of the file that become one id still are. ``strict``: the first refused
+    entry refuses the whole file.
 
     Raises:
-        McpError: ``MCP_IMPORT_INVALID`` (malformed file, literal secret, id taken),
-            ``MCP_COMMAND_NOT_FOUND``, ``MCP_CREDENTIAL_IN_ARGUMENTS``.
+        McpError: ``MCP_IMPORT_INVALID`` (malformed file; with ``strict`` or when no entry
+            is left: a literal secret, an id taken), ``MCP_COMMAND_NOT_FOUND``,
+            ``MCP_CREDENTIAL_IN_ARGUMENTS`` (the same two only then).
     """
     try:
         with path.open("rb") as handle:
@@ -229,21 +249,55 @@ def import_servers(path: Path, existing_ids: Set[str] = frozenset(), *,
     if not isinstance(table, dict) or not table:
         raise _invalid(f"{path} has no mcpServers or servers object")
     ignored: list[str] = []
-    servers = [_entry(str(name), spec, ignored) for name, spec in table.items()]
+    refused: list[Refused] = []
+
+    def refuse(server: str, error: McpError) -> None:
+        if strict:
+            raise error
+        refused.append(Refused(server, error))
+
+    servers: list[dict[str, Any]] = []
+    for name, spec in table.items():
+        own: list[str] = []
+        try:
+            servers.append(_entry(str(name), spec, own))
+        except McpError as exc:
+            refuse(str(name), exc)
+        else:
+            ignored.extend(own)
     seen: set[str] = set()
+    unique: list[dict[str, Any]] = []
     for entry in servers:
         if entry["id"] in seen:
-            raise _invalid(f"servers {entry['name']!r} and another of this file both become "
-                           f"id {entry['id']!r} (one id twice); rename one",
-                           server=entry["name"])
-        if entry["id"] in existing_ids and not replace:
-            raise _invalid(f"server id {entry['id']!r} (from {entry['name']!r}) is already "
-                           "configured; import with --replace to replace its entry (its "
-                           "allow and deny lists and switches are kept), or rename one",
-                           server=entry["name"])
-        seen.add(entry["id"])
+            refuse(entry["name"], _invalid(
+                f"servers {entry['name']!r} and another of this file both become id "
+                f"{entry['id']!r} (one id twice); rename one", server=entry["name"]))
+        elif entry["id"] in existing_ids and not replace:
+            refuse(entry["name"], _invalid(
+                f"server id {entry['id']!r} (from {entry['name']!r}) is already configured; "
+                "import with --replace to replace its entry (its allow and deny lists and "
+                "switches are kept), or rename one", server=entry["name"]))
+        else:
+            seen.add(entry["id"])
+            unique.append(entry)
     # Last: what the file says is judged whole before this machine is asked about it.
-    for entry in servers:
-        if entry["transport"] == "stdio":
-            _check_command(entry["name"], entry)
-    return ImportResult(servers, sorted(set(ignored)))
+    kept: list[dict[str, Any]] = []
+    for entry in unique:
+        try:
+            if entry["transport"] == "stdio":
+                _check_command(entry["name"], entry)
+        except McpError as exc:
+            refuse(entry["name"], exc)
+        else:
+            kept.append(entry)
+    if not kept:
+        if len(refused) == 1:
+            raise refused[0].error
+        raise _invalid(
+            f"no server of {path} could be imported: "
+            + ", ".join(f"{r.server} ({r.error.code})" for r in refused[:16]), errors=[
+                {"path": r.server, "message": f"{r.error.code}: {r.error.message}"}
+                for r in refused])
+    names = {e["name"] for e in kept}
+    carried = sorted({key for key in ignored if key.partition(".")[0] in names})
+    return ImportResult(kept, carried, refused)

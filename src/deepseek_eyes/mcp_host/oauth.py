@@ -16,6 +16,11 @@ the data directory's token store (:mod:`deepseek_eyes.mcp_host.tokens`). A conne
 the gateway or a command never opens a browser: with no token held it fails before sending
 anything, and when the server wants a new authorization (a refused refresh, a scope step-up)
 it fails with ``MCP_LOGIN_REQUIRED``, which names the command to run.
+
+Every provider is wrapped in :class:`~deepseek_eyes.mcp_host.oauth_rules.RuledAuth` (in
+:class:`OAuthHandle`, so no grant goes without it): endpoints learned from metadata are
+https only (loopback excepted), the authorization code grant needs advertised S256 PKCE, and
+every discovery document is read with a bound.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from pydantic import AnyUrl
 
 from deepseek_eyes.errors import McpError
 from deepseek_eyes.mcp_host.client_assertion import assertion_provider
+from deepseek_eyes.mcp_host.oauth_rules import RuledAuth, refuse_insecure, refuse_without_pkce
 from deepseek_eyes.mcp_host.redirect import listening
 from deepseek_eyes.mcp_host.tokens import FileTokenStorage, token_path
 from deepseek_eyes.settings import McpAuthorizationCodeSettings, McpOAuthSettings
@@ -124,10 +130,11 @@ class MemoryTokenStorage:
 
 
 class OAuthHandle:
-    """One provider per server, shared by every connection to it."""
+    """One provider per server, shared by every connection to it, held to the rules of
+    :mod:`~deepseek_eyes.mcp_host.oauth_rules` (``pkce``: an authorization code grant)."""
 
-    def __init__(self, provider: httpx2.Auth, storage: _Health):
-        self.provider = provider
+    def __init__(self, provider: httpx2.Auth, storage: _Health, *, pkce: bool):
+        self.provider: httpx2.Auth = RuledAuth(provider, pkce=pkce)
         self.storage = storage
 
 
@@ -143,7 +150,7 @@ def oauth_handle(url: str, oauth: McpOAuthSettings | McpAuthorizationCodeSetting
         if not _TOKEN_ROOT:
             raise login_required(url, "this process keeps no token store")
         storage_ac = file_storage(_TOKEN_ROOT[0], url, oauth)
-        return OAuthHandle(_SignedInOnly(url, oauth, storage_ac), storage_ac)
+        return OAuthHandle(_SignedInOnly(url, oauth, storage_ac), storage_ac, pkce=True)
     storage = MemoryTokenStorage()
     issuer = oauth.issuer
     with warnings.catch_warnings():
@@ -174,7 +181,7 @@ def oauth_handle(url: str, oauth: McpOAuthSettings | McpAuthorizationCodeSetting
                 scope=oauth.scope,
                 issuer=issuer,
             )
-    return OAuthHandle(provider, storage)
+    return OAuthHandle(provider, storage, pkce=False)
 
 
 def file_storage(root: Path, url: str, oauth: McpAuthorizationCodeSettings) -> FileTokenStorage:
@@ -261,6 +268,15 @@ class _Provider(OAuthClientProvider):
             self.context.token_expiry_time = storage.expires_at()
 
     async def _perform_authorization_code_grant(self) -> tuple[str, str]:
+        # Before a person sees anything: no metadata at all (the legacy fallback) advertises
+        # no PKCE either, and the endpoints the code and verifier go to must be https.
+        metadata = self.context.oauth_metadata
+        refuse_without_pkce(
+            metadata.code_challenge_methods_supported if metadata is not None else None,
+            str(metadata.issuer) if metadata is not None else None)
+        if metadata is not None:
+            refuse_insecure(str(metadata.authorization_endpoint), "authorization endpoint")
+            refuse_insecure(str(metadata.token_endpoint), "token endpoint")
         if self._extra_scope:
             self.context.client_metadata.scope = union_scopes(
                 self.context.client_metadata.scope, self._extra_scope)

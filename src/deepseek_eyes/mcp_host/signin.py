@@ -26,6 +26,11 @@ from deepseek_eyes.settings import McpAuthorizationCodeSettings, McpServerSettin
 
 __all__ = ["sign_in", "sign_out"]
 
+#: Failures that already say what went wrong: reported as they are, not as a failed login.
+_OWN_CODES = frozenset({"MCP_LOGIN_FAILED", "MCP_TIMEOUT", "CONFIG_ENV_MISSING",
+                        "MCP_OAUTH_INSECURE_ENDPOINT", "MCP_OAUTH_NO_PKCE",
+                        "MCP_OAUTH_DOCUMENT_TOO_LARGE"})
+
 
 async def _connect_and_list(server: McpServerSettings, handle: OAuthHandle) -> None:
     """Connect as the manager would and list the tools: a server may let ``initialize``
@@ -58,6 +63,9 @@ async def sign_in(server: McpServerSettings, root: Path, *,
     Raises:
         McpError: ``MCP_LOGIN_UNSUPPORTED`` (not an authorization-code server),
             ``MCP_LOGIN_FAILED`` (refused, or the flow failed), ``MCP_TIMEOUT``.
+        McpError: ``MCP_OAUTH_INSECURE_ENDPOINT``, ``MCP_OAUTH_NO_PKCE``,
+            ``MCP_OAUTH_DOCUMENT_TOO_LARGE``: the authorization server broke a rule of
+            :mod:`~deepseek_eyes.mcp_host.oauth_rules` (nothing more was sent).
         ConfigError: ``CONFIG_ENV_MISSING`` for an unset client reference.
     """
     url, oauth = _auth_settings(server)
@@ -66,13 +74,13 @@ async def sign_in(server: McpServerSettings, root: Path, *,
     await storage.forget_tokens()
     try:
         async with asyncio.timeout(timeout):
-            await _connect_and_list(server, OAuthHandle(provider, storage))
+            await _connect_and_list(server, OAuthHandle(provider, storage, pkce=True))
     except TimeoutError:
         raise McpError(f"the sign-in did not finish within {timeout:g} s",
                        code="MCP_TIMEOUT") from None
     except Exception as exc:  # the SDK's OAuth errors and transport failures alike
         mapped = map_error(exc, connecting=True)
-        if mapped.code in ("MCP_LOGIN_FAILED", "MCP_TIMEOUT", "CONFIG_ENV_MISSING"):
+        if mapped.code in _OWN_CODES:
             raise mapped from None
         raise McpError(f"the sign-in failed: {mapped.message}", code="MCP_LOGIN_FAILED",
                        details={"cause": mapped.code}) from None

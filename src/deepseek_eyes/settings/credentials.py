@@ -15,12 +15,22 @@ references. The shapes looked for:
 * an option whose name says it holds a secret, its value attached (``--token=V``) or as
   the next argument (``--api-key V``); names that point *at* a secret (``--token-file``,
   ``--password-env``) and look-alikes (``--tokenizer``, ``--keyboard``) are fine;
-* ``KEY=value`` with a secret-looking ``KEY`` (``-e API_KEY=V``, ``GITHUB_TOKEN=V``);
-* an ``Authorization:`` header value, or a token shape (:data:`TOKEN_PATTERNS`) anywhere;
-* in a URL: user information, and a key of :data:`CREDENTIAL_QUERY_KEYS` (or a name that
-  says it holds a secret) in the query, in a path segment's matrix parameters
-  (``;token=``) or in the fragment (``#access_token=``). Keys are compared after
-  percent-decoding (``api%5Fkey``), case-insensitively, with ``-`` and ``.`` read as ``_``.
+* ``KEY=value`` with a secret-looking ``KEY`` (``-e API_KEY=V``, ``GITHUB_TOKEN=V``), and a
+  connection string's ``password=V`` / ``pwd=V`` among other pairs (``"host=h password=V"``);
+* a header with its value whose name says it carries a credential: ``Authorization``,
+  ``Cookie``, or any name with a key, token, secret, auth, cookie, password or session word
+  (``--header "X-Api-Key: V"``, ``-H "X-Auth-Token: V"``); a value that is only a
+  ``${VAR}`` reference is no literal;
+* ``-p V`` as a password (``mysql -p V``, ``-pV`` for the MySQL family), unless ``V`` reads
+  as a port, a path, a package or a version, or the program is a launcher whose ``-p``
+  names a package (``npx -p pkg``); ``--cookie V`` / ``--cookie=V``;
+* a token shape (:data:`TOKEN_PATTERNS`) anywhere;
+* in a URL: user information with a password (a DSN's ``postgres://user:pw@host/db`` too),
+  a key of :data:`CREDENTIAL_QUERY_KEYS` (or a name that says it holds a secret) in the
+  query, in a path segment's matrix parameters (``;token=``) or in the fragment
+  (``#access_token=``), and a token shape in the path or a query value
+  (``https://x/mcp/sk-…/``). Keys are compared after percent-decoding (``api%5Fkey``),
+  case-insensitively, with ``-`` and ``.`` read as ``_``.
 
 A finding names *where* (the argument's position, the option or key name) and *what*; it
 never carries the value, so no message built from it can repeat a secret.
@@ -40,6 +50,7 @@ __all__ = [
     "Finding",
     "argument_credential",
     "is_credential_key",
+    "names_a_credential_header",
     "names_a_secret",
     "url_credential",
 ]
@@ -79,17 +90,36 @@ CREDENTIAL_QUERY_KEYS = frozenset({
 })
 #: Option names that hold a credential though no qualifier says so (``--key X``).
 _SECRET_OPTIONS = frozenset({"key", "auth", "pass", "pwd", "apikey", "bearer", "jwt",
-                             "secret", "password", "passwd", "token"})
+                             "secret", "password", "passwd", "token", "cookie", "cookies"})
 
 #: A name's last word that says it holds a secret; "key" only after a qualifier.
 _SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "pwd", "apikey",
-                           "credential", "credentials", "pat", "signature", "sig"})
+                           "credential", "credentials", "pat", "signature", "sig", "cookie",
+                           "cookies"})
 _KEY_QUALIFIERS = frozenset({"api", "access", "private", "auth", "client", "secret",
                              "signing", "encryption", "session", "subscription", "master"})
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_.\-]*)=(.+)$", re.S)
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
 _AUTH_HEADER = re.compile(r"(?i)^\s*(?:proxy-)?authorization\s*:\s*\S")
+#: ``Name: value``: a header written as one argument (curl's ``-H``, mcp-remote's --header).
+_HEADER = re.compile(r"^\s*([A-Za-z0-9_-]{1,64})\s*:\s*(\S.*)$", re.S)
+#: Words of a header name that say it carries a credential (``X-Api-Key``, ``X-Auth-Token``).
+_HEADER_WORDS = frozenset({"key", "apikey", "token", "secret", "auth", "authorization",
+                           "cookie", "password", "passwd", "pwd", "credential", "credentials",
+                           "session", "signature", "jwt", "bearer"})
+#: A value that only names a variable (``${API_KEY}``, ``$API_KEY``, ``Bearer ${T}``).
+_PLACEHOLDER = re.compile(r"(?i)^(?:bearer\s+|basic\s+)?\$\{?[A-Za-z_][A-Za-z0-9_:]*\}?\s*$")
+#: A connection string's password among other pairs (libpq, ODBC): ``host=h password=V``.
+_DSN_PASSWORD = re.compile(r"(?i)(?:^|[\s;])(?:password|passwd|pwd)\s*=\s*[^\s;'\"]")
+#: Programs whose ``-p`` names a package, a Python or a profile, never a password.
+_P_IS_NOT_A_PASSWORD = frozenset({"npx", "npm", "pnpm", "pnpx", "bunx", "bun", "yarn", "uvx",
+                                  "uv", "pipx", "docker", "podman", "ssh", "scp", "deno"})
+#: Programs whose attached ``-pVALUE`` is a password.
+_MYSQL_FAMILY = frozenset({"mysql", "mysqldump", "mysqladmin", "mariadb", "mariadb-dump",
+                           "mysqlsh"})
+#: ``-p`` values that are not passwords: ports and port maps, versions, paths, packages.
+_P_VALUE_BENIGN = re.compile(r"^(?:[0-9.:\-/]+|[.~/].*|.*[/@].*|[0-9].*)$")
 #: Percent-decoding rounds: a doubly encoded key (``api%255Fkey``) is still a key.
 _DECODE_ROUNDS = 3
 
@@ -174,6 +204,18 @@ def url_credential(url: str, *, allow_user: bool = False) -> str | None:
         for key in keys:
             if is_credential_key(key):
                 return f"carries a credential in its {label} '{_decoded(key)[:64]}'"
+    for label, text in (("path", parts.path), ("query", parts.query),
+                        ("fragment", parts.fragment)):
+        shape = _token_shape(_decoded(text))
+        if shape is not None:
+            return f"carries a {shape} in its {label}"
+    return None
+
+
+def _token_shape(text: str) -> str | None:
+    for name, pattern in TOKEN_PATTERNS:
+        if pattern.search(text):
+            return name
     return None
 
 
@@ -186,17 +228,64 @@ def argument_credential(command: str | None, args: Sequence[str]) -> Finding | N
     for index, arg in enumerate(argv):
         number = index if command else index + 1
         where = "the command" if command and index == 0 else f"argument {number}"
-        found = _one_argument(arg, argv[index + 1] if index + 1 < len(argv) else None)
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        found = (_one_argument(arg, following)
+                 or _short_password(argv[:index], arg, following))
         if found is not None:
             label, what = found
             return Finding(f"{where}{label}", what, number)
     return None
 
 
+def _program(word: str) -> str:
+    return word.rsplit("/", 1)[-1].lower()
+
+
+def _short_password(before: Sequence[str], arg: str,
+                    following: str | None) -> tuple[str, str] | None:
+    """``-p PASSWORD`` (and the MySQL family's ``-pPASSWORD``), judged by the program that
+    takes it: the nearest word before it that is not an option."""
+    if not arg.startswith("-p") or arg.startswith("--"):
+        return None
+    program = next((_program(w) for w in reversed(before) if not w.startswith("-")), "")
+    if program in _P_IS_NOT_A_PASSWORD:
+        return None
+    if arg == "-p":
+        if following and not following.startswith("-") and not _P_VALUE_BENIGN.match(
+                following) and "=" not in following:
+            return " (-p)", "is followed by a password"
+        return None
+    if program in _MYSQL_FAMILY and len(arg) > 2 and "=" not in arg:
+        return " (-p…)", "passes a password"
+    return None
+
+
+def names_a_credential_header(name: str) -> bool:
+    """``Authorization``, ``Cookie``, ``X-Api-Key``, ``X-Auth-Token``: yes;
+    ``Content-Type``, ``Accept``: no."""
+    lowered = name.lower()
+    if lowered in ("authorization", "proxy-authorization", "cookie", "set-cookie"):
+        return True
+    words = {w for w in re.split(r"[-_]+", _CAMEL.sub("_", name).lower()) if w}
+    return bool(words & _HEADER_WORDS)
+
+
+def _header_credential(text: str) -> tuple[str, str] | None:
+    header = _HEADER.match(text)
+    if header is None or header.group(1).lower() in ("http", "https"):
+        return None
+    name, value = header.group(1), header.group(2).strip()
+    if not names_a_credential_header(name) or _PLACEHOLDER.match(value):
+        return None
+    if name.lower() in ("authorization", "proxy-authorization"):
+        return "", "is an Authorization header with its value"
+    return f" ({name[:64]}: …)", "is a credential header with its value"
+
+
 def _one_argument(arg: str, following: str | None) -> tuple[str, str] | None:
     option, eq, value = arg.partition("=")
-    if option.startswith("-") and (names_a_secret(option)
-                                   or option.lstrip("-").lower() in _SECRET_OPTIONS):
+    if option.startswith("-") and not option.lower().startswith("--no-") and (
+            names_a_secret(option) or option.lstrip("-").lower() in _SECRET_OPTIONS):
         if eq and value:
             return f" ({option}=…)", "passes a credential"
         if not eq and following and not following.startswith("-"):
@@ -207,6 +296,12 @@ def _one_argument(arg: str, following: str | None) -> tuple[str, str] | None:
         return f" ({assignment.group(1)}=…)", "assigns a credential"
     if _AUTH_HEADER.match(arg) or (option.startswith("-") and eq and _AUTH_HEADER.match(value)):
         return "", "is an Authorization header with its value"
+    header = _header_credential(arg) or (
+        _header_credential(value) if option.startswith("-") and eq else None)
+    if header is not None:
+        return header
+    if _DSN_PASSWORD.search(arg) and not _URL.match(arg):
+        return "", "carries a password (password=… in a connection string)"
     for url in _URL.findall(arg):
         found = url_credential(url, allow_user=True)
         if found is not None:
