@@ -13,16 +13,13 @@ import errno
 import os
 import socket
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel
 
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.serving.tokens import TOKEN_COMMAND
-from deepseek_eyes.settings import SecretRef, Settings, data_home, load_settings
+from deepseek_eyes.settings import Settings, data_home, load_settings
 from deepseek_eyes.settings.base import is_loopback_host
+from deepseek_eyes.settings.references import env_references
 
 from .report import Check, Status
 
@@ -36,7 +33,6 @@ __all__ = [
     "check_gateway_key",
     "check_gateway_port",
     "check_settings",
-    "secret_references",
 ]
 
 
@@ -56,27 +52,6 @@ def check_settings(config: Path | None) -> tuple[Check, Settings | None, Path | 
     return Check("settings", "ok", f"{where}: valid"), loaded.settings, loaded.source
 
 
-def secret_references(model: BaseModel, path: str = "") -> Iterator[tuple[str, SecretRef]]:
-    """Every ``{ env = … }`` reference in ``model``, with its settings path."""
-    for name in type(model).model_fields:
-        value = getattr(model, name)
-        here = f"{path}.{name}" if path else name
-        yield from _references_in(value, here)
-
-
-def _references_in(value: Any, here: str) -> Iterator[tuple[str, SecretRef]]:
-    if isinstance(value, SecretRef):
-        yield here, value
-    elif isinstance(value, BaseModel):
-        yield from secret_references(value, here)
-    elif isinstance(value, tuple | list):
-        for index, item in enumerate(value):
-            yield from _references_in(item, f"{here}[{index}]")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _references_in(item, f"{here}.{key}")
-
-
 def check_env_references(settings: Settings) -> list[Check]:
     """One check per ``{ env = … }`` reference: set, or unset with the variable to export.
 
@@ -84,11 +59,12 @@ def check_env_references(settings: Settings) -> list[Check]:
     check's to judge; another reference unset fails, except under a disabled MCP server,
     which never connects (a warning)."""
     out: list[Check] = []
-    for where, ref in secret_references(settings):
+    for ref in env_references(settings, named_only=False):
+        where = ref.path
         if where == "gateway.api_key":
             continue
         name = f"env:{where}"
-        if ref.is_set():
+        if os.environ.get(ref.env):
             out.append(Check(name, "ok", f"{ref.env} is set"))
             continue
         fix = f"export {ref.env}=…"
