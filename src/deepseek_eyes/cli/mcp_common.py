@@ -98,7 +98,7 @@ def apply_to_gateway(ctx: click.Context) -> None:
         # The edit is written; only this gateway cannot take it live.
         click.echo(f"warning {exc.code}: {exc.message}", err=True)
         return
-    if report.get("state") == "refused" or not report["applied"] and report["error"]:
+    if report.get("state") == "refused" or report["error"]:
         error = report["error"] or {}
         raise DeepSeekEyesError(str(error.get("message", "refused")),
                                 code=str(error.get("code", "CONFIG_INVALID")),

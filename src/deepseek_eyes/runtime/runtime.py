@@ -170,7 +170,7 @@ class Runtime:
         self._started = True
         mcp = self.settings.mcp
         sourced = "mcp" in self.settings.runtime.tool_sources
-        wanted = sourced and (follow or mcp.enabled and any(s.enabled for s in mcp.servers))
+        wanted = sourced and (follow or (mcp.enabled and any(s.enabled for s in mcp.servers)))
         if wanted:
             from deepseek_eyes.mcp_host.audit import McpAudit
             from deepseek_eyes.mcp_host.host import McpHost
