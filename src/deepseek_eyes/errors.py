@@ -454,8 +454,8 @@ ERROR_CODES: Mapping[str, str] = {
         "The running gateway's control API stopped answering."
     ),
     "CONTROL_MCP_NOT_RUNNING": (
-        "The running gateway runs no MCP servers (none enabled at its start, or mcp not "
-        "among runtime.tool_sources): restart it to add some."
+        "The running gateway runs no MCP host (mcp not among runtime.tool_sources, or it "
+        "started without a settings file to follow): restart it to add servers."
     ),
     "MCP_AUTH_FAILED": (
         "The server refused our credentials, or OAuth client_credentials failed."
