@@ -8,8 +8,11 @@ is not in the file."""
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import json
 import multiprocessing
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -73,6 +76,18 @@ def test_ten_cli_edits_at_once_all_land(tmp_path: Path) -> None:
     assert [r[0] for r in results] == [0] * EDITORS, [r[2] for r in results]
     assert sorted(_allowed(path)) == sorted(n for w, n in commands if w == "allow")
     assert sorted(_allowed(path, "deny")) == sorted(n for w, n in commands if w == "deny")
+    # The audit says each edit's hashes as it saw them under the lock: one unbroken chain
+    # of versions from the file's first to its last.
+    conn = sqlite3.connect(tmp_path / "data" / "eyes.db")
+    rows = [json.loads(r[0]) for r in conn.execute(
+        "SELECT details FROM audit WHERE kind = 'settings.change'")]
+    conn.close()
+    after = {r["before_sha256"]: r["after_sha256"] for r in rows}
+    assert len(rows) == len(after) == EDITORS
+    version = hashlib.sha256(SERVER.encode()).hexdigest()
+    for _ in range(EDITORS):
+        version = after[version]
+    assert version == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_a_symlinked_file_keeps_its_link_and_its_target_gets_the_edit(tmp_path: Path) -> None:

@@ -235,7 +235,11 @@ class SettingsWatch:
         try:
             while True:
                 await asyncio.sleep(self.interval)
-                await self.check(wait=False)
+                try:
+                    await self.check(wait=False)
+                except Exception as exc:  # one failed look must not end the following
+                    self._say(f"settings watch: the look at {self.path} failed "
+                              f"({type(exc).__name__}); the running MCP servers are kept")
         finally:
             if self._settling is not None:
                 self._settling.cancel()

@@ -31,6 +31,7 @@ cannot be stopped by anything a reader does.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import fcntl
 import hashlib
@@ -44,7 +45,7 @@ from pathlib import Path
 from deepseek_eyes.errors import ConfigError
 
 __all__ = ["EDIT_ATTEMPTS", "LOCK_TIMEOUT_S", "Written", "last_written", "lock_path",
-           "resolved", "rewrite"]
+           "recording", "resolved", "rewrite"]
 
 #: Times a change is computed again when another writer changed the file under it.
 EDIT_ATTEMPTS = 5
@@ -65,6 +66,23 @@ class Written:
     before: str | None
     changed: bool
     attempts: int
+
+
+_recorded: contextvars.ContextVar[list[Written] | None] = contextvars.ContextVar(
+    "settings_writes", default=None)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[Written]]:
+    """Collect what every :func:`rewrite` in the block did: the hashes before and after
+    each edit, as seen under its lock (the audit's ``settings.change`` row; a hash read
+    outside the lock could be another writer's)."""
+    writes: list[Written] = []
+    token = _recorded.set(writes)
+    try:
+        yield writes
+    finally:
+        _recorded.reset(token)
 
 
 def resolved(path: Path) -> Path:
@@ -194,7 +212,11 @@ def rewrite(path: Path, render: Callable[[str | None], str], *,
             if _replace(target, data, before, check):
                 sha = hashlib.sha256(data).hexdigest()
                 _record(lock_fd, sha)
-                return Written(target, sha, before, changed=True, attempts=attempt)
+                written = Written(target, sha, before, changed=True, attempts=attempt)
+                writes = _recorded.get()
+                if writes is not None:
+                    writes.append(written)
+                return written
     raise ConfigError(
         f"settings file {target} kept changing under the edit ({attempts} attempts: a "
         "program that takes no lock is writing it); nothing was written",
