@@ -119,7 +119,19 @@ ERROR_CODES: Mapping[str, str] = {
     ),
     "CONFIG_FILE_EXISTS": "init was given a path that already exists; it is never overwritten.",
     "CONFIG_WRITE_FAILED": (
-        "init could not create the settings file (its directory is missing or not writable)."
+        "init could not create the settings file, or an edit could not write it (its "
+        "directory is missing or not writable)."
+    ),
+    "CONFIG_EDIT_BUSY": (
+        "Another edit of the settings file held its lock too long; nothing was written."
+    ),
+    "CONFIG_EDIT_CONFLICT": (
+        "Another program kept changing the settings file during an edit (every attempt); "
+        "nothing was written."
+    ),
+    "CONFIG_EMPTY": (
+        "The settings file a running process follows is empty or gone; refused, the "
+        "running MCP servers are kept."
     ),
     # store
     "STORE_WRITE_FAILED": "A blob or database write failed; nothing partial was published.",
@@ -449,8 +461,8 @@ ERROR_CODES: Mapping[str, str] = {
         "No such control API endpoint, or it does not take that method."
     ),
     "CONTROL_MCP_NOT_RUNNING": (
-        "The running gateway runs no MCP servers (none enabled at its start, or mcp not "
-        "among runtime.tool_sources): restart it to add some."
+        "The running gateway runs no MCP host (mcp not among runtime.tool_sources, or it "
+        "started without a settings file to follow): restart it to add servers."
     ),
     "MCP_AUTH_FAILED": (
         "The server refused our credentials, or OAuth client_credentials failed."

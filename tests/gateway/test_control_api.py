@@ -5,6 +5,7 @@ tools each chat request offers."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -25,6 +26,8 @@ from runtime.upstream import LoopbackUpstream
 START_DEADLINE_S = 60
 #: "Within a second" of the brief, with the watch's half-second poll inside it.
 PICKUP_S = 1.0
+#: A hand edit must settle (unchanged across two polls) before it applies.
+HAND_PICKUP_S = 2 * 0.5 + 0.5
 
 
 def config_text(upstream: str, server: Path, allow: list[str], *, extra: str = "") -> str:
@@ -181,13 +184,13 @@ def test_a_hand_edit_is_picked_up_and_an_invalid_one_refused(live: Live) -> None
     server = mcp_peers.TIME_SERVER
     upstream = live.upstream.base_url
     live.config.write_text(config_text(upstream, server, ["convert_time"]), encoding="utf-8")
-    assert live.offered_within(PICKUP_S, {"mcp__time__convert_time"}) == {
+    assert live.offered_within(HAND_PICKUP_S, {"mcp__time__convert_time"}) == {
         "mcp__time__convert_time"}
     assert live.status()["reload"]["applied"] is True
 
     live.config.write_text(config_text(upstream, server, ["get_current_time"],
                                        extra='connect_timeout = "soon"\n'), encoding="utf-8")
-    assert live.gateway.wait_for_stderr("settings change refused", timeout=PICKUP_S + 1)
+    assert live.gateway.wait_for_stderr("settings change refused", timeout=HAND_PICKUP_S + 1)
     reload = live.status()["reload"]
     assert reload["applied"] is False
     assert reload["error"]["code"] == "CONFIG_INVALID"
@@ -196,7 +199,7 @@ def test_a_hand_edit_is_picked_up_and_an_invalid_one_refused(live: Live) -> None
 
     live.config.write_text(config_text(upstream, server, ["get_current_time"]),
                            encoding="utf-8")
-    assert live.offered_within(PICKUP_S, {"mcp__time__get_current_time"}) == {
+    assert live.offered_within(HAND_PICKUP_S, {"mcp__time__get_current_time"}) == {
         "mcp__time__get_current_time"}
 
 
@@ -225,23 +228,59 @@ def test_restart_probe_and_watch_act_on_the_running_gateway(live: Live) -> None:
     assert unknown.json()["error"]["code"] == "MCP_SERVER_UNKNOWN"
 
 
-def test_a_gateway_without_mcp_servers_keeps_an_edit_for_its_next_start(
-        tmp_path: Path) -> None:
+def test_a_server_registered_on_a_gateway_started_with_none_is_live(tmp_path: Path) -> None:
+    """As a new user does it: `serve` with no MCP server, `mcp register`, `mcp status`."""
     server = mcp_peers.need(mcp_peers.TIME_SERVER)
     home = tmp_path / "data"
     with LoopbackUpstream() as upstream:
         config = tmp_path / "eyes.toml"
-        config.write_text(config_text(upstream.base_url, server, [],
-                                      extra="enabled = false\n"), encoding="utf-8")
+        config.write_text(f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
+                          'model = "deepseek-v4-pro"\ntimeout = 20\n', encoding="utf-8")
         env = {**os.environ, "DEEPSEEK_EYES_HOME": str(home)}
         with serve_gateway(config, env, deadline_s=START_DEADLINE_S) as gateway:
             live = Live(gateway, upstream, config, home,
                         {**env, "DEEPSEEK_EYES_GATEWAY_KEY": gateway.key or ""})
-            assert live.status()["running"] is False
-            result = live.cli("mcp", "allow", "time", "convert_time")
-            assert result.returncode == 0, result.stderr
-            assert "CONTROL_MCP_NOT_RUNNING" in result.stderr
-            assert 'tools = ["convert_time"]' in config.read_text(encoding="utf-8")
-            refused = live.ask("/control/restart/time", method="POST", content=b"{}")
-            assert refused.status_code == 400
-            assert refused.json()["error"]["code"] == "CONTROL_MCP_NOT_RUNNING"
+            assert live.status()["running"] is True  # the MCP host waits for servers
+            empty = live.cli("mcp", "status")
+            assert empty.returncode == 0, empty.stderr
+            assert "(none)" in empty.stdout
+
+            registered = live.cli("mcp", "register", "time", "--", str(server))
+            assert registered.returncode == 0, registered.stderr
+            assert "the running gateway applied it" in registered.stderr
+            status = live.cli("mcp", "status")
+            assert status.returncode == 0, status.stderr
+            assert "(none)" not in status.stdout
+            (row,) = [line.split() for line in status.stdout.splitlines()
+                      if line.startswith("time ")]
+            assert row[1] == "ready"
+            assert live.offered() == set()  # registered with nothing allowed
+
+            allowed = live.cli("mcp", "allow", "time", "get_current_time")
+            assert allowed.returncode == 0, allowed.stderr
+            assert live.offered() == {"mcp__time__get_current_time"}
+            reload = live.status()["reload"]
+            assert reload["state"] == "applied"
+            assert reload["applying"] is None
+            assert reload["applied_sha256"] == hashlib.sha256(config.read_bytes()).hexdigest()
+
+
+def test_a_gateway_without_a_key_refuses_tools_that_act_on_this_machine(
+        tmp_path: Path) -> None:
+    """Started open (no key: nothing to call), it may not be given such tools live."""
+    server = mcp_peers.need(mcp_peers.TIME_SERVER)
+    home = tmp_path / "data"
+    with LoopbackUpstream() as upstream:
+        config = tmp_path / "eyes.toml"
+        config.write_text(config_text(upstream.base_url, server, []), encoding="utf-8")
+        env = {**os.environ, "DEEPSEEK_EYES_HOME": str(home), "DEEPSEEK_EYES_GATEWAY_KEY": ""}
+        with serve_gateway(config, env, deadline_s=START_DEADLINE_S) as gateway:
+            live = Live(gateway, upstream, config, home, env)
+            result = live.cli("mcp", "allow", "time", "get_current_time")
+            assert result.returncode == 1
+            assert "GATEWAY_KEY_REQUIRED" in result.stderr
+            reload = live.status()["reload"]
+            assert reload["state"] == "refused"
+            assert reload["error"]["code"] == "GATEWAY_KEY_REQUIRED"
+            assert live.offered() == set()  # the running set kept
+            assert live.status()["servers"][0]["status"] == "ready"

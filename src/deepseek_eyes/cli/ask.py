@@ -45,12 +45,14 @@ __all__ = ["ask_command", "sessions_group"]
 
 
 @contextlib.asynccontextmanager
-async def open_runtime(ctx: click.Context) -> AsyncIterator[Runtime]:
+async def open_runtime(ctx: click.Context, *, follow: bool = False) -> AsyncIterator[Runtime]:
+    """The runtime on the command's settings; ``follow``: the command follows the settings
+    file (``chat``), so MCP starts even with no server enabled (see ``Runtime.start``)."""
     settings = loaded_settings(ctx).settings
     home = DataHome.open(settings)
     runtime = Runtime(settings, home)
     try:
-        await runtime.start()  # connects the MCP servers its tool sources need
+        await runtime.start(follow=follow)  # connects the MCP servers its tools need
         yield runtime
     finally:
         await runtime.aclose()

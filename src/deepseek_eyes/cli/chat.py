@@ -22,6 +22,9 @@ Decisions a newcomer would otherwise undo:
   person types then is kept by the terminal, not echoed into the streaming answer, and is
   read as the next message once the turn ends; an approval question turns echo on for its
   answer.
+* **The chat follows the settings file** as the gateway does, with the same watch
+  (:mod:`deepseek_eyes.gateway.settings_watch`): ``mcp allow``, ``register`` or a hand
+  edit of ``[mcp]`` in another terminal reaches the next turn's tools without a restart.
 * **A turn's failure is the turn's, not the chat's**: it prints ``error CODE: sentence``
   (or ``{"error": …}`` with ``--json``) and the next line is read. The chat ends only at
   ``/exit`` or end of input, with status 0. Ctrl-C cancels a running turn (the model's
@@ -58,7 +61,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from deepseek_eyes.cli.common import dump_json
+from deepseek_eyes.cli.common import dump_json, loaded_settings
 from deepseek_eyes.cli.repl import (
     PROMPT,
     EditingReader,
@@ -487,6 +490,7 @@ def chat_command(ctx: click.Context, session_id: str | None, model: str | None,
     from deepseek_eyes.cli.ask import open_runtime, terminal_approver
     from deepseek_eyes.cli.elicit import install_terminal_form
     from deepseek_eyes.cli.progress import Progress
+    from deepseek_eyes.gateway.settings_watch import SettingsWatch
     from deepseek_eyes.store.events import SessionStore
 
     if session_id is not None and not SessionStore.valid_id(session_id):
@@ -501,8 +505,16 @@ def chat_command(ctx: click.Context, session_id: str | None, model: str | None,
     opened = contextlib.AsyncExitStack()
 
     async def start() -> Chat:
-        runtime = await opened.enter_async_context(open_runtime(ctx))
+        source = loaded_settings(ctx).source
+        runtime = await opened.enter_async_context(
+            open_runtime(ctx, follow=source is not None))
         runtime.check_credentials()
+        if runtime.mcp_manager is not None and source is not None:
+            # `mcp allow` (any edit of [mcp]) reaches this chat as it reaches a gateway.
+            watch = SettingsWatch(source, runtime.mcp_manager,
+                                  say=(lambda _: None) if as_json else
+                                  (lambda sentence: screen.note(f"chat: {sentence}")))
+            await opened.enter_async_context(watch.following())
         return Chat(runtime, screen=screen, as_json=as_json,
                     session_id=session_id or runtime.sessions.new_id(), model=model,
                     approver=terminal_approver(runtime, Progress(None)),

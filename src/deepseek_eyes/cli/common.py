@@ -37,29 +37,22 @@ def loaded_settings(ctx: click.Context) -> LoadedSettings:
     return load_settings(config_path)
 
 
-def _file_sha256(path: Path) -> str | None:
-    import hashlib
-
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
 @contextlib.contextmanager
 def audited_settings_edit(ctx: click.Context, path: Path) -> Iterator[None]:
-    """Run a settings-file edit; when the file changed, append a ``settings.change`` audit
-    row (the command, the file, its SHA-256 before and after) to the audit chain."""
+    """Run a settings-file edit; for each change it wrote, append a ``settings.change``
+    audit row (the command, the file, its SHA-256 before and after, as the edit saw them
+    under the file's lock) to the audit chain."""
     from deepseek_eyes.home import DataHome
+    from deepseek_eyes.settings.writer import recording
 
-    before = _file_sha256(path)
-    yield
-    after = _file_sha256(path)
-    if after == before:
+    with recording() as writes:
+        yield
+    if not writes:
         return
-    with DataHome.open(load_settings(path if after is not None else None).settings) as home:
-        home.audit.append("settings.change", ctx.command_path, path=str(path.absolute()),
-                          before_sha256=before, after_sha256=after)
+    with DataHome.open(load_settings(path).settings) as home:
+        for written in writes:
+            home.audit.append("settings.change", ctx.command_path, path=str(path.absolute()),
+                              before_sha256=written.before, after_sha256=written.sha256)
 
 
 @contextlib.asynccontextmanager

@@ -91,16 +91,20 @@ def apply_to_gateway(ctx: click.Context) -> None:
     if client is None:
         return
     try:
-        report = client.request("POST", "/control/reload", ok=(200, 422))
+        report = client.request("POST", "/control/reload", ok=(200, 202, 422))
     except DeepSeekEyesError as exc:
         if exc.code != "CONTROL_MCP_NOT_RUNNING":
             raise
         # The edit is written; only this gateway cannot take it live.
         click.echo(f"warning {exc.code}: {exc.message}", err=True)
         return
-    if not report["applied"]:
+    if report.get("state") == "refused" or report["error"]:
         error = report["error"] or {}
         raise DeepSeekEyesError(str(error.get("message", "refused")),
                                 code=str(error.get("code", "CONFIG_INVALID")),
                                 details=error.get("details") or {})
+    if not report["applied"]:  # the file changed again meanwhile (another edit, by hand)
+        click.echo("the running gateway follows the file: it applies the newest version "
+                   "once it settles", err=True)
+        return
     click.echo("the running gateway applied it", err=True)

@@ -11,12 +11,17 @@ request that carries one is refused), nor another site's page, and bodies must b
 
 Routes (all answer JSON; a refusal of ours is ``{"error": {"code", "message", "details"}}``):
 
-* ``GET /control/status``: the settings file, its last reload and every server's view;
+* ``GET /control/status``: the settings file, its last reload (the version last looked at
+  and its ``state``: ``applied``, ``applying``, ``pending`` until it settles, or
+  ``refused`` with its ``error``; the version being applied, ``applying``, and the one in
+  force, ``applied_sha256``) and every server's view;
 * ``GET /control/watch``: line-delimited JSON, every server's view then its changes
   (:mod:`deepseek_eyes.mcp_host.events`), until the client goes;
 * ``POST /control/restart/{id}`` and ``POST /control/probe/{id}``: the manager's own;
 * ``POST /control/reload``: look at the settings file now (:mod:`.settings_watch`), which is
-  what an edit command asks after writing it.
+  what an edit command asks after writing it: 200 once applied (its servers settled), 422
+  refused, 202 when the version is not settled yet (a hand edit seen once) or a later one
+  replaced it meanwhile.
 """
 
 from __future__ import annotations
@@ -83,9 +88,9 @@ def _refused(exc: DeepSeekEyesError) -> JSONResponse:
 
 
 def _not_running() -> McpError:
-    return McpError("this gateway runs no MCP servers (none was enabled at its start, or "
-                    "mcp is not among runtime.tool_sources); restart it to add some",
-                    code="CONTROL_MCP_NOT_RUNNING")
+    return McpError("this gateway runs no MCP host (mcp is not among runtime.tool_sources, "
+                    "or it was started without a settings file to follow); restart it to "
+                    "add servers", code="CONTROL_MCP_NOT_RUNNING")
 
 
 def control_app(manager: McpManager | None, watch: SettingsWatch | None,
@@ -129,7 +134,8 @@ def control_app(manager: McpManager | None, watch: SettingsWatch | None,
         if watch is None:
             return _refused(_not_running())
         last = await watch.check()
-        return JSONResponse(last.view(), status_code=200 if last.applied else 422)
+        status = {"applied": 200, "refused": 422}.get(last.state, 202)
+        return JSONResponse(last.view(), status_code=status)
 
     async def events(_: Request) -> Response:
         try:

@@ -33,7 +33,10 @@ wait on running requests without a bound and raise the signal again at exit).
 
 Beside it, on a loopback port of its own, runs the control API (:mod:`.control`) through
 which ``deepseek-eyes mcp …`` steers the running MCP servers, and the settings file is
-watched (:mod:`.settings_watch`) so that an edit of ``[mcp]`` applies without a restart.
+watched (:mod:`.settings_watch`) so that an edit of ``[mcp]`` applies without a restart:
+the MCP manager runs even when no server was enabled at start, so the first one registered
+becomes live. A gateway serving without a key refuses a change that would allow MCP tools
+acting on this machine (``GATEWAY_KEY_REQUIRED``, the running set kept).
 """
 
 from __future__ import annotations
@@ -155,14 +158,29 @@ class _ControlServer(_QuietServer):
             self.ready.set()
 
 
-async def _run_control(runtime: Runtime, home: DataHome,
-                       settings_path: Path | None) -> Callable[[], Awaitable[None]]:
+def _keyed_tools(running: Settings, key: str | None) -> Callable[[Settings], None]:
+    """The settings watch's judge: a gateway serving without a key takes no MCP server
+    whose tools act on this machine (``check_key`` at start would have refused them)."""
+    def admit(new: Settings) -> None:
+        if key is None and "mcp" in server_side_tools(running.model_copy(
+                update={"mcp": new.mcp})):
+            raise GatewayError(
+                "the change allows MCP tools that act on this machine, and this gateway "
+                "serves without a key: set DEEPSEEK_EYES_GATEWAY_KEY (or gateway.api_key; "
+                f"`{TOKEN_COMMAND}` makes one) and restart it",
+                code="GATEWAY_KEY_REQUIRED", details={"tool_sources": ["mcp"]})
+    return admit
+
+
+async def _run_control(runtime: Runtime, home: DataHome, settings_path: Path | None,
+                       key: str | None) -> Callable[[], Awaitable[None]]:
     """Start the control API and the settings watch; returns the coroutine function that
     stops both and removes the control file."""
     manager = runtime.mcp_manager
     watch = None
     if manager is not None and settings_path is not None:
-        watch = SettingsWatch(settings_path, manager, say=_say)
+        watch = SettingsWatch(settings_path, manager, say=_say,
+                              admit=_keyed_tools(runtime.settings, key))
     file = ControlFile(home.root)
     config = uvicorn.Config(
         control_app(manager, watch, file.token), host="127.0.0.1", port=0,
@@ -313,7 +331,8 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
                   "chat completions will fail until it is set",
                   file=sys.stderr, flush=True)
         try:
-            await runtime.start()
+            # With a settings file to follow, MCP is ready for servers registered later.
+            await runtime.start(follow=settings_path is not None)
             if drain.draining:  # stopped while it started: nothing to serve
                 return
             console, approver = _approval_console(settings, runtime)
@@ -324,7 +343,7 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
                 lifespan="off", server_header=False,
             )
             console_task = None if console is None else asyncio.create_task(console.serve())
-            stop_control = await _run_control(runtime, home, settings_path)
+            stop_control = await _run_control(runtime, home, settings_path, key)
             try:
                 await _Server(config, announce or _say_listening, drain).serve()
             finally:

@@ -108,6 +108,8 @@ class McpManager:
         self.servers: dict[str, ServerState] = {}
         self.suspended = False
         self._lock = asyncio.Lock()
+        #: How many times :meth:`replace` rebuilt the running set.
+        self._builds = 0
         self._connect_slots = asyncio.Semaphore(max(1, connect_concurrency))
         #: Each server's connection whose close failed (:mod:`~deepseek_eyes.mcp_host.closing`).
         self.closes = CloseTracker(close_timeout)
@@ -176,29 +178,49 @@ class McpManager:
         self.servers = {}
 
     async def reconfigure(self, settings: McpSettings, *, wait: float = 30.0) -> None:
-        """Replace the running set with ``settings`` (already validated).
+        """Replace the running set with ``settings`` (already validated) and wait, at most
+        ``wait`` seconds, until the replacement settled: :meth:`replace`, then
+        :meth:`wait_applied`."""
+        build = await self.replace(settings)
+        await self.wait_applied(build, wait)
+
+    async def replace(self, settings: McpSettings) -> int:
+        """Swap in ``settings`` (already validated) without waiting for any connection;
+        returns the number of the build to hand :meth:`wait_applied`.
 
         Exposure is suspended before any close is awaited and republished only once the
-        replacement has settled. A change of exposure policy alone (``allow``, ``deny``,
-        ``risk_policy`` of the same servers) keeps every connection and swaps the policy in
-        one step, with no await between (nothing sees a mix of old and new): the catalogs
-        and their generations stay, so a turn in flight keeps the offer it was given and
-        its calls are still judged by the policy in force when they run.
+        replacement has settled (:meth:`wait_applied`). A change of exposure policy alone
+        (``allow``, ``deny``, ``risk_policy`` of the same servers) keeps every connection
+        and swaps the policy in one step, with no await between (nothing sees a mix of old
+        and new): the catalogs and their generations stay, so a turn in flight keeps the
+        offer it was given and its calls are still judged by the policy in force when they
+        run. The lock is held for the closes (each bounded) and the build, never across a
+        connection's handshake: a later replacement need not wait for this one's servers.
         """
         async with self._lock:  # never beside a restart's replacement of a state
             if self._policy_only(settings):
                 self.settings = settings
                 for s in settings.servers:
                     self.servers[s.id].settings = s
-                return
-        self.suspended = True
-        async with self._lock:
+                return self._builds
+            self.suspended = True
             await self._close_all()
             set_discover_timeout(settings.discover_timeout)
             await self._retry_closes(settings)
             self._build(settings)
-        await self.wait_settled(wait)
+            self._builds += 1
+            return self._builds
+
+    async def wait_applied(self, build: int, timeout: float) -> bool:
+        """Wait, at most ``timeout`` seconds, until build ``build``'s servers settled, or
+        a later build replaced it (its servers are closed then, which settles them);
+        exposure resumes when ``build`` is still the live one. True when it is."""
+        if build == self._builds:
+            await self.wait_settled(timeout)
+        if build != self._builds:
+            return False
         self.suspended = False
+        return True
 
     def _policy_only(self, settings: McpSettings) -> bool:
         """Whether ``settings`` differs from the running set in exposure policy alone (the
@@ -261,6 +283,7 @@ class McpManager:
         state.status = "stopped"
         if not closed:
             state.fail(self.closes.refusal(state.settings.id))
+        state.settled.set()  # closed is final: whoever waits for it to settle may go on
         return closed
 
     async def _retry_closes(self, settings: McpSettings) -> None:

@@ -4,6 +4,8 @@ An edit parses the file with :mod:`tomlkit`, changes the document in place, rend
 validates the *rendered text* with exactly the loader's validation
 (:func:`deepseek_eyes.settings.validate_settings_file` on a temp file beside the target).
 Only a valid result replaces the file, by an atomic rename; an invalid one writes nothing.
+Every edit is one writer at a time (:mod:`deepseek_eyes.settings.writer`): under the file's
+lock, re-read, hash-compared before the replace, a symlink's target edited in place of it.
 
 Why tomlkit: the settings file is written by people, with comments that explain a choice
 and an order that groups things. ``tomlkit`` keeps every comment, blank line and key order
@@ -14,9 +16,6 @@ table whose secret references and selectors are inline tables.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from pathlib import Path
@@ -28,6 +27,7 @@ from tomlkit.toml_document import TOMLDocument
 
 from deepseek_eyes.errors import ConfigError, McpError
 from deepseek_eyes.settings import Settings, validate_settings_file
+from deepseek_eyes.settings.writer import rewrite
 
 __all__ = [
     "add_servers",
@@ -61,14 +61,9 @@ def read_raw(path: Path) -> dict[str, Any]:
                           code="CONFIG_UNREADABLE", details={"path": str(path)}) from exc
 
 
-def _read_document(path: Path) -> TOMLDocument:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+def _parse_document(path: Path, text: str | None) -> TOMLDocument:
+    if text is None:
         return tomlkit.document()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"settings file {path} cannot be read: {exc}",
-                          code="CONFIG_UNREADABLE", details={"path": str(path)}) from exc
     try:
         return tomlkit.parse(text)
     except tomlkit.exceptions.TOMLKitError as exc:
@@ -77,43 +72,40 @@ def _read_document(path: Path) -> TOMLDocument:
 
 
 def edit_settings_file(path: Path, change: Callable[[TOMLDocument], None]) -> Settings:
-    """Apply ``change`` to the file's document, validate the result, then replace the file.
+    """Apply ``change`` to the file's document, validate the result, then replace the file,
+    one writer at a time (:func:`deepseek_eyes.settings.writer.rewrite`: under the file's
+    lock, on what the file says now, hash-compared before the atomic replace; a symlink's
+    target is what is edited). ``change`` may run more than once when another writer
+    changed the file under it: it must be a function of the document alone.
 
     Raises:
-        ConfigError: ``CONFIG_UNREADABLE``, or ``CONFIG_INVALID`` with every error's path
+        ConfigError: ``CONFIG_UNREADABLE``, or ``CONFIG_INVALID`` with every error's path;
+            ``CONFIG_EDIT_BUSY``, ``CONFIG_EDIT_CONFLICT``, ``CONFIG_WRITE_FAILED``
             (nothing is written).
         McpError: whatever ``change`` raises (nothing is written).
     """
-    document = _read_document(path)
-    change(document)
-    text = tomlkit.dumps(document)
     path = path.absolute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".toml")
-    tmp: Path | None = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        assert tmp is not None
+    validated: list[Settings] = []
+
+    def render(text: str | None) -> str:
+        document = _parse_document(path, text)
+        change(document)
+        return tomlkit.dumps(document)
+
+    def check(tmp: Path) -> None:
         try:
-            settings = validate_settings_file(tmp)
+            validated.append(validate_settings_file(tmp))
         except ConfigError as exc:
             # Report the file the user named, not our temp file beside it.
             count = len(exc.details.get("errors", []))
             raise ConfigError(
                 f"the edit would make {path} invalid ({count} error(s)); nothing was written",
                 code=exc.code, details={**exc.details, "path": str(path)}) from None
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-        tmp = None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-    return settings
+
+    written = rewrite(path, render, check=check)
+    if not written.changed:  # nothing to write: the file as it is, validated as it loads
+        check(written.path)
+    return validated[-1]
 
 
 # -- the [[mcp.servers]] entries -----------------------------------------------------------

@@ -158,14 +158,19 @@ class Runtime:
             self.settings.desktop, bridge=self.bridge, blobs=self.home.blobs,
             max_images=self.settings.runtime.max_images_per_turn))
 
-    async def start(self) -> None:
-        """Connect what needs connecting (the enabled MCP servers), once."""
+    async def start(self, *, follow: bool = False) -> None:
+        """Connect what needs connecting (the enabled MCP servers), once.
+
+        ``follow``: this process follows the settings file (the gateway, ``chat``), so
+        with ``mcp`` among the tool sources the MCP manager starts even when no server is
+        enabled yet: one registered later must become live without a restart.
+        """
         if self._started:
             return
         self._started = True
         mcp = self.settings.mcp
-        wanted = "mcp" in self.settings.runtime.tool_sources and mcp.enabled and any(
-            s.enabled for s in mcp.servers)
+        sourced = "mcp" in self.settings.runtime.tool_sources
+        wanted = sourced and (follow or (mcp.enabled and any(s.enabled for s in mcp.servers)))
         if wanted:
             from deepseek_eyes.mcp_host.audit import McpAudit
             from deepseek_eyes.mcp_host.host import McpHost

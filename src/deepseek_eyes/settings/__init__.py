@@ -105,6 +105,7 @@ __all__ = [
     "is_loopback_url_host",
     "load_settings",
     "validate_settings_file",
+    "validate_settings_text",
 ]
 
 
@@ -175,13 +176,32 @@ def format_validation_errors(
 
 def _parse(path: Path) -> Settings:
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise ConfigError(
             f"settings file {path} does not exist", code="CONFIG_NOT_FOUND",
             details={"path": str(path)},
         ) from exc
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"settings file {path} cannot be read: {exc}", code="CONFIG_UNREADABLE",
+            details={"path": str(path)},
+        ) from exc
+    return validate_settings_text(text, path)
+
+
+def validate_settings_text(text: str, path: Path) -> Settings:
+    """Validate the text of the file at ``path`` (named in errors) exactly as
+    :func:`load_settings` would; for a reader that judges the bytes it hashed (the settings
+    watch), not whatever the file holds a moment later.
+
+    Raises:
+        ConfigError: ``CONFIG_UNREADABLE`` for bad TOML, ``CONFIG_INVALID`` with every
+            error's path.
+    """
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(
             f"settings file {path} cannot be read: {exc}", code="CONFIG_UNREADABLE",
             details={"path": str(path)},

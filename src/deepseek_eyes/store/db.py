@@ -373,6 +373,22 @@ MIGRATIONS: tuple[str, ...] = (
 CHAIN_MIGRATION = 4
 
 
+def _statements(script: str) -> list[str]:
+    """A migration script as its statements, to run inside one transaction of ours
+    (``executescript`` would commit it first); a trigger's body stays whole."""
+    statements: list[str] = []
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \t\n;"):
+                statements.append(pending)
+            pending = ""
+    if pending.strip(" \t\n;"):
+        statements.append(pending)
+    return statements
+
+
 class Database:
     """A migrated SQLite database shared by the runtime's stores."""
 
@@ -488,12 +504,18 @@ class Database:
                 code="STORE_WRITE_FAILED",
             )
         for version in range(current + 1, len(MIGRATIONS) + 1):
-            script = MIGRATIONS[version - 1]
-            # executescript commits whatever is pending before it runs, so the script opens
-            # its own transaction; the version bump (and, for the chain, the adoption of the
-            # rows already there) commit with it, or nothing does.
-            self._conn.executescript(f"BEGIN IMMEDIATE;\n{script}")
+            # The version is read again inside the write transaction: two processes opening
+            # a new data directory at once (two `mcp allow`) both read the old one, and the
+            # second's BEGIN IMMEDIATE waits for the first's migration, done once it gets
+            # the lock. The version bump (and, for the chain, the adoption of the rows
+            # already there) commit with the script, or nothing does.
+            self._conn.execute("BEGIN IMMEDIATE")
             try:
+                if int(self._conn.execute("PRAGMA user_version").fetchone()[0]) >= version:
+                    self._conn.execute("ROLLBACK")
+                    continue
+                for statement in _statements(MIGRATIONS[version - 1]):
+                    self._conn.execute(statement)
                 if version == CHAIN_MIGRATION:
                     _chain.adopt_existing(self._conn, time.time())
                 self._conn.execute(f"PRAGMA user_version = {version}")
