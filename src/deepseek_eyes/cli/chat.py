@@ -400,8 +400,7 @@ class _LoopThread:
     chat started (each such child still ends on the runtime's own SIGTERM or SIGKILL).
     """
 
-    def __init__(self, handled: Callable[[], None] = lambda: None) -> None:
-        self.handled = handled  # told of each Ctrl-C acted on (InterruptRelay.handled)
+    def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="chat-loop", daemon=True)
         self._thread.start()
@@ -420,7 +419,6 @@ class _LoopThread:
             try:
                 return future.result()
             except KeyboardInterrupt:
-                self.handled()
                 if on_interrupt is None:
                     future.cancel()
                     raise
@@ -453,7 +451,6 @@ def converse(chat: Chat, reader: LineReader | EditingReader, loop: _LoopThread) 
             try:
                 line = reader.read(PROMPT)
             except KeyboardInterrupt:  # Ctrl-C at the prompt: the line is dropped
-                loop.handled()
                 if not chat.as_json:
                     chat.screen.note("\n(/exit or Ctrl-D leaves)")
                 continue
@@ -521,7 +518,7 @@ def chat_command(ctx: click.Context, session_id: str | None, model: str | None,
                     typeahead=TypeAhead(stdin) if screen.interactive else None)
 
     relay = InterruptRelay() if screen.interactive else None
-    loop = _LoopThread(relay.handled if relay is not None else lambda: None)
+    loop = _LoopThread()
     try:
         chat = loop.call(start())
         if form is not None:  # a form mid-turn is answered with echo on

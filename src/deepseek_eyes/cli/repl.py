@@ -52,7 +52,7 @@ CONTINUATION = "...> "
 HISTORY_LENGTH = 1000
 #: Input already waiting this soon after a line ends belongs to it (a paste's next line).
 PASTE_GAP_S = 0.05
-#: How long a Ctrl-C may go unhandled before the main thread is signalled again.
+#: How long a Ctrl-C may go unacted on before the main thread's wait is interrupted again.
 NUDGE_S = 0.05
 #: C0 and C1 control characters but tab and newline; a carriage return is dropped.
 _CONTROLS = {code: "\ufffd" for code in (*range(0x20), *range(0x7F, 0xA0))
@@ -186,48 +186,68 @@ class InterruptRelay:
     Python acts on a signal only when the main thread runs Python code, and a wait in C
     (readline's ``select``, a lock) wakes only if the signal interrupts that very call. A
     Ctrl-C that lands a moment before the call starts (the prompt just drawn, a key just
-    echoed) would wait for the next key. So every SIGINT is also written to a pipe
-    (:func:`signal.set_wakeup_fd`), and a thread signals the main thread again every
-    :data:`NUDGE_S` until :meth:`handled` says the interrupt was acted on.
+    echoed), or that the kernel hands to another thread, would wait for the next key. So
+    every signal is also written to a pipe (:func:`signal.set_wakeup_fd`), the SIGINT
+    handler writes :data:`_ACTED` to the same pipe when the main thread runs it, and a
+    thread reading the pipe in order wakes the main thread every :data:`NUDGE_S` while a
+    Ctrl-C is written but not yet acted on.
+
+    The wake-up is :data:`_NUDGE`, whose handler does nothing: it only interrupts the
+    main thread's wait, and on the way out of it Python runs the SIGINT handler that is
+    still due. A nudge that comes just after the Ctrl-C was acted on therefore does
+    nothing either, where a second SIGINT would be a second Ctrl-C.
     """
 
     def __init__(self) -> None:
-        self._handled = 0  # Ctrl-Cs the main thread acted on
-        self._received = 0  # Ctrl-Cs typed (the nudges not counted)
         self._read, self._write = os.pipe()
         os.set_blocking(self._write, False)  # set_wakeup_fd's requirement
         self._main = threading.main_thread().ident
         self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        self._previous_int = signal.signal(signal.SIGINT, self._on_interrupt)
+        self._previous_nudge = signal.signal(_NUDGE, _nothing)
         threading.Thread(target=self._relay, name="chat-interrupts", daemon=True).start()
 
-    def handled(self) -> None:
-        """The main thread has acted on a Ctrl-C (caught its KeyboardInterrupt)."""
-        self._handled += 1
+    def _on_interrupt(self, _signum: int, _frame: object) -> None:
+        with contextlib.suppress(OSError):  # a full pipe: the relay has it to read anyway
+            os.write(self._write, _ACTED)
+        raise KeyboardInterrupt
 
     def close(self) -> None:
+        signal.signal(signal.SIGINT, self._previous_int)
+        signal.signal(_NUDGE, self._previous_nudge)
         signal.set_wakeup_fd(self._previous)
         with contextlib.suppress(OSError):
-            os.write(self._write, b"\0")  # the relay's signal to stop
+            os.write(self._write, _STOP)
 
     def _relay(self) -> None:
         with contextlib.suppress(AttributeError, OSError, ValueError):
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, _NUDGE})
+        owed = False  # a Ctrl-C written to the pipe and not yet acted on
         while True:
-            data = os.read(self._read, 512)
-            if not data or 0 in data:
-                return
-            if signal.SIGINT not in data:
+            if not select.select([self._read], [], [], NUDGE_S if owed else None)[0]:
+                if self._main:
+                    signal.pthread_kill(self._main, _NUDGE)
                 continue
-            # Counted, not compared with a count read now: the main thread may have acted
-            # on this Ctrl-C already, and a nudge then would be a second one.
-            self._received += 1
-            stop = threading.Event()
-            while not stop.wait(NUDGE_S) and self._handled < self._received and self._main:
-                signal.pthread_kill(self._main, signal.SIGINT)
-            # What the nudges wrote to the pipe is not another Ctrl-C.
-            while select.select([self._read], [], [], 0)[0]:
-                if 0 in os.read(self._read, 512):
-                    return
+            data = os.read(self._read, 512)
+            if not data or _STOP[0] in data:
+                return
+            for byte in data:  # in the order written: a Ctrl-C, then its handler's mark
+                if byte == signal.SIGINT:
+                    owed = True
+                elif byte == _ACTED[0]:
+                    owed = False
+
+
+#: What the SIGINT handler writes to the wake-up pipe (no signal has this number).
+_ACTED = b"\xff"
+#: What :meth:`InterruptRelay.close` writes to stop the relay (no signal has number 0).
+_STOP = b"\0"
+#: The signal that wakes the main thread's wait without being a Ctrl-C.
+_NUDGE = signal.SIGUSR2
+
+
+def _nothing(_signum: int, _frame: object) -> None:
+    """The nudge's handler: the interrupted wait is all it is for."""
 
 
 class Screen:
