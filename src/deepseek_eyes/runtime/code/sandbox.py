@@ -217,6 +217,11 @@ class Sandbox:
                 buffer += chunk
                 if len(buffer) > limits.output_bytes:
                     over.append(name)
+                    # Our end closed first: the program's next write fails (EPIPE) even
+                    # if a kill this early races bubblewrap's own set-up.
+                    transport = getattr(stream, "_transport", None)
+                    if transport is not None:
+                        transport.close()
                     kill()
                     return
 
