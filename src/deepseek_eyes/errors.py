@@ -245,6 +245,19 @@ ERROR_CODES: Mapping[str, str] = {
     "RUNTIME_APPROVAL_UNAVAILABLE": "A plan needs approval; nobody can approve where it runs.",
     "RUNTIME_APPROVAL_DENIED": "The person asked denied the plan; it did not run.",
     "RUNTIME_APPROVAL_TIMEOUT": "Nobody approved the plan in runtime.approval_timeout; not run.",
+    "RUNTIME_CODE_SANDBOX_UNAVAILABLE": (
+        "Code Mode needs a working bubblewrap sandbox; without one no program runs."
+    ),
+    "RUNTIME_CODE_TIMEOUT": (
+        "A Code Mode program was stopped at runtime.code_timeout or its CPU limit."
+    ),
+    "RUNTIME_CODE_OUTPUT_LIMIT": (
+        "A Code Mode program printed more than runtime.code_max_output_bytes; it was stopped."
+    ),
+    "RUNTIME_CODE_FAILED": (
+        "A Code Mode program ended with an error (its exit code and stderr tail)."
+    ),
+    "RUNTIME_CODE_PROTOCOL": "A Code Mode program sent a tool request that is not one JSON line.",
     "RUNTIME_REREAD_LIMIT": "A look call was refused: runtime.max_rereads_per_turn reached.",
     "RUNTIME_BAD_REGION": (
         "A look call's region is not [x, y, w, h] with x and y in [0, 1) and w and h in "

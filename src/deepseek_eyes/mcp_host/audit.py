@@ -42,8 +42,9 @@ class McpAudit:
     def record(
         self, *, server: str, tool: str, kind: str, risk: str, status: str, started: float,
         arguments_sha256: str | None, result_sha256: str | None = None,
-        code: str | None = None, message: str | None = None,
+        code: str | None = None, message: str | None = None, parent: str | None = None,
     ) -> McpAuditRecord:
+        """One call's row; ``parent`` names the Code Mode run that made it (nested)."""
         rec = McpAuditRecord(
             ts=time.time(), server=server, tool=tool, kind=kind, risk=risk, status=status,
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
@@ -59,7 +60,8 @@ class McpAudit:
             self._log.append("mcp.call", server, plane=kind, tool=tool, risk=risk, status=status,
                              duration_ms=rec.duration_ms, arguments_sha256=arguments_sha256,
                              result_sha256=result_sha256, code=code,
-                             message_sha256=rec.message_sha256)
+                             message_sha256=rec.message_sha256,
+                             **({"parent": parent} if parent is not None else {}))
         return rec
 
     def recent(self) -> list[dict[str, Any]]:

@@ -317,21 +317,24 @@ class McpHost:
 
     async def call_tool(self, public_name: str, arguments: Mapping[str, Any], *,
                         generation: int | None = None, quota: RunQuota | None = None,
-                        progress: OnProgress | None = None) -> CallResult:
+                        progress: OnProgress | None = None,
+                        parent: str | None = None) -> CallResult:
         """Run one exposed tool; ``progress`` is told each of the server's progress
-        notifications for this call (progress, total or None, message or None).
+        notifications for this call (progress, total or None, message or None); ``parent``
+        names the Code Mode run that made the call (its audit row carries it).
 
         Raises:
             McpError: a policy, quota, generation, transport or ``MCP_RESULT_*`` code.
         """
         state, tool = self._resolve(public_name)
         return await self._dispatch(state, "tool", tool.name, tool.risk, dict(arguments),
-                                    generation, quota, progress=progress)
+                                    generation, quota, progress=progress, parent=parent)
 
     async def _dispatch(self, state: ServerState, kind: str, name: str, risk: str,
                         arguments: dict[str, Any], generation: int | None,
                         quota: RunQuota | None, *, audit_name: str | None = None,
-                        progress: OnProgress | None = None) -> CallResult:
+                        progress: OnProgress | None = None,
+                        parent: str | None = None) -> CallResult:
         started = time.perf_counter()
         # A resource is read by URI with no arguments: its URI is what the hash covers.
         args_hash = canonical_json(arguments if kind != "resource" else {"uri": name})[1]
@@ -384,12 +387,12 @@ class McpHost:
             state.redactor.scrub_error(exc)
             self.audit.record(server=state.settings.id, tool=audited, kind=kind, risk=risk,
                               status="failed", started=started, arguments_sha256=args_hash,
-                              code=exc.code, message=exc.message)
+                              code=exc.code, message=exc.message, parent=parent)
             raise
         is_error = bool(value.get("isError"))
         self.audit.record(server=state.settings.id, tool=audited, kind=kind, risk=risk,
                           status="tool-error" if is_error else "ok", started=started,
-                          arguments_sha256=args_hash, result_sha256=result[1])
+                          arguments_sha256=args_hash, result_sha256=result[1], parent=parent)
         if self.usage is not None:
             self.usage.record_estimate(UsageCategory.MCP_RESULT, estimate_tokens(len(result[0])),
                                        source=state.settings.id, calls=1)

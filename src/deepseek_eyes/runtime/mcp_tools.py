@@ -15,6 +15,11 @@ store, decoded (a malformed one is named in the result, not counted as an image)
 into validated evidence through the vision bridge, and given an image id (``tool-img-N``,
 kept with the logged result) so the model can ``look`` at it, in this turn and later ones,
 like any image of the conversation.
+
+Code Mode (docs/code-mode.md): a server whose tool mode (``mcp.servers[].tool_mode``, else
+``runtime.tool_mode``) is ``code`` offers its tools only to Code Mode programs
+(:meth:`McpToolSource.code_tools`), ``both`` to both; a program's nested call arrives here
+through the same :meth:`McpToolSource.call` with ``context.parent`` naming its run.
 """
 
 from __future__ import annotations
@@ -34,7 +39,13 @@ from deepseek_eyes.mcp_host.host import (
     RunQuota,
 )
 from deepseek_eyes.runtime.delivery import deliver_image
-from deepseek_eyes.runtime.tools import ProgressEvent, ToolOutcome, ToolSpec, TurnContext
+from deepseek_eyes.runtime.tools import (
+    CallRecord,
+    ProgressEvent,
+    ToolOutcome,
+    ToolSpec,
+    TurnContext,
+)
 from deepseek_eyes.usage import estimate_tokens
 from deepseek_eyes.vision.bridge import VisionBridge
 
@@ -49,19 +60,43 @@ class McpToolSource:
     name = "mcp"
     prefix = "mcp__"
 
-    def __init__(self, host: McpHost, bridge: VisionBridge, *, max_images: int = 8) -> None:
+    def __init__(self, host: McpHost, bridge: VisionBridge, *, max_images: int = 8,
+                 tool_mode: str = "native") -> None:
         self.host = host
         self._bridge = bridge
         self._max_images = max_images
+        self._tool_mode = tool_mode
 
-    def tools(self, context: TurnContext) -> list[ToolSpec]:  # noqa: ARG002 - same for all
+    def mode(self, server: str) -> str:
+        """``native``, ``code`` or ``both``: how ``server``'s tools reach the model (the
+        shared content tools follow ``runtime.tool_mode``)."""
+        for s in self.host.manager.settings.servers:
+            if s.id == server and s.tool_mode is not None:
+                return s.tool_mode
+        return self._tool_mode
+
+    def _specs(self, modes: Collection[str]) -> list[ToolSpec]:
         # Each spec carries the generation it was read under; nothing is kept here, where
         # concurrent turns (and a re-offer within a turn) would overwrite each other.
         return [
             ToolSpec(t.public_name, t.description, t.parameters,
                      risk="read" if t.risk == "read" else t.risk, generation=t.generation)
-            for t in self.host.exposed()
+            for t in self.host.exposed() if self.mode(t.server) in modes
         ]
+
+    def tools(self, context: TurnContext) -> list[ToolSpec]:  # noqa: ARG002 - same for all
+        """The tools offered as functions (servers in ``native`` or ``both`` mode)."""
+        return self._specs(("native", "both"))
+
+    def code_tools(self) -> list[ToolSpec]:
+        """The tools Code Mode programs may call (servers in ``code`` or ``both`` mode)."""
+        return self._specs(("code", "both"))
+
+    @property
+    def code_mode(self) -> bool:
+        """Whether any server (or the shared content tools) is in code or both mode."""
+        return self._tool_mode != "native" or any(
+            s.tool_mode in ("code", "both") for s in self.host.manager.settings.servers)
 
     def instructions(self, offered: Collection[str] | None = None) -> dict[str, str]:
         """Server instructions, keyed by server id (size-limited by the catalog), of the
@@ -86,9 +121,12 @@ class McpToolSource:
             else:
                 result = await self.host.call_tool(
                     name, arguments, generation=spec.generation, quota=quota,
-                    progress=_relay_progress(name, context))
+                    progress=_relay_progress(name, context), parent=context.parent)
         except McpError as exc:
-            context.calls.append({"tool": name, "source": "mcp", "code": exc.code})
+            failed: CallRecord = {"tool": name, "source": "mcp", "code": exc.code}
+            if context.parent is not None:
+                failed["parent"] = context.parent
+            context.calls.append(failed)
             return ToolOutcome.failure(exc, name)
         text = result.preview
         images: list[tuple[str, dict[str, Any]]] = []
@@ -97,12 +135,16 @@ class McpToolSource:
             blocks = await self._evidence(result, context, images)
             evidence_tokens = sum(estimate_tokens(len(b)) for b, read in blocks if read)
             text = "\n\n".join([text, *(b for b, _ in blocks)])
-        context.calls.append({
+        record: CallRecord = {
             "tool": name, "source": "mcp", "server": result.server,
             "is_error": result.is_error, "result_sha256": result.result_sha256,
             "images": len(result.images),
-        })
-        return ToolOutcome(text, result.is_error, {"result_sha256": result.result_sha256},
+        }
+        if context.parent is not None:
+            record["parent"] = context.parent
+        context.calls.append(record)
+        return ToolOutcome(text, result.is_error, {"result_sha256": result.result_sha256,
+                                                   "server": result.server},
                            tuple(images), evidence_tokens=evidence_tokens)
 
     async def _evidence(

@@ -33,7 +33,7 @@ from deepseek_eyes.llm.retry import RetryPolicy
 from deepseek_eyes.runtime.look import LookSource
 from deepseek_eyes.runtime.messages import Fetch
 from deepseek_eyes.runtime.sight import Sight
-from deepseek_eyes.runtime.tools import ToolHub
+from deepseek_eyes.runtime.tools import ToolHub, ToolSource
 from deepseek_eyes.runtime.turn import (
     TurnRequest,
     TurnResult,
@@ -51,6 +51,7 @@ from deepseek_eyes.vision.bridge import VisionBridge
 if TYPE_CHECKING:
     from deepseek_eyes.mcp_host.manager import McpManager
     from deepseek_eyes.runtime.approval import Approver
+    from deepseek_eyes.runtime.mcp_tools import McpToolSource
     from deepseek_eyes.runtime.tools import Notify
     from deepseek_eyes.terminal.service import TerminalService
 
@@ -190,14 +191,29 @@ class Runtime:
             longest = max((s.connect_timeout for s in mcp.servers if s.enabled), default=1.0)
             await manager.start(wait=longest + 1)
             self.mcp_manager = manager
-            source = McpToolSource(host, self.bridge,
-                                   max_images=self.settings.runtime.max_images_per_turn)
-            # MCP tools come after look and before the terminal, as tool_sources lists them.
-            order: list[str] = list(self.settings.runtime.tool_sources)
+            rt = self.settings.runtime
+            source = McpToolSource(host, self.bridge, max_images=rt.max_images_per_turn,
+                                   tool_mode=rt.tool_mode)
+            # MCP tools come after look and before the terminal, as tool_sources lists them;
+            # Code Mode's two tools right after them.
+            order: list[str] = list(rt.tool_sources)
             self.tools.sources.append(source)
-            self.tools.sources.sort(key=lambda s: order.index(s.name))
+            if source.code_mode:
+                self.tools.sources.append(self._code_source(source))
+            self.tools.sources.sort(key=lambda s: order.index("mcp") + 0.5 if s.name == "code"
+                                    else order.index(s.name))
         if self.terminal is not None:
             self._reaper = asyncio.create_task(self.terminal.run_reaper())
+
+    def _code_source(self, mcp: McpToolSource) -> ToolSource:
+        from deepseek_eyes.runtime.code.sandbox import Limits, Sandbox
+        from deepseek_eyes.runtime.code.source import CodeToolSource
+
+        rt = self.settings.runtime
+        limits = Limits(wall_seconds=rt.code_timeout, cpu_seconds=rt.code_cpu_seconds,
+                        memory_bytes=rt.code_memory_mb * 1024 * 1024,
+                        output_bytes=rt.code_max_output_bytes)
+        return CodeToolSource(self.tools, mcp, Sandbox(limits))
 
     @property
     def credential_error(self) -> LLMError | None:

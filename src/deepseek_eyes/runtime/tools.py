@@ -152,6 +152,8 @@ class CallRecord(TypedDict, total=False):
     code: str | None
     is_error: bool
     server: str
+    parent: str  # the Code Mode run that made this call
+    nested: int  # run_code: the calls its program made
     result_sha256: str | None
     images: int
     image: str
@@ -198,6 +200,9 @@ class TurnContext:
     #: (``resolve_delivery``, then kept here).
     delivery: str = "evidence"
     resolve_delivery: Callable[[], Awaitable[str]] | None = None
+    #: The Code Mode run whose program is making the current call (``exec.parent``), None
+    #: for a native call: nested calls' audit rows and records name it.
+    parent: str | None = None
 
     async def image_delivery(self) -> str:
         """How the images tools bring reach the model in this turn (decided once)."""
@@ -323,6 +328,11 @@ class ToolHub:
         self._max_schema_tokens = max_schema_tokens
         self._read_only = read_only
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the risk gate lets only read tools through (``runtime.tool_risk``)."""
+        return self._read_only
+
     def add(self, source: ToolSource) -> None:
         self.sources.append(source)
 
@@ -356,6 +366,14 @@ class ToolHub:
                 f"tool call limit of {context.max_tool_calls} for this turn reached; "
                 "answer with what you have", True, {"code": "RUNTIME_TOOL_LIMIT"},
             )
+        return await self.dispatch(offer, name, arguments_json, context)
+
+    async def dispatch(
+        self, offer: Offer, name: str, arguments_json: str, context: TurnContext
+    ) -> ToolOutcome:
+        """Run one call of ``offer`` (the path every call takes after the per-turn count:
+        a native call through :meth:`call`, a Code Mode program's nested call directly,
+        counted by the run's quota instead)."""
         source = offer.routes.get(name)
         spec = offer.spec(name)
         if source is None or spec is None:

@@ -138,6 +138,25 @@ class RuntimeSettings(Strict):
         default=24_000, ge=256, le=400_000,
         description="Estimated tokens of the tool definitions offered per model call.",
     )
+    tool_mode: Literal["native", "code", "both"] = Field(
+        default="native",
+        description="MCP tools as functions (native), or through Code Mode: tools_search "
+        "and run_code, a Python program run in a bubblewrap sandbox (code), or both; "
+        "mcp.servers[].tool_mode overrides it per server.",
+    )
+    code_timeout: float = Field(
+        default=30.0, gt=0, le=600,
+        description="Seconds a Code Mode program may run (its nested tool calls included).",
+    )
+    code_cpu_seconds: int = Field(default=10, ge=1, le=600,
+                                  description="CPU seconds a Code Mode program may use.")
+    code_memory_mb: int = Field(default=512, ge=64, le=16_384,
+                                description="Address space of a Code Mode program, MiB.")
+    code_max_output_bytes: int = Field(
+        default=16_384, ge=256, le=1_048_576,
+        description="Bytes a Code Mode program may print (stdout; stderr alike); past "
+        "them it is stopped.",
+    )
     approval_timeout: float = Field(
         default=300.0, gt=0, le=86_400,
         description="Seconds a plan that needs approval waits for a person.",

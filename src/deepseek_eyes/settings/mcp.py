@@ -269,6 +269,11 @@ class McpServerSettings(Strict):
     allow: McpSelectors = McpSelectors()
     deny: McpSelectors = McpSelectors()
     risk_policy: Literal["allow", "read-only"] = "allow"
+    tool_mode: Literal["native", "code", "both"] | None = Field(
+        default=None,
+        description="How this server's tools reach the model: as functions (native), "
+        "through Code Mode's run_code (code), or both; unset: runtime.tool_mode.",
+    )
     protocol: Literal["auto", "legacy", "2026-07-28"] = Field(
         default="auto",
         description="auto: try the stateless revision, fall back to the handshake (the era "

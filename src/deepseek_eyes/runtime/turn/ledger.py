@@ -48,6 +48,7 @@ ABORTED = "RUNTIME_TURN_ABORTED"
 #: The category of a model call that reads results of a source's tools.
 CATEGORY_OF_SOURCE = {
     "mcp": UsageCategory.MCP_CONTINUATION,
+    "code": UsageCategory.MCP_CONTINUATION,  # Code Mode: a program's MCP calls
     "browser": UsageCategory.COMPUTER_USE,
     "desktop": UsageCategory.COMPUTER_USE,
 }

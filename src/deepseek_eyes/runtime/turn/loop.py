@@ -234,7 +234,9 @@ class TurnRunner:
                 payload["tools"] = tools
                 if turn.request.tool_choice is not None:
                     payload["tool_choice"] = turn.request.tool_choice
-            self._ledger.schema(turn.offer.schema_tokens("mcp"))
+            # What is really sent: MCP functions, Code Mode's tools, or both.
+            self._ledger.schema(turn.offer.schema_tokens("mcp")
+                                + turn.offer.schema_tokens("code"))
             return payload
         turn.forced_final = True
         turn.context.emit({"type": "turn.final_call", "model_calls": turn.calls_so_far})

@@ -1,0 +1,202 @@
+"""Code Mode: the scripted model writes a program; its nested calls take the native path to
+real servers (server-everything and a 300-row server of our own, stdio), only the printed
+output and one marker per nested call reach the model, and programs that try to leave the
+sandbox are stopped with a code. One module-scoped runtime keeps the servers' start-up
+cost to once."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deepseek_eyes.errors import TurnError
+from deepseek_eyes.runtime.code.sandbox import Limits, Sandbox
+from deepseek_eyes.runtime.code.source import MARKER
+from deepseek_eyes.runtime.runtime import Runtime
+from deepseek_eyes.runtime.turn import TurnRequest
+from deepseek_eyes.terminal.execution.sandbox import bwrap_available
+from mcp_peers import everything_stdio
+from runtime.test_agent import close, offered, open_runtime, settings_for, user
+from runtime.upstream import LoopbackUpstream
+
+pytestmark = [pytest.mark.anyio,
+              pytest.mark.skipif(bwrap_available() is None, reason="needs bubblewrap")]
+
+ROWS_SERVER = """
+import json
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("rows")
+
+
+@app.tool()
+def list_rows() -> str:
+    \"\"\"All 300 rows of the ledger as a JSON list of {id, name, status}.\"\"\"
+    return json.dumps([{"id": i, "name": f"row-{i:03d}",
+                        "status": "flagged" if i % 100 == 7 else "ok"} for i in range(300)])
+
+
+app.run("stdio")
+"""
+
+SECRET = "s3cr3t-code-mode-credential"
+QUOTA = 6
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[LoopbackUpstream]:
+    with LoopbackUpstream() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+async def runtime(upstream: LoopbackUpstream, tmp_path_factory: pytest.TempPathFactory
+                  ) -> AsyncIterator[Runtime]:
+    script = tmp_path_factory.mktemp("rows") / "rows.py"
+    script.write_text(ROWS_SERVER)
+    rows = {"id": "rows", "transport": "stdio", "command": sys.executable,
+            "args": [str(script)], "allow": {"tools": ["list_rows"]}}
+    everything = everything_stdio(allow={"tools": ["echo", "get-tiny-image"]}).model_dump()
+    os.environ["DSE_CODE_MODE_SECRET"] = SECRET  # in our environment, never in a program's
+    settings = settings_for(
+        upstream, mcp={"servers": [rows, everything], "max_external_calls_per_run": QUOTA},
+        runtime={"tool_mode": "code", "code_timeout": 4.0, "code_cpu_seconds": 2,
+                 "code_max_output_bytes": 4096, "max_model_calls_per_turn": 4})
+    opened = await open_runtime(settings)
+    yield opened
+    await close(opened)
+    os.environ.pop("DSE_CODE_MODE_SECRET", None)
+
+
+async def run_program(runtime: Runtime, upstream: LoopbackUpstream, code: str) -> str:
+    """One turn whose model calls run_code with ``code``; the tool result it read."""
+    upstream.reset()
+    result = await runtime.run(TurnRequest(messages=[
+        user("CALL[run_code]: " + json.dumps({"code": code}))]))
+    assert result.content.startswith("after run_code:"), result.content
+    return result.content.removeprefix("after run_code: ")
+
+
+def markers(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line.removeprefix(MARKER)) for line in text.splitlines()
+            if line.startswith(MARKER)]
+
+
+WORKFLOW = """
+import json
+rows = json.loads(tools.rows__list_rows())
+keep = [r for r in rows if r["status"] == "flagged"]
+for r in keep:
+    tools.everything__echo(message=r["name"])
+print("flagged:", ", ".join(r["name"] for r in keep))
+"""
+
+
+async def test_a_program_lists_filters_and_calls_tools_on_the_native_path(
+    runtime: Runtime, upstream: LoopbackUpstream
+) -> None:
+    result = await run_program(runtime, upstream, WORKFLOW)
+    first, second = upstream.requests
+    # Code mode: the two code tools are offered, no MCP function definition.
+    assert offered(first) == ["tools_search", "run_code"]
+    assert "flagged: row-007, row-107, row-207" in result
+    found = markers(result)
+    assert [m["tool"] for m in found] == ["mcp__rows__list_rows", *["mcp__everything__echo"] * 3]
+    assert all(m["status"] == "ok" and m["digest"].startswith("sha256:") for m in found)
+    # No intermediate result text reached the model: not the 300 rows, not the echoes.
+    sent = json.dumps(second["messages"])
+    assert "row-150" not in sent
+    assert "Echo:" not in sent
+    # Each nested call is an audit row naming its parent run, as the turn record is.
+    rows = [r for r in runtime.home.audit.recent(limit=50) if r["kind"] == "mcp.call"][:4]
+    parents = {r["details"].get("parent") for r in rows}
+    assert len(rows) == 4, rows
+    assert len(parents) == 1, rows
+    (parent,) = parents
+    assert str(parent).startswith("run-")
+    summary = runtime.home.usage.summary()
+    assert summary["exact"]["mcp_continuation"]["calls"] >= 1
+
+
+async def test_the_run_quota_stops_nested_calls_before_the_server(
+    runtime: Runtime, upstream: LoopbackUpstream
+) -> None:
+    code = ("for i in range(8):\n"
+            "    try:\n        tools.everything__echo(message=str(i))\n"
+            "    except tools.ToolError as e:\n        print(i, e.code)\n")
+    result = await run_program(runtime, upstream, code)
+    found = markers(result)
+    assert [m["status"] for m in found] == ["ok"] * QUOTA + ["failed"] * 2
+    assert {m.get("code") for m in found[QUOTA:]} == {"MCP_CALL_QUOTA"}
+    assert "6 MCP_CALL_QUOTA" in result
+    assert "7 MCP_CALL_QUOTA" in result
+
+
+async def test_tools_search_gives_signatures_from_the_schemas(
+    runtime: Runtime, upstream: LoopbackUpstream
+) -> None:
+    upstream.reset()
+    result = await runtime.run(TurnRequest(messages=[
+        user('CALL[tools_search]: {"query": "echo", "signatures": true}')]))
+    assert "tools.everything__echo(*, message: str) -> str" in result.content
+    assert "list_rows" not in result.content
+
+
+@pytest.mark.parametrize(("name", "code", "codes"), [
+    ("network", "import socket\nsocket.create_connection(('127.0.0.1', PORT), timeout=2)\n"
+     "print('connected')", {"RUNTIME_CODE_FAILED"}),
+    ("data directory", "print(open(DB, 'rb').read(64))", {"RUNTIME_CODE_FAILED"}),
+    ("fork bomb", "import os\nwhile True:\n    os.fork()", {"RUNTIME_CODE_FAILED"}),
+    ("endless output", "while True:\n    print('x' * 1000)", {"RUNTIME_CODE_OUTPUT_LIMIT"}),
+    ("infinite loop", "while True:\n    pass", {"RUNTIME_CODE_TIMEOUT"}),
+])
+async def test_a_program_that_leaves_the_sandbox_is_stopped_with_a_code(
+    runtime: Runtime, upstream: LoopbackUpstream, name: str, code: str, codes: set[str]
+) -> None:
+    port = int(upstream.base_url.split(":")[2].split("/")[0])
+    db = str(runtime.home.root / "eyes.db")
+    code = code.replace("PORT", str(port)).replace("DB", repr(db))
+    result = await run_program(runtime, upstream, code)
+    assert any(f"({c})" in result for c in codes), (name, result)
+    assert "connected" not in result
+    assert len(upstream.requests) == 2  # the program reached no upstream of its own
+
+
+async def test_proc_1_shows_the_sandbox_and_no_credential(
+    runtime: Runtime, upstream: LoopbackUpstream
+) -> None:
+    code = ("import os\nprint(open('/proc/1/environ').read().replace('\\0', ' '))\n"
+            "print(sorted(p for p in os.listdir('/proc') if p.isdigit()))")
+    result = await run_program(runtime, upstream, code)
+    assert "exit 0" in result
+    assert SECRET not in result
+    assert "DSE_CODE_MODE_SECRET" not in result
+    assert "HOME=/dev/shm/deepseek-eyes-home-" in result  # the scratch HOME, nothing of ours
+    pids = json.loads(result.splitlines()[-1].replace("'", '"'))
+    assert len(pids) <= 3  # only the sandbox's own processes
+
+
+async def test_without_bubblewrap_nothing_runs(tmp_path: Path) -> None:
+    ran: list[object] = []
+
+    async def handler(request: object) -> dict[str, Any]:
+        ran.append(request)
+        return {}
+
+    sandbox = Sandbox(Limits(), bwrap=None)
+    with pytest.raises(TurnError) as caught:
+        await sandbox.run(f"open({str(tmp_path / 'ran')!r}, 'w')", "", handler)
+    assert caught.value.code == "RUNTIME_CODE_SANDBOX_UNAVAILABLE"
+    assert not (tmp_path / "ran").exists()
+    assert not ran
