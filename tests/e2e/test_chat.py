@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import socket
 import subprocess
@@ -210,12 +211,8 @@ def test_usage_shows_counters_as_events_and_estimates_as_tokens(config: Path) ->
     assert "local_ocr" not in out.split("counters", 1)[0]
 
 
-def test_a_slow_mcp_tool_shows_its_progress_and_elapsed_time(
-    tmp_path: Path, upstream: LoopbackUpstream, work: Path, loopback: LoopbackVisionServer
-) -> None:
-    """An MCP tool that reports progress: each notification reaches chat's output as it
-    arrives (progress/total, the server's message, the seconds it has run)."""
-    config = settings(tmp_path, upstream.base_url, loopback.url("healthy~chat"), work)
+def _with_slow_server(config: Path) -> Path:
+    """The chat's settings with the MCP server of progress_server.py, its tool allowed."""
     server = Path(__file__).with_name("progress_server.py")
     text = config.read_text(encoding="utf-8").replace(
         'tool_sources = ["look", "terminal"]', 'tool_sources = ["look", "mcp"]')
@@ -223,6 +220,16 @@ def test_a_slow_mcp_tool_shows_its_progress_and_elapsed_time(
              f'command = "{sys.executable}"\nargs = ["{server}"]\n'
              '[mcp.servers.allow]\ntools = ["count"]\n')
     config.write_text(text, encoding="utf-8")
+    return config
+
+
+def test_a_slow_mcp_tool_shows_its_progress_and_elapsed_time(
+    tmp_path: Path, upstream: LoopbackUpstream, work: Path, loopback: LoopbackVisionServer
+) -> None:
+    """An MCP tool that reports progress: each notification reaches chat's output as it
+    arrives (progress/total, the server's message, the seconds it has run)."""
+    config = _with_slow_server(settings(tmp_path, upstream.base_url,
+                                        loopback.url("healthy~chat"), work))
     done = chat(config, lines=['CALL[mcp__slow__count]: {"steps": 3}'])
     assert done.returncode == 0, done.stderr
     notes = [line for line in done.stderr.splitlines() if line.startswith("· ")]
@@ -534,3 +541,30 @@ def test_ctrl_c_mid_stream_aborts_the_turn_and_the_next_message_works(
     assert [turn["outcome"] for turn in turns] == ["aborted", "ok"]
     # The next turn carried the stopped message, and the model was asked once more.
     assert user_texts(upstream.requests[-1])[-1] == "after the stop"
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_on_a_terminal_a_slow_tool_ticks_in_place(
+    tmp_path: Path, upstream: LoopbackUpstream, work: Path, loopback: LoopbackVisionServer
+) -> None:
+    """On a terminal a running tool is one line redrawn in place with the seconds it has
+    run and its server's latest progress, not a line per notification; it is erased before
+    the tool's end is said."""
+    config = _with_slow_server(settings(tmp_path, upstream.base_url,
+                                        loopback.url("healthy~chat"), work))
+    term = Terminal("--config", str(config), "chat")
+    try:
+        term.expect("you> ")
+        term.send('CALL[mcp__slow__count]: {"steps": 2, "pause": 1.5}\n')
+        seen = term.expect("· done (")
+        term.expect("you> ")
+        term.send("/exit\n")
+    except BaseException:
+        term.close(kill=True)
+        raise
+    assert term.close() == 0
+    assert re.search(r"\r· mcp__slow__count running \d+s", seen), seen
+    assert re.search(r"\r· mcp__slow__count: 1/2 counted 1 of 2 \d+s", seen), seen
+    assert "counted 1 of 2 (" not in seen  # no line of its own on a terminal
+    done_at = seen.rindex("· done (")
+    assert seen[:done_at].rstrip(" ").endswith("\r")  # the line was erased first

@@ -68,6 +68,7 @@ from deepseek_eyes.cli.repl import (
     InterruptRelay,
     LineReader,
     Screen,
+    ToolTicker,
     TypeAhead,
     describe_event,
     is_terminal,
@@ -126,6 +127,9 @@ class Chat:
         self.turn: asyncio.Task[None] | None = None
         self.interrupted = False
         self.approving = False  # an approval question is on the terminal
+        # Running tools on one redrawn line (a terminal only; elsewhere lines say it all).
+        self.ticker = ToolTicker(screen.err if screen.interactive and not as_json
+                                 and is_terminal(screen.err) else None)
 
     # output ------------------------------------------------------------------------------
     def emit(self, payload: Mapping[str, Any]) -> None:
@@ -150,9 +154,13 @@ class Chat:
             self.approving = event["type"] == "approval.wanted"
             if self.typeahead is not None:  # the approval answer is typed, and seen
                 (self.typeahead.release if self.approving else self.typeahead.hold)()
+        self.ticker.on_event(event)
         text = None if self.as_json else describe_event(event)
+        if event.get("type") == "tool.progress" and self.ticker.live:
+            text = None  # the ticking line shows it, in place
         if text is not None:
-            self.screen.note(text)
+            with self.ticker.hidden():
+                self.screen.note(text)
 
     # the loop ----------------------------------------------------------------------------
     async def banner(self) -> None:
@@ -314,7 +322,10 @@ class Chat:
         if self.typeahead is not None:
             self.typeahead.hold()
         try:
-            await self.turn
+            try:
+                await self.turn
+            finally:
+                self.ticker.stop()  # before any line that says how the turn ended
         except asyncio.CancelledError:
             if not self.interrupted:
                 raise

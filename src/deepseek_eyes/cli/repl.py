@@ -38,10 +38,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from deepseek_eyes.cli.progress import Progress
 from deepseek_eyes.errors import CliError
 
 __all__ = ["CONTINUATION", "MAX_LINE_CHARS", "PROMPT", "EditingReader", "InterruptRelay",
-           "LineReader", "Screen", "TypeAhead", "describe_event", "is_terminal"]
+           "LineReader", "Screen", "ToolTicker", "TypeAhead", "describe_event", "is_terminal"]
 
 #: The longest message read; a longer one is refused whole, never cut.
 MAX_LINE_CHARS = 1024 * 1024
@@ -358,6 +359,73 @@ class TypeAhead:
             self.release()
 
 
+class ToolTicker:
+    """While tools run, one status line on a terminal's standard error naming them, with
+    the time they have run and their server's latest progress, redrawn in place
+    (:class:`~deepseek_eyes.cli.progress.Progress`: nothing in the first second, nothing
+    when standard error is not a terminal). What is said on lines of its own (a tool's
+    start and end) is written inside :meth:`hidden`, so the two never share a line."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self._stream = stream
+        self._running: dict[str, str] = {}  # tool -> its latest progress ("" none yet)
+        self._line: Progress | None = None
+
+    def on_event(self, event: Mapping[str, Any]) -> None:
+        """Follow a turn's event (called before its line, if any, is written)."""
+        kind, tool = event.get("type"), str(event.get("tool") or "a tool")
+        if kind == "tool.started":
+            self._running[tool] = ""
+        elif kind == "tool.progress" and tool in self._running:
+            self._running[tool] = _progress_text(event)
+        elif kind == "tool.finished":
+            self._running.pop(tool, None)
+        elif kind == "approval.wanted":  # the question owns the terminal until answered
+            self._running.clear()
+        self._show()
+
+    @property
+    def live(self) -> bool:
+        """Whether the line is drawn on a terminal (else the ticker says nothing)."""
+        return self._stream is not None
+
+    def stop(self) -> None:
+        """The turn is over (answered, failed or interrupted): erase the line."""
+        self._running.clear()
+        self._show()
+
+    @contextlib.contextmanager
+    def hidden(self) -> Iterator[None]:
+        """Keep the line off the terminal while the caller writes."""
+        if self._line is None:
+            yield
+            return
+        with self._line.hidden():
+            yield
+
+    def _show(self) -> None:
+        if not self._running:
+            if self._line is not None:
+                self._line.__exit__(None, None, None)
+                self._line = None
+            return
+        if self._line is None:
+            if self._stream is None:
+                return
+            self._line = Progress(self._stream).__enter__()
+        self._line.update("· " + ", ".join(
+            f"{tool}: {said}" if said else f"{tool} running"
+            for tool, said in self._running.items()))
+
+
+def _progress_text(event: Mapping[str, Any]) -> str:
+    done, total = event.get("progress"), event.get("total")
+    amount = f"{done:g}/{total:g}" if isinstance(done, int | float) and isinstance(
+        total, int | float) else (f"{done:g}" if isinstance(done, int | float) else "")
+    text = event.get("text")
+    return " ".join(str(part) for part in (amount, text) if part)
+
+
 def describe_event(event: Mapping[str, Any]) -> str | None:
     """A progress event as one short line (None: nothing to show)."""
     kind = event.get("type")
@@ -365,12 +433,7 @@ def describe_event(event: Mapping[str, Any]) -> str | None:
         return f"· {event.get('tool')}…"
     if kind == "tool.progress":
         # A long tool's advance as its server reports it, with the time it has run.
-        done, total = event.get("progress"), event.get("total")
-        amount = f"{done:g}/{total:g}" if isinstance(done, int | float) and isinstance(
-            total, int | float) else (f"{done:g}" if isinstance(done, int | float) else "")
-        text = event.get("text")
-        said = " ".join(str(part) for part in (amount, text) if part)
-        return f"· {event.get('tool')}: {said} ({_seconds(event)})"
+        return f"· {event.get('tool')}: {_progress_text(event)} ({_seconds(event)})"
     if kind == "tool.finished":
         # How long it took, once that is worth saying (a quick tool's "(0s)" is noise).
         elapsed = event.get("elapsed_s")
