@@ -110,6 +110,10 @@ async def test_a_program_lists_filters_and_calls_tools_on_the_native_path(
     first, second = upstream.requests
     # Code mode: the two code tools are offered, no MCP function definition.
     assert offered(first) == ["tools_search", "run_code"]
+    # A short catalog is listed in run_code's own description: no search round is needed.
+    listing = first["tools"][1]["function"]["description"]
+    assert "tools.everything__echo(*, message: str) -> str" in listing
+    assert "tools.rows__list_rows() -> str" in listing
     assert "flagged: row-007, row-107, row-207" in result
     found = markers(result)
     assert [m["tool"] for m in found] == ["mcp__rows__list_rows", *["mcp__everything__echo"] * 3]

@@ -21,6 +21,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from deepseek_eyes.errors import DeepSeekEyesError
@@ -46,6 +47,10 @@ MARKER = "[deepseekeyes:mcp-context]"
 MAX_SEARCH_RESULTS = 40
 MAX_STDERR_CHARS = 1500
 MAX_CODE_CHARS = 100_000
+#: run_code's description lists the callable tools' signatures while they fit in this many
+#: characters (a model that sees them writes its program at once, with no tools_search
+#: round trip); a longer catalog is left to tools_search.
+MAX_LISTED_CHARS = 2_000
 
 SEARCH_SPEC = ToolSpec(
     "tools_search",
@@ -77,7 +82,16 @@ class CodeToolSource:
         self._sandbox = sandbox
 
     def tools(self, context: TurnContext) -> list[ToolSpec]:  # noqa: ARG002 - same for all
-        return [SEARCH_SPEC, RUN_SPEC] if self._mcp.code_mode else []
+        return [SEARCH_SPEC, self.run_spec()] if self._mcp.code_mode else []
+
+    def run_spec(self) -> ToolSpec:
+        """run_code, its description listing the callable tools' signatures when they fit
+        in :data:`MAX_LISTED_CHARS` (the listing changes only with the catalog, so the
+        request prefix stays cacheable)."""
+        listing = "\n".join(declaration(_declared(s)) for s in self.offer().specs)
+        if not listing or len(listing) > MAX_LISTED_CHARS:
+            return RUN_SPEC
+        return replace(RUN_SPEC, description=f"{RUN_SPEC.description}\nTools:\n{listing}")
 
     def offer(self) -> Offer:
         """The tools a program may call now: code-mode tools through the hub's risk gate
