@@ -209,8 +209,9 @@ def _declared(spec: ToolSpec) -> Declared:
 def _marker(number: int, tool: str, outcome: ToolOutcome) -> dict[str, Any]:
     """A nested call as the model sees it: identity, status, digest, images; no text."""
     code = outcome.details.get("code")
-    digest = outcome.details.get("result_sha256") or hashlib.sha256(
-        outcome.content.encode()).hexdigest()
+    # The host's result digest already reads "sha256:…"; a failure's is made here.
+    digest = str(outcome.details.get("result_sha256") or hashlib.sha256(
+        outcome.content.encode()).hexdigest()).removeprefix("sha256:")
     marker: dict[str, Any] = {"call": number, "tool": tool}
     if outcome.details.get("server"):
         marker["server"] = outcome.details["server"]
