@@ -17,6 +17,7 @@ call (tool, status, digest, image count and ids), never the intermediate results
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import uuid
@@ -30,6 +31,7 @@ from deepseek_eyes.runtime.code.sdk import Declared, declaration, module_source,
 from deepseek_eyes.runtime.mcp_tools import McpToolSource
 from deepseek_eyes.runtime.tools import (
     CallRecord,
+    DeferChannel,
     Offer,
     ToolHub,
     ToolOutcome,
@@ -141,7 +143,8 @@ class CodeToolSource:
     async def _run(self, code: str, context: TurnContext) -> ToolOutcome:
         run_id = f"run-{uuid.uuid4().hex[:16]}"
         offer = self.offer()
-        markers: list[dict[str, Any]] = []
+        channel = DeferChannel(run_id)
+        markers = channel.markers
         nested: list[ToolOutcome] = []
 
         async def handle(request: Mapping[str, Any]) -> dict[str, Any]:
@@ -155,7 +158,15 @@ class CodeToolSource:
                     or not isinstance(args, dict):
                 return {"error": "a request is {op: call, tool, arguments} or {op: search}",
                         "code": "RUNTIME_CODE_PROTOCOL"}
-            outcome = await self._hub.dispatch(offer, tool, json.dumps(args), context)
+            if not channel.open:  # the run is over: nothing could report this call
+                return {"error": "the run has ended", "code": "MCP_RESULT_CONTEXT_UNAVAILABLE"}
+            try:
+                outcome = await self._hub.dispatch(offer, tool, json.dumps(args), context)
+            except asyncio.CancelledError:
+                # The run was stopped while the call was in flight: the server may have
+                # acted, so the model is told of the call all the same.
+                markers.append({"call": len(markers) + 1, "tool": tool, "status": "cancelled"})
+                raise
             nested.append(outcome)
             markers.append(_marker(len(markers) + 1, tool, outcome))
             if outcome.is_error:
@@ -163,7 +174,7 @@ class CodeToolSource:
             return {"content": outcome.content}
 
         record: CallRecord = {"tool": RUN_SPEC.name, "source": self.name, "parent": run_id}
-        context.parent = run_id
+        context.parent, context.defer = run_id, channel
         try:
             run: Run | None = await self._sandbox.run(code, module_source(
                 _declared(s) for s in offer.specs), handle)
@@ -171,15 +182,16 @@ class CodeToolSource:
         except DeepSeekEyesError as exc:
             run, failure = None, exc
         finally:
-            context.parent = None
+            channel.open = False
+            context.parent, context.defer = None, None
         lines: list[str] = []
         if run is not None:
             lines.append(f"run_code: exit {run.exit_code} in {run.seconds:.2f} s, "
                          f"{len(markers)} nested calls")
-            lines.append(run.stdout.decode("utf-8", "replace").rstrip("\n"))
+            lines.append(_unforged(run.stdout.decode("utf-8", "replace").rstrip("\n")))
             if run.exit_code != 0:
                 tail = run.stderr.decode("utf-8", "replace")[-MAX_STDERR_CHARS:]
-                lines.append(f"stderr (its end):\n{tail.rstrip()}")
+                lines.append(f"stderr (its end):\n{_unforged(tail.rstrip())}")
                 failure = DeepSeekEyesError(f"the program exited with {run.exit_code}",
                                             code="RUNTIME_CODE_FAILED")
         if failure is not None:
@@ -200,6 +212,15 @@ class CodeToolSource:
 
     async def close(self) -> None:
         return None
+
+
+def _unforged(text: str) -> str:
+    """The program's output with any line that looks like a marker defused: only the
+    host writes markers (a program, or a tool result it prints, could forge one)."""
+    if MARKER not in text:
+        return text
+    return "\n".join(f"(printed) {line}" if line.lstrip().startswith(MARKER) else line
+                     for line in text.split("\n"))
 
 
 def _declared(spec: ToolSpec) -> Declared:
