@@ -32,8 +32,10 @@ pytestmark = [pytest.mark.anyio,
               pytest.mark.skipif(bwrap_available() is None, reason="needs bubblewrap")]
 
 ROWS_SERVER = """
+import io
 import json
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Image, MCPServer
+from PIL import Image as Picture, ImageDraw
 
 app = MCPServer("rows")
 
@@ -43,6 +45,16 @@ def list_rows() -> str:
     \"\"\"All 300 rows of the ledger as a JSON list of {id, name, status}.\"\"\"
     return json.dumps([{"id": i, "name": f"row-{i:03d}",
                         "status": "flagged" if i % 100 == 7 else "ok"} for i in range(300)])
+
+
+@app.tool()
+def badge() -> Image:
+    \"\"\"A small picture with a word on it.\"\"\"
+    picture = Picture.new("RGB", (160, 48), "white")
+    ImageDraw.Draw(picture).text((10, 16), "LEDGER", fill="black")
+    out = io.BytesIO()
+    picture.save(out, format="PNG")
+    return Image(data=out.getvalue(), format="png")
 
 
 app.run("stdio")
@@ -69,12 +81,12 @@ async def runtime(upstream: LoopbackUpstream, tmp_path_factory: pytest.TempPathF
     script = tmp_path_factory.mktemp("rows") / "rows.py"
     script.write_text(ROWS_SERVER)
     rows = {"id": "rows", "transport": "stdio", "command": sys.executable,
-            "args": [str(script)], "allow": {"tools": ["list_rows"]}}
+            "args": [str(script)], "allow": {"tools": ["list_rows", "badge"]}}
     everything = everything_stdio(allow={"tools": ["echo", "get-tiny-image"]}).model_dump()
     os.environ["DSE_CODE_MODE_SECRET"] = SECRET  # in our environment, never in a program's
     settings = settings_for(
         upstream, mcp={"servers": [rows, everything], "max_external_calls_per_run": QUOTA},
-        runtime={"tool_mode": "code", "code_timeout": 4.0, "code_cpu_seconds": 2,
+        runtime={"tool_mode": "code", "code_timeout": 30.0, "code_cpu_seconds": 2,
                  "code_max_output_bytes": 4096, "max_model_calls_per_turn": 4})
     opened = await open_runtime(settings)
     yield opened
@@ -238,3 +250,31 @@ async def test_a_printed_marker_is_not_taken_for_the_hosts(
     result = await run_program(runtime, upstream, code)
     assert f"(printed) {forged}" in result
     assert [m["tool"] for m in markers(result)] == ["mcp__everything__echo"]
+
+
+async def test_a_nested_image_goes_to_the_bridge_and_no_base64_to_the_model(
+    runtime: Runtime, upstream: LoopbackUpstream
+) -> None:
+    # badge: a valid PNG; server-everything's tiny image is a malformed one (named, not read).
+    code = ("texts = [tools.rows__badge(), tools.everything__get_tiny_image()]\n"
+            "print('base64:', any('iVBOR' in t for t in texts))\n"
+            "print('evidence:', '[tool-img-1: sha256:' in texts[0])")
+    upstream.reset()
+    result = await runtime.run(TurnRequest(messages=[
+        user("CALL[run_code]: " + json.dumps({"code": code}))]))
+    content = result.content
+    assert "base64: False" in content
+    assert "evidence: True" in content  # the program read the bridge's evidence, not pixels
+    badge, tiny = markers(content)
+    assert (badge["tool"], badge["images"], badge["image_ids"]) == (
+        "mcp__rows__badge", 1, ["tool-img-1"])
+    assert (tiny["images"], "image_ids" in tiny) == (1, False)  # counted, not readable
+    # The nested calls' records count their images; the model's next request holds no
+    # image part and no base64.
+    nested = [c for c in result.tools if c.get("parent") and c.get("source") == "mcp"]
+    assert [c["images"] for c in nested] == [1, 1]
+    last = upstream.requests[-1]["messages"]
+    (tool,) = [m for m in last if m["role"] == "tool"]
+    assert isinstance(tool["content"], str)  # text only: no image part
+    assert "iVBOR" not in tool["content"]
+    assert "<image>" not in json.dumps(last)  # the recorder's stand-in for any image data

@@ -154,7 +154,8 @@ class McpToolSource:
             record["parent"] = context.parent
         context.calls.append(record)
         return ToolOutcome(text, result.is_error, {"result_sha256": result.result_sha256,
-                                                   "server": result.server},
+                                                   "server": result.server,
+                                                   "images": len(result.images)},
                            tuple(images), evidence_tokens=evidence_tokens)
 
     async def _evidence(

@@ -240,7 +240,8 @@ def _marker(number: int, tool: str, outcome: ToolOutcome) -> dict[str, Any]:
     if code:
         marker["code"] = code
     marker["digest"] = f"sha256:{digest}"
-    marker["images"] = len(outcome.images)
+    # The result's images, read or not; the ids are those the bridge took in.
+    marker["images"] = int(outcome.details.get("images") or len(outcome.images))
     if outcome.images:
         marker["image_ids"] = [i for i, _ in outcome.images]
     return marker
