@@ -25,7 +25,7 @@ from deepseek_eyes.runtime.tools import DeferChannel, TurnContext
 from deepseek_eyes.runtime.turn import TurnRequest
 from deepseek_eyes.terminal.execution.sandbox import bwrap_available
 from mcp_peers import everything_stdio
-from runtime.test_agent import close, offered, open_runtime, settings_for, user
+from runtime.test_agent import Decide, close, offered, open_runtime, settings_for, user
 from runtime.upstream import LoopbackUpstream
 
 pytestmark = [pytest.mark.anyio,
@@ -278,3 +278,37 @@ async def test_a_nested_image_goes_to_the_bridge_and_no_base64_to_the_model(
     assert isinstance(tool["content"], str)  # text only: no image part
     assert "iVBOR" not in tool["content"]
     assert "<image>" not in json.dumps(last)  # the recorder's stand-in for any image data
+
+
+async def test_a_program_cannot_reach_a_tool_that_needs_a_person(
+    upstream: LoopbackUpstream, tmp_path: Path
+) -> None:
+    """Today a program's offer holds only code-mode MCP tools (none needs a person): the
+    terminal, whose writes wait for approval, is not in it, so no plan is made, no person is
+    asked and nothing runs (docs/code-mode.md, "Approvals")."""
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    script = tmp_path / "rows.py"
+    script.write_text(ROWS_SERVER)
+    rows = {"id": "rows", "transport": "stdio", "command": sys.executable,
+            "args": [str(script)], "allow": {"tools": ["list_rows"]}}
+    settings = settings_for(
+        upstream, mcp={"servers": [rows]},
+        runtime={"tool_mode": "code", "tool_sources": ["look", "mcp", "terminal"]},
+        terminal={"workspaces": [str(workspace)], "mode": "confirm"})
+    opened = await open_runtime(settings)
+    approver = Decide("approved")
+    try:
+        code = ("for name in ('terminal_run', 'terminal_plan'):\n    try:\n"
+                f"        tools.call(name, argv=['touch', 'made.txt'], cwd={str(workspace)!r})\n"
+                "    except tools.ToolError as e:\n        print(name, e.code)\n")
+        upstream.reset()
+        result = await opened.run(TurnRequest(messages=[
+            user("CALL[run_code]: " + json.dumps({"code": code}))], approver=approver))
+        assert "terminal_run" in offered(upstream.requests[0])  # natively, it is there
+        assert "terminal_run RUNTIME_TOOL_UNKNOWN" in result.content
+        assert "terminal_plan RUNTIME_TOOL_UNKNOWN" in result.content
+        assert approver.asked == []
+        assert not (workspace / "made.txt").exists()
+    finally:
+        await close(opened)
