@@ -82,7 +82,10 @@ async def runtime(upstream: LoopbackUpstream, tmp_path_factory: pytest.TempPathF
     script.write_text(ROWS_SERVER)
     rows = {"id": "rows", "transport": "stdio", "command": sys.executable,
             "args": [str(script)], "allow": {"tools": ["list_rows", "badge"]}}
-    everything = everything_stdio(allow={"tools": ["echo", "get-tiny-image"]}).model_dump()
+    everything = everything_stdio(
+        allow={"tools": ["echo", "get-tiny-image"], "prompts": ["simple-prompt"],
+               "resources": ["demo://resource/dynamic/text/*"]},
+        resources_enabled=True, prompts_enabled=True).model_dump()
     os.environ["DSE_CODE_MODE_SECRET"] = SECRET  # in our environment, never in a program's
     settings = settings_for(
         upstream, mcp={"servers": [rows, everything], "max_external_calls_per_run": QUOTA},
@@ -312,3 +315,23 @@ async def test_a_program_cannot_reach_a_tool_that_needs_a_person(
         assert not (workspace / "made.txt").exists()
     finally:
         await close(opened)
+
+
+async def test_content_reads_from_a_program_carry_their_parent(
+    runtime: Runtime, upstream: LoopbackUpstream
+) -> None:
+    code = ("tools.call('mcp__deepseekeyes__resources', server='everything')\n"
+            "tools.call('mcp__deepseekeyes__resource', server='everything',\n"
+            "           uri='demo://resource/dynamic/text/1')\n"
+            "tools.call('mcp__deepseekeyes__prompt', server='everything', name='simple-prompt')\n"
+            "print('read')")
+    result = await run_program(runtime, upstream, code)
+    assert "read" in result
+    assert [m["status"] for m in markers(result)] == ["ok"] * 3
+    rows = runtime.home.audit.recent(limit=50)
+    read = [r for r in rows if r["kind"] == "mcp.call"
+            and r["details"].get("plane") in ("resource", "prompt")][:2]
+    assert {r["details"]["plane"] for r in read} == {"resource", "prompt"}, read
+    parents = {r["details"].get("parent") for r in read}
+    assert len(parents) == 1
+    assert str(next(iter(parents))).startswith("run-")

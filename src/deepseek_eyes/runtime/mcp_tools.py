@@ -127,7 +127,8 @@ class McpToolSource:
                                code="MCP_RESULT_CONTEXT_UNAVAILABLE",
                                details={"parent": context.parent})
             if name in (RESOURCES_TOOL, RESOURCE_TOOL, PROMPT_TOOL):
-                result = await self.host.call_generic(name, arguments, quota=quota)
+                result = await self.host.call_generic(name, arguments, quota=quota,
+                                                      parent=context.parent)
             else:
                 result = await self.host.call_tool(
                     name, arguments, generation=spec.generation, quota=quota,
