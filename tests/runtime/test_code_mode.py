@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from deepseek_eyes.terminal.execution.sandbox import bwrap_available
 from mcp_peers import everything_stdio
 from runtime.test_agent import Decide, close, offered, open_runtime, settings_for, user
 from runtime.upstream import LoopbackUpstream
+from terminal.support import require_executable
 
 pytestmark = [pytest.mark.anyio,
               pytest.mark.skipif(bwrap_available() is None, reason="needs bubblewrap")]
@@ -335,3 +337,67 @@ async def test_content_reads_from_a_program_carry_their_parent(
     parents = {r["details"].get("parent") for r in read}
     assert len(parents) == 1
     assert str(next(iter(parents))).startswith("run-")
+
+
+STRACED_PROGRAM = """
+import socket
+for what, attempt in (("data", lambda: open(DB, "rb").read()),
+                      ("net", lambda: socket.socket().connect(("127.0.0.1", PORT)))):
+    try:
+        attempt()
+        print(what, "reached")
+    except OSError as exc:
+        print(what, "refused", type(exc).__name__)
+"""
+
+
+async def test_strace_sees_the_data_directory_and_the_network_refused_in_the_kernel(
+    tmp_path: Path,
+) -> None:
+    """The program's open of the data directory and its connect to a real listener on our
+    loopback, observed under strace around the real bubblewrap: the kernel answers both
+    with an error (nothing of ours is mounted; the sandbox's network has no route to our
+    loopback), the listener never sees a connection, and no program but bwrap and the
+    sandbox's python ever runs."""
+    strace = require_executable("strace")
+    bwrap = bwrap_available()
+    assert bwrap is not None
+    data = tmp_path / "data"
+    data.mkdir()
+    db = data / "eyes.db"
+    db.write_bytes(b"CANARY-DATA-DIRECTORY")
+    log = tmp_path / "strace.log"
+    wrapper = tmp_path / "bwrap-traced"
+    wrapper.write_text(f'#!/bin/sh\nexec {strace} -f -qq -y -o {log} '
+                       f'-e trace=execve,openat,connect -- {bwrap} "$@"\n')
+    wrapper.chmod(0o755)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        listener.setblocking(False)
+        code = STRACED_PROGRAM.replace("DB", repr(str(db))).replace(
+            "PORT", str(listener.getsockname()[1]))
+
+        async def handler(request: object) -> dict[str, Any]:
+            raise AssertionError(f"no tool call expected: {request}")
+
+        run = await Sandbox(Limits(wall_seconds=30), bwrap=str(wrapper)).run(code, "", handler)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected to us
+    out = run.stdout.decode()
+    assert run.exit_code == 0, run.stderr.decode()[-2000:]
+    assert "data refused FileNotFoundError" in out
+    assert "net refused" in out
+    assert "reached" not in out
+    trace = log.read_text()
+    opens = [line for line in trace.splitlines() if "openat(" in line and str(db) in line]
+    assert opens, trace[-3000:]  # the attempt did reach the kernel...
+    assert all("= -1 ENOENT" in line for line in opens), opens  # ...which had no such file
+    connects = [line for line in trace.splitlines() if "connect(" in line
+                and "127.0.0.1" in line]
+    assert connects, trace[-3000:]
+    # A blocking connect: the kernel's own answer, refused (with our network it would be 0).
+    assert all(re.search(r" = -1 (ENETUNREACH|ECONNREFUSED) ", line) for line in connects), \
+        connects
+    programs = {m.group(1) for m in re.finditer(r'execve\("([^"]+)"', trace)}
+    assert programs <= {bwrap, str(wrapper), "/usr/bin/python3"}, programs
