@@ -549,6 +549,10 @@ ERROR_CODES: Mapping[str, str] = {
     "MCP_CALL_QUOTA": (
         "The run reached mcp.max_external_calls_per_run; the server was not contacted."
     ),
+    "MCP_RESULT_CONTEXT_UNAVAILABLE": (
+        "A Code Mode nested call has no open channel to report its result to the model; "
+        "the server was not contacted."
+    ),
     "MCP_RESOURCE_NOT_ALLOWED": (
         "The URI is not a discovered, allowed resource or a match of an allowed template."
     ),

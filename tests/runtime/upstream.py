@@ -36,7 +36,9 @@ What it does, so that tests can check what reached the model:
   tool → a call with ``<args>`` verbatim (finish reason ``tool_calls``; a marker's text runs
   to the end of its line or the next marker, and several markers give parallel calls);
   after the N-th round of tool results since the last user text, its N-th
-  ``THEN[<tool>]: <args>`` marker, if any, is the next call (a sequential agent);
+  ``THEN[<tool>]: <args>`` marker, if any, is the next call (a sequential agent), and once
+  they are used up a line ``FINALLY: <text>`` of the last user text, if any, is the answer
+  instead of the ``"after …"`` echo (a scripted final answer, as a model writes one);
   images sent to the vision model → their sentences; a line starting ``ANSWER:`` in any
   message → the rest of the (last such) line; else
   ``"echo: " + <last user text>`` (its text parts joined with ``"\\n"``).
@@ -161,6 +163,7 @@ _MARKER = re.compile(
     r"(LOOK|CALL|REPEAT|THEN)\[([^\]\n]{1,500})\]:[ \t]*"
     r"((?:(?!LOOK\[|CALL\[|REPEAT\[|THEN\[)[^\n])*)")
 _ANSWER = re.compile(r"^ANSWER:[ \t]*(.*)$", re.MULTILINE)
+_FINALLY = re.compile(r"^FINALLY:[ \t]*(.*)$", re.MULTILINE)
 _SLOW = re.compile(r"SLOW\[(\d{1,3}(?:\.\d{1,3})?)\]")
 _MAX_MESSAGES = 4096
 _MAX_MARKERS = 16
@@ -459,7 +462,8 @@ def _reply(payload: dict[str, Any], images: Sequence[_Seen], fault: str | None =
         if 0 < rounds <= len(steps) and steps[rounds - 1][0] in offered:
             target, rest = steps[rounds - 1]
             return _Reply(tool_calls=[_tool_call(target, rest.strip(), 0)])
-        return _Reply(after)
+        finals = _FINALLY.findall(user_text)
+        return _Reply(finals[-1].strip() if finals else after)
     calls: list[dict[str, Any]] = []
     for match in _MARKER.finditer(user_text):
         if len(calls) >= _MAX_MARKERS:

@@ -459,7 +459,8 @@ class McpHost:
                           artifact)
 
     async def read_resource(self, server_id: str, uri: str, *,
-                            quota: RunQuota | None = None) -> CallResult:
+                            quota: RunQuota | None = None,
+                            parent: str | None = None) -> CallResult:
         state = self._content_state(server_id, "resources")
         assert state.catalog is not None
         match = next((
@@ -473,10 +474,11 @@ class McpHost:
                                  code="MCP_RESOURCE_NOT_ALLOWED")
         audited = match.uri if match.template else uri_digest(uri)
         return await self._dispatch(state, "resource", uri, "read", {}, None, quota,
-                                    audit_name=audited)
+                                    audit_name=audited, parent=parent)
 
     async def get_prompt(self, server_id: str, name: str, arguments: Mapping[str, Any], *,
-                         quota: RunQuota | None = None) -> CallResult:
+                         quota: RunQuota | None = None,
+                         parent: str | None = None) -> CallResult:
         state = self._content_state(server_id, "prompts")
         assert state.catalog is not None
         prompt = next((p for p in state.catalog.prompts if p.name == name), None)
@@ -488,12 +490,16 @@ class McpHost:
         if missing or bad:
             raise McpError("prompt arguments are invalid", code="MCP_ARGUMENTS_INVALID",
                            details={"missing": missing, "invalid": bad[:16]})
-        return await self._dispatch(state, "prompt", name, "read", dict(arguments), None, quota)
+        return await self._dispatch(state, "prompt", name, "read", dict(arguments), None, quota,
+                                    parent=parent)
 
     async def call_generic(self, public_name: str, arguments: Mapping[str, Any], *,
-                           quota: RunQuota | None = None) -> CallResult:
+                           quota: RunQuota | None = None,
+                           parent: str | None = None) -> CallResult:
         """Dispatch the shared content tools by their public names; one that is not
         offered now (its plane off, nothing allowed, or over the budget) is refused.
+        ``parent`` names the Code Mode run that made the call (the read's or prompt's
+        audit row carries it; listing contacts no server and writes no row).
 
         Raises:
             McpError: ``MCP_TOOL_NOT_EXPOSED``, or what the plane's method raises.
@@ -509,14 +515,15 @@ class McpHost:
                                details={"invalid": ["cursor"]})
             return self.list_resources(server, cursor)
         if public_name == RESOURCE_TOOL:
-            return await self.read_resource(server, str(arguments.get("uri", "")), quota=quota)
+            return await self.read_resource(server, str(arguments.get("uri", "")), quota=quota,
+                                            parent=parent)
         if public_name == PROMPT_TOOL:
             args = arguments.get("arguments") or {}
             if not isinstance(args, Mapping):
                 raise McpError("arguments must be an object", code="MCP_ARGUMENTS_INVALID")
             return await self.get_prompt(server, str(arguments.get("name", "")), args,
-                                         quota=quota)
-        return await self.call_tool(public_name, arguments, quota=quota)
+                                         quota=quota, parent=parent)
+        return await self.call_tool(public_name, arguments, quota=quota, parent=parent)
 
 
 def map_call_error(exc: BaseException) -> McpError:

@@ -19,7 +19,9 @@ like any image of the conversation.
 Code Mode (docs/code-mode.md): a server whose tool mode (``mcp.servers[].tool_mode``, else
 ``runtime.tool_mode``) is ``code`` offers its tools only to Code Mode programs
 (:meth:`McpToolSource.code_tools`), ``both`` to both; a program's nested call arrives here
-through the same :meth:`McpToolSource.call` with ``context.parent`` naming its run.
+through the same :meth:`McpToolSource.call` with ``context.parent`` naming its run, and
+``context.defer`` the run's open channel back to the model; a nested call without one is
+refused before the server (``MCP_RESULT_CONTEXT_UNAVAILABLE``).
 """
 
 from __future__ import annotations
@@ -116,8 +118,17 @@ class McpToolSource:
         name = spec.name
         quota = self.quota(context)
         try:
+            if context.parent is not None and (context.defer is None
+                                               or not context.defer.open):
+                # Seed 000: a nested call whose result could not be reported to the model
+                # is not made at all (no quota charged, no server contacted).
+                raise McpError("the Code Mode run has no open channel to report this call "
+                               "to the model; it was not made",
+                               code="MCP_RESULT_CONTEXT_UNAVAILABLE",
+                               details={"parent": context.parent})
             if name in (RESOURCES_TOOL, RESOURCE_TOOL, PROMPT_TOOL):
-                result = await self.host.call_generic(name, arguments, quota=quota)
+                result = await self.host.call_generic(name, arguments, quota=quota,
+                                                      parent=context.parent)
             else:
                 result = await self.host.call_tool(
                     name, arguments, generation=spec.generation, quota=quota,
@@ -144,7 +155,8 @@ class McpToolSource:
             record["parent"] = context.parent
         context.calls.append(record)
         return ToolOutcome(text, result.is_error, {"result_sha256": result.result_sha256,
-                                                   "server": result.server},
+                                                   "server": result.server,
+                                                   "images": len(result.images)},
                            tuple(images), evidence_tokens=evidence_tokens)
 
     async def _evidence(

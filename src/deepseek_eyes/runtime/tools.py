@@ -39,6 +39,7 @@ from deepseek_eyes.usage import estimate_tokens
 
 __all__ = [
     "CallRecord",
+    "DeferChannel",
     "Notify",
     "Offer",
     "ProgressEvent",
@@ -175,6 +176,17 @@ class CallRecord(TypedDict, total=False):
 
 
 @dataclass
+class DeferChannel:
+    """Where a Code Mode run reports its nested calls to the model: one marker each, in
+    its ``run_code`` result. Open while the program runs; closed when the run ends, after
+    which a nested call is refused before the server (``MCP_RESULT_CONTEXT_UNAVAILABLE``)."""
+
+    run_id: str
+    markers: list[dict[str, Any]] = field(default_factory=list)
+    open: bool = True
+
+
+@dataclass
 class TurnContext:
     """What one turn's tools can see, and how much they have used.
 
@@ -203,6 +215,9 @@ class TurnContext:
     #: The Code Mode run whose program is making the current call (``exec.parent``), None
     #: for a native call: nested calls' audit rows and records name it.
     parent: str | None = None
+    #: The run's channel back to the model (``exec.deferContext``): a nested call is made
+    #: only while it is open, so every call that reaches a server is reported once.
+    defer: DeferChannel | None = None
 
     async def image_delivery(self) -> str:
         """How the images tools bring reach the model in this turn (decided once)."""

@@ -135,9 +135,10 @@ def _ask(message):
         raise ToolError(answer.get("code") or "RUNTIME_CODE_FAILED", answer.get("error"))
     return answer
 
-def call(name, **arguments):
-    """Call the tool ``name`` (its public name); returns its result text."""
-    return _ask({"op": "call", "tool": name, "arguments": arguments})["content"]
+def call(_tool, /, **arguments):
+    """Call the tool ``_tool`` (its public name); returns its result text. Positional
+    only: a tool may take an argument called ``name`` (the prompt tool does)."""
+    return _ask({"op": "call", "tool": _tool, "arguments": arguments})["content"]
 
 def search(query=""):
     """Names and one-line summaries of the tools matching ``query``."""

@@ -17,10 +17,12 @@ call (tool, status, digest, image count and ids), never the intermediate results
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from deepseek_eyes.errors import DeepSeekEyesError
@@ -29,6 +31,7 @@ from deepseek_eyes.runtime.code.sdk import Declared, declaration, module_source,
 from deepseek_eyes.runtime.mcp_tools import McpToolSource
 from deepseek_eyes.runtime.tools import (
     CallRecord,
+    DeferChannel,
     Offer,
     ToolHub,
     ToolOutcome,
@@ -46,6 +49,10 @@ MARKER = "[deepseekeyes:mcp-context]"
 MAX_SEARCH_RESULTS = 40
 MAX_STDERR_CHARS = 1500
 MAX_CODE_CHARS = 100_000
+#: run_code's description lists the callable tools' signatures while they fit in this many
+#: characters (a model that sees them writes its program at once, with no tools_search
+#: round trip); a longer catalog is left to tools_search.
+MAX_LISTED_CHARS = 2_000
 
 SEARCH_SPEC = ToolSpec(
     "tools_search",
@@ -77,7 +84,16 @@ class CodeToolSource:
         self._sandbox = sandbox
 
     def tools(self, context: TurnContext) -> list[ToolSpec]:  # noqa: ARG002 - same for all
-        return [SEARCH_SPEC, RUN_SPEC] if self._mcp.code_mode else []
+        return [SEARCH_SPEC, self.run_spec()] if self._mcp.code_mode else []
+
+    def run_spec(self) -> ToolSpec:
+        """run_code, its description listing the callable tools' signatures when they fit
+        in :data:`MAX_LISTED_CHARS` (the listing changes only with the catalog, so the
+        request prefix stays cacheable)."""
+        listing = "\n".join(declaration(_declared(s)) for s in self.offer().specs)
+        if not listing or len(listing) > MAX_LISTED_CHARS:
+            return RUN_SPEC
+        return replace(RUN_SPEC, description=f"{RUN_SPEC.description}\nTools:\n{listing}")
 
     def offer(self) -> Offer:
         """The tools a program may call now: code-mode tools through the hub's risk gate
@@ -127,7 +143,8 @@ class CodeToolSource:
     async def _run(self, code: str, context: TurnContext) -> ToolOutcome:
         run_id = f"run-{uuid.uuid4().hex[:16]}"
         offer = self.offer()
-        markers: list[dict[str, Any]] = []
+        channel = DeferChannel(run_id)
+        markers = channel.markers
         nested: list[ToolOutcome] = []
 
         async def handle(request: Mapping[str, Any]) -> dict[str, Any]:
@@ -141,7 +158,15 @@ class CodeToolSource:
                     or not isinstance(args, dict):
                 return {"error": "a request is {op: call, tool, arguments} or {op: search}",
                         "code": "RUNTIME_CODE_PROTOCOL"}
-            outcome = await self._hub.dispatch(offer, tool, json.dumps(args), context)
+            if not channel.open:  # the run is over: nothing could report this call
+                return {"error": "the run has ended", "code": "MCP_RESULT_CONTEXT_UNAVAILABLE"}
+            try:
+                outcome = await self._hub.dispatch(offer, tool, json.dumps(args), context)
+            except asyncio.CancelledError:
+                # The run was stopped while the call was in flight: the server may have
+                # acted, so the model is told of the call all the same.
+                markers.append({"call": len(markers) + 1, "tool": tool, "status": "cancelled"})
+                raise
             nested.append(outcome)
             markers.append(_marker(len(markers) + 1, tool, outcome))
             if outcome.is_error:
@@ -149,7 +174,7 @@ class CodeToolSource:
             return {"content": outcome.content}
 
         record: CallRecord = {"tool": RUN_SPEC.name, "source": self.name, "parent": run_id}
-        context.parent = run_id
+        context.parent, context.defer = run_id, channel
         try:
             run: Run | None = await self._sandbox.run(code, module_source(
                 _declared(s) for s in offer.specs), handle)
@@ -157,15 +182,16 @@ class CodeToolSource:
         except DeepSeekEyesError as exc:
             run, failure = None, exc
         finally:
-            context.parent = None
+            channel.open = False
+            context.parent, context.defer = None, None
         lines: list[str] = []
         if run is not None:
             lines.append(f"run_code: exit {run.exit_code} in {run.seconds:.2f} s, "
                          f"{len(markers)} nested calls")
-            lines.append(run.stdout.decode("utf-8", "replace").rstrip("\n"))
+            lines.append(_unforged(run.stdout.decode("utf-8", "replace").rstrip("\n")))
             if run.exit_code != 0:
                 tail = run.stderr.decode("utf-8", "replace")[-MAX_STDERR_CHARS:]
-                lines.append(f"stderr (its end):\n{tail.rstrip()}")
+                lines.append(f"stderr (its end):\n{_unforged(tail.rstrip())}")
                 failure = DeepSeekEyesError(f"the program exited with {run.exit_code}",
                                             code="RUNTIME_CODE_FAILED")
         if failure is not None:
@@ -188,6 +214,15 @@ class CodeToolSource:
         return None
 
 
+def _unforged(text: str) -> str:
+    """The program's output with any line that looks like a marker defused: only the
+    host writes markers (a program, or a tool result it prints, could forge one)."""
+    if MARKER not in text:
+        return text
+    return "\n".join(f"(printed) {line}" if line.lstrip().startswith(MARKER) else line
+                     for line in text.split("\n"))
+
+
 def _declared(spec: ToolSpec) -> Declared:
     return Declared(spec.name, spec.description, spec.parameters)
 
@@ -195,8 +230,9 @@ def _declared(spec: ToolSpec) -> Declared:
 def _marker(number: int, tool: str, outcome: ToolOutcome) -> dict[str, Any]:
     """A nested call as the model sees it: identity, status, digest, images; no text."""
     code = outcome.details.get("code")
-    digest = outcome.details.get("result_sha256") or hashlib.sha256(
-        outcome.content.encode()).hexdigest()
+    # The host's result digest already reads "sha256:…"; a failure's is made here.
+    digest = str(outcome.details.get("result_sha256") or hashlib.sha256(
+        outcome.content.encode()).hexdigest()).removeprefix("sha256:")
     marker: dict[str, Any] = {"call": number, "tool": tool}
     if outcome.details.get("server"):
         marker["server"] = outcome.details["server"]
@@ -204,7 +240,8 @@ def _marker(number: int, tool: str, outcome: ToolOutcome) -> dict[str, Any]:
     if code:
         marker["code"] = code
     marker["digest"] = f"sha256:{digest}"
-    marker["images"] = len(outcome.images)
+    # The result's images, read or not; the ids are those the bridge took in.
+    marker["images"] = int(outcome.details.get("images") or len(outcome.images))
     if outcome.images:
         marker["image_ids"] = [i for i, _ in outcome.images]
     return marker
