@@ -7,8 +7,9 @@ history every turn, and the gateway finds the session it continues by the chaine
 that history (``session_prefixes``). For each size ``n``: one request of ``n - 1`` short
 messages (alternating user and assistant, not measured) starts the conversation and its
 answer makes it ``n``; then ``--turns`` continuations each add a question, and the gateway's
-own total from its ``Server-Timing`` header (parse to answer, the upstream's time excluded)
-is taken per turn. ``--before REV`` runs the same conversations against ``REV``'s sources
+own time from its ``Server-Timing`` header is taken per turn: its ``total`` less its
+``upstream`` stage (the loopback model's time, which grows with the history too).
+``--before REV`` runs the same conversations against ``REV``'s sources
 (exported with ``git archive``) in a second ``serve``, one size after the other on each,
 and prints both side by side: ``ours`` is this tree, ``before`` is ``REV``. A size a
 revision refuses prints its error code instead of a time.
@@ -71,7 +72,8 @@ def measure(client: openai.OpenAI, n: int, turns: int) -> list[float] | str:
             if _session(reply) != _session(answer):  # not found by its history: a bug
                 return "UNMATCHED"
             answer = reply
-            out.append(stages_of(raw.headers.get("server-timing")).get("total", float("nan")))
+            timing = stages_of(raw.headers.get("server-timing"))
+            out.append(timing.get("total", float("nan")) - timing.get("upstream", 0.0))
             messages.append({"role": "assistant", "content": reply.choices[0].message.content})
     except openai.APIStatusError as exc:
         body = exc.body if isinstance(exc.body, dict) else {}
