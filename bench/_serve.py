@@ -9,17 +9,20 @@ import sys
 from pathlib import Path
 
 
-def start_gateway(settings: str, home: Path, *,
-                  gateway: str = "") -> tuple[subprocess.Popen[str], str]:
+def start_gateway(settings: str, home: Path, *, gateway: str = "",
+                  src: Path | None = None) -> tuple[subprocess.Popen[str], str]:
     """Serve with the TOML ``settings`` and ``[gateway]`` lines (its rate limit lifted: a
     benchmark's hundreds of requests a minute are no abuse), data under ``home``; returns
-    the process and its ``/v1`` URL once it listens."""
+    the process and its ``/v1`` URL once it listens. ``src``: the ``deepseek_eyes`` sources
+    to serve from (another revision's, for a before/after run), instead of this one's."""
     config = home / "eyes.toml"
     config.write_text(
         f"{settings}\n[gateway]\nrate_limit_per_minute = 1000000\n{gateway}\n",
         encoding="utf-8")
     env = {**os.environ, "DEEPSEEK_EYES_HOME": str(home / "data")}
     env.pop("DEEPSEEK_EYES_GATEWAY_KEY", None)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
     process = subprocess.Popen(
         [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "serve", "--port", "0"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

@@ -23,7 +23,11 @@ little and leaves nothing behind:
 4. **admission** — every distinct image in one all-or-nothing call (decode, then store):
    a refused image stores nothing, and an image repeated 250 times is admitted once.
 
-So nothing downstream ever holds image bytes it has not checked. Parsing is strict: an
+So nothing downstream ever holds image bytes it has not checked. How many messages a
+request holds is not capped: a long agent session grows without end, and what bounds a
+request is its size (the gateway's body limits: ``GATEWAY_BODY_TOO_LARGE``,
+``GATEWAY_BODY_TEXT_TOO_LARGE``, ``GATEWAY_JSON_TOO_MANY_NODES``) and what reaches the
+model its tokens (the history budget, ``runtime.history_budget_tokens``). Parsing is strict: an
 unknown role or content part is a ``RUNTIME_BAD_MESSAGE`` naming where it is, never
 silently dropped, because a dropped part changes what the model is asked.
 """
@@ -75,7 +79,6 @@ class StoredCall(TypedDict):
     arguments: str
 Fetch = Callable[[str], Awaitable[bytes]]
 
-MAX_MESSAGES = 2000
 MAX_PARTS = 256
 MAX_TEXT_CHARS = 4 * 1024 * 1024
 MAX_TOOL_CALLS = 128
@@ -331,8 +334,6 @@ def _placed(exc: ImageError, images: _Images) -> ImageError:
 def _structure(raw: Any, images: _Images, max_image_bytes: int) -> list[dict[str, Any]]:
     if not isinstance(raw, list) or not raw:
         raise _bad("messages must be a non-empty list", "messages")
-    if len(raw) > MAX_MESSAGES:
-        raise _bad(f"more than {MAX_MESSAGES} messages", "messages")
     out: list[dict[str, Any]] = []
     for index, message in enumerate(raw):
         where = f"messages[{index}]"

@@ -39,8 +39,10 @@ import hashlib
 import json
 import re
 import sqlite3
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, cast
@@ -63,6 +65,8 @@ SCOPES_MIGRATION = 10
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_EVENTS_READ = 10_000
+#: Sessions whose events :meth:`SessionStore.snapshot` keeps between reads.
+SNAPSHOT_SESSIONS = 64
 
 
 _IN_BATCH = 500  # ids per IN (...) query; SQLite allows 32,766 variables, this stays small
@@ -264,6 +268,9 @@ class SessionStore:
         self._db = db
         self._clock = clock
         self.leases = TurnLeases(db)
+        # Events read before, per session (append-only rows: see snapshot).
+        self._read: OrderedDict[str, list[Event]] = OrderedDict()
+        self._lock = threading.Lock()
 
     @staticmethod
     def new_id() -> str:
@@ -414,13 +421,24 @@ class SessionStore:
         return [_event(r) for r in rows]
 
     def snapshot(self, session_id: str) -> Snapshot:
-        """The session as a new request is matched against it, in one read."""
+        """The session as a new request is matched against it, in one read.
+
+        Events are append-only (triggers enforce it), so the ones this store has read
+        before are kept (:data:`SNAPSHOT_SESSIONS` sessions, least recently used dropped)
+        and a snapshot reads only the events after them: a continued turn decodes its new
+        messages, not its whole history again. Which attempts are superseded is read
+        each time (a later attempt can supersede an event already kept)."""
         with self._db.reading() as conn:
+            with self._lock:
+                kept = self._read.get(session_id, [])
+            after = kept[-1].seq if kept else -1
             rows = conn.execute(
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ?1{_EFFECTIVE}"  # noqa: S608 - constant fragments
-                " ORDER BY seq LIMIT ?2", (session_id, MAX_EVENTS_READ)).fetchall()
-            head = conn.execute("SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?",
-                                (session_id,)).fetchone()[0]
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq > ?"  # noqa: S608 - constant fragments
+                " ORDER BY seq", (session_id, after)).fetchall()
+            superseded = {str(r[0]) for r in conn.execute(
+                "SELECT json_extract(details, '$.retry_of') FROM turns WHERE session_id = ?"
+                " AND outcome = 'ok' AND json_extract(details, '$.retry_of') IS NOT NULL",
+                (session_id,))}
             done = conn.execute(
                 "SELECT id, json_extract(details, '$.base'), started_at FROM turns"
                 " WHERE session_id = ? ORDER BY started_at DESC LIMIT 1", (session_id,)).fetchone()
@@ -428,18 +446,28 @@ class SessionStore:
                 "SELECT turn_id, base, started_at FROM turn_leases WHERE session_id = ?"
                 " ORDER BY started_at DESC LIMIT 1", (session_id,)).fetchone()
             owner = _scope_in(conn, session_id)
+        every = [*kept, *(_event(r) for r in rows)] if rows else kept
+        if rows:
+            with self._lock:
+                self._read[session_id] = every
+                self._read.move_to_end(session_id)
+                while len(self._read) > SNAPSHOT_SESSIONS:
+                    self._read.popitem(last=False)
+        head = every[-1].seq if every else -1
         marks = [TurnMark(r[0], r[1] if isinstance(r[1], int) else None, r[2], live)
                  for r, live in ((done, False), (running, True)) if r is not None]
         latest = max(marks, key=lambda m: m.started_at) if marks else None
-        return Snapshot([_event(r) for r in rows], int(head), latest, owner)
+        events = [e for e in every if e.turn_id is None or e.turn_id not in superseded] \
+            if superseded else list(every)
+        return Snapshot(events, head, latest, owner)
 
     def body_hashes(self, session_id: str) -> tuple[list[str], int, str | None]:
         """The SHA-256 of each of the session's messages in order (kept or not), its head
         sequence number and its scope (None: no such session), in one read."""
         with self._db.reading() as conn:
             rows = conn.execute(
-                "SELECT body_sha256 FROM events WHERE session_id = ? ORDER BY seq LIMIT ?",
-                (session_id, MAX_EVENTS_READ)).fetchall()
+                "SELECT body_sha256 FROM events WHERE session_id = ? ORDER BY seq",
+                (session_id,)).fetchall()
             head = conn.execute("SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?",
                                 (session_id,)).fetchone()[0]
             owner = _scope_in(conn, session_id)
@@ -474,8 +502,9 @@ class SessionStore:
 
     def messages(self, session_id: str) -> list[JsonObject]:
         """The session's messages as a continuing client and the model see them (without
-        superseded attempts)."""
-        return [event.message for event in self.events(session_id, effective=True)]
+        superseded attempts), all of them: a history resent from here must be whole, or
+        it would read as an edited one and fork."""
+        return [event.message for event in self.events(session_id, limit=-1, effective=True)]
 
     def fork_of(self, session_id: str) -> Fork | None:
         """The session this one was forked from, or None."""

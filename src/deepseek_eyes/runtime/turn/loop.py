@@ -66,8 +66,9 @@ from deepseek_eyes.runtime.turn.events import (
     Started,
     TurnEvent,
 )
+from deepseek_eyes.runtime.turn.history import Chain
 from deepseek_eyes.runtime.turn.ledger import Ledger, Seal, category_after
-from deepseek_eyes.runtime.turn.prepare import Preparer, prefix_chain
+from deepseek_eyes.runtime.turn.prepare import Preparer
 from deepseek_eyes.runtime.turn.relay import ToolRelay
 from deepseek_eyes.runtime.turn.request import TurnRequest, TurnResult
 from deepseek_eyes.runtime.turn.state import TurnState
@@ -358,10 +359,14 @@ class TurnRunner:
             scope = turn.request.client_scope
             if scope is not None and turn.request.keep:  # nothing kept: nothing to find
                 # Where this conversation stands now, for a client that sends no session id.
-                chain = prefix_chain([*turn.prefix, *turn.outputs])
-                if chain:
-                    self._sessions.remember_prefix(scope, chain[-1], turn.session_id,
-                                                   len(chain))
+                # The request's history is hashed already: only the turn's output is.
+                chain = (turn.chain.extended(turn.outputs) if turn.chain is not None
+                         else Chain().extended([*turn.prefix, *turn.outputs]))
+                if chain.hashes:
+                    self._sessions.remember_prefix(scope, chain.hashes[-1], turn.session_id,
+                                                   len(chain.hashes))
+                    chain.noted = len(chain.hashes)
+                    self._preparer.memo.note(turn.session_id, scope, chain)
             key = turn.request.idempotency
             if key is not None and self._idempotency is not None:
                 # Kept with the answer, in its commit: a stored answer can be replayed.

@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from deepseek_eyes.canonical_json import JsonObject, normalized_text
+from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, LLMError, StoreError, TurnError
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.known import renamed, renamed_note
@@ -51,6 +50,7 @@ from deepseek_eyes.runtime.messages import image_refs
 from deepseek_eyes.runtime.reasoning import restore_reasoning
 from deepseek_eyes.runtime.sight import Sight, SightVerdict
 from deepseek_eyes.runtime.tools import ToolHub, TurnContext
+from deepseek_eyes.runtime.turn.history import Chain, HistoryMemo, prefix_chain, visible_digest
 from deepseek_eyes.runtime.turn.ledger import ABORTED
 from deepseek_eyes.runtime.turn.request import EvidenceUse, ThinkingNote, TurnRequest
 from deepseek_eyes.runtime.turn.state import TurnState
@@ -78,7 +78,7 @@ from deepseek_eyes.store.events import (
 from deepseek_eyes.usage import UsageCategory, UsageTracker
 from deepseek_eyes.vision.bridge import VisionBridge
 
-__all__ = ["CAS_TRIES", "PASSTHROUGH", "Logged", "Preparer", "prefix_chain"]
+__all__ = ["CAS_TRIES", "PASSTHROUGH", "Logged", "Preparer", "prefix_chain", "visible_digest"]
 
 _log = logging.getLogger("deepseek_eyes.runtime")
 #: How many times a request is judged again when its session changed while it was.
@@ -96,6 +96,7 @@ class Logged:
     conversation: list[dict[str, Any]]
     base: int
     retry_of: str | None
+    chain: Chain | None = None  # the request's history by hash (kept requests)
 
 #: OpenAI request fields passed to the final model unchanged.
 PASSTHROUGH = frozenset({
@@ -107,51 +108,6 @@ PASSTHROUGH = frozenset({
 #: Server instructions put into the system prompt: per server, and in all.
 MAX_INSTRUCTIONS_PER_SERVER = 2000
 MAX_INSTRUCTIONS_CHARS = 6000
-
-
-def _visible_digest(message: Mapping[str, Any], *, legacy: bool = False) -> str:
-    """A message as the client sees and resends it: an assistant message without the
-    reasoning the client is not asked to send back; its tool-call arguments, and a tool
-    result's text, by the digest of their canonical form (:func:`_json_digest`: a client
-    that parses and dumps them again sends other bytes for the same history). ``legacy``:
-    the arguments as sent, the digest ``session_prefixes`` rows were noted under before
-    (format 1; see ``canonical_json.LENIENT``)."""
-    if message.get("role") != "assistant":
-        content = message.get("content")
-        if legacy or message.get("role") != "tool" or not isinstance(content, str):
-            return body_digest(dict(message))
-        return body_digest({**message, "content": _json_digest(content)})
-    visible: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
-    calls = message.get("tool_calls")
-    if calls:
-        visible["tool_calls"] = calls if legacy else [
-            {**c, "arguments": _json_digest(c["arguments"])}
-            if isinstance(c, Mapping) and isinstance(c.get("arguments"), str) else c
-            for c in calls]
-    return body_digest(visible)
-
-
-#: Canonical digests of JSON texts by the SHA-256 of the text as sent: every turn hashes
-#: its whole history again (stored and resent), and parsing a large tool result each time
-#: cost three times the hash. Keys and values are digests, so the memo stays small.
-_JSON_DIGESTS: dict[str, str] = {}
-_JSON_DIGESTS_MAX = 32_768
-
-
-def _json_digest(text: str) -> str:
-    """``sha256:`` of :func:`~deepseek_eyes.canonical_json.normalized_text` of ``text``."""
-    data = text.encode("utf-8", "surrogatepass")
-    key = hashlib.sha256(data).hexdigest()
-    found = _JSON_DIGESTS.get(key)
-    if found is None:
-        canonical = normalized_text(text)
-        digest = key if canonical == text else hashlib.sha256(
-            canonical.encode("utf-8", "surrogatepass")).hexdigest()
-        found = "sha256:" + digest
-        if len(_JSON_DIGESTS) >= _JSON_DIGESTS_MAX:
-            _JSON_DIGESTS.clear()  # a bound, not a policy: the next turns fill it again
-        _JSON_DIGESTS[key] = found
-    return found
 
 
 def _instructions_prompt(instructions: Mapping[str, str]) -> str | None:
@@ -206,6 +162,7 @@ class Preparer:
         self._tools = tools
         self._sessions = sessions
         self._usage = usage
+        self.memo = HistoryMemo()
 
     async def prepare(self, request: TurnRequest) -> TurnState:
         started = time.time()
@@ -262,6 +219,7 @@ class Preparer:
         turn.base_seq = turn.head = logged.base
         turn.retry_of = logged.retry_of
         turn.prefix = logged.conversation
+        turn.chain = logged.chain
         return turn
 
     def _thinking(
@@ -495,15 +453,17 @@ class Preparer:
         if not request.keep:
             return self._log_unkept(request, turn_id=turn_id, started=started, model=model,
                                     path=path)
+        # Each message hashed once: the memo's digests for what the client sent before.
+        chain = self.memo.chain(request.messages, session_id=request.session_id,
+                                scope=request.client_scope)
         if request.session_id is None and request.client_scope is not None:
             # A stock client sends no session id: its history, by hash, finds the session
             # it continues (the longest one noted after an answer in this client's scope).
-            chain = prefix_chain(request.messages)
-            found = self._sessions.find_prefix(request.client_scope, chain)
+            found = self._find(request.client_scope, chain)
             if found is None:
                 # Noted before histories were canonical (format 1): found by that chain.
                 older = prefix_chain(request.messages, legacy=True)
-                if older != chain:
+                if older != chain.hashes:
                     found = self._sessions.find_prefix(request.client_scope, older)
             if found is not None:
                 request = dataclasses.replace(request, session_id=found)
@@ -511,14 +471,26 @@ class Preparer:
             session_id = self._sessions.new_id()
             return self._append(request, request.messages, session_id=session_id,
                                 conversation=list(request.messages), turn_id=turn_id,
-                                started=started, model=model, path=path, create=True)
+                                started=started, model=model, path=path, create=True,
+                                chain=chain)
         for _ in range(CAS_TRIES):
             try:
-                return self._log_into(request, request.session_id, turn_id=turn_id,
+                return self._log_into(request, request.session_id, chain, turn_id=turn_id,
                                       started=started, model=model, path=path)
             except SessionConflict:
                 continue
         raise SessionConflict(request.session_id, -1)
+
+    def _find(self, scope: str, chain: Chain) -> str | None:
+        """The session whose noted history is the longest prefix of ``chain``. Where the
+        memo knows a noted prefix of it (``chain.noted``), none shorter can be the
+        longest, so only the hashes from there on are looked up (a continuation looks up
+        its new messages, not its history); nothing found there, all of them are."""
+        if chain.noted:
+            found = self._sessions.find_prefix(scope, chain.hashes[chain.noted - 1:])
+            if found is not None:
+                return found
+        return self._sessions.find_prefix(scope, chain.hashes)
 
     def _log_unkept(self, request: TurnRequest, *, turn_id: str, started: float,
                     model: str, path: str) -> Logged:
@@ -552,22 +524,23 @@ class Preparer:
             return Logged(session_id, None, list(request.messages), base, None)
         raise SessionConflict(session_id, -1)
 
-    def _log_into(self, request: TurnRequest, session_id: str, *, turn_id: str,
-                  started: float, model: str, path: str) -> Logged:
+    def _log_into(self, request: TurnRequest, session_id: str, chain: Chain, *,
+                  turn_id: str, started: float, model: str, path: str) -> Logged:
         snap = self._sessions.snapshot(session_id)
         if snap.scope is not None and snap.scope != request.scope:
             raise ForeignSession(session_id)
         log = [e.message for e in snap.events]
         visible = [e for e in snap.events if not e.message.get("internal")]
-        stored = [_visible_digest(e.message) for e in visible]
+        stored = self.memo.stored_digests(session_id, visible)
         # The runtime's internal exchanges are skipped on both sides (``ask --session``
-        # resends the stored history, internal messages included).
+        # resends the stored history, internal messages included); ``chain`` holds the
+        # request's visible messages' digests in order.
         matched = common = 0
         for message in request.messages:
             if message.get("internal"):
                 common += 1
                 continue
-            if matched == len(stored) or stored[matched] != _visible_digest(message):
+            if matched == len(stored) or stored[matched] != chain.digests[matched]:
                 break
             matched += 1
             common += 1
@@ -579,21 +552,24 @@ class Preparer:
                 request, [], session_id=session_id,
                 conversation=[e.message for e in snap.events if e.seq <= base],
                 guard=Guard(snap.head, base), base=base, retry_of=retried.id,
-                turn_id=turn_id, started=started, model=model, path=path)
+                turn_id=turn_id, started=started, model=model, path=path, chain=chain)
         if matched < len(stored):
             fork = Fork(session_id, matched)
             return self._append(request, request.messages, session_id=self._sessions.new_id(),
                                 conversation=list(request.messages), create=True, fork=fork,
-                                turn_id=turn_id, started=started, model=model, path=path)
+                                turn_id=turn_id, started=started, model=model, path=path,
+                                chain=chain)
         return self._append(request, new, session_id=session_id, conversation=[*log, *new],
                             guard=Guard(snap.head), create=not log, head=snap.head,
-                            turn_id=turn_id, started=started, model=model, path=path)
+                            turn_id=turn_id, started=started, model=model, path=path,
+                            chain=chain)
 
     def _append(
         self, request: TurnRequest, messages: Sequence[JsonObject], *, session_id: str,
         conversation: list[dict[str, Any]], turn_id: str, started: float, model: str,
         path: str, create: bool = False, fork: Fork | None = None, guard: Guard | None = None,
         head: int = -1, base: int | None = None, retry_of: str | None = None,
+        chain: Chain | None = None,
     ) -> Logged:
         with self._sessions.batch() as conn:
             seqs = self._sessions.append(
@@ -604,7 +580,7 @@ class Preparer:
             self._sessions.leases.open(conn, turn_id=turn_id, session_id=session_id,
                                        base=base, started_at=started, model=model,
                                        path=path, retry_of=retry_of)
-        return Logged(session_id, fork, conversation, base, retry_of)
+        return Logged(session_id, fork, conversation, base, retry_of, chain)
 
 
 def _conversation_images(conversation: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -623,22 +599,6 @@ def _part(image: Mapping[str, Any]) -> dict[str, Any]:
     """An image as the turn's tools know it: its identity, without the tool-result id."""
     return {k: v for k, v in image.items() if k not in ("id", "pixels", "type")} | {
         "type": "image"}
-
-
-def prefix_chain(messages: Sequence[Mapping[str, Any]], *, legacy: bool = False) -> list[str]:
-    """The chained hash of a conversation's client-visible history after each of its
-    visible messages (internal exchanges skipped, reasoning left out, JSON canonical, as
-    a client resends it): ``h[i] = sha256(h[i-1] || digest(message i))``. ``legacy``: the
-    chain of rows noted before JSON was made canonical (see :func:`_visible_digest`)."""
-    chain: list[str] = []
-    head = ""
-    for message in messages:
-        if message.get("internal"):
-            continue
-        digest = _visible_digest(message, legacy=legacy)
-        head = hashlib.sha256((head + digest).encode()).hexdigest()
-        chain.append(head)
-    return chain
 
 
 def _retried(snap: Snapshot, visible: Sequence[Event], matched: int) -> TurnMark | None:

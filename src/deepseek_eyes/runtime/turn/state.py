@@ -8,6 +8,7 @@ from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.llm.thinking import ThinkingMode
 from deepseek_eyes.runtime.sight import SightVerdict
 from deepseek_eyes.runtime.tools import Offer, TurnContext
+from deepseek_eyes.runtime.turn.history import Chain
 from deepseek_eyes.runtime.turn.request import (
     EvidenceUse,
     RequestRecord,
@@ -63,6 +64,7 @@ class TurnState:
     retry_of: str | None = None
     prefix: list[JsonObject] = field(default_factory=list)  # its history as logged
     outputs: list[JsonObject] = field(default_factory=list)  # what it appended since
+    chain: Chain | None = None  # its request's history by hash (runtime/turn/history.py)
     sent: dict[int, int] = field(default_factory=dict)  # call -> attempts written ahead
     recorded: bool = False  # its turn record (ok, failed or aborted) is written or queued
     sight: SightVerdict | None = None  # whether its model sees, when the turn had to know
