@@ -102,15 +102,17 @@ def _provenance(db: Database, turn_id: str) -> list[dict[str, Any]]:
         for item in image.get("evidence") or ():
             chain = item.get("chain")
             intact = intact and bool(chain and chain.get("intact"))
-            record = item["record"].get("record")
-            if isinstance(record, str):
+            # The chain's projection keeps the record as its hash; the page needs its boxes.
+            row = db.query_one("SELECT route, record FROM evidence WHERE record_sha256 = ?",
+                               (str(item["record"].get("record_sha256")),))
+            if row is not None:
                 try:
-                    evidence = json.loads(record)
+                    record = json.loads(str(row[1]))
                 except ValueError:
-                    evidence = None
-            route = item["record"].get("route")
-            if isinstance(evidence, dict):
-                evidence = {"route": route, "record": evidence}
+                    record = None
+                found_evidence = record.get("evidence") if isinstance(record, dict) else None
+                if isinstance(found_evidence, dict):  # the stored body wraps the object
+                    evidence = {"route": row[0], "record": found_evidence}
         attempts = []
         for item in image.get("attempts") or ():
             record = item["record"]

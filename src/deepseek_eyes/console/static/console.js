@@ -54,7 +54,9 @@ function when(ts) {
 }
 
 function table(headers, rows, caption) {
-  return el("div", { class: "table-wrap" },
+  // A table wider than the screen scrolls: the keyboard must reach it too.
+  return el("div", { class: "table-wrap", tabindex: "0", role: "region",
+    "aria-label": caption || headers.join(", ") },
     el("table", {},
       caption ? el("caption", { class: "visually-hidden", text: caption }) : null,
       el("thead", {}, el("tr", {}, headers.map((h) => el("th", { scope: "col", text: h })))),
@@ -106,6 +108,8 @@ async function viewConversations(main, query = "") {
 }
 
 const LAYERS = ["ocr", "regions", "objects"];
+// Drawn in this order: text boxes last, on top of the regions that hold them.
+const DRAWN = ["regions", "objects", "ocr"];
 
 function overlay(image) {
   const stage = el("div", { class: "stage" });
@@ -118,7 +122,7 @@ function overlay(image) {
   stage.append(tip);
   const record = image.evidence && image.evidence.record;
   const boxes = [];
-  for (const layer of LAYERS) {
+  for (const layer of DRAWN) {
     for (const [index, item] of ((record && record[layer]) || []).entries()) {
       const box = item && item.bbox;
       if (!Array.isArray(box) || box.length !== 4) continue;
