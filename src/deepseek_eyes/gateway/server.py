@@ -31,6 +31,12 @@ the data directory close and the process exits 0. The signals are the drain's fr
 start of :func:`serve` to its end; uvicorn's own handlers are never installed (they would
 wait on running requests without a bound and raise the signal again at exit).
 
+On the gateway's own port, when it binds loopback, the web console is served at
+``/console/`` (:mod:`deepseek_eyes.console`): its own one-time login link is printed on
+stderr once the port is known; plans that need approval wait there too (with or without a
+terminal token); its MCP edits are applied through the settings watch before they answer.
+The console's paths never reach the gateway's routes, key or rules, nor the reverse.
+
 Beside it, on a loopback port of its own, runs the control API (:mod:`.control`) through
 which ``deepseek-eyes mcp …`` steers the running MCP servers, and the settings file is
 watched (:mod:`.settings_watch`) so that an edit of ``[mcp]`` applies without a restart:
