@@ -10,7 +10,7 @@
 #           into build/claude-npm: Claude Code under its own Node 22 (tests/e2e/test_claude_code.py);
 #           into build/codex-npm: Codex CLI, whose binary is in its platform package
 #           (tests/e2e/test_codex_cli.py);
-#           into build/console-npm: axe-core (tests/e2e/test_console.py).
+#           into build/console-npm: axe-core (tests/e2e/test_web_console.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -100,7 +100,7 @@ if [ ! -x build/mcp-time-venv/bin/mcp-server-time ]; then
   build/mcp-time-venv/bin/pip install -q mcp-server-time==2026.10.19 >/dev/null
 fi
 
-# axe-core, pinned, for the web console's accessibility checks (tests/e2e/test_console.py
+# axe-core, pinned, for the web console's accessibility checks (tests/e2e/test_web_console.py
 # injects its axe.min.js into every view); plain JavaScript, no Node needed to use it.
 console_npm=build/console-npm
 if [ ! -f "$console_npm/node_modules/axe-core/axe.min.js" ]; then
