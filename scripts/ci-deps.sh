@@ -9,7 +9,8 @@
 #           the MCP conformance suite and the MCP Inspector (scripts/terminal-conformance.sh);
 #           into build/claude-npm: Claude Code under its own Node 22 (tests/e2e/test_claude_code.py);
 #           into build/codex-npm: Codex CLI, whose binary is in its platform package
-#           (tests/e2e/test_codex_cli.py).
+#           (tests/e2e/test_codex_cli.py);
+#           into build/console-npm: axe-core (tests/e2e/test_web_console.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -97,4 +98,15 @@ if [ ! -x build/mcp-time-venv/bin/mcp-server-time ]; then
   echo "ci-deps: pip install mcp-server-time (build/mcp-time-venv)" >&2
   python3 -m venv build/mcp-time-venv
   build/mcp-time-venv/bin/pip install -q mcp-server-time==2026.10.19 >/dev/null
+fi
+
+# axe-core, pinned, for the web console's accessibility checks (tests/e2e/test_web_console.py
+# injects its axe.min.js into every view); plain JavaScript, no Node needed to use it.
+console_npm=build/console-npm
+if [ ! -f "$console_npm/node_modules/axe-core/axe.min.js" ]; then
+  echo "ci-deps: npm install axe-core (build/console-npm)" >&2
+  mkdir -p "$console_npm"
+  echo '{ "name": "deepseek-eyes-console-checks", "private": true }' > "$console_npm/package.json"
+  (cd "$console_npm" && npm install --no-audit --no-fund --loglevel=error axe-core@4.14.1 \
+     >/dev/null)
 fi

@@ -19,6 +19,7 @@ The tree::
     │   └── FailoverExhaustedError       VISION_FAILOVER_EXHAUSTED
     ├── TurnError(ValueError)            RUNTIME_* (a turn could not run as asked)
     ├── GatewayError                     GATEWAY_* (the HTTP gateway)
+    ├── ConsoleError                     CONSOLE_* (the web console)
     ├── TerminalError                    TERMINAL_* (the terminal MCP server)
     │   ├── PolicyBlockedError(PermissionError)   TERMINAL_POLICY_BLOCKED
     │   └── ReceiptError(ValueError)     TERMINAL_RECEIPT_*
@@ -72,6 +73,7 @@ __all__ = [
     "BrowserTimeoutError",
     "CliError",
     "ConfigError",
+    "ConsoleError",
     "DeepSeekEyesError",
     "DesktopError",
     "DesktopGuardError",
@@ -446,6 +448,47 @@ ERROR_CODES: Mapping[str, str] = {
     "MCP_CLOSE_PENDING": (
         "The server's previous connection did not finish closing; no probe or new connection "
         "opens until it does."
+    ),
+    "CONSOLE_UNAUTHORIZED": (
+        "The web console refused a request that needs a credential it does not take here."
+    ),
+    "CONSOLE_FORBIDDEN": (
+        "The web console refused the Host (loopback by default), an Origin other than its "
+        "own, or a request another site's page made."
+    ),
+    "CONSOLE_RATE_LIMITED": (
+        "Too many web console requests; retry after a pause."
+    ),
+    "CONSOLE_BODY_TOO_LARGE": (
+        "The web console request body exceeds 64 KiB."
+    ),
+    "CONSOLE_UNSUPPORTED_MEDIA_TYPE": (
+        "A web console POST whose Content-Type is not application/json."
+    ),
+    "CONSOLE_BODY_TIMEOUT": (
+        "The web console request body did not arrive in time."
+    ),
+    "CONSOLE_LOGIN_REQUIRED": (
+        "The web console API was called without a live console login (its cookie); the "
+        "gateway key and MCP tokens do not open it."
+    ),
+    "CONSOLE_LOGIN_INVALID": (
+        "The web console login code is wrong or already used; open the newest one-time link "
+        "the server printed."
+    ),
+    "CONSOLE_CSRF_INVALID": (
+        "A state-changing web console request without the login's CSRF token or without the "
+        "console's own Origin; nothing was done."
+    ),
+    "CONSOLE_ARGUMENT_INVALID": (
+        "A web console request body or parameter is malformed; nothing was done."
+    ),
+    "CONSOLE_NOT_FOUND": (
+        "No such web console endpoint or record (HTTP 404 or 405; the answer is JSON)."
+    ),
+    "CONSOLE_UNAVAILABLE": (
+        "That part of the web console needs the running gateway (its terminal or MCP host) or"
+        " a settings file; nothing was done."
     ),
     "CONTROL_UNAUTHORIZED": (
         "The control API request has no bearer token or the wrong one (the token is in the "
@@ -847,6 +890,12 @@ class TurnError(DeepSeekEyesError, ValueError):
     """A turn could not be run as asked (bad message, limits)."""
 
     default_code = "RUNTIME_BAD_MESSAGE"
+
+
+class ConsoleError(DeepSeekEyesError):
+    """The web console refused a request; ``code`` names which."""
+
+    default_code = "CONSOLE_ARGUMENT_INVALID"
 
 
 class GatewayError(DeepSeekEyesError):

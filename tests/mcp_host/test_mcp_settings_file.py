@@ -12,6 +12,7 @@ from deepseek_eyes.errors import ConfigError, McpError
 from deepseek_eyes.mcp_host.importer import import_servers, server_id_for
 from deepseek_eyes.mcp_host.settings_file import (
     add_servers,
+    drop_selectors,
     dumps,
     edit_selectors,
     remove_server,
@@ -194,3 +195,18 @@ def test_first_server_in_an_empty_file(tmp_path: Path) -> None:
     add_servers(path, [{"id": "t", "transport": "stdio", "command": "t"}])
     assert tomllib.loads(path.read_text()) == {
         "mcp": {"servers": [{"id": "t", "transport": "stdio", "command": "t"}]}}
+
+
+def test_drop_selectors_removes_only_what_it_names(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text('[[mcp.servers]]\nid = "t"\ntransport = "stdio"\ncommand = "t"\n'
+                    'allow = { tools = ["a", "b"] }  # kept by hand\n')
+    drop_selectors(path, "t", "allow", "tools", ("a", "zzz"))  # one listed, one not
+    drop_selectors(path, "t", "deny", "tools", ("a",))  # no deny list: no change
+    text = path.read_text()
+    assert tomllib.loads(text)["mcp"]["servers"][0]["allow"] == {"tools": ["b"]}
+    assert "# kept by hand" in text
+    assert "deny" not in text
+    with pytest.raises(McpError) as unknown:
+        drop_selectors(path, "nope", "allow", "tools", ("a",))
+    assert unknown.value.code == "MCP_SERVER_UNKNOWN"

@@ -58,3 +58,25 @@ async def test_the_console_api_answers_429(
     refused = await http.post(f"/api/sessions/{sid}/plans", headers=running.console_headers(),
                               json={"argv": ["true"]})
     assert refused.json()["error"]["code"] == "TERMINAL_PLAN_LIMIT"
+
+
+async def test_waiting_lists_plans_for_a_person_and_keeps_ended_ones_as_expired(
+        make_service: ServiceFactory) -> None:
+    service = make_service(mode="confirm")
+    first = service.open_session(owner="conn-1")["session_id"]
+    second = service.open_session()["session_id"]
+    write = service.plan(session_id=first, argv=["touch", "w"])
+    read = service.plan(session_id=first, argv=["cat", "a.txt"])  # needs nobody
+    other = service.plan(session_id=second, argv=["touch", "v"])
+    waiting = service.waiting()
+    assert [p["plan_id"] for p in waiting] == [write["plan_id"], other["plan_id"]]
+    assert waiting[0]["owner"] == "conn-1"
+    assert read["plan_id"] not in {p["plan_id"] for p in waiting}
+    service.deny(second, other["plan_id"], via="console")  # decided: no longer waiting
+    service.close_session(first)
+    after = service.waiting()
+    assert [(p["plan_id"], p["state"], p["ended"]) for p in after] == [
+        (write["plan_id"], "expired", "closed")]
+    with pytest.raises(TerminalError) as gone:  # expired: nothing left to approve
+        service.approve(first, write["plan_id"], via="console", by="web-00000000")
+    assert gone.value.code == "TERMINAL_SESSION_NOT_FOUND"

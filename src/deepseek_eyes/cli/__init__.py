@@ -70,6 +70,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "sessions": ("deepseek_eyes.cli.ask", "sessions_group",
                  "Inspect stored sessions (append-only event logs)."),
     "serve": ("deepseek_eyes.cli.serve", "serve_command", "Run the OpenAI-compatible gateway."),
+    "console": ("deepseek_eyes.cli.console", "console_command",
+                "Open the web console over the data directory, without the gateway."),
     "token": ("deepseek_eyes.cli.token", "token_command",
               "Print a fresh 256-bit bearer token for the gateway or any server."),
     "audit": ("deepseek_eyes.cli.audit", "audit_group",

@@ -31,6 +31,12 @@ the data directory close and the process exits 0. The signals are the drain's fr
 start of :func:`serve` to its end; uvicorn's own handlers are never installed (they would
 wait on running requests without a bound and raise the signal again at exit).
 
+On the gateway's own port, when it binds loopback, the web console is served at
+``/console/`` (:mod:`deepseek_eyes.console`): its own one-time login link is printed on
+stderr once the port is known; plans that need approval wait there too (with or without a
+terminal token); its MCP edits are applied through the settings watch before they answer.
+The console's paths never reach the gateway's routes, key or rules, nor the reverse.
+
 Beside it, on a loopback port of its own, runs the control API (:mod:`.control`) through
 which ``deepseek-eyes mcp …`` steers the running MCP servers, and the settings file is
 watched (:mod:`.settings_watch`) so that an edit of ``[mcp]`` applies without a restart:
@@ -61,6 +67,7 @@ from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.approval import ConsoleWait
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.serving import loop
+from deepseek_eyes.serving.console_login import login_url
 from deepseek_eyes.serving.tokens import TOKEN_COMMAND, check_token_strength
 from deepseek_eyes.settings import Settings
 
@@ -172,15 +179,21 @@ def _keyed_tools(running: Settings, key: str | None) -> Callable[[Settings], Non
     return admit
 
 
+def _settings_watch(runtime: Runtime, settings_path: Path | None,
+                    key: str | None) -> SettingsWatch | None:
+    """The watch of the settings file (None without MCP or without a file to follow)."""
+    manager = runtime.mcp_manager
+    if manager is None or settings_path is None:
+        return None
+    return SettingsWatch(settings_path, manager, say=_say,
+                         admit=_keyed_tools(runtime.settings, key))
+
+
 async def _run_control(runtime: Runtime, home: DataHome, settings_path: Path | None,
-                       key: str | None) -> Callable[[], Awaitable[None]]:
+                       watch: SettingsWatch | None) -> Callable[[], Awaitable[None]]:
     """Start the control API and the settings watch; returns the coroutine function that
     stops both and removes the control file."""
     manager = runtime.mcp_manager
-    watch = None
-    if manager is not None and settings_path is not None:
-        watch = SettingsWatch(settings_path, manager, say=_say,
-                              admit=_keyed_tools(runtime.settings, key))
     file = ControlFile(home.root)
     config = uvicorn.Config(
         control_app(manager, watch, file.token), host="127.0.0.1", port=0,
@@ -208,10 +221,12 @@ async def _run_control(runtime: Runtime, home: DataHome, settings_path: Path | N
 
 
 def _approval_console(
-    settings: Settings, runtime: Runtime
+    settings: Settings, runtime: Runtime, *, web_console: bool = False
 ) -> tuple[uvicorn.Server | None, ConsoleWait | None]:
     """The terminal console beside the gateway and the approver that waits on it; both
-    None without the terminal source or without a terminal token (said on stderr)."""
+    None without the terminal source. Without a terminal token there is no terminal
+    console (said on stderr); plans then wait in the web console when it is served
+    (``web_console``), else they cannot run."""
     service = runtime.terminal
     if service is None:
         return None, None
@@ -222,10 +237,12 @@ def _approval_console(
     try:
         token = resolve_token(settings)
     except DeepSeekEyesError as exc:
+        if web_console:
+            return None, _console_wait(settings, runtime, "the web console's Approvals")
         print(f"deepseek-eyes gateway warning {exc.code}: {exc.message}; no approval console, "
               "so plans that need approval will not run", file=sys.stderr, flush=True)
         return None, None
-    from deepseek_eyes.terminal.transport.console_login import ConsoleLogins, login_url
+    from deepseek_eyes.terminal.transport.console_login import ConsoleLogins
 
     options = HttpOptions.from_settings(term, token)
     where = f"http://{term.host}:{term.port}/console/"
@@ -241,14 +258,45 @@ def _approval_console(
         timeout_graceful_shutdown=math.ceil(CUT_GRACE_S),  # stopped after the gateway drained
     )
     logins.issue()
+    return _QuietServer(config), _console_wait(settings, runtime, where)
+
+
+def _console_wait(settings: Settings, runtime: Runtime, where: str) -> ConsoleWait:
+    """The approver a turn waits on: a plan's state, as a console decides it."""
+    service = runtime.terminal
+    assert service is not None
 
     def notice(plan: Mapping[str, Any]) -> None:
         print(f"deepseek-eyes gateway: plan {plan.get('plan_id')} waits for approval at "
               f"{where}", file=sys.stderr, flush=True)
 
-    approver = ConsoleWait(lambda sid, pid: service.get_plan(sid, pid).state,
-                           timeout=settings.runtime.approval_timeout, notice=notice)
-    return _QuietServer(config), approver
+    return ConsoleWait(lambda sid, pid: service.get_plan(sid, pid).state,
+                       timeout=settings.runtime.approval_timeout, notice=notice)
+
+
+def _web_console(runtime: Runtime, home: DataHome, settings_path: Path | None,
+                 watch: SettingsWatch | None, bind_host: str) -> tuple[Any, Any] | None:
+    """The web console's app and logins for this gateway, or None when the gateway binds
+    beyond loopback (the console is loopback only; said on stderr)."""
+    from deepseek_eyes.console.app import WebConsoleLogins, console_app
+    from deepseek_eyes.console.control import ConsoleParts
+    from deepseek_eyes.serving.security import allowed_hosts_for, loopback_hosts
+
+    if allowed_hosts_for(bind_host) != loopback_hosts():
+        _say(f"no web console: it is served on loopback only, and this gateway binds "
+             f"{bind_host}; run `deepseek-eyes console` on this machine instead")
+        return None
+    parts = ConsoleParts(home, settings_path, terminal=runtime.terminal,
+                         mcp_manager=runtime.mcp_manager, mcp_host=runtime.mcp_host,
+                         reload=None if watch is None else watch.check, actor="gateway")
+    where: list[str] = []
+
+    def show_code(code: str) -> None:  # the person's own login, never the gateway key
+        if where:
+            _say(f"web console login (one use): {login_url(where[0], code)}")
+
+    logins = WebConsoleLogins(show_code)
+    return console_app(parts, logins), (logins, where)
 
 
 def gateway_key(settings: Settings) -> str | None:
@@ -335,17 +383,36 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
             await runtime.start(follow=settings_path is not None)
             if drain.draining:  # stopped while it started: nothing to serve
                 return
-            console, approver = _approval_console(settings, runtime)
+            watch = _settings_watch(runtime, settings_path, key)
+            web = _web_console(runtime, home, settings_path, watch, bind_host)
+            console, approver = _approval_console(settings, runtime,
+                                                  web_console=web is not None)
             app = create_app(runtime, settings.gateway, key=key, approver=approver,
                              bind_host=bind_host, drain=drain)
+            told = announce or _say_listening
+            if web is not None:
+                from deepseek_eyes.console.app import beside
+
+                console_asgi, (logins, where) = web
+                app = beside(console_asgi, app)
+
+                def told_and_console(host: str, port: int) -> None:
+                    told(host, port)
+                    shown = f"[{host}]" if ":" in host else host
+                    where.append(f"http://{shown}:{port}/console/")
+                    logins.issue()
+
+                announce_all: Announce = told_and_console
+            else:
+                announce_all = told
             config = uvicorn.Config(
                 app, host=bind_host, port=bind_port, log_level="warning", access_log=False,
                 lifespan="off", server_header=False,
             )
             console_task = None if console is None else asyncio.create_task(console.serve())
-            stop_control = await _run_control(runtime, home, settings_path, key)
+            stop_control = await _run_control(runtime, home, settings_path, watch)
             try:
-                await _Server(config, announce or _say_listening, drain).serve()
+                await _Server(config, announce_all, drain).serve()
             finally:
                 await stop_control()
                 if console is not None and console_task is not None:

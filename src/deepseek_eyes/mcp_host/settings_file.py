@@ -31,6 +31,7 @@ from deepseek_eyes.settings.writer import rewrite
 
 __all__ = [
     "add_servers",
+    "drop_selectors",
     "dumps",
     "edit_selectors",
     "edit_settings_file",
@@ -265,5 +266,34 @@ def edit_selectors(path: Path, server_id: str, which: str, kind: str,
         for selector in selectors:
             if selector not in current:
                 current.append(selector)  # in place: the array's comments stay
+
+    return edit_settings_file(path, change)
+
+
+def drop_selectors(path: Path, server_id: str, which: str, kind: str,
+                   selectors: tuple[str, ...]) -> Settings:
+    """Remove ``selectors`` from ``[mcp.servers] <which>.<kind>`` (which: allow|deny); a
+    selector not listed is no change.
+
+    Raises:
+        McpError: ``MCP_SERVER_UNKNOWN``.
+        ConfigError: ``CONFIG_INVALID``; nothing is written.
+    """
+    def change(document: TOMLDocument) -> None:
+        entry = _server_entry(document, server_id)
+        table = entry.get(which)
+        if table is None:
+            return
+        if not isinstance(table, MutableMapping):
+            raise ConfigError(f"{which} of {server_id} is not a table", code="CONFIG_INVALID")
+        current = table.get(kind)
+        if current is None:
+            return
+        if not isinstance(current, list):
+            raise ConfigError(f"{which}.{kind} of {server_id} is not a list",
+                              code="CONFIG_INVALID")
+        for selector in selectors:
+            while selector in current:
+                current.remove(selector)  # in place: the array's other comments stay
 
     return edit_settings_file(path, change)

@@ -49,6 +49,7 @@ from deepseek_eyes.store.idempotency import IdempotencyStore
 from deepseek_eyes.vision.bridge import VisionBridge
 
 if TYPE_CHECKING:
+    from deepseek_eyes.mcp_host.host import McpHost
     from deepseek_eyes.mcp_host.manager import McpManager
     from deepseek_eyes.runtime.approval import Approver
     from deepseek_eyes.runtime.mcp_tools import McpToolSource
@@ -101,6 +102,8 @@ class Runtime:
         #: The MCP servers' manager once :meth:`start` connected them (the gateway's
         #: control API steers it); None without MCP.
         self.mcp_manager: McpManager | None = None
+        #: Its host (exposure: what the model is offered), for the web console.
+        self.mcp_host: McpHost | None = None
         self._reaper: asyncio.Task[None] | None = None
         self.terminal: TerminalService | None = None
         for name in rt.tool_sources:
@@ -191,6 +194,7 @@ class Runtime:
             longest = max((s.connect_timeout for s in mcp.servers if s.enabled), default=1.0)
             await manager.start(wait=longest + 1)
             self.mcp_manager = manager
+            self.mcp_host = host
             rt = self.settings.runtime
             source = McpToolSource(host, self.bridge, max_images=rt.max_images_per_turn,
                                    tool_mode=rt.tool_mode)

@@ -22,6 +22,7 @@ the credential that gave it (``by``, recorded in the receipt). With ``approvals 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import math
 import os
@@ -59,6 +60,8 @@ from deepseek_eyes.terminal.records import Receipt, ReceiptStream
 __all__ = ["MAX_WAIT_S", "PERSON_CHANNELS", "ServiceConfig", "TerminalService", "Via"]
 
 MAX_WAIT_S = 300.0  # the longest a receipt request may wait for a running plan
+#: Plans of ended sessions a console still shows as expired.
+MAX_EXPIRED_WAITING = 50
 
 #: Where an approval or a denial came from: the approval console, the runtime's prompt (a
 #: person at chat's terminal), or the MCP client that planned the command.
@@ -117,6 +120,10 @@ class TerminalService:
         self.clock = clock
         self.sessions: dict[str, ExecutionSession] = {}
         self._defaults: dict[str, str] = {}  # owner -> its default session's id
+        #: Plans that were waiting for a person when their session ended (newest last,
+        #: bounded): a console shows them as expired, never approvable.
+        self.expired_waiting: collections.deque[dict[str, Any]] = collections.deque(
+            maxlen=MAX_EXPIRED_WAITING)
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -178,6 +185,11 @@ class TerminalService:
         return {"session_id": session_id, "closed": True, "reason": reason}
 
     def _end_session(self, session: ExecutionSession, reason: str) -> None:
+        ended = time.time()
+        for plan in session.plans.values():
+            if plan.state == "planned" and plan.result.decision.requires_approval:
+                self.expired_waiting.append({**plan.to_dict(), "state": "expired",
+                                             "ended": reason, "ended_at": ended})
         if session.process is not None and session.process.running:
             session.process.kill("expired" if reason == "expired" else "cancelled")
         self.sessions.pop(session.session_id, None)
@@ -204,6 +216,16 @@ class TerminalService:
 
     def list_sessions(self) -> list[dict[str, Any]]:
         return [s.to_dict() for s in self.sessions.values()]
+
+    def waiting(self) -> list[dict[str, Any]]:
+        """Every plan waiting for a person, oldest first, with its session's owner; then the
+        plans that were waiting when their session ended (``state: expired``)."""
+        self.reap()
+        live = [{**plan.to_dict(), "owner": session.owner}
+                for session in self.sessions.values() for plan in session.plans.values()
+                if plan.state == "planned" and plan.result.decision.requires_approval]
+        live.sort(key=lambda p: float(p["created_at"]))
+        return live + list(self.expired_waiting)
 
     # -- plan and approval --------------------------------------------------------------------
 

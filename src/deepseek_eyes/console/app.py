@@ -1,0 +1,269 @@
+"""The web console's HTTP app: static pages at ``/console/``, its JSON API at
+``/console/api/``, both behind :class:`~deepseek_eyes.serving.SecurityMiddleware`.
+
+Security, because the console can change what tools a model gets and approve commands:
+
+* its own credential (:class:`WebConsoleLogins`): a one-time link printed on standard
+  error, then an ``HttpOnly``, ``SameSite=Strict`` cookie scoped to ``/console/api/``; the
+  gateway key and MCP tokens open nothing here, and the cookie opens nothing of theirs;
+* every state-changing request needs the login's CSRF token in ``X-CSRF-Token`` *and* an
+  ``Origin`` that is this server's own (the middleware refuses another origin; here a
+  missing one is refused too), and a JSON body (a cross-origin page cannot send one without
+  a preflight that is never granted);
+* a strict Content-Security-Policy (the shared security headers: scripts, styles, images
+  and connections from this origin only, no inline script or style, no frames); the page
+  renders every string with ``textContent``;
+* loopback Host names only (the gateway mounts it only when it binds loopback).
+
+The page's files ship in the package (``static/``): HTML, ES modules and CSS, no CDN, no
+build step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
+from deepseek_eyes.audit.verify import verify_path
+from deepseek_eyes.console import views
+from deepseek_eyes.console.control import ConsoleParts, approvals, decide, edit_list, mcp_view
+from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError
+from deepseek_eyes.serving.console_login import CookieLogins
+from deepseek_eyes.serving.security import (
+    RateLimiter,
+    RefusalCodes,
+    SecurityMiddleware,
+    loopback_hosts,
+    loopback_origins,
+    unknown_route_handlers,
+)
+
+__all__ = ["CONSOLE_CODES", "CONSOLE_PATH", "STATIC_DIR", "WebConsoleLogins", "beside",
+           "console_app"]
+
+CONSOLE_PATH = "/console"
+API = "/console/api"
+STATIC_DIR = Path(__file__).with_name("static")
+CONSOLE_CODES = RefusalCodes.prefixed("CONSOLE", "deepseek-eyes-console")
+CSRF_HEADER = "x-csrf-token"
+_STATUS = {"CONSOLE_NOT_FOUND": 404, "CONSOLE_LOGIN_INVALID": 401,
+           "CONSOLE_CSRF_INVALID": 403, "CONSOLE_UNAVAILABLE": 409,
+           "TERMINAL_SESSION_NOT_FOUND": 404, "TERMINAL_PLAN_NOT_FOUND": 404,
+           "TERMINAL_PLAN_STATE": 409, "TERMINAL_SELF_APPROVAL_REFUSED": 403,
+           "MCP_SERVER_UNKNOWN": 404, "AUDIT_NOT_FOUND": 404}
+_BODY_LIMIT = 64 * 1024
+
+
+class WebConsoleLogins(CookieLogins):
+    """The web console's credentials (see :class:`CookieLogins`)."""
+
+    prefix = API + "/"
+    cookie_name = "deepseek_eyes_web_console"
+    login_path = API + "/login"
+    credential_prefix = "web-"
+    refusal = ("CONSOLE_LOGIN_REQUIRED",
+               "the web console API takes the console's login (the one-time link the server "
+               "printed, then its cookie), never the gateway key or an MCP token")
+
+    def invalid_code(self) -> DeepSeekEyesError:
+        return ConsoleError("that console login code is wrong or already used; open the "
+                            "newest link the server printed", code="CONSOLE_LOGIN_INVALID")
+
+
+def _error(exc: DeepSeekEyesError) -> JSONResponse:
+    return JSONResponse({"error": exc.to_dict()}, status_code=_STATUS.get(exc.code, 400))
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object.
+
+    Raises:
+        ConsoleError: ``CONSOLE_ARGUMENT_INVALID``.
+    """
+    try:
+        data = json.loads(await request.body() or b"{}")
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict):
+        raise ConsoleError("the body must be a JSON object", code="CONSOLE_ARGUMENT_INVALID")
+    return data
+
+
+def _text(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str):
+        raise ConsoleError(f"{name} must be a string", code="CONSOLE_ARGUMENT_INVALID",
+                           details={"field": name})
+    return value
+
+
+def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
+    db = parts.home.db
+
+    def cookie(request: Request) -> str | None:
+        return request.headers.get("cookie")
+
+    def person(request: Request) -> str:
+        return logins.holder(cookie(request)) or "console"
+
+    def changing(request: Request) -> None:
+        """A state-changing request's CSRF token and Origin.
+
+        Raises:
+            ConsoleError: ``CONSOLE_CSRF_INVALID``.
+        """
+        origin = request.headers.get("origin")
+        host = request.headers.get("host", "")
+        if origin not in (f"http://{host}", f"https://{host}") or not logins.csrf_ok(
+                cookie(request), request.headers.get(CSRF_HEADER)):
+            raise ConsoleError("a console action needs this console's page: its CSRF token "
+                               "and its own Origin; nothing was done",
+                               code="CONSOLE_CSRF_INVALID")
+
+    async def run(request: Request, fn: Any, *, change: bool = False) -> Response:
+        try:
+            if change:
+                changing(request)
+            result = fn()
+            if asyncio.iscoroutine(result):
+                result = await result
+        except DeepSeekEyesError as exc:
+            return _error(exc)
+        return result if isinstance(result, Response) else JSONResponse(result)
+
+    async def login(request: Request) -> Response:
+        async def spend() -> Response:
+            body = await _body(request)
+            secret, credential, csrf = logins.login_with_csrf(body.get("code"))
+            return JSONResponse({"credential": credential, "csrf": csrf,
+                                 "expires_in_s": int(logins.ttl)},
+                                headers={"set-cookie": logins.set_cookie(secret)})
+        return await run(request, spend)
+
+    async def logout(request: Request) -> Response:
+        async def end() -> Response:
+            ended = logins.logout(cookie(request))
+            return JSONResponse({"logged_out": ended},
+                                headers={"set-cookie": logins.clear_cookie()})
+        return await run(request, end, change=True)
+
+    async def whoami(request: Request) -> Response:
+        # A reloaded page's CSRF token: only a same-origin script can read this answer.
+        return JSONResponse({"credential": person(request),
+                             "csrf": logins.rotate_csrf(cookie(request)),
+                             "gateway": parts.terminal is not None
+                             or parts.mcp_manager is not None})
+
+    async def conversation_list(request: Request) -> Response:
+        q = request.query_params.get("q")
+        limit = request.query_params.get("limit", "100")
+        return await run(request, lambda: {"conversations": views.conversations(
+            db, search=q, limit=int(limit) if limit.isdigit() else 100)})
+
+    async def conversation(request: Request) -> Response:
+        sid = str(request.path_params["sid"])
+        return await run(request, lambda: asyncio.to_thread(views.conversation, db, sid))
+
+    async def blob(request: Request) -> Response:
+        sha = str(request.path_params["sha"])
+        meta = views.image_meta(db, [sha]).get(sha) if len(sha) == 64 else None
+        if meta is None:
+            return _error(ConsoleError("no stored image has that hash",
+                                       code="CONSOLE_NOT_FOUND"))
+        data = await asyncio.to_thread(parts.home.blobs.get, sha)
+        return Response(data, media_type=str(meta["media_type"]),
+                        headers={"x-content-type-options": "nosniff"})
+
+    async def approval_list(request: Request) -> Response:
+        return await run(request, lambda: approvals(parts))
+
+    async def approval(request: Request) -> Response:
+        verdict = str(request.path_params["verdict"])
+        if verdict not in ("approve", "deny"):
+            return _error(ConsoleError("a plan takes approve or deny",
+                                       code="CONSOLE_NOT_FOUND"))
+        return await run(request, lambda: decide(
+            parts, str(request.path_params["sid"]), str(request.path_params["pid"]),
+            "approve" if verdict == "approve" else "deny", person(request)), change=True)
+
+    async def mcp(request: Request) -> Response:
+        return await run(request, lambda: mcp_view(parts))
+
+    async def mcp_edit(request: Request) -> Response:
+        async def edit() -> dict[str, Any]:
+            body = await _body(request)
+            return await edit_list(parts, str(request.path_params["server"]),
+                                   _text(body, "list"), _text(body, "op"),
+                                   _text(body, "selector"))
+        return await run(request, edit, change=True)
+
+    async def audit(request: Request) -> Response:
+        return await run(request, lambda: asyncio.to_thread(views.audit_head, db))
+
+    async def verify(request: Request) -> Response:
+        def walk() -> dict[str, Any]:
+            root = parts.home.root
+            keyring = AuditKeyring.read_only(audit_directory(root))
+            return dict(verify_path(root / "eyes.db", keyring).as_json())
+        return await run(request, lambda: asyncio.to_thread(walk), change=True)
+
+    async def usage(request: Request) -> Response:
+        return await run(request, lambda: asyncio.to_thread(views.usage_view, db))
+
+    async def index_redirect(_: Request) -> Response:
+        return Response(status_code=307, headers={"location": CONSOLE_PATH + "/"})
+
+    return [
+        Route(API + "/login", login, methods=["POST"]),
+        Route(API + "/logout", logout, methods=["POST"]),
+        Route(API + "/whoami", whoami, methods=["GET"]),
+        Route(API + "/conversations", conversation_list, methods=["GET"]),
+        Route(API + "/conversations/{sid}", conversation, methods=["GET"]),
+        Route(API + "/images/{sha}", blob, methods=["GET"]),
+        Route(API + "/approvals", approval_list, methods=["GET"]),
+        Route(API + "/approvals/{sid}/{pid}/{verdict}", approval, methods=["POST"]),
+        Route(API + "/mcp", mcp, methods=["GET"]),
+        Route(API + "/mcp/{server}/tools", mcp_edit, methods=["POST"]),
+        Route(API + "/audit", audit, methods=["GET"]),
+        Route(API + "/audit/verify", verify, methods=["POST"]),
+        Route(API + "/usage", usage, methods=["GET"]),
+        Route(CONSOLE_PATH, index_redirect, methods=["GET"]),
+        Mount(CONSOLE_PATH, StaticFiles(directory=STATIC_DIR, html=True), name="console"),
+    ]
+
+
+def console_app(parts: ConsoleParts, logins: WebConsoleLogins, *,
+                rate_limit_per_minute: int = 1200) -> ASGIApp:
+    """The console behind the security layer: loopback Host and Origin only, the static
+    files open (they hold no data), the API only to a console login."""
+    app = Starlette(routes=_routes(parts, logins),
+                    exception_handlers=unknown_route_handlers("CONSOLE_NOT_FOUND"))
+    return SecurityMiddleware(
+        app, token=None, allowed_hosts=loopback_hosts(), allowed_origins=loopback_origins(),
+        limiter=RateLimiter(rate_limit_per_minute),
+        max_body_bytes=_BODY_LIMIT, public_prefixes=(CONSOLE_PATH,), codes=CONSOLE_CODES,
+        json_bodies=True, body_timeout=10.0, session=logins,
+    )
+
+
+def beside(console: ASGIApp, other: ASGIApp) -> ASGIApp:
+    """One ASGI app: ``/console`` and below to ``console``, everything else to ``other``
+    (the gateway, whose key and rules the console's paths never meet)."""
+    async def route(scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", "")) if scope["type"] == "http" else ""
+        if path == CONSOLE_PATH or path.startswith(CONSOLE_PATH + "/"):
+            await console(scope, receive, send)
+        else:
+            await other(scope, receive, send)
+
+    return route

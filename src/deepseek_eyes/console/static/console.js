@@ -1,0 +1,403 @@
+// The DeepSeekEyes web console: one ES module, no dependencies, no build step.
+// Every string that came from a model, an image, a page or an MCP server is put on the page
+// with textContent (el() below never parses HTML); there is no innerHTML anywhere.
+
+const API = "/console/api";
+let csrf = null;
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "text") node.textContent = String(value);
+    else if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function say(text, bad = false) {
+  const status = document.getElementById("status");
+  status.textContent = text;
+  status.className = bad ? "status bad" : "status";
+}
+
+async function api(path, { method = "GET", body } = {}) {
+  const headers = {};
+  if (method !== "GET") {
+    headers["content-type"] = "application/json";
+    if (csrf) headers["x-csrf-token"] = csrf;
+  }
+  const answer = await fetch(API + path, {
+    method, headers, credentials: "same-origin",
+    body: method === "GET" ? undefined : JSON.stringify(body || {}),
+  });
+  let data = null;
+  try { data = await answer.json(); } catch { data = null; }
+  if (!answer.ok) {
+    const error = (data && data.error) || {};
+    const failure = new Error(`${error.code || answer.status}: ${error.message || "failed"}`);
+    failure.code = error.code;
+    throw failure;
+  }
+  return data;
+}
+
+function when(ts) {
+  if (ts === null || ts === undefined) return "-";
+  return new Date(ts * 1000).toISOString().replace("T", " ").slice(0, 19);
+}
+
+function table(headers, rows, caption) {
+  // A table wider than the screen scrolls: the keyboard must reach it too.
+  return el("div", { class: "table-wrap", tabindex: "0", role: "region",
+    "aria-label": caption || headers.join(", ") },
+    el("table", {},
+      caption ? el("caption", { class: "visually-hidden", text: caption }) : null,
+      el("thead", {}, el("tr", {}, headers.map((h) => el("th", { scope: "col", text: h })))),
+      el("tbody", {}, rows)));
+}
+
+function expandable(text, truncated, limit = 400) {
+  const whole = String(text || "");
+  if (whole.length <= limit) {
+    return el("pre", { text: whole + (truncated ? " … (cut at the server's bound)" : "") });
+  }
+  const shown = el("pre", { text: whole.slice(0, limit) + " …" });
+  const button = el("button", { class: "secondary", type: "button", "aria-expanded": "false",
+    text: `Show all ${whole.length} characters` });
+  button.addEventListener("click", () => {
+    const open = button.getAttribute("aria-expanded") === "true";
+    shown.textContent = open ? whole.slice(0, limit) + " …" : whole;
+    button.setAttribute("aria-expanded", open ? "false" : "true");
+    button.textContent = open ? `Show all ${whole.length} characters` : "Show less";
+  });
+  return el("div", {}, shown, button);
+}
+
+// ---- conversations ----------------------------------------------------------------------
+
+async function viewConversations(main, query = "") {
+  const form = el("form", { class: "search", role: "search" });
+  const input = el("input", { type: "search", id: "q", name: "q", value: query,
+    "aria-label": "Search conversations" });
+  form.append(el("label", { for: "q", text: "Search" }), input,
+    el("button", { type: "submit", text: "Search" }));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.hash = "#conversations?q=" + encodeURIComponent(input.value);
+  });
+  const data = await api("/conversations?q=" + encodeURIComponent(query));
+  const rows = data.conversations.map((c) => el("tr", {},
+    el("td", {}, el("a", { href: "#conversation/" + encodeURIComponent(c.id),
+      text: c.preview || "(no user message)" })),
+    el("td", { text: c.model || "-" }),
+    el("td", { text: `${c.source || "-"} (${c.scope})` }),
+    el("td", { text: c.path || "-" }),
+    el("td", { text: String(c.turns) }),
+    el("td", { text: when(c.last_at) })));
+  main.replaceChildren(el("h2", { text: "Conversations" }), form,
+    rows.length ? table(["Preview", "Model", "Client", "Path", "Turns", "Last activity"], rows,
+      "Conversations, most recently active first")
+      : el("p", { text: query ? `No conversation holds “${query}”.` : "No conversations yet." }));
+}
+
+const LAYERS = ["ocr", "regions", "objects"];
+// Drawn in this order: text boxes last, on top of the regions that hold them.
+const DRAWN = ["regions", "objects", "ocr"];
+
+function overlay(image) {
+  const stage = el("div", { class: "stage" });
+  const img = el("img", { src: `${API}/images/${image.sha256}`, loading: "lazy",
+    alt: `image ${image.sha256.slice(0, 12)}, ${image.width}×${image.height}`,
+    width: image.width, height: image.height });
+  stage.append(img);
+  const tip = el("div", { class: "tip", role: "tooltip", id: "tip-" + image.sha256.slice(0, 16),
+    hidden: true });
+  stage.append(tip);
+  const record = image.evidence && image.evidence.record;
+  const boxes = [];
+  for (const layer of DRAWN) {
+    for (const [index, item] of ((record && record[layer]) || []).entries()) {
+      const box = item && item.bbox;
+      if (!Array.isArray(box) || box.length !== 4) continue;
+      const words = item.text || item.label || item.name || item.kind || layer;
+      const confidence = typeof item.confidence === "number" ? item.confidence.toFixed(2) : "-";
+      const label = `${layer} ${index + 1}: ${words} (confidence ${confidence})`;
+      const node = el("button", { type: "button", class: "box " + layer, "data-layer": layer,
+        "aria-label": label, "aria-describedby": tip.id });
+      node.style.left = (box[0] * 100) + "%";
+      node.style.top = (box[1] * 100) + "%";
+      node.style.width = (box[2] * 100) + "%";
+      node.style.height = (box[3] * 100) + "%";
+      const show = () => {
+        tip.textContent = label;
+        tip.style.left = (box[0] * 100) + "%";
+        tip.style.top = Math.min(95, (box[1] + box[3]) * 100) + "%";
+        tip.hidden = false;
+      };
+      const hide = () => { tip.hidden = true; };
+      node.addEventListener("mouseenter", show);
+      node.addEventListener("focus", show);
+      node.addEventListener("mouseleave", hide);
+      node.addEventListener("blur", hide);
+      stage.append(node);
+      boxes.push(node);
+    }
+  }
+  const toggles = el("fieldset", { class: "layers" },
+    el("legend", { text: "Evidence layers" }),
+    LAYERS.map((layer) => {
+      const id = `layer-${layer}-${image.sha256.slice(0, 12)}`;
+      const count = boxes.filter((b) => b.dataset.layer === layer).length;
+      const box = el("input", { type: "checkbox", id, checked: true, "data-layer": layer });
+      box.addEventListener("change", () => {
+        for (const b of boxes) if (b.dataset.layer === layer) b.classList.toggle("hidden", !box.checked);
+      });
+      return el("span", {}, box, el("label", { for: id, text: ` ${layer} (${count})` }));
+    }));
+  const attempts = (image.attempts || []).map((a) => el("tr", {},
+    el("td", { text: a.route || "-" }), el("td", { text: a.phase }), el("td", { text: a.outcome }),
+    el("td", { text: a.latency_ms === null || a.latency_ms === undefined ? "-" : `${a.latency_ms} ms` }),
+    el("td", { text: a.cache ? "hit" : "-" })));
+  const badge = el("span", { class: "badge " + (image.intact ? "ok" : "bad"),
+    text: image.intact ? "chain intact" : "chain mismatch" });
+  return el("figure", { class: "image-block" },
+    el("div", {}, stage, toggles),
+    el("div", { class: "attempts" },
+      el("h4", { text: "Attempts " }, badge),
+      attempts.length ? table(["Route", "Phase", "Outcome", "Latency", "Cache"], attempts,
+        "Vision attempts for this image") : el("p", { class: "muted", text: "No attempts recorded." }),
+      el("figcaption", { class: "muted mono", text: `sha256:${image.sha256}` })));
+}
+
+async function viewConversation(main, id) {
+  const data = await api("/conversations/" + encodeURIComponent(id));
+  const out = [el("p", {}, el("a", { href: "#conversations", text: "← All conversations" })),
+    el("h2", { text: "Conversation " }, el("span", { class: "mono", text: data.id })),
+    el("p", { class: "muted", text: `scope ${data.scope}` +
+      (data.fork ? `, fork of ${data.fork.parent} at ${data.fork.at}` : "") })];
+  for (const message of data.messages) {
+    const block = el("section", { class: "msg", "aria-label": `${message.role} message ${message.seq}` },
+      el("div", {}, el("span", { class: "role", text: message.role }),
+        el("span", { class: "muted", text: ` · ${when(message.ts)}` +
+          (message.superseded ? " · superseded" : "") +
+          (message.tool_call_id ? ` · result of ${message.tool_call_id}` : "") })));
+    for (const part of message.parts) {
+      if (part.type === "image") {
+        const image = data.images[part.sha256];
+        block.append(image && image.stored ? overlay(image)
+          : el("p", { class: "muted", text: `[image sha256:${part.sha256.slice(0, 12)} not stored]` }));
+      } else {
+        block.append(expandable(part.text, part.truncated));
+      }
+    }
+    for (const call of message.calls) {
+      block.append(el("details", {},
+        el("summary", { text: `tool call ${call.name}` + (call.internal ? " (runtime)" : "") }),
+        expandable(call.arguments.text, call.arguments.truncated)));
+    }
+    out.push(block);
+  }
+  const turns = data.turns.map((t) => el("tr", {},
+    el("td", { class: "mono", text: t.id }), el("td", { text: t.model || "-" }),
+    el("td", { text: t.path }), el("td", { text: t.outcome + (t.code ? ` ${t.code}` : "") }),
+    el("td", { text: `${t.seconds} s` }),
+    el("td", { text: t.usage ? JSON.stringify(t.usage) : "-" })));
+  out.push(el("h3", { text: "Turns" }),
+    turns.length ? table(["Turn", "Model", "Path", "Outcome", "Time", "Usage"], turns, "Turns")
+      : el("p", { class: "muted", text: "No turns." }));
+  main.replaceChildren(...out);
+}
+
+// ---- approvals --------------------------------------------------------------------------
+
+async function viewApprovals(main) {
+  const data = await api("/approvals");
+  const title = el("h2", { text: "Approvals" });
+  if (!data.running) {
+    main.replaceChildren(title, el("p", { text: "No terminal runs here: approvals need the running gateway (deepseek-eyes serve) with the terminal among its tool sources." }));
+    return;
+  }
+  const rows = data.plans.map((plan) => {
+    const expired = plan.state === "expired";
+    const decision = plan.decision || {};
+    const act = (verdict) => async () => {
+      try {
+        await api(`/approvals/${encodeURIComponent(plan.session_id)}/${encodeURIComponent(plan.plan_id)}/${verdict}`,
+          { method: "POST" });
+        say(`${verdict === "approve" ? "Approved" : "Denied"} ${plan.plan_id}`);
+      } catch (error) { say(error.message, true); }
+      route();
+    };
+    return el("tr", {},
+      el("td", {}, el("code", { text: JSON.stringify(plan.argv_visible || plan.argv) })),
+      el("td", { class: "mono", text: plan.cwd || "-" }),
+      el("td", { text: (decision.reasons || []).join("; ") || "-" }),
+      el("td", { text: decision.risk || "-" }),
+      el("td", { class: "mono", text: plan.session_id }),
+      el("td", { text: `${Math.round(plan.age_s)} s` }),
+      el("td", {}, expired ? el("span", { class: "badge bad", text: "expired" })
+        : el("div", { class: "actions" },
+          el("button", { type: "button", text: "Approve", "aria-label": `Approve ${plan.plan_id}`, onclick: act("approve") }),
+          el("button", { type: "button", class: "danger", text: "Deny", "aria-label": `Deny ${plan.plan_id}`, onclick: act("deny") }))));
+  });
+  main.replaceChildren(title,
+    el("p", {}, el("button", { type: "button", class: "secondary", text: "Refresh", onclick: () => route() })),
+    rows.length ? table(["Command", "Directory", "Why approval", "Risk", "Session", "Age", "Decision"], rows,
+      "Plans waiting for a person") : el("p", { text: "Nothing waits for approval." }));
+}
+
+// ---- MCP --------------------------------------------------------------------------------
+
+async function viewMcp(main) {
+  const data = await api("/mcp");
+  const out = [el("h2", { text: "MCP servers" })];
+  if (!data.running) out.push(el("p", { class: "muted", text: "The gateway does not run here: servers are shown from the settings file, without live status." }));
+  if (!data.servers.length) out.push(el("p", { text: "No MCP server is configured." }));
+  for (const server of data.servers) {
+    const edit = (list, op, selector) => async () => {
+      try {
+        await api(`/mcp/${encodeURIComponent(server.id)}/tools`, { method: "POST", body: { list, op, selector } });
+        say(`${server.id}: ${list} ${op === "add" ? "+=" : "-="} ${selector}`);
+      } catch (error) { say(error.message, true); }
+      route();
+    };
+    const rows = server.tools.map((tool) => el("tr", {},
+      el("td", { class: "mono", text: tool.name }),
+      el("td", { text: tool.risk }),
+      el("td", { class: tool.offered ? "ok" : "", text: tool.offered ? "offered" : `not offered: ${tool.why}` }),
+      el("td", {}, el("div", { class: "actions" },
+        server.allow.includes(tool.name)
+          ? el("button", { type: "button", class: "secondary", text: "Disallow", "aria-label": `Disallow ${tool.name}`, onclick: edit("allow", "remove", tool.name) })
+          : el("button", { type: "button", text: "Allow", "aria-label": `Allow ${tool.name}`, onclick: edit("allow", "add", tool.name) }),
+        server.deny.includes(tool.name)
+          ? el("button", { type: "button", class: "secondary", text: "Undeny", "aria-label": `Undeny ${tool.name}`, onclick: edit("deny", "remove", tool.name) })
+          : el("button", { type: "button", class: "danger", text: "Deny", "aria-label": `Deny ${tool.name}`, onclick: edit("deny", "add", tool.name) }))),
+      el("td", { class: "muted", text: tool.description.slice(0, 200) })));
+    out.push(el("section", { "aria-label": `server ${server.id}` },
+      el("h3", {}, el("span", { class: "mono", text: server.id }),
+        el("span", { class: "muted", text: ` · ${server.transport} · ${server.enabled ? "enabled" : "disabled"} · ` }),
+        el("span", { class: server.status === "ready" ? "ok" : "bad", text: server.status || "not running here" })),
+      server.last_error ? el("p", { class: "bad", text: `last error: ${server.last_error}` }) : null,
+      el("p", { text: `allow: ${server.allow.join(", ") || "(nothing)"} · deny: ${server.deny.join(", ") || "(nothing)"} · risk policy: ${server.risk_policy}` }),
+      rows.length ? table(["Tool", "Risk", "Offered", "Allow / deny", "Description"], rows, `Tools of ${server.id}`)
+        : el("p", { class: "muted", text: "No tools discovered (the server is not connected here)." })));
+  }
+  main.replaceChildren(...out);
+}
+
+// ---- audit and usage --------------------------------------------------------------------
+
+async function viewAudit(main) {
+  const data = await api("/audit");
+  const result = el("p", { id: "verify-result", "aria-live": "polite" });
+  const button = el("button", { type: "button", text: "Verify the chain" });
+  button.addEventListener("click", async () => {
+    result.textContent = "Verifying…";
+    try {
+      const report = await api("/audit/verify", { method: "POST" });
+      result.textContent = report.problem
+        ? `Problem ${report.problem.code} at entry ${report.problem.seq}: ${report.problem.reason}`
+        : `Intact: ${report.entries} entries, ${report.records_checked} records checked in ${report.seconds} s.`;
+      result.className = report.problem ? "bad" : "ok";
+    } catch (error) { result.textContent = error.message; result.className = "bad"; }
+  });
+  const head = data.head;
+  main.replaceChildren(el("h2", { text: "Audit" }),
+    el("p", { text: head ? `Head: entry ${head.seq} (${head.kind}) at ${when(head.ts)}` : "The chain is empty." }),
+    head ? el("p", { class: "mono", text: head.hash }) : null,
+    el("p", { text: `${data.entries} entries, ${data.checkpoints.length} checkpoint(s) shown.` }),
+    el("p", {}, button), result,
+    el("h3", { text: "Entries by kind" }),
+    table(["Kind", "Entries"], data.kinds.map((k) => el("tr", {}, el("td", { class: "mono", text: k.kind }),
+      el("td", { text: String(k.entries) }))), "Chain entries by kind"),
+    el("h3", { text: "Checkpoints" }),
+    data.checkpoints.length ? table(["Entry", "Hash", "Signed", "Key"], data.checkpoints.map((c) => el("tr", {},
+      el("td", { text: String(c.seq) }), el("td", { class: "mono", text: c.hash.slice(0, 16) }),
+      el("td", { text: when(c.ts) }), el("td", { class: "mono", text: c.key_id }))), "Signed checkpoints")
+      : el("p", { class: "muted", text: "No signed checkpoint yet." }));
+}
+
+async function viewUsage(main) {
+  const data = await api("/usage");
+  const exact = Object.entries(data.summary.exact).map(([category, t]) => el("tr", {},
+    el("td", { text: category }), el("td", { text: String(t.calls) }),
+    el("td", { text: String(t.prompt_tokens) }), el("td", { text: String(t.completion_tokens) }),
+    el("td", { text: String(t.cache_hit_tokens) })));
+  const estimated = Object.entries(data.summary.estimated).map(([category, t]) => el("tr", {},
+    el("td", { text: category }), el("td", { text: String(t.events) }),
+    el("td", { text: String(t.estimated_tokens) })));
+  const peak = Math.max(1, ...data.daily.map((d) => d.tokens + d.estimated_tokens));
+  const bars = data.daily.map((d) => {
+    const bar = el("span", { class: "bar" });
+    bar.style.width = Math.max(2, Math.round(200 * (d.tokens + d.estimated_tokens) / peak)) + "px";
+    return el("tr", {}, el("td", { text: d.day }), el("td", { text: d.category }),
+      el("td", { text: d.exact ? "exact" : "estimated" }),
+      el("td", {}, bar, ` ${d.exact ? d.tokens : d.estimated_tokens}`));
+  });
+  main.replaceChildren(el("h2", { text: "Usage" }),
+    el("h3", { text: "Exact provider usage" }),
+    exact.length ? table(["Category", "Calls", "Prompt", "Completion", "Cache hit"], exact, "Exact provider usage")
+      : el("p", { class: "muted", text: "None." }),
+    el("h3", { text: "Estimated attribution, avoided replay and counters" }),
+    estimated.length ? table(["Category", "Events", "Estimated tokens"], estimated, "Estimates and counters")
+      : el("p", { class: "muted", text: "None." }),
+    el("h3", { text: "Last 30 days" }),
+    bars.length ? table(["Day", "Category", "Kind", "Tokens"], bars, "Usage per day and category")
+      : el("p", { class: "muted", text: "Nothing in the last 30 days." }));
+}
+
+// ---- routing and login ------------------------------------------------------------------
+
+async function route() {
+  const main = document.getElementById("main");
+  const hash = decodeURIComponent(location.hash.slice(1)) || "conversations";
+  const [name, arg] = hash.split(/[/?](.*)/s);
+  for (const link of document.querySelectorAll("#views a")) {
+    const current = link.dataset.view === name || (name === "conversation" && link.dataset.view === "conversations");
+    if (current) link.setAttribute("aria-current", "page"); else link.removeAttribute("aria-current");
+  }
+  try {
+    if (name === "conversation") await viewConversation(main, arg || "");
+    else if (name === "approvals") await viewApprovals(main);
+    else if (name === "mcp") await viewMcp(main);
+    else if (name === "audit") await viewAudit(main);
+    else if (name === "usage") await viewUsage(main);
+    else await viewConversations(main, (arg || "").startsWith("q=") ? arg.slice(2) : "");
+    document.body.dataset.view = name;
+  } catch (error) {
+    if (error.code === "CONSOLE_LOGIN_REQUIRED") {
+      main.replaceChildren(el("h2", { text: "Log in" }),
+        el("p", { text: "Open the one-time login link the server printed on its standard error." }));
+    } else {
+      main.replaceChildren(el("h2", { text: "Something failed" }), el("p", { class: "bad", text: error.message }));
+    }
+    document.body.dataset.view = "error";
+  }
+}
+
+async function start() {
+  const match = /^#login=([A-Za-z0-9_-]+)$/.exec(location.hash);
+  if (match) {
+    history.replaceState(null, "", location.pathname + "#conversations");
+    try {
+      const login = await api("/login", { method: "POST", body: { code: match[1] } });
+      csrf = login.csrf;
+    } catch (error) { say(error.message, true); }
+  }
+  try {
+    const who = await api("/whoami");
+    csrf = who.csrf || csrf;
+    document.getElementById("who").textContent = `signed in as ${who.credential}`;
+  } catch { /* not signed in: the view says how */ }
+  window.addEventListener("hashchange", route);
+  await route();
+}
+
+start();

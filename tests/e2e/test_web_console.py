@@ -1,0 +1,382 @@
+"""The web console end to end: a real ``serve`` (a loopback upstream, the real
+``mcp-server-time`` over stdio, the in-process terminal, the local OCR engine) driven in real
+Chromium by clicks and keys, with axe-core on every view and screenshots of each at
+1280x800 and 390x844 kept under build/console-screenshots/.
+
+One gateway for the module (starting it, and the OCR engine's first image, is the cost);
+each test leaves the allow lists as it found them.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+import mcp_peers
+from browser.support import require_browser
+from helpers import ServedGateway, serve_gateway
+from runtime.upstream import LoopbackUpstream
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "build" / "console-screenshots"
+AXE = ROOT / "build" / "console-npm" / "node_modules" / "axe-core" / "axe.min.js"
+HOSTILE = "<img src=x onerror=alert(1)>"
+VIEWS = ("conversations", "conversation", "approvals", "mcp", "audit", "usage")
+SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
+START_DEADLINE_S = 60
+LINK = re.compile(r"web console login \(one use\): (\S+)")
+
+
+def hostile_png() -> bytes:
+    """An image whose OCR text is markup (read exactly by the local engine)."""
+    font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf", 40)
+    image = Image.new("RGB", (900, 260), "white")
+    draw = ImageDraw.Draw(image)
+    draw.text((30, 40), HOSTILE, fill="black", font=font)
+    draw.text((30, 150), "Total 42.00 EUR", fill="black", font=font)
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+class Live:
+    def __init__(self, gateway: ServedGateway, upstream: LoopbackUpstream, config: Path,
+                 work: Path, browser: Any) -> None:
+        self.gateway = gateway
+        self.upstream = upstream
+        self.config = config
+        self.work = work
+        self.browser = browser
+        self.origin = gateway.base.removesuffix("/v1")
+        self.page: Any = None
+        self.dialogs: list[str] = []
+        self.errors: list[str] = []  # script errors on the console's pages
+
+    def newest_link(self, after: int = 0) -> str:
+        """The newest one-time link the gateway printed (each login prints the next)."""
+        deadline = time.monotonic() + 30
+        while True:
+            found = LINK.findall(self.gateway.stderr)
+            if len(found) > after:
+                return str(found[-1])
+            assert time.monotonic() < deadline, self.gateway.stderr[-2000:]
+            self.gateway.wait_for_stderr("web console login (one use): ", 1)
+
+    def links(self) -> int:
+        return len(LINK.findall(self.gateway.stderr))
+
+    def chat(self, content: Any, *, stream: bool = False) -> httpx.Response:
+        return httpx.post(f"{self.gateway.base}/chat/completions", headers=self.gateway.headers,
+                          json={"model": "deepseek-v4-pro", "stream": stream,
+                                "messages": [{"role": "user", "content": content}]},
+                          timeout=120)
+
+    def offered(self) -> set[str]:
+        before = len(self.upstream.requests)
+        assert self.chat("hello").status_code == 200
+        payload = self.upstream.requests[before]
+        return {t["function"]["name"] for t in payload.get("tools") or ()
+                if t["function"]["name"].startswith("mcp__")}
+
+    def show(self, view: str) -> None:
+        """Open a view by its link in the navigation, with the keyboard."""
+        page = self.page
+        target = "conversations" if view == "conversation" else view
+        link = page.locator(f'#views a[data-view="{target}"]')
+        link.focus()
+        page.keyboard.press("Enter")
+        page.wait_for_function(f"document.body.dataset.view === {target!r}")
+        if view == "conversation":
+            page.get_by_role("link", name=re.compile("receipt")).first.click()
+            page.wait_for_function("document.body.dataset.view === 'conversation'")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    require_browser()
+    server = mcp_peers.need(mcp_peers.TIME_SERVER)
+    if not AXE.is_file():
+        pytest.skip("axe-core is not installed (scripts/ci-deps.sh puts it in build/)")
+    from playwright.sync_api import sync_playwright
+
+    from deepseek_eyes.browser.session import find_chromium
+    from deepseek_eyes.settings import BrowserSettings
+
+    root = tmp_path_factory.mktemp("console")
+    work = root / "work"
+    work.mkdir()
+    with LoopbackUpstream() as upstream:
+        config = root / "eyes.toml"
+        config.write_text(
+            f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
+            'model = "deepseek-v4-pro"\ntimeout = 20\n\n'
+            '[[llm.models]]\nid = "deepseek-v4-pro"\ninput = ["text"]\n\n'
+            '[vision.deepseek]\nenabled = false\n\n'
+            '[runtime]\ntool_sources = ["look", "mcp", "terminal"]\napproval_timeout = 60\n\n'
+            f'[terminal]\nworkspaces = ["{work}"]\n\n'
+            f'[[mcp.servers]]\nid = "time"\ntransport = "stdio"\ncommand = "{server}"\n'
+            'allow = { tools = ["get_current_time"] }\n', encoding="utf-8")
+        # No terminal token: no terminal console; plans wait in the web console.
+        env = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_EYES_TERMINAL_TOKEN"}
+        env["DEEPSEEK_EYES_HOME"] = str(root / "data")
+        with serve_gateway(config, env, deadline_s=START_DEADLINE_S) as gateway, \
+                sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=str(find_chromium(BrowserSettings())),
+                args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+            try:
+                state = Live(gateway, upstream, config, work, browser)
+                image = base64.b64encode(hostile_png()).decode()
+                seeded = state.chat([
+                    {"type": "text", "text": f"What does this receipt say? {HOSTILE}"},
+                    {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}},
+                ])
+                assert seeded.status_code == 200, seeded.text
+                # axe-core is injected as an inline script, which the console's CSP would
+                # refuse; with the CSP bypassed, markup rendered as HTML would also run, so
+                # the hostile-text test shows textContent at work, not the CSP.
+                context = browser.new_context(viewport={"width": 1280, "height": 800},
+                                              bypass_csp=True)
+                page = context.new_page()
+                page.on("pageerror", lambda e: state.errors.append(str(e)))
+                page.on("dialog", lambda d: (state.dialogs.append(d.message), d.dismiss()))
+                page.goto(state.newest_link())
+                page.wait_for_function("document.body.dataset.view === 'conversations'")
+                state.page = page
+                yield state
+            finally:
+                browser.close()
+
+
+def test_the_login_is_its_own_an_httponly_strict_cookie_and_a_strict_csp(live: Live) -> None:
+    cookies = {c["name"]: c for c in live.page.context.cookies()}
+    cookie = cookies["deepseek_eyes_web_console"]
+    assert cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Strict"
+    assert cookie["path"] == "/console/api/"
+    assert live.page.evaluate("document.cookie") == ""  # script cannot read it
+    page = httpx.get(f"{live.origin}/console/", timeout=30)
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self'" in csp
+    assert "style-src 'self'" in csp
+    assert "unsafe-inline" not in csp
+    assert "frame-ancestors 'none'" in csp
+    # The gateway key opens nothing here, and the link's code is spent.
+    refused = httpx.get(f"{live.origin}/console/api/conversations",
+                        headers=live.gateway.headers, timeout=30)
+    assert refused.status_code == 401
+    assert refused.json()["error"]["code"] == "CONSOLE_LOGIN_REQUIRED"
+    first = LINK.findall(live.gateway.stderr)[0].split("#login=", 1)[1]
+    spent = httpx.post(f"{live.origin}/console/api/login", json={"code": first}, timeout=30)
+    assert spent.status_code == 401
+    assert spent.json()["error"]["code"] == "CONSOLE_LOGIN_INVALID"
+
+
+def test_a_conversation_shows_its_evidence_over_the_pixels_as_text(live: Live) -> None:
+    page = live.page
+    live.show("conversations")
+    search = page.get_by_label("Search conversations")
+    search.fill("receipt")
+    search.press("Enter")
+    page.wait_for_function("location.hash.includes('q=receipt')")
+    link = page.get_by_role("link", name=re.compile("What does this receipt say"))
+    assert link.count() == 1
+    link.click()
+    page.wait_for_function("document.body.dataset.view === 'conversation'")
+    page.wait_for_selector(".box.ocr")
+    labels = [page.locator(".box.ocr").nth(i).get_attribute("aria-label")
+              for i in range(page.locator(".box.ocr").count())]
+    assert any(HOSTILE in (label or "") for label in labels), labels
+    assert any("Total 42.00 EUR" in (label or "") for label in labels), labels
+    # The markup stayed text: one <img> per image, no handler ran, the model's echo too.
+    assert page.locator(".stage img").count() == 1
+    assert page.locator('img[src="x"]').count() == 0
+    assert page.get_by_text(HOSTILE, exact=False).count() >= 1
+    assert live.dialogs == []
+    assert live.errors == []
+    # Keyboard: a box's text and confidence show on focus.
+    box = page.locator(".box.ocr").first
+    box.focus()
+    tip = page.locator(".tip")
+    assert tip.is_visible()
+    assert "confidence" in tip.inner_text()
+    # A layer toggles off and on with the keyboard.
+    toggle = page.locator('input[data-layer="ocr"]')
+    toggle.focus()
+    page.keyboard.press("Space")
+    assert page.locator(".box.ocr.hidden").count() == page.locator(".box.ocr").count()
+    page.keyboard.press("Space")
+    assert page.locator(".box.ocr.hidden").count() == 0
+    # Beside the image: its attempts (the local route) and the chain badge.
+    assert page.locator(".attempts").get_by_text("local").count() >= 1
+    assert page.get_by_text("chain intact").count() == 1
+
+
+def test_an_approval_in_the_console_releases_the_paused_stream(live: Live) -> None:
+    target = live.work / "approved.txt"
+    call = {"argv": ["touch", target.name], "cwd": str(live.work)}
+    result: dict[str, Any] = {}
+
+    def ask() -> None:
+        result["answer"] = live.chat(f"CALL[terminal_run]: {json.dumps(call)}", stream=True)
+
+    waiting_before = live.gateway.stderr.count("waits for approval")
+    asker = threading.Thread(target=ask)
+    asker.start()
+    try:
+        deadline = time.monotonic() + 60
+        while live.gateway.stderr.count("waits for approval") == waiting_before:
+            assert time.monotonic() < deadline, live.gateway.stderr[-2000:]
+            live.gateway.wait_for_stderr("waits for approval", 1)
+        assert not target.exists()
+        live.show("approvals")
+        row = live.page.get_by_role("row", name=re.compile("touch"))
+        assert row.count() == 1
+        assert "approved.txt" in row.inner_text()
+        row.get_by_role("button", name=re.compile("^Approve")).click()
+        asker.join(timeout=60)
+        assert not asker.is_alive()
+    finally:
+        asker.join(timeout=60)
+    text = result["answer"].text
+    assert '\\"exit_code\\": 0' in text or '"exit_code": 0' in text, text[-1000:]
+    assert target.exists()
+    live.page.get_by_role("button", name="Refresh").click()
+    live.page.get_by_text("Nothing waits for approval.").wait_for()
+
+
+def test_an_allow_list_change_in_the_console_is_offered_in_the_next_turn(live: Live) -> None:
+    assert "mcp__time__convert_time" not in live.offered()
+    page = live.page
+    live.show("mcp")
+    row = page.get_by_role("row", name=re.compile("convert_time"))
+    assert "not offered: not allowed" in row.inner_text()
+    row.get_by_role("button", name="Allow convert_time").click()
+    page.get_by_role("status").get_by_text("time: allow += convert_time").wait_for()
+    assert "convert_time" in live.config.read_text(encoding="utf-8")
+    assert "mcp__time__convert_time" in live.offered()  # applied before the click answered
+    row = page.get_by_role("row", name=re.compile("convert_time"))
+    assert "offered" in row.inner_text()
+    assert "not offered" not in row.inner_text()
+    row.get_by_role("button", name="Disallow convert_time").click()
+    page.get_by_role("status").get_by_text("time: allow -= convert_time").wait_for()
+    assert "mcp__time__convert_time" not in live.offered()
+
+
+class _Evil(BaseHTTPRequestHandler):
+    target = ""
+
+    def do_GET(self) -> None:
+        script = (
+            f"fetch({json.dumps(self.target)}, {{method: 'POST', mode: 'no-cors',"
+            " credentials: 'include', headers: {'content-type': 'text/plain'},"
+            " body: JSON.stringify({list: 'allow', op: 'add', selector: 'convert_time'})})"
+            ".finally(() => { document.title = 'sent'; document.forms[0].submit(); });")
+        body = (f"<!doctype html><title>evil</title><form method=post action="
+                f"'{self.target}'><input name=list value=allow></form>"
+                f"<script>{script}</script>").encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_page_on_another_loopback_origin_cannot_act(live: Live) -> None:
+    action = f"{live.origin}/console/api/mcp/time/tools"
+    before = live.config.read_bytes()
+    _Evil.target = action
+    evil = ThreadingHTTPServer(("127.0.0.1", 0), _Evil)
+    serving = threading.Thread(target=evil.serve_forever, daemon=True)
+    serving.start()
+    try:
+        # Same site (loopback, another port): the browser sends the Strict cookie along.
+        page = live.page.context.new_page()
+        page.goto(f"http://127.0.0.1:{evil.server_address[1]}/")
+        page.wait_for_url(action, timeout=30_000)  # the fetch settled, then the form went
+        # Refused before any handler: a form's body is not JSON (a fetch's Origin is not
+        # the console's own).
+        assert "CONSOLE_UNSUPPORTED_MEDIA_TYPE" in page.content()
+        page.close()
+    finally:
+        evil.shutdown()
+        evil.server_close()
+    assert live.config.read_bytes() == before
+    # Without the page's CSRF token, or from another Origin, or with none: refused.
+    code = live.newest_link().split("#login=", 1)[1]
+    login = httpx.post(f"{live.origin}/console/api/login", json={"code": code}, timeout=30)
+    assert login.status_code == 200, login.text
+    cookie = login.headers["set-cookie"].split(";", 1)[0]
+    csrf = login.json()["csrf"]
+    body = {"list": "allow", "op": "add", "selector": "convert_time"}
+    for headers, status, error in (
+            ({"origin": live.origin}, 403, "CONSOLE_CSRF_INVALID"),
+            ({"x-csrf-token": csrf}, 403, "CONSOLE_CSRF_INVALID"),
+            ({"x-csrf-token": csrf, "origin": "http://127.0.0.1:1"}, 403, "CONSOLE_FORBIDDEN"),
+            ({"x-csrf-token": "forged", "origin": live.origin}, 403, "CONSOLE_CSRF_INVALID")):
+        answer = httpx.post(action, json=body, headers={"cookie": cookie, **headers},
+                            timeout=30)
+        assert answer.status_code == status, answer.text
+        assert answer.json()["error"]["code"] == error
+    assert live.config.read_bytes() == before
+
+
+def _not_blank(path: Path) -> None:
+    with Image.open(path) as shot:
+        colours = shot.convert("RGB").getcolors(maxcolors=1 << 16)
+    assert colours is None or len(colours) > 16, f"{path} looks blank"
+
+
+def test_every_view_passes_axe_and_is_screenshotted_at_two_sizes(live: Live) -> None:
+    page = live.page
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    axe = AXE.read_text(encoding="utf-8")
+    try:
+        for size, (width, height) in SIZES.items():
+            page.set_viewport_size({"width": width, "height": height})
+            for view in VIEWS:
+                live.show(view)
+                page.wait_for_selector("main h2")
+                target = SHOTS / f"{view}-{size}.png"
+                page.screenshot(path=str(target), full_page=False)
+                _not_blank(target)
+                with Image.open(target) as shot:
+                    assert shot.size == (width, height)
+                if page.evaluate("typeof window.axe") == "undefined":
+                    page.add_script_tag(content=axe)
+                found = page.evaluate("async () => (await axe.run(document)).violations"
+                                      ".map(v => ({id: v.id, impact: v.impact,"
+                                      " nodes: v.nodes.length}))")
+                bad = [v for v in found if v["impact"] in ("serious", "critical")]
+                assert bad == [], f"{view} at {size}: {bad}"
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 800})
+
+
+def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -> None:
+    page = live.page
+    live.show("audit")
+    assert page.get_by_text(re.compile(r"^Head: entry \d+")).count() == 1
+    page.get_by_role("button", name="Verify the chain").click()
+    page.locator("#verify-result.ok").wait_for()
+    assert page.locator("#verify-result").inner_text().startswith("Intact:")
+    live.show("usage")
+    page.get_by_role("heading", name="Exact provider usage").wait_for()
+    table = page.get_by_role("table", name="Exact provider usage")
+    assert table.get_by_role("row").count() >= 2  # the header and the chat's category

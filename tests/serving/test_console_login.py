@@ -1,0 +1,41 @@
+"""A console's own credential (serving/console_login.py): one-time codes, cookies scoped
+to the console's API, and CSRF tokens bound to one login."""
+
+from __future__ import annotations
+
+import pytest
+
+from deepseek_eyes.console.app import WebConsoleLogins
+from deepseek_eyes.errors import ConsoleError
+
+
+def test_a_code_is_spent_once_and_each_login_has_its_own_csrf_token() -> None:
+    shown: list[str] = []
+    now = [0.0]
+    logins = WebConsoleLogins(shown.append, clock=lambda: now[0], ttl=60)
+    first = logins.issue()
+    secret, credential, csrf = logins.login_with_csrf(first)
+    assert credential.startswith("web-")
+    assert shown == [first, shown[1]]  # a fresh code for the next browser
+    with pytest.raises(ConsoleError) as spent:
+        logins.login_with_csrf(first)
+    assert spent.value.code == "CONSOLE_LOGIN_INVALID"
+    cookie = f"deepseek_eyes_web_console={secret}"
+    assert logins.holder(cookie) == credential
+    assert logins.csrf_ok(cookie, csrf)
+    assert not logins.csrf_ok(cookie, "forged")
+    assert not logins.csrf_ok(cookie, None)
+    other_secret, _, other_csrf = logins.login_with_csrf(shown[-1])
+    assert not logins.csrf_ok(cookie, other_csrf)  # bound to its own login
+    fresh = logins.rotate_csrf(cookie)
+    assert fresh is not None
+    assert logins.csrf_ok(cookie, fresh)
+    assert not logins.csrf_ok(cookie, csrf)  # the old one stops working
+    set_cookie = logins.set_cookie(secret)
+    assert "HttpOnly" in set_cookie
+    assert "SameSite=Strict" in set_cookie
+    assert "Path=/console/api/" in set_cookie
+    now[0] = 61.0  # expired: neither the cookie nor its token counts
+    assert logins.holder(cookie) is None
+    assert not logins.csrf_ok(cookie, fresh)
+    assert logins.rotate_csrf(f"deepseek_eyes_web_console={other_secret}") is None
