@@ -25,7 +25,7 @@ from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.tools import DeferChannel, TurnContext
 from deepseek_eyes.runtime.turn import TurnRequest
 from deepseek_eyes.terminal.execution.sandbox import bwrap_available
-from mcp_peers import everything_stdio
+from mcp_peers import TIME_SERVER, everything_stdio, need
 from runtime.test_agent import Decide, close, offered, open_runtime, settings_for, user
 from runtime.upstream import LoopbackUpstream
 from terminal.support import require_executable
@@ -88,9 +88,12 @@ async def runtime(upstream: LoopbackUpstream, tmp_path_factory: pytest.TempPathF
         allow={"tools": ["echo", "get-tiny-image"], "prompts": ["simple-prompt"],
                "resources": ["demo://resource/dynamic/text/*"]},
         resources_enabled=True, prompts_enabled=True).model_dump()
+    clock = {"id": "time", "transport": "stdio", "command": str(need(TIME_SERVER)),
+             "allow": {"tools": ["get_current_time", "convert_time"]}}
     os.environ["DSE_CODE_MODE_SECRET"] = SECRET  # in our environment, never in a program's
     settings = settings_for(
-        upstream, mcp={"servers": [rows, everything], "max_external_calls_per_run": QUOTA},
+        upstream, mcp={"servers": [rows, everything, clock],
+                       "max_external_calls_per_run": QUOTA},
         runtime={"tool_mode": "code", "code_timeout": 30.0, "code_cpu_seconds": 2,
                  "code_max_output_bytes": 4096, "max_model_calls_per_turn": 4})
     opened = await open_runtime(settings)
@@ -152,6 +155,27 @@ async def test_a_program_lists_filters_and_calls_tools_on_the_native_path(
     assert str(parent).startswith("run-")
     summary = runtime.home.usage.summary()
     assert summary["exact"]["mcp_continuation"]["calls"] >= 1
+
+
+async def test_a_program_calls_a_real_third_party_server(
+    runtime: Runtime, upstream: LoopbackUpstream
+) -> None:
+    """mcp-server-time, as published: its tools get signatures from their schemas, a
+    program converts a time through it, and only what the program prints comes back."""
+    code = ("import json\n"
+            "now = json.loads(tools.time__get_current_time(timezone='UTC'))\n"
+            "moved = json.loads(tools.time__convert_time(source_timezone='UTC',"
+            " time='12:30', target_timezone='Asia/Tokyo'))\n"
+            "print('utc-date', now['datetime'][:4] > '2000',\n"
+            "      'tokyo', moved['target']['datetime'][11:16])\n")
+    result = await run_program(runtime, upstream, code)
+    listing = upstream.requests[0]["tools"][1]["function"]["description"]
+    assert "tools.time__get_current_time(*, timezone: str) -> str" in listing
+    assert "utc-date True tokyo 21:30" in result
+    assert [m["tool"] for m in markers(result)] == [
+        "mcp__time__get_current_time", "mcp__time__convert_time"]
+    sent = json.dumps(upstream.requests[-1]["messages"])
+    assert "is_dst" not in sent  # the server's JSON stayed in the program
 
 
 async def test_the_run_quota_stops_nested_calls_before_the_server(
