@@ -402,6 +402,41 @@ def test_the_fast_entry_hash_is_the_canonical_one(
     assert chain.entry_hash(seq, ts, kind, ref, digest, prev) == canonical
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    entries=st.lists(st.tuples(
+        st.text(max_size=30),  # kind: any text, escaped as JSON
+        st.sampled_from(sorted(chain.CHAINED_TABLES)),
+        st.integers(min_value=1, max_value=2**62),
+        st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+        st.booleans(),  # the time of the entry before (one object), or a new one
+        st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(0, 2**40)),
+    ), min_size=1, max_size=8),
+)
+def test_a_writers_entries_hash_as_entry_hash_says(
+    entries: list[tuple[str, str, int, str, bool, float]],
+) -> None:
+    """The writer spells an entry's canonical bytes itself (a batch's time made once, the
+    kind's and the table's JSON kept): each entry it makes must carry ``entry_hash`` of
+    its own fields and link to the one before."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE chain (seq INTEGER PRIMARY KEY, hash TEXT)")
+    writer = chain.ChainWriter(conn, buffered=True)
+    ts: float = 0.5
+    for kind, table, rowid, digest, same_time, new_ts in entries:
+        ts = ts if same_time else new_ts
+        writer._add(kind, table, rowid, None, digest, ts)
+    writer._add("retention", None, None, "{}", "0" * 64, ts)  # a body entry, the other path
+    prev = chain.GENESIS
+    for seq, ts_, kind, table, rowid, _body, digest, prev_, value in writer._rows:
+        assert prev_ == prev
+        assert value == chain.entry_hash(seq, ts_, kind, chain.ref_text(table, rowid), digest,
+                                         prev)
+        prev = value
+    assert [row[0] for row in writer._rows] == list(range(1, len(entries) + 2))
+    conn.close()
+
+
 def test_an_unsignable_checkpoint_never_loses_the_work(tmp_path: Path) -> None:
     home = DataHome(tmp_path / "home")
     home.audit.append("mcp.call", "a", outcome="ok")
