@@ -311,6 +311,32 @@ def test_quarantined_evidence_stays_accounted_for(tmp_path: Path) -> None:
     home.db.close()
 
 
+@pytest.mark.parametrize("count", [1, 3, 4, 5, 63, 64, 65, 87, 150])
+def test_a_transactions_entries_are_written_whole_and_in_order(
+    tmp_path: Path, count: int
+) -> None:
+    """Entries are written many to a statement (64, 16, 4, then one by one): every count
+    leaves one unbroken chain, each entry naming its own row, and a second transaction
+    goes on from the first's head."""
+    db = Database(tmp_path / "eyes.db")
+    sql = "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)"
+    for _ in range(2):
+        with db.transaction() as conn:
+            for i in range(count):
+                chain.insert(conn, "mcp.call", sql, (1.5 + i, "mcp.call", f"s{i}", "{}"), 7.25)
+    rows = db.query("SELECT seq, ref_table, ref_id, prev, hash FROM chain ORDER BY seq")
+    assert [r["seq"] for r in rows] == list(range(1, 2 * count + 1))
+    assert [r["ref_id"] for r in rows] == list(range(1, 2 * count + 1))
+    assert all(r["ref_table"] == "audit" for r in rows)
+    assert [r["prev"] for r in rows] == [chain.GENESIS] + [r["hash"] for r in rows[:-1]]
+    keys = AuditKeyring.load_or_create(tmp_path / "keys")
+    sign_checkpoint(db, keys)
+    report = verify_database(db, keys)
+    assert report.ok, report.as_json()
+    assert report.entries == 2 * count
+    db.close()
+
+
 def test_a_database_from_before_the_chain_adopts_its_rows(tmp_path: Path) -> None:
     path = tmp_path / "eyes.db"
     conn = sqlite3.connect(path, isolation_level=None)
