@@ -11,8 +11,9 @@ time (lower is better).
 
 append: ``--records`` audit rows through ``AuditLog.append`` (batched commits), with the
 chain entry each row gets now vs the same INSERTs without it, interleaved over ``--rounds``
-rounds; ratio = the median of the rounds' chained / plain times. The floor: the same INSERTs and a chain
-row each, written straight to SQLite with no hashing, what the second row alone costs.
+rounds; ratio = the median of the rounds' chained / plain times. The floor: the same
+INSERTs and a chain row each, written straight to SQLite with no hashing, what the second
+row alone costs.
 """
 
 from __future__ import annotations
