@@ -311,6 +311,32 @@ def test_quarantined_evidence_stays_accounted_for(tmp_path: Path) -> None:
     home.db.close()
 
 
+@pytest.mark.parametrize("count", [1, 3, 4, 5, 63, 64, 65, 87, 150])
+def test_a_transactions_entries_are_written_whole_and_in_order(
+    tmp_path: Path, count: int
+) -> None:
+    """Entries are written many to a statement (64, 16, 4, then one by one): every count
+    leaves one unbroken chain, each entry naming its own row, and a second transaction
+    goes on from the first's head."""
+    db = Database(tmp_path / "eyes.db")
+    sql = "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)"
+    for _ in range(2):
+        with db.transaction() as conn:
+            for i in range(count):
+                chain.insert(conn, "mcp.call", sql, (1.5 + i, "mcp.call", f"s{i}", "{}"), 7.25)
+    rows = db.query("SELECT seq, ref_table, ref_id, prev, hash FROM chain ORDER BY seq")
+    assert [r["seq"] for r in rows] == list(range(1, 2 * count + 1))
+    assert [r["ref_id"] for r in rows] == list(range(1, 2 * count + 1))
+    assert all(r["ref_table"] == "audit" for r in rows)
+    assert [r["prev"] for r in rows] == [chain.GENESIS] + [r["hash"] for r in rows[:-1]]
+    keys = AuditKeyring.load_or_create(tmp_path / "keys")
+    sign_checkpoint(db, keys)
+    report = verify_database(db, keys)
+    assert report.ok, report.as_json()
+    assert report.entries == 2 * count
+    db.close()
+
+
 def test_a_database_from_before_the_chain_adopts_its_rows(tmp_path: Path) -> None:
     path = tmp_path / "eyes.db"
     conn = sqlite3.connect(path, isolation_level=None)
@@ -400,6 +426,41 @@ def test_the_fast_entry_hash_is_the_canonical_one(
         "v": 1, "seq": seq, "ts": ts, "kind": kind, "ref": ref, "digest": digest,
         "prev": prev}))
     assert chain.entry_hash(seq, ts, kind, ref, digest, prev) == canonical
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    entries=st.lists(st.tuples(
+        st.text(max_size=30),  # kind: any text, escaped as JSON
+        st.sampled_from(sorted(chain.CHAINED_TABLES)),
+        st.integers(min_value=1, max_value=2**62),
+        st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+        st.booleans(),  # the time of the entry before (one object), or a new one
+        st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(0, 2**40)),
+    ), min_size=1, max_size=8),
+)
+def test_a_writers_entries_hash_as_entry_hash_says(
+    entries: list[tuple[str, str, int, str, bool, float]],
+) -> None:
+    """The writer spells an entry's canonical bytes itself (a batch's time made once, the
+    kind's and the table's JSON kept): each entry it makes must carry ``entry_hash`` of
+    its own fields and link to the one before."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE chain (seq INTEGER PRIMARY KEY, hash TEXT)")
+    writer = chain.ChainWriter(conn, buffered=True)
+    ts: float = 0.5
+    for kind, table, rowid, digest, same_time, new_ts in entries:
+        ts = ts if same_time else new_ts
+        writer._add(kind, table, rowid, None, digest, ts)
+    writer._add("retention", None, None, "{}", "0" * 64, ts)  # a body entry, the other path
+    prev = chain.GENESIS
+    for seq, ts_, kind, table, rowid, _body, digest, prev_, value in writer._rows:
+        assert prev_ == prev
+        assert value == chain.entry_hash(seq, ts_, kind, chain.ref_text(table, rowid), digest,
+                                         prev)
+        prev = value
+    assert [row[0] for row in writer._rows] == list(range(1, len(entries) + 2))
+    conn.close()
 
 
 def test_an_unsignable_checkpoint_never_loses_the_work(tmp_path: Path) -> None:

@@ -91,6 +91,9 @@ def _check(table: str, columns: list[str], params: list[Any]) -> bool:
         data = encoder.encode(params, rowid)
         if data is not None:
             assert data == _canonical(table, back), (params, back)
+        # What a chained write uses: the same bytes' SHA-256, or None with them.
+        digest = encoder.digest(params, rowid)
+        assert digest == (None if data is None else hashlib.sha256(data).hexdigest())
         return data is not None
     finally:
         CONN.execute("ROLLBACK TO t")

@@ -214,19 +214,34 @@ class RowEncoder:
                 source = _NULL
             steps.append((prefix, source, column.affinity, column.name in hashed))
         self._steps = tuple(steps)
-        self._width = len(insert.columns)
+        self.width = len(insert.columns)
         self._shape, self._insert = shape, insert
         self._hashed = tuple(c.name for c in shape.columns if c.name in hashed)
-        self._fast = _compile(self._steps) if self.usable else None
+        self._fast: _Fast | None = None
+        #: The common values' digest in one call (see :func:`_compile`); None when unusable.
+        self.fast_hex: _Fast | None = None
+        if self.usable:
+            self._fast, self.fast_hex = _compile(self._steps)
 
     def encode(self, params: Sequence[Any], rowid: int) -> bytes | None:
-        if not self.usable or len(params) != self._width:
+        if not self.usable or len(params) != self.width:
             return None
         if self._fast is not None:
-            data = self._fast(params, rowid)
-            if data is not None:
-                return data
+            text = self._fast(params, rowid)
+            if text is not None:
+                return text.encode()
         return self._general(params, rowid)
+
+    def digest(self, params: Sequence[Any], rowid: int) -> str | None:
+        """The SHA-256 (hex) of :meth:`encode`'s bytes, None where it answers None: what a
+        chained write needs, made and hashed in one step (:attr:`fast_hex`, for the common
+        values) when it can be."""
+        if self.fast_hex is not None and len(params) == self.width:
+            digest = self.fast_hex(params, rowid)
+            if digest is not None:
+                return digest
+        data = self.encode(params, rowid)
+        return None if data is None else hashlib.sha256(data).hexdigest()
 
     def _general(self, params: Sequence[Any], rowid: int) -> bytes | None:
         """Any other values: the stored row by the rules (:func:`stored_row`), projected and
@@ -245,49 +260,54 @@ class RowEncoder:
             return None  # bytes or a non-finite float in a plain column: JSON refuses it
 
 
-_Fast = Callable[[Sequence[Any], int], "bytes | None"]
+_Fast = Callable[[Sequence[Any], int], "str | None"]
 
 
-def _compile(steps: Sequence[tuple[str, int, str, bool]]) -> _Fast:
-    """:meth:`RowEncoder.encode` for the values that are stored as bound (a str in a TEXT
-    column, an int in an INTEGER one, a finite float in a REAL one, or None), as one
-    straight-line function; it answers None for anything else, which the general path
-    then takes. Generated, like ``dataclasses`` generates ``__init__``: the source text
-    holds only positions and counters; column names and key prefixes are constants passed
-    in the namespace, so nothing from the schema is ever parsed as code."""
-    lines = ["def fast(p, rowid):"]
+def _compile(steps: Sequence[tuple[str, int, str, bool]]) -> tuple[_Fast, _Fast]:
+    """:meth:`RowEncoder.encode`'s text, and its SHA-256 in hex, for the values that are
+    stored as bound (a str in a TEXT column, an int in an INTEGER one, a finite float in a
+    REAL one, or None), as two straight-line functions; they answer None for anything
+    else, which the general path then takes. Generated, like ``dataclasses`` generates
+    ``__init__``: the source text holds only positions and counters; column names and key
+    prefixes are constants passed in the namespace, so nothing from the schema is ever
+    parsed as code. Each value's type is tested first (the common case), and the text is
+    built by one f-string (``{K0}{s0}…``), not a join of a tuple."""
+    lines: list[str] = []
     names: dict[str, Any] = {"E": _encode_str, "R": float.__repr__, "H": hashlib.sha256}
-    parts = []
+    parts: list[str] = []
     for n, (prefix, source, affinity, hashed) in enumerate(steps):
         names[f"K{n}"] = prefix
         parts.append(f"K{n}")
         if source == _ROWID:
-            lines.append(f"    s{n} = str(rowid)")
-        elif source == _NULL:
-            lines.append(f"    s{n} = 'null'")
+            parts.append("rowid")  # an int from SQLite: formatted as its repr
+            continue
+        if source == _NULL:
+            names[f"K{n}"] = prefix + "null"
+            continue
+        lines.append(f"    v = p[{source}]")
+        if affinity == TEXT and hashed:
+            lines.append("    if type(v) is str:")
+            lines.append(f"        s{n} = '\"sha256:' + H(v.encode()).hexdigest() + '\"'")
+        elif affinity == TEXT:
+            lines.append("    if type(v) is str:")
+            lines.append(f"        s{n} = E(v)")
+        elif affinity == INTEGER and not hashed:
+            lines.append("    if type(v) is int:")
+            lines.append(f"        s{n} = int.__repr__(v)")
+        elif affinity == REAL and not hashed:
+            lines.append("    if type(v) is float and v - v == 0.0:")  # finite
+            lines.append(f"        s{n} = R(v) if v else '0.0'")  # -0.0 reads back 0.0
         else:
-            lines.append(f"    v = p[{source}]")
-            lines.append("    if v is None:")
-            lines.append(f"        s{n} = 'null'")
-            if affinity == TEXT and hashed:
-                lines.append("    elif type(v) is str:")
-                lines.append(f"        s{n} = '\"sha256:' + H(v.encode()).hexdigest() + '\"'")
-            elif affinity == TEXT:
-                lines.append("    elif type(v) is str:")
-                lines.append(f"        s{n} = E(v)")
-            elif affinity == INTEGER and not hashed:
-                lines.append("    elif type(v) is int:")
-                lines.append(f"        s{n} = str(v)")
-            elif affinity == REAL and not hashed:
-                lines.append("    elif type(v) is float and v - v == 0.0:")  # finite
-                lines.append(f"        s{n} = R(v) if v else '0.0'")  # -0.0 reads back 0.0
-            else:
-                lines.append("    elif True:")
-                lines.append("        return None")
-            lines.append("    else:")
-            lines.append("        return None")
+            lines.append("    if False:")
+            lines.append("        pass")
+        lines.append("    elif v is None:")
+        lines.append(f"        s{n} = 'null'")
+        lines.append("    else:")
+        lines.append("        return None")
         parts.append(f"s{n}")
-    lines.append(f"    return ''.join(({', '.join(parts)}, '}}')).encode()")
-    exec("\n".join(lines), names)  # noqa: S102 - generated from the schema, see above
-    fast: _Fast = names["fast"]
-    return fast
+    text = "f'" + "".join("{" + part + "}" for part in parts) + "}}'"
+    body = "\n".join(lines) or "    pass"
+    exec(f"def fast(p, rowid):\n{body}\n    return {text}\n"  # noqa: S102 - see above
+         f"def fast_hex(p, rowid):\n{body}\n    return H({text}.encode()).hexdigest()\n",
+         names)
+    return names["fast"], names["fast_hex"]
