@@ -143,11 +143,11 @@ class ServedGateway:
     """``deepseek-eyes serve`` in a process of its own (see :func:`serve_gateway`)."""
 
     def __init__(self, base: str, process: subprocess.Popen[str], key: str | None,
-                 stderr: _Lines | None = None) -> None:
+                 stderr: Lines | None = None) -> None:
         self.base = base  # http://127.0.0.1:PORT/v1
         self.process = process
         self.key = key  # the gateway's key (None: an open loopback gateway)
-        self._stderr = stderr or _Lines()
+        self._stderr = stderr or Lines()
 
     @property
     def headers(self) -> dict[str, str]:
@@ -165,7 +165,7 @@ class ServedGateway:
         return self._stderr.wait_for(fragment, timeout)
 
 
-class _Lines:
+class Lines:
     """Lines read by a thread, that another can wait on."""
 
     def __init__(self) -> None:
@@ -186,11 +186,25 @@ class _Lines:
         with self._changed:
             return "".join(self._lines)
 
-    def wait_for(self, fragment: str, timeout: float) -> bool:
+    def follow(self, stream: Iterable[str] | None) -> Lines:
+        """Read ``stream`` in a daemon thread of its own; returns these lines."""
+        threading.Thread(target=self.read, args=(stream,), daemon=True).start()
+        return self
+
+    def wait_for(self, fragment: str, timeout: float, times: int = 1) -> bool:
+        """Wait until ``times`` lines hold ``fragment``; False after ``timeout`` seconds
+        (or once the stream ended) without them."""
+        def count() -> int:
+            return sum(fragment in line for line in self._lines)
+
         with self._changed:
-            self._changed.wait_for(
-                lambda: self._ended or any(fragment in line for line in self._lines), timeout)
-            return any(fragment in line for line in self._lines)
+            self._changed.wait_for(lambda: self._ended or count() >= times, timeout)
+            return count() >= times
+
+    def wait_ended(self, timeout: float) -> bool:
+        """Wait until the stream has been read to its end."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._ended, timeout)
 
 
 def open_gateway_env(home: Path) -> dict[str, str]:
@@ -224,7 +238,7 @@ def serve_gateway(
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     lines: queue.Queue[str] = queue.Queue()
-    errors = _Lines()
+    errors = Lines()
     readers = [
         threading.Thread(target=lambda: [lines.put(x) for x in process.stdout or []],
                          daemon=True),

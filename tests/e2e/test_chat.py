@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import pytest
@@ -299,6 +300,14 @@ class Terminal:
     def send(self, text: str) -> None:
         os.write(self.controller, text.encode())
 
+    def __enter__(self) -> Terminal:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if kind is not None:  # a failed step: end the process, keep the failure
+            self.close(kill=True)
+
     def close(self, *, kill: bool = False) -> int:
         """Wait for the process to end (``kill``: end it first); its exit status."""
         try:
@@ -313,8 +322,7 @@ class Terminal:
 def test_at_a_terminal_the_prompt_streams_and_approvals_are_asked(
     config: Path, work: Path, upstream: LoopbackUpstream
 ) -> None:
-    term = Terminal("--config", str(config), "chat", "--model", "deepseek-v4-pro")
-    try:
+    with Terminal("--config", str(config), "chat", "--model", "deepseek-v4-pro") as term:
         term.expect("Ctrl-D to leave")
         term.expect("you> ")
         term.send("hello terminal\n")
@@ -354,17 +362,14 @@ def test_at_a_terminal_the_prompt_streams_and_approvals_are_asked(
         term.expect("4 turn(s)")
         term.expect("you> ")
         term.send("\x04")  # Ctrl-D: end of input
-    except BaseException:
-        term.close(kill=True)
-        raise
     assert term.close() == 0
 
 
 @pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
 def test_ctrl_c_stops_the_turn_not_the_chat(config: Path, upstream: LoopbackUpstream) -> None:
     before = upstream.calls_for("hang")
-    term = Terminal("--config", str(config), "chat", "--model", "hang", "--session", "hung-1")
-    try:
+    with Terminal("--config", str(config), "chat", "--model", "hang",
+                  "--session", "hung-1") as term:
         term.expect("you> ")
         term.send("wait for ever\n")
         assert upstream.wait_for_calls("hang", before + 1, TIMEOUT_S)
@@ -380,9 +385,6 @@ def test_ctrl_c_stops_the_turn_not_the_chat(config: Path, upstream: LoopbackUpst
         term.expect("session hung-1: 1 message(s)")
         term.expect("you> ")
         term.send("/exit\n")
-    except BaseException:
-        term.close(kill=True)
-        raise
     assert term.close() == 0
 
 
@@ -403,8 +405,7 @@ needs_editing = pytest.mark.skipif(
 
 @pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
 def test_text_typed_while_a_turn_streams_waits_for_the_next_prompt(config: Path) -> None:
-    term = Terminal("--config", str(config), "chat")
-    try:
+    with Terminal("--config", str(config), "chat") as term:
         term.expect("you> ")
         term.send("SLOW[0.5] a slow answer in several pieces\n")
         term.expect("echo:")  # the answer has begun; its next pieces are half a second apart
@@ -416,9 +417,6 @@ def test_text_typed_while_a_turn_streams_waits_for_the_next_prompt(config: Path)
         term.expect("echo: typed ahead")
         term.expect("you> ")
         term.send("\x04")
-    except BaseException:
-        term.close(kill=True)
-        raise
     assert term.close() == 0
 
 
@@ -446,21 +444,16 @@ def test_ask_shows_tool_activity_on_standard_error(config: Path, work: Path) -> 
 
 @needs_editing
 def test_the_history_of_one_chat_is_recalled_in_the_next(config: Path) -> None:
-    first = Terminal("--config", str(config), "chat")
-    try:
+    with Terminal("--config", str(config), "chat") as first:
         first.expect("you> ")
         first.send("remember this line\n")
         first.expect("echo: remember this line")
         first.expect("you> ")
         first.send("\x04")  # Ctrl-D
-    except BaseException:
-        first.close(kill=True)
-        raise
     assert first.close() == 0
     history = Path(os.environ["DEEPSEEK_EYES_HOME"]) / "chat_history"
     assert history.stat().st_mode & 0o777 == 0o600
-    second = Terminal("--config", str(config), "chat")
-    try:
+    with Terminal("--config", str(config), "chat") as second:
         second.expect("you> ")
         second.send("\x1b[A\n")  # up arrow: the last message of the chat before
         second.expect("echo: remember this line")
@@ -480,9 +473,6 @@ def test_the_history_of_one_chat_is_recalled_in_the_next(config: Path) -> None:
         second.expect("(/exit or Ctrl-D leaves)")
         second.expect("you> ")
         second.send("\x04")
-    except BaseException:
-        second.close(kill=True)
-        raise
     assert second.close() == 0
 
 
@@ -490,8 +480,7 @@ def test_the_history_of_one_chat_is_recalled_in_the_next(config: Path) -> None:
 def test_a_message_of_several_lines_arrives_whole(
     config: Path, upstream: LoopbackUpstream
 ) -> None:
-    term = Terminal("--config", str(config), "chat")
-    try:
+    with Terminal("--config", str(config), "chat") as term:
         term.expect("you> ")
         term.send("first line \\\n")  # a trailing backslash continues the message
         term.expect("...> ")
@@ -504,9 +493,6 @@ def test_a_message_of_several_lines_arrives_whole(
         term.expect("you> ")
         assert user_texts(upstream.requests[-1])[-1] == "pasted one\npasted two\npasted three"
         term.send("\x04")
-    except BaseException:
-        term.close(kill=True)
-        raise
     assert term.close() == 0
 
 
@@ -515,8 +501,7 @@ def test_ctrl_c_mid_stream_aborts_the_turn_and_the_next_message_works(
     config: Path, upstream: LoopbackUpstream
 ) -> None:
     cut = upstream.cut_streams
-    term = Terminal("--config", str(config), "chat", "--session", "abort-1")
-    try:
+    with Terminal("--config", str(config), "chat", "--session", "abort-1") as term:
         term.expect("you> ")
         term.send("SLOW[5] a long answer that is stopped\n")
         term.expect("echo:")  # streaming; the next piece is five seconds away
@@ -528,9 +513,6 @@ def test_ctrl_c_mid_stream_aborts_the_turn_and_the_next_message_works(
         term.expect("echo: after the stop")
         term.expect("you> ")
         term.send("\x04")
-    except BaseException:
-        term.close(kill=True)
-        raise
     assert term.close() == 0
     shown = subprocess.run(  # noqa: S603 - our own CLI, argv list, no shell
         [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "sessions", "show",
@@ -552,16 +534,12 @@ def test_on_a_terminal_a_slow_tool_ticks_in_place(
     the tool's end is said."""
     config = _with_slow_server(settings(tmp_path, upstream.base_url,
                                         loopback.url("healthy~chat"), work))
-    term = Terminal("--config", str(config), "chat")
-    try:
+    with Terminal("--config", str(config), "chat") as term:
         term.expect("you> ")
         term.send('CALL[mcp__slow__count]: {"steps": 2, "pause": 1.5}\n')
         seen = term.expect("· done (")
         term.expect("you> ")
         term.send("/exit\n")
-    except BaseException:
-        term.close(kill=True)
-        raise
     assert term.close() == 0
     assert re.search(r"\r· mcp__slow__count running \d+s", seen), seen
     assert re.search(r"\r· mcp__slow__count: 1/2 counted 1 of 2 \d+s", seen), seen

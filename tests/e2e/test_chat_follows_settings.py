@@ -8,57 +8,18 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import mcp_peers
+from helpers import Lines
 from runtime.upstream import LoopbackUpstream
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60
-
-
-class Lines:
-    """A stream's lines, read by a thread; waited on by count."""
-
-    def __init__(self, stream: Iterable[str] | None) -> None:
-        self.lines: list[str] = []
-        self._ended = False
-        self._changed = threading.Condition()
-        self._stream = stream
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        """Once the process ended: the rest read, the pipe closed."""
-        self._thread.join(TIMEOUT_S)
-        if hasattr(self._stream, "close"):
-            self._stream.close()
-
-    def _read(self, stream: Iterable[str] | None) -> None:
-        for line in stream or ():
-            with self._changed:
-                self.lines.append(line)
-                self._changed.notify_all()
-        with self._changed:
-            self._ended = True
-            self._changed.notify_all()
-
-    def count(self, fragment: str) -> int:
-        return sum(fragment in line for line in self.lines)
-
-    def wait_for(self, fragment: str, times: int = 1) -> bool:
-        with self._changed:
-            self._changed.wait_for(lambda: self._ended or self.count(fragment) >= times,
-                                   TIMEOUT_S)
-            return self.count(fragment) >= times
-
-    def text(self) -> str:
-        with self._changed:
-            return "".join(self.lines)
+APPLIED = "chat: settings change applied (1 MCP server(s))"
 
 
 @pytest.fixture
@@ -85,7 +46,7 @@ def test_mcp_register_and_allow_reach_a_running_chat(tmp_path: Path,
         env=env, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     assert chat.stdin is not None
-    out, err = Lines(chat.stdout), Lines(chat.stderr)
+    out, err = Lines().follow(chat.stdout), Lines().follow(chat.stderr)
 
     def say(line: str) -> None:
         assert chat.stdin is not None
@@ -94,22 +55,24 @@ def test_mcp_register_and_allow_reach_a_running_chat(tmp_path: Path,
 
     try:
         say("hello")
-        assert out.wait_for("echo: hello"), err.text()
+        assert out.wait_for("echo: hello", TIMEOUT_S), err.text()
         say("/tools")
-        assert out.wait_for("no tools are offered now"), out.text()
+        assert out.wait_for("no tools are offered now", TIMEOUT_S), out.text()
 
         registered = cli("mcp", "register", "time", "--", str(server))
         assert registered.returncode == 0, registered.stderr
-        assert err.wait_for("chat: settings change applied (1 MCP server(s))"), err.text()
+        assert err.wait_for(APPLIED, TIMEOUT_S), err.text()
         allowed = cli("mcp", "allow", "time", "get_current_time")
         assert allowed.returncode == 0, allowed.stderr
-        assert err.wait_for("chat: settings change applied (1 MCP server(s))", 2), err.text()
+        assert err.wait_for(APPLIED, TIMEOUT_S, times=2), err.text()
 
         say("/tools")
-        assert out.wait_for("mcp__time__get_current_time"), out.text()
+        assert out.wait_for("mcp__time__get_current_time", TIMEOUT_S), out.text()
         say("CALL[mcp__time__get_current_time]: " + json.dumps({"timezone": "UTC"}))
-        assert out.wait_for("after mcp__time__get_current_time:"), out.text() + err.text()
-        assert out.wait_for("UTC"), out.text()  # the time server's answer, in the reply
+        assert out.wait_for("after mcp__time__get_current_time:", TIMEOUT_S), \
+            out.text() + err.text()
+        # The time server's answer, in the reply.
+        assert out.wait_for("UTC", TIMEOUT_S), out.text()
         called = [r for r in upstream.requests if any(
             t["function"]["name"] == "mcp__time__get_current_time" for t in r.get("tools") or ())]
         assert called, "the model was never offered the tool"
@@ -117,7 +80,9 @@ def test_mcp_register_and_allow_reach_a_running_chat(tmp_path: Path,
         assert chat.stdin is not None
         chat.stdin.close()
         code = chat.wait(TIMEOUT_S)
-        out.close()
-        err.close()
+        for lines, pipe in ((out, chat.stdout), (err, chat.stderr)):
+            lines.wait_ended(TIMEOUT_S)  # the rest read, then the pipe closed
+            if pipe is not None:
+                pipe.close()
     assert code == 0, err.text()
     assert "Traceback" not in err.text()
