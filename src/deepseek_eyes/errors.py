@@ -334,6 +334,10 @@ ERROR_CODES: Mapping[str, str] = {
         "running when gateway.drain_timeout ran out or a second signal came."
     ),
     "GATEWAY_UNSAFE_BIND": "Refused to listen beyond loopback without a gateway key.",
+    "GATEWAY_CHECK_TIMEOUT": "A readiness check did not finish within "
+    "gateway.readiness_timeout (/readyz answers 503 and names the check).",
+    "GATEWAY_UPSTREAM_KEY_REFUSED": "The upstream answered /readyz's reachability check "
+    "with 401 or 403: it refuses the [llm] key, so every turn would fail.",
     # terminal
     "TERMINAL_POLICY_BLOCKED": (
         "The policy engine refused the command; details carry the risk and every reason."

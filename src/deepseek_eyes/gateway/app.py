@@ -78,6 +78,9 @@ from deepseek_eyes.gateway.body import BodyLimits, RequestBody, check_fields, re
 from deepseek_eyes.gateway.drain import Drain, shutting_down
 from deepseek_eyes.gateway.fetch import fetch_image
 from deepseek_eyes.gateway.front import EventStream, Front
+from deepseek_eyes.gateway.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from deepseek_eyes.gateway.metrics import GatewayMetrics, SqliteCounts
+from deepseek_eyes.gateway.readiness import gateway_readiness
 from deepseek_eyes.gateway.responses import codex_catalog, responses_routes, wants_codex_catalog
 from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.runtime.messages import Fetch
@@ -89,6 +92,7 @@ from deepseek_eyes.runtime.turn.wire.anthropic_messages import (
     thinking_directory,
 )
 from deepseek_eyes.runtime.turn.wire.openai_responses import ReasoningSealer
+from deepseek_eyes.serving.readiness import Readiness
 from deepseek_eyes.serving.security import (
     SECURITY_HEADERS,
     RateLimiter,
@@ -108,6 +112,9 @@ GATEWAY_REFUSALS = RefusalCodes.prefixed("GATEWAY", realm="deepseek-eyes-gateway
 
 SESSION_HEADER = "x-deepseekeyes-session"
 _SESSION_HEADER_OUT = "X-DeepSeekEyes-Session"
+#: Reached without the key: liveness and readiness (names, statuses and codes only).
+_PUBLIC_PREFIXES = ("/healthz", "/readyz")
+_NO_STORE = {"Cache-Control": "no-store"}
 _log = logging.getLogger(__name__)
 
 #: Status for our codes; anything unlisted by family below. The security layer answers its
@@ -289,35 +296,46 @@ async def _events(first: JsonObject, iterator: AsyncIterator[JsonObject], drain:
 def create_app(
     runtime: Runtime, settings: GatewaySettings, *, key: str | None,
     approver: Approver | None = None, bind_host: str | None = None,
-    drain: Drain | None = None,
+    drain: Drain | None = None, readiness: Readiness | None = None,
 ) -> ASGIApp:
     """The ASGI app behind the shared security layer, inside ``drain`` (default: one of
     its own that nothing stops). ``key`` is the resolved bearer key, or None for an open
     loopback gateway; ``approver`` decides plans that need a person (None: nobody can);
-    ``bind_host`` (default ``gateway.host``) decides the Host names accepted."""
+    ``bind_host`` (default ``gateway.host``) decides the Host names accepted;
+    ``readiness`` (default: :func:`~deepseek_eyes.gateway.readiness.gateway_readiness`)
+    is what ``/readyz`` checks."""
     drain = drain or Drain(settings.drain_timeout)
-    app = _routes(runtime, settings, approver, drain, key)
-    secured = SecurityMiddleware(
+    readiness = readiness or gateway_readiness(
+        runtime.home, runtime.client, settings, credential_error=runtime.credential_error)
+    metrics = GatewayMetrics(SqliteCounts(runtime.home.db)) if settings.metrics else None
+    app = _routes(runtime, settings, approver, drain, key, readiness, metrics)
+    secured: ASGIApp = SecurityMiddleware(
         app,
         token=key,
         allowed_hosts=allowed_hosts_for(bind_host or settings.host, settings.allowed_hosts),
         allowed_origins=list(settings.allowed_origins),
         limiter=RateLimiter(settings.rate_limit_per_minute),
         max_body_bytes=settings.max_body_bytes,
-        public_prefixes=("/healthz",),
+        public_prefixes=_PUBLIC_PREFIXES,
         codes=GATEWAY_REFUSALS,
         json_bodies=True,
         body_timeout=settings.body_timeout,
         cross_site_navigation=False,  # the gateway has no pages
         api_key_header=True,  # Anthropic's clients send the key as x-api-key
         public_paths=PUBLIC_PATHS,
+        loopback_paths=frozenset({"/metrics"}) if settings.metrics_open_on_loopback
+        else frozenset(),
     )
+    if metrics is not None:  # outside the security layer: its refusals are counted too
+        metrics.http.watch(app.routes)
+        secured = metrics.http.middleware(secured)
     headers = {name.decode(): value.decode() for name, value in SECURITY_HEADERS}
     return AnthropicErrors(drain.middleware(secured, lambda: _error(shutting_down(), headers)))
 
 
 def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | None,
-            drain: Drain, key: str | None = None) -> Starlette:
+            drain: Drain, key: str | None, readiness: Readiness,
+            metrics: GatewayMetrics | None) -> Starlette:
     scope = idempotency.client_scope(key)
     fetch: Fetch | None = None
     if settings.allow_image_urls:
@@ -524,6 +542,19 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
     async def health(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    async def ready(_request: Request) -> Response:
+        report = await readiness.report()
+        return JSONResponse(report, status_code=200 if report["status"] == "ready" else 503,
+                            headers=_NO_STORE)
+
+    async def scrape(_request: Request) -> Response:
+        assert metrics is not None
+        terminal = runtime.terminal
+        # The terminal's sessions are read here, on the event loop; the store in a thread.
+        metrics.store.waiting = terminal.waiting_count() if terminal is not None else None
+        body = await anyio.to_thread.run_sync(metrics.exposition)
+        return Response(body, media_type=METRICS_CONTENT_TYPE, headers=_NO_STORE)
+
     def thinking_keyring() -> ThinkingKeyring:
         return ThinkingKeyring.load_or_create(thinking_directory(runtime.home.root))
 
@@ -539,6 +570,8 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
         exception_handlers={HTTPException: _http_exception, Exception: _unexpected},
         routes=[
             Route("/healthz", health, methods=["GET"]),
+            Route("/readyz", ready, methods=["GET"]),
+            *([Route("/metrics", guarded(scrape), methods=["GET"])] if metrics else []),
             Route("/v1/models", guarded(models), methods=["GET"]),
             Route("/v1/models/{model_id:path}", guarded(model), methods=["GET"]),
             Route("/v1/chat/completions", guarded(chat), methods=["POST"]),

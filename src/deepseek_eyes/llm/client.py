@@ -235,6 +235,30 @@ class ChatClient:
         """
         return await self._deadline(self._list_models)
 
+    async def reach(self, timeout: float) -> int:
+        """One ``GET {base_url}/models`` under ``timeout`` seconds, never retried: the status
+        of whatever HTTP answer came (readiness asks whether the upstream answers at all,
+        and reads nothing of the body).
+
+        Raises:
+            LLMError: ``LLM_UNAVAILABLE`` (no connection) or ``LLM_TIMEOUT``.
+        """
+        request = self._http.build_request("GET", self._models_url)
+        try:
+            with anyio.fail_after(timeout):
+                response = await self._http.send(request, stream=True)
+                await response.aclose()
+        except TimeoutError:
+            raise LLMError(f"the model endpoint did not answer within {timeout:g}s",
+                           code="LLM_TIMEOUT", details={"timeout_s": timeout}) from None
+        except httpx.TimeoutException as exc:
+            raise LLMError("the model endpoint did not answer in time", code="LLM_TIMEOUT",
+                           details={"error": type(exc).__name__}) from exc
+        except httpx.HTTPError as exc:
+            raise _unavailable("the model endpoint could not be reached", exc,
+                               self._where) from exc
+        return response.status_code
+
     async def aclose(self) -> None:
         await self._http.aclose()
 

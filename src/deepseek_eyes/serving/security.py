@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import ipaddress
 import json
 import math
 import time
@@ -252,6 +253,7 @@ class SecurityMiddleware:
         session: SessionCredential | None = None,
         api_key_header: bool = False,
         public_paths: frozenset[str] = frozenset(),
+        loopback_paths: frozenset[str] = frozenset(),
     ) -> None:
         """``limiter`` limits authenticated requests, per token; ``anonymous_limiter`` (by
         default one with the same rate) limits unauthenticated ones, per client address.
@@ -265,7 +267,9 @@ class SecurityMiddleware:
         ``session`` guards its paths with its own credential instead of the token.
         ``api_key_header`` also takes the token from ``x-api-key`` (Anthropic's clients send
         it there), compared as the bearer one is; ``public_paths`` are exact paths a GET or
-        HEAD reaches without it (a client's liveness probe)."""
+        HEAD reaches without it (a client's liveness probe); ``loopback_paths`` are exact
+        paths a GET or HEAD from a loopback client address reaches without it (a metrics
+        scraper on this machine)."""
         self.app = app
         self.codes = codes
         self._expected = token.encode("utf-8") if token is not None else None
@@ -284,6 +288,7 @@ class SecurityMiddleware:
         self.session = session
         self.api_key_header = api_key_header
         self.public_paths = public_paths
+        self.loopback_paths = loopback_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -388,7 +393,8 @@ class SecurityMiddleware:
         if limited is not None:
             return limited
         if scope.get("method") in ("GET", "HEAD") and (
-                path.startswith(self.public_prefixes) or path in self.public_paths):
+                path.startswith(self.public_prefixes) or path in self.public_paths
+                or (path in self.loopback_paths and _loopback_client(scope))):
             return None
         challenge = f'Bearer realm="{self.codes.realm}"'.encode()
         return 401, self.codes.unauthorized, "a valid bearer token is required", [
@@ -433,6 +439,19 @@ class SecurityMiddleware:
         return 429, self.codes.rate_limited, "too many requests", [
             (b"retry-after", str(max(1, math.ceil(wait))).encode())
         ]
+
+
+def _loopback_client(scope: Scope) -> bool:
+    """Whether the request came from a loopback address (the peer of the connection)."""
+    client = scope.get("client")
+    if not client:
+        return False
+    try:
+        address = ipaddress.ip_address(str(client[0]))
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 on a dual-stack bind
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 _CLOSE = [(b"connection", b"close")]  # the body was not read to its end

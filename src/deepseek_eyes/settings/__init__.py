@@ -13,7 +13,7 @@ Two decisions a newcomer would otherwise undo:
   path, never a silently ignored setting.
 
 One module per part of the runtime (``base``, ``vision``, ``llm``, ``terminal``, ``mcp``,
-``browser``, ``desktop``);
+``browser``, ``desktop``, ``telemetry``);
 this package holds the root :class:`Settings`, loading and the data directory, and
 re-exports every model so callers import from ``deepseek_eyes.settings`` alone.
 """
@@ -57,6 +57,7 @@ from deepseek_eyes.settings.mcp import (
     McpSettings,
 )
 from deepseek_eyes.settings.suggest import closest_key
+from deepseek_eyes.settings.telemetry import TelemetrySettings
 from deepseek_eyes.settings.terminal import TerminalSettings
 from deepseek_eyes.settings.vision import (
     BoxConvention,
@@ -95,6 +96,7 @@ __all__ = [
     "SecretRef",
     "Settings",
     "StorageSettings",
+    "TelemetrySettings",
     "TerminalSettings",
     "VisionSettings",
     "VisualMode",
@@ -127,6 +129,7 @@ class Settings(Strict):
     mcp: McpSettings = McpSettings()
     browser: BrowserSettings = BrowserSettings()
     desktop: DesktopSettings = DesktopSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
 
 
 @dataclass(frozen=True)

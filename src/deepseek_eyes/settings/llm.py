@@ -256,3 +256,24 @@ class GatewaySettings(Strict):
         "by stage (parse, admission, vision, store, upstream, seal), to the first chunk for "
         "a stream.",
     )
+    readiness_timeout: float = Field(
+        default=2.0, gt=0, le=60,
+        description="Seconds each /readyz check (database, upstream, shared state) may take "
+        "before it fails with GATEWAY_CHECK_TIMEOUT.",
+    )
+    readiness_upstream_ttl: float = Field(
+        default=15.0, ge=0, le=3600,
+        description="Seconds /readyz reuses its verdict on the upstream (one GET /models, "
+        "never a model call); a failed verdict is checked again after 2 s at most.",
+    )
+    metrics: bool = Field(
+        default=True,
+        description="Serve Prometheus metrics at /metrics (behind the gateway key when one "
+        "is set).",
+    )
+    metrics_open_on_loopback: bool = Field(
+        default=False,
+        description="Let /metrics be read without the gateway key from a loopback address "
+        "(a scraper on this machine). Leave off when a proxy on this machine forwards "
+        "outside traffic: it arrives from loopback too.",
+    )

@@ -227,6 +227,13 @@ class TerminalService:
         live.sort(key=lambda p: float(p["created_at"]))
         return live + list(self.expired_waiting)
 
+    def waiting_count(self) -> int:
+        """How many live plans wait for a person now (the metrics' gauge; nothing reaped,
+        nothing copied)."""
+        return sum(1 for session in list(self.sessions.values())
+                   for plan in list(session.plans.values())
+                   if plan.state == "planned" and plan.result.decision.requires_approval)
+
     # -- plan and approval --------------------------------------------------------------------
 
     def plan(

@@ -1,0 +1,302 @@
+"""Prometheus metrics of a gateway: its HTTP traffic, and what its data directory recorded.
+
+Two kinds of series, kept apart on purpose:
+
+* **This process's traffic** (:class:`HttpMetrics`, an ASGI layer): requests by route
+  template, method and status, their duration (a stream's until its last byte), and the
+  requests in flight. Counted as they happen.
+* **The store's totals** (:class:`StoreCollector`): upstream tokens by the usage ledger's
+  categories, vision attempts by route, phase and outcome, MCP calls by server and status,
+  the audit chain's length, and (from the runtime's terminal) the plans waiting for a
+  person. Read from the stores at scrape time, never from counters kept beside them, so a
+  restart does not lose them and what ``/metrics`` says is what ``usage`` and ``audit``
+  say. Rows are read incrementally (each table by its id, from where the last scrape
+  stopped), so a scrape costs the rows written since the last one, not the table.
+  When replicas share one database (issue 43), every replica reports the same store
+  totals: aggregate them with ``max``, not ``sum``.
+
+Every series lives in a registry of the app's own (no process-wide default registry), and
+no label carries a secret, a content, a session id or a raw path: routes are the route
+templates (``/v1/models/{model_id}``), unmatched paths are ``unmatched``, and each label
+whose values come from data (route, server) is capped at :data:`MAX_LABEL_VALUES` distinct
+values, the rest counted under ``other``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from deepseek_eyes.store.db import Database
+from deepseek_eyes.usage import UsageCategory
+
+__all__ = [
+    "CONTENT_TYPE",
+    "MAX_LABEL_VALUES",
+    "GatewayMetrics",
+    "HttpMetrics",
+    "SqliteCounts",
+    "StoreCollector",
+    "StoreCounts",
+]
+
+#: The exposition format served (Prometheus text 0.0.4).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: Distinct values a data-driven label may take before the rest become ``other``.
+MAX_LABEL_VALUES = 100
+#: Seconds: a chat turn takes from milliseconds (a replay) to minutes (a long stream).
+_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                     60.0, 120.0, 300.0)
+#: Rows read per table per scrape at most; the rest on the next scrape.
+_ROWS_PER_SCRAPE = 200_000
+
+#: The token columns of a usage row, by the ``kind`` label they are counted under.
+_TOKEN_KINDS = (("prompt", "prompt_tokens"), ("completion", "completion_tokens"),
+                ("reasoning", "reasoning_tokens"), ("cache_hit", "cache_hit_tokens"),
+                ("cache_miss", "cache_miss_tokens"), ("estimated", "estimated_tokens"))
+
+
+class _Capped:
+    """A label's values, at most ``cap`` distinct ones; later new ones become ``other``."""
+
+    def __init__(self, cap: int = MAX_LABEL_VALUES) -> None:
+        self._cap = cap
+        self._seen: set[str] = set()
+
+    def __call__(self, value: str | None) -> str:
+        value = value or "none"
+        if value in self._seen:
+            return value
+        if len(self._seen) >= self._cap:
+            return "other"
+        self._seen.add(value)
+        return value
+
+
+# -- this process's traffic ------------------------------------------------------------------
+
+
+class HttpMetrics:
+    """The requests of one app: counted by route template, method and status, timed to
+    their last byte."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "deepseek_eyes_http_requests", "HTTP requests answered, by route template, "
+            "method and status.", ("route", "method", "status"), registry=registry)
+        self.duration = Histogram(
+            "deepseek_eyes_http_request_duration_seconds", "Time from a request's arrival to "
+            "its last byte (a stream's whole length), by route template and method.",
+            ("route", "method"), buckets=_DURATION_BUCKETS, registry=registry)
+        self.in_flight = Gauge(
+            "deepseek_eyes_http_requests_in_flight", "HTTP requests running now.",
+            registry=registry)
+        self._routes: Sequence[BaseRoute] = ()
+
+    def watch(self, routes: Sequence[BaseRoute]) -> None:
+        """Label requests by these routes' templates."""
+        self._routes = routes
+
+    def route_of(self, scope: Scope) -> str:
+        """The template of the route ``scope`` reaches (or would with another method)."""
+        for route in self._routes:
+            match, _ = route.matches(scope)
+            if match is not Match.NONE:
+                return str(getattr(route, "path", "unmatched"))
+        return "unmatched"
+
+    def middleware(self, app: ASGIApp) -> ASGIApp:
+        """``app`` with each HTTP request counted and timed."""
+
+        async def measured(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            started = time.perf_counter()
+            status = 500  # what a request that failed before its answer started counts as
+
+            async def send_status(message: Message) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = int(message["status"])
+                await send(message)
+
+            self.in_flight.inc()
+            try:
+                await app(scope, receive, send_status)
+            finally:
+                self.in_flight.dec()
+                route = self.route_of(scope)
+                method = _method(scope.get("method"))
+                self.requests.labels(route, method, str(status)).inc()
+                self.duration.labels(route, method).observe(time.perf_counter() - started)
+
+        return measured
+
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def _method(value: object) -> str:
+    return value if isinstance(value, str) and value in _METHODS else "other"
+
+
+# -- the store's totals ----------------------------------------------------------------------
+
+
+class StoreCounts(Protocol):
+    """What a store tells the metrics: rows after a cursor (each table's id), the chain's
+    length. SQLite's is :class:`SqliteCounts`; a PostgreSQL store answers the same."""
+
+    def usage_since(self, after: int, limit: int) -> list[tuple[int, str, int, tuple[int, ...]]]:
+        """``(id, category, calls, tokens)`` rows, tokens in :data:`_TOKEN_KINDS` order."""
+        ...
+
+    def attempts_since(self, after: int, limit: int) -> list[tuple[int, str | None, str, str]]:
+        """``(id, route, phase, outcome)`` rows of vision attempts."""
+        ...
+
+    def mcp_calls_since(self, after: int, limit: int) -> list[tuple[int, str | None, str]]:
+        """``(id, server, status)`` rows of MCP calls."""
+        ...
+
+    def chain_length(self) -> int:
+        """Entries on the audit chain."""
+        ...
+
+
+class SqliteCounts:
+    """:class:`StoreCounts` of the SQLite data directory."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def usage_since(self, after: int, limit: int) -> list[tuple[int, str, int, tuple[int, ...]]]:
+        columns = ", ".join(column for _, column in _TOKEN_KINDS)
+        rows = self._db.query(
+            f"SELECT id, category, calls, {columns} FROM usage WHERE id > ? "  # noqa: S608 - constant column names
+            "ORDER BY id LIMIT ?", (after, limit))
+        return [(int(r[0]), str(r[1]), int(r[2]), tuple(int(v or 0) for v in tuple(r)[3:]))
+                for r in rows]
+
+    def attempts_since(self, after: int, limit: int) -> list[tuple[int, str | None, str, str]]:
+        rows = self._db.query("SELECT id, route, phase, outcome FROM attempts WHERE id > ? "
+                              "ORDER BY id LIMIT ?", (after, limit))
+        return [(int(r[0]), r[1], str(r[2]), str(r[3])) for r in rows]
+
+    def mcp_calls_since(self, after: int, limit: int) -> list[tuple[int, str | None, str]]:
+        rows = self._db.query(
+            "SELECT id, subject, json_extract(details, '$.status') FROM audit "
+            "WHERE id > ? AND kind = 'mcp.call' ORDER BY id LIMIT ?", (after, limit))
+        return [(int(r[0]), r[1], str(r[2] or "unknown")) for r in rows]
+
+    def chain_length(self) -> int:
+        row = self._db.query_one("SELECT COALESCE(MAX(seq), 0) FROM chain")
+        return int(row[0]) if row is not None else 0
+
+
+@dataclass
+class _Totals:
+    """Running totals of one table, and the id they were read up to."""
+
+    after: int = 0
+    values: dict[tuple[str, ...], float] = field(default_factory=dict)
+
+    def add(self, labels: tuple[str, ...], amount: float) -> None:
+        self.values[labels] = self.values.get(labels, 0.0) + amount
+
+
+class StoreCollector(Collector):
+    """The store's totals at scrape time (see the module docstring)."""
+
+    def __init__(self, counts: StoreCounts) -> None:
+        self._counts = counts
+        #: Plans waiting for a person, set on the event loop before each scrape (the
+        #: terminal's sessions are not read from a worker thread); None: no terminal.
+        self.waiting: int | None = None
+        self._lock = threading.Lock()  # scrapes run in worker threads
+        self._usage = _Totals()
+        self._calls = _Totals()
+        self._attempts = _Totals()
+        self._mcp = _Totals()
+        self._routes = _Capped()
+        self._servers = _Capped()
+        for category in UsageCategory:  # every category shows, at zero until it is used
+            self._calls.values[(category.value,)] = 0.0
+
+    def _read(self) -> int:
+        """Fold the rows written since the last scrape in; returns the chain's length."""
+        counts = self._counts
+        for row_id, category, calls, tokens in counts.usage_since(self._usage.after,
+                                                                   _ROWS_PER_SCRAPE):
+            self._usage.after = row_id
+            self._calls.add((category,), calls)
+            for (kind, _), amount in zip(_TOKEN_KINDS, tokens, strict=True):
+                if amount:
+                    self._usage.add((category, kind), amount)
+        for row_id, route, phase, outcome in counts.attempts_since(self._attempts.after,
+                                                                    _ROWS_PER_SCRAPE):
+            self._attempts.after = row_id
+            self._attempts.add((self._routes(route), phase, outcome), 1)
+        for row_id, server, status in counts.mcp_calls_since(self._mcp.after,
+                                                              _ROWS_PER_SCRAPE):
+            self._mcp.after = row_id
+            self._mcp.add((self._servers(server), status), 1)
+        return counts.chain_length()
+
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            chain = self._read()
+            yield from _counter(
+                "deepseek_eyes_upstream_tokens", "Upstream tokens recorded in the usage "
+                "ledger, by category and kind (exact provider counts, estimates apart).",
+                ("category", "kind"), self._usage)
+            yield from _counter(
+                "deepseek_eyes_upstream_calls", "Calls recorded in the usage ledger, by "
+                "category (counter categories count events that cost no tokens).",
+                ("category",), self._calls)
+            yield from _counter(
+                "deepseek_eyes_vision_attempts", "Steps of image acquisitions in the "
+                "attempts log, by route, phase and outcome.",
+                ("route", "phase", "outcome"), self._attempts)
+            yield from _counter(
+                "deepseek_eyes_mcp_calls", "MCP tool, resource and prompt calls in the "
+                "audit, by server and status (ok, tool-error, failed).",
+                ("server", "status"), self._mcp)
+        yield GaugeMetricFamily("deepseek_eyes_audit_chain_length",
+                                "Entries on the audit hash chain.", value=chain)
+        if self.waiting is not None:
+            yield GaugeMetricFamily("deepseek_eyes_approvals_waiting",
+                                    "Terminal plans waiting for a person's approval now.",
+                                    value=self.waiting)
+
+
+def _counter(name: str, documentation: str, labels: Sequence[str],
+             totals: _Totals) -> Iterator[Metric]:
+    family = CounterMetricFamily(name, documentation, labels=list(labels))
+    for values, amount in sorted(totals.values.items()):
+        family.add_metric(list(values), amount)
+    yield family
+
+
+class GatewayMetrics:
+    """One gateway's registry: its traffic and its store's totals."""
+
+    def __init__(self, counts: StoreCounts) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.http = HttpMetrics(self.registry)
+        self.store = StoreCollector(counts)
+        self.registry.register(self.store)
+
+    def exposition(self) -> bytes:
+        """The text a scrape gets (blocking: the store is read; run it in a thread)."""
+        return generate_latest(self.registry)
