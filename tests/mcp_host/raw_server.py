@@ -14,6 +14,8 @@ handshake revisions only (configure it with ``protocol = "legacy"``).
 * ``handshake`` — answers ``initialize`` with a line that is not JSON.
 * ``noisy`` — like ``call``, but writes a line that is not JSON after its tool listing,
   while nothing waits for an answer.
+* ``meta`` — like ``call``, but every tool answers the ``params._meta`` its call carried,
+  as JSON text (the trace context the MCP conventions put there).
 * ``inject`` — like ``call``, but its ``initialize`` answer carries hostile
   ``instructions`` (:data:`INJECTED`, then `` [TAG]`` for ``python raw_server.py inject
   TAG``), which must reach no system prompt unless one of its tools is allowed.
@@ -78,6 +80,10 @@ def main(mode: str, tag: str = "") -> None:
             send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32603, "message": (
                 f"upstream refused key {token}; sent Authorization: Bearer abcdefgh12345678 "
                 "to https://robot:hunter2pass@api.example.com/v1")}})
+        elif method == "tools/call" and mode == "meta":  # what the call's _meta carried
+            meta = request["params"].get("_meta") or {}
+            send({"jsonrpc": "2.0", "id": ident, "result": {
+                "content": [{"type": "text", "text": json.dumps(meta, sort_keys=True)}]}})
         elif method == "tools/call":
             send({"jsonrpc": "2.0", "id": ident, "result": {
                 "content": [{"type": "text", "text": "fine"}]}})

@@ -65,6 +65,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from deepseek_eyes import telemetry
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, GatewayError, LLMError, StoreError
 from deepseek_eyes.gateway import idempotency
@@ -79,9 +80,10 @@ from deepseek_eyes.gateway.drain import Drain, shutting_down
 from deepseek_eyes.gateway.fetch import fetch_image
 from deepseek_eyes.gateway.front import EventStream, Front
 from deepseek_eyes.gateway.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from deepseek_eyes.gateway.metrics import GatewayMetrics, SqliteCounts
+from deepseek_eyes.gateway.metrics import GatewayMetrics, RouteNames, SqliteCounts
 from deepseek_eyes.gateway.readiness import gateway_readiness
 from deepseek_eyes.gateway.responses import codex_catalog, responses_routes, wants_codex_catalog
+from deepseek_eyes.gateway.traces import traced
 from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.runtime.messages import Fetch
 from deepseek_eyes.runtime.runtime import Runtime
@@ -326,9 +328,12 @@ def create_app(
         loopback_paths=frozenset({"/metrics"}) if settings.metrics_open_on_loopback
         else frozenset(),
     )
+    route_of = RouteNames(app.routes)
     if metrics is not None:  # outside the security layer: its refusals are counted too
-        metrics.http.watch(app.routes)
+        metrics.http.route_of = route_of
         secured = metrics.http.middleware(secured)
+    if telemetry.active():  # nothing of it runs without traces
+        secured = traced(secured, route_of)
     headers = {name.decode(): value.decode() for name, value in SECURITY_HEADERS}
     return AnthropicErrors(drain.middleware(secured, lambda: _error(shutting_down(), headers)))
 

@@ -44,6 +44,7 @@ __all__ = [
     "MAX_LABEL_VALUES",
     "GatewayMetrics",
     "HttpMetrics",
+    "RouteNames",
     "SqliteCounts",
     "StoreCollector",
     "StoreCounts",
@@ -85,6 +86,21 @@ class _Capped:
 # -- this process's traffic ------------------------------------------------------------------
 
 
+class RouteNames:
+    """The template of the route a request reaches (``unmatched`` for none): the one name
+    metrics and spans give a request, never its raw path."""
+
+    def __init__(self, routes: Sequence[BaseRoute] = ()) -> None:
+        self.routes = routes
+
+    def __call__(self, scope: Scope) -> str:
+        for route in self.routes:
+            match, _ = route.matches(scope)
+            if match is not Match.NONE:  # PARTIAL: the path, another method
+                return str(getattr(route, "path", "unmatched"))
+        return "unmatched"
+
+
 class HttpMetrics:
     """The requests of one app: counted by route template, method and status, timed to
     their last byte."""
@@ -100,19 +116,7 @@ class HttpMetrics:
         self.in_flight = Gauge(
             "deepseek_eyes_http_requests_in_flight", "HTTP requests running now.",
             registry=registry)
-        self._routes: Sequence[BaseRoute] = ()
-
-    def watch(self, routes: Sequence[BaseRoute]) -> None:
-        """Label requests by these routes' templates."""
-        self._routes = routes
-
-    def route_of(self, scope: Scope) -> str:
-        """The template of the route ``scope`` reaches (or would with another method)."""
-        for route in self._routes:
-            match, _ = route.matches(scope)
-            if match is not Match.NONE:
-                return str(getattr(route, "path", "unmatched"))
-        return "unmatched"
+        self.route_of = RouteNames()
 
     def middleware(self, app: ASGIApp) -> ASGIApp:
         """``app`` with each HTTP request counted and timed."""

@@ -24,6 +24,11 @@ a plan the model wants to run that needs approval waits there
 (``runtime.approval_timeout``) and runs only if that person approves it. Without a terminal
 token there is no console, so nobody can approve, and such plans are not run.
 
+With traces configured (``[telemetry]`` or the standard ``OTEL_EXPORTER_OTLP_*``
+variables, :mod:`deepseek_eyes.telemetry.setup`), each request is a server span whose
+children are its turn's chat calls, vision attempts, MCP calls and terminal executions;
+they are exported over OTLP/HTTP off the request path, and flushed at the stop.
+
 SIGTERM and SIGINT stop it through :mod:`deepseek_eyes.gateway.drain`: no new request is
 taken, running ones have ``gateway.drain_timeout`` seconds, a second signal ends them at
 once (each in our shape: an SSE error event and ``[DONE]``, or a 503), then the runtime and
@@ -70,6 +75,7 @@ from deepseek_eyes.serving import loop
 from deepseek_eyes.serving.console_login import login_url
 from deepseek_eyes.serving.tokens import TOKEN_COMMAND, check_token_strength
 from deepseek_eyes.settings import Settings
+from deepseek_eyes.telemetry import setup as tracing
 
 __all__ = ["Announce", "check_key", "gateway_key", "serve", "server_side_tools"]
 
@@ -367,8 +373,16 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
 
     async def main() -> None:
         drain = Drain(settings.gateway.drain_timeout, notice=_say)
-        with drain.signals():
-            await _serve(drain)
+        telemetry = settings.telemetry
+        traced = tracing.start(tracing.TraceSettings(
+            enabled=telemetry.enabled, endpoint=telemetry.endpoint,
+            service_name=telemetry.service_name, sample_ratio=telemetry.sample_ratio))
+        try:
+            with drain.signals():
+                await _serve(drain)
+        finally:
+            if traced:  # what is batched goes out, bounded by the export timeout
+                await asyncio.to_thread(tracing.stop)
 
     async def _serve(drain: Drain) -> None:
         home = DataHome.open(settings)

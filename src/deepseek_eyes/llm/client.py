@@ -31,10 +31,12 @@ Decisions a newcomer would otherwise undo:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
@@ -43,6 +45,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx
 
+from deepseek_eyes import telemetry
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import LLMError
 from deepseek_eyes.llm.response import (
@@ -60,6 +63,17 @@ from deepseek_eyes.llm.response import (
 from deepseek_eyes.llm.retry import Attempt, RetryPolicy, attempts_json
 from deepseek_eyes.llm.stream import ChatStream
 from deepseek_eyes.stages import stage
+from deepseek_eyes.telemetry.conventions import (
+    RESPONSE_FINISH_REASONS,
+    RESPONSE_MODEL,
+    RESPONSE_TIME_TO_FIRST_CHUNK,
+    USAGE_CACHE_READ_INPUT_TOKENS,
+    USAGE_INPUT_TOKENS,
+    USAGE_OUTPUT_TOKENS,
+    USAGE_REASONING_OUTPUT_TOKENS,
+    chat_attributes,
+    chat_span_name,
+)
 from deepseek_eyes.untrusted.redact import redact_url
 
 __all__ = [
@@ -106,6 +120,7 @@ class ChatClient:
         transport: httpx.AsyncBaseTransport | None = None,
         retry: RetryPolicy | None = None,
         base_url_source: str | None = None,
+        provider: str | None = None,
     ) -> None:
         if timeout <= 0 or connect_timeout <= 0:
             raise ValueError("timeouts must be positive")
@@ -127,6 +142,9 @@ class ChatClient:
             merged["Authorization"] = f"Bearer {key}"
             secrets.append(key)
         self._base_url = base_url.rstrip("/")
+        #: ``gen_ai.provider.name`` of this client's chat spans (None: no chat spans; a
+        #: vision route's own attempt span says what it called instead).
+        self.provider = provider
         # Where an unreachable endpoint's message says the URL came from, so that the person
         # knows what to change ("llm.base_url", "DEEPSEEK_BASE_URL", the default).
         self._where = _Where(redact_url(self._base_url), base_url_source)
@@ -175,7 +193,8 @@ class ChatClient:
         body["stream"] = False
         body.pop("stream_options", None)
         failed: list[Attempt] = []
-        with stage("upstream"):  # every attempt and the waits between them
+        # every attempt and the waits between them
+        with self._chat_span(body, stream=False) as span, stage("upstream"):
             while True:
                 sent: list[str] = []
                 try:
@@ -184,7 +203,19 @@ class ChatClient:
                 except LLMError as exc:
                     await self._pause_or_raise(exc, failed, sent[0] if sent else None)
                     continue
+                answered(span, result, retries=len(failed))
                 return dataclasses.replace(result, retries=tuple(failed))
+
+    def _chat_span(self, body: JsonObject, *, stream: bool,
+                   ) -> contextlib.AbstractContextManager[Any]:
+        """The GenAI client span of one chat call (nothing without a provider or traces)."""
+        if self.provider is None or not telemetry.active():
+            return contextlib.nullcontext()
+        model = body.get("model")
+        model = model if isinstance(model, str) else None
+        return telemetry.client_span(
+            chat_span_name(model),
+            chat_attributes(self.provider, model, self._base_url, stream=stream))
 
     async def _pause_or_raise(
         self, error: LLMError, failed: list[Attempt], request_sha256: str | None
@@ -336,10 +367,32 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
         self._body = body
         self._before_send = before_send
         self._stream: ChatStream | None = None
+        self._span: Any = None  # the chat span when traces are on
+        self._started = 0.0
 
     async def __aenter__(self) -> ChatStream:
+        client = self._client
+        if client.provider is not None and telemetry.active():
+            model = self._body.get("model")
+            model = model if isinstance(model, str) else None
+            # Not the current span: the stream is read across the caller's yields.
+            self._span = telemetry.detached_span(
+                chat_span_name(model),
+                chat_attributes(client.provider, model, client.base_url, stream=True))
+            self._started = time.perf_counter()
         with stage("upstream"):  # until the first chunk (the chunks after are the caller's)
-            return await self._open()
+            try:
+                stream = await self._open()
+            except BaseException as exc:
+                if self._span is not None:
+                    telemetry.fail(self._span, exc)
+                    self._span.end()
+                    self._span = None
+                raise
+        if self._span is not None:
+            self._span.set_attribute(RESPONSE_TIME_TO_FIRST_CHUNK,
+                                     round(time.perf_counter() - self._started, 6))
+        return stream
 
     async def _open(self) -> ChatStream:
         failed: list[Attempt] = []
@@ -368,8 +421,36 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        span, self._span = self._span, None
+        if span is not None:
+            result = self._stream.ended_with if self._stream is not None else None
+            if result is not None:
+                answered(span, result, retries=len(result.retries))
+            else:  # cut, failed, or left before its end
+                telemetry.fail(span, exc if exc is not None else "incomplete")
+            span.end()
         if self._stream is not None:
             await self._stream.aclose()
+
+
+def answered(span: Any, result: ChatResult, *, retries: int) -> None:
+    """The answer's model, finish reason and token usage on its chat span (no content)."""
+    if span is None:
+        return
+    usage = result.usage
+    span.set_attributes(_clean({
+        RESPONSE_MODEL: result.model,
+        RESPONSE_FINISH_REASONS: [result.finish_reason] if result.finish_reason else None,
+        USAGE_INPUT_TOKENS: usage.prompt_tokens,
+        USAGE_OUTPUT_TOKENS: usage.completion_tokens,
+        USAGE_CACHE_READ_INPUT_TOKENS: usage.cache_hit_tokens or None,
+        USAGE_REASONING_OUTPUT_TOKENS: usage.reasoning_tokens or None,
+        "deepseek_eyes.llm.retries": retries or None,
+    }))
+
+
+def _clean(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
 
 
 # -- sending ---------------------------------------------------------------------------------

@@ -121,6 +121,11 @@ class ChatStream:
             raise RuntimeError("the stream has not ended normally; there is no result")
         return self._result
 
+    @property
+    def ended_with(self) -> ChatResult | None:
+        """The assembled answer once the iteration ended normally, else None."""
+        return self._result
+
     def __aiter__(self) -> ChatStream:
         return self
 

@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 
 import anyio
 
+from deepseek_eyes import telemetry
 from deepseek_eyes.errors import McpError, McpPolicyError, StoreError
 from deepseek_eyes.mcp_host.admission import admit
 from deepseek_eyes.mcp_host.audit import McpAudit
@@ -60,6 +61,7 @@ from deepseek_eyes.mcp_host.results import (
 )
 from deepseek_eyes.mcp_host.review import review_text
 from deepseek_eyes.store.blobs import BlobStore
+from deepseek_eyes.telemetry.conventions import mcp_attributes, mcp_span_name
 from deepseek_eyes.toolkit import exposure
 from deepseek_eyes.usage import UsageCategory, UsageTracker, estimate_tokens
 
@@ -73,6 +75,10 @@ __all__ = [
     "OnProgress",
     "RunQuota",
 ]
+
+#: The MCP method of each kind of call, and the network.transport of each server transport.
+_METHODS = {"tool": "tools/call", "resource": "resources/read", "prompt": "prompts/get"}
+_TRANSPORTS = {"stdio": "pipe", "streamable-http": "tcp"}
 
 #: Admitted results up to this many characters are finished on the event loop.
 INLINE_RESULT_CHARS = 64 * 1024
@@ -356,15 +362,27 @@ class McpHost:
             try:
                 # The request is counted while it runs: no liveness check competes with it,
                 # and its reply (or its transport failure) is what liveness learns from.
-                with state.activity.request(), state.faults.guard(timeout + 1):
+                method = _METHODS[kind]
+                with state.activity.request(), state.faults.guard(timeout + 1), \
+                        telemetry.client_span(
+                            mcp_span_name(method, name if kind != "resource" else None),
+                            mcp_attributes(method, state.settings.id,
+                                           tool=name if kind == "tool" else None,
+                                           transport=_TRANSPORTS[state.settings.transport]),
+                        ) as span:
+                    # The trace context travels in params._meta (None when traces are off).
+                    meta: Any = telemetry.trace_meta()
                     if kind == "tool":
                         raw: Any = await client.call_tool(name, arguments,
                                                           read_timeout_seconds=timeout,
-                                                          progress_callback=progress)
+                                                          progress_callback=progress,
+                                                          meta=meta)
                     elif kind == "resource":
-                        raw = await client.read_resource(name)
+                        raw = await client.read_resource(name, meta=meta)
                     else:
-                        raw = await client.get_prompt(name, arguments or None)
+                        raw = await client.get_prompt(name, arguments or None, meta=meta)
+                    if getattr(raw, "is_error", False):  # the MCP conventions' tool_error
+                        telemetry.fail(span, "tool_error")
             except Exception as exc:
                 raise map_call_error(exc) from None
             now = state.catalog.generation if state.catalog else -1

@@ -89,7 +89,7 @@ class Runtime:
             llm.base_url, api_key=api_key, timeout=llm.timeout,
             connect_timeout=llm.connect_timeout,
             retry=RetryPolicy(max_retries=llm.max_retries, max_retry_after=llm.max_retry_after),
-            base_url_source=llm.base_url_source,
+            base_url_source=llm.base_url_source, provider="deepseek",
         )
         self.catalog = ModelCatalog(llm, self.client)
         #: Which final model sees: settings, learned verdicts, a pixel probe, the priors.

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from deepseek_eyes import telemetry
 from deepseek_eyes.audit import AuditLog, message_digest
 from deepseek_eyes.errors import PolicyBlockedError, TerminalError
 from deepseek_eyes.terminal.arguments import invalid, number, optional_string, string_list
@@ -444,15 +445,30 @@ class TerminalService:
         self, session: ExecutionSession, plan: Plan, process: RunningProcess,
         sandbox: SandboxPlan, env_names: list[str], home: str, live: dict[str, LiveRedactor],
     ) -> Receipt:
-        try:
-            outcome = await process.finished(plan.timeout)
-        finally:
-            remove_home(home)
-            session.active_plan = None
-            session.process = None
-            for stream, redactor in live.items():  # the held-back tails, redacted
-                _publish_output(session.events, plan.plan_id, stream, redactor.flush())
-        return self._finish(plan, outcome, process, sandbox, env_names)
+        decision = plan.result.decision
+        # No argv, cwd or output on the span: identities, the policy's verdict, the outcome.
+        with telemetry.span("terminal.execute", {
+                "deepseek_eyes.terminal.plan_id": plan.plan_id,
+                "deepseek_eyes.terminal.risk": decision.risk,
+                "deepseek_eyes.terminal.sandbox": sandbox.kind,
+                "deepseek_eyes.terminal.approved": bool(plan.approval
+                                                        and plan.approval.get("approved")),
+        }) as span:
+            try:
+                outcome = await process.finished(plan.timeout)
+            finally:
+                remove_home(home)
+                session.active_plan = None
+                session.process = None
+                for stream, redactor in live.items():  # the held-back tails, redacted
+                    _publish_output(session.events, plan.plan_id, stream, redactor.flush())
+            if span is not None:
+                span.set_attribute("deepseek_eyes.terminal.status", outcome.status)
+                if outcome.exit_code is not None:
+                    span.set_attribute("process.exit.code", outcome.exit_code)
+                if outcome.status != "completed":
+                    telemetry.fail(span, outcome.status)
+            return self._finish(plan, outcome, process, sandbox, env_names)
 
     def _finish(
         self, plan: Plan, outcome: ProcessOutcome, process: RunningProcess | None,

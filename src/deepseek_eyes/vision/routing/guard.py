@@ -29,8 +29,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
+from deepseek_eyes import telemetry
 from deepseek_eyes.errors import ProbeFailedError, RouteError
 from deepseek_eyes.settings import VisionSettings
+from deepseek_eyes.telemetry.conventions import (
+    REQUEST_MODEL,
+    USAGE_INPUT_TOKENS,
+    USAGE_OUTPUT_TOKENS,
+)
 from deepseek_eyes.usage import UsageCategory, UsageTracker
 from deepseek_eyes.vision.routing.attempts import Attempt, AttemptLog, OperationLog
 from deepseek_eyes.vision.routing.probe import GRID, judge_probe, make_challenge, probe_prompts
@@ -290,7 +296,16 @@ class RouteGuard:
         for attempt in (1, 2):
             started = time.perf_counter()
             try:
-                answer = await route.call(request)
+                with telemetry.span(f"vision.{phase} {name}", {
+                        "deepseek_eyes.vision.route": name,
+                        "deepseek_eyes.vision.route_kind": route.kind,
+                        "deepseek_eyes.vision.try": attempt,
+                        REQUEST_MODEL: route.model}) as span:
+                    answer = await route.call(request)
+                    if span is not None:
+                        span.set_attributes({
+                            USAGE_INPUT_TOKENS: answer.usage.prompt_tokens,
+                            USAGE_OUTPUT_TOKENS: answer.usage.completion_tokens})
             except RouteError as exc:
                 exc.details.setdefault("route", name)
                 op.record(
