@@ -48,6 +48,12 @@ Decisions a newcomer would otherwise undo:
   room.
 * ``Idempotency-Key`` (:mod:`deepseek_eyes.gateway.idempotency`): the same request again
   under the same key is answered from the store, not the upstream.
+* ``/healthz`` and ``/readyz`` are public (a balancer probes without credentials);
+  ``/readyz``'s body is names, statuses and codes only
+  (:mod:`deepseek_eyes.gateway.readiness`). ``/metrics`` needs the key
+  (:mod:`deepseek_eyes.gateway.metrics`); its layer and the traces' server span
+  (:mod:`deepseek_eyes.gateway.traces`, only when traces are on) sit outside the
+  security layer, so its refusals are counted and traced too.
 """
 
 from __future__ import annotations
