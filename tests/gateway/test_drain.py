@@ -109,6 +109,17 @@ async def test_a_request_after_the_stop_began_is_503_with_the_security_headers()
     assert drain.running == 0
 
 
+async def test_readiness_fails_once_the_stop_began() -> None:
+    """A balancer's probe on a connection still open gets the stop's 503, so it takes the
+    process out of rotation (a new connection is refused outright: the e2e tests)."""
+    drain = Drain(30)
+    async with _client(_app(_Runtime("wait"), drain)) as http:
+        drain.begin()
+        probe = await http.get("/readyz")
+    assert probe.status_code == 503
+    assert probe.json()["error"]["code"] == "GATEWAY_SHUTTING_DOWN"
+
+
 async def test_the_cut_ends_a_stream_with_the_error_event_then_done_and_closes_the_turn(
 ) -> None:
     drain = Drain(30)

@@ -313,10 +313,16 @@ def create_app(
     ``readiness`` (default: :func:`~deepseek_eyes.gateway.readiness.gateway_readiness`)
     is what ``/readyz`` checks."""
     drain = drain or Drain(settings.drain_timeout)
-    readiness = readiness or gateway_readiness(
-        runtime.home, runtime.client, settings, credential_error=runtime.credential_error)
-    metrics = GatewayMetrics(SqliteCounts(runtime.home.db)) if settings.metrics else None
-    app = _routes(runtime, settings, approver, drain, key, readiness, metrics)
+
+    def default_readiness() -> Readiness:
+        return readiness or gateway_readiness(
+            runtime.home, runtime.client, settings, credential_error=runtime.credential_error)
+
+    # The store is reached at the first probe or scrape, not here: an app is built before
+    # (and, in tests, without) anything it would check.
+    metrics = GatewayMetrics(lambda: SqliteCounts(runtime.home.db)) if settings.metrics \
+        else None
+    app = _routes(runtime, settings, approver, drain, key, default_readiness, metrics)
     secured: ASGIApp = SecurityMiddleware(
         app,
         token=key,
@@ -345,7 +351,7 @@ def create_app(
 
 
 def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | None,
-            drain: Drain, key: str | None, readiness: Readiness,
+            drain: Drain, key: str | None, make_readiness: Callable[[], Readiness],
             metrics: GatewayMetrics | None) -> Starlette:
     scope = idempotency.client_scope(key)
     fetch: Fetch | None = None
@@ -553,8 +559,12 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
     async def health(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    readiness: list[Readiness] = []  # made at the first probe
+
     async def ready(_request: Request) -> Response:
-        report = await readiness.report()
+        if not readiness:
+            readiness.append(make_readiness())
+        report = await readiness[0].report()
         return JSONResponse(report, status_code=200 if report["status"] == "ready" else 503,
                             headers=_NO_STORE)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -222,8 +222,9 @@ class _Totals:
 class StoreCollector(Collector):
     """The store's totals at scrape time (see the module docstring)."""
 
-    def __init__(self, counts: StoreCounts) -> None:
-        self._counts = counts
+    def __init__(self, counts: StoreCounts | Callable[[], StoreCounts]) -> None:
+        self._counts_of = counts if callable(counts) else (lambda: counts)
+        self._counts: StoreCounts | None = None
         #: Plans waiting for a person, set on the event loop before each scrape (the
         #: terminal's sessions are not read from a worker thread); None: no terminal.
         self.waiting: int | None = None
@@ -239,6 +240,8 @@ class StoreCollector(Collector):
 
     def _read(self) -> int:
         """Fold the rows written since the last scrape in; returns the chain's length."""
+        if self._counts is None:
+            self._counts = self._counts_of()
         counts = self._counts
         for row_id, category, calls, tokens in counts.usage_since(self._usage.after,
                                                                    _ROWS_PER_SCRAPE):
@@ -295,7 +298,8 @@ def _counter(name: str, documentation: str, labels: Sequence[str],
 class GatewayMetrics:
     """One gateway's registry: its traffic and its store's totals."""
 
-    def __init__(self, counts: StoreCounts) -> None:
+    def __init__(self, counts: StoreCounts | Callable[[], StoreCounts]) -> None:
+        """``counts``: the store's, or what makes it at the first scrape."""
         self.registry = CollectorRegistry(auto_describe=False)
         self.http = HttpMetrics(self.registry)
         self.store = StoreCollector(counts)
