@@ -17,13 +17,14 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import ValidationError
 
 from deepseek_eyes import telemetry
 from deepseek_eyes.errors import LLMError
 from deepseek_eyes.mcp_host.audit import McpAudit
 from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.manager import McpManager
-from deepseek_eyes.settings import McpSettings
+from deepseek_eyes.settings import McpSettings, TelemetrySettings, format_validation_errors
 from deepseek_eyes.store.blobs import BlobStore
 from deepseek_eyes.telemetry.setup import TraceSettings, wanted
 from helpers import GATEWAY_KEY
@@ -164,3 +165,16 @@ def test_meta_is_none_when_no_span_is_current(spans: InMemorySpanExporter) -> No
     assert meta is not None
     assert set(meta) == {"traceparent"}
     assert httpx.Headers(meta)["traceparent"].startswith("00-")
+
+
+@pytest.mark.parametrize("endpoint", [
+    "http://robot:hunter2pass@collector:4318/v1/traces",
+    "http://collector:4318/v1/traces?token=hunter2pass",
+    "collector:4318",
+])
+def test_an_endpoint_with_credentials_or_no_scheme_is_refused_without_echoing_it(
+        endpoint: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        TelemetrySettings(endpoint=endpoint)
+    assert "hunter2pass" not in str(format_validation_errors(refused.value))
+    assert TelemetrySettings(endpoint="https://collector:4318/v1/traces").endpoint
