@@ -45,16 +45,16 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
-        found = []
+        found: list[dict[str, Any]] = []
         for resource in request.resource_spans:
             service = {a.key: a.value.string_value for a in resource.resource.attributes}
             for scope in resource.scope_spans:
-                for span in scope.spans:
-                    found.append({
-                        "name": span.name, "service": service.get("service.name"),
-                        "trace_id": span.trace_id.hex(), "span_id": span.span_id.hex(),
-                        "parent": span.parent_span_id.hex(),
-                        "attributes": {a.key: _value(a.value) for a in span.attributes}})
+                found.extend({
+                    "name": span.name, "service": service.get("service.name"),
+                    "trace_id": span.trace_id.hex(), "span_id": span.span_id.hex(),
+                    "parent": span.parent_span_id.hex(),
+                    "attributes": {a.key: _value(a.value) for a in span.attributes}}
+                    for span in scope.spans)
         with self.server.lock:
             self.server.paths.append(self.path)
             self.server.spans.extend(found)
@@ -66,7 +66,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(answer)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
 

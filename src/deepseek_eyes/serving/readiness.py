@@ -122,6 +122,9 @@ class CachedCheck:
             return fresh
         if self._running is None or self._running.done():
             self._running = asyncio.ensure_future(self._run())
+            # A run whose every waiter timed out may still fail: its error is read here,
+            # not reported as "never retrieved" when the task is collected.
+            self._running.add_done_callback(_retrieve)
         try:
             # shield: a caller that times out does not cancel the run others may wait on
             return await asyncio.wait_for(asyncio.shield(self._running), self._timeout)
@@ -141,6 +144,11 @@ class CachedCheck:
             verdict = Verdict(True, None, self._clock(), self._detail)
         self._verdict = verdict
         return verdict
+
+
+def _retrieve(task: asyncio.Task[Verdict]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 class Readiness:
