@@ -6,6 +6,7 @@ exports them for real, over OTLP/HTTP to a receiver on loopback."""
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import ValidationError
 
 from deepseek_eyes import telemetry
-from deepseek_eyes.errors import LLMError
+from deepseek_eyes.errors import ERROR_CODES, LLMError
 from deepseek_eyes.mcp_host.audit import McpAudit
 from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.manager import McpManager
@@ -34,6 +35,7 @@ from runtime.upstream import LoopbackUpstream
 MODEL = "deepseek-v4-pro"
 RAW_SERVER = Path(__file__).parents[1] / "mcp_host" / "raw_server.py"
 SECRET = "the vault code is 7319-marmalade"
+RECEIPT = Path(__file__).parents[2] / "examples" / "receipt.png"
 
 
 @pytest.fixture
@@ -126,6 +128,32 @@ def test_a_gateway_turn_is_a_server_span_over_a_genai_chat_span(
     assert "gen_ai.response.time_to_first_chunk" in dict(chats[1].attributes or {})
     text = _attributes(list(finished))
     for leak in (SECRET, GATEWAY_KEY, "Bearer"):
+        assert leak not in text
+
+
+def test_an_image_for_a_blind_model_is_seen_in_vision_attempt_spans(
+        spans: InMemorySpanExporter) -> None:
+    image = "data:image/png;base64," + base64.b64encode(RECEIPT.read_bytes()).decode()
+    with LoopbackUpstream() as upstream, serve_in_process(
+            {"base_url": upstream.base_url, "model": MODEL}) as gateway:
+        answer = gateway.http.post("/v1/chat/completions", json={"model": MODEL, "messages": [
+            {"role": "user", "content": [{"type": "text", "text": SECRET},
+                                         {"type": "image_url", "image_url": {"url": image}}]}]})
+        assert answer.status_code == 200, answer.text
+    finished = spans.get_finished_spans()
+    (server,) = [s for s in finished if s.name == "POST /v1/chat/completions"]
+    (call,) = [s for s in finished if s.name == "vision.call deepseek"]
+    assert call.context.trace_id == server.context.trace_id
+    attrs = dict(call.attributes or {})
+    assert attrs["deepseek_eyes.vision.route"] == "deepseek"
+    assert attrs["gen_ai.request.model"]
+    assert attrs["gen_ai.usage.input_tokens"] > 0
+    # A chat the upstream refused (a text model sent pixels, while the gateway learns
+    # which model sees) is a failed span with our code, never the upstream's message.
+    refused = [s for s in finished if (s.attributes or {}).get("error.type")]
+    assert all(dict(s.attributes or {})["error.type"] in ERROR_CODES for s in refused)
+    text = _attributes(list(finished))
+    for leak in (SECRET, "base64", "image_url"):
         assert leak not in text
 
 
