@@ -12,7 +12,8 @@ an open loopback gateway says at start what that risks (``GATEWAY_OPEN``).
 
 A missing upstream key does not stop the server (``/healthz`` and ``/v1/models`` may still
 be useful, and the key can be exported before the next start), but it is said on stderr at
-start, because otherwise the first sign of it is every chat request failing.
+start, because otherwise the first sign of it is every chat request failing; ``/readyz``
+fails with ``LLM_CREDENTIAL_MISSING`` meanwhile.
 
 Where it listens is said once the socket is bound (the port may have been 0): by default as
 a line on stderr, or through ``announce`` for a caller with its own format (``serve --json``).
