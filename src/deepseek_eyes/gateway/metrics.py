@@ -10,8 +10,9 @@ Two kinds of series, kept apart on purpose:
   the audit chain's length, and (from the runtime's terminal) the plans waiting for a
   person. Read from the stores at scrape time, never from counters kept beside them, so a
   restart does not lose them and what ``/metrics`` says is what ``usage`` and ``audit``
-  say. Rows are read incrementally (each table by its id, from where the last scrape
-  stopped), so a scrape costs the rows written since the last one, not the table.
+  say. Each scrape asks the store for the sums of what it recorded since the previous
+  scrape (each table by its id, summed by SQLite), so a scrape costs what was written
+  since, and even the first one reads no row into Python.
   When replicas share one database (issue 43), every replica reports the same store
   totals: aggregate them with ``max``, not ``sum``.
 
@@ -44,6 +45,7 @@ __all__ = [
     "MAX_LABEL_VALUES",
     "GatewayMetrics",
     "HttpMetrics",
+    "Increments",
     "RouteNames",
     "SqliteCounts",
     "StoreCollector",
@@ -57,9 +59,6 @@ MAX_LABEL_VALUES = 100
 #: Seconds: a chat turn takes from milliseconds (a replay) to minutes (a long stream).
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
                      60.0, 120.0, 300.0)
-#: Rows read per table per scrape at most; the rest on the next scrape.
-_ROWS_PER_SCRAPE = 200_000
-
 #: The token columns of a usage row, by the ``kind`` label they are counted under.
 _TOKEN_KINDS = (("prompt", "prompt_tokens"), ("completion", "completion_tokens"),
                 ("reasoning", "reasoning_tokens"), ("cache_hit", "cache_hit_tokens"),
@@ -157,55 +156,69 @@ def _method(value: object) -> str:
 # -- the store's totals ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Increments:
+    """What a store recorded after the cursors a scrape holds, summed by label values,
+    and the cursors (each table's last id) they reach."""
+
+    usage_through: int
+    #: ``(category, calls, tokens)``, tokens in :data:`_TOKEN_KINDS` order
+    usage: list[tuple[str, int, tuple[int, ...]]]
+    attempts_through: int
+    #: ``(route, phase, outcome, count)``
+    attempts: list[tuple[str | None, str, str, int]]
+    mcp_through: int
+    #: ``(server, status, count)``
+    mcp_calls: list[tuple[str | None, str, int]]
+    chain_length: int
+
+
 class StoreCounts(Protocol):
-    """What a store tells the metrics: rows after a cursor (each table's id), the chain's
-    length. SQLite's is :class:`SqliteCounts`; a PostgreSQL store answers the same."""
+    """What a store tells the metrics: sums of what it recorded after each cursor (a
+    table's id), read in one snapshot. SQLite's is :class:`SqliteCounts`; a PostgreSQL
+    store answers the same."""
 
-    def usage_since(self, after: int, limit: int) -> list[tuple[int, str, int, tuple[int, ...]]]:
-        """``(id, category, calls, tokens)`` rows, tokens in :data:`_TOKEN_KINDS` order."""
-        ...
-
-    def attempts_since(self, after: int, limit: int) -> list[tuple[int, str | None, str, str]]:
-        """``(id, route, phase, outcome)`` rows of vision attempts."""
-        ...
-
-    def mcp_calls_since(self, after: int, limit: int) -> list[tuple[int, str | None, str]]:
-        """``(id, server, status)`` rows of MCP calls."""
-        ...
-
-    def chain_length(self) -> int:
-        """Entries on the audit chain."""
-        ...
+    def increments(self, usage_after: int, attempts_after: int,
+                   mcp_after: int) -> Increments: ...
 
 
 class SqliteCounts:
-    """:class:`StoreCounts` of the SQLite data directory."""
+    """:class:`StoreCounts` of the SQLite data directory: the sums are SQLite's (GROUP BY
+    over an id range), so a first scrape of a large database reads no row into Python."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def usage_since(self, after: int, limit: int) -> list[tuple[int, str, int, tuple[int, ...]]]:
-        columns = ", ".join(column for _, column in _TOKEN_KINDS)
-        rows = self._db.query(
-            f"SELECT id, category, calls, {columns} FROM usage WHERE id > ? "  # noqa: S608 - constant column names
-            "ORDER BY id LIMIT ?", (after, limit))
-        return [(int(r[0]), str(r[1]), int(r[2]), tuple(int(v or 0) for v in tuple(r)[3:]))
-                for r in rows]
-
-    def attempts_since(self, after: int, limit: int) -> list[tuple[int, str | None, str, str]]:
-        rows = self._db.query("SELECT id, route, phase, outcome FROM attempts WHERE id > ? "
-                              "ORDER BY id LIMIT ?", (after, limit))
-        return [(int(r[0]), r[1], str(r[2]), str(r[3])) for r in rows]
-
-    def mcp_calls_since(self, after: int, limit: int) -> list[tuple[int, str | None, str]]:
-        rows = self._db.query(
-            "SELECT id, subject, json_extract(details, '$.status') FROM audit "
-            "WHERE id > ? AND kind = 'mcp.call' ORDER BY id LIMIT ?", (after, limit))
-        return [(int(r[0]), r[1], str(r[2] or "unknown")) for r in rows]
-
-    def chain_length(self) -> int:
-        row = self._db.query_one("SELECT COALESCE(MAX(seq), 0) FROM chain")
-        return int(row[0]) if row is not None else 0
+    def increments(self, usage_after: int, attempts_after: int,
+                   mcp_after: int) -> Increments:
+        sums = ", ".join(f"SUM({column})" for _, column in _TOKEN_KINDS)
+        with self._db.reading() as conn:  # one snapshot: the cursors match the sums
+            usage_to, attempts_to, mcp_to, chain = conn.execute(
+                "SELECT (SELECT COALESCE(MAX(id), 0) FROM usage),"
+                " (SELECT COALESCE(MAX(id), 0) FROM attempts),"
+                " (SELECT COALESCE(MAX(id), 0) FROM audit),"
+                " (SELECT COALESCE(MAX(seq), 0) FROM chain)").fetchone()
+            usage = conn.execute(
+                f"SELECT category, SUM(calls), {sums} FROM usage "  # noqa: S608 - constant columns
+                "WHERE id > ? AND id <= ? GROUP BY category",
+                (usage_after, usage_to)).fetchall()
+            attempts = conn.execute(
+                "SELECT route, phase, outcome, COUNT(*) FROM attempts "
+                "WHERE id > ? AND id <= ? GROUP BY route, phase, outcome",
+                (attempts_after, attempts_to)).fetchall()
+            mcp = conn.execute(
+                "SELECT subject, json_extract(details, '$.status'), COUNT(*) FROM audit "
+                "WHERE id > ? AND id <= ? AND kind = 'mcp.call' GROUP BY 1, 2",
+                (mcp_after, mcp_to)).fetchall()
+        return Increments(
+            usage_through=int(usage_to),
+            usage=[(str(r[0]), int(r[1] or 0), tuple(int(v or 0) for v in tuple(r)[2:]))
+                   for r in usage],
+            attempts_through=int(attempts_to),
+            attempts=[(r[0], str(r[1]), str(r[2]), int(r[3])) for r in attempts],
+            mcp_through=int(mcp_to),
+            mcp_calls=[(r[0], str(r[1] or "unknown"), int(r[2])) for r in mcp],
+            chain_length=int(chain))
 
 
 @dataclass
@@ -239,26 +252,24 @@ class StoreCollector(Collector):
             self._calls.values[(category.value,)] = 0.0
 
     def _read(self) -> int:
-        """Fold the rows written since the last scrape in; returns the chain's length."""
+        """Fold what was recorded since the last scrape in; returns the chain's length."""
         if self._counts is None:
             self._counts = self._counts_of()
-        counts = self._counts
-        for row_id, category, calls, tokens in counts.usage_since(self._usage.after,
-                                                                   _ROWS_PER_SCRAPE):
-            self._usage.after = row_id
+        new = self._counts.increments(self._usage.after, self._attempts.after,
+                                      self._mcp.after)
+        for category, calls, tokens in new.usage:
             self._calls.add((category,), calls)
             for (kind, _), amount in zip(_TOKEN_KINDS, tokens, strict=True):
                 if amount:
                     self._usage.add((category, kind), amount)
-        for row_id, route, phase, outcome in counts.attempts_since(self._attempts.after,
-                                                                    _ROWS_PER_SCRAPE):
-            self._attempts.after = row_id
-            self._attempts.add((self._routes(route), phase, outcome), 1)
-        for row_id, server, status in counts.mcp_calls_since(self._mcp.after,
-                                                              _ROWS_PER_SCRAPE):
-            self._mcp.after = row_id
-            self._mcp.add((self._servers(server), status), 1)
-        return counts.chain_length()
+        for route, phase, outcome, count in new.attempts:
+            self._attempts.add((self._routes(route), phase, outcome), count)
+        for server, status, count in new.mcp_calls:
+            self._mcp.add((self._servers(server), status), count)
+        self._usage.after = new.usage_through
+        self._attempts.after = new.attempts_through
+        self._mcp.after = new.mcp_through
+        return new.chain_length
 
     def collect(self) -> Iterable[Metric]:
         with self._lock:
