@@ -118,7 +118,8 @@ def test_the_token_command_makes_tokens_the_rule_accepts() -> None:
 
 
 @pytest.mark.parametrize("token", ["", " " * 64, "Sk3" + " " + secrets.token_urlsafe(40),
-                                   secrets.token_urlsafe(20)])
+                                   secrets.token_urlsafe(20)],
+                         ids=["empty", "blank", "inner-space", "short"])
 def test_white_space_and_short_tokens_are_refused(token: str) -> None:
     assert not is_strong_token(token)
 
