@@ -222,7 +222,22 @@ def test_a_conversation_shows_its_evidence_over_the_pixels_as_text(live: Live) -
     assert page.locator(".box.ocr.hidden").count() == 0
     # Beside the image: its attempts (the local route) and the chain badge.
     assert page.locator(".attempts").get_by_text("local").count() >= 1
-    assert page.get_by_text("chain intact").count() == 1
+    assert page.locator(".attempts h4 .badge").inner_text() == "verified"
+    # Its provenance, opened by the keyboard: image -> attempts -> evidence -> upstream
+    # request -> usage, each link verified against its chain entry.
+    summary = page.locator(".provenance summary")
+    summary.focus()
+    page.keyboard.press("Enter")
+    steps = page.locator(".provenance li")
+    texts = [steps.nth(i).inner_text() for i in range(steps.count())]
+    names = [t.split(" ", 1)[0] for t in texts]
+    assert names[0] == "image", texts
+    assert {"attempt", "evidence"} <= set(names), texts
+    assert any(t.startswith("upstream request") for t in texts), texts
+    assert any(t.startswith("usage") and "prompt_tokens" in t for t in texts), texts
+    assert all("verified (entry " in t for t in texts), texts
+    # The page says where the conversation came from.
+    assert "client OpenAI" in page.locator("main").inner_text()
 
 
 def test_an_approval_in_the_console_releases_the_paused_stream(live: Live) -> None:

@@ -62,6 +62,8 @@ _STATUS = {"CONSOLE_NOT_FOUND": 404, "CONSOLE_LOGIN_INVALID": 401,
            "TERMINAL_PLAN_STATE": 409, "TERMINAL_SELF_APPROVAL_REFUSED": 403,
            "MCP_SERVER_UNKNOWN": 404, "AUDIT_NOT_FOUND": 404}
 _BODY_LIMIT = 64 * 1024
+#: Conversations on one page of the list (the server pages it; the page asks for more).
+PAGE = 50
 
 
 class WebConsoleLogins(CookieLogins):
@@ -105,6 +107,21 @@ def _text(body: dict[str, Any], name: str) -> str:
         raise ConsoleError(f"{name} must be a string", code="CONSOLE_ARGUMENT_INVALID",
                            details={"field": name})
     return value
+
+
+def _count(request: Request, name: str, default: int) -> int:
+    """A query parameter that is a count (absent: ``default``).
+
+    Raises:
+        ConsoleError: ``CONSOLE_ARGUMENT_INVALID`` for anything but digits.
+    """
+    value = request.query_params.get(name)
+    if value is None:
+        return default
+    if not value.isdigit() or len(value) > 9:
+        raise ConsoleError(f"{name} must be a whole number", code="CONSOLE_ARGUMENT_INVALID",
+                           details={"field": name})
+    return int(value)
 
 
 def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
@@ -166,13 +183,17 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
 
     async def conversation_list(request: Request) -> Response:
         q = request.query_params.get("q")
-        limit = request.query_params.get("limit", "100")
-        return await run(request, lambda: {"conversations": views.conversations(
-            db, search=q, limit=int(limit) if limit.isdigit() else 100)})
+        return await run(request, lambda: asyncio.to_thread(
+            views.conversations, db, search=q, limit=_count(request, "limit", PAGE),
+            offset=_count(request, "offset", 0)))
 
     async def conversation(request: Request) -> Response:
         sid = str(request.path_params["sid"])
         return await run(request, lambda: asyncio.to_thread(views.conversation, db, sid))
+
+    async def image_provenance(request: Request) -> Response:
+        sid, sha = str(request.path_params["sid"]), str(request.path_params["sha"])
+        return await run(request, lambda: asyncio.to_thread(views.provenance, db, sid, sha))
 
     async def blob(request: Request) -> Response:
         sha = str(request.path_params["sha"])
@@ -229,6 +250,8 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         Route(API + "/whoami", whoami, methods=["GET"]),
         Route(API + "/conversations", conversation_list, methods=["GET"]),
         Route(API + "/conversations/{sid}", conversation, methods=["GET"]),
+        Route(API + "/conversations/{sid}/images/{sha}/provenance", image_provenance,
+              methods=["GET"]),
         Route(API + "/images/{sha}", blob, methods=["GET"]),
         Route(API + "/approvals", approval_list, methods=["GET"]),
         Route(API + "/approvals/{sid}/{pid}/{verdict}", approval, methods=["POST"]),

@@ -82,7 +82,9 @@ function expandable(text, truncated, limit = 400) {
 
 // ---- conversations ----------------------------------------------------------------------
 
-async function viewConversations(main, query = "") {
+async function viewConversations(main, params) {
+  const query = params.get("q") || "";
+  const offset = Number(params.get("offset") || 0) || 0;
   const form = el("form", { class: "search", role: "search" });
   const input = el("input", { type: "search", id: "q", name: "q", value: query,
     "aria-label": "Search conversations" });
@@ -92,35 +94,34 @@ async function viewConversations(main, query = "") {
     event.preventDefault();
     location.hash = "#conversations?q=" + encodeURIComponent(input.value);
   });
-  const data = await api("/conversations?q=" + encodeURIComponent(query));
+  // One page of rows: the server pages the list, however many sessions there are.
+  const data = await api(`/conversations?q=${encodeURIComponent(query)}&offset=${offset}`);
   const rows = data.conversations.map((c) => el("tr", {},
     el("td", {}, el("a", { href: "#conversation/" + encodeURIComponent(c.id),
-      text: c.preview || "(no user message)" })),
+      text: c.preview || "(no user message)" }),
+      c.forked_from ? el("span", { class: "muted", text: ` · fork of ${c.forked_from}` }) : null),
     el("td", { text: c.model || "-" }),
-    el("td", { text: `${c.source || "-"} (${c.scope})` }),
+    el("td", { text: c.client, title: `source ${c.source || "-"}, scope ${c.scope}` }),
     el("td", { text: c.path || "-" }),
     el("td", { text: String(c.turns) }),
     el("td", { text: when(c.last_at) })));
+  const page = (to) => "#conversations?" + new URLSearchParams({ q: query, offset: String(to) });
+  const pager = el("nav", { class: "actions pager", "aria-label": "Pages of conversations" },
+    offset > 0 ? el("a", { href: page(Math.max(0, offset - data.limit)), text: "← Newer", rel: "prev" }) : null,
+    el("span", { class: "muted", text: rows.length ? `${offset + 1}–${offset + rows.length}` : "" }),
+    data.next_offset !== null ? el("a", { href: page(data.next_offset), text: "Older →", rel: "next" }) : null);
   main.replaceChildren(el("h2", { text: "Conversations" }), form,
     rows.length ? table(["Preview", "Model", "Client", "Path", "Turns", "Last activity"], rows,
       "Conversations, most recently active first")
-      : el("p", { text: query ? `No conversation holds “${query}”.` : "No conversations yet." }));
+      : el("p", { text: query ? `No conversation holds “${query}”.` : "No conversations yet." }),
+    pager);
 }
 
 const LAYERS = ["ocr", "regions", "objects"];
 // Drawn in this order: text boxes last, on top of the regions that hold them.
 const DRAWN = ["regions", "objects", "ocr"];
 
-function overlay(image) {
-  const stage = el("div", { class: "stage" });
-  const img = el("img", { src: `${API}/images/${image.sha256}`, loading: "lazy",
-    alt: `image ${image.sha256.slice(0, 12)}, ${image.width}×${image.height}`,
-    width: image.width, height: image.height });
-  stage.append(img);
-  const tip = el("div", { class: "tip", role: "tooltip", id: "tip-" + image.sha256.slice(0, 16),
-    hidden: true });
-  stage.append(tip);
-  const record = image.evidence && image.evidence.record;
+function drawBoxes(stage, tip, record) {
   const boxes = [];
   for (const layer of DRAWN) {
     for (const [index, item] of ((record && record[layer]) || []).entries()) {
@@ -150,7 +151,11 @@ function overlay(image) {
       boxes.push(node);
     }
   }
-  const toggles = el("fieldset", { class: "layers" },
+  return boxes;
+}
+
+function layerToggles(image, boxes) {
+  return el("fieldset", { class: "layers" },
     el("legend", { text: "Evidence layers" }),
     LAYERS.map((layer) => {
       const id = `layer-${layer}-${image.sha256.slice(0, 12)}`;
@@ -161,27 +166,94 @@ function overlay(image) {
       });
       return el("span", {}, box, el("label", { for: id, text: ` ${layer} (${count})` }));
     }));
-  const attempts = (image.attempts || []).map((a) => el("tr", {},
-    el("td", { text: a.route || "-" }), el("td", { text: a.phase }), el("td", { text: a.outcome }),
+}
+
+function provenancePanel(found) {
+  const attempts = (found.attempts || []).map((a) => el("tr", {},
+    el("td", { text: a.route || "-" }), el("td", { text: a.phase }), el("td", { text: a.outcome + (a.code ? ` ${a.code}` : "") }),
     el("td", { text: a.latency_ms === null || a.latency_ms === undefined ? "-" : `${a.latency_ms} ms` }),
     el("td", { text: a.cache ? "hit" : "-" })));
-  const badge = el("span", { class: "badge " + (image.intact ? "ok" : "bad"),
-    text: image.intact ? "chain intact" : "chain mismatch" });
-  return el("figure", { class: "image-block" },
-    el("div", {}, stage, toggles),
-    el("div", { class: "attempts" },
-      el("h4", { text: "Attempts " }, badge),
-      attempts.length ? table(["Route", "Phase", "Outcome", "Latency", "Cache"], attempts,
-        "Vision attempts for this image") : el("p", { class: "muted", text: "No attempts recorded." }),
-      el("figcaption", { class: "muted mono", text: `sha256:${image.sha256}` })));
+  const badge = el("span", { class: "badge " + (found.verified ? "ok" : "bad"),
+    text: found.verified ? "verified" : "not verified" });
+  const steps = found.steps.map((s) => {
+    const what = s.step === "usage" ? Object.entries(s.usage).map(([k, v]) => `${k} ${v}`).join(", ")
+      : s.step === "upstream request" ? `${s.model || "-"} ${s.category || ""} sha256:${(s.request_sha256 || "").slice(0, 12)}`
+      : s.step === "attempt" ? `${s.phase} ${s.outcome}${s.route ? " via " + s.route : ""}`
+      : s.step === "evidence" ? `sha256:${(s.record_sha256 || "").slice(0, 12)}`
+      : s.step === "image" ? `sha256:${(s.sha256 || "").slice(0, 12)}` : "";
+    return el("li", {}, el("span", { class: "step", text: s.step }), ` ${what} `,
+      el("span", { class: "badge " + (s.verified ? "ok" : "bad"),
+        text: s.verified ? `verified (entry ${s.seq})` : "not verified" }));
+  });
+  return [
+    el("h4", { text: "Attempts " }, badge),
+    attempts.length ? table(["Route", "Phase", "Outcome", "Latency", "Cache"], attempts,
+      "Vision attempts for this image") : el("p", { class: "muted", text: "No attempts recorded." }),
+    el("details", { class: "provenance" },
+      el("summary", { text: `Provenance: ${found.steps.length} links, ${found.verified ? "each verified against the audit chain" : "not all verified"}` }),
+      el("ol", {}, steps)),
+  ];
+}
+
+// Overlays load as their image comes on screen: a conversation of fifty images paints its
+// first turn at once and asks for each image's evidence only when it is looked at.
+const watcher = "IntersectionObserver" in window ? new IntersectionObserver((entries) => {
+  for (const entry of entries) {
+    if (!entry.isIntersecting) continue;
+    watcher.unobserve(entry.target);
+    entry.target.dispatchEvent(new Event("visible"));
+  }
+}, { rootMargin: "200px" }) : null;
+
+function overlay(conversationId, image) {
+  const stage = el("div", { class: "stage" });
+  const img = el("img", { src: `${API}/images/${image.sha256}`, loading: "lazy",
+    alt: `image ${image.sha256.slice(0, 12)}, ${image.width}×${image.height}`,
+    width: image.width, height: image.height });
+  stage.append(img);
+  const tip = el("div", { class: "tip", role: "tooltip", id: "tip-" + image.sha256.slice(0, 16),
+    hidden: true });
+  stage.append(tip);
+  const left = el("div", {}, stage);
+  const side = el("div", { class: "attempts", "aria-busy": "true" },
+    el("p", { class: "muted", text: image.turn_id ? "Evidence loads when the image is on screen…" : "No evidence was acquired for this image." }));
+  const figure = el("figure", { class: "image-block", "data-sha256": image.sha256 }, left,
+    el("div", {}, side, el("figcaption", { class: "muted mono", text: `sha256:${image.sha256}` })));
+  if (image.turn_id) {
+    const load = async () => {
+      try {
+        const found = await api(`/conversations/${encodeURIComponent(conversationId)}/images/${image.sha256}/provenance`);
+        const boxes = drawBoxes(stage, tip, found.evidence && found.evidence.record);
+        left.append(layerToggles(image, boxes));
+        side.replaceChildren(...provenancePanel(found));
+      } catch (error) {
+        side.replaceChildren(el("p", { class: "bad", text: error.message }));
+      }
+      side.removeAttribute("aria-busy");
+      figure.dataset.loaded = "true";
+    };
+    figure.addEventListener("visible", load, { once: true });
+    if (watcher) watcher.observe(figure); else load();
+  }
+  return figure;
+}
+
+function forkTree(data) {
+  if (!data.tree || data.tree.length < 2) return null;
+  const items = data.tree.map((node) => el("li", { style: null, class: "depth-" + Math.min(node.depth, 6) },
+    node.current ? el("strong", { class: "mono", text: node.id, "aria-current": "page" })
+      : el("a", { class: "mono", href: "#conversation/" + encodeURIComponent(node.id), text: node.id }),
+    node.parent ? el("span", { class: "muted", text: ` forked from ${node.parent} after message ${node.at}` }) : el("span", { class: "muted", text: " (root)" })));
+  return el("section", { "aria-label": "Fork tree" }, el("h3", { text: "Fork tree" }), el("ul", { class: "tree" }, items));
 }
 
 async function viewConversation(main, id) {
   const data = await api("/conversations/" + encodeURIComponent(id));
   const out = [el("p", {}, el("a", { href: "#conversations", text: "← All conversations" })),
     el("h2", { text: "Conversation " }, el("span", { class: "mono", text: data.id })),
-    el("p", { class: "muted", text: `scope ${data.scope}` +
-      (data.fork ? `, fork of ${data.fork.parent} at ${data.fork.at}` : "") })];
+    el("p", { class: "muted", text: `client ${data.client} · path ${data.path || "-"} · scope ${data.scope}` +
+      (data.fork ? ` · fork of ${data.fork.parent} at ${data.fork.at}` : "") }),
+    forkTree(data)];
   for (const message of data.messages) {
     const block = el("section", { class: "msg", "aria-label": `${message.role} message ${message.seq}` },
       el("div", {}, el("span", { class: "role", text: message.role }),
@@ -191,7 +263,7 @@ async function viewConversation(main, id) {
     for (const part of message.parts) {
       if (part.type === "image") {
         const image = data.images[part.sha256];
-        block.append(image && image.stored ? overlay(image)
+        block.append(image && image.stored ? overlay(data.id, image)
           : el("p", { class: "muted", text: `[image sha256:${part.sha256.slice(0, 12)} not stored]` }));
       } else {
         block.append(expandable(part.text, part.truncated));
@@ -357,8 +429,9 @@ async function viewUsage(main) {
 
 async function route() {
   const main = document.getElementById("main");
-  const hash = decodeURIComponent(location.hash.slice(1)) || "conversations";
-  const [name, arg] = hash.split(/[/?](.*)/s);
+  const hash = location.hash.slice(1) || "conversations";
+  const [name, rest] = hash.split(/[/?](.*)/s);
+  const arg = name === "conversation" ? decodeURIComponent(rest || "") : rest;
   for (const link of document.querySelectorAll("#views a")) {
     const current = link.dataset.view === name || (name === "conversation" && link.dataset.view === "conversations");
     if (current) link.setAttribute("aria-current", "page"); else link.removeAttribute("aria-current");
@@ -369,8 +442,10 @@ async function route() {
     else if (name === "mcp") await viewMcp(main);
     else if (name === "audit") await viewAudit(main);
     else if (name === "usage") await viewUsage(main);
-    else await viewConversations(main, (arg || "").startsWith("q=") ? arg.slice(2) : "");
+    else await viewConversations(main, new URLSearchParams(arg || ""));
     document.body.dataset.view = name;
+    // First paint of the view (bench/console.py reads it): its DOM is in place.
+    performance.mark("console:view:" + name);
   } catch (error) {
     if (error.code === "CONSOLE_LOGIN_REQUIRED") {
       main.replaceChildren(el("h2", { text: "Log in" }),
@@ -391,13 +466,13 @@ async function start() {
       csrf = login.csrf;
     } catch (error) { say(error.message, true); }
   }
-  try {
-    const who = await api("/whoami");
-    csrf = who.csrf || csrf;
-    document.getElementById("who").textContent = `signed in as ${who.credential}`;
-  } catch { /* not signed in: the view says how */ }
+  // Who is signed in, and the view, asked for at once: the view's GETs need no CSRF token.
+  const who = api("/whoami").then((answer) => {
+    csrf = answer.csrf || csrf;
+    document.getElementById("who").textContent = `signed in as ${answer.credential}`;
+  }).catch(() => { /* not signed in: the view says how */ });
   window.addEventListener("hashchange", route);
-  await route();
+  await Promise.all([who, route()]);
 }
 
 start();

@@ -1,0 +1,84 @@
+"""The web console's reads over a real data directory: the list paged by the server, each
+conversation's client and path, the fork tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deepseek_eyes.console import views
+from deepseek_eyes.errors import ConsoleError
+from deepseek_eyes.home import DataHome
+from deepseek_eyes.store.events import Fork, SessionStore, TurnRecord
+
+
+def _turn(sid: str, n: int, path: str, at: float) -> TurnRecord:
+    return TurnRecord(id=f"turn-{sid}-{n}", session_id=sid, started_at=at, ended_at=at + 1,
+                      model="deepseek-v4-pro", path=path, outcome="ok", code=None, details={})
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> DataHome:
+    data = DataHome(tmp_path / "data")
+    store = SessionStore(data.db, clock=lambda: 1000.0)
+    for i in range(7):
+        sid = f"s{i}"
+        store.append(sid, [{"role": "user", "content": f"question {i}"}],
+                     create=("cli", "gateway", "gateway:anthropic", "gateway:responses")[i % 4],
+                     turn=_turn(sid, 0, "bridged", 1000.0 + i))
+    store.append("s1", [{"role": "user", "content": "and now?"}],
+                 turn=_turn("s1", 1, "native", 2000.0))
+    return data
+
+
+def test_the_list_is_paged_by_the_server_newest_first(home: DataHome) -> None:
+    first = views.conversations(home.db, search=None, limit=3)
+    assert len(first["conversations"]) == 3
+    assert first["next_offset"] == 3
+    second = views.conversations(home.db, search=None, limit=3, offset=3)
+    third = views.conversations(home.db, search=None, limit=3, offset=6)
+    ids = [c["id"] for page in (first, second, third) for c in page["conversations"]]
+    assert sorted(ids) == [f"s{i}" for i in range(7)]  # each once, none lost between pages
+    assert third["next_offset"] is None
+    assert views.conversations(home.db, search=None, limit=3, offset=70)["conversations"] == []
+    found = views.conversations(home.db, search="question 5", limit=50)["conversations"]
+    assert [c["id"] for c in found] == ["s5"]
+    assert found[0]["preview"] == "question 5"
+
+
+def test_each_conversation_says_its_client_and_path(home: DataHome) -> None:
+    rows = {c["id"]: c for c in views.conversations(home.db, search=None,
+                                                    limit=50)["conversations"]}
+    assert [rows[f"s{i}"]["client"] for i in range(4)] == [
+        "CLI", "OpenAI", "Claude Code", "Codex"]
+    assert rows["s1"]["path"] == "both"  # a bridged turn, then a native one
+    assert rows["s1"]["turns"] == 2
+    assert rows["s0"]["path"] == "bridged"
+    shown = views.conversation(home.db, "s2")
+    assert (shown["client"], shown["path"]) == ("Claude Code", "bridged")
+
+
+def test_a_fork_tree_holds_the_root_and_every_branch(home: DataHome) -> None:
+    store = SessionStore(home.db)
+    store.append("f1", [{"role": "user", "content": "question 0"},
+                        {"role": "user", "content": "branch"}],
+                 create="cli", fork=Fork("s0", 1))
+    store.append("f2", [{"role": "user", "content": "question 0"},
+                        {"role": "user", "content": "deeper"}],
+                 create="cli", fork=Fork("f1", 1))
+    tree = views.fork_tree(home.db, "f1")
+    assert [(n["id"], n["parent"], n["depth"], n["current"]) for n in tree] == [
+        ("s0", None, 0, False), ("f1", "s0", 1, True), ("f2", "f1", 2, False)]
+    shown = views.conversation(home.db, "f2")["tree"]
+    assert [(n["id"], n["current"]) for n in shown] == [
+        ("s0", False), ("f1", False), ("f2", True)]
+
+
+def test_an_image_that_is_not_the_conversations_is_not_found(home: DataHome) -> None:
+    with pytest.raises(ConsoleError) as caught:
+        views.provenance(home.db, "s0", "0" * 64)
+    assert caught.value.code == "CONSOLE_NOT_FOUND"
+    with pytest.raises(ConsoleError) as caught:
+        views.conversations(home.db, search="x" * 201, limit=5)
+    assert caught.value.code == "CONSOLE_ARGUMENT_INVALID"
