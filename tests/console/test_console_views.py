@@ -3,6 +3,7 @@ conversation's client and path, the fork tree."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,24 @@ def test_an_image_that_is_not_the_conversations_is_not_found(home: DataHome) -> 
     with pytest.raises(ConsoleError) as caught:
         views.conversations(home.db, search="x" * 201, limit=5)
     assert caught.value.code == "CONSOLE_ARGUMENT_INVALID"
+
+
+def test_a_pasted_config_is_judged_like_an_imported_file() -> None:
+    """The console's paste goes through the importer's own rules (mcp import)."""
+    from deepseek_eyes.errors import McpError
+    from deepseek_eyes.mcp_host.importer import import_document
+
+    kept = import_document(json.dumps({"mcpServers": {"docs": {
+        "url": "http://127.0.0.1:9/mcp", "headers": {"X-Key": "${DOCS_KEY}"}}}}).encode())
+    assert [(e["id"], e["headers"]) for e in kept.servers] == [
+        ("docs", {"X-Key": {"env": "DOCS_KEY"}})]
+    with pytest.raises(McpError) as caught:
+        import_document(b"{not json")
+    assert caught.value.code == "MCP_IMPORT_INVALID"
+    assert "the pasted config is not valid JSON" in caught.value.message
+    with pytest.raises(McpError) as caught:
+        import_document(json.dumps({"mcpServers": {"docs": {
+            "url": "http://127.0.0.1:9/mcp", "headers": {"X-Key": "sk-literal-123456abcdef"}}}
+        }).encode())
+    assert caught.value.code == "MCP_IMPORT_INVALID"
+    assert "holds a literal value" in caught.value.message

@@ -395,3 +395,55 @@ def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -
     page.get_by_role("heading", name="Exact provider usage").wait_for()
     table = page.get_by_role("table", name="Exact provider usage")
     assert table.get_by_role("row").count() >= 2  # the header and the chat's category
+
+
+def test_the_control_centre_registers_imports_probes_restarts_and_switches(
+        live: Live) -> None:
+    """Last in the module: it adds servers the earlier tests' rows would also match."""
+    page = live.page
+    server = str(mcp_peers.need(mcp_peers.TIME_SERVER))
+    status = page.get_by_role("status")
+    live.show("mcp")
+    # A secret in the command line is refused by the CLI's own check; nothing is written.
+    before = live.config.read_bytes()
+    form = page.get_by_role("form", name="Register a server")
+    form.get_by_label("Id").fill("clock")
+    form.get_by_label(re.compile("^Command")).fill(f"{server}\n--api-key=sk-live-123456")
+    form.get_by_role("button", name="Register").click()
+    status.get_by_text("MCP_CREDENTIAL_IN_ARGUMENTS").wait_for()
+    assert live.config.read_bytes() == before
+    # A stdio server from the form, by the keyboard; applied at once: its status goes live.
+    form.get_by_label(re.compile("^Command")).fill(server)
+    form.get_by_label(re.compile("^Command")).focus()
+    page.keyboard.press("Tab")  # to the URL field, then submit from it with Enter
+    page.keyboard.press("Enter")
+    status.get_by_text("registered clock (stdio): nothing allowed yet").wait_for()
+    assert 'id = "clock"' in live.config.read_text(encoding="utf-8")
+    page.locator('[data-status-for="clock"]').get_by_text("ready").wait_for(timeout=30_000)
+    clock = page.get_by_role("region", name="server clock")
+    assert "not offered: not allowed" in clock.inner_text()
+    # A pasted Claude config: a literal secret is refused, a ${VAR} reference carried over.
+    pasted = page.get_by_label("Config JSON")
+    pasted.fill(json.dumps({"mcpServers": {"leaky": {
+        "url": "http://127.0.0.1:9/mcp", "headers": {"X-Api-Key": "sk-literal-abcdef123456"}}}}))
+    page.get_by_role("button", name="Import").click()
+    status.get_by_text("MCP_").wait_for()
+    assert "leaky" not in live.config.read_text(encoding="utf-8")
+    pasted.fill(json.dumps({"mcpServers": {"pasted": {
+        "type": "http", "url": "http://127.0.0.1:9/mcp",
+        "headers": {"X-Api-Key": "${CONSOLE_TEST_KEY}"}}}}))
+    page.get_by_role("button", name="Import").click()
+    status.get_by_text("imported pasted").wait_for()
+    text = live.config.read_text(encoding="utf-8")
+    assert 'id = "pasted"' in text
+    assert 'X-Api-Key = {env = "CONSOLE_TEST_KEY"}' in text
+    # Disable: written, and the gateway stops it before the click answers.
+    page.get_by_role("button", name="Disable pasted").click()
+    status.get_by_text("pasted: disabled").wait_for()
+    page.locator('[data-status-for="pasted"]').get_by_text("disabled").wait_for()
+    # Probe and restart act on the running gateway's manager.
+    page.get_by_role("button", name="Probe time").click()
+    status.get_by_text(re.compile(r"^time: probe ok in [\d.]+ ms, 2 tool\(s\)$")).wait_for()
+    page.get_by_role("button", name="Restart clock").click()
+    status.get_by_text("clock: restarted, ready").wait_for(timeout=30_000)
+    assert "mcp__time__get_current_time" in live.offered()

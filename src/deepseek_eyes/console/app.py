@@ -36,7 +36,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
 from deepseek_eyes.audit.verify import verify_path
 from deepseek_eyes.console import views
-from deepseek_eyes.console.control import ConsoleParts, approvals, decide, edit_list, mcp_view
+from deepseek_eyes.console.control import (
+    ConsoleParts,
+    approvals,
+    decide,
+    edit_list,
+    import_pasted,
+    lifecycle,
+    mcp_view,
+    register,
+    switch,
+)
 from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError
 from deepseek_eyes.serving.console_login import CookieLogins
 from deepseek_eyes.serving.security import (
@@ -60,7 +70,8 @@ _STATUS = {"CONSOLE_NOT_FOUND": 404, "CONSOLE_LOGIN_INVALID": 401,
            "CONSOLE_CSRF_INVALID": 403, "CONSOLE_UNAVAILABLE": 409,
            "TERMINAL_SESSION_NOT_FOUND": 404, "TERMINAL_PLAN_NOT_FOUND": 404,
            "TERMINAL_PLAN_STATE": 409, "TERMINAL_SELF_APPROVAL_REFUSED": 403,
-           "MCP_SERVER_UNKNOWN": 404, "AUDIT_NOT_FOUND": 404}
+           "MCP_SERVER_UNKNOWN": 404, "AUDIT_NOT_FOUND": 404,
+           "MCP_SERVER_DISABLED": 409}
 _BODY_LIMIT = 64 * 1024
 #: Conversations on one page of the list (the server pages it; the page asks for more).
 PAGE = 50
@@ -228,6 +239,35 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
                                    _text(body, "selector"))
         return await run(request, edit, change=True)
 
+    async def mcp_switch(request: Request) -> Response:
+        async def change() -> dict[str, Any]:
+            body = await _body(request)
+            enabled = body.get("enabled")
+            if not isinstance(enabled, bool):
+                raise ConsoleError("enabled must be true or false",
+                                   code="CONSOLE_ARGUMENT_INVALID", details={"field": "enabled"})
+            return await switch(parts, str(request.path_params["server"]), enabled)
+        return await run(request, change, change=True)
+
+    async def mcp_lifecycle(request: Request) -> Response:
+        async def act() -> dict[str, Any]:
+            await _body(request)
+            return await lifecycle(parts, str(request.path_params["server"]),
+                                   str(request.path_params["action"]))
+        return await run(request, act, change=True)
+
+    async def mcp_register(request: Request) -> Response:
+        async def add() -> dict[str, Any]:
+            return await register(parts, await _body(request))
+        return await run(request, add, change=True)
+
+    async def mcp_import(request: Request) -> Response:
+        async def bring() -> dict[str, Any]:
+            body = await _body(request)
+            return await import_pasted(parts, _text(body, "text"),
+                                       replace=body.get("replace") is True)
+        return await run(request, bring, change=True)
+
     async def audit(request: Request) -> Response:
         return await run(request, lambda: asyncio.to_thread(views.audit_head, db))
 
@@ -256,7 +296,11 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         Route(API + "/approvals", approval_list, methods=["GET"]),
         Route(API + "/approvals/{sid}/{pid}/{verdict}", approval, methods=["POST"]),
         Route(API + "/mcp", mcp, methods=["GET"]),
+        Route(API + "/mcp/servers", mcp_register, methods=["POST"]),
+        Route(API + "/mcp/import", mcp_import, methods=["POST"]),
         Route(API + "/mcp/{server}/tools", mcp_edit, methods=["POST"]),
+        Route(API + "/mcp/{server}/enabled", mcp_switch, methods=["POST"]),
+        Route(API + "/mcp/{server}/{action:str}", mcp_lifecycle, methods=["POST"]),
         Route(API + "/audit", audit, methods=["GET"]),
         Route(API + "/audit/verify", verify, methods=["POST"]),
         Route(API + "/usage", usage, methods=["GET"]),

@@ -29,14 +29,23 @@ from typing import Any, Literal, cast
 from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp_host.host import McpHost
+from deepseek_eyes.mcp_host.importer import import_document
 from deepseek_eyes.mcp_host.manager import McpManager
 from deepseek_eyes.mcp_host.policy import matches, risk_allowed
-from deepseek_eyes.mcp_host.settings_file import drop_selectors, edit_selectors
+from deepseek_eyes.mcp_host.registration import registered_entry
+from deepseek_eyes.mcp_host.settings_file import (
+    add_servers,
+    drop_selectors,
+    edit_selectors,
+    read_raw,
+    set_server_value,
+)
 from deepseek_eyes.settings import McpServerSettings, load_settings
 from deepseek_eyes.settings.writer import recording
 from deepseek_eyes.terminal.service import TerminalService
 
-__all__ = ["ConsoleParts", "approvals", "decide", "edit_list", "mcp_view"]
+__all__ = ["ConsoleParts", "approvals", "decide", "edit_list", "import_pasted", "lifecycle",
+           "mcp_view", "register", "switch"]
 
 #: The settings watch's look, asked after an edit (the gateway's); None: no gateway here.
 Reload = Callable[[], Awaitable[object]]
@@ -135,6 +144,11 @@ def mcp_view(parts: ConsoleParts) -> dict[str, Any]:
             "risk_policy": server.risk_policy,
             "status": None if live is None else live.get("status"),
             "last_error": None if live is None else live.get("last_error"),
+            # Each plane's state, the last connect's latency, the failure's scrubbed words.
+            "planes": None if live is None else {
+                "tools": live.get("tools_status"), "content": live.get("content_status")},
+            "latency_ms": None if live is None else live.get("latency_ms"),
+            "error": None if live is None else live.get("error"),
             "allow": list(server.allow.tools), "deny": list(server.deny.tools),
             "tools": tools,
         })
@@ -160,15 +174,31 @@ async def edit_list(parts: ConsoleParts, server_id: str, which: str, op: str,
         raise ConsoleError("a selector is a tool name or a prefix ending in *, 1-200 "
                            "characters, no surrounding spaces",
                            code="CONSOLE_ARGUMENT_INVALID", details={"field": "selector"})
+    edit = edit_selectors if op == "add" else drop_selectors
+    applied = await _write(parts, lambda path: edit(path, server_id, which, "tools",
+                                                    (selector,)))
+    return {"server": server_id, "list": which, "op": op, "selector": selector,
+            "applied": applied}
+
+
+async def _write(parts: ConsoleParts, change: Callable[[Path], object]) -> object:
+    """One edit of the settings file, the CLI's way: through the settings-file writer
+    (validated like the file, one writer at a time, atomically replaced), audited as a
+    ``settings.change``, then applied to the running gateway before this returns (its
+    settings watch's answer; None without a gateway here).
+
+    Raises:
+        ConsoleError: ``CONSOLE_UNAVAILABLE``: no settings file to edit.
+        DeepSeekEyesError: the writer's (nothing written) or the gateway's refusal.
+    """
     path = parts.settings_path
     if path is None:
         raise ConsoleError("this console has no settings file to edit (start it with "
                            "--config)", code="CONSOLE_UNAVAILABLE")
-    edit = edit_selectors if op == "add" else drop_selectors
 
     def write() -> list[Any]:
         with recording() as writes:
-            edit(path, server_id, which, "tools", (selector,))
+            change(path)
         return writes
 
     writes = await asyncio.to_thread(write)
@@ -185,5 +215,98 @@ async def edit_list(parts: ConsoleParts, server_id: str, which: str, op: str,
             error = applied.get("error") or {}
             raise DeepSeekEyesError(str(error.get("message", "the gateway refused it")),
                                     code=str(error.get("code", "CONFIG_INVALID")))
-    return {"server": server_id, "list": which, "op": op, "selector": selector,
-            "applied": applied}
+    return applied
+
+
+async def switch(parts: ConsoleParts, server_id: str, enabled: bool) -> dict[str, Any]:
+    """Enable or disable a server, as ``mcp enable``/``mcp disable`` do.
+
+    Raises:
+        DeepSeekEyesError: as :func:`_write` (``MCP_SERVER_UNKNOWN``).
+    """
+    applied = await _write(parts, lambda path: set_server_value(path, server_id, "enabled",
+                                                                enabled))
+    return {"server": server_id, "enabled": enabled, "applied": applied}
+
+
+def _strings(value: object, field_name: str, *, limit: int = 64) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > limit or not all(
+            isinstance(v, str) and len(v) <= 4096 for v in value):
+        raise ConsoleError(f"{field_name} is a list of at most {limit} strings",
+                           code="CONSOLE_ARGUMENT_INVALID", details={"field": field_name})
+    return list(value)
+
+
+async def register(parts: ConsoleParts, body: dict[str, Any]) -> dict[str, Any]:
+    """Add a server from the console's form, as ``mcp register`` does: a stdio ``command``
+    (argv) or an HTTP ``url``; ``env`` and ``headers`` only as ``NAME=VAR`` (the value is
+    read from our environment variable VAR: a secret is never written); nothing allowed.
+
+    Raises:
+        ConsoleError: ``CONSOLE_ARGUMENT_INVALID``.
+        McpError: ``registered_entry``'s (``MCP_CREDENTIAL_IN_ARGUMENTS``,
+            ``MCP_ARGUMENTS_INVALID``); the writer's (``CONFIG_INVALID``).
+    """
+    server_id = body.get("id")
+    url = body.get("url") or None
+    if not isinstance(server_id, str) or not server_id or (
+            url is not None and not isinstance(url, str)):
+        raise ConsoleError("a server needs an id, and a command or a url",
+                           code="CONSOLE_ARGUMENT_INVALID", details={"field": "id"})
+    risk = body.get("risk_policy") or None
+    if risk not in (None, "allow", "read-only"):
+        raise ConsoleError("risk_policy is allow or read-only", code="CONSOLE_ARGUMENT_INVALID",
+                           details={"field": "risk_policy"})
+    entry = registered_entry(server_id, command=_strings(body.get("command"), "command"),
+                             url=url, env=_strings(body.get("env"), "env"),
+                             headers=_strings(body.get("headers"), "headers"),
+                             risk_policy=risk, enabled=body.get("enabled") is not False)
+    applied = await _write(parts, lambda path: add_servers(path, [entry]))
+    return {"server": entry["id"], "transport": entry["transport"], "applied": applied}
+
+
+async def import_pasted(parts: ConsoleParts, text: str, *, replace: bool) -> dict[str, Any]:
+    """Import a pasted Claude Desktop / Claude Code / Cursor / VS Code MCP config, as
+    ``mcp import`` does (a literal secret refused: only ``${VAR}`` references carry over).
+
+    Raises:
+        ConsoleError: ``CONSOLE_UNAVAILABLE``.
+        McpError: the importer's (``MCP_IMPORT_INVALID``, ``MCP_COMMAND_NOT_FOUND``, ...).
+    """
+    if parts.settings_path is None:
+        raise ConsoleError("this console has no settings file to edit (start it with "
+                           "--config)", code="CONSOLE_UNAVAILABLE")
+    servers = read_raw(parts.settings_path).get("mcp", {}).get("servers", [])
+    existing = {str(s.get("id")) for s in servers if isinstance(s, dict) and s.get("id")}
+    result = import_document(text.encode("utf-8", "surrogatepass"), existing,
+                             replace=replace)
+    applied = await _write(parts, lambda path: add_servers(path, result.servers,
+                                                           replace=replace))
+    return {"imported": [{"id": e["id"], "transport": e["transport"],
+                          "replaced": e["id"] in existing} for e in result.servers],
+            "ignored": list(result.ignored),
+            "refused": [r.view() for r in result.refused], "applied": applied}
+
+
+async def lifecycle(parts: ConsoleParts, server_id: str, action: str) -> dict[str, Any]:
+    """Probe a server (a separate connection; the live one untouched) or restart it, on
+    the running gateway's manager, as ``mcp probe`` and ``mcp restart`` do.
+
+    Raises:
+        ConsoleError: ``CONSOLE_UNAVAILABLE`` without a gateway here, ``CONSOLE_NOT_FOUND``
+            for another action.
+        McpError: the manager's (``MCP_SERVER_UNKNOWN``, ``MCP_SERVER_DISABLED``, a
+            connect code).
+    """
+    if action not in ("probe", "restart"):
+        raise ConsoleError("a server takes probe or restart", code="CONSOLE_NOT_FOUND")
+    manager = parts.mcp_manager
+    if manager is None:
+        raise _unavailable("probing or restarting a server")
+    if action == "probe":
+        return {"server": server_id, "probe": await manager.probe(server_id)}
+    state = manager.require(server_id)
+    await manager.restart(server_id, wait=state.settings.connect_timeout + 1)
+    return {"server": server_id, "after": manager.require(server_id).view()}

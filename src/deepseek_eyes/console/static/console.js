@@ -352,16 +352,120 @@ async function viewMcp(main) {
           ? el("button", { type: "button", class: "secondary", text: "Undeny", "aria-label": `Undeny ${tool.name}`, onclick: edit("deny", "remove", tool.name) })
           : el("button", { type: "button", class: "danger", text: "Deny", "aria-label": `Deny ${tool.name}`, onclick: edit("deny", "add", tool.name) }))),
       el("td", { class: "muted", text: tool.description.slice(0, 200) })));
+    const act = (path, body, done) => async () => {
+      try {
+        const answer = await api(`/mcp/${encodeURIComponent(server.id)}/${path}`, { method: "POST", body });
+        say(done(answer));
+      } catch (error) { say(error.message, true); }
+      route();
+    };
+    const controls = el("div", { class: "actions" },
+      el("button", { type: "button", class: "secondary", text: server.enabled ? "Disable" : "Enable",
+        "aria-label": `${server.enabled ? "Disable" : "Enable"} ${server.id}`,
+        onclick: act("enabled", { enabled: !server.enabled }, () => `${server.id}: ${server.enabled ? "disabled" : "enabled"}`) }),
+      data.running ? el("button", { type: "button", class: "secondary", text: "Probe", "aria-label": `Probe ${server.id}`,
+        onclick: act("probe", {}, (a) => `${server.id}: probe ok in ${a.probe.latency_ms} ms, ${a.probe.tools.length} tool(s)`) }) : null,
+      data.running ? el("button", { type: "button", class: "secondary", text: "Restart", "aria-label": `Restart ${server.id}`,
+        onclick: act("restart", {}, (a) => `${server.id}: restarted, ${a.after.status}`) }) : null);
     out.push(el("section", { "aria-label": `server ${server.id}` },
       el("h3", {}, el("span", { class: "mono", text: server.id }),
         el("span", { class: "muted", text: ` · ${server.transport} · ${server.enabled ? "enabled" : "disabled"} · ` }),
-        el("span", { class: server.status === "ready" ? "ok" : "bad", text: server.status || "not running here" })),
-      server.last_error ? el("p", { class: "bad", text: `last error: ${server.last_error}` }) : null,
+        el("span", { class: server.status === "ready" ? "ok" : "bad", "data-status-for": server.id,
+          text: server.status || "not running here" })),
+      controls,
+      server.planes ? el("p", { class: "muted", "data-planes-for": server.id,
+        text: `tools ${server.planes.tools || "-"} · content ${server.planes.content || "-"}` +
+          (server.latency_ms !== null && server.latency_ms !== undefined ? ` · connected in ${server.latency_ms} ms` : "") }) : null,
+      server.last_error ? el("p", { class: "bad", text: `last error: ${server.last_error}` + (server.error ? ` (${server.error})` : "") }) : null,
       el("p", { text: `allow: ${server.allow.join(", ") || "(nothing)"} · deny: ${server.deny.join(", ") || "(nothing)"} · risk policy: ${server.risk_policy}` }),
       rows.length ? table(["Tool", "Risk", "Offered", "Allow / deny", "Description"], rows, `Tools of ${server.id}`)
         : el("p", { class: "muted", text: "No tools discovered (the server is not connected here)." })));
   }
+  if (data.editable) out.push(registerForm(), importForm());
   main.replaceChildren(...out);
+  if (data.running) watchStatus();
+}
+
+// Live status: the servers' states asked for every two seconds while this view is open;
+// only the status words change (focus and forms stay as they are).
+let statusTimer = null;
+function watchStatus() {
+  clearTimeout(statusTimer);
+  statusTimer = setTimeout(async () => {
+    if (document.body.dataset.view !== "mcp") return;
+    try {
+      const data = await api("/mcp");
+      for (const server of data.servers) {
+        const node = document.querySelector(`[data-status-for="${CSS.escape(server.id)}"]`);
+        if (node && node.textContent !== (server.status || "not running here")) {
+          node.textContent = server.status || "not running here";
+          node.className = server.status === "ready" ? "ok" : "bad";
+        }
+      }
+    } catch { /* the next look tries again */ }
+    watchStatus();
+  }, 2000);
+}
+
+function field(id, label, control, hint) {
+  return el("p", { class: "field" }, el("label", { for: id, text: label }), control,
+    hint ? el("span", { class: "muted hint", id: id + "-hint", text: hint }) : null);
+}
+
+function lines(value) {
+  return value.split("\n").map((l) => l.trim()).filter(Boolean);
+}
+
+function registerForm() {
+  const form = el("form", { class: "panel", "aria-label": "Register a server" });
+  const id = el("input", { type: "text", id: "reg-id", name: "id", required: true, autocomplete: "off" });
+  const command = el("textarea", { id: "reg-command", name: "command", rows: 3, "aria-describedby": "reg-command-hint" });
+  const url = el("input", { type: "text", id: "reg-url", name: "url", "aria-describedby": "reg-url-hint" });
+  const env = el("textarea", { id: "reg-env", name: "env", rows: 2, "aria-describedby": "reg-env-hint" });
+  const risk = el("select", { id: "reg-risk", name: "risk_policy" },
+    el("option", { value: "", text: "default" }), el("option", { value: "read-only", text: "read-only" }),
+    el("option", { value: "allow", text: "allow" }));
+  form.append(el("h3", { text: "Register a server" }),
+    field("reg-id", "Id", id),
+    field("reg-command", "Command (stdio: one argument per line)", command, "e.g. the program, then each argument"),
+    field("reg-url", "Or URL (Streamable HTTP)", url, "credentials never go in the URL"),
+    field("reg-env", "Environment or headers (NAME=VAR, one per line)", env,
+      "the value is read from our environment variable VAR; a secret is never written"),
+    field("reg-risk", "Risk policy", risk),
+    el("button", { type: "submit", text: "Register" }));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const http = url.value.trim() !== "";
+    try {
+      const answer = await api("/mcp/servers", { method: "POST", body: {
+        id: id.value.trim(), command: http ? [] : lines(command.value), url: http ? url.value.trim() : null,
+        env: http ? [] : lines(env.value), headers: http ? lines(env.value) : [],
+        risk_policy: risk.value || null } });
+      say(`registered ${answer.server} (${answer.transport}): nothing allowed yet`);
+      route();
+    } catch (error) { say(error.message, true); }
+  });
+  return form;
+}
+
+function importForm() {
+  const form = el("form", { class: "panel", "aria-label": "Import servers" });
+  const text = el("textarea", { id: "import-text", name: "text", rows: 6, "aria-describedby": "import-text-hint" });
+  const replace = el("input", { type: "checkbox", id: "import-replace", name: "replace" });
+  form.append(el("h3", { text: "Import a Claude, Cursor or VS Code config" }),
+    field("import-text", "Config JSON", text, "mcpServers or servers; secrets only as ${VAR}"),
+    el("p", {}, replace, el("label", { for: "import-replace", text: " Replace servers whose id is taken" })),
+    el("button", { type: "submit", text: "Import" }));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const answer = await api("/mcp/import", { method: "POST", body: { text: text.value, replace: replace.checked } });
+      say(`imported ${answer.imported.map((e) => e.id).join(", ") || "nothing"}` +
+        (answer.refused.length ? `; refused ${answer.refused.map((r) => r.server).join(", ")}` : ""));
+      route();
+    } catch (error) { say(error.message, true); }
+  });
+  return form;
 }
 
 // ---- audit and usage --------------------------------------------------------------------
