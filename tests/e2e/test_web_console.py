@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "build" / "console-screenshots"
 AXE = ROOT / "build" / "console-npm" / "node_modules" / "axe-core" / "axe.min.js"
 HOSTILE = "<img src=x onerror=alert(1)>"
-VIEWS = ("conversations", "conversation", "approvals", "mcp", "audit", "usage")
+VIEWS = ("conversations", "conversation", "approvals", "mcp", "vision", "audit", "usage")
 SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
 START_DEADLINE_S = 60
 LINK = re.compile(r"web console login \(one use\): (\S+)")
@@ -382,6 +382,23 @@ def test_every_view_passes_axe_and_is_screenshotted_at_two_sizes(live: Live) -> 
                 assert bad == [], f"{view} at {size}: {bad}"
     finally:
         page.set_viewport_size({"width": 1280, "height": 800})
+
+
+def test_the_vision_view_shows_routes_and_probes_a_models_sight_again(live: Live) -> None:
+    page = live.page
+    live.show("vision")
+    routes = page.get_by_role("region", name="Vision routes")
+    assert routes.get_by_role("row", name=re.compile("local")).count() == 1
+    row = page.get_by_role("row", name=re.compile("deepseek-v4-pro"))
+    assert "does not see (settings)" in row.inner_text()  # input = ["text"] says so
+    row.get_by_role("button", name="Probe again: deepseek-v4-pro").focus()
+    page.keyboard.press("Enter")
+    page.get_by_role("status").get_by_text(re.compile(
+        r"^deepseek-v4-pro: (sees|does not see) \(probe")).wait_for()
+    row = page.get_by_role("row", name=re.compile("deepseek-v4-pro"))
+    row.get_by_text(re.compile(r"\(probe.*checked")).wait_for()
+    # What the settings say still rules: a probe informs, the settings decide.
+    assert "does not see (settings)" in row.get_by_role("cell").nth(1).inner_text()
 
 
 def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -> None:

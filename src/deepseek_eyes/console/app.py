@@ -44,8 +44,11 @@ from deepseek_eyes.console.control import (
     import_pasted,
     lifecycle,
     mcp_view,
+    probe_routes,
+    probe_sight,
     register,
     switch,
+    vision_view,
 )
 from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError
 from deepseek_eyes.serving.console_login import CookieLogins
@@ -71,7 +74,7 @@ _STATUS = {"CONSOLE_NOT_FOUND": 404, "CONSOLE_LOGIN_INVALID": 401,
            "TERMINAL_SESSION_NOT_FOUND": 404, "TERMINAL_PLAN_NOT_FOUND": 404,
            "TERMINAL_PLAN_STATE": 409, "TERMINAL_SELF_APPROVAL_REFUSED": 403,
            "MCP_SERVER_UNKNOWN": 404, "AUDIT_NOT_FOUND": 404,
-           "MCP_SERVER_DISABLED": 409}
+           "MCP_SERVER_DISABLED": 409, "CONSOLE_PROBE_FAILED": 502}
 _BODY_LIMIT = 64 * 1024
 #: Conversations on one page of the list (the server pages it; the page asks for more).
 PAGE = 50
@@ -268,6 +271,17 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
                                        replace=body.get("replace") is True)
         return await run(request, bring, change=True)
 
+    async def vision(request: Request) -> Response:
+        return await run(request, lambda: vision_view(parts))
+
+    async def vision_probe(request: Request) -> Response:
+        async def probe() -> dict[str, Any]:
+            body = await _body(request)
+            if "model" in body:
+                return await probe_sight(parts, _text(body, "model"))
+            return await probe_routes(parts)
+        return await run(request, probe, change=True)
+
     async def audit(request: Request) -> Response:
         return await run(request, lambda: asyncio.to_thread(views.audit_head, db))
 
@@ -301,6 +315,8 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         Route(API + "/mcp/{server}/tools", mcp_edit, methods=["POST"]),
         Route(API + "/mcp/{server}/enabled", mcp_switch, methods=["POST"]),
         Route(API + "/mcp/{server}/{action:str}", mcp_lifecycle, methods=["POST"]),
+        Route(API + "/vision", vision, methods=["GET"]),
+        Route(API + "/vision/probe", vision_probe, methods=["POST"]),
         Route(API + "/audit", audit, methods=["GET"]),
         Route(API + "/audit/verify", verify, methods=["POST"]),
         Route(API + "/usage", usage, methods=["GET"]),

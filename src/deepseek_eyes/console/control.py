@@ -40,12 +40,14 @@ from deepseek_eyes.mcp_host.settings_file import (
     read_raw,
     set_server_value,
 )
+from deepseek_eyes.runtime.sight import Sight
 from deepseek_eyes.settings import McpServerSettings, load_settings
 from deepseek_eyes.settings.writer import recording
 from deepseek_eyes.terminal.service import TerminalService
+from deepseek_eyes.vision.routing.router import VisionRouter
 
 __all__ = ["ConsoleParts", "approvals", "decide", "edit_list", "import_pasted", "lifecycle",
-           "mcp_view", "register", "switch"]
+           "mcp_view", "probe_routes", "probe_sight", "register", "switch", "vision_view"]
 
 #: The settings watch's look, asked after an edit (the gateway's); None: no gateway here.
 Reload = Callable[[], Awaitable[object]]
@@ -63,6 +65,11 @@ class ConsoleParts:
     mcp_manager: McpManager | None = None
     mcp_host: McpHost | None = None
     reload: Reload | None = None
+    #: The gateway's final-model sight (what was learned, and its probe) and vision router.
+    sight: Sight | None = None
+    router: VisionRouter | None = None
+    #: The final models the settings name (the only ones the console probes).
+    models: tuple[str, ...] = ()
     #: Where the console lives, said with each action's audit row.
     actor: str = field(default="console")
 
@@ -310,3 +317,73 @@ async def lifecycle(parts: ConsoleParts, server_id: str, action: str) -> dict[st
     state = manager.require(server_id)
     await manager.restart(server_id, wait=state.settings.connect_timeout + 1)
     return {"server": server_id, "after": manager.require(server_id).view()}
+
+
+def _learned(parts: ConsoleParts) -> dict[str, dict[str, Any]]:
+    """Every learned sight verdict kept here (``model_sight``), expired ones too, newest
+    first: a person wants to see what was learned, and when it lapses."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in parts.home.db.query(
+            "SELECT upstream, model, sees, how, code, checked_at, expires_at FROM model_sight"
+            " ORDER BY checked_at DESC LIMIT 200"):
+        out.setdefault(str(row[1]), {"upstream": row[0], "model": row[1], "sees": bool(row[2]),
+                                     "how": row[3], "code": row[4], "checked_at": row[5],
+                                     "expires_at": row[6]})
+    return out
+
+
+async def vision_view(parts: ConsoleParts) -> dict[str, Any]:
+    """The vision routes in the order they are tried, each with its health, circuit and
+    probe state (the running gateway's router), and for each final model what is known of
+    its sight: the settings' word, the learned verdict (a pixel probe or a refusal) and the
+    priors (``/models``, the shipped table), and which of them is in force."""
+    router, sight = parts.router, parts.sight
+    routes = [dict(r) for r in router.status()] if router is not None else []
+    learned = await asyncio.to_thread(_learned, parts)
+    models = []
+    for model in dict.fromkeys([*parts.models, *learned]):
+        entry: dict[str, Any] = {"model": model, "learned": learned.get(model),
+                                 "probe": model in parts.models and sight is not None}
+        if sight is not None:
+            configured = sight.configured(model)
+            current = sight.learned(model)
+            priors = await sight.priors(model)
+            entry["settings"] = None if configured is None else configured.json()
+            entry["priors"] = priors.json()
+            entry["in_force"] = (configured or current or priors).json()
+        models.append(entry)
+    return {"running": router is not None, "routes": routes, "models": models}
+
+
+async def probe_sight(parts: ConsoleParts, model: str) -> dict[str, Any]:
+    """Ask a final model the pixel probe again now (one small call) and keep its verdict.
+
+    Raises:
+        ConsoleError: ``CONSOLE_UNAVAILABLE`` without a gateway here, ``CONSOLE_NOT_FOUND``
+            for a model the settings do not name, ``CONSOLE_PROBE_FAILED`` when no verdict
+            came (audited; the priors stay).
+    """
+    if parts.sight is None:
+        raise _unavailable("probing a model's sight")
+    if model not in parts.models:
+        raise ConsoleError("the console probes only the final models the settings name",
+                           code="CONSOLE_NOT_FOUND", details={"model": model[:200]})
+    verdict = await parts.sight.probe(model)
+    if verdict is None:
+        raise ConsoleError(f"the sight probe of {model} got no answer; nothing was learned",
+                           code="CONSOLE_PROBE_FAILED", details={"model": model})
+    return {"model": model, "verdict": verdict.json()}
+
+
+async def probe_routes(parts: ConsoleParts) -> dict[str, Any]:
+    """Health-check and probe every vision route now (``routes --probe``).
+
+    Raises:
+        ConsoleError: ``CONSOLE_UNAVAILABLE`` without a gateway here.
+    """
+    if parts.router is None:
+        raise _unavailable("probing the vision routes")
+    reports = await parts.router.probe_all()
+    return {"reports": [{"name": r["name"], "ok": r["ok"], "code": r["code"],
+                         "correct": r.get("correct")} for r in reports],
+            "routes": [dict(r) for r in parts.router.status()]}

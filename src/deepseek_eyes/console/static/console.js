@@ -468,6 +468,60 @@ function importForm() {
   return form;
 }
 
+// ---- vision routes and the final models' sight -----------------------------------------
+
+function verdictText(v) {
+  if (!v) return "-";
+  return `${v.sees ? "sees" : "does not see"} (${v.how}${v.code ? ", " + v.code : ""})` +
+    (v.checked_at ? ` · checked ${when(v.checked_at)}, until ${when(v.expires_at)}` : "");
+}
+
+async function viewVision(main) {
+  const data = await api("/vision");
+  const out = [el("h2", { text: "Vision routes and sight" })];
+  if (!data.running) out.push(el("p", { class: "muted", text: "The gateway does not run here: only what was learned is shown, and nothing can be probed." }));
+  const routes = data.routes.map((r) => el("tr", {},
+    el("td", { text: r.order === null ? "-" : String(r.order + 1) }),
+    el("td", { class: "mono", text: r.name }), el("td", { text: r.kind }),
+    el("td", { text: r.model || "-" }),
+    el("td", { class: r.health === "healthy" ? "ok" : "", text: r.health + (r.health_code ? ` (${r.health_code})` : "") }),
+    el("td", { text: r.circuit + (r.circuit_open_for_s ? ` for ${Math.round(r.circuit_open_for_s)} s` : "") }),
+    el("td", { text: r.probe }), el("td", { text: r.last_code || "-" })));
+  out.push(el("h3", { text: "Routes, in the order they are tried" }),
+    routes.length ? table(["Order", "Route", "Kind", "Model", "Health", "Circuit", "Probe", "Last code"], routes, "Vision routes")
+      : el("p", { class: "muted", text: "No route status here." }));
+  if (data.running) {
+    out.push(el("p", {}, el("button", { type: "button", class: "secondary", text: "Probe routes",
+      onclick: async () => {
+        say("Probing the routes…");
+        try {
+          const answer = await api("/vision/probe", { method: "POST", body: {} });
+          say("Routes probed: " + answer.reports.map((r) => `${r.name} ${r.ok ? "ok" : r.code || "failed"}`).join(", "));
+        } catch (error) { say(error.message, true); }
+        route();
+      } })));
+  }
+  const models = data.models.map((m) => el("tr", {},
+    el("td", { class: "mono", text: m.model }),
+    el("td", { text: m.in_force ? verdictText(m.in_force) : "-" }),
+    el("td", { text: m.settings ? verdictText(m.settings) : "not said" }),
+    el("td", { text: verdictText(m.learned) }),
+    el("td", { text: m.priors ? verdictText(m.priors) : "-" }),
+    el("td", {}, m.probe ? el("button", { type: "button", class: "secondary", text: "Probe again",
+      "aria-label": `Probe again: ${m.model}`, onclick: async () => {
+        say(`Probing ${m.model}…`);
+        try {
+          const answer = await api("/vision/probe", { method: "POST", body: { model: m.model } });
+          say(`${m.model}: ${verdictText(answer.verdict)}`);
+        } catch (error) { say(error.message, true); }
+        route();
+      } }) : null)));
+  out.push(el("h3", { text: "What each final model sees" }),
+    models.length ? table(["Model", "In force", "Settings", "Learned", "Priors", ""], models, "Final models' sight")
+      : el("p", { class: "muted", text: "No final model is named in the settings." }));
+  main.replaceChildren(...out);
+}
+
 // ---- audit and usage --------------------------------------------------------------------
 
 async function viewAudit(main) {
@@ -544,6 +598,7 @@ async function route() {
     if (name === "conversation") await viewConversation(main, arg || "");
     else if (name === "approvals") await viewApprovals(main);
     else if (name === "mcp") await viewMcp(main);
+    else if (name === "vision") await viewVision(main);
     else if (name === "audit") await viewAudit(main);
     else if (name === "usage") await viewUsage(main);
     else await viewConversations(main, new URLSearchParams(arg || ""));
