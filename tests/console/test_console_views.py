@@ -104,3 +104,51 @@ def test_a_pasted_config_is_judged_like_an_imported_file() -> None:
         }).encode())
     assert caught.value.code == "MCP_IMPORT_INVALID"
     assert "holds a literal value" in caught.value.message
+
+
+def _calls(home: DataHome) -> None:
+    for i, (server, tool, status) in enumerate((
+            ("time", "get_current_time", "ok"), ("time", "convert_time", "failed"),
+            ("docs", "search", "ok"))):
+        home.audit.write("mcp.call", server, plane="tool", tool=tool, risk="read",
+                         status=status, duration_ms=1.5 + i, arguments_sha256=None,
+                         code="MCP_TIMEOUT" if status == "failed" else None)
+
+
+def test_mcp_calls_filter_by_server_tool_and_outcome_each_verified(home: DataHome) -> None:
+    _calls(home)
+    everything = views.audit_search(home.db, "mcp")
+    assert [r["tool"] for r in everything["rows"]] == [
+        "search", "convert_time", "get_current_time"]  # newest first
+    assert all(r["verified"] and isinstance(r["seq"], int) for r in everything["rows"])
+    time_ok = views.audit_search(home.db, "mcp", server="time", outcome="ok")["rows"]
+    assert [(r["server"], r["tool"]) for r in time_ok] == [("time", "get_current_time")]
+    failed = views.audit_search(home.db, "mcp", tool="convert_time")["rows"]
+    assert [(r["outcome"], r["code"]) for r in failed] == [("failed", "MCP_TIMEOUT")]
+    newest = everything["rows"][0]
+    assert views.audit_search(home.db, "mcp", since=newest["ts"])["rows"] == [newest]
+    paged = views.audit_search(home.db, "mcp", limit=2)
+    rest = views.audit_search(home.db, "mcp", before=paged["next_before"])
+    assert [r["id"] for r in paged["rows"] + rest["rows"]] == [
+        r["id"] for r in everything["rows"]]
+    assert rest["next_before"] is None
+    # A row changed behind the chain's back no longer verifies.
+    with home.db.transaction() as conn:
+        conn.execute("UPDATE audit SET subject = 'tampered' WHERE id = ?", (newest["id"],))
+    again = views.audit_search(home.db, "mcp")["rows"]
+    assert [r["verified"] for r in again] == [False, True, True]
+
+
+def test_bad_audit_filters_and_unknown_records_are_refused(home: DataHome) -> None:
+    from deepseek_eyes.errors import AuditError
+
+    for call in (lambda: views.audit_search(home.db, "other"),
+                 lambda: views.audit_search(home.db, "mcp", server="x" * 201),
+                 lambda: views.audit_record(home.db, " ")):
+        with pytest.raises(ConsoleError) as caught:
+            call()
+        assert caught.value.code == "CONSOLE_ARGUMENT_INVALID"
+    with pytest.raises(AuditError) as missing:
+        views.audit_record(home.db, "no-such-thing")
+    assert missing.value.code == "AUDIT_NOT_FOUND"
+    assert views.audit_record(home.db, "s0")["kind"] == "session"

@@ -261,6 +261,10 @@ def test_an_approval_in_the_console_releases_the_paused_stream(live: Live) -> No
         row = live.page.get_by_role("row", name=re.compile("touch"))
         assert row.count() == 1
         assert "approved.txt" in row.inner_text()
+        # Who asked: the conversation (a link to it) and its turn in progress, the mode.
+        assert row.get_by_role("link").count() == 1
+        assert re.search(r"turn turn-\w+", row.inner_text()), row.inner_text()
+        assert "confirm" in row.inner_text()
         row.get_by_role("button", name=re.compile("^Approve")).click()
         asker.join(timeout=60)
         assert not asker.is_alive()
@@ -408,6 +412,27 @@ def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -
     page.get_by_role("button", name="Verify the chain").click()
     page.locator("#verify-result.ok").wait_for()
     assert page.locator("#verify-result").inner_text().startswith("Intact:")
+    # Vision attempts filtered by route, each row verified against the chain.
+    page.get_by_label("Of").select_option("vision")
+    page.get_by_label("Route").fill("local")
+    page.get_by_label("Route").press("Enter")
+    rows = page.get_by_role("region", name="Vision attempts").locator("tbody tr")
+    rows.first.wait_for()
+    assert rows.count() >= 1
+    assert all("local" in rows.nth(i).inner_text() and "verified (entry" in rows.nth(i).inner_text()
+               for i in range(rows.count()))
+    # Exported as a download of the same rows.
+    with page.expect_download() as caught:
+        page.get_by_role("link", name="Export these (JSON Lines)").click()
+    exported = [json.loads(line) for line in
+                Path(caught.value.path()).read_text(encoding="utf-8").splitlines()]
+    assert len(exported) == rows.count()
+    assert {row["route"] for row in exported} == {"local"}
+    # Any record by id: chain entry 1.
+    page.get_by_label("Record", exact=True).fill("1")
+    page.get_by_role("button", name="Show").click()
+    page.get_by_role("status").get_by_text("Record 1: chain_entry").wait_for()
+    assert '"seq": 1' in page.locator("#record-shown").inner_text()
     live.show("usage")
     page.get_by_role("heading", name="Exact provider usage").wait_for()
     table = page.get_by_role("table", name="Exact provider usage")

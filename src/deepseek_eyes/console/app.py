@@ -138,6 +138,39 @@ def _count(request: Request, name: str, default: int) -> int:
     return int(value)
 
 
+def _number(request: Request, name: str) -> float | None:
+    """An optional query parameter that is a number (a time in epoch seconds).
+
+    Raises:
+        ConsoleError: ``CONSOLE_ARGUMENT_INVALID``.
+    """
+    value = request.query_params.get(name)
+    if not value:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ConsoleError(f"{name} must be a number", code="CONSOLE_ARGUMENT_INVALID",
+                           details={"field": name})
+    return number
+
+
+def _search(db: Any, request: Request, *, before: int | None = None) -> dict[str, Any]:
+    q = request.query_params
+    return views.audit_search(
+        db, q.get("kind", "mcp"), server=q.get("server") or None, tool=q.get("tool") or None,
+        route=q.get("route") or None, outcome=q.get("outcome") or None,
+        since=_number(request, "since"), until=_number(request, "until"),
+        before=before if before is not None else (
+            _count(request, "before", 0) or None))
+
+
+#: Rows an export holds at most (pages of the search, newest first).
+EXPORT_ROWS = 20_000
+
+
 def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
     db = parts.home.db
 
@@ -292,6 +325,31 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
             return dict(verify_path(root / "eyes.db", keyring).as_json())
         return await run(request, lambda: asyncio.to_thread(walk), change=True)
 
+    async def audit_search(request: Request) -> Response:
+        return await run(request, lambda: asyncio.to_thread(_search, db, request))
+
+    async def audit_record(request: Request) -> Response:
+        ident = str(request.path_params["ident"])
+        return await run(request, lambda: asyncio.to_thread(views.audit_record, db, ident))
+
+    async def audit_export(request: Request) -> Response:
+        def collect() -> Response:
+            lines: list[str] = []
+            before: int | None = None
+            while len(lines) < EXPORT_ROWS:
+                page = _search(db, request, before=before)
+                lines += [json.dumps(row, sort_keys=True) for row in page["rows"]]
+                before = page["next_before"]
+                if before is None:
+                    break
+            kind = "mcp-calls" if request.query_params.get("kind", "mcp") == "mcp" else (
+                "vision-attempts")
+            return Response("".join(line + "\n" for line in lines),
+                            media_type="application/x-ndjson", headers={
+                                "content-disposition":
+                                    f'attachment; filename="deepseek-eyes-{kind}.jsonl"'})
+        return await run(request, lambda: asyncio.to_thread(collect))
+
     async def usage(request: Request) -> Response:
         return await run(request, lambda: asyncio.to_thread(views.usage_view, db))
 
@@ -319,6 +377,9 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         Route(API + "/vision/probe", vision_probe, methods=["POST"]),
         Route(API + "/audit", audit, methods=["GET"]),
         Route(API + "/audit/verify", verify, methods=["POST"]),
+        Route(API + "/audit/search", audit_search, methods=["GET"]),
+        Route(API + "/audit/export", audit_export, methods=["GET"]),
+        Route(API + "/audit/records/{ident}", audit_record, methods=["GET"]),
         Route(API + "/usage", usage, methods=["GET"]),
         Route(CONSOLE_PATH, index_redirect, methods=["GET"]),
         Mount(CONSOLE_PATH, StaticFiles(directory=STATIC_DIR, html=True), name="console"),

@@ -88,6 +88,17 @@ def approvals(parts: ConsoleParts) -> dict[str, Any]:
     now = time.time()
     for plan in plans:
         plan["age_s"] = round(now - float(plan["created_at"]), 1)
+        # The conversation that asked (the runtime's terminal sessions are owned by
+        # ``runtime:<conversation>``) and its turn in progress (its open lease).
+        owner = str(plan.get("owner") or "")
+        conversation = owner.removeprefix("runtime:") if owner.startswith("runtime:") else None
+        plan["conversation"] = conversation
+        plan["turn_id"] = None
+        if conversation is not None and plan.get("state") != "expired":
+            row = parts.home.db.query_one(
+                "SELECT turn_id FROM turn_leases WHERE session_id = ?"
+                " ORDER BY started_at DESC LIMIT 1", (conversation,))
+            plan["turn_id"] = None if row is None else row[0]
     return {"running": True, "plans": plans}
 
 

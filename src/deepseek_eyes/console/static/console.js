@@ -312,8 +312,12 @@ async function viewApprovals(main) {
       el("td", { class: "mono", text: plan.cwd || "-" }),
       el("td", { text: (decision.reasons || []).join("; ") || "-" }),
       el("td", { text: decision.risk || "-" }),
-      el("td", { class: "mono", text: plan.session_id }),
-      el("td", { text: `${Math.round(plan.age_s)} s` }),
+      el("td", { text: decision.mode || "-" }),
+      el("td", {}, plan.conversation
+        ? el("a", { class: "mono", href: "#conversation/" + encodeURIComponent(plan.conversation), text: plan.conversation })
+        : el("span", { class: "mono", text: plan.owner || plan.session_id }),
+        el("div", { class: "muted mono", text: plan.turn_id ? `turn ${plan.turn_id}` : `terminal ${plan.session_id}` })),
+      el("td", { text: `${Math.round(plan.age_s)} s`, title: `asked ${when(plan.created_at)}` }),
       el("td", {}, expired ? el("span", { class: "badge bad", text: "expired" })
         : el("div", { class: "actions" },
           el("button", { type: "button", text: "Approve", "aria-label": `Approve ${plan.plan_id}`, onclick: act("approve") }),
@@ -321,7 +325,7 @@ async function viewApprovals(main) {
   });
   main.replaceChildren(title,
     el("p", {}, el("button", { type: "button", class: "secondary", text: "Refresh", onclick: () => route() })),
-    rows.length ? table(["Command", "Directory", "Why approval", "Risk", "Session", "Age", "Decision"], rows,
+    rows.length ? table(["Command", "Directory", "Why approval", "Risk", "Mode", "Asked by", "Age", "Decision"], rows,
       "Plans waiting for a person") : el("p", { text: "Nothing waits for approval." }));
 }
 
@@ -539,7 +543,7 @@ async function viewAudit(main) {
     } catch (error) { result.textContent = error.message; result.className = "bad"; }
   });
   const head = data.head;
-  main.replaceChildren(el("h2", { text: "Audit" }),
+  main.replaceChildren(el("h2", { text: "Audit" }), recordLookup(), auditSearch(),
     el("p", { text: head ? `Head: entry ${head.seq} (${head.kind}) at ${when(head.ts)}` : "The chain is empty." }),
     head ? el("p", { class: "mono", text: head.hash }) : null,
     el("p", { text: `${data.entries} entries, ${data.checkpoints.length} checkpoint(s) shown.` }),
@@ -552,6 +556,82 @@ async function viewAudit(main) {
       el("td", { text: String(c.seq) }), el("td", { class: "mono", text: c.hash.slice(0, 16) }),
       el("td", { text: when(c.ts) }), el("td", { class: "mono", text: c.key_id }))), "Signed checkpoints")
       : el("p", { class: "muted", text: "No signed checkpoint yet." }));
+}
+
+function recordLookup() {
+  const form = el("form", { class: "search", "aria-label": "Find a record" });
+  const input = el("input", { type: "text", id: "record-id", name: "id", autocomplete: "off",
+    "aria-describedby": "record-id-hint" });
+  const shown = el("pre", { class: "record mono", id: "record-shown", tabindex: "0", "aria-label": "The record", hidden: true });
+  form.append(el("label", { for: "record-id", text: "Record" }), input,
+    el("button", { type: "submit", text: "Show" }),
+    el("span", { class: "muted hint", id: "record-id-hint", text: "a chain seq, turn, session, image, evidence or request sha256, or operation id" }));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const record = await api("/audit/records/" + encodeURIComponent(input.value.trim()));
+      shown.textContent = JSON.stringify(record, null, 2);
+      shown.hidden = false;
+      say(`Record ${input.value.trim()}: ${record.kind}`);
+    } catch (error) { shown.hidden = true; say(error.message, true); }
+  });
+  return el("section", { "aria-label": "Find a record" }, el("h3", { text: "Any record by id" }), form, shown);
+}
+
+function auditSearch() {
+  const form = el("form", { class: "filters", "aria-label": "Filter MCP calls and vision attempts" });
+  const kind = el("select", { id: "f-kind", name: "kind" },
+    el("option", { value: "mcp", text: "MCP calls" }), el("option", { value: "vision", text: "Vision attempts" }));
+  const inputs = {};
+  const filters = [["server", "Server"], ["tool", "Tool"], ["route", "Route"], ["outcome", "Outcome"]].map(([name, label]) => {
+    inputs[name] = el("input", { type: "text", id: "f-" + name, name, autocomplete: "off" });
+    return el("span", { class: "filter" }, el("label", { for: "f-" + name, text: label }), inputs[name]);
+  });
+  const since = el("input", { type: "datetime-local", id: "f-since", name: "since" });
+  const until = el("input", { type: "datetime-local", id: "f-until", name: "until" });
+  const results = el("div", { id: "audit-results", "aria-live": "polite" });
+  const exportLink = el("a", { id: "audit-export", href: `${API}/audit/export?kind=mcp`, download: "",
+    text: "Export these (JSON Lines)" });
+  const query = (before) => {
+    const params = new URLSearchParams({ kind: kind.value });
+    for (const [name, input] of Object.entries(inputs)) if (input.value.trim()) params.set(name, input.value.trim());
+    if (since.value) params.set("since", String(new Date(since.value).getTime() / 1000));
+    if (until.value) params.set("until", String(new Date(until.value).getTime() / 1000));
+    if (before) params.set("before", String(before));
+    return params;
+  };
+  const search = async (before) => {
+    try {
+      const params = query(before);
+      exportLink.href = `${API}/audit/export?${query(null)}`;
+      const data = await api("/audit/search?" + params);
+      const mcp = data.kind === "mcp";
+      const rows = data.rows.map((r) => el("tr", {},
+        el("td", { text: when(r.ts) }),
+        ...(mcp ? [el("td", { class: "mono", text: r.server }), el("td", { class: "mono", text: r.tool || "-" }),
+          el("td", { text: r.risk || "-" })]
+          : [el("td", { class: "mono", text: r.route || "-" }), el("td", { text: r.phase }),
+            el("td", { class: "mono", text: r.operation_id })]),
+        el("td", { text: (r.outcome || "-") + (r.code ? ` ${r.code}` : "") }),
+        el("td", { text: mcp ? `${r.duration_ms} ms` : (r.latency_ms === null ? "-" : `${r.latency_ms} ms`) }),
+        el("td", {}, el("span", { class: "badge " + (r.verified ? "ok" : "bad"),
+          text: r.verified ? `verified (entry ${r.seq})` : "not verified" }))));
+      const older = data.next_before !== null ? el("button", { type: "button", class: "secondary", text: "Older rows",
+        onclick: () => search(data.next_before) }) : null;
+      results.replaceChildren(rows.length
+        ? table(["Time", ...(mcp ? ["Server", "Tool", "Risk"] : ["Route", "Phase", "Operation"]), "Outcome", "Took", "Chain"],
+          rows, mcp ? "MCP calls" : "Vision attempts")
+        : el("p", { class: "muted", text: "Nothing matches." }), older);
+    } catch (error) { say(error.message, true); }
+  };
+  form.append(el("span", { class: "filter" }, el("label", { for: "f-kind", text: "Of" }), kind), ...filters,
+    el("span", { class: "filter" }, el("label", { for: "f-since", text: "Since" }), since),
+    el("span", { class: "filter" }, el("label", { for: "f-until", text: "Until" }), until),
+    el("button", { type: "submit", text: "Filter" }));
+  form.addEventListener("submit", (event) => { event.preventDefault(); search(null); });
+  kind.addEventListener("change", () => { exportLink.href = `${API}/audit/export?${query(null)}`; });
+  return el("section", { "aria-label": "MCP calls and vision attempts" },
+    el("h3", { text: "MCP calls and vision attempts" }), form, el("p", {}, exportLink), results);
 }
 
 async function viewUsage(main) {
