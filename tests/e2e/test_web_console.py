@@ -236,8 +236,10 @@ def test_a_conversation_shows_its_evidence_over_the_pixels_as_text(live: Live) -
     assert any(t.startswith("upstream request") for t in texts), texts
     assert any(t.startswith("usage") and "prompt_tokens" in t for t in texts), texts
     assert all("verified (entry " in t for t in texts), texts
-    # The page says where the conversation came from.
+    # The page says where the conversation came from; a part it lacks (no fork tree) is
+    # left out, not written as "null".
     assert "client OpenAI" in page.locator("main").inner_text()
+    assert "null" not in page.locator("main").inner_text()
 
 
 def test_an_approval_in_the_console_releases_the_paused_stream(live: Live) -> None:
@@ -437,6 +439,27 @@ def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -
     page.get_by_role("heading", name="Exact provider usage").wait_for()
     table = page.get_by_role("table", name="Exact provider usage")
     assert table.get_by_role("row").count() >= 2  # the header and the chat's category
+    # The charts: inline SVG, each named for assistive technology, a title on every bar.
+    for name in ("Tokens per day", "Exact tokens per model", "Share of prompt tokens"):
+        assert page.get_by_role("img", name=re.compile(name)).count() == 1
+    bars = page.locator("#chart-categories rect")
+    assert bars.count() >= 1
+    assert "tokens exact provider usage" in bars.first.locator("title").text_content()
+    assert page.locator("#chart-models text").get_by_text("deepseek-v4-pro").count() == 1
+    # Under the real CSP (this module's page bypasses it for axe-core): drawn, nothing refused.
+    strict = live.browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        strict.add_cookies(page.context.cookies())
+        other = strict.new_page()
+        refused: list[str] = []
+        other.on("console", lambda m: refused.append(m.text)
+                 if "Content Security Policy" in m.text else None)
+        other.goto(f"{live.origin}/console/#usage")
+        other.wait_for_selector("#chart-cache rect")
+        assert other.locator("#chart-categories rect").count() == bars.count()
+        assert refused == []
+    finally:
+        strict.close()
 
 
 def test_the_control_centre_registers_imports_probes_restarts_and_switches(

@@ -21,6 +21,11 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// A view's nodes into main; absent parts (null, false) are left out, never written as text.
+function put(main, ...nodes) {
+  main.replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined && n !== false));
+}
+
 function say(text, bad = false) {
   const status = document.getElementById("status");
   status.textContent = text;
@@ -110,7 +115,7 @@ async function viewConversations(main, params) {
     offset > 0 ? el("a", { href: page(Math.max(0, offset - data.limit)), text: "← Newer", rel: "prev" }) : null,
     el("span", { class: "muted", text: rows.length ? `${offset + 1}–${offset + rows.length}` : "" }),
     data.next_offset !== null ? el("a", { href: page(data.next_offset), text: "Older →", rel: "next" }) : null);
-  main.replaceChildren(el("h2", { text: "Conversations" }), form,
+  put(main, el("h2", { text: "Conversations" }), form,
     rows.length ? table(["Preview", "Model", "Client", "Path", "Turns", "Last activity"], rows,
       "Conversations, most recently active first")
       : el("p", { text: query ? `No conversation holds “${query}”.` : "No conversations yet." }),
@@ -284,7 +289,7 @@ async function viewConversation(main, id) {
   out.push(el("h3", { text: "Turns" }),
     turns.length ? table(["Turn", "Model", "Path", "Outcome", "Time", "Usage"], turns, "Turns")
       : el("p", { class: "muted", text: "No turns." }));
-  main.replaceChildren(...out);
+  put(main, ...out);
 }
 
 // ---- approvals --------------------------------------------------------------------------
@@ -293,7 +298,7 @@ async function viewApprovals(main) {
   const data = await api("/approvals");
   const title = el("h2", { text: "Approvals" });
   if (!data.running) {
-    main.replaceChildren(title, el("p", { text: "No terminal runs here: approvals need the running gateway (deepseek-eyes serve) with the terminal among its tool sources." }));
+    put(main, title, el("p", { text: "No terminal runs here: approvals need the running gateway (deepseek-eyes serve) with the terminal among its tool sources." }));
     return;
   }
   const rows = data.plans.map((plan) => {
@@ -323,7 +328,7 @@ async function viewApprovals(main) {
           el("button", { type: "button", text: "Approve", "aria-label": `Approve ${plan.plan_id}`, onclick: act("approve") }),
           el("button", { type: "button", class: "danger", text: "Deny", "aria-label": `Deny ${plan.plan_id}`, onclick: act("deny") }))));
   });
-  main.replaceChildren(title,
+  put(main, title,
     el("p", {}, el("button", { type: "button", class: "secondary", text: "Refresh", onclick: () => route() })),
     rows.length ? table(["Command", "Directory", "Why approval", "Risk", "Mode", "Asked by", "Age", "Decision"], rows,
       "Plans waiting for a person") : el("p", { text: "Nothing waits for approval." }));
@@ -386,7 +391,7 @@ async function viewMcp(main) {
         : el("p", { class: "muted", text: "No tools discovered (the server is not connected here)." })));
   }
   if (data.editable) out.push(registerForm(), importForm());
-  main.replaceChildren(...out);
+  put(main, ...out);
   if (data.running) watchStatus();
 }
 
@@ -523,7 +528,7 @@ async function viewVision(main) {
   out.push(el("h3", { text: "What each final model sees" }),
     models.length ? table(["Model", "In force", "Settings", "Learned", "Priors", ""], models, "Final models' sight")
       : el("p", { class: "muted", text: "No final model is named in the settings." }));
-  main.replaceChildren(...out);
+  put(main, ...out);
 }
 
 // ---- audit and usage --------------------------------------------------------------------
@@ -543,7 +548,7 @@ async function viewAudit(main) {
     } catch (error) { result.textContent = error.message; result.className = "bad"; }
   });
   const head = data.head;
-  main.replaceChildren(el("h2", { text: "Audit" }), recordLookup(), auditSearch(),
+  put(main, el("h2", { text: "Audit" }), recordLookup(), auditSearch(),
     el("p", { text: head ? `Head: entry ${head.seq} (${head.kind}) at ${when(head.ts)}` : "The chain is empty." }),
     head ? el("p", { class: "mono", text: head.hash }) : null,
     el("p", { text: `${data.entries} entries, ${data.checkpoints.length} checkpoint(s) shown.` }),
@@ -618,7 +623,7 @@ function auditSearch() {
           text: r.verified ? `verified (entry ${r.seq})` : "not verified" }))));
       const older = data.next_before !== null ? el("button", { type: "button", class: "secondary", text: "Older rows",
         onclick: () => search(data.next_before) }) : null;
-      results.replaceChildren(rows.length
+      put(results, rows.length
         ? table(["Time", ...(mcp ? ["Server", "Tool", "Risk"] : ["Route", "Phase", "Operation"]), "Outcome", "Took", "Chain"],
           rows, mcp ? "MCP calls" : "Vision attempts")
         : el("p", { class: "muted", text: "Nothing matches." }), older);
@@ -632,6 +637,96 @@ function auditSearch() {
   kind.addEventListener("change", () => { exportLink.href = `${API}/audit/export?${query(null)}`; });
   return el("section", { "aria-label": "MCP calls and vision attempts" },
     el("h3", { text: "MCP calls and vision attempts" }), form, el("p", {}, exportLink), results);
+}
+
+// Charts are inline SVG built node by node (createElementNS, setAttribute): no markup is
+// parsed, no inline style or script, so the CSP stays strict; colours come from classes.
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "text") node.textContent = String(value);
+    else node.setAttribute(key, String(value));
+  }
+  for (const child of children.flat()) if (child) node.append(child);
+  return node;
+}
+
+function chart(id, label, width, height, body) {
+  return svg("svg", { class: "chart", id, role: "img", "aria-label": label,
+    viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: "xMinYMin meet" },
+  svg("title", { id: id + "-title", text: label }), body);
+}
+
+const KINDS = [["exact", "exact provider usage"], ["estimated", "estimated"], ["avoided", "avoided replay"]];
+
+function categoryChart(daily) {
+  const days = [...new Set(daily.map((d) => d.day))];
+  const totals = days.map((day) => {
+    const out = { day };
+    for (const [kind] of KINDS) {
+      out[kind] = daily.filter((d) => d.day === day && d.kind === kind)
+        .reduce((sum, d) => sum + (d.exact ? d.tokens : d.estimated_tokens), 0);
+    }
+    return out;
+  });
+  const peak = Math.max(1, ...totals.map((t) => t.exact + t.estimated + t.avoided));
+  const width = 640, height = 200, band = (width - 40) / Math.max(1, days.length);
+  const bars = [];
+  totals.forEach((t, i) => {
+    let y = height - 20;
+    for (const [kind, name] of KINDS) {
+      const h = Math.round((t[kind] / peak) * (height - 40));
+      if (!h) continue;
+      y -= h;
+      bars.push(svg("rect", { class: "series-" + kind, x: 40 + i * band + 2, y, width: Math.max(2, band - 4), height: h },
+        svg("title", { text: `${t.day}: ${t[kind]} tokens ${name}` })));
+    }
+  });
+  const axis = [svg("line", { class: "axis", x1: 40, y1: height - 20, x2: width, y2: height - 20 }),
+    svg("text", { class: "tick", x: 0, y: 14, text: String(peak) }),
+    svg("text", { class: "tick", x: 40, y: height - 4, text: days[0] || "" }),
+    svg("text", { class: "tick", x: width - 80, y: height - 4, text: days[days.length - 1] || "" })];
+  return chart("chart-categories", `Tokens per day: ${KINDS.map(([, n]) => n).join(", ")}, stacked`,
+    width, height, [...axis, ...bars]);
+}
+
+function modelChart(models) {
+  const peak = Math.max(1, ...models.map((m) => m.prompt_tokens + m.completion_tokens));
+  const row = 26, width = 640, height = Math.max(1, models.length) * row + 10;
+  const out = [];
+  models.forEach((m, i) => {
+    const total = m.prompt_tokens + m.completion_tokens;
+    const w = Math.max(2, Math.round((total / peak) * (width - 200)));
+    const hit = Math.round((m.cache_hit_tokens / peak) * (width - 200));
+    out.push(svg("text", { class: "label", x: 0, y: i * row + 18, text: m.model.slice(0, 24) }),
+      svg("rect", { class: "series-exact", x: 190, y: i * row + 5, width: w, height: 16 },
+        svg("title", { text: `${m.model}: ${total} tokens in ${m.calls} calls` })),
+      hit ? svg("rect", { class: "series-hit", x: 190, y: i * row + 5, width: hit, height: 16 },
+        svg("title", { text: `${m.model}: ${m.cache_hit_tokens} prompt tokens from the cache` })) : null);
+  });
+  return chart("chart-models", "Exact tokens per model, cache hits darker", width, height, out);
+}
+
+function cacheChart(cache) {
+  const width = 640, height = 160, band = (width - 40) / Math.max(1, cache.length);
+  const bars = cache.map((c, i) => {
+    const share = c.share || 0;
+    const h = Math.round(share * (height - 40));
+    return svg("rect", { class: "series-hit", x: 40 + i * band + 2, y: height - 20 - h, width: Math.max(2, band - 4), height: Math.max(1, h) },
+      svg("title", { text: `${c.day}: ${Math.round(share * 100)}% of ${c.prompt_tokens} prompt tokens hit the cache` }));
+  });
+  return chart("chart-cache", "Share of prompt tokens that hit the provider's cache, per day", width, height,
+    [svg("line", { class: "axis", x1: 40, y1: height - 20, x2: width, y2: height - 20 }),
+      svg("text", { class: "tick", x: 0, y: 24, text: "100%" }),
+      svg("text", { class: "tick", x: 0, y: height - 22, text: "0%" }), ...bars]);
+}
+
+function legend() {
+  return el("ul", { class: "legend", "aria-label": "Chart legend" },
+    [...KINDS, ["hit", "cache hits"]].map(([kind, name]) => el("li", {},
+      el("span", { class: "swatch series-" + kind, "aria-hidden": "true" }), ` ${name}`)));
 }
 
 async function viewUsage(main) {
@@ -651,16 +746,23 @@ async function viewUsage(main) {
       el("td", { text: d.exact ? "exact" : "estimated" }),
       el("td", {}, bar, ` ${d.exact ? d.tokens : d.estimated_tokens}`));
   });
-  main.replaceChildren(el("h2", { text: "Usage" }),
+  put(main, el("h2", { text: "Usage" }),
     el("h3", { text: "Exact provider usage" }),
     exact.length ? table(["Category", "Calls", "Prompt", "Completion", "Cache hit"], exact, "Exact provider usage")
       : el("p", { class: "muted", text: "None." }),
     el("h3", { text: "Estimated attribution, avoided replay and counters" }),
     estimated.length ? table(["Category", "Events", "Estimated tokens"], estimated, "Estimates and counters")
       : el("p", { class: "muted", text: "None." }),
-    el("h3", { text: "Last 30 days" }),
+    el("h3", { text: `Last ${data.days} days by kind` }),
+    data.daily.length ? el("div", {}, categoryChart(data.daily), legend()) : null,
+    el("h3", { text: "Per model" }),
+    data.models.length ? modelChart(data.models) : el("p", { class: "muted", text: "No exact usage yet." }),
+    el("h3", { text: "Cache-hit share per day" }),
+    data.cache_daily.length ? cacheChart(data.cache_daily) : el("p", { class: "muted", text: "No exact usage yet." }),
+    el("p", {}, "Vision routes' health, circuits and probes: ", el("a", { href: "#vision", text: "Vision" }), "."),
+    el("h3", { text: "Per day and category" }),
     bars.length ? table(["Day", "Category", "Kind", "Tokens"], bars, "Usage per day and category")
-      : el("p", { class: "muted", text: "Nothing in the last 30 days." }));
+      : el("p", { class: "muted", text: `Nothing in the last ${data.days} days.` }));
 }
 
 // ---- routing and login ------------------------------------------------------------------
@@ -687,10 +789,10 @@ async function route() {
     performance.mark("console:view:" + name);
   } catch (error) {
     if (error.code === "CONSOLE_LOGIN_REQUIRED") {
-      main.replaceChildren(el("h2", { text: "Log in" }),
+      put(main, el("h2", { text: "Log in" }),
         el("p", { text: "Open the one-time login link the server printed on its standard error." }));
     } else {
-      main.replaceChildren(el("h2", { text: "Something failed" }), el("p", { class: "bad", text: error.message }));
+      put(main, el("h2", { text: "Something failed" }), el("p", { class: "bad", text: error.message }));
     }
     document.body.dataset.view = "error";
   }
