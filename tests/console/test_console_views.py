@@ -152,3 +152,32 @@ def test_bad_audit_filters_and_unknown_records_are_refused(home: DataHome) -> No
         views.audit_record(home.db, "no-such-thing")
     assert missing.value.code == "AUDIT_NOT_FOUND"
     assert views.audit_record(home.db, "s0")["kind"] == "session"
+
+
+def test_screens_show_each_sessions_latest_state_steps_and_observation(home: DataHome) -> None:
+    for i, (state, outcome) in enumerate((("st-1", "ok"), ("st-2", "ok"), ("st-2", "refused"))):
+        home.audit.write("browser.action", ("browser_navigate", "browser_click",
+                                            "browser_type")[i], owner="s0", outcome=outcome,
+                         code="BROWSER_REFUSED" if outcome == "refused" else None,
+                         state_before=f"st-{i}", state_after=state, arguments=["ref"],
+                         url="https://example.test/", ms=5, screenshot_sha256=None)
+    home.audit.write("browser.action", "browser_click", owner="s1", outcome="ok",
+                     state_before="x", state_after="other", arguments=[], url=None, ms=1,
+                     screenshot_sha256=None)
+    SessionStore(home.db).append("s0", [{"role": "tool", "name": "browser_observe",
+                                         "tool_call_id": "c1", "content": "a page: <b>hi</b>"}])
+    found = views.screens(home.db, "s0")
+    browser = found["screens"]["browser"]
+    assert browser["state_id"] == "st-2"
+    assert [s["action"] for s in browser["steps"]] == [
+        "browser_type", "browser_click", "browser_navigate"]
+    assert browser["steps"][0]["code"] == "BROWSER_REFUSED"
+    assert all(s["verified"] for s in browser["steps"])
+    assert browser["screenshot"] is None
+    assert "desktop" not in found["screens"]  # no desktop session: nothing said
+    assert found["observation"]["tool"] == "browser_observe"
+    assert found["observation"]["parts"][0]["text"] == "a page: <b>hi</b>"
+    assert views.screens(home.db, "s2") == {"id": "s2", "screens": {}, "observation": None}
+    with pytest.raises(ConsoleError) as caught:
+        views.screens(home.db, "nope")
+    assert caught.value.code == "CONSOLE_NOT_FOUND"

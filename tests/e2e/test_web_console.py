@@ -242,6 +242,36 @@ def test_a_conversation_shows_its_evidence_over_the_pixels_as_text(live: Live) -
     assert "null" not in page.locator("main").inner_text()
 
 
+def test_a_conversations_screens_show_the_latest_state_screenshot_and_steps(
+        live: Live) -> None:
+    """Browser steps recorded as the browser service records them (its audit rows, written
+    here from another process as the CLI writes beside a running gateway)."""
+    from deepseek_eyes.home import DataHome
+
+    home = DataHome(live.work.parent / "data")
+    try:
+        sid = str(home.db.query_one("SELECT session_id FROM events WHERE body LIKE ?",
+                                    ("%receipt%",))[0])
+        shot = str(home.db.query_one("SELECT sha256 FROM images LIMIT 1")[0])
+        for state, name in (("st-a", "browser_navigate"), ("st-b", "browser_click")):
+            home.audit.write("browser.action", name, owner=sid, outcome="ok", code=None,
+                             state_before="st-0", state_after=state, arguments=["ref"],
+                             url=f"https://example.test/{HOSTILE}", ms=7,
+                             screenshot_sha256=shot)
+    finally:
+        home.close()
+    page = live.page
+    live.show("conversation")
+    screens = page.get_by_role("region", name="Screens")
+    screens.get_by_role("heading", name=re.compile("^Browser: state st-b")).wait_for()
+    assert screens.locator("img.screenshot").get_attribute("src").endswith(shot)
+    steps = screens.get_by_role("region", name="browser steps, newest first")
+    assert steps.locator("tbody tr").first.inner_text().count("browser_click") == 1
+    assert "verified (entry" in steps.inner_text()
+    assert page.locator('img[src="x"]').count() == 0  # the URL's markup stayed text
+    assert live.dialogs == []
+
+
 def test_an_approval_in_the_console_releases_the_paused_stream(live: Live) -> None:
     target = live.work / "approved.txt"
     call = {"argv": ["touch", target.name], "cwd": str(live.work)}

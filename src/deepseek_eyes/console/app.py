@@ -238,6 +238,10 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         sid = str(request.path_params["sid"])
         return await run(request, lambda: asyncio.to_thread(views.conversation, db, sid))
 
+    async def conversation_screens(request: Request) -> Response:
+        sid = str(request.path_params["sid"])
+        return await run(request, lambda: asyncio.to_thread(views.screens, db, sid))
+
     async def image_provenance(request: Request) -> Response:
         sid, sha = str(request.path_params["sid"]), str(request.path_params["sha"])
         return await run(request, lambda: asyncio.to_thread(views.provenance, db, sid, sha))
@@ -362,6 +366,7 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         Route(API + "/whoami", whoami, methods=["GET"]),
         Route(API + "/conversations", conversation_list, methods=["GET"]),
         Route(API + "/conversations/{sid}", conversation, methods=["GET"]),
+        Route(API + "/conversations/{sid}/screens", conversation_screens, methods=["GET"]),
         Route(API + "/conversations/{sid}/images/{sha}/provenance", image_provenance,
               methods=["GET"]),
         Route(API + "/images/{sha}", blob, methods=["GET"]),

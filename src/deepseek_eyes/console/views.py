@@ -30,9 +30,21 @@ from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.events import SCOPES_MIGRATION, SessionStore, title_of
 from deepseek_eyes.usage import UsageTracker
 
-__all__ = ["CLIENTS", "MAX_AUDIT_ROWS", "MAX_TEXT", "audit_head", "audit_record",
-           "audit_search", "conversation", "conversations", "fork_tree",
-           "image_meta", "provenance", "usage_view"]
+__all__ = [
+    "CLIENTS",
+    "MAX_AUDIT_ROWS",
+    "MAX_TEXT",
+    "audit_head",
+    "audit_record",
+    "audit_search",
+    "conversation",
+    "conversations",
+    "fork_tree",
+    "image_meta",
+    "provenance",
+    "screens",
+    "usage_view",
+]
 
 #: The longest text of one message part or tool result the console is sent.
 MAX_TEXT = 20_000
@@ -460,6 +472,65 @@ def audit_record(db: Database, ident: str) -> dict[str, Any]:
         raise ConsoleError("an id is 1-200 characters", code="CONSOLE_ARGUMENT_INVALID",
                            details={"field": "id"})
     return show(db, ident)
+
+
+#: Steps of one conversation's screens shown (newest first).
+MAX_SCREEN_STEPS = 100
+
+
+def screens(db: Database, session_id: str) -> dict[str, Any]:
+    """The browser and desktop sessions of a conversation, from their audit rows
+    (``browser.action``, ``desktop.action``: what the services record of each step, never
+    typed text or a window title): per screen its latest state id, URL or window, latest
+    stored screenshot and steps newest first (each with whether it verifies against the
+    chain), and the latest observation the model was given (the last tool result of a
+    ``browser_*`` or ``desktop_*`` call, bounded).
+
+    Raises:
+        ConsoleError: ``CONSOLE_NOT_FOUND``.
+    """
+    if len(session_id) > 200 or not SessionStore(db).exists(session_id):
+        raise ConsoleError("no conversation has that id", code="CONSOLE_NOT_FOUND",
+                           details={"session_id": session_id[:200]})
+    out: dict[str, Any] = {}
+    with db.reading() as conn:
+        for kind in ("browser", "desktop"):
+            rows = conn.execute(
+                "SELECT id, ts, subject, details FROM audit WHERE kind = ?"
+                " AND json_extract(details, '$.owner') = ? ORDER BY id DESC LIMIT ?",
+                (f"{kind}.action", session_id, MAX_SCREEN_STEPS)).fetchall()
+            steps = []
+            for row in rows:
+                try:
+                    details = json.loads(str(row[3]))
+                except ValueError:
+                    details = {}
+                details = details if isinstance(details, dict) else {}
+                seq, verified = _verified(conn, "audit", int(row[0]))
+                steps.append({"id": row[0], "ts": row[1], "action": row[2],
+                              "outcome": details.get("outcome"), "code": details.get("code"),
+                              "state_before": details.get("state_before"),
+                              "state_after": details.get("state_after"),
+                              "where": details.get("url") or details.get("window"),
+                              "ms": details.get("ms"),
+                              "screenshot": details.get("screenshot_sha256"),
+                              "seq": seq, "verified": verified})
+            if steps:
+                shots = [s["screenshot"] for s in steps if isinstance(s["screenshot"], str)]
+                stored = image_meta(db, shots)
+                latest = next((sha for sha in shots if sha in stored), None)
+                out[kind] = {"state_id": steps[0]["state_after"], "where": steps[0]["where"],
+                             "screenshot": None if latest is None else {
+                                 "sha256": latest, **stored[latest]},
+                             "steps": steps}
+    observation = None
+    for event in reversed(SessionStore(db).events(session_id, limit=MAX_EVENTS)):
+        name = str(event.message.get("name") or "")
+        if event.role == "tool" and name.startswith(("browser_", "desktop_")):
+            observation = {"tool": name, "ts": event.ts,
+                           "parts": [p for p in _parts(event.message) if p["type"] == "text"]}
+            break
+    return {"id": session_id, "screens": out, "observation": observation}
 
 
 def usage_view(db: Database, *, days: int = 30) -> dict[str, Any]:

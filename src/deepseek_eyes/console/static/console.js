@@ -289,7 +289,42 @@ async function viewConversation(main, id) {
   out.push(el("h3", { text: "Turns" }),
     turns.length ? table(["Turn", "Model", "Path", "Outcome", "Time", "Usage"], turns, "Turns")
       : el("p", { class: "muted", text: "No turns." }));
+  const screensAt = el("section", { id: "screens", "aria-label": "Screens" });
+  out.push(screensAt);
   put(main, ...out);
+  // After the first paint: the conversation's browser and desktop screens, if any.
+  api(`/conversations/${encodeURIComponent(data.id)}/screens`)
+    .then((found) => put(screensAt, ...screensView(found)))
+    .catch((error) => put(screensAt, el("p", { class: "bad", text: error.message })));
+}
+
+function screensView(found) {
+  const kinds = Object.entries(found.screens);
+  if (!kinds.length && !found.observation) return [];
+  const out = [el("h3", { text: "Screens" })];
+  for (const [kind, screen] of kinds) {
+    const steps = screen.steps.map((s) => el("tr", {},
+      el("td", { text: when(s.ts) }), el("td", { class: "mono", text: s.action }),
+      el("td", { text: (s.outcome || "-") + (s.code ? ` ${s.code}` : "") }),
+      el("td", { class: "mono", text: `${s.state_before || "-"} → ${s.state_after || "-"}` }),
+      el("td", { class: "mono", text: s.where || "-" }),
+      el("td", { text: s.ms === null || s.ms === undefined ? "-" : `${s.ms} ms` }),
+      el("td", {}, el("span", { class: "badge " + (s.verified ? "ok" : "bad"),
+        text: s.verified ? `verified (entry ${s.seq})` : "not verified" }))));
+    out.push(el("h4", { text: `${kind === "browser" ? "Browser" : "Desktop"}: state ` },
+      el("span", { class: "mono", text: screen.state_id || "-" })),
+    el("p", { class: "muted mono", text: screen.where || "" }),
+    screen.screenshot ? el("img", { class: "screenshot", src: `${API}/images/${screen.screenshot.sha256}`,
+      loading: "lazy", width: screen.screenshot.width, height: screen.screenshot.height,
+      alt: `latest ${kind} screenshot, ${screen.screenshot.width}×${screen.screenshot.height}` })
+      : el("p", { class: "muted", text: "No stored screenshot." }),
+    table(["Time", "Action", "Outcome", "State", "Where", "Took", "Chain"], steps, `${kind} steps, newest first`));
+  }
+  if (found.observation) {
+    out.push(el("h4", { text: `Latest observation (${found.observation.tool})` }),
+      ...found.observation.parts.map((p) => expandable(p.text, p.truncated)));
+  }
+  return out;
 }
 
 // ---- approvals --------------------------------------------------------------------------
