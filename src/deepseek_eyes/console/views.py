@@ -103,11 +103,15 @@ def conversations(db: Database, *, search: str | None, limit: int,
         where = (" WHERE EXISTS (SELECT 1 FROM events f WHERE f.session_id = s.id"
                  " AND f.body LIKE ? ESCAPE '\\')")
         params.append(f"%{escaped}%")
+    # The inner LIMIT -1 keeps SQLite from flattening the subquery into the ORDER BY, which
+    # would look each session's last event up twice.
     page = db.query(
-        "SELECT s.id, s.created_at, s.source, s.forked_from,"  # noqa: S608 - constant fragments, values bound
+        "SELECT id, created_at, source, forked_from, last_at FROM ("  # noqa: S608 - constant fragments, values bound
+        "SELECT s.id, s.created_at, s.source, s.forked_from,"
         " (SELECT MAX(ts) FROM events e WHERE e.session_id = s.id) AS last_at"
-        f" FROM sessions s{where} ORDER BY COALESCE(last_at, s.created_at) DESC, s.id"
-        " LIMIT ? OFFSET ?", (*params, limit + 1, offset))
+        f" FROM sessions s{where} LIMIT -1)"
+        " ORDER BY COALESCE(last_at, created_at) DESC, id LIMIT ? OFFSET ?",
+        (*params, limit + 1, offset))
     more = len(page) > limit
     rows = [dict(r) for r in page[:limit]]
     ids = [str(r["id"]) for r in rows]
