@@ -494,6 +494,10 @@ ERROR_CODES: Mapping[str, str] = {
         "That part of the web console needs the running gateway (its terminal or MCP host) or"
         " a settings file; nothing was done."
     ),
+    "CONSOLE_PROBE_FAILED": (
+        "The final model's sight probe got no answer (a timeout, a 5xx, no key); nothing was "
+        "learned, the failure is audited as llm.sight, and the priors stay in charge."
+    ),
     "CONTROL_UNAUTHORIZED": (
         "The control API request has no bearer token or the wrong one (the token is in the "
         "data directory's control.json, readable by its owner only)."

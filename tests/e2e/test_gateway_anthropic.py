@@ -15,8 +15,10 @@ from __future__ import annotations
 import base64
 import io
 import json
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -39,6 +41,7 @@ class Setup:
     root: str  # http://127.0.0.1:PORT (the SDK adds /v1)
     upstream: LoopbackUpstream
     clients: list[Any]
+    data: Path
 
     def client(self, key: str = GATEWAY_KEY, **headers: str) -> Any:
         client = anthropic.Anthropic(base_url=self.root, api_key=key, max_retries=0,
@@ -53,7 +56,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     with LoopbackUpstream() as upstream:
         more = "\n[gateway]\nanthropic_ping_seconds = 0.2\n"
         with serve_blind(root, upstream.base_url, PRO, more=more) as gateway:
-            setup = Setup(gateway.base.removesuffix("/v1"), upstream, [])
+            setup = Setup(gateway.base.removesuffix("/v1"), upstream, [], root / "data")
             yield setup
             for client in setup.clients:
                 client.close()
@@ -317,6 +320,10 @@ def test_session_header_names_the_session(setup: Setup) -> None:
         messages=[{"role": "user", "content": "ANSWER: one"}])
     assert response.headers["X-DeepSeekEyes-Session"] == "cc-0b1d5e2a"
     assert response.parse().deepseekeyes["session_id"] == "cc-0b1d5e2a"  # type: ignore[attr-defined]
+    # Stored as this front's: the web console names its client by it.
+    with sqlite3.connect(f"file:{setup.data / 'eyes.db'}?mode=ro", uri=True) as db:
+        source = db.execute("SELECT source FROM sessions WHERE id = 'cc-0b1d5e2a'").fetchone()
+    assert source == ("gateway:anthropic",)
 
 
 

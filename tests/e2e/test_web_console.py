@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "build" / "console-screenshots"
 AXE = ROOT / "build" / "console-npm" / "node_modules" / "axe-core" / "axe.min.js"
 HOSTILE = "<img src=x onerror=alert(1)>"
-VIEWS = ("conversations", "conversation", "approvals", "mcp", "audit", "usage")
+VIEWS = ("conversations", "conversation", "approvals", "mcp", "vision", "audit", "usage")
 SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
 START_DEADLINE_S = 60
 LINK = re.compile(r"web console login \(one use\): (\S+)")
@@ -222,7 +222,54 @@ def test_a_conversation_shows_its_evidence_over_the_pixels_as_text(live: Live) -
     assert page.locator(".box.ocr.hidden").count() == 0
     # Beside the image: its attempts (the local route) and the chain badge.
     assert page.locator(".attempts").get_by_text("local").count() >= 1
-    assert page.get_by_text("chain intact").count() == 1
+    assert page.locator(".attempts h4 .badge").inner_text() == "verified"
+    # Its provenance, opened by the keyboard: image -> attempts -> evidence -> upstream
+    # request -> usage, each link verified against its chain entry.
+    summary = page.locator(".provenance summary")
+    summary.focus()
+    page.keyboard.press("Enter")
+    steps = page.locator(".provenance li")
+    texts = [steps.nth(i).inner_text() for i in range(steps.count())]
+    names = [t.split(" ", 1)[0] for t in texts]
+    assert names[0] == "image", texts
+    assert {"attempt", "evidence"} <= set(names), texts
+    assert any(t.startswith("upstream request") for t in texts), texts
+    assert any(t.startswith("usage") and "prompt_tokens" in t for t in texts), texts
+    assert all("verified (entry " in t for t in texts), texts
+    # The page says where the conversation came from; a part it lacks (no fork tree) is
+    # left out, not written as "null".
+    assert "client OpenAI" in page.locator("main").inner_text()
+    assert "null" not in page.locator("main").inner_text()
+
+
+def test_a_conversations_screens_show_the_latest_state_screenshot_and_steps(
+        live: Live) -> None:
+    """Browser steps recorded as the browser service records them (its audit rows, written
+    here from another process as the CLI writes beside a running gateway)."""
+    from deepseek_eyes.home import DataHome
+
+    home = DataHome(live.work.parent / "data")
+    try:
+        sid = str(home.db.query_one("SELECT session_id FROM events WHERE body LIKE ?",
+                                    ("%receipt%",))[0])
+        shot = str(home.db.query_one("SELECT sha256 FROM images LIMIT 1")[0])
+        for state, name in (("st-a", "browser_navigate"), ("st-b", "browser_click")):
+            home.audit.write("browser.action", name, owner=sid, outcome="ok", code=None,
+                             state_before="st-0", state_after=state, arguments=["ref"],
+                             url=f"https://example.test/{HOSTILE}", ms=7,
+                             screenshot_sha256=shot)
+    finally:
+        home.close()
+    page = live.page
+    live.show("conversation")
+    screens = page.get_by_role("region", name="Screens")
+    screens.get_by_role("heading", name=re.compile("^Browser: state st-b")).wait_for()
+    assert screens.locator("img.screenshot").get_attribute("src").endswith(shot)
+    steps = screens.get_by_role("region", name="browser steps, newest first")
+    assert steps.locator("tbody tr").first.inner_text().count("browser_click") == 1
+    assert "verified (entry" in steps.inner_text()
+    assert page.locator('img[src="x"]').count() == 0  # the URL's markup stayed text
+    assert live.dialogs == []
 
 
 def test_an_approval_in_the_console_releases_the_paused_stream(live: Live) -> None:
@@ -246,6 +293,10 @@ def test_an_approval_in_the_console_releases_the_paused_stream(live: Live) -> No
         row = live.page.get_by_role("row", name=re.compile("touch"))
         assert row.count() == 1
         assert "approved.txt" in row.inner_text()
+        # Who asked: the conversation (a link to it) and its turn in progress, the mode.
+        assert row.get_by_role("link").count() == 1
+        assert re.search(r"turn turn-\w+", row.inner_text()), row.inner_text()
+        assert "confirm" in row.inner_text()
         row.get_by_role("button", name=re.compile("^Approve")).click()
         asker.join(timeout=60)
         assert not asker.is_alive()
@@ -369,6 +420,23 @@ def test_every_view_passes_axe_and_is_screenshotted_at_two_sizes(live: Live) -> 
         page.set_viewport_size({"width": 1280, "height": 800})
 
 
+def test_the_vision_view_shows_routes_and_probes_a_models_sight_again(live: Live) -> None:
+    page = live.page
+    live.show("vision")
+    routes = page.get_by_role("region", name="Vision routes")
+    assert routes.get_by_role("row", name=re.compile("local")).count() == 1
+    row = page.get_by_role("row", name=re.compile("deepseek-v4-pro"))
+    assert "does not see (settings)" in row.inner_text()  # input = ["text"] says so
+    row.get_by_role("button", name="Probe again: deepseek-v4-pro").focus()
+    page.keyboard.press("Enter")
+    page.get_by_role("status").get_by_text(re.compile(
+        r"^deepseek-v4-pro: (sees|does not see) \(probe")).wait_for()
+    row = page.get_by_role("row", name=re.compile("deepseek-v4-pro"))
+    row.get_by_text(re.compile(r"\(probe.*checked")).wait_for()
+    # What the settings say still rules: a probe informs, the settings decide.
+    assert "does not see (settings)" in row.get_by_role("cell").nth(1).inner_text()
+
+
 def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -> None:
     page = live.page
     live.show("audit")
@@ -376,7 +444,101 @@ def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -
     page.get_by_role("button", name="Verify the chain").click()
     page.locator("#verify-result.ok").wait_for()
     assert page.locator("#verify-result").inner_text().startswith("Intact:")
+    # Vision attempts filtered by route, each row verified against the chain.
+    page.get_by_label("Of").select_option("vision")
+    page.get_by_label("Route").fill("local")
+    page.get_by_label("Route").press("Enter")
+    rows = page.get_by_role("region", name="Vision attempts").locator("tbody tr")
+    rows.first.wait_for()
+    assert rows.count() >= 1
+    assert all("local" in rows.nth(i).inner_text() and "verified (entry" in rows.nth(i).inner_text()
+               for i in range(rows.count()))
+    # Exported as a download of the same rows.
+    with page.expect_download() as caught:
+        page.get_by_role("link", name="Export these (JSON Lines)").click()
+    exported = [json.loads(line) for line in
+                Path(caught.value.path()).read_text(encoding="utf-8").splitlines()]
+    assert len(exported) == rows.count()
+    assert {row["route"] for row in exported} == {"local"}
+    # Any record by id: chain entry 1.
+    page.get_by_label("Record", exact=True).fill("1")
+    page.get_by_role("button", name="Show").click()
+    page.get_by_role("status").get_by_text("Record 1: chain_entry").wait_for()
+    assert '"seq": 1' in page.locator("#record-shown").inner_text()
     live.show("usage")
     page.get_by_role("heading", name="Exact provider usage").wait_for()
     table = page.get_by_role("table", name="Exact provider usage")
     assert table.get_by_role("row").count() >= 2  # the header and the chat's category
+    # The charts: inline SVG, each named for assistive technology, a title on every bar.
+    for name in ("Tokens per day", "Exact tokens per model", "Share of prompt tokens"):
+        assert page.get_by_role("img", name=re.compile(name)).count() == 1
+    bars = page.locator("#chart-categories rect")
+    assert bars.count() >= 1
+    assert "tokens exact provider usage" in bars.first.locator("title").text_content()
+    assert page.locator("#chart-models text").get_by_text("deepseek-v4-pro").count() == 1
+    # Under the real CSP (this module's page bypasses it for axe-core): drawn, nothing refused.
+    strict = live.browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        strict.add_cookies(page.context.cookies())
+        other = strict.new_page()
+        refused: list[str] = []
+        other.on("console", lambda m: refused.append(m.text)
+                 if "Content Security Policy" in m.text else None)
+        other.goto(f"{live.origin}/console/#usage")
+        other.wait_for_selector("#chart-cache rect")
+        assert other.locator("#chart-categories rect").count() == bars.count()
+        assert refused == []
+    finally:
+        strict.close()
+
+
+def test_the_control_centre_registers_imports_probes_restarts_and_switches(
+        live: Live) -> None:
+    """Last in the module: it adds servers the earlier tests' rows would also match."""
+    page = live.page
+    server = str(mcp_peers.need(mcp_peers.TIME_SERVER))
+    status = page.get_by_role("status")
+    live.show("mcp")
+    # A secret in the command line is refused by the CLI's own check; nothing is written.
+    before = live.config.read_bytes()
+    form = page.get_by_role("form", name="Register a server")
+    form.get_by_label("Id").fill("clock")
+    form.get_by_label(re.compile("^Command")).fill(f"{server}\n--api-key=sk-live-123456")
+    form.get_by_role("button", name="Register").click()
+    status.get_by_text("MCP_CREDENTIAL_IN_ARGUMENTS").wait_for()
+    assert live.config.read_bytes() == before
+    # A stdio server from the form, by the keyboard; applied at once: its status goes live.
+    form.get_by_label(re.compile("^Command")).fill(server)
+    form.get_by_label(re.compile("^Command")).focus()
+    page.keyboard.press("Tab")  # to the URL field, then submit from it with Enter
+    page.keyboard.press("Enter")
+    status.get_by_text("registered clock (stdio): nothing allowed yet").wait_for()
+    assert 'id = "clock"' in live.config.read_text(encoding="utf-8")
+    page.locator('[data-status-for="clock"]').get_by_text("ready").wait_for(timeout=30_000)
+    clock = page.get_by_role("region", name="server clock")
+    assert "not offered: not allowed" in clock.inner_text()
+    # A pasted Claude config: a literal secret is refused, a ${VAR} reference carried over.
+    pasted = page.get_by_label("Config JSON")
+    pasted.fill(json.dumps({"mcpServers": {"leaky": {
+        "url": "http://127.0.0.1:9/mcp", "headers": {"X-Api-Key": "sk-literal-abcdef123456"}}}}))
+    page.get_by_role("button", name="Import").click()
+    status.get_by_text("MCP_").wait_for()
+    assert "leaky" not in live.config.read_text(encoding="utf-8")
+    pasted.fill(json.dumps({"mcpServers": {"pasted": {
+        "type": "http", "url": "http://127.0.0.1:9/mcp",
+        "headers": {"X-Api-Key": "${CONSOLE_TEST_KEY}"}}}}))
+    page.get_by_role("button", name="Import").click()
+    status.get_by_text("imported pasted").wait_for()
+    text = live.config.read_text(encoding="utf-8")
+    assert 'id = "pasted"' in text
+    assert 'X-Api-Key = {env = "CONSOLE_TEST_KEY"}' in text
+    # Disable: written, and the gateway stops it before the click answers.
+    page.get_by_role("button", name="Disable pasted").click()
+    status.get_by_text("pasted: disabled").wait_for()
+    page.locator('[data-status-for="pasted"]').get_by_text("disabled").wait_for()
+    # Probe and restart act on the running gateway's manager.
+    page.get_by_role("button", name="Probe time").click()
+    status.get_by_text(re.compile(r"^time: probe ok in [\d.]+ ms, 2 tool\(s\)$")).wait_for()
+    page.get_by_role("button", name="Restart clock").click()
+    status.get_by_text("clock: restarted, ready").wait_for(timeout=30_000)
+    assert "mcp__time__get_current_time" in live.offered()

@@ -7,6 +7,7 @@ import pytest
 
 from deepseek_eyes.console.app import WebConsoleLogins
 from deepseek_eyes.errors import ConsoleError
+from deepseek_eyes.serving.console_login import CSRF_TOKENS_PER_LOGIN
 
 
 def test_a_code_is_spent_once_and_each_login_has_its_own_csrf_token() -> None:
@@ -30,7 +31,15 @@ def test_a_code_is_spent_once_and_each_login_has_its_own_csrf_token() -> None:
     fresh = logins.rotate_csrf(cookie)
     assert fresh is not None
     assert logins.csrf_ok(cookie, fresh)
-    assert not logins.csrf_ok(cookie, csrf)  # the old one stops working
+    # Another page of the same login (a second tab) does not break the first one's token,
+    # up to CSRF_TOKENS_PER_LOGIN pages; then the oldest stops working.
+    assert logins.csrf_ok(cookie, csrf)
+    for _ in range(CSRF_TOKENS_PER_LOGIN - 2):
+        assert logins.rotate_csrf(cookie) is not None
+    assert logins.csrf_ok(cookie, csrf)
+    assert logins.rotate_csrf(cookie) is not None
+    assert not logins.csrf_ok(cookie, csrf)
+    assert logins.csrf_ok(cookie, fresh)
     set_cookie = logins.set_cookie(secret)
     assert "HttpOnly" in set_cookie
     assert "SameSite=Strict" in set_cookie

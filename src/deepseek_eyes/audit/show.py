@@ -23,7 +23,7 @@ from deepseek_eyes.errors import AuditError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
 
-__all__ = ["show"]
+__all__ = ["image_provenance", "show"]
 
 _HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
 _JSON_COLUMNS = ("details",)
@@ -77,6 +77,25 @@ def _image(conn: sqlite3.Connection, sha256: str, operation_id: str | None,
     if record_sha256:
         out["evidence"] = _items(conn, "evidence", "record_sha256 = ?", (record_sha256,))
     return out
+
+
+def image_provenance(db: Database, turn_id: str, sha256: str) -> dict[str, Any] | None:
+    """One image of a turn, as :func:`show` resolves it within the turn (its record, the
+    acquisition's attempts and its evidence record), and the turn's upstream requests with
+    their usage; None when the turn used no such image. A page that shows a turn's images
+    one at a time asks for each here rather than for the whole turn."""
+    with db.reading() as conn:
+        turns = _items(conn, "turns", "id = ?", (turn_id,))
+        for turn in turns:
+            details = turn["record"].get("details")
+            for entry in (details.get("evidence") or ()) if isinstance(details, dict) else ():
+                if isinstance(entry, dict) and entry.get("sha256") == sha256:
+                    return {"turn": turn, "image": _image(
+                        conn, sha256, entry.get("operation_id"), entry.get("record_sha256")),
+                        "cached": bool(entry.get("cached")),
+                        "requests": _items(conn, "audit", "kind = 'llm.request' AND subject = ?",
+                                           (turn_id,))}
+    return None
 
 
 def _turn(conn: sqlite3.Connection, turn_id: str) -> dict[str, Any] | None:

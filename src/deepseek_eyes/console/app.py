@@ -36,7 +36,20 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
 from deepseek_eyes.audit.verify import verify_path
 from deepseek_eyes.console import views
-from deepseek_eyes.console.control import ConsoleParts, approvals, decide, edit_list, mcp_view
+from deepseek_eyes.console.control import (
+    ConsoleParts,
+    approvals,
+    decide,
+    edit_list,
+    import_pasted,
+    lifecycle,
+    mcp_view,
+    probe_routes,
+    probe_sight,
+    register,
+    switch,
+    vision_view,
+)
 from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError
 from deepseek_eyes.serving.console_login import CookieLogins
 from deepseek_eyes.serving.security import (
@@ -60,8 +73,11 @@ _STATUS = {"CONSOLE_NOT_FOUND": 404, "CONSOLE_LOGIN_INVALID": 401,
            "CONSOLE_CSRF_INVALID": 403, "CONSOLE_UNAVAILABLE": 409,
            "TERMINAL_SESSION_NOT_FOUND": 404, "TERMINAL_PLAN_NOT_FOUND": 404,
            "TERMINAL_PLAN_STATE": 409, "TERMINAL_SELF_APPROVAL_REFUSED": 403,
-           "MCP_SERVER_UNKNOWN": 404, "AUDIT_NOT_FOUND": 404}
+           "MCP_SERVER_UNKNOWN": 404, "AUDIT_NOT_FOUND": 404,
+           "MCP_SERVER_DISABLED": 409, "CONSOLE_PROBE_FAILED": 502}
 _BODY_LIMIT = 64 * 1024
+#: Conversations on one page of the list (the server pages it; the page asks for more).
+PAGE = 50
 
 
 class WebConsoleLogins(CookieLogins):
@@ -105,6 +121,54 @@ def _text(body: dict[str, Any], name: str) -> str:
         raise ConsoleError(f"{name} must be a string", code="CONSOLE_ARGUMENT_INVALID",
                            details={"field": name})
     return value
+
+
+def _count(request: Request, name: str, default: int) -> int:
+    """A query parameter that is a count (absent: ``default``).
+
+    Raises:
+        ConsoleError: ``CONSOLE_ARGUMENT_INVALID`` for anything but digits.
+    """
+    value = request.query_params.get(name)
+    if value is None:
+        return default
+    if not value.isdigit() or len(value) > 9:
+        raise ConsoleError(f"{name} must be a whole number", code="CONSOLE_ARGUMENT_INVALID",
+                           details={"field": name})
+    return int(value)
+
+
+def _number(request: Request, name: str) -> float | None:
+    """An optional query parameter that is a number (a time in epoch seconds).
+
+    Raises:
+        ConsoleError: ``CONSOLE_ARGUMENT_INVALID``.
+    """
+    value = request.query_params.get(name)
+    if not value:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ConsoleError(f"{name} must be a number", code="CONSOLE_ARGUMENT_INVALID",
+                           details={"field": name})
+    return number
+
+
+def _search(db: Any, request: Request, *, before: int | None = None) -> dict[str, Any]:
+    q = request.query_params
+    return views.audit_search(
+        db, q.get("kind", "mcp"), server=q.get("server") or None, tool=q.get("tool") or None,
+        route=q.get("route") or None, outcome=q.get("outcome") or None,
+        since=_number(request, "since"), until=_number(request, "until"),
+        before=before if before is not None else (
+            _count(request, "before", 0) or None))
+
+
+#: Rows an export holds at most (pages of the search, newest first).
+EXPORT_ROWS = 20_000
 
 
 def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
@@ -166,13 +230,21 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
 
     async def conversation_list(request: Request) -> Response:
         q = request.query_params.get("q")
-        limit = request.query_params.get("limit", "100")
-        return await run(request, lambda: {"conversations": views.conversations(
-            db, search=q, limit=int(limit) if limit.isdigit() else 100)})
+        return await run(request, lambda: asyncio.to_thread(
+            views.conversations, db, search=q, limit=_count(request, "limit", PAGE),
+            offset=_count(request, "offset", 0)))
 
     async def conversation(request: Request) -> Response:
         sid = str(request.path_params["sid"])
         return await run(request, lambda: asyncio.to_thread(views.conversation, db, sid))
+
+    async def conversation_screens(request: Request) -> Response:
+        sid = str(request.path_params["sid"])
+        return await run(request, lambda: asyncio.to_thread(views.screens, db, sid))
+
+    async def image_provenance(request: Request) -> Response:
+        sid, sha = str(request.path_params["sid"]), str(request.path_params["sha"])
+        return await run(request, lambda: asyncio.to_thread(views.provenance, db, sid, sha))
 
     async def blob(request: Request) -> Response:
         sha = str(request.path_params["sha"])
@@ -207,6 +279,46 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
                                    _text(body, "selector"))
         return await run(request, edit, change=True)
 
+    async def mcp_switch(request: Request) -> Response:
+        async def change() -> dict[str, Any]:
+            body = await _body(request)
+            enabled = body.get("enabled")
+            if not isinstance(enabled, bool):
+                raise ConsoleError("enabled must be true or false",
+                                   code="CONSOLE_ARGUMENT_INVALID", details={"field": "enabled"})
+            return await switch(parts, str(request.path_params["server"]), enabled)
+        return await run(request, change, change=True)
+
+    async def mcp_lifecycle(request: Request) -> Response:
+        async def act() -> dict[str, Any]:
+            await _body(request)
+            return await lifecycle(parts, str(request.path_params["server"]),
+                                   str(request.path_params["action"]))
+        return await run(request, act, change=True)
+
+    async def mcp_register(request: Request) -> Response:
+        async def add() -> dict[str, Any]:
+            return await register(parts, await _body(request))
+        return await run(request, add, change=True)
+
+    async def mcp_import(request: Request) -> Response:
+        async def bring() -> dict[str, Any]:
+            body = await _body(request)
+            return await import_pasted(parts, _text(body, "text"),
+                                       replace=body.get("replace") is True)
+        return await run(request, bring, change=True)
+
+    async def vision(request: Request) -> Response:
+        return await run(request, lambda: vision_view(parts))
+
+    async def vision_probe(request: Request) -> Response:
+        async def probe() -> dict[str, Any]:
+            body = await _body(request)
+            if "model" in body:
+                return await probe_sight(parts, _text(body, "model"))
+            return await probe_routes(parts)
+        return await run(request, probe, change=True)
+
     async def audit(request: Request) -> Response:
         return await run(request, lambda: asyncio.to_thread(views.audit_head, db))
 
@@ -216,6 +328,31 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
             keyring = AuditKeyring.read_only(audit_directory(root))
             return dict(verify_path(root / "eyes.db", keyring).as_json())
         return await run(request, lambda: asyncio.to_thread(walk), change=True)
+
+    async def audit_search(request: Request) -> Response:
+        return await run(request, lambda: asyncio.to_thread(_search, db, request))
+
+    async def audit_record(request: Request) -> Response:
+        ident = str(request.path_params["ident"])
+        return await run(request, lambda: asyncio.to_thread(views.audit_record, db, ident))
+
+    async def audit_export(request: Request) -> Response:
+        def collect() -> Response:
+            lines: list[str] = []
+            before: int | None = None
+            while len(lines) < EXPORT_ROWS:
+                page = _search(db, request, before=before)
+                lines += [json.dumps(row, sort_keys=True) for row in page["rows"]]
+                before = page["next_before"]
+                if before is None:
+                    break
+            kind = "mcp-calls" if request.query_params.get("kind", "mcp") == "mcp" else (
+                "vision-attempts")
+            return Response("".join(line + "\n" for line in lines),
+                            media_type="application/x-ndjson", headers={
+                                "content-disposition":
+                                    f'attachment; filename="deepseek-eyes-{kind}.jsonl"'})
+        return await run(request, lambda: asyncio.to_thread(collect))
 
     async def usage(request: Request) -> Response:
         return await run(request, lambda: asyncio.to_thread(views.usage_view, db))
@@ -229,13 +366,25 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         Route(API + "/whoami", whoami, methods=["GET"]),
         Route(API + "/conversations", conversation_list, methods=["GET"]),
         Route(API + "/conversations/{sid}", conversation, methods=["GET"]),
+        Route(API + "/conversations/{sid}/screens", conversation_screens, methods=["GET"]),
+        Route(API + "/conversations/{sid}/images/{sha}/provenance", image_provenance,
+              methods=["GET"]),
         Route(API + "/images/{sha}", blob, methods=["GET"]),
         Route(API + "/approvals", approval_list, methods=["GET"]),
         Route(API + "/approvals/{sid}/{pid}/{verdict}", approval, methods=["POST"]),
         Route(API + "/mcp", mcp, methods=["GET"]),
+        Route(API + "/mcp/servers", mcp_register, methods=["POST"]),
+        Route(API + "/mcp/import", mcp_import, methods=["POST"]),
         Route(API + "/mcp/{server}/tools", mcp_edit, methods=["POST"]),
+        Route(API + "/mcp/{server}/enabled", mcp_switch, methods=["POST"]),
+        Route(API + "/mcp/{server}/{action:str}", mcp_lifecycle, methods=["POST"]),
+        Route(API + "/vision", vision, methods=["GET"]),
+        Route(API + "/vision/probe", vision_probe, methods=["POST"]),
         Route(API + "/audit", audit, methods=["GET"]),
         Route(API + "/audit/verify", verify, methods=["POST"]),
+        Route(API + "/audit/search", audit_search, methods=["GET"]),
+        Route(API + "/audit/export", audit_export, methods=["GET"]),
+        Route(API + "/audit/records/{ident}", audit_record, methods=["GET"]),
         Route(API + "/usage", usage, methods=["GET"]),
         Route(CONSOLE_PATH, index_redirect, methods=["GET"]),
         Mount(CONSOLE_PATH, StaticFiles(directory=STATIC_DIR, html=True), name="console"),

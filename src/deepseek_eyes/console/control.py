@@ -29,14 +29,25 @@ from typing import Any, Literal, cast
 from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp_host.host import McpHost
+from deepseek_eyes.mcp_host.importer import import_document
 from deepseek_eyes.mcp_host.manager import McpManager
 from deepseek_eyes.mcp_host.policy import matches, risk_allowed
-from deepseek_eyes.mcp_host.settings_file import drop_selectors, edit_selectors
+from deepseek_eyes.mcp_host.registration import registered_entry
+from deepseek_eyes.mcp_host.settings_file import (
+    add_servers,
+    drop_selectors,
+    edit_selectors,
+    read_raw,
+    set_server_value,
+)
+from deepseek_eyes.runtime.sight import Sight
 from deepseek_eyes.settings import McpServerSettings, load_settings
 from deepseek_eyes.settings.writer import recording
 from deepseek_eyes.terminal.service import TerminalService
+from deepseek_eyes.vision.routing.router import VisionRouter
 
-__all__ = ["ConsoleParts", "approvals", "decide", "edit_list", "mcp_view"]
+__all__ = ["ConsoleParts", "approvals", "decide", "edit_list", "import_pasted", "lifecycle",
+           "mcp_view", "probe_routes", "probe_sight", "register", "switch", "vision_view"]
 
 #: The settings watch's look, asked after an edit (the gateway's); None: no gateway here.
 Reload = Callable[[], Awaitable[object]]
@@ -54,6 +65,11 @@ class ConsoleParts:
     mcp_manager: McpManager | None = None
     mcp_host: McpHost | None = None
     reload: Reload | None = None
+    #: The gateway's final-model sight (what was learned, and its probe) and vision router.
+    sight: Sight | None = None
+    router: VisionRouter | None = None
+    #: The final models the settings name (the only ones the console probes).
+    models: tuple[str, ...] = ()
     #: Where the console lives, said with each action's audit row.
     actor: str = field(default="console")
 
@@ -72,6 +88,17 @@ def approvals(parts: ConsoleParts) -> dict[str, Any]:
     now = time.time()
     for plan in plans:
         plan["age_s"] = round(now - float(plan["created_at"]), 1)
+        # The conversation that asked (the runtime's terminal sessions are owned by
+        # ``runtime:<conversation>``) and its turn in progress (its open lease).
+        owner = str(plan.get("owner") or "")
+        conversation = owner.removeprefix("runtime:") if owner.startswith("runtime:") else None
+        plan["conversation"] = conversation
+        plan["turn_id"] = None
+        if conversation is not None and plan.get("state") != "expired":
+            row = parts.home.db.query_one(
+                "SELECT turn_id FROM turn_leases WHERE session_id = ?"
+                " ORDER BY started_at DESC LIMIT 1", (conversation,))
+            plan["turn_id"] = None if row is None else row[0]
     return {"running": True, "plans": plans}
 
 
@@ -135,6 +162,11 @@ def mcp_view(parts: ConsoleParts) -> dict[str, Any]:
             "risk_policy": server.risk_policy,
             "status": None if live is None else live.get("status"),
             "last_error": None if live is None else live.get("last_error"),
+            # Each plane's state, the last connect's latency, the failure's scrubbed words.
+            "planes": None if live is None else {
+                "tools": live.get("tools_status"), "content": live.get("content_status")},
+            "latency_ms": None if live is None else live.get("latency_ms"),
+            "error": None if live is None else live.get("error"),
             "allow": list(server.allow.tools), "deny": list(server.deny.tools),
             "tools": tools,
         })
@@ -160,15 +192,31 @@ async def edit_list(parts: ConsoleParts, server_id: str, which: str, op: str,
         raise ConsoleError("a selector is a tool name or a prefix ending in *, 1-200 "
                            "characters, no surrounding spaces",
                            code="CONSOLE_ARGUMENT_INVALID", details={"field": "selector"})
+    edit = edit_selectors if op == "add" else drop_selectors
+    applied = await _write(parts, lambda path: edit(path, server_id, which, "tools",
+                                                    (selector,)))
+    return {"server": server_id, "list": which, "op": op, "selector": selector,
+            "applied": applied}
+
+
+async def _write(parts: ConsoleParts, change: Callable[[Path], object]) -> object:
+    """One edit of the settings file, the CLI's way: through the settings-file writer
+    (validated like the file, one writer at a time, atomically replaced), audited as a
+    ``settings.change``, then applied to the running gateway before this returns (its
+    settings watch's answer; None without a gateway here).
+
+    Raises:
+        ConsoleError: ``CONSOLE_UNAVAILABLE``: no settings file to edit.
+        DeepSeekEyesError: the writer's (nothing written) or the gateway's refusal.
+    """
     path = parts.settings_path
     if path is None:
         raise ConsoleError("this console has no settings file to edit (start it with "
                            "--config)", code="CONSOLE_UNAVAILABLE")
-    edit = edit_selectors if op == "add" else drop_selectors
 
     def write() -> list[Any]:
         with recording() as writes:
-            edit(path, server_id, which, "tools", (selector,))
+            change(path)
         return writes
 
     writes = await asyncio.to_thread(write)
@@ -185,5 +233,168 @@ async def edit_list(parts: ConsoleParts, server_id: str, which: str, op: str,
             error = applied.get("error") or {}
             raise DeepSeekEyesError(str(error.get("message", "the gateway refused it")),
                                     code=str(error.get("code", "CONFIG_INVALID")))
-    return {"server": server_id, "list": which, "op": op, "selector": selector,
-            "applied": applied}
+    return applied
+
+
+async def switch(parts: ConsoleParts, server_id: str, enabled: bool) -> dict[str, Any]:
+    """Enable or disable a server, as ``mcp enable``/``mcp disable`` do.
+
+    Raises:
+        DeepSeekEyesError: as :func:`_write` (``MCP_SERVER_UNKNOWN``).
+    """
+    applied = await _write(parts, lambda path: set_server_value(path, server_id, "enabled",
+                                                                enabled))
+    return {"server": server_id, "enabled": enabled, "applied": applied}
+
+
+def _strings(value: object, field_name: str, *, limit: int = 64) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > limit or not all(
+            isinstance(v, str) and len(v) <= 4096 for v in value):
+        raise ConsoleError(f"{field_name} is a list of at most {limit} strings",
+                           code="CONSOLE_ARGUMENT_INVALID", details={"field": field_name})
+    return list(value)
+
+
+async def register(parts: ConsoleParts, body: dict[str, Any]) -> dict[str, Any]:
+    """Add a server from the console's form, as ``mcp register`` does: a stdio ``command``
+    (argv) or an HTTP ``url``; ``env`` and ``headers`` only as ``NAME=VAR`` (the value is
+    read from our environment variable VAR: a secret is never written); nothing allowed.
+
+    Raises:
+        ConsoleError: ``CONSOLE_ARGUMENT_INVALID``.
+        McpError: ``registered_entry``'s (``MCP_CREDENTIAL_IN_ARGUMENTS``,
+            ``MCP_ARGUMENTS_INVALID``); the writer's (``CONFIG_INVALID``).
+    """
+    server_id = body.get("id")
+    url = body.get("url") or None
+    if not isinstance(server_id, str) or not server_id or (
+            url is not None and not isinstance(url, str)):
+        raise ConsoleError("a server needs an id, and a command or a url",
+                           code="CONSOLE_ARGUMENT_INVALID", details={"field": "id"})
+    risk = body.get("risk_policy") or None
+    if risk not in (None, "allow", "read-only"):
+        raise ConsoleError("risk_policy is allow or read-only", code="CONSOLE_ARGUMENT_INVALID",
+                           details={"field": "risk_policy"})
+    entry = registered_entry(server_id, command=_strings(body.get("command"), "command"),
+                             url=url, env=_strings(body.get("env"), "env"),
+                             headers=_strings(body.get("headers"), "headers"),
+                             risk_policy=risk, enabled=body.get("enabled") is not False)
+    applied = await _write(parts, lambda path: add_servers(path, [entry]))
+    return {"server": entry["id"], "transport": entry["transport"], "applied": applied}
+
+
+async def import_pasted(parts: ConsoleParts, text: str, *, replace: bool) -> dict[str, Any]:
+    """Import a pasted Claude Desktop / Claude Code / Cursor / VS Code MCP config, as
+    ``mcp import`` does (a literal secret refused: only ``${VAR}`` references carry over).
+
+    Raises:
+        ConsoleError: ``CONSOLE_UNAVAILABLE``.
+        McpError: the importer's (``MCP_IMPORT_INVALID``, ``MCP_COMMAND_NOT_FOUND``, ...).
+    """
+    if parts.settings_path is None:
+        raise ConsoleError("this console has no settings file to edit (start it with "
+                           "--config)", code="CONSOLE_UNAVAILABLE")
+    servers = read_raw(parts.settings_path).get("mcp", {}).get("servers", [])
+    existing = {str(s.get("id")) for s in servers if isinstance(s, dict) and s.get("id")}
+    result = import_document(text.encode("utf-8", "surrogatepass"), existing,
+                             replace=replace)
+    applied = await _write(parts, lambda path: add_servers(path, result.servers,
+                                                           replace=replace))
+    return {"imported": [{"id": e["id"], "transport": e["transport"],
+                          "replaced": e["id"] in existing} for e in result.servers],
+            "ignored": list(result.ignored),
+            "refused": [r.view() for r in result.refused], "applied": applied}
+
+
+async def lifecycle(parts: ConsoleParts, server_id: str, action: str) -> dict[str, Any]:
+    """Probe a server (a separate connection; the live one untouched) or restart it, on
+    the running gateway's manager, as ``mcp probe`` and ``mcp restart`` do.
+
+    Raises:
+        ConsoleError: ``CONSOLE_UNAVAILABLE`` without a gateway here, ``CONSOLE_NOT_FOUND``
+            for another action.
+        McpError: the manager's (``MCP_SERVER_UNKNOWN``, ``MCP_SERVER_DISABLED``, a
+            connect code).
+    """
+    if action not in ("probe", "restart"):
+        raise ConsoleError("a server takes probe or restart", code="CONSOLE_NOT_FOUND")
+    manager = parts.mcp_manager
+    if manager is None:
+        raise _unavailable("probing or restarting a server")
+    if action == "probe":
+        return {"server": server_id, "probe": await manager.probe(server_id)}
+    state = manager.require(server_id)
+    await manager.restart(server_id, wait=state.settings.connect_timeout + 1)
+    return {"server": server_id, "after": manager.require(server_id).view()}
+
+
+def _learned(parts: ConsoleParts) -> dict[str, dict[str, Any]]:
+    """Every learned sight verdict kept here (``model_sight``), expired ones too, newest
+    first: a person wants to see what was learned, and when it lapses."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in parts.home.db.query(
+            "SELECT upstream, model, sees, how, code, checked_at, expires_at FROM model_sight"
+            " ORDER BY checked_at DESC LIMIT 200"):
+        out.setdefault(str(row[1]), {"upstream": row[0], "model": row[1], "sees": bool(row[2]),
+                                     "how": row[3], "code": row[4], "checked_at": row[5],
+                                     "expires_at": row[6]})
+    return out
+
+
+async def vision_view(parts: ConsoleParts) -> dict[str, Any]:
+    """The vision routes in the order they are tried, each with its health, circuit and
+    probe state (the running gateway's router), and for each final model what is known of
+    its sight: the settings' word, the learned verdict (a pixel probe or a refusal) and the
+    priors (``/models``, the shipped table), and which of them is in force."""
+    router, sight = parts.router, parts.sight
+    routes = [dict(r) for r in router.status()] if router is not None else []
+    learned = await asyncio.to_thread(_learned, parts)
+    models = []
+    for model in dict.fromkeys([*parts.models, *learned]):
+        entry: dict[str, Any] = {"model": model, "learned": learned.get(model),
+                                 "probe": model in parts.models and sight is not None}
+        if sight is not None:
+            configured = sight.configured(model)
+            current = sight.learned(model)
+            priors = await sight.priors(model)
+            entry["settings"] = None if configured is None else configured.json()
+            entry["priors"] = priors.json()
+            entry["in_force"] = (configured or current or priors).json()
+        models.append(entry)
+    return {"running": router is not None, "routes": routes, "models": models}
+
+
+async def probe_sight(parts: ConsoleParts, model: str) -> dict[str, Any]:
+    """Ask a final model the pixel probe again now (one small call) and keep its verdict.
+
+    Raises:
+        ConsoleError: ``CONSOLE_UNAVAILABLE`` without a gateway here, ``CONSOLE_NOT_FOUND``
+            for a model the settings do not name, ``CONSOLE_PROBE_FAILED`` when no verdict
+            came (audited; the priors stay).
+    """
+    if parts.sight is None:
+        raise _unavailable("probing a model's sight")
+    if model not in parts.models:
+        raise ConsoleError("the console probes only the final models the settings name",
+                           code="CONSOLE_NOT_FOUND", details={"model": model[:200]})
+    verdict = await parts.sight.probe(model)
+    if verdict is None:
+        raise ConsoleError(f"the sight probe of {model} got no answer; nothing was learned",
+                           code="CONSOLE_PROBE_FAILED", details={"model": model})
+    return {"model": model, "verdict": verdict.json()}
+
+
+async def probe_routes(parts: ConsoleParts) -> dict[str, Any]:
+    """Health-check and probe every vision route now (``routes --probe``).
+
+    Raises:
+        ConsoleError: ``CONSOLE_UNAVAILABLE`` without a gateway here.
+    """
+    if parts.router is None:
+        raise _unavailable("probing the vision routes")
+    reports = await parts.router.probe_all()
+    return {"reports": [{"name": r["name"], "ok": r["ok"], "code": r["code"],
+                         "correct": r.get("correct")} for r in reports],
+            "routes": [dict(r) for r in parts.router.status()]}

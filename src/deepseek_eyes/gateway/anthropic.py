@@ -150,7 +150,8 @@ def anthropic_routes(front: Front) -> AnthropicRoutes:
             free_slot()
             return _replay(replay, out, bool(fields.get("stream")))
         try:
-            turn = await front.turn(out.body, session_id=session_id, ref=ref)
+            turn = await front.turn(out.body, session_id=session_id, ref=ref,
+                                    source="gateway:anthropic")
         except BaseException:
             release()
             raise

@@ -108,11 +108,13 @@ class Front:
         return ref, None
 
     async def turn(self, body: JsonObject, *, session_id: str | None, ref: KeyRef | None,
-                   continuing: bool = False) -> TurnRequest:
+                   continuing: bool = False, source: str = "gateway") -> TurnRequest:
         """The turn of an OpenAI body a front translated, in the gateway key's scope (its
-        sessions, reasoning and cached evidence only), under its Idempotency-Key."""
+        sessions, reasoning and cached evidence only), under its Idempotency-Key; a new
+        session is stored with ``source``, the front it came through (the web console names
+        its client by it: ``gateway:anthropic`` Claude Code, ``gateway:responses`` Codex)."""
         turn = await self.runtime.request_from_openai(
-            body, session_id=session_id, continue_session=continuing, source="gateway",
+            body, session_id=session_id, continue_session=continuing, source=source,
             approver=self.approver, fetch=self.fetch)
         turn.idempotency = ref
         turn.scope = self.scope

@@ -192,7 +192,7 @@ def responses_routes(front: Front) -> list[Route]:
             return _replay(replay, out, bool(fields.get("stream")))
         try:
             turn = await front.turn(out.body, session_id=session_id, ref=ref,
-                                    continuing=continuing)
+                                    continuing=continuing, source="gateway:responses")
         except BaseException:
             release()
             raise

@@ -293,9 +293,13 @@ def _web_console(runtime: Runtime, home: DataHome, settings_path: Path | None,
         _say(f"no web console: it is served on loopback only, and this gateway binds "
              f"{bind_host}; run `deepseek-eyes console` on this machine instead")
         return None
+    llm = runtime.settings.llm
     parts = ConsoleParts(home, settings_path, terminal=runtime.terminal,
                          mcp_manager=runtime.mcp_manager, mcp_host=runtime.mcp_host,
-                         reload=None if watch is None else watch.check, actor="gateway")
+                         reload=None if watch is None else watch.check, actor="gateway",
+                         sight=runtime.sight, router=runtime.bridge.router,
+                         models=tuple(dict.fromkeys(
+                             [*([llm.model] if llm.model else []), *(m.id for m in llm.models)])))
     where: list[str] = []
 
     def show_code(code: str) -> None:  # the person's own login, never the gateway key

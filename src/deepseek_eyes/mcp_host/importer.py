@@ -39,7 +39,8 @@ from typing import Any
 from deepseek_eyes.errors import McpError
 from deepseek_eyes.mcp_host.credentials import refuse_credentials, refuse_url_credentials
 
-__all__ = ["MAX_IMPORT_BYTES", "ImportResult", "Refused", "import_servers", "server_id_for"]
+__all__ = ["MAX_IMPORT_BYTES", "ImportResult", "Refused", "import_document", "import_servers",
+           "server_id_for"]
 
 MAX_IMPORT_BYTES = 1024 * 1024
 _REFERENCE = re.compile(r"^\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]{0,127})\}$")
@@ -235,6 +236,19 @@ def import_servers(path: Path, existing_ids: Set[str] = frozenset(), *,
             data = handle.read(MAX_IMPORT_BYTES + 1)
     except OSError as exc:
         raise _invalid(f"cannot read {path}: {exc.strerror or exc}") from exc
+    return import_document(data, existing_ids, replace=replace, strict=strict, where=str(path))
+
+
+def import_document(data: bytes, existing_ids: Set[str] = frozenset(), *,
+                    replace: bool = False, strict: bool = False,
+                    where: str = "the pasted config") -> ImportResult:
+    """:func:`import_servers` of a config's bytes (the web console's pasted text), named
+    ``where`` in its errors.
+
+    Raises:
+        McpError: as :func:`import_servers`.
+    """
+    path = where
     if len(data) > MAX_IMPORT_BYTES:
         raise _invalid(f"{path} is larger than {MAX_IMPORT_BYTES:,} bytes")
     try:

@@ -34,7 +34,7 @@ from http.cookies import CookieError, SimpleCookie
 
 from deepseek_eyes.errors import DeepSeekEyesError
 
-__all__ = ["CookieLogins", "login_url"]
+__all__ = ["CSRF_TOKENS_PER_LOGIN", "CookieLogins", "login_url"]
 
 
 def _digest(secret: str) -> bytes:
@@ -46,11 +46,16 @@ def login_url(console_url: str, code: str) -> str:
     return f"{console_url}#login={code}"
 
 
+#: CSRF tokens one login holds at once: each page (a tab, a reload) asks for its own, and
+#: one tab's token must not stop another's from working; the oldest goes past this.
+CSRF_TOKENS_PER_LOGIN = 8
+
+
 @dataclass(frozen=True)
 class _Login:
     credential: str
     expires: float
-    csrf: bytes  # the CSRF token's digest
+    csrf: tuple[bytes, ...]  # the live CSRF tokens' digests, oldest first
 
 
 class CookieLogins:
@@ -122,7 +127,7 @@ class CookieLogins:
         csrf = secrets.token_urlsafe(32)
         credential = f"{self.credential_prefix}{secrets.token_hex(4)}"
         self._logins[_digest(secret)] = _Login(credential, self._clock() + self.ttl,
-                                               _digest(csrf))
+                                               (_digest(csrf),))
         while len(self._logins) > self.max_credentials:
             self._logins.popitem(last=False)
         self.issue()
@@ -149,18 +154,23 @@ class CookieLogins:
     def csrf_ok(self, cookie: str | None, token: str | None) -> bool:
         """Whether ``token`` is the CSRF token of the live login ``cookie`` carries."""
         login = self._live(cookie)
-        return login is not None and token is not None and hmac.compare_digest(
-            _digest(token), login.csrf)
+        if login is None or token is None:
+            return False
+        digest = _digest(token)
+        # Every live token compared, none skipped: the time taken says nothing of which.
+        return sum(hmac.compare_digest(digest, kept) for kept in login.csrf) > 0
 
     def rotate_csrf(self, cookie: str | None) -> str | None:
         """A fresh CSRF token for the live login ``cookie`` carries (a reloaded page asks
-        for one: the token itself is never kept anywhere a page could leave it)."""
+        for one: the token itself is never kept anywhere a page could leave it). The login's
+        other pages keep theirs (up to :data:`CSRF_TOKENS_PER_LOGIN` at once)."""
         secret = _cookie_value(cookie, self.cookie_name)
         login = self._live(cookie)
         if secret is None or login is None:
             return None
         csrf = secrets.token_urlsafe(32)
-        self._logins[_digest(secret)] = _Login(login.credential, login.expires, _digest(csrf))
+        kept = (*login.csrf, _digest(csrf))[-CSRF_TOKENS_PER_LOGIN:]
+        self._logins[_digest(secret)] = _Login(login.credential, login.expires, kept)
         return csrf
 
     def logout(self, cookie: str | None) -> bool:
