@@ -33,8 +33,7 @@ of the unchanged ``deepseekeyes.evidence.v1`` schema.
 from __future__ import annotations
 
 import re
-import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +42,10 @@ from deepseek_eyes.vision.routes.layout import Segment
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Cell", "Table", "add_tables", "cell_number", "find_tables", "split_at"]
+__all__ = [
+    "Cell", "Table", "add_tables", "cell_number", "find_tables", "median", "split_at",
+    "table_facts",
+]
 
 Box = tuple[float, float, float, float]
 
@@ -121,6 +123,16 @@ class Table:
             cells = sorted((c for c in self.cells if c.row == row), key=lambda c: c.col)
             out.append((row, cells))
         return out
+
+
+def median(values: Iterable[float]) -> float:
+    """The median, without importing ``statistics`` (its imports cost start-up time every
+    command that builds the local route would pay)."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("median of nothing")
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def cell_number(text: str) -> tuple[float, str] | None:
@@ -325,7 +337,7 @@ def _bands(segments: Sequence[Segment]) -> list[list[Segment]]:
         for row in rows:
             top = max(min(s.y0 for s in row), seg.y0)
             bottom = min(max(s.y1 for s in row), seg.y1)
-            if bottom - top >= 0.5 * min(seg.height, statistics.median(s.height for s in row)):
+            if bottom - top >= 0.5 * min(seg.height, median(s.height for s in row)):
                 row.append(seg)
                 break
         else:
@@ -515,7 +527,7 @@ def find_tables(rgb: np.ndarray[Any, Any], segments: Sequence[Segment]) -> list[
         raise ValueError(f"an H×W×3 RGB image is needed, not shape {getattr(rgb, 'shape', None)}")
     if not segments:
         return []
-    text_height = max(8.0, statistics.median(s.height for s in segments))
+    text_height = max(8.0, median(s.height for s in segments))
     ruled = _ruled_tables(rgb, segments, text_height)
     rest = [s for s in segments if not any(_center_in(s, t.box) for t in ruled)]
     return [*ruled, *_unruled_tables(rest, text_height)][:MAX_TABLES]
