@@ -239,6 +239,20 @@ _READ_CONTROLS = """() => [...document.querySelectorAll('[data-kind]')].map(e =>
 })"""
 
 
+_EXTENT = """() => {
+  let right = 0, bottom = 0;
+  const grow = r => { if (r.width && r.height) {
+    right = Math.max(right, r.right); bottom = Math.max(bottom, r.bottom); } };
+  for (const e of document.body.querySelectorAll('*')) {
+    if (e.matches('table, input, button, [data-kind]')) { grow(e.getBoundingClientRect()); }
+    const range = document.createRange();
+    range.selectNodeContents(e);
+    grow(range.getBoundingClientRect());
+  }
+  return [Math.ceil(right), Math.ceil(bottom)];
+}"""
+
+
 def chromium_path() -> str | None:
     for candidate in ("/usr/bin/chromium", "/usr/bin/chromium-browser"):
         if Path(candidate).is_file():
@@ -264,7 +278,11 @@ def render_pages(executable: str) -> dict[str, Rendered]:
             page = browser.new_page(viewport=VIEWPORT, device_scale_factor=1)
             for name, markup in pages.items():
                 page.set_content(markup)
-                rendered = Rendered(name, page.screenshot(type="png"))
+                # Only the drawn part: OCR time grows with the pixels it is given.
+                right, bottom = page.evaluate(_EXTENT)
+                clip = {"x": 0, "y": 0, "width": min(VIEWPORT["width"], right + 30),
+                        "height": min(VIEWPORT["height"], bottom + 24)}
+                rendered = Rendered(name, page.screenshot(type="png", clip=clip))
                 if name in CONTROL_PAGES:
                     for kind, text, x0, y0, x1, y1 in page.evaluate(_READ_CONTROLS):
                         rendered.controls.append(ControlTruth(kind, text, (x0, y0, x1, y1)))

@@ -305,7 +305,8 @@ def find_controls(
             and (s.x0 < box[0] < s.x1 - 2 or s.x0 + 2 < box[2] < s.x1)
         ]
         for _, seg in crossing:  # a detection running over the edge: its part inside
-            texts += [p for p in split_at(seg, [box[0], box[2]]) if _inside(p, box)]
+            texts += [p for p in split_at(seg, [box[0], box[2]])
+                      if box[0] <= (p.x0 + p.x1) / 2 <= box[2]]
         verdict = _classify(rgb, box, texts, text_height, width)
         if verdict is None:
             continue
