@@ -198,8 +198,10 @@ def _tabs(
     out: list[Control] = []
     free = [s for s in segments if not any(_inside(s, box) for box in taken)]
     for ry, rx0, rx1 in _long_rules(ink, max(25, int(width * 0.3)))[:50]:
+        # Tabs are named by words: a window's title-bar dots are not tabs.
         above = [s for s in free if 0 <= ry - s.y1 <= 1.2 * text_height
-                 and s.x0 >= rx0 - 2 and s.x1 <= rx1 + 2 and len(s.text) <= 30]
+                 and s.x0 >= rx0 - 2 and s.x1 <= rx1 + 2 and len(s.text) <= 30
+                 and sum(ch.isalpha() for ch in s.text) >= 2]
         if len(above) < 2:
             continue
         band = median(s.cy for s in above)
@@ -294,8 +296,8 @@ def find_controls(
         return any(e[0] <= cx <= e[2] and e[1] <= cy <= e[3] for e in exclude)
 
     rectangles = [r for r in _rectangles(gray, text_height) if not excluded(r)]
-    rectangles += [r for r in _strips(rgb, text_height)
-                   if not any(_iou(r, other) > 0.7 for other in rectangles)]
+    rectangles += [r for r in _strips(rgb, text_height) if not excluded(r)
+                   and not any(_iou(r, other) > 0.7 for other in rectangles)]
     # Smallest first: a button inside a banner or a toolbar claims its own text.
     for box in sorted(rectangles, key=lambda b: (b[2] - b[0]) * (b[3] - b[1])):
         texts = [s for i, s in enumerate(segments) if i not in used and _inside(s, box)]

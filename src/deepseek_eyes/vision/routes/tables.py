@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from deepseek_eyes.vision.routes.layout import Segment
+from deepseek_eyes.vision.routes.layout import Segment, quantities_in
 
 if TYPE_CHECKING:
     import numpy as np
@@ -91,6 +91,8 @@ class Table:
     cells: tuple[Cell, ...]
     header_rows: int
     name_col: int | None
+    #: Lone lines above the header (a title inside the table's block): no column's name.
+    caption_rows: int = 0
 
     def cell_at(self, row: int, col: int) -> Cell | None:
         for cell in self.cells:
@@ -104,7 +106,7 @@ class Table:
         """The header texts above a column, top to bottom (a merged header names every
         column it spans)."""
         names: list[str] = []
-        for row in range(self.header_rows):
+        for row in range(self.caption_rows, self.header_rows):
             cell = self.cell_at(row, col)
             if cell is not None and cell.text and (not names or names[-1] != cell.text):
                 names.append(cell.text)
@@ -302,6 +304,18 @@ def _is_year(text: str) -> bool:
     return len(text) == 4 and text.isdigit() and 1800 <= int(text) <= 2199
 
 
+def _names(text: str) -> bool:
+    """Whether a cell's text can be a column's name: no token with digits but a year or a
+    short code with a letter (``Q3``, ``H1``, ``FY24``)."""
+    for token in text.split():
+        token = token.strip("()[],:;")
+        if any(ch.isdigit() for ch in token) and not (
+            _is_year(token) or (len(token) <= 4 and any(ch.isalpha() for ch in token))
+        ):
+            return False
+    return True
+
+
 def _finish(box: Box, ruled: bool, rows: int, cols: int, cells: list[Cell]) -> Table:
     """The header rows and the row-name column of a grid of cells.
 
@@ -312,12 +326,28 @@ def _finish(box: Box, ruled: bool, rows: int, cols: int, cells: list[Cell]) -> T
         c.row for c in cells if c.text and not _is_year(c.text) and cell_number(c.text) is not None
     }
     merged_rows = {c.row for c in cells if c.colspan > 1 or c.rowspan > 1}
-    header_rows = 0
+    filled: dict[int, int] = {}
+    for c in cells:
+        if c.text:
+            filled[c.row] = filled.get(c.row, 0) + 1
+    header_rows = caption_rows = 0
     if numeric_rows:
-        while header_rows < min(_MAX_HEADER_ROWS, rows - 1) and (
-            header_rows not in numeric_rows or header_rows in merged_rows
+        # Lone lines on top (a panel's title, a shop's name over a receipt) are no header;
+        # a header row names columns: two filled cells at least or a merged one, each a
+        # name (a date or "Register 3" is a value, "Q3", "H1" and "2025" are names).
+        start = 0
+        while start < rows - 1 and filled.get(start, 0) == 1 and (
+            start not in numeric_rows and start not in merged_rows
         ):
-            header_rows += 1
+            start += 1
+        end = start
+        while end < min(start + _MAX_HEADER_ROWS, rows - 1) and (
+            end not in numeric_rows or end in merged_rows
+        ) and (filled.get(end, 0) >= 2 or end in merged_rows) and all(
+            _names(c.text) for c in cells if c.row == end
+        ):
+            end += 1
+        header_rows, caption_rows = (end, start) if end > start else (0, 0)
         for cell in cells:  # a cell spanning down from the header keeps it open
             if cell.row < header_rows:
                 header_rows = max(header_rows, min(cell.row + cell.rowspan, rows - 1))
@@ -327,7 +357,7 @@ def _finish(box: Box, ruled: bool, rows: int, cols: int, cells: list[Cell]) -> T
     words = [c for c in first if cell_number(c.text) is None]
     name_col = 0 if first and len(words) * 2 >= len(first) and cols > 1 else None
     ordered = tuple(sorted(cells, key=lambda c: (c.row, c.col)))
-    return Table(box, ruled, rows, cols, ordered, header_rows, name_col)
+    return Table(box, ruled, rows, cols, ordered, header_rows, name_col, caption_rows)
 
 
 def _bands(segments: Sequence[Segment]) -> list[list[Segment]]:
@@ -390,11 +420,42 @@ def _unruled_tables(segments: Sequence[Segment], text_height: float) -> list[Tab
             if below - above > 1.6 * text_height:
                 break
             end += 1
-        table = _block_table(bands[start:end], text_height)
-        if table is not None:
-            tables.append(table)
+        tables += _block_tables(bands[start:end], text_height, depth=0)
         start = end
-    return tables
+    return tables[:MAX_TABLES]
+
+
+def _block_tables(
+    block: list[list[Segment]], text_height: float, depth: int
+) -> list[Table]:
+    """The tables of one block; a gutter far wider than a table's (a chart's axis beside a
+    table, two panels side by side) parts it into two blocks, each looked at alone."""
+    multi = [r for r in block if len(r) >= 2]
+    if len(multi) < 2:
+        return []
+    columns = _columns(multi, 0.6 * text_height)
+    gutters = [(columns[i + 1][0] - columns[i][1], i) for i in range(len(columns) - 1)]
+    if gutters and depth < 4:
+        width, index = max(gutters)
+        if width > 8 * text_height:
+            cut = (columns[index][1] + columns[index + 1][0]) / 2
+            segs = [s for row in block for s in row]
+            left = [s for s in segs if (s.x0 + s.x1) / 2 < cut]
+            right = [s for s in segs if (s.x0 + s.x1) / 2 >= cut]
+            return [
+                *_block_tables(_bands(left), text_height, depth + 1),
+                *_block_tables(_bands(right), text_height, depth + 1),
+            ]
+    table = _block_table(block, text_height)
+    return [] if table is None else [table]
+
+
+def _fits(segment: Segment, columns: Sequence[tuple[float, float]]) -> bool:
+    """Whether a detection lies mostly inside one column (not across a gutter or in it)."""
+    width = max(segment.x1 - segment.x0, 1e-6)
+    return any(
+        min(segment.x1, x1) - max(segment.x0, x0) >= 0.5 * width for x0, x1 in columns
+    )
 
 
 def _block_table(block: list[list[Segment]], text_height: float) -> Table | None:
@@ -411,7 +472,10 @@ def _block_table(block: list[list[Segment]], text_height: float) -> Table | None
             return None
         trimmed = False
         for edge in (0, -1):
-            if len(block[edge]) == 1 and len(_spanned(block[edge][0], columns)) > 1:
+            if len(block[edge]) == 1 and (
+                len(_spanned(block[edge][0], columns)) > 1
+                or not _fits(block[edge][0], columns)
+            ):
                 block = block[1:] if edge == 0 else block[:-1]
                 trimmed = True
                 break
@@ -478,7 +542,8 @@ def _block_table(block: list[list[Segment]], text_height: float) -> Table | None
     # Prose in columns is not a table, nor a form's labels: a table holds numbers or short
     # cells in 3+ columns, and most of its rows hold two cells or more.
     if (
-        not (numeric >= 2 or (cols >= 3 and rows >= 3))
+        rows < 3
+        or not (numeric >= 2 or cols >= 3)
         or lengths[len(lengths) // 2] > 30
         or dense < 0.6 * rows
     ):
@@ -493,10 +558,10 @@ def _widen_headers(table: Table) -> Table:
     """Without rules, a merged header shows only as a header cell with empty cells to its
     right above a fuller header row (``2025`` over ``H1 H2``): it spans up to the next
     filled cell of its row."""
-    if table.header_rows < 2:
+    if table.header_rows - table.caption_rows < 2:
         return table
     cells = list(table.cells)
-    for row in range(table.header_rows - 1):
+    for row in range(table.caption_rows, table.header_rows - 1):
         own = sorted((c for c in cells if c.row == row), key=lambda c: c.col)
         for cell in own:
             if not cell.text:
@@ -514,7 +579,7 @@ def _widen_headers(table: Table) -> Table:
                                                 cell.confidence)
     ordered = tuple(sorted(cells, key=lambda c: (c.row, c.col)))
     return Table(table.box, table.ruled, table.rows, table.cols, ordered,
-                 table.header_rows, table.name_col)
+                 table.header_rows, table.name_col, table.caption_rows)
 
 
 def find_tables(rgb: np.ndarray[Any, Any], segments: Sequence[Segment]) -> list[Table]:
@@ -619,11 +684,21 @@ def add_tables(
         ocr[at:at] = row_lines
         del ocr[2000:]
         facts[:] = [f for f in facts if not _center_of(f["bbox"], table.box, width, height)]
-        for label_text, value, unit, cell in table_facts(table):
+        stated = [
+            (label_text, value, unit, cell.text, cell)
+            for label_text, value, unit, cell in table_facts(table)
+        ]
+        for cell in table.cells:  # words with a quantity in them: "Olive oil 750 ml"
+            if cell.text and cell_number(cell.text) is None:
+                stated += [(q.label or cell.text, q.value, q.unit, q.text, cell)
+                           for q in quantities_in(cell.text)]
+        for label_text, value, unit, text, cell in sorted(
+            stated, key=lambda f: (f[4].row, f[4].col)
+        ):
             if len(facts) >= 500:
                 break
-            facts.append({"label": label_text, "value": value, "unit": unit,
-                          "text": cell.text[:500], "bbox": _norm(cell.box, width, height),
+            facts.append({"label": label_text[:200], "value": value, "unit": unit,
+                          "text": text[:500], "bbox": _norm(cell.box, width, height),
                           "confidence": round(min(max(cell.confidence, 0.0), 1.0), 4)})
         described.append(f"{table.rows}x{table.cols}")
     summary = f"{evidence['summary']} Tables: {len(described)} ({', '.join(described)})."
