@@ -225,3 +225,18 @@ def test_no_tables_leave_the_evidence_as_it_was() -> None:
     before = repr(evidence)
     add_tables(evidence, [], 200, 100)
     assert repr(evidence) == before
+
+
+def test_a_list_of_labels_and_prices_without_a_header_is_not_a_table() -> None:
+    """A receipt's lines align like a table's, but no header names a column: the grid would
+    add nothing, and its lines stay as OCR read them."""
+    blank = np.full((400, 600, 3), 255, dtype=np.uint8)
+    items = [("Whole milk 2 L", "3.49"), ("Sourdough bread", "5.25"), ("Olive oil 750 ml", "9.80"),
+             ("TOTAL", "18.54")]
+    segments = [
+        seg
+        for i, (label, price) in enumerate(items)
+        for seg in (Segment(label, 40, 40 + 30 * i, 40 + 11 * len(label), 60 + 30 * i, 0.99),
+                    Segment(price, 480, 40 + 30 * i, 530, 60 + 30 * i, 0.99))
+    ]
+    assert find_tables(blank, segments) == []

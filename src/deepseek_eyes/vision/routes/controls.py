@@ -197,6 +197,7 @@ def _tabs(
     ink = (np.abs(gray.astype(np.int16) - background) > 30).astype(np.uint8)
     out: list[Control] = []
     free = [s for s in segments if not any(_inside(s, box) for box in taken)]
+    claimed: set[int] = set()
     for ry, rx0, rx1 in _long_rules(ink, max(25, int(width * 0.3)))[:50]:
         # Tabs are named by words: a window's title-bar dots are not tabs.
         above = [s for s in free if 0 <= ry - s.y1 <= 1.2 * text_height
@@ -205,10 +206,16 @@ def _tabs(
         if len(above) < 2:
             continue
         band = median(s.cy for s in above)
-        row = sorted((s for s in above if abs(s.cy - band) <= 0.5 * text_height),
-                     key=lambda s: s.x0)
+        row: list[Segment] = []
+        for seg in sorted(above, key=lambda s: s.x0):
+            # Tabs stand side by side on one line: apart, level, each named once.
+            if abs(seg.cy - band) <= 0.3 * text_height and id(seg) not in claimed and (
+                not row or seg.x0 > row[-1].x1
+            ):
+                row.append(seg)
         if len(row) < 2:
             continue
+        claimed.update(id(seg) for seg in row)
         for seg in row:
             # The selected tab's own underline: ink in two rows or more just above the rule,
             # under most of the label.

@@ -551,7 +551,10 @@ def _block_table(block: list[list[Segment]], text_height: float) -> Table | None
     segs = [s for row in placed for s, _ in row]
     box = (min(s.x0 for s in segs), min(s.y0 for s in segs),
            max(s.x1 for s in segs), max(s.y1 for s in segs))
-    return _widen_headers(_finish(box, False, rows, cols, cells[:MAX_CELLS]))
+    table = _finish(box, False, rows, cols, cells[:MAX_CELLS])
+    # Without rules and without a header, aligned lines are a list (a receipt's items and
+    # prices, a form's labels and values): naming no column, a grid would add nothing.
+    return _widen_headers(table) if table.header_rows else None
 
 
 def _widen_headers(table: Table) -> Table:
@@ -676,8 +679,11 @@ def add_tables(
                 continue
             box = (min(c.box[0] for c in cells), min(c.box[1] for c in cells),
                    max(c.box[2] for c in cells), max(c.box[3] for c in cells))
+            texts = [c.text for c in cells]
+            while texts and not texts[-1]:
+                texts.pop()  # no trailing separators for the empty cells at a row's end
             row_lines.append({
-                "text": " | ".join(c.text for c in cells)[:2000],
+                "text": " | ".join(texts)[:2000],
                 "bbox": _norm(box, width, height),
                 "confidence": round(min(max(min(c.confidence for c in cells), 0.0), 1.0), 4),
             })
