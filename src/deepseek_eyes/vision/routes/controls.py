@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from deepseek_eyes.vision.routes.layout import Segment
-from deepseek_eyes.vision.routes.tables import median, split_at
+from deepseek_eyes.vision.routes.table_grid import median, split_at
 
 if TYPE_CHECKING:
     import numpy as np
