@@ -172,6 +172,17 @@ def test_a_detection_across_two_buttons_is_cut_between_them() -> None:
                                                   ("button", "Cancel")]
 
 
+def test_words_beside_the_elements_of_a_line_are_kept() -> None:
+    evidence = build_evidence(
+        [Segment("Remember me Sign in Help", 10, 10, 250, 30, 0.99)], 300, 60,
+        min_confidence=0.5)
+    controls = [Control("button", "Sign in", (120, 5, 190, 35), 0.9),
+                Control("button", "Help", (200, 5, 250, 35), 0.9)]
+    add_controls(evidence, controls, 300, 60)
+    assert [line["text"] for line in evidence["ocr"]] == ["Sign in", "Help", "Remember me"]
+    assert validate_evidence(evidence, Variant.EVIDENCE) == []
+
+
 def test_no_controls_leave_the_evidence_as_it_was() -> None:
     evidence = build_evidence([Segment("Total 42.10", 10, 10, 120, 30, 0.99)], 200, 100,
                               min_confidence=0.5)

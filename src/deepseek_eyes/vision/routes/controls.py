@@ -402,6 +402,13 @@ def add_controls(
              "confidence": entry["confidence"]}
             for control in sorted(hits, key=lambda c: c.box[0])
         )
+        # Words of the line outside every element are kept, under the line's own box.
+        rest = str(entry["text"])
+        for control in hits:
+            rest = rest.replace(control.text, " ", 1)
+        rest = " ".join(rest.split())
+        if rest:
+            rebuilt.append({**entry, "text": rest})
     ocr[:] = rebuilt[:2000]
     counts: dict[str, int] = {}
     for control in controls:
