@@ -46,7 +46,9 @@ import anyio
 
 from deepseek_eyes.errors import RouteError
 from deepseek_eyes.settings import LocalRouteSettings
+from deepseek_eyes.vision.routes.controls import add_controls, find_controls
 from deepseek_eyes.vision.routes.layout import Segment, build_evidence, build_target
+from deepseek_eyes.vision.routes.tables import add_tables, find_tables
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 
 if TYPE_CHECKING:
@@ -56,7 +58,7 @@ __all__ = ["LocalOcrEngine", "LocalRoute"]
 
 ENGINE_ID = "rapidocr-3/PP-OCRv6"
 #: Bumped whenever tiling, padding or the engine parameters change what is read.
-READ_VERSION = "tiles-2;cls=off;rec_batch=1"
+READ_VERSION = "tiles-2;cls=off;rec_batch=1;tables-1;controls-1"
 
 
 @functools.cache
@@ -245,12 +247,18 @@ class LocalRoute:
         def run() -> dict[str, object]:
             import numpy as np
 
-            segments = self._engine.read(np.asarray(pixels.convert("RGB")))
+            rgb = np.asarray(pixels.convert("RGB"))
+            segments = self._engine.read(rgb)
             if request.variant is Variant.TARGET and request.question:
                 return build_target(segments, width, height, request.question)
-            return build_evidence(
+            evidence = build_evidence(
                 segments, width, height, min_confidence=self._settings.min_confidence
             )
+            tables = find_tables(rgb, segments)
+            add_tables(evidence, tables, width, height)
+            add_controls(evidence, find_controls(rgb, segments, [t.box for t in tables]),
+                         width, height)
+            return evidence
 
         try:
             value = await anyio.to_thread.run_sync(run)
