@@ -22,6 +22,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from deepseek_eyes.vision.routes.charts import Chart, find_charts
+from deepseek_eyes.vision.routes.plausible import Refusal, refuse_implausible
+from deepseek_eyes.vision.routes.regions import LayoutBox
+from deepseek_eyes.vision.routes.segments import Line, Segment
+from deepseek_eyes.vision.routes.structure import Region, arrange, relations_between
+
 __all__ = [
     "Line",
     "Segment",
@@ -35,55 +41,6 @@ __all__ = [
 MAX_OCR = 2000
 MAX_ITEMS = 500
 MAX_TEXT = 2000
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One OCR detection, in pixels."""
-
-    text: str
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-    confidence: float
-
-    @property
-    def height(self) -> float:
-        return self.y1 - self.y0
-
-    @property
-    def cy(self) -> float:
-        return (self.y0 + self.y1) / 2
-
-
-@dataclass(frozen=True)
-class Line:
-    segments: tuple[Segment, ...]
-
-    @property
-    def text(self) -> str:
-        return " ".join(s.text for s in self.segments)
-
-    @property
-    def box(self) -> tuple[float, float, float, float]:
-        return (
-            min(s.x0 for s in self.segments),
-            min(s.y0 for s in self.segments),
-            max(s.x1 for s in self.segments),
-            max(s.y1 for s in self.segments),
-        )
-
-    @property
-    def confidence(self) -> float:
-        weights = [max(len(s.text), 1) for s in self.segments]
-        total = sum(w * s.confidence for w, s in zip(weights, self.segments, strict=True))
-        return total / sum(weights)
-
-    @property
-    def height(self) -> float:
-        box = self.box
-        return box[3] - box[1]
 
 
 def _vertical_overlap(a: Segment, b: Segment) -> float:
@@ -183,6 +140,8 @@ _IDENTIFIER_WORDS = frozenset({
     "number", "tel", "phone", "fax", "mobile", "zip", "postcode", "suite", "apt", "room",
     "ref", "reference", "id", "order", "invoice", "receipt", "transaction", "txn", "auth",
     "approval", "store", "terminal", "register", "pin", "ticket", "seat", "gate", "flight",
+    # A document's own numbering: "Figure 1.", "Table 2", "Vol. 12", "Page 7".
+    "figure", "fig", "table", "vol", "volume", "page", "chapter", "section", "part", "step",
 })
 # Words that, shortly after a number, make it a street number.
 _STREET_WORDS = frozenset({
@@ -309,93 +268,232 @@ def _ocr_entries(lines: Sequence[Line], width: int, height: int) -> list[dict[st
 
 
 TEXT_ONLY_NOTE = (
-    "The local OCR route reads printed text only; pictures, objects, colours and layout "
-    "meaning were not assessed."
+    "The local route reads printed text and the page's layout (regions, columns, reading "
+    "order) only; pictures, objects, colours and chart marks were not assessed."
 )
+#: A region's kind in the evidence schema, from the route's region types.
+SCHEMA_KINDS = {
+    "title": "text_block", "text": "text_block", "caption": "text_block",
+    "header": "text_block", "footer": "text_block", "list": "text_block",
+    "table": "table", "figure": "figure", "chart": "chart", "equation": "other",
+}
+#: Little text: at most this many lines covering at most this share of the image.
+FEW_LINES = 3
+SPARSE_AREA = 0.05
 
 
-def build_evidence(
-    segments: Sequence[Segment], width: int, height: int, *, min_confidence: float
-) -> dict[str, object]:
-    """A complete ``deepseekeyes.evidence.v1`` object from OCR segments."""
-    lines = [line for line in group_lines(segments) if line.text.strip()]
-    blocks = group_blocks(lines)
-    regions: list[dict[str, object]] = []
-    region_boxes: list[list[float]] = []
-    relations: list[dict[str, object]] = []
-    for number, members in enumerate(blocks[:MAX_ITEMS], start=1):
-        block_lines = [lines[i] for i in members]
-        box = (
-            min(line.box[0] for line in block_lines),
-            min(line.box[1] for line in block_lines),
-            max(line.box[2] for line in block_lines),
-            max(line.box[3] for line in block_lines),
-        )
-        confidence = sum(line.confidence for line in block_lines) / len(block_lines)
-        region_boxes.append(_norm_box(box, width, height))
-        regions.append({
+def _unit_interval(value: float) -> float:
+    return round(min(max(value, 0.0), 1.0), 4)
+
+
+def _region_entries(
+    regions: Sequence[Region], width: int, height: int
+) -> list[dict[str, object]]:
+    entries: list[dict[str, object]] = []
+    for number, region in enumerate(regions[:MAX_ITEMS], start=1):
+        # A chart or figure is named by its first words (a title), not by a tick.
+        named = [line.text for line in region.lines if any(c.isalpha() for c in line.text)]
+        first = named[0] if named else ""
+        label = f"{region.kind}: {first}" if first else region.kind
+        entries.append({
             "id": f"r{number}",
-            "kind": "text_block",
-            "label": _clip(block_lines[0].text, 120),
-            "bbox": region_boxes[-1],
-            "confidence": round(min(max(confidence, 0.0), 1.0), 4),
+            "kind": SCHEMA_KINDS.get(region.kind, "other"),
+            "label": _clip(label, 120),
+            "bbox": _norm_box(region.box, width, height),
+            "confidence": _unit_interval(region.confidence),
         })
-    for index in range(1, min(len(regions), MAX_ITEMS + 1)):
-        a, b = region_boxes[index - 1], region_boxes[index]
-        predicate = "below" if b[1] >= a[1] + a[3] - 1e-6 else "beside"
-        relations.append({
-            "subject": f"r{index + 1}", "predicate": predicate, "object": f"r{index}",
-            "confidence": 0.9,
-        })
+    return entries
 
-    facts: list[dict[str, object]] = []
-    for line in lines:
-        for quantity in quantities_in(line.text):
-            if len(facts) >= MAX_ITEMS:
-                break
-            facts.append({
-                # A bare number is labelled by its whole line, its only context.
-                "label": quantity.label or _clip(line.text, 200),
-                "value": quantity.value,
-                "unit": quantity.unit,
-                "text": quantity.text,
-                "bbox": _norm_box(line.box, width, height),
-                "confidence": round(min(max(line.confidence, 0.0), 1.0), 4),
-            })
 
-    uncertainties: list[dict[str, object]] = [
+def _relation_entries(regions: Sequence[Region]) -> list[dict[str, object]]:
+    return [
+        {
+            "subject": f"r{relation.subject + 1}", "predicate": relation.predicate,
+            "object": f"r{relation.object + 1}", "confidence": 0.9,
+        }
+        for relation in relations_between(regions[:MAX_ITEMS])
+    ][:MAX_ITEMS]
+
+
+def _chart_facts(charts: Sequence[Chart], width: int, height: int) -> list[dict[str, object]]:
+    items: list[tuple[str, float, str, Segment]] = []
+    for chart in charts:
+        items.extend((f"{t.axis}-axis tick", t.value, t.unit, t.segment) for t in chart.ticks)
+        items.extend(
+            (
+                f"{v.category} (value printed on the chart)" if v.category
+                else "value printed on the chart",
+                v.value, v.unit, v.segment,
+            )
+            for v in chart.values
+        )
+    return [
+        {
+            "label": _clip(label, 200), "value": value, "unit": unit,
+            "text": _clip(segment.text, 500),
+            "bbox": _norm_box(_box_of(segment), width, height),
+            "confidence": _unit_interval(segment.confidence),
+        }
+        for label, value, unit, segment in items
+    ]
+
+
+def _box_of(segment: Segment) -> tuple[float, float, float, float]:
+    return (segment.x0, segment.y0, segment.x1, segment.y1)
+
+
+def _gaps(
+    regions: Sequence[Region], lines: Sequence[Line], refused: Sequence[Refusal],
+    width: int, height: int, *, min_confidence: float,
+) -> list[dict[str, object]]:
+    """What the route did not assess or declined to read, each with its box where it has
+    one: the standing note, an image with little or no text, every figure and chart, every
+    refused detection and every low-confidence line."""
+    gaps: list[dict[str, object]] = [
         {"topic": "coverage", "reason": TEXT_ONLY_NOTE, "bbox": None}
     ]
-    for line in lines:
-        if len(uncertainties) >= MAX_ITEMS:
-            break
-        if line.confidence < min_confidence:
-            uncertainties.append({
-                "topic": "low-confidence text",
-                "reason": _clip(
-                    f"read as {line.text!r} with confidence {line.confidence:.2f}", 400
-                ),
-                "bbox": _norm_box(line.box, width, height),
+    text_area = sum(
+        (line.box[2] - line.box[0]) * (line.box[3] - line.box[1]) for line in lines
+    ) / max(width * height, 1)
+    if not lines:
+        gaps.append({
+            "topic": "no text",
+            "reason": "No legible text was found. What the image shows (objects, people, "
+            "scene, colours, shapes) was not assessed by the local route.",
+            "bbox": None,
+        })
+    elif len(lines) <= FEW_LINES and text_area <= SPARSE_AREA:
+        gaps.append({
+            "topic": "little text",
+            "reason": f"Only {len(lines)} short line(s) of text cover {text_area:.1%} of the "
+            "image; the rest of it (objects, people, scene, colours, shapes) was not "
+            "assessed by the local route.",
+            "bbox": None,
+        })
+    for region in regions:
+        if region.kind == "chart":
+            gaps.append({
+                "topic": "chart values",
+                "reason": "The chart's marks (bar heights, points, lines) and colours were "
+                "not measured; numbers printed on it are reported as printed values and its "
+                "axis labels as ticks.",
+                "bbox": _norm_box(region.box, width, height),
             })
+        elif region.kind == "figure":
+            gaps.append({
+                "topic": "figure content",
+                "reason": "What this figure shows (objects, shapes, colours) was not "
+                "assessed; only text printed in it was read.",
+                "bbox": _norm_box(region.box, width, height),
+            })
+    for refusal in refused:
+        segment = refusal.segment
+        gaps.append({
+            "topic": "refused text",
+            "reason": _clip(
+                f"a detection read as {segment.text[:40]!r} ({segment.confidence:.2f}) was "
+                f"not reported as text: {refusal.reason}", 1000
+            ),
+            "bbox": _norm_box(_box_of(segment), width, height),
+        })
+    gaps.extend(
+        {
+            "topic": "low-confidence text",
+            "reason": _clip(f"read as {line.text!r} with confidence {line.confidence:.2f}", 400),
+            "bbox": _norm_box(line.box, width, height),
+        }
+        for line in lines
+        if line.confidence < min_confidence
+    )
+    return gaps[:MAX_ITEMS]
 
+
+def _summary(
+    regions: Sequence[Region], lines: Sequence[Line], charts: Sequence[Chart],
+    width: int, height: int,
+) -> str:
+    counts: dict[str, int] = {}
+    for region in regions:
+        counts[region.kind] = counts.get(region.kind, 0) + 1
+    kinds = ", ".join(f"{n} {kind}" for kind, n in counts.items())
     if lines:
         head = "; ".join(repr(_clip(line.text, 80)) for line in lines[:3])
         summary = (
-            f"Local OCR read {len(lines)} text line(s) in {len(regions)} block(s) on a "
-            f"{width}x{height} image. First lines: {head}."
+            f"Local OCR read {len(lines)} text line(s) in {len(regions)} region(s) "
+            f"({kinds}) on a {width}x{height} image, in reading order. First lines: {head}."
         )
     else:
         summary = f"Local OCR found no legible text on a {width}x{height} image."
+        if regions:
+            summary += f" The layout model marked {kinds} (content not assessed)."
+    for chart in charts:
+        axes = sorted({t.axis for t in chart.ticks})
+        summary += (
+            f" A chart: {len(chart.ticks)} axis tick(s) on the {'/'.join(axes)} axis, "
+            f"{len(chart.values)} value(s) printed on it."
+        )
+    return _clip(summary, 4000)
+
+
+def build_evidence(
+    segments: Sequence[Segment], width: int, height: int, *, min_confidence: float,
+    layout: Sequence[LayoutBox] = (),
+) -> dict[str, object]:
+    """A complete ``deepseekeyes.evidence.v1`` object from OCR segments and, when the
+    layout model ran, its regions: implausible detections refused, charts' ticks and values
+    kept apart, lines assigned to typed regions in reading order."""
+    kept, refused = refuse_implausible(segments, width, height)
+    figures = [i for i, box in enumerate(layout) if box.kind == "figure"]
+    charts = find_charts(kept, [_layout_box(layout[i]) for i in figures])
+    kinds = {figures[c.figure]: "chart" for c in charts if c.figure is not None}
+    drawn = [
+        LayoutBox("chart", *_union_of(chart.segments), 0.6)
+        for chart in charts if chart.figure is None
+    ]
+    alone = frozenset(s for chart in charts for s in chart.segments)
+    regions = arrange(
+        kept, [*layout, *drawn], group_lines, group_blocks, alone=alone, kinds=kinds,
+        page=(width, height),
+    )
+    lines = [line for region in regions for line in region.lines if line.text.strip()]
+    facts: list[dict[str, object]] = _chart_facts(charts, width, height)
+    facts.extend(
+        {
+            # A bare number is labelled by its whole line, its only context.
+            "label": quantity.label or _clip(line.text, 200),
+            "value": quantity.value,
+            "unit": quantity.unit,
+            "text": quantity.text,
+            "bbox": _norm_box(line.box, width, height),
+            "confidence": _unit_interval(line.confidence),
+        }
+        for line in lines
+        if not (len(line.segments) == 1 and line.segments[0] in alone)  # a chart's own
+        for quantity in quantities_in(line.text)
+    )
     return {
         "schema": "deepseekeyes.evidence.v1",
-        "summary": _clip(summary, 4000),
+        "summary": _summary(regions, lines, charts, width, height),
         "ocr": _ocr_entries(lines, width, height),
-        "regions": regions,
+        "regions": _region_entries(regions, width, height),
         "objects": [],
-        "relations": relations,
-        "quantitative_facts": facts,
-        "uncertainties": uncertainties,
+        "relations": _relation_entries(regions),
+        "quantitative_facts": facts[:MAX_ITEMS],
+        "uncertainties": _gaps(
+            regions, lines, refused, width, height, min_confidence=min_confidence
+        ),
     }
+
+
+def _layout_box(box: LayoutBox) -> tuple[float, float, float, float]:
+    return (box.x0, box.y0, box.x1, box.y1)
+
+
+def _union_of(segments: set[Segment]) -> tuple[float, float, float, float]:
+    return (
+        min(s.x0 for s in segments), min(s.y0 for s in segments),
+        max(s.x1 for s in segments), max(s.y1 for s in segments),
+    )
 
 
 _STOP = {
@@ -406,13 +504,27 @@ _STOP = {
 _WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9.,%$€£-]*")
 
 
+#: Words that ask about what the route does not see: it reads text, not pictures.
+_UNSEEN = frozenset({
+    "colour", "colours", "color", "colors", "coloured", "colored", "shape", "shapes",
+    "object", "objects", "person", "people", "animal", "animals", "wearing", "tallest",
+    "shortest", "biggest", "largest", "smallest", "trend", "face", "faces",
+})
+
+
 def build_target(
     segments: Sequence[Segment], width: int, height: int, question: str
 ) -> dict[str, object]:
     """A ``deepseekeyes.target.v1`` answer by keyword match: the local route quotes the
-    lines that share words with the question and says plainly that it cannot reason."""
-    lines = [line for line in group_lines(segments) if line.text.strip()]
-    wanted = {w.lower().strip(".,") for w in _WORDS.findall(question)} - _STOP
+    lines that share words with the question and says plainly that it cannot reason. With
+    no such line, or a question about what it does not see (colours, objects, a chart's
+    marks), the answer says the route cannot answer, with confidence 0, rather than
+    offering a guess."""
+    kept, _ = refuse_implausible(segments, width, height)
+    lines = [line for line in group_lines(kept) if line.text.strip()]
+    asked = {w.lower().strip(".,?") for w in _WORDS.findall(question)}
+    wanted = asked - _STOP - _UNSEEN
+    unseen = sorted(asked & _UNSEEN)
     scored = []
     for line in lines:
         words = {w.lower().strip(".,") for w in _WORDS.findall(line.text)}
@@ -424,29 +536,49 @@ def build_target(
         {
             "text": _clip(line.text, 1000),
             "bbox": _norm_box(line.box, width, height),
-            "confidence": round(min(max(line.confidence, 0.0), 1.0), 4),
+            "confidence": _unit_interval(line.confidence),
         }
         for _, line in scored[:5]
     ]
-    if scored:
+    uncertainties: list[dict[str, object]] = [
+        {
+            "topic": "method",
+            "reason": "The local OCR route matched text to the question by shared words; "
+            "it does not reason about the image. " + TEXT_ONLY_NOTE,
+            "bbox": None,
+        }
+    ]
+    if unseen:
+        uncertainties.append({
+            "topic": "not assessed",
+            "reason": _clip(
+                "The question asks about what the local route does not see "
+                f"({', '.join(unseen)}); only printed text was read.", 1000
+            ),
+            "bbox": None,
+        })
+    if scored and not unseen:
         best = scored[0][1]
         answer = f"The text that best matches the question reads: {_clip(best.text, 500)!r}."
         confidence = round(min(best.confidence, 0.5), 4)
+    elif scored:
+        best = scored[0][1]
+        answer = (
+            "The local route cannot answer this: it reads printed text only and does not "
+            f"see {', '.join(unseen)}. Related text reads: {_clip(best.text, 500)!r}."
+        )
+        confidence = 0.0
     else:
-        answer = "No text in the image matches the question's words."
-        confidence = 0.2
+        answer = (
+            "The local route cannot answer this: no text in the image shares the "
+            "question's words, and it does not see objects, colours or chart marks."
+        )
+        confidence = 0.0
     return {
         "schema": "deepseekeyes.target.v1",
         "answer": answer,
         "confidence": confidence,
         "observations": observations,
         "ocr": _ocr_entries(lines, width, height),
-        "uncertainties": [
-            {
-                "topic": "method",
-                "reason": "The local OCR route matched text to the question by shared words; "
-                "it does not reason about the image. " + TEXT_ONLY_NOTE,
-                "bbox": None,
-            }
-        ],
+        "uncertainties": uncertainties,
     }

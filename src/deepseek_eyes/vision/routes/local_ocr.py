@@ -47,6 +47,7 @@ import anyio
 from deepseek_eyes.errors import RouteError
 from deepseek_eyes.settings import LocalRouteSettings
 from deepseek_eyes.vision.routes.layout import Segment, build_evidence, build_target
+from deepseek_eyes.vision.routes.regions import LAYOUT_ID, LayoutModel, layout_version
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 
 if TYPE_CHECKING:
@@ -55,8 +56,9 @@ if TYPE_CHECKING:
 __all__ = ["LocalOcrEngine", "LocalRoute"]
 
 ENGINE_ID = "rapidocr-3/PP-OCRv6"
-#: Bumped whenever tiling, padding or the engine parameters change what is read.
-READ_VERSION = "tiles-2;cls=off;rec_batch=1"
+#: Bumped whenever tiling, padding, the engine parameters or how the read becomes evidence
+#: (structure: layout regions, reading order, refusals, charts) change what is reported.
+READ_VERSION = "tiles-2;cls=off;rec_batch=1;structure-1"
 
 
 @functools.cache
@@ -201,11 +203,12 @@ class LocalRoute:
 
     def __init__(
         self, name: str = "local", settings: LocalRouteSettings | None = None,
-        engine: LocalOcrEngine | None = None,
+        engine: LocalOcrEngine | None = None, layout: LayoutModel | None = None,
     ) -> None:
         self._name = name
         self._settings = settings or LocalRouteSettings()
         self._engine = engine or LocalOcrEngine.shared(self._settings.threads)
+        self._layout = layout or LayoutModel.shared(self._settings.threads)
 
     @property
     def name(self) -> str:
@@ -221,16 +224,17 @@ class LocalRoute:
 
     @property
     def answer_fingerprint(self) -> str:
-        """The engine, its installed version (and so its models), how images are fed to
-        it and the confidence cut: any of them changes the evidence."""
+        """The engine, its installed version (and so its models), the layout model and its
+        version, how images are fed to them and the confidence cut: any of them changes the
+        evidence, so evidence cached before any change is not served as new."""
         identity = (
-            f"local\n{ENGINE_ID}\n{_engine_version()}\n{READ_VERSION}\n"
-            f"{self._settings.min_confidence}"
+            f"local\n{ENGINE_ID}\n{_engine_version()}\n{LAYOUT_ID}\n{layout_version()}\n"
+            f"{READ_VERSION}\n{self._settings.min_confidence}"
         )
         return hashlib.sha256(identity.encode()).hexdigest()
 
     async def check_health(self) -> None:
-        """Nothing to reach: the models ship inside the installed package."""
+        """Nothing to reach: the models ship inside the installed packages."""
 
     async def call(self, request: VisionRequest) -> RouteAnswer:
         if request.pixels is None:
@@ -245,11 +249,13 @@ class LocalRoute:
         def run() -> dict[str, object]:
             import numpy as np
 
-            segments = self._engine.read(np.asarray(pixels.convert("RGB")))
+            rgb = np.asarray(pixels.convert("RGB"))
+            segments = self._engine.read(rgb)
             if request.variant is Variant.TARGET and request.question:
                 return build_target(segments, width, height, request.question)
             return build_evidence(
-                segments, width, height, min_confidence=self._settings.min_confidence
+                segments, width, height, min_confidence=self._settings.min_confidence,
+                layout=self._layout.detect(rgb),
             )
 
         try:
@@ -263,4 +269,4 @@ class LocalRoute:
         return RouteAnswer(value=dict(value), model=ENGINE_ID)
 
     async def aclose(self) -> None:
-        """The shared engine lives for the process."""
+        """The shared engine and layout model live for the process."""
