@@ -183,7 +183,7 @@ def bar_chart() -> Sample:
 def noise_photo() -> Sample:
     """Coloured noise over a gradient: texture everywhere, text nowhere."""
     rng = random.Random(11)
-    width, height = 640, 480
+    width, height = 480, 360
     image = Image.linear_gradient("L").resize((width, height)).convert("RGB")
     pixels = image.load()
     assert pixels is not None
@@ -201,7 +201,7 @@ def noise_photo() -> Sample:
 def shapes_photo() -> Sample:
     """A blurred scene of overlapping shapes on a sky-to-ground gradient."""
     rng = random.Random(17)
-    width, height = 800, 600
+    width, height = 560, 420
     sky = Image.new("RGB", (width, height), (120, 170, 230))
     ground = Image.new("RGB", (width, height), (70, 120, 50))
     mask = Image.linear_gradient("L").resize((width, height))
@@ -209,7 +209,7 @@ def shapes_photo() -> Sample:
     draw = ImageDraw.Draw(image)
     for _ in range(25):
         x, y = rng.randint(0, width), rng.randint(0, height)
-        r = rng.randint(10, 90)
+        r = rng.randint(8, 60)
         colour = (rng.randint(0, 255), rng.randint(0, 255), rng.randint(0, 255))
         if rng.random() < 0.5:
             draw.ellipse((x - r, y - r, x + r, y + r), fill=colour)

@@ -1,10 +1,15 @@
-"""From OCR text segments to full evidence: lines, blocks, numbers and doubts.
+"""From OCR segments (and the layout model's regions) to full evidence: lines, typed
+regions in reading order, numbers and doubts.
 
-The local route sees text and nothing else, and the evidence it builds says exactly that:
-OCR lines with their boxes and confidence, text blocks as regions, each quantity a label
-names (with its unit) as a quantitative fact, low-confidence lines as uncertainties, and a
-standing uncertainty that pictures and objects were not assessed. It never invents an
-object or a relation it did not measure (the only relations are the blocks' layout).
+The local route reads text and the page's layout, and the evidence it builds says exactly
+that: OCR lines with their boxes and confidence, in reading order; typed regions (title,
+text, caption, header, footer, list, table, figure, chart) with the lines they hold;
+``inside``/``below``/``left_of`` relations between them; each quantity a label names (with
+its unit) and a chart's ticks and printed values as quantitative facts; and as
+uncertainties what it did not assess or declined to read. It never invents an object.
+The stages, in the order :func:`build_evidence` calls them: refusals of implausible
+detections (:mod:`.plausible`), charts (:mod:`.charts`), regions, columns and reading order
+(:mod:`.structure`), entries (:mod:`.entries`).
 
 A quantitative fact is kept only where a label meets a quantity (``Total $42.10``,
 ``Qty 3``, ``Weight 1.2 kg``): a digit run is not a measurement because it is a number. A
@@ -22,11 +27,24 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from deepseek_eyes.vision.routes.charts import Chart, find_charts
-from deepseek_eyes.vision.routes.plausible import Refusal, refuse_implausible
+from deepseek_eyes.vision.routes.charts import find_charts
+from deepseek_eyes.vision.routes.entries import (
+    MAX_ITEMS,
+    TEXT_ONLY_NOTE,
+    chart_facts,
+    clip,
+    gaps,
+    norm_box,
+    ocr_entries,
+    region_entries,
+    relation_entries,
+    summary,
+    unit_interval,
+)
+from deepseek_eyes.vision.routes.plausible import refuse_implausible
 from deepseek_eyes.vision.routes.regions import LayoutBox
 from deepseek_eyes.vision.routes.segments import Line, Segment
-from deepseek_eyes.vision.routes.structure import Region, arrange, relations_between
+from deepseek_eyes.vision.routes.structure import arrange
 
 __all__ = [
     "Line",
@@ -38,9 +56,6 @@ __all__ = [
     "quantities_in",
 ]
 
-MAX_OCR = 2000
-MAX_ITEMS = 500
-MAX_TEXT = 2000
 
 
 def _vertical_overlap(a: Segment, b: Segment) -> float:
@@ -236,203 +251,11 @@ def quantities_in(text: str) -> list[Quantity]:
     return out
 
 
-def _norm_box(
-    box: tuple[float, float, float, float], width: int, height: int
-) -> list[float]:
-    x0 = min(max(box[0], 0.0), width - 1.0)
-    y0 = min(max(box[1], 0.0), height - 1.0)
-    x1 = min(max(box[2], x0 + 1.0), float(width))
-    y1 = min(max(box[3], y0 + 1.0), float(height))
-    return [
-        round(x0 / width, 6),
-        round(y0 / height, 6),
-        round((x1 - x0) / width, 6),
-        round((y1 - y0) / height, 6),
-    ]
-
-
-def _clip(text: str, limit: int = MAX_TEXT) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _ocr_entries(lines: Sequence[Line], width: int, height: int) -> list[dict[str, object]]:
-    return [
-        {
-            "text": _clip(line.text),
-            "bbox": _norm_box(line.box, width, height),
-            "confidence": round(min(max(line.confidence, 0.0), 1.0), 4),
-        }
-        for line in lines[:MAX_OCR]
-        if line.text.strip()
-    ]
-
-
-TEXT_ONLY_NOTE = (
-    "The local route reads printed text and the page's layout (regions, columns, reading "
-    "order) only; pictures, objects, colours and chart marks were not assessed."
-)
-#: A region's kind in the evidence schema, from the route's region types.
-SCHEMA_KINDS = {
-    "title": "text_block", "text": "text_block", "caption": "text_block",
-    "header": "text_block", "footer": "text_block", "list": "text_block",
-    "table": "table", "figure": "figure", "chart": "chart", "equation": "other",
-}
-#: Little text: at most this many lines covering at most this share of the image.
-FEW_LINES = 3
-SPARSE_AREA = 0.05
-
-
-def _unit_interval(value: float) -> float:
-    return round(min(max(value, 0.0), 1.0), 4)
-
-
-def _region_entries(
-    regions: Sequence[Region], width: int, height: int
-) -> list[dict[str, object]]:
-    entries: list[dict[str, object]] = []
-    for number, region in enumerate(regions[:MAX_ITEMS], start=1):
-        # A chart or figure is named by its first words (a title), not by a tick.
-        named = [line.text for line in region.lines if any(c.isalpha() for c in line.text)]
-        first = named[0] if named else ""
-        label = f"{region.kind}: {first}" if first else region.kind
-        entries.append({
-            "id": f"r{number}",
-            "kind": SCHEMA_KINDS.get(region.kind, "other"),
-            "label": _clip(label, 120),
-            "bbox": _norm_box(region.box, width, height),
-            "confidence": _unit_interval(region.confidence),
-        })
-    return entries
-
-
-def _relation_entries(regions: Sequence[Region]) -> list[dict[str, object]]:
-    return [
-        {
-            "subject": f"r{relation.subject + 1}", "predicate": relation.predicate,
-            "object": f"r{relation.object + 1}", "confidence": 0.9,
-        }
-        for relation in relations_between(regions[:MAX_ITEMS])
-    ][:MAX_ITEMS]
-
-
-def _chart_facts(charts: Sequence[Chart], width: int, height: int) -> list[dict[str, object]]:
-    items: list[tuple[str, float, str, Segment]] = []
-    for chart in charts:
-        items.extend((f"{t.axis}-axis tick", t.value, t.unit, t.segment) for t in chart.ticks)
-        items.extend(
-            (
-                f"{v.category} (value printed on the chart)" if v.category
-                else "value printed on the chart",
-                v.value, v.unit, v.segment,
-            )
-            for v in chart.values
-        )
-    return [
-        {
-            "label": _clip(label, 200), "value": value, "unit": unit,
-            "text": _clip(segment.text, 500),
-            "bbox": _norm_box(_box_of(segment), width, height),
-            "confidence": _unit_interval(segment.confidence),
-        }
-        for label, value, unit, segment in items
-    ]
-
-
-def _box_of(segment: Segment) -> tuple[float, float, float, float]:
-    return (segment.x0, segment.y0, segment.x1, segment.y1)
-
-
-def _gaps(
-    regions: Sequence[Region], lines: Sequence[Line], refused: Sequence[Refusal],
-    width: int, height: int, *, min_confidence: float,
-) -> list[dict[str, object]]:
-    """What the route did not assess or declined to read, each with its box where it has
-    one: the standing note, an image with little or no text, every figure and chart, every
-    refused detection and every low-confidence line."""
-    gaps: list[dict[str, object]] = [
-        {"topic": "coverage", "reason": TEXT_ONLY_NOTE, "bbox": None}
-    ]
-    text_area = sum(
-        (line.box[2] - line.box[0]) * (line.box[3] - line.box[1]) for line in lines
-    ) / max(width * height, 1)
-    if not lines:
-        gaps.append({
-            "topic": "no text",
-            "reason": "No legible text was found. What the image shows (objects, people, "
-            "scene, colours, shapes) was not assessed by the local route.",
-            "bbox": None,
-        })
-    elif len(lines) <= FEW_LINES and text_area <= SPARSE_AREA:
-        gaps.append({
-            "topic": "little text",
-            "reason": f"Only {len(lines)} short line(s) of text cover {text_area:.1%} of the "
-            "image; the rest of it (objects, people, scene, colours, shapes) was not "
-            "assessed by the local route.",
-            "bbox": None,
-        })
-    for region in regions:
-        if region.kind == "chart":
-            gaps.append({
-                "topic": "chart values",
-                "reason": "The chart's marks (bar heights, points, lines) and colours were "
-                "not measured; numbers printed on it are reported as printed values and its "
-                "axis labels as ticks.",
-                "bbox": _norm_box(region.box, width, height),
-            })
-        elif region.kind == "figure":
-            gaps.append({
-                "topic": "figure content",
-                "reason": "What this figure shows (objects, shapes, colours) was not "
-                "assessed; only text printed in it was read.",
-                "bbox": _norm_box(region.box, width, height),
-            })
-    for refusal in refused:
-        segment = refusal.segment
-        gaps.append({
-            "topic": "refused text",
-            "reason": _clip(
-                f"a detection read as {segment.text[:40]!r} ({segment.confidence:.2f}) was "
-                f"not reported as text: {refusal.reason}", 1000
-            ),
-            "bbox": _norm_box(_box_of(segment), width, height),
-        })
-    gaps.extend(
-        {
-            "topic": "low-confidence text",
-            "reason": _clip(f"read as {line.text!r} with confidence {line.confidence:.2f}", 400),
-            "bbox": _norm_box(line.box, width, height),
-        }
-        for line in lines
-        if line.confidence < min_confidence
-    )
-    return gaps[:MAX_ITEMS]
-
-
-def _summary(
-    regions: Sequence[Region], lines: Sequence[Line], charts: Sequence[Chart],
-    width: int, height: int,
-) -> str:
-    counts: dict[str, int] = {}
-    for region in regions:
-        counts[region.kind] = counts.get(region.kind, 0) + 1
-    kinds = ", ".join(f"{n} {kind}" for kind, n in counts.items())
-    if lines:
-        head = "; ".join(repr(_clip(line.text, 80)) for line in lines[:3])
-        summary = (
-            f"Local OCR read {len(lines)} text line(s) in {len(regions)} region(s) "
-            f"({kinds}) on a {width}x{height} image, in reading order. First lines: {head}."
-        )
-    else:
-        summary = f"Local OCR found no legible text on a {width}x{height} image."
-        if regions:
-            summary += f" The layout model marked {kinds} (content not assessed)."
-    for chart in charts:
-        axes = sorted({t.axis for t in chart.ticks})
-        summary += (
-            f" A chart: {len(chart.ticks)} axis tick(s) on the {'/'.join(axes)} axis, "
-            f"{len(chart.values)} value(s) printed on it."
-        )
-    return _clip(summary, 4000)
+# Kept under their old names: other modules of the route (and its tests) use them.
+_norm_box = norm_box
+_clip = clip
+_ocr_entries = ocr_entries
+_unit_interval = unit_interval
 
 
 def build_evidence(
@@ -456,7 +279,7 @@ def build_evidence(
         page=(width, height),
     )
     lines = [line for region in regions for line in region.lines if line.text.strip()]
-    facts: list[dict[str, object]] = _chart_facts(charts, width, height)
+    facts: list[dict[str, object]] = chart_facts(charts, width, height)
     facts.extend(
         {
             # A bare number is labelled by its whole line, its only context.
@@ -473,13 +296,13 @@ def build_evidence(
     )
     return {
         "schema": "deepseekeyes.evidence.v1",
-        "summary": _summary(regions, lines, charts, width, height),
+        "summary": summary(regions, lines, charts, width, height),
         "ocr": _ocr_entries(lines, width, height),
-        "regions": _region_entries(regions, width, height),
+        "regions": region_entries(regions, width, height),
         "objects": [],
-        "relations": _relation_entries(regions),
+        "relations": relation_entries(regions),
         "quantitative_facts": facts[:MAX_ITEMS],
-        "uncertainties": _gaps(
+        "uncertainties": gaps(
             regions, lines, refused, width, height, min_confidence=min_confidence
         ),
     }

@@ -13,7 +13,10 @@ engine (:mod:`deepseek_eyes.vision.routes.tiling` says how and why); whatever th
 still raises becomes ``VISION_ROUTE_ENGINE_FAILED``, never a traceback.
 
 The engine is loaded once per process, lazily (about half a second and ~400 MB), and runs in
-a worker thread behind a lock, since one ONNX session already uses every core.
+a worker thread behind a lock, since one ONNX session already uses every core. For full
+evidence (not a targeted reread) the layout model of
+:mod:`deepseek_eyes.vision.routes.regions` then types the page's regions, in the same
+thread, at about a quarter of the OCR read's cost (``bench/structure.py``).
 
 Memory: each read hands the freed heap back to the system (glibc ``malloc_trim``). rapidocr
 already turns onnxruntime's CPU arena off, so every tensor is an ordinary malloc and free,
