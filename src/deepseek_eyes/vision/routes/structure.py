@@ -167,17 +167,16 @@ def arrange(
                 )
                 for column in columns
             )
+        elif region.kind == "figure":
+            # Text in a figure is read as text blocks inside it: a photographed receipt
+            # is one figure to the model, and its lines are still the receipt's lines.
+            box = _union([region.box, *(line.box for line in lines)])
+            regions.append(Region(region.kind, box, region.confidence))
+            regions.extend(_blocks(lines, group_blocks))
         else:
             box = _union([region.box, *(line.box for line in lines)])
             regions.append(Region(region.kind, box, region.confidence, _in_order(lines)))
-    loose = lines_of(owned.get(None, []))
-    for members in group_blocks(loose):
-        block = [loose[i] for i in members]
-        for column in _columns(block):
-            confidence = statistics.fmean(line.confidence for line in column)
-            regions.append(Region(
-                "text", _union([line.box for line in column]), confidence, _in_order(column)
-            ))
+    regions.extend(_blocks(lines_of(owned.get(None, [])), group_blocks))
     for region in regions:
         if region.kind in TEXT_KINDS:
             region.inside = _container(region, regions)
@@ -192,6 +191,20 @@ def arrange(
         if region.inside is not None:
             region.inside = renumber[region.inside]
     return arranged
+
+
+def _blocks(
+    lines: list[Line], group_blocks: Callable[[Sequence[Line]], list[list[int]]]
+) -> list[Region]:
+    """Text regions of lines no text region of the model holds: blocks, cut into columns."""
+    regions: list[Region] = []
+    for members in group_blocks(lines):
+        for column in _columns([lines[i] for i in members]):
+            confidence = statistics.fmean(line.confidence for line in column)
+            regions.append(Region(
+                "text", _union([line.box for line in column]), confidence, _in_order(column)
+            ))
+    return regions
 
 
 #: A one-line text region wholly within this share of the page's top or bottom is the
@@ -225,7 +238,18 @@ def _retype(regions: list[Region], height: int) -> None:
 
 
 def _in_order(lines: Sequence[Line]) -> list[Line]:
-    return sorted(lines, key=lambda line: (line.box[1], line.box[0]))
+    """Rows top to bottom (lines overlapping vertically by half their height share a row;
+    a baseline a pixel higher does not put a line's right half first), each left to right."""
+    rows: list[list[Line]] = []
+    for line in sorted(lines, key=lambda ln: (ln.box[1] + ln.box[3]) / 2):
+        if rows:
+            last = rows[-1][-1].box
+            overlap = min(last[3], line.box[3]) - max(last[1], line.box[1])
+            if overlap >= 0.5 * min(last[3] - last[1], line.box[3] - line.box[1]):
+                rows[-1].append(line)
+                continue
+        rows.append([line])
+    return [line for row in rows for line in sorted(row, key=lambda ln: ln.box[0])]
 
 
 def _container(region: Region, regions: Sequence[Region]) -> int | None:
@@ -294,17 +318,24 @@ def _order(items: list[int], boxes: Sequence[Box], bands_first: bool = True) -> 
 
 def reading_order(regions: Sequence[Region]) -> list[int]:
     """Indices of ``regions`` in reading order: page headers, the body by recursive cuts,
-    page footers."""
+    page footers; a region inside another right after it, in its own reading order."""
     boxes = [r.box for r in regions]
-    headers = [i for i, r in enumerate(regions) if r.kind == "header"]
-    footers = [i for i, r in enumerate(regions) if r.kind == "footer"]
-    body = [i for i, r in enumerate(regions) if r.kind not in ("header", "footer")]
+    top = [i for i, r in enumerate(regions) if r.inside is None]
+    headers = [i for i in top if regions[i].kind == "header"]
+    footers = [i for i in top if regions[i].kind == "footer"]
+    body = [i for i in top if regions[i].kind not in ("header", "footer")]
     by_position = lambda i: (boxes[i][1], boxes[i][0])  # noqa: E731 (a sort key)
-    return [
+    outer = [
         *sorted(headers, key=by_position),
         *(_order(body, boxes) if body else []),
         *sorted(footers, key=by_position),
     ]
+    order: list[int] = []
+    for i in outer:
+        order.append(i)
+        children = [j for j, r in enumerate(regions) if r.inside == i]
+        order.extend(_order(children, boxes) if children else [])
+    return order
 
 
 def relations_between(regions: Sequence[Region]) -> list[Relation]:
