@@ -387,3 +387,40 @@ def test_the_answer_fingerprint_is_not_the_one_before_structure(
     installed = regions.layout_version()
     monkeypatch.setattr(local_ocr, "layout_version", lambda: installed + ".post1")
     assert route.answer_fingerprint != base  # another layout model: other evidence
+    monkeypatch.setattr(local_ocr, "layout_version", lambda: installed)
+    from deepseek_eyes.settings import LocalRouteSettings
+
+    off = LocalRoute(
+        settings=LocalRouteSettings(layout=False), engine=LocalOcrEngine(), layout=LayoutModel()
+    )
+    assert off.answer_fingerprint != base
+
+
+def test_layout_off_skips_the_model_and_a_model_failure_is_a_route_error() -> None:
+    from PIL import Image
+
+    from deepseek_eyes.errors import RouteError
+    from deepseek_eyes.settings import LocalRouteSettings
+    from deepseek_eyes.vision.routes.local_ocr import LocalOcrEngine, LocalRoute
+    from deepseek_eyes.vision.routes.regions import LayoutModel
+
+    engine = LocalOcrEngine()
+    engine._engine = lambda pixels: None  # reads nothing, loads nothing
+    broken = LayoutModel()
+
+    def explode(_: Any) -> None:
+        raise ValueError("model failure")
+
+    broken._model = explode
+    request = VisionRequest(
+        purpose="evidence", image_bytes=b"", media_type="image/png", width=200, height=160,
+        system_prompt="", user_prompt="", variant=Variant.EVIDENCE,
+        pixels=Image.new("RGB", (200, 160), "white"),
+    )
+    off = LocalRoute(settings=LocalRouteSettings(layout=False), engine=engine, layout=broken)
+    answer = asyncio.run(off.call(request))
+    assert answer.value is not None
+    assert answer.value["regions"] == []
+    with pytest.raises(RouteError) as info:
+        asyncio.run(LocalRoute(engine=engine, layout=broken).call(request))
+    assert info.value.code == "VISION_ROUTE_ENGINE_FAILED"

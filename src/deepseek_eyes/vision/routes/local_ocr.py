@@ -230,8 +230,9 @@ class LocalRoute:
         """The engine, its installed version (and so its models), the layout model and its
         version, how images are fed to them and the confidence cut: any of them changes the
         evidence, so evidence cached before any change is not served as new."""
+        layout = f"{LAYOUT_ID}\n{layout_version()}" if self._settings.layout else "no-layout"
         identity = (
-            f"local\n{ENGINE_ID}\n{_engine_version()}\n{LAYOUT_ID}\n{layout_version()}\n"
+            f"local\n{ENGINE_ID}\n{_engine_version()}\n{layout}\n"
             f"{READ_VERSION}\n{self._settings.min_confidence}"
         )
         return hashlib.sha256(identity.encode()).hexdigest()
@@ -258,7 +259,7 @@ class LocalRoute:
                 return build_target(segments, width, height, request.question)
             return build_evidence(
                 segments, width, height, min_confidence=self._settings.min_confidence,
-                layout=self._layout.detect(rgb),
+                layout=self._layout.detect(rgb) if self._settings.layout else (),
             )
 
         try:
