@@ -421,6 +421,7 @@ def test_layout_off_skips_the_model_and_a_model_failure_is_a_route_error() -> No
     answer = asyncio.run(off.call(request))
     assert answer.value is not None
     assert answer.value["regions"] == []
+    assert "layout" in [u["topic"] for u in answer.value["uncertainties"]]
     with pytest.raises(RouteError) as info:
         asyncio.run(LocalRoute(engine=engine, layout=broken).call(request))
     assert info.value.code == "VISION_ROUTE_ENGINE_FAILED"

@@ -143,14 +143,23 @@ def box_of(segment: Segment) -> tuple[float, float, float, float]:
 
 def gaps(
     regions: Sequence[Region], lines: Sequence[Line], refused: Sequence[Refusal],
-    width: int, height: int, *, min_confidence: float,
+    width: int, height: int, *, min_confidence: float, layout_assessed: bool = True,
 ) -> list[dict[str, object]]:
     """What the route did not assess or declined to read, each with its box where it has
-    one: the standing note, an image with little or no text, every figure and chart, every
-    refused detection and every low-confidence line."""
+    one: the standing note, the page's layout when the layout model did not run, an image
+    with little or no text, every figure and chart, every refused detection and every
+    low-confidence line."""
     gaps: list[dict[str, object]] = [
         {"topic": "coverage", "reason": TEXT_ONLY_NOTE, "bbox": None}
     ]
+    if not layout_assessed:
+        gaps.append({
+            "topic": "layout",
+            "reason": "The layout model did not run (turned off or not installed): regions "
+            "are text blocks grouped from the lines alone, untyped; titles, figures, tables "
+            "and captions were not told apart.",
+            "bbox": None,
+        })
     text_area = sum(
         (line.box[2] - line.box[0]) * (line.box[3] - line.box[1]) for line in lines
     ) / max(width * height, 1)

@@ -260,11 +260,14 @@ _unit_interval = unit_interval
 
 def build_evidence(
     segments: Sequence[Segment], width: int, height: int, *, min_confidence: float,
-    layout: Sequence[LayoutBox] = (),
+    layout: Sequence[LayoutBox] | None = (),
 ) -> dict[str, object]:
     """A complete ``deepseekeyes.evidence.v1`` object from OCR segments and, when the
     layout model ran, its regions: implausible detections refused, charts' ticks and values
-    kept apart, lines assigned to typed regions in reading order."""
+    kept apart, lines assigned to typed regions in reading order. ``layout=None`` says the
+    layout model did not run (turned off or not installed): the evidence says so."""
+    assessed = layout is not None
+    layout = layout or ()
     kept, refused = refuse_implausible(segments, width, height)
     figures = [i for i, box in enumerate(layout) if box.kind == "figure"]
     charts = find_charts(kept, [_layout_box(layout[i]) for i in figures])
@@ -303,7 +306,8 @@ def build_evidence(
         "relations": relation_entries(regions),
         "quantitative_facts": facts[:MAX_ITEMS],
         "uncertainties": gaps(
-            regions, lines, refused, width, height, min_confidence=min_confidence
+            regions, lines, refused, width, height, min_confidence=min_confidence,
+            layout_assessed=assessed,
         ),
     }
 

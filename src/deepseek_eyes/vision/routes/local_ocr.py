@@ -218,6 +218,12 @@ class LocalRoute:
         return self._name
 
     @property
+    def _layout_on(self) -> bool:
+        """Whether the layout pass runs: asked for, and rapid-layout installed (an
+        installation without it still reads text, and says the layout was not assessed)."""
+        return self._settings.layout and layout_version() != "absent"
+
+    @property
     def model(self) -> str:
         return ENGINE_ID
 
@@ -230,7 +236,7 @@ class LocalRoute:
         """The engine, its installed version (and so its models), the layout model and its
         version, how images are fed to them and the confidence cut: any of them changes the
         evidence, so evidence cached before any change is not served as new."""
-        layout = f"{LAYOUT_ID}\n{layout_version()}" if self._settings.layout else "no-layout"
+        layout = f"{LAYOUT_ID}\n{layout_version()}" if self._layout_on else "no-layout"
         identity = (
             f"local\n{ENGINE_ID}\n{_engine_version()}\n{layout}\n"
             f"{READ_VERSION}\n{self._settings.min_confidence}"
@@ -259,7 +265,7 @@ class LocalRoute:
                 return build_target(segments, width, height, request.question)
             return build_evidence(
                 segments, width, height, min_confidence=self._settings.min_confidence,
-                layout=self._layout.detect(rgb) if self._settings.layout else (),
+                layout=self._layout.detect(rgb) if self._layout_on else None,
             )
 
         try:
