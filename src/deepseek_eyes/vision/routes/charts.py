@@ -210,26 +210,74 @@ def find_charts(segments: Sequence[Segment], figures: Sequence[Box] = ()) -> lis
     return charts
 
 
+def _category_row(
+    words: Sequence[Segment], axis_bottom: float, left: float, height: float
+) -> list[Segment]:
+    """The labels printed in one row just under the plot, right of the value axis."""
+    under = [
+        w for w in words
+        if axis_bottom - 0.5 * height <= w.y0 <= axis_bottom + 2.5 * height and w.x0 > left
+    ]
+    if not under:
+        return []
+    first = min(under, key=lambda w: w.cy)
+    row = sorted(
+        (w for w in under if abs(w.cy - first.cy) <= 0.5 * max(w.height, first.height)),
+        key=lambda w: w.x0,
+    )
+    # The labels run at a regular pitch; a gap well beyond it ends the row (a note printed
+    # level with the labels in the next panel is no category).
+    gaps = [b.x0 - a.x1 for a, b in itertools.pairwise(row)]
+    limit = max(2 * statistics.median(gaps), 2 * height) if gaps else 0.0
+    for index, gap in enumerate(gaps):
+        if gap > limit:
+            return row[: index + 1]
+    return row
+
+
 def _collect_values(
     chart: Chart, segments: Sequence[Segment], numbers: list[tuple[Segment, float, str]],
 ) -> None:
+    """The chart's plot box and the numbers printed in it. The box is the axes' own
+    neighbourhood, not the layout model's figure: a dashboard was one figure to the model,
+    and its table's and cards' numbers are no values of its chart."""
     ticks = {t.segment for t in chart.ticks}
     columns = [t for t in chart.ticks if t.axis == "y"]
     rows = [t for t in chart.ticks if t.axis == "x"]
-    if chart.figure is None:  # the plot: right of the value axis, within its span
-        x0, y0, x1, y1 = _extent([t.segment for t in chart.ticks])
-        step = (y1 - y0) / max(len(columns) - 1, 1) if columns else 0.0
-        plot: Box = (x0, y0 - step, float("inf"), y1 + step) if columns else (x0, y0 - step, x1, y1)
-    else:
-        plot = chart.box
+    words = [s for s in segments if parse_number(s.text) is None]
+    x0, y0, x1, y1 = _extent([t.segment for t in chart.ticks])
+    height = statistics.fmean(t.segment.height for t in chart.ticks)
     # Where the plot ends below: the lowest value tick's middle (its baseline), else the
     # top of a row axis; category labels are printed under it.
     axis_bottom = (
         max(t.segment.cy for t in columns) if columns else min(t.segment.y0 for t in rows)
     )
-    words = [s for s in segments if parse_number(s.text) is None]
+    outer = chart.box if chart.figure is not None else (
+        -float("inf"), -float("inf"), float("inf"), float("inf")
+    )
+    if columns:
+        step = (y1 - y0) / max(len(columns) - 1, 1)
+        categories = _category_row(words, axis_bottom, x1, height)
+        if categories:
+            spacing = (max(w.x1 for w in categories) - min(w.x0 for w in categories)) / max(
+                len(categories), 1
+            )
+            right = max(w.x1 for w in categories) + spacing / 2
+            bottom = max(w.y1 for w in categories)
+        else:
+            right, bottom = outer[2], y1 + step / 2
+        plot: Box = (x0, y0 - step, right, bottom)
+    else:
+        plot = (
+            (outer[0], outer[1], x1, y1) if chart.figure is not None
+            else (x0 - 4 * (x1 - x0) / max(len(rows), 1), y0 - 8 * height, x1, y1)
+        )
+    chart.box = (
+        max(plot[0], outer[0]), max(plot[1], outer[1]), min(plot[2], outer[2]),
+        min(plot[3], outer[3]),
+    )
     for segment, value, unit in numbers:
-        if segment in ticks or not _inside(segment, plot):
+        if segment in ticks or not _inside(segment, chart.box):
             continue
         if rows and not columns and segment.y0 >= axis_bottom:
             continue  # under a row axis: another axis's label, not a mark's value

@@ -271,10 +271,17 @@ def build_evidence(
     kept, refused = refuse_implausible(segments, width, height)
     figures = [i for i, box in enumerate(layout) if box.kind == "figure"]
     charts = find_charts(kept, [_layout_box(layout[i]) for i in figures])
-    kinds = {figures[c.figure]: "chart" for c in charts if c.figure is not None}
+    # A figure that is mostly its chart becomes the chart; a chart in a larger figure (a
+    # dashboard's) is a region of its own, inside it.
+    kinds = {
+        figures[c.figure]: "chart" for c in charts
+        if c.figure is not None
+        and _area(c.box) >= CHART_SHARE * layout[figures[c.figure]].area
+    }
     drawn = [
-        LayoutBox("chart", *_union_of(chart.segments), 0.6)
-        for chart in charts if chart.figure is None
+        LayoutBox("chart", *_within(chart.box, width, height), 0.6)
+        for chart in charts
+        if chart.figure is None or figures[chart.figure] not in kinds
     ]
     alone = frozenset(s for chart in charts for s in chart.segments)
     regions = arrange(
@@ -312,15 +319,22 @@ def build_evidence(
     }
 
 
+#: A chart's plot covering this share of its figure makes the figure the chart.
+CHART_SHARE = 0.5
+
+
+def _area(box: tuple[float, float, float, float]) -> float:
+    return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
+
+
+def _within(
+    box: tuple[float, float, float, float], width: int, height: int
+) -> tuple[float, float, float, float]:
+    return (max(box[0], 0.0), max(box[1], 0.0), min(box[2], width), min(box[3], height))
+
+
 def _layout_box(box: LayoutBox) -> tuple[float, float, float, float]:
     return (box.x0, box.y0, box.x1, box.y1)
-
-
-def _union_of(segments: set[Segment]) -> tuple[float, float, float, float]:
-    return (
-        min(s.x0 for s in segments), min(s.y0 for s in segments),
-        max(s.x1 for s in segments), max(s.y1 for s in segments),
-    )
 
 
 _STOP = {

@@ -178,7 +178,7 @@ def arrange(
             regions.append(Region(region.kind, box, region.confidence, _in_order(lines)))
     regions.extend(_blocks(lines_of(owned.get(None, [])), group_blocks))
     for region in regions:
-        if region.kind in TEXT_KINDS:
+        if region.kind in TEXT_KINDS or region.kind == "chart":
             region.inside = _container(region, regions)
             if region.inside is not None and region.kind in ("header", "footer"):
                 region.kind = "text"  # a chart's title is no page header
@@ -331,10 +331,15 @@ def reading_order(regions: Sequence[Region]) -> list[int]:
         *sorted(footers, key=by_position),
     ]
     order: list[int] = []
-    for i in outer:
+
+    def emit(i: int) -> None:  # a region, then what it holds (a chart in a figure, its text)
         order.append(i)
-        children = [j for j, r in enumerate(regions) if r.inside == i]
-        order.extend(_order(children, boxes) if children else [])
+        children = [j for j, r in enumerate(regions) if r.inside == i and j not in order]
+        for child in _order(children, boxes) if children else []:
+            emit(child)
+
+    for i in outer:
+        emit(i)
     return order
 
 
