@@ -466,3 +466,15 @@ def test_a_chart_in_a_dashboard_figure_keeps_its_own_box_and_loses_no_line() -> 
         t.text for t in ticks
     )
     assert validate_evidence(evidence, Variant.EVIDENCE) == []
+
+
+def test_a_window_title_reads_before_the_sidebar_and_the_content() -> None:
+    segments = [seg("Settings - Acme Notes", 400, 10, 600, 30)]
+    segments += [seg(f"Section {i}", 20, 80 + i * 40, 140, 100 + i * 40) for i in range(5)]
+    segments += [seg(f"Option {i} with its description", 300, 80 + i * 30, 760, 100 + i * 30)
+                 for i in range(6)]
+    evidence = build_evidence(segments, 800, 400, min_confidence=0.6)
+    ocr = [line["text"] for line in evidence["ocr"]]  # type: ignore[union-attr]
+    assert ocr[0] == "Settings - Acme Notes"
+    assert ocr[1:6] == [f"Section {i}" for i in range(5)]
+    assert ocr[6:] == [f"Option {i} with its description" for i in range(6)]

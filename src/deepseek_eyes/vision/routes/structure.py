@@ -293,7 +293,12 @@ def _shares_gutter(a: list[int], b: list[int], boxes: Sequence[Box]) -> bool:
     )
 
 
-def _order(items: list[int], boxes: Sequence[Box], bands_first: bool = True) -> list[int]:
+def _order(
+    items: list[int], boxes: Sequence[Box], tall: frozenset[int], bands_first: bool = True
+) -> list[int]:
+    """XY-cut. Bands that share a gutter are joined before columns are cut, but only when
+    every region in both is a paragraph (``tall``: two lines or more, or a container): a
+    window's one-line title bar above a sidebar and its content is a band of its own."""
     if len(items) <= 1:
         return items
     if bands_first:
@@ -301,18 +306,18 @@ def _order(items: list[int], boxes: Sequence[Box], bands_first: bool = True) -> 
         if len(bands) > 1:
             joined: list[list[int]] = [bands[0]]
             for band in bands[1:]:
-                if _shares_gutter(joined[-1], band, boxes):
+                if all(i in tall for i in (*joined[-1], *band)) and _shares_gutter(
+                    joined[-1], band, boxes
+                ):
                     joined[-1] = joined[-1] + band
                 else:
                     joined.append(band)
             if len(joined) > 1:
-                return [i for band in joined for i in _order(band, boxes)]
-            return _order(joined[0], boxes, bands_first=False)
+                return [i for band in joined for i in _order(band, boxes, tall)]
+            return _order(joined[0], boxes, tall, bands_first=False)
     columns = _split(items, boxes, 0)
     if len(columns) > 1:
-        return [i for column in columns for i in _order(column, boxes)]
-    if not bands_first:  # joined bands that no column cut separates after all
-        return sorted(items, key=lambda i: (boxes[i][1], boxes[i][0]))
+        return [i for column in columns for i in _order(column, boxes, tall)]
     return sorted(items, key=lambda i: (boxes[i][1], boxes[i][0]))
 
 
@@ -320,6 +325,9 @@ def reading_order(regions: Sequence[Region]) -> list[int]:
     """Indices of ``regions`` in reading order: page headers, the body by recursive cuts,
     page footers; a region inside another right after it, in its own reading order."""
     boxes = [r.box for r in regions]
+    tall = frozenset(
+        i for i, r in enumerate(regions) if len(r.lines) >= 2 or r.kind in CONTAINER_KINDS
+    )
     top = [i for i, r in enumerate(regions) if r.inside is None]
     headers = [i for i in top if regions[i].kind == "header"]
     footers = [i for i in top if regions[i].kind == "footer"]
@@ -327,7 +335,7 @@ def reading_order(regions: Sequence[Region]) -> list[int]:
     by_position = lambda i: (boxes[i][1], boxes[i][0])  # noqa: E731 (a sort key)
     outer = [
         *sorted(headers, key=by_position),
-        *(_order(body, boxes) if body else []),
+        *(_order(body, boxes, tall) if body else []),
         *sorted(footers, key=by_position),
     ]
     order: list[int] = []
@@ -335,7 +343,7 @@ def reading_order(regions: Sequence[Region]) -> list[int]:
     def emit(i: int) -> None:  # a region, then what it holds (a chart in a figure, its text)
         order.append(i)
         children = [j for j, r in enumerate(regions) if r.inside == i and j not in order]
-        for child in _order(children, boxes) if children else []:
+        for child in _order(children, boxes, tall) if children else []:
             emit(child)
 
     for i in outer:
