@@ -6,7 +6,9 @@ Three steps, each a function here:
 1. **Assignment.** Each OCR segment goes to the most specific layout region holding most of
    it (the smallest: a title inside a text box is the title's); the lines of a region are
    grouped from its own segments only, so a line never runs from one region into another.
-   Segments outside every region become text blocks of their own, as before layout.
+   Segments outside every region become text blocks of their own, as before layout, and so
+   do a figure's (a photographed receipt is one figure to the model: its lines are still
+   text, in blocks inside the figure).
 2. **Columns.** The model often draws one text box over two columns, and a page with a
    sidebar is two columns of another width. A text region whose lines leave a vertical
    gutter (a gap wider than a line height that no line crosses) is cut at it, one region a
@@ -15,8 +17,10 @@ Three steps, each a function here:
 3. **Reading order** by recursive cuts (XY-cut): a band across the page reads before the
    band below it, a column before the column on its right, each recursively. Bands that
    share a gutter (paragraphs of two columns that happen to line up) are joined before the
-   columns are cut, or a two-column page would be read across, paragraph by paragraph.
-   Page headers go first and footers last, whatever their position.
+   columns are cut, or a two-column page would be read across, paragraph by paragraph (but
+   only paragraphs: a window's one-line title bar stays a band above its sidebar). Page
+   headers go first and footers last (a lone line at the page's top or bottom edge is one,
+   whatever the model said); a region inside another is read right after it.
 
 Relations come from the result: ``inside`` for a text region within a figure or table,
 ``below`` and ``left_of`` between regions read one after the other. Pure functions over
