@@ -1,10 +1,15 @@
-"""From OCR text segments to full evidence: lines, blocks, numbers and doubts.
+"""From OCR segments (and the layout model's regions) to full evidence: lines, typed
+regions in reading order, numbers and doubts.
 
-The local route sees text and nothing else, and the evidence it builds says exactly that:
-OCR lines with their boxes and confidence, text blocks as regions, each quantity a label
-names (with its unit) as a quantitative fact, low-confidence lines as uncertainties, and a
-standing uncertainty that pictures and objects were not assessed. It never invents an
-object or a relation it did not measure (the only relations are the blocks' layout).
+The local route reads text and the page's layout, and the evidence it builds says exactly
+that: OCR lines with their boxes and confidence, in reading order; typed regions (title,
+text, caption, header, footer, list, table, figure, chart) with the lines they hold;
+``inside``/``below``/``left_of`` relations between them; each quantity a label names (with
+its unit) and a chart's ticks and printed values as quantitative facts; and as
+uncertainties what it did not assess or declined to read. It never invents an object.
+The stages, in the order :func:`build_evidence` calls them: refusals of implausible
+detections (:mod:`.plausible`), charts (:mod:`.charts`), regions, columns and reading order
+(:mod:`.structure`), entries (:mod:`.entries`).
 
 A quantitative fact is kept only where a label meets a quantity (``Total $42.10``,
 ``Qty 3``, ``Weight 1.2 kg``): a digit run is not a measurement because it is a number. A
@@ -22,6 +27,25 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from deepseek_eyes.vision.routes.charts import find_charts
+from deepseek_eyes.vision.routes.entries import (
+    MAX_ITEMS,
+    TEXT_ONLY_NOTE,
+    chart_facts,
+    clip,
+    gaps,
+    norm_box,
+    ocr_entries,
+    region_entries,
+    relation_entries,
+    summary,
+    unit_interval,
+)
+from deepseek_eyes.vision.routes.plausible import refuse_implausible
+from deepseek_eyes.vision.routes.regions import LayoutBox
+from deepseek_eyes.vision.routes.segments import Line, Segment
+from deepseek_eyes.vision.routes.structure import arrange
+
 __all__ = [
     "Line",
     "Segment",
@@ -32,58 +56,6 @@ __all__ = [
     "quantities_in",
 ]
 
-MAX_OCR = 2000
-MAX_ITEMS = 500
-MAX_TEXT = 2000
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One OCR detection, in pixels."""
-
-    text: str
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-    confidence: float
-
-    @property
-    def height(self) -> float:
-        return self.y1 - self.y0
-
-    @property
-    def cy(self) -> float:
-        return (self.y0 + self.y1) / 2
-
-
-@dataclass(frozen=True)
-class Line:
-    segments: tuple[Segment, ...]
-
-    @property
-    def text(self) -> str:
-        return " ".join(s.text for s in self.segments)
-
-    @property
-    def box(self) -> tuple[float, float, float, float]:
-        return (
-            min(s.x0 for s in self.segments),
-            min(s.y0 for s in self.segments),
-            max(s.x1 for s in self.segments),
-            max(s.y1 for s in self.segments),
-        )
-
-    @property
-    def confidence(self) -> float:
-        weights = [max(len(s.text), 1) for s in self.segments]
-        total = sum(w * s.confidence for w, s in zip(weights, self.segments, strict=True))
-        return total / sum(weights)
-
-    @property
-    def height(self) -> float:
-        box = self.box
-        return box[3] - box[1]
 
 
 def _vertical_overlap(a: Segment, b: Segment) -> float:
@@ -183,6 +155,8 @@ _IDENTIFIER_WORDS = frozenset({
     "number", "tel", "phone", "fax", "mobile", "zip", "postcode", "suite", "apt", "room",
     "ref", "reference", "id", "order", "invoice", "receipt", "transaction", "txn", "auth",
     "approval", "store", "terminal", "register", "pin", "ticket", "seat", "gate", "flight",
+    # A document's own numbering: "Figure 1.", "Table 2", "Vol. 12", "Page 7".
+    "figure", "fig", "table", "vol", "volume", "page", "chapter", "section", "part", "step",
 })
 # Words that, shortly after a number, make it a street number.
 _STREET_WORDS = frozenset({
@@ -277,125 +251,90 @@ def quantities_in(text: str) -> list[Quantity]:
     return out
 
 
-def _norm_box(
-    box: tuple[float, float, float, float], width: int, height: int
-) -> list[float]:
-    x0 = min(max(box[0], 0.0), width - 1.0)
-    y0 = min(max(box[1], 0.0), height - 1.0)
-    x1 = min(max(box[2], x0 + 1.0), float(width))
-    y1 = min(max(box[3], y0 + 1.0), float(height))
-    return [
-        round(x0 / width, 6),
-        round(y0 / height, 6),
-        round((x1 - x0) / width, 6),
-        round((y1 - y0) / height, 6),
-    ]
-
-
-def _clip(text: str, limit: int = MAX_TEXT) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _ocr_entries(lines: Sequence[Line], width: int, height: int) -> list[dict[str, object]]:
-    return [
-        {
-            "text": _clip(line.text),
-            "bbox": _norm_box(line.box, width, height),
-            "confidence": round(min(max(line.confidence, 0.0), 1.0), 4),
-        }
-        for line in lines[:MAX_OCR]
-        if line.text.strip()
-    ]
-
-
-TEXT_ONLY_NOTE = (
-    "The local OCR route reads printed text only; pictures, objects, colours and layout "
-    "meaning were not assessed."
-)
+# Kept under their old names: other modules of the route (and its tests) use them.
+_norm_box = norm_box
+_clip = clip
+_ocr_entries = ocr_entries
+_unit_interval = unit_interval
 
 
 def build_evidence(
-    segments: Sequence[Segment], width: int, height: int, *, min_confidence: float
+    segments: Sequence[Segment], width: int, height: int, *, min_confidence: float,
+    layout: Sequence[LayoutBox] | None = (),
 ) -> dict[str, object]:
-    """A complete ``deepseekeyes.evidence.v1`` object from OCR segments."""
-    lines = [line for line in group_lines(segments) if line.text.strip()]
-    blocks = group_blocks(lines)
-    regions: list[dict[str, object]] = []
-    region_boxes: list[list[float]] = []
-    relations: list[dict[str, object]] = []
-    for number, members in enumerate(blocks[:MAX_ITEMS], start=1):
-        block_lines = [lines[i] for i in members]
-        box = (
-            min(line.box[0] for line in block_lines),
-            min(line.box[1] for line in block_lines),
-            max(line.box[2] for line in block_lines),
-            max(line.box[3] for line in block_lines),
-        )
-        confidence = sum(line.confidence for line in block_lines) / len(block_lines)
-        region_boxes.append(_norm_box(box, width, height))
-        regions.append({
-            "id": f"r{number}",
-            "kind": "text_block",
-            "label": _clip(block_lines[0].text, 120),
-            "bbox": region_boxes[-1],
-            "confidence": round(min(max(confidence, 0.0), 1.0), 4),
-        })
-    for index in range(1, min(len(regions), MAX_ITEMS + 1)):
-        a, b = region_boxes[index - 1], region_boxes[index]
-        predicate = "below" if b[1] >= a[1] + a[3] - 1e-6 else "beside"
-        relations.append({
-            "subject": f"r{index + 1}", "predicate": predicate, "object": f"r{index}",
-            "confidence": 0.9,
-        })
-
-    facts: list[dict[str, object]] = []
-    for line in lines:
-        for quantity in quantities_in(line.text):
-            if len(facts) >= MAX_ITEMS:
-                break
-            facts.append({
-                # A bare number is labelled by its whole line, its only context.
-                "label": quantity.label or _clip(line.text, 200),
-                "value": quantity.value,
-                "unit": quantity.unit,
-                "text": quantity.text,
-                "bbox": _norm_box(line.box, width, height),
-                "confidence": round(min(max(line.confidence, 0.0), 1.0), 4),
-            })
-
-    uncertainties: list[dict[str, object]] = [
-        {"topic": "coverage", "reason": TEXT_ONLY_NOTE, "bbox": None}
+    """A complete ``deepseekeyes.evidence.v1`` object from OCR segments and, when the
+    layout model ran, its regions: implausible detections refused, charts' ticks and values
+    kept apart, lines assigned to typed regions in reading order. ``layout=None`` says the
+    layout model did not run (turned off or not installed): the evidence says so."""
+    assessed = layout is not None
+    layout = layout or ()
+    kept, refused = refuse_implausible(segments, width, height)
+    figures = [i for i, box in enumerate(layout) if box.kind == "figure"]
+    charts = find_charts(kept, [_layout_box(layout[i]) for i in figures])
+    # A figure that is mostly its chart becomes the chart; a chart in a larger figure (a
+    # dashboard's) is a region of its own, inside it.
+    kinds = {
+        figures[c.figure]: "chart" for c in charts
+        if c.figure is not None
+        and _area(c.box) >= CHART_SHARE * layout[figures[c.figure]].area
+    }
+    drawn = [
+        LayoutBox("chart", *_within(chart.box, width, height), 0.6)
+        for chart in charts
+        if chart.figure is None or figures[chart.figure] not in kinds
     ]
-    for line in lines:
-        if len(uncertainties) >= MAX_ITEMS:
-            break
-        if line.confidence < min_confidence:
-            uncertainties.append({
-                "topic": "low-confidence text",
-                "reason": _clip(
-                    f"read as {line.text!r} with confidence {line.confidence:.2f}", 400
-                ),
-                "bbox": _norm_box(line.box, width, height),
-            })
-
-    if lines:
-        head = "; ".join(repr(_clip(line.text, 80)) for line in lines[:3])
-        summary = (
-            f"Local OCR read {len(lines)} text line(s) in {len(regions)} block(s) on a "
-            f"{width}x{height} image. First lines: {head}."
-        )
-    else:
-        summary = f"Local OCR found no legible text on a {width}x{height} image."
+    alone = frozenset(s for chart in charts for s in chart.segments)
+    regions = arrange(
+        kept, [*layout, *drawn], group_lines, group_blocks, alone=alone, kinds=kinds,
+        page=(width, height),
+    )
+    lines = [line for region in regions for line in region.lines if line.text.strip()]
+    facts: list[dict[str, object]] = chart_facts(charts, width, height)
+    facts.extend(
+        {
+            # A bare number is labelled by its whole line, its only context.
+            "label": quantity.label or _clip(line.text, 200),
+            "value": quantity.value,
+            "unit": quantity.unit,
+            "text": quantity.text,
+            "bbox": _norm_box(line.box, width, height),
+            "confidence": _unit_interval(line.confidence),
+        }
+        for line in lines
+        if not (len(line.segments) == 1 and line.segments[0] in alone)  # a chart's own
+        for quantity in quantities_in(line.text)
+    )
     return {
         "schema": "deepseekeyes.evidence.v1",
-        "summary": _clip(summary, 4000),
+        "summary": summary(regions, lines, charts, width, height),
         "ocr": _ocr_entries(lines, width, height),
-        "regions": regions,
+        "regions": region_entries(regions, width, height),
         "objects": [],
-        "relations": relations,
-        "quantitative_facts": facts,
-        "uncertainties": uncertainties,
+        "relations": relation_entries(regions),
+        "quantitative_facts": facts[:MAX_ITEMS],
+        "uncertainties": gaps(
+            regions, lines, refused, width, height, min_confidence=min_confidence,
+            layout_assessed=assessed,
+        ),
     }
+
+
+#: A chart's plot covering this share of its figure makes the figure the chart.
+CHART_SHARE = 0.5
+
+
+def _area(box: tuple[float, float, float, float]) -> float:
+    return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
+
+
+def _within(
+    box: tuple[float, float, float, float], width: int, height: int
+) -> tuple[float, float, float, float]:
+    return (max(box[0], 0.0), max(box[1], 0.0), min(box[2], width), min(box[3], height))
+
+
+def _layout_box(box: LayoutBox) -> tuple[float, float, float, float]:
+    return (box.x0, box.y0, box.x1, box.y1)
 
 
 _STOP = {
@@ -406,13 +345,27 @@ _STOP = {
 _WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9.,%$€£-]*")
 
 
+#: Words that ask about what the route does not see: it reads text, not pictures.
+_UNSEEN = frozenset({
+    "colour", "colours", "color", "colors", "coloured", "colored", "shape", "shapes",
+    "object", "objects", "person", "people", "animal", "animals", "wearing", "tallest",
+    "shortest", "biggest", "largest", "smallest", "trend", "face", "faces",
+})
+
+
 def build_target(
     segments: Sequence[Segment], width: int, height: int, question: str
 ) -> dict[str, object]:
     """A ``deepseekeyes.target.v1`` answer by keyword match: the local route quotes the
-    lines that share words with the question and says plainly that it cannot reason."""
-    lines = [line for line in group_lines(segments) if line.text.strip()]
-    wanted = {w.lower().strip(".,") for w in _WORDS.findall(question)} - _STOP
+    lines that share words with the question and says plainly that it cannot reason. With
+    no such line, or a question about what it does not see (colours, objects, a chart's
+    marks), the answer says the route cannot answer, with confidence 0, rather than
+    offering a guess."""
+    kept, _ = refuse_implausible(segments, width, height)
+    lines = [line for line in group_lines(kept) if line.text.strip()]
+    asked = {w.lower().strip(".,?") for w in _WORDS.findall(question)}
+    wanted = asked - _STOP - _UNSEEN
+    unseen = sorted(asked & _UNSEEN)
     scored = []
     for line in lines:
         words = {w.lower().strip(".,") for w in _WORDS.findall(line.text)}
@@ -424,29 +377,49 @@ def build_target(
         {
             "text": _clip(line.text, 1000),
             "bbox": _norm_box(line.box, width, height),
-            "confidence": round(min(max(line.confidence, 0.0), 1.0), 4),
+            "confidence": _unit_interval(line.confidence),
         }
         for _, line in scored[:5]
     ]
-    if scored:
+    uncertainties: list[dict[str, object]] = [
+        {
+            "topic": "method",
+            "reason": "The local OCR route matched text to the question by shared words; "
+            "it does not reason about the image. " + TEXT_ONLY_NOTE,
+            "bbox": None,
+        }
+    ]
+    if unseen:
+        uncertainties.append({
+            "topic": "not assessed",
+            "reason": _clip(
+                "The question asks about what the local route does not see "
+                f"({', '.join(unseen)}); only printed text was read.", 1000
+            ),
+            "bbox": None,
+        })
+    if scored and not unseen:
         best = scored[0][1]
         answer = f"The text that best matches the question reads: {_clip(best.text, 500)!r}."
         confidence = round(min(best.confidence, 0.5), 4)
+    elif scored:
+        best = scored[0][1]
+        answer = (
+            "The local route cannot answer this: it reads printed text only and does not "
+            f"see {', '.join(unseen)}. Related text reads: {_clip(best.text, 500)!r}."
+        )
+        confidence = 0.0
     else:
-        answer = "No text in the image matches the question's words."
-        confidence = 0.2
+        answer = (
+            "The local route cannot answer this: no text in the image shares the "
+            "question's words, and it does not see objects, colours or chart marks."
+        )
+        confidence = 0.0
     return {
         "schema": "deepseekeyes.target.v1",
         "answer": answer,
         "confidence": confidence,
         "observations": observations,
         "ocr": _ocr_entries(lines, width, height),
-        "uncertainties": [
-            {
-                "topic": "method",
-                "reason": "The local OCR route matched text to the question by shared words; "
-                "it does not reason about the image. " + TEXT_ONLY_NOTE,
-                "bbox": None,
-            }
-        ],
+        "uncertainties": uncertainties,
     }

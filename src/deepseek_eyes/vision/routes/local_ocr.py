@@ -13,7 +13,10 @@ engine (:mod:`deepseek_eyes.vision.routes.tiling` says how and why); whatever th
 still raises becomes ``VISION_ROUTE_ENGINE_FAILED``, never a traceback.
 
 The engine is loaded once per process, lazily (about half a second and ~400 MB), and runs in
-a worker thread behind a lock, since one ONNX session already uses every core.
+a worker thread behind a lock, since one ONNX session already uses every core. For full
+evidence (not a targeted reread) the layout model of
+:mod:`deepseek_eyes.vision.routes.regions` then types the page's regions, in the same
+thread, at about a quarter of the OCR read's cost (``bench/structure.py``).
 
 Memory: each read hands the freed heap back to the system (glibc ``malloc_trim``). rapidocr
 already turns onnxruntime's CPU arena off, so every tensor is an ordinary malloc and free,
@@ -49,6 +52,7 @@ from deepseek_eyes.settings import LocalRouteSettings
 from deepseek_eyes.vision.routes.controls import add_controls, find_controls
 from deepseek_eyes.vision.routes.layout import Segment, build_evidence, build_target
 from deepseek_eyes.vision.routes.tables import add_tables, find_tables
+from deepseek_eyes.vision.routes.regions import LAYOUT_ID, LayoutModel, layout_version
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 
 if TYPE_CHECKING:
@@ -57,8 +61,10 @@ if TYPE_CHECKING:
 __all__ = ["LocalOcrEngine", "LocalRoute"]
 
 ENGINE_ID = "rapidocr-3/PP-OCRv6"
-#: Bumped whenever tiling, padding or the engine parameters change what is read.
-READ_VERSION = "tiles-2;cls=off;rec_batch=1;tables-1;controls-1"
+#: Bumped whenever tiling, padding, the engine parameters or how the read becomes evidence
+#: (structure: layout regions, reading order, refusals, charts; tables; controls) change
+#: what is reported.
+READ_VERSION = "tiles-2;cls=off;rec_batch=1;structure-1;tables-1;controls-1"
 
 
 @functools.cache
@@ -203,15 +209,22 @@ class LocalRoute:
 
     def __init__(
         self, name: str = "local", settings: LocalRouteSettings | None = None,
-        engine: LocalOcrEngine | None = None,
+        engine: LocalOcrEngine | None = None, layout: LayoutModel | None = None,
     ) -> None:
         self._name = name
         self._settings = settings or LocalRouteSettings()
         self._engine = engine or LocalOcrEngine.shared(self._settings.threads)
+        self._layout = layout or LayoutModel.shared(self._settings.threads)
 
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def _layout_on(self) -> bool:
+        """Whether the layout pass runs: asked for, and rapid-layout installed (an
+        installation without it still reads text, and says the layout was not assessed)."""
+        return self._settings.layout and layout_version() != "absent"
 
     @property
     def model(self) -> str:
@@ -223,16 +236,18 @@ class LocalRoute:
 
     @property
     def answer_fingerprint(self) -> str:
-        """The engine, its installed version (and so its models), how images are fed to
-        it and the confidence cut: any of them changes the evidence."""
+        """The engine, its installed version (and so its models), the layout model and its
+        version, how images are fed to them and the confidence cut: any of them changes the
+        evidence, so evidence cached before any change is not served as new."""
+        layout = f"{LAYOUT_ID}\n{layout_version()}" if self._layout_on else "no-layout"
         identity = (
-            f"local\n{ENGINE_ID}\n{_engine_version()}\n{READ_VERSION}\n"
-            f"{self._settings.min_confidence}"
+            f"local\n{ENGINE_ID}\n{_engine_version()}\n{layout}\n"
+            f"{READ_VERSION}\n{self._settings.min_confidence}"
         )
         return hashlib.sha256(identity.encode()).hexdigest()
 
     async def check_health(self) -> None:
-        """Nothing to reach: the models ship inside the installed package."""
+        """Nothing to reach: the models ship inside the installed packages."""
 
     async def call(self, request: VisionRequest) -> RouteAnswer:
         if request.pixels is None:
@@ -252,7 +267,8 @@ class LocalRoute:
             if request.variant is Variant.TARGET and request.question:
                 return build_target(segments, width, height, request.question)
             evidence = build_evidence(
-                segments, width, height, min_confidence=self._settings.min_confidence
+                segments, width, height, min_confidence=self._settings.min_confidence,
+                layout=self._layout.detect(rgb) if self._layout_on else None,
             )
             tables = find_tables(rgb, segments)
             add_tables(evidence, tables, width, height)
@@ -271,4 +287,4 @@ class LocalRoute:
         return RouteAnswer(value=dict(value), model=ENGINE_ID)
 
     async def aclose(self) -> None:
-        """The shared engine lives for the process."""
+        """The shared engine and layout model live for the process."""
