@@ -63,9 +63,8 @@ def usage_by_table(path: Path) -> dict[str, int]:
 def counts(path: Path) -> dict[str, int]:
     conn = sqlite3.connect(path)
     try:
-        out = {t: int(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0])  # noqa: S608
-               for t in ("chain", "chain_checkpoints", "attempts", "turns", "events")}
-        return out
+        return {t: int(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0])  # noqa: S608
+                for t in ("chain", "chain_checkpoints", "attempts", "turns", "events")}
     finally:
         conn.close()
 

@@ -100,10 +100,13 @@ async def test_image_turn_reaches_the_text_model_as_evidence(
     assert summary["estimated"]["bridge_input"]["estimated_tokens"] > 0
     # One turn with one new image: there was nothing to avoid.
     assert "avoided_replay" not in summary["estimated"]
-    # The second turn finds the evidence in the cache: no new route call.
+    # The second turn finds the evidence in the cache: no new route call, and no attempt
+    # row either (the turn record's evidence list names the hit).
+    attempts = runtime.home.db.query("SELECT COUNT(*) n FROM attempts")[0]["n"]
     again = await runtime.run(TurnRequest(messages=[message, {"role": "assistant",
         "content": result.content}, {"role": "user", "content": [text("And the tax?")]}]))
     assert again.evidence[0]["cached"] is True
+    assert runtime.home.db.query("SELECT COUNT(*) n FROM attempts")[0]["n"] == attempts
     # history_evidence = "full": the evidence stays where it was, so the second request
     # starts with the first one's messages, and nothing was avoided.
     first, second = (r["estimated_tokens"] for r in runtime.home.db.query(

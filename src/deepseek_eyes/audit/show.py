@@ -67,7 +67,8 @@ def _image(conn: sqlite3.Connection, sha256: str, operation_id: str | None,
             conn, "audit", "kind = 'vision.acquire' AND subject = ?"
             + (" AND details LIKE ?" if operation_id else ""),
             (sha256, f'%"{operation_id}"%') if operation_id else (sha256,)),
-        # A cache hit writes no acquisition row: its attempt row is the record of it.
+        # A cache hit writes no acquisition row: its attempt row is the record of it (a
+        # turn's hits write none: the turn record's evidence list names them).
         "cache_hits": _items(
             conn, "attempts", "phase = 'cache' AND outcome = 'hit' AND details LIKE ?",
             (f'%"image_sha256":"{sha256}"%',)),
