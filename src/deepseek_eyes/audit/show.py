@@ -80,10 +80,31 @@ def _image(conn: sqlite3.Connection, sha256: str, operation_id: str | None,
             (f'%"image_sha256":"{sha256}"%',)),
     }
     if operation_id:
-        out["attempts"] = _items(conn, "attempts", "operation_id = ?", (operation_id,))
+        attempts = _items(conn, "attempts", "operation_id = ?", (operation_id,))
+        acquired = None if attempts or not record_sha256 else _acquisition_of(
+            conn, record_sha256)
+        if acquired is not None:
+            # A turn's cache hit writes no attempts row (its turn record names the hit):
+            # the attempts shown are those of the acquisition that made the evidence.
+            out["acquired_by"] = acquired
+            attempts = _items(conn, "attempts", "operation_id = ?", (acquired,))
+        out["attempts"] = attempts
     if record_sha256:
         out["evidence"] = _items(conn, "evidence", "record_sha256 = ?", (record_sha256,))
     return out
+
+
+def _acquisition_of(conn: sqlite3.Connection, record_sha256: str) -> str | None:
+    """The operation whose acquisition made the evidence record ``record_sha256``."""
+    row = conn.execute(
+        "SELECT details FROM audit WHERE kind = 'vision.acquire' AND details LIKE ?"
+        " ORDER BY id LIMIT 1", (f'%"record_sha256":"{record_sha256}"%',)).fetchone()
+    if row is None:
+        return None
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        operation = json.loads(row[0]).get("operation_id")
+        return operation if isinstance(operation, str) else None
+    return None
 
 
 def _turn(conn: sqlite3.Connection, turn_id: str) -> dict[str, Any] | None:
