@@ -183,7 +183,7 @@ def test_an_edited_batch_entry_is_found(root: Path) -> None:
     # One record dropped from the body (its row deleted too), the body's digest made to
     # match: the entry's own hash no longer does.
     table, rowid, _kind, digest = members[0]
-    edited = body.replace(f'["{table}",{rowid},"mcp.call","{digest}"],', "")
+    edited = body.replace(f'["{table}","mcp.call",{rowid},"{digest}"],', "")
     assert edited != body
     conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))  # noqa: S608
     conn.execute("UPDATE chain SET body = ?, digest = ? WHERE seq = ?",
@@ -207,7 +207,7 @@ def test_a_consistent_rewrite_of_a_batch_fails_its_checkpoint(root: Path) -> Non
             "SELECT seq, ts, kind, ref_table, ref_id, body FROM chain WHERE seq >= ?"
             " ORDER BY seq", (seq,)).fetchall():
         if s == seq:
-            body = body.replace(f'["{table}",{rowid},"{kind}","{digest}"],', "")
+            body = body.replace(f'["{table}","{kind}",{rowid},"{digest}"],', "")
         new_digest = (hashlib.sha256(body.encode()).hexdigest() if ref_table is None else
                       chain.record_digest(chain.read_record(conn, ref_table, ref_id) or {}))
         value = chain.entry_hash(s, ts, k, chain.ref_text(ref_table, ref_id), new_digest, prev)
@@ -331,6 +331,25 @@ def test_processes_extend_one_chain_with_batches(tmp_path: Path) -> None:
     assert report.entries == 6
 
 
+def test_a_batch_body_is_runs_that_expand_to_its_records(tmp_path: Path) -> None:
+    """Consecutive rowids of one table and kind share a run; anything else starts one."""
+    digests = [hashlib.sha256(str(n).encode()).hexdigest() for n in range(6)]
+    members = [("mcp.call", "audit", 4, digests[0]), ("mcp.call", "audit", 5, digests[1]),
+               ("usage", "usage", 6, digests[2]), ("mcp.call", "audit", 7, digests[3]),
+               ("other", "audit", 8, digests[4]), ("other", "audit", 10, digests[5])]
+    with DataHome(tmp_path / "home") as home, home.db.transaction() as conn:
+        writer = chain.ChainWriter.of(conn)
+        seq = writer.add_batch(members, 1.0)
+        writer.write()
+        body = conn.execute("SELECT body FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
+    runs = json.loads(body)["records"]
+    assert [(t, k, first, len(d) // 64) for t, k, first, d in runs] == [
+        ("audit", "mcp.call", 4, 2), ("usage", "usage", 6, 1), ("audit", "mcp.call", 7, 1),
+        ("audit", "other", 8, 1), ("audit", "other", 10, 1)]
+    assert body.encode() == chain.canonical_bytes(json.loads(body))
+    assert chain.batch_members(body) == [(t, r, k, d) for k, t, r, d in members]
+
+
 def test_a_batch_names_only_records(tmp_path: Path) -> None:
     with DataHome(Path(tempfile.mkdtemp(dir=tmp_path)) / "home") as home:
         with pytest.raises(ValueError, match=chain.BATCH):
@@ -338,7 +357,9 @@ def test_a_batch_names_only_records(tmp_path: Path) -> None:
                            (1.0, "x", None, "{}"), chain=chain.BATCH)
         with home.db.transaction() as conn, pytest.raises(ValueError, match="not a record"):
             chain.ChainWriter.of(conn).add_batch([("k", "nope", 1, "0" * 64)], 1.0)
-    for body in ("{}", '{"records":[["audit","1","k","00"]],"v":2}', "[]", "x",
-                 '{"records":[["nope",1,"k","00"]],"v":2}', '{"records":[],"v":1}'):
+    for body in ("{}", '{"records":[["audit","k","1","' + "0" * 64 + '"]],"v":2}', "[]", "x",
+                 '{"records":[["nope","k",1,"' + "0" * 64 + '"]],"v":2}',
+                 '{"records":[["audit","k",1,"00"]],"v":2}',
+                 '{"records":[["audit","k",1,""]],"v":2}', '{"records":[],"v":1}'):
         with pytest.raises(ValueError, match="not a batch entry"):
             chain.batch_members(body)

@@ -207,7 +207,8 @@ def _counts_through(conn: sqlite3.Connection, keyring: Keyring, seq: int,
         base[str(key)] = base.get(str(key), 0) + int(n)
     # A batch entry counts each record it names, under its table (as verify counts them).
     for key, n in conn.execute(
-            "SELECT json_extract(m.value, '$[0]'), COUNT(*) FROM chain c,"
+            "SELECT json_extract(m.value, '$[0]'),"
+            " SUM(length(json_extract(m.value, '$[3]')) / 64) FROM chain c,"
             " json_each(c.body, '$.records') m WHERE c.seq > ? AND c.seq <= ? AND c.kind = ?"
             " AND c.ref_table IS NULL GROUP BY 1", (since, seq, BATCH)):
         base[str(key)] = base.get(str(key), 0) + int(n)

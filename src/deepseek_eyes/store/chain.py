@@ -22,12 +22,15 @@ Log rows written together (the queued rows of :meth:`Database.append
 <deepseek_eyes.store.db.Database.append>`: attempts, audit rows, usage) get one entry for the
 whole batch once there are :data:`FOLD_AT` or more of them: a *batch entry*, kind
 ``chain.batch``, is a body entry (``ref`` null, the entry hashed exactly as any other) whose
-body names each record it covers, in the order written, with that record's digest::
+body names each record it covers, in the order written, with that record's digest, in runs
+of consecutive rowids of one table and kind::
 
-    {"records":[["audit",12,"mcp.call","<sha256 hex>"],["usage",7,"usage","<hex>"],...],"v":2}
+    {"records":[["audit","mcp.call",12,"<hex><hex>"],["usage","usage",7,"<hex>"]],"v":2}
 
-(canonical JSON: ``[table, rowid, kind, digest]`` per record). The body's hash is the entry's
-``digest``, so the entry commits to every record's identity, kind, place and bytes; verify
+(canonical JSON: ``[table, kind, first rowid, digests]``, the run's records' SHA-256 in hex
+one after another, 64 characters each, for rowids ``first``, ``first + 1`` …). The body's
+hash is the entry's ``digest``, so the entry commits to every record's identity, kind, place
+and bytes; verify
 checks each record against its own digest, so a changed record is still named exactly
 (``audit:12``), a record trimmed by retention is excused record by record, and a record
 added behind the chain's back is found because no entry, batch or single, names it. What
@@ -343,10 +346,7 @@ class ChainWriter:
             for kind, table, sql, params, rowid in rows:
                 self.add_insert(kind, table, sql, params, rowid, ts)
             return
-        # The body's text, record by record: the table (one of CHAINED_TABLES, as every
-        # caller's INSERT was checked to be), the rowid SQLite gave, the kind's JSON (kept
-        # per kind), the digest in hex. What the loop saves is the cost of the rows.
-        encoders, kinds, parts = self._encoders, _KIND_JSON, []
+        encoders, members = self._encoders, []
         for kind, table, sql, params, rowid in rows:
             encoder = encoders.get(sql)
             fast = encoder.fast_hex if encoder is not None else None
@@ -354,28 +354,35 @@ class ChainWriter:
                 and len(params) == encoder.width else None  # type: ignore[union-attr]
             if digest is None:
                 digest = self._digest_of(table, sql, params, rowid)
-            if kind == BATCH:
-                raise ValueError(f"{BATCH} is the kind of batch entries, not of a record")
-            parts.append(f'["{table}",{rowid},{kinds.get(kind) or _kind_json(kind)},'
-                         f'"{digest}"]')
-        self._add_batch_body('{"records":[' + ",".join(parts) + '],"v":2}', ts)
+            members.append((kind, table, rowid, digest))
+        self.add_batch(members, ts)
 
     def add_batch(self, members: Sequence[tuple[str, str, int, str]], ts: float) -> int:
         """One batch entry covering ``members`` (``(kind, table, rowid, digest)``, in the
-        order written; the rows are stored already).
+        order written; the rows are stored already): its body in runs (see the module
+        docstring).
 
         Raises:
             ValueError: for a member that is not an audited table's row with a digest.
         """
-        parts = []
+        runs: list[tuple[str, str, int, list[str]]] = []
+        run: tuple[str, str, int, list[str]] | None = None
+        after = 0  # the rowid the open run would take next
         for kind, table, rowid, digest in members:
-            if table not in CHAINED_TABLES or type(rowid) is not int or kind == BATCH \
-                    or not _HEX.match(digest):
-                raise ValueError(f"not a record to chain: {table}:{rowid} ({kind})")
-            parts.append(f'["{table}",{rowid},{_kind_json(kind)},"{digest}"]')
-        return self._add_batch_body('{"records":[' + ",".join(parts) + '],"v":2}', ts)
-
-    def _add_batch_body(self, body: str, ts: float) -> int:
+            if run is not None and rowid == after and table == run[0] and kind == run[1]:
+                run[3].append(digest)
+            else:
+                if table not in CHAINED_TABLES or type(rowid) is not int or kind == BATCH:
+                    raise ValueError(f"not a record to chain: {table}:{rowid} ({kind})")
+                run = (table, kind, rowid, [digest])
+                runs.append(run)
+            after = rowid + 1
+        if not all(_HEX.match(d) for _t, _k, _r, digests in runs for d in digests):
+            raise ValueError("a record's digest is not SHA-256 hex")
+        # Canonical JSON (a table name is \w+, a kind is written as JSON, hex is itself).
+        body = '{"records":[' + ",".join(
+            f'["{table}",{_KIND_JSON.get(kind) or _kind_json(kind)},{first},'
+            f'"{"".join(digests)}"]' for table, kind, first, digests in runs) + '],"v":2}'
         return self._add(BATCH, None, None, body, _sha256(body.encode("utf-8")), ts)
 
     def add_body(self, kind: str, body: Mapping[str, Any], ts: float) -> int:
@@ -542,7 +549,8 @@ def insert(
 
 
 def batch_members(body: object) -> list[tuple[str, int, str, str]]:
-    """A batch entry's records, ``(table, rowid, kind, digest)`` in the order written.
+    """A batch entry's records, ``(table, rowid, kind, digest)`` in the order written
+    (its runs expanded).
 
     Raises:
         ValueError: when ``body`` is not a batch entry's body (an edited entry).
@@ -551,16 +559,18 @@ def batch_members(body: object) -> list[tuple[str, int, str, str]]:
         parsed = json.loads(body) if isinstance(body, str) else None
     except ValueError:
         parsed = None
-    records = parsed.get("records") if isinstance(parsed, dict) else None
-    if not isinstance(records, list) or parsed.get("v") != 2:  # type: ignore[union-attr]
+    runs = parsed.get("records") if isinstance(parsed, dict) else None
+    if not isinstance(runs, list) or parsed.get("v") != 2:  # type: ignore[union-attr]
         raise ValueError("not a batch entry's body")
     out: list[tuple[str, int, str, str]] = []
-    for item in records:
+    for item in runs:
         if not (isinstance(item, list) and len(item) == 4 and item[0] in CHAINED_TABLES
-                and type(item[1]) is int and isinstance(item[2], str)
-                and isinstance(item[3], str)):
-            raise ValueError("not a batch entry's record")
-        out.append((item[0], item[1], item[2], item[3]))
+                and isinstance(item[1], str) and type(item[2]) is int
+                and isinstance(item[3], str) and item[3] and len(item[3]) % 64 == 0):
+            raise ValueError("not a batch entry's run of records")
+        table, kind, first, digests = item
+        out.extend((table, first + n, kind, digests[n * 64:(n + 1) * 64])
+                   for n in range(len(digests) // 64))
     return out
 
 
