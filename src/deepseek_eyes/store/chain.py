@@ -112,6 +112,7 @@ SqlValue = int | float | str | bytes | None
 Record = dict[str, SqlValue]
 
 _HEX = re.compile(r"^[0-9a-f]{64}$")
+_HEXES = re.compile(r"[0-9a-f]+")
 #: A str's canonical JSON: what ``canonical_json.CANONICAL`` writes for it (not escaped to ASCII).
 _encode_str = json.encoder.encode_basestring
 
@@ -377,12 +378,15 @@ class ChainWriter:
                 run = (table, kind, rowid, [digest])
                 runs.append(run)
             after = rowid + 1
-        if not all(_HEX.match(d) for _t, _k, _r, digests in runs for d in digests):
-            raise ValueError("a record's digest is not SHA-256 hex")
-        # Canonical JSON (a table name is \w+, a kind is written as JSON, hex is itself).
-        body = '{"records":[' + ",".join(
-            f'["{table}",{_KIND_JSON.get(kind) or _kind_json(kind)},{first},'
-            f'"{"".join(digests)}"]' for table, kind, first, digests in runs) + '],"v":2}'
+        pieces = []
+        for table, kind, first, digests in runs:
+            hexes = "".join(digests)
+            if len(hexes) != 64 * len(digests) or not _HEXES.fullmatch(hexes):
+                raise ValueError("a record's digest is not SHA-256 hex")
+            # Canonical JSON (a table name is \w+, a kind is written as JSON, hex is itself).
+            pieces.append(f'["{table}",{_KIND_JSON.get(kind) or _kind_json(kind)},{first},'
+                          f'"{hexes}"]')
+        body = '{"records":[' + ",".join(pieces) + '],"v":2}'
         return self._add(BATCH, None, None, body, _sha256(body.encode("utf-8")), ts)
 
     def add_body(self, kind: str, body: Mapping[str, Any], ts: float) -> int:
