@@ -347,7 +347,12 @@ class ChainWriter:
             for kind, table, sql, params, rowid in rows:
                 self.add_insert(kind, table, sql, params, rowid, ts)
             return
-        encoders, members = self._encoders, []
+        # add_batch's runs, made in the pass that makes the digests (one loop a record).
+        encoders = self._encoders
+        runs: list[tuple[str, str, int, list[str]]] = []
+        digests: list[str] = []
+        last_table = last_kind = ""
+        after = 0
         for kind, table, sql, params, rowid in rows:
             encoder = encoders.get(sql)
             fast = encoder.fast_hex if encoder is not None else None
@@ -355,8 +360,15 @@ class ChainWriter:
                 and len(params) == encoder.width else None  # type: ignore[union-attr]
             if digest is None:
                 digest = self._digest_of(table, sql, params, rowid)
-            members.append((kind, table, rowid, digest))
-        self.add_batch(members, ts)
+            if rowid != after or table != last_table or kind != last_kind:
+                if kind == BATCH or table not in CHAINED_TABLES:
+                    raise ValueError(f"not a record to chain: {table}:{rowid} ({kind})")
+                digests = []
+                runs.append((table, kind, rowid, digests))
+                last_table, last_kind = table, kind
+            digests.append(digest)
+            after = rowid + 1
+        self._add_runs(runs, ts)
 
     def add_batch(self, members: Sequence[tuple[str, str, int, str]], ts: float) -> int:
         """One batch entry covering ``members`` (``(kind, table, rowid, digest)``, in the
@@ -378,6 +390,9 @@ class ChainWriter:
                 run = (table, kind, rowid, [digest])
                 runs.append(run)
             after = rowid + 1
+        return self._add_runs(runs, ts)
+
+    def _add_runs(self, runs: Sequence[tuple[str, str, int, list[str]]], ts: float) -> int:
         pieces = []
         for table, kind, first, digests in runs:
             hexes = "".join(digests)
