@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from deepseek_eyes.audit.show import show
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.llm.client import ToolCall
@@ -100,10 +101,17 @@ async def test_image_turn_reaches_the_text_model_as_evidence(
     assert summary["estimated"]["bridge_input"]["estimated_tokens"] > 0
     # One turn with one new image: there was nothing to avoid.
     assert "avoided_replay" not in summary["estimated"]
-    # The second turn finds the evidence in the cache: no new route call.
+    # The second turn finds the evidence in the cache: no new route call, and no attempt
+    # row either (the turn record's evidence list names the hit).
+    attempts = runtime.home.db.query("SELECT COUNT(*) n FROM attempts")[0]["n"]
     again = await runtime.run(TurnRequest(messages=[message, {"role": "assistant",
         "content": result.content}, {"role": "user", "content": [text("And the tax?")]}]))
     assert again.evidence[0]["cached"] is True
+    assert runtime.home.db.query("SELECT COUNT(*) n FROM attempts")[0]["n"] == attempts
+    # `audit show` resolves the hit to the acquisition that made its evidence.
+    (shown,) = show(runtime.home.db, again.turn_id)["images"]
+    assert shown["acquired_by"] == result.evidence[0]["operation_id"]
+    assert {a["record"]["operation_id"] for a in shown["attempts"]} == {shown["acquired_by"]}
     # history_evidence = "full": the evidence stays where it was, so the second request
     # starts with the first one's messages, and nothing was avoided.
     first, second = (r["estimated_tokens"] for r in runtime.home.db.query(

@@ -70,6 +70,26 @@ async def test_a_stream_closed_before_its_answer_is_recorded_as_aborted(
     assert (again.session_id, again.retry_of) == ("closed", turn.id)
 
 
+async def test_a_cut_turns_record_names_the_call_it_sent(rt: Runtime) -> None:
+    """The call was sent and its answer was streaming when the turn was cut: the record
+    counts it and names its request, as unanswered."""
+    stream = rt.stream(TurnRequest(messages=[_user("cut me off")], session_id="cut"))
+    chunks = aiter(stream)
+    await anext(chunks)
+    await chunks.aclose()  # type: ignore[attr-defined]
+    (turn,) = rt.sessions.turns("cut")
+    (pending,) = _audit(rt, "llm.request", turn.id)
+    assert turn.details["model_calls"] == 1
+    assert turn.details["requests"] == [pending["request_sha256"]]
+    assert turn.details["unanswered"] == [pending["request_sha256"]]
+    assert _audit(rt, "turn.aborted", turn.id)[0]["model_calls"] == 1
+    answered = await rt.run(TurnRequest(messages=[_user("not cut")], session_id="whole"))
+    (whole,) = rt.sessions.turns(answered.session_id)
+    assert whole.details["model_calls"] == 1
+    assert "unanswered" not in whole.details
+    assert len(whole.details["requests"]) == 1
+
+
 async def test_a_call_that_cannot_be_written_ahead_is_not_sent(
     upstream: LoopbackUpstream, rt: Runtime,
 ) -> None:

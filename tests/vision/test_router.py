@@ -134,6 +134,28 @@ async def test_healthy_route_then_cache_hit_makes_no_call(harness: Harness) -> N
     assert shown["cache_hits"][0]["chain"]["intact"]
 
 
+async def test_a_hit_its_caller_records_writes_no_attempt_row(harness: Harness) -> None:
+    """A turn names every image it showed in its chained record: its cache hits write no
+    attempts row (a conversation resends its images every turn), and still list the hit."""
+    bridge = harness.open(["healthy"])
+    first = await bridge.see(png(30, 20))
+    assert harness.home is not None
+
+    def rows() -> int:
+        assert harness.home is not None
+        return int(harness.home.db.query("SELECT COUNT(*) n FROM attempts")[0]["n"])
+
+    before = rows()
+    quiet = await bridge.see_stored(first.image.sha256, recorded=True)
+    assert quiet.cached
+    assert quiet.record == first.record
+    assert phases(quiet.attempts) == [("healthy", "cache", "hit")]
+    assert rows() == before
+    loud = await bridge.see_stored(first.image.sha256)  # the CLI's, MCP's: its row is its record
+    assert phases(loud.attempts) == [("healthy", "cache", "hit")]
+    assert rows() == before + 1
+
+
 async def test_same_pixels_in_another_encoding_hit_the_cache(harness: Harness) -> None:
     bridge = harness.open(["healthy"])
     await bridge.see(png(20, 10, (200, 10, 10)))

@@ -31,7 +31,7 @@ from typing import Any
 
 from deepseek_eyes.audit.records import CheckpointView
 from deepseek_eyes.errors import AuditError, DeepSeekEyesError
-from deepseek_eyes.store.chain import CHAINED_TABLES, ChainWriter, canonical_bytes
+from deepseek_eyes.store.chain import BATCH, CHAINED_TABLES, ChainWriter, canonical_bytes
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.keyring import Keyring
 
@@ -203,7 +203,14 @@ def _counts_through(conn: sqlite3.Connection, keyring: Keyring, seq: int,
             pass  # count from the start instead
     for key, n in conn.execute(
             "SELECT COALESCE(ref_table, ?), COUNT(*) FROM chain WHERE seq > ? AND seq <= ?"
-            " GROUP BY 1", (BODY, since, seq)):
+            " AND kind != ? GROUP BY 1", (BODY, since, seq, BATCH)):
+        base[str(key)] = base.get(str(key), 0) + int(n)
+    # A batch entry counts each record it names, under its table (as verify counts them).
+    for key, n in conn.execute(
+            "SELECT json_extract(m.value, '$[0]'),"
+            " SUM(length(json_extract(m.value, '$[3]')) / 64) FROM chain c,"
+            " json_each(c.body, '$.records') m WHERE c.seq > ? AND c.seq <= ? AND c.kind = ?"
+            " AND c.ref_table IS NULL GROUP BY 1", (since, seq, BATCH)):
         base[str(key)] = base.get(str(key), 0) + int(n)
     return base
 

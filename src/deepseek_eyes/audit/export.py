@@ -19,6 +19,7 @@ needs a writable data directory).
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,6 +39,23 @@ __all__ = ["export_chain", "export_path"]
 
 def _line(value: ExportHeader | ExportEntry | Mapping[str, object]) -> str:
     return canonical_json.LENIENT.dumps(value) + "\n"
+
+
+def _batch_records(conn: sqlite3.Connection, body: str) -> list[chain.Record | None]:
+    """The projected records a batch entry names, None for one that is gone; an entry
+    whose body names none carries none (verify reports it)."""
+    try:
+        members = chain.batch_members(body)
+    except ValueError:
+        return []
+    found: dict[tuple[str, int], chain.Record] = {}
+    wanted: dict[str, list[int]] = {}
+    for table, rowid, _kind, _digest in members:
+        wanted.setdefault(table, []).append(rowid)
+    for table, rowids in wanted.items():
+        for rowid, record in chain.read_records(conn, table, rowids).items():
+            found[(table, rowid)] = record
+    return [found.get((table, rowid)) for table, rowid, _kind, _digest in members]
 
 
 def export_chain(db: Database, path: Path, keyring: Keyring) -> ExportSummary:
@@ -73,6 +91,8 @@ def export_chain(db: Database, path: Path, keyring: Keyring) -> ExportSummary:
                 }
                 if entry["ref_table"] is None:
                     item["body"] = entry["body"]
+                    if entry["kind"] == chain.BATCH:  # the records it names, in its order
+                        item["records"] = _batch_records(conn, entry["body"])
                 elif entry["ref_table"] in chain.CHAINED_TABLES:
                     item["record"] = chain.read_record(
                         conn, entry["ref_table"], int(entry["ref_id"]))

@@ -96,7 +96,8 @@ class ExportHeader(TypedDict):
 
 
 class ExportEntry(TypedDict):
-    """An export's entry line: ``body`` for an entry with no row, ``record`` for a row."""
+    """An export's entry line: ``body`` for an entry with no row, ``record`` for a row, and
+    for a batch entry its body and ``records``, the ones it names in its order."""
 
     type: str
     seq: int
@@ -108,6 +109,7 @@ class ExportEntry(TypedDict):
     hash: str
     body: NotRequired[str | None]
     record: NotRequired[Record | None]
+    records: NotRequired[list[Record | None]]
 
 
 class ExportSummary(TypedDict):

@@ -34,6 +34,15 @@ def _item(conn: sqlite3.Connection, table: str, rowid: int) -> ShownItem:
     entry = conn.execute(
         "SELECT seq, kind, digest, hash FROM chain WHERE ref_table = ? AND ref_id = ?",
         (table, rowid)).fetchone()
+    if entry is None:  # a record a batch entry names: that entry, with the record's digest
+        entry = conn.execute(
+            "SELECT c.seq, c.kind, substr(json_extract(m.value, '$[3]'),"
+            " (?3 - json_extract(m.value, '$[2]')) * 64 + 1, 64), c.hash FROM chain c,"
+            " json_each(c.body, '$.records') m WHERE c.kind = ?1 AND c.ref_table IS NULL"
+            " AND json_extract(m.value, '$[0]') = ?2 AND ?3 >= json_extract(m.value, '$[2]')"
+            " AND ?3 < json_extract(m.value, '$[2]')"
+            " + length(json_extract(m.value, '$[3]')) / 64",
+            (chain.BATCH, table, rowid)).fetchone()
     shown: dict[str, object] = dict(record or {})
     for column in _JSON_COLUMNS:
         text = shown.get(column)
@@ -67,13 +76,22 @@ def _image(conn: sqlite3.Connection, sha256: str, operation_id: str | None,
             conn, "audit", "kind = 'vision.acquire' AND subject = ?"
             + (" AND details LIKE ?" if operation_id else ""),
             (sha256, f'%"{operation_id}"%') if operation_id else (sha256,)),
-        # A cache hit writes no acquisition row: its attempt row is the record of it.
+        # A cache hit writes no acquisition row: its attempt row is the record of it (a
+        # turn's hits write none: the turn record's evidence list names them).
         "cache_hits": _items(
             conn, "attempts", "phase = 'cache' AND outcome = 'hit' AND details LIKE ?",
             (f'%"image_sha256":"{sha256}"%',)),
     }
     if operation_id:
-        out["attempts"] = _items(conn, "attempts", "operation_id = ?", (operation_id,))
+        attempts = _items(conn, "attempts", "operation_id = ?", (operation_id,))
+        acquired = None if attempts or not record_sha256 else _acquisition_of(
+            conn, record_sha256)
+        if acquired is not None:
+            # A turn's cache hit writes no attempts row (its turn record names the hit):
+            # the attempts shown are those of the acquisition that made the evidence.
+            out["acquired_by"] = acquired
+            attempts = _items(conn, "attempts", "operation_id = ?", (acquired,))
+        out["attempts"] = attempts
     if record_sha256:
         out["evidence"] = _items(conn, "evidence", "record_sha256 = ?", (record_sha256,))
     return out
@@ -95,6 +113,19 @@ def image_provenance(db: Database, turn_id: str, sha256: str) -> dict[str, Any] 
                         "cached": bool(entry.get("cached")),
                         "requests": _items(conn, "audit", "kind = 'llm.request' AND subject = ?",
                                            (turn_id,))}
+    return None
+
+
+def _acquisition_of(conn: sqlite3.Connection, record_sha256: str) -> str | None:
+    """The operation whose acquisition made the evidence record ``record_sha256``."""
+    row = conn.execute(
+        "SELECT details FROM audit WHERE kind = 'vision.acquire' AND details LIKE ?"
+        " ORDER BY id LIMIT 1", (f'%"record_sha256":"{record_sha256}"%',)).fetchone()
+    if row is None:
+        return None
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        operation = json.loads(row[0]).get("operation_id")
+        return operation if isinstance(operation, str) else None
     return None
 
 

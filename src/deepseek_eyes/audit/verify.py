@@ -10,12 +10,15 @@ removed checkpoint).
 For each entry in order the walk checks the sequence number (no gap, nothing inserted or
 reordered), ``prev`` against the hash before it, the entry's own hash, and the record: a
 row's projection (:func:`deepseek_eyes.store.chain.project_row`) or a body must hash to the
-entry's ``digest``. A record that is gone passes only when a ``retention`` entry covers it
-*and* a signed checkpoint at or after that entry vouches for it: anyone who can write the
-database can append a well-hashed retention entry, only the key holder can sign one (the
-runtime signs a checkpoint in the transaction of every cut). In the database, every row of
-an audited table must also be named by an entry, so a record added behind the chain's back
-is found too.
+entry's ``digest``. A batch entry (``chain.batch``: a body naming many records, see
+:mod:`deepseek_eyes.store.chain`) has each record it names checked against the digest the
+body holds for it, exactly as a single entry's record; counts, kinds and retention go
+record by record, so both forms report alike. A record that is gone passes only when a
+``retention`` entry covers it *and* a signed checkpoint at or after that entry vouches for
+it: anyone who can write the database can append a well-hashed retention entry, only the
+key holder can sign one (the runtime signs a checkpoint in the transaction of every cut).
+In the database, every row of an audited table must also be named by an entry, so a record
+added behind the chain's back is found too.
 
 After the walk, an export's header must match its lines (entry count, head, checkpoint
 count) and carry its signature (``AUDIT_EXPORT_MISMATCH``), and each checkpoint must match
@@ -141,6 +144,7 @@ class _Walk:
         self.counts_at: dict[int, dict[str, int]] = {}
         self.prev = chain.GENESIS
         self.expected = 1
+        self.members: dict[str, set[int]] = {}  # rowids batch entries named, by table
 
     def step(self, entry: Mapping[str, Any], record: Any) -> Problem | None:
         try:
@@ -170,7 +174,12 @@ class _Walk:
                     hashlib.sha256(body.encode("utf-8")).hexdigest() != entry["digest"]):
                 return Problem("AUDIT_ENTRY_TAMPERED", seq,
                                "the entry's body no longer hashes to its digest")
-            self.counts[BODY] = self.counts.get(BODY, 0) + 1
+            if entry["kind"] == chain.BATCH:
+                problem = self._batch(seq, body, record)
+                if problem is not None:
+                    return problem
+            else:
+                self.counts[BODY] = self.counts.get(BODY, 0) + 1
         else:
             table, _, rowid = str(ref).partition(":")
             self.counts[table] = self.counts.get(table, 0) + 1
@@ -186,12 +195,42 @@ class _Walk:
                 self.report.records += 1
         self.report.entries += 1
         kind = str(entry["kind"])
-        self.report.kinds[kind] = self.report.kinds.get(kind, 0) + 1
+        if kind != chain.BATCH:  # a batch's records were counted by their own kinds
+            self.report.kinds[kind] = self.report.kinds.get(kind, 0) + 1
         if seq in self.wanted:
             self.hashes[seq] = entry["hash"]
             self.counts_at[seq] = dict(self.counts)
         self.prev = entry["hash"]
         self.expected = seq + 1
+        return None
+
+    def _batch(self, seq: int, body: str, records: Any) -> Problem | None:
+        """The records a batch entry names, each against its own digest; ``records`` are
+        theirs in the body's order (None for one that is gone)."""
+        try:
+            members = chain.batch_members(body)
+        except ValueError:
+            return Problem("AUDIT_ENTRY_TAMPERED", seq,
+                           "the batch entry's body does not name records")
+        if not isinstance(records, list) or len(records) != len(members):
+            return Problem("AUDIT_RECORD_MISSING", seq,
+                           "the records the batch entry names are not all there to check")
+        kinds = self.report.kinds
+        for (table, rowid, kind, digest), record in zip(members, records, strict=True):
+            self.counts[table] = self.counts.get(table, 0) + 1
+            kinds[kind] = kinds.get(kind, 0) + 1
+            self.members.setdefault(table, set()).add(rowid)
+            if record is None:
+                if not self.retention.covers(table, rowid):
+                    return Problem("AUDIT_RECORD_MISSING", seq,
+                                   f"{table}:{rowid} is gone and no retention entry covers it")
+                self.report.retained += 1
+            elif not isinstance(record, dict) or chain.record_digest(record) != digest:
+                return Problem("AUDIT_RECORD_TAMPERED", seq,
+                               f"{table}:{rowid} no longer matches the digest its batch entry"
+                               " holds")
+            else:
+                self.report.records += 1
         return None
 
     def check_checkpoints(
@@ -310,15 +349,33 @@ def _batches(rows: Iterator[sqlite3.Row], size: int) -> Iterator[list[sqlite3.Ro
         yield batch
 
 
+def _members_of(row: sqlite3.Row) -> list[tuple[str, int, str, str]] | None:
+    """The records a batch entry's row names (None for any other entry, or a body that
+    names none: the walk reports it)."""
+    if row["kind"] != chain.BATCH or row["ref_table"] is not None:
+        return None
+    try:
+        return chain.batch_members(row["body"])
+    except ValueError:
+        return None
+
+
 def _records_of(
-    conn: sqlite3.Connection, batch: list[sqlite3.Row]
+    conn: sqlite3.Connection, batch: list[sqlite3.Row],
+    members: dict[int, list[tuple[str, int, str, str]]],
 ) -> dict[tuple[str, int], Record]:
-    """The records a batch of entries names, read one query per table."""
+    """The records a batch of entries names, read one query per table; ``members`` gets
+    each batch entry's records by seq."""
     wanted: dict[str, list[int]] = {}
     for row in batch:
         table = row["ref_table"]
         if table in chain.CHAINED_TABLES and isinstance(row["ref_id"], int):
             wanted.setdefault(table, []).append(row["ref_id"])
+        named = _members_of(row)
+        if named is not None:
+            members[int(row["seq"])] = named
+            for member_table, rowid, _kind, _digest in named:
+                wanted.setdefault(member_table, []).append(rowid)
     out: dict[tuple[str, int], Record] = {}
     for table, rowids in wanted.items():
         for rowid, record in chain.read_records(conn, table, rowids).items():
@@ -356,11 +413,15 @@ def verify_database(
             conn.execute("SELECT seq, body FROM chain WHERE kind = 'retention'"),
             _signed_through(checkpoints, pinned))
         for batch in _batches(chain.iter_entries(conn), 2000):
-            records = _records_of(conn, batch)
+            members: dict[int, list[tuple[str, int, str, str]]] = {}
+            records = _records_of(conn, batch, members)
             for row in batch:
                 entry = _entry_from_row(row)
                 record: Any = None
-                if row["ref_table"] is not None:
+                named = members.get(int(row["seq"]))
+                if named is not None:
+                    record = [records.get((t, r)) for t, r, _k, _d in named]
+                elif row["ref_table"] is not None:
                     if row["ref_table"] not in chain.CHAINED_TABLES:
                         report.problem = Problem(
                             "AUDIT_ENTRY_TAMPERED", entry["seq"],
@@ -371,10 +432,14 @@ def verify_database(
                 if report.problem is not None:
                     return _finish(report, walk, started)
         for table in chain.CHAINED_TABLES:
-            stray = conn.execute(
+            covered = walk.members.get(table)
+            cur = conn.execute(
                 f"SELECT rowid FROM {table} WHERE rowid NOT IN"  # noqa: S608
-                " (SELECT ref_id FROM chain WHERE ref_table = ?) LIMIT 1", (table,),
-            ).fetchone()
+                " (SELECT ref_id FROM chain WHERE ref_table = ?)", (table,))
+            # Rows a batch entry names are not in the index of single entries: the walk
+            # collected them.
+            stray = next((row for row in cur if covered is None or row[0] not in covered),
+                         None)
             if stray is not None:
                 report.problem = Problem(
                     "AUDIT_RECORD_UNCHAINED", None,
@@ -522,7 +587,8 @@ def verify_file(
             report.problem = Problem("AUDIT_EXPORT_INVALID", item.get("seq"),
                                      "an entry line lacks a field")
             return _finish(report, walk, started)
-        record = item.get("record", _GONE) if item.get("ref") is not None else None
+        record = (item.get("record", _GONE) if item.get("ref") is not None
+                  else item.get("records") if item.get("kind") == chain.BATCH else None)
         report.problem = walk.step(item, record)
         if report.problem is not None:
             return _finish(report, walk, started)

@@ -18,6 +18,29 @@ entry, a removed, inserted or reordered entry, and a record added or removed out
 chain. What it cannot prove alone: that the newest entries were not cut off together with
 the stored checkpoints after them. Signed checkpoints pinned elsewhere close that gap.
 
+Log rows written together (the queued rows of :meth:`Database.append
+<deepseek_eyes.store.db.Database.append>`: attempts, audit rows, usage) get one entry for the
+whole batch once there are :data:`FOLD_AT` or more of them: a *batch entry*, kind
+``chain.batch``, is a body entry (``ref`` null, the entry hashed exactly as any other) whose
+body names each record it covers, in the order written, with that record's digest, in runs
+of consecutive rowids of one table and kind::
+
+    {"records":[["audit","mcp.call",12,"<hex><hex>"],["usage","usage",7,"<hex>"]],"v":2}
+
+(canonical JSON: ``[table, kind, first rowid, digests]``, the run's records' SHA-256 in hex
+one after another, 64 characters each, for rowids ``first``, ``first + 1`` …). The body's
+hash is the entry's ``digest``, so the entry commits to every record's identity, kind, place
+and bytes; verify
+checks each record against its own digest, so a changed record is still named exactly
+(``audit:12``), a record trimmed by retention is excused record by record, and a record
+added behind the chain's back is found because no entry, batch or single, names it. What
+it saves: one entry row, one index entry and one entry hash per record (the write path's
+cost was mostly those: ``bench/audit_verify.py``). Smaller batches, and records written in
+a transaction of their own (a turn's session events and turn record, an evidence record),
+keep one entry each, which ``audit show`` and the tamper tests address record by record.
+Entries of both forms interleave in one chain; a database written before batch entries
+existed holds only single entries, which verify as they always did (no migration).
+
 Appends serialize on SQLite's write lock (``BEGIN IMMEDIATE``), so several processes
 sharing the database extend one chain. Tables deleted from by design (the attempts log's
 trim, evidence quarantine) record the cut as a ``retention`` entry first, with a signed
@@ -40,13 +63,16 @@ from deepseek_eyes import canonical_json
 from deepseek_eyes.store import stored as _stored
 
 __all__ = [
+    "BATCH",
     "CHAINED_TABLES",
+    "FOLD_AT",
     "GENESIS",
     "ChainWriter",
     "Connection",
     "Record",
     "SqlValue",
     "adopt_existing",
+    "batch_members",
     "canonical_bytes",
     "entry_hash",
     "insert",
@@ -60,6 +86,11 @@ __all__ = [
 ]
 
 GENESIS = "0" * 64
+
+#: The kind of a batch entry (see the module docstring); no record is of this kind.
+BATCH = "chain.batch"
+#: Log rows written together get one batch entry from this many on; fewer get one each.
+FOLD_AT = 16
 
 #: The audited tables, each with the columns whose content enters the chain as a hash.
 CHAINED_TABLES: Mapping[str, frozenset[str]] = {
@@ -81,6 +112,7 @@ SqlValue = int | float | str | bytes | None
 Record = dict[str, SqlValue]
 
 _HEX = re.compile(r"^[0-9a-f]{64}$")
+_HEXES = re.compile(r"[0-9a-f]+")
 #: A str's canonical JSON: what ``canonical_json.CANONICAL`` writes for it (not escaped to ASCII).
 _encode_str = json.encoder.encode_basestring
 
@@ -284,21 +316,97 @@ class ChainWriter:
         bytes computed from the values and the declared column types
         (:class:`~deepseek_eyes.store.stored.RowEncoder`), read back only when those do not
         say for certain what was stored."""
+        return self._add(kind, table, rowid, None, self._digest_of(table, sql, params, rowid),
+                         ts)
+
+    def _digest_of(self, table: str, sql: str, params: Sequence[Any], rowid: int) -> str:
+        """The digest of the row ``sql`` just inserted with ``params`` at ``rowid``."""
         encoder = self._encoders.get(sql)
         if encoder is None:
             encoder = _encoder_of(self._conn, table, sql)
-        if encoder is None:
-            return self.add_row(kind, table, rowid, ts)
-        fast = encoder.fast_hex  # the common values, without digest()'s call
-        digest = fast(params, rowid) if fast is not None and len(params) == encoder.width \
-            else None
-        if digest is None:
-            digest = encoder.digest(params, rowid)
+        digest = None
+        if encoder is not None:
+            fast = encoder.fast_hex  # the common values, without digest()'s call
+            if fast is not None and len(params) == encoder.width:
+                digest = fast(params, rowid)
             if digest is None:
-                return self.add_row(kind, table, rowid, ts)
-        return self._add(kind, table, rowid, None, digest, ts)
+                digest = encoder.digest(params, rowid)
+        if digest is None:
+            record = read_record(self._conn, table, rowid)
+            if record is None:
+                raise ValueError(f"{table}:{rowid} vanished inside its own transaction")
+            digest = record_digest(record)
+        return digest
+
+    def add_inserts(self, rows: Sequence[tuple[str, str, str, Sequence[Any], int]],
+                    ts: float) -> None:
+        """Chain rows just inserted, in the order written, each ``(kind, table, sql,
+        params, rowid)``: one batch entry for :data:`FOLD_AT` or more, else one entry each
+        (see the module docstring)."""
+        if len(rows) < FOLD_AT:
+            for kind, table, sql, params, rowid in rows:
+                self.add_insert(kind, table, sql, params, rowid, ts)
+            return
+        # add_batch's runs, made in the pass that makes the digests (one loop a record).
+        encoders = self._encoders
+        runs: list[tuple[str, str, int, list[str]]] = []
+        digests: list[str] = []
+        last_table = last_kind = ""
+        after = 0
+        for kind, table, sql, params, rowid in rows:
+            encoder = encoders.get(sql)
+            fast = encoder.fast_hex if encoder is not None else None
+            digest = fast(params, rowid) if fast is not None \
+                and len(params) == encoder.width else None  # type: ignore[union-attr]
+            if digest is None:
+                digest = self._digest_of(table, sql, params, rowid)
+            if rowid != after or table != last_table or kind != last_kind:
+                if kind == BATCH or table not in CHAINED_TABLES:
+                    raise ValueError(f"not a record to chain: {table}:{rowid} ({kind})")
+                digests = []
+                runs.append((table, kind, rowid, digests))
+                last_table, last_kind = table, kind
+            digests.append(digest)
+            after = rowid + 1
+        self._add_runs(runs, ts)
+
+    def add_batch(self, members: Sequence[tuple[str, str, int, str]], ts: float) -> int:
+        """One batch entry covering ``members`` (``(kind, table, rowid, digest)``, in the
+        order written; the rows are stored already): its body in runs (see the module
+        docstring).
+
+        Raises:
+            ValueError: for a member that is not an audited table's row with a digest.
+        """
+        runs: list[tuple[str, str, int, list[str]]] = []
+        run: tuple[str, str, int, list[str]] | None = None
+        after = 0  # the rowid the open run would take next
+        for kind, table, rowid, digest in members:
+            if run is not None and rowid == after and table == run[0] and kind == run[1]:
+                run[3].append(digest)
+            else:
+                if table not in CHAINED_TABLES or type(rowid) is not int or kind == BATCH:
+                    raise ValueError(f"not a record to chain: {table}:{rowid} ({kind})")
+                run = (table, kind, rowid, [digest])
+                runs.append(run)
+            after = rowid + 1
+        return self._add_runs(runs, ts)
+
+    def _add_runs(self, runs: Sequence[tuple[str, str, int, list[str]]], ts: float) -> int:
+        pieces = []
+        for table, kind, first, digests in runs:
+            hexes = "".join(digests)
+            if len(hexes) != 64 * len(digests) or not _HEXES.fullmatch(hexes):
+                raise ValueError("a record's digest is not SHA-256 hex")
+            # Canonical JSON (a table name is \w+, a kind is written as JSON, hex is itself).
+            pieces.append(f'["{table}",{_KIND_JSON.get(kind) or _kind_json(kind)},{first},'
+                          f'"{hexes}"]')
+        body = '{"records":[' + ",".join(pieces) + '],"v":2}'
+        return self._add(BATCH, None, None, body, _sha256(body.encode("utf-8")), ts)
 
     def add_body(self, kind: str, body: Mapping[str, Any], ts: float) -> int:
+        if kind == BATCH:
+            raise ValueError("a batch entry is made by add_batch")
         text = canonical_bytes(dict(body))
         return self._add(kind, None, None, text.decode("utf-8"), _sha256(text), ts)
 
@@ -457,6 +565,32 @@ def insert(
         return None
     ChainWriter.of(conn).add_insert(kind, table, sql, params, int(cur.lastrowid), ts)
     return int(cur.lastrowid)
+
+
+def batch_members(body: object) -> list[tuple[str, int, str, str]]:
+    """A batch entry's records, ``(table, rowid, kind, digest)`` in the order written
+    (its runs expanded).
+
+    Raises:
+        ValueError: when ``body`` is not a batch entry's body (an edited entry).
+    """
+    try:
+        parsed = json.loads(body) if isinstance(body, str) else None
+    except ValueError:
+        parsed = None
+    runs = parsed.get("records") if isinstance(parsed, dict) else None
+    if not isinstance(runs, list) or parsed.get("v") != 2:  # type: ignore[union-attr]
+        raise ValueError("not a batch entry's body")
+    out: list[tuple[str, int, str, str]] = []
+    for item in runs:
+        if not (isinstance(item, list) and len(item) == 4 and item[0] in CHAINED_TABLES
+                and isinstance(item[1], str) and type(item[2]) is int
+                and isinstance(item[3], str) and item[3] and len(item[3]) % 64 == 0):
+            raise ValueError("not a batch entry's run of records")
+        table, kind, first, digests = item
+        out.extend((table, first + n, kind, digests[n * 64:(n + 1) * 64])
+                   for n in range(len(digests) // 64))
+    return out
 
 
 def adopt_existing(conn: sqlite3.Connection, ts: float) -> int:

@@ -15,7 +15,9 @@ waited a second, before any query on this connection, at close, and inside the n
 transaction (:meth:`Database.transaction`), so they commit with the record that follows
 them: a turn's request, usage and audit rows commit with its answer, in one transaction.
 Every reader through this object sees them, and a crash loses at most the last second of
-log rows, never evidence, route state or the rows of a committed answer.
+log rows, never evidence, route state or the rows of a committed answer. A batch of 16 or
+more chained rows gets one chain entry naming each of them
+(:data:`~deepseek_eyes.store.chain.FOLD_AT`), not one entry a row.
 
 Why transactions nest (:meth:`Database.transaction` inside another is part of it): one
 turn's answer, its turn record and the checkpoint that signs them are written by three
@@ -540,6 +542,8 @@ class Database:
         """
         # The table is found (or the call refused) now, not at a later flush.
         table = _chain.table_of_insert(sql) if chain is not None else None
+        if chain == _chain.BATCH:
+            raise ValueError(f"{_chain.BATCH} is the kind of batch entries, not of a record")
         self._queue((sql, params, chain, table), quiet=quiet)
 
     def _queue(self, item: _Pending, *, quiet: bool = False) -> None:
@@ -595,14 +599,15 @@ class Database:
         self._unwritten.extend(pending)
         now = time.time()
         conn = self._conn
-        writer: _chain.ChainWriter | None = None
+        chained: list[tuple[str, str, str, Sequence[Any], int]] = []
         try:
             for sql, params, kind, table in pending:
                 cur = conn.execute(sql, params)
                 if kind is not None and table is not None and cur.rowcount > 0 \
                         and cur.lastrowid is not None:
-                    writer = writer or _chain.ChainWriter.of(conn)
-                    writer.add_insert(kind, table, sql, params, cur.lastrowid, now)
+                    chained.append((kind, table, sql, params, cur.lastrowid))
+            if chained:  # one batch entry for many (store/chain.py)
+                _chain.ChainWriter.of(conn).add_inserts(chained, now)
         except sqlite3.Error as exc:
             # A batch that fails for what it holds (a constraint, a bad statement) is
             # dropped, as a failed flush always did: a row that cannot be stored must not

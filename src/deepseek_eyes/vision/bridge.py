@@ -165,10 +165,13 @@ class VisionBridge:
         return await self._acquire(data, Variant.EVIDENCE, route=route, scope=scope)
 
     async def see_stored(self, sha256: str, *, route: str | None = None,
-                         scope: str | None = None) -> Acquisition:
+                         scope: str | None = None, recorded: bool = False) -> Acquisition:
         """:meth:`see` for an admitted image, known by its hash: a cache hit reads no
-        bytes (the identity admission took is reused)."""
-        return await self._acquire(sha256, Variant.EVIDENCE, route=route, scope=scope)
+        bytes (the identity admission took is reused). ``recorded``: the caller's own
+        chained record names the acquisition (a turn's evidence list), so a cache hit
+        writes no attempts row."""
+        return await self._acquire(sha256, Variant.EVIDENCE, route=route, scope=scope,
+                                   recorded=recorded)
 
     async def reread(
         self, image: bytes | str, question: str, *, base_route: str | None = None,
@@ -191,11 +194,13 @@ class VisionBridge:
         route: str | None = None,
         base_route: str | None = None,
         scope: str | None = None,
+        recorded: bool = False,
     ) -> Acquisition:
         with stage("vision"):
             began = time.monotonic()
             result = await self._acquire_staged(image, variant, question=question,
-                                                route=route, base_route=base_route)
+                                                route=route, base_route=base_route,
+                                                recorded=recorded)
             if scope is None:
                 return result
             return await self._as_seen_by(scope, result, began)
@@ -225,11 +230,13 @@ class VisionBridge:
         question: str | None,
         route: str | None,
         base_route: str | None,
+        recorded: bool = False,
     ) -> Acquisition:
         try:
             if isinstance(image, str):
                 result = await self.router.acquire_stored(
-                    image, variant, question=question, route=route, base_route=base_route
+                    image, variant, question=question, route=route, base_route=base_route,
+                    recorded=recorded,
                 )
             else:
                 result = await self.router.acquire(

@@ -18,6 +18,10 @@ Audit and sealing are handed in (an :class:`~deepseek_eyes.audit.log.AuditLog` a
   failure) is written with the turn's other rows. A pending row with no completion is a
   call whose outcome is unknown (the process died, or the disk filled after the call):
   ``usage`` and ``audit show`` say so.
+* **The turn record counts what was sent.** ``model_calls`` and ``requests`` (request
+  hashes, in call order) cover every call written ahead, answered or not: a turn cut while
+  its call streamed (the gateway shut down, the client went away) names that call, and
+  ``unanswered`` lists the hashes of the calls whose answer never completed.
 """
 
 from __future__ import annotations
@@ -163,6 +167,7 @@ class Ledger:
                           model=turn.model, session_id=turn.session_id,
                           request_sha256=request_sha256, outcome="pending")
         turn.sent[call] = attempt
+        turn.sent_requests[call] = request_sha256
 
     def retries(self, turn: TurnState, attempts: Sequence[Any], *, call: int) -> None:
         """One audited ``llm.request`` row per attempt that was sent and failed (nothing is
@@ -198,6 +203,7 @@ class Ledger:
                     "llm.request", turn.turn_id, call=call, attempt=turn.sent[call],
                     model=turn.model, outcome="failed", code=exc.code,
                     status=exc.details.get("status"))
+                turn.failed_calls.add(call)
         self.close(self.record(turn, "failed", exc.code))
 
     def aborted(self, turn: TurnState, reason: str) -> None:
@@ -210,7 +216,7 @@ class Ledger:
         record = self.record(turn, "aborted", ABORTED)
         record.details["reason"] = reason
         self.close(record, {"session_id": turn.session_id, "reason": reason,
-                            "model_calls": turn.model_calls})
+                            "model_calls": record.details["model_calls"]})
 
     def close(self, record: TurnRecord, aborted: dict[str, Any] | None = None) -> None:
         """Write a turn's record (and, for an aborted one, its ``turn.aborted`` row), or
@@ -235,17 +241,29 @@ class Ledger:
                     self._audit.append("turn.aborted", record.id, **aborted)
 
     def record(self, turn: TurnState, outcome: str, code: str | None = None) -> TurnRecord:
+        """The turn's record: its calls are every call sent (see the module docstring)."""
         extra: dict[str, Any] = {"retry_of": turn.retry_of} if turn.retry_of else {}
+        # Every call sent, in call order: an answered one by the hash it was booked with, one
+        # written ahead and never booked (refused, failed, or cut) by the hash sent. Calls
+        # past the last one counted whose failure was not booked either were cut mid-way.
+        booked = {int(r["call"]): r["request_sha256"] for r in turn.requests}
+        calls = sorted(booked.keys() | turn.sent_requests.keys())
+        requests = [booked.get(call) or turn.sent_requests[call] for call in calls]
+        unanswered = [turn.sent_requests[call] for call in calls
+                      if call > turn.model_calls and call not in turn.failed_calls]
+        if unanswered:
+            extra["unanswered"] = unanswered
         return TurnRecord(
             id=turn.turn_id, session_id=turn.session_id, started_at=turn.started,
             ended_at=time.time(), model=turn.model, path=turn.path, outcome=outcome, code=code,
             details={
-                "model_calls": turn.model_calls, "rereads": turn.context.rereads,
+                "model_calls": max([turn.model_calls, *calls]),
+                "rereads": turn.context.rereads,
                 "tool_calls": turn.context.calls, "evidence": turn.evidence,
                 "omitted_messages": turn.omitted,
                 "usage": usage_json(turn.usage),
                 "forced_final": turn.forced_final,
-                "requests": [r["request_sha256"] for r in turn.requests],
+                "requests": requests,
                 "base": turn.base_seq,
                 **extra,
             },

@@ -296,7 +296,10 @@ class Preparer:
         if path == "bridged" or context.delivery == "both":
             for image in pictures:
                 image_id = ids.get(image["sha256"]) or str(image.get("id"))
-                result = await self._bridge.see_stored(image["sha256"], scope=request.scope)
+                # The turn record names this acquisition (evidence below): a cache hit
+                # writes no attempts row besides it.
+                result = await self._bridge.see_stored(image["sha256"], scope=request.scope,
+                                                       recorded=True)
                 slots[image["sha256"]] = EvidenceSlot(
                     image_id, image, result.route, result.record.record_sha256,
                     result.record.evidence,

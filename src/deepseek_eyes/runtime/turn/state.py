@@ -66,6 +66,10 @@ class TurnState:
     outputs: list[JsonObject] = field(default_factory=list)  # what it appended since
     chain: Chain | None = None  # its request's history by hash (runtime/turn/history.py)
     sent: dict[int, int] = field(default_factory=dict)  # call -> attempts written ahead
+    # call -> the request hash of its latest attempt written ahead: a call sent and never
+    # answered (a turn cut at shutdown) is still named by the turn record
+    sent_requests: dict[int, str] = field(default_factory=dict)
+    failed_calls: set[int] = field(default_factory=set)  # sent, answered with an error
     recorded: bool = False  # its turn record (ok, failed or aborted) is written or queued
     sight: SightVerdict | None = None  # whether its model sees, when the turn had to know
     renamed: JsonObject | None = None  # its model is an alias or retired name: the successor

@@ -134,8 +134,12 @@ class OperationLog:
         route: str | None = None,
         code: str | None = None,
         latency_ms: float | None = None,
+        write: bool = True,
         **details: Any,
     ) -> Attempt:
+        """Add a step to the operation, and its row to the attempts log unless ``write`` is
+        False: a step some other chained record already names (a cache hit a turn's
+        evidence list holds) stays in :attr:`entries` only."""
         row: _Row = {
             "ts": self.log._clock(),
             "route": route,
@@ -146,7 +150,8 @@ class OperationLog:
             "details": reduce_for_audit(details),
         }
         seq = len(self.entries)
-        self.log._write(self.operation_id, seq, row)
+        if write:
+            self.log._write(self.operation_id, seq, row)
         public: Attempt = {"seq": seq, "route": route, "phase": phase, "outcome": outcome,
                            "code": code, "latency_ms": row["latency_ms"],
                            "details": row["details"]}

@@ -196,11 +196,14 @@ class VisionRouter:
         question: str | None = None,
         route: str | None = None,
         base_route: str | None = None,
+        recorded: bool = False,
     ) -> Acquisition:
         """Like :meth:`acquire`, for an image already admitted to the blob store.
 
         The image is known by its hash, so nothing is read or hashed for a cache hit; a
-        miss reads the blob in a worker thread (checked against its address).
+        miss reads the blob in a worker thread (checked against its address). ``recorded``:
+        the caller's own chained record names the acquisition, so a cache hit writes no
+        attempts row (:attr:`~deepseek_eyes.vision.routing.pipeline.job.Job.recorded`).
 
         Raises:
             StoreError: ``STORE_BLOB_MISSING`` / ``STORE_BLOB_CORRUPT`` on a miss whose
@@ -209,6 +212,7 @@ class VisionRouter:
         await self.refresh_routes()
         job = self._job(sha256, None, variant, question=question, route=route,
                         base_route=base_route)
+        job.recorded = recorded
         return await self._acquire(job)
 
     def _job(

@@ -74,6 +74,9 @@ class Job:
     data: bytes | None = field(default=None, repr=False)
     image: ImageMeta | None = None
     decoded: DecodedImage | None = field(default=None, repr=False)
+    #: The caller's own chained record names the acquisition (a turn's evidence list): a
+    #: cache hit then writes no attempts row of its own (:mod:`.lookup`).
+    recorded: bool = False
 
     @property
     def flight_key(self) -> FlightKey:

@@ -8,7 +8,11 @@ image up before intake, and a new one right after it (the same pixels may be kno
 another encoding); either way the lookup runs once per acquisition.
 
 A hit is one attempts row (phase ``cache``, outcome ``hit``: image, route, record) and
-counts the provider tokens its reuse avoided; a record that fails its hash is refused
+counts the provider tokens its reuse avoided; for a job whose caller records the acquisition
+itself (:attr:`Job.recorded`: a gateway turn, whose chained turn record names the image,
+route, record and operation of every image it showed) the hit stays in the operation's
+entries and writes no row, so a conversation that resends a cached image every turn does
+not grow the attempts log by a row a turn; a record that fails its hash is refused
 (outcome ``tampered``, quarantined by the cache) and the next candidate is asked. A miss
 is written by :meth:`EvidenceLookup.missed` by the acquisition that goes on to the routes,
 so a caller that only joins one in flight has its one ``flight`` row and nothing else.
@@ -56,7 +60,7 @@ class EvidenceLookup:
             if record is not None:
                 job.op.record(
                     "cache", "hit", route=name, image_sha256=image.sha256,
-                    record_sha256=record.record_sha256,
+                    record_sha256=record.record_sha256, write=not job.recorded,
                 )
                 record_avoided(self._usage, record, source=f"vision-cache:{name}")
                 return job.outcome(record, cached=True)

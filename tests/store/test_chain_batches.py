@@ -1,0 +1,365 @@
+"""Batch entries: many log rows written together under one chain entry, with the same tamper
+evidence as one entry each.
+
+One data home is built through the real stores (audit rows, usage, attempts with a real
+trim, a session in a transaction of its own: single entries beside batch ones) and copied
+for each example; the attacker works on the copy with raw SQL, dropping the append-only
+triggers first, as in tests/security/test_audit_tamper.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from deepseek_eyes.audit.checkpoints import Checkpoint, sign_checkpoint, stored_checkpoints
+from deepseek_eyes.audit.export import export_chain
+from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
+from deepseek_eyes.audit.show import show
+from deepseek_eyes.audit.verify import Report, verify_file, verify_path
+from deepseek_eyes.home import DataHome
+from deepseek_eyes.store import chain
+from deepseek_eyes.store.events import SessionStore, TurnRecord
+from deepseek_eyes.usage import ProviderUsage, UsageCategory
+from deepseek_eyes.vision.routing.attempts import AttemptLog
+
+TRIGGERS = ("chain_no_update", "chain_no_delete", "evidence_no_update", "events_no_update",
+            "events_no_delete")
+ROUNDS = 3  # batches of 3 * 8 = 24 appended rows each
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+@dataclass(frozen=True)
+class Template:
+    root: Path
+    trimmed: int  # attempts rows the real trim removed
+
+
+def _build(root: Path) -> Template:
+    home = DataHome(root)
+    sessions = SessionStore(home.db)
+    attempts = AttemptLog(home.db, max_rows=10)
+    for r in range(ROUNDS):
+        for i in range(8):
+            home.audit.append("mcp.call", f"srv.tool{r}.{i}", outcome="ok", ms=i)
+            home.usage.record_exact(UsageCategory.FINAL, ProviderUsage(10 + i, 2),
+                                    source="t", model="m")
+            attempts.operation("see").record("cache", "miss", image_sha256=f"{i:064x}")
+        home.db.flush()  # one batch of 24 rows
+        sid = f"s{r}"
+        sessions.append(sid, [{"role": "user", "content": f"hello {r}"}], create="test",
+                        turn=TurnRecord(id=f"turn-{r}", session_id=sid, started_at=1.0,
+                                        ended_at=2.0, model="m", path="text", outcome="ok",
+                                        code=None, details={}))
+        home.seal()
+    before = attempts.count()
+    attempts.trim()
+    trimmed = before - attempts.count()
+    home.seal()
+    home.close()
+    return Template(root, trimmed)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
+    return _build(tmp_path_factory.mktemp("batches") / "home")
+
+
+@pytest.fixture
+def root(template: Template, tmp_path: Path) -> Path:
+    copy = tmp_path / "home"
+    shutil.copytree(template.root, copy)
+    return copy
+
+
+def _raw(root: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(root / "eyes.db", isolation_level=None)
+    for name in TRIGGERS:
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    return conn
+
+
+def _verify(root: Path) -> Report:
+    return verify_path(root / "eyes.db", AuditKeyring.read_only(audit_directory(root)))
+
+
+def _problem(report: Report) -> tuple[str, int | None, str]:
+    assert report.problem is not None, report.as_json()
+    return report.problem.code, report.problem.seq, report.problem.reason
+
+
+def _batches(conn: sqlite3.Connection) -> list[tuple[int, list[tuple[str, int, str, str]]]]:
+    return [(int(seq), chain.batch_members(body)) for seq, body in conn.execute(
+        "SELECT seq, body FROM chain WHERE kind = ? ORDER BY seq", (chain.BATCH,))]
+
+
+def _batch_of(conn: sqlite3.Connection, table: str, rowid: int) -> int:
+    return next(seq for seq, members in _batches(conn)
+                if any((t, r) == (table, rowid) for t, r, _k, _d in members))
+
+
+def test_batches_verify_and_count_record_by_record(template: Template, root: Path) -> None:
+    conn = _raw(root)
+    batches = _batches(conn)
+    assert len(batches) == ROUNDS
+    assert all(len(members) == 24 for _seq, members in batches)
+    for _seq, members in batches:  # in the order written: audit, usage, attempt, ...
+        assert [m[0] for m in members[:3]] == ["audit", "usage", "attempts"]
+        assert [m[2] for m in members[:3]] == ["mcp.call", "usage", "vision.attempt"]
+    body = conn.execute("SELECT body FROM chain WHERE kind = ?", (chain.BATCH,)).fetchone()[0]
+    assert body.encode() == chain.canonical_bytes(json.loads(body))
+    rows = sum(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]  # noqa: S608
+               for t in chain.CHAINED_TABLES)
+    entries = conn.execute("SELECT COUNT(*) FROM chain").fetchone()[0]
+    conn.close()
+    report = _verify(root)
+    assert report.ok, report.as_json()
+    assert report.entries == entries < rows
+    assert report.records == rows
+    assert report.retained == template.trimmed > 0
+    assert report.kinds["mcp.call"] == report.kinds["usage"] == 8 * ROUNDS
+    assert report.kinds["vision.attempt"] == 8 * ROUNDS
+    assert chain.BATCH not in report.kinds
+    # Checkpoints count a batch's records under their tables, as verify does.
+    newest = stored_checkpoints_of(root)[-1]
+    assert newest.counts is not None
+    assert newest.counts["audit"] == newest.counts["usage"] == 8 * ROUNDS
+
+
+def stored_checkpoints_of(root: Path) -> list[Checkpoint]:
+    with DataHome(root) as home:
+        return stored_checkpoints(home.db)
+
+
+@pytest.mark.parametrize(("table", "column", "value"), [
+    ("audit", "subject", "forged"), ("usage", "prompt_tokens", 99),
+    ("attempts", "outcome", "hit")])
+def test_a_changed_record_under_a_batch_entry_is_named(
+    root: Path, table: str, column: str, value: object
+) -> None:
+    conn = _raw(root)
+    rowid = conn.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0]  # noqa: S608
+    conn.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?",  # noqa: S608
+                 (value, rowid))
+    seq = _batch_of(conn, table, rowid)
+    conn.close()
+    code, at, reason = _problem(_verify(root))
+    assert (code, at) == ("AUDIT_RECORD_TAMPERED", seq)
+    assert reason.startswith(f"{table}:{rowid} no longer matches")
+
+
+def test_audit_show_finds_a_records_batch_entry(root: Path) -> None:
+    conn = _raw(root)
+    rowid, operation = conn.execute(
+        "SELECT rowid, operation_id FROM attempts ORDER BY rowid DESC LIMIT 1").fetchone()
+    seq = _batch_of(conn, "attempts", rowid)
+    with DataHome(root) as home:
+        (item,) = show(home.db, operation)["attempts"]
+        assert item["chain"] is not None
+        assert (item["chain"]["seq"], item["chain"]["kind"]) == (seq, chain.BATCH)
+        assert item["chain"]["intact"]
+        conn.execute("UPDATE attempts SET outcome = 'hit' WHERE rowid = ?", (rowid,))
+        (item,) = show(home.db, operation)["attempts"]
+        assert item["chain"] is not None
+        assert item["chain"]["intact"] is False
+    conn.close()
+
+
+def test_an_edited_batch_entry_is_found(root: Path) -> None:
+    conn = _raw(root)
+    seq, members = _batches(conn)[1]
+    body = conn.execute("SELECT body FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
+    # One record dropped from the body (its row deleted too), the body's digest made to
+    # match: the entry's own hash no longer does.
+    table, rowid, _kind, digest = members[0]
+    edited = body.replace(f'["{table}","mcp.call",{rowid},"{digest}"],', "")
+    assert edited != body
+    conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))  # noqa: S608
+    conn.execute("UPDATE chain SET body = ?, digest = ? WHERE seq = ?",
+                 (edited, hashlib.sha256(edited.encode()).hexdigest(), seq))
+    assert _problem(_verify(root))[:2] == ("AUDIT_ENTRY_TAMPERED", seq)
+    # The body alone edited: it no longer hashes to the digest.
+    conn.execute("UPDATE chain SET body = ? WHERE seq = ?", (edited + " ", seq))
+    assert _problem(_verify(root))[:2] == ("AUDIT_ENTRY_TAMPERED", seq)
+    conn.close()
+
+
+def test_a_consistent_rewrite_of_a_batch_fails_its_checkpoint(root: Path) -> None:
+    """The attacker drops a record from a batch and recomputes every hash after it: the
+    chain is whole again, and the signed checkpoints (counts, hash) say it was rewritten."""
+    conn = _raw(root)
+    seq, members = _batches(conn)[0]
+    table, rowid, kind, digest = members[0]
+    conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))  # noqa: S608
+    prev = conn.execute("SELECT prev FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
+    for s, ts, k, ref_table, ref_id, body in conn.execute(
+            "SELECT seq, ts, kind, ref_table, ref_id, body FROM chain WHERE seq >= ?"
+            " ORDER BY seq", (seq,)).fetchall():
+        if s == seq:
+            body = body.replace(f'["{table}","{kind}",{rowid},"{digest}"],', "")
+        new_digest = (hashlib.sha256(body.encode()).hexdigest() if ref_table is None else
+                      chain.record_digest(chain.read_record(conn, ref_table, ref_id) or {}))
+        value = chain.entry_hash(s, ts, k, chain.ref_text(ref_table, ref_id), new_digest, prev)
+        conn.execute("UPDATE chain SET body = ?, digest = ?, prev = ?, hash = ? WHERE seq = ?",
+                     (body, new_digest, prev, value, s))
+        prev = value
+    conn.close()
+    assert _problem(_verify(root))[0] == "AUDIT_CHECKPOINT_INVALID"
+
+
+def test_removed_swapped_and_missing_are_found(root: Path) -> None:
+    conn = _raw(root)
+    seq = _batches(conn)[1][0]
+    conn.execute("UPDATE chain SET seq = -1 WHERE seq = ?", (seq,))
+    conn.execute("UPDATE chain SET seq = ? WHERE seq = ?", (seq, seq + 1))
+    conn.execute("UPDATE chain SET seq = ? WHERE seq = -1", (seq + 1,))
+    assert _problem(_verify(root))[:2] == ("AUDIT_CHAIN_BROKEN", seq)  # swapped
+    conn.execute("UPDATE chain SET seq = -1 WHERE seq = ?", (seq + 1,))
+    conn.execute("UPDATE chain SET seq = ? WHERE seq = ?", (seq + 1, seq))
+    conn.execute("UPDATE chain SET seq = ? WHERE seq = -1", (seq,))
+    assert _verify(root).ok
+    # A record a batch names deleted (no retention cut covers it).
+    rowid = conn.execute("SELECT MAX(rowid) FROM usage").fetchone()[0]
+    saved = conn.execute("SELECT * FROM usage WHERE rowid = ?", (rowid,)).fetchone()
+    conn.execute("DELETE FROM usage WHERE rowid = ?", (rowid,))
+    code, at, reason = _problem(_verify(root))
+    assert (code, at) == ("AUDIT_RECORD_MISSING", _batch_of(conn, "usage", rowid))
+    assert f"usage:{rowid}" in reason
+    conn.execute(f"INSERT INTO usage VALUES ({','.join('?' * len(saved))})",  # noqa: S608
+                 saved)
+    assert _verify(root).ok
+    # A record added behind the chain's back, in a table batches cover.
+    conn.execute("INSERT INTO usage (ts, category, exact, calls, prompt_tokens,"
+                 " completion_tokens, reasoning_tokens, cache_hit_tokens, cache_miss_tokens,"
+                 " estimated_tokens) VALUES (1, 'final', 1, 1, 1, 1, 0, 0, 0, 0)")
+    assert _problem(_verify(root))[0] == "AUDIT_RECORD_UNCHAINED"
+    # The batch entry removed.
+    conn.execute("DELETE FROM usage WHERE rowid = (SELECT MAX(rowid) FROM usage)")
+    conn.execute("DELETE FROM chain WHERE seq = ?", (seq,))
+    assert _problem(_verify(root))[:2] == ("AUDIT_CHAIN_BROKEN", seq + 1)
+    conn.close()
+
+
+def test_the_export_carries_a_batchs_records_and_is_checked(root: Path) -> None:
+    out = root.parent / "audit.jsonl"
+    with DataHome(root) as home:
+        pinned = sign_checkpoint(home.db, home.audit_keys())
+        export_chain(home.db, out, home.audit_keys())
+    keyring = AuditKeyring.read_only(audit_directory(root))
+    assert verify_file(out, keyring, pinned=pinned).ok
+    lines = out.read_text().splitlines(keepends=True)
+    index = next(i for i, line in enumerate(lines) if f'"kind":"{chain.BATCH}"' in line)
+    item = json.loads(lines[index])
+    assert len(item["records"]) == 24
+    assert item["records"][0]["subject"].startswith("srv.tool")
+
+    def check(edited: dict[str, object], code: str) -> None:
+        bad = root.parent / "bad.jsonl"
+        bad.write_text("".join([*lines[:index], json.dumps(edited) + "\n",
+                                *lines[index + 1:]]))
+        report = verify_file(bad, keyring, pinned=pinned)
+        assert report.problem is not None, report.as_json()
+        assert (report.problem.code, report.problem.seq) == (code, item["seq"])
+
+    changed = json.loads(lines[index])
+    changed["records"][4]["ts"] += 1e-6  # a usage row (attempts may be trimmed: null)
+    check(changed, "AUDIT_RECORD_TAMPERED")
+    short = json.loads(lines[index])
+    short["records"] = short["records"][1:]
+    check(short, "AUDIT_RECORD_MISSING")
+    gone = json.loads(lines[index])
+    gone["records"][3] = None  # no retention cut covers it
+    check(gone, "AUDIT_RECORD_MISSING")
+
+
+def test_single_entries_from_before_and_batches_after_share_one_chain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database written before batch entries existed (one entry a record, as FOLD_AT out of
+    reach makes it) goes on with batch entries, and verifies whole: nothing to migrate."""
+    home = DataHome(tmp_path / "home")
+    with monkeypatch.context() as patch:
+        patch.setattr(chain, "FOLD_AT", 10**9)
+        for i in range(20):
+            home.audit.append("mcp.call", f"old{i}", outcome="ok")
+        home.db.flush()
+        home.seal()
+    assert home.db.query_one("SELECT COUNT(*) n FROM chain")["n"] == 20
+    for i in range(20):
+        home.audit.append("mcp.call", f"new{i}", outcome="ok")
+    home.db.flush()
+    home.seal()
+    kinds = [r["kind"] for r in home.db.query("SELECT kind FROM chain ORDER BY seq")]
+    assert kinds == ["mcp.call"] * 20 + [chain.BATCH]
+    home.close()
+    report = _verify(tmp_path / "home")
+    assert report.ok, report.as_json()
+    assert (report.entries, report.records, report.kinds) == (21, 40, {"mcp.call": 40})
+
+
+def test_processes_extend_one_chain_with_batches(tmp_path: Path) -> None:
+    home_dir = tmp_path / "home"
+    DataHome(home_dir).close()
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from deepseek_eyes.home import DataHome
+        home = DataHome(Path({str(home_dir)!r}))
+        for i in range(60):
+            home.audit.append("mcp.call", "p", i=i)
+            if i % 20 == 19:
+                home.db.flush()
+        home.close()
+    """)
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=env)  # noqa: S603
+             for _ in range(2)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    report = _verify(home_dir)
+    assert report.ok, report.as_json()
+    assert report.kinds == {"mcp.call": 120}
+    assert report.entries == 6
+
+
+def test_a_batch_body_is_runs_that_expand_to_its_records(tmp_path: Path) -> None:
+    """Consecutive rowids of one table and kind share a run; anything else starts one."""
+    digests = [hashlib.sha256(str(n).encode()).hexdigest() for n in range(6)]
+    members = [("mcp.call", "audit", 4, digests[0]), ("mcp.call", "audit", 5, digests[1]),
+               ("usage", "usage", 6, digests[2]), ("mcp.call", "audit", 7, digests[3]),
+               ("other", "audit", 8, digests[4]), ("other", "audit", 10, digests[5])]
+    with DataHome(tmp_path / "home") as home, home.db.transaction() as conn:
+        writer = chain.ChainWriter.of(conn)
+        seq = writer.add_batch(members, 1.0)
+        writer.write()
+        body = conn.execute("SELECT body FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
+    runs = json.loads(body)["records"]
+    assert [(t, k, first, len(d) // 64) for t, k, first, d in runs] == [
+        ("audit", "mcp.call", 4, 2), ("usage", "usage", 6, 1), ("audit", "mcp.call", 7, 1),
+        ("audit", "other", 8, 1), ("audit", "other", 10, 1)]
+    assert body.encode() == chain.canonical_bytes(json.loads(body))
+    assert chain.batch_members(body) == [(t, r, k, d) for k, t, r, d in members]
+
+
+def test_a_batch_names_only_records(tmp_path: Path) -> None:
+    with DataHome(Path(tempfile.mkdtemp(dir=tmp_path)) / "home") as home:
+        with pytest.raises(ValueError, match=chain.BATCH):
+            home.db.append("INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)",
+                           (1.0, "x", None, "{}"), chain=chain.BATCH)
+        with home.db.transaction() as conn, pytest.raises(ValueError, match="not a record"):
+            chain.ChainWriter.of(conn).add_batch([("k", "nope", 1, "0" * 64)], 1.0)
+    for body in ("{}", '{"records":[["audit","k","1","' + "0" * 64 + '"]],"v":2}', "[]", "x",
+                 '{"records":[["nope","k",1,"' + "0" * 64 + '"]],"v":2}',
+                 '{"records":[["audit","k",1,"00"]],"v":2}',
+                 '{"records":[["audit","k",1,""]],"v":2}', '{"records":[],"v":1}'):
+        with pytest.raises(ValueError, match="not a batch entry"):
+            chain.batch_members(body)
