@@ -14,8 +14,14 @@ framing, routing, JSON of the answer). The stages:
     evidence acquired for images: cache lookups, route calls, the schema gate
 ``store``
     the database: queries, and write transactions with what runs inside them
+``prepare``
+    the turn's own work before a model call: the history matched against its session,
+    reasoning restored, the model-facing view built and fitted to the history budget
 ``upstream``
     the text model's HTTP call (sending, waiting, reading the answer)
+``answer``
+    the answer after the model call: the turn's result assembled, its history noted for
+    the next request, the client's JSON (or a front's translation) encoded
 ``seal``
     the signed checkpoint of the audit chain
 
@@ -35,7 +41,7 @@ from types import TracebackType
 
 __all__ = ["STAGES", "StageClock", "stage"]
 
-STAGES = ("parse", "admission", "vision", "store", "upstream", "seal")
+STAGES = ("parse", "admission", "vision", "store", "prepare", "upstream", "answer", "seal")
 
 _current: ContextVar[StageClock | None] = ContextVar("deepseekeyes_stage_clock", default=None)
 

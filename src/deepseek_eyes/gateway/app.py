@@ -447,11 +447,12 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
             finally:  # a stored answer keeps its key; a failed request frees it
                 _release(ref)
                 slot.release()
-            headers = {_SESSION_HEADER_OUT: result.session_id}
+            with stage("answer"):
+                response = JSONResponse(_note_ignored(completion_json(result), parsed.ignored),
+                                        headers={_SESSION_HEADER_OUT: result.session_id})
             if clock is not None:
-                headers["Server-Timing"] = clock.server_timing()
-            return JSONResponse(_note_ignored(completion_json(result), parsed.ignored),
-                                headers=headers)
+                response.headers["Server-Timing"] = clock.server_timing()
+            return response
         iterator: AsyncIterator[JsonObject] | None = None
         closed = False
 

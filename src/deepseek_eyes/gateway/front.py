@@ -31,6 +31,7 @@ from deepseek_eyes.runtime.turn import TurnRequest, TurnResult
 from deepseek_eyes.runtime.turn.wire.anthropic_messages import ThinkingSigner
 from deepseek_eyes.runtime.turn.wire.openai_responses import ReasoningSealer
 from deepseek_eyes.settings import GatewaySettings
+from deepseek_eyes.stages import StageClock
 from deepseek_eyes.store.idempotency import Claim, KeyRef
 
 __all__ = ["EventStream", "Front", "OpenedStream", "open_stream"]
@@ -79,7 +80,13 @@ class Front:
             await self.slots.acquire()
             held[0] = True
             with self.drain.watch():
-                return await handle(request, release)
+                if not self.settings.server_timing:
+                    return await handle(request, release)
+                with StageClock() as clock:
+                    response = await handle(request, release)
+                # A stream's stages up to its first event: what time-to-first-token is.
+                response.headers["Server-Timing"] = clock.server_timing()
+                return response
         except DeepSeekEyesError as exc:
             release()
             return error(exc, getattr(request.state, "session_id", None))

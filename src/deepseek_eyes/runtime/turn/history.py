@@ -204,8 +204,11 @@ class HistoryMemo:
             shared = _shared(visible, chain.messages)
             if shared > best_shared:
                 best, best_shared = chain, shared
-                if shared == len(chain.messages):
-                    break  # the whole noted history: none of this scope's can share more
+                if shared in (len(chain.messages), len(visible)):
+                    # The whole noted history, or the whole request: none can share more
+                    # (without the second, a one-message request walked every session
+                    # of its scope that began alike: a cost that grew with traffic).
+                    break
         return best
 
 
