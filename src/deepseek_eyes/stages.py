@@ -6,8 +6,10 @@ clock``); code at every layer names the stage it runs with ``with stage("store")
 to at most the clock's total, and what no stage claims is the caller's own work (HTTP
 framing, routing, JSON of the answer). The stages:
 
+``http``
+    the HTTP layer every server shares: the security checks and the body received whole
 ``parse``
-    the request body read, parsed and checked (the gateway)
+    the request body parsed and checked, a front's format translated (the gateway)
 ``admission``
     images decoded, checked and stored (the vision bridge's intake)
 ``vision``
@@ -41,7 +43,7 @@ from types import TracebackType
 
 __all__ = ["STAGES", "StageClock", "stage"]
 
-STAGES = ("parse", "admission", "vision", "store", "prepare", "upstream", "answer", "seal")
+STAGES = ("http", "parse", "admission", "vision", "store", "prepare", "upstream", "answer", "seal")
 
 _current: ContextVar[StageClock | None] = ContextVar("deepseekeyes_stage_clock", default=None)
 

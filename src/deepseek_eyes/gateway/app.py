@@ -79,6 +79,7 @@ from deepseek_eyes.gateway.drain import Drain, shutting_down
 from deepseek_eyes.gateway.fetch import fetch_image
 from deepseek_eyes.gateway.front import EventStream, Front
 from deepseek_eyes.gateway.responses import codex_catalog, responses_routes, wants_codex_catalog
+from deepseek_eyes.gateway.timing import ServerTiming
 from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.runtime.messages import Fetch
 from deepseek_eyes.runtime.runtime import Runtime
@@ -97,7 +98,7 @@ from deepseek_eyes.serving.security import (
     allowed_hosts_for,
 )
 from deepseek_eyes.settings import GatewaySettings, is_loopback_host
-from deepseek_eyes.stages import StageClock, stage
+from deepseek_eyes.stages import stage
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.store.idempotency import Claim, KeyRef
 
@@ -313,7 +314,8 @@ def create_app(
         public_paths=PUBLIC_PATHS,
     )
     headers = {name.decode(): value.decode() for name, value in SECURITY_HEADERS}
-    return AnthropicErrors(drain.middleware(secured, lambda: _error(shutting_down(), headers)))
+    outer = AnthropicErrors(drain.middleware(secured, lambda: _error(shutting_down(), headers)))
+    return ServerTiming(outer) if settings.server_timing else outer
 
 
 def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | None,
@@ -406,15 +408,12 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
         slot = _Slot(slots)
         try:
             await slot.take()
-            if not settings.server_timing:
-                return await _chat(request, None, slot)
-            with StageClock() as clock:
-                return await _chat(request, clock, slot)
+            return await _chat(request, slot)
         except BaseException:
             slot.release()
             raise
 
-    async def _chat(request: Request, clock: StageClock | None, slot: _Slot) -> Response:
+    async def _chat(request: Request, slot: _Slot) -> Response:
         """A turn, its slot taken: released here for a whole answer, by the stream's close
         for a stream."""
         with stage("parse"):
@@ -448,11 +447,8 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
                 _release(ref)
                 slot.release()
             with stage("answer"):
-                response = JSONResponse(_note_ignored(completion_json(result), parsed.ignored),
-                                        headers={_SESSION_HEADER_OUT: result.session_id})
-            if clock is not None:
-                response.headers["Server-Timing"] = clock.server_timing()
-            return response
+                return JSONResponse(_note_ignored(completion_json(result), parsed.ignored),
+                                    headers={_SESSION_HEADER_OUT: result.session_id})
         iterator: AsyncIterator[JsonObject] | None = None
         closed = False
 
@@ -485,9 +481,6 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         if stream.session_id is not None:
             headers[_SESSION_HEADER_OUT] = stream.session_id
-        if clock is not None:  # the stages up to the first chunk: what time-to-first-token is
-            clock.stop()
-            headers["Server-Timing"] = clock.server_timing()
         return EventStream(_events(first, iterator, drain, close, parsed.ignored), close,
                             headers)
 

@@ -31,7 +31,6 @@ from deepseek_eyes.runtime.turn import TurnRequest, TurnResult
 from deepseek_eyes.runtime.turn.wire.anthropic_messages import ThinkingSigner
 from deepseek_eyes.runtime.turn.wire.openai_responses import ReasoningSealer
 from deepseek_eyes.settings import GatewaySettings
-from deepseek_eyes.stages import StageClock
 from deepseek_eyes.store.idempotency import Claim, KeyRef
 
 __all__ = ["EventStream", "Front", "OpenedStream", "open_stream"]
@@ -80,13 +79,7 @@ class Front:
             await self.slots.acquire()
             held[0] = True
             with self.drain.watch():
-                if not self.settings.server_timing:
-                    return await handle(request, release)
-                with StageClock() as clock:
-                    response = await handle(request, release)
-                # A stream's stages up to its first event: what time-to-first-token is.
-                response.headers["Server-Timing"] = clock.server_timing()
-                return response
+                return await handle(request, release)
         except DeepSeekEyesError as exc:
             release()
             return error(exc, getattr(request.state, "session_id", None))
