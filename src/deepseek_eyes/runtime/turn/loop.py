@@ -231,7 +231,8 @@ class TurnRunner:
         goes without tools."""
         with stage("prepare"):
             messages, turn.omitted = fit([*turn.history, *turn.tail],
-                                         self._settings.history_budget_tokens)
+                                         self._settings.history_budget_tokens,
+                                         self._preparer.views.cost)
         payload: JsonObject = {**turn.base, "messages": messages}
         if turn.calls_so_far + 1 < self._settings.max_model_calls_per_turn:
             tools = list(turn.request.client_tools) + turn.offer.openai()
