@@ -244,10 +244,14 @@ class Preparer:
                 model, param).
         """
         mode = thinking_mode(model, request.params, self._llm)
-        messages, restored = restore_reasoning(request.messages, self._sessions,
-                                               scope=request.scope)
+        gaps = reasoning_gaps(request.messages)  # one walk of a long history, not three
+        if gaps:
+            messages, restored = restore_reasoning(request.messages, self._sessions,
+                                                   scope=request.scope)
+            gaps = reasoning_gaps(messages) if mode == "enabled" else []
+        else:  # nothing to restore: what restore_reasoning gives back then
+            messages, restored = list(request.messages), 0
         request = dataclasses.replace(request, messages=messages)
-        gaps = reasoning_gaps(messages) if mode == "enabled" else []
         note: ThinkingNote = {"mode": mode, "reasoning_restored": restored}
         if gaps:
             first = gaps[0]
@@ -300,8 +304,9 @@ class Preparer:
         evidence: list[EvidenceUse] = []
         slots: dict[str, EvidenceSlot] = {}
         originals: dict[str, bytes] = {}
-        ids = image_ids(conversation)
-        pictures = _conversation_images(conversation)
+        carrying = [m for m in conversation if carries_images(m)]  # one walk: few hold any
+        ids = image_ids(carrying)
+        pictures = _conversation_images(carrying)
         if path == "bridged" or context.delivery == "both":
             for image in pictures:
                 image_id = ids.get(image["sha256"]) or str(image.get("id"))
