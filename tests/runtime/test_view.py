@@ -283,3 +283,25 @@ def test_carries_images_sees_parts_and_attached_pixels_only() -> None:
                            "images": [{"id": "tool-img-1", "pixels": True, **IMAGE}]})
     assert not carries_images({"role": "tool", "tool_call_id": "c", "content": "shot",
                                "images": [{"id": "tool-img-1", **IMAGE}]})
+
+
+def test_a_text_view_renders_only_what_follows_the_closed_exchanges() -> None:
+    memo = ViewMemo()
+    history = _long_history(30)
+    for turn in range(4):  # a conversation that grows, as a session's log does
+        history = [*history, {"role": "user", "content": f"turn {turn}"},
+                   {"role": "assistant", "content": "", "reasoning": "t",
+                    "tool_calls": [{"id": f"t{turn}", "name": "f", "arguments": "{}"}]},
+                   {"role": "tool", "tool_call_id": f"t{turn}", "content": "r"}]
+        for thinking in ("enabled", None):
+            assert build_view(history, path="text", thinking=thinking, memo=memo).messages \
+                == build_view(history, path="text", thinking=thinking).messages
+    # An earlier message edited (another object, other content): rendered again.
+    edited = [*history]
+    edited[3] = {"role": "assistant", "content": "edited", "reasoning": "r3"}
+    assert build_view(edited, path="text", thinking="enabled", memo=memo).messages \
+        == build_view(edited, path="text", thinking="enabled").messages
+    # An image in what is new: not a plain text view; the whole view is built.
+    with_image = [*history, user(text("and this?"), IMAGE)]
+    view = build_view(with_image, path="text", thinking="enabled", memo=memo)
+    assert view.messages == build_view(with_image, path="text", thinking="enabled").messages

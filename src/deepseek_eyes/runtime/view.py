@@ -41,6 +41,7 @@ new. An entry holds its message, so an id is never reused while it is kept.
 from __future__ import annotations
 
 import base64
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -145,6 +146,18 @@ def render_assistant(message: Mapping[str, Any], *, reasoning: bool = False) -> 
 VIEW_MEMO_MESSAGES = 200_000
 
 
+#: Conversations whose text view a :class:`ViewMemo` keeps (least recently used dropped).
+_TEXT_VIEWS = 64
+
+
+@dataclass
+class _TextView:
+    messages: list[Mapping[str, Any]]
+    thinking: ThinkingMode
+    closed: int  # the last user message's index: the exchanges before it are closed
+    rendered: list[JsonObject]  # the view of messages[:closed]
+
+
 class ViewMemo:
     """Each plain message's rendering, and its estimated tokens, by the message's identity
     (see the module docstring). Renderings are shared between turns: never mutate one
@@ -154,6 +167,39 @@ class ViewMemo:
         self._limit = limit
         self._plain: dict[tuple[int, bool], tuple[Mapping[str, Any], JsonObject]] = {}
         self._tokens: dict[int, tuple[JsonObject, int]] = {}
+        # Text views by their first message's identity: the messages, the thinking mode,
+        # and the rendering of every message before the last user message (the exchanges
+        # a later message can no longer change).
+        self._texts: OrderedDict[int, _TextView] = OrderedDict()
+
+    def text_view(self, messages: Sequence[Mapping[str, Any]],
+                  thinking: ThinkingMode) -> list[JsonObject] | None:
+        """The text path's view of ``messages`` (no image in them), rendering only what
+        follows the closed exchanges of an earlier view of the same messages; None when
+        an image is among the messages it would have to look at (the caller renders
+        the whole view then)."""
+        if not messages:
+            return None
+        key = id(messages[0])
+        kept = self._texts.pop(key, None)
+        start = 0
+        head: list[JsonObject] = []
+        if (kept is not None and kept.messages[0] is messages[0]
+                and kept.thinking == thinking and kept.closed <= len(messages)
+                and kept.messages[:kept.closed] == messages[:kept.closed]):  # in C
+            start, head = kept.closed, kept.rendered
+        tail = messages[start:]
+        if any(carries_images(m) for m in tail):
+            return None
+        # ``start`` is a user message (or 0): the tail's exchanges are its own.
+        with_reasoning = reasoning_sent(tail, thinking)
+        out = head + [self.plain(m, i in with_reasoning) for i, m in enumerate(tail)]
+        closed = next((i for i in range(len(messages) - 1, start - 1, -1)
+                       if messages[i].get("role") == "user"), start)
+        self._texts[key] = _TextView(list(messages), thinking, closed, out[:closed])
+        while len(self._texts) > _TEXT_VIEWS:
+            self._texts.popitem(last=False)
+        return out
 
     def plain(self, message: Mapping[str, Any], reasoning: bool) -> JsonObject:
         """:func:`_plain` of ``message``, rendered once while it is kept."""
@@ -348,6 +394,10 @@ def build_view(
     An image repeated within one message is rendered (or sent) once; its other copies
     become a one-line reference to it. ``memo`` keeps plain renderings between turns.
     """
+    if memo is not None and path == "text":
+        texts = memo.text_view(messages, thinking)
+        if texts is not None:  # no image anywhere: the plain renderings, nothing more
+            return View(texts, 0)
     slots = slots or {}
     plain = _plain if memo is None else memo.plain
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
