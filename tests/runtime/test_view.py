@@ -261,7 +261,10 @@ def test_a_view_memo_changes_no_view_and_renders_each_message_once(thinking: Any
     # Its costs are the budget's own estimate, and the fitted request is the same.
     assert [memo.cost(m) for m in second.messages] == [
         message_tokens(m) for m in second.messages]
-    assert fit(second.messages, 200, memo.cost) == fit(second.messages, 200)
+    assert fit(second.messages, 200, memo.costs) == fit(second.messages, 200)
+    # The costs of the next request: the shared head taken as counted, the rest counted.
+    changed = [*second.messages[:-1], {"role": "user", "content": "x"}]
+    assert memo.costs(changed) == [message_tokens(m) for m in changed]
     # A message that is not one of its renderings is counted as it is, every time.
     other = {"role": "user", "content": "not rendered here"}
     assert memo.cost(other) == message_tokens(other)

@@ -24,7 +24,7 @@ from typing import Any
 
 from deepseek_eyes.usage import estimate_tokens
 
-__all__ = ["fit", "message_tokens"]
+__all__ = ["each_cost", "fit", "message_tokens"]
 
 Message = dict[str, Any]
 
@@ -54,12 +54,17 @@ def _groups(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> Iter
         yield group
 
 
+def each_cost(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """:func:`message_tokens` of each message."""
+    return [message_tokens(m) for m in messages]
+
+
 def fit(messages: Sequence[Mapping[str, Any]], budget: int,
-        cost: Callable[[Mapping[str, Any]], int] = message_tokens,
+        costs_of: Callable[[Sequence[Mapping[str, Any]]], list[int]] = each_cost,
         ) -> tuple[list[Message], int]:
     """``messages`` fitted to ``budget`` estimated tokens, and how many were left out;
-    ``cost`` estimates one message (a memo's, for renderings it counted before)."""
-    costs = [cost(m) for m in messages]
+    ``costs_of`` estimates each message (a memo's, for messages it counted before)."""
+    costs = costs_of(messages)
     out = [dict(m) for m in messages]
     total = sum(costs)
     if total <= budget:

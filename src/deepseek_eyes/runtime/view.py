@@ -171,6 +171,7 @@ class ViewMemo:
         # and the rendering of every message before the last user message (the exchanges
         # a later message can no longer change).
         self._texts: OrderedDict[int, _TextView] = OrderedDict()
+        self._last_costs: tuple[list[Mapping[str, Any]], list[int]] | None = None
 
     def text_view(self, messages: Sequence[Mapping[str, Any]],
                   thinking: ThinkingMode) -> list[JsonObject] | None:
@@ -213,6 +214,20 @@ class ViewMemo:
             self._tokens.clear()
         self._plain[key] = (message, out)
         self._tokens[id(out)] = (out, -1)
+        return out
+
+    def costs(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """:meth:`cost` of each message; the costs of the leading messages the last list
+        it was asked about shares with this one (compared in C) are taken from it."""
+        kept = self._last_costs
+        start = 0
+        if kept is not None and messages and kept[0] and kept[0][0] is messages[0]:
+            start = min(len(kept[0]), len(messages))
+            if kept[0][:start] != list(messages[:start]):
+                start = 0
+        out = (kept[1][:start] if kept is not None and start else []) + [
+            self.cost(m) for m in messages[start:]]
+        self._last_costs = (list(messages), out)
         return out
 
     def cost(self, message: Mapping[str, Any]) -> int:
