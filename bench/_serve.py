@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def export(rev: str, into: Path) -> Path:
+    """``rev``'s ``src`` tree under ``into``, for a ``serve`` of that revision (a benchmark's
+    ``--before REV``: both measured side by side in one run, under the same load)."""
+    data = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], check=True,
+                          capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
 
 
 def start_gateway(settings: str, home: Path, *, gateway: str = "",

@@ -14,7 +14,9 @@ route takes, which is not ours to measure here).
 
 Per turn (median over ``--rounds``): the client's wall time, the gateway's own total from
 its ``Server-Timing`` header and that total split by stage (parse, admission, vision, store,
-upstream, seal; ``other`` is what no stage claims: HTTP, routing, the answer's JSON).
+prepare, upstream, answer, seal; ``other`` is what no stage claims: routing, the loop's own
+bookkeeping), and ``unacct%``, the share of the gateway's total no stage claims (goal: at
+most 10%).
 Baseline: the same turn's text sent straight to the loopback DeepSeek by the same client
 (what the model sees, without an image). Ratio = through the gateway / direct.
 """
@@ -118,7 +120,7 @@ def main(rounds: int) -> None:
     print(f"conversation: 5 turns x {rounds} rounds, median ms per turn "
           "(stages from Server-Timing)")
     print(f"{'turn':>4} {'ours':>7} {'direct':>7} {'ratio':>6} {'gateway':>8} "
-          + " ".join(f"{c:>9}" for c in columns))
+          + " ".join(f"{c:>9}" for c in columns) + f" {'unacct%':>8}")
     for turn in range(len(QUESTIONS)):
         wall = statistics.median(r[turn][0] for r in through)
         base = statistics.median(r[turn] for r in baseline)
@@ -127,8 +129,11 @@ def main(rounds: int) -> None:
         split = {c: statistics.median(t.get(c, 0.0) for t in timing) for c in STAGES}
         split["other"] = statistics.median(
             t.get("total", 0.0) - sum(t.get(c, 0.0) for c in STAGES) for t in timing)
+        share = statistics.median(
+            (t.get("total", 0.0) - sum(t.get(c, 0.0) for c in STAGES)) / t["total"]
+            for t in timing if t.get("total"))
         print(f"{turn + 1:>4} {wall:7.2f} {base:7.2f} {wall / base:6.2f} {total:8.2f} "
-              + " ".join(f"{split[c]:9.3f}" for c in columns))
+              + " ".join(f"{split[c]:9.3f}" for c in columns) + f" {share * 100:7.1f}%")
 
 
 if __name__ == "__main__":

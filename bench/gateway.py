@@ -8,7 +8,10 @@
    parses and validates every response, so its own cost is in both columns). p50 latency of
    a text turn, and p50 time to the first content of a streamed turn. Ratio = through
    gateway / direct (target: at most 1.5 with the ``openai`` client).
-2. Idle memory: the gateway process's resident set before its first image.
+2. Memory: the gateway process's resident set idle, and after 1,000 text turns.
+
+``--before REV`` serves ``REV``'s sources beside this tree's, and every latency is measured
+in round-robin blocks over the direct upstream, ours and before (one run, the same load).
 3. Tokens: a 5-turn conversation about one image, as a client sends it (the whole history
    every turn). Ours: prompt tokens the upstream counted. Naive replay: the same
    conversation with the image sent as its base64 data URL text every turn, counted the
@@ -34,7 +37,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from _serve import start_gateway
+from _serve import export, start_gateway
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.settings import Settings
@@ -43,9 +46,10 @@ from runtime.upstream import LoopbackUpstream
 RECEIPT = ROOT / "examples" / "receipt.png"
 
 
-def start(upstream: LoopbackUpstream, home: Path) -> tuple[subprocess.Popen[str], str]:
+def start(upstream: LoopbackUpstream, home: Path,
+          src: Path | None = None) -> tuple[subprocess.Popen[str], str]:
     return start_gateway(f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
-                         'model = "deepseek-v4-pro"', home)
+                         'model = "deepseek-v4-pro"', home, src=src)
 
 
 def rss_mib(pid: int) -> float:
@@ -55,13 +59,13 @@ def rss_mib(pid: int) -> float:
     return math.nan
 
 
-async def latencies(base: str, n: int, *, stream: bool) -> list[float]:
+async def latencies(base: str, n: int, *, stream: bool, warm: int = 20) -> list[float]:
     body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "ping"}]}
     if stream:
         body["stream"] = True
     out: list[float] = []
     async with httpx.AsyncClient(timeout=30) as client:
-        for i in range(n + 20):
+        for i in range(n + warm):
             started = time.perf_counter()
             if stream:
                 elapsed = math.nan
@@ -75,17 +79,17 @@ async def latencies(base: str, n: int, *, stream: bool) -> list[float]:
                 r = await client.post(f"{base}/chat/completions", json=body)
                 r.raise_for_status()
                 elapsed = time.perf_counter() - started
-            if i >= 20:  # warm-up excluded
+            if i >= warm:  # warm-up excluded
                 out.append(elapsed)
     return out
 
 
-async def openai_latencies(base: str, n: int, *, stream: bool) -> list[float]:
+async def openai_latencies(base: str, n: int, *, stream: bool, warm: int = 20) -> list[float]:
     import openai
 
     out: list[float] = []
     async with openai.AsyncOpenAI(base_url=base, api_key="bench", max_retries=0) as client:
-        for i in range(n + 20):
+        for i in range(n + warm):
             started = time.perf_counter()
             if stream:
                 elapsed = math.nan
@@ -99,7 +103,7 @@ async def openai_latencies(base: str, n: int, *, stream: bool) -> list[float]:
                 await client.chat.completions.create(
                     model="deepseek-v4-pro", messages=[{"role": "user", "content": "ping"}])
                 elapsed = time.perf_counter() - started
-            if i >= 20:
+            if i >= warm:
                 out.append(elapsed)
     return out
 
@@ -144,25 +148,46 @@ async def tokens(upstream: LoopbackUpstream, home: Path, history: str) -> tuple[
     return ours, naive
 
 
-async def main(n: int) -> None:
+async def main(n: int, before: str | None) -> None:
     with LoopbackUpstream() as upstream, tempfile.TemporaryDirectory() as tmp:
         process, gateway = start(upstream, Path(tmp))
+        old: tuple[subprocess.Popen[str], str] | None = None
+        if before:
+            old = start(upstream, Path(tempfile.mkdtemp(dir=tmp)),
+                        export(before, Path(tmp) / "before"))
         try:
-            print(f"gateway_idle_rss: ours={rss_mib(process.pid):.0f}MiB target<150MiB")
+            print(f"gateway_idle_rss: ours={rss_mib(process.pid):.0f}MiB target<150MiB"
+                  + (f" before={rss_mib(old[0].pid):.0f}MiB" if old else ""))
+            targets = {"direct": upstream.base_url, "ours": gateway}
+            if old is not None:
+                targets["before"] = old[1]
             for client, measure in (("httpx", latencies), ("openai", openai_latencies)):
                 for stream in (False, True):
-                    direct = await measure(upstream.base_url, n, stream=stream)
-                    through = await measure(gateway, n, stream=stream)
+                    # Round-robin blocks, so a change of load falls on every target alike.
+                    samples: dict[str, list[float]] = {name: [] for name in targets}
+                    blocks = 4
+                    for _ in range(blocks):
+                        for name, base in targets.items():
+                            samples[name] += await measure(base, n // blocks, stream=stream,
+                                                           warm=5)
                     name = "gateway_stream_ttft" if stream else "gateway_text_turn"
-                    d, t = statistics.median(direct), statistics.median(through)
-                    print(
-                        f"{name}[{client}]: ours={t * 1e3:.2f}ms baseline=direct "
-                        f"{d * 1e3:.2f}ms ratio={t / d:.2f} added={(t - d) * 1e3:.2f}ms "
-                        f"(p50 of {n})"
-                    )
+                    d = statistics.median(samples["direct"])
+                    t = statistics.median(samples["ours"])
+                    line = (f"{name}[{client}]: ours={t * 1e3:.2f}ms baseline=direct "
+                            f"{d * 1e3:.2f}ms ratio={t / d:.2f} added={(t - d) * 1e3:.2f}ms")
+                    if "before" in samples:
+                        b = statistics.median(samples["before"])
+                        line += f"; before={b * 1e3:.2f}ms ratio={b / d:.2f}"
+                    print(f"{line} (p50 of {len(samples['ours'])})")
+            turned = await rss_after(gateway, process.pid, 1000)
+            print(f"gateway_rss_after_1000_turns: ours={turned:.0f}MiB target<=80MiB"
+                  + (f" before={await rss_after(old[1], old[0].pid, 1000):.0f}MiB"
+                     if old else ""))
         finally:
-            process.terminate()
-            process.wait(timeout=10)
+            for served in (process, old[0] if old else None):
+                if served is not None:
+                    served.terminate()
+                    served.wait(timeout=10)
         for history in ("pointer", "full"):
             ours, naive = await tokens(upstream, Path(tmp), history)
             print(
@@ -171,7 +196,19 @@ async def main(n: int) -> None:
             )
 
 
+async def rss_after(base: str, pid: int, turns: int) -> float:
+    """The gateway's resident set once it has answered ``turns`` text turns (counted
+    from its start, warm-ups and measured turns included)."""
+    body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "ping"}]}
+    async with httpx.AsyncClient(timeout=30) as client:
+        for _ in range(turns):
+            (await client.post(f"{base}/chat/completions", json=body)).raise_for_status()
+    return rss_mib(pid)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=300)
-    asyncio.run(main(parser.parse_args().requests))
+    parser.add_argument("--before", help="a git revision to measure side by side")
+    args = parser.parse_args()
+    asyncio.run(main(args.requests, args.before))

@@ -8,11 +8,14 @@ that history (``session_prefixes``). For each size ``n``: one request of ``n - 1
 messages (alternating user and assistant, not measured) starts the conversation and its
 answer makes it ``n``; then ``--turns`` continuations each add a question, and the gateway's
 own time from its ``Server-Timing`` header is taken per turn: its ``total`` less its
-``upstream`` stage (the loopback model's time, which grows with the history too).
+``upstream`` stage (the loopback model's time, which grows with the history too), and
+"the rest": that less the ``http`` and ``parse`` stages (the body received and parsed,
+which a client that resends everything makes O(n) whatever we do).
 ``--before REV`` runs the same conversations against ``REV``'s sources
-(exported with ``git archive``) in a second ``serve``, one size after the other on each,
-and prints both side by side: ``ours`` is this tree, ``before`` is ``REV``. A size a
-revision refuses prints its error code instead of a time.
+(exported with ``git archive``) in a second ``serve``, both running, each size measured on
+one and then the other (the same load for both), and prints both side by side: ``ours``
+is this tree, ``before`` is ``REV``. A size a revision refuses prints its error code
+instead of a time.
 
 What "flat" means here: the body must still be read and parsed (a client sends it all), so
 a continuation cannot be free of ``n``; what must not grow with ``n`` is the rest (the
@@ -23,11 +26,8 @@ microseconds per message of history.
 from __future__ import annotations
 
 import argparse
-import io
 import statistics
-import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ import openai
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from _serve import start_gateway
+from _serve import export, start_gateway
 from conversation import stages_of
 from runtime.upstream import LoopbackUpstream
 
@@ -52,11 +52,14 @@ def history(n: int) -> list[dict[str, Any]]:
             for i in range(n)]
 
 
-def measure(client: openai.OpenAI, n: int, turns: int) -> list[float] | str:
+Sample = tuple[float, float]  # (total less upstream, that less http and parse), ms
+
+
+def measure(client: openai.OpenAI, n: int, turns: int) -> list[Sample] | str:
     """Gateway ms of each of ``turns`` continuations of an ``n``-message history (or the
     error code that refused the conversation)."""
     messages = history(n - 1 if n % 2 == 0 else n - 2)
-    out: list[float] = []
+    out: list[Sample] = []
     try:
         answer = client.chat.completions.create(model="deepseek-v4-pro", messages=messages)
         messages.append({"role": "assistant", "content": answer.choices[0].message.content})
@@ -73,7 +76,8 @@ def measure(client: openai.OpenAI, n: int, turns: int) -> list[float] | str:
                 return "UNMATCHED"
             answer = reply
             timing = stages_of(raw.headers.get("server-timing"))
-            out.append(timing.get("total", float("nan")) - timing.get("upstream", 0.0))
+            own = timing.get("total", float("nan")) - timing.get("upstream", 0.0)
+            out.append((own, own - timing.get("parse", 0.0) - timing.get("http", 0.0)))
             messages.append({"role": "assistant", "content": reply.choices[0].message.content})
     except openai.APIStatusError as exc:
         body = exc.body if isinstance(exc.body, dict) else {}
@@ -86,59 +90,61 @@ def _session(answer: Any) -> str | None:
     return extra.get("session_id") if isinstance(extra, dict) else None
 
 
-def export(rev: str, into: Path) -> Path:
-    """``rev``'s ``src`` tree under ``into``, for a ``serve`` of that revision."""
-    data = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], check=True,
-                          capture_output=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(into, filter="data")
-    return into / "src"
-
-
-def run(src: Path | None, upstream: str, sizes: list[int], turns: int,
-        tmp: Path) -> dict[int, list[float] | str]:
-    home = Path(tempfile.mkdtemp(dir=tmp))
-    process, gateway = start_gateway(SETTINGS.format(upstream=upstream), home,
-                                     gateway="server_timing = true", src=src)
-    try:
-        client = openai.OpenAI(base_url=gateway, api_key="bench", max_retries=0,
-                               timeout=600)
-        measure(client, 10, 1)  # warm-up
-        return {n: measure(client, n, turns) for n in sizes}
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def cell(value: list[float] | str) -> str:
-    return f"{statistics.median(value):9.2f}" if isinstance(value, list) else f"{value:>9}"
+Result = dict[int, list[Sample] | str]
 
 
 def main(sizes: list[int], turns: int, before: str | None) -> None:
     with LoopbackUpstream() as upstream, tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        ours = run(None, upstream.base_url, sizes, turns, tmp)
-        old = run(export(before, tmp / "before"), upstream.base_url, sizes, turns, tmp) \
-            if before else None
-    print(f"history: gateway ms per continued turn (median of {turns}), by messages of history")
-    print(f"{'messages':>8} {'ours':>9}" + (f" {'before':>9} {'ratio':>7}" if old else ""))
-    for n in sizes:
-        line = f"{n:>8} {cell(ours[n])}"
-        if old is not None:
-            line += f" {cell(old[n])}"
-            a, b = ours[n], old[n]
-            line += (f" {statistics.median(a) / statistics.median(b):7.2f}"
-                     if isinstance(a, list) and isinstance(b, list) else f" {'':>7}")
-        print(line)
-    for label, result in (("ours", ours), ("before", old)):
-        if result is None:
-            continue
-        done = [n for n in sizes if isinstance(result[n], list)]
-        if len(done) >= 2:
-            lo, hi = done[-2], done[-1]
-            slope = (statistics.median(result[hi]) - statistics.median(result[lo])) / (hi - lo)
-            print(f"per-msg {label}: {slope * 1000:.2f} us per message of history "
-                  f"({lo} -> {hi})")
+        servers = [start_gateway(SETTINGS.format(upstream=upstream.base_url),
+                                 Path(tempfile.mkdtemp(dir=tmp)),
+                                 gateway="server_timing = true", src=src)
+                   for src in ([None, export(before, tmp / "before")] if before else [None])]
+        try:
+            clients = [openai.OpenAI(base_url=url, api_key="bench", max_retries=0, timeout=600)
+                       for _, url in servers]
+            for client in clients:
+                measure(client, 10, 1)  # warm-up
+            # Size by size, each revision in turn: both see the same load.
+            results: list[Result] = [{} for _ in clients]
+            for n in sizes:
+                for client, result in zip(clients, results, strict=True):
+                    result[n] = measure(client, n, turns)
+        finally:
+            for process, _ in servers:
+                process.terminate()
+                process.wait(timeout=30)
+    ours, old = results[0], (results[1] if before else None)
+    for column, title in ((0, "gateway ms (total less upstream)"),
+                          (1, "the rest (less http and parse: what must not grow)")):
+        print(f"history: {title} per continued turn (median of {turns}), by messages")
+        print(f"{'messages':>8} {'ours':>9}" + (f" {'before':>9} {'ratio':>7}" if old else ""))
+        for n in sizes:
+            line = f"{n:>8} {cell(ours[n], column)}"
+            if old is not None:
+                line += f" {cell(old[n], column)}"
+                a, b = median(ours[n], column), median(old[n], column)
+                line += f" {a / b:7.2f}" if a is not None and b is not None else f" {'':>7}"
+            print(line)
+        for label, result in (("ours", ours), ("before", old)):
+            if result is None:
+                continue
+            done = [n for n in sizes if isinstance(result[n], list)]
+            if len(done) >= 2:
+                lo, hi = done[-2], done[-1]
+                slope = ((median(result[hi], column) or 0.0)
+                         - (median(result[lo], column) or 0.0)) / (hi - lo)
+                print(f"per-msg {label}: {slope * 1000:.2f} us per message of history "
+                      f"({lo} -> {hi})")
+
+
+def median(value: list[Sample] | str, column: int) -> float | None:
+    return statistics.median(s[column] for s in value) if isinstance(value, list) else None
+
+
+def cell(value: list[Sample] | str, column: int) -> str:
+    found = median(value, column)
+    return f"{found:9.2f}" if found is not None else f"{value!s:>9}"
 
 
 if __name__ == "__main__":

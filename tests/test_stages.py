@@ -75,11 +75,21 @@ def test_the_gateway_reports_stages_as_server_timing_when_asked() -> None:
         with serve_in_process(llm, gateway={"server_timing": True}) as door:
             timed = door.http.post("/v1/chat/completions", json=body)
             streamed = door.http.post("/v1/chat/completions", json={**body, "stream": True})
+            fronts = [
+                door.http.post("/v1/messages", json={
+                    "model": "claude-opus-4-8", "max_tokens": 64,
+                    "messages": [{"role": "user", "content": "hi"}]},
+                    headers={"anthropic-version": "2023-06-01"}),
+                door.http.post("/v1/responses", json={
+                    "model": "deepseek-v4-pro", "store": False, "input": "hi"}),
+            ]
+            refused = door.http.post("/v1/chat/completions", content=b"{",
+                                     headers={"content-type": "application/json"})
     assert timed.status_code == 200
     names = [part.split(";")[0].strip() for part in timed.headers["server-timing"].split(",")]
-    # A text turn parses, stores, calls the model and seals; no image, so no admission or
-    # vision; the total last.
-    assert {"parse", "store", "upstream", "seal"} <= set(names)
+    # A text turn passes the HTTP layer, parses, stores, prepares its view, calls the
+    # model, answers and seals; no image, so no admission or vision; the total last.
+    assert {"http", "parse", "store", "prepare", "upstream", "answer", "seal"} <= set(names)
     assert "admission" not in names
     assert "vision" not in names
     assert names[-1] == "total"
@@ -87,3 +97,12 @@ def test_the_gateway_reports_stages_as_server_timing_when_asked() -> None:
                  for part in timed.headers["server-timing"].split(",")}
     assert sum(v for k, v in durations.items() if k != "total") <= durations["total"] + 0.01
     assert "upstream" in streamed.headers["server-timing"]  # up to the first chunk
+    # The Anthropic and Responses fronts are timed by the same clock, stage by stage, and
+    # so is a refusal (its parse, no model call).
+    for answer in fronts:
+        assert answer.status_code == 200, answer.text
+        timing = answer.headers["server-timing"]
+        assert all(f"{name};" in timing for name in ("parse", "prepare", "upstream", "answer"))
+    assert refused.status_code == 400
+    assert "parse;" in refused.headers["server-timing"]
+    assert "upstream" not in refused.headers["server-timing"]

@@ -6,16 +6,24 @@ clock``); code at every layer names the stage it runs with ``with stage("store")
 to at most the clock's total, and what no stage claims is the caller's own work (HTTP
 framing, routing, JSON of the answer). The stages:
 
+``http``
+    the HTTP layer every server shares: the security checks and the body received whole
 ``parse``
-    the request body read, parsed and checked (the gateway)
+    the request body parsed and checked, a front's format translated (the gateway)
 ``admission``
     images decoded, checked and stored (the vision bridge's intake)
 ``vision``
     evidence acquired for images: cache lookups, route calls, the schema gate
 ``store``
     the database: queries, and write transactions with what runs inside them
+``prepare``
+    the turn's own work before a model call: the history matched against its session,
+    reasoning restored, the model-facing view built and fitted to the history budget
 ``upstream``
     the text model's HTTP call (sending, waiting, reading the answer)
+``answer``
+    the answer after the model call: the turn's result assembled, its history noted for
+    the next request, the client's JSON (or a front's translation) encoded
 ``seal``
     the signed checkpoint of the audit chain
 
@@ -35,7 +43,7 @@ from types import TracebackType
 
 __all__ = ["STAGES", "StageClock", "stage"]
 
-STAGES = ("parse", "admission", "vision", "store", "upstream", "seal")
+STAGES = ("http", "parse", "admission", "vision", "store", "prepare", "upstream", "answer", "seal")
 
 _current: ContextVar[StageClock | None] = ContextVar("deepseekeyes_stage_clock", default=None)
 

@@ -19,8 +19,10 @@ from deepseek_eyes.errors import GatewayError
 from deepseek_eyes.gateway.body import (
     KNOWN_FIELDS,
     MAX_IGNORED_LISTED,
+    MAX_JSON_DEPTH,
     MAX_JSON_ITEMS,
     BodyLimits,
+    _check_tree,
     read_request,
 )
 
@@ -144,6 +146,51 @@ def test_no_container_holds_more_than_its_members() -> None:
     refused = _refused(wide, BodyLimits(max_nodes=10 * MAX_JSON_ITEMS))
     assert refused.code == "GATEWAY_JSON_TOO_MANY_NODES"
     assert refused.details["items_limit"] == MAX_JSON_ITEMS
+
+
+def _outcome(document: Any, *, strings: bool = True) -> str:
+    try:
+        _check_tree(document, strings=strings)
+    except GatewayError as exc:
+        return exc.code
+    return "ok"
+
+
+@given(values, st.integers(0, MAX_JSON_DEPTH + 2))
+@settings(max_examples=150, deadline=None)
+def test_the_walk_without_strings_bounds_depth_and_size_as_the_full_one(
+        document: Any, nesting: int) -> None:
+    # A text with no surrogate escape and none decoded as is: only containers are walked,
+    # and they are judged exactly as by the full walk.
+    if _holds_surrogate(document) or any(_SURROGATE.search(k) for k in _keys(document)):
+        return
+    for _ in range(nesting):
+        document = [document] if nesting % 2 else {"k": document}
+    assert _outcome(document, strings=False) == _outcome(document)
+
+
+def _keys(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [k for v in value for k in _keys(v)]
+    if isinstance(value, dict):
+        return [*value, *(k for v in value.values() for k in _keys(v))]
+    return []
+
+
+def test_a_long_flat_history_is_walked_for_depth_only_when_it_cannot_hold_surrogates() -> None:
+    messages = [{"role": "user", "content": f"q{i}"} for i in range(3_000)]
+    assert read_request(json.dumps({"messages": messages}).encode(), LIMITS).fields[
+        "messages"] == messages
+    deep: Any = "x"
+    for _ in range(MAX_JSON_DEPTH):
+        deep = [deep]
+    too_deep = json.dumps({"messages": [*messages, {"role": "user", "content": deep}]})
+    assert _refused(too_deep.encode()).code == "GATEWAY_JSON_TOO_DEEP"
+    # A lone surrogate anywhere, escaped or as is, is still found in a long history.
+    for spelled in (b'"\\udc00"', b'"\\uDBFF"', '"\udc00"'.encode("utf-8", "surrogatepass")):
+        raw = json.dumps({"messages": messages}).encode()[:-2] + b', {"role": "user", ' \
+            b'"content": ' + spelled + b"}]}"
+        assert _refused(raw).code == "GATEWAY_BAD_REQUEST", spelled
 
 
 def test_skipped_fields_are_bounded_like_kept_ones() -> None:

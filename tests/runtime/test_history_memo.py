@@ -75,3 +75,36 @@ def test_another_scope_and_internal_messages() -> None:
     for name in ("s2", "s3"):  # the oldest is dropped past the bound
         memo.note(name, "k", Chain())
     assert memo.chain(first, session_id="s1").noted == 0
+
+
+class _Event:
+    """A stored event as stored_digests reads it: its sequence number and message."""
+
+    def __init__(self, seq: int, message: dict[str, Any]) -> None:
+        self.seq = seq
+        self.message = message
+
+
+def test_stored_digests_hash_only_what_the_session_appended() -> None:
+    memo = HistoryMemo()
+    log = [_Event(i, m) for i, m in enumerate(conversation(9))]
+    first = memo.stored_digests("s1", log)
+    assert first == [visible_digest(e.message) for e in log]
+    # Grown by two: the kept digests stay the same objects, the new ones are appended.
+    grown = [*log, _Event(9, {"role": "user", "content": "more"}),
+             _Event(11, {"role": "assistant", "content": "ok"})]
+    again = memo.stored_digests("s1", grown)
+    assert again == [visible_digest(e.message) for e in grown]
+    assert all(a is b for a, b in zip(again, first, strict=False))
+    # Another history under the same id (its sequence numbers do not line up): all again.
+    other = [_Event(i, {"role": "user", "content": f"x{i}"}) for i in range(3)]
+    assert memo.stored_digests("s1", other) == [visible_digest(e.message) for e in other]
+
+
+def test_a_one_message_request_stops_at_the_first_session_that_holds_it() -> None:
+    memo = HistoryMemo()
+    ping = [{"role": "user", "content": "ping"}]
+    for i in range(50):  # fifty sessions that began alike, each answered
+        chain = memo.chain(ping, scope="k").extended([{"role": "assistant", "content": f"{i}"}])
+        memo.note(f"s{i}", "k", chain)
+    assert memo.chain(ping, scope="k").hashes == prefix_chain(ping)

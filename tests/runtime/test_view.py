@@ -4,8 +4,14 @@ from typing import Any
 
 import pytest
 
-from deepseek_eyes.runtime.budget import fit
-from deepseek_eyes.runtime.view import BRIDGE_SYSTEM_PROMPT, EvidenceSlot, build_view
+from deepseek_eyes.runtime.budget import fit, message_tokens
+from deepseek_eyes.runtime.view import (
+    BRIDGE_SYSTEM_PROMPT,
+    EvidenceSlot,
+    ViewMemo,
+    build_view,
+    carries_images,
+)
 
 IMAGE = {"type": "image", "sha256": "ab" * 32, "media_type": "image/png", "width": 900,
          "height": 700, "size": 45_000, "detail": "auto"}
@@ -222,3 +228,83 @@ def test_the_current_exchanges_tool_images_go_as_pixels() -> None:
     assert [p["type"] for p in content] == ["text", "image_url"]
     assert content[1]["image_url"]["url"].startswith("data:image/png;base64,")
     assert [i.sha256 for i in view.pixels] == [IMAGE["sha256"]]
+
+
+def _long_history(n: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        if i % 4 == 0:
+            out.append({"role": "user", "content": f"q{i}"})
+        elif i % 4 == 1:
+            out.append({"role": "assistant", "content": "", "reasoning": f"r{i}",
+                        "tool_calls": [{"id": f"c{i}", "name": "f", "arguments": "{}"}]})
+        elif i % 4 == 2:
+            out.append({"role": "tool", "tool_call_id": f"c{i - 1}", "content": "x" * i})
+        else:
+            out.append({"role": "assistant", "content": f"a{i}", "reasoning": f"r{i}"})
+    return out
+
+
+@pytest.mark.parametrize("thinking", ["enabled", "disabled", None])
+def test_a_view_memo_changes_no_view_and_renders_each_message_once(thinking: Any) -> None:
+    history = _long_history(40)
+    memo = ViewMemo()
+    plain = build_view(history, path="text", thinking=thinking)
+    first = build_view(history, path="text", thinking=thinking, memo=memo)
+    assert first.messages == plain.messages
+    # The next turn: the same stored messages and a new one. Each earlier rendering is
+    # the same object again, and the new exchange's reasoning follows the same rules.
+    longer = [*history, {"role": "user", "content": "next"}]
+    second = build_view(longer, path="text", thinking=thinking, memo=memo)
+    assert second.messages == build_view(longer, path="text", thinking=thinking).messages
+    assert all(a is b for a, b in zip(first.messages, second.messages, strict=False))
+    # Its costs are the budget's own estimate, and the fitted request is the same.
+    assert [memo.cost(m) for m in second.messages] == [
+        message_tokens(m) for m in second.messages]
+    assert fit(second.messages, 200, memo.costs) == fit(second.messages, 200)
+    # The costs of the next request: the shared head taken as counted, the rest counted.
+    changed = [*second.messages[:-1], {"role": "user", "content": "x"}]
+    assert memo.costs(changed) == [message_tokens(m) for m in changed]
+    # A message that is not one of its renderings is counted as it is, every time.
+    other = {"role": "user", "content": "not rendered here"}
+    assert memo.cost(other) == message_tokens(other)
+
+
+def test_a_view_memo_is_bounded() -> None:
+    memo = ViewMemo(limit=10)
+    history = _long_history(25)
+    view = build_view(history, path="text", thinking="enabled", memo=memo)
+    assert view.messages == build_view(history, path="text", thinking="enabled").messages
+    assert len(memo._plain) <= 10
+
+
+def test_carries_images_sees_parts_and_attached_pixels_only() -> None:
+    assert not carries_images({"role": "user", "content": "hi"})
+    assert carries_images(user(text("look"), IMAGE))
+    assert not carries_images({"role": "assistant", "content": [IMAGE]})
+    assert carries_images({"role": "tool", "tool_call_id": "c", "content": "shot",
+                           "images": [{"id": "tool-img-1", "pixels": True, **IMAGE}]})
+    assert not carries_images({"role": "tool", "tool_call_id": "c", "content": "shot",
+                               "images": [{"id": "tool-img-1", **IMAGE}]})
+
+
+def test_a_text_view_renders_only_what_follows_the_closed_exchanges() -> None:
+    memo = ViewMemo()
+    history = _long_history(30)
+    for turn in range(4):  # a conversation that grows, as a session's log does
+        history = [*history, {"role": "user", "content": f"turn {turn}"},
+                   {"role": "assistant", "content": "", "reasoning": "t",
+                    "tool_calls": [{"id": f"t{turn}", "name": "f", "arguments": "{}"}]},
+                   {"role": "tool", "tool_call_id": f"t{turn}", "content": "r"}]
+        for thinking in ("enabled", None):
+            assert build_view(history, path="text", thinking=thinking, memo=memo).messages \
+                == build_view(history, path="text", thinking=thinking).messages
+    # An earlier message edited (another object, other content): rendered again.
+    edited = [*history]
+    edited[3] = {"role": "assistant", "content": "edited", "reasoning": "r3"}
+    assert build_view(edited, path="text", thinking="enabled", memo=memo).messages \
+        == build_view(edited, path="text", thinking="enabled").messages
+    # An image in what is new: not a plain text view; the whole view is built.
+    with_image = [*history, user(text("and this?"), IMAGE)]
+    view = build_view(with_image, path="text", thinking="enabled", memo=memo)
+    assert view.messages == build_view(with_image, path="text", thinking="enabled").messages

@@ -48,6 +48,7 @@ from deepseek_eyes.gateway.body import check_fields
 from deepseek_eyes.gateway.front import EventStream, Front, open_stream
 from deepseek_eyes.llm.known import known_model
 from deepseek_eyes.runtime.turn.wire import anthropic_messages as wire
+from deepseek_eyes.stages import stage
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.store.idempotency import Claim, KeyRef
 
@@ -139,26 +140,29 @@ def anthropic_routes(front: Front) -> AnthropicRoutes:
             if ref is not None:
                 runtime.idempotency.release(ref)
 
-        out, fields = await translated(request)
-        session_id = (request.headers.get(front.session_header)
-                      or request.headers.get(CLAUDE_SESSION_HEADER) or None)
-        if session_id is not None and not SessionStore.valid_id(session_id):
-            raise StoreError("the session header is not a valid session id",
-                             code="STORE_SESSION_INVALID")
-        ref, replay = front.claim(request, fields, session_id)
-        if replay is not None:
-            free_slot()
-            return _replay(replay, out, bool(fields.get("stream")))
-        try:
-            turn = await front.turn(out.body, session_id=session_id, ref=ref,
-                                    source="gateway:anthropic")
-        except BaseException:
-            release()
-            raise
+        with stage("parse"):  # the body read, translated and admitted
+            out, fields = await translated(request)
+            session_id = (request.headers.get(front.session_header)
+                          or request.headers.get(CLAUDE_SESSION_HEADER) or None)
+            if session_id is not None and not SessionStore.valid_id(session_id):
+                raise StoreError("the session header is not a valid session id",
+                                 code="STORE_SESSION_INVALID")
+            ref, replay = front.claim(request, fields, session_id)
+            if replay is not None:
+                free_slot()
+                return _replay(replay, out, bool(fields.get("stream")))
+            try:
+                turn = await front.turn(out.body, session_id=session_id, ref=ref,
+                                        source="gateway:anthropic")
+            except BaseException:
+                release()
+                raise
         if not fields.get("stream"):
             result = await front.run(turn, request, release)
-            answer = wire.answer_json(result, out, signer=front.signer, scope=front.scope)
-            return JSONResponse(answer, headers={"X-DeepSeekEyes-Session": result.session_id})
+            with stage("answer"):
+                answer = wire.answer_json(result, out, signer=front.signer, scope=front.scope)
+                return JSONResponse(answer,
+                                    headers={"X-DeepSeekEyes-Session": result.session_id})
         stream = wire.MessageStream(runtime.events(turn), out, signer=front.signer,
                                     scope=front.scope)
         opened = await open_stream(stream, request, release)

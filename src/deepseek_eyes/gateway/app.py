@@ -89,6 +89,7 @@ from deepseek_eyes.gateway.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from deepseek_eyes.gateway.metrics import GatewayMetrics, RouteNames, SqliteCounts
 from deepseek_eyes.gateway.readiness import gateway_readiness
 from deepseek_eyes.gateway.responses import codex_catalog, responses_routes, wants_codex_catalog
+from deepseek_eyes.gateway.timing import ServerTiming
 from deepseek_eyes.gateway.traces import traced
 from deepseek_eyes.runtime.approval import Approver
 from deepseek_eyes.runtime.messages import Fetch
@@ -109,7 +110,7 @@ from deepseek_eyes.serving.security import (
     allowed_hosts_for,
 )
 from deepseek_eyes.settings import GatewaySettings, is_loopback_host
-from deepseek_eyes.stages import StageClock, stage
+from deepseek_eyes.stages import stage
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.store.idempotency import Claim, KeyRef
 
@@ -347,7 +348,8 @@ def create_app(
     if telemetry.active():  # nothing of it runs without traces
         secured = traced(secured, route_of)
     headers = {name.decode(): value.decode() for name, value in SECURITY_HEADERS}
-    return AnthropicErrors(drain.middleware(secured, lambda: _error(shutting_down(), headers)))
+    outer = AnthropicErrors(drain.middleware(secured, lambda: _error(shutting_down(), headers)))
+    return ServerTiming(outer) if settings.server_timing else outer
 
 
 def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | None,
@@ -441,15 +443,12 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
         slot = _Slot(slots)
         try:
             await slot.take()
-            if not settings.server_timing:
-                return await _chat(request, None, slot)
-            with StageClock() as clock:
-                return await _chat(request, clock, slot)
+            return await _chat(request, slot)
         except BaseException:
             slot.release()
             raise
 
-    async def _chat(request: Request, clock: StageClock | None, slot: _Slot) -> Response:
+    async def _chat(request: Request, slot: _Slot) -> Response:
         """A turn, its slot taken: released here for a whole answer, by the stream's close
         for a stream."""
         with stage("parse"):
@@ -482,11 +481,9 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
             finally:  # a stored answer keeps its key; a failed request frees it
                 _release(ref)
                 slot.release()
-            headers = {_SESSION_HEADER_OUT: result.session_id}
-            if clock is not None:
-                headers["Server-Timing"] = clock.server_timing()
-            return JSONResponse(_note_ignored(completion_json(result), parsed.ignored),
-                                headers=headers)
+            with stage("answer"):
+                return JSONResponse(_note_ignored(completion_json(result), parsed.ignored),
+                                    headers={_SESSION_HEADER_OUT: result.session_id})
         iterator: AsyncIterator[JsonObject] | None = None
         closed = False
 
@@ -519,9 +516,6 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         if stream.session_id is not None:
             headers[_SESSION_HEADER_OUT] = stream.session_id
-        if clock is not None:  # the stages up to the first chunk: what time-to-first-token is
-            clock.stop()
-            headers["Server-Timing"] = clock.server_timing()
         return EventStream(_events(first, iterator, drain, close, parsed.ignored), close,
                             headers)
 

@@ -106,11 +106,23 @@ def _too_many_items(count: int) -> GatewayError:
         details={"items_limit": MAX_JSON_ITEMS})
 
 
-def _check_tree(document: Any) -> None:
+def _may_hold_surrogates(text: str) -> bool:
+    """Whether a body's text can put a surrogate into any string it parses to: only a
+    ``\\uD800``-``\\uDFFF`` escape or a surrogate decoded as is (``surrogatepass``) can.
+    Both are found in C over the text; without either, no string need be searched."""
+    return ("\\ud" in text or "\\uD" in text
+            or (not text.isascii() and _SURROGATE.search(text) is not None))
+
+
+def _check_tree(document: Any, *, strings: bool = True) -> None:
     """Depth and strings of the whole document, without recursion. An ASCII string holds no
     surrogate, and ``str.isascii`` answers from a flag every string carries: only the
     others are searched (an image's base64 is most of a body, and searching it was most of
-    the parse)."""
+    the parse). ``strings`` False (the text can hold none, :func:`_may_hold_surrogates`):
+    only the arrays and objects are walked, for their depth and size."""
+    if not strings:
+        _check_containers(document)
+        return
     stack: list[tuple[Any, int]] = [(document, 0)]
     while stack:
         value, depth = stack.pop()
@@ -129,6 +141,24 @@ def _check_tree(document: Any) -> None:
                     stack.append((item, depth + 1))
             else:
                 stack.extend((item, depth + 1) for item in value)
+
+
+def _check_containers(document: Any) -> None:
+    """:func:`_check_tree` without strings: the depth and size of every array and object
+    (a level at a time, leaves never pushed: a long history is mostly flat messages)."""
+    level: list[Any] = [document] if isinstance(document, dict | list) else []
+    depth = 0
+    while level:
+        if depth >= MAX_JSON_DEPTH:
+            raise _too_deep()
+        below: list[Any] = []
+        for value in level:
+            if len(value) > MAX_JSON_ITEMS:
+                raise _too_many_items(len(value))
+            below.extend(item for item in (value.values() if value.__class__ is dict else value)
+                         if item.__class__ is dict or item.__class__ is list)
+        level = below
+        depth += 1
 
 
 def parse_body(raw: bytes) -> JsonObject:
@@ -407,7 +437,7 @@ def read_request(raw: bytes, limits: BodyLimits,
         raise _not_json()
     for key in fields:
         ignored.pop(key, None)  # a known field repeated after an unknown spelling: kept
-    _check_tree(fields)
+    _check_tree(fields, strings=_may_hold_surrogates(text))
     listed = tuple(name[:64] for name in list(ignored)[:MAX_IGNORED_LISTED])
     return RequestBody(fields, listed)
 

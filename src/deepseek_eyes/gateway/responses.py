@@ -54,6 +54,7 @@ from deepseek_eyes.gateway.front import EventStream, Front, open_stream
 from deepseek_eyes.llm.catalog import ModelInfo
 from deepseek_eyes.llm.known import known_model
 from deepseek_eyes.runtime.turn.wire import openai_responses as wire
+from deepseek_eyes.stages import stage
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.store.idempotency import Claim, KeyRef
 
@@ -177,33 +178,37 @@ def responses_routes(front: Front) -> list[Route]:
             if ref is not None:
                 runtime.idempotency.release(ref)
 
-        parsed = await front.read_body(request, wire.KNOWN_FIELDS)
-        fields = parsed.fields
-        out = wire.openai_body(fields, sealer=front.sealer, scope=front.scope)
-        check_fields(out.body)  # the OpenAI rules the one admission path expects
-        session_id, continuing = _session(request, out)
-        if not out.store and request.headers.get(idempotency.HEADER) is not None:
-            raise GatewayError("an Idempotency-Key needs the answer kept for replay; "
-                               "store: false keeps none", code="GATEWAY_IDEMPOTENCY_UNKEPT",
-                               details={"param": "store"})
-        ref, replay = front.claim(request, fields, session_id)
-        if replay is not None:
-            free_slot()
-            return _replay(replay, out, bool(fields.get("stream")))
-        try:
-            turn = await front.turn(out.body, session_id=session_id, ref=ref,
-                                    continuing=continuing, source="gateway:responses")
-        except BaseException:
-            release()
-            raise
-        turn.keep = out.store  # store: false keeps the messages' hashes only
+        with stage("parse"):  # the body read, translated and admitted
+            parsed = await front.read_body(request, wire.KNOWN_FIELDS)
+            fields = parsed.fields
+            out = wire.openai_body(fields, sealer=front.sealer, scope=front.scope)
+            check_fields(out.body)  # the OpenAI rules the one admission path expects
+            session_id, continuing = _session(request, out)
+            if not out.store and request.headers.get(idempotency.HEADER) is not None:
+                raise GatewayError("an Idempotency-Key needs the answer kept for replay; "
+                                   "store: false keeps none",
+                                   code="GATEWAY_IDEMPOTENCY_UNKEPT",
+                                   details={"param": "store"})
+            ref, replay = front.claim(request, fields, session_id)
+            if replay is not None:
+                free_slot()
+                return _replay(replay, out, bool(fields.get("stream")))
+            try:
+                turn = await front.turn(out.body, session_id=session_id, ref=ref,
+                                        continuing=continuing, source="gateway:responses")
+            except BaseException:
+                release()
+                raise
+            turn.keep = out.store  # store: false keeps the messages' hashes only
         if not fields.get("stream"):
             result = await front.run(turn, request, release)
-            answer = wire.answer_json(result, out, sealer=front.sealer, scope=front.scope)
-            if out.store:
-                runtime.sessions.remember_response(answer["id"], result.session_id,
-                                                   scope=front.scope)
-            return JSONResponse(answer, headers={"X-DeepSeekEyes-Session": result.session_id})
+            with stage("answer"):
+                answer = wire.answer_json(result, out, sealer=front.sealer, scope=front.scope)
+                if out.store:
+                    runtime.sessions.remember_response(answer["id"], result.session_id,
+                                                       scope=front.scope)
+                return JSONResponse(answer,
+                                    headers={"X-DeepSeekEyes-Session": result.session_id})
         stream = wire.ResponseStream(runtime.events(turn), out, sealer=front.sealer,
                                      scope=front.scope)
         opened = await open_stream(stream, request, release)

@@ -82,6 +82,7 @@ def reasoning_gaps(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     reasoning text: the ones DeepSeek refuses in thinking mode."""
     return [
         index for index, message in enumerate(messages)
-        if message.get("role") == "assistant" and message_calls(message)
-        and not isinstance(message.get("reasoning"), str)
+        if message.get("role") == "assistant"
+        and (message.get("tool_calls") or message.get("internal_calls"))  # cheap first
+        and message_calls(message) and not isinstance(message.get("reasoning"), str)
     ]

@@ -17,13 +17,14 @@ does not fit goes as it is: the upstream's own limit then decides.
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from deepseek_eyes.usage import estimate_tokens
 
-__all__ = ["fit", "message_tokens"]
+__all__ = ["each_cost", "fit", "message_tokens"]
 
 Message = dict[str, Any]
 
@@ -33,11 +34,11 @@ def message_tokens(message: Mapping[str, Any]) -> int:
     return estimate_tokens(len(json.dumps(message, ensure_ascii=False)))
 
 
-def _groups(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> list[list[int]]:
-    """Indices in ``[start, end)`` as droppable groups: an assistant message with tool
-    calls together with the tool results that follow it; any other message alone (system
-    messages are never grouped: they are not dropped)."""
-    groups: list[list[int]] = []
+def _groups(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> Iterator[list[int]]:
+    """Indices in ``[start, end)`` as droppable groups, oldest first: an assistant message
+    with tool calls together with the tool results that follow it; any other message alone
+    (system messages are never grouped: they are not dropped). Lazily: the fitting stops
+    at the first group that makes it fit."""
     index = start
     while index < end:
         message = messages[index]
@@ -50,23 +51,30 @@ def _groups(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> list
             while index < end and messages[index].get("role") == "tool":
                 group.append(index)
                 index += 1
-        groups.append(group)
-    return groups
+        yield group
 
 
-def fit(messages: Sequence[Mapping[str, Any]], budget: int) -> tuple[list[Message], int]:
-    """``messages`` fitted to ``budget`` estimated tokens, and how many were left out."""
+def each_cost(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """:func:`message_tokens` of each message."""
+    return [message_tokens(m) for m in messages]
+
+
+def fit(messages: Sequence[Mapping[str, Any]], budget: int,
+        costs_of: Callable[[Sequence[Mapping[str, Any]]], list[int]] = each_cost,
+        ) -> tuple[list[Message], int]:
+    """``messages`` fitted to ``budget`` estimated tokens, and how many were left out;
+    ``costs_of`` estimates each message (a memo's, for messages it counted before)."""
+    costs = costs_of(messages)
     out = [dict(m) for m in messages]
-    costs = [message_tokens(m) for m in out]
     total = sum(costs)
     if total <= budget:
         return out, 0
     last_user = max((i for i, m in enumerate(out) if m.get("role") == "user"), default=0)
     keep = [True] * len(out)
-    tail = _groups(out, last_user + 1, len(out))
+    tail = list(_groups(out, last_user + 1, len(out)))
     # Older history first, then the current instruction's exchanges, oldest first; the
     # newest exchange stays (the model must read what it just asked for).
-    candidates = _groups(out, 0, last_user) + tail[:-1]
+    candidates = itertools.chain(_groups(out, 0, last_user), tail[:-1])
     for group in candidates:
         if total <= budget:
             break

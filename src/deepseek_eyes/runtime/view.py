@@ -30,23 +30,31 @@ one-line reference (250 copies of one image cost one evidence block, not 250).
 
 The view is not fitted to the history budget: the turn loop fits every request
 (:func:`deepseek_eyes.runtime.budget.fit`), its own tool rounds included.
+
+A long conversation is rendered again every turn, so a :class:`ViewMemo` keeps the plain
+rendering of each message without images (and its token estimate) by the message's
+identity: the session log's messages are the same objects turn after turn (the store's
+snapshot shares them, and nobody mutates them), so a continued turn renders only what is
+new. An entry holds its message, so an id is never reused while it is kept.
 """
 
 from __future__ import annotations
 
 import base64
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.llm.thinking import ThinkingMode
+from deepseek_eyes.runtime.budget import message_tokens
 from deepseek_eyes.runtime.render import render_evidence, render_pointer
 from deepseek_eyes.store.events import message_calls
 from deepseek_eyes.usage import estimate_tokens
 
 __all__ = [
-    "BRIDGE_SYSTEM_PROMPT", "EvidenceSlot", "SentImage", "View", "attached_pixels",
+    "BRIDGE_SYSTEM_PROMPT", "EvidenceSlot", "SentImage", "View", "ViewMemo", "attached_pixels",
     "build_view", "image_ids", "native_pixels", "reasoning_sent", "render_assistant",
     "render_reference", "sends_reasoning",
 ]
@@ -133,6 +141,120 @@ def render_assistant(message: Mapping[str, Any], *, reasoning: bool = False) -> 
     return out
 
 
+#: Rendered messages a :class:`ViewMemo` keeps before it starts again (a bound, not a
+#: policy: the next turn fills it again).
+VIEW_MEMO_MESSAGES = 200_000
+
+
+#: Conversations whose text view a :class:`ViewMemo` keeps (least recently used dropped).
+_TEXT_VIEWS = 64
+
+
+@dataclass
+class _TextView:
+    messages: list[Mapping[str, Any]]
+    thinking: ThinkingMode
+    closed: int  # the last user message's index: the exchanges before it are closed
+    rendered: list[JsonObject]  # the view of messages[:closed]
+
+
+class ViewMemo:
+    """Each plain message's rendering, and its estimated tokens, by the message's identity
+    (see the module docstring). Renderings are shared between turns: never mutate one
+    (the budget copies what it sends)."""
+
+    def __init__(self, *, limit: int = VIEW_MEMO_MESSAGES) -> None:
+        self._limit = limit
+        self._plain: dict[tuple[int, bool], tuple[Mapping[str, Any], JsonObject]] = {}
+        self._tokens: dict[int, tuple[JsonObject, int]] = {}
+        # Text views by their first message's identity: the messages, the thinking mode,
+        # and the rendering of every message before the last user message (the exchanges
+        # a later message can no longer change).
+        self._texts: OrderedDict[int, _TextView] = OrderedDict()
+        self._last_costs: tuple[list[Mapping[str, Any]], list[int]] | None = None
+
+    def text_view(self, messages: Sequence[Mapping[str, Any]],
+                  thinking: ThinkingMode) -> list[JsonObject] | None:
+        """The text path's view of ``messages`` (no image in them), rendering only what
+        follows the closed exchanges of an earlier view of the same messages; None when
+        an image is among the messages it would have to look at (the caller renders
+        the whole view then)."""
+        if not messages:
+            return None
+        key = id(messages[0])
+        kept = self._texts.pop(key, None)
+        start = 0
+        head: list[JsonObject] = []
+        if (kept is not None and kept.messages[0] is messages[0]
+                and kept.thinking == thinking and kept.closed <= len(messages)
+                and kept.messages[:kept.closed] == messages[:kept.closed]):  # in C
+            start, head = kept.closed, kept.rendered
+        tail = messages[start:]
+        if any(carries_images(m) for m in tail):
+            return None
+        # ``start`` is a user message (or 0): the tail's exchanges are its own.
+        with_reasoning = reasoning_sent(tail, thinking)
+        out = head + [self.plain(m, i in with_reasoning) for i, m in enumerate(tail)]
+        closed = next((i for i in range(len(messages) - 1, start - 1, -1)
+                       if messages[i].get("role") == "user"), start)
+        self._texts[key] = _TextView(list(messages), thinking, closed, out[:closed])
+        while len(self._texts) > _TEXT_VIEWS:
+            self._texts.popitem(last=False)
+        return out
+
+    def plain(self, message: Mapping[str, Any], reasoning: bool) -> JsonObject:
+        """:func:`_plain` of ``message``, rendered once while it is kept."""
+        key = (id(message), reasoning)
+        hit = self._plain.get(key)
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        out = _plain(message, reasoning)
+        if len(self._plain) >= self._limit:
+            self._plain.clear()
+            self._tokens.clear()
+        self._plain[key] = (message, out)
+        self._tokens[id(out)] = (out, -1)
+        return out
+
+    def costs(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """:meth:`cost` of each message; the costs of the leading messages the last list
+        it was asked about shares with this one (compared in C) are taken from it."""
+        kept = self._last_costs
+        start = 0
+        if kept is not None and messages and kept[0] and kept[0][0] is messages[0]:
+            start = min(len(kept[0]), len(messages))
+            if kept[0][:start] != list(messages[:start]):
+                start = 0
+        out = (kept[1][:start] if kept is not None and start else []) + [
+            self.cost(m) for m in messages[start:]]
+        self._last_costs = (list(messages), out)
+        return out
+
+    def cost(self, message: Mapping[str, Any]) -> int:
+        """Estimated tokens of an upstream message; counted once for a rendering of this
+        memo's, every time for any other."""
+        hit = self._tokens.get(id(message))
+        if hit is None or hit[0] is not message:
+            return message_tokens(message)
+        if hit[1] < 0:
+            hit = self._tokens[id(message)] = (hit[0], message_tokens(message))
+        return hit[1]
+
+
+def carries_images(message: Mapping[str, Any]) -> bool:
+    """Whether a message holds an image: an image part of a user or tool message, or an
+    image a runtime tool result delivered as pixels (cheap for a text message)."""
+    content = message.get("content")
+    if content.__class__ is str and "images" not in message:  # a text message: most are
+        return False
+    role = message.get("role")
+    if role not in ("user", "tool"):
+        return False
+    if isinstance(content, list) and any(p.get("type") == "image" for p in content):
+        return True
+    return role == "tool" and any(i.get("pixels") for i in message.get("images") or ())
+
+
 def _joined_text(parts: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
 
@@ -157,13 +279,16 @@ def reasoning_sent(messages: Sequence[Mapping[str, Any]], thinking: ThinkingMode
     exchange: list[int] = []
     called = False
     for index, message in enumerate([*messages, {"role": "user"}]):
-        if message.get("role") == "user":
+        role = message.get("role")
+        if role == "user":
             if called:
                 out.update(i for i in exchange if sends_reasoning(messages[i], thinking))
             exchange, called = [], False
-        elif message.get("role") == "assistant":
+        elif role == "assistant":
             exchange.append(index)
-            called = called or bool(message_calls(message))
+            called = called or bool(
+                (message.get("tool_calls") or message.get("internal_calls"))
+                and message_calls(message))
     return out
 
 
@@ -206,6 +331,8 @@ def image_ids(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     ids: dict[str, str] = {}
     numbered = 0
     for message in messages:
+        if not carries_images(message):
+            continue
         for part in attached_pixels(message):
             ids.setdefault(str(part["sha256"]), str(part.get("id") or ""))
         for part in _image_parts(message):
@@ -267,6 +394,7 @@ def build_view(
     native_history_images: int = 0,
     thinking: ThinkingMode = None,
     both: bool = False,
+    memo: ViewMemo | None = None,
 ) -> View:
     """The upstream ``messages`` for one model call of a turn.
 
@@ -279,11 +407,16 @@ def build_view(
     loop. ``both``: each image sent as pixels is followed by its evidence.
 
     An image repeated within one message is rendered (or sent) once; its other copies
-    become a one-line reference to it.
+    become a one-line reference to it. ``memo`` keeps plain renderings between turns.
     """
+    if memo is not None and path == "text":
+        texts = memo.text_view(messages, thinking)
+        if texts is not None:  # no image anywhere: the plain renderings, nothing more
+            return View(texts, 0)
     slots = slots or {}
+    plain = _plain if memo is None else memo.plain
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-    image_users = [i for i, m in enumerate(messages) if _image_parts(m) or attached_pixels(m)]
+    image_users = [i for i, m in enumerate(messages) if carries_images(m)]
     if history_evidence == "full":
         # Every image keeps its full evidence where it first appeared, turn after turn:
         # a later request starts with the bytes of the earlier one (a cached prefix).
@@ -292,16 +425,17 @@ def build_view(
         current = users[-1] if users else len(messages)
         full = {i for i in image_users if i >= current}
     rendered: set[str] = set()  # images whose full evidence an earlier message holds
-    ids = image_ids(messages)
+    ids = image_ids([messages[i] for i in image_users])
     pixels = native_pixels(messages, native_history_images) if path == "native" else {}
     out: list[JsonObject] = []
     evidence_tokens = 0
     avoided_tokens = 0
     sent: list[SentImage] = []
     with_reasoning = reasoning_sent(messages, thinking)
+    with_images = set(image_users)
     for index, message in enumerate(messages):
-        if not _image_parts(message) and not attached_pixels(message):
-            out.append(_plain(message, index in with_reasoning))
+        if index not in with_images:
+            out.append(plain(message, index in with_reasoning))
             continue
         if path == "native":
             parts, tokens = _native_parts(index, message, ids, pixels, image_bytes or {},

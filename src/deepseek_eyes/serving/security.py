@@ -61,6 +61,7 @@ from deepseek_eyes.serving.tokens import (
     is_strong_token,
     resolve_bearer_token,
 )
+from deepseek_eyes.stages import stage
 
 __all__ = [
     "MIN_TOKEN_BITS",
@@ -302,7 +303,8 @@ class SecurityMiddleware:
                 message = {**message, "headers": headers + list(SECURITY_HEADERS)}
             await send(message)
 
-        refusal = self._refusal(scope)
+        with stage("http"):
+            refusal = self._refusal(scope)
         if refusal is not None:
             status, code, text, extra = refusal
             await _reply(send_with_headers, status, code, text, extra)
@@ -319,7 +321,8 @@ class SecurityMiddleware:
             # asyncio's own deadline: a tenth of anyio's cost, and every server here runs on
             # asyncio (uvicorn).
             async with asyncio.timeout(self.body_timeout):
-                request = await self._read_body(receive)
+                with stage("http"):
+                    request = await self._read_body(receive)
         except TimeoutError:
             await _reply(send_with_headers, 408, self.codes.body_timeout,
                          f"the request body did not arrive within {self.body_timeout:g}s",

@@ -252,9 +252,9 @@ class GatewaySettings(Strict):
     )
     server_timing: bool = Field(
         default=False,
-        description="Answer chat completions with a Server-Timing header: the turn's time "
-        "by stage (parse, admission, vision, store, upstream, seal), to the first chunk for "
-        "a stream.",
+        description="Answer every request with a Server-Timing header: its time by stage "
+        "(http, parse, admission, vision, store, prepare, upstream, answer, seal), to the "
+        "first chunk for a stream.",
     )
     readiness_timeout: float = Field(
         default=2.0, gt=0, le=60,

@@ -35,7 +35,8 @@ from typing import Any
 from deepseek_eyes.canonical_json import normalized_text
 from deepseek_eyes.store.events import Event, body_digest
 
-__all__ = ["MEMO_SESSIONS", "Chain", "HistoryMemo", "prefix_chain", "visible_digest"]
+__all__ = ["MEMO_SESSIONS", "Chain", "HistoryMemo", "prefix_chain", "shared_prefix",
+           "visible_digest"]
 
 #: Sessions whose history a :class:`HistoryMemo` keeps (least recently used dropped).
 MEMO_SESSIONS = 256
@@ -142,7 +143,8 @@ class HistoryMemo:
     def __init__(self, *, sessions: int = MEMO_SESSIONS) -> None:
         self._max = sessions
         self._by_session: OrderedDict[str, tuple[str | None, Chain]] = OrderedDict()
-        self._stored: OrderedDict[str, dict[int, str]] = OrderedDict()
+        # Per session: the sequence numbers and digests of its visible stored messages.
+        self._stored: OrderedDict[str, tuple[list[int], list[str]]] = OrderedDict()
 
     def chain(self, messages: Sequence[Mapping[str, Any]], *, session_id: str | None = None,
               scope: str | None = None) -> Chain:
@@ -165,21 +167,21 @@ class HistoryMemo:
         return out
 
     def stored_digests(self, session_id: str, visible: Sequence[Event]) -> list[str]:
-        """The digest of each of a session's visible stored messages. Stored events never
-        change (append-only), so a digest taken once is kept by sequence number."""
-        entry = self._stored.get(session_id)
-        if entry is None:
-            entry = self._stored[session_id] = {}
-        self._stored.move_to_end(session_id)
+        """The digest of each of a session's visible stored messages (do not mutate the
+        list). Stored events never change (append-only, sequence numbers rising), so
+        when the event where the kept digests end still has its sequence number, the
+        session only grew: only the events after it are hashed."""
+        seqs, digests = self._stored.pop(session_id, ([], []))
+        kept = len(seqs)
+        if not (kept <= len(visible) and (not kept or visible[kept - 1].seq == seqs[-1])):
+            seqs, digests, kept = [], [], 0  # another history (a fork's, a stale memo)
+        for event in visible[kept:]:
+            seqs.append(event.seq)
+            digests.append(visible_digest(event.message))
+        self._stored[session_id] = (seqs, digests)  # the most recently used
         while len(self._stored) > self._max:
             self._stored.popitem(last=False)
-        out: list[str] = []
-        for event in visible:
-            digest = entry.get(event.seq)
-            if digest is None:
-                digest = entry[event.seq] = visible_digest(event.message)
-            out.append(digest)
-        return out
+        return digests
 
     def note(self, session_id: str, scope: str | None, chain: Chain) -> None:
         """``chain`` is where ``session_id`` stands now (the most recently used)."""
@@ -204,12 +206,22 @@ class HistoryMemo:
             shared = _shared(visible, chain.messages)
             if shared > best_shared:
                 best, best_shared = chain, shared
-                if shared == len(chain.messages):
-                    break  # the whole noted history: none of this scope's can share more
+                if shared in (len(chain.messages), len(visible)):
+                    # The whole noted history, or the whole request: none can share more
+                    # (without the second, a one-message request walked every session
+                    # of its scope that began alike: a cost that grew with traffic).
+                    break
         return best
 
 
-def _shared(left: list[Mapping[str, Any]], right: list[Mapping[str, Any]]) -> int:
+def shared_prefix(left: Sequence[object], right: Sequence[object]) -> int:
+    """How many leading items two lists have equal (messages, digests): compared whole
+    first (in C), then by halves to the first difference."""
+    return _shared(list(left) if not isinstance(left, list) else left,
+                   list(right) if not isinstance(right, list) else right)
+
+
+def _shared(left: list[Any], right: list[Any]) -> int:
     """How many leading messages two lists have equal: compared whole first (in C), then
     by halves to the first difference."""
     n = min(len(left), len(right))

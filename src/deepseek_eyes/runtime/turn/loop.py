@@ -75,6 +75,7 @@ from deepseek_eyes.runtime.turn.state import TurnState
 from deepseek_eyes.runtime.turn.wire.openai_chat import TurnStream, completion_json
 from deepseek_eyes.runtime.view import SentImage, image_url, render_assistant, sends_reasoning
 from deepseek_eyes.settings import LLMSettings, RuntimeSettings, VisionSettings
+from deepseek_eyes.stages import stage
 from deepseek_eyes.store.events import Fork, Guard, SessionConflict, SessionStore
 from deepseek_eyes.store.idempotency import IdempotencyStore
 from deepseek_eyes.usage import UsageCategory, UsageTracker
@@ -140,7 +141,8 @@ class TurnRunner:
             if given is not None:
                 given(event)
 
-        turn = await self._preparer.prepare(dataclasses.replace(request, notify=notify))
+        with stage("prepare"):
+            turn = await self._preparer.prepare(dataclasses.replace(request, notify=notify))
         answered = False
         try:
             yield Started(turn.session_id, turn.model, int(turn.started))
@@ -184,9 +186,10 @@ class TurnRunner:
                         yield Progress(event)
                     continue
                 done: list[TurnResult] = []
-                async for event in _while(self._finish(turn, result, internal, external),
-                                          queue, done):
-                    yield Progress(event)
+                with stage("answer"):
+                    async for event in _while(self._finish(turn, result, internal, external),
+                                              queue, done):
+                        yield Progress(event)
                 answered = True
                 yield Answer(done[0], relay.unsent(external) if stream else [], relay.forwarded)
                 return
@@ -226,8 +229,10 @@ class TurnRunner:
         """The next model call's request: the history and the turn's tool rounds fitted
         to the budget, with the current offer's tools; the N-th call of an instruction
         goes without tools."""
-        messages, turn.omitted = fit([*turn.history, *turn.tail],
-                                     self._settings.history_budget_tokens)
+        with stage("prepare"):
+            messages, turn.omitted = fit([*turn.history, *turn.tail],
+                                         self._settings.history_budget_tokens,
+                                         self._preparer.views.costs)
         payload: JsonObject = {**turn.base, "messages": messages}
         if turn.calls_so_far + 1 < self._settings.max_model_calls_per_turn:
             tools = list(turn.request.client_tools) + turn.offer.openai()

@@ -50,14 +50,22 @@ from deepseek_eyes.runtime.messages import image_refs
 from deepseek_eyes.runtime.reasoning import restore_reasoning
 from deepseek_eyes.runtime.sight import Sight, SightVerdict
 from deepseek_eyes.runtime.tools import ToolHub, TurnContext
-from deepseek_eyes.runtime.turn.history import Chain, HistoryMemo, prefix_chain, visible_digest
+from deepseek_eyes.runtime.turn.history import (
+    Chain,
+    HistoryMemo,
+    prefix_chain,
+    shared_prefix,
+    visible_digest,
+)
 from deepseek_eyes.runtime.turn.ledger import ABORTED
 from deepseek_eyes.runtime.turn.request import EvidenceUse, ThinkingNote, TurnRequest
 from deepseek_eyes.runtime.turn.state import TurnState
 from deepseek_eyes.runtime.view import (
     EvidenceSlot,
+    ViewMemo,
     attached_pixels,
     build_view,
+    carries_images,
     image_ids,
     native_pixels,
 )
@@ -163,6 +171,7 @@ class Preparer:
         self._sessions = sessions
         self._usage = usage
         self.memo = HistoryMemo()
+        self.views = ViewMemo()  # plain renderings of the session logs' messages
 
     async def prepare(self, request: TurnRequest) -> TurnState:
         started = time.time()
@@ -235,10 +244,14 @@ class Preparer:
                 model, param).
         """
         mode = thinking_mode(model, request.params, self._llm)
-        messages, restored = restore_reasoning(request.messages, self._sessions,
-                                               scope=request.scope)
+        gaps = reasoning_gaps(request.messages)  # one walk of a long history, not three
+        if gaps:
+            messages, restored = restore_reasoning(request.messages, self._sessions,
+                                                   scope=request.scope)
+            gaps = reasoning_gaps(messages) if mode == "enabled" else []
+        else:  # nothing to restore: what restore_reasoning gives back then
+            messages, restored = list(request.messages), 0
         request = dataclasses.replace(request, messages=messages)
-        gaps = reasoning_gaps(messages) if mode == "enabled" else []
         note: ThinkingNote = {"mode": mode, "reasoning_restored": restored}
         if gaps:
             first = gaps[0]
@@ -291,8 +304,9 @@ class Preparer:
         evidence: list[EvidenceUse] = []
         slots: dict[str, EvidenceSlot] = {}
         originals: dict[str, bytes] = {}
-        ids = image_ids(conversation)
-        pictures = _conversation_images(conversation)
+        carrying = [m for m in conversation if carries_images(m)]  # one walk: few hold any
+        ids = image_ids(carrying)
+        pictures = _conversation_images(carrying)
         if path == "bridged" or context.delivery == "both":
             for image in pictures:
                 image_id = ids.get(image["sha256"]) or str(image.get("id"))
@@ -334,6 +348,7 @@ class Preparer:
             native_history_images=self._settings.native_history_images,
             thinking=thinking,
             both=context.delivery == "both",
+            memo=self.views,
         )
         if originals:  # the bytes of the images this view sends as pixels
             self._usage.count(UsageCategory.NATIVE_VISUAL_TURNS, source=model)
@@ -539,14 +554,17 @@ class Preparer:
         # resends the stored history, internal messages included); ``chain`` holds the
         # request's visible messages' digests in order.
         matched = common = 0
-        for message in request.messages:
-            if message.get("internal"):
+        if len(chain.digests) == len(request.messages):  # nothing internal: compared in C
+            matched = common = shared_prefix(stored, chain.digests)
+        else:
+            for message in request.messages:
+                if message.get("internal"):
+                    common += 1
+                    continue
+                if matched == len(stored) or stored[matched] != chain.digests[matched]:
+                    break
+                matched += 1
                 common += 1
-                continue
-            if matched == len(stored) or stored[matched] != chain.digests[matched]:
-                break
-            matched += 1
-            common += 1
         new = [m for m in request.messages[common:] if not m.get("internal")]
         retried = _retried(snap, visible, matched) if not new else None
         if retried is not None and retried.base is not None:
@@ -591,6 +609,8 @@ def _conversation_images(conversation: Sequence[Mapping[str, Any]]) -> list[dict
     messages, and the images tool results delivered as pixels."""
     seen: dict[str, dict[str, Any]] = {}
     for message in conversation:
+        if not carries_images(message):
+            continue
         for image in image_refs([message]):
             seen.setdefault(image["sha256"], image)
         for attached in attached_pixels(message):

@@ -89,25 +89,33 @@ class ReasoningSealer:
 
     def __init__(self, keyring: Keyring | Callable[[], Keyring]) -> None:
         self._ring = OpenedOnUse(keyring)
+        # The cipher of each ring key, derived once (a derivation and a cipher set-up per
+        # answer were most of the Responses front's own cost); keyed by the key itself,
+        # so a rotated ring derives its new key and an old blob still finds its own.
+        self._ciphers: dict[bytes, AESGCM] = {}
 
     @property
     def keyring(self) -> Keyring:
         return self._ring.get()
 
-    def _key(self, kid: str | None) -> tuple[str, bytes] | None:
+    def _key(self, kid: str | None) -> tuple[str, AESGCM] | None:
         ring = self.keyring
         for key, key_id in zip(ring.keys, ring.ids(), strict=True):
             if kid is None or key_id == kid:
-                return key_id, hmac.new(key, _SEAL_INFO, hashlib.sha256).digest()
+                cipher = self._ciphers.get(key)
+                if cipher is None:
+                    cipher = self._ciphers[key] = AESGCM(
+                        hmac.new(key, _SEAL_INFO, hashlib.sha256).digest())
+                return key_id, cipher
         return None
 
     def seal(self, reasoning: str, *, scope: str) -> str:
         found = self._key(None)
         assert found is not None
-        kid, key = found
+        kid, cipher = found
         nonce = os.urandom(12)
         plain = json.dumps({"r": reasoning}, ensure_ascii=False).encode("utf-8")
-        sealed = AESGCM(key).encrypt(nonce, plain, scope.encode("utf-8"))
+        sealed = cipher.encrypt(nonce, plain, scope.encode("utf-8"))
         blob = base64.urlsafe_b64encode(nonce + sealed).decode().rstrip("=")
         return f"{_SEAL_PREFIX}.{kid}.{blob}"
 
@@ -124,7 +132,7 @@ class ReasoningSealer:
             return None
         try:
             raw = base64.urlsafe_b64decode(parts[2] + "=" * (-len(parts[2]) % 4))
-            plain = AESGCM(found[1]).decrypt(raw[:12], raw[12:], scope.encode("utf-8"))
+            plain = found[1].decrypt(raw[:12], raw[12:], scope.encode("utf-8"))
             value = json.loads(plain)
         except (ValueError, InvalidTag):
             return None
