@@ -51,8 +51,8 @@ from deepseek_eyes.errors import RouteError
 from deepseek_eyes.settings import LocalRouteSettings
 from deepseek_eyes.vision.routes.controls import add_controls, find_controls
 from deepseek_eyes.vision.routes.layout import Segment, build_evidence, build_target
-from deepseek_eyes.vision.routes.tables import add_tables, find_tables
 from deepseek_eyes.vision.routes.regions import LAYOUT_ID, LayoutModel, layout_version
+from deepseek_eyes.vision.routes.tables import add_tables, find_tables
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 
 if TYPE_CHECKING:
