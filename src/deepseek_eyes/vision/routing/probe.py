@@ -16,8 +16,6 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from PIL import Image
-
 __all__ = [
     "PROBE_COLOURS",
     "ProbeChallenge",
@@ -58,6 +56,10 @@ def make_challenge(cell_px: int = CELL_PX) -> ProbeChallenge:
         if len(set(flat)) >= MIN_DISTINCT:
             break
     size = GRID * cell_px
+    # Imported here: a probe is rare, and every command that opens the router (a cached
+    # `see` among them) would otherwise pay for Pillow at start-up.
+    from PIL import Image
+
     image = Image.new("RGB", (size, size))
     for index, name in enumerate(flat):
         row, col = divmod(index, GRID)
