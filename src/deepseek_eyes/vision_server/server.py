@@ -199,12 +199,13 @@ def _result(acquisition: Acquisition, variant: Variant) -> CallToolResult:
     shown = {"sha256": image.sha256, "width": image.width, "height": image.height,
              "media_type": image.media_type}
     record = acquisition.record
+    evidence = record.evidence  # parsed once: each read of the property parses the JSON
     render = render_evidence if variant is Variant.EVIDENCE else render_target
-    text = render(image.sha256, shown, record.evidence, route=record.route,
+    text = render(image.sha256, shown, evidence, route=record.route,
                   record_sha256=record.record_sha256)
     text += (f'\n(call look(image="{image.sha256}", question=...) to reread the pixels; '
              f"{'from the cache' if acquisition.cached else 'fresh'})")
-    return to_call_result(ToolResult(text, record.evidence, meta=_meta(acquisition)))
+    return to_call_result(ToolResult(text, evidence, meta=_meta(acquisition)))
 
 
 class ClientRoots:
