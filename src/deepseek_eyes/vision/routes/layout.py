@@ -59,6 +59,8 @@ class Segment:
 
 @dataclass(frozen=True)
 class Line:
+    """One text line: its OCR segments in reading order."""
+
     segments: tuple[Segment, ...]
 
     @property
@@ -213,6 +215,8 @@ def _identifies(tokens: Sequence[str], index: int, after_digits: bool) -> bool:
 
 @dataclass(frozen=True)
 class Quantity:
+    """A number read from a line, with its label, unit and the text it came from."""
+
     label: str
     value: float
     unit: str

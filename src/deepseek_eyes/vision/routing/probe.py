@@ -42,6 +42,8 @@ MIN_DISTINCT = 4
 
 @dataclass(frozen=True)
 class ProbeChallenge:
+    """One pixel probe: the grid's colour names and the PNG that shows them."""
+
     cells: tuple[tuple[str, ...], ...]  # row-major colour names
     png: bytes
     width: int
