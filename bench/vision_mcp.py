@@ -1,4 +1,4 @@
-"""``see`` over MCP on a cached image against the same ``see`` in process.
+"""``see`` over MCP on a cached image against a trivial tool over the same transport.
 
     .venv/bin/python bench/vision_mcp.py
 
@@ -6,9 +6,14 @@ Ours: ``tools/call see {"image": "01_receipt.png"}`` from the official SDK clien
 ``deepseek-eyes vision serve --stdio --root bench/corpus`` process (the file read and
 checked against the root, hashed, the evidence cache hit, attempts and audit rows, the
 text rendering, JSON-RPC both ways), and the same call to the server in memory (no
-process, no pipe). Baseline: what ``deepseek-eyes see`` does in process, reading the file
-and calling ``VisionBridge.see`` on a warm cache. All three share one temporary data home;
-the first call (the embedded offline OCR route) fills the cache. Calls alternate after a
+process, no pipe). Baselines: for stdio, the transport's own cost, the same SDK client
+calling the one trivial tool of a bare SDK server over stdio (bench/_trivial_mcp.py:
+``echo`` of a short string, with the output schema the SDK derives, so its client
+validates there too; target: ours at most 1.5x it); and what ``deepseek-eyes see`` does
+in process, reading the file and calling ``VisionBridge.see`` on a warm cache. All share
+one temporary data home; the first call (the embedded offline OCR route) fills the cache,
+and each client makes one untimed call first (the first call of a connection reports
+``cached: false``: that scope had not been shown the record). Calls alternate after a
 warm-up; figures are medians per call. Ratio = ours / baseline.
 
 The SDK client validates every ``structuredContent`` against the tool's ``outputSchema``
@@ -37,6 +42,7 @@ from deepseek_eyes.vision_server import ServedRoots, VisionService, build_vision
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 IMAGE = "01_receipt.png"
+TRIVIAL = Path(__file__).resolve().parent / "_trivial_mcp.py"
 ROUNDS = 200
 WARMUP = 20
 EXE = str(Path(sys.executable).with_name("deepseek-eyes"))
@@ -58,12 +64,18 @@ async def main() -> None:
             with open(os.devnull, "w") as quiet:
                 from mcp.client.stdio import stdio_client
 
+                trivial_params = StdioServerParameters(
+                    command=sys.executable, args=[str(TRIVIAL)], env=dict(os.environ))
                 async with (
                     Client(stdio_client(params, errlog=quiet), mode="legacy") as stdio,
                     Client(build_vision_server(service, close_on_exit=False),
                            mode="legacy") as memory,
+                    Client(stdio_client(trivial_params, errlog=quiet),
+                           mode="legacy") as trivial,
                 ):
                     times: dict[str, list[float]] = {}
+                    for client in (stdio, memory):  # each connection's first call
+                        await client.call_tool("see", {"image": IMAGE})
 
                     async def over(client: Client) -> float:
                         started = time.perf_counter()
@@ -72,6 +84,14 @@ async def main() -> None:
                         meta = result.meta or {}
                         if result.is_error or not meta["deepseekeyes"]["cached"]:
                             raise SystemExit(f"expected a cache hit: {result.content}")
+                        return took
+
+                    async def bare() -> float:
+                        started = time.perf_counter()
+                        result = await trivial.call_tool("echo", {"text": "ok"})
+                        took = time.perf_counter() - started
+                        if result.is_error or result.structured_content != {"result": "ok"}:
+                            raise SystemExit(f"unexpected echo: {result}")
                         return took
 
                     async def inproc() -> float:
@@ -84,16 +104,21 @@ async def main() -> None:
 
                     for phase in ("validated", "unvalidated"):
                         if phase == "unvalidated":
-                            for client in (stdio, memory):
+                            for client in (stdio, memory, trivial):
                                 client.session.validate_tool_result = _skip  # type: ignore[method-assign]
                         for index in range(WARMUP + ROUNDS):
                             taken = {"stdio": await over(stdio), "memory": await over(memory),
-                                     "inproc": await inproc()}
+                                     "trivial": await bare(), "inproc": await inproc()}
                             if index >= WARMUP:
                                 for name, took in taken.items():
                                     times.setdefault(f"{phase} {name}", []).append(took)
             await bridge.aclose()
     for phase in ("validated", "unvalidated"):
+        ours = statistics.median(times[f"{phase} stdio"])
+        baseline = statistics.median(times[f"{phase} trivial"])
+        print(f"vision_mcp_see[stdio, client {phase}, {IMAGE} cached]: "
+              f"ours={ours * 1e3:.3f}ms baseline=trivial tool of a bare SDK server over stdio "
+              f"{baseline * 1e3:.3f}ms ratio={ours / baseline:.2f}")
         baseline = statistics.median(times[f"{phase} inproc"])
         for name in ("stdio", "memory"):
             ours = statistics.median(times[f"{phase} {name}"])

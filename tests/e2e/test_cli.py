@@ -311,6 +311,25 @@ def test_importing_the_cli_and_its_help_load_no_heavy_dependency() -> None:
     assert json.loads(done.stdout.splitlines()[-1]) == []
 
 
+def test_a_cached_see_loads_no_image_decoder_and_start_up_leaves_the_collector_on() -> None:
+    """What a cached ``see`` imports (its command, the data home, the bridge and router)
+    loads no Pillow: a hit decodes nothing. And the command line's start-up, which pauses
+    the cyclic garbage collector while it imports, turns it back on."""
+    probe = (
+        "import gc, json, sys\n"
+        "sys.argv = ['deepseek-eyes', '--version']\n"
+        "from deepseek_eyes.cli import main\n"
+        "main()\n"
+        "import deepseek_eyes.cli.see, deepseek_eyes.home, deepseek_eyes.vision.bridge\n"
+        "print(json.dumps([[m for m in sys.modules if m.split('.')[0] == 'PIL'],"
+        " gc.isenabled(), gc.get_freeze_count() > 0]))\n"
+    )
+    done = subprocess.run(  # noqa: S603 - our own interpreter, argv list
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == [[], True, True]
+
+
 def test_help_summaries_are_the_commands_own() -> None:
     from deepseek_eyes.cli import COMMANDS, cli
 

@@ -116,3 +116,25 @@ def test_evidence_is_new_to_each_scope_once(tmp_path: Path) -> None:
     assert seen.note(BOB, "r1", acquired_ms=None).before is True
     # A record nobody noted the time of (acquired before scopes): the default pad.
     assert seen.note(BOB, "r-old", acquired_ms=None).acquired_ms == DEFAULT_ACQUIRED_MS
+
+
+def test_a_repeated_showing_asks_the_database_nothing(tmp_path: Path) -> None:
+    """A pair this process read or wrote is remembered: the hit repeated most runs no
+    statement (a read would also flush the queued log rows: a write per hit). Another
+    process's view (a new EvidenceScopes on the same file) still reads the row."""
+    db = Database(tmp_path / "eyes.db")
+    try:
+        EvidenceScopes(db, clock=lambda: 1.0).note(ALICE, "r1", acquired_ms=420.0)
+        seen = EvidenceScopes(db, clock=lambda: 1.0)
+        statements: list[str] = []
+        db._conn.set_trace_callback(statements.append)
+        assert seen.note(ALICE, "r1", acquired_ms=None).before is True  # read from the row
+        assert statements
+        statements.clear()
+        assert seen.note(ALICE, "r1", acquired_ms=None).before is True
+        assert statements == []
+        assert seen.note(BOB, "r1", acquired_ms=None).before is False  # not Alice's memory
+        assert statements
+    finally:
+        db._conn.set_trace_callback(None)
+        db.close()

@@ -21,6 +21,7 @@ standard error only, and only for a person at a terminal (:mod:`deepseek_eyes.cl
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import sys
@@ -95,6 +96,7 @@ class LazyGroup(click.Group):
             module, attribute, _ = COMMANDS[cmd_name]
             command = getattr(importlib.import_module(module), attribute)
             self.add_command(command, cmd_name)
+            _started()
         return super().get_command(ctx, cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -160,7 +162,38 @@ def _report(error: dict[str, Any], as_json: bool) -> None:
             click.echo(f"  {where}: {item['message']}{keyword}", err=True)
 
 
+#: Whether this process's start-up turned the cyclic garbage collector off (see :func:`main`).
+_collector_paused = False
+
+
+def _started() -> None:
+    """Start-up is over: the cyclic garbage collector runs again, and what start-up made
+    (modules, classes, schemas: all of it kept for the life of the process) is frozen out
+    of its walks, so a long-running command's collections never visit it."""
+    global _collector_paused
+    if _collector_paused:
+        _collector_paused = False
+        gc.freeze()
+        gc.enable()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    """The process's command line (``argv`` None) or the given arguments (in process)."""
+    global _collector_paused
+    if argv is None and gc.isenabled():
+        # Importing a command makes a few hundred thousand objects that live as long as
+        # the process and hardly a garbage cycle; the collector walked them again and
+        # again, a tenth of a cached `see`. Off until the command is imported; a caller
+        # in process (argv given) keeps its collector as it is.
+        _collector_paused = True
+        gc.disable()
+    try:
+        _main(argv)
+    finally:
+        _started()
+
+
+def _main(argv: Sequence[str] | None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = wants_json(args)
     try:

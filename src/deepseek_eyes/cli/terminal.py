@@ -15,7 +15,6 @@ the protocol ever reaches standard output.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -110,7 +109,9 @@ def serve_command(
             elif service.config.approvals == "person":
                 click.echo("terminal: over stdio there is no approval console, so a plan that "
                            "needs approval cannot run (serve --http for the console)", err=True)
-            asyncio.run(_serve_stdio(service, helper))
+            from deepseek_eyes.serving import loop
+
+            loop.run(_serve_stdio(service, helper))
             return
 
         from deepseek_eyes.terminal.transport.console_login import ConsoleLogins, login_url
@@ -155,10 +156,11 @@ def serve_command(
 
 
 async def _serve_stdio(service: Any, helper: Any) -> None:
+    from deepseek_eyes.serving.stdio import run_stdio
     from deepseek_eyes.terminal.transport.server import build_mcp_server
 
     try:
-        await build_mcp_server(service, helper).run_stdio_async()
+        await run_stdio(build_mcp_server(service, helper))
     finally:
         await service.aclose()
 

@@ -9,7 +9,6 @@ once the socket is bound, adds ``"listening": {"host", "port", "url"}``.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +83,9 @@ def serve_command(ctx: click.Context, transport: str, roots: tuple[Path, ...],
         click.echo(dump_json(described) if as_json else
                    f"vision: MCP over stdio; roots: "
                    f"{', '.join(described['roots']) or 'none (client roots only)'}", err=True)
-        asyncio.run(_serve_stdio(settings, served))
+        from deepseek_eyes.serving import loop
+
+        loop.run(_serve_stdio(settings, served))
         return
 
     from deepseek_eyes.serving.security import HttpOptions
@@ -119,6 +120,7 @@ def serve_command(ctx: click.Context, transport: str, roots: tuple[Path, ...],
 
 async def _serve_stdio(settings: Settings, served: Any) -> None:
     from deepseek_eyes.home import DataHome
+    from deepseek_eyes.serving.stdio import run_stdio
     from deepseek_eyes.vision.bridge import VisionBridge
     from deepseek_eyes.vision_server.server import build_vision_server
     from deepseek_eyes.vision_server.service import VisionService
@@ -126,4 +128,4 @@ async def _serve_stdio(settings: Settings, served: Any) -> None:
     with DataHome.open(settings) as home:
         service = VisionService(VisionBridge(settings, home), served,
                                 max_listed=settings.vision.serve.max_listed_evidence)
-        await build_vision_server(service, open_world=_open_world(settings)).run_stdio_async()
+        await run_stdio(build_vision_server(service, open_world=_open_world(settings)))

@@ -134,6 +134,8 @@ class Settings(Strict):
 
 @dataclass(frozen=True)
 class LoadedSettings:
+    """The validated settings and the file they came from."""
+
     settings: Settings
     source: Path | None  # None: no file, all defaults
 

@@ -26,6 +26,8 @@ def sha256_hex(data: bytes | memoryview) -> str:
 
 @dataclass(frozen=True)
 class BlobRef:
+    """A stored blob: its SHA-256 (its name) and its size in bytes."""
+
     sha256: str
     size: int
 

@@ -24,6 +24,7 @@ by :data:`MAX_WALK`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Iterator
@@ -48,11 +49,14 @@ class DataFiles:
 
     root: Path
 
-    def _named(self) -> Iterator[Path]:
-        for side in _DATABASE_SIDES:
-            yield self.root / f"{_DATABASE}{side}"
-        for folder in _KEYRING_DIRS:
-            yield self.root / folder / KEYRING_FILENAME
+    @functools.cached_property
+    def _named(self) -> tuple[str, ...]:
+        """The layout's named files, spelled once: every file a served root hands out is
+        checked against them twice, and building the paths cost more than the stats."""
+        return (
+            *(os.path.join(self.root, f"{_DATABASE}{side}") for side in _DATABASE_SIDES),
+            *(os.path.join(self.root, folder, KEYRING_FILENAME) for folder in _KEYRING_DIRS),
+        )
 
     def _walk(self) -> Iterator[os.stat_result]:
         seen = 0
@@ -86,14 +90,14 @@ class DataFiles:
             return False
         identity = (info.st_dev, info.st_ino)
 
-        def same(path: Path) -> bool:
+        def same(path: str | Path) -> bool:
             try:
                 other = os.stat(path, follow_symlinks=False)
             except (OSError, ValueError):
                 return False
             return (other.st_dev, other.st_ino) == identity
 
-        if any(same(path) for path in self._named()):
+        if any(same(path) for path in self._named):
             return True
         if content is not None and same(
                 BlobStore(self.root / "blobs").path_for(hashlib.sha256(content).hexdigest())):

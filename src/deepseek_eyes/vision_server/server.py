@@ -21,7 +21,6 @@ is the runtime's: the capability layer may not import it.
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import time
@@ -139,17 +138,37 @@ def vision_tools(*, open_world: bool = False) -> tuple[ToolDef, ...]:
 
 
 def output_schema(variant: Variant) -> dict[str, Any]:
-    """The schema file's definitions with a root that selects ``variant``: an object
-    schema, as MCP requires of an ``outputSchema``. No ``$id``: both tools' schemas come
+    """The schema file's definition of ``variant`` as the tool's ``outputSchema``: an
+    object schema, as MCP requires, with every ``$ref`` replaced by the definition it
+    names. The same constraints, spelled out: a validating client (the SDK's validates
+    every result) resolved a reference at each of the forty-odd boxes, lines and numbers of
+    a receipt's evidence, a third of its validation. No ``$id``: both tools' schemas come
     from one file, and a client that caches schemas by ``$id`` would confuse them."""
     document = schema_document()
-    return {
-        "$schema": document["$schema"],
-        "title": f"{document['title']}: {variant.value}",
-        "type": "object",
-        "$ref": f"#/$defs/{variant.short}",
-        "$defs": copy.deepcopy(document["$defs"]),
-    }
+    definitions = document["$defs"]
+    root = _inlined(definitions[variant.short], definitions, 0)
+    return {"$schema": document["$schema"], **root,
+            "title": f"{document['title']}: {variant.value}", "type": "object"}
+
+
+#: The schema file's references nest a few levels (evidence → quantity → optionalBbox →
+#: bbox); a deeper one can only be a cycle, which inlining cannot spell out.
+_MAX_INLINED_DEPTH = 16
+
+
+def _inlined(node: Any, definitions: dict[str, Any], depth: int) -> Any:
+    if depth > _MAX_INLINED_DEPTH:
+        raise ValueError("the evidence schema's references nest too deep (a cycle?)")
+    if isinstance(node, list):
+        return [_inlined(item, definitions, depth) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        if len(node) != 1:  # the file's references stand alone; a sibling would need allOf
+            raise ValueError(f"a $ref with siblings in the evidence schema: {ref}")
+        return _inlined(definitions[ref[len("#/$defs/"):]], definitions, depth + 1)
+    return {key: _inlined(value, definitions, depth) for key, value in node.items()}
 
 
 def _refusal(exc: DeepSeekEyesError) -> CallToolResult:
@@ -199,12 +218,13 @@ def _result(acquisition: Acquisition, variant: Variant) -> CallToolResult:
     shown = {"sha256": image.sha256, "width": image.width, "height": image.height,
              "media_type": image.media_type}
     record = acquisition.record
+    evidence = record.evidence  # parsed once: each read of the property parses the JSON
     render = render_evidence if variant is Variant.EVIDENCE else render_target
-    text = render(image.sha256, shown, record.evidence, route=record.route,
+    text = render(image.sha256, shown, evidence, route=record.route,
                   record_sha256=record.record_sha256)
     text += (f'\n(call look(image="{image.sha256}", question=...) to reread the pixels; '
              f"{'from the cache' if acquisition.cached else 'fresh'})")
-    return to_call_result(ToolResult(text, record.evidence, meta=_meta(acquisition)))
+    return to_call_result(ToolResult(text, evidence, meta=_meta(acquisition)))
 
 
 class ClientRoots:

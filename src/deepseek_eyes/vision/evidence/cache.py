@@ -58,6 +58,8 @@ def canonical_json(value: Any) -> str:
 
 @dataclass(frozen=True)
 class ImageMeta:
+    """What the cache keeps of an image: both hashes, its size and media type."""
+
     sha256: str
     pixel_sha256: str
     width: int
@@ -75,6 +77,9 @@ class ImageMeta:
 
 @dataclass(frozen=True)
 class EvidenceKey:
+    """What one evidence record answers: which pixels, by which route, in which variant
+    (and for a target, which question)."""
+
     pixel_sha256: str
     route: str
     variant: Variant

@@ -165,6 +165,8 @@ class _Fields:
 
 @dataclass(frozen=True)
 class _Layout:
+    """The repairable structure of one variant of the evidence schema."""
+
     keys: frozenset[str]  # the variant's top-level properties other than ``schema``
     top: _Fields
     items: tuple[tuple[str, _Fields], ...]  # top-level arrays of objects and their fields

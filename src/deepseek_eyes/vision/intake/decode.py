@@ -52,12 +52,15 @@ import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
+from typing import TYPE_CHECKING, Any
 
 from deepseek_eyes.errors import ImageError
 from deepseek_eyes.settings import ImageSettings
+
+if TYPE_CHECKING:
+    # Pillow is imported where pixels are decoded, not here: a cached `see` reads the file
+    # and its hash and never decodes, and Pillow is a tenth of that command's start-up.
+    from PIL import Image
 
 __all__ = [
     "DecodedImage",
@@ -205,6 +208,8 @@ def decode_image(
         raise ValueError("sha256 must be 64 lower-case hex digits")  # a caller's bug
 
     fmt = _sniff(data)
+    from PIL import Image  # see the TYPE_CHECKING import
+
     with warnings.catch_warnings():
         # Warnings about untrusted input are our errors or nothing: never leak them.
         # catch_warnings() is process-wide before Python 3.14, so a concurrent thread may
@@ -268,6 +273,8 @@ def read_image_file(path: Path, limits: ImageLimits = ImageLimits()) -> bytes:
 
 
 def _decode(data: bytes, sha256: str, limits: ImageLimits) -> DecodedImage:
+    from PIL import Image, UnidentifiedImageError
+
     try:
         opened = Image.open(io.BytesIO(data), formats=sorted(limits.formats))
     except UnidentifiedImageError:
@@ -309,6 +316,8 @@ def _finish(opened: Image.Image, data: bytes, sha256: str, fmt: str,
             rawmodes: set[Any]) -> DecodedImage:
     """Orientation, RGB pixels and their digest of a loaded image (inside its slot, since
     its copies are the rest of the decode's memory)."""
+    from PIL import ExifTags, ImageOps
+
     orientation = opened.getexif().get(ExifTags.Base.Orientation, 1)
     rotated = orientation in range(2, 9)
     if rotated:
@@ -339,6 +348,8 @@ def _finish(opened: Image.Image, data: bytes, sha256: str, fmt: str,
 
 def _to_rgb(image: Image.Image) -> Image.Image:
     """A new RGB image without metadata: wide gray scaled to 8 bits, alpha on white."""
+    from PIL import Image
+
     if image.mode in _WIDE_GRAY_MODES:
         image = _wide_gray_to_8bit(image)
     try:
@@ -365,6 +376,7 @@ def _wide_gray_to_8bit(image: Image.Image) -> Image.Image:
     ``I;16`` → ``RGBA`` conversion compares the clipped value with the key.
     """
     import numpy as np  # only 16-bit gray needs it; a cached `see` never decodes (start-up)
+    from PIL import Image
 
     # The samples as stored (2 bytes each for I;16), not widened to int64 first: this path
     # is the one whose temporaries are several times the decoded image.

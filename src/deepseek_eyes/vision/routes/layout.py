@@ -187,6 +187,8 @@ def _identifies(tokens: Sequence[str], index: int, after_digits: bool) -> bool:
 
 @dataclass(frozen=True)
 class Quantity:
+    """A number read from a line, with its label, unit and the text it came from."""
+
     label: str
     value: float
     unit: str

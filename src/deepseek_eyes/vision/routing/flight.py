@@ -43,6 +43,8 @@ T = TypeVar("T")
 
 @dataclass
 class _Flight(Generic[T]):
+    """One acquisition in flight and how many callers wait on it."""
+
     task: asyncio.Task[T]
     callers: int = 0
 

@@ -73,6 +73,8 @@ class ProbeReport(TypedDict):
 
 @dataclass(frozen=True)
 class RouterPolicy:
+    """How long health and probe verdicts stand, and how far a request fails over."""
+
     health_ttl: float = 300.0
     failure_cooldown: float = 60.0
     failover_attempts: int = 2
@@ -97,6 +99,8 @@ class RouterPolicy:
 
 @dataclass(frozen=True)
 class RouteEntry:
+    """A route as the router holds it, with its probe override."""
+
     route: VisionRoute
     probe: bool | None = None  # per-route override of RouterPolicy.probe
 

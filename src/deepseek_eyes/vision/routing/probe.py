@@ -16,8 +16,6 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from PIL import Image
-
 __all__ = [
     "PROBE_COLOURS",
     "ProbeChallenge",
@@ -44,6 +42,8 @@ MIN_DISTINCT = 4
 
 @dataclass(frozen=True)
 class ProbeChallenge:
+    """One pixel probe: the grid's colour names and the PNG that shows them."""
+
     cells: tuple[tuple[str, ...], ...]  # row-major colour names
     png: bytes
     width: int
@@ -58,6 +58,10 @@ def make_challenge(cell_px: int = CELL_PX) -> ProbeChallenge:
         if len(set(flat)) >= MIN_DISTINCT:
             break
     size = GRID * cell_px
+    # Imported here: a probe is rare, and every command that opens the router (a cached
+    # `see` among them) would otherwise pay for Pillow at start-up.
+    from PIL import Image
+
     image = Image.new("RGB", (size, size))
     for index, name in enumerate(flat):
         row, col = divmod(index, GRID)

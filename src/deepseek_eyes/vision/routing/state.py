@@ -17,6 +17,8 @@ __all__ = ["RouteState", "RouteStateStore"]
 
 @dataclass(frozen=True)
 class RouteState:
+    """A route's health, probe verdict and circuit, as stored."""
+
     route: str
     fingerprint: str
     health_ok: bool | None = None
