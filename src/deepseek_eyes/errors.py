@@ -594,6 +594,17 @@ ERROR_CODES: Mapping[str, str] = {
     "MCP_GENERATION_STALE": (
         "The definition belongs to an older catalog generation than the live one; it was not run."
     ),
+    "MCP_CALL_DENIED": (
+        "The tool is ask-first (mcp.servers[].ask) and a person denied the call, or its "
+        "session closed while it waited; nothing was sent to the server."
+    ),
+    "MCP_APPROVAL_TIMEOUT": (
+        "The tool is ask-first and nobody approved the call within mcp.ask_timeout; nothing "
+        "was sent to the server."
+    ),
+    "MCP_APPROVAL_NOT_FOUND": (
+        "No ask-first call waits under that id (decided already, expired, or never asked)."
+    ),
     "MCP_ARGUMENTS_INVALID": (
         "The call's arguments are not a JSON object or miss a required prompt argument."
     ),

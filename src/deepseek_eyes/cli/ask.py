@@ -84,9 +84,12 @@ class _PromptWithoutProgress:
 
 
 def terminal_approver(runtime: Runtime, progress: Progress) -> Approver | None:
-    """Who approves a plan that needs it: the person at this terminal, else nobody (the
-    plan is then not run and the model is told so)."""
-    if runtime.terminal is None or not TerminalPrompt.available():
+    """Who approves a plan (or an ask-first MCP call) that needs it: the person at this
+    terminal, else nobody (the plan is then not run and the model is told so; an ask-first
+    call waits in the web console's Approvals, if one is served)."""
+    asks = runtime.mcp_manager is not None and any(
+        s.ask for s in runtime.mcp_manager.settings.servers)
+    if (runtime.terminal is None and not asks) or not TerminalPrompt.available():
         return None
     prompt = TerminalPrompt(timeout=runtime.settings.runtime.approval_timeout)
     return _PromptWithoutProgress(prompt, progress)

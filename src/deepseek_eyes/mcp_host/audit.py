@@ -64,6 +64,16 @@ class McpAudit:
                              **({"parent": parent} if parent is not None else {}))
         return rec
 
+    def ask_row(self, *, server: str, tool: str, status: str, ask_id: str,
+                arguments_sha256: str, session_id: str | None, via: str | None,
+                by: str | None) -> None:
+        """One step of an ask-first call (asked, approved, denied, timeout, expired) as an
+        ``mcp.ask`` row: identities and the argument hash, never the arguments."""
+        if self._log is not None:
+            self._log.append("mcp.ask", server, tool=tool, status=status, ask_id=ask_id,
+                             arguments_sha256=arguments_sha256, session_id=session_id,
+                             via=via, by=by)
+
     def recent(self) -> list[dict[str, Any]]:
         return [asdict(r) for r in self.ring]
 

@@ -31,6 +31,7 @@ import anyio
 from deepseek_eyes import telemetry
 from deepseek_eyes.errors import McpError, McpPolicyError, StoreError
 from deepseek_eyes.mcp_host.admission import admit
+from deepseek_eyes.mcp_host.asking import Asker, AskQueue, asks_first
 from deepseek_eyes.mcp_host.audit import McpAudit
 from deepseek_eyes.mcp_host.catalog import ToolEntry
 from deepseek_eyes.mcp_host.connection import map_error
@@ -165,6 +166,8 @@ class McpHost:
         self.artifacts = artifacts
         self.audit = audit
         self.usage = usage
+        #: Ask-first calls waiting for a person (``mcp.servers[].ask``), and the last decided.
+        self.asks = AskQueue(audit.ask_row)
         # exposed() is asked on every call; it is recomputed only when what it depends on —
         # the settings object and each live server's settings and (immutable) catalog — is
         # no longer the very same objects.
@@ -324,28 +327,40 @@ class McpHost:
     async def call_tool(self, public_name: str, arguments: Mapping[str, Any], *,
                         generation: int | None = None, quota: RunQuota | None = None,
                         progress: OnProgress | None = None,
-                        parent: str | None = None) -> CallResult:
+                        parent: str | None = None, session_id: str | None = None,
+                        asker: Asker | None = None) -> CallResult:
         """Run one exposed tool; ``progress`` is told each of the server's progress
         notifications for this call (progress, total or None, message or None); ``parent``
-        names the Code Mode run that made the call (its audit row carries it).
+        names the Code Mode run that made the call (its audit row carries it). An ask-first
+        tool's call waits for a person first (listed in :attr:`asks` under ``session_id``;
+        ``asker`` may answer too, e.g. chat's terminal).
 
         Raises:
-            McpError: a policy, quota, generation, transport or ``MCP_RESULT_*`` code.
+            McpError: a policy, quota, generation, transport or ``MCP_RESULT_*`` code;
+                ``MCP_CALL_DENIED`` or ``MCP_APPROVAL_TIMEOUT`` for an ask-first call
+                nobody approved.
         """
         state, tool = self._resolve(public_name)
         return await self._dispatch(state, "tool", tool.name, tool.risk, dict(arguments),
-                                    generation, quota, progress=progress, parent=parent)
+                                    generation, quota, progress=progress, parent=parent,
+                                    session_id=session_id, asker=asker)
 
     async def _dispatch(self, state: ServerState, kind: str, name: str, risk: str,
                         arguments: dict[str, Any], generation: int | None,
                         quota: RunQuota | None, *, audit_name: str | None = None,
                         progress: OnProgress | None = None,
-                        parent: str | None = None) -> CallResult:
+                        parent: str | None = None, session_id: str | None = None,
+                        asker: Asker | None = None) -> CallResult:
         started = time.perf_counter()
         # A resource is read by URI with no arguments: its URI is what the hash covers.
         args_hash = canonical_json(arguments if kind != "resource" else {"uri": name})[1]
         audited = audit_name or name
         try:
+            if kind == "tool" and asks_first(state.settings, name):
+                # Before anything else: nothing reaches the server (nor the quota) unless a
+                # person approves; the checks below then run on the catalog as it is now.
+                await self.asks.ask(state.settings.id, name, arguments, session_id=session_id,
+                                    timeout=self.manager.settings.ask_timeout, asker=asker)
             live = state.catalog.generation if state.catalog else -1
             if generation is not None and generation != live:
                 raise McpError("the tool belongs to an older catalog generation",

@@ -43,8 +43,19 @@ class Approver(Protocol):
     async def decide(self, plan: Mapping[str, Any]) -> Decision: ...
 
 
+def _visible(text: object) -> str:
+    """Invisible characters shown as escapes, so a name cannot hide what it is."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def describe_plan(plan: Mapping[str, Any]) -> str:
-    """The plan as a person must see it before approving: exact argv, cwd, risk, reasons."""
+    """The plan as a person must see it before approving: exact argv, cwd, risk, reasons
+    (or, for an ask-first MCP call, ``kind`` ``mcp``: the server, tool and arguments)."""
+    if plan.get("kind") == "mcp":
+        return ("The model wants to call an ask-first MCP tool:\n"
+                f"  server:    {_visible(plan.get('server'))}\n"
+                f"  tool:      {_visible(plan.get('tool'))}\n"
+                f"  arguments: {_visible(plan.get('arguments'))}")
     decision = plan.get("decision") or {}
     argv = " ".join(repr(a) for a in plan.get("argv_visible") or plan.get("argv") or [])
     reasons = "; ".join(str(r) for r in decision.get("reasons") or [])

@@ -31,6 +31,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from deepseek_eyes.errors import DeepSeekEyesError, McpError
+from deepseek_eyes.mcp_host.asking import Asker
 from deepseek_eyes.mcp_host.host import (
     PROMPT_TOOL,
     RESOURCE_TOOL,
@@ -40,6 +41,7 @@ from deepseek_eyes.mcp_host.host import (
     OnProgress,
     RunQuota,
 )
+from deepseek_eyes.runtime.approval import describe_plan
 from deepseek_eyes.runtime.delivery import deliver_image
 from deepseek_eyes.runtime.tools import (
     CallRecord,
@@ -132,7 +134,8 @@ class McpToolSource:
             else:
                 result = await self.host.call_tool(
                     name, arguments, generation=spec.generation, quota=quota,
-                    progress=_relay_progress(name, context), parent=context.parent)
+                    progress=_relay_progress(name, context), parent=context.parent,
+                    session_id=context.session_id, asker=_terminal_asker(context))
         except McpError as exc:
             failed: CallRecord = {"tool": name, "source": "mcp", "code": exc.code}
             if context.parent is not None:
@@ -187,6 +190,26 @@ class McpToolSource:
 
     async def close(self) -> None:
         await self.host.manager.stop()
+
+
+def _terminal_asker(context: TurnContext) -> Asker | None:
+    """The person at chat's terminal, for an ask-first call (the turn's approver when it
+    asks there); None elsewhere: the call then waits in the web console's Approvals."""
+    approver = context.approver
+    if approver is None or approver.via != "cli":
+        return None
+    asked_by = approver
+
+    async def ask(request: Mapping[str, Any]) -> str:
+        context.emit({"type": "approval.wanted", "ask_id": str(request.get("ask_id")),
+                      "session_id": context.session_id, "via": asked_by.via,
+                      "text": describe_plan(request)})
+        decision = await asked_by.decide(request)
+        context.emit({"type": "approval.decided", "ask_id": str(request.get("ask_id")),
+                      "decision": decision})
+        return decision
+
+    return ask
 
 
 #: Characters of a server's progress message shown to a front end.

@@ -128,6 +128,8 @@ class ProgressEvent(TypedDict, total=False):
     code: str | None
     model_calls: int
     plan_id: str
+    #: approval.wanted / approval.decided of an ask-first MCP call (instead of plan_id).
+    ask_id: str
     session_id: str
     forked_from: str
     via: str

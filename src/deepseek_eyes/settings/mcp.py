@@ -40,7 +40,7 @@ from deepseek_eyes.settings.base import (
 )
 from deepseek_eyes.settings.credentials import argument_credential, url_credential
 
-__all__ = ["McpAuthorizationCodeSettings", "McpOAuthSettings", "McpSelectors",
+__all__ = ["AskSelector", "McpAuthorizationCodeSettings", "McpOAuthSettings", "McpSelectors",
            "McpServerSettings", "McpSettings", "Selector"]
 
 _MCP_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
@@ -57,6 +57,16 @@ def _selector(value: str) -> str:
 
 
 Selector = Annotated[str, BeforeValidator(lambda v: _selector(v) if isinstance(v, str) else v)]
+
+
+def _ask_selector(value: str) -> str:
+    # Unlike allow, a bare * is fine here: asking a person first only ever withholds.
+    return value if value == "*" else _selector(value)
+
+
+#: A tool name, a prefix followed by ``*``, or ``*`` alone (every tool of the server).
+AskSelector = Annotated[
+    str, BeforeValidator(lambda v: _ask_selector(v) if isinstance(v, str) else v)]
 
 
 class McpSelectors(Strict):
@@ -268,6 +278,12 @@ class McpServerSettings(Strict):
     prompts_enabled: bool = False
     allow: McpSelectors = McpSelectors()
     deny: McpSelectors = McpSelectors()
+    ask: tuple[AskSelector, ...] = Field(
+        default=(), max_length=1024,
+        description="Tools that wait for a person's approval before each call (a name, a "
+        "prefix*, or * for all); answered in the web console's Approvals or at chat's "
+        "terminal.",
+    )
     risk_policy: Literal["allow", "read-only"] = "allow"
     tool_mode: Literal["native", "code", "both"] | None = Field(
         default=None,
@@ -383,6 +399,11 @@ class McpSettings(Strict):
         description="Seconds the stateless-revision probe may wait before the handshake.",
     )
     audit_ring: int = Field(default=256, ge=16, le=65536)
+    ask_timeout: float = Field(
+        default=120.0, gt=0, le=3600,
+        description="Seconds an ask-first tool call waits for a person before it is refused "
+        "(MCP_APPROVAL_TIMEOUT).",
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> McpSettings:

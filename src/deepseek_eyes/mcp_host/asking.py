@@ -1,0 +1,207 @@
+"""Ask-first tool calls: a call to a tool named in ``mcp.servers[].ask`` waits for a person.
+
+The wait happens in :meth:`McpHost._dispatch <deepseek_eyes.mcp_host.host.McpHost>`, the one
+function every tool call goes through, *before* anything is sent to the server: a denial, a
+timeout (``mcp.ask_timeout``) or a closed session (the waiting turn was cancelled) is a
+refusal with a stable code, and the server never hears of the call.
+
+Why one queue in the host: a person may answer in the web console (which lists this queue
+beside the terminal plans) or at ``chat``'s terminal (an :data:`Asker` the turn passes);
+whichever answers first decides, and the other is told nothing more. Requests are kept in
+memory only: a request outlives nothing but its waiting call, so a restart has nothing to
+approve. A bounded ring of decided ones stays listed (as approved, denied, timed out or
+expired) so a person sees what became of a request.
+
+The arguments are shown as canonical ASCII JSON (invisible and non-ASCII characters
+escaped), cut to :data:`MAX_SHOWN_ARGUMENT_CHARS`; the audit keeps only their hash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from deepseek_eyes.errors import McpError, McpPolicyError
+from deepseek_eyes.mcp_host.policy import matches
+from deepseek_eyes.mcp_host.results import canonical_json
+from deepseek_eyes.settings import McpServerSettings
+
+__all__ = [
+    "MAX_SHOWN_ARGUMENT_CHARS",
+    "AskQueue",
+    "AskRequest",
+    "AskState",
+    "Asker",
+    "asks_first",
+]
+
+#: Characters of a call's arguments a person is shown (the rest is cut, and said so).
+MAX_SHOWN_ARGUMENT_CHARS = 2000
+#: Requests waiting at once; one more is refused rather than queued without bound.
+MAX_WAITING = 256
+
+AskState = Literal["waiting", "approved", "denied", "timeout", "expired"]
+
+#: Asks a person elsewhere (chat's terminal) about a request (its :meth:`AskRequest.view`);
+#: answers ``approved``, ``denied`` or ``timeout`` (not answered there).
+Asker = Callable[[Mapping[str, Any]], Awaitable[str]]
+
+
+def asks_first(server: McpServerSettings, tool: str) -> bool:
+    """Whether a call to ``tool`` of ``server`` waits for a person (``*`` asks for all)."""
+    return "*" in server.ask or matches(server.ask, tool)
+
+
+def shown_arguments(arguments: Mapping[str, Any]) -> str:
+    """The arguments as a person sees them: canonical ASCII JSON, cut and marked."""
+    text = canonical_json(dict(arguments))[0].decode("ascii")
+    if len(text) <= MAX_SHOWN_ARGUMENT_CHARS:
+        return text
+    return text[:MAX_SHOWN_ARGUMENT_CHARS] + f"... [{len(text)} characters, cut]"
+
+
+@dataclass
+class AskRequest:
+    """One call waiting for (or decided by) a person."""
+
+    ask_id: str
+    server: str
+    tool: str
+    arguments: str
+    arguments_sha256: str
+    session_id: str | None
+    created_at: float
+    state: AskState = "waiting"
+    via: str | None = None
+    by: str | None = None
+    decided_at: float | None = None
+    _done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    def view(self, now: float | None = None) -> dict[str, Any]:
+        """What the console lists and chat's terminal shows (no event, no hash)."""
+        now = time.time() if now is None else now
+        return {"kind": "mcp", "ask_id": self.ask_id, "server": self.server,
+                "tool": self.tool, "arguments": self.arguments,
+                "session_id": self.session_id, "state": self.state,
+                "created_at": self.created_at, "age_s": round(now - self.created_at, 1),
+                "via": self.via, "by": self.by}
+
+
+class AskQueue:
+    """The ask-first requests of one host: those waiting, then the last decided ones.
+
+    ``record`` receives one audit row per step (``asked``, ``approved``, ``denied``,
+    ``timeout``, ``expired``) with the request's identities and argument hash.
+    """
+
+    def __init__(self, record: Callable[..., None] | None = None, *, keep: int = 64) -> None:
+        self._record = record
+        self._waiting: OrderedDict[str, AskRequest] = OrderedDict()
+        self._recent: deque[AskRequest] = deque(maxlen=keep)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Waiting requests (oldest first), then the recently decided (newest first)."""
+        now = time.time()
+        return ([r.view(now) for r in self._waiting.values()]
+                + [r.view(now) for r in reversed(self._recent)])
+
+    def waiting_count(self) -> int:
+        return len(self._waiting)
+
+    def _audit(self, request: AskRequest, status: str) -> None:
+        if self._record is not None:
+            self._record(server=request.server, tool=request.tool, status=status,
+                         ask_id=request.ask_id, arguments_sha256=request.arguments_sha256,
+                         session_id=request.session_id, via=request.via, by=request.by)
+
+    def _finish(self, request: AskRequest, state: AskState, via: str | None = None,
+                by: str | None = None) -> None:
+        request.state, request.via, request.by = state, via, by
+        request.decided_at = time.time()
+        self._waiting.pop(request.ask_id, None)
+        self._recent.append(request)
+        self._audit(request, state)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(request._done.set)  # safe from the console's thread too
+        else:
+            request._done.set()
+
+    def decide(self, ask_id: str, verdict: Literal["approve", "deny"], *, via: str,
+               by: str) -> dict[str, Any]:
+        """A person's answer to a waiting request.
+
+        Raises:
+            McpError: ``MCP_APPROVAL_NOT_FOUND`` (decided already, expired, or unknown).
+        """
+        request = self._waiting.get(ask_id)
+        if request is None:
+            raise McpError(f"no ask-first call waits under {ask_id!r}",
+                           code="MCP_APPROVAL_NOT_FOUND", details={"ask_id": ask_id})
+        self._finish(request, "approved" if verdict == "approve" else "denied", via, by)
+        return request.view()
+
+    def expire_session(self, session_id: str) -> int:
+        """Expire every request of a closed session; how many there were."""
+        closed = [r for r in self._waiting.values() if r.session_id == session_id]
+        for request in closed:
+            self._finish(request, "expired")
+        return len(closed)
+
+    async def ask(self, server: str, tool: str, arguments: Mapping[str, Any], *,
+                  session_id: str | None, timeout: float, asker: Asker | None = None) -> None:
+        """Wait until a person approves the call; return only then.
+
+        Raises:
+            McpPolicyError: ``MCP_CALL_DENIED`` (denied, or its session closed),
+                ``MCP_APPROVAL_TIMEOUT`` (nobody decided within ``timeout``).
+        """
+        if len(self._waiting) >= MAX_WAITING:
+            raise McpPolicyError(f"{MAX_WAITING} calls wait for a person already; this one "
+                                 "was refused", code="MCP_CALL_DENIED",
+                                 details={"reason": "queue full"})
+        self._loop = asyncio.get_running_loop()
+        request = AskRequest(secrets.token_hex(8), server, tool, shown_arguments(arguments),
+                             canonical_json(dict(arguments))[1], session_id, time.time())
+        self._waiting[request.ask_id] = request
+        self._audit(request, "asked")
+        timed_out = False
+        try:
+            with anyio.move_on_after(timeout) as scope:
+                async with anyio.create_task_group() as group:
+                    if asker is not None:
+                        group.start_soon(self._ask_elsewhere, request, asker)
+                    await request._done.wait()
+                    group.cancel_scope.cancel()
+            timed_out = scope.cancelled_caught
+        finally:
+            if request.state == "waiting":
+                # Still waiting here: either the time ran out, or the waiting turn itself
+                # was cancelled (its session closed) and this is the way out.
+                self._finish(request, "timeout" if timed_out else "expired")
+        if request.state == "approved":
+            return
+        details = {"ask_id": request.ask_id, "server": server, "tool": tool}
+        if request.state == "timeout":
+            raise McpPolicyError(f"nobody approved the call to {tool} of {server} within "
+                                 f"{timeout:g} s; it was not made",
+                                 code="MCP_APPROVAL_TIMEOUT", details=details)
+        raise McpPolicyError(f"the call to {tool} of {server} was {request.state} by a "
+                             "person's decision or its session's end; it was not made",
+                             code="MCP_CALL_DENIED",
+                             details={**details, "state": request.state})
+
+    async def _ask_elsewhere(self, request: AskRequest, asker: Asker) -> None:
+        answer = await asker(request.view())
+        if request.state != "waiting" or answer not in ("approved", "denied"):
+            return  # decided in the console meanwhile, or not answered at the terminal
+        self._finish(request, "approved" if answer == "approved" else "denied", "cli", "tty")
+
