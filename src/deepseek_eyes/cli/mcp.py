@@ -45,9 +45,15 @@ from deepseek_eyes.mcp_host.manager import McpManager
 from deepseek_eyes.mcp_host.oauth import set_token_root
 from deepseek_eyes.mcp_host.redact import Redactor
 from deepseek_eyes.mcp_host.running import only, server_of_public_name, through
-from deepseek_eyes.mcp_host.settings_file import add_servers, edit_selectors, read_raw
+from deepseek_eyes.mcp_host.settings_file import (
+    add_servers,
+    edit_selectors,
+    read_raw,
+    set_ask,
+)
 from deepseek_eyes.mcp_host.stderr_log import server_log_dir
 from deepseek_eyes.mcp_host.tokens import token_root
+from deepseek_eyes.runtime.approval import TerminalPrompt
 from deepseek_eyes.settings import data_home
 
 __all__ = ["mcp_group"]
@@ -285,6 +291,29 @@ def deny_command(ctx: click.Context, server_id: str, selectors: tuple[str, ...],
     _edit(ctx, "deny", server_id, kind, selectors, as_json)
 
 
+@mcp_group.command("ask")
+@click.argument("server_id")
+@click.argument("tool")
+@click.option("--off", is_flag=True, help="Stop asking first for this tool (or selector).")
+@json_option
+@click.pass_context
+def ask_command(ctx: click.Context, server_id: str, tool: str, off: bool,
+                as_json: bool) -> None:
+    """Ask a person before each call of TOOL (a name, a prefix*, or * for all), in the web
+    console's Approvals or at chat's terminal; --off stops asking."""
+    path = target_file(ctx)
+    with audited_settings_edit(ctx, path):
+        settings = set_ask(path, server_id, tool, not off)
+    apply_to_gateway(ctx)
+    server = next(s for s in settings.mcp.servers if s.id == server_id)
+    if as_json:
+        click.echo(dump_json({"path": str(path), "server": server_id, "tool": tool,
+                              "ask": not off, "asks": list(server.ask)}))
+        return
+    click.echo(f"{path}: {server_id} ask {'-=' if off else '+='} {tool} "
+               f"(now: {', '.join(server.ask) or 'nothing'})")
+
+
 @mcp_group.command("call")
 @click.argument("server_id")
 @click.argument("tool", required=False)
@@ -302,7 +331,10 @@ def call_command(ctx: click.Context, server_id: str, tool: str | None, args_json
 
     async def work(host: McpHost) -> CallResult:
         name = public if public is not None else host.public_name_of(server_id, tool or "")
-        return await host.call_tool(name, arguments)
+        # An ask-first tool asks the person at this terminal (there is no console here).
+        asker = (TerminalPrompt(timeout=host.manager.settings.ask_timeout).decide
+                 if TerminalPrompt.available() else None)
+        return await host.call_tool(name, arguments, asker=asker)
 
     # The tool's server and those declared before it: they share the exposure budgets.
     _show_result(with_host(ctx, as_json, work, servers=lambda mcp: through(mcp, server_id)),

@@ -39,6 +39,7 @@ from deepseek_eyes.console import views
 from deepseek_eyes.console.control import (
     ConsoleParts,
     approvals,
+    decide_ask,
     decide,
     edit_list,
     import_pasted,
@@ -74,7 +75,8 @@ _STATUS = {"CONSOLE_NOT_FOUND": 404, "CONSOLE_LOGIN_INVALID": 401,
            "TERMINAL_SESSION_NOT_FOUND": 404, "TERMINAL_PLAN_NOT_FOUND": 404,
            "TERMINAL_PLAN_STATE": 409, "TERMINAL_SELF_APPROVAL_REFUSED": 403,
            "MCP_SERVER_UNKNOWN": 404, "AUDIT_NOT_FOUND": 404,
-           "MCP_SERVER_DISABLED": 409, "CONSOLE_PROBE_FAILED": 502}
+           "MCP_SERVER_DISABLED": 409, "CONSOLE_PROBE_FAILED": 502,
+           "MCP_APPROVAL_NOT_FOUND": 404}
 _BODY_LIMIT = 64 * 1024
 #: Conversations on one page of the list (the server pages it; the page asks for more).
 PAGE = 50
@@ -268,6 +270,15 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
             parts, str(request.path_params["sid"]), str(request.path_params["pid"]),
             "approve" if verdict == "approve" else "deny", person(request)), change=True)
 
+    async def ask_decision(request: Request) -> Response:
+        verdict = str(request.path_params["verdict"])
+        if verdict not in ("approve", "deny"):
+            return _error(ConsoleError("an ask-first call takes approve or deny",
+                                       code="CONSOLE_NOT_FOUND"))
+        return await run(request, lambda: decide_ask(
+            parts, str(request.path_params["aid"]),
+            "approve" if verdict == "approve" else "deny", person(request)), change=True)
+
     async def mcp(request: Request) -> Response:
         return await run(request, lambda: mcp_view(parts))
 
@@ -372,6 +383,7 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         Route(API + "/images/{sha}", blob, methods=["GET"]),
         Route(API + "/approvals", approval_list, methods=["GET"]),
         Route(API + "/approvals/{sid}/{pid}/{verdict}", approval, methods=["POST"]),
+        Route(API + "/asks/{aid}/{verdict}", ask_decision, methods=["POST"]),
         Route(API + "/mcp", mcp, methods=["GET"]),
         Route(API + "/mcp/servers", mcp_register, methods=["POST"]),
         Route(API + "/mcp/import", mcp_import, methods=["POST"]),

@@ -1,9 +1,12 @@
-"""What the web console changes: terminal approvals and MCP allow/deny lists.
+"""What the web console changes: approvals (terminal plans, ask-first MCP calls) and MCP
+allow/deny/ask lists.
 
 Approvals act on the terminal service the gateway runs in process (the very object a
 paused turn's :class:`~deepseek_eyes.runtime.approval.ConsoleWait` watches), recorded as
 approvals ``via`` the console ``by`` the console login that gave them. Plans of sessions
-that ended while waiting are listed as ``expired``, with no action.
+that ended while waiting are listed as ``expired``, with no action. Ask-first MCP calls
+(``mcp.servers[].ask``) are the MCP host's own queue (:mod:`deepseek_eyes.mcp_host.asking`),
+listed beside the plans and decided the same way.
 
 MCP edits go through the same writer the CLI's ``mcp allow``/``mcp deny`` use
 (:mod:`deepseek_eyes.mcp_host.settings_file` over :mod:`deepseek_eyes.settings.writer`:
@@ -28,6 +31,7 @@ from typing import Any, Literal, cast
 
 from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError
 from deepseek_eyes.home import DataHome
+from deepseek_eyes.mcp_host.asking import asks_first
 from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.importer import import_document
 from deepseek_eyes.mcp_host.manager import McpManager
@@ -38,6 +42,7 @@ from deepseek_eyes.mcp_host.settings_file import (
     drop_selectors,
     edit_selectors,
     read_raw,
+    set_ask,
     set_server_value,
 )
 from deepseek_eyes.runtime.sight import Sight
@@ -46,7 +51,7 @@ from deepseek_eyes.settings.writer import recording
 from deepseek_eyes.terminal.service import TerminalService
 from deepseek_eyes.vision.routing.router import VisionRouter
 
-__all__ = ["ConsoleParts", "approvals", "decide", "edit_list", "import_pasted", "lifecycle",
+__all__ = ["ConsoleParts", "approvals", "decide", "decide_ask", "edit_list", "import_pasted", "lifecycle",
            "mcp_view", "probe_routes", "probe_sight", "register", "switch", "vision_view"]
 
 #: The settings watch's look, asked after an edit (the gateway's); None: no gateway here.
@@ -80,10 +85,13 @@ def _unavailable(what: str) -> ConsoleError:
 
 
 def approvals(parts: ConsoleParts) -> dict[str, Any]:
-    """Every plan waiting for a person, with its age; expired ones after."""
+    """Every plan waiting for a person, with its age; expired ones after. ``asks``: the
+    ask-first MCP calls waiting (then the last decided), when the gateway runs here."""
+    host = parts.mcp_host
+    asks = host.asks.listing() if host is not None else []
     service = parts.terminal
     if service is None:
-        return {"running": False, "plans": []}
+        return {"running": host is not None, "terminal": False, "plans": [], "asks": asks}
     plans = service.waiting()
     now = time.time()
     for plan in plans:
@@ -99,7 +107,22 @@ def approvals(parts: ConsoleParts) -> dict[str, Any]:
                 "SELECT turn_id FROM turn_leases WHERE session_id = ?"
                 " ORDER BY started_at DESC LIMIT 1", (conversation,))
             plan["turn_id"] = None if row is None else row[0]
-    return {"running": True, "plans": plans}
+    return {"running": True, "terminal": True, "plans": plans, "asks": asks}
+
+
+def decide_ask(parts: ConsoleParts, ask_id: str, verdict: Literal["approve", "deny"],
+               person: str) -> dict[str, Any]:
+    """Approve or deny a waiting ask-first MCP call (the waiting call then goes on, or is
+    refused with ``MCP_CALL_DENIED``).
+
+    Raises:
+        ConsoleError: ``CONSOLE_UNAVAILABLE`` without the gateway's MCP host here.
+        McpError: ``MCP_APPROVAL_NOT_FOUND`` (decided already, expired, or unknown).
+    """
+    host = parts.mcp_host
+    if host is None:
+        raise _unavailable("approving")
+    return host.asks.decide(ask_id, verdict, via="console", by=person)
 
 
 def decide(parts: ConsoleParts, session_id: str, plan_id: str,
@@ -156,6 +179,7 @@ def mcp_view(parts: ConsoleParts) -> dict[str, Any]:
                 why = _why(state.settings, tool.name, tool.risk, offered, tool.public_name)
                 tools.append({"name": tool.name, "public_name": tool.public_name,
                               "risk": tool.risk, "offered": why == "offered", "why": why,
+                              "ask": asks_first(state.settings, tool.name),
                               "description": (tool.description or "")[:2000]})
         out.append({
             "id": server.id, "transport": server.transport, "enabled": server.enabled,
@@ -168,6 +192,7 @@ def mcp_view(parts: ConsoleParts) -> dict[str, Any]:
             "latency_ms": None if live is None else live.get("latency_ms"),
             "error": None if live is None else live.get("error"),
             "allow": list(server.allow.tools), "deny": list(server.deny.tools),
+            "ask": list(server.ask),
             "tools": tools,
         })
     return {"running": manager is not None, "editable": parts.settings_path is not None,
@@ -176,8 +201,8 @@ def mcp_view(parts: ConsoleParts) -> dict[str, Any]:
 
 async def edit_list(parts: ConsoleParts, server_id: str, which: str, op: str,
                     selector: str) -> dict[str, Any]:
-    """Add a selector to, or drop one from, a server's tool ``allow`` or ``deny`` list;
-    applied to the running gateway before this returns.
+    """Add a selector to, or drop one from, a server's tool ``allow``, ``deny`` or ``ask``
+    (ask a person first) list; applied to the running gateway before this returns.
 
     Raises:
         ConsoleError: ``CONSOLE_ARGUMENT_INVALID``, ``CONSOLE_UNAVAILABLE`` (no settings
@@ -185,13 +210,18 @@ async def edit_list(parts: ConsoleParts, server_id: str, which: str, op: str,
         DeepSeekEyesError: the writer's own (``MCP_SERVER_UNKNOWN``, ``CONFIG_INVALID``:
             nothing written).
     """
-    if which not in ("allow", "deny") or op not in ("add", "remove"):
-        raise ConsoleError("which is allow or deny, op is add or remove",
+    if which not in ("allow", "deny", "ask") or op not in ("add", "remove"):
+        raise ConsoleError("which is allow, deny or ask, op is add or remove",
                            code="CONSOLE_ARGUMENT_INVALID")
     if not selector or len(selector) > 200 or selector != selector.strip():
         raise ConsoleError("a selector is a tool name or a prefix ending in *, 1-200 "
                            "characters, no surrounding spaces",
                            code="CONSOLE_ARGUMENT_INVALID", details={"field": "selector"})
+    if which == "ask":
+        applied = await _write(parts, lambda path: set_ask(path, server_id, selector,
+                                                           op == "add"))
+        return {"server": server_id, "list": which, "op": op, "selector": selector,
+                "applied": applied}
     edit = edit_selectors if op == "add" else drop_selectors
     applied = await _write(parts, lambda path: edit(path, server_id, which, "tools",
                                                     (selector,)))

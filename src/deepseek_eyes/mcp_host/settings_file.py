@@ -34,6 +34,7 @@ __all__ = [
     "drop_selectors",
     "dumps",
     "edit_selectors",
+    "set_ask",
     "edit_settings_file",
     "read_raw",
     "remove_server",
@@ -295,5 +296,31 @@ def drop_selectors(path: Path, server_id: str, which: str, kind: str,
         for selector in selectors:
             while selector in current:
                 current.remove(selector)  # in place: the array's other comments stay
+
+    return edit_settings_file(path, change)
+
+
+def set_ask(path: Path, server_id: str, selector: str, on: bool) -> Settings:
+    """Add ``selector`` to (``on``) or drop it from a server's ``ask`` list: the tools that
+    wait for a person's approval before each call. Adding one listed, or dropping one not
+    listed, is no change.
+
+    Raises:
+        McpError: ``MCP_SERVER_UNKNOWN``.
+        ConfigError: ``CONFIG_INVALID`` (e.g. ``pre*fix``); nothing is written.
+    """
+    def change(document: TOMLDocument) -> None:
+        entry = _server_entry(document, server_id)
+        current = entry.get("ask")
+        if current is None:
+            if on:
+                entry["ask"] = [selector]
+            return
+        if not isinstance(current, list):
+            raise ConfigError(f"ask of {server_id} is not a list", code="CONFIG_INVALID")
+        if on and selector not in current:
+            current.append(selector)  # in place: the array's comments stay
+        while not on and selector in current:
+            current.remove(selector)
 
     return edit_settings_file(path, change)

@@ -333,7 +333,7 @@ async function viewApprovals(main) {
   const data = await api("/approvals");
   const title = el("h2", { text: "Approvals" });
   if (!data.running) {
-    put(main, title, el("p", { text: "No terminal runs here: approvals need the running gateway (deepseek-eyes serve) with the terminal among its tool sources." }));
+    put(main, title, el("p", { text: "No gateway runs here: approvals need the running gateway (deepseek-eyes serve), with the terminal among its tool sources for plans, or ask-first MCP tools." }));
     return;
   }
   const rows = data.plans.map((plan) => {
@@ -363,10 +363,37 @@ async function viewApprovals(main) {
           el("button", { type: "button", text: "Approve", "aria-label": `Approve ${plan.plan_id}`, onclick: act("approve") }),
           el("button", { type: "button", class: "danger", text: "Deny", "aria-label": `Deny ${plan.plan_id}`, onclick: act("deny") }))));
   });
+  // Ask-first MCP calls: every string here came from the model or a server, so each goes
+  // in as text (el's text is textContent), never as markup.
+  const askRows = (data.asks || []).map((ask) => {
+    const act = (verdict) => async () => {
+      try {
+        await api(`/asks/${encodeURIComponent(ask.ask_id)}/${verdict}`, { method: "POST" });
+        say(`${verdict === "approve" ? "Approved" : "Denied"} ${ask.server}/${ask.tool}`);
+      } catch (error) { say(error.message, true); }
+      route();
+    };
+    return el("tr", { "data-ask": ask.ask_id },
+      el("td", { class: "mono", text: ask.server }),
+      el("td", { class: "mono", text: ask.tool }),
+      el("td", {}, el("code", { text: ask.arguments })),
+      el("td", {}, ask.session_id
+        ? el("a", { class: "mono", href: "#conversation/" + encodeURIComponent(ask.session_id), text: ask.session_id })
+        : el("span", { class: "muted", text: "-" })),
+      el("td", { text: `${Math.round(ask.age_s)} s`, title: `asked ${when(ask.created_at)}` }),
+      el("td", {}, ask.state !== "waiting"
+        ? el("span", { class: ask.state === "approved" ? "badge" : "badge bad", text: ask.state + (ask.by ? ` by ${ask.by}` : "") })
+        : el("div", { class: "actions" },
+          el("button", { type: "button", text: "Approve", "aria-label": `Approve ${ask.tool} call ${ask.ask_id}`, onclick: act("approve") }),
+          el("button", { type: "button", class: "danger", text: "Deny", "aria-label": `Deny ${ask.tool} call ${ask.ask_id}`, onclick: act("deny") }))));
+  });
   put(main, title,
     el("p", {}, el("button", { type: "button", class: "secondary", text: "Refresh", onclick: () => route() })),
     rows.length ? table(["Command", "Directory", "Why approval", "Risk", "Mode", "Asked by", "Age", "Decision"], rows,
-      "Plans waiting for a person") : el("p", { text: "Nothing waits for approval." }));
+      "Plans waiting for a person") : el("p", { text: data.terminal ? "No plan waits for approval." : "No terminal runs here." }),
+    el("h3", { text: "Ask-first MCP calls" }),
+    askRows.length ? table(["Server", "Tool", "Arguments", "Session", "Age", "Decision"], askRows,
+      "MCP tool calls waiting for a person") : el("p", { text: "No MCP call waits for approval." }));
 }
 
 // ---- MCP --------------------------------------------------------------------------------
@@ -394,7 +421,12 @@ async function viewMcp(main) {
           : el("button", { type: "button", text: "Allow", "aria-label": `Allow ${tool.name}`, onclick: edit("allow", "add", tool.name) }),
         server.deny.includes(tool.name)
           ? el("button", { type: "button", class: "secondary", text: "Undeny", "aria-label": `Undeny ${tool.name}`, onclick: edit("deny", "remove", tool.name) })
-          : el("button", { type: "button", class: "danger", text: "Deny", "aria-label": `Deny ${tool.name}`, onclick: edit("deny", "add", tool.name) }))),
+          : el("button", { type: "button", class: "danger", text: "Deny", "aria-label": `Deny ${tool.name}`, onclick: edit("deny", "add", tool.name) }),
+        server.ask.includes(tool.name)
+          ? el("button", { type: "button", class: "secondary", text: "Stop asking", "aria-label": `Stop asking first for ${tool.name}`, onclick: edit("ask", "remove", tool.name) })
+          : tool.ask
+            ? el("span", { class: "muted", text: "asks first (by a selector)" })
+            : el("button", { type: "button", class: "secondary", text: "Ask first", "aria-label": `Ask a person first for ${tool.name}`, onclick: edit("ask", "add", tool.name) }))),
       el("td", { class: "muted", text: tool.description.slice(0, 200) })));
     const act = (path, body, done) => async () => {
       try {
@@ -421,8 +453,8 @@ async function viewMcp(main) {
         text: `tools ${server.planes.tools || "-"} · content ${server.planes.content || "-"}` +
           (server.latency_ms !== null && server.latency_ms !== undefined ? ` · connected in ${server.latency_ms} ms` : "") }) : null,
       server.last_error ? el("p", { class: "bad", text: `last error: ${server.last_error}` + (server.error ? ` (${server.error})` : "") }) : null,
-      el("p", { text: `allow: ${server.allow.join(", ") || "(nothing)"} · deny: ${server.deny.join(", ") || "(nothing)"} · risk policy: ${server.risk_policy}` }),
-      rows.length ? table(["Tool", "Risk", "Offered", "Allow / deny", "Description"], rows, `Tools of ${server.id}`)
+      el("p", { text: `allow: ${server.allow.join(", ") || "(nothing)"} · deny: ${server.deny.join(", ") || "(nothing)"} · ask first: ${server.ask.join(", ") || "(nothing)"} · risk policy: ${server.risk_policy}` }),
+      rows.length ? table(["Tool", "Risk", "Offered", "Allow / deny / ask first", "Description"], rows, `Tools of ${server.id}`)
         : el("p", { class: "muted", text: "No tools discovered (the server is not connected here)." })));
   }
   if (data.editable) out.push(registerForm(), importForm());
