@@ -39,8 +39,8 @@ from deepseek_eyes.console import views
 from deepseek_eyes.console.control import (
     ConsoleParts,
     approvals,
-    decide_ask,
     decide,
+    decide_ask,
     edit_list,
     import_pasted,
     lifecycle,

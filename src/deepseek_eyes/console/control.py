@@ -51,8 +51,9 @@ from deepseek_eyes.settings.writer import recording
 from deepseek_eyes.terminal.service import TerminalService
 from deepseek_eyes.vision.routing.router import VisionRouter
 
-__all__ = ["ConsoleParts", "approvals", "decide", "decide_ask", "edit_list", "import_pasted", "lifecycle",
-           "mcp_view", "probe_routes", "probe_sight", "register", "switch", "vision_view"]
+__all__ = ["ConsoleParts", "approvals", "decide", "decide_ask", "edit_list", "import_pasted",
+           "lifecycle", "mcp_view", "probe_routes", "probe_sight", "register", "switch",
+           "vision_view"]
 
 #: The settings watch's look, asked after an edit (the gateway's); None: no gateway here.
 Reload = Callable[[], Awaitable[object]]

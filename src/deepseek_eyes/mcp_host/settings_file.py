@@ -34,11 +34,11 @@ __all__ = [
     "drop_selectors",
     "dumps",
     "edit_selectors",
-    "set_ask",
     "edit_settings_file",
     "read_raw",
     "remove_server",
     "server_table",
+    "set_ask",
     "set_server_value",
 ]
 
