@@ -80,7 +80,7 @@ CONNECT_CONCURRENCY = 8
 
 _content_wanted = content_wanted
 #: The fields of a server whose change needs no new connection (see :meth:`reconfigure`).
-_POLICY_FIELDS: set[str] = {"allow", "deny", "risk_policy"}
+_POLICY_FIELDS: set[str] = {"allow", "deny", "ask", "risk_policy"}
 
 
 class McpManager:
@@ -190,11 +190,11 @@ class McpManager:
 
         Exposure is suspended before any close is awaited and republished only once the
         replacement has settled (:meth:`wait_applied`). A change of exposure policy alone
-        (``allow``, ``deny``, ``risk_policy`` of the same servers) keeps every connection
-        and swaps the policy in one step, with no await between (nothing sees a mix of old
-        and new): the catalogs and their generations stay, so a turn in flight keeps the
-        offer it was given and its calls are still judged by the policy in force when they
-        run. The lock is held for the closes (each bounded) and the build, never across a
+        (``allow``, ``deny``, ``ask``, ``risk_policy`` of the same servers) keeps every
+        connection and swaps the policy in one step, with no await between (nothing sees a
+        mix of old and new): the catalogs and their generations stay, so a turn in flight
+        keeps the offer it was given and its calls are still judged by the policy in force
+        when they run. The lock is held for the closes (each bounded) and the build, never across a
         connection's handshake: a later replacement need not wait for this one's servers.
         """
         async with self._lock:  # never beside a restart's replacement of a state

@@ -390,7 +390,7 @@ async function viewApprovals(main) {
   put(main, title,
     el("p", {}, el("button", { type: "button", class: "secondary", text: "Refresh", onclick: () => route() })),
     rows.length ? table(["Command", "Directory", "Why approval", "Risk", "Mode", "Asked by", "Age", "Decision"], rows,
-      "Plans waiting for a person") : el("p", { text: data.terminal ? "No plan waits for approval." : "No terminal runs here." }),
+      "Plans waiting for a person") : el("p", { text: data.terminal ? "Nothing waits for approval." : "No terminal runs here: no plan can wait." }),
     el("h3", { text: "Ask-first MCP calls" }),
     askRows.length ? table(["Server", "Tool", "Arguments", "Session", "Age", "Decision"], askRows,
       "MCP tool calls waiting for a person") : el("p", { text: "No MCP call waits for approval." }));
