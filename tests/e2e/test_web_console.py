@@ -10,6 +10,7 @@ each test leaves the allow lists as it found them.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import os
@@ -325,6 +326,50 @@ def test_an_allow_list_change_in_the_console_is_offered_in_the_next_turn(live: L
     row.get_by_role("button", name="Disallow convert_time").click()
     page.get_by_role("status").get_by_text("time: allow -= convert_time").wait_for()
     assert "mcp__time__convert_time" not in live.offered()
+
+
+def test_an_ask_first_mcp_call_waits_in_approvals_and_a_denial_refuses_it(live: Live) -> None:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page = live.page
+    live.show("mcp")
+    row = page.get_by_role("row", name=re.compile("get_current_time"))
+    row.get_by_role("button", name="Ask a person first for get_current_time").click()
+    page.get_by_role("status").get_by_text("time: ask += get_current_time").wait_for()
+    assert 'ask = ["get_current_time"]' in live.config.read_text(encoding="utf-8")
+    result: dict[str, Any] = {}
+
+    def ask() -> None:
+        result["answer"] = live.chat(
+            'CALL[mcp__time__get_current_time]: {"timezone": "<b>UTC</b>"}')
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    try:
+        live.show("approvals")
+        waiting = page.get_by_role("row", name=re.compile("get_current_time"))
+        deadline = time.monotonic() + 60
+        while waiting.get_by_role("button", name=re.compile("^Deny")).count() == 0:
+            assert time.monotonic() < deadline
+            page.get_by_role("button", name="Refresh").click()
+            with contextlib.suppress(PlaywrightTimeout):
+                waiting.get_by_role("button", name=re.compile("^Deny")).wait_for(timeout=500)
+        # The model's arguments are shown as text, never as markup.
+        assert '"timezone":"<b>UTC</b>"' in waiting.inner_text()
+        assert waiting.get_by_role("link").count() == 1  # the conversation that asked
+        waiting.get_by_role("button", name=re.compile("^Deny")).click()
+        asker.join(timeout=60)
+        assert not asker.is_alive()
+    finally:
+        asker.join(timeout=60)
+    assert "MCP_CALL_DENIED" in result["answer"].text, result["answer"].text[-1000:]
+    live.show("approvals")
+    decided = page.get_by_role("row", name=re.compile("get_current_time"))
+    assert "denied" in decided.first.inner_text()
+    live.show("mcp")
+    row = page.get_by_role("row", name=re.compile("get_current_time"))
+    row.get_by_role("button", name="Stop asking first for get_current_time").click()
+    page.get_by_role("status").get_by_text("time: ask -= get_current_time").wait_for()
 
 
 class _Evil(BaseHTTPRequestHandler):

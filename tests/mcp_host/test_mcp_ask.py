@@ -7,7 +7,7 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -24,6 +24,8 @@ from deepseek_eyes.mcp_host.host import McpHost
 from deepseek_eyes.mcp_host.manager import McpManager
 from deepseek_eyes.mcp_host.settings_file import set_ask
 from deepseek_eyes.runtime.approval import describe_plan
+from deepseek_eyes.runtime.mcp_tools import McpToolSource
+from deepseek_eyes.runtime.tools import TurnContext
 from deepseek_eyes.settings import McpServerSettings, McpSettings
 
 pytestmark = pytest.mark.anyio
@@ -242,3 +244,37 @@ async def test_the_console_lists_and_toggles_ask_first(rig: Rig, tmp_path: Path)
     assert 'ask = ["read"]' in path.read_text()
     await edit_list(parts, "v", "ask", "remove", "read")
     assert "read" not in path.read_text()
+
+
+class AtTheTerminal:
+    """chat's approver (``via`` ``cli``), answering as told."""
+
+    via = "cli"
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.asked: list[Mapping[str, Any]] = []
+
+    async def decide(self, plan: Mapping[str, Any]) -> str:
+        self.asked.append(plan)
+        return self.answer
+
+
+async def test_a_turn_asks_chats_terminal_and_the_model_sees_the_refusal(rig: Rig) -> None:
+    source = McpToolSource(rig.host, cast(Any, None))  # no image in these results
+    events: list[Mapping[str, Any]] = []
+    terminal = AtTheTerminal("denied")
+    context = TurnContext("conv-5", {}, max_tool_calls=8, max_rereads=0,
+                          notify=events.append, approver=cast(Any, terminal))
+    spec = next(s for s in source.tools(context) if s.name == "mcp__v__write")
+    refused = await source.call(spec, {"text": "hi"}, context)
+    assert refused.is_error
+    assert "MCP_CALL_DENIED" in refused.content
+    assert rig.received == []
+    assert [e["type"] for e in events] == ["approval.wanted", "approval.decided"]
+    assert "ask-first MCP tool" in str(events[0]["text"])
+    assert terminal.asked[0]["session_id"] == "conv-5"
+    terminal.answer = "approved"
+    done = await source.call(spec, {"text": "hi"}, context)
+    assert not done.is_error
+    assert rig.received == [{"tool": "write", "arguments": {"text": "hi"}}]
