@@ -296,6 +296,13 @@ def test_edits_speak_json_without_connecting(tmp_path: Path) -> None:
     assert (denied["list"], denied["selectors"]) == ("deny", ["list-secrets"])
     again = json.loads(run(config, "allow", "files", "stat", "--json").stdout)
     assert again["selectors"] == ["read_file", "list-*", "stat"]
+    asking = json.loads(run(config, "ask", "files", "write_*", "--json").stdout)
+    assert asking == {"path": str(config), "server": "files", "tool": "write_*", "ask": True,
+                      "asks": ["write_*"]}
+    stopped = run(config, "ask", "files", "write_*", "--off")
+    assert stopped.returncode == 0, stopped.stderr
+    assert "files ask -= write_* (now: nothing)" in stopped.stdout
+    assert "write_" not in config.read_text(encoding="utf-8")
     unknown = run(config, "allow", "nope", "x", "--json")
     assert unknown.returncode == 1
     assert json.loads(unknown.stdout)["error"]["code"] == "MCP_SERVER_UNKNOWN"
