@@ -334,7 +334,7 @@ def test_an_ask_first_mcp_call_waits_in_approvals_and_a_denial_refuses_it(live: 
     page = live.page
     live.show("mcp")
     row = page.get_by_role("row", name=re.compile("get_current_time"))
-    row.get_by_role("button", name="Ask a person first for get_current_time").click()
+    row.get_by_role("button", name="Ask first for get_current_time").click()
     page.get_by_role("status").get_by_text("time: ask += get_current_time").wait_for()
     assert 'ask = ["get_current_time"]' in live.config.read_text(encoding="utf-8")
     result: dict[str, Any] = {}

@@ -426,7 +426,7 @@ async function viewMcp(main) {
           ? el("button", { type: "button", class: "secondary", text: "Stop asking", "aria-label": `Stop asking first for ${tool.name}`, onclick: edit("ask", "remove", tool.name) })
           : tool.ask
             ? el("span", { class: "muted", text: "asks first (by a selector)" })
-            : el("button", { type: "button", class: "secondary", text: "Ask first", "aria-label": `Ask a person first for ${tool.name}`, onclick: edit("ask", "add", tool.name) }))),
+            : el("button", { type: "button", class: "secondary", text: "Ask first", "aria-label": `Ask first for ${tool.name}`, onclick: edit("ask", "add", tool.name) }))),
       el("td", { class: "muted", text: tool.description.slice(0, 200) })));
     const act = (path, body, done) => async () => {
       try {
