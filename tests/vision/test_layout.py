@@ -116,3 +116,52 @@ def test_evidence_from_the_demo_receipt_lines_has_no_street_or_card_numbers() ->
     facts = [(f["label"], f["value"]) for f in evidence["quantitative_facts"]]  # type: ignore[index,union-attr]
     assert facts == [("Subtotal", 59.01), ("TOTAL", 64.03), ("VISA ****", 64.03)]
     assert all(value not in (214.0, 4821.0) for _, value in facts)
+
+
+def _coverage(evidence: dict[str, object]) -> str:
+    (note,) = [u["reason"] for u in evidence["uncertainties"]  # type: ignore[union-attr]
+               if u["topic"] == "coverage"]
+    return str(note)
+
+
+def test_the_coverage_note_says_what_was_assessed_and_what_was_not() -> None:
+    """Built from text and layout alone, the evidence says tables and interface elements
+    were not assessed; once their searches ran, it says what they found, and never that
+    objects at large were looked at."""
+    from deepseek_eyes.vision.routes.entries import state_coverage
+
+    evidence = build_evidence([seg("Save changes", 10, 10, 120, 30, 0.99)], 400, 200,
+                              min_confidence=0.6)
+    note = _coverage(evidence)
+    assert "the page's layout" in note.split("Not assessed")[0]
+    assert "tables; interface elements" in note.split("Not assessed")[1]
+    assert str(evidence["summary"]).endswith(
+        "Assessed: text, layout; not assessed: tables, interface elements, pictures, colours "
+        "and chart marks.")
+    state_coverage(evidence, layout=True, tables=0, controls={"button": 2, "text_field": 1})
+    assessed, unassessed = _coverage(evidence).split("Not assessed")
+    assert "tables from rule lines and aligned columns (none found)" in assessed
+    assert "from their outlines and fills (2 button(s), 1 text field(s))" in assessed
+    assert "interface elements" not in unassessed
+    assert "tables" not in unassessed
+    assert "colours" in unassessed
+    assert "chart marks" in unassessed
+    assert "what pictures show" in unassessed
+    summary = str(evidence["summary"])
+    assert summary.endswith("Assessed: text, layout, tables, interface elements; not assessed: "
+                            "pictures, colours and chart marks.")
+    assert summary.count("Assessed:") == 1  # the first statement gave way
+
+
+def test_without_text_or_layout_the_coverage_note_says_neither_search_ran() -> None:
+    from deepseek_eyes.vision.routes.entries import state_coverage
+
+    evidence = build_evidence([], 64, 32, min_confidence=0.6, layout=None)
+    state_coverage(evidence, layout=False, tables=None, controls=None)
+    assessed, unassessed = _coverage(evidence).split("Not assessed")
+    assert "none legible" in assessed
+    assert "the layout model did not run" in unassessed
+    assert "tables and interface elements" in unassessed
+    assert str(evidence["summary"]).endswith(
+        "Assessed: text; not assessed: layout, tables, interface elements, pictures, colours "
+        "and chart marks.")

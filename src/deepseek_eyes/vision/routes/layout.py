@@ -308,7 +308,7 @@ def build_evidence(
     )
     return {
         "schema": "deepseekeyes.evidence.v1",
-        "summary": summary(regions, lines, charts, width, height),
+        "summary": summary(regions, lines, charts, width, height, layout_assessed=assessed),
         "ocr": _ocr_entries(lines, width, height),
         "regions": region_entries(regions, width, height),
         "objects": [],

@@ -50,6 +50,7 @@ import anyio
 from deepseek_eyes.errors import RouteError
 from deepseek_eyes.settings import LocalRouteSettings
 from deepseek_eyes.vision.routes.controls import add_controls, find_controls
+from deepseek_eyes.vision.routes.entries import state_coverage
 from deepseek_eyes.vision.routes.layout import Segment, build_evidence, build_target
 from deepseek_eyes.vision.routes.regions import LAYOUT_ID, LayoutModel, layout_version
 from deepseek_eyes.vision.routes.tables import add_tables, find_tables
@@ -272,8 +273,17 @@ class LocalRoute:
             )
             tables = find_tables(rgb, segments)
             add_tables(evidence, tables, width, height)
-            add_controls(evidence, find_controls(rgb, segments, [t.box for t in tables]),
-                         width, height)
+            controls = find_controls(rgb, segments, [t.box for t in tables])
+            add_controls(evidence, controls, width, height)
+            kinds: dict[str, int] = {}
+            for control in controls:
+                kinds[control.kind] = kinds.get(control.kind, 0) + 1
+            searched = bool(segments)  # both searches start from the text read
+            state_coverage(
+                evidence, layout=self._layout_on,
+                tables=len(tables) if searched else None,
+                controls=kinds if searched else None,
+            )
             return evidence
 
         try:
