@@ -165,3 +165,38 @@ def test_without_text_or_layout_the_coverage_note_says_neither_search_ran() -> N
     assert str(evidence["summary"]).endswith(
         "Assessed: text; not assessed: layout, tables, interface elements, pictures, colours "
         "and chart marks.")
+
+
+def test_a_question_naming_a_row_and_a_column_is_answered_from_the_table() -> None:
+    from deepseek_eyes.vision.routes.segments import NamedCell
+
+    segments = [seg("Region Q1 Q3", 10, 10, 300, 30), seg("North 1180 1204", 10, 40, 300, 60)]
+    cells = [NamedCell("North", "Q1", "1180", (110, 40, 150, 60), 0.98),
+             NamedCell("North", "Q3", "1204", (210, 40, 250, 60), 0.97),
+             NamedCell("South", "Q3", "990", (210, 70, 250, 90), 0.97)]
+    target = build_target(segments, 400, 400, "What was Q3 in the North?", cells=cells)
+    assert target["answer"] == "The table reads 'North · Q3 = 1204'."
+    assert target["confidence"] == 0.7  # capped: words matched, not understood
+    (seen,) = target["observations"]  # type: ignore[misc]
+    assert seen["text"] == "North · Q3 = 1204"
+    assert seen["bbox"] == [0.525, 0.1, 0.1, 0.05]
+    # A row without its column, or a column without its row, is not an answer from the table.
+    for question in ("What was the North's best quarter?", "What was Q3 in the West?"):
+        other = build_target(segments, 400, 400, question, cells=cells)
+        assert "The table reads" not in str(other["answer"])
+    nothing = build_target(segments, 400, 400, "What was Q3 in the West?", cells=cells)
+    assert nothing["answer"] == "The text that best matches the question reads: 'Region Q1 Q3'."
+    # Nor is a question about what the route does not see.
+    colour = build_target(segments, 400, 400, "What colour is Q3 in the North?", cells=cells)
+    assert colour["confidence"] == 0.0
+
+
+def test_cells_naming_the_question_equally_well_are_all_quoted_with_less_confidence() -> None:
+    from deepseek_eyes.vision.routes.segments import NamedCell
+
+    cells = [NamedCell("North", "Q3", "1204", (210, 40, 250, 60), 0.97),
+             NamedCell("North", "Q3", "1310", (210, 140, 250, 160), 0.97)]  # a second table
+    target = build_target([], 400, 400, "What was Q3 in the North?", cells=cells)
+    assert target["answer"] == ("Several table cells match the question's row and column: "
+                                "'North · Q3 = 1204; North · Q3 = 1310'.")
+    assert target["confidence"] == 0.4

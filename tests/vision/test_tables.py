@@ -281,3 +281,35 @@ def test_a_layout_table_elsewhere_stays_its_own_region() -> None:
     labels = sorted(r["label"] for r in evidence["regions"] if r["kind"] == "table")
     assert len(labels) == 2
     assert labels[1] == "table, 3 rows x 4 columns: Item | Mon | Tue | Wed"
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_look_at_a_table_answers_from_the_row_and_column(
+    structure_corpus: dict[str, Any]
+) -> None:
+    from deepseek_eyes.vision.routes.local_ocr import LocalRoute
+    from deepseek_eyes.vision.types import VisionRequest
+
+    shot = structure_corpus["quarters_bordered"]
+    width, height = shot.size
+    route = LocalRoute(engine=shot.recorded_engine())
+
+    async def look(question: str) -> dict[str, Any]:
+        request = VisionRequest(
+            purpose="target", image_bytes=b"", media_type="image/png", width=width,
+            height=height, system_prompt="", user_prompt="", variant=Variant.TARGET,
+            pixels=Image.fromarray(shot.rgb), question=question,
+        )
+        answer = await route.call(request)
+        assert answer.value is not None
+        assert validate_evidence(answer.value, Variant.TARGET) == []
+        return answer.value
+
+    found = await look("What was Q3 in the North?")
+    assert found["answer"] == "The table reads 'North · Q3 = 1204'."
+    assert 0.5 < found["confidence"] <= 0.7
+    assert found["observations"][0]["text"] == "North · Q3 = 1204"
+    missing = await look("What was Q7 in the Arctic?")
+    assert "The table reads" not in missing["answer"]
+    assert missing["confidence"] == 0.0

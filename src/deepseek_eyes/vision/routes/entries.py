@@ -19,7 +19,6 @@ __all__ = [
     "MAX_ITEMS",
     "MAX_OCR",
     "MAX_TEXT",
-    "TEXT_ONLY_NOTE",
     "UNSEEN_NOTE",
     "chart_facts",
     "clip",
@@ -71,10 +70,6 @@ def ocr_entries(lines: Sequence[Line], width: int, height: int) -> list[dict[str
     ]
 
 
-TEXT_ONLY_NOTE = (
-    "The local route reads printed text and the page's layout (regions, columns, reading "
-    "order) only; pictures, objects, colours and chart marks were not assessed."
-)
 #: Never assessed by the local route, whatever else it found on the image.
 UNSEEN_NOTE = (
     "what pictures show (people, things, scenes), colours, shapes and chart marks (bar "

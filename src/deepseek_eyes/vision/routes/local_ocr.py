@@ -53,7 +53,7 @@ from deepseek_eyes.vision.routes.controls import add_controls, find_controls
 from deepseek_eyes.vision.routes.entries import state_coverage
 from deepseek_eyes.vision.routes.layout import Segment, build_evidence, build_target
 from deepseek_eyes.vision.routes.regions import LAYOUT_ID, LayoutModel, layout_version
-from deepseek_eyes.vision.routes.tables import add_tables, find_tables
+from deepseek_eyes.vision.routes.tables import add_tables, find_tables, named_cells
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 
 if TYPE_CHECKING:
@@ -266,7 +266,10 @@ class LocalRoute:
             rgb = np.asarray(pixels.convert("RGB"))
             segments = self._engine.read(rgb)
             if request.variant is Variant.TARGET and request.question:
-                return build_target(segments, width, height, request.question)
+                # Tables are read for a reread too (geometry only, a few percent of the
+                # OCR read): a question naming a row and a column is answered from the cell.
+                cells = named_cells(find_tables(rgb, segments))
+                return build_target(segments, width, height, request.question, cells=cells)
             evidence = build_evidence(
                 segments, width, height, min_confidence=self._settings.min_confidence,
                 layout=self._layout.detect(rgb) if self._layout_on else None,

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from deepseek_eyes.vision.routes.layout import Segment, quantities_in
+from deepseek_eyes.vision.routes.segments import NamedCell
 from deepseek_eyes.vision.routes.table_finders import MAX_TABLES, ruled_tables, unruled_tables
 from deepseek_eyes.vision.routes.table_grid import (
     Box,
@@ -45,7 +46,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
-    "Cell", "Table", "add_tables", "cell_number", "find_tables", "split_at", "table_facts",
+    "Cell", "Table", "add_tables", "cell_number", "find_tables", "named_cells", "split_at",
+    "table_facts",
 ]
 
 _SEPARATOR = " · "
@@ -141,6 +143,20 @@ def table_facts(table: Table) -> list[tuple[str, float, str, Cell]]:
             f"row {cell.row + 1}{_SEPARATOR}column {cell.col + 1}"
         )
         out.append((label[:200], number[0], number[1], cell))
+    return out
+
+
+def named_cells(tables: Sequence[Table]) -> list[NamedCell]:
+    """Every body cell with text that both a row name and a column header name, for a
+    reread to answer from (``North``, ``Q3``: ``1204``)."""
+    out: list[NamedCell] = []
+    for table in tables:
+        for cell in table.cells:
+            if cell.row < table.header_rows or cell.col == table.name_col or not cell.text:
+                continue
+            row, column = table.row_name(cell.row), table.column_name(cell.col)
+            if row and column:
+                out.append(NamedCell(row, column, cell.text, cell.box, cell.confidence))
     return out
 
 
