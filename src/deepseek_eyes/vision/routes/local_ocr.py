@@ -64,8 +64,9 @@ __all__ = ["LocalOcrEngine", "LocalRoute"]
 ENGINE_ID = "rapidocr-3/PP-OCRv6"
 #: Bumped whenever tiling, padding, the engine parameters or how the read becomes evidence
 #: (structure: layout regions, reading order, refusals, charts; tables; controls) change
-#: what is reported.
-READ_VERSION = "tiles-2;cls=off;rec_batch=1;structure-1;tables-1;controls-1"
+#: what is reported (tables-2: one region for a table the layout model also marked, and
+#: look answers from a table's cells; coverage-1: the note says what was assessed).
+READ_VERSION = "tiles-2;cls=off;rec_batch=1;structure-1;tables-2;controls-1;coverage-1"
 
 
 @functools.cache
