@@ -147,6 +147,13 @@ async def test_the_local_route_reports_controls(structure_corpus: dict[str, Any]
     assert 'button "Forgot password"' in labels
     assert 'button "Help"' in labels
     assert "text field" in labels  # the empty password field
+    (note,) = [u["reason"] for u in answer.value["uncertainties"] if u["topic"] == "coverage"]
+    assessed, unassessed = note.split("Not assessed")
+    assert "interface elements (buttons, fields, checkboxes, tabs, banners)" in assessed
+    assert "button(s)" in assessed
+    assert "objects" not in note
+    assert "interface elements" not in unassessed
+    assert "Assessed: text, layout, tables, interface elements;" in answer.value["summary"]
 
 
 def test_a_bad_image_is_a_value_error_and_a_blank_one_has_no_controls() -> None:

@@ -116,3 +116,87 @@ def test_evidence_from_the_demo_receipt_lines_has_no_street_or_card_numbers() ->
     facts = [(f["label"], f["value"]) for f in evidence["quantitative_facts"]]  # type: ignore[index,union-attr]
     assert facts == [("Subtotal", 59.01), ("TOTAL", 64.03), ("VISA ****", 64.03)]
     assert all(value not in (214.0, 4821.0) for _, value in facts)
+
+
+def _coverage(evidence: dict[str, object]) -> str:
+    (note,) = [u["reason"] for u in evidence["uncertainties"]  # type: ignore[union-attr]
+               if u["topic"] == "coverage"]
+    return str(note)
+
+
+def test_the_coverage_note_says_what_was_assessed_and_what_was_not() -> None:
+    """Built from text and layout alone, the evidence says tables and interface elements
+    were not assessed; once their searches ran, it says what they found, and never that
+    objects at large were looked at."""
+    from deepseek_eyes.vision.routes.entries import state_coverage
+
+    evidence = build_evidence([seg("Save changes", 10, 10, 120, 30, 0.99)], 400, 200,
+                              min_confidence=0.6)
+    note = _coverage(evidence)
+    assert "the page's layout" in note.split("Not assessed")[0]
+    assert "tables; interface elements" in note.split("Not assessed")[1]
+    assert str(evidence["summary"]).endswith(
+        "Assessed: text, layout; not assessed: tables, interface elements, pictures, colours "
+        "and chart marks.")
+    state_coverage(evidence, layout=True, tables=0, controls={"button": 2, "text_field": 1})
+    assessed, unassessed = _coverage(evidence).split("Not assessed")
+    assert "tables from rule lines and aligned columns (none found)" in assessed
+    assert "from their outlines and fills (2 button(s), 1 text field(s))" in assessed
+    assert "interface elements" not in unassessed
+    assert "tables" not in unassessed
+    assert "colours" in unassessed
+    assert "chart marks" in unassessed
+    assert "what pictures show" in unassessed
+    summary = str(evidence["summary"])
+    assert summary.endswith("Assessed: text, layout, tables, interface elements; not assessed: "
+                            "pictures, colours and chart marks.")
+    assert summary.count("Assessed:") == 1  # the first statement gave way
+
+
+def test_without_text_or_layout_the_coverage_note_says_neither_search_ran() -> None:
+    from deepseek_eyes.vision.routes.entries import state_coverage
+
+    evidence = build_evidence([], 64, 32, min_confidence=0.6, layout=None)
+    state_coverage(evidence, layout=False, tables=None, controls=None)
+    assessed, unassessed = _coverage(evidence).split("Not assessed")
+    assert "none legible" in assessed
+    assert "the layout model did not run" in unassessed
+    assert "tables and interface elements" in unassessed
+    assert str(evidence["summary"]).endswith(
+        "Assessed: text; not assessed: layout, tables, interface elements, pictures, colours "
+        "and chart marks.")
+
+
+def test_a_question_naming_a_row_and_a_column_is_answered_from_the_table() -> None:
+    from deepseek_eyes.vision.routes.segments import NamedCell
+
+    segments = [seg("Region Q1 Q3", 10, 10, 300, 30), seg("North 1180 1204", 10, 40, 300, 60)]
+    cells = [NamedCell("North", "Q1", "1180", (110, 40, 150, 60), 0.98),
+             NamedCell("North", "Q3", "1204", (210, 40, 250, 60), 0.97),
+             NamedCell("South", "Q3", "990", (210, 70, 250, 90), 0.97)]
+    target = build_target(segments, 400, 400, "What was Q3 in the North?", cells=cells)
+    assert target["answer"] == "The table reads 'North · Q3 = 1204'."
+    assert target["confidence"] == 0.7  # capped: words matched, not understood
+    (seen,) = target["observations"]  # type: ignore[misc]
+    assert seen["text"] == "North · Q3 = 1204"
+    assert seen["bbox"] == [0.525, 0.1, 0.1, 0.05]
+    # A row without its column, or a column without its row, is not an answer from the table.
+    for question in ("What was the North's best quarter?", "What was Q3 in the West?"):
+        other = build_target(segments, 400, 400, question, cells=cells)
+        assert "The table reads" not in str(other["answer"])
+    nothing = build_target(segments, 400, 400, "What was Q3 in the West?", cells=cells)
+    assert nothing["answer"] == "The text that best matches the question reads: 'Region Q1 Q3'."
+    # Nor is a question about what the route does not see.
+    colour = build_target(segments, 400, 400, "What colour is Q3 in the North?", cells=cells)
+    assert colour["confidence"] == 0.0
+
+
+def test_cells_naming_the_question_equally_well_are_all_quoted_with_less_confidence() -> None:
+    from deepseek_eyes.vision.routes.segments import NamedCell
+
+    cells = [NamedCell("North", "Q3", "1204", (210, 40, 250, 60), 0.97),
+             NamedCell("North", "Q3", "1310", (210, 140, 250, 160), 0.97)]  # a second table
+    target = build_target([], 400, 400, "What was Q3 in the North?", cells=cells)
+    assert target["answer"] == ("Several table cells match the question's row and column: "
+                                "'North · Q3 = 1204; North · Q3 = 1310'.")
+    assert target["confidence"] == 0.4

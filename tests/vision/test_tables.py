@@ -13,6 +13,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from deepseek_eyes.vision.evidence.gate import validate_evidence
 from deepseek_eyes.vision.routes.layout import Segment, build_evidence
+from deepseek_eyes.vision.routes.regions import LayoutBox
 from deepseek_eyes.vision.routes.tables import (
     Table,
     add_tables,
@@ -240,3 +241,75 @@ def test_a_list_of_labels_and_prices_without_a_header_is_not_a_table() -> None:
                     Segment(price, 480, 40 + 30 * i, 530, 60 + 30 * i, 0.99))
     ]
     assert find_tables(blank, segments) == []
+
+
+def test_a_table_the_layout_model_marked_becomes_one_region_not_two() -> None:
+    """The layout model's ``table`` region and the grid found in it are one table: the
+    model's region takes the grid's label and box, and nothing is ``inside`` itself."""
+    rgb, segments = _draw_ruled([["Item", "Mon", "Tue", "Wed"], ["Tea", "12", "15", "9"],
+                                 ["Coffee", "30", "28", "33"]])
+    height, width = rgb.shape[:2]
+    # The model's box is a little loose around the ruled grid (20..500 x 20..140).
+    layout = [LayoutBox("table", 12, 14, 508, 150, 0.93)]
+    evidence = build_evidence(segments, width, height, min_confidence=0.5, layout=layout)
+    (marked,) = [r for r in evidence["regions"] if r["kind"] == "table"]
+    (table,) = find_tables(rgb, segments)
+    add_tables(evidence, [table], width, height)
+    assert validate_evidence(evidence, Variant.EVIDENCE) == []
+    (region,) = [r for r in evidence["regions"] if r["kind"] == "table"]
+    assert region["id"] == marked["id"]
+    assert region["label"] == "table, 3 rows x 4 columns: Item | Mon | Tue | Wed"
+    x, y, w, h = region["bbox"]
+    drawn = (x * width, y * height, (x + w) * width, (y + h) * height)
+    assert all(abs(a - b) <= 1 for a, b in zip(drawn, table.box, strict=True))  # the grid's
+    assert region["confidence"] == 0.95  # the surer of the model and the grid
+    assert not [r for r in evidence["relations"]
+                if r["subject"] == r["object"] or (r["predicate"] == "inside"
+                                                   and r["subject"] == region["id"])]
+    assert "Tables: 1 (3x4)" in evidence["summary"]
+
+
+def test_a_layout_table_elsewhere_stays_its_own_region() -> None:
+    """A found table that neither overlaps the model's ``table`` region by half nor holds
+    its centre (nor sits centred in it) is another table: both are kept."""
+    rgb, segments = _draw_ruled([["Item", "Mon", "Tue", "Wed"], ["Tea", "12", "15", "9"],
+                                 ["Coffee", "30", "28", "33"]])
+    height, width = rgb.shape[:2]
+    layout = [LayoutBox("table", 300, 150, 510, 178, 0.8)]  # under the grid, not it
+    evidence = build_evidence(segments, width, height, min_confidence=0.5, layout=layout)
+    add_tables(evidence, find_tables(rgb, segments), width, height)
+    labels = sorted(r["label"] for r in evidence["regions"] if r["kind"] == "table")
+    assert len(labels) == 2
+    assert labels[1] == "table, 3 rows x 4 columns: Item | Mon | Tue | Wed"
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_look_at_a_table_answers_from_the_row_and_column(
+    structure_corpus: dict[str, Any]
+) -> None:
+    from deepseek_eyes.vision.routes.local_ocr import LocalRoute
+    from deepseek_eyes.vision.types import VisionRequest
+
+    shot = structure_corpus["quarters_bordered"]
+    width, height = shot.size
+    route = LocalRoute(engine=shot.recorded_engine())
+
+    async def look(question: str) -> dict[str, Any]:
+        request = VisionRequest(
+            purpose="target", image_bytes=b"", media_type="image/png", width=width,
+            height=height, system_prompt="", user_prompt="", variant=Variant.TARGET,
+            pixels=Image.fromarray(shot.rgb), question=question,
+        )
+        answer = await route.call(request)
+        assert answer.value is not None
+        assert validate_evidence(answer.value, Variant.TARGET) == []
+        return answer.value
+
+    found = await look("What was Q3 in the North?")
+    assert found["answer"] == "The table reads 'North · Q3 = 1204'."
+    assert 0.5 < found["confidence"] <= 0.7
+    assert found["observations"][0]["text"] == "North · Q3 = 1204"
+    missing = await look("What was Q7 in the Arctic?")
+    assert "The table reads" not in missing["answer"]
+    assert missing["confidence"] == 0.0

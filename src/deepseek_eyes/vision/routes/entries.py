@@ -7,7 +7,8 @@ assembles them into one evidence object.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from deepseek_eyes.vision.routes.charts import Chart
 from deepseek_eyes.vision.routes.plausible import Refusal
@@ -18,14 +19,17 @@ __all__ = [
     "MAX_ITEMS",
     "MAX_OCR",
     "MAX_TEXT",
-    "TEXT_ONLY_NOTE",
+    "UNSEEN_NOTE",
     "chart_facts",
     "clip",
+    "coverage_note",
+    "coverage_summary",
     "gaps",
     "norm_box",
     "ocr_entries",
     "region_entries",
     "relation_entries",
+    "state_coverage",
     "summary",
     "unit_interval",
 ]
@@ -66,10 +70,81 @@ def ocr_entries(lines: Sequence[Line], width: int, height: int) -> list[dict[str
     ]
 
 
-TEXT_ONLY_NOTE = (
-    "The local route reads printed text and the page's layout (regions, columns, reading "
-    "order) only; pictures, objects, colours and chart marks were not assessed."
+#: Never assessed by the local route, whatever else it found on the image.
+UNSEEN_NOTE = (
+    "what pictures show (people, things, scenes), colours, shapes and chart marks (bar "
+    "heights, points, lines)"
 )
+
+
+def coverage_note(
+    *, text: bool, layout: bool, tables: int | None = None,
+    controls: Mapping[str, int] | None = None,
+) -> str:
+    """Exactly what the route assessed on this image and what it did not.
+
+    ``text``: OCR ran and read at least one line. ``layout``: the layout model ran.
+    ``tables`` and ``controls``: how many tables and interface elements (by kind) the
+    geometric searches found, or ``None`` where no search ran (they work from the text read,
+    so an image without text gets none)."""
+    done = ["printed text (OCR)" if text else "printed text (OCR; none legible)"]
+    skipped: list[str] = []
+    if layout:
+        done.append("the page's layout (typed regions, columns, reading order)")
+    else:
+        skipped.append("the page's layout (the layout model did not run)")
+    if tables is None and controls is None and not text:
+        skipped.append("tables and interface elements (both are sought around the text read)")
+    elif tables is None:
+        skipped.append("tables")
+    else:
+        done.append(f"tables from rule lines and aligned columns ({tables or 'none'} found)")
+    if controls is None:
+        if text or tables is not None:
+            skipped.append("interface elements")
+    else:
+        found = ", ".join(f"{n} {kind.replace('_', ' ')}(s)" for kind, n in controls.items())
+        done.append(
+            "interface elements (buttons, fields, checkboxes, tabs, banners) from their "
+            f"outlines and fills ({found or 'none found'})"
+        )
+    skipped.append(UNSEEN_NOTE)
+    return clip(
+        f"Assessed by the local route: {'; '.join(done)}. Not assessed: "
+        f"{'; '.join(skipped)}.", 1000,
+    )
+
+
+def coverage_summary(
+    *, layout: bool, tables: int | None = None, controls: Mapping[str, int] | None = None
+) -> str:
+    """One sentence for the summary: what was assessed, what was not."""
+    done = ["text"] + (["layout"] if layout else [])
+    skipped = [] if layout else ["layout"]
+    (done if tables is not None else skipped).append("tables")
+    (done if controls is not None else skipped).append("interface elements")
+    skipped.append("pictures, colours and chart marks")
+    return f"Assessed: {', '.join(done)}; not assessed: {', '.join(skipped)}."
+
+
+def state_coverage(
+    evidence: dict[str, Any], *, layout: bool, tables: int | None,
+    controls: Mapping[str, int] | None,
+) -> None:
+    """Rewrite a finished evidence object's ``coverage`` note and the summary's closing
+    sentence, in place, once the table and interface searches have run (or not)."""
+    text = bool(evidence["ocr"])
+    note = coverage_note(text=text, layout=layout, tables=tables, controls=controls)
+    for gap in evidence["uncertainties"]:
+        if gap.get("topic") == "coverage":
+            gap["reason"] = note
+            break
+    said = coverage_summary(layout=layout)
+    base = str(evidence["summary"])
+    base = base.replace(" " + said, "") if said in base else base
+    evidence["summary"] = clip(
+        f"{base} {coverage_summary(layout=layout, tables=tables, controls=controls)}", 4000
+    )
 #: A region's kind in the evidence schema, from the route's region types.
 SCHEMA_KINDS = {
     "title": "text_block", "text": "text_block", "caption": "text_block",
@@ -149,9 +224,11 @@ def gaps(
     one: the standing note, the page's layout when the layout model did not run, an image
     with little or no text, every figure and chart, every refused detection and every
     low-confidence line."""
-    gaps: list[dict[str, object]] = [
-        {"topic": "coverage", "reason": TEXT_ONLY_NOTE, "bbox": None}
-    ]
+    gaps: list[dict[str, object]] = [{
+        "topic": "coverage",
+        "reason": coverage_note(text=bool(lines), layout=layout_assessed),
+        "bbox": None,
+    }]
     if not layout_assessed:
         gaps.append({
             "topic": "layout",
@@ -218,7 +295,7 @@ def gaps(
 
 def summary(
     regions: Sequence[Region], lines: Sequence[Line], charts: Sequence[Chart],
-    width: int, height: int,
+    width: int, height: int, *, layout_assessed: bool = True,
 ) -> str:
     counts: dict[str, int] = {}
     for region in regions:
@@ -240,4 +317,4 @@ def summary(
             f" A chart: {len(chart.ticks)} axis tick(s) on the {'/'.join(axes)} axis, "
             f"{len(chart.values)} value(s) printed on it."
         )
-    return clip(summary, 4000)
+    return clip(f"{summary} {coverage_summary(layout=layout_assessed)}", 4000)

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from deepseek_eyes.vision.routes.charts import find_charts
 from deepseek_eyes.vision.routes.entries import (
     MAX_ITEMS,
-    TEXT_ONLY_NOTE,
     chart_facts,
     clip,
     gaps,
@@ -43,7 +42,7 @@ from deepseek_eyes.vision.routes.entries import (
 )
 from deepseek_eyes.vision.routes.plausible import refuse_implausible
 from deepseek_eyes.vision.routes.regions import LayoutBox
-from deepseek_eyes.vision.routes.segments import Line, Segment
+from deepseek_eyes.vision.routes.segments import Line, NamedCell, Segment
 from deepseek_eyes.vision.routes.structure import arrange
 
 __all__ = [
@@ -308,7 +307,7 @@ def build_evidence(
     )
     return {
         "schema": "deepseekeyes.evidence.v1",
-        "summary": summary(regions, lines, charts, width, height),
+        "summary": summary(regions, lines, charts, width, height, layout_assessed=assessed),
         "ocr": _ocr_entries(lines, width, height),
         "regions": region_entries(regions, width, height),
         "objects": [],
@@ -355,19 +354,60 @@ _UNSEEN = frozenset({
 })
 
 
+#: The most a reread quoting a table's cell by its row and column claims: the cell was read
+#: and placed, but the question's words were matched, not understood.
+TABLE_ANSWER_CAP = 0.7
+#: The most it claims when several cells name the question's row and column equally well.
+TABLE_AMBIGUOUS_CAP = 0.4
+
+
+def _name_words(name: str) -> set[str]:
+    return {w.lower().strip(".,:") for w in _WORDS.findall(name)} - _STOP
+
+
+def _table_answer(
+    cells: Sequence[NamedCell], asked: set[str]
+) -> tuple[list[NamedCell], float] | None:
+    """The cells whose row name and column header the question both names (every word of
+    each), the most specific first, and how surely; ``None`` when no cell is named so."""
+    scored: list[tuple[int, NamedCell]] = []
+    for cell in cells:
+        row, column = _name_words(cell.row), _name_words(cell.column)
+        if row and column and row <= asked and column <= asked:
+            scored.append((len(row) + len(column), cell))
+    if not scored:
+        return None
+    best = max(score for score, _ in scored)
+    chosen = [cell for score, cell in scored if score == best]
+    if len({c.text for c in chosen}) == 1:
+        return chosen[:1], min(chosen[0].confidence, TABLE_ANSWER_CAP)
+    return chosen[:3], min(min(c.confidence for c in chosen), TABLE_AMBIGUOUS_CAP)
+
+
+_TARGET_NOTE = (
+    "A reread on the local route reads printed text and tables' rows and columns only; the "
+    "page's layout, pictures, objects, colours and chart marks were not assessed."
+)
+
+
 def build_target(
-    segments: Sequence[Segment], width: int, height: int, question: str
+    segments: Sequence[Segment], width: int, height: int, question: str,
+    *, cells: Sequence[NamedCell] = (),
 ) -> dict[str, object]:
     """A ``deepseekeyes.target.v1`` answer by keyword match: the local route quotes the
-    lines that share words with the question and says plainly that it cannot reason. With
-    no such line, or a question about what it does not see (colours, objects, a chart's
-    marks), the answer says the route cannot answer, with confidence 0, rather than
-    offering a guess."""
+    lines that share words with the question and says plainly that it cannot reason. A
+    question naming a table's row and column header (``cells``: "what was Q3 in the
+    North?") is answered from that cell (``North · Q3 = 1204``). With no such cell or line,
+    or a question about what it does not see (colours, objects, a chart's marks), the
+    answer says the route cannot answer, with confidence 0, rather than offering a guess."""
     kept, _ = refuse_implausible(segments, width, height)
     lines = [line for line in group_lines(kept) if line.text.strip()]
     asked = {w.lower().strip(".,?") for w in _WORDS.findall(question)}
     wanted = asked - _STOP - _UNSEEN
     unseen = sorted(asked & _UNSEEN)
+    found = None if unseen else _table_answer(cells, asked - _STOP)
+    if found is not None:
+        return _table_target(found, lines, width, height)
     scored = []
     for line in lines:
         words = {w.lower().strip(".,") for w in _WORDS.findall(line.text)}
@@ -387,7 +427,7 @@ def build_target(
         {
             "topic": "method",
             "reason": "The local OCR route matched text to the question by shared words; "
-            "it does not reason about the image. " + TEXT_ONLY_NOTE,
+            "it does not reason about the image. " + _TARGET_NOTE,
             "bbox": None,
         }
     ]
@@ -424,4 +464,38 @@ def build_target(
         "observations": observations,
         "ocr": _ocr_entries(lines, width, height),
         "uncertainties": uncertainties,
+    }
+
+
+def _table_target(
+    found: tuple[list[NamedCell], float], lines: Sequence[Line], width: int, height: int
+) -> dict[str, object]:
+    """The reread's answer from the table cells a question named by row and column."""
+    chosen, confidence = found
+    said = "; ".join(f"{c.row} · {c.column} = {c.text}" for c in chosen)
+    if len(chosen) == 1:
+        answer = f"The table reads {_clip(said, 900)!r}."
+    else:
+        answer = (f"Several table cells match the question's row and column: "
+                  f"{_clip(said, 900)!r}.")
+    return {
+        "schema": "deepseekeyes.target.v1",
+        "answer": answer,
+        "confidence": _unit_interval(confidence),
+        "observations": [
+            {
+                "text": _clip(f"{c.row} · {c.column} = {c.text}", 1000),
+                "bbox": _norm_box(c.box, width, height),
+                "confidence": _unit_interval(c.confidence),
+            }
+            for c in chosen
+        ],
+        "ocr": _ocr_entries(lines, width, height),
+        "uncertainties": [{
+            "topic": "method",
+            "reason": "The local route found a table and matched the question's words to a "
+            "row name and a column header; it does not reason about the image. "
+            + _TARGET_NOTE,
+            "bbox": None,
+        }],
     }

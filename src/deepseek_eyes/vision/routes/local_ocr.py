@@ -50,9 +50,10 @@ import anyio
 from deepseek_eyes.errors import RouteError
 from deepseek_eyes.settings import LocalRouteSettings
 from deepseek_eyes.vision.routes.controls import add_controls, find_controls
+from deepseek_eyes.vision.routes.entries import state_coverage
 from deepseek_eyes.vision.routes.layout import Segment, build_evidence, build_target
 from deepseek_eyes.vision.routes.regions import LAYOUT_ID, LayoutModel, layout_version
-from deepseek_eyes.vision.routes.tables import add_tables, find_tables
+from deepseek_eyes.vision.routes.tables import add_tables, find_tables, named_cells
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 
 if TYPE_CHECKING:
@@ -63,8 +64,9 @@ __all__ = ["LocalOcrEngine", "LocalRoute"]
 ENGINE_ID = "rapidocr-3/PP-OCRv6"
 #: Bumped whenever tiling, padding, the engine parameters or how the read becomes evidence
 #: (structure: layout regions, reading order, refusals, charts; tables; controls) change
-#: what is reported.
-READ_VERSION = "tiles-2;cls=off;rec_batch=1;structure-1;tables-1;controls-1"
+#: what is reported (tables-2: one region for a table the layout model also marked, and
+#: look answers from a table's cells; coverage-1: the note says what was assessed).
+READ_VERSION = "tiles-2;cls=off;rec_batch=1;structure-1;tables-2;controls-1;coverage-1"
 
 
 @functools.cache
@@ -265,15 +267,27 @@ class LocalRoute:
             rgb = np.asarray(pixels.convert("RGB"))
             segments = self._engine.read(rgb)
             if request.variant is Variant.TARGET and request.question:
-                return build_target(segments, width, height, request.question)
+                # Tables are read for a reread too (geometry only, a few percent of the
+                # OCR read): a question naming a row and a column is answered from the cell.
+                cells = named_cells(find_tables(rgb, segments))
+                return build_target(segments, width, height, request.question, cells=cells)
             evidence = build_evidence(
                 segments, width, height, min_confidence=self._settings.min_confidence,
                 layout=self._layout.detect(rgb) if self._layout_on else None,
             )
             tables = find_tables(rgb, segments)
             add_tables(evidence, tables, width, height)
-            add_controls(evidence, find_controls(rgb, segments, [t.box for t in tables]),
-                         width, height)
+            controls = find_controls(rgb, segments, [t.box for t in tables])
+            add_controls(evidence, controls, width, height)
+            kinds: dict[str, int] = {}
+            for control in controls:
+                kinds[control.kind] = kinds.get(control.kind, 0) + 1
+            searched = bool(segments)  # both searches start from the text read
+            state_coverage(
+                evidence, layout=self._layout_on,
+                tables=len(tables) if searched else None,
+                controls=kinds if searched else None,
+            )
             return evidence
 
         try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Line", "Segment"]
+__all__ = ["Line", "NamedCell", "Segment"]
 
 
 @dataclass(frozen=True)
@@ -58,3 +58,15 @@ class Line:
     def height(self) -> float:
         box = self.box
         return box[3] - box[1]
+
+
+@dataclass(frozen=True)
+class NamedCell:
+    """A table's body cell with the names of its row and column (``North``, ``Q3``), in
+    pixels: what a reread answers "what was Q3 in the North?" from."""
+
+    row: str
+    column: str
+    text: str
+    box: tuple[float, float, float, float]
+    confidence: float

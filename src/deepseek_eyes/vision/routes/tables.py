@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from deepseek_eyes.vision.routes.layout import Segment, quantities_in
+from deepseek_eyes.vision.routes.segments import NamedCell
 from deepseek_eyes.vision.routes.table_finders import MAX_TABLES, ruled_tables, unruled_tables
 from deepseek_eyes.vision.routes.table_grid import (
     Box,
@@ -45,7 +46,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
-    "Cell", "Table", "add_tables", "cell_number", "find_tables", "split_at", "table_facts",
+    "Cell", "Table", "add_tables", "cell_number", "find_tables", "named_cells", "split_at",
+    "table_facts",
 ]
 
 _SEPARATOR = " · "
@@ -84,6 +86,49 @@ def _center_of(bbox: Any, box: Box, width: int, height: int) -> bool:
     return bool(box[0] <= cx <= box[2] and box[1] <= cy <= box[3])
 
 
+def _pixels(bbox: Any, width: int, height: int) -> Box | None:
+    if not isinstance(bbox, list) or len(bbox) != 4:
+        return None
+    return (bbox[0] * width, bbox[1] * height, (bbox[0] + bbox[2]) * width,
+            (bbox[1] + bbox[3]) * height)
+
+
+def _iou(a: Box, b: Box) -> float:
+    inter = max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(
+        0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _center_inside(a: Box, b: Box) -> bool:
+    cx, cy = (a[0] + a[2]) / 2, (a[1] + a[3]) / 2
+    return b[0] <= cx <= b[2] and b[1] <= cy <= b[3]
+
+
+#: A found table and a layout ``table`` region overlapping this much are one table.
+SAME_TABLE_IOU = 0.5
+
+
+def _layout_twin(
+    regions: Sequence[dict[str, Any]], box: Box, width: int, height: int, taken: set[str]
+) -> dict[str, Any] | None:
+    """The layout model's ``table`` region that is this found table (IoU >= 0.5, or either
+    one's centre inside the other), the best overlapping one; ``None`` when there is none."""
+    best: tuple[float, dict[str, Any]] | None = None
+    for region in regions:
+        if region.get("kind") != "table" or region["id"] in taken:
+            continue
+        other = _pixels(region["bbox"], width, height)
+        if other is None:
+            continue
+        overlap = _iou(box, other)
+        same = overlap >= SAME_TABLE_IOU or _center_inside(box, other) or _center_inside(
+            other, box)
+        if same and (best is None or overlap > best[0]):
+            best = (overlap, region)
+    return None if best is None else best[1]
+
+
 def table_facts(table: Table) -> list[tuple[str, float, str, Cell]]:
     """Each numeric body cell as (``row · column`` label, value, unit, cell)."""
     out: list[tuple[str, float, str, Cell]] = []
@@ -101,15 +146,32 @@ def table_facts(table: Table) -> list[tuple[str, float, str, Cell]]:
     return out
 
 
+def named_cells(tables: Sequence[Table]) -> list[NamedCell]:
+    """Every body cell with text that both a row name and a column header name, for a
+    reread to answer from (``North``, ``Q3``: ``1204``)."""
+    out: list[NamedCell] = []
+    for table in tables:
+        for cell in table.cells:
+            if cell.row < table.header_rows or cell.col == table.name_col or not cell.text:
+                continue
+            row, column = table.row_name(cell.row), table.column_name(cell.col)
+            if row and column:
+                out.append(NamedCell(row, column, cell.text, cell.box, cell.confidence))
+    return out
+
+
 def add_tables(
     evidence: dict[str, Any], tables: Sequence[Table], width: int, height: int
 ) -> None:
     """Write ``tables`` into a ``deepseekeyes.evidence.v1`` object, in place.
 
-    Each table becomes a ``table`` region; the OCR lines inside it are replaced, where the
-    first of them stood, by one line a row (its cells joined by `` | ``); the facts read from
-    those lines give way to the table's ``row · column`` facts; text blocks inside it are
-    related to it by ``inside``. The schema and every cap stay as they are.
+    Each table becomes a ``table`` region: where the layout model marked the same table
+    (:data:`SAME_TABLE_IOU`, or a centre inside the other), that region, relabelled with the
+    grid and given its box, rather than a second region ``inside`` the first. The OCR lines
+    inside it are replaced, where the first of them stood, by one line a row (its cells
+    joined by `` | ``); the facts read from those lines give way to the table's
+    ``row · column`` facts; text blocks inside it are related to it by ``inside``. The
+    schema and every cap stay as they are.
     """
     if not tables:
         return
@@ -119,23 +181,38 @@ def add_tables(
     relations: list[dict[str, Any]] = evidence["relations"]
     next_id = 1 + max((int(r["id"][1:]) for r in regions), default=0)
     described: list[str] = []
+    merged: set[str] = set()  # layout table regions already standing for a found table
     for table in tables:
         if len(regions) >= 500:
             break
-        region_id = f"r{next_id}"
-        next_id += 1
+        twin = _layout_twin(regions, table.box, width, height, merged)
+        if twin is None:
+            region_id = f"r{next_id}"
+            next_id += 1
+        else:
+            region_id = twin["id"]
+            merged.add(region_id)
         heads = [table.column_name(c) for c in range(table.cols)]
         label = f"table, {table.rows} rows x {table.cols} columns"
         if table.header_rows and any(heads):
             label += ": " + " | ".join(heads)
         confidence = min(c.confidence for c in table.cells)
         for block in regions:
-            if _center_of(block["bbox"], table.box, width, height) and len(relations) < 500:
+            if block["id"] != region_id and _center_of(
+                block["bbox"], table.box, width, height
+            ) and len(relations) < 500 and not any(
+                r["subject"] == block["id"] and r["object"] == region_id for r in relations
+            ):
                 relations.append({"subject": block["id"], "predicate": "inside",
                                   "object": region_id, "confidence": 0.9})
-        regions.append({"id": region_id, "kind": "table", "label": label[:200],
-                        "bbox": _norm(table.box, width, height),
-                        "confidence": round(min(max(confidence, 0.0), 1.0), 4)})
+        entry = {"id": region_id, "kind": "table", "label": label[:200],
+                 "bbox": _norm(table.box, width, height),
+                 "confidence": round(min(max(confidence, 0.0), 1.0), 4)}
+        if twin is None:
+            regions.append(entry)
+        else:  # the layout model's table: one region, now with its grid's label and box
+            entry["confidence"] = max(entry["confidence"], twin["confidence"])
+            twin.update(entry)
         at = next((i for i, e in enumerate(ocr)
                    if _center_of(e["bbox"], table.box, width, height)), len(ocr))
         ocr[:] = [e for e in ocr if not _center_of(e["bbox"], table.box, width, height)]
