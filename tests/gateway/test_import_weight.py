@@ -1,7 +1,7 @@
 """What ``serve`` loads when no MCP server is configured (issue 41: RSS <= 80 MB).
 
-The MCP SDK alone is ~55 MiB of the gateway's resident set; Pillow and OpenTelemetry add
-more. A gateway with no MCP server, no traces and only text turns needs none of them, so they
+The MCP SDK alone is ~55 MiB of the gateway's resident set; Pillow, OpenTelemetry and
+cryptography (the Responses front's sealed reasoning) add more. A gateway with no MCP server, no traces and only text turns needs none of them, so they
 load with the feature that uses them. One fresh interpreter does what ``serve`` does before
 it listens (the app factory imported, the runtime started following its settings, so the
 MCP manager runs with no server, the app built) and reports what it imported; a module-level
@@ -60,6 +60,6 @@ def test_serve_with_no_mcp_server_never_imports_the_sdk_or_other_heavy_modules(
     loaded = set(report["loaded"])
     assert "deepseek_eyes" in loaded  # the probe saw the app
     assert "starlette" in loaded
-    heavy = {"mcp", "mcp_types", "httpx2", "PIL", "opentelemetry", "numpy", "rapidocr",
-             "onnxruntime", "cv2", "playwright"}
+    heavy = {"mcp", "mcp_types", "httpx2", "PIL", "opentelemetry", "cryptography", "numpy",
+             "rapidocr", "onnxruntime", "cv2", "playwright"}
     assert loaded.isdisjoint(heavy), sorted(loaded & heavy)
