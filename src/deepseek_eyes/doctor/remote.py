@@ -227,9 +227,8 @@ async def check_mcp(settings: Settings, source: Path | None, *, timeout: float
 
 async def _connect_each(settings: Settings, timeout: float) -> list[dict[str, Any]]:
     from deepseek_eyes.mcp_host.manager import McpManager
-    from deepseek_eyes.mcp_host.oauth import set_token_root
     from deepseek_eyes.mcp_host.stderr_log import server_log_dir
-    from deepseek_eyes.mcp_host.tokens import token_root
+    from deepseek_eyes.mcp_host.tokens import set_token_root, token_root
 
     root = data_home(settings)
     set_token_root(token_root(root))

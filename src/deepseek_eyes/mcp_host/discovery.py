@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp import Client
 
 from deepseek_eyes.errors import McpCatalogError
 from deepseek_eyes.mcp_host.catalog import (
@@ -31,6 +30,9 @@ from deepseek_eyes.mcp_host.catalog import (
 )
 from deepseek_eyes.mcp_host.liveness import Activity
 from deepseek_eyes.settings import McpServerSettings
+
+if TYPE_CHECKING:  # the SDK loads with the first connection (issue 41: not in a bare gateway)
+    from mcp import Client
 
 __all__ = ["ContentPlane", "Listing", "ToolsPlane", "content_wanted", "list_planes"]
 

@@ -34,7 +34,6 @@ from deepseek_eyes.mcp_host.admission import admit
 from deepseek_eyes.mcp_host.asking import Asker, AskQueue, asks_first
 from deepseek_eyes.mcp_host.audit import McpAudit
 from deepseek_eyes.mcp_host.catalog import ToolEntry
-from deepseek_eyes.mcp_host.connection import map_error
 from deepseek_eyes.mcp_host.content import (
     GENERIC_SCHEMAS,
     PROMPT_TOOL,
@@ -560,4 +559,7 @@ class McpHost:
 
 
 def map_call_error(exc: BaseException) -> McpError:
+    # A failed call came over a connection, which loaded the connection code already.
+    from deepseek_eyes.mcp_host.connection import map_error
+
     return map_error(exc)

@@ -33,16 +33,15 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import ObjectReceiveStream
-from mcp import Client
-from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEOUT
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from deepseek_eyes.errors import DeepSeekEyesError, McpError
+
+if TYPE_CHECKING:  # the SDK loads with the first connection (issue 41: not in a bare gateway)
+    from mcp import Client
 
 __all__ = ["MISSES_ALLOWED", "Activity", "Heartbeat", "StreamWatch"]
 
@@ -83,7 +82,12 @@ class Activity:
         self.in_flight -= 1
         if exc is None:
             self.heard()
-        elif isinstance(exc, MCPError):
+            return
+        # A failed request came over a connection, so the SDK is loaded: no cost here.
+        from mcp.shared.exceptions import MCPError
+        from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+        if isinstance(exc, MCPError):
             if exc.code == CONNECTION_CLOSED:
                 self.wake.set()
             elif exc.code != REQUEST_TIMEOUT:
@@ -175,6 +179,8 @@ class Heartbeat:
         self._interval = interval
         self._timeout = timeout
         self._watch = watch if watch is not None and watch.attached else None
+        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
         modern = client.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
         #: The request an idle server is asked, or ``None`` where only passive signs count.
         self.check: str | None
@@ -208,6 +214,9 @@ class Heartbeat:
         raise _lost("the server's output ended (its process exited)", "EndOfStream")
 
     async def _beat(self) -> None:
+        from mcp.shared.exceptions import MCPError
+        from mcp_types.jsonrpc import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEOUT
+
         act = self._activity
         session = self._client.session
         try:

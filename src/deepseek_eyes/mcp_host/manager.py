@@ -36,22 +36,12 @@ import math
 import time
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp import Client
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from deepseek_eyes.errors import ConfigError, McpCatalogError, McpError, McpTimeoutError
 from deepseek_eyes.mcp_host.closing import CLOSE_TIMEOUT_S, CloseTracker
-from deepseek_eyes.mcp_host.connection import (
-    Connector,
-    build_client,
-    check_credentials,
-    learn_capabilities,
-    map_error,
-    set_discover_timeout,
-)
 from deepseek_eyes.mcp_host.discovery import (
     ContentPlane,
     ToolsPlane,
@@ -60,13 +50,20 @@ from deepseek_eyes.mcp_host.discovery import (
 )
 from deepseek_eyes.mcp_host.events import StatusEvents
 from deepseek_eyes.mcp_host.faults import invalid_response
-from deepseek_eyes.mcp_host.liveness import Heartbeat, StreamWatch
-from deepseek_eyes.mcp_host.oauth import OAuthHandle, oauth_handle
-from deepseek_eyes.mcp_host.planes import apply_listing, confirm_by_probe
 from deepseek_eyes.mcp_host.redact import Redactor, redactor_for
 from deepseek_eyes.mcp_host.state import ServerState
 from deepseek_eyes.mcp_host.stderr_log import StderrLog
 from deepseek_eyes.settings import McpServerSettings, McpSettings
+
+# The SDK (~55 MiB resident, issue 41) loads with the connection code, which loads with the
+# first connection: a gateway that follows its settings with no MCP server never loads it,
+# and the first server registered live loads it then.
+if TYPE_CHECKING:
+    from mcp import Client
+
+    from deepseek_eyes.mcp_host.connection import Connector
+    from deepseek_eyes.mcp_host.liveness import StreamWatch
+    from deepseek_eyes.mcp_host.oauth import OAuthHandle
 
 __all__ = ["McpManager", "ServerState"]
 
@@ -114,7 +111,15 @@ class McpManager:
         #: Each server's connection whose close failed (:mod:`~deepseek_eyes.mcp_host.closing`).
         self.closes = CloseTracker(close_timeout)
         self.events = StatusEvents(self._event_view, lambda: list(self.servers))
-        set_discover_timeout(settings.discover_timeout)
+        self._discover_timeout = settings.discover_timeout
+
+    def _connecting(self) -> None:
+        """Before a connection: the SDK's ``server/discover`` bound is this manager's (a
+        process setting, applied here rather than at construction so that a manager with no
+        server never loads the SDK)."""
+        from deepseek_eyes.mcp_host.connection import set_discover_timeout
+
+        set_discover_timeout(self._discover_timeout)
 
     def _event_view(self, server_id: str) -> dict[str, Any] | None:
         state = self.servers.get(server_id)
@@ -205,7 +210,7 @@ class McpManager:
                 return self._builds
             self.suspended = True
             await self._close_all()
-            set_discover_timeout(settings.discover_timeout)
+            self._discover_timeout = settings.discover_timeout
             await self._retry_closes(settings)
             self._build(settings)
             self._builds += 1
@@ -313,10 +318,14 @@ class McpManager:
     def _oauth(self, state: ServerState) -> OAuthHandle | None:
         s = state.settings
         if s.oauth is not None and s.url is not None and state.oauth is None:
+            from deepseek_eyes.mcp_host.oauth import oauth_handle
+
             state.oauth = oauth_handle(s.url, s.oauth)
         return state.oauth
 
     async def _run(self, state: ServerState) -> None:
+        from deepseek_eyes.mcp_host.connection import check_credentials, map_error
+
         try:
             check_credentials(state.settings)
         except ConfigError as exc:
@@ -354,6 +363,10 @@ class McpManager:
             state.retry_delay = None
 
     async def _session(self, state: ServerState) -> None:
+        from deepseek_eyes.mcp_host.connection import build_client, learn_capabilities
+        from deepseek_eyes.mcp_host.liveness import StreamWatch
+
+        self._connecting()
         s = state.settings
         state.status = "connecting"
         state.ready_since = None
@@ -402,6 +415,10 @@ class McpManager:
 
     async def _serve(self, state: ServerState, client: Client, started: float,
                      watch: StreamWatch) -> None:
+        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+        from deepseek_eyes.mcp_host.liveness import Heartbeat
+
         s = state.settings
         try:
             state.protocol = client.protocol_version
@@ -447,6 +464,8 @@ class McpManager:
             Exception: only when nothing was ever published and no plane could be listed
                 for a reason of the connection (it reconnects then).
         """
+        from deepseek_eyes.mcp_host.planes import apply_listing
+
         listing = await list_planes(state.settings, client, timeout=state.settings.connect_timeout,
                                     activity=state.activity)
         if not listing.listed_any and state.catalog is None:
@@ -469,6 +488,14 @@ class McpManager:
             McpError: ``MCP_SERVER_UNKNOWN``, ``MCP_SERVER_DISABLED``, ``MCP_CLOSE_PENDING``
                 (an earlier connection of it has not finished closing) or a connect code.
         """
+        from deepseek_eyes.mcp_host.connection import (
+            build_client,
+            check_credentials,
+            learn_capabilities,
+            map_error,
+        )
+        from deepseek_eyes.mcp_host.planes import confirm_by_probe
+
         state = self._configured(server_id)
         s = state.settings
         if not (self.settings.enabled and s.enabled):
@@ -480,6 +507,7 @@ class McpManager:
         if state.stderr is not None:
             state.stderr.redactor = redactor
         started = time.perf_counter()
+        self._connecting()
         client = build_client(s, mode=state.mode, oauth=self._oauth(state),
                               message_handler=None, connector=self._connector,
                               stderr=state.stderr)
@@ -514,4 +542,6 @@ class McpManager:
 
 
 def _code(exc: BaseException | None, redactor: Redactor) -> str | None:
+    from deepseek_eyes.mcp_host.connection import map_error
+
     return None if exc is None else redactor.scrub_error(map_error(exc)).code

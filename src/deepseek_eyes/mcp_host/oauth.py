@@ -52,22 +52,17 @@ from deepseek_eyes.errors import McpError
 from deepseek_eyes.mcp_host.client_assertion import assertion_provider
 from deepseek_eyes.mcp_host.oauth_rules import RuledAuth, refuse_insecure, refuse_without_pkce
 from deepseek_eyes.mcp_host.redirect import listening
-from deepseek_eyes.mcp_host.tokens import FileTokenStorage, token_path
+from deepseek_eyes.mcp_host.tokens import (
+    FileTokenStorage,
+    set_token_root,
+    token_path,
+    token_store_root,
+)
 from deepseek_eyes.settings import McpAuthorizationCodeSettings, McpOAuthSettings
 
 __all__ = ["Browser", "MemoryTokenStorage", "OAuthHandle", "authorization_code_provider",
            "file_storage", "follow_authorizations_in_connections", "login_required",
            "oauth_handle", "set_token_root"]
-
-#: The token store's directory, set where the data directory is opened (like the discover
-#: timeout, a process setting: the manager builds handles from settings alone).
-_TOKEN_ROOT: list[Path] = []
-
-
-def set_token_root(root: Path) -> None:
-    """Where authorization-code tokens are kept (``tokens.token_root(data home)``)."""
-    _TOKEN_ROOT[:] = [root]
-
 
 _HARNESS_BROWSER: list[Callable[[str], Awaitable[None]]] = []
 
@@ -147,9 +142,10 @@ def oauth_handle(url: str, oauth: McpOAuthSettings | McpAuthorizationCodeSetting
         McpError: ``MCP_CLIENT_KEY_INVALID`` when a ``private_key_jwt`` key is unusable.
     """
     if isinstance(oauth, McpAuthorizationCodeSettings):
-        if not _TOKEN_ROOT:
+        store_root = token_store_root()
+        if store_root is None:
             raise login_required(url, "this process keeps no token store")
-        storage_ac = file_storage(_TOKEN_ROOT[0], url, oauth)
+        storage_ac = file_storage(store_root, url, oauth)
         return OAuthHandle(_SignedInOnly(url, oauth, storage_ac), storage_ac, pkce=True)
     storage = MemoryTokenStorage()
     issuer = oauth.issuer

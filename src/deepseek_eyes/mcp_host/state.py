@@ -14,19 +14,21 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from mcp import Client
+from typing import TYPE_CHECKING, Any
 
 from deepseek_eyes.errors import ConfigError, McpError
 from deepseek_eyes.mcp_host.catalog import Catalog
 from deepseek_eyes.mcp_host.events import EVENT_FIELDS
 from deepseek_eyes.mcp_host.faults import ProtocolFaults
 from deepseek_eyes.mcp_host.liveness import Activity
-from deepseek_eyes.mcp_host.oauth import OAuthHandle
 from deepseek_eyes.mcp_host.redact import Redactor
 from deepseek_eyes.mcp_host.stderr_log import StderrLog
 from deepseek_eyes.settings import McpServerSettings
+
+if TYPE_CHECKING:  # the SDK loads with the first connection (issue 41: not in a bare gateway)
+    from mcp import Client
+
+    from deepseek_eyes.mcp_host.oauth import OAuthHandle
 
 __all__ = ["HISTORY", "ServerState"]
 

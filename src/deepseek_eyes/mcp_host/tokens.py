@@ -25,15 +25,34 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-__all__ = ["FileTokenStorage", "token_path", "token_root"]
+if TYPE_CHECKING:  # the SDK's models load with the first token read (issue 41: a gateway
+    # with no MCP server never loads the SDK)
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+__all__ = ["FileTokenStorage", "set_token_root", "token_path", "token_root", "token_store_root"]
 
 #: A token file bigger than this is not ours (a bounded read).
 _MAX_BYTES = 256 * 1024
+
+
+#: The token store's directory, set where the data directory is opened (like the discover
+#: timeout, a process setting: the manager builds handles from settings alone). It lives here,
+#: not in :mod:`.oauth`, so that opening a data directory does not load the MCP SDK.
+_TOKEN_ROOT: list[Path] = []
+
+
+def set_token_root(root: Path) -> None:
+    """Where authorization-code tokens are kept (``token_root(data home)``)."""
+    _TOKEN_ROOT[:] = [root]
+
+
+def token_store_root() -> Path | None:
+    """The directory :func:`set_token_root` set, or None in a process that keeps no store."""
+    return _TOKEN_ROOT[0] if _TOKEN_ROOT else None
 
 
 def token_root(data_home: Path) -> Path:
@@ -62,6 +81,8 @@ class FileTokenStorage:
 
     # -- the SDK's protocol ---------------------------------------------------------------
     async def get_tokens(self) -> OAuthToken | None:
+        from mcp.shared.auth import OAuthToken
+
         raw = (await self._load()).get("tokens")
         return OAuthToken.model_validate(raw) if raw else None
 
@@ -74,6 +95,8 @@ class FileTokenStorage:
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         if self._configured is not None:
             return self._configured
+        from mcp.shared.auth import OAuthClientInformationFull
+
         raw = (await self._load()).get("client_info")
         return OAuthClientInformationFull.model_validate(raw) if raw else None
 

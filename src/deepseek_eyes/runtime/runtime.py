@@ -179,9 +179,8 @@ class Runtime:
             from deepseek_eyes.mcp_host.audit import McpAudit
             from deepseek_eyes.mcp_host.host import McpHost
             from deepseek_eyes.mcp_host.manager import McpManager
-            from deepseek_eyes.mcp_host.oauth import set_token_root
             from deepseek_eyes.mcp_host.stderr_log import server_log_dir
-            from deepseek_eyes.mcp_host.tokens import token_root
+            from deepseek_eyes.mcp_host.tokens import set_token_root, token_root
             from deepseek_eyes.runtime.mcp_tools import McpToolSource
 
             # Signed-in servers' tokens live in the data directory's token store.

@@ -10,7 +10,10 @@ that revision.
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import Context
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # an annotation only: the gateway loads this package without the SDK
+    from mcp.server.mcpserver import Context
 
 __all__ = ["STATELESS_OWNER", "STDIO_OWNER", "connection_owner"]
 

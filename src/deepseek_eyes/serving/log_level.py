@@ -7,16 +7,18 @@ server accepts the request and acknowledges it: there is no notification stream 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp_types import SetLevelRequestParams
+if TYPE_CHECKING:  # the SDK loads with a server that uses this, not with the package
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import SetLevelRequestParams
 
 __all__ = ["accept_log_level"]
 
 
 def accept_log_level(mcp: MCPServer[Any]) -> None:
     """Answer ``logging/setLevel`` on ``mcp`` with an empty result."""
+    from mcp_types import SetLevelRequestParams
 
     async def set_level(_ctx: Any, _params: SetLevelRequestParams) -> dict[str, Any]:
         return {}

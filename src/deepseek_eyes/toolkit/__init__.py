@@ -15,11 +15,12 @@ Modules, one job each: ``spec`` (tool definitions), ``arguments`` (checked argum
 budget).
 
 Layer: composition, beside ``home`` and ``serving``: the capabilities import it; it imports
-only the foundation (settings, errors, untrusted) and the MCP SDK.
+only the foundation (settings, errors, untrusted) and the MCP SDK. The SDK is reached
+through ``registration`` only, which this package does not import: a process that serves no
+MCP (``serve`` with no MCP server) never loads it (issue 41: ~55 MiB of its resident set).
 """
 
 from deepseek_eyes.toolkit.arguments import ToolArguments
-from deepseek_eyes.toolkit.registration import register_tool, register_tools, to_call_result
 from deepseek_eyes.toolkit.results import Shot, ToolResult
 from deepseek_eyes.toolkit.spec import READ, Annotations, Risk, ToolDef, object_schema
 from deepseek_eyes.toolkit.visual import Describe, should_deliver
@@ -34,8 +35,5 @@ __all__ = [
     "ToolDef",
     "ToolResult",
     "object_schema",
-    "register_tool",
-    "register_tools",
     "should_deliver",
-    "to_call_result",
 ]

@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
-from PIL import Image, ImageOps
 
 __all__ = [
     "MIN_CROP_PX", "SENDABLE_TYPES", "Region", "check_region", "crop_box", "crop_png",
@@ -48,6 +47,8 @@ def fit_sync(data: bytes, image: Mapping[str, Any], *, max_side: int | None,
     """``data`` as is when it fits; else shrunk and re-encoded (blocking)."""
     if _fits(data, image, max_side, max_bytes):
         return data
+    from PIL import Image, ImageOps  # only when pixels change: a text turn never loads Pillow
+
     with Image.open(io.BytesIO(data)) as opened:
         picture = ImageOps.exif_transpose(opened)
         picture = picture.convert("RGBA" if "A" in picture.getbands() else "RGB")
@@ -129,6 +130,8 @@ def crop_box(width: int, height: int, region: Region) -> tuple[int, int, int, in
 
 def crop_png(data: bytes, region: Region) -> bytes:
     """The region of an admitted image at full resolution, as a lossless PNG (blocking)."""
+    from PIL import Image, ImageOps
+
     with Image.open(io.BytesIO(data)) as opened:
         picture = ImageOps.exif_transpose(opened)
         box = crop_box(picture.width, picture.height, region)

@@ -41,10 +41,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from typing import TYPE_CHECKING, Any
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import GatewayError
@@ -52,6 +49,9 @@ from deepseek_eyes.runtime.turn.events import Answer, Delta, Started, TurnEvent
 from deepseek_eyes.runtime.turn.request import TurnResult
 from deepseek_eyes.runtime.turn.wire.openai_chat import completion_json
 from deepseek_eyes.store.keyring import Keyring, OpenedOnUse
+
+if TYPE_CHECKING:  # cryptography (~6 MiB resident) loads with the first sealed reasoning
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 __all__ = [
     "KNOWN_FIELDS", "ReasoningSealer", "ResponseStream", "Translated", "failed_event",
@@ -104,6 +104,8 @@ class ReasoningSealer:
             if kid is None or key_id == kid:
                 cipher = self._ciphers.get(key)
                 if cipher is None:
+                    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
                     cipher = self._ciphers[key] = AESGCM(
                         hmac.new(key, _SEAL_INFO, hashlib.sha256).digest())
                 return key_id, cipher
@@ -130,6 +132,8 @@ class ReasoningSealer:
         found = self._key(parts[1])
         if found is None:
             return None
+        from cryptography.exceptions import InvalidTag  # loaded with the cipher
+
         try:
             raw = base64.urlsafe_b64decode(parts[2] + "=" * (-len(parts[2]) % 4))
             plain = found[1].decrypt(raw[:12], raw[12:], scope.encode("utf-8"))
