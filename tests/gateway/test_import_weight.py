@@ -2,10 +2,11 @@
 
 The MCP SDK alone is ~55 MiB of the gateway's resident set; Pillow, OpenTelemetry and
 cryptography (the Responses front's sealed reasoning) add more. A gateway with no MCP
-server, no traces and only text turns needs none of them, so they load with the feature that uses them. One fresh interpreter does what ``serve`` does before
-it listens (the app factory imported, the runtime started following its settings, so the
-MCP manager runs with no server, the app built) and reports what it imported; a module-level
-import of any of them anywhere on that path fails this test.
+server, no traces and only text turns needs none of them, so they load with the feature that
+uses them. One fresh interpreter does what ``serve`` does before it listens (the app factory
+imported, the runtime started following its settings, so the MCP manager runs with no
+server, the app built) and reports what it imported; a module-level import of any of them
+anywhere on that path fails this test.
 """
 
 from __future__ import annotations
