@@ -49,8 +49,13 @@ fi
 # and OpenGL libraries, beside rapidocr's opencv-python-headless: both write the same `cv2`
 # package, and whichever came last is the one imported. The headless build is laid down
 # last, so a host without libGL still reads images (the layout code needs no GUI).
-if headless="$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("opencv-python-headless"))' 2>/dev/null)" \
-  && .venv/bin/python -c 'import importlib.metadata as m; m.version("opencv-python")' 2>/dev/null; then
+headless="$(.venv/bin/python -c 'import importlib.metadata as m
+try:
+    m.version("opencv-python")
+    print(m.version("opencv-python-headless"))
+except m.PackageNotFoundError:
+    pass' 2>/dev/null || true)"
+if [ -n "$headless" ]; then
   say "laying the headless OpenCV $headless over the GUI build rapid-layout pulls in"
   if ! .venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall \
     --no-deps "opencv-python-headless==$headless" >"$log" 2>&1; then

@@ -16,10 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # The stand-in: `-c` passes the version check, `-m venv DIR` makes DIR/bin/python (this
 # same script), `-m pip install ...` prints like pip, records the call, and fails when
-# FAKE_PIP_FAIL is set.
+# FAKE_PIP_FAIL is set; `-c` prints FAKE_OPENCV (the headless OpenCV's version, as if both
+# OpenCV builds were installed) when it is set.
 FAKE_PYTHON = """#!/usr/bin/env bash
 case "$1" in
-  -c) exit 0 ;;
+  -c) if [ -n "${FAKE_OPENCV:-}" ]; then echo "$FAKE_OPENCV"; fi; exit 0 ;;
   -m)
     if [ "$2" = venv ]; then mkdir -p "$3/bin"; cp "$0" "$3/bin/python"; exit 0; fi
     if [ "$2" = pip ]; then
@@ -79,6 +80,17 @@ def test_each_step_is_one_line_and_pip_stays_quiet(tmp_path: Path) -> None:
     calls = (tmp_path / "calls").read_text(encoding="utf-8").splitlines()
     assert calls == ["install --quiet --disable-pip-version-check -e .",
                      "install --quiet --disable-pip-version-check -e .[dev]"]
+
+
+def test_the_headless_opencv_is_laid_down_last_when_both_builds_came(tmp_path: Path) -> None:
+    root, env = _checkout(tmp_path)
+    done = _setup(root, {**env, "FAKE_OPENCV": "5.1.0.95"})
+    assert done.returncode == 0, done.stderr
+    assert "setup: laying the headless OpenCV 5.1.0.95 over the GUI build" in done.stdout
+    calls = (tmp_path / "calls").read_text(encoding="utf-8").splitlines()
+    assert calls == ["install --quiet --disable-pip-version-check -e .",
+                     "install --quiet --disable-pip-version-check --force-reinstall --no-deps "
+                     "opencv-python-headless==5.1.0.95"]
 
 
 def test_a_failing_pip_shows_its_output(tmp_path: Path) -> None:
