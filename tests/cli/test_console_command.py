@@ -52,7 +52,8 @@ def test_console_serves_a_data_directory_alone_behind_its_own_login(tmp_path: Pa
             assert [(s["id"], s["allow"], s["status"]) for s in mcp["servers"]] == [
                 ("t", ["a"], None)]
             approvals = person.get("/console/api/approvals").json()
-            assert approvals == {"running": False, "plans": []}
+            assert approvals == {"running": False, "terminal": False, "plans": [],
+                                 "asks": []}
             # An edit goes through the CLI's writer, and is audited.
             edit = person.post("/console/api/mcp/t/tools", json={
                 "list": "deny", "op": "add", "selector": "b"},
