@@ -18,9 +18,12 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 __all__ = ["BLIND", "BLIND_TOML", "GATEWAY_KEY", "LOCAL_VISION", "ServedGateway", "SmallDisk",
            "mount_read_only", "mount_tmpfs", "require_module", "serve_blind", "serve_gateway"]
@@ -279,3 +282,24 @@ def serve_blind(root: Path, upstream_url: str, model: str, *, timeout: float = 2
     env = {**os.environ, "DEEPSEEK_EYES_HOME": str(root / "data")}
     with serve_gateway(config, env) as gateway:
         yield gateway
+
+
+@contextlib.contextmanager
+def recorded_spans() -> Iterator[InMemorySpanExporter]:
+    """Our tracing on, every finished span kept in memory for the test to read; off again and
+    the provider shut down at the end."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from deepseek_eyes import telemetry
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry.install(provider)
+    try:
+        yield exporter
+    finally:
+        telemetry.uninstall()
+        provider.shutdown()

@@ -15,8 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import ValidationError
 
@@ -28,7 +27,7 @@ from deepseek_eyes.mcp_host.manager import McpManager
 from deepseek_eyes.settings import McpSettings, TelemetrySettings, format_validation_errors
 from deepseek_eyes.store.blobs import BlobStore
 from deepseek_eyes.telemetry.setup import TraceSettings, wanted
-from helpers import GATEWAY_KEY
+from helpers import GATEWAY_KEY, recorded_spans
 from inprocess_gateway import serve_in_process
 from runtime.upstream import LoopbackUpstream
 
@@ -40,15 +39,8 @@ RECEIPT = Path(__file__).parents[2] / "examples" / "receipt.png"
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    telemetry.install(provider)
-    try:
+    with recorded_spans() as exporter:
         yield exporter
-    finally:
-        telemetry.uninstall()
-        provider.shutdown()
 
 
 def _attributes(finished: list[ReadableSpan]) -> str:

@@ -7,11 +7,10 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from deepseek_eyes import telemetry
+from helpers import recorded_spans
 from terminal.support import ServiceFactory
 
 pytestmark = pytest.mark.anyio
@@ -19,15 +18,8 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    telemetry.install(provider)
-    try:
+    with recorded_spans() as exporter:
         yield exporter
-    finally:
-        telemetry.uninstall()
-        provider.shutdown()
 
 
 async def test_an_execution_is_a_span_without_its_command_or_output(

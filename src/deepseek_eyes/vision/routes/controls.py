@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from deepseek_eyes.vision.routes.layout import Segment
-from deepseek_eyes.vision.routes.table_grid import median, split_at
+from deepseek_eyes.vision.routes.table_grid import median, split_at, text_height_on
 
 if TYPE_CHECKING:
     import numpy as np
@@ -288,11 +288,9 @@ def find_controls(
     """
     import cv2
 
-    if getattr(rgb, "ndim", 0) != 3 or rgb.shape[2] != 3 or min(rgb.shape[:2]) < 1:
-        raise ValueError(f"an H×W×3 RGB image is needed, not shape {getattr(rgb, 'shape', None)}")
-    if not segments:
+    text_height = text_height_on(rgb, segments)
+    if text_height is None:
         return []
-    text_height = max(8.0, median(s.height for s in segments))
     gray = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
     width = rgb.shape[1]
     controls: list[Control] = []

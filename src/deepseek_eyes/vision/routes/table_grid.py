@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from deepseek_eyes.vision.routes.layout import Segment
 
 __all__ = [
     "MAX_CELLS", "Box", "Cell", "Table", "cell_number", "center_in", "finish_table",
-    "join_texts", "median", "split_at",
+    "join_texts", "median", "split_at", "text_height_on",
 ]
 
 Box = tuple[float, float, float, float]
@@ -96,6 +97,20 @@ class Table:
             cells = sorted((c for c in self.cells if c.row == row), key=lambda c: c.col)
             out.append((row, cells))
         return out
+
+
+def text_height_on(rgb: Any, segments: Sequence[Segment]) -> float | None:
+    """The typical height of the text ``segments`` read on ``rgb`` (at least 8 px), the unit
+    the table and control finders measure gaps in; None with no text (nothing to look for).
+
+    Raises:
+        ValueError: ``rgb`` is not an H×W×3 image array.
+    """
+    if getattr(rgb, "ndim", 0) != 3 or rgb.shape[2] != 3 or min(rgb.shape[:2]) < 1:
+        raise ValueError(f"an H×W×3 RGB image is needed, not shape {getattr(rgb, 'shape', None)}")
+    if not segments:
+        return None
+    return max(8.0, median(s.height for s in segments))
 
 
 def median(values: Iterable[float]) -> float:

@@ -38,8 +38,8 @@ from deepseek_eyes.vision.routes.table_grid import (
     Table,
     cell_number,
     center_in,
-    median,
     split_at,
+    text_height_on,
 )
 
 if TYPE_CHECKING:
@@ -59,11 +59,9 @@ def find_tables(rgb: np.ndarray[Any, Any], segments: Sequence[Segment]) -> list[
     Raises:
         ValueError: the array is not an H×W×3 image.
     """
-    if getattr(rgb, "ndim", 0) != 3 or rgb.shape[2] != 3 or min(rgb.shape[:2]) < 1:
-        raise ValueError(f"an H×W×3 RGB image is needed, not shape {getattr(rgb, 'shape', None)}")
-    if not segments:
+    text_height = text_height_on(rgb, segments)
+    if text_height is None:
         return []
-    text_height = max(8.0, median(s.height for s in segments))
     ruled = ruled_tables(rgb, segments, text_height)
     rest = [s for s in segments if not any(center_in(s, t.box) for t in ruled)]
     return [*ruled, *unruled_tables(rest, text_height)][:MAX_TABLES]
