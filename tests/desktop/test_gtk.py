@@ -301,3 +301,48 @@ async def test_a_pixel_click_lands_where_the_png_says(
                                                    "x": 18, "y": 40})
     assert not clicked.is_error, clicked.text
     assert wait_for(lambda: gtk_app.state()["clicks"]["Apply"] == 1, what="a pixel click")
+
+
+async def test_the_local_route_finds_the_windows_controls_where_at_spi_puts_them(
+    desktop: Callable[..., DesktopService], gtk_app: GtkApp
+) -> None:
+    """Issue 42's interface elements on a real GTK screenshot (the other corpus pages are
+    Chromium's): the ground truth is AT-SPI's own box for each push button and the text
+    field, and the local route's OCR and control finder must find each at IoU >= 0.5, of
+    the right kind, with the button's text."""
+    import io
+    import re
+
+    import numpy as np
+    from PIL import Image
+
+    from deepseek_eyes.vision.routes.controls import find_controls
+    from deepseek_eyes.vision.routes.local_ocr import LocalOcrEngine
+
+    seen = await observe(desktop(), gtk_app)
+    assert seen.screenshot is not None
+    rgb = np.asarray(Image.open(io.BytesIO(seen.screenshot.png)).convert("RGB"))
+    found = find_controls(rgb, LocalOcrEngine.shared().read(rgb))
+    element = r'(push button|text) "([^"]*)"(?: text="[^"]*")? \((\d+),(\d+) (\d+)x(\d+)\)'
+    truth = [(role, name, (int(x), int(y), int(x) + int(w), int(y) + int(h)))
+             for role, name, x, y, w, h in re.findall(element, seen.text)]
+    assert sorted((role, name) for role, name, _ in truth) == [
+        ("push button", "Apply"), ("push button", "Clear"), ("text", "Name")]
+
+    def iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+        w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+        h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+        union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - w * h
+        return w * h / union if union else 0.0
+
+    scored = []
+    for role, name, box in truth:
+        kind = "button" if role == "push button" else "text_field"
+        best = max(found, key=lambda c, box=box: iou(c.box, box), default=None)
+        ok = (best is not None and iou(best.box, box) >= 0.5 and best.kind == kind
+              and (kind != "button" or best.text == name))
+        scored.append((role, name, ok, best))
+    print("\nGTK window (AT-SPI boxes):", ", ".join(
+        f"{role} {name!r}: {'found' if ok else f'missed ({best})'}"
+        for role, name, ok, best in scored))
+    assert all(ok for *_, ok, _ in scored), scored

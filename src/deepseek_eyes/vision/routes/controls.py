@@ -68,12 +68,14 @@ def _rectangles(gray: np.ndarray[Any, Any], text_height: float) -> list[tuple[in
     edges = cv2.Canny(gray, 20, 60)
     edges = cv2.dilate(edges, np.ones((3, 3), np.uint8))
     contours, _ = cv2.findContours(edges, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
-    width = gray.shape[1]
+    height, width = gray.shape[:2]
     found: list[tuple[int, int, int, int]] = []
     for contour in contours[:MAX_CANDIDATES]:
         x, y, w, h = cv2.boundingRect(contour)
-        if w < 0.6 * text_height or h < 0.6 * text_height or w > 0.99 * width:
+        if w < 0.6 * text_height or h < 0.6 * text_height:
             continue
+        if w > 0.99 * width and h > 0.9 * height:
+            continue  # the frame of the whole picture (a field may be as wide as its window)
         if h > 6 * text_height:
             continue  # a panel or a card: a container, not a control
         if cv2.contourArea(contour) < 0.85 * w * h:

@@ -66,7 +66,7 @@ ENGINE_ID = "rapidocr-3/PP-OCRv6"
 #: (structure: layout regions, reading order, refusals, charts; tables; controls) change
 #: what is reported (tables-2: one region for a table the layout model also marked, and
 #: look answers from a table's cells; coverage-1: the note says what was assessed).
-READ_VERSION = "tiles-2;cls=off;rec_batch=1;structure-1;tables-2;controls-1;coverage-1"
+READ_VERSION = "tiles-2;cls=off;rec_batch=1;structure-1;tables-2;controls-2;coverage-1"
 
 
 @functools.cache
