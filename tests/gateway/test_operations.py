@@ -172,6 +172,20 @@ def test_metrics_may_be_open_to_loopback_only() -> None:
     assert status("127.0.0.1", "/metricsx") == 401  # exact paths only
 
 
+def test_what_waits_for_a_person_is_counted_by_kind(gateway: InProcessGateway) -> None:
+    """Terminal plans and MCP ask-first calls, by kind, each only where its queue runs (this
+    gateway runs neither: no sample at all, rather than a zero that claims a queue)."""
+    scraped = gateway.http.get("/metrics", headers=AUTH)
+    assert scraped.status_code == 200
+    assert gateway.runtime.terminal is None and gateway.runtime.mcp_host is None
+    assert _samples(scraped.text, "deepseek_eyes_approvals_waiting") == {}
+    collector = StoreCollector(SqliteCounts(gateway.runtime.home.db))
+    collector.waiting = {"terminal": 2, "mcp": 1}
+    gauge = [f for f in collector.collect() if f.name == "deepseek_eyes_approvals_waiting"]
+    assert [(s.labels, s.value) for s in gauge[0].samples] == [
+        ({"kind": "mcp"}, 1), ({"kind": "terminal"}, 2)]
+
+
 def test_store_totals_are_read_incrementally_and_labels_are_capped(tmp_path: Path) -> None:
     home = DataHome(tmp_path / "data")
     try:

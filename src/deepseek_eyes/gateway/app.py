@@ -564,9 +564,11 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
 
     async def scrape(_request: Request) -> Response:
         assert metrics is not None
-        terminal = runtime.terminal
-        # The terminal's sessions are read here, on the event loop; the store in a thread.
-        metrics.store.waiting = terminal.waiting_count() if terminal is not None else None
+        terminal, host = runtime.terminal, runtime.mcp_host
+        # What waits is read here, on the event loop; the store in a thread.
+        metrics.store.waiting = {
+            **({"terminal": terminal.waiting_count()} if terminal is not None else {}),
+            **({"mcp": host.asks.waiting_count()} if host is not None else {})}
         body = await anyio.to_thread.run_sync(metrics.exposition)
         return Response(body, media_type=METRICS_CONTENT_TYPE, headers=_NO_STORE)
 

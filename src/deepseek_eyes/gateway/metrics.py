@@ -7,10 +7,10 @@ Two kinds of series, kept apart on purpose:
   requests in flight. Counted as they happen.
 * **The store's totals** (:class:`StoreCollector`): upstream tokens by the usage ledger's
   categories, vision attempts by route, phase and outcome, MCP calls by server and status,
-  the audit chain's length, and (from the runtime's terminal) the plans waiting for a
-  person. Read from the stores at scrape time, never from counters kept beside them, so a
-  restart does not lose them and what ``/metrics`` says is what ``usage`` and ``audit``
-  say. Each scrape asks the store for the sums of what it recorded since the previous
+  the audit chain's length, and what waits for a person by kind (the terminal's plans,
+  the MCP host's ask-first calls). Read from the stores at scrape time, never from counters
+  kept beside them, so a restart does not lose them and what ``/metrics`` says is what
+  ``usage`` and ``audit`` say. Each scrape asks the store for the sums of what it recorded since the previous
   scrape (each table by its id, summed by SQLite), so a scrape costs what was written
   since, and even the first one reads no row into Python.
   When replicas share one database (issue 43), every replica reports the same store
@@ -238,9 +238,10 @@ class StoreCollector(Collector):
     def __init__(self, counts: StoreCounts | Callable[[], StoreCounts]) -> None:
         self._counts_of = counts if callable(counts) else (lambda: counts)
         self._counts: StoreCounts | None = None
-        #: Plans waiting for a person, set on the event loop before each scrape (the
-        #: terminal's sessions are not read from a worker thread); None: no terminal.
-        self.waiting: int | None = None
+        #: What waits for a person, by kind (``terminal`` plans, ``mcp`` ask-first calls), set
+        #: on the event loop before each scrape (neither queue is read from a worker thread);
+        #: a kind is absent when nothing of it runs.
+        self.waiting: dict[str, int] = {}
         self._lock = threading.Lock()  # scrapes run in worker threads
         self._usage = _Totals()
         self._calls = _Totals()
@@ -292,10 +293,13 @@ class StoreCollector(Collector):
                 ("server", "status"), self._mcp)
         yield GaugeMetricFamily("deepseek_eyes_audit_chain_length",
                                 "Entries on the audit hash chain.", value=chain)
-        if self.waiting is not None:
-            yield GaugeMetricFamily("deepseek_eyes_approvals_waiting",
-                                    "Terminal plans waiting for a person's approval now.",
-                                    value=self.waiting)
+        if self.waiting:
+            waiting = GaugeMetricFamily(
+                "deepseek_eyes_approvals_waiting", "What waits for a person's approval now: "
+                "terminal plans and MCP calls to ask-first tools, by kind.", labels=["kind"])
+            for kind, count in sorted(self.waiting.items()):
+                waiting.add_metric([kind], count)
+            yield waiting
 
 
 def _counter(name: str, documentation: str, labels: Sequence[str],
