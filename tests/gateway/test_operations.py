@@ -177,7 +177,8 @@ def test_what_waits_for_a_person_is_counted_by_kind(gateway: InProcessGateway) -
     gateway runs neither: no sample at all, rather than a zero that claims a queue)."""
     scraped = gateway.http.get("/metrics", headers=AUTH)
     assert scraped.status_code == 200
-    assert gateway.runtime.terminal is None and gateway.runtime.mcp_host is None
+    assert gateway.runtime.terminal is None
+    assert gateway.runtime.mcp_host is None
     assert _samples(scraped.text, "deepseek_eyes_approvals_waiting") == {}
     collector = StoreCollector(SqliteCounts(gateway.runtime.home.db))
     collector.waiting = {"terminal": 2, "mcp": 1}

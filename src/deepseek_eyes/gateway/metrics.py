@@ -7,14 +7,14 @@ Two kinds of series, kept apart on purpose:
   requests in flight. Counted as they happen.
 * **The store's totals** (:class:`StoreCollector`): upstream tokens by the usage ledger's
   categories, vision attempts by route, phase and outcome, MCP calls by server and status,
-  the audit chain's length, and what waits for a person by kind (the terminal's plans,
-  the MCP host's ask-first calls). Read from the stores at scrape time, never from counters
-  kept beside them, so a restart does not lose them and what ``/metrics`` says is what
-  ``usage`` and ``audit`` say. Each scrape asks the store for the sums of what it recorded since the previous
-  scrape (each table by its id, summed by SQLite), so a scrape costs what was written
-  since, and even the first one reads no row into Python.
-  When replicas share one database (issue 43), every replica reports the same store
-  totals: aggregate them with ``max``, not ``sum``.
+  the audit chain's length, and what waits for a person by kind (the terminal's plans, the
+  MCP host's ask-first calls). Read from the stores at scrape time, never from counters kept
+  beside them, so a restart does not lose them and what ``/metrics`` says is what ``usage``
+  and ``audit`` say. Each scrape asks the store for the sums of what it recorded since the
+  previous scrape (each table by its id, summed by SQLite), so a scrape costs what was
+  written since, and even the first one reads no row into Python. When replicas share one
+  database (issue 43), every replica reports the same store totals: aggregate them with
+  ``max``, not ``sum``.
 
 Every series lives in a registry of the app's own (no process-wide default registry), and
 no label carries a secret, a content, a session id or a raw path: routes are the route
