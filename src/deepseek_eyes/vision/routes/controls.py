@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from deepseek_eyes.vision.routes.entries import norm_box
 from deepseek_eyes.vision.routes.layout import Segment
 from deepseek_eyes.vision.routes.table_grid import median, split_at, text_height_on
 
@@ -344,15 +345,6 @@ def find_controls(
     return sorted(controls, key=lambda c: (c.box[1], c.box[0]))[:MAX_CONTROLS]
 
 
-def _norm(box: Box, width: int, height: int) -> list[float]:
-    x0 = min(max(box[0], 0.0), width - 1.0)
-    y0 = min(max(box[1], 0.0), height - 1.0)
-    x1 = min(max(box[2], x0 + 1.0), float(width))
-    y1 = min(max(box[3], y0 + 1.0), float(height))
-    return [round(x0 / width, 6), round(y0 / height, 6), round((x1 - x0) / width, 6),
-            round((y1 - y0) / height, 6)]
-
-
 def _pixels(bbox: Any, width: int, height: int) -> Box | None:
     if not isinstance(bbox, list) or len(bbox) != 4:
         return None
@@ -379,7 +371,7 @@ def add_controls(
         if control.text:
             attributes.append(f"text {control.text}")
         objects.append({
-            "id": f"o{next_id}", "label": label[:200], "bbox": _norm(control.box, width, height),
+            "id": f"o{next_id}", "label": label[:200], "bbox": norm_box(control.box, width, height),
             "confidence": round(min(max(control.confidence, 0.0), 1.0), 4),
             "attributes": [a[:100] for a in attributes][:32],
         })
@@ -398,7 +390,7 @@ def add_controls(
             rebuilt.append(entry)
             continue
         rebuilt.extend(
-            {"text": control.text[:2000], "bbox": _norm(control.box, width, height),
+            {"text": control.text[:2000], "bbox": norm_box(control.box, width, height),
              "confidence": entry["confidence"]}
             for control in sorted(hits, key=lambda c: c.box[0])
         )

@@ -252,13 +252,6 @@ def quantities_in(text: str) -> list[Quantity]:
     return out
 
 
-# Kept under their old names: other modules of the route (and its tests) use them.
-_norm_box = norm_box
-_clip = clip
-_ocr_entries = ocr_entries
-_unit_interval = unit_interval
-
-
 def build_evidence(
     segments: Sequence[Segment], width: int, height: int, *, min_confidence: float,
     layout: Sequence[LayoutBox] | None = (),
@@ -294,12 +287,12 @@ def build_evidence(
     facts.extend(
         {
             # A bare number is labelled by its whole line, its only context.
-            "label": quantity.label or _clip(line.text, 200),
+            "label": quantity.label or clip(line.text, 200),
             "value": quantity.value,
             "unit": quantity.unit,
             "text": quantity.text,
-            "bbox": _norm_box(line.box, width, height),
-            "confidence": _unit_interval(line.confidence),
+            "bbox": norm_box(line.box, width, height),
+            "confidence": unit_interval(line.confidence),
         }
         for line in lines
         if not (len(line.segments) == 1 and line.segments[0] in alone)  # a chart's own
@@ -308,7 +301,7 @@ def build_evidence(
     return {
         "schema": "deepseekeyes.evidence.v1",
         "summary": summary(regions, lines, charts, width, height, layout_assessed=assessed),
-        "ocr": _ocr_entries(lines, width, height),
+        "ocr": ocr_entries(lines, width, height),
         "regions": region_entries(regions, width, height),
         "objects": [],
         "relations": relation_entries(regions),
@@ -417,9 +410,9 @@ def build_target(
     scored.sort(key=lambda item: -item[0])
     observations = [
         {
-            "text": _clip(line.text, 1000),
-            "bbox": _norm_box(line.box, width, height),
-            "confidence": _unit_interval(line.confidence),
+            "text": clip(line.text, 1000),
+            "bbox": norm_box(line.box, width, height),
+            "confidence": unit_interval(line.confidence),
         }
         for _, line in scored[:5]
     ]
@@ -434,7 +427,7 @@ def build_target(
     if unseen:
         uncertainties.append({
             "topic": "not assessed",
-            "reason": _clip(
+            "reason": clip(
                 "The question asks about what the local route does not see "
                 f"({', '.join(unseen)}); only printed text was read.", 1000
             ),
@@ -442,13 +435,13 @@ def build_target(
         })
     if scored and not unseen:
         best = scored[0][1]
-        answer = f"The text that best matches the question reads: {_clip(best.text, 500)!r}."
+        answer = f"The text that best matches the question reads: {clip(best.text, 500)!r}."
         confidence = round(min(best.confidence, 0.5), 4)
     elif scored:
         best = scored[0][1]
         answer = (
             "The local route cannot answer this: it reads printed text only and does not "
-            f"see {', '.join(unseen)}. Related text reads: {_clip(best.text, 500)!r}."
+            f"see {', '.join(unseen)}. Related text reads: {clip(best.text, 500)!r}."
         )
         confidence = 0.0
     else:
@@ -462,7 +455,7 @@ def build_target(
         "answer": answer,
         "confidence": confidence,
         "observations": observations,
-        "ocr": _ocr_entries(lines, width, height),
+        "ocr": ocr_entries(lines, width, height),
         "uncertainties": uncertainties,
     }
 
@@ -474,23 +467,23 @@ def _table_target(
     chosen, confidence = found
     said = "; ".join(f"{c.row} · {c.column} = {c.text}" for c in chosen)
     if len(chosen) == 1:
-        answer = f"The table reads {_clip(said, 900)!r}."
+        answer = f"The table reads {clip(said, 900)!r}."
     else:
         answer = (f"Several table cells match the question's row and column: "
-                  f"{_clip(said, 900)!r}.")
+                  f"{clip(said, 900)!r}.")
     return {
         "schema": "deepseekeyes.target.v1",
         "answer": answer,
-        "confidence": _unit_interval(confidence),
+        "confidence": unit_interval(confidence),
         "observations": [
             {
-                "text": _clip(f"{c.row} · {c.column} = {c.text}", 1000),
-                "bbox": _norm_box(c.box, width, height),
-                "confidence": _unit_interval(c.confidence),
+                "text": clip(f"{c.row} · {c.column} = {c.text}", 1000),
+                "bbox": norm_box(c.box, width, height),
+                "confidence": unit_interval(c.confidence),
             }
             for c in chosen
         ],
-        "ocr": _ocr_entries(lines, width, height),
+        "ocr": ocr_entries(lines, width, height),
         "uncertainties": [{
             "topic": "method",
             "reason": "The local route found a table and matched the question's words to a "

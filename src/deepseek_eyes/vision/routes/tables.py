@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from deepseek_eyes.vision.routes.entries import norm_box
 from deepseek_eyes.vision.routes.layout import Segment, quantities_in
 from deepseek_eyes.vision.routes.segments import NamedCell
 from deepseek_eyes.vision.routes.table_finders import MAX_TABLES, ruled_tables, unruled_tables
@@ -65,15 +66,6 @@ def find_tables(rgb: np.ndarray[Any, Any], segments: Sequence[Segment]) -> list[
     ruled = ruled_tables(rgb, segments, text_height)
     rest = [s for s in segments if not any(center_in(s, t.box) for t in ruled)]
     return [*ruled, *unruled_tables(rest, text_height)][:MAX_TABLES]
-
-
-def _norm(box: Box, width: int, height: int) -> list[float]:
-    x0 = min(max(box[0], 0.0), width - 1.0)
-    y0 = min(max(box[1], 0.0), height - 1.0)
-    x1 = min(max(box[2], x0 + 1.0), float(width))
-    y1 = min(max(box[3], y0 + 1.0), float(height))
-    return [round(x0 / width, 6), round(y0 / height, 6), round((x1 - x0) / width, 6),
-            round((y1 - y0) / height, 6)]
 
 
 def _center_of(bbox: Any, box: Box, width: int, height: int) -> bool:
@@ -204,7 +196,7 @@ def add_tables(
                 relations.append({"subject": block["id"], "predicate": "inside",
                                   "object": region_id, "confidence": 0.9})
         entry = {"id": region_id, "kind": "table", "label": label[:200],
-                 "bbox": _norm(table.box, width, height),
+                 "bbox": norm_box(table.box, width, height),
                  "confidence": round(min(max(confidence, 0.0), 1.0), 4)}
         if twin is None:
             regions.append(entry)
@@ -225,7 +217,7 @@ def add_tables(
                 texts.pop()  # no trailing separators for the empty cells at a row's end
             row_lines.append({
                 "text": " | ".join(texts)[:2000],
-                "bbox": _norm(box, width, height),
+                "bbox": norm_box(box, width, height),
                 "confidence": round(min(max(min(c.confidence for c in cells), 0.0), 1.0), 4),
             })
         ocr[at:at] = row_lines
@@ -245,7 +237,7 @@ def add_tables(
             if len(facts) >= 500:
                 break
             facts.append({"label": label_text[:200], "value": value, "unit": unit,
-                          "text": text[:500], "bbox": _norm(cell.box, width, height),
+                          "text": text[:500], "bbox": norm_box(cell.box, width, height),
                           "confidence": round(min(max(cell.confidence, 0.0), 1.0), 4)})
         described.append(f"{table.rows}x{table.cols}")
     summary = f"{evidence['summary']} Tables: {len(described)} ({', '.join(described)})."
