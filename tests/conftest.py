@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import SmallDisk, mount_tmpfs, require_module
+from services import PostgresCluster, RedisServer, start_postgres, start_redis
 from vision.loopback import LoopbackVisionServer
 
 # Kept importable from here for older tests; new code imports them from ``helpers``: any
@@ -70,3 +71,30 @@ def anyio_backend() -> str:
 def loopback() -> Iterator[LoopbackVisionServer]:
     with LoopbackVisionServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """One throwaway PostgreSQL cluster per test session (tests/services.py); a test takes
+    its own database with ``postgres_cluster.new_database()``."""
+    with start_postgres() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: PostgresCluster) -> str:
+    """The URL of a fresh, empty database of the session's cluster."""
+    return postgres_cluster.new_database()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One throwaway redis-server per test session (tests/services.py)."""
+    with start_redis() as server:
+        yield server
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The URL of one of the session's Redis databases, flushed for this test."""
+    return redis_server.url()
