@@ -1,0 +1,344 @@
+"""The replica topology of the scale-out tests: HAProxy in front of three ``serve`` processes.
+
+Issue 43's "must show" runs against what an operator would run: several ``deepseek-eyes
+serve`` replicas, one settings file, one gateway key, one upstream, behind a real load
+balancer that balances per request and health-checks ``/readyz``. The test command starts
+all of it from Debian's ``haproxy`` (no container, no mock balancer), once per test file
+(the ``topology`` fixture of ``tests/scale/conftest.py``).
+
+What the replicas share is whatever ``backend_env`` says: empty, they share one SQLite data
+directory (what works today, on one machine); with ``DEEPSEEK_EYES_DATABASE_URL`` and
+``DEEPSEEK_EYES_STATE_URL`` set there, the same tests run on PostgreSQL and Redis. The
+data directory is shared in both cases (settings' keyrings, blobs until they move).
+
+The balancer, as ``docs/deployment.md`` shows it:
+
+* ``balance roundrobin`` with ``option http-server-close``: every request is balanced on
+  its own, even on a client's kept-alive connection.
+* ``option httpchk GET /readyz`` with the ``Host`` the gateway accepts (a loopback name):
+  a replica that is not ready, stopping (its socket is closed) or dead leaves the rotation.
+* ``retries`` with ``option redispatch 1``: a connection a replica refuses (dead, or
+  draining after SIGTERM) is retried on another replica, before any byte of the request
+  reached the refusing one, so nothing runs twice. A request a replica was already running
+  when it died is *not* resent by the balancer: the client resends it (the gateway makes a
+  resent history an attempt of the same turn).
+* ``http-response set-header X-Served-By %[srv_name]``: which replica answered, for the
+  tests (and for an operator's access log); the gateway itself names no replica.
+
+Waits are on events, never fixed sleeps: a replica is started once it says where it
+listens (``serve --json``) and its ``/readyz`` answers 200; it is in the rotation once
+HAProxy's stats socket (``show stat``) says ``UP``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from helpers import GATEWAY_KEY, Lines, _unavailable
+from services import free_port
+
+__all__ = ["BACKEND", "SERVED_BY", "Replica", "Topology", "start_topology"]
+
+BACKEND = "deepseek_eyes"  # HAProxy's backend name
+SERVED_BY = "x-served-by"  # the header HAProxy adds: the replica that answered
+MODEL = "deepseek-v4-pro"
+START_S = 60.0  # every wait on a process is bounded
+POLL_S = 0.05  # the interval of a bounded wait on a condition no event announces
+
+
+def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` until it holds; AssertionError naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {timeout:g}s")
+        time.sleep(POLL_S)
+
+
+@dataclass
+class Replica:
+    """One ``serve`` process on a fixed port (a restart comes back on the same one, where
+    HAProxy's ``server`` line points)."""
+
+    name: str  # HAProxy's server name: eyes1, eyes2, eyes3
+    port: int
+    process: subprocess.Popen[str] | None = None
+    stderr: Lines = field(default_factory=Lines)
+    _stdout: queue.Queue[str] = field(default_factory=queue.Queue)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def ready(self) -> bool:
+        """Whether its ``/readyz`` answers 200 now."""
+        try:
+            return httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+
+class Topology:
+    """HAProxy and its replicas; see the module's docstring. Start with
+    :func:`start_topology`."""
+
+    def __init__(self, root: Path, upstream_url: str, *, replicas: int = 3,
+                 backend_env: Mapping[str, str] | None = None, settings: str = "",
+                 key: str = GATEWAY_KEY, drain_timeout: float = 10.0) -> None:
+        self.root = root
+        self.home = root / "data"
+        self.config = root / "eyes.toml"
+        self.key = key
+        self.backend_env = dict(backend_env or {})
+        self.replicas = [Replica(f"eyes{i + 1}", free_port()) for i in range(replicas)]
+        self.port = free_port()
+        self.stats_socket = root / "haproxy.sock"
+        self.haproxy_config = root / "haproxy.cfg"
+        self.haproxy: subprocess.Popen[str] | None = None
+        self.haproxy_stderr = Lines()
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.config.write_text(
+            f'[llm]\nbase_url = "{upstream_url}"\napi_key = false\nmodel = "{MODEL}"\n'
+            "timeout = 60\n"
+            "[gateway]\nrate_limit_per_minute = 1000000\n"
+            f"drain_timeout = {drain_timeout:g}\n" + settings, encoding="utf-8")
+
+    # -- what a client uses ----------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The balancer's OpenAI base URL (``http://127.0.0.1:PORT/v1``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment every replica (and every CLI run on the topology) gets."""
+        return {**os.environ, "DEEPSEEK_EYES_HOME": str(self.home),
+                "DEEPSEEK_EYES_GATEWAY_KEY": self.key, **self.backend_env}
+
+    def replica(self, name: str) -> Replica:
+        return next(r for r in self.replicas if r.name == name)
+
+    @staticmethod
+    def served_by(headers: Mapping[str, str]) -> str:
+        """The replica that answered a response (HAProxy's header)."""
+        name = headers.get(SERVED_BY)
+        assert name, f"no {SERVED_BY} header: {dict(headers)}"
+        return name
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """``deepseek-eyes --config … ARGS`` on the topology's store, to its end."""
+        return subprocess.run(  # noqa: S603 - our own CLI, argv list
+            [sys.executable, "-m", "deepseek_eyes", "--config", str(self.config), *args],
+            env=self.env, capture_output=True, text=True, timeout=timeout, check=False)
+
+    # -- the replicas ----------------------------------------------------------------------
+
+    def _spawn(self, replica: Replica) -> None:
+        replica.stderr = Lines()
+        replica._stdout = queue.Queue()
+        process = subprocess.Popen(  # noqa: S603 - our own CLI, argv list
+            [sys.executable, "-m", "deepseek_eyes", "--config", str(self.config), "serve",
+             "--port", str(replica.port), "--json"],
+            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        replica.process = process
+        replica.stderr.follow(process.stderr)
+        out = replica._stdout
+        threading.Thread(target=lambda: [out.put(x) for x in process.stdout or []],
+                         daemon=True).start()
+
+    def _listening(self, replica: Replica) -> None:
+        """Wait until ``replica`` says where it listens, then until it is ready."""
+        try:
+            line = replica._stdout.get(timeout=START_S)
+        except queue.Empty:
+            raise AssertionError(f"{replica.name} did not start: "
+                                 f"{replica.stderr.text()[-2000:]}") from None
+        url = str(json.loads(line)["listening"]["url"]).rstrip("/").removesuffix("/v1")
+        assert url.endswith(f":{replica.port}"), line
+        _wait(replica.ready, START_S, f"{replica.name}'s /readyz answering 200")
+
+    def start_replicas(self, *replicas: Replica) -> None:
+        """Start ``replicas`` (all when none is named) side by side; return once each is
+        ready (not yet necessarily back in HAProxy's rotation: :meth:`wait_up`)."""
+        chosen = replicas or tuple(self.replicas)
+        for replica in chosen:
+            assert not replica.alive, f"{replica.name} is already running"
+            self._spawn(replica)
+        for replica in chosen:
+            self._listening(replica)
+
+    def kill(self, name: str) -> Replica:
+        """kill -9 one replica, and wait until it is gone."""
+        replica = self.replica(name)
+        assert replica.process is not None
+        replica.process.send_signal(signal.SIGKILL)
+        replica.process.wait(timeout=START_S)
+        return replica
+
+    def terminate(self, name: str) -> Replica:
+        """SIGTERM one replica (it drains); does not wait (``replica.process.wait``)."""
+        replica = self.replica(name)
+        assert replica.process is not None
+        replica.process.send_signal(signal.SIGTERM)
+        return replica
+
+    def restart(self, name: str) -> Replica:
+        """Start a stopped replica again on its port; return once HAProxy has it ``UP``."""
+        replica = self.replica(name)
+        if replica.alive:
+            assert replica.process is not None
+            replica.process.terminate()
+            replica.process.wait(timeout=START_S)
+        self.start_replicas(replica)
+        self.wait_up(name)
+        return replica
+
+    def ensure_all_up(self) -> None:
+        """Restart whatever replica a test left stopped; return once all are ``UP``."""
+        stopped = [r for r in self.replicas if not r.alive]
+        if stopped:
+            self.start_replicas(*stopped)
+        for replica in self.replicas:
+            self.wait_up(replica.name)
+
+    # -- the balancer ----------------------------------------------------------------------
+
+    def _haproxy_cfg(self) -> str:
+        servers = "\n".join(
+            f"    server {r.name} 127.0.0.1:{r.port} check inter 250ms fall 2 rise 1"
+            for r in self.replicas)
+        return f"""\
+global
+    maxconn 512
+    stats socket {self.stats_socket} mode 600 level admin
+
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 120s
+    timeout server 120s
+    timeout http-request 10s
+    timeout check 3s
+    retries 3
+    option redispatch 1
+    option http-server-close
+
+frontend eyes
+    bind 127.0.0.1:{self.port}
+    default_backend {BACKEND}
+
+backend {BACKEND}
+    balance roundrobin
+    option httpchk
+    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host 127.0.0.1
+    http-check expect status 200
+    http-response set-header X-Served-By %[srv_name]
+{servers}
+"""
+
+    def start_haproxy(self) -> None:
+        haproxy = shutil.which("haproxy") or (
+            "/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
+        if haproxy is None:
+            _unavailable("haproxy is not installed (apt-get install haproxy)")
+        self.haproxy_config.write_text(self._haproxy_cfg(), encoding="utf-8")
+        self.haproxy = subprocess.Popen(  # noqa: S603 - Debian's haproxy, argv list
+            [str(haproxy), "-f", str(self.haproxy_config), "-db"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.haproxy_stderr.follow(self.haproxy.stderr)
+        for replica in self.replicas:
+            self.wait_up(replica.name)
+
+    def admin(self, command: str) -> str:
+        """One command on HAProxy's stats socket (``show stat``, ``show servers state``)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(5)
+            sock.connect(str(self.stats_socket))
+            sock.sendall(command.encode() + b"\n")
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        return b"".join(chunks).decode()
+
+    def states(self) -> dict[str, str]:
+        """Each replica's status as HAProxy sees it (``UP``, ``DOWN``, ``UP 1/2``, …); empty
+        while its socket is not there yet."""
+        try:
+            text = self.admin("show stat")
+        except OSError:
+            return {}
+        rows = csv.DictReader(io.StringIO(text.lstrip("# ")))
+        return {row["svname"]: row["status"] for row in rows
+                if row.get("pxname") == BACKEND and row["svname"] not in ("BACKEND",)}
+
+    def wait_state(self, name: str, status: str, timeout: float = START_S) -> None:
+        """Wait until HAProxy says ``status`` (``UP``, ``DOWN``) of replica ``name``."""
+        assert self.haproxy is not None and self.haproxy.poll() is None, \
+            self.haproxy_stderr.text()[-2000:]
+        _wait(lambda: self.states().get(name) == status, timeout,
+              f"HAProxy seeing {name} {status} (now {self.states().get(name)})")
+
+    def wait_up(self, name: str, timeout: float = START_S) -> None:
+        self.wait_state(name, "UP", timeout)
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the balancer and every replica (SIGTERM, then SIGKILL after a bound)."""
+        processes = [r.process for r in self.replicas if r.process is not None]
+        if self.haproxy is not None:
+            processes.append(self.haproxy)
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+            for stream in (process.stdout, process.stderr):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+
+
+@contextlib.contextmanager
+def start_topology(root: Path, upstream_url: str, *,
+                   backend_env: Mapping[str, str] | None = None, settings: str = "",
+                   replicas: int = 3, drain_timeout: float = 10.0) -> Iterator[Topology]:
+    """The topology started (replicas ready, all ``UP`` in HAProxy), closed after the block."""
+    topology = Topology(root, upstream_url, replicas=replicas, backend_env=backend_env,
+                        settings=settings, drain_timeout=drain_timeout)
+    try:
+        topology.start_replicas()
+        topology.start_haproxy()
+        yield topology
+    finally:
+        topology.close()
