@@ -1,15 +1,270 @@
+"""Three ``serve`` replicas behind HAProxy behave as one gateway (issue 43's "must show").
+
+Driven through the balancer with the official ``openai`` client, as a team's tools would
+be: a conversation continues whichever replica serves each turn; concurrent load on all
+three leaves one audit chain that verifies; a replica killed with SIGKILL in the middle of
+a stream loses the stream but not the session (the client resends, HAProxy sends it to a
+live replica, and the next process to open the store closes the interrupted turn as
+aborted); a replica stopped with SIGTERM under load drains, and no request is lost.
+
+The replicas share what ``BACKENDS`` names (tests/scale/conftest.py): today one SQLite data
+directory. Once the PostgreSQL and Redis backends exist, the same tests run with
+``BACKENDS = "shared"``; nothing here reads the database directly, only the CLI does
+(``audit verify``, ``sessions show``), so the tests hold on either.
+"""
+
 from __future__ import annotations
 
-import httpx
+import base64
+import hashlib
+import json
+import threading
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
 
-from topology import Topology
+import pytest
+
+from helpers import require_module
+from runtime.upstream import LoopbackUpstream
+from topology import MODEL, Topology
+from vision.loopback import solid_png
+
+openai = require_module("openai")
+
+BACKENDS = "sqlite"
+SESSION = "x-deepseekeyes-session"
+THREADS = 6
+TURNS_EACH = 5
 
 
-def test_smoke(replicas: Topology) -> None:
-    seen = []
-    for i in range(6):
-        r = httpx.post(f"{replicas.base_url}/chat/completions", headers=replicas.headers,
-                       json={"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": f"hi {i}"}]}, timeout=30)
-        assert r.status_code == 200, r.text
-        seen.append(replicas.served_by(r.headers))
-    print(seen, replicas.states())
+def _client(topology: Topology) -> Any:
+    """The official client on the balancer; no retries of its own, so a request the
+    topology lost shows as a failure instead of being hidden by a resend."""
+    return openai.OpenAI(base_url=topology.base_url, api_key=topology.key, max_retries=0,
+                         timeout=60)
+
+
+@dataclass
+class Answer:
+    text: str
+    session: str
+    replica: str
+
+
+def _ask(api: Any, messages: list[dict[str, Any]]) -> Answer:
+    raw = api.chat.completions.with_raw_response.create(model=MODEL, messages=messages)
+    reply = raw.parse()
+    return Answer(reply.choices[0].message.content or "", raw.headers[SESSION],
+                  Topology.served_by(raw.headers))
+
+
+def _verify(topology: Topology) -> dict[str, Any]:
+    done = topology.cli("audit", "verify", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def _turns(topology: Topology, session: str) -> list[dict[str, Any]]:
+    done = topology.cli("sessions", "show", session, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    turns: list[dict[str, Any]] = json.loads(done.stdout)["turns"]
+    return turns
+
+
+def test_a_conversation_continues_on_every_replica(replicas: Topology) -> None:
+    """Round robin sends each turn to the next replica; each finds the session by its
+    history (no session header is sent), so the three turns are one session."""
+    messages: list[dict[str, Any]] = []
+    answers: list[Answer] = []
+    with _client(replicas) as api:
+        for text in ("my name is Ada", "what is my name?", "and again?"):
+            messages.append({"role": "user", "content": text})
+            answer = _ask(api, messages)
+            assert answer.text == f"echo: {text}"
+            messages.append({"role": "assistant", "content": answer.text})
+            answers.append(answer)
+    assert sorted(a.replica for a in answers) == ["eyes1", "eyes2", "eyes3"]
+    assert len({a.session for a in answers}) == 1, answers
+    turns = _turns(replicas, answers[0].session)
+    assert [t["outcome"] for t in turns] == ["ok"] * 3
+
+
+def test_concurrent_load_on_all_replicas_leaves_one_verified_chain(
+        replicas: Topology) -> None:
+    before = _verify(replicas)
+
+    def conversation(index: int) -> list[Answer]:
+        messages: list[dict[str, Any]] = []
+        answers = []
+        with _client(replicas) as api:
+            for turn in range(TURNS_EACH):
+                text = f"load {index}.{turn} {uuid.uuid4().hex[:6]}"
+                messages.append({"role": "user", "content": text})
+                answer = _ask(api, messages)
+                assert answer.text == f"echo: {text}"
+                messages.append({"role": "assistant", "content": answer.text})
+                answers.append(answer)
+        return answers
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        conversations = list(pool.map(conversation, range(THREADS)))
+    served = Counter(a.replica for answers in conversations for a in answers)
+    assert sum(served.values()) == THREADS * TURNS_EACH
+    assert set(served) == {"eyes1", "eyes2", "eyes3"}, served
+    for answers in conversations:
+        assert len({a.session for a in answers}) == 1, "a conversation split in two"
+    assert len({answers[0].session for answers in conversations}) == THREADS
+    after = _verify(replicas)
+    # Every turn wrote its chained rows, from three processes at once, into the one chain.
+    assert after["ok"] is True
+    assert after["kinds"]["turn"] - before["kinds"].get("turn", 0) == THREADS * TURNS_EACH
+    assert after["entries"] > before["entries"]
+
+
+def test_kill_9_mid_stream_the_resent_turn_continues_the_session_on_a_live_replica(
+        replicas: Topology, upstream: LoopbackUpstream) -> None:
+    first = [{"role": "user", "content": "remember: the code is 7"}]
+    with _client(replicas) as api:
+        opened = _ask(api, first)
+        history = [*first, {"role": "assistant", "content": opened.text},
+                   {"role": "user", "content": "SLOW[0.5]\nANSWER: the code was 7"}]
+        calls = upstream.calls_for(MODEL)
+        pieces: list[str] = []
+        with api.chat.completions.with_streaming_response.create(
+                model=MODEL, messages=history, stream=True) as response:
+            victim = Topology.served_by(response.headers)
+            assert response.headers[SESSION] == opened.session
+            broken: Exception | None = None
+            try:
+                for chunk in response.parse():
+                    if chunk.choices and chunk.choices[0].delta.content:
+                        pieces.append(chunk.choices[0].delta.content)
+                        replicas.kill(victim)  # at the first piece of the answer
+            except Exception as exc:  # whatever the transport raised
+                broken = exc
+        assert broken is not None, "the stream ended whole although its replica died"
+        assert len(pieces) == 1, pieces
+        assert upstream.calls_for(MODEL) == calls + 1
+        # The client resends the same history; HAProxy's connection to the dead replica is
+        # refused (or the health check has taken it out), so a live one answers.
+        stream = api.chat.completions.with_raw_response.create(
+            model=MODEL, messages=history, stream=True)
+        text = "".join(c.choices[0].delta.content or "" for c in stream.parse() if c.choices)
+        assert text == "the code was 7"
+        assert stream.headers[SESSION] == opened.session
+        assert Topology.served_by(stream.headers) != victim
+    replicas.wait_state(victim, "DOWN")
+    # The killed process left its turn half-written (a logged request, no record): the
+    # next process that opens the store (the victim restarted) closes it as aborted.
+    replicas.restart(victim)
+    turns = _turns(replicas, opened.session)
+    outcomes = [(t["outcome"], t.get("code")) for t in turns]
+    assert outcomes.count(("ok", None)) == 2, outcomes
+    aborted = [t for t in turns if t["outcome"] == "aborted"]
+    assert len(aborted) == 1, outcomes
+    assert aborted[0]["code"] == "RUNTIME_TURN_ABORTED"
+    assert aborted[0]["details"]["reason"] == "process ended"
+    # The resent turn is an attempt of the one the dead replica held, in the same session.
+    assert [t["details"].get("retry_of") for t in turns if t["outcome"] == "ok"] == [
+        None, aborted[0]["id"]]
+    _verify(replicas)
+
+
+def test_sigterm_drains_one_replica_under_load_and_no_request_is_lost(
+        replicas: Topology) -> None:
+    stop = threading.Event()
+    signalled = threading.Event()
+    results: list[tuple[str, float, bool]] = []  # (replica, ended at, answer right)
+    failures: list[str] = []
+    lock = threading.Lock()
+    victim = "eyes2"
+
+    def load(index: int) -> None:
+        with _client(replicas) as api:
+            turn = 0
+            while not stop.is_set():
+                text = f"SLOW[0.2] drain {index}.{turn}"
+                turn += 1
+                try:
+                    answer = _ask(api, [{"role": "user", "content": text}])
+                except Exception as exc:  # a lost request, reported below
+                    with lock:
+                        failures.append(f"{type(exc).__name__}: {exc}")
+                    continue
+                with lock:
+                    results.append((answer.replica, time.monotonic(),
+                                    answer.text == f"echo: {text}"))
+
+    def served(condition: Any) -> int:
+        with lock:
+            return sum(1 for r in results if condition(r))
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        running = [pool.submit(load, i) for i in range(THREADS)]
+        try:
+            _until(lambda: served(lambda r: r[0] == victim) >= 3, "load on the victim")
+            at = time.monotonic()
+            process = replicas.terminate(victim).process
+            signalled.set()
+            assert process is not None
+            assert process.wait(timeout=30) == 0, replicas.replica(victim).stderr.text()
+            gone = time.monotonic()
+            _until(lambda: served(lambda r: r[1] > gone) >= 2 * THREADS, "load after the exit")
+        finally:
+            stop.set()
+            for future in running:
+                future.result(timeout=60)
+    assert failures == [], failures
+    assert all(right for _, _, right in results)
+    # Requests the victim held at the signal finished there; after it exited, the others
+    # took everything.
+    assert served(lambda r: r[0] == victim and r[1] > at) >= 1
+    assert served(lambda r: r[0] == victim and r[1] > gone) == 0
+    assert {r[0] for r in results if r[1] > gone} == {"eyes1", "eyes3"}
+    replicas.restart(victim)
+
+
+def test_one_new_image_from_ten_clients_is_acquired_at_most_once_per_replica(
+        replicas: Topology, upstream: LoopbackUpstream) -> None:
+    """Single flight is per process today: ten concurrent requests for one new image on
+    three replicas make at most one acquisition on each (the exact one of issue 43 needs
+    the shared leases, test_shared_backends.py); once one is stored, every replica reuses
+    the evidence from the shared database."""
+    png = solid_png(96 + int(uuid.uuid4().int % 64), 64, (200, 30, 90))
+    digest = hashlib.sha256(png).hexdigest()
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+
+    def ask(index: int) -> Answer:
+        with _client(replicas) as api:
+            return _ask(api, [{"role": "user", "content": [
+                {"type": "text", "text": f"ANSWER: seen {index}"},
+                {"type": "image_url", "image_url": {"url": url}}]}])
+
+    with ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(ask, range(10)))
+    assert [a.text for a in answers] == [f"seen {i}" for i in range(10)]
+    assert {a.replica for a in answers} == {"eyes1", "eyes2", "eyes3"}
+    acquisitions = _acquisitions(upstream, digest)
+    assert 1 <= acquisitions <= 3, acquisitions
+    with ThreadPoolExecutor(3) as pool:
+        list(pool.map(ask, range(3)))
+    assert _acquisitions(upstream, digest) == acquisitions, "the stored evidence was reused"
+
+
+def _acquisitions(upstream: LoopbackUpstream, digest: str) -> int:
+    """Requests in which a seeing model decoded the image whose bytes hash to ``digest``."""
+    return sum(any(image["sha256"] == digest for image in seen["images"])
+               for seen in upstream.decoded)
+
+
+def _until(condition: Any, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout}s")
+        time.sleep(0.02)

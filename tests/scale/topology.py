@@ -82,6 +82,7 @@ class Replica:
     process: subprocess.Popen[str] | None = None
     stderr: Lines = field(default_factory=Lines)
     _stdout: queue.Queue[str] = field(default_factory=queue.Queue)
+    _readers: list[threading.Thread] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -159,7 +160,23 @@ class Topology:
 
     # -- the replicas ----------------------------------------------------------------------
 
+    @staticmethod
+    def _reap(replica: Replica) -> None:
+        """Wait for an ended process's readers, and close its pipes."""
+        process = replica.process
+        if process is None:
+            return
+        process.wait(timeout=START_S)
+        replica.stderr.wait_ended(START_S)
+        for reader in replica._readers:
+            reader.join(timeout=START_S)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
     def _spawn(self, replica: Replica) -> None:
+        self._reap(replica)
         replica.stderr = Lines()
         replica._stdout = queue.Queue()
         process = subprocess.Popen(  # noqa: S603 - our own CLI, argv list
@@ -167,10 +184,13 @@ class Topology:
              "--port", str(replica.port), "--json"],
             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         replica.process = process
-        replica.stderr.follow(process.stderr)
-        out = replica._stdout
-        threading.Thread(target=lambda: [out.put(x) for x in process.stdout or []],
-                         daemon=True).start()
+        out, errors = replica._stdout, replica.stderr
+        replica._readers = [
+            threading.Thread(target=lambda: [out.put(x) for x in process.stdout or []],
+                             daemon=True),
+            threading.Thread(target=errors.read, args=(process.stderr,), daemon=True)]
+        for reader in replica._readers:
+            reader.start()
 
     def _listening(self, replica: Replica) -> None:
         """Wait until ``replica`` says where it listens, then until it is ready."""
@@ -299,8 +319,8 @@ backend {BACKEND}
 
     def wait_state(self, name: str, status: str, timeout: float = START_S) -> None:
         """Wait until HAProxy says ``status`` (``UP``, ``DOWN``) of replica ``name``."""
-        assert self.haproxy is not None and self.haproxy.poll() is None, \
-            self.haproxy_stderr.text()[-2000:]
+        assert self.haproxy is not None
+        assert self.haproxy.poll() is None, self.haproxy_stderr.text()[-2000:]
         _wait(lambda: self.states().get(name) == status, timeout,
               f"HAProxy seeing {name} {status} (now {self.states().get(name)})")
 
@@ -323,10 +343,11 @@ backend {BACKEND}
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)
-            for stream in (process.stdout, process.stderr):
-                if stream is not None:
-                    with contextlib.suppress(OSError):
-                        stream.close()
+        for replica in self.replicas:
+            self._reap(replica)
+        if self.haproxy is not None and self.haproxy.stderr is not None:
+            self.haproxy_stderr.wait_ended(START_S)
+            self.haproxy.stderr.close()
 
 
 @contextlib.contextmanager
