@@ -12,7 +12,8 @@ Which backends the replicas share is the module's ``BACKENDS`` attribute:
   replica as ``DEEPSEEK_EYES_DATABASE_URL`` and ``DEEPSEEK_EYES_STATE_URL``. The engines
   are started only for a module that asks for them.
 
-A module may also set ``SETTINGS`` (TOML appended to the replicas' settings file).
+A module may also set ``SETTINGS``: TOML appended to the replicas' settings file, in which
+``{upstream}`` stands for the loopback upstream's base URL.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def topology(request: pytest.FixtureRequest, upstream: LoopbackUpstream,
     """HAProxy in front of three ``serve`` replicas, started once for the test file."""
     root: Path = tmp_path_factory.mktemp("topology")
     with start_topology(root, upstream.base_url, backend_env=backend_env,
-                        settings=getattr(request.module, "SETTINGS", "")) as started:
+                        settings=getattr(request.module, "SETTINGS", "").replace(
+                            "{upstream}", upstream.base_url)) as started:
         yield started
 
 

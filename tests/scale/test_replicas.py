@@ -36,6 +36,20 @@ from vision.loopback import solid_png
 openai = require_module("openai")
 
 BACKENDS = "sqlite"
+#: Images are read by a route that always fails (HTTP 500: an operational failure, which
+#: opens its circuit) and, failing over, by DeepSeek's own eyes on the same upstream.
+FLAKY = "fail-500"
+SETTINGS = f"""
+[vision]
+route_priority = ["flaky", "deepseek"]
+
+[[vision.routes]]
+name = "flaky"
+base_url = "{{upstream}}"
+model = "{FLAKY}"
+health_check = "none"
+probe = false
+"""
 SESSION = "x-deepseekeyes-session"
 THREADS = 6
 TURNS_EACH = 5
@@ -229,21 +243,46 @@ def test_sigterm_drains_one_replica_under_load_and_no_request_is_lost(
     replicas.restart(victim)
 
 
+def _image(index: int) -> tuple[str, str]:
+    """A new image (never sent before: the evidence cache has none) as a data URL, and the
+    SHA-256 of its bytes."""
+    png = solid_png(64 + index, 48 + int(uuid.uuid4().int % 64), (200, 30, 90))
+    return ("data:image/png;base64," + base64.b64encode(png).decode(),
+            hashlib.sha256(png).hexdigest())
+
+
+def _see(topology: Topology, url: str, text: str) -> Answer:
+    with _client(topology) as api:
+        return _ask(api, [{"role": "user", "content": [
+            {"type": "text", "text": f"ANSWER: {text}"},
+            {"type": "image_url", "image_url": {"url": url}}]}])
+
+
+def test_a_route_that_failed_on_one_replica_is_skipped_by_the_others(
+        replicas: Topology, upstream: LoopbackUpstream) -> None:
+    """Route state (health, circuits, probe verdicts) lives in the shared store: the circuit
+    one replica opened keeps the other two from calling the failing route."""
+    before = upstream.calls_for(FLAKY)
+    first = _see(replicas, _image(1)[0], "first")
+    assert first.text == "first"
+    opened = upstream.calls_for(FLAKY)
+    assert opened > before, "the first replica tried the failing route"
+    others = [_see(replicas, _image(i)[0], f"other {i}") for i in (2, 3)]
+    assert [a.text for a in others] == ["other 2", "other 3"]
+    assert sorted(a.replica for a in [first, *others]) == ["eyes1", "eyes2", "eyes3"]
+    assert upstream.calls_for(FLAKY) == opened, "another replica called the open route"
+
+
 def test_one_new_image_from_ten_clients_is_acquired_at_most_once_per_replica(
         replicas: Topology, upstream: LoopbackUpstream) -> None:
     """Single flight is per process today: ten concurrent requests for one new image on
     three replicas make at most one acquisition on each (the exact one of issue 43 needs
     the shared leases, test_shared_backends.py); once one is stored, every replica reuses
     the evidence from the shared database."""
-    png = solid_png(96 + int(uuid.uuid4().int % 64), 64, (200, 30, 90))
-    digest = hashlib.sha256(png).hexdigest()
-    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    url, digest = _image(40)
 
     def ask(index: int) -> Answer:
-        with _client(replicas) as api:
-            return _ask(api, [{"role": "user", "content": [
-                {"type": "text", "text": f"ANSWER: seen {index}"},
-                {"type": "image_url", "image_url": {"url": url}}]}])
+        return _see(replicas, url, f"seen {index}")
 
     with ThreadPoolExecutor(10) as pool:
         answers = list(pool.map(ask, range(10)))
