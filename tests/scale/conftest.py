@@ -13,7 +13,9 @@ Which backends the replicas share is the module's ``BACKENDS`` attribute:
   are started only for a module that asks for them.
 
 A module may also set ``SETTINGS``: TOML appended to the replicas' settings file, in which
-``{upstream}`` stands for the loopback upstream's base URL.
+``{upstream}`` stands for the loopback upstream's base URL; and ``CHECK_INTER``, HAProxy's
+health-check interval (default ``250ms``; a module with a low rate limit probes less often:
+the probes count against the per-address limit of callers without the key).
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def topology(request: pytest.FixtureRequest, upstream: LoopbackUpstream,
     root: Path = tmp_path_factory.mktemp("topology")
     with start_topology(root, upstream.base_url, backend_env=backend_env,
                         settings=getattr(request.module, "SETTINGS", "").replace(
-                            "{upstream}", upstream.base_url)) as started:
+                            "{upstream}", upstream.base_url),
+                        check_inter=getattr(request.module, "CHECK_INTER", "250ms")) as started:
         yield started
 
 

@@ -15,25 +15,16 @@ directory. Once the PostgreSQL and Redis backends exist, the same tests run with
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import threading
 import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
-import pytest
-
-from helpers import require_module
+from drive import SESSION, Answer, acquisitions, ask, client, image, see, turns, until, verify
 from runtime.upstream import LoopbackUpstream
 from topology import MODEL, Topology
-from vision.loopback import solid_png
-
-openai = require_module("openai")
 
 BACKENDS = "sqlite"
 #: Images are read by a route that always fails (HTTP 500: an operational failure, which
@@ -50,44 +41,8 @@ model = "{FLAKY}"
 health_check = "none"
 probe = false
 """
-SESSION = "x-deepseekeyes-session"
 THREADS = 6
 TURNS_EACH = 5
-
-
-def _client(topology: Topology) -> Any:
-    """The official client on the balancer; no retries of its own, so a request the
-    topology lost shows as a failure instead of being hidden by a resend."""
-    return openai.OpenAI(base_url=topology.base_url, api_key=topology.key, max_retries=0,
-                         timeout=60)
-
-
-@dataclass
-class Answer:
-    text: str
-    session: str
-    replica: str
-
-
-def _ask(api: Any, messages: list[dict[str, Any]]) -> Answer:
-    raw = api.chat.completions.with_raw_response.create(model=MODEL, messages=messages)
-    reply = raw.parse()
-    return Answer(reply.choices[0].message.content or "", raw.headers[SESSION],
-                  Topology.served_by(raw.headers))
-
-
-def _verify(topology: Topology) -> dict[str, Any]:
-    done = topology.cli("audit", "verify", "--json")
-    assert done.returncode == 0, done.stdout + done.stderr
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
-
-
-def _turns(topology: Topology, session: str) -> list[dict[str, Any]]:
-    done = topology.cli("sessions", "show", session, "--json")
-    assert done.returncode == 0, done.stdout + done.stderr
-    turns: list[dict[str, Any]] = json.loads(done.stdout)["turns"]
-    return turns
 
 
 def test_a_conversation_continues_on_every_replica(replicas: Topology) -> None:
@@ -95,31 +50,31 @@ def test_a_conversation_continues_on_every_replica(replicas: Topology) -> None:
     history (no session header is sent), so the three turns are one session."""
     messages: list[dict[str, Any]] = []
     answers: list[Answer] = []
-    with _client(replicas) as api:
+    with client(replicas) as api:
         for text in ("my name is Ada", "what is my name?", "and again?"):
             messages.append({"role": "user", "content": text})
-            answer = _ask(api, messages)
+            answer = ask(api, messages)
             assert answer.text == f"echo: {text}"
             messages.append({"role": "assistant", "content": answer.text})
             answers.append(answer)
     assert sorted(a.replica for a in answers) == ["eyes1", "eyes2", "eyes3"]
     assert len({a.session for a in answers}) == 1, answers
-    turns = _turns(replicas, answers[0].session)
-    assert [t["outcome"] for t in turns] == ["ok"] * 3
+    recorded = turns(replicas, answers[0].session)
+    assert [t["outcome"] for t in recorded] == ["ok"] * 3
 
 
 def test_concurrent_load_on_all_replicas_leaves_one_verified_chain(
         replicas: Topology) -> None:
-    before = _verify(replicas)
+    before = verify(replicas)
 
     def conversation(index: int) -> list[Answer]:
         messages: list[dict[str, Any]] = []
         answers = []
-        with _client(replicas) as api:
+        with client(replicas) as api:
             for turn in range(TURNS_EACH):
                 text = f"load {index}.{turn} {uuid.uuid4().hex[:6]}"
                 messages.append({"role": "user", "content": text})
-                answer = _ask(api, messages)
+                answer = ask(api, messages)
                 assert answer.text == f"echo: {text}"
                 messages.append({"role": "assistant", "content": answer.text})
                 answers.append(answer)
@@ -133,7 +88,7 @@ def test_concurrent_load_on_all_replicas_leaves_one_verified_chain(
     for answers in conversations:
         assert len({a.session for a in answers}) == 1, "a conversation split in two"
     assert len({answers[0].session for answers in conversations}) == THREADS
-    after = _verify(replicas)
+    after = verify(replicas)
     # Every turn wrote its chained rows, from three processes at once, into the one chain.
     assert after["ok"] is True
     assert after["kinds"]["turn"] - before["kinds"].get("turn", 0) == THREADS * TURNS_EACH
@@ -143,8 +98,8 @@ def test_concurrent_load_on_all_replicas_leaves_one_verified_chain(
 def test_kill_9_mid_stream_the_resent_turn_continues_the_session_on_a_live_replica(
         replicas: Topology, upstream: LoopbackUpstream) -> None:
     first = [{"role": "user", "content": "remember: the code is 7"}]
-    with _client(replicas) as api:
-        opened = _ask(api, first)
+    with client(replicas) as api:
+        opened = ask(api, first)
         history = [*first, {"role": "assistant", "content": opened.text},
                    {"role": "user", "content": "SLOW[0.5]\nANSWER: the code was 7"}]
         calls = upstream.calls_for(MODEL)
@@ -176,17 +131,17 @@ def test_kill_9_mid_stream_the_resent_turn_continues_the_session_on_a_live_repli
     # The killed process left its turn half-written (a logged request, no record): the
     # next process that opens the store (the victim restarted) closes it as aborted.
     replicas.restart(victim)
-    turns = _turns(replicas, opened.session)
-    outcomes = [(t["outcome"], t.get("code")) for t in turns]
+    recorded = turns(replicas, opened.session)
+    outcomes = [(t["outcome"], t.get("code")) for t in recorded]
     assert outcomes.count(("ok", None)) == 2, outcomes
-    aborted = [t for t in turns if t["outcome"] == "aborted"]
+    aborted = [t for t in recorded if t["outcome"] == "aborted"]
     assert len(aborted) == 1, outcomes
     assert aborted[0]["code"] == "RUNTIME_TURN_ABORTED"
     assert aborted[0]["details"]["reason"] == "process ended"
     # The resent turn is an attempt of the one the dead replica held, in the same session.
-    assert [t["details"].get("retry_of") for t in turns if t["outcome"] == "ok"] == [
+    assert [t["details"].get("retry_of") for t in recorded if t["outcome"] == "ok"] == [
         None, aborted[0]["id"]]
-    _verify(replicas)
+    verify(replicas)
 
 
 def test_sigterm_drains_one_replica_under_load_and_no_request_is_lost(
@@ -199,13 +154,13 @@ def test_sigterm_drains_one_replica_under_load_and_no_request_is_lost(
     victim = "eyes2"
 
     def load(index: int) -> None:
-        with _client(replicas) as api:
+        with client(replicas) as api:
             turn = 0
             while not stop.is_set():
                 text = f"SLOW[0.2] drain {index}.{turn}"
                 turn += 1
                 try:
-                    answer = _ask(api, [{"role": "user", "content": text}])
+                    answer = ask(api, [{"role": "user", "content": text}])
                 except Exception as exc:  # a lost request, reported below
                     with lock:
                         failures.append(f"{type(exc).__name__}: {exc}")
@@ -221,14 +176,14 @@ def test_sigterm_drains_one_replica_under_load_and_no_request_is_lost(
     with ThreadPoolExecutor(THREADS) as pool:
         running = [pool.submit(load, i) for i in range(THREADS)]
         try:
-            _until(lambda: served(lambda r: r[0] == victim) >= 3, "load on the victim")
+            until(lambda: served(lambda r: r[0] == victim) >= 3, "load on the victim")
             at = time.monotonic()
             process = replicas.terminate(victim).process
             signalled.set()
             assert process is not None
             assert process.wait(timeout=30) == 0, replicas.replica(victim).stderr.text()
             gone = time.monotonic()
-            _until(lambda: served(lambda r: r[1] > gone) >= 2 * THREADS, "load after the exit")
+            until(lambda: served(lambda r: r[1] > gone) >= 2 * THREADS, "load after the exit")
         finally:
             stop.set()
             for future in running:
@@ -243,31 +198,16 @@ def test_sigterm_drains_one_replica_under_load_and_no_request_is_lost(
     replicas.restart(victim)
 
 
-def _image(index: int) -> tuple[str, str]:
-    """A new image (never sent before: the evidence cache has none) as a data URL, and the
-    SHA-256 of its bytes."""
-    png = solid_png(64 + index, 48 + int(uuid.uuid4().int % 64), (200, 30, 90))
-    return ("data:image/png;base64," + base64.b64encode(png).decode(),
-            hashlib.sha256(png).hexdigest())
-
-
-def _see(topology: Topology, url: str, text: str) -> Answer:
-    with _client(topology) as api:
-        return _ask(api, [{"role": "user", "content": [
-            {"type": "text", "text": f"ANSWER: {text}"},
-            {"type": "image_url", "image_url": {"url": url}}]}])
-
-
 def test_a_route_that_failed_on_one_replica_is_skipped_by_the_others(
         replicas: Topology, upstream: LoopbackUpstream) -> None:
     """Route state (health, circuits, probe verdicts) lives in the shared store: the circuit
     one replica opened keeps the other two from calling the failing route."""
     before = upstream.calls_for(FLAKY)
-    first = _see(replicas, _image(1)[0], "first")
+    first = see(replicas, image(1)[0], "first")
     assert first.text == "first"
     opened = upstream.calls_for(FLAKY)
     assert opened > before, "the first replica tried the failing route"
-    others = [_see(replicas, _image(i)[0], f"other {i}") for i in (2, 3)]
+    others = [see(replicas, image(i)[0], f"other {i}") for i in (2, 3)]
     assert [a.text for a in others] == ["other 2", "other 3"]
     assert sorted(a.replica for a in [first, *others]) == ["eyes1", "eyes2", "eyes3"]
     assert upstream.calls_for(FLAKY) == opened, "another replica called the open route"
@@ -279,31 +219,17 @@ def test_one_new_image_from_ten_clients_is_acquired_at_most_once_per_replica(
     three replicas make at most one acquisition on each (the exact one of issue 43 needs
     the shared leases, test_shared_backends.py); once one is stored, every replica reuses
     the evidence from the shared database."""
-    url, digest = _image(40)
+    url, digest = image(40)
 
     def ask(index: int) -> Answer:
-        return _see(replicas, url, f"seen {index}")
+        return see(replicas, url, f"seen {index}")
 
     with ThreadPoolExecutor(10) as pool:
         answers = list(pool.map(ask, range(10)))
     assert [a.text for a in answers] == [f"seen {i}" for i in range(10)]
     assert {a.replica for a in answers} == {"eyes1", "eyes2", "eyes3"}
-    acquisitions = _acquisitions(upstream, digest)
-    assert 1 <= acquisitions <= 3, acquisitions
+    acquired = acquisitions(upstream, digest)
+    assert 1 <= acquired <= 3, acquired
     with ThreadPoolExecutor(3) as pool:
         list(pool.map(ask, range(3)))
-    assert _acquisitions(upstream, digest) == acquisitions, "the stored evidence was reused"
-
-
-def _acquisitions(upstream: LoopbackUpstream, digest: str) -> int:
-    """Requests in which a seeing model decoded the image whose bytes hash to ``digest``."""
-    return sum(any(image["sha256"] == digest for image in seen["images"])
-               for seen in upstream.decoded)
-
-
-def _until(condition: Any, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout}s")
-        time.sleep(0.02)
+    assert acquisitions(upstream, digest) == acquired, "the stored evidence was reused"

@@ -106,7 +106,8 @@ class Topology:
 
     def __init__(self, root: Path, upstream_url: str, *, replicas: int = 3,
                  backend_env: Mapping[str, str] | None = None, settings: str = "",
-                 key: str = GATEWAY_KEY, drain_timeout: float = 10.0) -> None:
+                 key: str = GATEWAY_KEY, drain_timeout: float = 10.0,
+                 check_inter: str = "250ms") -> None:
         self.root = root
         self.home = root / "data"
         self.config = root / "eyes.toml"
@@ -118,12 +119,23 @@ class Topology:
         self.haproxy_config = root / "haproxy.cfg"
         self.haproxy: subprocess.Popen[str] | None = None
         self.haproxy_stderr = Lines()
+        self.check_inter = check_inter
+        self.upstream_url = upstream_url
+        self.drain_timeout = drain_timeout
         self.home.mkdir(parents=True, exist_ok=True)
+        self.write_settings(settings)
+
+    def write_settings(self, settings: str = "") -> None:
+        """The replicas' one settings file: the loopback upstream, no rate limit worth the
+        name unless ``settings`` sets one, then ``settings``. Replicas started later read
+        it (:meth:`restart_all` after a change)."""
+        gateway = "" if "rate_limit_per_minute" in settings else \
+            "rate_limit_per_minute = 1000000\n"
         self.config.write_text(
-            f'[llm]\nbase_url = "{upstream_url}"\napi_key = false\nmodel = "{MODEL}"\n'
+            f'[llm]\nbase_url = "{self.upstream_url}"\napi_key = false\nmodel = "{MODEL}"\n'
             "timeout = 60\n"
-            "[gateway]\nrate_limit_per_minute = 1000000\n"
-            f"drain_timeout = {drain_timeout:g}\n" + settings, encoding="utf-8")
+            f"[gateway]\n{gateway}drain_timeout = {self.drain_timeout:g}\n" + settings,
+            encoding="utf-8")
 
     # -- what a client uses ----------------------------------------------------------------
 
@@ -239,6 +251,17 @@ class Topology:
         self.wait_up(name)
         return replica
 
+    def restart_all(self) -> None:
+        """Stop every replica (SIGTERM, drained) and start them again (after a change of
+        settings); return once all are ``UP``."""
+        for replica in self.replicas:
+            if replica.alive:
+                assert replica.process is not None
+                replica.process.terminate()
+        for replica in self.replicas:
+            self._reap(replica)
+        self.ensure_all_up()
+
     def ensure_all_up(self) -> None:
         """Restart whatever replica a test left stopped; return once all are ``UP``."""
         stopped = [r for r in self.replicas if not r.alive]
@@ -251,7 +274,8 @@ class Topology:
 
     def _haproxy_cfg(self) -> str:
         servers = "\n".join(
-            f"    server {r.name} 127.0.0.1:{r.port} check inter 250ms fall 2 rise 1"
+            f"    server {r.name} 127.0.0.1:{r.port} check inter {self.check_inter} fall 2"
+            " rise 1"
             for r in self.replicas)
         return f"""\
 global
@@ -353,10 +377,12 @@ backend {BACKEND}
 @contextlib.contextmanager
 def start_topology(root: Path, upstream_url: str, *,
                    backend_env: Mapping[str, str] | None = None, settings: str = "",
-                   replicas: int = 3, drain_timeout: float = 10.0) -> Iterator[Topology]:
+                   replicas: int = 3, drain_timeout: float = 10.0,
+                   check_inter: str = "250ms") -> Iterator[Topology]:
     """The topology started (replicas ready, all ``UP`` in HAProxy), closed after the block."""
     topology = Topology(root, upstream_url, replicas=replicas, backend_env=backend_env,
-                        settings=settings, drain_timeout=drain_timeout)
+                        settings=settings, drain_timeout=drain_timeout,
+                        check_inter=check_inter)
     try:
         topology.start_replicas()
         topology.start_haproxy()
