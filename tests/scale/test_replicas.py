@@ -95,7 +95,7 @@ def test_concurrent_load_on_all_replicas_leaves_one_verified_chain(
     assert after["entries"] > before["entries"]
 
 
-def test_kill_9_mid_stream_the_resent_turn_continues_the_session_on_a_live_replica(
+def test_kill_9_mid_turn_the_resent_turn_continues_the_session_on_a_live_replica(
         replicas: Topology, upstream: LoopbackUpstream) -> None:
     first = [{"role": "user", "content": "remember: the code is 7"}]
     with client(replicas) as api:
@@ -127,20 +127,36 @@ def test_kill_9_mid_stream_the_resent_turn_continues_the_session_on_a_live_repli
         assert text == "the code was 7"
         assert stream.headers[SESSION] == opened.session
         assert Topology.served_by(stream.headers) != victim
-    replicas.wait_state(victim, "DOWN")
-    # The killed process left its turn half-written (a logged request, no record): the
-    # next process that opens the store (the victim restarted) closes it as aborted.
-    replicas.restart(victim)
+    # A whole answer a replica is computing when it dies: no byte of it was sent, so
+    # HAProxy resends it (retry-on empty-response) and the client sees only the answer.
+    whole = [*history, {"role": "assistant", "content": text},
+             {"role": "user", "content": "SLOW[1]\nANSWER: whole after all"}]
+    calls = upstream.calls_for(MODEL)
+    with ThreadPoolExecutor(1) as pool, client(replicas) as api:
+        pending = pool.submit(ask, api, whole)
+        assert upstream.wait_for_calls(MODEL, calls + 1, 30)
+        (holder,) = replicas.busy()
+        replicas.kill(holder)
+        resent = pending.result(timeout=60)
+    assert resent.text == "whole after all"
+    assert resent.session == opened.session
+    assert resent.replica not in (victim, holder)
+    assert upstream.calls_for(MODEL) == calls + 2
+    # The killed processes left their turns half-written (a logged request, no record):
+    # the next process that opens the store (a victim restarted) closes them as aborted.
+    replicas.start_replicas(replicas.replica(victim), replicas.replica(holder))
+    for name in (victim, holder):
+        replicas.wait_up(name)
     recorded = turns(replicas, opened.session)
+    # One session: the first turn, then each turn a dead replica held, closed as aborted,
+    # answered by its resent attempt (retry_of) on a live replica.
     outcomes = [(t["outcome"], t.get("code")) for t in recorded]
-    assert outcomes.count(("ok", None)) == 2, outcomes
+    assert outcomes.count(("ok", None)) == 3, outcomes
     aborted = [t for t in recorded if t["outcome"] == "aborted"]
-    assert len(aborted) == 1, outcomes
-    assert aborted[0]["code"] == "RUNTIME_TURN_ABORTED"
-    assert aborted[0]["details"]["reason"] == "process ended"
-    # The resent turn is an attempt of the one the dead replica held, in the same session.
-    assert [t["details"].get("retry_of") for t in recorded if t["outcome"] == "ok"] == [
-        None, aborted[0]["id"]]
+    assert [t["code"] for t in aborted] == ["RUNTIME_TURN_ABORTED"] * 2, outcomes
+    assert {t["details"]["reason"] for t in aborted} == {"process ended"}
+    retries = [t["details"].get("retry_of") for t in recorded if t["outcome"] == "ok"]
+    assert retries == [None, *(t["id"] for t in aborted)], retries
     verify(replicas)
 
 

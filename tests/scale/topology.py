@@ -21,10 +21,13 @@ The balancer, as ``docs/deployment.md`` shows it:
   503``: a connection a replica refuses (dead, or draining after SIGTERM) is retried on
   another replica, and so is a request a stopping replica answered 503
   ``GATEWAY_SHUTTING_DOWN`` (it reached the app on a connection opened just before the
-  signal: not run, "send it again") or closed without a byte of answer. Without the 503,
-  the drain test lost about one request in six runs to that race. A stream a replica was
-  sending when it died is *not* resent by the balancer (its status line was sent): the
-  client resends it, and the gateway makes a resent history an attempt of the same turn.
+  signal: not run, "send it again") or closed without a byte of answer (a whole answer
+  whose replica died: resent, it becomes an attempt of the turn the dead one held). Without
+  the 503, the drain test lost about one request in six runs to that race. Retries at this
+  level need the whole request in HAProxy's buffer before it is sent:
+  ``option http-buffer-request`` (without it the dead replica's 502 reached the client).
+  A stream a replica was sending when it died is *not* resent by the balancer (its status
+  line was sent): the client resends it, as the test's client does.
 * ``http-response set-header X-Served-By %[srv_name]``: which replica answered, for the
   tests (and for an operator's access log); the gateway itself names no replica.
 
@@ -284,9 +287,12 @@ class Topology:
 global
     maxconn 512
     stats socket {self.stats_socket} mode 600 level admin
+    log stderr format raw local0
 
 defaults
     mode http
+    log global
+    option httplog
     timeout connect 2s
     timeout client 120s
     timeout server 120s
@@ -296,6 +302,7 @@ defaults
     retry-on conn-failure empty-response 503
     option redispatch 1
     option http-server-close
+    option http-buffer-request
 
 frontend eyes
     bind 127.0.0.1:{self.port}
@@ -334,16 +341,24 @@ backend {BACKEND}
                 chunks.append(chunk)
         return b"".join(chunks).decode()
 
-    def states(self) -> dict[str, str]:
-        """Each replica's status as HAProxy sees it (``UP``, ``DOWN``, ``UP 1/2``, …); empty
-        while its socket is not there yet."""
+    def _stats(self, column: str) -> dict[str, str]:
+        """One column of ``show stat`` for each replica; empty while the socket is not
+        there yet."""
         try:
             text = self.admin("show stat")
         except OSError:
             return {}
         rows = csv.DictReader(io.StringIO(text.lstrip("# ")))
-        return {row["svname"]: row["status"] for row in rows
-                if row.get("pxname") == BACKEND and row["svname"] not in ("BACKEND",)}
+        return {row["svname"]: row[column] for row in rows
+                if row.get("pxname") == BACKEND and row["svname"] != "BACKEND"}
+
+    def states(self) -> dict[str, str]:
+        """Each replica's status as HAProxy sees it (``UP``, ``DOWN``, ``UP 1/2``, …)."""
+        return self._stats("status")
+
+    def busy(self) -> list[str]:
+        """The replicas HAProxy has a request in flight on now (``scur``)."""
+        return [name for name, count in self._stats("scur").items() if int(count or 0) > 0]
 
     def wait_state(self, name: str, status: str, timeout: float = START_S) -> None:
         """Wait until HAProxy says ``status`` (``UP``, ``DOWN``) of replica ``name``."""
