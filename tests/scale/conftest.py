@@ -13,7 +13,8 @@ Which backends the replicas share is the module's ``BACKENDS`` attribute:
   are started only for a module that asks for them.
 
 A module may also set ``SETTINGS``: TOML appended to the replicas' settings file, in which
-``{upstream}`` stands for the loopback upstream's base URL; and ``CHECK_INTER``, HAProxy's
+``{upstream}`` stands for the loopback upstream's base URL; ``GATEWAY``, keys of its
+``[gateway]`` table (``rate_limit_per_minute``); and ``CHECK_INTER``, HAProxy's
 health-check interval (default ``250ms``; a module with a low rate limit probes less often:
 the probes count against the per-address limit of callers without the key).
 """
@@ -61,6 +62,7 @@ def topology(request: pytest.FixtureRequest, upstream: LoopbackUpstream,
     with start_topology(root, upstream.base_url, backend_env=backend_env,
                         settings=getattr(request.module, "SETTINGS", "").replace(
                             "{upstream}", upstream.base_url),
+                        gateway=getattr(request.module, "GATEWAY", None),
                         check_inter=getattr(request.module, "CHECK_INTER", "250ms")) as started:
         yield started
 

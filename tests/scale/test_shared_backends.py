@@ -47,10 +47,7 @@ RATE_PER_S = PER_MINUTE / 60
 # HAProxy's probes come from one address without the key: three replicas probed every 2 s
 # stay far below the per-address limit they count against.
 CHECK_INTER = "2s"
-SETTINGS = f"""
-[gateway]
-rate_limit_per_minute = {PER_MINUTE}
-"""
+GATEWAY = {"rate_limit_per_minute": PER_MINUTE}
 
 
 def test_one_new_image_from_ten_clients_is_acquired_once_across_replicas(
@@ -144,7 +141,7 @@ def test_postgresql_restarted_under_load_fails_with_a_code_then_serves_and_loses
 @pytest.mark.parametrize("mode", ["fail_closed", "local"])
 def test_redis_down_fails_closed_or_limits_per_replica_per_the_setting(
         replicas: Topology, redis_server: RedisServer, mode: str) -> None:
-    replicas.write_settings(SETTINGS + f'\n[store]\nstate_unavailable = "{mode}"\n')
+    replicas.write_settings(f'[store]\nstate_unavailable = "{mode}"\n')
     replicas.restart_all()
     redis_server.stop()
     try:
@@ -157,7 +154,7 @@ def test_redis_down_fails_closed_or_limits_per_replica_per_the_setting(
         assert all(_code(r) for r in responses)
     else:
         assert all(r.status_code == 200 for r in responses), [r.status_code for r in responses]
-    replicas.write_settings(SETTINGS)
+    replicas.write_settings()
     replicas.restart_all()
 
 

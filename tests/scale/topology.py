@@ -112,7 +112,7 @@ class Topology:
 
     def __init__(self, root: Path, upstream_url: str, *, replicas: int = 3,
                  backend_env: Mapping[str, str] | None = None, settings: str = "",
-                 key: str = GATEWAY_KEY, drain_timeout: float = 10.0,
+                 key: str = GATEWAY_KEY, gateway: Mapping[str, float | str] | None = None,
                  check_inter: str = "250ms") -> None:
         self.root = root
         self.home = root / "data"
@@ -127,21 +127,20 @@ class Topology:
         self.haproxy_stderr = Lines()
         self.check_inter = check_inter
         self.upstream_url = upstream_url
-        self.drain_timeout = drain_timeout
+        self.gateway = {"rate_limit_per_minute": 1_000_000, "drain_timeout": 10.0,
+                        **(gateway or {})}
         self.home.mkdir(parents=True, exist_ok=True)
         self.write_settings(settings)
 
     def write_settings(self, settings: str = "") -> None:
-        """The replicas' one settings file: the loopback upstream, no rate limit worth the
-        name unless ``settings`` sets one, then ``settings``. Replicas started later read
-        it (:meth:`restart_all` after a change)."""
-        gateway = "" if "rate_limit_per_minute" in settings else \
-            "rate_limit_per_minute = 1000000\n"
+        """The replicas' one settings file: the loopback upstream, the ``[gateway]`` keys
+        (no rate limit worth the name unless ``gateway`` gives one), then ``settings``
+        (TOML of other tables). Replicas started later read it (:meth:`restart_all`)."""
+        gateway = "".join(f"{name} = {json.dumps(value)}\n"
+                          for name, value in self.gateway.items())
         self.config.write_text(
             f'[llm]\nbase_url = "{self.upstream_url}"\napi_key = false\nmodel = "{MODEL}"\n'
-            "timeout = 60\n"
-            f"[gateway]\n{gateway}drain_timeout = {self.drain_timeout:g}\n" + settings,
-            encoding="utf-8")
+            f"timeout = 60\n[gateway]\n{gateway}" + settings, encoding="utf-8")
 
     # -- what a client uses ----------------------------------------------------------------
 
@@ -217,7 +216,9 @@ class Topology:
         except queue.Empty:
             raise AssertionError(f"{replica.name} did not start: "
                                  f"{replica.stderr.text()[-2000:]}") from None
-        url = str(json.loads(line)["listening"]["url"]).rstrip("/").removesuffix("/v1")
+        said = json.loads(line)
+        assert "listening" in said, f"{replica.name}: {line} {replica.stderr.text()[-2000:]}"
+        url = str(said["listening"]["url"]).rstrip("/").removesuffix("/v1")
         assert url.endswith(f":{replica.port}"), line
         _wait(replica.ready, START_S, f"{replica.name}'s /readyz answering 200")
 
@@ -396,12 +397,11 @@ backend {BACKEND}
 @contextlib.contextmanager
 def start_topology(root: Path, upstream_url: str, *,
                    backend_env: Mapping[str, str] | None = None, settings: str = "",
-                   replicas: int = 3, drain_timeout: float = 10.0,
+                   gateway: Mapping[str, float | str] | None = None, replicas: int = 3,
                    check_inter: str = "250ms") -> Iterator[Topology]:
     """The topology started (replicas ready, all ``UP`` in HAProxy), closed after the block."""
     topology = Topology(root, upstream_url, replicas=replicas, backend_env=backend_env,
-                        settings=settings, drain_timeout=drain_timeout,
-                        check_inter=check_inter)
+                        settings=settings, gateway=gateway, check_inter=check_inter)
     try:
         topology.start_replicas()
         topology.start_haproxy()
