@@ -5,7 +5,11 @@ be: a conversation continues whichever replica serves each turn; concurrent load
 three leaves one audit chain that verifies; a replica killed with SIGKILL in the middle of
 a stream loses the stream but not the session (the client resends, HAProxy sends it to a
 live replica, and the next process to open the store closes the interrupted turn as
-aborted); a replica stopped with SIGTERM under load drains, and no request is lost.
+aborted), and one killed while computing a whole answer is resent by HAProxy itself; a
+replica stopped with SIGTERM under load drains, and no request is lost; a circuit one
+replica opens keeps the others off the failing route; one new image sent by ten clients at
+once is acquired at most once per replica (once in all needs the shared state:
+test_shared_backends.py).
 
 The replicas share what ``BACKENDS`` names (tests/scale/conftest.py): today one SQLite data
 directory. Once the PostgreSQL and Redis backends exist, the same tests run with
