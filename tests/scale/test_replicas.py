@@ -105,7 +105,7 @@ def test_kill_9_mid_turn_the_resent_turn_continues_the_session_on_a_live_replica
     with client(replicas) as api:
         opened = ask(api, first)
         history = [*first, {"role": "assistant", "content": opened.text},
-                   {"role": "user", "content": "SLOW[0.5]\nANSWER: the code was 7"}]
+                   {"role": "user", "content": "SLOW[0.3]\nANSWER: the code was 7"}]
         calls = upstream.calls_for(MODEL)
         pieces: list[str] = []
         with api.chat.completions.with_streaming_response.create(
@@ -134,7 +134,7 @@ def test_kill_9_mid_turn_the_resent_turn_continues_the_session_on_a_live_replica
     # A whole answer a replica is computing when it dies: no byte of it was sent, so
     # HAProxy resends it (retry-on empty-response) and the client sees only the answer.
     whole = [*history, {"role": "assistant", "content": text},
-             {"role": "user", "content": "SLOW[1]\nANSWER: whole after all"}]
+             {"role": "user", "content": "SLOW[0.6]\nANSWER: whole after all"}]
     calls = upstream.calls_for(MODEL)
     with ThreadPoolExecutor(1) as pool, client(replicas) as api:
         pending = pool.submit(ask, api, whole)
@@ -164,6 +164,51 @@ def test_kill_9_mid_turn_the_resent_turn_continues_the_session_on_a_live_replica
     verify(replicas)
 
 
+def test_a_route_that_failed_on_one_replica_is_skipped_by_the_others(
+        replicas: Topology, upstream: LoopbackUpstream) -> None:
+    """Route state (health, circuits, probe verdicts) lives in the shared store: the circuit
+    one replica opened keeps the other two from calling the failing route."""
+    before = upstream.calls_for(FLAKY)
+    first = see(replicas, image(1)[0], "first")
+    assert first.text == "first"
+    opened = upstream.calls_for(FLAKY)
+    assert opened > before, "the first replica tried the failing route"
+    # New images until both other replicas have served one (round robin sends the next
+    # two there, unless a replica came back into the rotation just before).
+    others: list[Answer] = []
+    while {a.replica for a in others} - {first.replica} != \
+            {"eyes1", "eyes2", "eyes3"} - {first.replica}:
+        assert len(others) < 6, others
+        index = len(others) + 2
+        others.append(see(replicas, image(index)[0], f"other {index}"))
+        assert others[-1].text == f"other {index}"
+    assert upstream.calls_for(FLAKY) == opened, "another replica called the open route"
+
+
+def test_one_new_image_from_ten_clients_is_acquired_at_most_once_per_replica(
+        replicas: Topology, upstream: LoopbackUpstream) -> None:
+    """Single flight is per process today: ten concurrent requests for one new image on
+    three replicas make at most one acquisition on each (the exact one of issue 43 needs
+    the shared leases, test_shared_backends.py); once one is stored, every replica reuses
+    the evidence from the shared database."""
+    url, digest = image(40)
+
+    def ask(index: int) -> Answer:
+        return see(replicas, url, f"seen {index}")
+
+    with ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(ask, range(10)))
+    assert [a.text for a in answers] == [f"seen {i}" for i in range(10)]
+    assert {a.replica for a in answers} == {"eyes1", "eyes2", "eyes3"}
+    acquired = acquisitions(upstream, digest)
+    assert 1 <= acquired <= 3, acquired
+    with ThreadPoolExecutor(3) as pool:
+        list(pool.map(ask, range(3)))
+    assert acquisitions(upstream, digest) == acquired, "the stored evidence was reused"
+
+
+# Last in the file: the replica it stops is not started again (a test after it would get
+# it back from the ``replicas`` fixture).
 def test_sigterm_drains_one_replica_under_load_and_no_request_is_lost(
         replicas: Topology) -> None:
     stop = threading.Event()
@@ -215,47 +260,3 @@ def test_sigterm_drains_one_replica_under_load_and_no_request_is_lost(
     assert served(lambda r: r[0] == victim and r[1] > at) >= 1
     assert served(lambda r: r[0] == victim and r[1] > gone) == 0
     assert {r[0] for r in results if r[1] > gone} == {"eyes1", "eyes3"}
-    replicas.restart(victim)
-
-
-def test_a_route_that_failed_on_one_replica_is_skipped_by_the_others(
-        replicas: Topology, upstream: LoopbackUpstream) -> None:
-    """Route state (health, circuits, probe verdicts) lives in the shared store: the circuit
-    one replica opened keeps the other two from calling the failing route."""
-    before = upstream.calls_for(FLAKY)
-    first = see(replicas, image(1)[0], "first")
-    assert first.text == "first"
-    opened = upstream.calls_for(FLAKY)
-    assert opened > before, "the first replica tried the failing route"
-    # New images until both other replicas have served one (round robin sends the next
-    # two there, unless a replica came back into the rotation just before).
-    others: list[Answer] = []
-    while {a.replica for a in others} - {first.replica} != \
-            {"eyes1", "eyes2", "eyes3"} - {first.replica}:
-        assert len(others) < 6, others
-        index = len(others) + 2
-        others.append(see(replicas, image(index)[0], f"other {index}"))
-        assert others[-1].text == f"other {index}"
-    assert upstream.calls_for(FLAKY) == opened, "another replica called the open route"
-
-
-def test_one_new_image_from_ten_clients_is_acquired_at_most_once_per_replica(
-        replicas: Topology, upstream: LoopbackUpstream) -> None:
-    """Single flight is per process today: ten concurrent requests for one new image on
-    three replicas make at most one acquisition on each (the exact one of issue 43 needs
-    the shared leases, test_shared_backends.py); once one is stored, every replica reuses
-    the evidence from the shared database."""
-    url, digest = image(40)
-
-    def ask(index: int) -> Answer:
-        return see(replicas, url, f"seen {index}")
-
-    with ThreadPoolExecutor(10) as pool:
-        answers = list(pool.map(ask, range(10)))
-    assert [a.text for a in answers] == [f"seen {i}" for i in range(10)]
-    assert {a.replica for a in answers} == {"eyes1", "eyes2", "eyes3"}
-    acquired = acquisitions(upstream, digest)
-    assert 1 <= acquired <= 3, acquired
-    with ThreadPoolExecutor(3) as pool:
-        list(pool.map(ask, range(3)))
-    assert acquisitions(upstream, digest) == acquired, "the stored evidence was reused"
