@@ -60,7 +60,7 @@ import httpx
 from helpers import GATEWAY_KEY, Lines, _unavailable
 from services import free_port
 
-__all__ = ["BACKEND", "SERVED_BY", "Replica", "Topology", "start_topology"]
+__all__ = ["BACKEND", "MODEL", "SERVED_BY", "Replica", "Topology", "start_topology"]
 
 BACKEND = "deepseek_eyes"  # HAProxy's backend name
 SERVED_BY = "x-served-by"  # the header HAProxy adds: the replica that answered
@@ -220,7 +220,9 @@ class Topology:
         assert "listening" in said, f"{replica.name}: {line} {replica.stderr.text()[-2000:]}"
         url = str(said["listening"]["url"]).rstrip("/").removesuffix("/v1")
         assert url.endswith(f":{replica.port}"), line
-        _wait(replica.ready, START_S, f"{replica.name}'s /readyz answering 200")
+        _wait(lambda: not replica.alive or replica.ready(), START_S,
+              f"{replica.name}'s /readyz answering 200")
+        assert replica.alive, f"{replica.name} exited: {replica.stderr.text()[-2000:]}"
 
     def start_replicas(self, *replicas: Replica) -> None:
         """Start ``replicas`` (all when none is named) side by side; return once each is
