@@ -223,6 +223,10 @@ ERROR_CODES: Mapping[str, str] = {
     "VISION_FAILOVER_EXHAUSTED": (
         "Every eligible route failed; details carry the structured attempts."
     ),
+    "VISION_FLIGHT_TIMEOUT": (
+        "Another replica held the acquisition of this image (its single-flight lease) past "
+        "the wait's bound and is still renewing it; nothing was called here: try again."
+    ),
     # vision serve (the eyes as an MCP server)
     "VISION_PATH_NO_ROOTS": (
         "A path was given but no root is served (no --root, and the client offers no roots)."
