@@ -20,7 +20,7 @@ import anyio
 import pytest
 from PIL import Image
 
-from deepseek_eyes.errors import RouteError
+from deepseek_eyes.errors import ImageError, RouteError, StoreError, VisionError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.settings.store import parse_state_url
@@ -29,6 +29,7 @@ from deepseek_eyes.usage import ProviderUsage
 from deepseek_eyes.vision.bridge import VisionBridge
 from deepseek_eyes.vision.routes.layout import build_evidence
 from deepseek_eyes.vision.routing.guard import RouteEntry
+from deepseek_eyes.vision.routing.shared_flight import remote_failure
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 from services import RedisServer
 
@@ -270,3 +271,16 @@ async def test_a_route_that_fails_on_one_replica_is_skipped_by_another(
     await two.see(png((4, 5, 6)))  # a success on the second replica closes it...
     (status,) = one.router.status()
     assert status["circuit"] == "closed"  # ...for the first one too
+
+
+@pytest.mark.parametrize(("code", "kind", "expected"), [
+    ("VISION_ROUTE_HTTP_ERROR", VisionError, "VISION_ROUTE_HTTP_ERROR"),
+    ("IMAGE_TRUNCATED", ImageError, "IMAGE_TRUNCATED"),
+    ("STORE_FULL", StoreError, "STORE_FULL"),
+    ("NOT_A_CODE_WE_KNOW", VisionError, "VISION_FAILOVER_EXHAUSTED"),  # a newer replica's
+])
+def test_a_remote_failure_keeps_its_code_and_family(
+        code: str, kind: type[Exception], expected: str) -> None:
+    error = remote_failure(code)
+    assert isinstance(error, kind)
+    assert (error.code, error.details) == (expected, {"flight": "remote"})

@@ -74,6 +74,12 @@ def remote_failure(code: str) -> DeepSeekEyesError:
     return kind(message, code=code, details=details)
 
 
+def _state_down(exc: StoreError) -> bool:
+    """Whether ``exc`` says the shared state cannot be reached (not the database, nor a
+    holder's failure code passed on)."""
+    return exc.code.startswith("STORE_STATE_") and exc.details.get("flight") != "remote"
+
+
 class SharedFlight:
     """Runs one unit of work per key across the processes sharing ``leases``."""
 
@@ -107,6 +113,8 @@ class SharedFlight:
             try:
                 lease = await self._leases.acquire(key)
             except StoreError as exc:
+                if not _state_down(exc):
+                    raise
                 return RemoteOutcome(await self._alone(exc, work), None)
             if lease is not None:
                 value = found()
@@ -117,6 +125,8 @@ class SharedFlight:
             try:
                 value = await self._wait(key, found, deadline)
             except StoreError as exc:
+                if not _state_down(exc):  # the database's own failure, a holder's code
+                    raise
                 return RemoteOutcome(await self._alone(exc, work), None)
             if value is not None:
                 return RemoteOutcome(value, None, (self._clock() - started) * 1000)
