@@ -131,6 +131,10 @@ ERROR_CODES: Mapping[str, str] = {
         "Another program kept changing the settings file during an edit (every attempt); "
         "nothing was written."
     ),
+    "CONFIG_STATE_URL_INVALID": (
+        "DEEPSEEK_EYES_STATE_URL is not \"local\" nor a redis:// (rediss://) URL with a "
+        "host and a database number, or it carries a password, a query or a fragment."
+    ),
     "CONFIG_EMPTY": (
         "The settings file a running process follows is empty or gone; refused, the "
         "running MCP servers are kept."
@@ -159,6 +163,20 @@ ERROR_CODES: Mapping[str, str] = {
     "STORE_SESSION_FOREIGN": (
         "The session belongs to another client scope (another gateway key, the CLI, or from "
         "before scopes); nothing was appended to it."
+    ),
+    # shared state (store.state_url: rate limits and single-flight leases across replicas)
+    "STORE_STATE_UNAVAILABLE": (
+        "The shared state (Redis, store.state_url) did not answer within store.state_timeout "
+        "(down, unreachable, or refusing commands); with store.state_unavailable = "
+        "\"fail_closed\" requests are refused meanwhile (HTTP 503, Retry-After)."
+    ),
+    "STORE_STATE_AUTH_FAILED": (
+        "The shared state (Redis) refused the password or user (store.state_password, "
+        "DEEPSEEK_EYES_STATE_PASSWORD)."
+    ),
+    "STORE_STATE_BACKEND_MISSING": (
+        "store.state_url names Redis but the redis package is not installed "
+        "(pip install 'deepseek-eyes[scale]')."
     ),
     # image intake
     "IMAGE_EMPTY": "The image has no bytes.",
@@ -204,6 +222,10 @@ ERROR_CODES: Mapping[str, str] = {
     ),
     "VISION_FAILOVER_EXHAUSTED": (
         "Every eligible route failed; details carry the structured attempts."
+    ),
+    "VISION_FLIGHT_TIMEOUT": (
+        "Another replica held the acquisition of this image (its single-flight lease) past "
+        "the wait's bound and is still renewing it; nothing was called here: try again."
     ),
     # vision serve (the eyes as an MCP server)
     "VISION_PATH_NO_ROOTS": (

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -24,6 +25,7 @@ from deepseek_eyes.gateway.app import create_app
 from deepseek_eyes.gateway.drain import Drain
 from deepseek_eyes.runtime.turn import TurnRequest
 from deepseek_eyes.settings import GatewaySettings
+from deepseek_eyes.store.state import SharedState
 
 pytestmark = pytest.mark.anyio
 
@@ -66,6 +68,8 @@ class _Runtime:
     def __init__(self, then: str) -> None:
         self.turn = _Turn(then)
         self.running = anyio.Event()  # set once a whole answer's turn runs
+        # create_app counts rate limits in the shared state the runtime's bridge opened.
+        self.bridge = SimpleNamespace(state=SharedState())
 
     async def request_from_openai(self, body: dict[str, Any], **_: Any) -> TurnRequest:
         return TurnRequest(messages=body["messages"])

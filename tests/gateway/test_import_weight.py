@@ -62,5 +62,6 @@ def test_serve_with_no_mcp_server_never_imports_the_sdk_or_other_heavy_modules(
     assert "deepseek_eyes" in loaded  # the probe saw the app
     assert "starlette" in loaded
     heavy = {"mcp", "mcp_types", "httpx2", "PIL", "opentelemetry", "cryptography", "numpy",
-             "rapidocr", "onnxruntime", "cv2", "playwright"}
+             "rapidocr", "onnxruntime", "cv2", "playwright",
+             "redis"}  # the shared state's client: only with a redis:// state_url
     assert loaded.isdisjoint(heavy), sorted(loaded & heavy)

@@ -104,7 +104,6 @@ from deepseek_eyes.runtime.turn.wire.openai_responses import ReasoningSealer
 from deepseek_eyes.serving.readiness import Readiness
 from deepseek_eyes.serving.security import (
     SECURITY_HEADERS,
-    RateLimiter,
     RefusalCodes,
     SecurityMiddleware,
     allowed_hosts_for,
@@ -317,19 +316,25 @@ def create_app(
 
     def default_readiness() -> Readiness:
         return readiness or gateway_readiness(
-            runtime.home, runtime.client, settings, credential_error=runtime.credential_error)
+            runtime.home, runtime.client, settings, credential_error=runtime.credential_error,
+            state=runtime.bridge.state)
 
     # The store is reached at the first probe or scrape, not here: an app is built before
     # (and, in tests, without) anything it would check.
     metrics = GatewayMetrics(lambda: SqliteCounts(runtime.home.db)) if settings.metrics \
         else None
     app = _routes(runtime, settings, approver, drain, key, default_readiness, metrics)
+    state = runtime.bridge.state
     secured: ASGIApp = SecurityMiddleware(
         app,
         token=key,
         allowed_hosts=allowed_hosts_for(bind_host or settings.host, settings.allowed_hosts),
         allowed_origins=list(settings.allowed_origins),
-        limiter=RateLimiter(settings.rate_limit_per_minute),
+        # Per key and per address, in this process or in buckets every replica shares
+        # ([store] state_url): the limit is the gateway's, however many replicas serve it.
+        limiter=state.rate_limiter(settings.rate_limit_per_minute, namespace="gateway-key"),
+        anonymous_limiter=state.rate_limiter(settings.rate_limit_per_minute,
+                                             namespace="gateway-address"),
         max_body_bytes=settings.max_body_bytes,
         public_prefixes=_PUBLIC_PREFIXES,
         codes=GATEWAY_REFUSALS,

@@ -14,10 +14,13 @@ readiness` holds the registry, the bounds and the cache):
   refused: every turn would fail); a busy upstream (429, 5xx) is busy for every replica
   alike, and taking them all out of the balancer would turn a slowdown into an outage. A
   missing key (``LLM_CREDENTIAL_MISSING``) is not ready.
-* ``shared_state``: today the state replicas would share (rate limits, route verdicts,
-  single-flight) lives in this process and its database, so the check always passes and
-  says ``backend: "local"``; a Redis or PostgreSQL state store registers its own check
-  under this name.
+* ``shared_state``: with ``store.state_url = "local"`` the state replicas would share
+  (rate limits, single-flight) lives in this process and route verdicts in its database,
+  so the check always passes and says ``backend: "local"``. On Redis it is one ``PING``
+  within ``gateway.readiness_timeout`` (verdict kept 1 s), ``backend: "redis"``; a failure
+  is ``STORE_STATE_UNAVAILABLE`` or ``STORE_STATE_AUTH_FAILED``, and it makes the gateway
+  not ready only under ``store.state_unavailable = "fail_closed"`` (requests are refused
+  then anyway); under ``"local"`` the check is advisory: shown failed, still ready.
 """
 
 from __future__ import annotations
@@ -33,15 +36,18 @@ from deepseek_eyes.llm.client import ChatClient
 from deepseek_eyes.serving.readiness import CachedCheck, Readiness
 from deepseek_eyes.settings import GatewaySettings
 from deepseek_eyes.store.failures import check_writable
+from deepseek_eyes.store.state import SharedState
 
-__all__ = ["MIN_FREE_BYTES", "DatabaseCheck", "LocalStateCheck", "UpstreamCheck",
-           "gateway_readiness"]
+__all__ = ["MIN_FREE_BYTES", "DatabaseCheck", "LocalStateCheck", "SharedStateCheck",
+           "UpstreamCheck", "gateway_readiness"]
 
 #: Below this much room on the data directory's file system the gateway is not ready: a
 #: turn writes its request, usage, audit and answer rows, and blobs for its images.
 MIN_FREE_BYTES = 8 * 1024 * 1024
 #: A database verdict is reused this long: a probe flood costs one check a second.
 _DATABASE_TTL_S = 1.0
+#: A shared-state verdict likewise: one PING a second however often the balancer probes.
+_SHARED_STATE_TTL_S = 1.0
 
 
 class DatabaseCheck:
@@ -104,7 +110,7 @@ class UpstreamCheck:
 
 
 class LocalStateCheck:
-    """Shared state is this process's own today: nothing to reach."""
+    """Shared state is this process's own: nothing to reach."""
 
     name = "shared_state"
 
@@ -112,14 +118,36 @@ class LocalStateCheck:
         return None
 
 
+class SharedStateCheck:
+    """The shared state (Redis) answers one round trip."""
+
+    name = "shared_state"
+
+    def __init__(self, state: SharedState) -> None:
+        self._state = state
+
+    async def __call__(self) -> None:
+        """Raises:
+            StoreError: ``STORE_STATE_UNAVAILABLE`` or ``STORE_STATE_AUTH_FAILED``."""
+        await self._state.ping()
+
+
 def gateway_readiness(home: DataHome, client: ChatClient, settings: GatewaySettings, *,
-                      credential_error: LLMError | None = None) -> Readiness:
-    """The single-process gateway's checks: database, upstream, shared state (local)."""
+                      credential_error: LLMError | None = None,
+                      state: SharedState | None = None) -> Readiness:
+    """The gateway's checks: database, upstream, shared state (``state``'s backend;
+    local when None)."""
     timeout = settings.readiness_timeout
+    shared = CachedCheck(LocalStateCheck(), ttl=3600.0, timeout=timeout, detail="local")
+    if state is not None and state.backend != "local":
+        shared = CachedCheck(SharedStateCheck(state), ttl=_SHARED_STATE_TTL_S,
+                             failed_ttl=_SHARED_STATE_TTL_S, timeout=timeout,
+                             detail=state.backend,
+                             required=state.unavailable == "fail_closed")
     return Readiness([
         CachedCheck(DatabaseCheck(home), ttl=_DATABASE_TTL_S, timeout=timeout,
                     detail="sqlite"),
         CachedCheck(UpstreamCheck(client, timeout=timeout, credential_error=credential_error),
                     ttl=settings.readiness_upstream_ttl, timeout=timeout + 0.5),
-        CachedCheck(LocalStateCheck(), ttl=3600.0, timeout=timeout, detail="local"),
+        shared,
     ])

@@ -22,6 +22,10 @@ Decisions a newcomer would otherwise undo:
   the logs (:func:`Readiness.report` logs a failed check's message once per change).
 * **A check that does not finish in time fails** with ``GATEWAY_CHECK_TIMEOUT``; the work
   it started may go on (a thread cannot be cancelled) and its late verdict is kept.
+* **A check may be advisory** (``required=False``): its failure is shown, with its code,
+  but leaves the server ready. The shared state is one when its setting says to count
+  per replica while it is down: taking every replica out of the balancer for an outage
+  they all work through would turn a degraded service into none.
 """
 
 from __future__ import annotations
@@ -93,12 +97,15 @@ class CachedCheck:
 
     Args:
         detail: a fact the body may show beside the check (``backend: "sqlite"``).
+        required: False for an advisory check, whose failure leaves the server ready.
     """
 
     def __init__(self, check: Check, *, ttl: float, timeout: float,
                  failed_ttl: float = 2.0, detail: str | None = None,
+                 required: bool = True,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.name = check.name
+        self.required = required
         self._check = check
         self._ttl = ttl
         self._failed_ttl = min(ttl, failed_ttl)
@@ -175,7 +182,7 @@ class Readiness:
         self._checks = [c for c in self._checks if c.name != check.name] + [check]
 
     async def report(self) -> ReadinessReport:
-        """Every check, run concurrently; ``not_ready`` when any failed."""
+        """Every check, run concurrently; ``not_ready`` when any required one failed."""
         waits: list[Awaitable[Verdict]] = [check.verdict() for check in self._checks]
         verdicts = await asyncio.gather(*waits)
         now = self._clock()
@@ -186,7 +193,8 @@ class Readiness:
                                  "age_s": round(max(0.0, now - verdict.at), 3)}
             if verdict.code is not None:
                 entry["code"] = verdict.code
-                failed = failed or verdict.code
+                if check.required:
+                    failed = failed or verdict.code
             if verdict.detail is not None:
                 entry["backend"] = verdict.detail
             entries.append(entry)

@@ -22,6 +22,11 @@ which the gateway's clients parse) whose codes the server names
 (:class:`RefusalCodes`: ``TERMINAL_UNAUTHORIZED`` from the terminal, ``BROWSER_…`` from the
 browser).
 
+Rate limits count in this process (:class:`RateLimiter`) or, for replicas behind a
+balancer, in buckets they share (:mod:`deepseek_eyes.store.state`): a limiter either answers
+at once or is awaited, and one that cannot count fails closed with 503 when its settings
+say so.
+
 Authentication comes before rate limiting, and the two kinds of caller have separate
 buckets: authenticated requests are limited per token (the bucket is keyed by a hash of
 the token, never the token), unauthenticated ones (failed authentications and the public
@@ -43,9 +48,7 @@ import hmac
 import ipaddress
 import json
 import math
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -54,6 +57,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from deepseek_eyes.errors import StoreError
 from deepseek_eyes.serving.tokens import (
     MIN_TOKEN_BITS,
     check_token_strength,
@@ -62,6 +66,7 @@ from deepseek_eyes.serving.tokens import (
     resolve_bearer_token,
 )
 from deepseek_eyes.stages import stage
+from deepseek_eyes.store.state import Limiter, TokenBuckets
 
 __all__ = [
     "MIN_TOKEN_BITS",
@@ -84,7 +89,6 @@ __all__ = [
     "resolve_bearer_token",
 ]
 
-_MAX_CLIENTS = 4096
 SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
@@ -142,29 +146,11 @@ def host_allowed(value: str, allowed: Iterable[str]) -> bool:
     return False
 
 
-class RateLimiter:
-    """A token bucket per client: ``per_minute`` requests, bursts of a sixth of that."""
-
-    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate = per_minute / 60.0
-        self.capacity = max(10.0, per_minute / 6.0)
-        self.clock = clock
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
-
-    def allow(self, client: str) -> float:
-        """0 when the request may proceed, else the seconds to wait."""
-        now = self.clock()
-        tokens, last = self._buckets.pop(client, (self.capacity, now))
-        tokens = min(self.capacity, tokens + (now - last) * self.rate)
-        wait = 0.0
-        if tokens >= 1.0:
-            tokens -= 1.0
-        else:
-            wait = (1.0 - tokens) / self.rate
-        self._buckets[client] = (tokens, now)
-        while len(self._buckets) > _MAX_CLIENTS:
-            self._buckets.popitem(last=False)
-        return wait
+class RateLimiter(TokenBuckets):
+    """A token bucket per client, in this process: ``per_minute`` requests, bursts of a
+    sixth of that (:class:`~deepseek_eyes.store.state.TokenBuckets`). A gateway on shared
+    state passes a limiter whose buckets every replica shares instead (any
+    :class:`~deepseek_eyes.store.state.Limiter`)."""
 
 
 @dataclass(frozen=True)
@@ -243,10 +229,10 @@ class SecurityMiddleware:
         token: str | None,
         allowed_hosts: list[str],
         allowed_origins: list[str],
-        limiter: RateLimiter,
+        limiter: Limiter,
         max_body_bytes: int,
         public_prefixes: tuple[str, ...] = ("/console",),
-        anonymous_limiter: RateLimiter | None = None,
+        anonymous_limiter: Limiter | None = None,
         codes: RefusalCodes,
         json_bodies: bool = False,
         body_timeout: float | None = None,
@@ -258,6 +244,10 @@ class SecurityMiddleware:
     ) -> None:
         """``limiter`` limits authenticated requests, per token; ``anonymous_limiter`` (by
         default one with the same rate) limits unauthenticated ones, per client address.
+        Either may answer at once (this process's buckets) or be awaited (buckets shared
+        by replicas); one that raises a :class:`~deepseek_eyes.errors.StoreError` (the
+        shared state is down and its setting says fail closed) gets the request refused
+        with 503, that error's code and ``Retry-After: 1``.
         ``token`` None authenticates nobody and refuses nobody for it (the open loopback
         gateway): every request is then limited per client address. ``json_bodies``
         refuses a POST, PUT or PATCH whose ``Content-Type`` is not ``application/json``
@@ -276,8 +266,9 @@ class SecurityMiddleware:
         self._expected = token.encode("utf-8") if token is not None else None
         self._token_bucket = "token:" + hashlib.sha256(
             (token or "").encode("utf-8")).hexdigest()[:32]
-        self.anonymous_limiter = anonymous_limiter or RateLimiter(
-            round(limiter.rate * 60), clock=limiter.clock)
+        self.anonymous_limiter: Limiter = anonymous_limiter or (
+            RateLimiter(round(limiter.rate * 60), clock=limiter.clock)
+            if isinstance(limiter, TokenBuckets) else RateLimiter(round(limiter.rate * 60)))
         self.allowed_hosts = allowed_hosts
         self.allowed_origins = allowed_origins
         self.limiter = limiter
@@ -304,7 +295,7 @@ class SecurityMiddleware:
             await send(message)
 
         with stage("http"):
-            refusal = self._refusal(scope)
+            refusal = await self._refusal(scope)
         if refusal is not None:
             status, code, text, extra = refusal
             await _reply(send_with_headers, status, code, text, extra)
@@ -355,7 +346,7 @@ class SecurityMiddleware:
             more = bool(message.get("more_body", False))
         return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
 
-    def _refusal(self, scope: Scope) -> _Refusal | None:
+    async def _refusal(self, scope: Scope) -> _Refusal | None:
         host = _header(scope, b"host") or ""
         if not host_allowed(host, self.allowed_hosts):
             return 421, self.codes.forbidden, (
@@ -382,17 +373,17 @@ class SecurityMiddleware:
         client = "ip:" + str((scope.get("client") or ("?", 0))[0])
         path = scope.get("path", "")
         if self.session is not None and path.startswith(self.session.prefix):
-            return self._session_refusal(scope, client, path)
+            return await self._session_refusal(scope, client, path)
         if self._expected is None:
-            return self._limited(self.anonymous_limiter.allow(client))
+            return await self._limited(self.anonymous_limiter, client)
         given = bearer_credentials(_header(scope, b"authorization") or "")
         if given is None and self.api_key_header:
             given = _header(scope, b"x-api-key")
         # Headers were decoded as latin-1: encoding back gives the bytes the client sent,
         # which are UTF-8 for a token with characters beyond ASCII.
         if given is not None and hmac.compare_digest(given.encode("latin-1"), self._expected):
-            return self._limited(self.limiter.allow(self._token_bucket))
-        limited = self._limited(self.anonymous_limiter.allow(client))
+            return await self._limited(self.limiter, self._token_bucket)
+        limited = await self._limited(self.anonymous_limiter, client)
         if limited is not None:
             return limited
         if scope.get("method") in ("GET", "HEAD") and (
@@ -404,7 +395,8 @@ class SecurityMiddleware:
             (b"www-authenticate", challenge)
         ]
 
-    def _session_refusal(self, scope: Scope, client: str, path: str) -> _Refusal | None:
+    async def _session_refusal(self, scope: Scope, client: str,
+                               path: str) -> _Refusal | None:
         """The session credential's paths: its holder limited per credential (the bucket is
         keyed by the credential's id, never its secret), anyone else per address; the
         bearer token counts for nothing here."""
@@ -427,8 +419,8 @@ class SecurityMiddleware:
                 "the request body must be sent as Content-Type: application/json", []
         holder = session.holder(_header(scope, b"cookie"))
         if holder is not None:
-            return self._limited(self.limiter.allow("session:" + holder))
-        limited = self._limited(self.anonymous_limiter.allow(client))
+            return await self._limited(self.limiter, "session:" + holder)
+        limited = await self._limited(self.anonymous_limiter, client)
         if limited is not None:
             return limited
         if (str(scope.get("method")), path) in session.open_paths:
@@ -436,7 +428,16 @@ class SecurityMiddleware:
         code, message = session.refusal
         return 401, code, message, []
 
-    def _limited(self, wait: float) -> _Refusal | None:
+    async def _limited(self, limiter: Limiter, bucket: str) -> _Refusal | None:
+        """429 with ``Retry-After`` past the limit; 503 with the shared state's code when
+        the limiter cannot count (fail closed)."""
+        try:
+            wait = limiter.allow(bucket)
+            if not isinstance(wait, float | int):
+                wait = await wait
+        except StoreError as exc:
+            return 503, exc.code, "the shared state that counts rate limits is unavailable", [
+                (b"retry-after", b"1")]
         if wait <= 0:
             return None
         return 429, self.codes.rate_limited, "too many requests", [
@@ -478,7 +479,7 @@ async def _reply(
     # OpenAI's error shape, which the gateway's clients parse; the other servers' clients
     # read ``code`` and ``message`` from it alike.
     kind = ("authentication_error" if status == 401 else "rate_limit_error" if status == 429
-            else "invalid_request_error")
+            else "server_error" if status >= 500 else "invalid_request_error")
     body: dict[str, Any] = {"error": {"message": message, "type": kind, "param": None,
                                       "code": code}}
     data = json.dumps(body).encode()

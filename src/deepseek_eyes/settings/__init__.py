@@ -13,7 +13,7 @@ Two decisions a newcomer would otherwise undo:
   path, never a silently ignored setting.
 
 One module per part of the runtime (``base``, ``vision``, ``llm``, ``terminal``, ``mcp``,
-``browser``, ``desktop``, ``telemetry``);
+``browser``, ``desktop``, ``telemetry``, ``store``);
 this package holds the root :class:`Settings`, loading and the data directory, and
 re-exports every model so callers import from ``deepseek_eyes.settings`` alone.
 """
@@ -56,6 +56,12 @@ from deepseek_eyes.settings.mcp import (
     McpServerSettings,
     McpSettings,
 )
+from deepseek_eyes.settings.store import (
+    ENV_STATE_PASSWORD,
+    ENV_STATE_URL,
+    StateUnavailable,
+    StoreSettings,
+)
 from deepseek_eyes.settings.suggest import closest_key
 from deepseek_eyes.settings.telemetry import TelemetrySettings
 from deepseek_eyes.settings.terminal import TerminalSettings
@@ -73,6 +79,8 @@ __all__ = [
     "CONFIG_FILENAME",
     "DEEPSEEK_ROUTE",
     "ENV_HOME",
+    "ENV_STATE_PASSWORD",
+    "ENV_STATE_URL",
     "BoxConvention",
     "BrowserSettings",
     "DeepSeekRouteSettings",
@@ -95,7 +103,9 @@ __all__ = [
     "Secret",
     "SecretRef",
     "Settings",
+    "StateUnavailable",
     "StorageSettings",
+    "StoreSettings",
     "TelemetrySettings",
     "TerminalSettings",
     "VisionSettings",
@@ -120,6 +130,7 @@ class StorageSettings(Strict):
 
 class Settings(Strict):
     storage: StorageSettings = StorageSettings()
+    store: StoreSettings = StoreSettings()
     image: ImageSettings = ImageSettings()
     vision: VisionSettings = VisionSettings()
     llm: LLMSettings = Field(default_factory=LLMSettings)

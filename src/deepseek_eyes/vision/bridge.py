@@ -9,6 +9,11 @@ the auto-detection that reads the ``[llm]`` endpoint's ``/models``
 (:class:`~deepseek_eyes.vision.routing.registry.AutoRoutes`); :meth:`VisionBridge.aclose`
 closes its client.
 
+The bridge opens the process's shared state (:mod:`deepseek_eyes.store.state`, from
+``[store]``) unless it is handed one: its single-flight leases let replicas on Redis make
+one acquisition of an image between them, and the runtime's gateway counts its rate
+limits in the same state (``VisionBridge.state``).
+
 Every acquisition may name the scope it is for (:mod:`deepseek_eyes.store.scopes`): its
 ``cached`` is then what that scope may learn (:mod:`~deepseek_eyes.vision.evidence.scopes`:
 true only for a record this scope was shown before; a first hit on another scope's record
@@ -30,6 +35,7 @@ from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.stages import stage
 from deepseek_eyes.store.blobs import sha256_hex
+from deepseek_eyes.store.state import SharedState, open_shared_state
 from deepseek_eyes.vision.evidence.cache import EvidenceCache, ImageMeta
 from deepseek_eyes.vision.evidence.scopes import EvidenceScopes
 from deepseek_eyes.vision.intake.decode import ImageLimits, decode_image
@@ -52,10 +58,16 @@ class VisionBridge:
         *,
         routes: Mapping[str, RouteEntry] | None = None,
         auto_routes: Sequence[str] = (),
+        state: SharedState | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """Raises:
+            ConfigError: ``CONFIG_STATE_URL_INVALID``, ``CONFIG_ENV_MISSING`` (the shared
+                state's settings).
+            StoreError: ``STORE_STATE_BACKEND_MISSING``."""
         self.settings = settings
         self.home = home
+        self.state = state or open_shared_state(settings.store)
         auto_source: AutoRoutes | None = None
         if routes is None:
             routes, auto_routes = build_routes(settings.vision, settings.llm)
@@ -80,6 +92,7 @@ class VisionBridge:
             usage=home.usage,
             blobs=home.blobs,
             limits=self._limits,
+            leases=self.state.leases,
             clock=clock,
         )
 
@@ -263,3 +276,4 @@ class VisionBridge:
 
     async def aclose(self) -> None:
         await self.router.aclose()
+        await self.state.aclose()

@@ -23,7 +23,9 @@ hash, the candidate routes and the operation travel in one
 
 Concurrent acquisitions of the same work (bytes, variant, question, candidate routes) run
 stages 2-5 once and share the outcome (:mod:`deepseek_eyes.vision.routing.flight`); a
-cache hit is answered before that, with no coordination.
+cache hit is answered before that, with no coordination. With shared state on Redis, one
+lease per work decides which replica runs it, and the others answer from the evidence it
+stores (:mod:`deepseek_eyes.vision.routing.shared_flight`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import anyio
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.settings import VisionSettings
 from deepseek_eyes.store.blobs import BlobStore, sha256_hex
+from deepseek_eyes.store.state.leases import FlightLeases, Lease, LocalLeases, lease_key
 from deepseek_eyes.usage import UsageTracker
 from deepseek_eyes.vision.evidence.cache import EvidenceCache
 from deepseek_eyes.vision.intake.decode import ImageLimits
@@ -64,6 +67,7 @@ from deepseek_eyes.vision.routing.pipeline.lookup import EvidenceLookup, record_
 from deepseek_eyes.vision.routing.pipeline.routes import RouteWalk
 from deepseek_eyes.vision.routing.pipeline.store import EvidenceStore
 from deepseek_eyes.vision.routing.registry import AutoRoutes
+from deepseek_eyes.vision.routing.shared_flight import SharedFlight
 from deepseek_eyes.vision.routing.state import RouteStateStore
 from deepseek_eyes.vision.types import Variant, VisionRoute
 
@@ -88,8 +92,11 @@ class VisionRouter:
         blobs: BlobStore,
         limits: ImageLimits,
         policy: RouterPolicy | None = None,
+        leases: FlightLeases | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``leases`` decide which process acquires an image that several replicas are
+        asked for at once (default: this process alone, :class:`LocalLeases`)."""
         self._routes = dict(routes)
         self._settings = settings
         self._auto = tuple(auto_routes)
@@ -102,6 +109,7 @@ class VisionRouter:
             policy=self.policy, clock=clock,
         )
         self._flights: SingleFlight[FlightKey, Acquisition] = SingleFlight()
+        self._shared = SharedFlight(leases or LocalLeases())
         self._fingerprints: dict[str, tuple[VisionRoute, str]] = {}
         # The stages, in the order a miss runs them; each sees the same route table
         # (auto-detection adds rows to it) and the router's cache fingerprints.
@@ -252,8 +260,39 @@ class VisionRouter:
             hit = self._lookup.find(job)
             if hit is not None:
                 return hit
-        outcome = await self._flights.run(job.flight_key, lambda: self._acquire_missing(job))
+        outcome = await self._flights.run(job.flight_key, lambda: self._acquire_shared(job))
         return self._joined(job, outcome) if outcome.joined else outcome.result()
+
+    async def _acquire_shared(self, job: Job) -> Acquisition:
+        """The in-process flight's work: under the replicas' lease on the job's key when
+        the state is shared (the holder acquires; a waiter answers from the evidence the
+        holder stored), else at once."""
+        if not self._shared.shared:
+            return await self._acquire_missing(job)
+
+        async def work(lease: Lease | None) -> Acquisition:
+            if lease is not None:
+                job.op.record("flight", "leased", fence=lease.fence)
+            return await self._acquire_missing(job)
+
+        key = lease_key(job.sha256, job.variant.value, job.question_sha256, job.candidates)
+        try:
+            outcome = await self._shared.run(key, work, lambda: self._found(job))
+        except DeepSeekEyesError as exc:
+            if exc.details.get("flight") == "remote":
+                job.op.record("flight", "remote_failed", code=exc.code)
+                job.carry(exc)
+            raise
+        return outcome.value
+
+    def _found(self, job: Job) -> Acquisition | None:
+        """The evidence another replica stored for this job, if it is there now (a
+        waiter's poll: the image index, then the evidence cache)."""
+        if job.image is None:
+            self._lookup.identify(job)
+            if job.image is None:
+                return None
+        return self._lookup.find(job)
 
     async def _acquire_missing(self, job: Job) -> Acquisition:
         """The flight's work, for an image the lookup could not answer: intake, the walk
