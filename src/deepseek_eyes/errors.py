@@ -494,6 +494,10 @@ ERROR_CODES: Mapping[str, str] = {
         "That part of the web console needs the running gateway (its terminal or MCP host) or"
         " a settings file; nothing was done."
     ),
+    "CONSOLE_SIGNIN_PENDING": (
+        "An MCP server named no authorization URL in time after a console sign-in began; "
+        "the sign-in goes on in the background: ask its state again."
+    ),
     "CONSOLE_PROBE_FAILED": (
         "The final model's sight probe got no answer (a timeout, a 5xx, no key); nothing was "
         "learned, the failure is audited as llm.sight, and the priors stay in charge."

@@ -23,24 +23,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from deepseek_eyes.audit.export import export_path
 from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
 from deepseek_eyes.audit.verify import verify_path
 from deepseek_eyes.console import views
+from deepseek_eyes.console.approvals import approvals, decide, decide_ask
 from deepseek_eyes.console.control import (
     ConsoleParts,
-    approvals,
-    decide,
-    decide_ask,
     edit_list,
     import_pasted,
     lifecycle,
@@ -48,9 +49,11 @@ from deepseek_eyes.console.control import (
     probe_routes,
     probe_sight,
     register,
+    remove,
     switch,
     vision_view,
 )
+from deepseek_eyes.console.signin import signin_state, start_signin
 from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError
 from deepseek_eyes.serving.console_login import CookieLogins
 from deepseek_eyes.serving.security import (
@@ -76,7 +79,9 @@ _STATUS = {"CONSOLE_NOT_FOUND": 404, "CONSOLE_LOGIN_INVALID": 401,
            "TERMINAL_PLAN_STATE": 409, "TERMINAL_SELF_APPROVAL_REFUSED": 403,
            "MCP_SERVER_UNKNOWN": 404, "AUDIT_NOT_FOUND": 404,
            "MCP_SERVER_DISABLED": 409, "CONSOLE_PROBE_FAILED": 502,
-           "MCP_APPROVAL_NOT_FOUND": 404}
+           "MCP_APPROVAL_NOT_FOUND": 404, "AUDIT_KEY_MISSING": 409,
+           "MCP_LOGIN_UNSUPPORTED": 409, "MCP_LOGIN_FAILED": 502, "MCP_TIMEOUT": 504,
+           "CONSOLE_SIGNIN_PENDING": 202}
 _BODY_LIMIT = 64 * 1024
 #: Conversations on one page of the list (the server pages it; the page asks for more).
 PAGE = 50
@@ -307,6 +312,27 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
                                    str(request.path_params["action"]))
         return await run(request, act, change=True)
 
+    async def mcp_remove(request: Request) -> Response:
+        async def drop() -> dict[str, Any]:
+            body = await _body(request)
+            # The page asks the person first; the request must say it was confirmed.
+            if body.get("confirm") != str(request.path_params["server"]):
+                raise ConsoleError("removing a server takes confirm: its id",
+                                   code="CONSOLE_ARGUMENT_INVALID",
+                                   details={"field": "confirm"})
+            return await remove(parts, str(request.path_params["server"]))
+        return await run(request, drop, change=True)
+
+    async def mcp_signin(request: Request) -> Response:
+        async def begin() -> dict[str, Any]:
+            await _body(request)
+            return await start_signin(parts, str(request.path_params["server"]))
+        return await run(request, begin, change=True)
+
+    async def mcp_signin_state(request: Request) -> Response:
+        return await run(request, lambda: signin_state(parts,
+                                                       str(request.path_params["server"])))
+
     async def mcp_register(request: Request) -> Response:
         async def add() -> dict[str, Any]:
             return await register(parts, await _body(request))
@@ -334,11 +360,59 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         return await run(request, lambda: asyncio.to_thread(views.audit_head, db))
 
     async def verify(request: Request) -> Response:
-        def walk() -> dict[str, Any]:
+        """The chain walked as the CLI's ``audit verify`` walks it, answered as JSON lines:
+        ``{"done", "total"}`` each time the verifier reports a batch checked, then
+        ``{"report"}`` (the page's progress bar shows the verifier's own count)."""
+        try:
+            changing(request)
+        except DeepSeekEyesError as exc:
+            return _error(exc)
+        loop = asyncio.get_running_loop()
+        lines: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
+        def tell(line: dict[str, Any] | None) -> None:
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+
+        def walk() -> None:
             root = parts.home.root
-            keyring = AuditKeyring.read_only(audit_directory(root))
-            return dict(verify_path(root / "eyes.db", keyring).as_json())
-        return await run(request, lambda: asyncio.to_thread(walk), change=True)
+            try:
+                keyring = AuditKeyring.read_only(audit_directory(root))
+                report = verify_path(root / "eyes.db", keyring, progress=lambda done, total:
+                                     tell({"done": done, "total": total}))
+                tell({"report": dict(report.as_json())})
+            except DeepSeekEyesError as exc:
+                tell({"error": exc.to_dict()})
+            finally:
+                tell(None)
+
+        async def stream() -> AsyncIterator[bytes]:
+            walking = asyncio.create_task(asyncio.to_thread(walk))
+            try:
+                while (line := await lines.get()) is not None:
+                    yield (json.dumps(line) + "\n").encode()
+            finally:
+                await walking
+
+        return StreamingResponse(stream(), media_type="application/x-ndjson",
+                                 headers={"cache-control": "no-store"})
+
+    async def chain_export(request: Request) -> Response:
+        """The whole chain as ``audit export`` writes it (a signed header, then one line an
+        entry), downloaded; ``audit verify --file`` checks it alone."""
+        def write() -> bytes:
+            root = parts.home.root
+            with tempfile.TemporaryDirectory(prefix="deepseek-eyes-export-") as scratch:
+                target = Path(scratch) / "chain.jsonl"
+                export_path(root / "eyes.db", target,
+                            AuditKeyring.read_only(audit_directory(root)))
+                return target.read_bytes()
+
+        async def build() -> Response:
+            data = await asyncio.to_thread(write)
+            return Response(data, media_type="application/x-ndjson", headers={
+                "content-disposition": 'attachment; filename="deepseek-eyes-audit.jsonl"',
+                "cache-control": "no-store"})
+        return await run(request, build)
 
     async def audit_search(request: Request) -> Response:
         return await run(request, lambda: asyncio.to_thread(_search, db, request))
@@ -389,6 +463,9 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         Route(API + "/mcp/import", mcp_import, methods=["POST"]),
         Route(API + "/mcp/{server}/tools", mcp_edit, methods=["POST"]),
         Route(API + "/mcp/{server}/enabled", mcp_switch, methods=["POST"]),
+        Route(API + "/mcp/{server}/remove", mcp_remove, methods=["POST"]),
+        Route(API + "/mcp/{server}/signin", mcp_signin, methods=["POST"]),
+        Route(API + "/mcp/{server}/signin", mcp_signin_state, methods=["GET"]),
         Route(API + "/mcp/{server}/{action:str}", mcp_lifecycle, methods=["POST"]),
         Route(API + "/vision", vision, methods=["GET"]),
         Route(API + "/vision/probe", vision_probe, methods=["POST"]),
@@ -396,6 +473,7 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         Route(API + "/audit/verify", verify, methods=["POST"]),
         Route(API + "/audit/search", audit_search, methods=["GET"]),
         Route(API + "/audit/export", audit_export, methods=["GET"]),
+        Route(API + "/audit/chain-export", chain_export, methods=["GET"]),
         Route(API + "/audit/records/{ident}", audit_record, methods=["GET"]),
         Route(API + "/usage", usage, methods=["GET"]),
         Route(CONSOLE_PATH, index_redirect, methods=["GET"]),

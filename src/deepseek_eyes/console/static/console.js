@@ -376,24 +376,48 @@ async function viewApprovals(main) {
     return el("tr", { "data-ask": ask.ask_id },
       el("td", { class: "mono", text: ask.server }),
       el("td", { class: "mono", text: ask.tool }),
-      el("td", {}, el("code", { text: ask.arguments })),
+      el("td", {}, ask.arguments === null ? el("span", { class: "muted", text: "(kept only as a hash)" })
+        : el("code", { text: ask.arguments })),
       el("td", {}, ask.session_id
         ? el("a", { class: "mono", href: "#conversation/" + encodeURIComponent(ask.session_id), text: ask.session_id })
         : el("span", { class: "muted", text: "-" })),
       el("td", { text: `${Math.round(ask.age_s)} s`, title: `asked ${when(ask.created_at)}` }),
       el("td", {}, ask.state !== "waiting"
-        ? el("span", { class: ask.state === "approved" ? "badge" : "badge bad", text: ask.state + (ask.by ? ` by ${ask.by}` : "") })
+        ? el("span", { class: ask.state === "approved" ? "badge" : "badge bad", title: ask.reason || null,
+          text: ask.state + (ask.by ? ` by ${ask.by}` : "") + (ask.reason ? `: ${ask.reason}` : "") })
         : el("div", { class: "actions" },
           el("button", { type: "button", text: "Approve", "aria-label": `Approve ${ask.tool} call ${ask.ask_id}`, onclick: act("approve") }),
           el("button", { type: "button", class: "danger", text: "Deny", "aria-label": `Deny ${ask.tool} call ${ask.ask_id}`, onclick: act("deny") }))));
   });
   put(main, title,
-    el("p", {}, el("button", { type: "button", class: "secondary", text: "Refresh", onclick: () => route() })),
+    el("p", {}, el("button", { type: "button", class: "secondary", text: "Refresh", onclick: () => route() }),
+      el("span", { class: "muted", text: " Refreshes by itself every two seconds while open." })),
     rows.length ? table(["Command", "Directory", "Why approval", "Risk", "Mode", "Asked by", "Age", "Decision"], rows,
       "Plans waiting for a person") : el("p", { text: data.terminal ? "Nothing waits for approval." : "No terminal runs here: no plan can wait." }),
     el("h3", { text: "Ask-first MCP calls" }),
     askRows.length ? table(["Server", "Tool", "Arguments", "Session", "Age", "Decision"], askRows,
       "MCP tool calls waiting for a person") : el("p", { text: "No MCP call waits for approval." }));
+  watchApprovals(approvalsShape(data));
+}
+
+// The queue, asked again every two seconds while the view is open; redrawn only when a
+// plan or a call came, went or changed state (a redraw would move the keyboard's focus).
+let approvalsTimer = null;
+function approvalsShape(data) {
+  return JSON.stringify([(data.plans || []).map((p) => [p.plan_id, p.state]),
+    (data.asks || []).map((a) => [a.ask_id, a.state])]);
+}
+function watchApprovals(shape) {
+  clearTimeout(approvalsTimer);
+  approvalsTimer = setTimeout(async () => {
+    if (document.body.dataset.view !== "approvals") return;
+    try {
+      const data = await api("/approvals");
+      if (document.body.dataset.view !== "approvals") return;
+      if (approvalsShape(data) !== shape) { await route(); return; }
+    } catch { /* the next look tries again */ }
+    watchApprovals(shape);
+  }, 2000);
 }
 
 // ---- MCP --------------------------------------------------------------------------------
@@ -442,7 +466,10 @@ async function viewMcp(main) {
       data.running ? el("button", { type: "button", class: "secondary", text: "Probe", "aria-label": `Probe ${server.id}`,
         onclick: act("probe", {}, (a) => `${server.id}: probe ok in ${a.probe.latency_ms} ms, ${a.probe.tools.length} tool(s)`) }) : null,
       data.running ? el("button", { type: "button", class: "secondary", text: "Restart", "aria-label": `Restart ${server.id}`,
-        onclick: act("restart", {}, (a) => `${server.id}: restarted, ${a.after.status}`) }) : null);
+        onclick: act("restart", {}, (a) => `${server.id}: restarted, ${a.after.status}`) }) : null,
+      server.signs_in ? el("button", { type: "button", text: "Sign in", "aria-label": `Sign in to ${server.id}`,
+        onclick: () => signIn(server.id) }) : null,
+      data.editable ? removeControl(server.id) : null);
     out.push(el("section", { "aria-label": `server ${server.id}` },
       el("h3", {}, el("span", { class: "mono", text: server.id }),
         el("span", { class: "muted", text: ` · ${server.transport} · ${server.enabled ? "enabled" : "disabled"} · ` }),
@@ -453,6 +480,7 @@ async function viewMcp(main) {
         text: `tools ${server.planes.tools || "-"} · content ${server.planes.content || "-"}` +
           (server.latency_ms !== null && server.latency_ms !== undefined ? ` · connected in ${server.latency_ms} ms` : "") }) : null,
       server.last_error ? el("p", { class: "bad", text: `last error: ${server.last_error}` + (server.error ? ` (${server.error})` : "") }) : null,
+      server.signs_in ? el("p", { class: "muted", "data-signin-for": server.id, text: signinText(server) }) : null,
       el("p", { text: `allow: ${server.allow.join(", ") || "(nothing)"} · deny: ${server.deny.join(", ") || "(nothing)"} · ask first: ${server.ask.join(", ") || "(nothing)"} · risk policy: ${server.risk_policy}` }),
       rows.length ? table(["Tool", "Risk", "Offered", "Allow / deny / ask first", "Description"], rows, `Tools of ${server.id}`)
         : el("p", { class: "muted", text: "No tools discovered (the server is not connected here)." })));
@@ -460,6 +488,68 @@ async function viewMcp(main) {
   if (data.editable) out.push(registerForm(), importForm());
   put(main, ...out);
   if (data.running) watchStatus();
+}
+
+function signinText(server) {
+  const held = server.oauth ? `sign-in: ${server.oauth.status}` +
+    (server.oauth.expires_at ? `, token until ${when(server.oauth.expires_at)}` : "") : "sign-in: none held here";
+  const job = server.signin;
+  if (!job) return held;
+  if (job.state === "failed") return `${held} · last sign-in failed: ${job.error ? job.error.code : "-"}`;
+  return `${held} · console sign-in ${job.state}` + (job.status ? ` (server ${job.status})` : "");
+}
+
+// Removing asks first, in the page: the button shows a confirmation beside it, which takes
+// the focus; only its own button sends the request (with the id, as the API wants).
+function removeControl(id) {
+  const holder = el("span", { class: "confirm" });
+  const ask = el("button", { type: "button", class: "danger", text: "Remove", "aria-label": `Remove ${id}`,
+    "aria-expanded": "false" });
+  ask.addEventListener("click", () => {
+    ask.setAttribute("aria-expanded", "true");
+    const yes = el("button", { type: "button", class: "danger", text: `Yes, remove ${id}`, onclick: async () => {
+      try {
+        await api(`/mcp/${encodeURIComponent(id)}/remove`, { method: "POST", body: { confirm: id } });
+        say(`${id}: removed`);
+      } catch (error) { say(error.message, true); }
+      route();
+    } });
+    const no = el("button", { type: "button", class: "secondary", text: "Keep it", onclick: () => {
+      holder.replaceChildren();
+      ask.setAttribute("aria-expanded", "false");
+      ask.focus();
+    } });
+    holder.replaceChildren(el("span", { role: "alert", text: ` Remove ${id} from the settings file? ` }), yes, no);
+    yes.focus();
+  });
+  return el("span", {}, ask, holder);
+}
+
+// Sign-in: the server's authorization URL comes back from the console's API; it opens in a
+// new window (and stays as a link, in case the window was blocked); the redirect ends at the
+// gateway's loopback listener, and this page asks how it went until it is over.
+async function signIn(id) {
+  say(`Signing in to ${id}…`);
+  let job;
+  try {
+    job = await api(`/mcp/${encodeURIComponent(id)}/signin`, { method: "POST", body: {} });
+  } catch (error) { say(error.message, true); return; }
+  const shown = document.querySelector(`[data-signin-for="${CSS.escape(id)}"]`);
+  if (job.url) {
+    const link = el("a", { href: job.url, target: "_blank", rel: "noopener noreferrer",
+      text: `Open the sign-in page of ${id}` });
+    if (shown) shown.replaceChildren(`Sign in at the server's page: `, link, el("span", { class: "mono", text: ` ${job.url}` }));
+    window.open(job.url, "_blank", "noopener");
+  }
+  while (job.state === "waiting") {
+    await new Promise((done) => setTimeout(done, 1000));
+    try {
+      job = await api(`/mcp/${encodeURIComponent(id)}/signin`);
+    } catch (error) { say(error.message, true); return; }
+  }
+  if (job.state === "signed in") say(`${id}: signed in` + (job.status ? `, ${job.status}` : ""));
+  else say(`${id}: sign-in failed: ${job.error ? `${job.error.code}: ${job.error.message}` : "-"}`, true);
+  if (document.body.dataset.view === "mcp") route();
 }
 
 // Live status: the servers' states asked for every two seconds while this view is open;
@@ -603,23 +693,37 @@ async function viewVision(main) {
 async function viewAudit(main) {
   const data = await api("/audit");
   const result = el("p", { id: "verify-result", "aria-live": "polite" });
+  const bar = el("progress", { id: "verify-progress", max: "1", value: "0", hidden: true,
+    "aria-label": "Verifying the chain" });
+  const count = el("span", { id: "verify-count", class: "muted" });
   const button = el("button", { type: "button", text: "Verify the chain" });
   button.addEventListener("click", async () => {
     result.textContent = "Verifying…";
+    result.className = "";
+    button.disabled = true;
+    bar.hidden = false;
+    bar.removeAttribute("value");  // indeterminate until the verifier's first count
     try {
-      const report = await api("/audit/verify", { method: "POST" });
+      const report = await verifyWithProgress((done, total) => {
+        bar.max = Math.max(1, total);
+        bar.value = done;
+        count.textContent = ` ${done} of ${total} entries checked`;
+      });
       result.textContent = report.problem
         ? `Problem ${report.problem.code} at entry ${report.problem.seq}: ${report.problem.reason}`
         : `Intact: ${report.entries} entries, ${report.records_checked} records checked in ${report.seconds} s.`;
       result.className = report.problem ? "bad" : "ok";
     } catch (error) { result.textContent = error.message; result.className = "bad"; }
+    button.disabled = false;
   });
   const head = data.head;
   put(main, el("h2", { text: "Audit" }), recordLookup(), auditSearch(),
     el("p", { text: head ? `Head: entry ${head.seq} (${head.kind}) at ${when(head.ts)}` : "The chain is empty." }),
     head ? el("p", { class: "mono", text: head.hash }) : null,
     el("p", { text: `${data.entries} entries, ${data.checkpoints.length} checkpoint(s) shown.` }),
-    el("p", {}, button), result,
+    el("p", {}, button, " ", bar, count), result,
+    el("p", {}, el("a", { id: "chain-export", href: `${API}/audit/chain-export`, download: "",
+      text: "Export the whole chain (signed; audit verify --file checks it)" })),
     el("h3", { text: "Entries by kind" }),
     table(["Kind", "Entries"], data.kinds.map((k) => el("tr", {}, el("td", { class: "mono", text: k.kind }),
       el("td", { text: String(k.entries) }))), "Chain entries by kind"),
@@ -628,6 +732,37 @@ async function viewAudit(main) {
       el("td", { text: String(c.seq) }), el("td", { class: "mono", text: c.hash.slice(0, 16) }),
       el("td", { text: when(c.ts) }), el("td", { class: "mono", text: c.key_id }))), "Signed checkpoints")
       : el("p", { class: "muted", text: "No signed checkpoint yet." }));
+}
+
+// The verifier's own progress: the answer is JSON lines, one each time it has checked a
+// batch of entries ({done, total}), then the report; read as they arrive.
+async function verifyWithProgress(onProgress) {
+  const answer = await fetch(API + "/audit/verify", { method: "POST", credentials: "same-origin",
+    headers: { "content-type": "application/json", "x-csrf-token": csrf || "" }, body: "{}" });
+  if (!answer.ok) {
+    let error = {};
+    try { error = (await answer.json()).error || {}; } catch { /* not JSON */ }
+    throw new Error(`${error.code || answer.status}: ${error.message || "failed"}`);
+  }
+  const reader = answer.body.getReader();
+  const decoder = new TextDecoder();
+  let buffered = "";
+  let report = null;
+  for (;;) {
+    const { value, done } = await reader.read();
+    buffered += decoder.decode(value || new Uint8Array(), { stream: !done });
+    let cut;
+    while ((cut = buffered.indexOf("\n")) >= 0) {
+      const line = JSON.parse(buffered.slice(0, cut));
+      buffered = buffered.slice(cut + 1);
+      if (line.error) throw new Error(`${line.error.code}: ${line.error.message}`);
+      if (line.report) report = line.report;
+      else onProgress(line.done, line.total);
+    }
+    if (done) break;
+  }
+  if (!report) throw new Error("the verification ended without a report");
+  return report;
 }
 
 function recordLookup() {
