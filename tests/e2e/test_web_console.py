@@ -4,13 +4,15 @@ Chromium by clicks and keys, with axe-core on every view and screenshots of each
 1280x800 and 390x844 kept under build/console-screenshots/.
 
 One gateway for the module (starting it, and the OCR engine's first image, is the cost);
-each test leaves the allow lists as it found them.
+each test leaves the allow lists as it found them. Beside it, the MCP tests' loopback OAuth
+server (tests/mcp_host/oauth_server.py) on a thread of its own: a protected MCP server the
+console signs in to with the authorization-code flow.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
-import contextlib
 import io
 import json
 import os
@@ -29,6 +31,7 @@ from PIL import Image, ImageDraw, ImageFont
 import mcp_peers
 from browser.support import require_browser
 from helpers import ServedGateway, serve_gateway
+from mcp_host.oauth_server import OAuthFixture, serve_oauth
 from runtime.upstream import LoopbackUpstream
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,9 +56,49 @@ def hostile_png() -> bytes:
     return out.getvalue()
 
 
+class OAuthThread:
+    """The loopback OAuth server and its protected MCP server, on a loop of their own."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.stop: asyncio.Event | None = None
+        self.fx: OAuthFixture | None = None
+        self.failure: BaseException | None = None
+        self.thread = threading.Thread(target=self._main, daemon=True)
+
+    def _main(self) -> None:
+        try:
+            self.loop.run_until_complete(self._serve())
+        except BaseException as exc:  # said by __enter__, not lost on the thread
+            self.failure = exc
+        finally:
+            self.ready.set()
+            self.loop.close()
+
+    async def _serve(self) -> None:
+        self.stop = asyncio.Event()
+        async with serve_oauth() as fx:
+            self.fx = fx
+            self.ready.set()
+            await self.stop.wait()
+
+    def __enter__(self) -> OAuthFixture:
+        self.thread.start()
+        assert self.ready.wait(30), "the OAuth server did not start"
+        assert self.fx is not None, self.failure
+        return self.fx
+
+    def __exit__(self, *exc: object) -> None:
+        if self.stop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(30)
+
+
 class Live:
     def __init__(self, gateway: ServedGateway, upstream: LoopbackUpstream, config: Path,
-                 work: Path, browser: Any) -> None:
+                 work: Path, browser: Any, oauth: OAuthFixture) -> None:
+        self.oauth = oauth
         self.gateway = gateway
         self.upstream = upstream
         self.config = config
@@ -119,7 +162,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     root = tmp_path_factory.mktemp("console")
     work = root / "work"
     work.mkdir()
-    with LoopbackUpstream() as upstream:
+    with LoopbackUpstream() as upstream, OAuthThread() as oauth:
         config = root / "eyes.toml"
         config.write_text(
             f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
@@ -129,7 +172,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             '[runtime]\ntool_sources = ["look", "mcp", "terminal"]\napproval_timeout = 60\n\n'
             f'[terminal]\nworkspaces = ["{work}"]\n\n'
             f'[[mcp.servers]]\nid = "time"\ntransport = "stdio"\ncommand = "{server}"\n'
-            'allow = { tools = ["get_current_time"] }\n', encoding="utf-8")
+            'allow = { tools = ["get_current_time"] }\n\n'
+            f'[[mcp.servers]]\nid = "remote"\ntransport = "streamable-http"\n'
+            f'url = "{oauth.url}"\noauth = {{ type = "authorization_code" }}\n'
+            'allow = { tools = ["whoami"] }\n', encoding="utf-8")
         # No terminal token: no terminal console; plans wait in the web console.
         env = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_EYES_TERMINAL_TOKEN"}
         env["DEEPSEEK_EYES_HOME"] = str(root / "data")
@@ -139,7 +185,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
                 executable_path=str(find_chromium(BrowserSettings())),
                 args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
             try:
-                state = Live(gateway, upstream, config, work, browser)
+                state = Live(gateway, upstream, config, work, browser, oauth)
                 image = base64.b64encode(hostile_png()).decode()
                 seeded = state.chat([
                     {"type": "text", "text": f"What does this receipt say? {HOSTILE}"},
@@ -329,31 +375,40 @@ def test_an_allow_list_change_in_the_console_is_offered_in_the_next_turn(live: L
 
 
 def test_an_ask_first_mcp_call_waits_in_approvals_and_a_denial_refuses_it(live: Live) -> None:
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
     page = live.page
     live.show("mcp")
     row = page.get_by_role("row", name=re.compile("get_current_time"))
     row.get_by_role("button", name="Ask first for get_current_time").click()
     page.get_by_role("status").get_by_text("time: ask += get_current_time").wait_for()
     assert 'ask = ["get_current_time"]' in live.config.read_text(encoding="utf-8")
+    # An ask an earlier run of the gateway left waiting (its audit rows, written here as
+    # that run wrote them): listed as expired, with nothing to approve.
+    from deepseek_eyes.audit import AuditLog
+    from deepseek_eyes.home import DataHome
+
+    home = DataHome(live.work.parent / "data")
+    try:
+        AuditLog(home.db, clock=lambda: time.time() - 3600).write(
+            "mcp.ask", "time", tool="get_current_time", status="asked", ask_id="a-earlier-run",
+            arguments_sha256="0" * 64, session_id=None, via=None, by=None)
+    finally:
+        home.close()
     result: dict[str, Any] = {}
 
     def ask() -> None:
         result["answer"] = live.chat(
             'CALL[mcp__time__get_current_time]: {"timezone": "<b>UTC</b>"}')
 
+    live.show("approvals")  # open before the call asks: the view must refresh by itself
+    earlier = page.locator('tr[data-ask="a-earlier-run"]')
+    assert "expired: the gateway restarted while it waited" in earlier.inner_text()
+    assert earlier.get_by_role("button").count() == 0
     asker = threading.Thread(target=ask)
     asker.start()
     try:
-        live.show("approvals")
-        waiting = page.get_by_role("row", name=re.compile("get_current_time"))
-        deadline = time.monotonic() + 60
-        while waiting.get_by_role("button", name=re.compile("^Deny")).count() == 0:
-            assert time.monotonic() < deadline
-            page.get_by_role("button", name="Refresh").click()
-            with contextlib.suppress(PlaywrightTimeout):
-                waiting.get_by_role("button", name=re.compile("^Deny")).wait_for(timeout=500)
+        waiting = page.get_by_role("row", name=re.compile("get_current_time")).filter(
+            has=page.get_by_role("button", name=re.compile("^Deny")))
+        waiting.wait_for(timeout=30_000)  # no click: the view asked again by itself
         # The model's arguments are shown as text, never as markup.
         assert '"timezone":"<b>UTC</b>"' in waiting.inner_text()
         assert waiting.get_by_role("link").count() == 1  # the conversation that asked
@@ -365,7 +420,7 @@ def test_an_ask_first_mcp_call_waits_in_approvals_and_a_denial_refuses_it(live: 
     assert "MCP_CALL_DENIED" in result["answer"].text, result["answer"].text[-1000:]
     live.show("approvals")
     decided = page.get_by_role("row", name=re.compile("get_current_time"))
-    assert "denied" in decided.first.inner_text()
+    assert "denied by" in decided.first.inner_text()  # this run's, listed before the past
     live.show("mcp")
     row = page.get_by_role("row", name=re.compile("get_current_time"))
     row.get_by_role("button", name="Stop asking first for get_current_time").click()
@@ -488,7 +543,26 @@ def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -
     assert page.get_by_text(re.compile(r"^Head: entry \d+")).count() == 1
     page.get_by_role("button", name="Verify the chain").click()
     page.locator("#verify-result.ok").wait_for()
-    assert page.locator("#verify-result").inner_text().startswith("Intact:")
+    intact = page.locator("#verify-result").inner_text()
+    assert intact.startswith("Intact:")
+    # The bar shows the verifier's own count: full, and the very number it reported.
+    entries = int(re.search(r"Intact: (\d+) entries", intact).group(1))
+    bar = page.get_by_role("progressbar", name="Verifying the chain")
+    assert bar.get_attribute("max") == bar.get_attribute("value") == str(entries)
+    assert page.locator("#verify-count").inner_text().strip() == (
+        f"{entries} of {entries} entries checked")
+    # The whole chain exported, signed: the CLI's verifier checks the download alone.
+    from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
+    from deepseek_eyes.audit.verify import verify_file
+
+    with page.expect_download() as caught:
+        page.get_by_role("link", name=re.compile("^Export the whole chain")).click()
+    chain = Path(caught.value.path())
+    header = json.loads(chain.read_text(encoding="utf-8").splitlines()[0])
+    assert header["format"] == "deepseekeyes.audit.v1"
+    assert header["entries"] >= entries
+    data = live.work.parent / "data"
+    assert verify_file(chain, AuditKeyring.read_only(audit_directory(data))).ok
     # Vision attempts filtered by route, each row verified against the chain.
     page.get_by_label("Of").select_option("vision")
     page.get_by_label("Route").fill("local")
@@ -535,6 +609,35 @@ def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -
         assert refused == []
     finally:
         strict.close()
+
+
+def test_an_oauth_server_signs_in_from_the_console(live: Live) -> None:
+    """The authorization-code flow, opened from the console: the server's authorization
+    page in a new window, its redirect to the gateway's loopback listener, the connection
+    restarted with the token; the server's tool is offered in the next turn."""
+    page = live.page
+    live.show("mcp")
+    remote = page.get_by_role("region", name="server remote")
+    assert "sign-in: no-token" in remote.inner_text()
+    assert "mcp__remote__whoami" not in live.offered()
+    with page.context.expect_page() as opened:
+        remote.get_by_role("button", name="Sign in to remote").click()
+    window = opened.value
+    page.get_by_role("status").get_by_text(re.compile("^remote: signed in")).wait_for(
+        timeout=30_000)
+    assert window.url.startswith("http://127.0.0.1:")  # the listener's own page
+    window.close()
+    params = live.oauth.authorize_params[-1]
+    assert params["code_challenge_method"] == "S256"
+    assert params["redirect_uri"].startswith("http://127.0.0.1:")
+    page.locator('[data-status-for="remote"]').get_by_text("ready").wait_for(timeout=30_000)
+    assert "sign-in: token" in page.get_by_role("region", name="server remote").inner_text()
+    assert "mcp__remote__whoami" in live.offered()
+    # No token reached the page, the settings file or the printed log.
+    for token in live.oauth.issued:
+        assert token not in page.content()
+        assert token not in live.config.read_text(encoding="utf-8")
+        assert token not in live.gateway.stderr
 
 
 def test_the_control_centre_registers_imports_probes_restarts_and_switches(
@@ -587,3 +690,33 @@ def test_the_control_centre_registers_imports_probes_restarts_and_switches(
     page.get_by_role("button", name="Restart clock").click()
     status.get_by_text("clock: restarted, ready").wait_for(timeout=30_000)
     assert "mcp__time__get_current_time" in live.offered()
+
+
+def test_removing_a_server_asks_first_then_writes_and_stops_it(live: Live) -> None:
+    """After the control centre's test: removes the signed-in server."""
+    page = live.page
+    live.show("mcp")
+    ask = page.get_by_role("button", name="Remove remote")
+    ask.focus()
+    page.keyboard.press("Enter")
+    confirm = page.get_by_role("button", name="Yes, remove remote")
+    assert page.evaluate("document.activeElement.textContent") == "Yes, remove remote"
+    assert page.get_by_role("alert").get_by_text("Remove remote from the settings file?").count()
+    # The confirmation is checked too (axe), then declined: nothing written.
+    if page.evaluate("typeof window.axe") == "undefined":
+        page.add_script_tag(content=AXE.read_text(encoding="utf-8"))
+    found = page.evaluate("async () => (await axe.run(document)).violations"
+                          ".filter(v => ['serious', 'critical'].includes(v.impact))"
+                          ".map(v => v.id)")
+    assert found == []
+    before = live.config.read_bytes()
+    page.get_by_role("button", name="Keep it").click()
+    assert confirm.count() == 0
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == "Remove remote"
+    assert live.config.read_bytes() == before
+    page.keyboard.press("Enter")
+    page.get_by_role("button", name="Yes, remove remote").click()
+    page.get_by_role("status").get_by_text("remote: removed").wait_for()
+    assert 'id = "remote"' not in live.config.read_text(encoding="utf-8")
+    assert page.get_by_role("region", name="server remote").count() == 0
+    assert "mcp__remote__whoami" not in live.offered()  # stopped before the click answered
