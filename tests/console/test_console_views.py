@@ -181,3 +181,23 @@ def test_screens_show_each_sessions_latest_state_steps_and_observation(home: Dat
     with pytest.raises(ConsoleError) as caught:
         views.screens(home.db, "nope")
     assert caught.value.code == "CONSOLE_NOT_FOUND"
+
+
+def test_a_turn_lists_its_look_rereads(home: DataHome) -> None:
+    calls = [{"tool": "look", "image": "img-1", "route": "local", "cached": True,
+              "record_sha256": "a" * 64, "region": [0.1, 0.2, 0.5, 0.5]},
+             {"tool": "mcp__time__get_current_time", "server": "time"},
+             {"tool": "look", "image": "img-1", "pixels": True, "region": None},
+             {"tool": "look", "image": "img-2", "code": "VISION_ALL_ROUTES_FAILED"}]
+    SessionStore(home.db, clock=lambda: 3000.0).append(
+        "s6", [{"role": "user", "content": "look again"}],
+        turn=TurnRecord(id="turn-s6-1", session_id="s6", started_at=3000.0, ended_at=3001.0,
+                        model="deepseek-v4-pro", path="bridged", outcome="ok", code=None,
+                        details={"rereads": 3, "tool_calls": calls}))
+    turns = {t["id"]: t for t in views.conversation(home.db, "s6")["turns"]}
+    assert turns["turn-s6-0"]["looks"] == []
+    looks = turns["turn-s6-1"]["looks"]
+    assert [(x["image"], x["route"], x["cached"], x["code"]) for x in looks] == [
+        ("img-1", "local", True, None), ("img-1", "pixels", False, None),
+        ("img-2", None, False, "VISION_ALL_ROUTES_FAILED")]
+    assert looks[0]["region"] == [0.1, 0.2, 0.5, 0.5]

@@ -201,6 +201,32 @@ def _calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
             for call in message.get(key) or () if isinstance(call, Mapping)]
 
 
+#: ``look`` rereads listed for one turn (the runtime caps them far below this).
+MAX_LOOKS = 50
+
+
+def _looks(calls: object) -> list[dict[str, Any]]:
+    """The turn's ``look`` rereads as the runtime recorded them: the image, the route that
+    read it again (or ``pixels`` for a seeing model), whether it came from the cache, the
+    region asked for, the failure's code."""
+    if not isinstance(calls, list):
+        return []
+    out = []
+    for call in calls:
+        if not isinstance(call, Mapping) or call.get("tool") != "look":
+            continue
+        region = call.get("region")
+        out.append({"image": str(call.get("image") or ""),
+                    "route": "pixels" if call.get("pixels") else call.get("route"),
+                    "cached": bool(call.get("cached")),
+                    "region": list(region) if isinstance(region, list) else None,
+                    "code": call.get("code"),
+                    "record_sha256": call.get("record_sha256")})
+        if len(out) >= MAX_LOOKS:
+            break
+    return out
+
+
 def _step(step: str, item: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
     """One link of an image's provenance with its chain entry: verified when the record is
     still the one its entry's digest was taken of (``chain.record_digest``, as
@@ -321,7 +347,8 @@ def conversation(db: Database, session_id: str) -> dict[str, Any]:
         turn_views.append({"id": turn.id, "started_at": turn.started_at,
                            "seconds": round(turn.ended_at - turn.started_at, 3),
                            "model": turn.model, "path": turn.path, "outcome": turn.outcome,
-                           "code": turn.code, "usage": usage if isinstance(usage, dict) else None})
+                           "code": turn.code, "usage": usage if isinstance(usage, dict) else None,
+                           "looks": _looks(turn.details.get("tool_calls"))})
     shown = [str(part["sha256"]) for e in events for part in _parts(e.message)
              if part["type"] == "image"]
     acquired = _image_turns(db, session_id)

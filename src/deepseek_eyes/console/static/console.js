@@ -285,9 +285,13 @@ async function viewConversation(main, id) {
     el("td", { class: "mono", text: t.id }), el("td", { text: t.model || "-" }),
     el("td", { text: t.path }), el("td", { text: t.outcome + (t.code ? ` ${t.code}` : "") }),
     el("td", { text: `${t.seconds} s` }),
-    el("td", { text: t.usage ? JSON.stringify(t.usage) : "-" })));
+    el("td", { text: t.usage ? JSON.stringify(t.usage) : "-" }),
+    el("td", {}, (t.looks || []).length ? el("ul", { class: "looks" }, t.looks.map((l) => el("li", {
+      text: `${l.image}` + (l.region ? ` region [${l.region.map((v) => Number(v).toFixed(2)).join(", ")}]` : "") +
+        (l.code ? `: failed ${l.code}` : ` via ${l.route || "-"}${l.cached ? " (cache)" : ""}`) })))
+      : el("span", { class: "muted", text: "-" }))));
   out.push(el("h3", { text: "Turns" }),
-    turns.length ? table(["Turn", "Model", "Path", "Outcome", "Time", "Usage"], turns, "Turns")
+    turns.length ? table(["Turn", "Model", "Path", "Outcome", "Time", "Usage", "Look rereads"], turns, "Turns")
       : el("p", { class: "muted", text: "No turns." }));
   const screensAt = el("section", { id: "screens", "aria-label": "Screens" });
   out.push(screensAt);
