@@ -11,6 +11,7 @@ import pytest
 from deepseek_eyes.console import views
 from deepseek_eyes.errors import ConsoleError
 from deepseek_eyes.home import DataHome
+from deepseek_eyes.store import scopes
 from deepseek_eyes.store.events import Fork, SessionStore, TurnRecord
 
 
@@ -201,3 +202,29 @@ def test_a_turn_lists_its_look_rereads(home: DataHome) -> None:
         ("img-1", "local", True, None), ("img-1", "pixels", False, None),
         ("img-2", None, False, "VISION_ALL_ROUTES_FAILED")]
     assert looks[0]["region"] == [0.1, 0.2, 0.5, 0.5]
+
+
+def test_a_login_bound_to_a_scope_sees_only_that_scopes_conversations(
+        home: DataHome) -> None:
+    store = SessionStore(home.db)
+    mine, other = scopes.gateway("key-one"), scopes.gateway("key-two")
+    png = "ab" * 32
+    store.append("k1", [{"role": "user", "content": [
+        {"type": "text", "text": "mine"}, {"type": "image", "sha256": png}]}],
+                 create="gateway", scope=mine)
+    store.append("k2", [{"role": "user", "content": "theirs"}], create="gateway", scope=other)
+    store.append("k3", [{"role": "user", "content": "my branch"}], create="gateway",
+                 scope=mine, fork=Fork("k1", 1))
+    listed = views.conversations(home.db, search=None, limit=50, scope=mine)["conversations"]
+    assert sorted(c["id"] for c in listed) == ["k1", "k3"]
+    found = views.conversations(home.db, search="theirs", limit=50, scope=mine)
+    assert found["conversations"] == []
+    assert len(views.conversations(home.db, search=None, limit=50)["conversations"]) == 10
+    with pytest.raises(ConsoleError) as caught:
+        views.conversation(home.db, "k2", scope=mine)
+    assert caught.value.code == "CONSOLE_NOT_FOUND"  # as if it were not there
+    assert [n["id"] for n in views.conversation(home.db, "k3", scope=mine)["tree"]] == [
+        "k1", "k3"]
+    assert views.image_in_scope(home.db, png, mine)
+    assert not views.image_in_scope(home.db, png, other)
+    assert views.image_in_scope(home.db, png, None)  # the person's own login

@@ -319,6 +319,58 @@ def test_a_conversations_screens_show_the_latest_state_screenshot_and_steps(
     assert live.dialogs == []
 
 
+def test_the_gateway_key_logs_in_to_its_own_conversations_only(live: Live) -> None:
+    """A login made with the gateway key is bound to its client's scope: the conversations
+    made with that key, no other scope's, and none of the person's views."""
+    from deepseek_eyes.home import DataHome
+    from deepseek_eyes.store import scopes
+    from deepseek_eyes.store.events import SessionStore
+
+    home = DataHome(live.work.parent / "data")
+    try:
+        SessionStore(home.db).append("cli-only", [{"role": "user", "content": "cli only words"}],
+                                     create="cli", scope=scopes.CLI)
+    finally:
+        home.close()
+    context = live.browser.new_context(viewport={"width": 390, "height": 844}, bypass_csp=True)
+    try:
+        page = context.new_page()
+        page.goto(f"{live.origin}/console/")
+        form = page.get_by_role("form", name="Log in with the gateway key")
+        form.wait_for()
+        page.add_script_tag(content=AXE.read_text(encoding="utf-8"))
+        found = page.evaluate("async () => (await axe.run(document)).violations"
+                              ".filter(v => ['serious', 'critical'].includes(v.impact))"
+                              ".map(v => v.id)")
+        assert found == []
+        form.get_by_label("Gateway key").fill("not-the-key")
+        form.get_by_label("Gateway key").press("Enter")
+        page.get_by_role("status").get_by_text("CONSOLE_LOGIN_INVALID").wait_for()
+        assert live.gateway.key
+        form.get_by_label("Gateway key").fill(live.gateway.key)
+        form.get_by_role("button", name="Log in").click()
+        page.wait_for_function("document.body.dataset.view === 'conversations'")
+        assert "its own conversations only" in page.locator("#who").inner_text()
+        assert page.get_by_role("link", name=re.compile("receipt")).count() >= 1
+        assert page.get_by_text("cli only words").count() == 0
+        visible = [v for v in ("approvals", "mcp", "vision", "audit", "usage")
+                   if page.locator(f'#views a[data-view="{v}"]').is_visible()]
+        assert visible == []
+        # Its images load; another scope's conversation is not there; the person's views
+        # and actions refuse the key's login.
+        page.get_by_role("link", name=re.compile("receipt")).first.click()
+        page.wait_for_function("document.body.dataset.view === 'conversation'")
+        page.wait_for_function("document.querySelector('.stage img').naturalWidth > 0")
+        page.goto(f"{live.origin}/console/#conversation/cli-only")
+        page.get_by_text("CONSOLE_NOT_FOUND").wait_for()
+        answers = page.evaluate("""async () => Promise.all(
+            ['mcp', 'approvals', 'audit/export'].map((path) => fetch('/console/api/' + path)
+              .then((r) => r.json().then((b) => [r.status, b.error.code]))))""")
+        assert answers == [[403, "CONSOLE_SCOPE_DENIED"]] * 3
+    finally:
+        context.close()
+
+
 def test_an_approval_in_the_console_releases_the_paused_stream(live: Live) -> None:
     target = live.work / "approved.txt"
     call = {"argv": ["touch", target.name], "cwd": str(live.work)}

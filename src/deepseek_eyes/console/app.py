@@ -22,9 +22,11 @@ build step.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import tempfile
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +66,10 @@ from deepseek_eyes.serving.security import (
     loopback_origins,
     unknown_route_handlers,
 )
+from deepseek_eyes.store import scopes
 
 __all__ = ["CONSOLE_CODES", "CONSOLE_PATH", "STATIC_DIR", "WebConsoleLogins", "beside",
-           "console_app"]
+           "console_app", "gateway_key_login"]
 
 CONSOLE_PATH = "/console"
 API = "/console/api"
@@ -81,14 +84,27 @@ _STATUS = {"CONSOLE_NOT_FOUND": 404, "CONSOLE_LOGIN_INVALID": 401,
            "MCP_SERVER_DISABLED": 409, "CONSOLE_PROBE_FAILED": 502,
            "MCP_APPROVAL_NOT_FOUND": 404, "AUDIT_KEY_MISSING": 409,
            "MCP_LOGIN_UNSUPPORTED": 409, "MCP_LOGIN_FAILED": 502, "MCP_TIMEOUT": 504,
-           "CONSOLE_SIGNIN_PENDING": 202}
+           "CONSOLE_SIGNIN_PENDING": 202, "CONSOLE_SCOPE_DENIED": 403}
 _BODY_LIMIT = 64 * 1024
 #: Conversations on one page of the list (the server pages it; the page asks for more).
 PAGE = 50
 
 
 class WebConsoleLogins(CookieLogins):
-    """The web console's credentials (see :class:`CookieLogins`)."""
+    """The web console's credentials (see :class:`CookieLogins`).
+
+    ``key_scope`` (the gateway's): the client scope of a presented gateway key, None for
+    a wrong one. A login with the key is bound to that scope: it sees that client's own
+    conversations, and none of the person's views (approvals, MCP, vision, audit, usage),
+    so a client cannot approve its own plans or widen its own tools with its key.
+    """
+
+    def __init__(self, on_code: Callable[[str], None], *,
+                 key_scope: Callable[[str], str | None] | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 ttl: float | None = None) -> None:
+        super().__init__(on_code, clock=clock, ttl=ttl)
+        self.key_scope = key_scope
 
     prefix = API + "/"
     cookie_name = "deepseek_eyes_web_console"
@@ -101,6 +117,21 @@ class WebConsoleLogins(CookieLogins):
     def invalid_code(self) -> DeepSeekEyesError:
         return ConsoleError("that console login code is wrong or already used; open the "
                             "newest link the server printed", code="CONSOLE_LOGIN_INVALID")
+
+
+def gateway_key_login(key: str | None) -> Callable[[str], str | None] | None:
+    """The ``key_scope`` of a console beside a gateway whose key is ``key``: that key's
+    client scope (``store.scopes.gateway``) for the key itself, compared in constant time;
+    None (no key login at all) for a gateway without a key."""
+    if not key:
+        return None
+    expected = key.encode("utf-8", "surrogatepass")
+    bound = scopes.gateway(key)
+
+    def scope(presented: str) -> str | None:
+        given = presented.encode("utf-8", "surrogatepass")
+        return bound if hmac.compare_digest(given, expected) else None
+    return scope
 
 
 def _error(exc: DeepSeekEyesError) -> JSONResponse:
@@ -187,6 +218,22 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
     def person(request: Request) -> str:
         return logins.holder(cookie(request)) or "console"
 
+    def scope(request: Request) -> str | None:
+        """The client scope the login is bound to (None: the person's own login)."""
+        return logins.scope_of(cookie(request))
+
+    def operator(request: Request) -> None:
+        """Only the person's own login reaches this view or action.
+
+        Raises:
+            ConsoleError: ``CONSOLE_SCOPE_DENIED`` for a login made with a gateway key.
+        """
+        if scope(request) is not None:
+            raise ConsoleError("a login made with the gateway key sees that client's own "
+                               "conversations only; this view takes the person's login (the "
+                               "one-time link the server printed)",
+                               code="CONSOLE_SCOPE_DENIED")
+
     def changing(request: Request) -> None:
         """A state-changing request's CSRF token and Origin.
 
@@ -201,8 +248,14 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
                                "and its own Origin; nothing was done",
                                code="CONSOLE_CSRF_INVALID")
 
-    async def run(request: Request, fn: Any, *, change: bool = False) -> Response:
+    async def run(request: Request, fn: Any, *, change: bool = False,
+                  scoped: bool = False) -> Response:
+        """``fn``'s answer as JSON; ``change``: a state-changing request (its CSRF token and
+        Origin checked first); ``scoped``: a view a gateway-key login may see too (``fn``
+        filters by the login's scope), else the person's login only."""
         try:
+            if not scoped:
+                operator(request)
             if change:
                 changing(request)
             result = fn()
@@ -215,23 +268,40 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
     async def login(request: Request) -> Response:
         async def spend() -> Response:
             body = await _body(request)
-            secret, credential, csrf = logins.login_with_csrf(body.get("code"))
+            if "key" in body:
+                origin = request.headers.get("origin")
+                host = request.headers.get("host", "")
+                if origin not in (f"http://{host}", f"https://{host}"):
+                    raise ConsoleError("a login with the gateway key comes from this "
+                                       "console's own page", code="CONSOLE_CSRF_INVALID")
+                key = body.get("key")
+                bound = (logins.key_scope(key) if isinstance(key, str) and key
+                         and logins.key_scope is not None else None)
+                if bound is None:
+                    raise ConsoleError("that is not this gateway's key (a gateway without "
+                                       "a key takes the one-time link only)",
+                                       code="CONSOLE_LOGIN_INVALID")
+                secret, credential, csrf = logins.login_scoped(bound)
+            else:
+                secret, credential, csrf = logins.login_with_csrf(body.get("code"))
             return JSONResponse({"credential": credential, "csrf": csrf,
                                  "expires_in_s": int(logins.ttl)},
                                 headers={"set-cookie": logins.set_cookie(secret)})
-        return await run(request, spend)
+        return await run(request, spend, scoped=True)
 
     async def logout(request: Request) -> Response:
         async def end() -> Response:
             ended = logins.logout(cookie(request))
             return JSONResponse({"logged_out": ended},
                                 headers={"set-cookie": logins.clear_cookie()})
-        return await run(request, end, change=True)
+        return await run(request, end, change=True, scoped=True)
 
     async def whoami(request: Request) -> Response:
         # A reloaded page's CSRF token: only a same-origin script can read this answer.
+        bound = scope(request)
         return JSONResponse({"credential": person(request),
                              "csrf": logins.rotate_csrf(cookie(request)),
+                             "scope": bound, "operator": bound is None,
                              "gateway": parts.terminal is not None
                              or parts.mcp_manager is not None})
 
@@ -239,23 +309,38 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         q = request.query_params.get("q")
         return await run(request, lambda: asyncio.to_thread(
             views.conversations, db, search=q, limit=_count(request, "limit", PAGE),
-            offset=_count(request, "offset", 0)))
+            offset=_count(request, "offset", 0), scope=scope(request)), scoped=True)
 
     async def conversation(request: Request) -> Response:
         sid = str(request.path_params["sid"])
-        return await run(request, lambda: asyncio.to_thread(views.conversation, db, sid))
+        return await run(request, lambda: asyncio.to_thread(
+            views.conversation, db, sid, scope=scope(request)), scoped=True)
+
+    def in_scope(request: Request, then: Callable[[], Any]) -> Callable[[], Any]:
+        sid, bound = str(request.path_params["sid"]), scope(request)
+
+        def checked() -> Any:
+            views.require_scope(db, sid, bound)
+            return then()
+        return lambda: asyncio.to_thread(checked)
 
     async def conversation_screens(request: Request) -> Response:
         sid = str(request.path_params["sid"])
-        return await run(request, lambda: asyncio.to_thread(views.screens, db, sid))
+        return await run(request, in_scope(request, lambda: views.screens(db, sid)),
+                         scoped=True)
 
     async def image_provenance(request: Request) -> Response:
         sid, sha = str(request.path_params["sid"]), str(request.path_params["sha"])
-        return await run(request, lambda: asyncio.to_thread(views.provenance, db, sid, sha))
+        return await run(request, in_scope(request, lambda: views.provenance(db, sid, sha)),
+                         scoped=True)
 
     async def blob(request: Request) -> Response:
         sha = str(request.path_params["sha"])
         meta = views.image_meta(db, [sha]).get(sha) if len(sha) == 64 else None
+        bound = scope(request)
+        if meta is not None and bound is not None and not await asyncio.to_thread(
+                views.image_in_scope, db, sha, bound):
+            meta = None  # another client's image: as if it were not stored
         if meta is None:
             return _error(ConsoleError("no stored image has that hash",
                                        code="CONSOLE_NOT_FOUND"))
@@ -364,6 +449,7 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         ``{"done", "total"}`` each time the verifier reports a batch checked, then
         ``{"report"}`` (the page's progress bar shows the verifier's own count)."""
         try:
+            operator(request)
             changing(request)
         except DeepSeekEyesError as exc:
             return _error(exc)

@@ -285,7 +285,7 @@ def _web_console(runtime: Runtime, home: DataHome, settings_path: Path | None,
                  watch: SettingsWatch | None, bind_host: str) -> tuple[Any, Any] | None:
     """The web console's app and logins for this gateway, or None when the gateway binds
     beyond loopback (the console is loopback only; said on stderr)."""
-    from deepseek_eyes.console.app import WebConsoleLogins, console_app
+    from deepseek_eyes.console.app import WebConsoleLogins, console_app, gateway_key_login
     from deepseek_eyes.console.control import ConsoleParts
     from deepseek_eyes.serving.security import allowed_hosts_for, loopback_hosts
 
@@ -306,7 +306,9 @@ def _web_console(runtime: Runtime, home: DataHome, settings_path: Path | None,
         if where:
             _say(f"web console login (one use): {login_url(where[0], code)}")
 
-    logins = WebConsoleLogins(show_code)
+    # The gateway key logs in too, bound to its client's scope (its own conversations).
+    logins = WebConsoleLogins(show_code, key_scope=gateway_key_login(
+        gateway_key(runtime.settings)))
     return console_app(parts, logins), (logins, where)
 
 

@@ -996,12 +996,47 @@ async function route() {
   } catch (error) {
     if (error.code === "CONSOLE_LOGIN_REQUIRED") {
       put(main, el("h2", { text: "Log in" }),
-        el("p", { text: "Open the one-time login link the server printed on its standard error." }));
+        el("p", { text: "Open the one-time login link the server printed on its standard error." }),
+        keyLogin());
     } else {
       put(main, el("h2", { text: "Something failed" }), el("p", { class: "bad", text: error.message }));
     }
     document.body.dataset.view = "error";
   }
+}
+
+// The gateway key logs in too, bound to its client's scope: that client's own conversations,
+// none of the person's views. The key goes in the body of one same-origin POST, never a URL.
+function keyLogin() {
+  const form = el("form", { class: "panel", "aria-label": "Log in with the gateway key" });
+  const key = el("input", { type: "password", id: "login-key", name: "key", autocomplete: "off",
+    required: true, "aria-describedby": "login-key-hint" });
+  form.append(el("h3", { text: "Or with the gateway key" }),
+    field("login-key", "Gateway key", key, "sees only the conversations made with this key"),
+    el("button", { type: "submit", text: "Log in" }));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const login = await api("/login", { method: "POST", body: { key: key.value } });
+      key.value = "";
+      csrf = login.csrf;
+      await who();
+      route();
+    } catch (error) { say(error.message, true); }
+  });
+  return form;
+}
+
+// Who is signed in; a login bound to a client's scope is shown only the views it may see.
+async function who() {
+  const answer = await api("/whoami");
+  csrf = answer.csrf || csrf;
+  document.getElementById("who").textContent = `signed in as ${answer.credential}` +
+    (answer.operator ? "" : ` (the gateway key: its own conversations only)`);
+  for (const link of document.querySelectorAll("#views a")) {
+    link.parentElement.hidden = !answer.operator && link.dataset.view !== "conversations";
+  }
+  return answer;
 }
 
 async function start() {
@@ -1014,12 +1049,9 @@ async function start() {
     } catch (error) { say(error.message, true); }
   }
   // Who is signed in, and the view, asked for at once: the view's GETs need no CSRF token.
-  const who = api("/whoami").then((answer) => {
-    csrf = answer.csrf || csrf;
-    document.getElementById("who").textContent = `signed in as ${answer.credential}`;
-  }).catch(() => { /* not signed in: the view says how */ });
+  const asked = who().catch(() => { /* not signed in: the view says how */ });
   window.addEventListener("hashchange", route);
-  await Promise.all([who, route()]);
+  await Promise.all([asked, route()]);
 }
 
 start();
