@@ -741,6 +741,16 @@ def test_the_control_centre_registers_imports_probes_restarts_and_switches(
     status.get_by_text(re.compile(r"^time: probe ok in [\d.]+ ms, 2 tool\(s\)$")).wait_for()
     page.get_by_role("button", name="Restart clock").click()
     status.get_by_text("clock: restarted, ready").wait_for(timeout=30_000)
+    # Live status is the manager's watch stream: a restart made behind the page's back
+    # (its own API, not a button, so nothing redraws) reaches the status words by itself.
+    shown = page.locator('[data-status-for="time"]')
+    shown.evaluate("node => { node.textContent = 'stale'; }")
+    page.evaluate("""async () => {
+        const who = await (await fetch('/console/api/whoami')).json();
+        await fetch('/console/api/mcp/time/restart', {method: 'POST', body: '{}',
+          headers: {'content-type': 'application/json', 'x-csrf-token': who.csrf}});
+    }""")
+    shown.get_by_text("ready").wait_for(timeout=30_000)
     assert "mcp__time__get_current_time" in live.offered()
 
 

@@ -43,6 +43,7 @@ from deepseek_eyes.audit.verify import verify_path
 from deepseek_eyes.console import views
 from deepseek_eyes.console.approvals import approvals, decide, decide_ask
 from deepseek_eyes.console.control import (
+    MAX_STREAMS,
     ConsoleParts,
     edit_list,
     import_pasted,
@@ -52,7 +53,9 @@ from deepseek_eyes.console.control import (
     probe_sight,
     register,
     remove,
+    status_stream,
     switch,
+    unavailable,
     vision_view,
 )
 from deepseek_eyes.console.signin import signin_state, start_signin
@@ -84,7 +87,7 @@ _STATUS = {"CONSOLE_NOT_FOUND": 404, "CONSOLE_LOGIN_INVALID": 401,
            "MCP_SERVER_DISABLED": 409, "CONSOLE_PROBE_FAILED": 502,
            "MCP_APPROVAL_NOT_FOUND": 404, "AUDIT_KEY_MISSING": 409,
            "MCP_LOGIN_UNSUPPORTED": 409, "MCP_LOGIN_FAILED": 502, "MCP_TIMEOUT": 504,
-           "CONSOLE_SIGNIN_PENDING": 202, "CONSOLE_SCOPE_DENIED": 403}
+           "CONSOLE_SIGNIN_PENDING": 202, "CONSOLE_RATE_LIMITED": 429, "CONSOLE_SCOPE_DENIED": 403}
 _BODY_LIMIT = 64 * 1024
 #: Conversations on one page of the list (the server pages it; the page asks for more).
 PAGE = 50
@@ -397,6 +400,32 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
                                    str(request.path_params["action"]))
         return await run(request, act, change=True)
 
+    streams = [0]
+
+    async def mcp_events(request: Request) -> Response:
+        """The servers' live status as server-sent events (the manager's watch stream)."""
+        try:
+            operator(request)
+            if parts.mcp_manager is None:
+                raise unavailable("the live status")
+            if streams[0] >= MAX_STREAMS:
+                raise ConsoleError(f"{MAX_STREAMS} live status views are open already; "
+                                   "close one", code="CONSOLE_RATE_LIMITED")
+        except DeepSeekEyesError as exc:
+            return _error(exc)
+
+        async def counted() -> AsyncIterator[bytes]:
+            streams[0] += 1
+            try:
+                async for chunk in status_stream(parts):
+                    yield chunk
+            finally:
+                streams[0] -= 1
+
+        return StreamingResponse(counted(), media_type="text/event-stream",
+                                 headers={"cache-control": "no-store",
+                                          "x-accel-buffering": "no"})
+
     async def mcp_remove(request: Request) -> Response:
         async def drop() -> dict[str, Any]:
             body = await _body(request)
@@ -545,6 +574,7 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         Route(API + "/approvals/{sid}/{pid}/{verdict}", approval, methods=["POST"]),
         Route(API + "/asks/{aid}/{verdict}", ask_decision, methods=["POST"]),
         Route(API + "/mcp", mcp, methods=["GET"]),
+        Route(API + "/mcp/events", mcp_events, methods=["GET"]),
         Route(API + "/mcp/servers", mcp_register, methods=["POST"]),
         Route(API + "/mcp/import", mcp_import, methods=["POST"]),
         Route(API + "/mcp/{server}/tools", mcp_edit, methods=["POST"]),

@@ -556,25 +556,30 @@ async function signIn(id) {
   if (document.body.dataset.view === "mcp") route();
 }
 
-// Live status: the servers' states asked for every two seconds while this view is open;
-// only the status words change (focus and forms stay as they are).
-let statusTimer = null;
+// Live status: the manager's watch stream (what `mcp watch` prints) as server-sent events,
+// open while this view is; only the status words change (focus and forms stay as they are).
+let statusStream = null;
+function stopStatus() {
+  if (statusStream) { statusStream.close(); statusStream = null; }
+}
 function watchStatus() {
-  clearTimeout(statusTimer);
-  statusTimer = setTimeout(async () => {
-    if (document.body.dataset.view !== "mcp") return;
-    try {
-      const data = await api("/mcp");
-      for (const server of data.servers) {
-        const node = document.querySelector(`[data-status-for="${CSS.escape(server.id)}"]`);
-        if (node && node.textContent !== (server.status || "not running here")) {
-          node.textContent = server.status || "not running here";
-          node.className = server.status === "ready" ? "ok" : "bad";
-        }
-      }
-    } catch { /* the next look tries again */ }
-    watchStatus();
-  }, 2000);
+  stopStatus();
+  statusStream = new EventSource(API + "/mcp/events");
+  statusStream.addEventListener("status", (message) => {
+    if (document.body.dataset.view !== "mcp") { stopStatus(); return; }
+    const server = JSON.parse(message.data);
+    const words = server.status || "not running here";
+    const node = document.querySelector(`[data-status-for="${CSS.escape(server.id)}"]`);
+    if (node && node.textContent !== words) {
+      node.textContent = words;
+      node.className = server.status === "ready" ? "ok" : "bad";
+    }
+    const planes = document.querySelector(`[data-planes-for="${CSS.escape(server.id)}"]`);
+    if (planes) {
+      planes.textContent = `tools ${server.tools_status || "-"} · content ${server.content_status || "-"}` +
+        (server.latency_ms !== null && server.latency_ms !== undefined ? ` · connected in ${server.latency_ms} ms` : "");
+    }
+  });
 }
 
 function field(id, label, control, hint) {
@@ -978,6 +983,7 @@ async function route() {
   const hash = location.hash.slice(1) || "conversations";
   const [name, rest] = hash.split(/[/?](.*)/s);
   const arg = name === "conversation" ? decodeURIComponent(rest || "") : rest;
+  if (name !== "mcp") stopStatus();
   for (const link of document.querySelectorAll("#views a")) {
     const current = link.dataset.view === name || (name === "conversation" && link.dataset.view === "conversations");
     if (current) link.setAttribute("aria-current", "page"); else link.removeAttribute("aria-current");
