@@ -168,7 +168,12 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
             'model = "deepseek-v4-pro"\ntimeout = 20\n\n'
             '[[llm.models]]\nid = "deepseek-v4-pro"\ninput = ["text"]\n\n'
+            # A second route, never reached (local first, no health check or probe):
+            # the one the vision view reorders.
+            '[vision]\nroute_priority = ["local", "spare"]\n\n'
             '[vision.deepseek]\nenabled = false\n\n'
+            f'[[vision.routes]]\nname = "spare"\nbase_url = "{upstream.base_url}"\n'
+            'model = "spare-vision"\nhealth_check = "none"\nprobe = false\n\n'
             '[runtime]\ntool_sources = ["look", "mcp", "terminal"]\napproval_timeout = 60\n\n'
             f'[terminal]\nworkspaces = ["{work}"]\n\n'
             f'[[mcp.servers]]\nid = "time"\ntransport = "stdio"\ncommand = "{server}"\n'
@@ -587,6 +592,21 @@ def test_the_vision_view_shows_routes_and_probes_a_models_sight_again(live: Live
     row.get_by_text(re.compile(r"\(probe.*checked")).wait_for()
     # What the settings say still rules: a probe informs, the settings decide.
     assert "does not see (settings)" in row.get_by_role("cell").nth(1).inner_text()
+    # The order of preference, changed by the keyboard: written, and the running router's
+    # own order (the table is its status) follows at once; then put back.
+    routes = page.get_by_role("region", name="Vision routes")
+    names = routes.locator("tbody tr td:nth-child(2)")
+    assert names.all_inner_texts()[:2] == ["local", "spare"]
+    page.get_by_role("button", name="Move spare up").focus()
+    page.keyboard.press("Enter")
+    page.get_by_role("status").get_by_text("Route order: spare, local").wait_for()
+    assert 'route_priority = ["spare", "local"]' in live.config.read_text(encoding="utf-8")
+    assert names.all_inner_texts()[:2] == ["spare", "local"]
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == (
+        "Move spare down")  # the focus stays with the route that moved
+    page.keyboard.press("Enter")
+    page.get_by_role("status").get_by_text("Route order: local, spare").wait_for()
+    assert names.all_inner_texts()[:2] == ["local", "spare"]
 
 
 def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -> None:

@@ -49,6 +49,7 @@ from deepseek_eyes.console.control import (
     import_pasted,
     lifecycle,
     mcp_view,
+    order_routes,
     probe_routes,
     probe_sight,
     register,
@@ -87,7 +88,8 @@ _STATUS = {"CONSOLE_NOT_FOUND": 404, "CONSOLE_LOGIN_INVALID": 401,
            "MCP_SERVER_DISABLED": 409, "CONSOLE_PROBE_FAILED": 502,
            "MCP_APPROVAL_NOT_FOUND": 404, "AUDIT_KEY_MISSING": 409,
            "MCP_LOGIN_UNSUPPORTED": 409, "MCP_LOGIN_FAILED": 502, "MCP_TIMEOUT": 504,
-           "CONSOLE_SIGNIN_PENDING": 202, "CONSOLE_RATE_LIMITED": 429, "CONSOLE_SCOPE_DENIED": 403}
+           "CONSOLE_SIGNIN_PENDING": 202, "CONSOLE_RATE_LIMITED": 429,
+           "CONSOLE_SCOPE_DENIED": 403}
 _BODY_LIMIT = 64 * 1024
 #: Conversations on one page of the list (the server pages it; the page asks for more).
 PAGE = 50
@@ -470,6 +472,16 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
             return await probe_routes(parts)
         return await run(request, probe, change=True)
 
+    async def vision_order(request: Request) -> Response:
+        async def order() -> dict[str, Any]:
+            body = await _body(request)
+            names = body.get("order")
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise ConsoleError("order is a list of route names",
+                                   code="CONSOLE_ARGUMENT_INVALID", details={"field": "order"})
+            return await order_routes(parts, names)
+        return await run(request, order, change=True)
+
     async def audit(request: Request) -> Response:
         return await run(request, lambda: asyncio.to_thread(views.audit_head, db))
 
@@ -585,6 +597,7 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         Route(API + "/mcp/{server}/{action:str}", mcp_lifecycle, methods=["POST"]),
         Route(API + "/vision", vision, methods=["GET"]),
         Route(API + "/vision/probe", vision_probe, methods=["POST"]),
+        Route(API + "/vision/order", vision_order, methods=["POST"]),
         Route(API + "/audit", audit, methods=["GET"]),
         Route(API + "/audit/verify", verify, methods=["POST"]),
         Route(API + "/audit/search", audit_search, methods=["GET"]),

@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import tomlkit
+from tomlkit import TOMLDocument
+
 from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError, McpError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp_host.asking import asks_first
@@ -36,6 +39,7 @@ from deepseek_eyes.mcp_host.settings_file import (
     add_servers,
     drop_selectors,
     edit_selectors,
+    edit_settings_file,
     read_raw,
     remove_server,
     set_ask,
@@ -45,14 +49,15 @@ from deepseek_eyes.runtime.sight import Sight
 from deepseek_eyes.settings import (
     McpAuthorizationCodeSettings,
     McpServerSettings,
+    Settings,
     load_settings,
 )
 from deepseek_eyes.settings.writer import recording
 from deepseek_eyes.terminal.service import TerminalService
 from deepseek_eyes.vision.routing.router import VisionRouter
 
-__all__ = ["ConsoleParts", "edit_list", "import_pasted",
-           "lifecycle", "mcp_view", "probe_routes", "probe_sight", "register", "remove",
+__all__ = ["MAX_STREAMS", "ConsoleParts", "edit_list", "import_pasted", "lifecycle",
+           "mcp_view", "order_routes", "probe_routes", "probe_sight", "register", "remove",
            "server_settings", "status_stream", "switch", "unavailable", "vision_view"]
 
 #: The settings watch's look, asked after an edit (the gateway's); None: no gateway here.
@@ -418,7 +423,39 @@ async def vision_view(parts: ConsoleParts) -> dict[str, Any]:
             entry["priors"] = priors.json()
             entry["in_force"] = (configured or current or priors).json()
         models.append(entry)
-    return {"running": router is not None, "routes": routes, "models": models}
+    return {"running": router is not None, "routes": routes, "models": models,
+            "editable": parts.settings_path is not None}
+
+
+async def order_routes(parts: ConsoleParts, order: list[str]) -> dict[str, Any]:
+    """Write the vision routes' order of preference (``vision.route_priority``: tried in
+    this order, each failing route falling back to the next), validated like the settings
+    file (an unknown route is ``CONFIG_INVALID``: nothing written), audited as a
+    ``settings.change``, and given to the running gateway's router before this returns.
+
+    Raises:
+        ConsoleError: ``CONSOLE_ARGUMENT_INVALID``, ``CONSOLE_UNAVAILABLE`` (no settings
+            file).
+        ConfigError: the writer's (``CONFIG_INVALID``: nothing written).
+    """
+    if not order or len(order) > 64 or len(set(order)) != len(order):
+        raise ConsoleError("order is a list of distinct route names",
+                           code="CONSOLE_ARGUMENT_INVALID", details={"field": "order"})
+    written: list[Settings] = []
+
+    def change(document: TOMLDocument) -> None:
+        vision = document.get("vision")
+        if vision is None:
+            vision = tomlkit.table()
+            document["vision"] = vision
+        vision["route_priority"] = list(order)
+
+    await _write(parts, lambda path: written.append(edit_settings_file(path, change)))
+    settings = written[-1].vision
+    if parts.router is not None:
+        parts.router.reorder(route=settings.route, priority=settings.route_priority)
+    return {"order": list(settings.route_priority), "route": settings.route,
+            "routes": [dict(r) for r in parts.router.status()] if parts.router else []}
 
 
 async def probe_sight(parts: ConsoleParts, model: str) -> dict[str, Any]:

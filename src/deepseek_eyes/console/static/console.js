@@ -655,8 +655,31 @@ async function viewVision(main) {
   const data = await api("/vision");
   const out = [el("h2", { text: "Vision routes and sight" })];
   if (!data.running) out.push(el("p", { class: "muted", text: "The gateway does not run here: only what was learned is shown, and nothing can be probed." }));
+  // The order of preference: each route falls back to the next. Moving one writes
+  // vision.route_priority (validated like the file) and reaches the running router at once.
+  const ordered = data.routes.filter((r) => r.order !== null).sort((a, b) => a.order - b.order)
+    .map((r) => r.name);
+  const move = (name, by) => async () => {
+    const order = [...ordered];
+    const at = order.indexOf(name);
+    [order[at], order[at + by]] = [order[at + by], order[at]];
+    try {
+      const answer = await api("/vision/order", { method: "POST", body: { order } });
+      say(`Route order: ${answer.order.join(", ")}`);
+    } catch (error) { say(error.message, true); }
+    await route();
+    const again = document.querySelector(`[data-move="${CSS.escape(name)}:${by}"]`) ||
+      document.querySelector(`[data-move^="${CSS.escape(name)}:"]`);
+    if (again) again.focus();
+  };
+  const canMove = data.running && data.editable && ordered.length > 1;
   const routes = data.routes.map((r) => el("tr", {},
-    el("td", { text: r.order === null ? "-" : String(r.order + 1) }),
+    el("td", {}, r.order === null ? "-" : String(r.order + 1),
+      canMove && r.order !== null ? el("span", { class: "actions" },
+        ordered.indexOf(r.name) > 0 ? el("button", { type: "button", class: "secondary", text: "↑",
+          "aria-label": `Move ${r.name} up`, "data-move": `${r.name}:-1`, onclick: move(r.name, -1) }) : null,
+        ordered.indexOf(r.name) < ordered.length - 1 ? el("button", { type: "button", class: "secondary", text: "↓",
+          "aria-label": `Move ${r.name} down`, "data-move": `${r.name}:1`, onclick: move(r.name, 1) }) : null) : null),
     el("td", { class: "mono", text: r.name }), el("td", { text: r.kind }),
     el("td", { text: r.model || "-" }),
     el("td", { class: r.health === "healthy" ? "ok" : "", text: r.health + (r.health_code ? ` (${r.health_code})` : "") }),
