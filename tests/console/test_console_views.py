@@ -228,3 +228,35 @@ def test_a_login_bound_to_a_scope_sees_only_that_scopes_conversations(
     assert views.image_in_scope(home.db, png, mine)
     assert not views.image_in_scope(home.db, png, other)
     assert views.image_in_scope(home.db, png, None)  # the person's own login
+
+
+def test_screens_show_the_report_v2_a_closed_browser_session_stored(home: DataHome) -> None:
+    from deepseek_eyes.browser.report import Assertion, ReportRecorder, Step
+    from deepseek_eyes.console.reports import stored_reports
+
+    recorder = ReportRecorder(clock=lambda: 5000.0)
+    recorder.add_step(Step(1, "browser_navigate", {"url": "https://example.test/<b>"}, None,
+                           "st-1", "ok", None, "https://example.test/<b>", 5000.0, 12))
+    recorder.add_step(Step(2, "browser_click", {"ref": "e3"}, "st-1", "st-1", "refused",
+                           "BROWSER_STATE_STALE", None, 5001.0, 3))
+    recorder.add_assertion(Assertion("text", "Total", "Total 42", True, "st-1", 1))
+    data = recorder.to_dict([{"state_id": "st-1", "title": "t"}])
+    sha = home.blobs.put(json.dumps(data).encode()).sha256
+    store = SessionStore(home.db)
+    store.append("s3", [
+        {"role": "tool", "tool_call_id": "c1", "name": "browser_close",
+         "content": f"browser closed; nothing a site stored was kept.\nreport stored as "
+                    f"sha256:{sha}"},
+        {"role": "tool", "tool_call_id": "c2", "name": "browser_close",
+         "content": f"report stored as sha256:{'0' * 64}"}])
+    reports = stored_reports(home.db, home.blobs, "s3")
+    assert [(r["sha256"], r["unreadable"]) for r in reports] == [
+        ("0" * 64, "not stored"), (sha, None)]  # newest first, each said as it is
+    shown = reports[1]
+    assert shown["schema"] == "deepseekeyes.browser.report.v2"
+    assert [(s["index"], s["tool"], s["outcome"], s["code"]) for s in shown["steps"]] == [
+        (1, "browser_navigate", "ok", None), (2, "browser_click", "refused",
+                                              "BROWSER_STATE_STALE")]
+    assert shown["assertions"][0]["passed"] is True
+    assert shown["summary"]["steps"] == 2
+    assert stored_reports(home.db, home.blobs, "s4") == []

@@ -310,6 +310,19 @@ def test_a_conversations_screens_show_the_latest_state_screenshot_and_steps(
                              state_before="st-0", state_after=state, arguments=["ref"],
                              url=f"https://example.test/{HOSTILE}", ms=7,
                              screenshot_sha256=shot)
+        # The session's report v2, stored at its close as the browser stores it, named by
+        # the close's tool result in the conversation.
+        from deepseek_eyes.browser.report import Assertion, ReportRecorder, Step
+        from deepseek_eyes.store.events import SessionStore
+
+        recorder = ReportRecorder()
+        recorder.add_step(Step(1, "browser_navigate", {"url": "https://example.test/"}, None,
+                               "st-a", "ok", None, "https://example.test/", time.time(), 9))
+        recorder.add_assertion(Assertion("text", HOSTILE, HOSTILE, True, "st-a", 1))
+        report = home.blobs.put(json.dumps(recorder.to_dict([])).encode()).sha256
+        SessionStore(home.db).append(sid, [{
+            "role": "tool", "tool_call_id": "close-1", "name": "browser_close",
+            "content": f"browser closed.\nreport stored as sha256:{report}"}])
     finally:
         home.close()
     page = live.page
@@ -320,6 +333,10 @@ def test_a_conversations_screens_show_the_latest_state_screenshot_and_steps(
     steps = screens.get_by_role("region", name="browser steps, newest first")
     assert steps.locator("tbody tr").first.inner_text().count("browser_click") == 1
     assert "verified (entry" in steps.inner_text()
+    reported = screens.get_by_role("region", name=f"report steps, {report[:12]}")
+    assert "browser_navigate" in reported.inner_text()
+    checks = screens.get_by_role("region", name=f"report assertions, {report[:12]}")
+    assert HOSTILE in checks.inner_text()  # page text from the report, shown as text
     assert page.locator('img[src="x"]').count() == 0  # the URL's markup stayed text
     assert live.dialogs == []
 

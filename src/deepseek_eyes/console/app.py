@@ -59,6 +59,7 @@ from deepseek_eyes.console.control import (
     unavailable,
     vision_view,
 )
+from deepseek_eyes.console.reports import stored_reports
 from deepseek_eyes.console.signin import signin_state, start_signin
 from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError
 from deepseek_eyes.serving.console_login import CookieLogins
@@ -331,8 +332,9 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
 
     async def conversation_screens(request: Request) -> Response:
         sid = str(request.path_params["sid"])
-        return await run(request, in_scope(request, lambda: views.screens(db, sid)),
-                         scoped=True)
+        return await run(request, in_scope(request, lambda: {
+            **views.screens(db, sid),
+            "reports": stored_reports(db, parts.home.blobs, sid)}), scoped=True)
 
     async def image_provenance(request: Request) -> Response:
         sid, sha = str(request.path_params["sid"]), str(request.path_params["sha"])

@@ -302,9 +302,37 @@ async function viewConversation(main, id) {
     .catch((error) => put(screensAt, el("p", { class: "bad", text: error.message })));
 }
 
+function reportView(report) {
+  const title = `Report ${report.schema || ""} (${report.tool || "-"}, ${when(report.ts)})`;
+  if (report.unreadable) {
+    return [el("h4", { text: title }), el("p", { class: "muted mono", text: `sha256:${report.sha256}: ${report.unreadable}` })];
+  }
+  const summary = report.summary || {};
+  const asserted = summary.assertions || {};
+  const steps = report.steps.map((s) => el("tr", {},
+    el("td", { text: String(s.index) }), el("td", { class: "mono", text: s.tool }),
+    el("td", {}, el("code", { text: JSON.stringify(s.arguments || {}) })),
+    el("td", { class: "mono", text: `${s.state_before || "-"} → ${s.state_after || "-"}` }),
+    el("td", { text: (s.outcome || "-") + (s.code ? ` ${s.code}` : "") }),
+    el("td", { class: "mono", text: s.url || "-" }),
+    el("td", { text: s.duration_ms === null || s.duration_ms === undefined ? "-" : `${s.duration_ms} ms` })));
+  const checks = report.assertions.map((a) => el("tr", {},
+    el("td", { text: String(a.step) }), el("td", { text: a.kind }),
+    el("td", { text: a.expected }), el("td", { text: a.actual }),
+    el("td", { text: a.passed === null ? "for the model to judge" : a.passed ? "passed" : "failed" })));
+  return [el("h4", { text: title }),
+    el("p", { class: "muted", text: `${summary.steps ?? report.steps.length} steps, ${summary.states ?? "-"} states, ` +
+      `assertions ${asserted.passed ?? 0} passed / ${asserted.failed ?? 0} failed, ` +
+      `${(report.timing || {}).in_steps_ms ?? "-"} ms in steps` +
+      (report.more_steps ? ` (${report.more_steps} more steps not shown)` : "") }),
+    table(["Step", "Tool", "Arguments", "State", "Outcome", "URL", "Took"], steps, `report steps, ${report.sha256.slice(0, 12)}`),
+    checks.length ? table(["Step", "Assertion", "Expected", "Actual", "Verdict"], checks, `report assertions, ${report.sha256.slice(0, 12)}`) : null];
+}
+
 function screensView(found) {
   const kinds = Object.entries(found.screens);
-  if (!kinds.length && !found.observation) return [];
+  const reports = (found.reports || []).flatMap(reportView);
+  if (!kinds.length && !found.observation && !reports.length) return [];
   const out = [el("h3", { text: "Screens" })];
   for (const [kind, screen] of kinds) {
     const steps = screen.steps.map((s) => el("tr", {},
@@ -328,6 +356,7 @@ function screensView(found) {
     out.push(el("h4", { text: `Latest observation (${found.observation.tool})` }),
       ...found.observation.parts.map((p) => expandable(p.text, p.truncated)));
   }
+  out.push(...reports);
   return out;
 }
 
