@@ -60,3 +60,36 @@ def test_a_console_without_the_gateway_does_not_call_another_runs_ask_expired(
     asks = _asks(ConsoleParts(home, None))
     assert asks["a-left"]["state"] == "elsewhere"
     assert asks["a-done"]["state"] == "denied"
+
+
+@pytest.mark.anyio
+async def test_a_plan_of_a_closed_session_is_listed_expired_and_cannot_be_approved(
+        home: DataHome, tmp_path: Path) -> None:
+    from deepseek_eyes.console.approvals import decide
+    from deepseek_eyes.errors import TerminalError
+    from deepseek_eyes.terminal.policy.paths import Workspace
+    from deepseek_eyes.terminal.receipts.keyring import Keyring
+    from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
+
+    work = tmp_path / "ws"
+    work.mkdir()
+    service = TerminalService(ServiceConfig(workspace=Workspace.of([work]), mode="confirm"),
+                              Keyring([b"k" * 32]), tmp_path / "receipts")
+    try:
+        closed = service.open_session(owner="runtime:conv-1")["session_id"]
+        open_ = service.open_session(owner="runtime:conv-2")["session_id"]
+        gone = service.plan(session_id=closed, argv=["touch", "gone"])
+        live = service.plan(session_id=open_, argv=["touch", "live"])
+        service.close_session(closed)
+        parts = ConsoleParts(home, None, terminal=service)
+        plans = {p["plan_id"]: p for p in approvals(parts)["plans"]}
+        assert plans[gone["plan_id"]]["state"] == "expired"
+        assert plans[gone["plan_id"]]["conversation"] == "conv-1"
+        assert plans[gone["plan_id"]]["turn_id"] is None  # nothing is in progress for it
+        assert plans[live["plan_id"]]["state"] != "expired"
+        assert plans[live["plan_id"]]["age_s"] >= 0
+        with pytest.raises(TerminalError) as refused:
+            decide(parts, closed, gone["plan_id"], "approve", "web-1")
+        assert refused.value.code == "TERMINAL_SESSION_NOT_FOUND"
+    finally:
+        await service.aclose()

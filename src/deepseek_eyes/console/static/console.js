@@ -391,7 +391,8 @@ async function viewApprovals(main) {
         : el("span", { class: "mono", text: plan.owner || plan.session_id }),
         el("div", { class: "muted mono", text: plan.turn_id ? `turn ${plan.turn_id}` : `terminal ${plan.session_id}` })),
       el("td", { text: `${Math.round(plan.age_s)} s`, title: `asked ${when(plan.created_at)}` }),
-      el("td", {}, expired ? el("span", { class: "badge bad", text: "expired" })
+      el("td", {}, expired ? el("span", { class: "badge bad",
+        text: `expired: its session ${plan.ended || "ended"}` + (plan.ended_at ? ` at ${when(plan.ended_at)}` : "") })
         : el("div", { class: "actions" },
           el("button", { type: "button", text: "Approve", "aria-label": `Approve ${plan.plan_id}`, onclick: act("approve") }),
           el("button", { type: "button", class: "danger", text: "Deny", "aria-label": `Deny ${plan.plan_id}`, onclick: act("deny") }))));
