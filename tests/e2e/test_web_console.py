@@ -360,6 +360,12 @@ def test_the_gateway_key_logs_in_to_its_own_conversations_only(live: Live) -> No
         page.goto(f"{live.origin}/console/")
         form = page.get_by_role("form", name="Log in with the gateway key")
         form.wait_for()
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        for size, (width, height) in SIZES.items():
+            page.set_viewport_size({"width": width, "height": height})
+            target = SHOTS / f"login-{size}.png"
+            page.screenshot(path=str(target))
+            _not_blank(target)
         page.add_script_tag(content=AXE.read_text(encoding="utf-8"))
         found = page.evaluate("async () => (await axe.run(document)).violations"
                               ".filter(v => ['serious', 'critical'].includes(v.impact))"
@@ -568,6 +574,45 @@ def _not_blank(path: Path) -> None:
     assert colours is None or len(colours) > 16, f"{path} looks blank"
 
 
+_MARK_FOCUSABLE = """() => {
+    const all = [...document.querySelectorAll(
+        'a[href], button, input, select, textarea, summary, [tabindex]:not([tabindex="-1"])')]
+      .filter((e) => !e.disabled && e.checkVisibility());
+    window.__reached = new Set();
+    all.forEach((e, i) => { e.dataset.kb = String(i); });
+    document.addEventListener('focusin', (ev) => {
+      if (ev.target.dataset && ev.target.dataset.kb) window.__reached.add(ev.target.dataset.kb);
+    });
+    // Tab starts from the top of the page: a focus point before everything, not in the
+    // tab order itself.
+    const start = document.createElement('span');
+    start.tabIndex = -1;
+    start.id = 'kb-start';
+    document.body.prepend(start);
+    start.focus();
+    return all.length;
+}"""
+_UNREACHED = """() => [...document.querySelectorAll('[data-kb]')]
+    .filter((e) => !window.__reached.has(e.dataset.kb))
+    .map((e) => e.tagName + ' ' + (e.getAttribute('aria-label') || e.textContent).slice(0, 40))"""
+
+
+def _all_reached_by_tab(page: Any) -> list[str]:
+    """Every visible control of the view, focused by Tab alone (none skipped, none trapped
+    on the way): the ones never reached."""
+    count = page.evaluate(_MARK_FOCUSABLE)
+    missed: list[str] = []
+    # A date-and-time field takes a Tab stop per part: some controls take more than one.
+    for _ in range(3 + count // 4):
+        for _ in range(10):
+            page.keyboard.press("Tab")
+        missed = list(page.evaluate(_UNREACHED))
+        if not missed:
+            break
+    page.evaluate("document.getElementById('kb-start').remove()")
+    return missed
+
+
 def test_every_view_passes_axe_and_is_screenshotted_at_two_sizes(live: Live) -> None:
     page = live.page
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -590,6 +635,8 @@ def test_every_view_passes_axe_and_is_screenshotted_at_two_sizes(live: Live) -> 
                                       " nodes: v.nodes.length}))")
                 bad = [v for v in found if v["impact"] in ("serious", "critical")]
                 assert bad == [], f"{view} at {size}: {bad}"
+                if size == "desktop":
+                    assert _all_reached_by_tab(page) == [], view
     finally:
         page.set_viewport_size({"width": 1280, "height": 800})
 
@@ -678,6 +725,8 @@ def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -
     table = page.get_by_role("table", name="Exact provider usage")
     assert table.get_by_role("row").count() >= 2  # the header and the chat's category
     # The charts: inline SVG, each named for assistive technology, a title on every bar.
+    health = page.get_by_role("region", name="Vision routes' health")
+    assert health.get_by_role("row", name=re.compile("local")).count() == 1
     for name in ("Tokens per day", "Exact tokens per model", "Share of prompt tokens"):
         assert page.get_by_role("img", name=re.compile(name)).count() == 1
     bars = page.locator("#chart-categories rect")

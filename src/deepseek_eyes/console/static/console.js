@@ -994,7 +994,14 @@ function legend() {
 }
 
 async function viewUsage(main) {
-  const data = await api("/usage");
+  const [data, vision] = await Promise.all([api("/usage"), api("/vision").catch(() => null)]);
+  const health = vision && vision.routes.length ? table(["Route", "Health", "Circuit", "Probe", "Last code"],
+    vision.routes.map((r) => el("tr", {},
+      el("td", { class: "mono", text: r.name }),
+      el("td", { class: r.health === "healthy" ? "ok" : "", text: r.health + (r.health_code ? ` (${r.health_code})` : "") }),
+      el("td", { text: r.circuit + (r.circuit_open_for_s ? ` for ${Math.round(r.circuit_open_for_s)} s` : "") }),
+      el("td", { text: r.probe }), el("td", { text: r.last_code || "-" }))), "Vision routes' health")
+    : el("p", { class: "muted", text: "No route status here (it comes from the running gateway)." });
   const exact = Object.entries(data.summary.exact).map(([category, t]) => el("tr", {},
     el("td", { text: category }), el("td", { text: String(t.calls) }),
     el("td", { text: String(t.prompt_tokens) }), el("td", { text: String(t.completion_tokens) }),
@@ -1023,7 +1030,8 @@ async function viewUsage(main) {
     data.models.length ? modelChart(data.models) : el("p", { class: "muted", text: "No exact usage yet." }),
     el("h3", { text: "Cache-hit share per day" }),
     data.cache_daily.length ? cacheChart(data.cache_daily) : el("p", { class: "muted", text: "No exact usage yet." }),
-    el("p", {}, "Vision routes' health, circuits and probes: ", el("a", { href: "#vision", text: "Vision" }), "."),
+    el("h3", { text: "Vision routes' health" }), health,
+    el("p", {}, "Their order, and each final model's sight: ", el("a", { href: "#vision", text: "Vision" }), "."),
     el("h3", { text: "Per day and category" }),
     bars.length ? table(["Day", "Category", "Kind", "Tokens"], bars, "Usage per day and category")
       : el("p", { class: "muted", text: `Nothing in the last ${data.days} days.` }));
