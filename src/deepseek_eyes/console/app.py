@@ -22,10 +22,7 @@ build step.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
-import tempfile
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -37,13 +34,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from deepseek_eyes.audit.export import export_path
-from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
-from deepseek_eyes.audit.verify import verify_path
 from deepseek_eyes.console import views
 from deepseek_eyes.console.approvals import approvals, decide, decide_ask
 from deepseek_eyes.console.control import (
-    MAX_STREAMS,
     ConsoleParts,
     edit_list,
     import_pasted,
@@ -54,15 +47,20 @@ from deepseek_eyes.console.control import (
     probe_sight,
     register,
     remove,
-    status_stream,
     switch,
     unavailable,
     vision_view,
 )
+from deepseek_eyes.console.login import API, WebConsoleLogins, gateway_key_login
 from deepseek_eyes.console.reports import stored_reports
 from deepseek_eyes.console.signin import signin_state, start_signin
+from deepseek_eyes.console.streams import (
+    MAX_STREAMS,
+    exported_chain,
+    status_stream,
+    verify_lines,
+)
 from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError
-from deepseek_eyes.serving.console_login import CookieLogins
 from deepseek_eyes.serving.security import (
     RateLimiter,
     RefusalCodes,
@@ -71,13 +69,11 @@ from deepseek_eyes.serving.security import (
     loopback_origins,
     unknown_route_handlers,
 )
-from deepseek_eyes.store import scopes
 
 __all__ = ["CONSOLE_CODES", "CONSOLE_PATH", "STATIC_DIR", "WebConsoleLogins", "beside",
            "console_app", "gateway_key_login"]
 
 CONSOLE_PATH = "/console"
-API = "/console/api"
 STATIC_DIR = Path(__file__).with_name("static")
 CONSOLE_CODES = RefusalCodes.prefixed("CONSOLE", "deepseek-eyes-console")
 CSRF_HEADER = "x-csrf-token"
@@ -94,50 +90,6 @@ _STATUS = {"CONSOLE_NOT_FOUND": 404, "CONSOLE_LOGIN_INVALID": 401,
 _BODY_LIMIT = 64 * 1024
 #: Conversations on one page of the list (the server pages it; the page asks for more).
 PAGE = 50
-
-
-class WebConsoleLogins(CookieLogins):
-    """The web console's credentials (see :class:`CookieLogins`).
-
-    ``key_scope`` (the gateway's): the client scope of a presented gateway key, None for
-    a wrong one. A login with the key is bound to that scope: it sees that client's own
-    conversations, and none of the person's views (approvals, MCP, vision, audit, usage),
-    so a client cannot approve its own plans or widen its own tools with its key.
-    """
-
-    def __init__(self, on_code: Callable[[str], None], *,
-                 key_scope: Callable[[str], str | None] | None = None,
-                 clock: Callable[[], float] = time.monotonic,
-                 ttl: float | None = None) -> None:
-        super().__init__(on_code, clock=clock, ttl=ttl)
-        self.key_scope = key_scope
-
-    prefix = API + "/"
-    cookie_name = "deepseek_eyes_web_console"
-    login_path = API + "/login"
-    credential_prefix = "web-"
-    refusal = ("CONSOLE_LOGIN_REQUIRED",
-               "the web console API takes the console's login (the one-time link the server "
-               "printed, then its cookie), never the gateway key or an MCP token")
-
-    def invalid_code(self) -> DeepSeekEyesError:
-        return ConsoleError("that console login code is wrong or already used; open the "
-                            "newest link the server printed", code="CONSOLE_LOGIN_INVALID")
-
-
-def gateway_key_login(key: str | None) -> Callable[[str], str | None] | None:
-    """The ``key_scope`` of a console beside a gateway whose key is ``key``: that key's
-    client scope (``store.scopes.gateway``) for the key itself, compared in constant time;
-    None (no key login at all) for a gateway without a key."""
-    if not key:
-        return None
-    expected = key.encode("utf-8", "surrogatepass")
-    bound = scopes.gateway(key)
-
-    def scope(presented: str) -> str | None:
-        given = presented.encode("utf-8", "surrogatepass")
-        return bound if hmac.compare_digest(given, expected) else None
-    return scope
 
 
 def _error(exc: DeepSeekEyesError) -> JSONResponse:
@@ -496,48 +448,14 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
             changing(request)
         except DeepSeekEyesError as exc:
             return _error(exc)
-        loop = asyncio.get_running_loop()
-        lines: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-
-        def tell(line: dict[str, Any] | None) -> None:
-            loop.call_soon_threadsafe(lines.put_nowait, line)
-
-        def walk() -> None:
-            root = parts.home.root
-            try:
-                keyring = AuditKeyring.read_only(audit_directory(root))
-                report = verify_path(root / "eyes.db", keyring, progress=lambda done, total:
-                                     tell({"done": done, "total": total}))
-                tell({"report": dict(report.as_json())})
-            except DeepSeekEyesError as exc:
-                tell({"error": exc.to_dict()})
-            finally:
-                tell(None)
-
-        async def stream() -> AsyncIterator[bytes]:
-            walking = asyncio.create_task(asyncio.to_thread(walk))
-            try:
-                while (line := await lines.get()) is not None:
-                    yield (json.dumps(line) + "\n").encode()
-            finally:
-                await walking
-
-        return StreamingResponse(stream(), media_type="application/x-ndjson",
+        return StreamingResponse(verify_lines(parts), media_type="application/x-ndjson",
                                  headers={"cache-control": "no-store"})
 
     async def chain_export(request: Request) -> Response:
         """The whole chain as ``audit export`` writes it (a signed header, then one line an
         entry), downloaded; ``audit verify --file`` checks it alone."""
-        def write() -> bytes:
-            root = parts.home.root
-            with tempfile.TemporaryDirectory(prefix="deepseek-eyes-export-") as scratch:
-                target = Path(scratch) / "chain.jsonl"
-                export_path(root / "eyes.db", target,
-                            AuditKeyring.read_only(audit_directory(root)))
-                return target.read_bytes()
-
         async def build() -> Response:
-            data = await asyncio.to_thread(write)
+            data = await asyncio.to_thread(exported_chain, parts)
             return Response(data, media_type="application/x-ndjson", headers={
                 "content-disposition": 'attachment; filename="deepseek-eyes-audit.jsonl"',
                 "cache-control": "no-store"})

@@ -17,9 +17,8 @@ server's ``read-only`` risk policy), ``budget`` (past the tool or schema budget)
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -56,9 +55,9 @@ from deepseek_eyes.settings.writer import recording
 from deepseek_eyes.terminal.service import TerminalService
 from deepseek_eyes.vision.routing.router import VisionRouter
 
-__all__ = ["MAX_STREAMS", "ConsoleParts", "edit_list", "import_pasted", "lifecycle",
+__all__ = ["ConsoleParts", "edit_list", "import_pasted", "lifecycle",
            "mcp_view", "order_routes", "probe_routes", "probe_sight", "register", "remove",
-           "server_settings", "status_stream", "switch", "unavailable", "vision_view"]
+           "server_settings", "switch", "unavailable", "vision_view"]
 
 #: The settings watch's look, asked after an edit (the gateway's); None: no gateway here.
 Reload = Callable[[], Awaitable[object]]
@@ -172,48 +171,6 @@ def mcp_view(parts: ConsoleParts) -> dict[str, Any]:
         })
     return {"running": manager is not None, "editable": parts.settings_path is not None,
             "servers": out}
-
-
-#: The fields of a server's status event the page is sent (no log paths).
-_STREAMED = ("id", "status", "tools_status", "content_status", "latency_ms", "last_error",
-             "error", "retry_delay_s", "generation", "ts")
-#: Live status streams open at once; one more is refused (each holds a connection).
-MAX_STREAMS = 8
-#: A comment line this often keeps a quiet stream's connection known to be alive.
-_PING_S = 15.0
-
-
-async def status_stream(parts: ConsoleParts) -> AsyncIterator[bytes]:
-    """The manager's watch stream (:class:`~deepseek_eyes.mcp_host.events.StatusEvents`,
-    what ``mcp watch`` prints) as server-sent events: every server's status first, then
-    each change as it happens, until the page goes away or the gateway begins to stop.
-
-    Raises:
-        ConsoleError: ``CONSOLE_UNAVAILABLE`` without the gateway here.
-    """
-    manager = parts.mcp_manager
-    if manager is None:
-        raise unavailable("the live status")
-    yield b"retry: 2000\n\n"
-    async with manager.events.subscribe() as events:
-        changes = aiter(events)
-        stopping: asyncio.Future[Any] = asyncio.ensure_future(parts.stopping.wait())
-        following: asyncio.Future[Any] = asyncio.ensure_future(anext(changes))
-        try:
-            while not parts.stopping.is_set():
-                done, _ = await asyncio.wait({following, stopping}, timeout=_PING_S,
-                                             return_when=asyncio.FIRST_COMPLETED)
-                if following not in done:
-                    yield b": ping\n\n"
-                    continue
-                event = following.result()
-                shown = {k: event.get(k) for k in _STREAMED}
-                yield f"event: status\ndata: {json.dumps(shown)}\n\n".encode()
-                following = asyncio.ensure_future(anext(changes))
-        finally:
-            for waiting in (following, stopping):
-                waiting.cancel()
-            await asyncio.gather(following, stopping, return_exceptions=True)
 
 
 async def edit_list(parts: ConsoleParts, server_id: str, which: str, op: str,

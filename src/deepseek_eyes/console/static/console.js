@@ -693,11 +693,13 @@ async function viewVision(main) {
     const order = [...ordered];
     const at = order.indexOf(name);
     [order[at], order[at + by]] = [order[at + by], order[at]];
+    let said = null;
     try {
       const answer = await api("/vision/order", { method: "POST", body: { order } });
-      say(`Route order: ${answer.order.join(", ")}`);
+      said = `Route order: ${answer.order.join(", ")}`;
     } catch (error) { say(error.message, true); }
-    await route();
+    await route();  // the table first, then the word that it changed
+    if (said) say(said);
     const again = document.querySelector(`[data-move="${CSS.escape(name)}:${by}"]`) ||
       document.querySelector(`[data-move^="${CSS.escape(name)}:"]`);
     if (again) again.focus();
