@@ -177,10 +177,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             '[runtime]\ntool_sources = ["look", "mcp", "terminal"]\napproval_timeout = 60\n\n'
             f'[terminal]\nworkspaces = ["{work}"]\n\n'
             f'[[mcp.servers]]\nid = "time"\ntransport = "stdio"\ncommand = "{server}"\n'
-            'allow = { tools = ["get_current_time"] }\n\n'
-            f'[[mcp.servers]]\nid = "remote"\ntransport = "streamable-http"\n'
-            f'url = "{oauth.url}"\noauth = {{ type = "authorization_code" }}\n'
-            'allow = { tools = ["whoami"] }\n', encoding="utf-8")
+            'allow = { tools = ["get_current_time"] }\n', encoding="utf-8")
         # No terminal token: no terminal console; plans wait in the web console.
         env = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_EYES_TERMINAL_TOKEN"}
         env["DEEPSEEK_EYES_HOME"] = str(root / "data")
@@ -755,9 +752,17 @@ def test_an_oauth_server_signs_in_from_the_console(live: Live) -> None:
     restarted with the token; the server's tool is offered in the next turn."""
     page = live.page
     live.show("mcp")
+    # Registered from the form as a server a person signs in to (mcp register --sign-in).
+    form = page.get_by_role("form", name="Register a server")
+    form.get_by_label("Id").fill("remote")
+    form.get_by_label(re.compile("^Or URL")).fill(live.oauth.url)
+    form.get_by_label(re.compile("A person signs in")).check()
+    form.get_by_role("button", name="Register").click()
+    page.get_by_role("status").get_by_text(
+        "registered remote (streamable-http): nothing allowed yet").wait_for()
+    assert "authorization_code" in live.config.read_text(encoding="utf-8")
     remote = page.get_by_role("region", name="server remote")
-    assert "sign-in: no-token" in remote.inner_text()
-    assert "mcp__remote__whoami" not in live.offered()
+    remote.get_by_text("sign-in: no-token").wait_for()
     with page.context.expect_page() as opened:
         remote.get_by_role("button", name="Sign in to remote").click()
     window = opened.value
@@ -769,7 +774,11 @@ def test_an_oauth_server_signs_in_from_the_console(live: Live) -> None:
     assert params["code_challenge_method"] == "S256"
     assert params["redirect_uri"].startswith("http://127.0.0.1:")
     page.locator('[data-status-for="remote"]').get_by_text("ready").wait_for(timeout=30_000)
-    assert "sign-in: token" in page.get_by_role("region", name="server remote").inner_text()
+    remote = page.get_by_role("region", name="server remote")
+    assert "sign-in: token" in remote.inner_text()
+    # Signed in, its tools are listed; allowed, one is offered in the next turn.
+    remote.get_by_role("button", name="Allow whoami").click()
+    page.get_by_role("status").get_by_text("remote: allow += whoami").wait_for()
     assert "mcp__remote__whoami" in live.offered()
     # No token reached the page, the settings file or the printed log.
     for token in live.oauth.issued:

@@ -277,7 +277,8 @@ def _strings(value: object, field_name: str, *, limit: int = 64) -> list[str]:
 async def register(parts: ConsoleParts, body: dict[str, Any]) -> dict[str, Any]:
     """Add a server from the console's form, as ``mcp register`` does: a stdio ``command``
     (argv) or an HTTP ``url``; ``env`` and ``headers`` only as ``NAME=VAR`` (the value is
-    read from our environment variable VAR: a secret is never written); nothing allowed.
+    read from our environment variable VAR: a secret is never written); ``sign_in``: an
+    HTTP server a person signs in to (``mcp register --sign-in``); nothing allowed.
 
     Raises:
         ConsoleError: ``CONSOLE_ARGUMENT_INVALID``.
@@ -297,7 +298,8 @@ async def register(parts: ConsoleParts, body: dict[str, Any]) -> dict[str, Any]:
     entry = registered_entry(server_id, command=_strings(body.get("command"), "command"),
                              url=url, env=_strings(body.get("env"), "env"),
                              headers=_strings(body.get("headers"), "headers"),
-                             risk_policy=risk, enabled=body.get("enabled") is not False)
+                             risk_policy=risk, enabled=body.get("enabled") is not False,
+                             sign_in=body.get("sign_in") is True)
     applied = await _write(parts, lambda path: add_servers(path, [entry]))
     return {"server": entry["id"], "transport": entry["transport"], "applied": applied}
 

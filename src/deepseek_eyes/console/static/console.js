@@ -630,6 +630,7 @@ function registerForm() {
   const risk = el("select", { id: "reg-risk", name: "risk_policy" },
     el("option", { value: "", text: "default" }), el("option", { value: "read-only", text: "read-only" }),
     el("option", { value: "allow", text: "allow" }));
+  const signs = el("input", { type: "checkbox", id: "reg-signin", name: "sign_in" });
   form.append(el("h3", { text: "Register a server" }),
     field("reg-id", "Id", id),
     field("reg-command", "Command (stdio: one argument per line)", command, "e.g. the program, then each argument"),
@@ -637,6 +638,7 @@ function registerForm() {
     field("reg-env", "Environment or headers (NAME=VAR, one per line)", env,
       "the value is read from our environment variable VAR; a secret is never written"),
     field("reg-risk", "Risk policy", risk),
+    el("p", {}, signs, el("label", { for: "reg-signin", text: " A person signs in to it (OAuth; HTTP only), then Sign in" })),
     el("button", { type: "submit", text: "Register" }));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -645,7 +647,7 @@ function registerForm() {
       const answer = await api("/mcp/servers", { method: "POST", body: {
         id: id.value.trim(), command: http ? [] : lines(command.value), url: http ? url.value.trim() : null,
         env: http ? [] : lines(env.value), headers: http ? lines(env.value) : [],
-        risk_policy: risk.value || null } });
+        risk_policy: risk.value || null, sign_in: signs.checked } });
       say(`registered ${answer.server} (${answer.transport}): nothing allowed yet`);
       route();
     } catch (error) { say(error.message, true); }
