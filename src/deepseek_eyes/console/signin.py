@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from deepseek_eyes.console.control import ConsoleParts, server_settings
-from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError
+from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError, McpError
 from deepseek_eyes.mcp_host.signin import sign_in
 from deepseek_eyes.mcp_host.tokens import token_root
 
@@ -69,6 +69,12 @@ async def _run(parts: ConsoleParts, job: SignIn) -> None:
     server = server_settings(parts, job.server)
 
     async def show(url: str) -> None:
+        # The URL comes from the server's metadata: only a web address goes to the page
+        # (never a javascript: or data: one), whatever the server says.
+        if not url.lower().startswith(("https://", "http://")):
+            raise McpError("the server's authorization URL is not an http(s) address; it "
+                           "was not shown", code="MCP_LOGIN_FAILED",
+                           details={"server": job.server})
         job.url = url
         job.url_ready.set()
 

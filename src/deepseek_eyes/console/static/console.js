@@ -569,7 +569,7 @@ async function signIn(id) {
     job = await api(`/mcp/${encodeURIComponent(id)}/signin`, { method: "POST", body: {} });
   } catch (error) { say(error.message, true); return; }
   const shown = document.querySelector(`[data-signin-for="${CSS.escape(id)}"]`);
-  if (job.url) {
+  if (job.url && /^https?:\/\//i.test(job.url)) {  // a web address only, never javascript:
     const link = el("a", { href: job.url, target: "_blank", rel: "noopener noreferrer",
       text: `Open the sign-in page of ${id}` });
     if (shown) shown.replaceChildren(`Sign in at the server's page: `, link, el("span", { class: "mono", text: ` ${job.url}` }));
