@@ -85,3 +85,55 @@ async def test_a_sign_in_is_refused_before_it_starts(parts: ConsoleParts) -> Non
     with pytest.raises(DeepSeekEyesError) as caught:
         signin_state(parts, "one")
     assert caught.value.code == "CONSOLE_NOT_FOUND"
+
+
+async def _signed_in_server(tmp_path: Path, url: str) -> ConsoleParts:
+    path = tmp_path / "oauth.toml"
+    path.write_text(f'[[mcp.servers]]\nid = "remote"\ntransport = "streamable-http"\n'
+                    f'url = "{url}"\noauth = {{ type = "authorization_code" }}\n',
+                    encoding="utf-8")
+    return ConsoleParts(DataHome(tmp_path / "oauth-data"), path)
+
+
+async def test_a_sign_in_runs_in_the_background_from_its_url_to_the_token(
+        tmp_path: Path) -> None:
+    import asyncio
+
+    import httpx2
+
+    from mcp_host.oauth_server import serve_oauth
+
+    async with serve_oauth() as fx:
+        parts = await _signed_in_server(tmp_path, fx.url)
+        try:
+            started = await start_signin(parts, "remote")
+            assert started["state"] == "waiting"
+            assert started["url"].startswith(f"{fx.base}/authorize?")
+            # The person's browser: the server approves at once and redirects back.
+            async with httpx2.AsyncClient(follow_redirects=True, timeout=10) as browser:
+                await browser.get(started["url"])
+            task = parts.signins["remote"].task
+            assert task is not None
+            async with asyncio.timeout(10):
+                await task  # the background sign-in's own end, no polling
+            done = signin_state(parts, "remote")
+            assert (done["state"], done["health"]["status"]) == ("signed in", "token")
+            assert all(token not in str(done) for token in fx.issued)
+        finally:
+            parts.home.close()
+
+
+async def test_a_server_naming_a_script_url_signs_nobody_in(tmp_path: Path) -> None:
+    from mcp_host.oauth_server import serve_oauth
+
+    async with serve_oauth() as fx:
+        fx.asm_extra = {"authorization_endpoint": "javascript:alert(1)//"}
+        parts = await _signed_in_server(tmp_path, fx.url)
+        try:
+            with pytest.raises(DeepSeekEyesError) as caught:
+                await start_signin(parts, "remote")
+            assert caught.value.code in ("MCP_LOGIN_FAILED", "MCP_OAUTH_INSECURE_ENDPOINT")
+            assert "remote" not in parts.signins
+            assert fx.hits.get("authorize", 0) == 0
+        finally:
+            parts.home.close()
