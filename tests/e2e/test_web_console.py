@@ -741,6 +741,20 @@ def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -
         other.goto(f"{live.origin}/console/#usage")
         other.wait_for_selector("#chart-cache rect")
         assert other.locator("#chart-categories rect").count() == bars.count()
+        # The streamed parts too: the verifier's progress and the MCP watch stream.
+        other.goto(f"{live.origin}/console/#audit")
+        other.get_by_role("button", name="Verify the chain").click()
+        other.locator("#verify-result.ok").wait_for()
+        other.goto(f"{live.origin}/console/#mcp")
+        shown = other.locator('[data-status-for="time"]')  # (no eval under this CSP)
+        shown.get_by_text("ready").wait_for()
+        shown.evaluate("node => { node.textContent = 'stale'; }")
+        other.evaluate("""async () => {
+            const who = await (await fetch('/console/api/whoami')).json();
+            await fetch('/console/api/mcp/time/restart', {method: 'POST', body: '{}',
+              headers: {'content-type': 'application/json', 'x-csrf-token': who.csrf}});
+        }""")
+        shown.get_by_text("ready").wait_for()  # told by the stream, under the real CSP
         assert refused == []
     finally:
         strict.close()
