@@ -1,6 +1,8 @@
-"""The report v2 of each browser session a conversation closed, for the console's screens.
+"""The report v2 of each browser or desktop session a conversation closed, for the
+console's screens.
 
-A browser session's report (:mod:`deepseek_eyes.browser.report`: every step with its
+A session's report (:mod:`deepseek_eyes.browser.report`, :mod:`deepseek_eyes.desktop.report`:
+every step with its
 redacted arguments, the states before and after, its outcome and code, the URL, its
 duration; the assertions with expected and actual values) is stored as a blob when the
 session closes, and the close's tool result names it (``report stored as sha256:…``).
