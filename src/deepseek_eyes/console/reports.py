@@ -1,11 +1,11 @@
 """The report v2 of each browser or desktop session a conversation closed, for the
 console's screens.
 
-A session's report (:mod:`deepseek_eyes.browser.report`, :mod:`deepseek_eyes.desktop.report`:
-every step with its
-redacted arguments, the states before and after, its outcome and code, the URL, its
-duration; the assertions with expected and actual values) is stored as a blob when the
-session closes, and the close's tool result names it (``report stored as sha256:…``).
+A session's report (:mod:`deepseek_eyes.browser.report`,
+:mod:`deepseek_eyes.desktop.report`: every step with its redacted arguments, the states
+before and after, its outcome and code, the URL, its duration; the assertions with
+expected and actual values) is stored as a blob when the session closes, and the close's
+tool result names it (``report stored as sha256:…``).
 That sentence, in the conversation's own tool results, is how a report is found: the
 conversation points at its reports, the console never guesses from the blob store.
 
