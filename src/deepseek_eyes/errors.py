@@ -516,6 +516,15 @@ ERROR_CODES: Mapping[str, str] = {
         "That part of the web console needs the running gateway (its terminal or MCP host) or"
         " a settings file; nothing was done."
     ),
+    "CONSOLE_SCOPE_DENIED": (
+        "A web console login made with the gateway key sees that client's own conversations "
+        "only; approvals, MCP, vision, audit and usage take the person's login (the "
+        "one-time link)."
+    ),
+    "CONSOLE_SIGNIN_PENDING": (
+        "An MCP server named no authorization URL in time after a console sign-in began; "
+        "the sign-in goes on in the background: ask its state again."
+    ),
     "CONSOLE_PROBE_FAILED": (
         "The final model's sight probe got no answer (a timeout, a 5xx, no key); nothing was "
         "learned, the failure is audited as llm.sight, and the priors stay in charge."

@@ -11,6 +11,7 @@ import pytest
 from deepseek_eyes.console import views
 from deepseek_eyes.errors import ConsoleError
 from deepseek_eyes.home import DataHome
+from deepseek_eyes.store import scopes
 from deepseek_eyes.store.events import Fork, SessionStore, TurnRecord
 
 
@@ -181,3 +182,81 @@ def test_screens_show_each_sessions_latest_state_steps_and_observation(home: Dat
     with pytest.raises(ConsoleError) as caught:
         views.screens(home.db, "nope")
     assert caught.value.code == "CONSOLE_NOT_FOUND"
+
+
+def test_a_turn_lists_its_look_rereads(home: DataHome) -> None:
+    calls = [{"tool": "look", "image": "img-1", "route": "local", "cached": True,
+              "record_sha256": "a" * 64, "region": [0.1, 0.2, 0.5, 0.5]},
+             {"tool": "mcp__time__get_current_time", "server": "time"},
+             {"tool": "look", "image": "img-1", "pixels": True, "region": None},
+             {"tool": "look", "image": "img-2", "code": "VISION_ALL_ROUTES_FAILED"}]
+    SessionStore(home.db, clock=lambda: 3000.0).append(
+        "s6", [{"role": "user", "content": "look again"}],
+        turn=TurnRecord(id="turn-s6-1", session_id="s6", started_at=3000.0, ended_at=3001.0,
+                        model="deepseek-v4-pro", path="bridged", outcome="ok", code=None,
+                        details={"rereads": 3, "tool_calls": calls}))
+    turns = {t["id"]: t for t in views.conversation(home.db, "s6")["turns"]}
+    assert turns["turn-s6-0"]["looks"] == []
+    looks = turns["turn-s6-1"]["looks"]
+    assert [(x["image"], x["route"], x["cached"], x["code"]) for x in looks] == [
+        ("img-1", "local", True, None), ("img-1", "pixels", False, None),
+        ("img-2", None, False, "VISION_ALL_ROUTES_FAILED")]
+    assert looks[0]["region"] == [0.1, 0.2, 0.5, 0.5]
+
+
+def test_a_login_bound_to_a_scope_sees_only_that_scopes_conversations(
+        home: DataHome) -> None:
+    store = SessionStore(home.db)
+    mine, other = scopes.gateway("key-one"), scopes.gateway("key-two")
+    png = "ab" * 32
+    store.append("k1", [{"role": "user", "content": [
+        {"type": "text", "text": "mine"}, {"type": "image", "sha256": png}]}],
+                 create="gateway", scope=mine)
+    store.append("k2", [{"role": "user", "content": "theirs"}], create="gateway", scope=other)
+    store.append("k3", [{"role": "user", "content": "my branch"}], create="gateway",
+                 scope=mine, fork=Fork("k1", 1))
+    listed = views.conversations(home.db, search=None, limit=50, scope=mine)["conversations"]
+    assert sorted(c["id"] for c in listed) == ["k1", "k3"]
+    found = views.conversations(home.db, search="theirs", limit=50, scope=mine)
+    assert found["conversations"] == []
+    assert len(views.conversations(home.db, search=None, limit=50)["conversations"]) == 10
+    with pytest.raises(ConsoleError) as caught:
+        views.conversation(home.db, "k2", scope=mine)
+    assert caught.value.code == "CONSOLE_NOT_FOUND"  # as if it were not there
+    assert [n["id"] for n in views.conversation(home.db, "k3", scope=mine)["tree"]] == [
+        "k1", "k3"]
+    assert views.image_in_scope(home.db, png, mine)
+    assert not views.image_in_scope(home.db, png, other)
+    assert views.image_in_scope(home.db, png, None)  # the person's own login
+
+
+def test_screens_show_the_report_v2_a_closed_browser_session_stored(home: DataHome) -> None:
+    from deepseek_eyes.browser.report import Assertion, ReportRecorder, Step
+    from deepseek_eyes.console.reports import stored_reports
+
+    recorder = ReportRecorder(clock=lambda: 5000.0)
+    recorder.add_step(Step(1, "browser_navigate", {"url": "https://example.test/<b>"}, None,
+                           "st-1", "ok", None, "https://example.test/<b>", 5000.0, 12))
+    recorder.add_step(Step(2, "browser_click", {"ref": "e3"}, "st-1", "st-1", "refused",
+                           "BROWSER_STATE_STALE", None, 5001.0, 3))
+    recorder.add_assertion(Assertion("text", "Total", "Total 42", True, "st-1", 1))
+    data = recorder.to_dict([{"state_id": "st-1", "title": "t"}])
+    sha = home.blobs.put(json.dumps(data).encode()).sha256
+    store = SessionStore(home.db)
+    store.append("s3", [
+        {"role": "tool", "tool_call_id": "c1", "name": "browser_close",
+         "content": f"browser closed; nothing a site stored was kept.\nreport stored as "
+                    f"sha256:{sha}"},
+        {"role": "tool", "tool_call_id": "c2", "name": "browser_close",
+         "content": f"report stored as sha256:{'0' * 64}"}])
+    reports = stored_reports(home.db, home.blobs, "s3")
+    assert [(r["sha256"], r["unreadable"]) for r in reports] == [
+        ("0" * 64, "not stored"), (sha, None)]  # newest first, each said as it is
+    shown = reports[1]
+    assert shown["schema"] == "deepseekeyes.browser.report.v2"
+    assert [(s["index"], s["tool"], s["outcome"], s["code"]) for s in shown["steps"]] == [
+        (1, "browser_navigate", "ok", None), (2, "browser_click", "refused",
+                                              "BROWSER_STATE_STALE")]
+    assert shown["assertions"][0]["passed"] is True
+    assert shown["summary"]["steps"] == 2
+    assert stored_reports(home.db, home.blobs, "s4") == []

@@ -254,3 +254,31 @@ async def test_every_call_is_on_the_audit_chain_without_typed_text(tmp_path: Pat
     assert report.ok, report.as_json()
     assert report.kinds["desktop.action"] == 3
     home.close()
+
+
+async def test_the_close_keeps_the_report_as_a_blob_the_console_finds(tmp_path: Path) -> None:
+    import json as jsonlib
+
+    from deepseek_eyes.console.reports import stored_reports
+    from deepseek_eyes.home import DataHome
+    from deepseek_eyes.store.events import SessionStore
+
+    home = DataHome(tmp_path / "home")
+    try:
+        service = recorded_service(RecordedHelper())
+        service.blobs = home.blobs
+        await service.call("desktop_observe", {"scope": "window", "window": WINDOW})
+        closed = await service.call("desktop_close", {})
+        sha = closed.data["report_sha256"]
+        assert f"report stored as sha256:{sha}" in closed.text
+        kept = jsonlib.loads(home.blobs.get(sha))
+        assert kept["schema"] == "deepseekeyes.desktop.report.v2"
+        assert kept["summary"]["steps"] == 1
+        SessionStore(home.db).append("d1", [
+            {"role": "tool", "tool_call_id": "c", "name": "desktop_close", "content": closed.text}],
+            create="cli")
+        (shown,) = stored_reports(home.db, home.blobs, "d1")
+        assert (shown["sha256"], shown["schema"]) == (sha, "deepseekeyes.desktop.report.v2")
+        assert [s["tool"] for s in shown["steps"]] == ["desktop_observe"]
+    finally:
+        home.close()

@@ -4,13 +4,15 @@ Chromium by clicks and keys, with axe-core on every view and screenshots of each
 1280x800 and 390x844 kept under build/console-screenshots/.
 
 One gateway for the module (starting it, and the OCR engine's first image, is the cost);
-each test leaves the allow lists as it found them.
+each test leaves the allow lists as it found them. Beside it, the MCP tests' loopback OAuth
+server (tests/mcp_host/oauth_server.py) on a thread of its own: a protected MCP server the
+console signs in to with the authorization-code flow.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
-import contextlib
 import io
 import json
 import os
@@ -29,6 +31,7 @@ from PIL import Image, ImageDraw, ImageFont
 import mcp_peers
 from browser.support import require_browser
 from helpers import ServedGateway, serve_gateway
+from mcp_host.oauth_server import OAuthFixture, serve_oauth
 from runtime.upstream import LoopbackUpstream
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,9 +56,49 @@ def hostile_png() -> bytes:
     return out.getvalue()
 
 
+class OAuthThread:
+    """The loopback OAuth server and its protected MCP server, on a loop of their own."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.stop: asyncio.Event | None = None
+        self.fx: OAuthFixture | None = None
+        self.failure: BaseException | None = None
+        self.thread = threading.Thread(target=self._main, daemon=True)
+
+    def _main(self) -> None:
+        try:
+            self.loop.run_until_complete(self._serve())
+        except BaseException as exc:  # said by __enter__, not lost on the thread
+            self.failure = exc
+        finally:
+            self.ready.set()
+            self.loop.close()
+
+    async def _serve(self) -> None:
+        self.stop = asyncio.Event()
+        async with serve_oauth() as fx:
+            self.fx = fx
+            self.ready.set()
+            await self.stop.wait()
+
+    def __enter__(self) -> OAuthFixture:
+        self.thread.start()
+        assert self.ready.wait(30), "the OAuth server did not start"
+        assert self.fx is not None, self.failure
+        return self.fx
+
+    def __exit__(self, *exc: object) -> None:
+        if self.stop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(30)
+
+
 class Live:
     def __init__(self, gateway: ServedGateway, upstream: LoopbackUpstream, config: Path,
-                 work: Path, browser: Any) -> None:
+                 work: Path, browser: Any, oauth: OAuthFixture) -> None:
+        self.oauth = oauth
         self.gateway = gateway
         self.upstream = upstream
         self.config = config
@@ -119,13 +162,18 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     root = tmp_path_factory.mktemp("console")
     work = root / "work"
     work.mkdir()
-    with LoopbackUpstream() as upstream:
+    with LoopbackUpstream() as upstream, OAuthThread() as oauth:
         config = root / "eyes.toml"
         config.write_text(
             f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
             'model = "deepseek-v4-pro"\ntimeout = 20\n\n'
             '[[llm.models]]\nid = "deepseek-v4-pro"\ninput = ["text"]\n\n'
+            # A second route, never reached (local first, no health check or probe):
+            # the one the vision view reorders.
+            '[vision]\nroute_priority = ["local", "spare"]\n\n'
             '[vision.deepseek]\nenabled = false\n\n'
+            f'[[vision.routes]]\nname = "spare"\nbase_url = "{upstream.base_url}"\n'
+            'model = "spare-vision"\nhealth_check = "none"\nprobe = false\n\n'
             '[runtime]\ntool_sources = ["look", "mcp", "terminal"]\napproval_timeout = 60\n\n'
             f'[terminal]\nworkspaces = ["{work}"]\n\n'
             f'[[mcp.servers]]\nid = "time"\ntransport = "stdio"\ncommand = "{server}"\n'
@@ -139,7 +187,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
                 executable_path=str(find_chromium(BrowserSettings())),
                 args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
             try:
-                state = Live(gateway, upstream, config, work, browser)
+                state = Live(gateway, upstream, config, work, browser, oauth)
                 image = base64.b64encode(hostile_png()).decode()
                 seeded = state.chat([
                     {"type": "text", "text": f"What does this receipt say? {HOSTILE}"},
@@ -259,6 +307,19 @@ def test_a_conversations_screens_show_the_latest_state_screenshot_and_steps(
                              state_before="st-0", state_after=state, arguments=["ref"],
                              url=f"https://example.test/{HOSTILE}", ms=7,
                              screenshot_sha256=shot)
+        # The session's report v2, stored at its close as the browser stores it, named by
+        # the close's tool result in the conversation.
+        from deepseek_eyes.browser.report import Assertion, ReportRecorder, Step
+        from deepseek_eyes.store.events import SessionStore
+
+        recorder = ReportRecorder()
+        recorder.add_step(Step(1, "browser_navigate", {"url": "https://example.test/"}, None,
+                               "st-a", "ok", None, "https://example.test/", time.time(), 9))
+        recorder.add_assertion(Assertion("text", HOSTILE, HOSTILE, True, "st-a", 1))
+        report = home.blobs.put(json.dumps(recorder.to_dict([])).encode()).sha256
+        SessionStore(home.db).append(sid, [{
+            "role": "tool", "tool_call_id": "close-1", "name": "browser_close",
+            "content": f"browser closed.\nreport stored as sha256:{report}"}])
     finally:
         home.close()
     page = live.page
@@ -269,8 +330,70 @@ def test_a_conversations_screens_show_the_latest_state_screenshot_and_steps(
     steps = screens.get_by_role("region", name="browser steps, newest first")
     assert steps.locator("tbody tr").first.inner_text().count("browser_click") == 1
     assert "verified (entry" in steps.inner_text()
+    reported = screens.get_by_role("region", name=f"report steps, {report[:12]}")
+    assert "browser_navigate" in reported.inner_text()
+    checks = screens.get_by_role("region", name=f"report assertions, {report[:12]}")
+    assert HOSTILE in checks.inner_text()  # page text from the report, shown as text
     assert page.locator('img[src="x"]').count() == 0  # the URL's markup stayed text
     assert live.dialogs == []
+
+
+def test_the_gateway_key_logs_in_to_its_own_conversations_only(live: Live) -> None:
+    """A login made with the gateway key is bound to its client's scope: the conversations
+    made with that key, no other scope's, and none of the person's views."""
+    from deepseek_eyes.home import DataHome
+    from deepseek_eyes.store import scopes
+    from deepseek_eyes.store.events import SessionStore
+
+    home = DataHome(live.work.parent / "data")
+    try:
+        SessionStore(home.db).append("cli-only", [{"role": "user", "content": "cli only words"}],
+                                     create="cli", scope=scopes.CLI)
+    finally:
+        home.close()
+    context = live.browser.new_context(viewport={"width": 390, "height": 844}, bypass_csp=True)
+    try:
+        page = context.new_page()
+        page.goto(f"{live.origin}/console/")
+        form = page.get_by_role("form", name="Log in with the gateway key")
+        form.wait_for()
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        for size, (width, height) in SIZES.items():
+            page.set_viewport_size({"width": width, "height": height})
+            target = SHOTS / f"login-{size}.png"
+            page.screenshot(path=str(target))
+            _not_blank(target)
+        page.add_script_tag(content=AXE.read_text(encoding="utf-8"))
+        found = page.evaluate("async () => (await axe.run(document)).violations"
+                              ".filter(v => ['serious', 'critical'].includes(v.impact))"
+                              ".map(v => v.id)")
+        assert found == []
+        form.get_by_label("Gateway key").fill("not-the-key")
+        form.get_by_label("Gateway key").press("Enter")
+        page.get_by_role("status").get_by_text("CONSOLE_LOGIN_INVALID").wait_for()
+        assert live.gateway.key
+        form.get_by_label("Gateway key").fill(live.gateway.key)
+        form.get_by_role("button", name="Log in").click()
+        page.wait_for_function("document.body.dataset.view === 'conversations'")
+        assert "its own conversations only" in page.locator("#who").inner_text()
+        assert page.get_by_role("link", name=re.compile("receipt")).count() >= 1
+        assert page.get_by_text("cli only words").count() == 0
+        visible = [v for v in ("approvals", "mcp", "vision", "audit", "usage")
+                   if page.locator(f'#views a[data-view="{v}"]').is_visible()]
+        assert visible == []
+        # Its images load; another scope's conversation is not there; the person's views
+        # and actions refuse the key's login.
+        page.get_by_role("link", name=re.compile("receipt")).first.click()
+        page.wait_for_function("document.body.dataset.view === 'conversation'")
+        page.wait_for_function("document.querySelector('.stage img').naturalWidth > 0")
+        page.goto(f"{live.origin}/console/#conversation/cli-only")
+        page.get_by_text("CONSOLE_NOT_FOUND").wait_for()
+        answers = page.evaluate("""async () => Promise.all(
+            ['mcp', 'approvals', 'audit/export'].map((path) => fetch('/console/api/' + path)
+              .then((r) => r.json().then((b) => [r.status, b.error.code]))))""")
+        assert answers == [[403, "CONSOLE_SCOPE_DENIED"]] * 3
+    finally:
+        context.close()
 
 
 def test_an_approval_in_the_console_releases_the_paused_stream(live: Live) -> None:
@@ -329,31 +452,40 @@ def test_an_allow_list_change_in_the_console_is_offered_in_the_next_turn(live: L
 
 
 def test_an_ask_first_mcp_call_waits_in_approvals_and_a_denial_refuses_it(live: Live) -> None:
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
     page = live.page
     live.show("mcp")
     row = page.get_by_role("row", name=re.compile("get_current_time"))
     row.get_by_role("button", name="Ask first for get_current_time").click()
     page.get_by_role("status").get_by_text("time: ask += get_current_time").wait_for()
     assert 'ask = ["get_current_time"]' in live.config.read_text(encoding="utf-8")
+    # An ask an earlier run of the gateway left waiting (its audit rows, written here as
+    # that run wrote them): listed as expired, with nothing to approve.
+    from deepseek_eyes.audit import AuditLog
+    from deepseek_eyes.home import DataHome
+
+    home = DataHome(live.work.parent / "data")
+    try:
+        AuditLog(home.db, clock=lambda: time.time() - 3600).write(
+            "mcp.ask", "time", tool="get_current_time", status="asked", ask_id="a-earlier-run",
+            arguments_sha256="0" * 64, session_id=None, via=None, by=None)
+    finally:
+        home.close()
     result: dict[str, Any] = {}
 
     def ask() -> None:
         result["answer"] = live.chat(
             'CALL[mcp__time__get_current_time]: {"timezone": "<b>UTC</b>"}')
 
+    live.show("approvals")  # open before the call asks: the view must refresh by itself
+    earlier = page.locator('tr[data-ask="a-earlier-run"]')
+    assert "expired: the gateway restarted while it waited" in earlier.inner_text()
+    assert earlier.get_by_role("button").count() == 0
     asker = threading.Thread(target=ask)
     asker.start()
     try:
-        live.show("approvals")
-        waiting = page.get_by_role("row", name=re.compile("get_current_time"))
-        deadline = time.monotonic() + 60
-        while waiting.get_by_role("button", name=re.compile("^Deny")).count() == 0:
-            assert time.monotonic() < deadline
-            page.get_by_role("button", name="Refresh").click()
-            with contextlib.suppress(PlaywrightTimeout):
-                waiting.get_by_role("button", name=re.compile("^Deny")).wait_for(timeout=500)
+        waiting = page.get_by_role("row", name=re.compile("get_current_time")).filter(
+            has=page.get_by_role("button", name=re.compile("^Deny")))
+        waiting.wait_for(timeout=30_000)  # no click: the view asked again by itself
         # The model's arguments are shown as text, never as markup.
         assert '"timezone":"<b>UTC</b>"' in waiting.inner_text()
         assert waiting.get_by_role("link").count() == 1  # the conversation that asked
@@ -365,7 +497,7 @@ def test_an_ask_first_mcp_call_waits_in_approvals_and_a_denial_refuses_it(live: 
     assert "MCP_CALL_DENIED" in result["answer"].text, result["answer"].text[-1000:]
     live.show("approvals")
     decided = page.get_by_role("row", name=re.compile("get_current_time"))
-    assert "denied" in decided.first.inner_text()
+    assert "denied by" in decided.first.inner_text()  # this run's, listed before the past
     live.show("mcp")
     row = page.get_by_role("row", name=re.compile("get_current_time"))
     row.get_by_role("button", name="Stop asking first for get_current_time").click()
@@ -439,6 +571,45 @@ def _not_blank(path: Path) -> None:
     assert colours is None or len(colours) > 16, f"{path} looks blank"
 
 
+_MARK_FOCUSABLE = """() => {
+    const all = [...document.querySelectorAll(
+        'a[href], button, input, select, textarea, summary, [tabindex]:not([tabindex="-1"])')]
+      .filter((e) => !e.disabled && e.checkVisibility());
+    window.__reached = new Set();
+    all.forEach((e, i) => { e.dataset.kb = String(i); });
+    document.addEventListener('focusin', (ev) => {
+      if (ev.target.dataset && ev.target.dataset.kb) window.__reached.add(ev.target.dataset.kb);
+    });
+    // Tab starts from the top of the page: a focus point before everything, not in the
+    // tab order itself.
+    const start = document.createElement('span');
+    start.tabIndex = -1;
+    start.id = 'kb-start';
+    document.body.prepend(start);
+    start.focus();
+    return all.length;
+}"""
+_UNREACHED = """() => [...document.querySelectorAll('[data-kb]')]
+    .filter((e) => !window.__reached.has(e.dataset.kb))
+    .map((e) => e.tagName + ' ' + (e.getAttribute('aria-label') || e.textContent).slice(0, 40))"""
+
+
+def _all_reached_by_tab(page: Any) -> list[str]:
+    """Every visible control of the view, focused by Tab alone (none skipped, none trapped
+    on the way): the ones never reached."""
+    count = page.evaluate(_MARK_FOCUSABLE)
+    missed: list[str] = []
+    # A date-and-time field takes a Tab stop per part: some controls take more than one.
+    for _ in range(3 + count // 4):
+        for _ in range(10):
+            page.keyboard.press("Tab")
+        missed = list(page.evaluate(_UNREACHED))
+        if not missed:
+            break
+    page.evaluate("document.getElementById('kb-start').remove()")
+    return missed
+
+
 def test_every_view_passes_axe_and_is_screenshotted_at_two_sizes(live: Live) -> None:
     page = live.page
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -461,6 +632,8 @@ def test_every_view_passes_axe_and_is_screenshotted_at_two_sizes(live: Live) -> 
                                       " nodes: v.nodes.length}))")
                 bad = [v for v in found if v["impact"] in ("serious", "critical")]
                 assert bad == [], f"{view} at {size}: {bad}"
+                if size == "desktop":
+                    assert _all_reached_by_tab(page) == [], view
     finally:
         page.set_viewport_size({"width": 1280, "height": 800})
 
@@ -480,6 +653,21 @@ def test_the_vision_view_shows_routes_and_probes_a_models_sight_again(live: Live
     row.get_by_text(re.compile(r"\(probe.*checked")).wait_for()
     # What the settings say still rules: a probe informs, the settings decide.
     assert "does not see (settings)" in row.get_by_role("cell").nth(1).inner_text()
+    # The order of preference, changed by the keyboard: written, and the running router's
+    # own order (the table is its status) follows at once; then put back.
+    routes = page.get_by_role("region", name="Vision routes")
+    names = routes.locator("tbody tr td:nth-child(2)")
+    assert names.all_inner_texts()[:2] == ["local", "spare"]
+    page.get_by_role("button", name="Move spare up").focus()
+    page.keyboard.press("Enter")
+    page.get_by_role("status").get_by_text("Route order: spare, local").wait_for()
+    assert 'route_priority = ["spare", "local"]' in live.config.read_text(encoding="utf-8")
+    assert names.all_inner_texts()[:2] == ["spare", "local"]
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == (
+        "Move spare down")  # the focus stays with the route that moved
+    page.keyboard.press("Enter")
+    page.get_by_role("status").get_by_text("Route order: local, spare").wait_for()
+    assert names.all_inner_texts()[:2] == ["local", "spare"]
 
 
 def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -> None:
@@ -488,7 +676,26 @@ def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -
     assert page.get_by_text(re.compile(r"^Head: entry \d+")).count() == 1
     page.get_by_role("button", name="Verify the chain").click()
     page.locator("#verify-result.ok").wait_for()
-    assert page.locator("#verify-result").inner_text().startswith("Intact:")
+    intact = page.locator("#verify-result").inner_text()
+    assert intact.startswith("Intact:")
+    # The bar shows the verifier's own count: full, and the very number it reported.
+    entries = int(re.search(r"Intact: (\d+) entries", intact).group(1))
+    bar = page.get_by_role("progressbar", name="Verifying the chain")
+    assert bar.get_attribute("max") == bar.get_attribute("value") == str(entries)
+    assert page.locator("#verify-count").inner_text().strip() == (
+        f"{entries} of {entries} entries checked")
+    # The whole chain exported, signed: the CLI's verifier checks the download alone.
+    from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
+    from deepseek_eyes.audit.verify import verify_file
+
+    with page.expect_download() as caught:
+        page.get_by_role("link", name=re.compile("^Export the whole chain")).click()
+    chain = Path(caught.value.path())
+    header = json.loads(chain.read_text(encoding="utf-8").splitlines()[0])
+    assert header["format"] == "deepseekeyes.audit.v1"
+    assert header["entries"] >= entries
+    data = live.work.parent / "data"
+    assert verify_file(chain, AuditKeyring.read_only(audit_directory(data))).ok
     # Vision attempts filtered by route, each row verified against the chain.
     page.get_by_label("Of").select_option("vision")
     page.get_by_label("Route").fill("local")
@@ -515,6 +722,8 @@ def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -
     table = page.get_by_role("table", name="Exact provider usage")
     assert table.get_by_role("row").count() >= 2  # the header and the chat's category
     # The charts: inline SVG, each named for assistive technology, a title on every bar.
+    health = page.get_by_role("region", name="Vision routes' health")
+    assert health.get_by_role("row", name=re.compile("local")).count() == 1
     for name in ("Tokens per day", "Exact tokens per model", "Share of prompt tokens"):
         assert page.get_by_role("img", name=re.compile(name)).count() == 1
     bars = page.locator("#chart-categories rect")
@@ -532,9 +741,64 @@ def test_audit_verifies_the_chain_and_usage_keeps_categories_apart(live: Live) -
         other.goto(f"{live.origin}/console/#usage")
         other.wait_for_selector("#chart-cache rect")
         assert other.locator("#chart-categories rect").count() == bars.count()
+        # The streamed parts too: the verifier's progress and the MCP watch stream.
+        other.goto(f"{live.origin}/console/#audit")
+        other.get_by_role("button", name="Verify the chain").click()
+        other.locator("#verify-result.ok").wait_for()
+        other.goto(f"{live.origin}/console/#mcp")
+        shown = other.locator('[data-status-for="time"]')  # (no eval under this CSP)
+        shown.get_by_text("ready").wait_for()
+        shown.evaluate("node => { node.textContent = 'stale'; }")
+        other.evaluate("""async () => {
+            const who = await (await fetch('/console/api/whoami')).json();
+            await fetch('/console/api/mcp/time/restart', {method: 'POST', body: '{}',
+              headers: {'content-type': 'application/json', 'x-csrf-token': who.csrf}});
+        }""")
+        shown.get_by_text("ready").wait_for()  # told by the stream, under the real CSP
         assert refused == []
     finally:
         strict.close()
+
+
+def test_an_oauth_server_signs_in_from_the_console(live: Live) -> None:
+    """The authorization-code flow, opened from the console: the server's authorization
+    page in a new window, its redirect to the gateway's loopback listener, the connection
+    restarted with the token; the server's tool is offered in the next turn."""
+    page = live.page
+    live.show("mcp")
+    # Registered from the form as a server a person signs in to (mcp register --sign-in).
+    form = page.get_by_role("form", name="Register a server")
+    form.get_by_label("Id").fill("remote")
+    form.get_by_label(re.compile("^Or URL")).fill(live.oauth.url)
+    form.get_by_label(re.compile("A person signs in")).check()
+    form.get_by_role("button", name="Register").click()
+    page.get_by_role("status").get_by_text(
+        "registered remote (streamable-http): nothing allowed yet").wait_for()
+    assert "authorization_code" in live.config.read_text(encoding="utf-8")
+    remote = page.get_by_role("region", name="server remote")
+    remote.get_by_text("sign-in: no-token").wait_for()
+    with page.context.expect_page() as opened:
+        remote.get_by_role("button", name="Sign in to remote").click()
+    window = opened.value
+    page.get_by_role("status").get_by_text(re.compile("^remote: signed in")).wait_for(
+        timeout=30_000)
+    assert window.url.startswith("http://127.0.0.1:")  # the listener's own page
+    window.close()
+    params = live.oauth.authorize_params[-1]
+    assert params["code_challenge_method"] == "S256"
+    assert params["redirect_uri"].startswith("http://127.0.0.1:")
+    page.locator('[data-status-for="remote"]').get_by_text("ready").wait_for(timeout=30_000)
+    remote = page.get_by_role("region", name="server remote")
+    assert "sign-in: token" in remote.inner_text()
+    # Signed in, its tools are listed; allowed, one is offered in the next turn.
+    remote.get_by_role("button", name="Allow whoami").click()
+    page.get_by_role("status").get_by_text("remote: allow += whoami").wait_for()
+    assert "mcp__remote__whoami" in live.offered()
+    # No token reached the page, the settings file or the printed log.
+    for token in live.oauth.issued:
+        assert token not in page.content()
+        assert token not in live.config.read_text(encoding="utf-8")
+        assert token not in live.gateway.stderr
 
 
 def test_the_control_centre_registers_imports_probes_restarts_and_switches(
@@ -586,4 +850,44 @@ def test_the_control_centre_registers_imports_probes_restarts_and_switches(
     status.get_by_text(re.compile(r"^time: probe ok in [\d.]+ ms, 2 tool\(s\)$")).wait_for()
     page.get_by_role("button", name="Restart clock").click()
     status.get_by_text("clock: restarted, ready").wait_for(timeout=30_000)
+    # Live status is the manager's watch stream: a restart made behind the page's back
+    # (its own API, not a button, so nothing redraws) reaches the status words by itself.
+    shown = page.locator('[data-status-for="time"]')
+    shown.evaluate("node => { node.textContent = 'stale'; }")
+    page.evaluate("""async () => {
+        const who = await (await fetch('/console/api/whoami')).json();
+        await fetch('/console/api/mcp/time/restart', {method: 'POST', body: '{}',
+          headers: {'content-type': 'application/json', 'x-csrf-token': who.csrf}});
+    }""")
+    shown.get_by_text("ready").wait_for(timeout=30_000)
     assert "mcp__time__get_current_time" in live.offered()
+
+
+def test_removing_a_server_asks_first_then_writes_and_stops_it(live: Live) -> None:
+    """After the control centre's test: removes the signed-in server."""
+    page = live.page
+    live.show("mcp")
+    ask = page.get_by_role("button", name="Remove remote")
+    ask.focus()
+    page.keyboard.press("Enter")
+    confirm = page.get_by_role("button", name="Yes, remove remote")
+    assert page.evaluate("document.activeElement.textContent") == "Yes, remove remote"
+    assert page.get_by_role("alert").get_by_text("Remove remote from the settings file?").count()
+    # The confirmation is checked too (axe), then declined: nothing written.
+    if page.evaluate("typeof window.axe") == "undefined":
+        page.add_script_tag(content=AXE.read_text(encoding="utf-8"))
+    found = page.evaluate("async () => (await axe.run(document)).violations"
+                          ".filter(v => ['serious', 'critical'].includes(v.impact))"
+                          ".map(v => v.id)")
+    assert found == []
+    before = live.config.read_bytes()
+    page.get_by_role("button", name="Keep it").click()
+    assert confirm.count() == 0
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == "Remove remote"
+    assert live.config.read_bytes() == before
+    page.keyboard.press("Enter")
+    page.get_by_role("button", name="Yes, remove remote").click()
+    page.get_by_role("status").get_by_text("remote: removed").wait_for()
+    assert 'id = "remote"' not in live.config.read_text(encoding="utf-8")
+    assert page.get_by_role("region", name="server remote").count() == 0
+    assert "mcp__remote__whoami" not in live.offered()  # stopped before the click answered

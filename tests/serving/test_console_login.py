@@ -48,3 +48,26 @@ def test_a_code_is_spent_once_and_each_login_has_its_own_csrf_token() -> None:
     assert logins.holder(cookie) is None
     assert not logins.csrf_ok(cookie, fresh)
     assert logins.rotate_csrf(f"deepseek_eyes_web_console={other_secret}") is None
+
+
+def test_a_key_login_is_bound_to_its_scope_and_spends_no_code() -> None:
+    from deepseek_eyes.console.app import gateway_key_login
+    from deepseek_eyes.store import scopes
+
+    shown: list[str] = []
+    check = gateway_key_login("gw-key-123456")
+    assert check is not None
+    assert check("gw-key-123456") == scopes.gateway("gw-key-123456")
+    assert check("gw-key-123457") is None
+    assert gateway_key_login(None) is None  # a gateway without a key: no key login
+    logins = WebConsoleLogins(shown.append, key_scope=check)
+    code = logins.issue()
+    secret, credential, csrf = logins.login_scoped(scopes.gateway("gw-key-123456"))
+    assert credential.startswith("web-key-")
+    cookie = f"deepseek_eyes_web_console={secret}"
+    assert logins.scope_of(cookie) == scopes.gateway("gw-key-123456")
+    assert logins.csrf_ok(cookie, csrf)
+    assert logins.rotate_csrf(cookie) is not None
+    assert logins.scope_of(cookie) == scopes.gateway("gw-key-123456")  # kept on rotation
+    person, _, _ = logins.login_with_csrf(code)  # the code was not spent by the key login
+    assert logins.scope_of(f"deepseek_eyes_web_console={person}") is None

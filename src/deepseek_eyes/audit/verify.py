@@ -38,7 +38,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,10 +52,16 @@ from deepseek_eyes.store.chain import Record
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.keyring import Keyring
 
-__all__ = ["EXPORT_FORMAT", "Problem", "Report", "export_header_bytes", "read_export",
-           "verify_database", "verify_file", "verify_path"]
+__all__ = ["BATCH", "EXPORT_FORMAT", "Problem", "Progress", "Report", "export_header_bytes",
+           "read_export", "verify_database", "verify_file", "verify_path"]
 
 EXPORT_FORMAT = "deepseekeyes.audit.v1"
+#: Told how far a walk of the database got: ``(entries checked, entries in the chain)``,
+#: after each batch of :data:`BATCH` entries and once at the end (the web console's
+#: progress bar; never called back from inside a batch).
+Progress = Callable[[int, int], None]
+#: Entries read and checked together.
+BATCH = 2000
 _HEADER_FIELDS = ("format", "exported_at", "entries", "head", "checkpoints")
 
 
@@ -384,12 +390,14 @@ def _records_of(
 
 
 def verify_database(
-    db: Database, keyring: Keyring | None, *, pinned: Checkpoint | None = None
+    db: Database, keyring: Keyring | None, *, pinned: Checkpoint | None = None,
+    progress: Progress | None = None, batch: int = BATCH,
 ) -> Report:
     """Walk the whole chain in ``db``; the report names the first problem, if any.
 
     ``keyring`` is None when the data home has none (the report then says
-    ``AUDIT_KEY_MISSING`` for any chain with entries). Only reads.
+    ``AUDIT_KEY_MISSING`` for any chain with entries). Only reads. ``progress`` is told
+    the entries checked so far and the chain's length after each ``batch`` of entries.
     """
     started = time.perf_counter()
     report = Report("database")
@@ -412,10 +420,12 @@ def verify_database(
         walk.retention = _retention_under(
             conn.execute("SELECT seq, body FROM chain WHERE kind = 'retention'"),
             _signed_through(checkpoints, pinned))
-        for batch in _batches(chain.iter_entries(conn), 2000):
+        total = int(tip or 0)
+        checked = 0
+        for rows in _batches(chain.iter_entries(conn), batch):
             members: dict[int, list[tuple[str, int, str, str]]] = {}
-            records = _records_of(conn, batch, members)
-            for row in batch:
+            records = _records_of(conn, rows, members)
+            for row in rows:
                 entry = _entry_from_row(row)
                 record: Any = None
                 named = members.get(int(row["seq"]))
@@ -431,6 +441,11 @@ def verify_database(
                 report.problem = walk.step(entry, record)
                 if report.problem is not None:
                     return _finish(report, walk, started)
+            checked += len(rows)
+            if progress is not None:
+                progress(checked, max(total, checked))
+        if progress is not None and checked == 0:
+            progress(0, 0)
         for table in chain.CHAINED_TABLES:
             covered = walk.members.get(table)
             cur = conn.execute(
@@ -451,11 +466,13 @@ def verify_database(
 
 
 def verify_path(
-    path: Path, keyring: Keyring | None, *, pinned: Checkpoint | None = None
+    path: Path, keyring: Keyring | None, *, pinned: Checkpoint | None = None,
+    progress: Progress | None = None,
 ) -> Report:
     """Verify the database file at ``path`` without writing anything: opened read-only,
     never migrated, never created (a missing file is an empty chain, which only a pinned
-    checkpoint can say was cut).
+    checkpoint can say was cut). ``progress`` as :func:`verify_database` (a walk read
+    again, because a writer checkpointed into the file meanwhile, counts from 0 again).
 
     Raises:
         StoreError: ``STORE_READ_FAILED`` when the file cannot be opened read-only.
@@ -469,7 +486,7 @@ def verify_path(
     for _ in range(3):
         db = Database.open_read_only(path)
         try:
-            report = verify_database(db, keyring, pinned=pinned)
+            report = verify_database(db, keyring, pinned=pinned, progress=progress)
             if not db.changed_since_open():
                 return report
         finally:

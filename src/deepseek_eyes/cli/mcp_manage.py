@@ -158,16 +158,20 @@ def watch_command(ctx: click.Context, duration: float | None, as_json: bool) -> 
               help="Working directory of a stdio server.")
 @click.option("--risk-policy", type=click.Choice(["allow", "read-only"]), default=None)
 @click.option("--disabled", is_flag=True, help="Add it disabled.")
+@click.option("--sign-in", "sign_in", is_flag=True,
+              help="An HTTP server a person signs in to (OAuth authorization code); then "
+                   "`mcp login ID`.")
 @json_option
 @click.pass_context
 def register_command(ctx: click.Context, server_id: str, command: tuple[str, ...],
                      url: str | None, env: tuple[str, ...], headers: tuple[str, ...],
                      name: str | None, cwd: Path | None, risk_policy: str | None,
-                     disabled: bool, as_json: bool) -> None:
+                     disabled: bool, sign_in: bool, as_json: bool) -> None:
     """Add a server to the settings file: ID [OPTIONS] -- COMMAND [ARGS...], or ID --url URL.
     It arrives with nothing allowed."""
     entry = registered_entry(server_id, command=command, url=url, env=env, headers=headers,
-                             name=name, cwd=cwd, risk_policy=risk_policy, enabled=not disabled)
+                             name=name, cwd=cwd, risk_policy=risk_policy, enabled=not disabled,
+                             sign_in=sign_in)
     path = target_file(ctx)
     with audited_settings_edit(ctx, path):
         add_servers(path, [entry])

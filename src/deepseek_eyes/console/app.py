@@ -23,36 +23,44 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
-from deepseek_eyes.audit.verify import verify_path
 from deepseek_eyes.console import views
+from deepseek_eyes.console.approvals import approvals, decide, decide_ask
 from deepseek_eyes.console.control import (
     ConsoleParts,
-    approvals,
-    decide,
-    decide_ask,
     edit_list,
     import_pasted,
     lifecycle,
     mcp_view,
+    order_routes,
     probe_routes,
     probe_sight,
     register,
+    remove,
     switch,
+    unavailable,
     vision_view,
 )
+from deepseek_eyes.console.login import API, WebConsoleLogins, gateway_key_login
+from deepseek_eyes.console.reports import stored_reports
+from deepseek_eyes.console.signin import signin_state, start_signin
+from deepseek_eyes.console.streams import (
+    MAX_STREAMS,
+    exported_chain,
+    status_stream,
+    verify_lines,
+)
 from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError
-from deepseek_eyes.serving.console_login import CookieLogins
 from deepseek_eyes.serving.security import (
     RateLimiter,
     RefusalCodes,
@@ -63,10 +71,9 @@ from deepseek_eyes.serving.security import (
 )
 
 __all__ = ["CONSOLE_CODES", "CONSOLE_PATH", "STATIC_DIR", "WebConsoleLogins", "beside",
-           "console_app"]
+           "console_app", "gateway_key_login"]
 
 CONSOLE_PATH = "/console"
-API = "/console/api"
 STATIC_DIR = Path(__file__).with_name("static")
 CONSOLE_CODES = RefusalCodes.prefixed("CONSOLE", "deepseek-eyes-console")
 CSRF_HEADER = "x-csrf-token"
@@ -76,26 +83,13 @@ _STATUS = {"CONSOLE_NOT_FOUND": 404, "CONSOLE_LOGIN_INVALID": 401,
            "TERMINAL_PLAN_STATE": 409, "TERMINAL_SELF_APPROVAL_REFUSED": 403,
            "MCP_SERVER_UNKNOWN": 404, "AUDIT_NOT_FOUND": 404,
            "MCP_SERVER_DISABLED": 409, "CONSOLE_PROBE_FAILED": 502,
-           "MCP_APPROVAL_NOT_FOUND": 404}
+           "MCP_APPROVAL_NOT_FOUND": 404, "AUDIT_KEY_MISSING": 409,
+           "MCP_LOGIN_UNSUPPORTED": 409, "MCP_LOGIN_FAILED": 502, "MCP_TIMEOUT": 504,
+           "CONSOLE_SIGNIN_PENDING": 202, "CONSOLE_RATE_LIMITED": 429,
+           "CONSOLE_SCOPE_DENIED": 403}
 _BODY_LIMIT = 64 * 1024
 #: Conversations on one page of the list (the server pages it; the page asks for more).
 PAGE = 50
-
-
-class WebConsoleLogins(CookieLogins):
-    """The web console's credentials (see :class:`CookieLogins`)."""
-
-    prefix = API + "/"
-    cookie_name = "deepseek_eyes_web_console"
-    login_path = API + "/login"
-    credential_prefix = "web-"
-    refusal = ("CONSOLE_LOGIN_REQUIRED",
-               "the web console API takes the console's login (the one-time link the server "
-               "printed, then its cookie), never the gateway key or an MCP token")
-
-    def invalid_code(self) -> DeepSeekEyesError:
-        return ConsoleError("that console login code is wrong or already used; open the "
-                            "newest link the server printed", code="CONSOLE_LOGIN_INVALID")
 
 
 def _error(exc: DeepSeekEyesError) -> JSONResponse:
@@ -182,6 +176,22 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
     def person(request: Request) -> str:
         return logins.holder(cookie(request)) or "console"
 
+    def scope(request: Request) -> str | None:
+        """The client scope the login is bound to (None: the person's own login)."""
+        return logins.scope_of(cookie(request))
+
+    def operator(request: Request) -> None:
+        """Only the person's own login reaches this view or action.
+
+        Raises:
+            ConsoleError: ``CONSOLE_SCOPE_DENIED`` for a login made with a gateway key.
+        """
+        if scope(request) is not None:
+            raise ConsoleError("a login made with the gateway key sees that client's own "
+                               "conversations only; this view takes the person's login (the "
+                               "one-time link the server printed)",
+                               code="CONSOLE_SCOPE_DENIED")
+
     def changing(request: Request) -> None:
         """A state-changing request's CSRF token and Origin.
 
@@ -196,8 +206,14 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
                                "and its own Origin; nothing was done",
                                code="CONSOLE_CSRF_INVALID")
 
-    async def run(request: Request, fn: Any, *, change: bool = False) -> Response:
+    async def run(request: Request, fn: Any, *, change: bool = False,
+                  scoped: bool = False) -> Response:
+        """``fn``'s answer as JSON; ``change``: a state-changing request (its CSRF token and
+        Origin checked first); ``scoped``: a view a gateway-key login may see too (``fn``
+        filters by the login's scope), else the person's login only."""
         try:
+            if not scoped:
+                operator(request)
             if change:
                 changing(request)
             result = fn()
@@ -210,23 +226,40 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
     async def login(request: Request) -> Response:
         async def spend() -> Response:
             body = await _body(request)
-            secret, credential, csrf = logins.login_with_csrf(body.get("code"))
+            if "key" in body:
+                origin = request.headers.get("origin")
+                host = request.headers.get("host", "")
+                if origin not in (f"http://{host}", f"https://{host}"):
+                    raise ConsoleError("a login with the gateway key comes from this "
+                                       "console's own page", code="CONSOLE_CSRF_INVALID")
+                key = body.get("key")
+                bound = (logins.key_scope(key) if isinstance(key, str) and key
+                         and logins.key_scope is not None else None)
+                if bound is None:
+                    raise ConsoleError("that is not this gateway's key (a gateway without "
+                                       "a key takes the one-time link only)",
+                                       code="CONSOLE_LOGIN_INVALID")
+                secret, credential, csrf = logins.login_scoped(bound)
+            else:
+                secret, credential, csrf = logins.login_with_csrf(body.get("code"))
             return JSONResponse({"credential": credential, "csrf": csrf,
                                  "expires_in_s": int(logins.ttl)},
                                 headers={"set-cookie": logins.set_cookie(secret)})
-        return await run(request, spend)
+        return await run(request, spend, scoped=True)
 
     async def logout(request: Request) -> Response:
         async def end() -> Response:
             ended = logins.logout(cookie(request))
             return JSONResponse({"logged_out": ended},
                                 headers={"set-cookie": logins.clear_cookie()})
-        return await run(request, end, change=True)
+        return await run(request, end, change=True, scoped=True)
 
     async def whoami(request: Request) -> Response:
         # A reloaded page's CSRF token: only a same-origin script can read this answer.
+        bound = scope(request)
         return JSONResponse({"credential": person(request),
                              "csrf": logins.rotate_csrf(cookie(request)),
+                             "scope": bound, "operator": bound is None,
                              "gateway": parts.terminal is not None
                              or parts.mcp_manager is not None})
 
@@ -234,23 +267,39 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         q = request.query_params.get("q")
         return await run(request, lambda: asyncio.to_thread(
             views.conversations, db, search=q, limit=_count(request, "limit", PAGE),
-            offset=_count(request, "offset", 0)))
+            offset=_count(request, "offset", 0), scope=scope(request)), scoped=True)
 
     async def conversation(request: Request) -> Response:
         sid = str(request.path_params["sid"])
-        return await run(request, lambda: asyncio.to_thread(views.conversation, db, sid))
+        return await run(request, lambda: asyncio.to_thread(
+            views.conversation, db, sid, scope=scope(request)), scoped=True)
+
+    def in_scope(request: Request, then: Callable[[], Any]) -> Callable[[], Any]:
+        sid, bound = str(request.path_params["sid"]), scope(request)
+
+        def checked() -> Any:
+            views.require_scope(db, sid, bound)
+            return then()
+        return lambda: asyncio.to_thread(checked)
 
     async def conversation_screens(request: Request) -> Response:
         sid = str(request.path_params["sid"])
-        return await run(request, lambda: asyncio.to_thread(views.screens, db, sid))
+        return await run(request, in_scope(request, lambda: {
+            **views.screens(db, sid),
+            "reports": stored_reports(db, parts.home.blobs, sid)}), scoped=True)
 
     async def image_provenance(request: Request) -> Response:
         sid, sha = str(request.path_params["sid"]), str(request.path_params["sha"])
-        return await run(request, lambda: asyncio.to_thread(views.provenance, db, sid, sha))
+        return await run(request, in_scope(request, lambda: views.provenance(db, sid, sha)),
+                         scoped=True)
 
     async def blob(request: Request) -> Response:
         sha = str(request.path_params["sha"])
         meta = views.image_meta(db, [sha]).get(sha) if len(sha) == 64 else None
+        bound = scope(request)
+        if meta is not None and bound is not None and not await asyncio.to_thread(
+                views.image_in_scope, db, sha, bound):
+            meta = None  # another client's image: as if it were not stored
         if meta is None:
             return _error(ConsoleError("no stored image has that hash",
                                        code="CONSOLE_NOT_FOUND"))
@@ -307,6 +356,53 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
                                    str(request.path_params["action"]))
         return await run(request, act, change=True)
 
+    streams = [0]
+
+    async def mcp_events(request: Request) -> Response:
+        """The servers' live status as server-sent events (the manager's watch stream)."""
+        try:
+            operator(request)
+            if parts.mcp_manager is None:
+                raise unavailable("the live status")
+            if streams[0] >= MAX_STREAMS:
+                raise ConsoleError(f"{MAX_STREAMS} live status views are open already; "
+                                   "close one", code="CONSOLE_RATE_LIMITED")
+        except DeepSeekEyesError as exc:
+            return _error(exc)
+
+        async def counted() -> AsyncIterator[bytes]:
+            streams[0] += 1
+            try:
+                async for chunk in status_stream(parts):
+                    yield chunk
+            finally:
+                streams[0] -= 1
+
+        return StreamingResponse(counted(), media_type="text/event-stream",
+                                 headers={"cache-control": "no-store",
+                                          "x-accel-buffering": "no"})
+
+    async def mcp_remove(request: Request) -> Response:
+        async def drop() -> dict[str, Any]:
+            body = await _body(request)
+            # The page asks the person first; the request must say it was confirmed.
+            if body.get("confirm") != str(request.path_params["server"]):
+                raise ConsoleError("removing a server takes confirm: its id",
+                                   code="CONSOLE_ARGUMENT_INVALID",
+                                   details={"field": "confirm"})
+            return await remove(parts, str(request.path_params["server"]))
+        return await run(request, drop, change=True)
+
+    async def mcp_signin(request: Request) -> Response:
+        async def begin() -> dict[str, Any]:
+            await _body(request)
+            return await start_signin(parts, str(request.path_params["server"]))
+        return await run(request, begin, change=True)
+
+    async def mcp_signin_state(request: Request) -> Response:
+        return await run(request, lambda: signin_state(parts,
+                                                       str(request.path_params["server"])))
+
     async def mcp_register(request: Request) -> Response:
         async def add() -> dict[str, Any]:
             return await register(parts, await _body(request))
@@ -330,15 +426,40 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
             return await probe_routes(parts)
         return await run(request, probe, change=True)
 
+    async def vision_order(request: Request) -> Response:
+        async def order() -> dict[str, Any]:
+            body = await _body(request)
+            names = body.get("order")
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise ConsoleError("order is a list of route names",
+                                   code="CONSOLE_ARGUMENT_INVALID", details={"field": "order"})
+            return await order_routes(parts, names)
+        return await run(request, order, change=True)
+
     async def audit(request: Request) -> Response:
         return await run(request, lambda: asyncio.to_thread(views.audit_head, db))
 
     async def verify(request: Request) -> Response:
-        def walk() -> dict[str, Any]:
-            root = parts.home.root
-            keyring = AuditKeyring.read_only(audit_directory(root))
-            return dict(verify_path(root / "eyes.db", keyring).as_json())
-        return await run(request, lambda: asyncio.to_thread(walk), change=True)
+        """The chain walked as the CLI's ``audit verify`` walks it, answered as JSON lines:
+        ``{"done", "total"}`` each time the verifier reports a batch checked, then
+        ``{"report"}`` (the page's progress bar shows the verifier's own count)."""
+        try:
+            operator(request)
+            changing(request)
+        except DeepSeekEyesError as exc:
+            return _error(exc)
+        return StreamingResponse(verify_lines(parts), media_type="application/x-ndjson",
+                                 headers={"cache-control": "no-store"})
+
+    async def chain_export(request: Request) -> Response:
+        """The whole chain as ``audit export`` writes it (a signed header, then one line an
+        entry), downloaded; ``audit verify --file`` checks it alone."""
+        async def build() -> Response:
+            data = await asyncio.to_thread(exported_chain, parts)
+            return Response(data, media_type="application/x-ndjson", headers={
+                "content-disposition": 'attachment; filename="deepseek-eyes-audit.jsonl"',
+                "cache-control": "no-store"})
+        return await run(request, build)
 
     async def audit_search(request: Request) -> Response:
         return await run(request, lambda: asyncio.to_thread(_search, db, request))
@@ -385,17 +506,23 @@ def _routes(parts: ConsoleParts, logins: WebConsoleLogins) -> list[Any]:
         Route(API + "/approvals/{sid}/{pid}/{verdict}", approval, methods=["POST"]),
         Route(API + "/asks/{aid}/{verdict}", ask_decision, methods=["POST"]),
         Route(API + "/mcp", mcp, methods=["GET"]),
+        Route(API + "/mcp/events", mcp_events, methods=["GET"]),
         Route(API + "/mcp/servers", mcp_register, methods=["POST"]),
         Route(API + "/mcp/import", mcp_import, methods=["POST"]),
         Route(API + "/mcp/{server}/tools", mcp_edit, methods=["POST"]),
         Route(API + "/mcp/{server}/enabled", mcp_switch, methods=["POST"]),
+        Route(API + "/mcp/{server}/remove", mcp_remove, methods=["POST"]),
+        Route(API + "/mcp/{server}/signin", mcp_signin, methods=["POST"]),
+        Route(API + "/mcp/{server}/signin", mcp_signin_state, methods=["GET"]),
         Route(API + "/mcp/{server}/{action:str}", mcp_lifecycle, methods=["POST"]),
         Route(API + "/vision", vision, methods=["GET"]),
         Route(API + "/vision/probe", vision_probe, methods=["POST"]),
+        Route(API + "/vision/order", vision_order, methods=["POST"]),
         Route(API + "/audit", audit, methods=["GET"]),
         Route(API + "/audit/verify", verify, methods=["POST"]),
         Route(API + "/audit/search", audit_search, methods=["GET"]),
         Route(API + "/audit/export", audit_export, methods=["GET"]),
+        Route(API + "/audit/chain-export", chain_export, methods=["GET"]),
         Route(API + "/audit/records/{ident}", audit_record, methods=["GET"]),
         Route(API + "/usage", usage, methods=["GET"]),
         Route(CONSOLE_PATH, index_redirect, methods=["GET"]),

@@ -1,12 +1,6 @@
-"""What the web console changes: approvals (terminal plans, ask-first MCP calls) and MCP
-allow/deny/ask lists.
-
-Approvals act on the terminal service the gateway runs in process (the very object a
-paused turn's :class:`~deepseek_eyes.runtime.approval.ConsoleWait` watches), recorded as
-approvals ``via`` the console ``by`` the console login that gave them. Plans of sessions
-that ended while waiting are listed as ``expired``, with no action. Ask-first MCP calls
-(``mcp.servers[].ask``) are the MCP host's own queue (:mod:`deepseek_eyes.mcp_host.asking`),
-listed beside the plans and decided the same way.
+"""What the web console changes: MCP servers (allow/deny/ask lists, enable, register,
+import, remove, probe, restart) and the vision routes' probes; the approvals queue is
+:mod:`.approvals`, an OAuth server's sign-in :mod:`.signin`.
 
 MCP edits go through the same writer the CLI's ``mcp allow``/``mcp deny`` use
 (:mod:`deepseek_eyes.mcp_host.settings_file` over :mod:`deepseek_eyes.settings.writer`:
@@ -27,9 +21,12 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
-from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError
+import tomlkit
+from tomlkit import TOMLDocument
+
+from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError, McpError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp_host.asking import asks_first
 from deepseek_eyes.mcp_host.host import McpHost
@@ -41,19 +38,26 @@ from deepseek_eyes.mcp_host.settings_file import (
     add_servers,
     drop_selectors,
     edit_selectors,
+    edit_settings_file,
     read_raw,
+    remove_server,
     set_ask,
     set_server_value,
 )
 from deepseek_eyes.runtime.sight import Sight
-from deepseek_eyes.settings import McpServerSettings, load_settings
+from deepseek_eyes.settings import (
+    McpAuthorizationCodeSettings,
+    McpServerSettings,
+    Settings,
+    load_settings,
+)
 from deepseek_eyes.settings.writer import recording
 from deepseek_eyes.terminal.service import TerminalService
 from deepseek_eyes.vision.routing.router import VisionRouter
 
-__all__ = ["ConsoleParts", "approvals", "decide", "decide_ask", "edit_list", "import_pasted",
-           "lifecycle", "mcp_view", "probe_routes", "probe_sight", "register", "switch",
-           "vision_view"]
+__all__ = ["ConsoleParts", "edit_list", "import_pasted", "lifecycle",
+           "mcp_view", "order_routes", "probe_routes", "probe_sight", "register", "remove",
+           "server_settings", "switch", "unavailable", "vision_view"]
 
 #: The settings watch's look, asked after an edit (the gateway's); None: no gateway here.
 Reload = Callable[[], Awaitable[object]]
@@ -78,69 +82,19 @@ class ConsoleParts:
     models: tuple[str, ...] = ()
     #: Where the console lives, said with each action's audit row.
     actor: str = field(default="console")
+    #: When this console started: an ask-first call asked before it and never answered
+    #: waited in an earlier run of the gateway (:func:`past_asks`).
+    started_at: float = field(default_factory=time.time)
+    #: Set when the gateway begins to stop: the live streams (:func:`status_stream`) end
+    #: then, so an open page never holds the stop up.
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    #: The sign-ins to OAuth servers the console started (:mod:`.signin`), by server id.
+    signins: dict[str, Any] = field(default_factory=dict)
 
 
-def _unavailable(what: str) -> ConsoleError:
+def unavailable(what: str) -> ConsoleError:
     return ConsoleError(f"{what} needs the running gateway (`deepseek-eyes serve`); this "
                         "console runs without it", code="CONSOLE_UNAVAILABLE")
-
-
-def approvals(parts: ConsoleParts) -> dict[str, Any]:
-    """Every plan waiting for a person, with its age; expired ones after. ``asks``: the
-    ask-first MCP calls waiting (then the last decided), when the gateway runs here."""
-    host = parts.mcp_host
-    asks = host.asks.listing() if host is not None else []
-    service = parts.terminal
-    if service is None:
-        return {"running": host is not None, "terminal": False, "plans": [], "asks": asks}
-    plans = service.waiting()
-    now = time.time()
-    for plan in plans:
-        plan["age_s"] = round(now - float(plan["created_at"]), 1)
-        # The conversation that asked (the runtime's terminal sessions are owned by
-        # ``runtime:<conversation>``) and its turn in progress (its open lease).
-        owner = str(plan.get("owner") or "")
-        conversation = owner.removeprefix("runtime:") if owner.startswith("runtime:") else None
-        plan["conversation"] = conversation
-        plan["turn_id"] = None
-        if conversation is not None and plan.get("state") != "expired":
-            row = parts.home.db.query_one(
-                "SELECT turn_id FROM turn_leases WHERE session_id = ?"
-                " ORDER BY started_at DESC LIMIT 1", (conversation,))
-            plan["turn_id"] = None if row is None else row[0]
-    return {"running": True, "terminal": True, "plans": plans, "asks": asks}
-
-
-def decide_ask(parts: ConsoleParts, ask_id: str, verdict: Literal["approve", "deny"],
-               person: str) -> dict[str, Any]:
-    """Approve or deny a waiting ask-first MCP call (the waiting call then goes on, or is
-    refused with ``MCP_CALL_DENIED``).
-
-    Raises:
-        ConsoleError: ``CONSOLE_UNAVAILABLE`` without the gateway's MCP host here.
-        McpError: ``MCP_APPROVAL_NOT_FOUND`` (decided already, expired, or unknown).
-    """
-    host = parts.mcp_host
-    if host is None:
-        raise _unavailable("approving")
-    return host.asks.decide(ask_id, verdict, via="console", by=person)
-
-
-def decide(parts: ConsoleParts, session_id: str, plan_id: str,
-           verdict: Literal["approve", "deny"], person: str) -> dict[str, Any]:
-    """Approve or deny a waiting plan.
-
-    Raises:
-        ConsoleError: ``CONSOLE_UNAVAILABLE`` without a terminal here.
-        TerminalError: the service's own (``TERMINAL_SESSION_NOT_FOUND`` for an expired
-            one, ``TERMINAL_PLAN_STATE`` for one decided already).
-    """
-    service = parts.terminal
-    if service is None:
-        raise _unavailable("approving")
-    if verdict == "approve":
-        return service.approve(session_id, plan_id, via="console", by=person)
-    return service.deny(session_id, plan_id, via="console", by=person)
 
 
 def _servers(parts: ConsoleParts) -> list[McpServerSettings]:
@@ -149,6 +103,19 @@ def _servers(parts: ConsoleParts) -> list[McpServerSettings]:
     if parts.settings_path is None:
         return []
     return list(load_settings(parts.settings_path).settings.mcp.servers)
+
+
+def server_settings(parts: ConsoleParts, server_id: str) -> McpServerSettings:
+    """The settings of one configured server.
+
+    Raises:
+        McpError: ``MCP_SERVER_UNKNOWN``.
+    """
+    for server in _servers(parts):
+        if server.id == server_id:
+            return server
+    raise McpError(f"no MCP server {server_id!r}", code="MCP_SERVER_UNKNOWN",
+                   details={"server": server_id[:200]})
 
 
 def _why(server: McpServerSettings, name: str, risk: str, offered: set[str],
@@ -194,6 +161,12 @@ def mcp_view(parts: ConsoleParts) -> dict[str, Any]:
             "error": None if live is None else live.get("error"),
             "allow": list(server.allow.tools), "deny": list(server.deny.tools),
             "ask": list(server.ask),
+            # A person signs in to it (``mcp login``, or the console's Sign in), and how the
+            # held sign-in stands (the token store's health: status and expiry, no token).
+            "signs_in": isinstance(server.oauth, McpAuthorizationCodeSettings),
+            "oauth": None if live is None else live.get("oauth"),
+            "signin": (parts.signins[server.id].view() if server.id in parts.signins
+                       else None),
             "tools": tools,
         })
     return {"running": manager is not None, "editable": parts.settings_path is not None,
@@ -278,6 +251,19 @@ async def switch(parts: ConsoleParts, server_id: str, enabled: bool) -> dict[str
     return {"server": server_id, "enabled": enabled, "applied": applied}
 
 
+async def remove(parts: ConsoleParts, server_id: str) -> dict[str, Any]:
+    """Remove a server's entry, as ``mcp remove`` does (the same writer); the running
+    gateway stops it before this returns. Its stored sign-in, if any, is kept (``mcp
+    logout`` forgets it).
+
+    Raises:
+        DeepSeekEyesError: as :func:`_write` (``MCP_SERVER_UNKNOWN``: nothing written).
+    """
+    applied = await _write(parts, lambda path: remove_server(path, server_id))
+    parts.signins.pop(server_id, None)
+    return {"server": server_id, "removed": True, "applied": applied}
+
+
 def _strings(value: object, field_name: str, *, limit: int = 64) -> list[str]:
     if value is None:
         return []
@@ -291,7 +277,8 @@ def _strings(value: object, field_name: str, *, limit: int = 64) -> list[str]:
 async def register(parts: ConsoleParts, body: dict[str, Any]) -> dict[str, Any]:
     """Add a server from the console's form, as ``mcp register`` does: a stdio ``command``
     (argv) or an HTTP ``url``; ``env`` and ``headers`` only as ``NAME=VAR`` (the value is
-    read from our environment variable VAR: a secret is never written); nothing allowed.
+    read from our environment variable VAR: a secret is never written); ``sign_in``: an
+    HTTP server a person signs in to (``mcp register --sign-in``); nothing allowed.
 
     Raises:
         ConsoleError: ``CONSOLE_ARGUMENT_INVALID``.
@@ -311,7 +298,8 @@ async def register(parts: ConsoleParts, body: dict[str, Any]) -> dict[str, Any]:
     entry = registered_entry(server_id, command=_strings(body.get("command"), "command"),
                              url=url, env=_strings(body.get("env"), "env"),
                              headers=_strings(body.get("headers"), "headers"),
-                             risk_policy=risk, enabled=body.get("enabled") is not False)
+                             risk_policy=risk, enabled=body.get("enabled") is not False,
+                             sign_in=body.get("sign_in") is True)
     applied = await _write(parts, lambda path: add_servers(path, [entry]))
     return {"server": entry["id"], "transport": entry["transport"], "applied": applied}
 
@@ -353,7 +341,7 @@ async def lifecycle(parts: ConsoleParts, server_id: str, action: str) -> dict[st
         raise ConsoleError("a server takes probe or restart", code="CONSOLE_NOT_FOUND")
     manager = parts.mcp_manager
     if manager is None:
-        raise _unavailable("probing or restarting a server")
+        raise unavailable("probing or restarting a server")
     if action == "probe":
         return {"server": server_id, "probe": await manager.probe(server_id)}
     state = manager.require(server_id)
@@ -394,7 +382,39 @@ async def vision_view(parts: ConsoleParts) -> dict[str, Any]:
             entry["priors"] = priors.json()
             entry["in_force"] = (configured or current or priors).json()
         models.append(entry)
-    return {"running": router is not None, "routes": routes, "models": models}
+    return {"running": router is not None, "routes": routes, "models": models,
+            "editable": parts.settings_path is not None}
+
+
+async def order_routes(parts: ConsoleParts, order: list[str]) -> dict[str, Any]:
+    """Write the vision routes' order of preference (``vision.route_priority``: tried in
+    this order, each failing route falling back to the next), validated like the settings
+    file (an unknown route is ``CONFIG_INVALID``: nothing written), audited as a
+    ``settings.change``, and given to the running gateway's router before this returns.
+
+    Raises:
+        ConsoleError: ``CONSOLE_ARGUMENT_INVALID``, ``CONSOLE_UNAVAILABLE`` (no settings
+            file).
+        ConfigError: the writer's (``CONFIG_INVALID``: nothing written).
+    """
+    if not order or len(order) > 64 or len(set(order)) != len(order):
+        raise ConsoleError("order is a list of distinct route names",
+                           code="CONSOLE_ARGUMENT_INVALID", details={"field": "order"})
+    written: list[Settings] = []
+
+    def change(document: TOMLDocument) -> None:
+        vision = document.get("vision")
+        if vision is None:
+            vision = tomlkit.table()
+            document["vision"] = vision
+        vision["route_priority"] = list(order)
+
+    await _write(parts, lambda path: written.append(edit_settings_file(path, change)))
+    settings = written[-1].vision
+    if parts.router is not None:
+        parts.router.reorder(route=settings.route, priority=settings.route_priority)
+    return {"order": list(settings.route_priority), "route": settings.route,
+            "routes": [dict(r) for r in parts.router.status()] if parts.router else []}
 
 
 async def probe_sight(parts: ConsoleParts, model: str) -> dict[str, Any]:
@@ -406,7 +426,7 @@ async def probe_sight(parts: ConsoleParts, model: str) -> dict[str, Any]:
             came (audited; the priors stay).
     """
     if parts.sight is None:
-        raise _unavailable("probing a model's sight")
+        raise unavailable("probing a model's sight")
     if model not in parts.models:
         raise ConsoleError("the console probes only the final models the settings name",
                            code="CONSOLE_NOT_FOUND", details={"model": model[:200]})
@@ -424,7 +444,7 @@ async def probe_routes(parts: ConsoleParts) -> dict[str, Any]:
         ConsoleError: ``CONSOLE_UNAVAILABLE`` without a gateway here.
     """
     if parts.router is None:
-        raise _unavailable("probing the vision routes")
+        raise unavailable("probing the vision routes")
     reports = await parts.router.probe_all()
     return {"reports": [{"name": r["name"], "ok": r["ok"], "code": r["code"],
                          "correct": r.get("correct")} for r in reports],

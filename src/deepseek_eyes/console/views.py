@@ -40,8 +40,11 @@ __all__ = [
     "conversation",
     "conversations",
     "fork_tree",
+    "image_in_scope",
     "image_meta",
+    "in_scope",
     "provenance",
+    "require_scope",
     "screens",
     "usage_view",
 ]
@@ -80,10 +83,55 @@ def _marks(values: list[str]) -> str:
     return ",".join("?" * len(values))
 
 
+def in_scope(db: Database, session_id: str, scope: str | None) -> bool:
+    """Whether a login bound to ``scope`` may see the session (None: a person's own login,
+    which sees every one)."""
+    if scope is None:
+        return True
+    if db.schema_version < SCOPES_MIGRATION:
+        return False
+    row = db.query_one("SELECT scope FROM session_scopes WHERE session_id = ?",
+                       (session_id,))
+    return row is not None and row[0] == scope
+
+
+def require_scope(db: Database, session_id: str, scope: str | None) -> None:
+    """Refuse a session the login may not see as if it did not exist.
+
+    Raises:
+        ConsoleError: ``CONSOLE_NOT_FOUND``.
+    """
+    if not in_scope(db, session_id, scope):
+        raise ConsoleError("no conversation has that id", code="CONSOLE_NOT_FOUND",
+                           details={"session_id": session_id[:200]})
+
+
+def image_in_scope(db: Database, sha256: str, scope: str | None) -> bool:
+    """Whether a login bound to ``scope`` may see a stored image: one a message of its own
+    conversations holds, or a screenshot of their browser or desktop steps."""
+    if scope is None:
+        return True
+    if db.schema_version < SCOPES_MIGRATION or len(sha256) != 64 or not all(
+            c in "0123456789abcdef" for c in sha256):
+        return False
+    pattern = f"%{sha256}%"
+    found = db.query_one(
+        "SELECT 1 FROM events e JOIN session_scopes c ON c.session_id = e.session_id"
+        " WHERE c.scope = ? AND e.body LIKE ? LIMIT 1", (scope, pattern))
+    if found is None:
+        found = db.query_one(
+            "SELECT 1 FROM audit a WHERE a.kind IN ('browser.action', 'desktop.action')"
+            " AND a.details LIKE ? AND json_extract(a.details, '$.owner') IN"
+            " (SELECT session_id FROM session_scopes WHERE scope = ?) LIMIT 1",
+            (pattern, scope))
+    return found is not None
+
+
 def conversations(db: Database, *, search: str | None, limit: int,
-                  offset: int = 0) -> dict[str, Any]:
+                  offset: int = 0, scope: str | None = None) -> dict[str, Any]:
     """One page of sessions, most recently active first, each with its preview (the first
     user words), model, client and path; the page's ``next_offset`` (None at the end).
+    ``scope``: only the sessions of that client scope (a login made with a gateway key).
 
     Paged here, in two steps, so that a directory of ten thousand sessions costs a page of
     rows: the page's ids by last activity first (one pass over the events), then the
@@ -97,12 +145,18 @@ def conversations(db: Database, *, search: str | None, limit: int,
                            code="CONSOLE_ARGUMENT_INVALID", details={"field": "q"})
     limit = max(1, min(limit, MAX_LIST))
     offset = max(0, offset)
-    where, params = "", list[Any]()
+    clauses, params = list[str](), list[Any]()
     if search:
         escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        where = (" WHERE EXISTS (SELECT 1 FROM events f WHERE f.session_id = s.id"
-                 " AND f.body LIKE ? ESCAPE '\\')")
+        clauses.append("EXISTS (SELECT 1 FROM events f WHERE f.session_id = s.id"
+                       " AND f.body LIKE ? ESCAPE '\\')")
         params.append(f"%{escaped}%")
+    if scope is not None:
+        if db.schema_version < SCOPES_MIGRATION:
+            return {"conversations": [], "offset": offset, "limit": limit, "next_offset": None}
+        clauses.append("s.id IN (SELECT session_id FROM session_scopes WHERE scope = ?)")
+        params.append(scope)
+    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
     # The inner LIMIT -1 keeps SQLite from flattening the subquery into the ORDER BY, which
     # would look each session's last event up twice.
     page = db.query(
@@ -201,6 +255,32 @@ def _calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
             for call in message.get(key) or () if isinstance(call, Mapping)]
 
 
+#: ``look`` rereads listed for one turn (the runtime caps them far below this).
+MAX_LOOKS = 50
+
+
+def _looks(calls: object) -> list[dict[str, Any]]:
+    """The turn's ``look`` rereads as the runtime recorded them: the image, the route that
+    read it again (or ``pixels`` for a seeing model), whether it came from the cache, the
+    region asked for, the failure's code."""
+    if not isinstance(calls, list):
+        return []
+    out = []
+    for call in calls:
+        if not isinstance(call, Mapping) or call.get("tool") != "look":
+            continue
+        region = call.get("region")
+        out.append({"image": str(call.get("image") or ""),
+                    "route": "pixels" if call.get("pixels") else call.get("route"),
+                    "cached": bool(call.get("cached")),
+                    "region": list(region) if isinstance(region, list) else None,
+                    "code": call.get("code"),
+                    "record_sha256": call.get("record_sha256")})
+        if len(out) >= MAX_LOOKS:
+            break
+    return out
+
+
 def _step(step: str, item: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
     """One link of an image's provenance with its chain entry: verified when the record is
     still the one its entry's digest was taken of (``chain.record_digest``, as
@@ -293,7 +373,7 @@ def provenance(db: Database, session_id: str, sha256: str) -> dict[str, Any]:
             "verified": bool(steps) and all(s["verified"] for s in steps)}
 
 
-def conversation(db: Database, session_id: str) -> dict[str, Any]:
+def conversation(db: Database, session_id: str, *, scope: str | None = None) -> dict[str, Any]:
     """One conversation: its messages (tool calls and results bounded), its turns with
     their usage, each image's size and the turn that acquired its evidence (the evidence
     itself is asked for per image, :func:`provenance`, as each comes on screen), and its
@@ -306,6 +386,7 @@ def conversation(db: Database, session_id: str) -> dict[str, Any]:
     if len(session_id) > 200 or not store.exists(session_id):
         raise ConsoleError("no conversation has that id", code="CONSOLE_NOT_FOUND",
                            details={"session_id": session_id[:200]})
+    require_scope(db, session_id, scope)
     turns = store.turns(session_id)[-MAX_TURNS:]
     superseded = {t.details.get("retry_of") for t in turns if t.outcome == "ok"} - {None}
     events = store.events(session_id, limit=MAX_EVENTS)
@@ -321,7 +402,8 @@ def conversation(db: Database, session_id: str) -> dict[str, Any]:
         turn_views.append({"id": turn.id, "started_at": turn.started_at,
                            "seconds": round(turn.ended_at - turn.started_at, 3),
                            "model": turn.model, "path": turn.path, "outcome": turn.outcome,
-                           "code": turn.code, "usage": usage if isinstance(usage, dict) else None})
+                           "code": turn.code, "usage": usage if isinstance(usage, dict) else None,
+                           "looks": _looks(turn.details.get("tool_calls"))})
     shown = [str(part["sha256"]) for e in events for part in _parts(e.message)
              if part["type"] == "image"]
     acquired = _image_turns(db, session_id)
@@ -334,8 +416,11 @@ def conversation(db: Database, session_id: str) -> dict[str, Any]:
             "client": _client(None if source is None else source[0]),
             "path": _path({t.path for t in turns}, turns[-1].path if turns else None),
             "turns": turn_views, "images": images,
-            "fork": None if fork is None else {"parent": fork.parent, "at": fork.at},
-            "tree": fork_tree(db, session_id)}
+            # A scoped login sees the branches of its own scope only.
+            "fork": None if fork is None or not in_scope(db, fork.parent, scope)
+            else {"parent": fork.parent, "at": fork.at},
+            "tree": [node for node in fork_tree(db, session_id)
+                     if in_scope(db, str(node["id"]), scope)]}
 
 
 def image_meta(db: Database, shas: list[str]) -> dict[str, dict[str, Any]]:

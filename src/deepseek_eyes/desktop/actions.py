@@ -271,8 +271,17 @@ async def close(svc: DesktopDriver, args: Args) -> ToolResult:  # noqa: ARG001
     killed = len(svc.launcher.running)
     await svc.aclose()
     data = svc.report_data()
-    return ToolResult(f"desktop session closed ({killed} launched apps stopped)\n"
-                      + svc.report.text(svc.book.history), {"report": data})
+    # Kept as the browser keeps its own: the report as a blob, named in the answer (the web
+    # console finds a conversation's reports by that sentence).
+    stored: str | None = None
+    if svc.blobs is not None:
+        blob = json.dumps(data, ensure_ascii=False, sort_keys=True).encode()
+        stored = (await asyncio.to_thread(svc.blobs.put, blob)).sha256
+    text = (f"desktop session closed ({killed} launched apps stopped)\n"
+            + svc.report.text(svc.book.history))
+    if stored:
+        text += f"\nreport stored as sha256:{stored}"
+    return ToolResult(text, {"report": data, "report_sha256": stored})
 
 
 HANDLERS: dict[str, Handler] = {

@@ -282,10 +282,11 @@ def _console_wait(settings: Settings, runtime: Runtime, where: str) -> ConsoleWa
 
 
 def _web_console(runtime: Runtime, home: DataHome, settings_path: Path | None,
-                 watch: SettingsWatch | None, bind_host: str) -> tuple[Any, Any] | None:
+                 watch: SettingsWatch | None, bind_host: str,
+                 drain: Drain) -> tuple[Any, Any] | None:
     """The web console's app and logins for this gateway, or None when the gateway binds
     beyond loopback (the console is loopback only; said on stderr)."""
-    from deepseek_eyes.console.app import WebConsoleLogins, console_app
+    from deepseek_eyes.console.app import WebConsoleLogins, console_app, gateway_key_login
     from deepseek_eyes.console.control import ConsoleParts
     from deepseek_eyes.serving.security import allowed_hosts_for, loopback_hosts
 
@@ -300,13 +301,16 @@ def _web_console(runtime: Runtime, home: DataHome, settings_path: Path | None,
                          sight=runtime.sight, router=runtime.bridge.router,
                          models=tuple(dict.fromkeys(
                              [*([llm.model] if llm.model else []), *(m.id for m in llm.models)])))
+    drain.on_begin(parts.stopping.set)  # its live streams end when the stop begins
     where: list[str] = []
 
     def show_code(code: str) -> None:  # the person's own login, never the gateway key
         if where:
             _say(f"web console login (one use): {login_url(where[0], code)}")
 
-    logins = WebConsoleLogins(show_code)
+    # The gateway key logs in too, bound to its client's scope (its own conversations).
+    logins = WebConsoleLogins(show_code, key_scope=gateway_key_login(
+        gateway_key(runtime.settings)))
     return console_app(parts, logins), (logins, where)
 
 
@@ -403,7 +407,7 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
             if drain.draining:  # stopped while it started: nothing to serve
                 return
             watch = _settings_watch(runtime, settings_path, key)
-            web = _web_console(runtime, home, settings_path, watch, bind_host)
+            web = _web_console(runtime, home, settings_path, watch, bind_host, drain)
             console, approver = _approval_console(settings, runtime,
                                                   web_console=web is not None)
             app = create_app(runtime, settings.gateway, key=key, approver=approver,

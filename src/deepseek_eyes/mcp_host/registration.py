@@ -77,8 +77,11 @@ def registered_entry(
     server_id: str, *, command: Sequence[str] = (), url: str | None = None,
     env: Sequence[str] = (), headers: Sequence[str] = (), name: str | None = None,
     cwd: Path | None = None, risk_policy: str | None = None, enabled: bool = True,
+    sign_in: bool = False,
 ) -> dict[str, Any]:
     """The ``[[mcp.servers]]`` entry for these flags (validated later, with the file).
+    ``sign_in``: an HTTP server a person signs in to (``oauth = { type =
+    "authorization_code" }``; then ``mcp login ID`` or the web console's Sign in).
 
     Raises:
         McpError: ``MCP_CREDENTIAL_IN_ARGUMENTS`` for a credential in the command line, the
@@ -100,7 +103,12 @@ def registered_entry(
                            code="MCP_ARGUMENTS_INVALID")
         if headers:
             entry["headers"] = _references("--header", headers)
+        if sign_in:
+            entry["oauth"] = {"type": "authorization_code"}
     else:
+        if sign_in:
+            raise McpError("--sign-in is for HTTP servers (--url); a stdio server has no "
+                           "sign-in", code="MCP_ARGUMENTS_INVALID")
         refuse_credentials(command[0], command[1:], server=server_id)
         entry["transport"] = "stdio"
         entry["command"] = command[0]

@@ -11,8 +11,11 @@ person who started the server reads it; a client over HTTP never sees it). The l
 the code in its fragment, which no request sends; the page posts it to the login path,
 which answers with an ``HttpOnly``, ``SameSite=Strict`` cookie scoped to the API's path,
 the credential's id and a CSRF token. The code is spent and a fresh one is printed for the
-next browser. Each login is its own credential (a prefix and 8 hex digits, random, not
-derived from the secret). Codes, cookies and CSRF tokens live only in this process's
+next browser. A console may also let a client's own key log in
+(:meth:`CookieLogins.login_scoped`): such a login is bound to that client's scope and sees
+only what the client may, never what only the person may (the web console's gateway-key
+login). Each login is its own credential (a prefix and 8 hex digits, random, not derived
+from the secret). Codes, cookies and CSRF tokens live only in this process's
 memory, are stored as SHA-256 digests (the CSRF token compared in constant time), never
 logged, audited or written anywhere, and die with the process.
 
@@ -56,6 +59,9 @@ class _Login:
     credential: str
     expires: float
     csrf: tuple[bytes, ...]  # the live CSRF tokens' digests, oldest first
+    #: None: a person's own login (the one-time code); else the client scope it is bound
+    #: to (a login made with a client's key sees that client's own things only).
+    scope: str | None = None
 
 
 class CookieLogins:
@@ -123,14 +129,24 @@ class CookieLogins:
                 _digest(code), live):
             raise self.invalid_code()
         self._code = None
+        made = self._new_login(None)
+        self.issue()
+        return made
+
+    def login_scoped(self, scope: str) -> tuple[str, str, str]:
+        """A login bound to one client ``scope`` (the caller proved the client's key): its
+        ``(cookie value, id, CSRF token)``. The one-time code is not spent."""
+        return self._new_login(scope)
+
+    def _new_login(self, scope: str | None) -> tuple[str, str, str]:
         secret = secrets.token_urlsafe(32)
         csrf = secrets.token_urlsafe(32)
-        credential = f"{self.credential_prefix}{secrets.token_hex(4)}"
+        kind = "" if scope is None else "key-"
+        credential = f"{self.credential_prefix}{kind}{secrets.token_hex(4)}"
         self._logins[_digest(secret)] = _Login(credential, self._clock() + self.ttl,
-                                               (_digest(csrf),))
+                                               (_digest(csrf),), scope)
         while len(self._logins) > self.max_credentials:
             self._logins.popitem(last=False)
-        self.issue()
         return secret, credential, csrf
 
     def _live(self, cookie: str | None) -> _Login | None:
@@ -151,6 +167,12 @@ class CookieLogins:
         login = self._live(cookie)
         return None if login is None else login.credential
 
+    def scope_of(self, cookie: str | None) -> str | None:
+        """The client scope the live login is bound to; None for a person's own login (and
+        for no login: ask :meth:`holder` first)."""
+        login = self._live(cookie)
+        return None if login is None else login.scope
+
     def csrf_ok(self, cookie: str | None, token: str | None) -> bool:
         """Whether ``token`` is the CSRF token of the live login ``cookie`` carries."""
         login = self._live(cookie)
@@ -170,7 +192,8 @@ class CookieLogins:
             return None
         csrf = secrets.token_urlsafe(32)
         kept = (*login.csrf, _digest(csrf))[-CSRF_TOKENS_PER_LOGIN:]
-        self._logins[_digest(secret)] = _Login(login.credential, login.expires, kept)
+        self._logins[_digest(secret)] = _Login(login.credential, login.expires, kept,
+                                               login.scope)
         return csrf
 
     def logout(self, cookie: str | None) -> bool:

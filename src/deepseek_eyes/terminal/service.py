@@ -189,7 +189,9 @@ class TerminalService:
         ended = time.time()
         for plan in session.plans.values():
             if plan.state == "planned" and plan.result.decision.requires_approval:
+                # Its owner too: the console still names the conversation that asked.
                 self.expired_waiting.append({**plan.to_dict(), "state": "expired",
+                                             "owner": session.owner,
                                              "ended": reason, "ended_at": ended})
         if session.process is not None and session.process.running:
             session.process.kill("expired" if reason == "expired" else "cancelled")

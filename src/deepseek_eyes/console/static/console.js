@@ -285,9 +285,13 @@ async function viewConversation(main, id) {
     el("td", { class: "mono", text: t.id }), el("td", { text: t.model || "-" }),
     el("td", { text: t.path }), el("td", { text: t.outcome + (t.code ? ` ${t.code}` : "") }),
     el("td", { text: `${t.seconds} s` }),
-    el("td", { text: t.usage ? JSON.stringify(t.usage) : "-" })));
+    el("td", { text: t.usage ? JSON.stringify(t.usage) : "-" }),
+    el("td", {}, (t.looks || []).length ? el("ul", { class: "looks" }, t.looks.map((l) => el("li", {
+      text: `${l.image}` + (l.region ? ` region [${l.region.map((v) => Number(v).toFixed(2)).join(", ")}]` : "") +
+        (l.code ? `: failed ${l.code}` : ` via ${l.route || "-"}${l.cached ? " (cache)" : ""}`) })))
+      : el("span", { class: "muted", text: "-" }))));
   out.push(el("h3", { text: "Turns" }),
-    turns.length ? table(["Turn", "Model", "Path", "Outcome", "Time", "Usage"], turns, "Turns")
+    turns.length ? table(["Turn", "Model", "Path", "Outcome", "Time", "Usage", "Look rereads"], turns, "Turns")
       : el("p", { class: "muted", text: "No turns." }));
   const screensAt = el("section", { id: "screens", "aria-label": "Screens" });
   out.push(screensAt);
@@ -298,9 +302,37 @@ async function viewConversation(main, id) {
     .catch((error) => put(screensAt, el("p", { class: "bad", text: error.message })));
 }
 
+function reportView(report) {
+  const title = `Report ${report.schema || ""} (${report.tool || "-"}, ${when(report.ts)})`;
+  if (report.unreadable) {
+    return [el("h4", { text: title }), el("p", { class: "muted mono", text: `sha256:${report.sha256}: ${report.unreadable}` })];
+  }
+  const summary = report.summary || {};
+  const asserted = summary.assertions || {};
+  const steps = report.steps.map((s) => el("tr", {},
+    el("td", { text: String(s.index) }), el("td", { class: "mono", text: s.tool }),
+    el("td", {}, el("code", { text: JSON.stringify(s.arguments || {}) })),
+    el("td", { class: "mono", text: `${s.state_before || "-"} → ${s.state_after || "-"}` }),
+    el("td", { text: (s.outcome || "-") + (s.code ? ` ${s.code}` : "") }),
+    el("td", { class: "mono", text: s.url || "-" }),
+    el("td", { text: s.duration_ms === null || s.duration_ms === undefined ? "-" : `${s.duration_ms} ms` })));
+  const checks = report.assertions.map((a) => el("tr", {},
+    el("td", { text: String(a.step) }), el("td", { text: a.kind }),
+    el("td", { text: a.expected }), el("td", { text: a.actual }),
+    el("td", { text: a.passed === null ? "for the model to judge" : a.passed ? "passed" : "failed" })));
+  return [el("h4", { text: title }),
+    el("p", { class: "muted", text: `${summary.steps ?? report.steps.length} steps, ${summary.states ?? "-"} states, ` +
+      `assertions ${asserted.passed ?? 0} passed / ${asserted.failed ?? 0} failed, ` +
+      `${(report.timing || {}).in_steps_ms ?? "-"} ms in steps` +
+      (report.more_steps ? ` (${report.more_steps} more steps not shown)` : "") }),
+    table(["Step", "Tool", "Arguments", "State", "Outcome", "URL", "Took"], steps, `report steps, ${report.sha256.slice(0, 12)}`),
+    checks.length ? table(["Step", "Assertion", "Expected", "Actual", "Verdict"], checks, `report assertions, ${report.sha256.slice(0, 12)}`) : null];
+}
+
 function screensView(found) {
   const kinds = Object.entries(found.screens);
-  if (!kinds.length && !found.observation) return [];
+  const reports = (found.reports || []).flatMap(reportView);
+  if (!kinds.length && !found.observation && !reports.length) return [];
   const out = [el("h3", { text: "Screens" })];
   for (const [kind, screen] of kinds) {
     const steps = screen.steps.map((s) => el("tr", {},
@@ -324,6 +356,7 @@ function screensView(found) {
     out.push(el("h4", { text: `Latest observation (${found.observation.tool})` }),
       ...found.observation.parts.map((p) => expandable(p.text, p.truncated)));
   }
+  out.push(...reports);
   return out;
 }
 
@@ -358,7 +391,8 @@ async function viewApprovals(main) {
         : el("span", { class: "mono", text: plan.owner || plan.session_id }),
         el("div", { class: "muted mono", text: plan.turn_id ? `turn ${plan.turn_id}` : `terminal ${plan.session_id}` })),
       el("td", { text: `${Math.round(plan.age_s)} s`, title: `asked ${when(plan.created_at)}` }),
-      el("td", {}, expired ? el("span", { class: "badge bad", text: "expired" })
+      el("td", {}, expired ? el("span", { class: "badge bad",
+        text: `expired: its session ${plan.ended || "ended"}` + (plan.ended_at ? ` at ${when(plan.ended_at)}` : "") })
         : el("div", { class: "actions" },
           el("button", { type: "button", text: "Approve", "aria-label": `Approve ${plan.plan_id}`, onclick: act("approve") }),
           el("button", { type: "button", class: "danger", text: "Deny", "aria-label": `Deny ${plan.plan_id}`, onclick: act("deny") }))));
@@ -376,24 +410,48 @@ async function viewApprovals(main) {
     return el("tr", { "data-ask": ask.ask_id },
       el("td", { class: "mono", text: ask.server }),
       el("td", { class: "mono", text: ask.tool }),
-      el("td", {}, el("code", { text: ask.arguments })),
+      el("td", {}, ask.arguments === null ? el("span", { class: "muted", text: "(kept only as a hash)" })
+        : el("code", { text: ask.arguments })),
       el("td", {}, ask.session_id
         ? el("a", { class: "mono", href: "#conversation/" + encodeURIComponent(ask.session_id), text: ask.session_id })
         : el("span", { class: "muted", text: "-" })),
       el("td", { text: `${Math.round(ask.age_s)} s`, title: `asked ${when(ask.created_at)}` }),
       el("td", {}, ask.state !== "waiting"
-        ? el("span", { class: ask.state === "approved" ? "badge" : "badge bad", text: ask.state + (ask.by ? ` by ${ask.by}` : "") })
+        ? el("span", { class: ask.state === "approved" ? "badge" : "badge bad", title: ask.reason || null,
+          text: ask.state + (ask.by ? ` by ${ask.by}` : "") + (ask.reason ? `: ${ask.reason}` : "") })
         : el("div", { class: "actions" },
           el("button", { type: "button", text: "Approve", "aria-label": `Approve ${ask.tool} call ${ask.ask_id}`, onclick: act("approve") }),
           el("button", { type: "button", class: "danger", text: "Deny", "aria-label": `Deny ${ask.tool} call ${ask.ask_id}`, onclick: act("deny") }))));
   });
   put(main, title,
-    el("p", {}, el("button", { type: "button", class: "secondary", text: "Refresh", onclick: () => route() })),
+    el("p", {}, el("button", { type: "button", class: "secondary", text: "Refresh", onclick: () => route() }),
+      el("span", { class: "muted", text: " Refreshes by itself every two seconds while open." })),
     rows.length ? table(["Command", "Directory", "Why approval", "Risk", "Mode", "Asked by", "Age", "Decision"], rows,
       "Plans waiting for a person") : el("p", { text: data.terminal ? "Nothing waits for approval." : "No terminal runs here: no plan can wait." }),
     el("h3", { text: "Ask-first MCP calls" }),
     askRows.length ? table(["Server", "Tool", "Arguments", "Session", "Age", "Decision"], askRows,
       "MCP tool calls waiting for a person") : el("p", { text: "No MCP call waits for approval." }));
+  watchApprovals(approvalsShape(data));
+}
+
+// The queue, asked again every two seconds while the view is open; redrawn only when a
+// plan or a call came, went or changed state (a redraw would move the keyboard's focus).
+let approvalsTimer = null;
+function approvalsShape(data) {
+  return JSON.stringify([(data.plans || []).map((p) => [p.plan_id, p.state]),
+    (data.asks || []).map((a) => [a.ask_id, a.state])]);
+}
+function watchApprovals(shape) {
+  clearTimeout(approvalsTimer);
+  approvalsTimer = setTimeout(async () => {
+    if (document.body.dataset.view !== "approvals") return;
+    try {
+      const data = await api("/approvals");
+      if (document.body.dataset.view !== "approvals") return;
+      if (approvalsShape(data) !== shape) { await route(); return; }
+    } catch { /* the next look tries again */ }
+    watchApprovals(shape);
+  }, 2000);
 }
 
 // ---- MCP --------------------------------------------------------------------------------
@@ -442,7 +500,10 @@ async function viewMcp(main) {
       data.running ? el("button", { type: "button", class: "secondary", text: "Probe", "aria-label": `Probe ${server.id}`,
         onclick: act("probe", {}, (a) => `${server.id}: probe ok in ${a.probe.latency_ms} ms, ${a.probe.tools.length} tool(s)`) }) : null,
       data.running ? el("button", { type: "button", class: "secondary", text: "Restart", "aria-label": `Restart ${server.id}`,
-        onclick: act("restart", {}, (a) => `${server.id}: restarted, ${a.after.status}`) }) : null);
+        onclick: act("restart", {}, (a) => `${server.id}: restarted, ${a.after.status}`) }) : null,
+      server.signs_in ? el("button", { type: "button", text: "Sign in", "aria-label": `Sign in to ${server.id}`,
+        onclick: () => signIn(server.id) }) : null,
+      data.editable ? removeControl(server.id) : null);
     out.push(el("section", { "aria-label": `server ${server.id}` },
       el("h3", {}, el("span", { class: "mono", text: server.id }),
         el("span", { class: "muted", text: ` · ${server.transport} · ${server.enabled ? "enabled" : "disabled"} · ` }),
@@ -453,6 +514,7 @@ async function viewMcp(main) {
         text: `tools ${server.planes.tools || "-"} · content ${server.planes.content || "-"}` +
           (server.latency_ms !== null && server.latency_ms !== undefined ? ` · connected in ${server.latency_ms} ms` : "") }) : null,
       server.last_error ? el("p", { class: "bad", text: `last error: ${server.last_error}` + (server.error ? ` (${server.error})` : "") }) : null,
+      server.signs_in ? el("p", { class: "muted", "data-signin-for": server.id, text: signinText(server) }) : null,
       el("p", { text: `allow: ${server.allow.join(", ") || "(nothing)"} · deny: ${server.deny.join(", ") || "(nothing)"} · ask first: ${server.ask.join(", ") || "(nothing)"} · risk policy: ${server.risk_policy}` }),
       rows.length ? table(["Tool", "Risk", "Offered", "Allow / deny / ask first", "Description"], rows, `Tools of ${server.id}`)
         : el("p", { class: "muted", text: "No tools discovered (the server is not connected here)." })));
@@ -462,25 +524,92 @@ async function viewMcp(main) {
   if (data.running) watchStatus();
 }
 
-// Live status: the servers' states asked for every two seconds while this view is open;
-// only the status words change (focus and forms stay as they are).
-let statusTimer = null;
-function watchStatus() {
-  clearTimeout(statusTimer);
-  statusTimer = setTimeout(async () => {
-    if (document.body.dataset.view !== "mcp") return;
+function signinText(server) {
+  const held = server.oauth ? `sign-in: ${server.oauth.status}` +
+    (server.oauth.expires_at ? `, token until ${when(server.oauth.expires_at)}` : "") : "sign-in: none held here";
+  const job = server.signin;
+  if (!job) return held;
+  if (job.state === "failed") return `${held} · last sign-in failed: ${job.error ? job.error.code : "-"}`;
+  return `${held} · console sign-in ${job.state}` + (job.status ? ` (server ${job.status})` : "");
+}
+
+// Removing asks first, in the page: the button shows a confirmation beside it, which takes
+// the focus; only its own button sends the request (with the id, as the API wants).
+function removeControl(id) {
+  const holder = el("span", { class: "confirm" });
+  const ask = el("button", { type: "button", class: "danger", text: "Remove", "aria-label": `Remove ${id}`,
+    "aria-expanded": "false" });
+  ask.addEventListener("click", () => {
+    ask.setAttribute("aria-expanded", "true");
+    const yes = el("button", { type: "button", class: "danger", text: `Yes, remove ${id}`, onclick: async () => {
+      try {
+        await api(`/mcp/${encodeURIComponent(id)}/remove`, { method: "POST", body: { confirm: id } });
+        say(`${id}: removed`);
+      } catch (error) { say(error.message, true); }
+      route();
+    } });
+    const no = el("button", { type: "button", class: "secondary", text: "Keep it", onclick: () => {
+      holder.replaceChildren();
+      ask.setAttribute("aria-expanded", "false");
+      ask.focus();
+    } });
+    holder.replaceChildren(el("span", { role: "alert", text: ` Remove ${id} from the settings file? ` }), yes, no);
+    yes.focus();
+  });
+  return el("span", {}, ask, holder);
+}
+
+// Sign-in: the server's authorization URL comes back from the console's API; it opens in a
+// new window (and stays as a link, in case the window was blocked); the redirect ends at the
+// gateway's loopback listener, and this page asks how it went until it is over.
+async function signIn(id) {
+  say(`Signing in to ${id}…`);
+  let job;
+  try {
+    job = await api(`/mcp/${encodeURIComponent(id)}/signin`, { method: "POST", body: {} });
+  } catch (error) { say(error.message, true); return; }
+  const shown = document.querySelector(`[data-signin-for="${CSS.escape(id)}"]`);
+  if (job.url && /^https?:\/\//i.test(job.url)) {  // a web address only, never javascript:
+    const link = el("a", { href: job.url, target: "_blank", rel: "noopener noreferrer",
+      text: `Open the sign-in page of ${id}` });
+    if (shown) shown.replaceChildren(`Sign in at the server's page: `, link, el("span", { class: "mono", text: ` ${job.url}` }));
+    window.open(job.url, "_blank", "noopener");
+  }
+  while (job.state === "waiting") {
+    await new Promise((done) => setTimeout(done, 1000));
     try {
-      const data = await api("/mcp");
-      for (const server of data.servers) {
-        const node = document.querySelector(`[data-status-for="${CSS.escape(server.id)}"]`);
-        if (node && node.textContent !== (server.status || "not running here")) {
-          node.textContent = server.status || "not running here";
-          node.className = server.status === "ready" ? "ok" : "bad";
-        }
-      }
-    } catch { /* the next look tries again */ }
-    watchStatus();
-  }, 2000);
+      job = await api(`/mcp/${encodeURIComponent(id)}/signin`);
+    } catch (error) { say(error.message, true); return; }
+  }
+  if (job.state === "signed in") say(`${id}: signed in` + (job.status ? `, ${job.status}` : ""));
+  else say(`${id}: sign-in failed: ${job.error ? `${job.error.code}: ${job.error.message}` : "-"}`, true);
+  if (document.body.dataset.view === "mcp") route();
+}
+
+// Live status: the manager's watch stream (what `mcp watch` prints) as server-sent events,
+// open while this view is; only the status words change (focus and forms stay as they are).
+let statusStream = null;
+function stopStatus() {
+  if (statusStream) { statusStream.close(); statusStream = null; }
+}
+function watchStatus() {
+  stopStatus();
+  statusStream = new EventSource(API + "/mcp/events");
+  statusStream.addEventListener("status", (message) => {
+    if (document.body.dataset.view !== "mcp") { stopStatus(); return; }
+    const server = JSON.parse(message.data);
+    const words = server.status || "not running here";
+    const node = document.querySelector(`[data-status-for="${CSS.escape(server.id)}"]`);
+    if (node && node.textContent !== words) {
+      node.textContent = words;
+      node.className = server.status === "ready" ? "ok" : "bad";
+    }
+    const planes = document.querySelector(`[data-planes-for="${CSS.escape(server.id)}"]`);
+    if (planes) {
+      planes.textContent = `tools ${server.tools_status || "-"} · content ${server.content_status || "-"}` +
+        (server.latency_ms !== null && server.latency_ms !== undefined ? ` · connected in ${server.latency_ms} ms` : "");
+    }
+  });
 }
 
 function field(id, label, control, hint) {
@@ -501,6 +630,7 @@ function registerForm() {
   const risk = el("select", { id: "reg-risk", name: "risk_policy" },
     el("option", { value: "", text: "default" }), el("option", { value: "read-only", text: "read-only" }),
     el("option", { value: "allow", text: "allow" }));
+  const signs = el("input", { type: "checkbox", id: "reg-signin", name: "sign_in" });
   form.append(el("h3", { text: "Register a server" }),
     field("reg-id", "Id", id),
     field("reg-command", "Command (stdio: one argument per line)", command, "e.g. the program, then each argument"),
@@ -508,6 +638,7 @@ function registerForm() {
     field("reg-env", "Environment or headers (NAME=VAR, one per line)", env,
       "the value is read from our environment variable VAR; a secret is never written"),
     field("reg-risk", "Risk policy", risk),
+    el("p", {}, signs, el("label", { for: "reg-signin", text: " A person signs in to it (OAuth; HTTP only), then Sign in" })),
     el("button", { type: "submit", text: "Register" }));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -516,7 +647,7 @@ function registerForm() {
       const answer = await api("/mcp/servers", { method: "POST", body: {
         id: id.value.trim(), command: http ? [] : lines(command.value), url: http ? url.value.trim() : null,
         env: http ? [] : lines(env.value), headers: http ? lines(env.value) : [],
-        risk_policy: risk.value || null } });
+        risk_policy: risk.value || null, sign_in: signs.checked } });
       say(`registered ${answer.server} (${answer.transport}): nothing allowed yet`);
       route();
     } catch (error) { say(error.message, true); }
@@ -556,8 +687,33 @@ async function viewVision(main) {
   const data = await api("/vision");
   const out = [el("h2", { text: "Vision routes and sight" })];
   if (!data.running) out.push(el("p", { class: "muted", text: "The gateway does not run here: only what was learned is shown, and nothing can be probed." }));
+  // The order of preference: each route falls back to the next. Moving one writes
+  // vision.route_priority (validated like the file) and reaches the running router at once.
+  const ordered = data.routes.filter((r) => r.order !== null).sort((a, b) => a.order - b.order)
+    .map((r) => r.name);
+  const move = (name, by) => async () => {
+    const order = [...ordered];
+    const at = order.indexOf(name);
+    [order[at], order[at + by]] = [order[at + by], order[at]];
+    let said = null;
+    try {
+      const answer = await api("/vision/order", { method: "POST", body: { order } });
+      said = `Route order: ${answer.order.join(", ")}`;
+    } catch (error) { say(error.message, true); }
+    await route();  // the table first, then the word that it changed
+    if (said) say(said);
+    const again = document.querySelector(`[data-move="${CSS.escape(name)}:${by}"]`) ||
+      document.querySelector(`[data-move^="${CSS.escape(name)}:"]`);
+    if (again) again.focus();
+  };
+  const canMove = data.running && data.editable && ordered.length > 1;
   const routes = data.routes.map((r) => el("tr", {},
-    el("td", { text: r.order === null ? "-" : String(r.order + 1) }),
+    el("td", {}, r.order === null ? "-" : String(r.order + 1),
+      canMove && r.order !== null ? el("span", { class: "actions" },
+        ordered.indexOf(r.name) > 0 ? el("button", { type: "button", class: "secondary", text: "↑",
+          "aria-label": `Move ${r.name} up`, "data-move": `${r.name}:-1`, onclick: move(r.name, -1) }) : null,
+        ordered.indexOf(r.name) < ordered.length - 1 ? el("button", { type: "button", class: "secondary", text: "↓",
+          "aria-label": `Move ${r.name} down`, "data-move": `${r.name}:1`, onclick: move(r.name, 1) }) : null) : null),
     el("td", { class: "mono", text: r.name }), el("td", { text: r.kind }),
     el("td", { text: r.model || "-" }),
     el("td", { class: r.health === "healthy" ? "ok" : "", text: r.health + (r.health_code ? ` (${r.health_code})` : "") }),
@@ -603,23 +759,37 @@ async function viewVision(main) {
 async function viewAudit(main) {
   const data = await api("/audit");
   const result = el("p", { id: "verify-result", "aria-live": "polite" });
+  const bar = el("progress", { id: "verify-progress", max: "1", value: "0", hidden: true,
+    "aria-label": "Verifying the chain" });
+  const count = el("span", { id: "verify-count", class: "muted" });
   const button = el("button", { type: "button", text: "Verify the chain" });
   button.addEventListener("click", async () => {
     result.textContent = "Verifying…";
+    result.className = "";
+    button.disabled = true;
+    bar.hidden = false;
+    bar.removeAttribute("value");  // indeterminate until the verifier's first count
     try {
-      const report = await api("/audit/verify", { method: "POST" });
+      const report = await verifyWithProgress((done, total) => {
+        bar.max = Math.max(1, total);
+        bar.value = done;
+        count.textContent = ` ${done} of ${total} entries checked`;
+      });
       result.textContent = report.problem
         ? `Problem ${report.problem.code} at entry ${report.problem.seq}: ${report.problem.reason}`
         : `Intact: ${report.entries} entries, ${report.records_checked} records checked in ${report.seconds} s.`;
       result.className = report.problem ? "bad" : "ok";
     } catch (error) { result.textContent = error.message; result.className = "bad"; }
+    button.disabled = false;
   });
   const head = data.head;
   put(main, el("h2", { text: "Audit" }), recordLookup(), auditSearch(),
     el("p", { text: head ? `Head: entry ${head.seq} (${head.kind}) at ${when(head.ts)}` : "The chain is empty." }),
     head ? el("p", { class: "mono", text: head.hash }) : null,
     el("p", { text: `${data.entries} entries, ${data.checkpoints.length} checkpoint(s) shown.` }),
-    el("p", {}, button), result,
+    el("p", {}, button, " ", bar, count), result,
+    el("p", {}, el("a", { id: "chain-export", href: `${API}/audit/chain-export`, download: "",
+      text: "Export the whole chain (signed; audit verify --file checks it)" })),
     el("h3", { text: "Entries by kind" }),
     table(["Kind", "Entries"], data.kinds.map((k) => el("tr", {}, el("td", { class: "mono", text: k.kind }),
       el("td", { text: String(k.entries) }))), "Chain entries by kind"),
@@ -628,6 +798,37 @@ async function viewAudit(main) {
       el("td", { text: String(c.seq) }), el("td", { class: "mono", text: c.hash.slice(0, 16) }),
       el("td", { text: when(c.ts) }), el("td", { class: "mono", text: c.key_id }))), "Signed checkpoints")
       : el("p", { class: "muted", text: "No signed checkpoint yet." }));
+}
+
+// The verifier's own progress: the answer is JSON lines, one each time it has checked a
+// batch of entries ({done, total}), then the report; read as they arrive.
+async function verifyWithProgress(onProgress) {
+  const answer = await fetch(API + "/audit/verify", { method: "POST", credentials: "same-origin",
+    headers: { "content-type": "application/json", "x-csrf-token": csrf || "" }, body: "{}" });
+  if (!answer.ok) {
+    let error = {};
+    try { error = (await answer.json()).error || {}; } catch { /* not JSON */ }
+    throw new Error(`${error.code || answer.status}: ${error.message || "failed"}`);
+  }
+  const reader = answer.body.getReader();
+  const decoder = new TextDecoder();
+  let buffered = "";
+  let report = null;
+  for (;;) {
+    const { value, done } = await reader.read();
+    buffered += decoder.decode(value || new Uint8Array(), { stream: !done });
+    let cut;
+    while ((cut = buffered.indexOf("\n")) >= 0) {
+      const line = JSON.parse(buffered.slice(0, cut));
+      buffered = buffered.slice(cut + 1);
+      if (line.error) throw new Error(`${line.error.code}: ${line.error.message}`);
+      if (line.report) report = line.report;
+      else onProgress(line.done, line.total);
+    }
+    if (done) break;
+  }
+  if (!report) throw new Error("the verification ended without a report");
+  return report;
 }
 
 function recordLookup() {
@@ -797,7 +998,14 @@ function legend() {
 }
 
 async function viewUsage(main) {
-  const data = await api("/usage");
+  const [data, vision] = await Promise.all([api("/usage"), api("/vision").catch(() => null)]);
+  const health = vision && vision.routes.length ? table(["Route", "Health", "Circuit", "Probe", "Last code"],
+    vision.routes.map((r) => el("tr", {},
+      el("td", { class: "mono", text: r.name }),
+      el("td", { class: r.health === "healthy" ? "ok" : "", text: r.health + (r.health_code ? ` (${r.health_code})` : "") }),
+      el("td", { text: r.circuit + (r.circuit_open_for_s ? ` for ${Math.round(r.circuit_open_for_s)} s` : "") }),
+      el("td", { text: r.probe }), el("td", { text: r.last_code || "-" }))), "Vision routes' health")
+    : el("p", { class: "muted", text: "No route status here (it comes from the running gateway)." });
   const exact = Object.entries(data.summary.exact).map(([category, t]) => el("tr", {},
     el("td", { text: category }), el("td", { text: String(t.calls) }),
     el("td", { text: String(t.prompt_tokens) }), el("td", { text: String(t.completion_tokens) }),
@@ -826,7 +1034,8 @@ async function viewUsage(main) {
     data.models.length ? modelChart(data.models) : el("p", { class: "muted", text: "No exact usage yet." }),
     el("h3", { text: "Cache-hit share per day" }),
     data.cache_daily.length ? cacheChart(data.cache_daily) : el("p", { class: "muted", text: "No exact usage yet." }),
-    el("p", {}, "Vision routes' health, circuits and probes: ", el("a", { href: "#vision", text: "Vision" }), "."),
+    el("h3", { text: "Vision routes' health" }), health,
+    el("p", {}, "Their order, and each final model's sight: ", el("a", { href: "#vision", text: "Vision" }), "."),
     el("h3", { text: "Per day and category" }),
     bars.length ? table(["Day", "Category", "Kind", "Tokens"], bars, "Usage per day and category")
       : el("p", { class: "muted", text: `Nothing in the last ${data.days} days.` }));
@@ -839,6 +1048,7 @@ async function route() {
   const hash = location.hash.slice(1) || "conversations";
   const [name, rest] = hash.split(/[/?](.*)/s);
   const arg = name === "conversation" ? decodeURIComponent(rest || "") : rest;
+  if (name !== "mcp") stopStatus();
   for (const link of document.querySelectorAll("#views a")) {
     const current = link.dataset.view === name || (name === "conversation" && link.dataset.view === "conversations");
     if (current) link.setAttribute("aria-current", "page"); else link.removeAttribute("aria-current");
@@ -857,12 +1067,47 @@ async function route() {
   } catch (error) {
     if (error.code === "CONSOLE_LOGIN_REQUIRED") {
       put(main, el("h2", { text: "Log in" }),
-        el("p", { text: "Open the one-time login link the server printed on its standard error." }));
+        el("p", { text: "Open the one-time login link the server printed on its standard error." }),
+        keyLogin());
     } else {
       put(main, el("h2", { text: "Something failed" }), el("p", { class: "bad", text: error.message }));
     }
     document.body.dataset.view = "error";
   }
+}
+
+// The gateway key logs in too, bound to its client's scope: that client's own conversations,
+// none of the person's views. The key goes in the body of one same-origin POST, never a URL.
+function keyLogin() {
+  const form = el("form", { class: "panel", "aria-label": "Log in with the gateway key" });
+  const key = el("input", { type: "password", id: "login-key", name: "key", autocomplete: "off",
+    required: true, "aria-describedby": "login-key-hint" });
+  form.append(el("h3", { text: "Or with the gateway key" }),
+    field("login-key", "Gateway key", key, "sees only the conversations made with this key"),
+    el("button", { type: "submit", text: "Log in" }));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const login = await api("/login", { method: "POST", body: { key: key.value } });
+      key.value = "";
+      csrf = login.csrf;
+      await who();
+      route();
+    } catch (error) { say(error.message, true); }
+  });
+  return form;
+}
+
+// Who is signed in; a login bound to a client's scope is shown only the views it may see.
+async function who() {
+  const answer = await api("/whoami");
+  csrf = answer.csrf || csrf;
+  document.getElementById("who").textContent = `signed in as ${answer.credential}` +
+    (answer.operator ? "" : ` (the gateway key: its own conversations only)`);
+  for (const link of document.querySelectorAll("#views a")) {
+    link.parentElement.hidden = !answer.operator && link.dataset.view !== "conversations";
+  }
+  return answer;
 }
 
 async function start() {
@@ -875,12 +1120,9 @@ async function start() {
     } catch (error) { say(error.message, true); }
   }
   // Who is signed in, and the view, asked for at once: the view's GETs need no CSRF token.
-  const who = api("/whoami").then((answer) => {
-    csrf = answer.csrf || csrf;
-    document.getElementById("who").textContent = `signed in as ${answer.credential}`;
-  }).catch(() => { /* not signed in: the view says how */ });
+  const asked = who().catch(() => { /* not signed in: the view says how */ });
   window.addEventListener("hashchange", route);
-  await Promise.all([who, route()]);
+  await Promise.all([asked, route()]);
 }
 
 start();

@@ -120,6 +120,13 @@ class VisionRouter:
         self._store = EvidenceStore(cache, self.cache_fingerprint, clock)
 
     # ordering ---------------------------------------------------------------
+    def reorder(self, *, route: str | None, priority: tuple[str, ...]) -> None:
+        """Take a new ``vision.route`` and ``vision.route_priority`` (the web console's
+        reordering, validated by the settings file's loader before): the next acquisition
+        tries the routes in the new order; nothing else changes."""
+        self._settings = self._settings.model_copy(
+            update={"route": route, "route_priority": tuple(priority)})
+
     @property
     def routes(self) -> Mapping[str, RouteEntry]:
         return self._routes
