@@ -62,6 +62,7 @@ from deepseek_eyes.llm.response import (
 )
 from deepseek_eyes.llm.retry import Attempt, RetryPolicy, attempts_json
 from deepseek_eyes.llm.stream import ChatStream
+from deepseek_eyes.llm.transport import KeepAliveTransport
 from deepseek_eyes.stages import stage
 from deepseek_eyes.telemetry.conventions import (
     RESPONSE_FINISH_REASONS,
@@ -156,7 +157,9 @@ class ChatClient:
         self._http = httpx.AsyncClient(
             headers=merged,
             timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
-            transport=transport,
+            # Ours unless a test hands one in (llm/transport.py says why: most of a
+            # turn's own cost was httpcore's); a proxied URL still gets httpx's.
+            transport=transport or KeepAliveTransport(),
             follow_redirects=False,
         )
 
