@@ -73,6 +73,7 @@ class _Connection(asyncio.Protocol):
         self.reason = b""
         self.headers_done = False
         self.complete = False
+        self._keep_alive = False
 
     # asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -129,6 +130,8 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self.complete = True
+        # Asked now: once the callback returns, the parser has reset for the next message.
+        self._keep_alive = bool(self._parser.should_keep_alive())
 
     # use ---------------------------------------------------------------------------------
     def _wake(self) -> None:
@@ -155,7 +158,7 @@ class _Connection(asyncio.Protocol):
         self._error = None
         self._close_delimited = False
         self.headers, self.reason = [], b""
-        self.headers_done = self.complete = False
+        self.headers_done = self.complete = self._keep_alive = False
         self.transport.write(head + body if len(body) < 65536 else head)
         if len(body) >= 65536:
             self.transport.write(body)
@@ -194,8 +197,7 @@ class _Connection(asyncio.Protocol):
     def finished(self) -> bool:
         """Whether the response was read whole and the connection may carry another."""
         return (self.complete and not self._chunks and self._error is None
-                and not self._close_delimited and self._parser is not None
-                and bool(self._parser.should_keep_alive()) and self.reusable)
+                and not self._close_delimited and self._keep_alive and self.reusable)
 
     def close(self) -> None:
         self.closed = True
