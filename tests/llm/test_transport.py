@@ -64,12 +64,12 @@ async def _keep_answering(reader: asyncio.StreamReader, writer: asyncio.StreamWr
 
 
 async def test_connections_are_kept_alive_and_bodies_sent_whole() -> None:
-    async with serving(_keep_answering) as (url, accepted):
-        async with httpx.AsyncClient(transport=KeepAliveTransport()) as client:
-            answers = [(await client.post(f"{url}/v1/chat", json={"n": i})).json()
-                       for i in range(3)]
-            big = await client.post(f"{url}/v1/chat", content=b"x" * 200_000,
-                                    headers={"Content-Type": "application/json"})
+    async with serving(_keep_answering) as (url, accepted), httpx.AsyncClient(
+            transport=KeepAliveTransport()) as client:
+        answers = [(await client.post(f"{url}/v1/chat", json={"n": i})).json()
+                   for i in range(3)]
+        big = await client.post(f"{url}/v1/chat", content=b"x" * 200_000,
+                                headers={"Content-Type": "application/json"})
     assert [a["connection"] for a in answers] == [1, 1, 1]
     assert accepted == [1]
     assert big.json()["got"] > 200_000  # the head and every byte of the body arrived
@@ -165,10 +165,10 @@ async def test_refused_and_slow_servers_raise_httpx_errors() -> None:
 
 
 async def test_a_body_left_unread_closes_its_connection() -> None:
-    async with serving(_keep_answering) as (url, accepted):
-        async with httpx.AsyncClient(transport=KeepAliveTransport()) as client:
-            async with client.stream("POST", f"{url}/v1/chat", json={}) as response:
-                assert response.status_code == 200  # closed before its body was read
-            again = await client.post(f"{url}/v1/chat", json={})
+    async with serving(_keep_answering) as (url, accepted), httpx.AsyncClient(
+            transport=KeepAliveTransport()) as client:
+        async with client.stream("POST", f"{url}/v1/chat", json={}) as response:
+            assert response.status_code == 200  # closed before its body was read
+        again = await client.post(f"{url}/v1/chat", json={})
     assert again.json()["connection"] == 2
     assert accepted == [1, 2]
