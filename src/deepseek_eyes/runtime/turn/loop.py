@@ -187,9 +187,14 @@ class TurnRunner:
                     continue
                 done: list[TurnResult] = []
                 with stage("answer"):
-                    async for event in _while(self._finish(turn, result, internal, external),
-                                              queue, done):
-                        yield Progress(event)
+                    if internal:  # tools run first: their progress is relayed meanwhile
+                        async for event in _while(
+                                self._finish(turn, result, internal, external), queue, done):
+                            yield Progress(event)
+                    else:  # nothing in it waits: no task and queue watch beside it
+                        done.append(await self._finish(turn, result, internal, external))
+                        while not queue.empty():
+                            yield Progress(queue.get_nowait())
                 answered = True
                 yield Answer(done[0], relay.unsent(external) if stream else [], relay.forwarded)
                 return
