@@ -370,8 +370,10 @@ class TurnRunner:
             if scope is not None and turn.request.keep:  # nothing kept: nothing to find
                 # Where this conversation stands now, for a client that sends no session id.
                 # The request's history is hashed already: only the turn's output is.
-                chain = (turn.chain.extended(turn.outputs) if turn.chain is not None
-                         else Chain().extended([*turn.prefix, *turn.outputs]))
+                # The request's chain is this turn's own (the memo made it new): grown
+                # in place, not copied.
+                chain = (turn.chain.extend(turn.outputs) if turn.chain is not None
+                         else Chain().extend([*turn.prefix, *turn.outputs]))
                 if chain.hashes:
                     self._sessions.remember_prefix(scope, chain.hashes[-1], turn.session_id,
                                                    len(chain.hashes))
