@@ -172,3 +172,31 @@ async def test_a_body_left_unread_closes_its_connection() -> None:
         again = await client.post(f"{url}/v1/chat", json={})
     assert again.json()["connection"] == 2
     assert accepted == [1, 2]
+
+
+async def test_a_proxy_the_environment_names_is_still_used(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from deepseek_eyes.llm.client import ChatClient
+
+    lines: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    _n: int) -> None:
+        request = await _read_request(reader)
+        assert request is not None
+        lines.append(request.split(b"\r\n", 1)[0])
+        writer.write(_answer(b'{"data": [{"id": "via-proxy"}]}'))
+        await writer.drain()
+        await _read_request(reader)
+
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    async with serving(proxy) as (url, _):
+        monkeypatch.setenv("HTTP_PROXY", url)
+        client = ChatClient("http://model.test/v1")
+        try:
+            assert await client.list_models() == [{"id": "via-proxy"}]
+        finally:
+            await client.aclose()
+    # httpx's own transport, as before this module: the request in the proxy's form
+    assert lines == [b"GET http://model.test/v1/models HTTP/1.1"]

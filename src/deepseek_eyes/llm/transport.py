@@ -6,8 +6,10 @@ otherwise be. The gateway's own cost of a turn is mostly its upstream call's, an
 machine httpcore and h11, pure Python, took about 1.7 ms of a loopback round trip that
 uvicorn (parsing with the same httptools) answers in under 0.3 ms (``bench/gateway.py``).
 Everything above the transport stays httpx's: the request built, its headers, redirects
-refused, content decoding, proxies from the environment (httpx mounts its own transport
-for a proxied URL, so a proxy is used exactly as before), the exceptions callers catch.
+refused, content decoding, the exceptions callers catch. httpx honours ``*_PROXY`` and
+``NO_PROXY`` only with its own transport, so where the environment names a proxy the
+client keeps httpx's (:func:`deepseek_eyes.llm.client._default_transport`): a proxied
+setup works exactly as before.
 
 Decisions a newcomer would otherwise undo:
 
