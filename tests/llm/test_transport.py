@@ -200,3 +200,4 @@ async def test_a_proxy_the_environment_names_is_still_used(
             await client.aclose()
     # httpx's own transport, as before this module: the request in the proxy's form
     assert lines == [b"GET http://model.test/v1/models HTTP/1.1"]
+

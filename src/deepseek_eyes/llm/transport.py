@@ -204,7 +204,10 @@ class _Connection(asyncio.Protocol):
     def close(self) -> None:
         self.closed = True
         if self.transport is not None:
-            self.transport.close()
+            # A connection of a loop that has ended (a client used again under a new
+            # asyncio.run) cannot schedule its close there: its socket goes with the loop.
+            with contextlib.suppress(RuntimeError):
+                self.transport.close()
 
 
 class _Body(httpx.AsyncByteStream):
@@ -336,6 +339,5 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
         self._closed = True
         for idle in self._idle.values():
             for conn in idle:
-                with contextlib.suppress(Exception):
-                    conn.close()
+                conn.close()
         self._idle.clear()
