@@ -8,7 +8,9 @@
    parses and validates every response, so its own cost is in both columns). p50 latency of
    a text turn, and p50 time to the first content of a streamed turn. Ratio = through
    gateway / direct (target: at most 1.5 with the ``openai`` client).
-2. Memory: the gateway process's resident set idle, and after 1,000 text turns.
+2. Memory: the gateway process's resident set idle, and after 1,000 text turns; and the
+   gateway process's own CPU time per turn over those turns (user and system, from
+   ``/proc``: what a busy machine distorts least).
 
 ``--before REV`` serves ``REV``'s sources beside this tree's, and every latency is measured
 in round-robin blocks over the direct upstream, ours and before (one run, the same load).
@@ -25,6 +27,7 @@ import asyncio
 import base64
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -50,6 +53,12 @@ def start(upstream: LoopbackUpstream, home: Path,
           src: Path | None = None) -> tuple[subprocess.Popen[str], str]:
     return start_gateway(f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
                          'model = "deepseek-v4-pro"', home, src=src)
+
+
+def cpu_s(pid: int) -> float:
+    """CPU time (user and system) the process has used so far, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mib(pid: int) -> float:
@@ -179,10 +188,14 @@ async def main(n: int, before: str | None) -> None:
                         b = statistics.median(samples["before"])
                         line += f"; before={b * 1e3:.2f}ms ratio={b / d:.2f}"
                     print(f"{line} (p50 of {len(samples['ours'])})")
-            turned = await rss_after(gateway, process.pid, 1000)
+            turned, cpu = await rss_after(gateway, process.pid, 1000)
+            was = await rss_after(old[1], old[0].pid, 1000) if old else None
             print(f"gateway_rss_after_1000_turns: ours={turned:.0f}MiB target<=80MiB"
-                  + (f" before={await rss_after(old[1], old[0].pid, 1000):.0f}MiB"
-                     if old else ""))
+                  + (f" before={was[0]:.0f}MiB" if was else ""))
+            # The gateway's own CPU per text turn (its process only: the upstream runs in
+            # this one), which a loaded machine changes far less than wall time.
+            print(f"gateway_cpu_per_turn: ours={cpu * 1e3:.2f}ms"
+                  + (f" before={was[1] * 1e3:.2f}ms ratio={cpu / was[1]:.2f}" if was else ""))
         finally:
             for served in (process, old[0] if old else None):
                 if served is not None:
@@ -196,14 +209,15 @@ async def main(n: int, before: str | None) -> None:
             )
 
 
-async def rss_after(base: str, pid: int, turns: int) -> float:
-    """The gateway's resident set once it has answered ``turns`` text turns (counted
-    from its start, warm-ups and measured turns included)."""
+async def rss_after(base: str, pid: int, turns: int) -> tuple[float, float]:
+    """The gateway's resident set once it has answered ``turns`` more text turns (MiB),
+    and the CPU seconds it spent per turn on them."""
     body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "ping"}]}
+    started = cpu_s(pid)
     async with httpx.AsyncClient(timeout=30) as client:
         for _ in range(turns):
             (await client.post(f"{base}/chat/completions", json=body)).raise_for_status()
-    return rss_mib(pid)
+    return rss_mib(pid), (cpu_s(pid) - started) / turns
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ own time from its ``Server-Timing`` header is taken per turn: its ``total`` less
 "the rest": that less the ``http`` and ``parse`` stages (the body received and parsed,
 which a client that resends everything makes O(n) whatever we do).
 ``--before REV`` runs the same conversations against ``REV``'s sources
-(exported with ``git archive``) in a second ``serve``, both running, each size measured on
+(exported with ``git archive``) in a second ``serve``, both running, each continuation on
 one and then the other (the same load for both), and prints both side by side: ``ours``
 is this tree, ``before`` is ``REV``. A size a revision refuses prints its error code
 instead of a time.
@@ -29,6 +29,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +56,11 @@ def history(n: int) -> list[dict[str, Any]]:
 Sample = tuple[float, float]  # (total less upstream, that less http and parse), ms
 
 
-def measure(client: openai.OpenAI, n: int, turns: int) -> list[Sample] | str:
-    """Gateway ms of each of ``turns`` continuations of an ``n``-message history (or the
-    error code that refused the conversation)."""
+def continuations(client: openai.OpenAI, n: int, turns: int) -> Iterator[Sample | str]:
+    """Gateway ms of each of ``turns`` continuations of an ``n``-message history, one per
+    ``next`` (the untimed start of the conversation runs with the first); an error code
+    instead, once, when the conversation was refused."""
     messages = history(n - 1 if n % 2 == 0 else n - 2)
-    out: list[Sample] = []
     try:
         answer = client.chat.completions.create(model="deepseek-v4-pro", messages=messages)
         messages.append({"role": "assistant", "content": answer.choices[0].message.content})
@@ -73,15 +74,31 @@ def measure(client: openai.OpenAI, n: int, turns: int) -> list[Sample] | str:
                 model="deepseek-v4-pro", messages=messages)
             reply = raw.parse()
             if _session(reply) != _session(answer):  # not found by its history: a bug
-                return "UNMATCHED"
+                yield "UNMATCHED"
+                return
             answer = reply
             timing = stages_of(raw.headers.get("server-timing"))
             own = timing.get("total", float("nan")) - timing.get("upstream", 0.0)
-            out.append((own, own - timing.get("parse", 0.0) - timing.get("http", 0.0)))
             messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+            yield own, own - timing.get("parse", 0.0) - timing.get("http", 0.0)
     except openai.APIStatusError as exc:
         body = exc.body if isinstance(exc.body, dict) else {}
-        return str(body.get("code") or body.get("error", {}).get("code") or exc.status_code)
+        yield str(body.get("code") or body.get("error", {}).get("code") or exc.status_code)
+
+
+def measure(clients: list[openai.OpenAI], n: int, turns: int) -> list[list[Sample] | str]:
+    """:func:`continuations` of each client, turn by turn in turn (one revision's turn, then
+    the other's: a change of load falls on both alike)."""
+    runs = [continuations(client, n, turns) for client in clients]
+    out: list[list[Sample] | str] = [[] for _ in clients]
+    for _ in range(turns):
+        for index, run in enumerate(runs):
+            done = out[index]
+            got = next(run, None) if isinstance(done, list) else None
+            if isinstance(got, str):
+                out[index] = got
+            elif got is not None and isinstance(done, list):
+                done.append(got)
     return out
 
 
@@ -103,13 +120,12 @@ def main(sizes: list[int], turns: int, before: str | None) -> None:
         try:
             clients = [openai.OpenAI(base_url=url, api_key="bench", max_retries=0, timeout=600)
                        for _, url in servers]
-            for client in clients:
-                measure(client, 10, 1)  # warm-up
-            # Size by size, each revision in turn: both see the same load.
+            measure(clients, 10, 1)  # warm-up
+            # Size by size, turn by turn, each revision in turn: both see the same load.
             results: list[Result] = [{} for _ in clients]
             for n in sizes:
-                for client, result in zip(clients, results, strict=True):
-                    result[n] = measure(client, n, turns)
+                for result, samples in zip(results, measure(clients, n, turns), strict=True):
+                    result[n] = samples
         finally:
             for process, _ in servers:
                 process.terminate()

@@ -28,3 +28,18 @@ def test_run_propagates_the_coroutine_error() -> None:
 
     with pytest.raises(LookupError, match="from the coroutine"):
         loop.run(main())
+
+
+def test_settle_heap_freezes_start_up_and_collects_the_young_less_often() -> None:
+    import gc
+
+    before = gc.get_threshold()
+    try:
+        kept = [{"built": "at start-up"} for _ in range(100)]
+        loop.settle_heap()
+        assert gc.get_freeze_count() >= len(kept)  # out of every later collection
+        assert gc.get_threshold() == (loop.YOUNG_COLLECTION, *before[1:])
+        assert before[0] < loop.YOUNG_COLLECTION
+    finally:  # the rest of the test run collects as it did
+        gc.unfreeze()
+        gc.set_threshold(*before)

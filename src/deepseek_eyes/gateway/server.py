@@ -432,6 +432,7 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
                 app, host=bind_host, port=bind_port, log_level="warning", access_log=False,
                 lifespan="off", server_header=False,
             )
+            loop.settle_heap()  # what start-up built stays: out of every collection
             console_task = None if console is None else asyncio.create_task(console.serve())
             stop_control = await _run_control(runtime, home, settings_path, watch)
             try:

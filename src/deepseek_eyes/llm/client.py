@@ -37,6 +37,7 @@ import functools
 import hashlib
 import re
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
@@ -62,6 +63,7 @@ from deepseek_eyes.llm.response import (
 )
 from deepseek_eyes.llm.retry import Attempt, RetryPolicy, attempts_json
 from deepseek_eyes.llm.stream import ChatStream
+from deepseek_eyes.llm.transport import KeepAliveTransport
 from deepseek_eyes.stages import stage
 from deepseek_eyes.telemetry.conventions import (
     RESPONSE_FINISH_REASONS,
@@ -156,7 +158,7 @@ class ChatClient:
         self._http = httpx.AsyncClient(
             headers=merged,
             timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
-            transport=transport,
+            transport=transport or _default_transport(),
             follow_redirects=False,
         )
 
@@ -492,6 +494,15 @@ async def _send(
             await response.aclose()
         raise error
     return response
+
+
+def _default_transport() -> httpx.AsyncBaseTransport | None:
+    """Ours (llm/transport.py says why: most of a turn's own cost was httpcore's), unless
+    the environment names a proxy: httpx honours ``*_PROXY`` and ``NO_PROXY`` only with
+    its own transport (None), so a proxied setup keeps exactly what it had."""
+    if any(scheme in ("http", "https", "all") for scheme in urllib.request.getproxies()):
+        return None
+    return KeepAliveTransport()
 
 
 def _status(error: LLMError) -> int | None:

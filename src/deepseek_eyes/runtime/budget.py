@@ -26,7 +26,6 @@ from deepseek_eyes.usage import estimate_tokens
 
 __all__ = ["each_cost", "fit", "message_tokens"]
 
-Message = dict[str, Any]
 
 
 def message_tokens(message: Mapping[str, Any]) -> int:
@@ -61,11 +60,15 @@ def each_cost(messages: Sequence[Mapping[str, Any]]) -> list[int]:
 
 def fit(messages: Sequence[Mapping[str, Any]], budget: int,
         costs_of: Callable[[Sequence[Mapping[str, Any]]], list[int]] = each_cost,
-        ) -> tuple[list[Message], int]:
+        ) -> tuple[list[Mapping[str, Any]], int]:
     """``messages`` fitted to ``budget`` estimated tokens, and how many were left out;
-    ``costs_of`` estimates each message (a memo's, for messages it counted before)."""
+    ``costs_of`` estimates each message (a memo's, for messages it counted before). The
+    list is new; the messages in it are the ones given (never mutate them)."""
     costs = costs_of(messages)
-    out = [dict(m) for m in messages]
+    # The messages themselves, not copies: nothing mutates a message once it is in a
+    # request (the view's renderings are shared between turns, and the client encodes
+    # the payload as it is); a copy of each was most of the cost of a long history.
+    out = list(messages)
     total = sum(costs)
     if total <= budget:
         return out, 0

@@ -120,17 +120,22 @@ class Chain:
     def extended(self, messages: Sequence[Mapping[str, Any]]) -> Chain:
         """This chain with ``messages`` after it (internal ones skipped), hashing only
         those."""
-        out = Chain(list(self.messages), list(self.digests), list(self.hashes), self.noted)
-        head = out.hashes[-1] if out.hashes else ""
+        return Chain(list(self.messages), list(self.digests), list(self.hashes),
+                     self.noted).extend(messages)
+
+    def extend(self, messages: Sequence[Mapping[str, Any]]) -> Chain:
+        """:meth:`extended`, in place (for a chain nothing else holds: its three lists
+        are not copied again, a cost that grew with the history); returns it."""
+        head = self.hashes[-1] if self.hashes else ""
         for message in messages:
             if message.get("internal"):
                 continue
             digest = visible_digest(message)
             head = _link(head, digest)
-            out.messages.append(message)
-            out.digests.append(digest)
-            out.hashes.append(head)
-        return out
+            self.messages.append(message)
+            self.digests.append(digest)
+            self.hashes.append(head)
+        return self
 
 
 def _visible(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -154,10 +159,11 @@ class HistoryMemo:
         visible = _visible(messages)
         known = self._known(visible, session_id, scope)
         if known is None:
-            return Chain().extended(visible)
+            return Chain().extend(visible)
         shared = _shared(visible, known.messages)
-        base = Chain(visible[:shared], known.digests[:shared], known.hashes[:shared])
-        out = base.extended(visible[shared:])
+        # Slices are new lists: extended in place, not copied again.
+        out = Chain(visible[:shared], known.digests[:shared], known.hashes[:shared]).extend(
+            visible[shared:])
         # Equal chain hashes at the noted length: the whole noted history is in this one
         # (its last message, the answer, is stored with its reasoning, so it is equal by
         # digest, not by ``==``).

@@ -187,9 +187,14 @@ class TurnRunner:
                     continue
                 done: list[TurnResult] = []
                 with stage("answer"):
-                    async for event in _while(self._finish(turn, result, internal, external),
-                                              queue, done):
-                        yield Progress(event)
+                    if internal:  # tools run first: their progress is relayed meanwhile
+                        async for event in _while(
+                                self._finish(turn, result, internal, external), queue, done):
+                            yield Progress(event)
+                    else:  # nothing in it waits: no task and queue watch beside it
+                        done.append(await self._finish(turn, result, internal, external))
+                        while not queue.empty():
+                            yield Progress(queue.get_nowait())
                 answered = True
                 yield Answer(done[0], relay.unsent(external) if stream else [], relay.forwarded)
                 return
@@ -365,8 +370,10 @@ class TurnRunner:
             if scope is not None and turn.request.keep:  # nothing kept: nothing to find
                 # Where this conversation stands now, for a client that sends no session id.
                 # The request's history is hashed already: only the turn's output is.
-                chain = (turn.chain.extended(turn.outputs) if turn.chain is not None
-                         else Chain().extended([*turn.prefix, *turn.outputs]))
+                # The request's chain is this turn's own (the memo made it new): grown
+                # in place, not copied.
+                chain = (turn.chain.extend(turn.outputs) if turn.chain is not None
+                         else Chain().extend([*turn.prefix, *turn.outputs]))
                 if chain.hashes:
                     self._sessions.remember_prefix(scope, chain.hashes[-1], turn.session_id,
                                                    len(chain.hashes))

@@ -49,11 +49,8 @@ import anyio
 
 from deepseek_eyes.errors import RouteError
 from deepseek_eyes.settings import LocalRouteSettings
-from deepseek_eyes.vision.routes.controls import add_controls, find_controls
-from deepseek_eyes.vision.routes.entries import state_coverage
-from deepseek_eyes.vision.routes.layout import Segment, build_evidence, build_target
 from deepseek_eyes.vision.routes.regions import LAYOUT_ID, LayoutModel, layout_version
-from deepseek_eyes.vision.routes.tables import add_tables, find_tables, named_cells
+from deepseek_eyes.vision.routes.segments import Segment
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 
 if TYPE_CHECKING:
@@ -263,6 +260,13 @@ class LocalRoute:
 
         def run() -> dict[str, object]:
             import numpy as np
+
+            # The readers load with the first read, not with the route: a cached `see`
+            # (most of them) never reads, and they were a fifth of its start-up.
+            from deepseek_eyes.vision.routes.controls import add_controls, find_controls
+            from deepseek_eyes.vision.routes.entries import state_coverage
+            from deepseek_eyes.vision.routes.layout import build_evidence, build_target
+            from deepseek_eyes.vision.routes.tables import add_tables, find_tables, named_cells
 
             rgb = np.asarray(pixels.convert("RGB"))
             segments = self._engine.read(rgb)
