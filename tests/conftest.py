@@ -39,10 +39,21 @@ def session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ[name] = value
 
 
+#: ``DEEPSEEK_EYES_TEST_DATABASE=postgresql`` runs the tests against PostgreSQL: each test's
+#: data directory keeps its tables in a fresh database of the session's cluster (the store
+#: suite on both engines: tests/store/test_on_postgresql.py runs its subset so).
+TEST_DATABASE = os.environ.get("DEEPSEEK_EYES_TEST_DATABASE", "sqlite")
+
+
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                  request: pytest.FixtureRequest) -> Path:
     home = tmp_path / "eyes-home"
     monkeypatch.setenv("DEEPSEEK_EYES_HOME", str(home))
+    monkeypatch.delenv("DEEPSEEK_EYES_DATABASE_URL", raising=False)
+    if TEST_DATABASE == "postgresql":
+        cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+        monkeypatch.setenv("DEEPSEEK_EYES_DATABASE_URL", cluster.new_database())
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     for name in list(os.environ):

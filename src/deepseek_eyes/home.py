@@ -17,6 +17,7 @@ from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
 from deepseek_eyes.audit.records import Seal
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.settings import Settings, data_home
+from deepseek_eyes.settings.store import ENV_DATABASE_URL
 from deepseek_eyes.stages import stage
 from deepseek_eyes.store.blobs import BlobStore
 from deepseek_eyes.store.db import Database
@@ -29,9 +30,11 @@ log = logging.getLogger(__name__)
 
 
 class DataHome:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, database_url: str | None = None,
+                 database_password: str | None = None) -> None:
         """Open (creating it when absent) the data directory at ``root`` for the runtime,
-        which writes to it.
+        which writes to it; its tables in the PostgreSQL database at ``database_url``
+        (else at ``DEEPSEEK_EYES_DATABASE_URL``) when one is given, else in ``eyes.db``.
 
         Raises:
             StoreError: ``STORE_READ_ONLY`` for a directory that cannot be written (a
@@ -48,7 +51,8 @@ class DataHome:
         check_writable([root, *(root / f"eyes.db{end}" for end in ("", "-wal", "-shm"))],
                        f"cannot open the data directory {root} to write")
         self.root = root
-        self.db = Database(root / "eyes.db")
+        url = database_url or os.environ.get(ENV_DATABASE_URL) or None
+        self.db = Database(root / "eyes.db", url=url, password=database_password)
         self.db.audit_keys = self.audit_keys  # retention cuts sign in their transaction
         self.blobs = BlobStore(root / "blobs")
         self.artifacts = root / "artifacts"
@@ -90,7 +94,11 @@ class DataHome:
 
     @classmethod
     def open(cls, settings: Settings) -> DataHome:
-        return cls(data_home(settings))
+        """Raises:
+            StoreError: as the constructor; ConfigError: ``CONFIG_ENV_MISSING`` for a
+                database password whose variable is unset."""
+        return cls(data_home(settings), database_url=settings.store.url(),
+                   database_password=settings.store.password())
 
     def close(self) -> None:
         try:

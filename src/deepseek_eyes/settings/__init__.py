@@ -13,7 +13,7 @@ Two decisions a newcomer would otherwise undo:
   path, never a silently ignored setting.
 
 One module per part of the runtime (``base``, ``vision``, ``llm``, ``terminal``, ``mcp``,
-``browser``, ``desktop``, ``telemetry``);
+``browser``, ``desktop``, ``store``, ``telemetry``);
 this package holds the root :class:`Settings`, loading and the data directory, and
 re-exports every model so callers import from ``deepseek_eyes.settings`` alone.
 """
@@ -57,6 +57,7 @@ from deepseek_eyes.settings.mcp import (
     McpSettings,
 )
 from deepseek_eyes.settings.suggest import closest_key
+from deepseek_eyes.settings.store import StoreSettings
 from deepseek_eyes.settings.telemetry import TelemetrySettings
 from deepseek_eyes.settings.terminal import TerminalSettings
 from deepseek_eyes.settings.vision import (
@@ -94,6 +95,7 @@ __all__ = [
     "RuntimeSettings",
     "Secret",
     "SecretRef",
+    "StoreSettings",
     "Settings",
     "StorageSettings",
     "TelemetrySettings",
@@ -120,6 +122,7 @@ class StorageSettings(Strict):
 
 class Settings(Strict):
     storage: StorageSettings = StorageSettings()
+    store: StoreSettings = StoreSettings()
     image: ImageSettings = ImageSettings()
     vision: VisionSettings = VisionSettings()
     llm: LLMSettings = Field(default_factory=LLMSettings)

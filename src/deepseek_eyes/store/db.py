@@ -394,8 +394,19 @@ def _statements(script: str) -> list[str]:
 class Database:
     """A migrated SQLite database shared by the runtime's stores."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, url: str | None = None,
+                 password: str | None = None) -> None:
+        """Open (creating and migrating it) the SQLite database at ``path``, or with
+        ``url`` (``postgresql://…``) the PostgreSQL database there instead
+        (:mod:`~deepseek_eyes.store.postgres`; ``path`` then names nothing on disk).
+
+        Raises:
+            StoreError: as :func:`~deepseek_eyes.store.failures.store_error`;
+                ``STORE_DATABASE_UNAVAILABLE`` when PostgreSQL cannot be reached.
+        """
         self.path = path
+        #: The PostgreSQL database's URL (never with a password), or None for SQLite.
+        self.url = url
         self.read_only = False
         #: The data home's audit keyring, for writes that must be signed in their own
         #: transaction (a retention cut and the checkpoint naming it); None outside one.
@@ -408,6 +419,9 @@ class Database:
         self._unwritten: list[_Pending] = []
         self._doomed: sqlite3.Error | None = None
         conn: sqlite3.Connection | None = None
+        if url is not None:
+            self._open_postgres(url, password)
+            return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = self._conn = sqlite3.connect(
@@ -425,8 +439,39 @@ class Database:
                 raise
             raise store_error(exc, f"cannot open database {path}", path) from exc
 
+    def _open_postgres(self, url: str, password: str | None, *,
+                       read_only: bool = False) -> None:
+        from deepseek_eyes.store import postgres  # psycopg only when PostgreSQL is used
+
+        conn = self._conn = postgres.connect(url, password=password, read_only=read_only)
+        try:
+            if read_only:
+                return
+            conn.setup()
+            self._migrate()
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, StoreError) or not isinstance(exc, sqlite3.Error):
+                raise
+            raise store_error(exc, "cannot open the database", self.where) from exc
+
+    @property
+    def where(self) -> str:
+        """The database for messages: the file, or the URL without a password."""
+        if self.url is None:
+            return str(self.path)
+        from deepseek_eyes.store.postgres import redact
+
+        return redact(self.url)
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return "sqlite" if self.url is None else "postgresql"
+
     @classmethod
-    def open_read_only(cls, path: Path) -> Database:
+    def open_read_only(cls, path: Path, *, url: str | None = None,
+                       password: str | None = None) -> Database:
         """Open an existing database for reading only: no migration, no file created or
         changed (see the module docstring).
 
@@ -444,6 +489,23 @@ class Database:
         db._depth = 0
         db._unwritten = []
         db._doomed = None
+        db.url = url
+        if url is not None:
+            db._opened = None
+            db._open_postgres(url, password, read_only=True)
+            try:
+                version = int(db._conn.execute("PRAGMA user_version").fetchone()[0])
+            except sqlite3.Error as exc:
+                db._conn.close()
+                raise store_error(exc, "cannot open the database to read", db.where,
+                                  reading=True) from exc
+            if version > len(MIGRATIONS):
+                db._conn.close()
+                raise StoreError(
+                    f"database schema {version} is newer than this DeepSeekEyes "
+                    f"({len(MIGRATIONS)}); upgrade DeepSeekEyes", code="STORE_READ_FAILED",
+                    details={"database": db.where})
+            return db
         wal = path.with_name(path.name + "-wal")
         immutable = not wal.exists()
         try:
@@ -516,8 +578,11 @@ class Database:
                 if int(self._conn.execute("PRAGMA user_version").fetchone()[0]) >= version:
                     self._conn.execute("ROLLBACK")
                     continue
-                for statement in _statements(MIGRATIONS[version - 1]):
-                    self._conn.execute(statement)
+                if self.url is None:
+                    for statement in _statements(MIGRATIONS[version - 1]):
+                        self._conn.execute(statement)
+                else:
+                    self._migrate_postgres(version)
                 if version == CHAIN_MIGRATION:
                     _chain.adopt_existing(self._conn, time.time())
                 self._conn.execute(f"PRAGMA user_version = {version}")
@@ -526,6 +591,20 @@ class Database:
                 raise
             self._conn.execute("COMMIT")
         self._conn.forget_encoders()
+
+    def _migrate_postgres(self, version: int) -> None:
+        """Migration ``version`` on PostgreSQL, from the same definition
+        (:mod:`~deepseek_eyes.store.pg_schema`): its schema statements as translated, a
+        later migration's data statements through the dialect translator."""
+        from deepseek_eyes.store import pg_schema, postgres
+
+        conn = self._conn
+        assert isinstance(conn, postgres.PgConnection)
+        for statement in pg_schema.migration_statements(version):
+            if statement.lstrip().upper().startswith(("CREATE", "ALTER", "DROP")):
+                conn.raw(statement)
+            else:
+                conn.execute(statement)
 
     def append(self, sql: str, params: Sequence[Any] = (), *, chain: str | None = None,
                quiet: bool = False) -> None:

@@ -1,0 +1,559 @@
+"""The store on PostgreSQL: a connection that speaks the SQLite the store's code writes.
+
+About 150 statements in the store, the audit, the vision cache, the runtime, the console,
+the gateway and the MCP host are SQLite SQL run on a ``sqlite3.Connection``. Rather than
+fork each one, :class:`PgConnection` *is* such a connection to the type checker and to the
+code (a subclass of :class:`~deepseek_eyes.store.chain.Connection` whose own SQLite side is
+never used) and runs every statement on PostgreSQL through psycopg 3, translated by
+:func:`translate`:
+
+* ``?`` and ``?N`` placeholders to psycopg's; a literal ``%`` escaped.
+* ``INSERT OR IGNORE`` to ``ON CONFLICT DO NOTHING``; ``INSERT OR REPLACE`` to an upsert on
+  the table's primary key (read from the migrations, :mod:`~deepseek_eyes.store.pg_schema`).
+* ``rowid`` to the table's integer key (or its ``rowid`` column); an INSERT returns it,
+  which is the cursor's ``lastrowid``.
+* ``LIKE`` to ``ILIKE`` (SQLite's LIKE ignores ASCII case).
+* ``PRAGMA user_version`` to the ``eyes_schema`` table; ``PRAGMA table_info`` answered
+  from the migrations; other pragmas do nothing.
+* ``json_extract(doc, '$.key')``: a SQL function of ours returning text (numbers compare as
+  text on PostgreSQL: call sites that compare them cast both sides, which SQLite reads the
+  same way).
+
+Rows are :class:`Row`: by name and by index, like ``sqlite3.Row``. PostgreSQL's errors
+become the ``sqlite3`` exception of the same meaning, carrying ``pg_sqlstate`` (so
+:func:`~deepseek_eyes.store.failures.store_error` maps them: a lost server is
+``STORE_DATABASE_UNAVAILABLE``); the connection is opened again by the next statement
+outside a transaction.
+
+**What is serialized, and why.** Every write transaction (``BEGIN IMMEDIATE``, and a write
+statement run outside one) takes one transaction-level advisory lock, :data:`WRITE_LOCK`,
+before its first statement, and holds it until it commits or rolls back: the same one
+writer at a time SQLite's write lock gives, across every process on the database. The
+store's correctness rests on it: the chain's tail read once per transaction
+(:meth:`~deepseek_eyes.store.chain.ChainWriter.of`), compare-and-set appends of session
+events, turn leases and idempotency keys all read, then write, assuming nobody writes in
+between. Reads take no lock: ``BEGIN`` is a REPEATABLE READ snapshot, so readers never wait
+for the writer nor it for them. Migrations take the same lock, so three replicas starting
+together migrate once.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from deepseek_eyes.errors import StoreError
+from deepseek_eyes.store import chain as _chain
+from deepseek_eyes.store import pg_schema
+
+__all__ = ["WRITE_LOCK", "PgConnection", "Row", "connect", "redact", "translate"]
+
+#: The advisory lock key every write transaction holds (see the module docstring).
+WRITE_LOCK = 0x6579_6573  # "eyes"
+
+_SETUP = (
+    "CREATE TABLE IF NOT EXISTS eyes_schema (version INTEGER NOT NULL)",
+    "INSERT INTO eyes_schema (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM eyes_schema)",
+    "CREATE OR REPLACE FUNCTION json_extract(doc text, path text) RETURNS text "
+    "LANGUAGE sql IMMUTABLE AS $fn$ SELECT (doc::jsonb) #>> "
+    "string_to_array(substr(path, 3), '.') $fn$",
+)
+
+
+def redact(url: str) -> str:
+    """``url`` without a password (for messages)."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+# --- translation ----------------------------------------------------------------------
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_INSERT_OR = re.compile(r"^\s*INSERT\s+OR\s+(IGNORE|REPLACE)\s+INTO\s+(\w+)", re.IGNORECASE)
+_INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)", re.IGNORECASE)
+_COLUMNS = re.compile(r"^\s*INSERT\s+INTO\s+\w+\s*\(([^()]*)\)", re.IGNORECASE)
+_FROM = re.compile(r"\b(?:FROM|UPDATE|INTO|JOIN)\s+(\w+)", re.IGNORECASE)
+_WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
+_PRAGMA = re.compile(r"^\s*PRAGMA\s+(\w+)\s*(?:\(\s*(\w+)\s*\)|=\s*(\d+))?\s*;?\s*$",
+                     re.IGNORECASE)
+_TRANSLATED: dict[str, tuple[str, bool, str | None]] = {}
+
+
+def _rewrite_words(text: str, rowid: str | None) -> str:
+    """Outside string literals: ``LIKE`` -> ``ILIKE`` and ``rowid`` -> the table's."""
+    def word(match: re.Match[str]) -> str:
+        value = match.group(0)
+        upper = value.upper()
+        if upper == "LIKE":
+            return "ILIKE"
+        if upper == "ROWID" and rowid is not None:
+            return rowid
+        return value
+    return _WORD.sub(word, text)
+
+
+def translate(sql: str) -> tuple[str, bool, str | None]:
+    """SQLite ``sql`` as psycopg runs it on PostgreSQL: the text, whether its placeholders
+    are numbered (``?3``: parameters go by name ``p3``), and the column an INSERT returns
+    (its rowid), if any.
+
+    Raises:
+        ValueError: for a statement it cannot translate safely (a programming error).
+    """
+    known = _TRANSLATED.get(sql)
+    if known is not None:
+        return known
+    text = sql.strip().rstrip(";")
+    suffix = ""
+    returning: str | None = None
+    conflict = _INSERT_OR.match(text)
+    if conflict:
+        how, table = conflict.group(1).upper(), conflict.group(2)
+        text = re.sub(r"^\s*INSERT\s+OR\s+\w+\s+INTO", "INSERT INTO", text, count=1,
+                      flags=re.IGNORECASE)
+        if how == "IGNORE":
+            suffix = " ON CONFLICT DO NOTHING"
+        else:
+            definition = pg_schema.tables().get(table)
+            columns = _COLUMNS.match(text)
+            if definition is None or not definition.key or columns is None:
+                raise ValueError(f"cannot translate INSERT OR REPLACE into {table}")
+            names = [c.strip() for c in columns.group(1).split(",")]
+            rest = [n for n in names if n not in definition.key]
+            suffix = (f" ON CONFLICT ({', '.join(definition.key)}) DO "
+                      + ("UPDATE SET " + ", ".join(f"{n} = EXCLUDED.{n}" for n in rest)
+                         if rest else "NOTHING"))
+    tables = {t.lower() for t in _FROM.findall(text)} & set(pg_schema.tables())
+    rowid: str | None = None
+    if re.search(r"\browid\b", text, re.IGNORECASE):
+        keyed = {t: pg_schema.rowid_column(t) for t in tables}
+        named = {c for c in keyed.values() if c is not None}
+        if len(named) != 1:
+            raise ValueError(f"cannot tell whose rowid: {sql[:80]!r}")
+        rowid = named.pop()
+    inserted = _INSERT.match(text)
+    if inserted and not re.search(r"\bRETURNING\b", text, re.IGNORECASE):
+        returning = pg_schema.rowid_column(inserted.group(1))
+        if returning is not None:
+            suffix += f" RETURNING {returning}"
+    out: list[str] = []
+    numbered = False
+    i, n = 0, len(text)
+    plain_start = 0
+    while i < n:
+        ch = text[i]
+        if ch in "'\"":
+            out.append(_rewrite_words(text[plain_start:i], rowid))
+            end = i + 1
+            while end < n:
+                if text[end] == ch:
+                    if end + 1 < n and text[end + 1] == ch:
+                        end += 2
+                        continue
+                    break
+                end += 1
+            out.append(text[i:end + 1].replace("%", "%%"))
+            i = plain_start = end + 1
+            continue
+        if ch == "?" or ch == "%":
+            out.append(_rewrite_words(text[plain_start:i], rowid))
+            if ch == "%":
+                out.append("%%")
+                i += 1
+            else:
+                digits = re.match(r"\d+", text[i + 1:])
+                if digits:
+                    numbered = True
+                    out.append(f"%(p{digits.group(0)})s")
+                    i += 1 + len(digits.group(0))
+                else:
+                    out.append("%s")
+                    i += 1
+            plain_start = i
+            continue
+        i += 1
+    out.append(_rewrite_words(text[plain_start:], rowid))
+    result = ("".join(out) + suffix, numbered, returning)
+    if len(_TRANSLATED) < 4096:  # the project's statements are fixed strings
+        _TRANSLATED[sql] = result
+    return result
+
+
+def _params(params: Sequence[Any] | Mapping[str, Any], numbered: bool) -> Any:
+    if numbered:
+        return {f"p{n}": value for n, value in enumerate(params, start=1)}
+    return params
+
+
+# --- rows and cursors -------------------------------------------------------------------
+
+_NOWHERE = sqlite3.connect(":memory:", check_same_thread=False)
+_NO_CURSOR = _NOWHERE.cursor()
+
+
+class Row(sqlite3.Row):
+    """A result row by index and by (case-insensitive) name, as ``sqlite3.Row``."""
+
+    __slots__ = ("_index", "_names", "_values")
+
+    def __new__(cls, names: Sequence[str], index: Mapping[str, int],
+                values: tuple[Any, ...]) -> Row:
+        row = super().__new__(cls, _NO_CURSOR, values)
+        row._names, row._index, row._values = names, index, values
+        return row
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            try:
+                return self._values[self._index[key.lower()]]
+            except KeyError:
+                raise IndexError(f"No item with that key: {key}") from None
+        return self._values[key]
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Row):
+            return self._values == other._values and self._names == other._names
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values)
+
+    def __repr__(self) -> str:
+        return f"Row({dict(zip(self._names, self._values, strict=False))!r})"
+
+
+class PgCursor(sqlite3.Cursor):
+    """The rows of one statement, fetched at once (the store's results are small or read
+    in batches), with ``rowcount``, ``lastrowid`` and ``description`` as sqlite3's."""
+
+    def __init__(self, connection: PgConnection) -> None:
+        super().__init__(connection)
+        self._rows: list[Row] = []
+        self._at = 0
+        self._rowcount = -1
+        self._lastrowid: int | None = None
+        self._description: tuple[tuple[str, None, None, None, None, None, None], ...] | None
+        self._description = None
+
+    def _load(self, names: Sequence[str] | None, rows: Iterable[tuple[Any, ...]],
+              rowcount: int, lastrowid: int | None) -> PgCursor:
+        if names is not None:
+            index: dict[str, int] = {}
+            for n, name in enumerate(names):
+                index.setdefault(name.lower(), n)
+            fixed = tuple(names)
+            self._rows = [Row(fixed, index, tuple(r)) for r in rows]
+            self._description = tuple((name, None, None, None, None, None, None)
+                                      for name in names)
+        self._rowcount, self._lastrowid = rowcount, lastrowid
+        return self
+
+    @property
+    def rowcount(self) -> int:  # type: ignore[override]
+        return self._rowcount
+
+    @property
+    def lastrowid(self) -> int | None:  # type: ignore[override]
+        return self._lastrowid
+
+    @property
+    def description(self) -> Any:  # type: ignore[override]
+        return self._description
+
+    def fetchone(self) -> Any:
+        if self._at >= len(self._rows):
+            return None
+        self._at += 1
+        return self._rows[self._at - 1]
+
+    def fetchall(self) -> list[Any]:
+        rows, self._at = self._rows[self._at:], len(self._rows)
+        return rows
+
+    def fetchmany(self, size: int | None = 1) -> list[Any]:
+        count = size or 1
+        rows = self._rows[self._at:self._at + count]
+        self._at += len(rows)
+        return rows
+
+    def __iter__(self) -> PgCursor:
+        return self
+
+    def __next__(self) -> Any:
+        row = self.fetchone()
+        if row is None:
+            raise StopIteration
+        return row
+
+
+# --- errors -------------------------------------------------------------------------------
+
+#: SQLite primary result codes given to translated errors (store/failures.py reads them).
+_BUSY, _READONLY, _IOERR, _FULL, _CONSTRAINT = 5, 8, 10, 13, 19
+
+
+def _as_sqlite(exc: Exception) -> sqlite3.Error:
+    """The ``sqlite3`` exception of the same meaning as psycopg's ``exc``."""
+    import psycopg
+
+    state = getattr(exc, "sqlstate", None) or ""
+    cls: type[sqlite3.Error] = sqlite3.OperationalError
+    code, name = 1, "SQLITE_ERROR"
+    unavailable = False
+    if isinstance(exc, psycopg.IntegrityError) or state.startswith("23"):
+        cls, code, name = sqlite3.IntegrityError, _CONSTRAINT, "SQLITE_CONSTRAINT"
+    elif state == "53100":  # disk_full
+        code, name = _FULL, "SQLITE_FULL"
+    elif state in ("25006", "42501"):  # read_only_sql_transaction, insufficient_privilege
+        code, name = _READONLY, "SQLITE_READONLY"
+    elif state in ("55P03", "40001", "40P01", "57014"):  # lock, serialization, deadlock,
+        code, name = _BUSY, "SQLITE_BUSY"                  # lock_timeout's cancel
+    elif (isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+          or state.startswith(("08", "57P"))):
+        code, name, unavailable = _IOERR, "SQLITE_IOERR", True
+    elif isinstance(exc, psycopg.ProgrammingError | psycopg.DataError):
+        cls = sqlite3.ProgrammingError if not state else sqlite3.OperationalError
+    error = cls(_first_line(exc))
+    error.sqlite_errorcode = code
+    error.sqlite_errorname = name
+    error.pg_sqlstate = state  # type: ignore[attr-defined]
+    error.pg_unavailable = unavailable  # type: ignore[attr-defined]
+    return error
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+# --- the connection ---------------------------------------------------------------------
+
+
+class PgConnection(_chain.Connection):
+    """A PostgreSQL connection in ``sqlite3.Connection``'s clothes (the module docstring).
+
+    Used under :class:`~deepseek_eyes.store.db.Database`'s lock, like the SQLite one."""
+
+    dialect = "postgresql"
+
+    def __init__(self, url: str, *, password: str | None = None,
+                 read_only: bool = False) -> None:
+        super().__init__(":memory:", check_same_thread=False, isolation_level=None)
+        self.url = url
+        self._password = password
+        self._read_only = read_only
+        self._pg: Any = None
+        self._in_tx = False
+        self._guard = threading.RLock()
+        self._connect()
+
+    def _connect(self) -> None:
+        import psycopg
+        from psycopg.adapt import Dumper, Loader
+
+        class _IntAsUnknown(Dumper):
+            """Ints go untyped, as str does: PostgreSQL casts them to the column's or the
+            other operand's type (``text_col = 7`` as SQLite would compare it)."""
+            oid = 0
+
+            def dump(self, obj: Any) -> bytes:
+                return str(int(obj)).encode()
+
+        class _Number(Loader):
+            """numeric (SUM, AVG of integers) as int when whole, else float: SQLite's."""
+
+            def load(self, data: Any) -> Any:
+                text = bytes(data).decode()
+                if "." in text or "e" in text.lower() or text in ("NaN",):
+                    return float(text)
+                return int(text)
+
+        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": 5}
+        if self._password is not None:
+            kwargs["password"] = self._password
+        try:
+            conn = psycopg.connect(self.url, **kwargs)
+        except psycopg.Error as exc:
+            raise _as_sqlite(exc) from exc
+        conn.adapters.register_dumper(int, _IntAsUnknown)
+        conn.adapters.register_dumper(bool, _IntAsUnknown)
+        conn.adapters.register_loader("numeric", _Number)
+        try:
+            conn.execute("SET lock_timeout = '10s'")
+            if self._read_only:
+                conn.execute("SET default_transaction_read_only = on")
+        except psycopg.Error as exc:
+            conn.close()
+            raise _as_sqlite(exc) from exc
+        self._pg = conn
+
+    def setup(self) -> None:
+        """Make the version table and our SQL functions, once per database, under the
+        write lock (several processes may start at once)."""
+        self.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SETUP:
+                self._pg.execute(statement)
+        except Exception as exc:
+            self.execute("ROLLBACK")
+            import psycopg
+            if isinstance(exc, psycopg.Error):
+                raise _as_sqlite(exc) from exc
+            raise
+        self.execute("COMMIT")
+
+    def raw(self, sql: str) -> None:
+        """Run PostgreSQL ``sql`` as it is (a migration's translated schema statement)."""
+        import psycopg
+
+        with self._guard:
+            try:
+                self._alive().execute(sql)
+            except psycopg.Error as exc:
+                raise _as_sqlite(exc) from exc
+
+    @property
+    def in_transaction(self) -> bool:  # type: ignore[override]
+        return self._in_tx
+
+    def _alive(self) -> Any:
+        """The psycopg connection, opened again when the last one was lost (only between
+        transactions: one lost inside a transaction fails it, and its rollback ends it)."""
+        if self._pg is None or self._pg.closed or self._pg.broken:
+            if self._in_tx:
+                raise _as_sqlite(_Lost("the connection to PostgreSQL was lost"))
+            if self._pg is not None:
+                self._pg.close()
+            self._pg = None
+            self._connect()
+        return self._pg
+
+    def execute(self, sql: str, parameters: Any = (), /) -> PgCursor:  # type: ignore[override]
+        with self._guard:
+            return self._execute(sql, parameters)
+
+    def _execute(self, sql: str, parameters: Any) -> PgCursor:
+        import psycopg
+
+        cursor = PgCursor(self)
+        head = sql.lstrip()[:20].upper()
+        try:
+            if head.startswith("BEGIN"):
+                conn = self._alive()
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ" if head.strip() ==
+                             "BEGIN" else "BEGIN")
+                self._in_tx = True
+                if "IMMEDIATE" in head:
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                return cursor
+            if head.startswith(("COMMIT", "END", "ROLLBACK")):
+                was, self._in_tx = self._in_tx, False
+                if self._pg is None or self._pg.closed or self._pg.broken:
+                    if head.startswith("ROLLBACK"):
+                        return cursor  # nothing to end: the server ended it with the link
+                    raise _Lost("the connection to PostgreSQL was lost before the commit")
+                if was:
+                    self._pg.execute("COMMIT" if not head.startswith("ROLLBACK") else
+                                     "ROLLBACK")
+                return cursor
+            if head.startswith("PRAGMA"):
+                return self._pragma(sql, cursor)
+            text, numbered, returning = translate(sql)
+            args = _params(parameters, numbered)
+            conn = self._alive()
+            if not self._in_tx and _WRITE.match(text):
+                with conn.transaction():  # a lone write serializes like any other
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                    return self._run(conn, cursor, text, args, returning)
+            return self._run(conn, cursor, text, args, returning)
+        except psycopg.Error as exc:
+            raise _as_sqlite(exc) from exc
+        except _Lost as exc:
+            raise _as_sqlite(exc) from exc
+
+    @staticmethod
+    def _run(conn: Any, cursor: PgCursor, text: str, args: Any,
+             returning: str | None) -> PgCursor:
+        cur = conn.execute(text, args)
+        names = [d.name for d in cur.description] if cur.description else None
+        if returning is not None:
+            rows = cur.fetchall() if names else []
+            last = int(rows[-1][0]) if rows else None
+            return cursor._load(None, (), cur.rowcount, last)
+        rows = cur.fetchall() if names is not None else []
+        return cursor._load(names, rows, cur.rowcount, None)
+
+    def _pragma(self, sql: str, cursor: PgCursor) -> PgCursor:
+        match = _PRAGMA.match(sql)
+        name = match.group(1).lower() if match else ""
+        if name == "user_version" and match is not None:
+            conn = self._alive()
+            if match.group(3) is not None:
+                conn.execute("UPDATE eyes_schema SET version = %s", (int(match.group(3)),))
+                return cursor
+            row = conn.execute("SELECT version FROM eyes_schema").fetchone()
+            return cursor._load(["user_version"], [(int(row[0]) if row else 0,)], 1, None)
+        if name == "table_info" and match is not None and match.group(2):
+            definition = pg_schema.tables().get(match.group(2))
+            rows = [] if definition is None else [
+                (n, c.name, c.declared, int(c.notnull), None, c.pk)
+                for n, c in enumerate(definition.columns)]
+            return cursor._load(["cid", "name", "type", "notnull", "dflt_value", "pk"],
+                                rows, len(rows), None)
+        return cursor  # journal_mode, synchronous, foreign_keys: PostgreSQL's own
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> PgCursor:  # type: ignore[override]
+        cursor = PgCursor(self)
+        with self._guard:
+            for params in seq_of_parameters:
+                cursor = self._execute(sql, params)
+        return cursor
+
+    def executescript(self, sql_script: str, /) -> PgCursor:  # type: ignore[override]
+        raise NotImplementedError("run statements one by one on PostgreSQL")
+
+    def close(self) -> None:
+        with self._guard:
+            if self._pg is not None:
+                self._pg.close()
+            super().close()
+
+
+class _Lost(Exception):
+    """The server went away (a stand-in psycopg error with no SQLSTATE)."""
+
+
+def _unavailable_error(url: str, exc: BaseException) -> StoreError:
+    return StoreError(
+        f"cannot reach the database {redact(url)}: {exc}", code="STORE_DATABASE_UNAVAILABLE",
+        details={"backend": "postgresql"})
+
+
+def connect(url: str, *, password: str | None = None, read_only: bool = False) -> PgConnection:
+    """A connection to the PostgreSQL database at ``url``.
+
+    Raises:
+        StoreError: ``STORE_BACKEND_MISSING`` without psycopg; ``STORE_DATABASE_UNAVAILABLE``
+            when the server cannot be reached.
+    """
+    try:
+        import psycopg  # noqa: F401 - the extra's presence, checked before anything else
+    except ImportError as exc:
+        raise StoreError(
+            "a PostgreSQL database_url is configured but psycopg is not installed "
+            "(pip install 'deepseek-eyes[scale]')", code="STORE_BACKEND_MISSING",
+            details={"package": "psycopg"}) from exc
+    try:
+        return PgConnection(url, password=password, read_only=read_only)
+    except sqlite3.Error as exc:
+        raise _unavailable_error(url, exc) from exc
