@@ -45,6 +45,15 @@ def session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 TEST_DATABASE = os.environ.get("DEEPSEEK_EYES_TEST_DATABASE", "sqlite")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if TEST_DATABASE != "postgresql":
+        return
+    skip = pytest.mark.skip(reason="about SQLite's file itself (the tests run on PostgreSQL)")
+    for item in items:
+        if item.get_closest_marker("sqlite_only") is not None:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                   request: pytest.FixtureRequest) -> Path:

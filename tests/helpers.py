@@ -12,6 +12,7 @@ import json
 import os
 import queue
 import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -303,3 +304,60 @@ def recorded_spans() -> Iterator[InMemorySpanExporter]:
     finally:
         telemetry.uninstall()
         provider.shutdown()
+
+
+#: The append-only triggers of the store's migrations (dropped to tamper on SQLite).
+TRIGGERS = ("chain_no_update", "chain_no_delete", "evidence_no_update", "events_no_update",
+            "events_no_delete")
+
+
+def on_postgresql() -> bool:
+    """Whether this test's store is on PostgreSQL (``DEEPSEEK_EYES_TEST_DATABASE``)."""
+    return bool(os.environ.get("DEEPSEEK_EYES_DATABASE_URL"))
+
+
+def raw_store(path: Path, *, tamper: bool = False) -> sqlite3.Connection:
+    """A connection of its own to the store's database, as an attacker or an operator
+    with direct access has one: the SQLite file at ``path``, or (the tests on PostgreSQL)
+    the test's PostgreSQL database as its superuser, SQLite's SQL translated like the
+    store's own. ``tamper``: the append-only triggers off (SQLite: dropped; PostgreSQL:
+    ``session_replication_role = replica``, which fires no trigger for this session)."""
+    url = os.environ.get("DEEPSEEK_EYES_DATABASE_URL")
+    if url:
+        from deepseek_eyes.store.postgres import PgConnection
+
+        pg = PgConnection(url)
+        if tamper:
+            pg.raw("SET session_replication_role = replica")
+        return pg
+    conn = sqlite3.connect(path, isolation_level=None)
+    if tamper:
+        for name in TRIGGERS:
+            conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    return conn
+
+
+@contextlib.contextmanager
+def fresh_database() -> Iterator[None]:
+    """A fresh store database for the block, on PostgreSQL (a new database of the same
+    cluster named by ``DEEPSEEK_EYES_DATABASE_URL``); nothing to do on SQLite, where a new
+    directory is a new database. For tests that open several stores in one test (a
+    hypothesis example each)."""
+    url = os.environ.get("DEEPSEEK_EYES_DATABASE_URL")
+    if not url:
+        yield
+        return
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    parts = urlsplit(url)
+    name = f"f_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as pg:
+        pg.execute(f"CREATE DATABASE {name}")
+    os.environ["DEEPSEEK_EYES_DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{name}"))
+    try:
+        yield
+    finally:
+        os.environ["DEEPSEEK_EYES_DATABASE_URL"] = url

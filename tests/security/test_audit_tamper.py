@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from helpers import raw_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -110,9 +112,7 @@ def _copy(template: Template, scratch: Path) -> Path:
 
 
 def _raw(root: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(root / "eyes.db", isolation_level=None)
-    for name in TRIGGERS:
-        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    conn = raw_store(root / "eyes.db", tamper=True)
     return conn
 
 

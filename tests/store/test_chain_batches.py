@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import raw_store
+
 from deepseek_eyes.audit.checkpoints import Checkpoint, sign_checkpoint, stored_checkpoints
 from deepseek_eyes.audit.export import export_chain
 from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
@@ -84,9 +86,7 @@ def root(template: Template, tmp_path: Path) -> Path:
 
 
 def _raw(root: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(root / "eyes.db", isolation_level=None)
-    for name in TRIGGERS:
-        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    conn = raw_store(root / "eyes.db", tamper=True)
     return conn
 
 

@@ -50,6 +50,7 @@ have rolled it back.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -374,6 +375,17 @@ MIGRATIONS: tuple[str, ...] = (
 
 CHAIN_MIGRATION = 4
 
+#: The store's PostgreSQL database, when the process's store is there (settings/store.py).
+ENV_DATABASE_URL = "DEEPSEEK_EYES_DATABASE_URL"
+
+
+def _configured(url: str | None) -> str | None:
+    """The PostgreSQL URL a :class:`Database` opens: ``url``, else the environment's when
+    ``url`` is None; None (SQLite) for ``""`` or when neither names one."""
+    if url is None:
+        url = os.environ.get(ENV_DATABASE_URL)
+    return url or None
+
 
 def _statements(script: str) -> list[str]:
     """A migration script as its statements, to run inside one transaction of ours
@@ -399,11 +411,14 @@ class Database:
         """Open (creating and migrating it) the SQLite database at ``path``, or with
         ``url`` (``postgresql://…``) the PostgreSQL database there instead
         (:mod:`~deepseek_eyes.store.postgres`; ``path`` then names nothing on disk).
+        ``url`` None is the one in ``DEEPSEEK_EYES_DATABASE_URL`` when set (the process's
+        store is there), ``""`` the SQLite file whatever the environment says.
 
         Raises:
             StoreError: as :func:`~deepseek_eyes.store.failures.store_error`;
                 ``STORE_DATABASE_UNAVAILABLE`` when PostgreSQL cannot be reached.
         """
+        url = _configured(url)
         self.path = path
         #: The PostgreSQL database's URL (never with a password), or None for SQLite.
         self.url = url
@@ -489,7 +504,7 @@ class Database:
         db._depth = 0
         db._unwritten = []
         db._doomed = None
-        db.url = url
+        db.url = url = _configured(url)
         if url is not None:
             db._opened = None
             db._open_postgres(url, password, read_only=True)

@@ -42,6 +42,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -57,9 +58,20 @@ WRITE_LOCK = 0x6579_6573  # "eyes"
 _SETUP = (
     "CREATE TABLE IF NOT EXISTS eyes_schema (version INTEGER NOT NULL)",
     "INSERT INTO eyes_schema (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM eyes_schema)",
+    # '$.a.b[2]' -> {a,b,2}: the JSON paths the store's SQL uses
+    "CREATE OR REPLACE FUNCTION eyes_json_path(path text) RETURNS text[] LANGUAGE sql "
+    "IMMUTABLE AS $fn$ SELECT CASE WHEN path = '$' THEN ARRAY[]::text[] ELSE "
+    "string_to_array(trim(both '.' from regexp_replace(substr(path, 2), "
+    "'\\[(\\d+)\\]', '.\\1', 'g')), '.') END $fn$",
     "CREATE OR REPLACE FUNCTION json_extract(doc text, path text) RETURNS text "
-    "LANGUAGE sql IMMUTABLE AS $fn$ SELECT (doc::jsonb) #>> "
-    "string_to_array(substr(path, 3), '.') $fn$",
+    "LANGUAGE sql IMMUTABLE AS $fn$ SELECT (doc::jsonb) #>> eyes_json_path(path) $fn$",
+    "CREATE OR REPLACE FUNCTION json_each(doc text, path text) RETURNS TABLE (value text) "
+    "LANGUAGE sql IMMUTABLE AS $fn$ SELECT e::text FROM jsonb_array_elements("
+    "(doc::jsonb) #> eyes_json_path(path)) e $fn$",
+    # verify asks SQLite's catalogue whether the chain table exists
+    "CREATE OR REPLACE VIEW sqlite_master AS SELECT 'table'::text AS type, "
+    "tablename::text AS name, tablename::text AS tbl_name FROM pg_tables "
+    "WHERE schemaname = current_schema()",
 )
 
 
@@ -78,6 +90,7 @@ _FROM = re.compile(r"\b(?:FROM|UPDATE|INTO|JOIN)\s+(\w+)", re.IGNORECASE)
 _WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
 _PRAGMA = re.compile(r"^\s*PRAGMA\s+(\w+)\s*(?:\(\s*(\w+)\s*\)|=\s*(\d+))?\s*;?\s*$",
                      re.IGNORECASE)
+_LIMIT = re.compile(r"\bLIMIT\s+(%s|%\(p\d+\)s|-1\b)", re.IGNORECASE)
 _TRANSLATED: dict[str, tuple[str, bool, str | None]] = {}
 
 
@@ -125,14 +138,14 @@ def translate(sql: str) -> tuple[str, bool, str | None]:
             suffix = (f" ON CONFLICT ({', '.join(definition.key)}) DO "
                       + ("UPDATE SET " + ", ".join(f"{n} = EXCLUDED.{n}" for n in rest)
                          if rest else "NOTHING"))
-    tables = {t.lower() for t in _FROM.findall(text)} & set(pg_schema.tables())
     rowid: str | None = None
     if re.search(r"\browid\b", text, re.IGNORECASE):
-        keyed = {t: pg_schema.rowid_column(t) for t in tables}
-        named = {c for c in keyed.values() if c is not None}
-        if len(named) != 1:
+        # The statement's own table (the first one named): the store's statements that
+        # name a rowid read or write one table, a subquery's only with an explicit column.
+        first = _FROM.search(text)
+        rowid = pg_schema.rowid_column(first.group(1)) if first else None
+        if rowid is None:
             raise ValueError(f"cannot tell whose rowid: {sql[:80]!r}")
-        rowid = named.pop()
     inserted = _INSERT.match(text)
     if inserted and not re.search(r"\bRETURNING\b", text, re.IGNORECASE):
         returning = pg_schema.rowid_column(inserted.group(1))
@@ -175,7 +188,9 @@ def translate(sql: str) -> tuple[str, bool, str | None]:
             continue
         i += 1
     out.append(_rewrite_words(text[plain_start:], rowid))
-    result = ("".join(out) + suffix, numbered, returning)
+    # SQLite's LIMIT -1 is "no limit"; PostgreSQL's is LIMIT NULL (or ALL).
+    translated = _LIMIT.sub(r"LIMIT NULLIF(\1, -1)", "".join(out))
+    result = (translated + suffix, numbered, returning)
     if len(_TRANSLATED) < 4096:  # the project's statements are fixed strings
         _TRANSLATED[sql] = result
     return result
@@ -388,6 +403,9 @@ class PgConnection(_chain.Connection):
         conn.adapters.register_dumper(int, _IntAsUnknown)
         conn.adapters.register_dumper(bool, _IntAsUnknown)
         conn.adapters.register_loader("numeric", _Number)
+        # Closed with this object, not by psycopg's finalizer (which warns): a Database
+        # dropped without close() leaves no open server connection behind.
+        weakref.finalize(self, conn.close)
         try:
             conn.execute("SET lock_timeout = '10s'")
             if self._read_only:
