@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -337,27 +337,49 @@ def raw_store(path: Path, *, tamper: bool = False) -> sqlite3.Connection:
     return conn
 
 
-@contextlib.contextmanager
-def fresh_database() -> Iterator[None]:
-    """A fresh store database for the block, on PostgreSQL (a new database of the same
-    cluster named by ``DEEPSEEK_EYES_DATABASE_URL``); nothing to do on SQLite, where a new
-    directory is a new database. For tests that open several stores in one test (a
-    hypothesis example each)."""
-    url = os.environ.get("DEEPSEEK_EYES_DATABASE_URL")
-    if not url:
-        yield
-        return
+def _admin(url: str) -> tuple[str, Any]:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/postgres")), parts
+
+
+def _create_database(url: str, template: str | None = None) -> str:
+    """A new database on ``url``'s cluster (a copy of ``template``'s database when given);
+    returns its URL."""
     import uuid
     from urllib.parse import urlsplit, urlunsplit
 
     import psycopg
 
-    parts = urlsplit(url)
+    admin, parts = _admin(url)
     name = f"f_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as pg:
-        pg.execute(f"CREATE DATABASE {name}")
-    os.environ["DEEPSEEK_EYES_DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{name}"))
+    source = "" if template is None else f" TEMPLATE {urlsplit(template).path.lstrip('/')}"
+    with psycopg.connect(admin, autocommit=True) as pg:
+        pg.execute(f"CREATE DATABASE {name}{source}")
+    return str(urlunsplit(parts._replace(path=f"/{name}")))
+
+
+@contextlib.contextmanager
+def fresh_database() -> Iterator[str | None]:
+    """A fresh store database for the block, on PostgreSQL (a new database of the same
+    cluster named by ``DEEPSEEK_EYES_DATABASE_URL``; yields its URL); nothing to do on
+    SQLite (yields None), where a new directory is a new database. For tests that open
+    several stores in one test (a hypothesis example each) and for module templates."""
+    url = os.environ.get("DEEPSEEK_EYES_DATABASE_URL")
+    if not url:
+        yield None
+        return
+    os.environ["DEEPSEEK_EYES_DATABASE_URL"] = fresh = _create_database(url)
     try:
-        yield
+        yield fresh
     finally:
         os.environ["DEEPSEEK_EYES_DATABASE_URL"] = url
+
+
+def clone_store(template: str | None) -> None:
+    """Point this test's store at a copy of the template's database (PostgreSQL; a copy of
+    the data directory copies a SQLite store already). The test's own fixture restores the
+    variable after it."""
+    if template is not None:
+        os.environ["DEEPSEEK_EYES_DATABASE_URL"] = _create_database(template, template)

@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from helpers import fresh_database, raw_store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,6 +38,7 @@ from deepseek_eyes.vision.evidence.cache import (
 )
 from deepseek_eyes.vision.routing.attempts import AttemptLog
 from deepseek_eyes.vision.types import Variant
+from helpers import fresh_database, raw_store
 
 TRIGGERS = ("chain_no_update", "chain_no_delete", "evidence_no_update", "events_no_update",
             "events_no_delete")
@@ -82,8 +81,7 @@ def home(tmp_path: Path) -> Iterator[DataHome]:
 
 def _raw(home: DataHome) -> sqlite3.Connection:
     home.db.flush()
-    conn = raw_store(home.db.path, tamper=True)
-    return conn
+    return raw_store(home.db.path, tamper=True)
 
 
 def _verify(home: DataHome, pinned: Checkpoint | None = None) -> Report:

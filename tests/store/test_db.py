@@ -5,10 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import raw_store
-
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store.db import MIGRATIONS, Database
+from helpers import raw_store
 
 
 @pytest.mark.sqlite_only

@@ -5,11 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import raw_store
-
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.events import SessionStore, TurnRecord, body_digest
+from helpers import raw_store
 
 
 def test_events_are_append_only_and_ordered(tmp_path: Path) -> None:

@@ -9,14 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-
-from helpers import fresh_database
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.events import Guard, SessionConflict, SessionStore, TurnRecord
 from deepseek_eyes.store.owner import alive, owner
+from helpers import fresh_database
 
 
 def _record(turn_id: str, session: str, *, base: int, outcome: str = "ok",

@@ -56,8 +56,8 @@ from deepseek_eyes.settings.mcp import (
     McpServerSettings,
     McpSettings,
 )
-from deepseek_eyes.settings.suggest import closest_key
 from deepseek_eyes.settings.store import StoreSettings
+from deepseek_eyes.settings.suggest import closest_key
 from deepseek_eyes.settings.telemetry import TelemetrySettings
 from deepseek_eyes.settings.terminal import TerminalSettings
 from deepseek_eyes.settings.vision import (
@@ -95,9 +95,9 @@ __all__ = [
     "RuntimeSettings",
     "Secret",
     "SecretRef",
-    "StoreSettings",
     "Settings",
     "StorageSettings",
+    "StoreSettings",
     "TelemetrySettings",
     "TerminalSettings",
     "VisionSettings",

@@ -64,7 +64,7 @@ from deepseek_eyes.store import chain as _chain
 from deepseek_eyes.store.failures import keeps_rows, store_error
 from deepseek_eyes.store.keyring import Keyring
 
-__all__ = ["MIGRATIONS", "Database"]
+__all__ = ["MIGRATIONS", "Database", "configured_url"]
 
 #: A queued write: (INSERT, params, the chain kind of its row and its audited table, or
 #: None and None when the row is not chained).
@@ -377,6 +377,12 @@ CHAIN_MIGRATION = 4
 
 #: The store's PostgreSQL database, when the process's store is there (settings/store.py).
 ENV_DATABASE_URL = "DEEPSEEK_EYES_DATABASE_URL"
+
+
+def configured_url() -> str | None:
+    """The PostgreSQL database the process's store is in (``DEEPSEEK_EYES_DATABASE_URL``),
+    or None for the SQLite file of the data directory."""
+    return _configured(None)
 
 
 def _configured(url: str | None) -> str | None:

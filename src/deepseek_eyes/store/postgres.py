@@ -212,6 +212,9 @@ class Row(sqlite3.Row):
     """A result row by index and by (case-insensitive) name, as ``sqlite3.Row``."""
 
     __slots__ = ("_index", "_names", "_values")
+    _names: Sequence[str]
+    _index: Mapping[str, int]
+    _values: tuple[Any, ...]
 
     def __new__(cls, names: Sequence[str], index: Mapping[str, int],
                 values: tuple[Any, ...]) -> Row:
@@ -238,7 +241,7 @@ class Row(sqlite3.Row):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Row):
-            return self._values == other._values and self._names == other._names
+            return bool(self._values == other._values and self._names == other._names)
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -275,15 +278,15 @@ class PgCursor(sqlite3.Cursor):
         return self
 
     @property
-    def rowcount(self) -> int:  # type: ignore[override]
+    def rowcount(self) -> int:
         return self._rowcount
 
     @property
-    def lastrowid(self) -> int | None:  # type: ignore[override]
+    def lastrowid(self) -> int | None:
         return self._lastrowid
 
     @property
-    def description(self) -> Any:  # type: ignore[override]
+    def description(self) -> Any:
         return self._description
 
     def fetchone(self) -> Any:
@@ -441,7 +444,7 @@ class PgConnection(_chain.Connection):
                 raise _as_sqlite(exc) from exc
 
     @property
-    def in_transaction(self) -> bool:  # type: ignore[override]
+    def in_transaction(self) -> bool:
         return self._in_tx
 
     def _alive(self) -> Any:
@@ -456,7 +459,7 @@ class PgConnection(_chain.Connection):
             self._connect()
         return self._pg
 
-    def execute(self, sql: str, parameters: Any = (), /) -> PgCursor:  # type: ignore[override]
+    def execute(self, sql: str, parameters: Any = (), /) -> PgCursor:
         with self._guard:
             return self._execute(sql, parameters)
 
@@ -530,14 +533,14 @@ class PgConnection(_chain.Connection):
                                 rows, len(rows), None)
         return cursor  # journal_mode, synchronous, foreign_keys: PostgreSQL's own
 
-    def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> PgCursor:  # type: ignore[override]
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> PgCursor:
         cursor = PgCursor(self)
         with self._guard:
             for params in seq_of_parameters:
                 cursor = self._execute(sql, params)
         return cursor
 
-    def executescript(self, sql_script: str, /) -> PgCursor:  # type: ignore[override]
+    def executescript(self, sql_script: str, /) -> PgCursor:
         raise NotImplementedError("run statements one by one on PostgreSQL")
 
     def close(self) -> None:
