@@ -470,9 +470,8 @@ class PgConnection(_chain.Connection):
         head = sql.lstrip()[:20].upper()
         try:
             if head.startswith("BEGIN"):
-                conn = self._alive()
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ" if head.strip() ==
-                             "BEGIN" else "BEGIN")
+                conn = self._first("BEGIN ISOLATION LEVEL REPEATABLE READ"
+                                   if head.strip() == "BEGIN" else "BEGIN")
                 self._in_tx = True
                 if "IMMEDIATE" in head:
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
@@ -491,16 +490,53 @@ class PgConnection(_chain.Connection):
                 return self._pragma(sql, cursor)
             text, numbered, returning = translate(sql)
             args = _params(parameters, numbered)
-            conn = self._alive()
-            if not self._in_tx and _WRITE.match(text):
-                with conn.transaction():  # a lone write serializes like any other
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-                    return self._run(conn, cursor, text, args, returning)
-            return self._run(conn, cursor, text, args, returning)
+            if self._in_tx:
+                return self._run(self._alive(), cursor, text, args, returning)
+            if not _WRITE.match(text):  # a lone read: nothing to repeat twice
+                self._first(text, args, cursor, returning)
+                return cursor
+            conn = self._first("BEGIN")  # a lone write serializes like any other
+            try:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                self._run(conn, cursor, text, args, returning)
+                conn.execute("COMMIT")
+            except BaseException:
+                if not (conn.closed or conn.broken):
+                    conn.execute("ROLLBACK")
+                raise
+            return cursor
         except psycopg.Error as exc:
             raise _as_sqlite(exc) from exc
         except _Lost as exc:
             raise _as_sqlite(exc) from exc
+
+    def _first(self, text: str, args: Any = None, cursor: PgCursor | None = None,
+               returning: str | None = None) -> Any:
+        """Run the first statement of a transaction (or a lone read) and return the
+        connection. When the server went away since the last statement (restarted, or a
+        connection cut while idle) it fails on the old link: the statement is sent once
+        more on a new one, which is safe because nothing has happened in it yet. A server
+        still down fails the second try (``STORE_DATABASE_UNAVAILABLE``)."""
+        import psycopg
+
+        conn = self._alive()
+        try:
+            if cursor is None:
+                conn.execute(text)
+            else:
+                self._run(conn, cursor, text, args, returning)
+            return conn
+        except psycopg.OperationalError:
+            if not (conn.closed or conn.broken):
+                raise
+        conn.close()
+        self._pg = None
+        conn = self._alive()
+        if cursor is None:
+            conn.execute(text)
+        else:
+            self._run(conn, cursor, text, args, returning)
+        return conn
 
     @staticmethod
     def _run(conn: Any, cursor: PgCursor, text: str, args: Any,
