@@ -57,7 +57,8 @@ def test_every_migration_has_its_postgresql_form() -> None:
     statements = [s for v in range(1, len(MIGRATIONS) + 1)
                   for s in pg_schema.migration_statements(v)]
     joined = "\n".join(statements)
-    assert "AUTOINCREMENT" not in joined and "RAISE(ABORT" not in joined
+    assert "AUTOINCREMENT" not in joined
+    assert "RAISE(ABORT" not in joined
     # every append-only trigger became a refusing function and a row trigger
     for name in ("evidence_no_update", "events_no_update", "events_no_delete",
                  "chain_no_update", "chain_no_delete"):
@@ -76,7 +77,8 @@ def test_the_url_never_carries_a_password() -> None:
     assert "hunter2" not in redact("postgresql://eyes:hunter2@db/eyes")
     ok = StoreSettings.model_validate({"database_url": "postgresql://eyes@db/eyes",
                                        "database_password": {"env": "EYES_DB_PASSWORD"}})
-    assert ok.database_password is not None and ok.database_password.env == "EYES_DB_PASSWORD"
+    assert ok.database_password is not None
+    assert ok.database_password.env == "EYES_DB_PASSWORD"
 
 
 def test_the_append_only_tables_refuse_changes_like_sqlite(postgres_url: str) -> None:
@@ -116,12 +118,17 @@ def test_a_transaction_cut_midway_writes_nothing_and_the_next_one_reconnects(
 ) -> None:
     db = Database(Path("unused.db"), url=postgres_url)
     try:
-        with pytest.raises(StoreError) as cut, db.transaction() as conn:
-            conn.execute(AUDIT, (1.0, "first", None, "{}"))
-            with psycopg.connect(postgres_url, autocommit=True) as admin:
-                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                              " WHERE datname = current_database() AND pid <> pg_backend_pid()")
-            conn.execute(AUDIT, (2.0, "second", None, "{}"))
+        def cut_midway() -> None:
+            with db.transaction() as conn:
+                conn.execute(AUDIT, (1.0, "first", None, "{}"))
+                with psycopg.connect(postgres_url, autocommit=True) as admin:
+                    admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                  " WHERE datname = current_database()"
+                                  " AND pid <> pg_backend_pid()")
+                conn.execute(AUDIT, (2.0, "second", None, "{}"))
+
+        with pytest.raises(StoreError) as cut:
+            cut_midway()
         assert cut.value.code == "STORE_DATABASE_UNAVAILABLE"
         assert _rows(postgres_url, "SELECT COUNT(*) FROM audit") == 0  # nothing half-written
         db.execute(AUDIT, (3.0, "after", None, "{}"), chain="test")  # connects again
@@ -179,7 +186,7 @@ def test_three_processes_migrate_once_and_extend_one_chain(
         db.close()
     """)
     env = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_EYES_DATABASE_URL"}
-    procs = [subprocess.Popen([sys.executable, "-c", script, f"w{n}"], env=env,
+    procs = [subprocess.Popen([sys.executable, "-c", script, f"w{n}"], env=env,  # noqa: S603
                               stderr=subprocess.PIPE, text=True) for n in range(3)]
     for proc in procs:
         _, err = proc.communicate(timeout=90)
