@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 class DataHome:
     def __init__(self, root: Path, *, database_url: str | None = None,
-                 database_password: str | None = None) -> None:
+                 database_password: str | None = None, blobs_url: str | None = None) -> None:
         """Open (creating it when absent) the data directory at ``root`` for the runtime,
         which writes to it; its tables in the PostgreSQL database at ``database_url``
         (else at ``DEEPSEEK_EYES_DATABASE_URL``) when one is given, else in ``eyes.db``.
@@ -55,6 +55,10 @@ class DataHome:
         self.db = Database(root / "eyes.db", url=url, password=database_password)
         self.db.audit_keys = self.audit_keys  # retention cuts sign in their transaction
         self.blobs = BlobStore(root / "blobs")
+        if blobs_url:  # in PostgreSQL (store/pg_blobs.py; psycopg only when asked for)
+            from deepseek_eyes.store.pg_blobs import PgBlobStore
+
+            self.blobs = PgBlobStore(root / "blobs", blobs_url, password=database_password)
         self.artifacts = root / "artifacts"
         self.usage = UsageTracker(self.db)
         self.audit = AuditLog(self.db)
@@ -98,13 +102,15 @@ class DataHome:
             StoreError: as the constructor; ConfigError: ``CONFIG_ENV_MISSING`` for a
                 database password whose variable is unset."""
         return cls(data_home(settings), database_url=settings.store.url(),
-                   database_password=settings.store.password())
+                   database_password=settings.store.password(),
+                   blobs_url=settings.store.blobs())
 
     def close(self) -> None:
         try:
             self.seal()
         finally:
             self.db.close()
+            self.blobs.close()
 
     def __enter__(self) -> DataHome:
         return self

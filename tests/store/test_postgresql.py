@@ -199,3 +199,36 @@ def test_three_processes_migrate_once_and_extend_one_chain(
     assert report.ok, report.as_json()
     assert report.entries == 60
     home.db.close()
+
+
+def test_blobs_in_postgresql_are_content_addressed_immutable_and_verified(
+    postgres_url: str, tmp_path: Path,
+) -> None:
+    home = DataHome(tmp_path / "home", database_url=postgres_url, blobs_url=postgres_url)
+    try:
+        data = b"\x89PNG not really"
+        ref = home.blobs.put(data)
+        assert home.blobs.put(data) == ref  # the same bytes are one blob
+        assert home.blobs.contains(ref.sha256)
+        assert home.blobs.get(ref.sha256) == data
+        assert not (tmp_path / "home" / "blobs").exists()  # nothing on disk
+        # Written before the row that names it: a rolled-back transaction keeps it.
+        other = b"another image"
+        with pytest.raises(RuntimeError), home.db.transaction():
+            named = home.blobs.put(other)
+            raise RuntimeError("the row that names it failed")
+        assert home.blobs.get(named.sha256) == other
+        with pytest.raises(StoreError) as missing:
+            home.blobs.get("0" * 64)
+        assert missing.value.code == "STORE_BLOB_MISSING"
+        with psycopg.connect(postgres_url, autocommit=True) as pg:
+            with pytest.raises(psycopg.errors.IntegrityConstraintViolation):
+                pg.execute("UPDATE eyes_blobs SET data = 'x'")
+            pg.execute("SET session_replication_role = replica")  # a superuser's edit
+            pg.execute("UPDATE eyes_blobs SET data = %s WHERE sha256 = %s",
+                       (b"\x89PNG forged", ref.sha256))
+        with pytest.raises(StoreError) as corrupt:
+            home.blobs.get(ref.sha256)
+        assert corrupt.value.code == "STORE_BLOB_CORRUPT"
+    finally:
+        home.close()

@@ -21,10 +21,11 @@ from pydantic_core import PydanticCustomError
 
 from deepseek_eyes.settings.base import OptionalSecret, Strict
 
-__all__ = ["ENV_DATABASE_URL", "StoreSettings", "check_database_url"]
+__all__ = ["ENV_BLOBS_URL", "ENV_DATABASE_URL", "StoreSettings", "check_database_url"]
 
-#: Wins over ``[store] database_url``.
+#: Win over ``[store] database_url`` and ``blobs_url``.
 ENV_DATABASE_URL = "DEEPSEEK_EYES_DATABASE_URL"
+ENV_BLOBS_URL = "DEEPSEEK_EYES_BLOBS_URL"
 
 
 def check_database_url(value: str) -> str:
@@ -58,11 +59,19 @@ class StoreSettings(Strict):
         "({ env = \"NAME\" }); without it libpq's PGPASSWORD or ~/.pgpass apply.",
     )
 
-    @field_validator("database_url")
+    blobs_url: str | None = Field(
+        default=None,
+        description="Where blobs (images, screenshots) go instead of the data directory's "
+        "blobs/ folder: \"database\" (the store's PostgreSQL database) or a postgresql:// "
+        "URL (no password); DEEPSEEK_EYES_BLOBS_URL wins over it. Object storage (S3) is "
+        "not supported yet.",
+    )
+
+    @field_validator("database_url", "blobs_url")
     @classmethod
     def _postgres_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
+        if value is None or value == "database":
+            return value
         try:
             return check_database_url(value)
         except ValueError as exc:
@@ -72,6 +81,22 @@ class StoreSettings(Strict):
         """The database URL in effect: the environment's, then the file's; None for the
         SQLite data directory."""
         return os.environ.get(ENV_DATABASE_URL) or self.database_url
+
+    def blobs(self) -> str | None:
+        """The PostgreSQL URL blobs go to, or None for the data directory's files.
+
+        Raises:
+            ConfigError: ``CONFIG_INVALID`` for ``"database"`` without a database URL.
+        """
+        value = os.environ.get(ENV_BLOBS_URL) or self.blobs_url
+        if value == "database":
+            value = self.url()
+            if value is None:
+                from deepseek_eyes.errors import ConfigError
+
+                raise ConfigError('store.blobs_url = "database" needs store.database_url',
+                                  code="CONFIG_INVALID")
+        return value
 
     def password(self) -> str | None:
         """The password from its environment reference (None: libpq's own sources).

@@ -443,6 +443,28 @@ class PgConnection(_chain.Connection):
             except psycopg.Error as exc:
                 raise _as_sqlite(exc) from exc
 
+    def execute_idempotent(self, sql: str, parameters: Any = ()) -> PgCursor:
+        """Run one statement on its own, outside the store's write order (no advisory
+        lock): for writes that may happen twice with one effect (a content-addressed blob's
+        ``INSERT … ON CONFLICT DO NOTHING``). Sent again on a new connection when the old
+        one was lost, like a transaction's first statement.
+
+        Raises:
+            sqlite3.Error: as :meth:`execute`.
+        """
+        import psycopg
+
+        with self._guard:
+            if self._in_tx:
+                raise sqlite3.ProgrammingError("execute_idempotent inside a transaction")
+            text, numbered, returning = translate(sql)
+            cursor = PgCursor(self)
+            try:
+                self._first(text, _params(parameters, numbered), cursor, returning)
+            except psycopg.Error as exc:
+                raise _as_sqlite(exc) from exc
+            return cursor
+
     @property
     def in_transaction(self) -> bool:
         return self._in_tx
