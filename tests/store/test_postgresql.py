@@ -7,6 +7,7 @@ postgresql``, tests/store/test_on_postgresql.py); these are what only PostgreSQL
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -214,10 +215,14 @@ def test_blobs_in_postgresql_are_content_addressed_immutable_and_verified(
         assert not (tmp_path / "home" / "blobs").exists()  # nothing on disk
         # Written before the row that names it: a rolled-back transaction keeps it.
         other = b"another image"
-        with pytest.raises(RuntimeError), home.db.transaction():
-            named = home.blobs.put(other)
-            raise RuntimeError("the row that names it failed")
-        assert home.blobs.get(named.sha256) == other
+        def fails_after_the_blob() -> None:
+            with home.db.transaction():
+                home.blobs.put(other)
+                raise RuntimeError("the row that names it failed")
+
+        with pytest.raises(RuntimeError):
+            fails_after_the_blob()
+        assert home.blobs.get(hashlib.sha256(other).hexdigest()) == other
         with pytest.raises(StoreError) as missing:
             home.blobs.get("0" * 64)
         assert missing.value.code == "STORE_BLOB_MISSING"
