@@ -157,6 +157,10 @@ ERROR_CODES: Mapping[str, str] = {
         "A PostgreSQL database_url is configured but psycopg is not installed "
         "(install the scale extra)."
     ),
+    "STORE_MIGRATE_TARGET_NOT_EMPTY": (
+        "store migrate copies into an empty PostgreSQL database only; the target holds "
+        "tables (nothing was written)."
+    ),
     "STORE_BLOB_MISSING": "A referenced blob is not in the content-addressed store.",
     "STORE_BLOB_CORRUPT": "A stored blob no longer hashes to its address.",
     "STORE_SESSION_INVALID": "A session id is malformed (1-128 letters, digits, . _ : -).",

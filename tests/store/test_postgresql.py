@@ -8,6 +8,7 @@ postgresql``, tests/store/test_on_postgresql.py); these are what only PostgreSQL
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -237,3 +238,60 @@ def test_blobs_in_postgresql_are_content_addressed_immutable_and_verified(
         assert corrupt.value.code == "STORE_BLOB_CORRUPT"
     finally:
         home.close()
+
+
+def _sqlite_home(root: Path) -> str:
+    """A SQLite data directory with a little of everything; returns a blob's hash."""
+    from deepseek_eyes.store.events import SessionStore, TurnRecord
+    from deepseek_eyes.usage import ProviderUsage, UsageCategory
+
+    home = DataHome(root, database_url="")
+    sessions = SessionStore(home.db)
+    for i in range(3):
+        home.audit.append("mcp.call", f"srv.tool{i}", outcome="ok", ms=i)
+        home.usage.record_exact(UsageCategory.FINAL, ProviderUsage(10, 2), source="t",
+                                model="m")
+        sessions.append(f"s{i}", [{"role": "user", "content": f"hello {i}"}], create="test",
+                        turn=TurnRecord(id=f"turn-{i}", session_id=f"s{i}", started_at=1.0,
+                                        ended_at=2.0, model="m", path="text", outcome="ok",
+                                        code=None, details={"base": 0}))
+    for _ in range(20):  # a batch entry
+        home.audit.append("mcp.call", "srv.batch", outcome="ok")
+    blob = home.blobs.put(b"an image's bytes")
+    home.close()  # seals a checkpoint
+    return blob.sha256
+
+
+def test_store_migrate_copies_a_data_directory_and_verifies_the_chain_there(
+    postgres_cluster: PostgresCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from click.testing import CliRunner
+
+    from deepseek_eyes.cli import cli
+
+    monkeypatch.setenv("DEEPSEEK_EYES_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("DEEPSEEK_EYES_DATABASE_URL", raising=False)
+    sha = _sqlite_home(tmp_path / "home")
+    url = postgres_cluster.new_database()
+    done = CliRunner().invoke(cli, ["store", "migrate", "--to", url, "--json"])
+    assert done.exit_code == 0, done.output
+    view = json.loads(done.output)
+    assert view["verify"]["ok"] is True
+    assert view["rows"]["sessions"] == 3
+    assert view["blobs"] == 1
+    # The target serves as the store: the sessions continue, rowids and blobs kept.
+    home = DataHome(tmp_path / "home", database_url=url, blobs_url=url)
+    try:
+        assert home.blobs.get(sha) == b"an image's bytes"
+        from deepseek_eyes.store.events import SessionStore
+
+        SessionStore(home.db).append("s0", [{"role": "user", "content": "again"}])
+        sign_checkpoint(home.db, home.audit_keys())
+        assert verify_database(home.db, home.audit_keys()).ok
+    finally:
+        home.db.close()
+    # A target that is not empty is refused, nothing written.
+    again = CliRunner().invoke(cli, ["store", "migrate", "--to", url])
+    assert again.exit_code != 0
+    assert isinstance(again.exception, StoreError)
+    assert again.exception.code == "STORE_MIGRATE_TARGET_NOT_EMPTY"

@@ -465,6 +465,19 @@ class PgConnection(_chain.Connection):
                 raise _as_sqlite(exc) from exc
             return cursor
 
+    def copy_rows(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """Run one INSERT for many rows inside the open transaction (store/copy.py), as the
+        statement is written: no translation beyond the placeholders, nothing returned."""
+        import psycopg
+
+        with self._guard:
+            text = sql.replace("?", "%s")
+            try:
+                with self._alive().cursor() as cur:
+                    cur.executemany(text, rows)
+            except psycopg.Error as exc:
+                raise _as_sqlite(exc) from exc
+
     @property
     def in_transaction(self) -> bool:
         return self._in_tx
