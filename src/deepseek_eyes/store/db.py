@@ -470,6 +470,7 @@ class Database:
                 return
             conn.setup()
             self._migrate()
+            conn.prefetch_tail = True
         except BaseException as exc:
             conn.close()
             if isinstance(exc, StoreError) or not isinstance(exc, sqlite3.Error):

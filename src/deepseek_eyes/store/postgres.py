@@ -202,6 +202,20 @@ def _params(params: Sequence[Any] | Mapping[str, Any], numbered: bool) -> Any:
     return params
 
 
+_TAIL = "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"  # store/chain.py's
+_CHAIN_WRITE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+chain\b",
+                          re.IGNORECASE)
+_BEGIN_LOCKED = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+_BEGIN_WRITE = f"{_BEGIN_LOCKED}; {_TAIL}"
+
+
+def _last_rows(cur: Any) -> list[tuple[Any, ...]]:
+    """The rows of the last statement a multi-statement execute ran."""
+    while cur.nextset():
+        pass
+    return list(cur.fetchall())
+
+
 # --- rows and cursors -------------------------------------------------------------------
 
 _NOWHERE = sqlite3.connect(":memory:", check_same_thread=False)
@@ -372,6 +386,12 @@ class PgConnection(_chain.Connection):
         self._read_only = read_only
         self._pg: Any = None
         self._in_tx = False
+        #: The chain's tail read with this write transaction's lock (see _execute).
+        self._tail: list[tuple[Any, ...]] | None = None
+        self._result: Any = None
+        #: Read the chain's tail with each write transaction's lock (once the chain
+        #: table exists: :class:`~deepseek_eyes.store.db.Database` sets it after migrating).
+        self.prefetch_tail = False
         self._guard = threading.RLock()
         self._connect()
 
@@ -505,11 +525,20 @@ class PgConnection(_chain.Connection):
         head = sql.lstrip()[:20].upper()
         try:
             if head.startswith("BEGIN"):
-                conn = self._first("BEGIN ISOLATION LEVEL REPEATABLE READ"
-                                   if head.strip() == "BEGIN" else "BEGIN")
+                self._tail = None
+                if "IMMEDIATE" not in head:
+                    self._first("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                    self._in_tx = True
+                    return cursor
+                # One round trip: the transaction, the write lock, and the chain's tail
+                # (the chain writer's first read; it cannot change while the lock is held).
+                if not self.prefetch_tail:  # before the chain table exists (migrations)
+                    self._first(_BEGIN_LOCKED)
+                    self._in_tx = True
+                    return cursor
+                self._first(_BEGIN_WRITE)
                 self._in_tx = True
-                if "IMMEDIATE" in head:
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                self._tail = _last_rows(self._result)
                 return cursor
             if head.startswith(("COMMIT", "END", "ROLLBACK")):
                 was, self._in_tx = self._in_tx, False
@@ -526,15 +555,22 @@ class PgConnection(_chain.Connection):
             text, numbered, returning = translate(sql)
             args = _params(parameters, numbered)
             if self._in_tx:
+                if self._tail is not None:
+                    if sql == _TAIL:
+                        return cursor._load(["seq", "hash"], self._tail, len(self._tail),
+                                            None)
+                    if _CHAIN_WRITE.match(text):
+                        self._tail = None  # the chain written since: read the table
                 return self._run(self._alive(), cursor, text, args, returning)
             if not _WRITE.match(text):  # a lone read: nothing to repeat twice
                 self._first(text, args, cursor, returning)
                 return cursor
-            conn = self._first("BEGIN")  # a lone write serializes like any other
+            conn = self._first(_BEGIN_LOCKED)  # a lone write serializes like any other
             try:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-                self._run(conn, cursor, text, args, returning)
-                conn.execute("COMMIT")
+                with conn.pipeline():  # the statement and its commit: one round trip
+                    result = conn.execute(text, args)
+                    conn.execute("COMMIT")
+                self._load(cursor, result, returning)
             except BaseException:
                 if not (conn.closed or conn.broken):
                     conn.execute("ROLLBACK")
@@ -557,7 +593,7 @@ class PgConnection(_chain.Connection):
         conn = self._alive()
         try:
             if cursor is None:
-                conn.execute(text)
+                self._result = conn.execute(text)
             else:
                 self._run(conn, cursor, text, args, returning)
             return conn
@@ -568,7 +604,7 @@ class PgConnection(_chain.Connection):
         self._pg = None
         conn = self._alive()
         if cursor is None:
-            conn.execute(text)
+            self._result = conn.execute(text)
         else:
             self._run(conn, cursor, text, args, returning)
         return conn
@@ -576,7 +612,10 @@ class PgConnection(_chain.Connection):
     @staticmethod
     def _run(conn: Any, cursor: PgCursor, text: str, args: Any,
              returning: str | None) -> PgCursor:
-        cur = conn.execute(text, args)
+        return PgConnection._load(cursor, conn.execute(text, args), returning)
+
+    @staticmethod
+    def _load(cursor: PgCursor, cur: Any, returning: str | None) -> PgCursor:
         names = [d.name for d in cur.description] if cur.description else None
         if returning is not None:
             rows = cur.fetchall() if names else []
@@ -605,11 +644,27 @@ class PgConnection(_chain.Connection):
         return cursor  # journal_mode, synchronous, foreign_keys: PostgreSQL's own
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> PgCursor:
-        cursor = PgCursor(self)
+        """Inside a transaction, all rows in one round trip (psycopg pipelines them);
+        outside, one lone write each."""
+        import psycopg
+
         with self._guard:
-            for params in seq_of_parameters:
-                cursor = self._execute(sql, params)
-        return cursor
+            if not self._in_tx:
+                cursor = PgCursor(self)
+                for params in seq_of_parameters:
+                    cursor = self._execute(sql, params)
+                return cursor
+            text, numbered, _returning = translate(sql)
+            if _CHAIN_WRITE.match(text):
+                self._tail = None
+            rows = [_params(p, numbered) for p in seq_of_parameters]
+            try:
+                with self._alive().cursor() as cur:
+                    cur.executemany(text, rows)
+                    count = cur.rowcount
+            except psycopg.Error as exc:
+                raise _as_sqlite(exc) from exc
+            return PgCursor(self)._load(None, (), count, None)
 
     def executescript(self, sql_script: str, /) -> PgCursor:
         raise NotImplementedError("run statements one by one on PostgreSQL")
