@@ -702,8 +702,13 @@ class Database:
         conn = self._conn
         chained: list[tuple[str, str, str, Sequence[Any], int]] = []
         try:
-            for sql, params, kind, table in pending:
-                cur = conn.execute(sql, params)
+            # On PostgreSQL the rows go in one round trip (store/postgres.py).
+            pipelined = getattr(conn, "execute_pipelined", None)
+            cursors: Sequence[sqlite3.Cursor] = (
+                pipelined([(sql, params) for sql, params, _k, _t in pending])
+                if pipelined is not None and len(pending) > 1 else [])
+            for n, (sql, params, kind, table) in enumerate(pending):
+                cur = cursors[n] if cursors else conn.execute(sql, params)
                 if kind is not None and table is not None and cur.rowcount > 0 \
                         and cur.lastrowid is not None:
                     chained.append((kind, table, sql, params, cur.lastrowid))

@@ -389,6 +389,9 @@ class PgConnection(_chain.Connection):
         #: The chain's tail read with this write transaction's lock (see _execute).
         self._tail: list[tuple[Any, ...]] | None = None
         self._result: Any = None
+        #: Writes whose results nobody reads (executemany in a transaction), sent with
+        #: the next round trip.
+        self._deferred: list[tuple[str, list[Any]]] = []
         #: Read the chain's tail with each write transaction's lock (once the chain
         #: table exists: :class:`~deepseek_eyes.store.db.Database` sets it after migrating).
         self.prefetch_tail = False
@@ -459,6 +462,8 @@ class PgConnection(_chain.Connection):
 
         with self._guard:
             try:
+                deferred, self._deferred = self._deferred, []
+                self._send_deferred(deferred)
                 self._alive().execute(sql)
             except psycopg.Error as exc:
                 raise _as_sqlite(exc) from exc
@@ -526,6 +531,7 @@ class PgConnection(_chain.Connection):
         try:
             if head.startswith("BEGIN"):
                 self._tail = None
+                self._deferred = []
                 if "IMMEDIATE" not in head:
                     self._first("BEGIN ISOLATION LEVEL REPEATABLE READ")
                     self._in_tx = True
@@ -542,19 +548,35 @@ class PgConnection(_chain.Connection):
                 return cursor
             if head.startswith(("COMMIT", "END", "ROLLBACK")):
                 was, self._in_tx = self._in_tx, False
+                deferred, self._deferred = self._deferred, []
                 if self._pg is None or self._pg.closed or self._pg.broken:
                     if head.startswith("ROLLBACK"):
                         return cursor  # nothing to end: the server ended it with the link
                     raise _Lost("the connection to PostgreSQL was lost before the commit")
-                if was:
-                    self._pg.execute("COMMIT" if not head.startswith("ROLLBACK") else
-                                     "ROLLBACK")
+                if not was:
+                    return cursor
+                if head.startswith("ROLLBACK"):
+                    self._pg.execute("ROLLBACK")
+                    return cursor
+                try:
+                    with self._pg.pipeline():  # the deferred rows and the commit: one trip
+                        self._send_deferred(deferred)
+                        self._pg.execute("COMMIT")
+                except BaseException:
+                    if not (self._pg.closed or self._pg.broken):
+                        self._pg.execute("ROLLBACK")
+                    raise
                 return cursor
             if head.startswith("PRAGMA"):
+                deferred, self._deferred = self._deferred, []
+                self._send_deferred(deferred)
                 return self._pragma(sql, cursor)
             text, numbered, returning = translate(sql)
             args = _params(parameters, numbered)
             if self._in_tx:
+                if self._deferred:
+                    deferred, self._deferred = self._deferred, []
+                    self._send_deferred(deferred)
                 if self._tail is not None:
                     if sql == _TAIL:
                         return cursor._load(["seq", "hash"], self._tail, len(self._tail),
@@ -658,13 +680,52 @@ class PgConnection(_chain.Connection):
             if _CHAIN_WRITE.match(text):
                 self._tail = None
             rows = [_params(p, numbered) for p in seq_of_parameters]
+            if _WRITE.match(text):
+                # Sent with the next statement's round trip, or the commit's (the chain's
+                # entries, written last in a transaction, commit in the same trip).
+                self._deferred.append((text, rows))
+                return PgCursor(self)._load(None, (), len(rows), None)
             try:
-                with self._alive().cursor() as cur:
-                    cur.executemany(text, rows)
-                    count = cur.rowcount
+                self._send_deferred([(text, rows)])
             except psycopg.Error as exc:
                 raise _as_sqlite(exc) from exc
-            return PgCursor(self)._load(None, (), count, None)
+            return PgCursor(self)._load(None, (), len(rows), None)
+
+    def _send_deferred(self, deferred: list[tuple[str, list[Any]]]) -> None:
+        for text, rows in deferred:
+            with self._alive().cursor() as cur:
+                cur.executemany(text, rows)
+
+    def execute_pipelined(self, statements: Sequence[tuple[str, Sequence[Any]]]
+                          ) -> list[PgCursor]:
+        """Run ``statements`` inside the open transaction in one round trip (the queued
+        log rows of a flush: store/db.py); their cursors, in order.
+
+        Raises:
+            sqlite3.Error: as :meth:`execute` (the first failure; the transaction is
+                then doomed, as after any failed statement).
+        """
+        import psycopg
+
+        with self._guard:
+            if not self._in_tx:
+                return [self._execute(sql, params) for sql, params in statements]
+            conn = self._alive()
+            plans = [translate(sql) for sql, _params_ in statements]
+            results: list[Any] = []
+            try:
+                deferred, self._deferred = self._deferred, []
+                with conn.pipeline():
+                    self._send_deferred(deferred)
+                    for (text, numbered, _returning), (_sql, params) in zip(
+                            plans, statements, strict=True):
+                        if self._tail is not None and _CHAIN_WRITE.match(text):
+                            self._tail = None
+                        results.append(conn.execute(text, _params(params, numbered)))
+                return [self._load(PgCursor(self), result, plan[2])
+                        for result, plan in zip(results, plans, strict=True)]
+            except psycopg.Error as exc:
+                raise _as_sqlite(exc) from exc
 
     def executescript(self, sql_script: str, /) -> PgCursor:
         raise NotImplementedError("run statements one by one on PostgreSQL")
