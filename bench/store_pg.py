@@ -119,10 +119,14 @@ def verified(url: str, home_root: Path) -> bool:
         home.db.close()
 
 
-def main(requests: int, count: int) -> None:
+def main(requests: int, count: int, socket: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp_name, start_postgres() as cluster:
         tmp = Path(tmp_name)
-        turns(requests, cluster.new_database("bench"), tmp)
+        url = cluster.new_database("bench")
+        if socket:  # the server's Unix socket instead of TCP on loopback
+            url = url.replace("@127.0.0.1:", "@:") + f"?host={cluster.root}"
+            url = url.replace(f"@:{cluster.port}/", "@/") + f"&port={cluster.port}"
+        turns(requests, url, tmp)
         url = cluster.new_database("chain")
         pg_rate = appends(count, url, tmp / "unused.db", tmp)
         sqlite_home = tmp / "sqlite-chain"
@@ -138,5 +142,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--appends", type=int, default=300)
+    parser.add_argument("--socket", action="store_true",
+                        help="reach PostgreSQL over its Unix socket (a replica on its host)")
     args = parser.parse_args()
-    main(args.requests, args.appends)
+    main(args.requests, args.appends, args.socket)
