@@ -21,14 +21,25 @@ __all__ = ["require_module"]
 
 SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_KEY")
 
+#: ``DEEPSEEK_EYES_TEST_DATABASE=postgresql`` runs the tests against PostgreSQL: each test's
+#: data directory keeps its tables in a fresh database of the session's cluster (the store
+#: suite on both engines: tests/store/test_on_postgresql.py runs its subset so).
+TEST_DATABASE = os.environ.get("DEEPSEEK_EYES_TEST_DATABASE", "sqlite")
+
 
 @pytest.fixture(scope="session", autouse=True)
-def session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def session_home(tmp_path_factory: pytest.TempPathFactory,
+                 request: pytest.FixtureRequest) -> Iterator[Path]:
     """A data directory for what runs outside a test's own (module and session fixtures
     that start servers): without it they wrote to the machine's default one, which a run
     of another version then found migrated past its own schema."""
     root = tmp_path_factory.mktemp("session-home")
-    saved = {name: os.environ.get(name) for name in ("DEEPSEEK_EYES_HOME", "XDG_DATA_HOME")}
+    saved = {name: os.environ.get(name) for name in ("DEEPSEEK_EYES_HOME", "XDG_DATA_HOME",
+                                                     "DEEPSEEK_EYES_DATABASE_URL")}
+    os.environ.pop("DEEPSEEK_EYES_DATABASE_URL", None)
+    if TEST_DATABASE == "postgresql":  # module fixtures' stores: a database of the session's
+        cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+        os.environ["DEEPSEEK_EYES_DATABASE_URL"] = cluster.new_database()
     os.environ["DEEPSEEK_EYES_HOME"] = str(root / "eyes-home")
     os.environ["XDG_DATA_HOME"] = str(root / "xdg-data")
     yield root
@@ -39,10 +50,24 @@ def session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ[name] = value
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if TEST_DATABASE != "postgresql":
+        return
+    skip = pytest.mark.skip(reason="about SQLite's file itself (the tests run on PostgreSQL)")
+    for item in items:
+        if item.get_closest_marker("sqlite_only") is not None:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                  request: pytest.FixtureRequest) -> Path:
     home = tmp_path / "eyes-home"
     monkeypatch.setenv("DEEPSEEK_EYES_HOME", str(home))
+    monkeypatch.delenv("DEEPSEEK_EYES_DATABASE_URL", raising=False)
+    if TEST_DATABASE == "postgresql":
+        cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+        monkeypatch.setenv("DEEPSEEK_EYES_DATABASE_URL", cluster.new_database())
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     for name in list(os.environ):

@@ -12,13 +12,14 @@ import json
 import os
 import queue
 import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -303,3 +304,82 @@ def recorded_spans() -> Iterator[InMemorySpanExporter]:
     finally:
         telemetry.uninstall()
         provider.shutdown()
+
+
+#: The append-only triggers of the store's migrations (dropped to tamper on SQLite).
+TRIGGERS = ("chain_no_update", "chain_no_delete", "evidence_no_update", "events_no_update",
+            "events_no_delete")
+
+
+def on_postgresql() -> bool:
+    """Whether this test's store is on PostgreSQL (``DEEPSEEK_EYES_TEST_DATABASE``)."""
+    return bool(os.environ.get("DEEPSEEK_EYES_DATABASE_URL"))
+
+
+def raw_store(path: Path, *, tamper: bool = False) -> sqlite3.Connection:
+    """A connection of its own to the store's database, as an attacker or an operator
+    with direct access has one: the SQLite file at ``path``, or (the tests on PostgreSQL)
+    the test's PostgreSQL database as its superuser, SQLite's SQL translated like the
+    store's own. ``tamper``: the append-only triggers off (SQLite: dropped; PostgreSQL:
+    ``session_replication_role = replica``, which fires no trigger for this session)."""
+    url = os.environ.get("DEEPSEEK_EYES_DATABASE_URL")
+    if url:
+        from deepseek_eyes.store.postgres import PgConnection
+
+        pg = PgConnection(url)
+        if tamper:
+            pg.raw("SET session_replication_role = replica")
+        return pg
+    conn = sqlite3.connect(path, isolation_level=None)
+    if tamper:
+        for name in TRIGGERS:
+            conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    return conn
+
+
+def _admin(url: str) -> tuple[str, Any]:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/postgres")), parts
+
+
+def _create_database(url: str, template: str | None = None) -> str:
+    """A new database on ``url``'s cluster (a copy of ``template``'s database when given);
+    returns its URL."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    admin, parts = _admin(url)
+    name = f"f_{uuid.uuid4().hex[:12]}"
+    source = "" if template is None else f" TEMPLATE {urlsplit(template).path.lstrip('/')}"
+    with psycopg.connect(admin, autocommit=True) as pg:
+        pg.execute(f"CREATE DATABASE {name}{source}")
+    return str(urlunsplit(parts._replace(path=f"/{name}")))
+
+
+@contextlib.contextmanager
+def fresh_database() -> Iterator[str | None]:
+    """A fresh store database for the block, on PostgreSQL (a new database of the same
+    cluster named by ``DEEPSEEK_EYES_DATABASE_URL``; yields its URL); nothing to do on
+    SQLite (yields None), where a new directory is a new database. For tests that open
+    several stores in one test (a hypothesis example each) and for module templates."""
+    url = os.environ.get("DEEPSEEK_EYES_DATABASE_URL")
+    if not url:
+        yield None
+        return
+    os.environ["DEEPSEEK_EYES_DATABASE_URL"] = fresh = _create_database(url)
+    try:
+        yield fresh
+    finally:
+        os.environ["DEEPSEEK_EYES_DATABASE_URL"] = url
+
+
+def clone_store(template: str | None) -> None:
+    """Point this test's store at a copy of the template's database (PostgreSQL; a copy of
+    the data directory copies a SQLite store already). The test's own fixture restores the
+    variable after it."""
+    if template is not None:
+        os.environ["DEEPSEEK_EYES_DATABASE_URL"] = _create_database(template, template)

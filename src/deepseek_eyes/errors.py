@@ -153,6 +153,18 @@ ERROR_CODES: Mapping[str, str] = {
         "A database cannot be read: it cannot be opened read-only (not a database, a WAL "
         "index that cannot be read, or a schema newer than this code), or a read failed."
     ),
+    "STORE_DATABASE_UNAVAILABLE": (
+        "The PostgreSQL database cannot be reached (down, restarting, the connection cut); "
+        "nothing was half-written: retry when it is back."
+    ),
+    "STORE_BACKEND_MISSING": (
+        "A PostgreSQL database_url is configured but psycopg is not installed "
+        "(install the scale extra)."
+    ),
+    "STORE_MIGRATE_TARGET_NOT_EMPTY": (
+        "store migrate copies into an empty PostgreSQL database only; the target holds "
+        "tables (nothing was written)."
+    ),
     "STORE_BLOB_MISSING": "A referenced blob is not in the content-addressed store.",
     "STORE_BLOB_CORRUPT": "A stored blob no longer hashes to its address.",
     "STORE_SESSION_INVALID": "A session id is malformed (1-128 letters, digits, . _ : -).",

@@ -17,6 +17,7 @@ from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
 from deepseek_eyes.audit.records import Seal
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.settings import Settings, data_home
+from deepseek_eyes.settings.store import ENV_DATABASE_URL
 from deepseek_eyes.stages import stage
 from deepseek_eyes.store.blobs import BlobStore
 from deepseek_eyes.store.db import Database
@@ -29,9 +30,11 @@ log = logging.getLogger(__name__)
 
 
 class DataHome:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, database_url: str | None = None,
+                 database_password: str | None = None, blobs_url: str | None = None) -> None:
         """Open (creating it when absent) the data directory at ``root`` for the runtime,
-        which writes to it.
+        which writes to it; its tables in the PostgreSQL database at ``database_url``
+        (else at ``DEEPSEEK_EYES_DATABASE_URL``) when one is given, else in ``eyes.db``.
 
         Raises:
             StoreError: ``STORE_READ_ONLY`` for a directory that cannot be written (a
@@ -48,9 +51,14 @@ class DataHome:
         check_writable([root, *(root / f"eyes.db{end}" for end in ("", "-wal", "-shm"))],
                        f"cannot open the data directory {root} to write")
         self.root = root
-        self.db = Database(root / "eyes.db")
+        url = database_url or os.environ.get(ENV_DATABASE_URL) or None
+        self.db = Database(root / "eyes.db", url=url, password=database_password)
         self.db.audit_keys = self.audit_keys  # retention cuts sign in their transaction
         self.blobs = BlobStore(root / "blobs")
+        if blobs_url:  # in PostgreSQL (store/pg_blobs.py; psycopg only when asked for)
+            from deepseek_eyes.store.pg_blobs import PgBlobStore
+
+            self.blobs = PgBlobStore(root / "blobs", blobs_url, password=database_password)
         self.artifacts = root / "artifacts"
         self.usage = UsageTracker(self.db)
         self.audit = AuditLog(self.db)
@@ -90,13 +98,19 @@ class DataHome:
 
     @classmethod
     def open(cls, settings: Settings) -> DataHome:
-        return cls(data_home(settings))
+        """Raises:
+            StoreError: as the constructor; ConfigError: ``CONFIG_ENV_MISSING`` for a
+                database password whose variable is unset."""
+        return cls(data_home(settings), database_url=settings.store.url(),
+                   database_password=settings.store.password(),
+                   blobs_url=settings.store.blobs())
 
     def close(self) -> None:
         try:
             self.seal()
         finally:
             self.db.close()
+            self.blobs.close()
 
     def __enter__(self) -> DataHome:
         return self

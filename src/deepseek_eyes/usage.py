@@ -90,14 +90,15 @@ class UsageSummary(TypedDict):
 
 
 # A pending llm.request row (runtime/turn/ledger.py writes one ahead of each attempt) that
-# no later row of the same turn, call and attempt completed.
+# no later row of the same turn, call and attempt completed. The CASTs: json_extract is text
+# on PostgreSQL (store/postgres.py), a number on SQLite; both compare integers so.
 _UNRESOLVED = (
     "SELECT p.subject FROM audit p WHERE p.kind = 'llm.request'"
     " AND json_extract(p.details, '$.outcome') = 'pending' AND NOT EXISTS ("
     "SELECT 1 FROM audit d WHERE d.kind = 'llm.request' AND d.subject = p.subject"
     " AND d.id > p.id AND json_extract(d.details, '$.call') = json_extract(p.details, '$.call')"
-    " AND COALESCE(json_extract(d.details, '$.attempt'), 1)"
-    " = json_extract(p.details, '$.attempt')"
+    " AND COALESCE(CAST(json_extract(d.details, '$.attempt') AS INTEGER), 1)"
+    " = CAST(json_extract(p.details, '$.attempt') AS INTEGER)"
     " AND COALESCE(json_extract(d.details, '$.outcome'), 'ok') != 'pending')"
     " ORDER BY p.id DESC"
 )

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.terminal.config import build_service
 from e2e.test_cli import RECEIPT, run
+from helpers import raw_store
 
 
 def _first_line(text: str) -> str:
@@ -28,7 +28,7 @@ def test_verify_passes_then_names_the_first_bad_entry(isolated_home: Path) -> No
     pinned = run("audit", "checkpoint").stdout.strip()
     assert pinned.startswith(f"{report['entries']}:")
 
-    conn = sqlite3.connect(isolated_home / "eyes.db", isolation_level=None)
+    conn = raw_store(isolated_home / "eyes.db")  # attempts have no trigger to drop
     conn.execute("UPDATE attempts SET latency_ms = 0.001 WHERE id = (SELECT MAX(id) FROM attempts)")
     seq = conn.execute("SELECT seq FROM chain WHERE ref_table = 'attempts' ORDER BY ref_id DESC"
                        " LIMIT 1").fetchone()[0]
@@ -54,7 +54,7 @@ def test_verify_passes_then_names_the_first_bad_entry(isolated_home: Path) -> No
 
 
 def _attempt_rowid(home: Path) -> int:
-    conn = sqlite3.connect(home / "eyes.db")
+    conn = raw_store(home / "eyes.db")
     try:
         return int(conn.execute("SELECT MAX(id) FROM attempts").fetchone()[0])
     finally:
@@ -89,7 +89,7 @@ def test_settings_changes_made_by_the_cli_are_on_the_chain(tmp_path: Path) -> No
     shown = json.loads(run("audit", "verify", "--json").stdout)
     assert shown["ok"] is True
     assert shown["kinds"]["settings.change"] == 2
-    conn = sqlite3.connect(Path(str(tmp_path / "eyes-home" / "eyes.db")))
+    conn = raw_store(Path(str(tmp_path / "eyes-home" / "eyes.db")))
     rows = [json.loads(r[1]) | {"subject": r[0]} for r in conn.execute(
         "SELECT subject, details FROM audit WHERE kind = 'settings.change' ORDER BY id")]
     conn.close()

@@ -90,6 +90,7 @@ async def test_a_cut_turns_record_names_the_call_it_sent(rt: Runtime) -> None:
     assert len(whole.details["requests"]) == 1
 
 
+@pytest.mark.sqlite_only
 async def test_a_call_that_cannot_be_written_ahead_is_not_sent(
     upstream: LoopbackUpstream, rt: Runtime,
 ) -> None:
@@ -138,6 +139,7 @@ async def test_a_turn_that_loses_its_session_mid_turn_goes_on_in_a_fork(
     assert rt.sessions.leases.held("mid") == []
 
 
+@pytest.mark.sqlite_only
 async def test_turns_an_earlier_version_left_half_written_are_closed_after_the_upgrade(
     upstream: LoopbackUpstream, isolated_home: Path,
 ) -> None:

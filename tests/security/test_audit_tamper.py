@@ -11,6 +11,7 @@ keyring).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -45,6 +46,7 @@ from deepseek_eyes.vision.evidence.cache import (
 )
 from deepseek_eyes.vision.routing.attempts import AttemptLog
 from deepseek_eyes.vision.types import Variant
+from helpers import clone_store, fresh_database, raw_store
 
 TRIGGERS = ("chain_no_update", "chain_no_delete", "evidence_no_update", "events_no_update",
             "events_no_delete")
@@ -58,6 +60,7 @@ class Template:
     root: Path
     pin: Checkpoint  # the newest checkpoint, as an operator would have pinned it
     retention_seq: int
+    database: str | None = None  # its PostgreSQL database (tests on PostgreSQL)
 
 
 def _build(root: Path) -> Template:
@@ -95,7 +98,9 @@ def _build(root: Path) -> Template:
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
-    return _build(tmp_path_factory.mktemp("template") / "home")
+    with fresh_database() as database:
+        built = _build(tmp_path_factory.mktemp("template") / "home")
+    return dataclasses.replace(built, database=database)
 
 
 @pytest.fixture(scope="module")
@@ -106,14 +111,12 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _copy(template: Template, scratch: Path) -> Path:
     root = Path(tempfile.mkdtemp(dir=scratch)) / "home"
     shutil.copytree(template.root, root)
+    clone_store(template.database)
     return root
 
 
 def _raw(root: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(root / "eyes.db", isolation_level=None)
-    for name in TRIGGERS:
-        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
-    return conn
+    return raw_store(root / "eyes.db", tamper=True)
 
 
 def _verify(root: Path, pinned: Checkpoint | None = None) -> Report:
@@ -166,8 +169,8 @@ def test_deletions_under_a_forged_retention_entry_are_missing_records(
             else {"table": table, "rowids": chosen, "reason": "quarantined"})
     conn.execute("BEGIN IMMEDIATE")
     chain.ChainWriter(conn).add_body("retention", body, time.time())  # a well-hashed entry
-    conn.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT value FROM json_each(?))",  # noqa: S608
-                 (json.dumps(chosen),))
+    for rowid in chosen:  # one by one: the same SQL on both engines
+        conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))  # noqa: S608
     if forge_checkpoint:  # a checkpoint row naming the forged entry, without the key
         tip = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
         conn.execute("INSERT INTO chain_checkpoints (seq, hash, ts, key_id, mac, counts,"
@@ -200,8 +203,8 @@ def test_removed_checkpoints_are_found(
     # newest ones is indistinguishable from not having sealed yet (see the next test).
     if kept and all(i > max(kept) for i in removed):
         removed.add(kept.pop(0))
-    conn.execute("DELETE FROM chain_checkpoints WHERE id IN (SELECT value FROM json_each(?))",
-                 (json.dumps(sorted(removed)),))
+    for checkpoint_id in sorted(removed):
+        conn.execute("DELETE FROM chain_checkpoints WHERE id = ?", (checkpoint_id,))
     conn.close()
     assert _code(_verify(root)) == "AUDIT_CHECKPOINT_MISSING"
     assert _code(_verify(root, template.pin)) == "AUDIT_CHECKPOINT_MISSING"
@@ -441,6 +444,7 @@ def test_verify_writes_nothing_to_a_read_only_data_directory(
     assert _tree_state(root) == before
 
 
+@pytest.mark.sqlite_only
 def test_verify_reads_a_live_wal_and_notices_a_writer_behind_an_immutable_read(
     template: Template, scratch: Path
 ) -> None:
@@ -481,7 +485,8 @@ def test_a_runtime_trim_signs_the_checkpoint_naming_its_cut(tmp_path: Path) -> N
     assert report.ok, report.as_json()
     assert report.retained == 5
     # Without the key (a database outside a data home) nothing is cut.
-    bare = Database(tmp_path / "bare.db")
+    with fresh_database():
+        bare = Database(tmp_path / "bare.db")
     bare_log = AttemptLog(bare, max_rows=3)
     for _ in range(8):
         bare_log.operation("see").record("cache", "miss")

@@ -38,6 +38,7 @@ from deepseek_eyes.vision.evidence.cache import (
 )
 from deepseek_eyes.vision.routing.attempts import AttemptLog
 from deepseek_eyes.vision.types import Variant
+from helpers import fresh_database, raw_store
 
 TRIGGERS = ("chain_no_update", "chain_no_delete", "evidence_no_update", "events_no_update",
             "events_no_delete")
@@ -80,10 +81,7 @@ def home(tmp_path: Path) -> Iterator[DataHome]:
 
 def _raw(home: DataHome) -> sqlite3.Connection:
     home.db.flush()
-    conn = sqlite3.connect(home.db.path, isolation_level=None)
-    for name in TRIGGERS:
-        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
-    return conn
+    return raw_store(home.db.path, tamper=True)
 
 
 def _verify(home: DataHome, pinned: Checkpoint | None = None) -> Report:
@@ -337,6 +335,7 @@ def test_a_transactions_entries_are_written_whole_and_in_order(
     db.close()
 
 
+@pytest.mark.sqlite_only
 def test_a_database_from_before_the_chain_adopts_its_rows(tmp_path: Path) -> None:
     path = tmp_path / "eyes.db"
     conn = sqlite3.connect(path, isolation_level=None)
@@ -498,7 +497,8 @@ def test_an_edited_export_is_refused_with_a_code_never_a_crash(
     line: int, field: str, value: object, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     directory = tmp_path_factory.mktemp("fuzz")
-    home = DataHome(directory / "home")
+    with fresh_database():
+        home = DataHome(directory / "home")
     _fill(home, 2)
     sign_checkpoint(home.db, home.audit_keys())
     out = directory / "audit.jsonl"

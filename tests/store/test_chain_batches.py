@@ -9,6 +9,7 @@ triggers first, as in tests/security/test_audit_tamper.py.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -33,6 +34,7 @@ from deepseek_eyes.store import chain
 from deepseek_eyes.store.events import SessionStore, TurnRecord
 from deepseek_eyes.usage import ProviderUsage, UsageCategory
 from deepseek_eyes.vision.routing.attempts import AttemptLog
+from helpers import clone_store, fresh_database, raw_store
 
 TRIGGERS = ("chain_no_update", "chain_no_delete", "evidence_no_update", "events_no_update",
             "events_no_delete")
@@ -44,6 +46,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 class Template:
     root: Path
     trimmed: int  # attempts rows the real trim removed
+    database: str | None = None  # its PostgreSQL database (tests on PostgreSQL)
 
 
 def _build(root: Path) -> Template:
@@ -73,21 +76,21 @@ def _build(root: Path) -> Template:
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
-    return _build(tmp_path_factory.mktemp("batches") / "home")
+    with fresh_database() as database:
+        built = _build(tmp_path_factory.mktemp("batches") / "home")
+    return dataclasses.replace(built, database=database)
 
 
 @pytest.fixture
 def root(template: Template, tmp_path: Path) -> Path:
     copy = tmp_path / "home"
     shutil.copytree(template.root, copy)
+    clone_store(template.database)
     return copy
 
 
 def _raw(root: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(root / "eyes.db", isolation_level=None)
-    for name in TRIGGERS:
-        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
-    return conn
+    return raw_store(root / "eyes.db", tamper=True)
 
 
 def _verify(root: Path) -> Report:

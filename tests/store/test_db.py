@@ -7,8 +7,10 @@ import pytest
 
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store.db import MIGRATIONS, Database
+from helpers import raw_store
 
 
+@pytest.mark.sqlite_only
 def test_migrates_to_latest_in_wal_mode(tmp_path: Path) -> None:
     db = Database(tmp_path / "eyes.db")
     assert db.schema_version == len(MIGRATIONS)
@@ -22,6 +24,7 @@ def test_migrates_to_latest_in_wal_mode(tmp_path: Path) -> None:
     assert Database(tmp_path / "eyes.db").schema_version == len(MIGRATIONS)
 
 
+@pytest.mark.sqlite_only
 def test_newer_database_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "eyes.db"
     conn = sqlite3.connect(path)
@@ -53,6 +56,7 @@ def test_transaction_rolls_back(tmp_path: Path) -> None:
     assert db.query("SELECT * FROM audit") == []
 
 
+@pytest.mark.sqlite_only
 def test_a_write_the_database_refuses_inside_a_transaction_is_store_write_failed(
         tmp_path: Path) -> None:
     """As every other write says it: a caller (a turn's last commit) catches our error, not
@@ -80,7 +84,7 @@ def test_appended_rows_are_batched_but_always_visible(tmp_path: Path) -> None:
     db = Database(tmp_path / "eyes.db")
     db.append("INSERT INTO audit (ts, kind, details) VALUES (1, 'a', '{}')")
     # Not yet written: another connection sees nothing.
-    other = sqlite3.connect(tmp_path / "eyes.db")
+    other = raw_store(tmp_path / "eyes.db")
     assert other.execute("SELECT COUNT(*) FROM audit").fetchone()[0] == 0
     # A query through this object flushes first.
     assert len(db.query("SELECT * FROM audit")) == 1

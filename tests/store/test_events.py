@@ -8,6 +8,7 @@ import pytest
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.events import SessionStore, TurnRecord, body_digest
+from helpers import raw_store
 
 
 def test_events_are_append_only_and_ordered(tmp_path: Path) -> None:
@@ -27,7 +28,7 @@ def test_events_are_append_only_and_ordered(tmp_path: Path) -> None:
     for statement in ("UPDATE events SET body = '{}'", "DELETE FROM events"):
         with pytest.raises(StoreError, match="append-only"):
             db.execute(statement)
-    raw = sqlite3.connect(tmp_path / "eyes.db")
+    raw = raw_store(tmp_path / "eyes.db")
     with pytest.raises(sqlite3.DatabaseError, match="append-only"):
         raw.execute("UPDATE events SET role = 'system'")
     raw.close()
@@ -57,6 +58,7 @@ def test_sessions_listing_and_turns(tmp_path: Path) -> None:
     assert turn.path == "text"
 
 
+@pytest.mark.sqlite_only
 def test_unkept_messages_keep_their_hash_and_role_only(tmp_path: Path) -> None:
     """``unkept=True`` (a ``store: false`` request): the row holds the real message's hash
     and its role, never its content, and indexes no call ids (nothing restores from it)."""

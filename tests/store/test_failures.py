@@ -39,6 +39,7 @@ def _uncap(db: Database) -> None:
     db._conn.execute("PRAGMA max_page_count = 1073741823")
 
 
+@pytest.mark.sqlite_only
 def test_a_full_database_is_store_full_from_every_method(tmp_path: Path) -> None:
     db = _capped(tmp_path / "eyes.db")
     with pytest.raises(StoreError) as failed:
@@ -56,6 +57,7 @@ def test_a_full_database_is_store_full_from_every_method(tmp_path: Path) -> None
     db.close()
 
 
+@pytest.mark.sqlite_only
 def test_queued_rows_outlive_a_full_database_and_are_written_after(tmp_path: Path) -> None:
     db = _capped(tmp_path / "eyes.db")
     for i in range(3):
@@ -77,6 +79,7 @@ def test_queued_rows_outlive_a_full_database_and_are_written_after(tmp_path: Pat
     db.close()
 
 
+@pytest.mark.sqlite_only
 def test_a_nested_failure_caught_in_between_still_rolls_the_outer_back(
     tmp_path: Path,
 ) -> None:
@@ -131,6 +134,7 @@ def test_the_classification(tmp_path: Path) -> None:
 # -- a real full disk ---------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only
 def test_a_full_disk_fails_commit_then_everything_queued_is_written(
     small_disk: SmallDisk,
 ) -> None:
@@ -154,6 +158,7 @@ def test_a_full_disk_fails_commit_then_everything_queued_is_written(
     db.close()
 
 
+@pytest.mark.sqlite_only
 def test_a_wal_index_that_cannot_grow_is_store_full(small_disk: SmallDisk) -> None:
     path = small_disk.root / "eyes.db"
     Database(path).close()  # the WAL and its index are removed at close

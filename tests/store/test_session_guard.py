@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.events import Guard, SessionConflict, SessionStore, TurnRecord
 from deepseek_eyes.store.owner import alive, owner
+from helpers import fresh_database
 
 
 def _record(turn_id: str, session: str, *, base: int, outcome: str = "ok",
@@ -86,7 +87,8 @@ def test_every_interleaving_of_stale_writers_keeps_one_ordered_log(
 ) -> None:
     """Writers that read the session, then append guarded by what they read, in any order:
     every append that succeeds saw the head it wrote after; nothing is ever interleaved."""
-    store = SessionStore(Database(tmp_path_factory.mktemp("cas") / "eyes.db"))
+    with fresh_database():
+        store = SessionStore(Database(tmp_path_factory.mktemp("cas") / "eyes.db"))
     store.append("s", [], create="test")
     seen = {w: store.snapshot("s").head for w in range(4)}
     written: list[tuple[int, int]] = []

@@ -71,6 +71,7 @@ def test_issued_calls_and_noted_histories_are_found_only_in_their_scope(
     assert store.find_prefix(BOB, ["h1"]) is None
 
 
+@pytest.mark.sqlite_only
 def test_migration_10_gives_every_existing_session_a_scope(tmp_path: Path) -> None:
     path = tmp_path / "eyes.db"
     conn = sqlite3.connect(path)
@@ -118,6 +119,7 @@ def test_evidence_is_new_to_each_scope_once(tmp_path: Path) -> None:
     assert seen.note(BOB, "r-old", acquired_ms=None).acquired_ms == DEFAULT_ACQUIRED_MS
 
 
+@pytest.mark.sqlite_only
 def test_a_repeated_showing_asks_the_database_nothing(tmp_path: Path) -> None:
     """A pair this process read or wrote is remembered: the hit repeated most runs no
     statement (a read would also flush the queued log rows: a write per hit). Another

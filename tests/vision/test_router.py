@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from deepseek_eyes.errors import DeepSeekEyesError, ImageError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.vision.bridge import VisionBridge
+from helpers import raw_store
 from vision.loopback import LoopbackVisionServer, solid_png
 
 pytestmark = pytest.mark.anyio
@@ -361,8 +361,7 @@ async def test_tampered_record_is_refused_quarantined_and_replaced(harness: Harn
     first = await bridge.see(png(10, 10))
     assert harness.home is not None
     db_path = harness.home.root / "eyes.db"
-    conn = sqlite3.connect(db_path)
-    conn.execute("DROP TRIGGER evidence_no_update")
+    conn = raw_store(db_path, tamper=True)
     row = conn.execute("SELECT record FROM evidence").fetchone()
     body = json.loads(row[0])
     body["evidence"]["summary"] = "Nothing to see here."

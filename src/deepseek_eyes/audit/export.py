@@ -30,7 +30,7 @@ from deepseek_eyes.audit.records import ChainHead, ExportEntry, ExportHeader, Ex
 from deepseek_eyes.audit.verify import EXPORT_FORMAT, export_header_bytes
 from deepseek_eyes.errors import AuditError, StoreError
 from deepseek_eyes.store import chain
-from deepseek_eyes.store.db import Database
+from deepseek_eyes.store.db import Database, configured_url
 from deepseek_eyes.store.failures import store_error
 from deepseek_eyes.store.keyring import Keyring
 
@@ -110,7 +110,8 @@ def export_chain(db: Database, path: Path, keyring: Keyring) -> ExportSummary:
             "head": head}
 
 
-def export_path(db_path: Path, path: Path, keyring: Keyring | None) -> ExportSummary:
+def export_path(db_path: Path, path: Path, keyring: Keyring | None, *,
+                url: str | None = None, password: str | None = None) -> ExportSummary:
     """:func:`export_chain` of the database file at ``db_path``, opened read-only (never
     migrated or created; read again when a writer checkpointed into it meanwhile, as
     :func:`~deepseek_eyes.audit.verify.verify_path` does): nothing in the data directory is
@@ -122,7 +123,7 @@ def export_path(db_path: Path, path: Path, keyring: Keyring | None) -> ExportSum
         StoreError: as :func:`export_chain`, and ``STORE_READ_FAILED`` when the database
             cannot be opened read-only.
     """
-    if not db_path.exists():
+    if not db_path.exists() and (url or configured_url()) is None:  # on PostgreSQL it is there
         raise AuditError(f"nothing is stored yet ({db_path} does not exist)",
                          code="AUDIT_NOT_FOUND", details={"path": str(db_path)})
     if keyring is None:
@@ -131,7 +132,7 @@ def export_path(db_path: Path, path: Path, keyring: Keyring | None) -> ExportSum
             "one); `audit export --seal` creates it in a writable data directory",
             code="AUDIT_KEY_MISSING", details={"path": str(db_path.parent / "audit")})
     for _ in range(3):
-        db = Database.open_read_only(db_path)
+        db = Database.open_read_only(db_path, url=url, password=password)
         try:
             summary = export_chain(db, path, keyring)
             if not db.changed_since_open():

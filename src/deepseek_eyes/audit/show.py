@@ -36,11 +36,14 @@ def _item(conn: sqlite3.Connection, table: str, rowid: int) -> ShownItem:
         (table, rowid)).fetchone()
     if entry is None:  # a record a batch entry names: that entry, with the record's digest
         entry = conn.execute(
+            # The CASTs keep the rowid arithmetic numeric on PostgreSQL too, where
+            # json_extract returns text (store/postgres.py).
             "SELECT c.seq, c.kind, substr(json_extract(m.value, '$[3]'),"
-            " (?3 - json_extract(m.value, '$[2]')) * 64 + 1, 64), c.hash FROM chain c,"
-            " json_each(c.body, '$.records') m WHERE c.kind = ?1 AND c.ref_table IS NULL"
-            " AND json_extract(m.value, '$[0]') = ?2 AND ?3 >= json_extract(m.value, '$[2]')"
-            " AND ?3 < json_extract(m.value, '$[2]')"
+            " (?3 - CAST(json_extract(m.value, '$[2]') AS INTEGER)) * 64 + 1, 64), c.hash"
+            " FROM chain c, json_each(c.body, '$.records') m WHERE c.kind = ?1"
+            " AND c.ref_table IS NULL AND json_extract(m.value, '$[0]') = ?2"
+            " AND ?3 >= CAST(json_extract(m.value, '$[2]') AS INTEGER)"
+            " AND ?3 < CAST(json_extract(m.value, '$[2]') AS INTEGER)"
             " + length(json_extract(m.value, '$[3]')) / 64",
             (chain.BATCH, table, rowid)).fetchone()
     shown: dict[str, object] = dict(record or {})

@@ -49,7 +49,7 @@ from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import AuditError, DeepSeekEyesError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.chain import Record
-from deepseek_eyes.store.db import Database
+from deepseek_eyes.store.db import Database, configured_url
 from deepseek_eyes.store.keyring import Keyring
 
 __all__ = ["BATCH", "EXPORT_FORMAT", "Problem", "Progress", "Report", "export_header_bytes",
@@ -467,7 +467,7 @@ def verify_database(
 
 def verify_path(
     path: Path, keyring: Keyring | None, *, pinned: Checkpoint | None = None,
-    progress: Progress | None = None,
+    progress: Progress | None = None, url: str | None = None, password: str | None = None,
 ) -> Report:
     """Verify the database file at ``path`` without writing anything: opened read-only,
     never migrated, never created (a missing file is an empty chain, which only a pinned
@@ -477,14 +477,14 @@ def verify_path(
     Raises:
         StoreError: ``STORE_READ_FAILED`` when the file cannot be opened read-only.
     """
-    if not path.exists():
+    if not path.exists() and (url or configured_url()) is None:  # on PostgreSQL it is there
         report = Report("database")
         walk = _Walk(report, _Retention(), set())
         report.problem = _preflight(False, [], keyring, pinned) or (
             walk.check_checkpoints([pinned], pinned=True) if pinned else None)
         return _finish(report, walk, time.perf_counter())
     for _ in range(3):
-        db = Database.open_read_only(path)
+        db = Database.open_read_only(path, url=url, password=password)
         try:
             report = verify_database(db, keyring, pinned=pinned, progress=progress)
             if not db.changed_since_open():

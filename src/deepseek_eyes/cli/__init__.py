@@ -77,6 +77,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "Print a fresh 256-bit bearer token for the gateway or any server."),
     "audit": ("deepseek_eyes.cli.audit", "audit_group",
               "One tamper-evident audit chain: verify, export, show, checkpoint, rotate-key."),
+    "store": ("deepseek_eyes.cli.store", "store_group",
+              "The store's database: move a data directory into PostgreSQL."),
     "vision": ("deepseek_eyes.cli.vision", "vision_group",
                "The eyes as an MCP server: see, look and stored evidence for any MCP host."),
 }

@@ -81,10 +81,13 @@ def verify_command(ctx: click.Context, path: Path | None, pinned: str | None,
     """Walk the whole chain; exit 0 when intact, 1 naming the first problem. Writes
     nothing."""
     checkpoint = Checkpoint.parse(pinned) if pinned else None
-    root = data_home(loaded_settings(ctx).settings)
+    settings = loaded_settings(ctx).settings
+    root = data_home(settings)
     keyring = AuditKeyring.read_only(audit_directory(root))
+    url = settings.store.url()
     report = (verify_file(path, keyring, pinned=checkpoint) if path is not None
-              else verify_path(root / "eyes.db", keyring, pinned=checkpoint))
+              else verify_path(root / "eyes.db", keyring, pinned=checkpoint, url=url,
+                               password=settings.store.password() if url else None))
     _print_report(report, as_json)
 
 
@@ -98,14 +101,17 @@ def verify_command(ctx: click.Context, path: Path | None, pinned: str | None,
 def export_command(ctx: click.Context, path: Path, seal: bool, as_json: bool) -> None:
     """Write the chain to PATH as JSON lines (records as hashes, checkpoints included).
     Writes nothing to the data directory unless --seal."""
-    root = data_home(loaded_settings(ctx).settings)
+    settings = loaded_settings(ctx).settings
+    root = data_home(settings)
+    url = settings.store.url()
     if seal:  # asked for: a failure to sign is this command's failure, not a warning
         home = _home(ctx)
         try:
             checkpoint_if_new(home.db, home.audit_keys())
         finally:
             home.db.close()
-    summary = export_path(root / "eyes.db", path, AuditKeyring.read_only(audit_directory(root)))
+    summary = export_path(root / "eyes.db", path, AuditKeyring.read_only(audit_directory(root)),
+                          url=url, password=settings.store.password() if url else None)
     if as_json:
         click.echo(dump_json(summary))
     else:
@@ -128,11 +134,14 @@ def show_command(ctx: click.Context, ident: str, as_json: bool) -> None:
     """Show a chain entry, turn, session, image, evidence, request or operation, with its
     chain entries; a turn id shows the answer's whole provenance."""
     # Like verify, show only reads: a forensic or read-only copy of a data directory works.
-    path = data_home(loaded_settings(ctx).settings) / "eyes.db"
-    if not path.exists():
+    settings = loaded_settings(ctx).settings
+    path = data_home(settings) / "eyes.db"
+    url = settings.store.url()
+    if url is None and not path.exists():
         raise AuditError(f"nothing is stored yet ({path} does not exist)",
                          code="AUDIT_NOT_FOUND")
-    db = Database.open_read_only(path)
+    db = Database.open_read_only(path, url=url,
+                                 password=settings.store.password() if url else None)
     try:
         view = show(db, ident)
     finally:

@@ -79,11 +79,14 @@ def stored_database(ctx: click.Context) -> Iterator[Database | None]:
     from deepseek_eyes.settings import data_home
     from deepseek_eyes.store import db as store_db
 
-    path = data_home(loaded_settings(ctx).settings) / "eyes.db"
-    if not path.exists():
+    settings = loaded_settings(ctx).settings
+    path = data_home(settings) / "eyes.db"
+    url = settings.store.url()
+    if url is None and not path.exists():
         yield None
         return
-    db = store_db.Database.open_read_only(path)
+    db = store_db.Database.open_read_only(
+        path, url=url, password=settings.store.password() if url else None)
     try:
         yield db
     finally:

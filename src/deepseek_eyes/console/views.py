@@ -163,7 +163,7 @@ def conversations(db: Database, *, search: str | None, limit: int,
         "SELECT id, created_at, source, forked_from, last_at FROM ("  # noqa: S608 - constant fragments, values bound
         "SELECT s.id, s.created_at, s.source, s.forked_from,"
         " (SELECT MAX(ts) FROM events e WHERE e.session_id = s.id) AS last_at"
-        f" FROM sessions s{where} LIMIT -1)"
+        f" FROM sessions s{where} LIMIT -1) AS listed"  # named: PostgreSQL requires it
         " ORDER BY COALESCE(last_at, created_at) DESC, id LIMIT ? OFFSET ?",
         (*params, limit + 1, offset))
     more = len(page) > limit

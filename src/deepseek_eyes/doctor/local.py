@@ -183,7 +183,9 @@ def check_audit(settings: Settings) -> Check:
 
     root = data_home(settings)
     try:
-        report = verify_path(root / "eyes.db", AuditKeyring.read_only(audit_directory(root)))
+        url = settings.store.url()  # the store's PostgreSQL database, when it is there
+        report = verify_path(root / "eyes.db", AuditKeyring.read_only(audit_directory(root)),
+                             url=url, password=settings.store.password() if url else None)
     except DeepSeekEyesError as exc:
         return Check("audit", "fail", f"{exc.code}: {exc.message}",
                      "run `deepseek-eyes audit verify` (docs/audit.md says what each code "

@@ -67,9 +67,11 @@ def _learned(settings: Settings, upstream: str, model: str) -> SightVerdict | No
     from deepseek_eyes.store.db import Database
 
     path = data_home(settings) / "eyes.db"
-    if not path.exists():
+    url = settings.store.url()
+    if url is None and not path.exists():
         return None
-    db = Database.open_read_only(path)
+    db = Database.open_read_only(path, url=url,
+                                 password=settings.store.password() if url else None)
     try:
         found = SightStore(db).get(upstream, model)
     except Exception:  # an older schema without the table: nothing was learned

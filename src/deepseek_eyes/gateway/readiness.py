@@ -1,12 +1,14 @@
-"""The gateway's readiness checks, for the single-process gateway on its SQLite data directory.
+"""The gateway's readiness checks: the data directory and its database (SQLite, or the
+PostgreSQL database of ``[store] database_url``), the upstream, the shared state.
 
 Three checks, each named for what a later backend replaces (:mod:`deepseek_eyes.serving.
 readiness` holds the registry, the bounds and the cache):
 
 * ``database``: the data directory takes writes (not a read-only mount, room left on its
-  file system), the database answers a read, and SQLite's write lock can be taken and
-  released (``BEGIN IMMEDIATE``; queued log rows are written with it). Run in a worker
-  thread: the database is blocking.
+  file system), the database answers a read, and the store's write lock can be taken and
+  released (``BEGIN IMMEDIATE``; queued log rows are written with it; on PostgreSQL the
+  advisory lock of store/postgres.py), ``backend`` saying which. Run in a worker thread:
+  the database is blocking.
 * ``upstream``: the ``[llm]`` endpoint answers an HTTP request (``GET /models``, no retry,
   ``gateway.readiness_timeout``), its verdict kept ``gateway.readiness_upstream_ttl``
   seconds, so a balancer that probes every second makes one request in that time, and
@@ -51,7 +53,8 @@ _SHARED_STATE_TTL_S = 1.0
 
 
 class DatabaseCheck:
-    """The SQLite data directory takes reads and writes."""
+    """The data directory and the store's database (SQLite in it, or PostgreSQL) take
+    reads and writes."""
 
     name = "database"
 
@@ -76,6 +79,14 @@ class DatabaseCheck:
         db.query("SELECT MAX(seq) FROM chain")
         with db.transaction():  # BEGIN IMMEDIATE: the write lock, then an empty commit
             pass
+
+    @property
+    def backend(self) -> str:
+        """``sqlite``, or ``postgresql`` when the store's tables are there: the same
+        check (blobs stay in the data directory; the read, and the write lock, which on
+        PostgreSQL is the store's advisory lock taken and released), a server that cannot
+        be reached failing it with ``STORE_DATABASE_UNAVAILABLE``."""
+        return self._home.db.dialect
 
 
 def _free_bytes(path: Path) -> int:
@@ -144,9 +155,9 @@ def gateway_readiness(home: DataHome, client: ChatClient, settings: GatewaySetti
                              failed_ttl=_SHARED_STATE_TTL_S, timeout=timeout,
                              detail=state.backend,
                              required=state.unavailable == "fail_closed")
+    database = DatabaseCheck(home)
     return Readiness([
-        CachedCheck(DatabaseCheck(home), ttl=_DATABASE_TTL_S, timeout=timeout,
-                    detail="sqlite"),
+        CachedCheck(database, ttl=_DATABASE_TTL_S, timeout=timeout, detail=database.backend),
         CachedCheck(UpstreamCheck(client, timeout=timeout, credential_error=credential_error),
                     ttl=settings.readiness_upstream_ttl, timeout=timeout + 0.5),
         shared,

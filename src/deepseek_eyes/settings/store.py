@@ -1,19 +1,28 @@
-"""``[store]``: where the state several gateway replicas share lives.
+"""``[store]``: where the store keeps its tables and the state replicas share.
+
+Without ``database_url`` (and without ``DEEPSEEK_EYES_DATABASE_URL``) nothing changes: the
+store is the SQLite database in the data directory. With it, every table lives in that
+PostgreSQL database (store/postgres.py) and several processes or machines share one store
+and one audit chain; the data directory still holds the blobs (unless ``blobs_url`` says
+otherwise), the keyrings and the artifacts.
 
 ``state_url`` names the shared short-lived state (rate limits, single-flight leases):
 ``"local"`` (the default: this process and its database, exactly the single-process
-behaviour) or ``redis://host:port/db`` (``rediss://`` for TLS). The environment variable
-``DEEPSEEK_EYES_STATE_URL`` wins over the file, as the other ``[store]`` URLs' variables do.
+behaviour) or ``redis://host:port/db`` (``rediss://`` for TLS). Each URL's environment
+variable (``DEEPSEEK_EYES_DATABASE_URL``, ``_BLOBS_URL``, ``_STATE_URL``) wins over the file.
 
-A password never sits in the file or in a URL: a URL with one is refused (the settings
-error names the key), and the password comes from ``state_password = { env = "NAME" }``
-or, when that is absent, from ``DEEPSEEK_EYES_STATE_PASSWORD`` (the way ``redis-cli`` reads
-``REDISCLI_AUTH``). The URL's checks live in :mod:`deepseek_eyes.store.state.address`,
-which the environment's value passes too; this module only holds the keys.
+No URL may carry a password: one with a password is refused (the settings error names the
+key). The database's comes from ``database_password = { env = "NAME" }`` (resolved when
+connecting) or libpq's own ``PGPASSWORD`` / ``~/.pgpass``; Redis's from ``state_password =
+{ env = "NAME" }`` or ``DEEPSEEK_EYES_STATE_PASSWORD`` (the way ``redis-cli`` reads
+``REDISCLI_AUTH``). So a password never reaches this file, a log line or the audit. The
+state URL's checks live here (:func:`parse_state_url`), which the environment's value passes
+too.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
@@ -23,13 +32,33 @@ from pydantic_core import PydanticCustomError
 
 from deepseek_eyes.settings.base import OptionalSecret, Strict
 
-__all__ = ["ENV_STATE_PASSWORD", "ENV_STATE_URL", "StateTarget", "StateUnavailable",
-           "StoreSettings", "parse_state_url"]
+__all__ = ["ENV_BLOBS_URL", "ENV_DATABASE_URL", "ENV_STATE_PASSWORD", "ENV_STATE_URL",
+           "StateTarget", "StateUnavailable", "StoreSettings", "check_database_url",
+           "parse_state_url"]
 
+#: Win over ``[store] database_url``, ``blobs_url`` and ``state_url``.
+ENV_DATABASE_URL = "DEEPSEEK_EYES_DATABASE_URL"
+ENV_BLOBS_URL = "DEEPSEEK_EYES_BLOBS_URL"
 ENV_STATE_URL = "DEEPSEEK_EYES_STATE_URL"
 ENV_STATE_PASSWORD = "DEEPSEEK_EYES_STATE_PASSWORD"  # noqa: S105 - a variable's name
 
 StateUnavailable = Literal["local", "fail_closed"]
+
+
+def check_database_url(value: str) -> str:
+    """``value`` when it is a PostgreSQL URL without a password.
+
+    Raises:
+        ValueError: for anything else (the message says which).
+    """
+    parts = urlsplit(value)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ValueError("must be a postgresql:// URL")
+    if parts.password is not None:
+        raise ValueError(
+            "may not carry a password: use database_password = { env = \"NAME\" } or "
+            "PGPASSWORD")
+    return value
 
 
 @dataclass(frozen=True)
@@ -86,7 +115,67 @@ def parse_state_url(value: str) -> StateTarget:
 
 
 class StoreSettings(Strict):
-    """Backends of the store shared by replicas (``serve`` behind a balancer)."""
+    """The store's database (the SQLite file in the data directory by default), its blobs,
+    and the short-lived state replicas share (this process by default)."""
+
+    database_url: str | None = Field(
+        default=None,
+        description="A PostgreSQL database for every table (postgresql://user@host:5432/db), "
+        "instead of the SQLite file in the data directory; DEEPSEEK_EYES_DATABASE_URL wins "
+        "over it. No password in the URL.",
+    )
+    database_password: OptionalSecret = Field(
+        default=None,
+        description="The database password, as an environment reference "
+        "({ env = \"NAME\" }); without it libpq's PGPASSWORD or ~/.pgpass apply.",
+    )
+
+    blobs_url: str | None = Field(
+        default=None,
+        description="Where blobs (images, screenshots) go instead of the data directory's "
+        "blobs/ folder: \"database\" (the store's PostgreSQL database) or a postgresql:// "
+        "URL (no password); DEEPSEEK_EYES_BLOBS_URL wins over it. Object storage (S3) is "
+        "not supported yet.",
+    )
+
+    @field_validator("database_url", "blobs_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is None or value == "database":
+            return value
+        try:
+            return check_database_url(value)
+        except ValueError as exc:
+            raise PydanticCustomError("store_database_url", str(exc)) from None
+
+    def url(self) -> str | None:
+        """The database URL in effect: the environment's, then the file's; None for the
+        SQLite data directory."""
+        return os.environ.get(ENV_DATABASE_URL) or self.database_url
+
+    def blobs(self) -> str | None:
+        """The PostgreSQL URL blobs go to, or None for the data directory's files.
+
+        Raises:
+            ConfigError: ``CONFIG_INVALID`` for ``"database"`` without a database URL.
+        """
+        value = os.environ.get(ENV_BLOBS_URL) or self.blobs_url
+        if value == "database":
+            value = self.url()
+            if value is None:
+                from deepseek_eyes.errors import ConfigError
+
+                raise ConfigError('store.blobs_url = "database" needs store.database_url',
+                                  code="CONFIG_INVALID")
+        return value
+
+    def password(self) -> str | None:
+        """The password from its environment reference (None: libpq's own sources).
+
+        Raises:
+            ConfigError: ``CONFIG_ENV_MISSING`` when the referenced variable is unset.
+        """
+        return None if self.database_password is None else self.database_password.resolve()
 
     state_url: str = Field(
         default="local",

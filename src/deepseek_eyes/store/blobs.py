@@ -89,3 +89,6 @@ class BlobStore:
                 details={"sha256": sha256},
             )
         return data
+
+    def close(self) -> None:
+        """Nothing to close for files (a database-backed store closes its connection)."""

@@ -168,13 +168,25 @@ def read_records(
     """The projected records at ``rowids`` (those still there), in one query."""
     if table not in CHAINED_TABLES:
         raise ValueError(f"not an audited table: {table}")
-    cur = conn.execute(
-        f"SELECT rowid AS _rowid_, * FROM {table} WHERE rowid IN"  # noqa: S608
-        " (SELECT value FROM json_each(?))", (json.dumps(list(rowids)),))
+    if getattr(conn, "dialect", "sqlite") == "postgresql":  # store/postgres.py
+        cur = conn.execute(
+            f"SELECT rowid AS _rowid_, * FROM {table} WHERE rowid"  # noqa: S608
+            " = ANY(CAST(? AS BIGINT[]))", ("{" + ",".join(map(str, map(int, rowids))) + "}",))
+    else:
+        cur = conn.execute(
+            f"SELECT rowid AS _rowid_, * FROM {table} WHERE rowid IN"  # noqa: S608
+            " (SELECT value FROM json_each(?))", (json.dumps(list(rowids)),))
     names = [d[0] for d in cur.description][1:]
     return {
-        int(row[0]): project_row(table, dict(zip(names, row[1:], strict=True))) for row in cur
+        int(row[0]): project_row(table, _stored_columns(names, row[1:])) for row in cur
     }
+
+
+def _stored_columns(names: Sequence[str], values: Sequence[Any]) -> dict[str, SqlValue]:
+    """A row's columns by name, without PostgreSQL's ``rowid`` column (store/pg_schema.py:
+    a column there, hidden in SQLite, never part of a record)."""
+    return {name: value for name, value in zip(names, values, strict=True)
+            if name != "rowid"}
 
 
 def read_record(conn: sqlite3.Connection, table: str, rowid: int) -> Record | None:
@@ -186,7 +198,7 @@ def read_record(conn: sqlite3.Connection, table: str, rowid: int) -> Record | No
     if row is None:
         return None
     names = [d[0] for d in cur.description]
-    return project_row(table, dict(zip(names, row, strict=True)))
+    return project_row(table, _stored_columns(names, row))
 
 
 _ORDER: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}

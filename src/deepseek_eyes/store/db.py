@@ -50,6 +50,7 @@ have rolled it back.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -63,7 +64,7 @@ from deepseek_eyes.store import chain as _chain
 from deepseek_eyes.store.failures import keeps_rows, store_error
 from deepseek_eyes.store.keyring import Keyring
 
-__all__ = ["MIGRATIONS", "Database"]
+__all__ = ["MIGRATIONS", "Database", "configured_url"]
 
 #: A queued write: (INSERT, params, the chain kind of its row and its audited table, or
 #: None and None when the row is not chained).
@@ -374,6 +375,23 @@ MIGRATIONS: tuple[str, ...] = (
 
 CHAIN_MIGRATION = 4
 
+#: The store's PostgreSQL database, when the process's store is there (settings/store.py).
+ENV_DATABASE_URL = "DEEPSEEK_EYES_DATABASE_URL"
+
+
+def configured_url() -> str | None:
+    """The PostgreSQL database the process's store is in (``DEEPSEEK_EYES_DATABASE_URL``),
+    or None for the SQLite file of the data directory."""
+    return _configured(None)
+
+
+def _configured(url: str | None) -> str | None:
+    """The PostgreSQL URL a :class:`Database` opens: ``url``, else the environment's when
+    ``url`` is None; None (SQLite) for ``""`` or when neither names one."""
+    if url is None:
+        url = os.environ.get(ENV_DATABASE_URL)
+    return url or None
+
 
 def _statements(script: str) -> list[str]:
     """A migration script as its statements, to run inside one transaction of ours
@@ -394,8 +412,22 @@ def _statements(script: str) -> list[str]:
 class Database:
     """A migrated SQLite database shared by the runtime's stores."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, url: str | None = None,
+                 password: str | None = None) -> None:
+        """Open (creating and migrating it) the SQLite database at ``path``, or with
+        ``url`` (``postgresql://…``) the PostgreSQL database there instead
+        (:mod:`~deepseek_eyes.store.postgres`; ``path`` then names nothing on disk).
+        ``url`` None is the one in ``DEEPSEEK_EYES_DATABASE_URL`` when set (the process's
+        store is there), ``""`` the SQLite file whatever the environment says.
+
+        Raises:
+            StoreError: as :func:`~deepseek_eyes.store.failures.store_error`;
+                ``STORE_DATABASE_UNAVAILABLE`` when PostgreSQL cannot be reached.
+        """
+        url = _configured(url)
         self.path = path
+        #: The PostgreSQL database's URL (never with a password), or None for SQLite.
+        self.url = url
         self.read_only = False
         #: The data home's audit keyring, for writes that must be signed in their own
         #: transaction (a retention cut and the checkpoint naming it); None outside one.
@@ -408,6 +440,9 @@ class Database:
         self._unwritten: list[_Pending] = []
         self._doomed: sqlite3.Error | None = None
         conn: sqlite3.Connection | None = None
+        if url is not None:
+            self._open_postgres(url, password)
+            return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = self._conn = sqlite3.connect(
@@ -425,8 +460,40 @@ class Database:
                 raise
             raise store_error(exc, f"cannot open database {path}", path) from exc
 
+    def _open_postgres(self, url: str, password: str | None, *,
+                       read_only: bool = False) -> None:
+        from deepseek_eyes.store import postgres  # psycopg only when PostgreSQL is used
+
+        conn = self._conn = postgres.connect(url, password=password, read_only=read_only)
+        try:
+            if read_only:
+                return
+            conn.setup()
+            self._migrate()
+            conn.prefetch_tail = True
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, StoreError) or not isinstance(exc, sqlite3.Error):
+                raise
+            raise store_error(exc, "cannot open the database", self.where) from exc
+
+    @property
+    def where(self) -> str:
+        """The database for messages: the file, or the URL without a password."""
+        if self.url is None:
+            return str(self.path)
+        from deepseek_eyes.store.postgres import redact
+
+        return redact(self.url)
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return "sqlite" if self.url is None else "postgresql"
+
     @classmethod
-    def open_read_only(cls, path: Path) -> Database:
+    def open_read_only(cls, path: Path, *, url: str | None = None,
+                       password: str | None = None) -> Database:
         """Open an existing database for reading only: no migration, no file created or
         changed (see the module docstring).
 
@@ -444,6 +511,23 @@ class Database:
         db._depth = 0
         db._unwritten = []
         db._doomed = None
+        db.url = url = _configured(url)
+        if url is not None:
+            db._opened = None
+            db._open_postgres(url, password, read_only=True)
+            try:
+                version = int(db._conn.execute("PRAGMA user_version").fetchone()[0])
+            except sqlite3.Error as exc:
+                db._conn.close()
+                raise store_error(exc, "cannot open the database to read", db.where,
+                                  reading=True) from exc
+            if version > len(MIGRATIONS):
+                db._conn.close()
+                raise StoreError(
+                    f"database schema {version} is newer than this DeepSeekEyes "
+                    f"({len(MIGRATIONS)}); upgrade DeepSeekEyes", code="STORE_READ_FAILED",
+                    details={"database": db.where})
+            return db
         wal = path.with_name(path.name + "-wal")
         immutable = not wal.exists()
         try:
@@ -516,8 +600,11 @@ class Database:
                 if int(self._conn.execute("PRAGMA user_version").fetchone()[0]) >= version:
                     self._conn.execute("ROLLBACK")
                     continue
-                for statement in _statements(MIGRATIONS[version - 1]):
-                    self._conn.execute(statement)
+                if self.url is None:
+                    for statement in _statements(MIGRATIONS[version - 1]):
+                        self._conn.execute(statement)
+                else:
+                    self._migrate_postgres(version)
                 if version == CHAIN_MIGRATION:
                     _chain.adopt_existing(self._conn, time.time())
                 self._conn.execute(f"PRAGMA user_version = {version}")
@@ -526,6 +613,20 @@ class Database:
                 raise
             self._conn.execute("COMMIT")
         self._conn.forget_encoders()
+
+    def _migrate_postgres(self, version: int) -> None:
+        """Migration ``version`` on PostgreSQL, from the same definition
+        (:mod:`~deepseek_eyes.store.pg_schema`): its schema statements as translated, a
+        later migration's data statements through the dialect translator."""
+        from deepseek_eyes.store import pg_schema, postgres
+
+        conn = self._conn
+        assert isinstance(conn, postgres.PgConnection)
+        for statement in pg_schema.migration_statements(version):
+            if statement.lstrip().upper().startswith(("CREATE", "ALTER", "DROP")):
+                conn.raw(statement)
+            else:
+                conn.execute(statement)
 
     def append(self, sql: str, params: Sequence[Any] = (), *, chain: str | None = None,
                quiet: bool = False) -> None:
@@ -601,8 +702,13 @@ class Database:
         conn = self._conn
         chained: list[tuple[str, str, str, Sequence[Any], int]] = []
         try:
-            for sql, params, kind, table in pending:
-                cur = conn.execute(sql, params)
+            # On PostgreSQL the rows go in one round trip (store/postgres.py).
+            pipelined = getattr(conn, "execute_pipelined", None)
+            cursors: Sequence[sqlite3.Cursor] = (
+                pipelined([(sql, params) for sql, params, _k, _t in pending])
+                if pipelined is not None and len(pending) > 1 else [])
+            for n, (sql, params, kind, table) in enumerate(pending):
+                cur = cursors[n] if cursors else conn.execute(sql, params)
                 if kind is not None and table is not None and cur.rowcount > 0 \
                         and cur.lastrowid is not None:
                     chained.append((kind, table, sql, params, cur.lastrowid))

@@ -233,8 +233,8 @@ _FOREIGN = (
     "SELECT 1 FROM events WHERE session_id = ?1 AND seq > ?2 AND (turn_id IS NULL OR ("
     "turn_id NOT IN (SELECT turn_id FROM turn_leases WHERE session_id = ?1 AND base = ?3)"
     " AND turn_id NOT IN (SELECT id FROM turns WHERE session_id = ?1"
-    " AND json_extract(details, '$.base') = ?3))) LIMIT 1"
-)
+    " AND CAST(json_extract(details, '$.base') AS INTEGER) = ?3))) LIMIT 1"
+)  # CAST: json_extract is text on PostgreSQL (store/postgres.py), an integer on SQLite
 
 
 def _event(r: sqlite3.Row | tuple[Any, ...]) -> Event:
@@ -440,7 +440,8 @@ class SessionStore:
                 " AND outcome = 'ok' AND json_extract(details, '$.retry_of') IS NOT NULL",
                 (session_id,))}
             done = conn.execute(
-                "SELECT id, json_extract(details, '$.base'), started_at FROM turns"
+                "SELECT id, CAST(json_extract(details, '$.base') AS INTEGER), started_at"
+                " FROM turns"
                 " WHERE session_id = ? ORDER BY started_at DESC LIMIT 1", (session_id,)).fetchone()
             running = conn.execute(
                 "SELECT turn_id, base, started_at FROM turn_leases WHERE session_id = ?"

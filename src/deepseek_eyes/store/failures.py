@@ -140,6 +140,8 @@ def store_error(exc: OSError | sqlite3.Error, action: str, path: Path | str, *,
     """
     if isinstance(exc, StoreError):
         return exc
+    if getattr(exc, "pg_sqlstate", None) is not None:
+        return _postgres_error(exc, action, reading=reading)
     target = Path(path)
     where = target if target.is_dir() else target.parent
     details: dict[str, Any] = {"path": str(target)}
@@ -158,6 +160,32 @@ def store_error(exc: OSError | sqlite3.Error, action: str, path: Path | str, *,
     if not reading and _read_only(exc, target):
         return _read_only_error(action, target, _reason(exc), details)
     return StoreError(f"{action}: {_reason(exc)}",
+                      code="STORE_READ_FAILED" if reading else "STORE_WRITE_FAILED",
+                      details=details)
+
+
+def _postgres_error(exc: OSError | sqlite3.Error, action: str, *,
+                    reading: bool) -> StoreError:
+    """A PostgreSQL failure (translated to ``sqlite3`` by store/postgres.py, which adds
+    ``pg_sqlstate`` and ``pg_unavailable``) as a :class:`StoreError`: the server out of
+    reach (down, restarting, the connection cut) is ``STORE_DATABASE_UNAVAILABLE``, and the
+    next statement after it is back connects again."""
+    details: dict[str, Any] = {"backend": "postgresql",
+                               "sqlstate": getattr(exc, "pg_sqlstate", "") or None}
+    reason = str(exc)
+    if getattr(exc, "pg_unavailable", False):
+        return StoreError(
+            f"{action}: the PostgreSQL database cannot be reached ({reason}); nothing was "
+            "half-written, retry when it is back", code="STORE_DATABASE_UNAVAILABLE",
+            details=details)
+    primary = _primary(exc) if isinstance(exc, sqlite3.Error) else None
+    if primary == _SQLITE_FULL:
+        return StoreError(f"{action}: the database server's disk is full ({reason})",
+                          code="STORE_FULL", details=details)
+    if primary == _SQLITE_READONLY and not reading:
+        return StoreError(f"{action}: the database cannot be written ({reason})",
+                          code="STORE_READ_ONLY", details=details)
+    return StoreError(f"{action}: {reason}",
                       code="STORE_READ_FAILED" if reading else "STORE_WRITE_FAILED",
                       details=details)
 

@@ -1,0 +1,767 @@
+"""The store on PostgreSQL: a connection that speaks the SQLite the store's code writes.
+
+About 150 statements in the store, the audit, the vision cache, the runtime, the console,
+the gateway and the MCP host are SQLite SQL run on a ``sqlite3.Connection``. Rather than
+fork each one, :class:`PgConnection` *is* such a connection to the type checker and to the
+code (a subclass of :class:`~deepseek_eyes.store.chain.Connection` whose own SQLite side is
+never used) and runs every statement on PostgreSQL through psycopg 3, translated by
+:func:`translate`:
+
+* ``?`` and ``?N`` placeholders to psycopg's; a literal ``%`` escaped.
+* ``INSERT OR IGNORE`` to ``ON CONFLICT DO NOTHING``; ``INSERT OR REPLACE`` to an upsert on
+  the table's primary key (read from the migrations, :mod:`~deepseek_eyes.store.pg_schema`).
+* ``rowid`` to the table's integer key (or its ``rowid`` column); an INSERT returns it,
+  which is the cursor's ``lastrowid``.
+* ``LIKE`` to ``ILIKE`` (SQLite's LIKE ignores ASCII case).
+* ``PRAGMA user_version`` to the ``eyes_schema`` table; ``PRAGMA table_info`` answered
+  from the migrations; other pragmas do nothing.
+* ``json_extract(doc, '$.key')``: a SQL function of ours returning text (numbers compare as
+  text on PostgreSQL: call sites that compare them cast both sides, which SQLite reads the
+  same way).
+
+Rows are :class:`Row`: by name and by index, like ``sqlite3.Row``. PostgreSQL's errors
+become the ``sqlite3`` exception of the same meaning, carrying ``pg_sqlstate`` (so
+:func:`~deepseek_eyes.store.failures.store_error` maps them: a lost server is
+``STORE_DATABASE_UNAVAILABLE``); the connection is opened again by the next statement
+outside a transaction.
+
+**What is serialized, and why.** Every write transaction (``BEGIN IMMEDIATE``, and a write
+statement run outside one) takes one transaction-level advisory lock, :data:`WRITE_LOCK`,
+before its first statement, and holds it until it commits or rolls back: the same one
+writer at a time SQLite's write lock gives, across every process on the database. The
+store's correctness rests on it: the chain's tail read once per transaction
+(:meth:`~deepseek_eyes.store.chain.ChainWriter.of`), compare-and-set appends of session
+events, turn leases and idempotency keys all read, then write, assuming nobody writes in
+between. Reads take no lock: ``BEGIN`` is a REPEATABLE READ snapshot, so readers never wait
+for the writer nor it for them. Migrations take the same lock, so three replicas starting
+together migrate once.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from deepseek_eyes.errors import StoreError
+from deepseek_eyes.store import chain as _chain
+from deepseek_eyes.store import pg_schema
+
+__all__ = ["WRITE_LOCK", "PgConnection", "Row", "connect", "redact", "translate"]
+
+#: The advisory lock key every write transaction holds (see the module docstring).
+WRITE_LOCK = 0x6579_6573  # "eyes"
+
+_SETUP = (
+    "CREATE TABLE IF NOT EXISTS eyes_schema (version INTEGER NOT NULL)",
+    "INSERT INTO eyes_schema (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM eyes_schema)",
+    # '$.a.b[2]' -> {a,b,2}: the JSON paths the store's SQL uses
+    "CREATE OR REPLACE FUNCTION eyes_json_path(path text) RETURNS text[] LANGUAGE sql "
+    "IMMUTABLE AS $fn$ SELECT CASE WHEN path = '$' THEN ARRAY[]::text[] ELSE "
+    "string_to_array(trim(both '.' from regexp_replace(substr(path, 2), "
+    "'\\[(\\d+)\\]', '.\\1', 'g')), '.') END $fn$",
+    "CREATE OR REPLACE FUNCTION json_extract(doc text, path text) RETURNS text "
+    "LANGUAGE sql IMMUTABLE AS $fn$ SELECT (doc::jsonb) #>> eyes_json_path(path) $fn$",
+    "CREATE OR REPLACE FUNCTION json_each(doc text, path text) RETURNS TABLE (value text) "
+    "LANGUAGE sql IMMUTABLE AS $fn$ SELECT e::text FROM jsonb_array_elements("
+    "(doc::jsonb) #> eyes_json_path(path)) e $fn$",
+    # verify asks SQLite's catalogue whether the chain table exists
+    "CREATE OR REPLACE VIEW sqlite_master AS SELECT 'table'::text AS type, "
+    "tablename::text AS name, tablename::text AS tbl_name FROM pg_tables "
+    "WHERE schemaname = current_schema()",
+)
+
+
+def redact(url: str) -> str:
+    """``url`` without a password (for messages)."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+# --- translation ----------------------------------------------------------------------
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_INSERT_OR = re.compile(r"^\s*INSERT\s+OR\s+(IGNORE|REPLACE)\s+INTO\s+(\w+)", re.IGNORECASE)
+_INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)", re.IGNORECASE)
+_COLUMNS = re.compile(r"^\s*INSERT\s+INTO\s+\w+\s*\(([^()]*)\)", re.IGNORECASE)
+_FROM = re.compile(r"\b(?:FROM|UPDATE|INTO|JOIN)\s+(\w+)", re.IGNORECASE)
+_WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
+_PRAGMA = re.compile(r"^\s*PRAGMA\s+(\w+)\s*(?:\(\s*(\w+)\s*\)|=\s*(\d+))?\s*;?\s*$",
+                     re.IGNORECASE)
+_LIMIT = re.compile(r"\bLIMIT\s+(%s|%\(p\d+\)s|-1\b)", re.IGNORECASE)
+_TRANSLATED: dict[str, tuple[str, bool, str | None]] = {}
+
+
+def _rewrite_words(text: str, rowid: str | None) -> str:
+    """Outside string literals: ``LIKE`` -> ``ILIKE`` and ``rowid`` -> the table's."""
+    def word(match: re.Match[str]) -> str:
+        value = match.group(0)
+        upper = value.upper()
+        if upper == "LIKE":
+            return "ILIKE"
+        if upper == "ROWID" and rowid is not None:
+            return rowid
+        return value
+    return _WORD.sub(word, text)
+
+
+def translate(sql: str) -> tuple[str, bool, str | None]:
+    """SQLite ``sql`` as psycopg runs it on PostgreSQL: the text, whether its placeholders
+    are numbered (``?3``: parameters go by name ``p3``), and the column an INSERT returns
+    (its rowid), if any.
+
+    Raises:
+        ValueError: for a statement it cannot translate safely (a programming error).
+    """
+    known = _TRANSLATED.get(sql)
+    if known is not None:
+        return known
+    text = sql.strip().rstrip(";")
+    suffix = ""
+    returning: str | None = None
+    conflict = _INSERT_OR.match(text)
+    if conflict:
+        how, table = conflict.group(1).upper(), conflict.group(2)
+        text = re.sub(r"^\s*INSERT\s+OR\s+\w+\s+INTO", "INSERT INTO", text, count=1,
+                      flags=re.IGNORECASE)
+        if how == "IGNORE":
+            suffix = " ON CONFLICT DO NOTHING"
+        else:
+            definition = pg_schema.tables().get(table)
+            columns = _COLUMNS.match(text)
+            if definition is None or not definition.key or columns is None:
+                raise ValueError(f"cannot translate INSERT OR REPLACE into {table}")
+            names = [c.strip() for c in columns.group(1).split(",")]
+            rest = [n for n in names if n not in definition.key]
+            suffix = (f" ON CONFLICT ({', '.join(definition.key)}) DO "
+                      + ("UPDATE SET " + ", ".join(f"{n} = EXCLUDED.{n}" for n in rest)
+                         if rest else "NOTHING"))
+    rowid: str | None = None
+    if re.search(r"\browid\b", text, re.IGNORECASE):
+        # The statement's own table (the first one named): the store's statements that
+        # name a rowid read or write one table, a subquery's only with an explicit column.
+        first = _FROM.search(text)
+        rowid = pg_schema.rowid_column(first.group(1)) if first else None
+        if rowid is None:
+            raise ValueError(f"cannot tell whose rowid: {sql[:80]!r}")
+    inserted = _INSERT.match(text)
+    if inserted and not re.search(r"\bRETURNING\b", text, re.IGNORECASE):
+        returning = pg_schema.rowid_column(inserted.group(1))
+        if returning is not None:
+            suffix += f" RETURNING {returning}"
+    out: list[str] = []
+    numbered = False
+    i, n = 0, len(text)
+    plain_start = 0
+    while i < n:
+        ch = text[i]
+        if ch in "'\"":
+            out.append(_rewrite_words(text[plain_start:i], rowid))
+            end = i + 1
+            while end < n:
+                if text[end] == ch:
+                    if end + 1 < n and text[end + 1] == ch:
+                        end += 2
+                        continue
+                    break
+                end += 1
+            out.append(text[i:end + 1].replace("%", "%%"))
+            i = plain_start = end + 1
+            continue
+        if ch == "?" or ch == "%":
+            out.append(_rewrite_words(text[plain_start:i], rowid))
+            if ch == "%":
+                out.append("%%")
+                i += 1
+            else:
+                digits = re.match(r"\d+", text[i + 1:])
+                if digits:
+                    numbered = True
+                    out.append(f"%(p{digits.group(0)})s")
+                    i += 1 + len(digits.group(0))
+                else:
+                    out.append("%s")
+                    i += 1
+            plain_start = i
+            continue
+        i += 1
+    out.append(_rewrite_words(text[plain_start:], rowid))
+    # SQLite's LIMIT -1 is "no limit"; PostgreSQL's is LIMIT NULL (or ALL).
+    translated = _LIMIT.sub(r"LIMIT NULLIF(\1, -1)", "".join(out))
+    result = (translated + suffix, numbered, returning)
+    if len(_TRANSLATED) < 4096:  # the project's statements are fixed strings
+        _TRANSLATED[sql] = result
+    return result
+
+
+def _params(params: Sequence[Any] | Mapping[str, Any], numbered: bool) -> Any:
+    if numbered:
+        return {f"p{n}": value for n, value in enumerate(params, start=1)}
+    return params
+
+
+_TAIL = "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"  # store/chain.py's
+_CHAIN_WRITE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+chain\b",
+                          re.IGNORECASE)
+_BEGIN_LOCKED = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+_BEGIN_WRITE = f"{_BEGIN_LOCKED}; {_TAIL}"
+
+
+def _last_rows(cur: Any) -> list[tuple[Any, ...]]:
+    """The rows of the last statement a multi-statement execute ran."""
+    while cur.nextset():
+        pass
+    return list(cur.fetchall())
+
+
+# --- rows and cursors -------------------------------------------------------------------
+
+_NOWHERE = sqlite3.connect(":memory:", check_same_thread=False)
+_NO_CURSOR = _NOWHERE.cursor()
+
+
+class Row(sqlite3.Row):
+    """A result row by index and by (case-insensitive) name, as ``sqlite3.Row``."""
+
+    __slots__ = ("_index", "_names", "_values")
+    _names: Sequence[str]
+    _index: Mapping[str, int]
+    _values: tuple[Any, ...]
+
+    def __new__(cls, names: Sequence[str], index: Mapping[str, int],
+                values: tuple[Any, ...]) -> Row:
+        row = super().__new__(cls, _NO_CURSOR, values)
+        row._names, row._index, row._values = names, index, values
+        return row
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            try:
+                return self._values[self._index[key.lower()]]
+            except KeyError:
+                raise IndexError(f"No item with that key: {key}") from None
+        return self._values[key]
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Row):
+            return bool(self._values == other._values and self._names == other._names)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values)
+
+    def __repr__(self) -> str:
+        return f"Row({dict(zip(self._names, self._values, strict=False))!r})"
+
+
+class PgCursor(sqlite3.Cursor):
+    """The rows of one statement, fetched at once (the store's results are small or read
+    in batches), with ``rowcount``, ``lastrowid`` and ``description`` as sqlite3's."""
+
+    def __init__(self, connection: PgConnection) -> None:
+        super().__init__(connection)
+        self._rows: list[Row] = []
+        self._at = 0
+        self._rowcount = -1
+        self._lastrowid: int | None = None
+        self._description: tuple[tuple[str, None, None, None, None, None, None], ...] | None
+        self._description = None
+
+    def _load(self, names: Sequence[str] | None, rows: Iterable[tuple[Any, ...]],
+              rowcount: int, lastrowid: int | None) -> PgCursor:
+        if names is not None:
+            index: dict[str, int] = {}
+            for n, name in enumerate(names):
+                index.setdefault(name.lower(), n)
+            fixed = tuple(names)
+            self._rows = [Row(fixed, index, tuple(r)) for r in rows]
+            self._description = tuple((name, None, None, None, None, None, None)
+                                      for name in names)
+        self._rowcount, self._lastrowid = rowcount, lastrowid
+        return self
+
+    @property
+    def rowcount(self) -> int:
+        return self._rowcount
+
+    @property
+    def lastrowid(self) -> int | None:
+        return self._lastrowid
+
+    @property
+    def description(self) -> Any:
+        return self._description
+
+    def fetchone(self) -> Any:
+        if self._at >= len(self._rows):
+            return None
+        self._at += 1
+        return self._rows[self._at - 1]
+
+    def fetchall(self) -> list[Any]:
+        rows, self._at = self._rows[self._at:], len(self._rows)
+        return rows
+
+    def fetchmany(self, size: int | None = 1) -> list[Any]:
+        count = size or 1
+        rows = self._rows[self._at:self._at + count]
+        self._at += len(rows)
+        return rows
+
+    def __iter__(self) -> PgCursor:
+        return self
+
+    def __next__(self) -> Any:
+        row = self.fetchone()
+        if row is None:
+            raise StopIteration
+        return row
+
+
+# --- errors -------------------------------------------------------------------------------
+
+#: SQLite primary result codes given to translated errors (store/failures.py reads them).
+_BUSY, _READONLY, _IOERR, _FULL, _CONSTRAINT = 5, 8, 10, 13, 19
+
+
+def _as_sqlite(exc: Exception) -> sqlite3.Error:
+    """The ``sqlite3`` exception of the same meaning as psycopg's ``exc``."""
+    import psycopg
+
+    state = getattr(exc, "sqlstate", None) or ""
+    cls: type[sqlite3.Error] = sqlite3.OperationalError
+    code, name = 1, "SQLITE_ERROR"
+    unavailable = False
+    if isinstance(exc, psycopg.IntegrityError) or state.startswith("23"):
+        cls, code, name = sqlite3.IntegrityError, _CONSTRAINT, "SQLITE_CONSTRAINT"
+    elif state == "53100":  # disk_full
+        code, name = _FULL, "SQLITE_FULL"
+    elif state in ("25006", "42501"):  # read_only_sql_transaction, insufficient_privilege
+        code, name = _READONLY, "SQLITE_READONLY"
+    elif state in ("55P03", "40001", "40P01", "57014"):  # lock, serialization, deadlock,
+        code, name = _BUSY, "SQLITE_BUSY"                  # lock_timeout's cancel
+    elif (isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+          or state.startswith(("08", "57P"))):
+        code, name, unavailable = _IOERR, "SQLITE_IOERR", True
+    elif isinstance(exc, psycopg.ProgrammingError | psycopg.DataError):
+        cls = sqlite3.ProgrammingError if not state else sqlite3.OperationalError
+    error = cls(_first_line(exc))
+    error.sqlite_errorcode = code
+    error.sqlite_errorname = name
+    error.pg_sqlstate = state  # type: ignore[attr-defined]
+    error.pg_unavailable = unavailable  # type: ignore[attr-defined]
+    return error
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+# --- the connection ---------------------------------------------------------------------
+
+
+class PgConnection(_chain.Connection):
+    """A PostgreSQL connection in ``sqlite3.Connection``'s clothes (the module docstring).
+
+    Used under :class:`~deepseek_eyes.store.db.Database`'s lock, like the SQLite one."""
+
+    dialect = "postgresql"
+
+    def __init__(self, url: str, *, password: str | None = None,
+                 read_only: bool = False) -> None:
+        super().__init__(":memory:", check_same_thread=False, isolation_level=None)
+        self.url = url
+        self._password = password
+        self._read_only = read_only
+        self._pg: Any = None
+        self._in_tx = False
+        #: The chain's tail read with this write transaction's lock (see _execute).
+        self._tail: list[tuple[Any, ...]] | None = None
+        self._result: Any = None
+        #: Writes whose results nobody reads (executemany in a transaction), sent with
+        #: the next round trip.
+        self._deferred: list[tuple[str, list[Any]]] = []
+        #: Read the chain's tail with each write transaction's lock (once the chain
+        #: table exists: :class:`~deepseek_eyes.store.db.Database` sets it after migrating).
+        self.prefetch_tail = False
+        self._guard = threading.RLock()
+        self._connect()
+
+    def _connect(self) -> None:
+        import psycopg
+        from psycopg.adapt import Dumper, Loader
+
+        class _IntAsUnknown(Dumper):
+            """Ints go untyped, as str does: PostgreSQL casts them to the column's or the
+            other operand's type (``text_col = 7`` as SQLite would compare it)."""
+            oid = 0
+
+            def dump(self, obj: Any) -> bytes:
+                return str(int(obj)).encode()
+
+        class _Number(Loader):
+            """numeric (SUM, AVG of integers) as int when whole, else float: SQLite's."""
+
+            def load(self, data: Any) -> Any:
+                text = bytes(data).decode()
+                if "." in text or "e" in text.lower() or text in ("NaN",):
+                    return float(text)
+                return int(text)
+
+        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": 5}
+        if self._password is not None:
+            kwargs["password"] = self._password
+        try:
+            conn = psycopg.connect(self.url, **kwargs)
+        except psycopg.Error as exc:
+            raise _as_sqlite(exc) from exc
+        conn.adapters.register_dumper(int, _IntAsUnknown)
+        conn.adapters.register_dumper(bool, _IntAsUnknown)
+        conn.adapters.register_loader("numeric", _Number)
+        # Closed with this object, not by psycopg's finalizer (which warns): a Database
+        # dropped without close() leaves no open server connection behind.
+        weakref.finalize(self, conn.close)
+        try:
+            conn.execute("SET lock_timeout = '10s'")
+            if self._read_only:
+                conn.execute("SET default_transaction_read_only = on")
+        except psycopg.Error as exc:
+            conn.close()
+            raise _as_sqlite(exc) from exc
+        self._pg = conn
+
+    def setup(self) -> None:
+        """Make the version table and our SQL functions, once per database, under the
+        write lock (several processes may start at once)."""
+        self.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SETUP:
+                self._pg.execute(statement)
+        except Exception as exc:
+            self.execute("ROLLBACK")
+            import psycopg
+            if isinstance(exc, psycopg.Error):
+                raise _as_sqlite(exc) from exc
+            raise
+        self.execute("COMMIT")
+
+    def raw(self, sql: str) -> None:
+        """Run PostgreSQL ``sql`` as it is (a migration's translated schema statement)."""
+        import psycopg
+
+        with self._guard:
+            try:
+                deferred, self._deferred = self._deferred, []
+                self._send_deferred(deferred)
+                self._alive().execute(sql)
+            except psycopg.Error as exc:
+                raise _as_sqlite(exc) from exc
+
+    def execute_idempotent(self, sql: str, parameters: Any = ()) -> PgCursor:
+        """Run one statement on its own, outside the store's write order (no advisory
+        lock): for writes that may happen twice with one effect (a content-addressed blob's
+        ``INSERT … ON CONFLICT DO NOTHING``). Sent again on a new connection when the old
+        one was lost, like a transaction's first statement.
+
+        Raises:
+            sqlite3.Error: as :meth:`execute`.
+        """
+        import psycopg
+
+        with self._guard:
+            if self._in_tx:
+                raise sqlite3.ProgrammingError("execute_idempotent inside a transaction")
+            text, numbered, returning = translate(sql)
+            cursor = PgCursor(self)
+            try:
+                self._first(text, _params(parameters, numbered), cursor, returning)
+            except psycopg.Error as exc:
+                raise _as_sqlite(exc) from exc
+            return cursor
+
+    def copy_rows(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """Run one INSERT for many rows inside the open transaction (store/copy.py), as the
+        statement is written: no translation beyond the placeholders, nothing returned."""
+        import psycopg
+
+        with self._guard:
+            text = sql.replace("?", "%s")
+            try:
+                with self._alive().cursor() as cur:
+                    cur.executemany(text, rows)
+            except psycopg.Error as exc:
+                raise _as_sqlite(exc) from exc
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_tx
+
+    def _alive(self) -> Any:
+        """The psycopg connection, opened again when the last one was lost (only between
+        transactions: one lost inside a transaction fails it, and its rollback ends it)."""
+        if self._pg is None or self._pg.closed or self._pg.broken:
+            if self._in_tx:
+                raise _as_sqlite(_Lost("the connection to PostgreSQL was lost"))
+            if self._pg is not None:
+                self._pg.close()
+            self._pg = None
+            self._connect()
+        return self._pg
+
+    def execute(self, sql: str, parameters: Any = (), /) -> PgCursor:
+        with self._guard:
+            return self._execute(sql, parameters)
+
+    def _execute(self, sql: str, parameters: Any) -> PgCursor:
+        import psycopg
+
+        cursor = PgCursor(self)
+        head = sql.lstrip()[:20].upper()
+        try:
+            if head.startswith("BEGIN"):
+                self._tail = None
+                self._deferred = []
+                if "IMMEDIATE" not in head:
+                    self._first("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                    self._in_tx = True
+                    return cursor
+                # One round trip: the transaction, the write lock, and the chain's tail
+                # (the chain writer's first read; it cannot change while the lock is held).
+                if not self.prefetch_tail:  # before the chain table exists (migrations)
+                    self._first(_BEGIN_LOCKED)
+                    self._in_tx = True
+                    return cursor
+                self._first(_BEGIN_WRITE)
+                self._in_tx = True
+                self._tail = _last_rows(self._result)
+                return cursor
+            if head.startswith(("COMMIT", "END", "ROLLBACK")):
+                was, self._in_tx = self._in_tx, False
+                deferred, self._deferred = self._deferred, []
+                if self._pg is None or self._pg.closed or self._pg.broken:
+                    if head.startswith("ROLLBACK"):
+                        return cursor  # nothing to end: the server ended it with the link
+                    raise _Lost("the connection to PostgreSQL was lost before the commit")
+                if not was:
+                    return cursor
+                if head.startswith("ROLLBACK"):
+                    self._pg.execute("ROLLBACK")
+                    return cursor
+                try:
+                    with self._pg.pipeline():  # the deferred rows and the commit: one trip
+                        self._send_deferred(deferred)
+                        self._pg.execute("COMMIT")
+                except BaseException:
+                    if not (self._pg.closed or self._pg.broken):
+                        self._pg.execute("ROLLBACK")
+                    raise
+                return cursor
+            if head.startswith("PRAGMA"):
+                deferred, self._deferred = self._deferred, []
+                self._send_deferred(deferred)
+                return self._pragma(sql, cursor)
+            text, numbered, returning = translate(sql)
+            args = _params(parameters, numbered)
+            if self._in_tx:
+                if self._deferred:
+                    deferred, self._deferred = self._deferred, []
+                    self._send_deferred(deferred)
+                if self._tail is not None:
+                    if sql == _TAIL:
+                        return cursor._load(["seq", "hash"], self._tail, len(self._tail),
+                                            None)
+                    if _CHAIN_WRITE.match(text):
+                        self._tail = None  # the chain written since: read the table
+                return self._run(self._alive(), cursor, text, args, returning)
+            if not _WRITE.match(text):  # a lone read: nothing to repeat twice
+                self._first(text, args, cursor, returning)
+                return cursor
+            conn = self._first(_BEGIN_LOCKED)  # a lone write serializes like any other
+            try:
+                with conn.pipeline():  # the statement and its commit: one round trip
+                    result = conn.execute(text, args)
+                    conn.execute("COMMIT")
+                self._load(cursor, result, returning)
+            except BaseException:
+                if not (conn.closed or conn.broken):
+                    conn.execute("ROLLBACK")
+                raise
+            return cursor
+        except psycopg.Error as exc:
+            raise _as_sqlite(exc) from exc
+        except _Lost as exc:
+            raise _as_sqlite(exc) from exc
+
+    def _first(self, text: str, args: Any = None, cursor: PgCursor | None = None,
+               returning: str | None = None) -> Any:
+        """Run the first statement of a transaction (or a lone read) and return the
+        connection. When the server went away since the last statement (restarted, or a
+        connection cut while idle) it fails on the old link: the statement is sent once
+        more on a new one, which is safe because nothing has happened in it yet. A server
+        still down fails the second try (``STORE_DATABASE_UNAVAILABLE``)."""
+        import psycopg
+
+        conn = self._alive()
+        try:
+            if cursor is None:
+                self._result = conn.execute(text)
+            else:
+                self._run(conn, cursor, text, args, returning)
+            return conn
+        except psycopg.OperationalError:
+            if not (conn.closed or conn.broken):
+                raise
+        conn.close()
+        self._pg = None
+        conn = self._alive()
+        if cursor is None:
+            self._result = conn.execute(text)
+        else:
+            self._run(conn, cursor, text, args, returning)
+        return conn
+
+    @staticmethod
+    def _run(conn: Any, cursor: PgCursor, text: str, args: Any,
+             returning: str | None) -> PgCursor:
+        return PgConnection._load(cursor, conn.execute(text, args), returning)
+
+    @staticmethod
+    def _load(cursor: PgCursor, cur: Any, returning: str | None) -> PgCursor:
+        names = [d.name for d in cur.description] if cur.description else None
+        if returning is not None:
+            rows = cur.fetchall() if names else []
+            last = int(rows[-1][0]) if rows else None
+            return cursor._load(None, (), cur.rowcount, last)
+        rows = cur.fetchall() if names is not None else []
+        return cursor._load(names, rows, cur.rowcount, None)
+
+    def _pragma(self, sql: str, cursor: PgCursor) -> PgCursor:
+        match = _PRAGMA.match(sql)
+        name = match.group(1).lower() if match else ""
+        if name == "user_version" and match is not None:
+            conn = self._alive()
+            if match.group(3) is not None:
+                conn.execute("UPDATE eyes_schema SET version = %s", (int(match.group(3)),))
+                return cursor
+            row = conn.execute("SELECT version FROM eyes_schema").fetchone()
+            return cursor._load(["user_version"], [(int(row[0]) if row else 0,)], 1, None)
+        if name == "table_info" and match is not None and match.group(2):
+            definition = pg_schema.tables().get(match.group(2))
+            rows = [] if definition is None else [
+                (n, c.name, c.declared, int(c.notnull), None, c.pk)
+                for n, c in enumerate(definition.columns)]
+            return cursor._load(["cid", "name", "type", "notnull", "dflt_value", "pk"],
+                                rows, len(rows), None)
+        return cursor  # journal_mode, synchronous, foreign_keys: PostgreSQL's own
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> PgCursor:
+        """Inside a transaction, all rows in one round trip (psycopg pipelines them);
+        outside, one lone write each."""
+        import psycopg
+
+        with self._guard:
+            if not self._in_tx:
+                cursor = PgCursor(self)
+                for params in seq_of_parameters:
+                    cursor = self._execute(sql, params)
+                return cursor
+            text, numbered, _returning = translate(sql)
+            if _CHAIN_WRITE.match(text):
+                self._tail = None
+            rows = [_params(p, numbered) for p in seq_of_parameters]
+            if _WRITE.match(text):
+                # Sent with the next statement's round trip, or the commit's (the chain's
+                # entries, written last in a transaction, commit in the same trip).
+                self._deferred.append((text, rows))
+                return PgCursor(self)._load(None, (), len(rows), None)
+            try:
+                self._send_deferred([(text, rows)])
+            except psycopg.Error as exc:
+                raise _as_sqlite(exc) from exc
+            return PgCursor(self)._load(None, (), len(rows), None)
+
+    def _send_deferred(self, deferred: list[tuple[str, list[Any]]]) -> None:
+        for text, rows in deferred:
+            with self._alive().cursor() as cur:
+                cur.executemany(text, rows)
+
+    def execute_pipelined(self, statements: Sequence[tuple[str, Sequence[Any]]]
+                          ) -> list[PgCursor]:
+        """Run ``statements`` inside the open transaction in one round trip (the queued
+        log rows of a flush: store/db.py); their cursors, in order.
+
+        Raises:
+            sqlite3.Error: as :meth:`execute` (the first failure; the transaction is
+                then doomed, as after any failed statement).
+        """
+        import psycopg
+
+        with self._guard:
+            if not self._in_tx:
+                return [self._execute(sql, params) for sql, params in statements]
+            conn = self._alive()
+            plans = [translate(sql) for sql, _params_ in statements]
+            results: list[Any] = []
+            try:
+                deferred, self._deferred = self._deferred, []
+                with conn.pipeline():
+                    self._send_deferred(deferred)
+                    for (text, numbered, _returning), (_sql, params) in zip(
+                            plans, statements, strict=True):
+                        if self._tail is not None and _CHAIN_WRITE.match(text):
+                            self._tail = None
+                        results.append(conn.execute(text, _params(params, numbered)))
+                return [self._load(PgCursor(self), result, plan[2])
+                        for result, plan in zip(results, plans, strict=True)]
+            except psycopg.Error as exc:
+                raise _as_sqlite(exc) from exc
+
+    def executescript(self, sql_script: str, /) -> PgCursor:
+        raise NotImplementedError("run statements one by one on PostgreSQL")
+
+    def close(self) -> None:
+        with self._guard:
+            if self._pg is not None:
+                self._pg.close()
+            super().close()
+
+
+class _Lost(Exception):
+    """The server went away (a stand-in psycopg error with no SQLSTATE)."""
+
+
+def _unavailable_error(url: str, exc: BaseException) -> StoreError:
+    return StoreError(
+        f"cannot reach the database {redact(url)}: {exc}", code="STORE_DATABASE_UNAVAILABLE",
+        details={"backend": "postgresql"})
+
+
+def connect(url: str, *, password: str | None = None, read_only: bool = False) -> PgConnection:
+    """A connection to the PostgreSQL database at ``url``.
+
+    Raises:
+        StoreError: ``STORE_BACKEND_MISSING`` without psycopg; ``STORE_DATABASE_UNAVAILABLE``
+            when the server cannot be reached.
+    """
+    try:
+        import psycopg  # noqa: F401 - the extra's presence, checked before anything else
+    except ImportError as exc:
+        raise StoreError(
+            "a PostgreSQL database_url is configured but psycopg is not installed "
+            "(pip install 'deepseek-eyes[scale]')", code="STORE_BACKEND_MISSING",
+            details={"package": "psycopg"}) from exc
+    try:
+        return PgConnection(url, password=password, read_only=read_only)
+    except sqlite3.Error as exc:
+        raise _unavailable_error(url, exc) from exc

@@ -1,0 +1,297 @@
+"""The store on PostgreSQL: the dialect layer, the migrations from the one definition,
+failures of the server, several processes on one database.
+
+The rest of the store's tests run on PostgreSQL too (``DEEPSEEK_EYES_TEST_DATABASE=
+postgresql``, tests/store/test_on_postgresql.py); these are what only PostgreSQL has.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psycopg
+import pytest
+from pydantic import ValidationError
+
+from deepseek_eyes.audit.checkpoints import sign_checkpoint
+from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
+from deepseek_eyes.audit.verify import verify_database
+from deepseek_eyes.errors import StoreError
+from deepseek_eyes.gateway.readiness import DatabaseCheck
+from deepseek_eyes.home import DataHome
+from deepseek_eyes.settings import StoreSettings
+from deepseek_eyes.store import pg_schema
+from deepseek_eyes.store.db import MIGRATIONS, Database
+from deepseek_eyes.store.postgres import redact, translate
+from services import PostgresCluster
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+AUDIT = "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)"
+
+
+def test_sqlite_statements_are_translated_for_postgresql() -> None:
+    assert translate("SELECT * FROM audit WHERE kind = ? AND details LIKE ?") == (
+        "SELECT * FROM audit WHERE kind = %s AND details ILIKE %s", False, None)
+    text, numbered, returning = translate(
+        "INSERT OR IGNORE INTO sessions (id, created_at, source) VALUES (?,?,?)")
+    assert text.endswith("VALUES (%s,%s,%s) ON CONFLICT DO NOTHING RETURNING rowid")
+    assert (numbered, returning) == (False, "rowid")
+    text, _, _ = translate("INSERT OR REPLACE INTO route_state (route, fingerprint, last_code)"
+                           " VALUES (?,?,?)")
+    assert text.endswith("ON CONFLICT (route, fingerprint) DO UPDATE SET "
+                         "last_code = EXCLUDED.last_code")
+    # rowid is the integer key where there is one; ?N go by name; a literal % and ? stay.
+    assert translate("SELECT rowid FROM audit WHERE rowid = ?2 AND kind = '?%' LIMIT ?1") == (
+        "SELECT id FROM audit WHERE id = %(p2)s AND kind = '?%%' LIMIT NULLIF(%(p1)s, -1)",
+        True, None)
+    assert translate("INSERT INTO chain (seq, hash) VALUES (?,?)")[2] == "seq"
+    with pytest.raises(ValueError, match="whose rowid"):
+        translate("SELECT rowid FROM route_state")
+
+
+def test_every_migration_has_its_postgresql_form() -> None:
+    statements = [s for v in range(1, len(MIGRATIONS) + 1)
+                  for s in pg_schema.migration_statements(v)]
+    joined = "\n".join(statements)
+    assert "AUTOINCREMENT" not in joined
+    assert "RAISE(ABORT" not in joined
+    # every append-only trigger became a refusing function and a row trigger
+    for name in ("evidence_no_update", "events_no_update", "events_no_delete",
+                 "chain_no_update", "chain_no_delete"):
+        assert f"CREATE TRIGGER {name} BEFORE" in joined
+        assert f"CREATE FUNCTION {name}_refuse()" in joined
+    assert pg_schema.rowid_column("events") == "id"
+    assert pg_schema.rowid_column("sessions") == "rowid"
+    assert pg_schema.tables()["sessions"].columns[-1].name == "fork_at"  # ALTERs applied
+
+
+def test_the_url_never_carries_a_password() -> None:
+    with pytest.raises(ValidationError, match="password"):
+        StoreSettings(database_url="postgresql://eyes:hunter2@db.example:5432/eyes")
+    with pytest.raises(ValidationError, match="postgresql://"):
+        StoreSettings(database_url="mysql://db.example/eyes")
+    assert "hunter2" not in redact("postgresql://eyes:hunter2@db/eyes")
+    ok = StoreSettings.model_validate({"database_url": "postgresql://eyes@db/eyes",
+                                       "database_password": {"env": "EYES_DB_PASSWORD"}})
+    assert ok.database_password is not None
+    assert ok.database_password.env == "EYES_DB_PASSWORD"
+
+
+def test_the_append_only_tables_refuse_changes_like_sqlite(postgres_url: str) -> None:
+    db = Database(Path("unused.db"), url=postgres_url)
+    try:
+        db.execute(AUDIT, (1.0, "k", "s", "{}"), chain="test")
+        for statement in ("UPDATE chain SET kind = 'x'", "DELETE FROM chain"):
+            with pytest.raises(StoreError, match="append-only") as refused:
+                db.execute(statement)
+            assert refused.value.code == "STORE_WRITE_FAILED"
+        assert db.schema_version == len(MIGRATIONS)
+    finally:
+        db.close()
+
+
+def test_a_database_newer_than_the_code_is_refused(postgres_url: str) -> None:
+    Database(Path("unused.db"), url=postgres_url).close()
+    with psycopg.connect(postgres_url, autocommit=True) as pg:
+        pg.execute("UPDATE eyes_schema SET version = %s", (len(MIGRATIONS) + 1,))
+    with pytest.raises(StoreError, match="newer") as refused:
+        Database(Path("unused.db"), url=postgres_url)
+    assert refused.value.code == "STORE_WRITE_FAILED"
+    with pytest.raises(StoreError, match="newer") as read:
+        Database.open_read_only(Path("unused.db"), url=postgres_url)
+    assert read.value.code == "STORE_READ_FAILED"
+
+
+def _rows(url: str, sql: str) -> int:
+    with psycopg.connect(url, autocommit=True) as pg:
+        row = pg.execute(sql).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_transaction_cut_midway_writes_nothing_and_the_next_one_reconnects(
+    postgres_url: str,
+) -> None:
+    db = Database(Path("unused.db"), url=postgres_url)
+    try:
+        def cut_midway() -> None:
+            with db.transaction() as conn:
+                conn.execute(AUDIT, (1.0, "first", None, "{}"))
+                with psycopg.connect(postgres_url, autocommit=True) as admin:
+                    admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                  " WHERE datname = current_database()"
+                                  " AND pid <> pg_backend_pid()")
+                conn.execute(AUDIT, (2.0, "second", None, "{}"))
+
+        with pytest.raises(StoreError) as cut:
+            cut_midway()
+        assert cut.value.code == "STORE_DATABASE_UNAVAILABLE"
+        assert _rows(postgres_url, "SELECT COUNT(*) FROM audit") == 0  # nothing half-written
+        db.execute(AUDIT, (3.0, "after", None, "{}"), chain="test")  # connects again
+        assert _rows(postgres_url, "SELECT COUNT(*) FROM audit") == 1
+    finally:
+        db.close()
+
+
+def test_a_server_down_is_a_code_and_back_it_serves_again(
+    postgres_cluster: PostgresCluster, tmp_path: Path,
+) -> None:
+    url = postgres_cluster.new_database()
+    home = DataHome(tmp_path / "home", database_url=url)
+    check = DatabaseCheck(home)
+    assert check.backend == "postgresql"
+    check.check()
+    home.audit.append("mcp.call", "srv.tool", outcome="ok")
+    home.db.flush()
+    postgres_cluster.stop()
+    try:
+        home.audit.append("mcp.call", "srv.tool", outcome="while-down")  # queued
+        with pytest.raises(StoreError) as down:
+            home.db.flush()
+        assert down.value.code == "STORE_DATABASE_UNAVAILABLE"
+        assert "password" not in str(down.value.details)
+        with pytest.raises(StoreError) as probe:
+            check.check()
+        assert probe.value.code == "STORE_DATABASE_UNAVAILABLE"
+    finally:
+        postgres_cluster.start()
+    check.check()  # the first request after: a new connection, no restart of ours
+    home.db.flush()  # the queued row outlived the outage
+    assert [r["subject"] for r in home.db.query("SELECT subject FROM audit ORDER BY id")] \
+        == ["srv.tool", "srv.tool"]
+    sign_checkpoint(home.db, home.audit_keys())
+    report = verify_database(home.db, AuditKeyring.read_only(audit_directory(home.root)))
+    assert report.ok, report.as_json()
+    home.db.close()
+
+
+def test_three_processes_migrate_once_and_extend_one_chain(
+    postgres_url: str, tmp_path: Path,
+) -> None:
+    """Three replicas start together on an empty database: one migrates, the others wait
+    for it (the advisory lock), then all three append to one chain at once."""
+    script = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        sys.path.insert(0, {str(SRC)!r})
+        from deepseek_eyes.store.db import Database
+        db = Database(Path("unused.db"), url={postgres_url!r})
+        for i in range(20):
+            with db.transaction():
+                db.execute({AUDIT!r}, (float(i), "w", sys.argv[1], "{{}}"), chain="test")
+        db.close()
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_EYES_DATABASE_URL"}
+    procs = [subprocess.Popen([sys.executable, "-c", script, f"w{n}"], env=env,  # noqa: S603
+                              stderr=subprocess.PIPE, text=True) for n in range(3)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=90)
+        assert proc.returncode == 0, err
+    assert _rows(postgres_url, "SELECT version FROM eyes_schema") == len(MIGRATIONS)
+    assert _rows(postgres_url, "SELECT COUNT(*) FROM eyes_schema") == 1
+    home = DataHome(tmp_path / "home", database_url=postgres_url)
+    sign_checkpoint(home.db, home.audit_keys())
+    report = verify_database(home.db, home.audit_keys())
+    assert report.ok, report.as_json()
+    assert report.entries == 60
+    home.db.close()
+
+
+def test_blobs_in_postgresql_are_content_addressed_immutable_and_verified(
+    postgres_url: str, tmp_path: Path,
+) -> None:
+    home = DataHome(tmp_path / "home", database_url=postgres_url, blobs_url=postgres_url)
+    try:
+        data = b"\x89PNG not really"
+        ref = home.blobs.put(data)
+        assert home.blobs.put(data) == ref  # the same bytes are one blob
+        assert home.blobs.contains(ref.sha256)
+        assert home.blobs.get(ref.sha256) == data
+        assert not (tmp_path / "home" / "blobs").exists()  # nothing on disk
+        # Written before the row that names it: a rolled-back transaction keeps it.
+        other = b"another image"
+        def fails_after_the_blob() -> None:
+            with home.db.transaction():
+                home.blobs.put(other)
+                raise RuntimeError("the row that names it failed")
+
+        with pytest.raises(RuntimeError):
+            fails_after_the_blob()
+        assert home.blobs.get(hashlib.sha256(other).hexdigest()) == other
+        with pytest.raises(StoreError) as missing:
+            home.blobs.get("0" * 64)
+        assert missing.value.code == "STORE_BLOB_MISSING"
+        with psycopg.connect(postgres_url, autocommit=True) as pg:
+            with pytest.raises(psycopg.errors.IntegrityConstraintViolation):
+                pg.execute("UPDATE eyes_blobs SET data = 'x'")
+            pg.execute("SET session_replication_role = replica")  # a superuser's edit
+            pg.execute("UPDATE eyes_blobs SET data = %s WHERE sha256 = %s",
+                       (b"\x89PNG forged", ref.sha256))
+        with pytest.raises(StoreError) as corrupt:
+            home.blobs.get(ref.sha256)
+        assert corrupt.value.code == "STORE_BLOB_CORRUPT"
+    finally:
+        home.close()
+
+
+def _sqlite_home(root: Path) -> str:
+    """A SQLite data directory with a little of everything; returns a blob's hash."""
+    from deepseek_eyes.store.events import SessionStore, TurnRecord
+    from deepseek_eyes.usage import ProviderUsage, UsageCategory
+
+    home = DataHome(root, database_url="")
+    sessions = SessionStore(home.db)
+    for i in range(3):
+        home.audit.append("mcp.call", f"srv.tool{i}", outcome="ok", ms=i)
+        home.usage.record_exact(UsageCategory.FINAL, ProviderUsage(10, 2), source="t",
+                                model="m")
+        sessions.append(f"s{i}", [{"role": "user", "content": f"hello {i}"}], create="test",
+                        turn=TurnRecord(id=f"turn-{i}", session_id=f"s{i}", started_at=1.0,
+                                        ended_at=2.0, model="m", path="text", outcome="ok",
+                                        code=None, details={"base": 0}))
+    for _ in range(20):  # a batch entry
+        home.audit.append("mcp.call", "srv.batch", outcome="ok")
+    blob = home.blobs.put(b"an image's bytes")
+    home.close()  # seals a checkpoint
+    return blob.sha256
+
+
+def test_store_migrate_copies_a_data_directory_and_verifies_the_chain_there(
+    postgres_cluster: PostgresCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from click.testing import CliRunner
+
+    from deepseek_eyes.cli import cli
+
+    monkeypatch.setenv("DEEPSEEK_EYES_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("DEEPSEEK_EYES_DATABASE_URL", raising=False)
+    sha = _sqlite_home(tmp_path / "home")
+    url = postgres_cluster.new_database()
+    done = CliRunner().invoke(cli, ["store", "migrate", "--to", url, "--json"])
+    assert done.exit_code == 0, done.output
+    view = json.loads(done.output)
+    assert view["verify"]["ok"] is True
+    assert view["rows"]["sessions"] == 3
+    assert view["blobs"] == 1
+    # The target serves as the store: the sessions continue, rowids and blobs kept.
+    home = DataHome(tmp_path / "home", database_url=url, blobs_url=url)
+    try:
+        assert home.blobs.get(sha) == b"an image's bytes"
+        from deepseek_eyes.store.events import SessionStore
+
+        SessionStore(home.db).append("s0", [{"role": "user", "content": "again"}])
+        sign_checkpoint(home.db, home.audit_keys())
+        assert verify_database(home.db, home.audit_keys()).ok
+    finally:
+        home.db.close()
+    # A target that is not empty is refused, nothing written.
+    again = CliRunner().invoke(cli, ["store", "migrate", "--to", url])
+    assert again.exit_code != 0
+    assert isinstance(again.exception, StoreError)
+    assert again.exception.code == "STORE_MIGRATE_TARGET_NOT_EMPTY"
