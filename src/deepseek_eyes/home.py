@@ -52,6 +52,10 @@ class DataHome:
                        f"cannot open the data directory {root} to write")
         self.root = root
         url = database_url or os.environ.get(ENV_DATABASE_URL) or None
+        #: Where the tables are (None: eyes.db here); read-only walks (verify, export)
+        #: open the same database.
+        self.database_url = url
+        self.database_password = database_password
         self.db = Database(root / "eyes.db", url=url, password=database_password)
         self.db.audit_keys = self.audit_keys  # retention cuts sign in their transaction
         self.blobs = BlobStore(root / "blobs")

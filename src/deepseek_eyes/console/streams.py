@@ -41,7 +41,9 @@ async def verify_lines(parts: ConsoleParts) -> AsyncIterator[bytes]:
         try:
             keyring = AuditKeyring.read_only(audit_directory(root))
             report = verify_path(root / "eyes.db", keyring, progress=lambda done, total:
-                                 tell({"done": done, "total": total}))
+                                 tell({"done": done, "total": total}),
+                                 url=parts.home.database_url or "",
+                                 password=parts.home.database_password)
             tell({"report": dict(report.as_json())})
         except DeepSeekEyesError as exc:
             tell({"error": exc.to_dict()})
@@ -66,7 +68,8 @@ def exported_chain(parts: ConsoleParts) -> bytes:
     root = parts.home.root
     with tempfile.TemporaryDirectory(prefix="deepseek-eyes-export-") as scratch:
         target = Path(scratch) / "chain.jsonl"
-        export_path(root / "eyes.db", target, AuditKeyring.read_only(audit_directory(root)))
+        export_path(root / "eyes.db", target, AuditKeyring.read_only(audit_directory(root)),
+                    url=parts.home.database_url or "", password=parts.home.database_password)
         return target.read_bytes()
 
 
