@@ -11,10 +11,11 @@ replica opens keeps the others off the failing route; one new image sent by ten 
 once is acquired at most once per replica (once in all needs the shared state:
 test_shared_backends.py).
 
-The replicas share what ``BACKENDS`` names (tests/scale/conftest.py): today one SQLite data
-directory. Once the PostgreSQL and Redis backends exist, the same tests run with
-``BACKENDS = "shared"``; nothing here reads the database directly, only the CLI does
-(``audit verify``, ``sessions show``), so the tests hold on either.
+The replicas share what ``BACKENDS`` names (tests/scale/conftest.py): here the issue's
+topology, one PostgreSQL database and one Redis; test_replicas_sqlite.py runs the same tests
+on one SQLite data directory shared by processes on one machine. Nothing here reads the
+database directly, only the CLI does (``audit verify``, ``sessions show``), so the tests
+hold on either.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from drive import SESSION, Answer, acquisitions, ask, client, image, see, turns,
 from runtime.upstream import LoopbackUpstream
 from topology import MODEL, Topology
 
-BACKENDS = "sqlite"
+BACKENDS = "shared"
 #: Images are read by a route that always fails (HTTP 500: an operational failure, which
 #: opens its circuit) and, failing over, by DeepSeek's own eyes on the same upstream.
 FLAKY = "fail-500"
