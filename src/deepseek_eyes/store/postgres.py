@@ -569,12 +569,14 @@ class PgConnection(_chain.Connection):
             text, numbered, returning = translate(sql)
             args = _params(parameters, numbered)
             if self._in_tx:
-                self._queue(text, args, cursor, returning)
-                if sql == _TAIL and self._tail_cursor is not None:
-                    # The tail queued with the lock: the same rows (nothing wrote the chain).
+                if sql == _TAIL:
+                    self._tx_conn()
                     tail = self._tail_cursor
-                    rows = [tuple(r) for r in tail._settled()._rows]
-                    return cursor._load(["seq", "hash"], rows, len(rows), None)
+                    if tail is not None:
+                        # Queued with the lock: the same rows (nothing wrote the chain).
+                        rows = [tuple(r) for r in tail._settled()._rows]
+                        return cursor._load(["seq", "hash"], rows, len(rows), None)
+                self._queue(text, args, cursor, returning)
                 if _CHAIN_WRITE.match(text):
                     self._tail_cursor = None  # the chain written since: read the table
                 return cursor
