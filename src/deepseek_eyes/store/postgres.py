@@ -206,7 +206,7 @@ def _params(params: Sequence[Any] | Mapping[str, Any], numbered: bool) -> Any:
 _TAIL = "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"  # store/chain.py's
 _CHAIN_WRITE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+chain\b",
                           re.IGNORECASE)
-_BEGIN_LOCKED = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+_BEGIN_LOCKED = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"  # a lone write
 _BEGIN = "BEGIN"
 _LOCK = f"SELECT pg_advisory_xact_lock({WRITE_LOCK})"
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ"
@@ -652,8 +652,8 @@ class PgConnection(_chain.Connection):
             self._replay.append(entry)
         try:
             self._send(conn, entry)
-        except psycopg.OperationalError:
-            if self._synced or not (conn.closed or conn.broken):
+        except psycopg.OperationalError as exc:
+            if self._synced or not _link_gone(conn, exc):
                 raise
             self._again()
 
@@ -691,9 +691,8 @@ class PgConnection(_chain.Connection):
         try:
             try:
                 self._pipe.sync()
-            except psycopg.OperationalError:
-                conn = self._pg
-                if self._synced or not (conn.closed or conn.broken):
+            except psycopg.OperationalError as exc:
+                if self._synced or not _link_gone(self._pg, exc):
                     raise
                 self._again()
                 self._pipe.sync()
@@ -886,6 +885,13 @@ class PgConnection(_chain.Connection):
             if self._pg is not None:
                 self._pg.close()
             super().close()
+
+
+def _link_gone(conn: Any, exc: Exception) -> bool:
+    """Whether ``exc`` says the server ended this link (closed, or its backend terminated:
+    SQLSTATE classes 08 and 57P, sent just before the server closes the socket)."""
+    state = getattr(exc, "sqlstate", None) or ""
+    return bool(conn.closed or conn.broken or state.startswith(("08", "57P")))
 
 
 class _Lost(Exception):
