@@ -32,7 +32,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
-from _serve import start_gateway
+from _serve import export, start_gateway
 from conversation import stages_of
 from deepseek_eyes.audit.checkpoints import sign_checkpoint
 from deepseek_eyes.audit.verify import verify_database
@@ -60,15 +60,22 @@ def p50(values: list[float]) -> float:
     return statistics.median(values) * 1000 if values else float("nan")
 
 
-def turns(requests: int, url: str, tmp: Path) -> None:
+def turns(requests: int, url: str, tmp: Path, before: str | None = None,
+          before_url: str = "") -> None:
     settings = "[llm]\nbase_url = \"{up}\"\napi_key = false\nmodel = \"" + MODEL + "\"\n"
     with LoopbackUpstream() as upstream:
         text = settings.format(up=upstream.base_url)
         servers = {}
-        for name, extra in (("sqlite", ""), ("postgresql", f'[store]\ndatabase_url = "{url}"\n')):
+        runs = [("sqlite", "", None), ("postgresql", f'[store]\ndatabase_url = "{url}"\n', None)]
+        if before:  # the same two on another revision's sources, asked in the same loop
+            src = export(before, tmp / "before")
+            runs += [("sqlite-before", "", src),
+                     ("postgresql-before", f'[store]\ndatabase_url = "{before_url}"\n', src)]
+        for name, extra, sources in runs:
             home = tmp / f"home-{name}"
             home.mkdir()
-            servers[name] = start_gateway(text + extra, home, gateway="server_timing = true")
+            servers[name] = start_gateway(text + extra, home, gateway="server_timing = true",
+                                          src=sources)
         wall: dict[str, list[float]] = {n: [] for n in servers}
         own: dict[str, list[float]] = {n: [] for n in servers}
         store: dict[str, list[float]] = {n: [] for n in servers}
@@ -93,6 +100,10 @@ def turns(requests: int, url: str, tmp: Path) -> None:
                          ("store_stage_p50_ms", store)):
         a, b = p50(series["postgresql"]), p50(series["sqlite"])
         print(f"text_turn.{what}: ours={a:.2f} baseline={b:.2f} ratio={a / b:.3f}")
+        if before:
+            a, b = p50(series["postgresql-before"]), p50(series["sqlite-before"])
+            print(f"text_turn.{what} ({before}): ours={a:.2f} baseline={b:.2f} "
+                  f"ratio={a / b:.3f}")
 
 
 def appends(count: int, url: str, path: Path, tmp: Path) -> float:
@@ -119,14 +130,14 @@ def verified(url: str, home_root: Path) -> bool:
         home.db.close()
 
 
-def main(requests: int, count: int, socket: bool) -> None:
+def main(requests: int, count: int, socket: bool, before: str | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp_name, start_postgres() as cluster:
         tmp = Path(tmp_name)
         url = cluster.new_database("bench")
         if socket:  # the server's Unix socket instead of TCP on loopback
             url = url.replace("@127.0.0.1:", "@:") + f"?host={cluster.root}"
             url = url.replace(f"@:{cluster.port}/", "@/") + f"&port={cluster.port}"
-        turns(requests, url, tmp)
+        turns(requests, url, tmp, before, cluster.new_database("before") if before else "")
         url = cluster.new_database("chain")
         pg_rate = appends(count, url, tmp / "unused.db", tmp)
         sqlite_home = tmp / "sqlite-chain"
@@ -144,5 +155,7 @@ if __name__ == "__main__":
     parser.add_argument("--appends", type=int, default=300)
     parser.add_argument("--socket", action="store_true",
                         help="reach PostgreSQL over its Unix socket (a replica on its host)")
+    parser.add_argument("--before", metavar="REV",
+                        help="also serve REV's sources (both engines) in the same loop")
     args = parser.parse_args()
-    main(args.requests, args.appends, args.socket)
+    main(args.requests, args.appends, args.socket, args.before)

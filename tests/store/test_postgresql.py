@@ -122,7 +122,8 @@ def test_a_transaction_cut_midway_writes_nothing_and_the_next_one_reconnects(
     try:
         def cut_midway() -> None:
             with db.transaction() as conn:
-                conn.execute(AUDIT, (1.0, "first", None, "{}"))
+                # its result read: the statement ran on the server before the cut
+                assert conn.execute(AUDIT, (1.0, "first", None, "{}")).lastrowid
                 with psycopg.connect(postgres_url, autocommit=True) as admin:
                     admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                                   " WHERE datname = current_database()"
@@ -135,6 +136,25 @@ def test_a_transaction_cut_midway_writes_nothing_and_the_next_one_reconnects(
         assert _rows(postgres_url, "SELECT COUNT(*) FROM audit") == 0  # nothing half-written
         db.execute(AUDIT, (3.0, "after", None, "{}"), chain="test")  # connects again
         assert _rows(postgres_url, "SELECT COUNT(*) FROM audit") == 1
+    finally:
+        db.close()
+
+
+def test_a_link_cut_before_the_transactions_first_round_trip_is_replaced_once(
+    postgres_url: str,
+) -> None:
+    """Statements queued (no result read yet, no commit sent) ran nowhere: on a link found
+    dead at the first round trip they are sent again on a new one, and commit once."""
+    db = Database(Path("unused.db"), url=postgres_url)
+    try:
+        with db.transaction() as conn:
+            conn.execute(AUDIT, (1.0, "first", None, "{}"))  # queued, not read
+            with psycopg.connect(postgres_url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                              " WHERE datname = current_database()"
+                              " AND pid <> pg_backend_pid()")
+            conn.execute(AUDIT, (2.0, "second", None, "{}"))
+        assert _rows(postgres_url, "SELECT COUNT(*) FROM audit") == 2
     finally:
         db.close()
 

@@ -39,6 +39,7 @@ together migrate once.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 import threading
@@ -205,15 +206,10 @@ def _params(params: Sequence[Any] | Mapping[str, Any], numbered: bool) -> Any:
 _TAIL = "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"  # store/chain.py's
 _CHAIN_WRITE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+chain\b",
                           re.IGNORECASE)
-_BEGIN_LOCKED = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
-_BEGIN_WRITE = f"{_BEGIN_LOCKED}; {_TAIL}"
-
-
-def _last_rows(cur: Any) -> list[tuple[Any, ...]]:
-    """The rows of the last statement a multi-statement execute ran."""
-    while cur.nextset():
-        pass
-    return list(cur.fetchall())
+_BEGIN_LOCKED = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"  # a lone write
+_BEGIN = "BEGIN"
+_LOCK = f"SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ"
 
 
 # --- rows and cursors -------------------------------------------------------------------
@@ -267,16 +263,31 @@ class Row(sqlite3.Row):
 
 class PgCursor(sqlite3.Cursor):
     """The rows of one statement, fetched at once (the store's results are small or read
-    in batches), with ``rowcount``, ``lastrowid`` and ``description`` as sqlite3's."""
+    in batches), with ``rowcount``, ``lastrowid`` and ``description`` as sqlite3's. A
+    statement queued in a transaction's pipeline gets its result when first read (see
+    :meth:`PgConnection._queue`)."""
 
     def __init__(self, connection: PgConnection) -> None:
         super().__init__(connection)
+        self._owner = connection
         self._rows: list[Row] = []
         self._at = 0
         self._rowcount = -1
         self._lastrowid: int | None = None
         self._description: tuple[tuple[str, None, None, None, None, None, None], ...] | None
         self._description = None
+        #: Queued, not read yet: psycopg's cursor, the column an INSERT returns, and the
+        #: statement's place in the pipeline.
+        self._lazy = False
+        self._psy: Any = None
+        self._returning: str | None = None
+        self._index = 0
+
+    def _settled(self) -> PgCursor:
+        if self._lazy:
+            self._lazy = False
+            self._owner._settle(self)
+        return self
 
     def _load(self, names: Sequence[str] | None, rows: Iterable[tuple[Any, ...]],
               rowcount: int, lastrowid: int | None) -> PgCursor:
@@ -289,31 +300,35 @@ class PgCursor(sqlite3.Cursor):
             self._description = tuple((name, None, None, None, None, None, None)
                                       for name in names)
         self._rowcount, self._lastrowid = rowcount, lastrowid
+        self._psy, self._lazy = None, False
         return self
 
     @property
     def rowcount(self) -> int:
-        return self._rowcount
+        return self._settled()._rowcount
 
     @property
     def lastrowid(self) -> int | None:
-        return self._lastrowid
+        return self._settled()._lastrowid
 
     @property
     def description(self) -> Any:
-        return self._description
+        return self._settled()._description
 
     def fetchone(self) -> Any:
+        self._settled()
         if self._at >= len(self._rows):
             return None
         self._at += 1
         return self._rows[self._at - 1]
 
     def fetchall(self) -> list[Any]:
+        self._settled()
         rows, self._at = self._rows[self._at:], len(self._rows)
         return rows
 
     def fetchmany(self, size: int | None = 1) -> list[Any]:
+        self._settled()
         count = size or 1
         rows = self._rows[self._at:self._at + count]
         self._at += len(rows)
@@ -351,7 +366,7 @@ def _as_sqlite(exc: Exception) -> sqlite3.Error:
         code, name = _READONLY, "SQLITE_READONLY"
     elif state in ("55P03", "40001", "40P01", "57014"):  # lock, serialization, deadlock,
         code, name = _BUSY, "SQLITE_BUSY"                  # lock_timeout's cancel
-    elif (isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+    elif (isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | _Lost)
           or state.startswith(("08", "57P"))):
         code, name, unavailable = _IOERR, "SQLITE_IOERR", True
     elif isinstance(exc, psycopg.ProgrammingError | psycopg.DataError):
@@ -386,12 +401,19 @@ class PgConnection(_chain.Connection):
         self._read_only = read_only
         self._pg: Any = None
         self._in_tx = False
-        #: The chain's tail read with this write transaction's lock (see _execute).
-        self._tail: list[tuple[Any, ...]] | None = None
-        self._result: Any = None
-        #: Writes whose results nobody reads (executemany in a transaction), sent with
-        #: the next round trip.
-        self._deferred: list[tuple[str, list[Any]]] = []
+        #: The open transaction's kind ("read" or "write") until its BEGIN is sent.
+        self._begin: str | None = None
+        #: The open transaction's pipeline (see _queue), and its bookkeeping: statements
+        #: sent, how many have their results back, whether a round trip was made, the
+        #: statements to send again on a new link until then, the first error.
+        self._pipe: Any = None
+        self._stack: contextlib.ExitStack | None = None
+        self._sent = self._synced_upto = 0
+        self._synced = False
+        self._replay: list[tuple[str, Any, PgCursor | None, str | None, bool]] = []
+        self._tx_error: Exception | None = None
+        #: The chain's tail queued with this write transaction's lock (see _open_pipeline).
+        self._tail_cursor: PgCursor | None = None
         #: Read the chain's tail with each write transaction's lock (once the chain
         #: table exists: :class:`~deepseek_eyes.store.db.Database` sets it after migrating).
         self.prefetch_tail = False
@@ -447,24 +469,23 @@ class PgConnection(_chain.Connection):
         self.execute("BEGIN IMMEDIATE")
         try:
             for statement in _SETUP:
-                self._pg.execute(statement)
-        except Exception as exc:
+                self.raw(statement)
+        except Exception:
             self.execute("ROLLBACK")
-            import psycopg
-            if isinstance(exc, psycopg.Error):
-                raise _as_sqlite(exc) from exc
             raise
         self.execute("COMMIT")
 
     def raw(self, sql: str) -> None:
-        """Run PostgreSQL ``sql`` as it is (a migration's translated schema statement)."""
+        """Run PostgreSQL ``sql`` as it is (a migration's translated schema statement);
+        inside a transaction it is sent with the transaction's next round trip."""
         import psycopg
 
         with self._guard:
             try:
-                deferred, self._deferred = self._deferred, []
-                self._send_deferred(deferred)
-                self._alive().execute(sql)
+                if self._in_tx:
+                    self._queue(sql, None)
+                else:
+                    self._alive().execute(sql)
             except psycopg.Error as exc:
                 raise _as_sqlite(exc) from exc
 
@@ -498,8 +519,11 @@ class PgConnection(_chain.Connection):
         with self._guard:
             text = sql.replace("?", "%s")
             try:
-                with self._alive().cursor() as cur:
-                    cur.executemany(text, rows)
+                if self._in_tx:
+                    self._queue(text, rows, many=True)
+                else:
+                    with self._alive().cursor() as cur:
+                        cur.executemany(text, rows)
             except psycopg.Error as exc:
                 raise _as_sqlite(exc) from exc
 
@@ -507,11 +531,12 @@ class PgConnection(_chain.Connection):
     def in_transaction(self) -> bool:
         return self._in_tx
 
-    def _alive(self) -> Any:
+    def _alive(self, *, fresh_transaction: bool = False) -> Any:
         """The psycopg connection, opened again when the last one was lost (only between
-        transactions: one lost inside a transaction fails it, and its rollback ends it)."""
+        transactions, or before a transaction sent anything: one lost inside a transaction
+        fails it, and its rollback ends it)."""
         if self._pg is None or self._pg.closed or self._pg.broken:
-            if self._in_tx:
+            if self._in_tx and not fresh_transaction:
                 raise _as_sqlite(_Lost("the connection to PostgreSQL was lost"))
             if self._pg is not None:
                 self._pg.close()
@@ -530,60 +555,31 @@ class PgConnection(_chain.Connection):
         head = sql.lstrip()[:20].upper()
         try:
             if head.startswith("BEGIN"):
-                self._tail = None
-                self._deferred = []
-                if "IMMEDIATE" not in head:
-                    self._first("BEGIN ISOLATION LEVEL REPEATABLE READ")
-                    self._in_tx = True
-                    return cursor
-                # One round trip: the transaction, the write lock, and the chain's tail
-                # (the chain writer's first read; it cannot change while the lock is held).
-                if not self.prefetch_tail:  # before the chain table exists (migrations)
-                    self._first(_BEGIN_LOCKED)
-                    self._in_tx = True
-                    return cursor
-                self._first(_BEGIN_WRITE)
+                # Nothing is sent yet: BEGIN (with the write lock and the chain's tail for
+                # a write transaction) goes with the transaction's first statement.
+                self._end_pipeline(quiet=True)
                 self._in_tx = True
-                self._tail = _last_rows(self._result)
+                self._begin = "read" if "IMMEDIATE" not in head else "write"
                 return cursor
             if head.startswith(("COMMIT", "END", "ROLLBACK")):
-                was, self._in_tx = self._in_tx, False
-                deferred, self._deferred = self._deferred, []
-                if self._pg is None or self._pg.closed or self._pg.broken:
-                    if head.startswith("ROLLBACK"):
-                        return cursor  # nothing to end: the server ended it with the link
-                    raise _Lost("the connection to PostgreSQL was lost before the commit")
-                if not was:
-                    return cursor
-                if head.startswith("ROLLBACK"):
-                    self._pg.execute("ROLLBACK")
-                    return cursor
-                try:
-                    with self._pg.pipeline():  # the deferred rows and the commit: one trip
-                        self._send_deferred(deferred)
-                        self._pg.execute("COMMIT")
-                except BaseException:
-                    if not (self._pg.closed or self._pg.broken):
-                        self._pg.execute("ROLLBACK")
-                    raise
+                self._end_transaction(rollback=head.startswith("ROLLBACK"))
                 return cursor
             if head.startswith("PRAGMA"):
-                deferred, self._deferred = self._deferred, []
-                self._send_deferred(deferred)
                 return self._pragma(sql, cursor)
             text, numbered, returning = translate(sql)
             args = _params(parameters, numbered)
             if self._in_tx:
-                if self._deferred:
-                    deferred, self._deferred = self._deferred, []
-                    self._send_deferred(deferred)
-                if self._tail is not None:
-                    if sql == _TAIL:
-                        return cursor._load(["seq", "hash"], self._tail, len(self._tail),
-                                            None)
-                    if _CHAIN_WRITE.match(text):
-                        self._tail = None  # the chain written since: read the table
-                return self._run(self._alive(), cursor, text, args, returning)
+                if sql == _TAIL:
+                    self._tx_conn()
+                    tail = self._tail_cursor
+                    if tail is not None:
+                        # Queued with the lock: the same rows (nothing wrote the chain).
+                        rows = [tuple(r) for r in tail._settled()._rows]
+                        return cursor._load(["seq", "hash"], rows, len(rows), None)
+                self._queue(text, args, cursor, returning)
+                if _CHAIN_WRITE.match(text):
+                    self._tail_cursor = None  # the chain written since: read the table
+                return cursor
             if not _WRITE.match(text):  # a lone read: nothing to repeat twice
                 self._first(text, args, cursor, returning)
                 return cursor
@@ -603,19 +599,188 @@ class PgConnection(_chain.Connection):
         except _Lost as exc:
             raise _as_sqlite(exc) from exc
 
+    # --- a transaction in pipeline mode ---------------------------------------------------
+    #
+    # Inside a transaction every statement is queued on a psycopg pipeline and its cursor
+    # is read lazily: a round trip is made only when the code reads a result (a row, a
+    # rowcount, a rowid) or commits, and carries every statement queued before it. BEGIN,
+    # the write lock and the chain's tail go with the first statement; writes nobody reads
+    # (a session's scope row, a lease, the chain's entries) go with the next read or the
+    # commit. A statement that failed fails the transaction on the server; its error is
+    # raised by the next result read or by the commit, and the transaction rolls back
+    # whole, as before. Until the first round trip succeeded nothing of the transaction
+    # has run: a link found dead then is replaced and the queued statements sent again.
+
+    def _tx_conn(self) -> Any:
+        """The psycopg connection of the open transaction, in pipeline mode, its BEGIN
+        queued."""
+        if self._pipe is None:
+            self._open_pipeline()
+        return self._pg
+
+    def _open_pipeline(self) -> None:
+        conn = self._alive(fresh_transaction=True)
+        stack = contextlib.ExitStack()
+        self._pipe = stack.enter_context(conn.pipeline())
+        self._stack = stack
+        self._sent = self._synced_upto = 0
+        self._synced = False
+        self._tx_error = None
+        self._tail_cursor = None
+        if self._begin == "write":
+            conn.execute(_BEGIN)
+            conn.execute(_LOCK)
+            self._sent += 2
+            if self.prefetch_tail:  # once the chain table exists (not while migrating)
+                tail = PgCursor(self)
+                tail._psy, tail._index, tail._lazy = conn.execute(_TAIL), self._sent, True
+                self._sent += 1
+                self._tail_cursor = tail
+        else:
+            conn.execute(_BEGIN_READ)
+            self._sent += 1
+
+    def _queue(self, text: str, args: Any, cursor: PgCursor | None = None,
+               returning: str | None = None, *, many: bool = False) -> None:
+        """Queue one statement (or one per row of ``args`` with ``many``) on the open
+        transaction's pipeline; ``cursor`` gets its result when read."""
+        import psycopg
+
+        conn = self._tx_conn()
+        entry = (text, args, cursor, returning, many)
+        if not self._synced:
+            self._replay.append(entry)
+        try:
+            self._send(conn, entry)
+        except psycopg.OperationalError as exc:
+            if self._synced or not _link_gone(conn, exc):
+                raise
+            self._again()
+
+    def _send(self, conn: Any, entry: tuple[str, Any, PgCursor | None, str | None, bool]
+              ) -> None:
+        text, args, cursor, returning, many = entry
+        if many:
+            with conn.cursor() as cur:
+                cur.executemany(text, args)
+        else:
+            result = conn.execute(text, args)
+            if cursor is not None:
+                cursor._psy, cursor._returning, cursor._index = result, returning, self._sent
+                cursor._lazy = True
+        self._sent += 1
+
+    def _again(self) -> None:
+        """The link was found dead before the transaction's first round trip: a new one,
+        and everything queued sent again (nothing of it ran)."""
+        replay = self._replay
+        self._drop_pipeline()
+        if self._pg is not None:
+            with contextlib.suppress(Exception):
+                self._pg.close()
+        self._pg = None
+        self._open_pipeline()
+        self._replay = replay
+        for entry in replay:
+            self._send(self._pg, entry)
+
+    def _sync(self) -> None:
+        """One round trip: everything queued, and its results."""
+        import psycopg
+
+        try:
+            try:
+                self._pipe.sync()
+            except psycopg.OperationalError as exc:
+                if self._synced or not _link_gone(self._pg, exc):
+                    raise
+                self._again()
+                self._pipe.sync()
+        except psycopg.Error as exc:
+            self._tx_error = exc
+            self._synced_upto = self._sent
+            raise
+        self._synced, self._replay, self._synced_upto = True, [], self._sent
+
+    def _settle(self, cursor: PgCursor) -> None:
+        """Load ``cursor`` with its statement's result, making the round trip if it has not
+        come back yet."""
+        import psycopg
+
+        with self._guard:
+            try:
+                if self._pipe is not None and cursor._index >= self._synced_upto:
+                    self._sync()
+                if cursor._psy.pgresult is None:
+                    error = self._tx_error or _Lost("the statement's result never came")
+                    raise error
+                self._load(cursor, cursor._psy, cursor._returning)
+            except psycopg.Error as exc:
+                raise _as_sqlite(exc) from exc
+            except _Lost as exc:
+                raise _as_sqlite(exc) from exc
+
+    def _drop_pipeline(self) -> None:
+        stack, self._stack, self._pipe = self._stack, None, None
+        self._replay = []
+        self._tail_cursor = None
+        if stack is not None:
+            with contextlib.suppress(Exception):  # the error was raised already, or will be
+                stack.close()
+
+    def _end_pipeline(self, *, quiet: bool = False) -> None:
+        if quiet or self._pipe is None:
+            self._drop_pipeline()
+            return
+        stack, self._stack, self._pipe = self._stack, None, None
+        self._replay = []
+        self._tail_cursor = None
+        assert stack is not None
+        stack.close()  # the last round trip: its errors raised
+
+    def _end_transaction(self, *, rollback: bool) -> None:
+        was, self._in_tx = self._in_tx, False
+        self._begin = None
+        if not was:
+            return
+        if self._pipe is None:
+            return  # nothing was sent: nothing to end
+        conn = self._pg
+        if conn is None or conn.closed or conn.broken:
+            self._drop_pipeline()
+            if rollback:
+                return  # nothing to end: the server ended it with the link
+            raise _Lost("the connection to PostgreSQL was lost before the commit")
+        if rollback:
+            self._drop_pipeline()
+            if not (conn.closed or conn.broken):
+                conn.execute("ROLLBACK")
+            return
+        try:
+            if not self._synced:  # the first round trip may be sent again, never a commit
+                self._sync()
+                conn = self._pg  # a new link, when the first trip found the old one dead
+            conn.execute("COMMIT")
+            self._end_pipeline()  # the commit (and what was queued before it): one trip
+        except BaseException:
+            self._drop_pipeline()
+            if not (conn.closed or conn.broken):
+                conn.execute("ROLLBACK")
+            raise
+
     def _first(self, text: str, args: Any = None, cursor: PgCursor | None = None,
                returning: str | None = None) -> Any:
-        """Run the first statement of a transaction (or a lone read) and return the
-        connection. When the server went away since the last statement (restarted, or a
-        connection cut while idle) it fails on the old link: the statement is sent once
-        more on a new one, which is safe because nothing has happened in it yet. A server
-        still down fails the second try (``STORE_DATABASE_UNAVAILABLE``)."""
+        """Run a lone statement outside a transaction and return the connection. When the
+        server went away since the last statement (restarted, or a connection cut while
+        idle) it fails on the old link: the statement is sent once more on a new one,
+        which is safe because nothing has happened in it yet. A server still down fails
+        the second try (``STORE_DATABASE_UNAVAILABLE``)."""
         import psycopg
 
         conn = self._alive()
         try:
             if cursor is None:
-                self._result = conn.execute(text)
+                conn.execute(text)
             else:
                 self._run(conn, cursor, text, args, returning)
             return conn
@@ -626,7 +791,7 @@ class PgConnection(_chain.Connection):
         self._pg = None
         conn = self._alive()
         if cursor is None:
-            self._result = conn.execute(text)
+            conn.execute(text)
         else:
             self._run(conn, cursor, text, args, returning)
         return conn
@@ -650,11 +815,11 @@ class PgConnection(_chain.Connection):
         match = _PRAGMA.match(sql)
         name = match.group(1).lower() if match else ""
         if name == "user_version" and match is not None:
-            conn = self._alive()
             if match.group(3) is not None:
-                conn.execute("UPDATE eyes_schema SET version = %s", (int(match.group(3)),))
+                self._write_or_queue("UPDATE eyes_schema SET version = %s",
+                                     (int(match.group(3)),))
                 return cursor
-            row = conn.execute("SELECT version FROM eyes_schema").fetchone()
+            row = self._read_now("SELECT version FROM eyes_schema")
             return cursor._load(["user_version"], [(int(row[0]) if row else 0,)], 1, None)
         if name == "table_info" and match is not None and match.group(2):
             definition = pg_schema.tables().get(match.group(2))
@@ -665,9 +830,22 @@ class PgConnection(_chain.Connection):
                                 rows, len(rows), None)
         return cursor  # journal_mode, synchronous, foreign_keys: PostgreSQL's own
 
+    def _write_or_queue(self, text: str, args: Any) -> None:
+        if self._in_tx:
+            self._queue(text, args)
+        else:
+            self._alive().execute(text, args)
+
+    def _read_now(self, text: str) -> Any:
+        if self._in_tx:
+            cursor = PgCursor(self)
+            self._queue(text, None, cursor)
+            return cursor.fetchone()
+        return self._alive().execute(text).fetchone()
+
     def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> PgCursor:
-        """Inside a transaction, all rows in one round trip (psycopg pipelines them);
-        outside, one lone write each."""
+        """Inside a transaction, queued (sent with the next round trip); outside, one lone
+        write each."""
         import psycopg
 
         with self._guard:
@@ -678,23 +856,14 @@ class PgConnection(_chain.Connection):
                 return cursor
             text, numbered, _returning = translate(sql)
             if _CHAIN_WRITE.match(text):
-                self._tail = None
+                self._tail_cursor = None
             rows = [_params(p, numbered) for p in seq_of_parameters]
-            if _WRITE.match(text):
-                # Sent with the next statement's round trip, or the commit's (the chain's
-                # entries, written last in a transaction, commit in the same trip).
-                self._deferred.append((text, rows))
-                return PgCursor(self)._load(None, (), len(rows), None)
             try:
-                self._send_deferred([(text, rows)])
+                if rows:
+                    self._queue(text, rows, many=True)
             except psycopg.Error as exc:
                 raise _as_sqlite(exc) from exc
             return PgCursor(self)._load(None, (), len(rows), None)
-
-    def _send_deferred(self, deferred: list[tuple[str, list[Any]]]) -> None:
-        for text, rows in deferred:
-            with self._alive().cursor() as cur:
-                cur.executemany(text, rows)
 
     def execute_pipelined(self, statements: Sequence[tuple[str, Sequence[Any]]]
                           ) -> list[PgCursor]:
@@ -705,27 +874,8 @@ class PgConnection(_chain.Connection):
             sqlite3.Error: as :meth:`execute` (the first failure; the transaction is
                 then doomed, as after any failed statement).
         """
-        import psycopg
-
         with self._guard:
-            if not self._in_tx:
-                return [self._execute(sql, params) for sql, params in statements]
-            conn = self._alive()
-            plans = [translate(sql) for sql, _params_ in statements]
-            results: list[Any] = []
-            try:
-                deferred, self._deferred = self._deferred, []
-                with conn.pipeline():
-                    self._send_deferred(deferred)
-                    for (text, numbered, _returning), (_sql, params) in zip(
-                            plans, statements, strict=True):
-                        if self._tail is not None and _CHAIN_WRITE.match(text):
-                            self._tail = None
-                        results.append(conn.execute(text, _params(params, numbered)))
-                return [self._load(PgCursor(self), result, plan[2])
-                        for result, plan in zip(results, plans, strict=True)]
-            except psycopg.Error as exc:
-                raise _as_sqlite(exc) from exc
+            return [self._execute(sql, params) for sql, params in statements]
 
     def executescript(self, sql_script: str, /) -> PgCursor:
         raise NotImplementedError("run statements one by one on PostgreSQL")
@@ -735,6 +885,13 @@ class PgConnection(_chain.Connection):
             if self._pg is not None:
                 self._pg.close()
             super().close()
+
+
+def _link_gone(conn: Any, exc: Exception) -> bool:
+    """Whether ``exc`` says the server ended this link (closed, or its backend terminated:
+    SQLSTATE classes 08 and 57P, sent just before the server closes the socket)."""
+    state = getattr(exc, "sqlstate", None) or ""
+    return bool(conn.closed or conn.broken or state.startswith(("08", "57P")))
 
 
 class _Lost(Exception):
