@@ -8,6 +8,13 @@ that ended while waiting are listed as ``expired``, with no action. Ask-first MC
 (``mcp.servers[].ask``) are the MCP host's own queue (:mod:`deepseek_eyes.mcp_host.asking`),
 listed beside the plans and decided the same way.
 
+Replicas: a gateway that shares its queue (``serve`` does) writes each waiting call to the
+store (:mod:`deepseek_eyes.store.approvals`), so this console lists the calls waiting on
+every replica beside its own, each with the replica it waits in, and decides them there (the
+call goes on in that replica within a fraction of a second); one whose replica is gone is
+listed expired, never approvable. A console without the gateway (``deepseek-eyes console``)
+decides them too.
+
 Why asks of an earlier run are read from the audit rather than kept: the call that waited
 was an HTTP request of that process, gone with it; nothing can be released by approving
 it. Its ``mcp.ask`` rows say what became of it, and one never answered is listed as
@@ -21,8 +28,19 @@ import time
 from typing import Any, Literal
 
 from deepseek_eyes.console.control import ConsoleParts, unavailable
+from deepseek_eyes.mcp_host.asking import decide_shared, shared_listing
+from deepseek_eyes.store.approvals import PendingApprovals
 
 __all__ = ["approvals", "decide", "decide_ask", "past_asks"]
+
+
+def _board(parts: ConsoleParts) -> PendingApprovals:
+    """The shared rows of waiting requests: the gateway's own (it knows which are its
+    own), else read as a console that waits on nothing."""
+    host = parts.mcp_host
+    if host is not None and host.asks.board is not None:
+        return host.asks.board
+    return PendingApprovals(parts.home.db)
 
 
 #: ``mcp.ask`` audit rows read for the asks of earlier gateway runs.
@@ -78,6 +96,7 @@ def approvals(parts: ConsoleParts) -> dict[str, Any]:
     those of earlier runs the audit holds (:func:`past_asks`, never approvable)."""
     host = parts.mcp_host
     asks = host.asks.listing() if host is not None else []
+    asks += shared_listing(_board(parts), {str(a["ask_id"]) for a in asks})
     asks += past_asks(parts, {str(a["ask_id"]) for a in asks})
     service = parts.terminal
     if service is None:
@@ -102,16 +121,17 @@ def approvals(parts: ConsoleParts) -> dict[str, Any]:
 
 def decide_ask(parts: ConsoleParts, ask_id: str, verdict: Literal["approve", "deny"],
                person: str) -> dict[str, Any]:
-    """Approve or deny a waiting ask-first MCP call (the waiting call then goes on, or is
-    refused with ``MCP_CALL_DENIED``).
+    """Approve or deny a waiting ask-first MCP call, waiting here or on another replica
+    (the waiting call then goes on, or is refused with ``MCP_CALL_DENIED``).
 
     Raises:
-        ConsoleError: ``CONSOLE_UNAVAILABLE`` without the gateway's MCP host here.
-        McpError: ``MCP_APPROVAL_NOT_FOUND`` (decided already, expired, or unknown).
+        McpError: ``MCP_APPROVAL_NOT_FOUND`` (decided already, expired, or unknown),
+            ``MCP_APPROVAL_DECIDED`` (another person's decision came first),
+            ``MCP_APPROVAL_EXPIRED`` (its replica is gone).
     """
     host = parts.mcp_host
     if host is None:
-        raise unavailable("approving")
+        return decide_shared(_board(parts), ask_id, verdict, via="console", by=person)
     return host.asks.decide(ask_id, verdict, via="console", by=person)
 
 

@@ -1,0 +1,41 @@
+"""What one ``serve`` process shares with the other replicas for the web console.
+
+Behind a load balancer a person's console lands on any replica, while an ask-first MCP
+call waits in the replica that runs it and each replica holds its own MCP connections. So
+``serve`` shares its ask-first queue (:meth:`~deepseek_eyes.mcp_host.asking.AskQueue.share`:
+listed and decided from any replica) and writes its MCP servers' status snapshot
+(:class:`~deepseek_eyes.mcp_host.status_share.StatusShare`) to the store every replica
+reads. One process alone behaves as before: it is the only replica its console lists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from deepseek_eyes.home import DataHome
+from deepseek_eyes.mcp_host.status_share import StatusShare
+from deepseek_eyes.runtime.runtime import Runtime
+from deepseek_eyes.store.approvals import PendingApprovals
+from deepseek_eyes.store.replica_status import ReplicaStatus
+
+__all__ = ["share_with_replicas"]
+
+
+def share_with_replicas(runtime: Runtime, home: DataHome) -> Callable[[], Awaitable[None]]:
+    """Share this replica's asks and MCP status (started on the running loop); returns
+    the coroutine function that stops sharing (the replica's status rows removed)."""
+    host, manager = runtime.mcp_host, runtime.mcp_manager
+    if host is not None:
+        host.asks.share(PendingApprovals(home.db))
+    task = (asyncio.create_task(StatusShare(manager, ReplicaStatus(home.db)).run(),
+                                name="mcp-status-share") if manager is not None else None)
+
+    async def stop() -> None:
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    return stop
