@@ -15,7 +15,8 @@ from mcp import types
 from mcp.server import Server
 from pydantic import ValidationError
 
-from deepseek_eyes.console.control import ConsoleParts, approvals, decide_ask, edit_list, mcp_view
+from deepseek_eyes.console.approvals import approvals, decide_ask
+from deepseek_eyes.console.control import ConsoleParts, edit_list, mcp_view
 from deepseek_eyes.errors import ConfigError, McpError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp_host.asking import MAX_SHOWN_ARGUMENT_CHARS, asks_first

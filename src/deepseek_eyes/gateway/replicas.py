@@ -3,9 +3,10 @@
 Behind a load balancer a person's console lands on any replica, while an ask-first MCP
 call waits in the replica that runs it and each replica holds its own MCP connections. So
 ``serve`` shares its ask-first queue (:meth:`~deepseek_eyes.mcp_host.asking.AskQueue.share`:
-listed and decided from any replica) and writes its MCP servers' status snapshot
-(:class:`~deepseek_eyes.mcp_host.status_share.StatusShare`) to the store every replica
-reads. One process alone behaves as before: it is the only replica its console lists.
+listed and decided from any replica) and its terminal's waiting plans
+(:class:`~deepseek_eyes.terminal.shared_plans.SharedPlans`), and writes its MCP servers'
+status snapshot (:class:`~deepseek_eyes.mcp_host.status_share.StatusShare`) to the store
+every replica reads. One process alone behaves as before: it is the only replica its console lists.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from deepseek_eyes.mcp_host.status_share import StatusShare
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.store.approvals import PendingApprovals
 from deepseek_eyes.store.replica_status import ReplicaStatus
+from deepseek_eyes.terminal.shared_plans import SharedPlans
 
 __all__ = ["share_with_replicas"]
 
@@ -29,12 +31,19 @@ def share_with_replicas(runtime: Runtime, home: DataHome) -> Callable[[], Awaita
     host, manager = runtime.mcp_host, runtime.mcp_manager
     if host is not None:
         host.asks.share(PendingApprovals(home.db))
-    task = (asyncio.create_task(StatusShare(manager, ReplicaStatus(home.db)).run(),
-                                name="mcp-status-share") if manager is not None else None)
+    tasks = []
+    if manager is not None:
+        tasks.append(asyncio.create_task(StatusShare(manager, ReplicaStatus(home.db)).run(),
+                                         name="mcp-status-share"))
+    if runtime.terminal is not None:
+        tasks.append(asyncio.create_task(
+            SharedPlans(runtime.terminal, PendingApprovals(home.db)).run(),
+            name="terminal-plans-share"))
 
     async def stop() -> None:
-        if task is not None:
+        for task in tasks:
             task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
