@@ -40,7 +40,7 @@ BACKENDS = "shared"
 #: Images are read by a route that always fails (HTTP 500: an operational failure, which
 #: opens its circuit) and, failing over, by DeepSeek's own eyes on the same upstream.
 FLAKY = "fail-500"
-SETTINGS = f"""
+ROUTES = f"""
 [vision]
 route_priority = ["flaky", "deepseek"]
 
@@ -50,7 +50,10 @@ base_url = "{{upstream}}"
 model = "{FLAKY}"
 health_check = "none"
 probe = false
-
+"""
+#: An ask-first MCP tool on every replica (the approvals test; test_replicas_sqlite.py
+#: runs with ROUTES alone).
+SETTINGS = ROUTES + f"""
 [[mcp.servers]]
 id = "time"
 transport = "stdio"

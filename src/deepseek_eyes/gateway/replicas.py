@@ -20,7 +20,6 @@ from deepseek_eyes.mcp_host.status_share import StatusShare
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.store.approvals import PendingApprovals
 from deepseek_eyes.store.replica_status import ReplicaStatus
-from deepseek_eyes.terminal.shared_plans import SharedPlans
 
 __all__ = ["share_with_replicas"]
 
@@ -36,6 +35,9 @@ def share_with_replicas(runtime: Runtime, home: DataHome) -> Callable[[], Awaita
         tasks.append(asyncio.create_task(StatusShare(manager, ReplicaStatus(home.db)).run(),
                                          name="mcp-status-share"))
     if runtime.terminal is not None:
+        # Imported here: the terminal's modules load only where the terminal runs.
+        from deepseek_eyes.terminal.shared_plans import SharedPlans
+
         tasks.append(asyncio.create_task(
             SharedPlans(runtime.terminal, PendingApprovals(home.db)).run(),
             name="terminal-plans-share"))
