@@ -1,11 +1,13 @@
 """Ask-first calls across replicas: two queues on one data directory, as two ``serve``
 processes would be (one is this process, the other names a host of its own), list each
 other's waiting calls and decide them; the first decision wins, a row of a replica that is
-gone is expired, and one process alone behaves as before. The compare-and-set is also run
-on PostgreSQL, the engine replicas share."""
+gone is expired, and one process alone behaves as before. A real second process waits
+until this one approves its call, and a killed one's call is expired. The compare-and-set
+is also run on PostgreSQL, the engine replicas share."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -29,6 +31,7 @@ from deepseek_eyes.store.approvals import STALE_S, PendingApprovals
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.owner import owner
 
+SRC = Path(__file__).resolve().parents[2] / "src"
 #: The other replica: another host, so it is judged by its heartbeat.
 OTHER = "replica-b|-|4242|-"
 
@@ -197,3 +200,71 @@ def test_the_first_of_two_decisions_wins_on_either_engine(
     finally:
         first.close()
         second.close()
+
+
+_WAITER = """
+import asyncio, sys
+from pathlib import Path
+
+from deepseek_eyes.errors import McpPolicyError
+from deepseek_eyes.home import DataHome
+from deepseek_eyes.mcp_host.asking import AskQueue
+from deepseek_eyes.store.approvals import PendingApprovals
+
+
+async def main() -> None:
+    with DataHome(Path(sys.argv[1])) as home:
+        asks = AskQueue()
+        asks.share(PendingApprovals(home.db))
+        try:
+            await asks.ask("time", "now", {"n": 1}, session_id=None, timeout=60)
+            print("made", flush=True)
+        except McpPolicyError as exc:
+            print(exc.code, flush=True)
+
+
+asyncio.run(main())
+"""
+
+
+def _waiter(home: DataHome) -> subprocess.Popen[str]:
+    return subprocess.Popen(  # noqa: S603 - our own interpreter and script
+        [sys.executable, "-c", _WAITER, str(home.root)], stdout=subprocess.PIPE,
+        text=True, env={**os.environ, "PYTHONPATH": str(SRC)})
+
+
+def _row_of(home: DataHome, child: subprocess.Popen[str]) -> str:
+    deadline = time.monotonic() + 30
+    while True:
+        rows = [r for r in PendingApprovals(home.db).listing("mcp")
+                if r.owner.split("|")[2] == str(child.pid)]
+        if rows:
+            return rows[0].id
+        assert child.poll() is None, "the waiting process ended"
+        assert time.monotonic() < deadline, "the waiting process's call never showed"
+        time.sleep(0.02)
+
+
+def test_another_process_waits_until_this_one_approves_and_a_killed_ones_call_expires(
+        home: DataHome) -> None:
+    parts = ConsoleParts(home, None)
+    child = _waiter(home)
+    try:
+        decide_ask(parts, _row_of(home, child), "approve", "web-b")
+        out, _ = child.communicate(timeout=30)
+    finally:
+        child.kill()
+        child.wait()
+    assert out.strip() == "made"
+    killed = _waiter(home)
+    try:
+        ask_id = _row_of(home, killed)
+    finally:
+        killed.kill()
+        killed.wait()
+        assert killed.stdout is not None
+        killed.stdout.close()
+    assert {a["ask_id"]: a["state"] for a in approvals(parts)["asks"]}[ask_id] == "expired"
+    with pytest.raises(McpError) as caught:
+        decide_ask(parts, ask_id, "approve", "web-b")
+    assert caught.value.code == "MCP_APPROVAL_EXPIRED"
