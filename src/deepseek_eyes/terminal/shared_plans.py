@@ -64,7 +64,12 @@ def decide_plan(service: TerminalService | None, board: PendingApprovals, sessio
         StoreError: the store's codes.
     """
     key = plan_key(session_id, plan_id)
-    outcome, row = board.decide("plan", key, verdict, via="console", by=person)
+    try:
+        outcome, row = board.decide("plan", key, verdict, via="console", by=person)
+    except StoreError:
+        if service is None or session_id not in service.sessions:
+            raise
+        outcome, row = "missing", None  # the database away: this process decides alone
     if outcome == "taken" and row is not None:
         raise TerminalError(f"the plan was {row.decision}d already by {row.by or 'someone'}",
                             code="TERMINAL_PLAN_STATE",
