@@ -253,43 +253,44 @@ def test_an_ask_first_call_waiting_on_one_replica_is_approved_in_another_replica
             json={"model": MODEL, "messages": [{"role": "user", "content":
                   'CALL[mcp__time__get_current_time]: {"timezone": "UTC"}'}]})
 
+    console = _console(deciding)
     caller = threading.Thread(target=call)
     caller.start()
     try:
-        with _console(deciding) as console:
-            asks: list[dict[str, Any]] = []
+        asks: list[dict[str, Any]] = []
 
-            def listed() -> bool:
-                asks[:] = [a for a in console.get("/console/api/approvals").json()["asks"]
-                           if a["state"] == "waiting" and a["tool"] == "get_current_time"]
-                return bool(asks)
+        def listed() -> bool:
+            asks[:] = [a for a in console.get("/console/api/approvals").json()["asks"]
+                       if a["state"] == "waiting" and a["tool"] == "get_current_time"]
+            return bool(asks)
 
-            until(listed, "the waiting call in the other replica's console", timeout=30)
-            assert asks[0]["arguments"] == '{"timezone":"UTC"}'
-            assert asks[0]["replica"].endswith(f":{waiting_in.process.pid}")  # type: ignore[union-attr]
-            approved = console.post(f"/console/api/asks/{asks[0]['ask_id']}/approve")
-            assert approved.status_code == 200, approved.text
-            again = console.post(f"/console/api/asks/{asks[0]['ask_id']}/deny")
-            assert again.json()["error"]["code"] in ("MCP_APPROVAL_DECIDED",
-                                                     "MCP_APPROVAL_NOT_FOUND"), again.text
-            caller.join(timeout=60)
-            assert not caller.is_alive()
-            answer = result["answer"]
-            assert answer.status_code == 200, answer.text
-            text = answer.json()["choices"][0]["message"]["content"]
-            assert "after mcp__time__get_current_time" in text, text
-            assert "UTC" in text, text
-            assert "MCP_CALL_DENIED" not in text
+        until(listed, "the waiting call in the other replica's console", timeout=30)
+        assert asks[0]["arguments"] == '{"timezone":"UTC"}'
+        assert asks[0]["replica"].endswith(f":{waiting_in.process.pid}")  # type: ignore[union-attr]
+        approved = console.post(f"/console/api/asks/{asks[0]['ask_id']}/approve", json={})
+        assert approved.status_code == 200, approved.text
+        again = console.post(f"/console/api/asks/{asks[0]['ask_id']}/deny", json={})
+        assert again.json()["error"]["code"] in ("MCP_APPROVAL_DECIDED",
+                                                 "MCP_APPROVAL_NOT_FOUND"), again.text
+        caller.join(timeout=60)
+        assert not caller.is_alive()
+        answer = result["answer"]
+        assert answer.status_code == 200, answer.text
+        text = answer.json()["choices"][0]["message"]["content"]
+        assert "after mcp__time__get_current_time" in text, text
+        assert "UTC" in text, text
+        assert "MCP_CALL_DENIED" not in text
 
-            def every_replica_listed() -> bool:
-                rows = console.get("/console/api/mcp").json()["replicas"]
-                live = {r["replica"] for r in rows if r["server"] == "time" and not r["stale"]}
-                return {name.rsplit(":", 1)[1] for name in live} >= {
-                    str(r.process.pid) for r in replicas.replicas if r.process is not None}
+        def every_replica_listed() -> bool:
+            rows = console.get("/console/api/mcp").json()["replicas"]
+            live = {r["replica"] for r in rows if r["server"] == "time" and not r["stale"]}
+            return {name.rsplit(":", 1)[1] for name in live} >= {
+                str(r.process.pid) for r in replicas.replicas if r.process is not None}
 
-            until(every_replica_listed, "every replica's MCP status", timeout=30)
+        until(every_replica_listed, "every replica's MCP status", timeout=30)
     finally:
         caller.join(timeout=60)
+        console.close()
 
 
 # Last in the file: the replica it stops is not started again (a test after it would get
