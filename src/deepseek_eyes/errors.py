@@ -648,6 +648,14 @@ ERROR_CODES: Mapping[str, str] = {
     "MCP_APPROVAL_NOT_FOUND": (
         "No ask-first call waits under that id (decided already, expired, or never asked)."
     ),
+    "MCP_APPROVAL_DECIDED": (
+        "A person decided that ask-first call already (on this replica or another); the "
+        "first decision stands and this one did nothing."
+    ),
+    "MCP_APPROVAL_EXPIRED": (
+        "The ask-first call waited in a gateway replica that is gone (stopped or no longer "
+        "heard from); the call ended with it and nothing can release it."
+    ),
     "MCP_ARGUMENTS_INVALID": (
         "The call's arguments are not a JSON object or miss a required prompt argument."
     ),

@@ -9,7 +9,8 @@ aborted), and one killed while computing a whole answer is resent by HAProxy its
 replica stopped with SIGTERM under load drains, and no request is lost; a circuit one
 replica opens keeps the others off the failing route; one new image sent by ten clients at
 once is acquired at most once per replica (once in all needs the shared state:
-test_shared_backends.py).
+test_shared_backends.py); an ask-first MCP call waiting on one replica is listed and
+approved in another replica's console, and every replica's MCP status is listed there.
 
 The replicas share what ``BACKENDS`` names (tests/scale/conftest.py): here the issue's
 topology, one PostgreSQL database and one Redis; test_replicas_sqlite.py runs the same tests
@@ -20,6 +21,7 @@ hold on either.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -27,6 +29,9 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx
+
+import mcp_peers
 from drive import SESSION, Answer, acquisitions, ask, client, image, see, turns, until, verify
 from runtime.upstream import LoopbackUpstream
 from topology import MODEL, Topology
@@ -35,7 +40,7 @@ BACKENDS = "shared"
 #: Images are read by a route that always fails (HTTP 500: an operational failure, which
 #: opens its circuit) and, failing over, by DeepSeek's own eyes on the same upstream.
 FLAKY = "fail-500"
-SETTINGS = f"""
+ROUTES = f"""
 [vision]
 route_priority = ["flaky", "deepseek"]
 
@@ -46,6 +51,18 @@ model = "{FLAKY}"
 health_check = "none"
 probe = false
 """
+#: An ask-first MCP tool on every replica (the approvals test; test_replicas_sqlite.py
+#: runs with ROUTES alone).
+SETTINGS = ROUTES + f"""
+[[mcp.servers]]
+id = "time"
+transport = "stdio"
+command = "{mcp_peers.TIME_SERVER}"
+allow = {{ tools = ["get_current_time"] }}
+ask = ["get_current_time"]
+"""
+#: The web console's one-time login link, as each replica prints it on stderr.
+LOGIN = re.compile(r"web console login \(one use\): \S+#login=(\S+)")
 THREADS = 6
 TURNS_EACH = 5
 
@@ -206,6 +223,74 @@ def test_one_new_image_from_ten_clients_is_acquired_at_most_once_per_replica(
     with ThreadPoolExecutor(3) as pool:
         list(pool.map(ask, range(3)))
     assert acquisitions(upstream, digest) == acquired, "the stored evidence was reused"
+
+
+def _console(replica: Any) -> httpx.Client:
+    """A person logged in to ``replica``'s own web console (its newest one-time code), the
+    replica addressed directly, not through HAProxy."""
+    until(lambda: bool(LOGIN.findall(replica.stderr.text())), f"{replica.name}'s login link")
+    code = LOGIN.findall(replica.stderr.text())[-1]
+    console = httpx.Client(base_url=replica.url, timeout=30,
+                           headers={"origin": replica.url})
+    login = console.post("/console/api/login", json={"code": code})
+    assert login.status_code == 200, login.text
+    console.headers["x-csrf-token"] = login.json()["csrf"]
+    return console
+
+
+def test_an_ask_first_call_waiting_on_one_replica_is_approved_in_another_replicas_console(
+        replicas: Topology) -> None:
+    """Build item 2's last clause: the call asked through eyes1 waits there; eyes2's console
+    lists it (with the replica it waits in) and approves it; the call on eyes1 goes on.
+    eyes2's console also lists every replica's MCP status."""
+    mcp_peers.need(mcp_peers.TIME_SERVER)
+    waiting_in, deciding = replicas.replica("eyes1"), replicas.replica("eyes2")
+    result: dict[str, httpx.Response] = {}
+
+    def call() -> None:
+        result["answer"] = httpx.post(
+            f"{waiting_in.url}/v1/chat/completions", headers=replicas.headers, timeout=120,
+            json={"model": MODEL, "messages": [{"role": "user", "content":
+                  'CALL[mcp__time__get_current_time]: {"timezone": "UTC"}'}]})
+
+    console = _console(deciding)
+    caller = threading.Thread(target=call)
+    caller.start()
+    try:
+        asks: list[dict[str, Any]] = []
+
+        def listed() -> bool:
+            asks[:] = [a for a in console.get("/console/api/approvals").json()["asks"]
+                       if a["state"] == "waiting" and a["tool"] == "get_current_time"]
+            return bool(asks)
+
+        until(listed, "the waiting call in the other replica's console", timeout=30)
+        assert asks[0]["arguments"] == '{"timezone":"UTC"}'
+        assert asks[0]["replica"].endswith(f":{waiting_in.process.pid}")  # type: ignore[union-attr]
+        approved = console.post(f"/console/api/asks/{asks[0]['ask_id']}/approve", json={})
+        assert approved.status_code == 200, approved.text
+        again = console.post(f"/console/api/asks/{asks[0]['ask_id']}/deny", json={})
+        assert again.json()["error"]["code"] in ("MCP_APPROVAL_DECIDED",
+                                                 "MCP_APPROVAL_NOT_FOUND"), again.text
+        caller.join(timeout=60)
+        assert not caller.is_alive()
+        answer = result["answer"]
+        assert answer.status_code == 200, answer.text
+        text = answer.json()["choices"][0]["message"]["content"]
+        assert "after mcp__time__get_current_time" in text, text
+        assert "UTC" in text, text
+        assert "MCP_CALL_DENIED" not in text
+
+        def every_replica_listed() -> bool:
+            rows = console.get("/console/api/mcp").json()["replicas"]
+            live = {r["replica"] for r in rows if r["server"] == "time" and not r["stale"]}
+            return {name.rsplit(":", 1)[1] for name in live} >= {
+                str(r.process.pid) for r in replicas.replicas if r.process is not None}
+
+        until(every_replica_listed, "every replica's MCP status", timeout=30)
+    finally:
+        caller.join(timeout=60)
+        console.close()
 
 
 # Last in the file: the replica it stops is not started again (a test after it would get

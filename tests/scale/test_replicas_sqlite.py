@@ -6,7 +6,7 @@ differs (tests/scale/conftest.py reads this module's ``BACKENDS``)."""
 from __future__ import annotations
 
 from test_replicas import (  # noqa: F401 - collected here, on this module's backends
-    SETTINGS,
+    ROUTES,
     test_a_conversation_continues_on_every_replica,
     test_a_route_that_failed_on_one_replica_is_skipped_by_the_others,
     test_concurrent_load_on_all_replicas_leaves_one_verified_chain,
@@ -16,3 +16,4 @@ from test_replicas import (  # noqa: F401 - collected here, on this module's bac
 )
 
 BACKENDS = "sqlite"
+SETTINGS = ROUTES

@@ -8,6 +8,14 @@ that ended while waiting are listed as ``expired``, with no action. Ask-first MC
 (``mcp.servers[].ask``) are the MCP host's own queue (:mod:`deepseek_eyes.mcp_host.asking`),
 listed beside the plans and decided the same way.
 
+Replicas: a gateway that shares its queue (``serve`` does) writes each waiting call to the
+store (:mod:`deepseek_eyes.store.approvals`), so this console lists the calls waiting on
+every replica beside its own, each with the replica it waits in, and decides them there (the
+call goes on in that replica within a fraction of a second); one whose replica is gone is
+listed expired, never approvable. A console without the gateway (``deepseek-eyes console``)
+decides them too. Plans of the terminal each replica runs are shared the same way
+(:mod:`deepseek_eyes.terminal.shared_plans`).
+
 Why asks of an earlier run are read from the audit rather than kept: the call that waited
 was an HTTP request of that process, gone with it; nothing can be released by approving
 it. Its ``mcp.ask`` rows say what became of it, and one never answered is listed as
@@ -20,9 +28,21 @@ import json
 import time
 from typing import Any, Literal
 
-from deepseek_eyes.console.control import ConsoleParts, unavailable
+from deepseek_eyes.console.control import ConsoleParts
+from deepseek_eyes.mcp_host.asking import decide_shared, shared_listing
+from deepseek_eyes.store.approvals import PendingApprovals
+from deepseek_eyes.terminal.shared_plans import decide_plan, plan_key, shared_plans
 
 __all__ = ["approvals", "decide", "decide_ask", "past_asks"]
+
+
+def _board(parts: ConsoleParts) -> PendingApprovals:
+    """The shared rows of waiting requests: the gateway's own (it knows which are its
+    own), else read as a console that waits on nothing."""
+    host = parts.mcp_host
+    if host is not None and host.asks.board is not None:
+        return host.asks.board
+    return PendingApprovals(parts.home.db)
 
 
 #: ``mcp.ask`` audit rows read for the asks of earlier gateway runs.
@@ -73,16 +93,26 @@ def past_asks(parts: ConsoleParts, known: set[str]) -> list[dict[str, Any]]:
 
 
 def approvals(parts: ConsoleParts) -> dict[str, Any]:
-    """Every plan waiting for a person, with its age; expired ones after. ``asks``: the
-    ask-first MCP calls waiting (then the last decided), when the gateway runs here, then
-    those of earlier runs the audit holds (:func:`past_asks`, never approvable)."""
+    """Every plan waiting for a person, here or on another replica, with its age; expired
+    ones after. ``asks``: the ask-first MCP calls waiting here (then the last decided),
+    those waiting on other replicas, then those of earlier runs the audit holds
+    (:func:`past_asks`, never approvable). ``running``: this console runs in a gateway, or
+    a replica's requests wait for it to decide."""
     host = parts.mcp_host
-    asks = host.asks.listing() if host is not None else []
+    own = host.asks.listing() if host is not None else []
+    elsewhere = shared_listing(_board(parts), {str(a["ask_id"]) for a in own})
+    asks = own + elsewhere
     asks += past_asks(parts, {str(a["ask_id"]) for a in asks})
     service = parts.terminal
-    if service is None:
-        return {"running": host is not None, "terminal": False, "plans": [], "asks": asks}
-    plans = service.waiting()
+    plans = service.waiting() if service is not None else []
+    shared = shared_plans(PendingApprovals(parts.home.db), {
+        plan_key(str(p["session_id"]), str(p["plan_id"])) for p in plans})
+    # Waiting ones first (oldest first), then the expired.
+    plans = ([p for p in plans if p.get("state") != "expired"]
+             + [p for p in shared if p["state"] != "expired"]
+             + [p for p in plans if p.get("state") == "expired"]
+             + [p for p in shared if p["state"] == "expired"])
+    running = host is not None or service is not None or bool(elsewhere or shared)
     now = time.time()
     for plan in plans:
         plan["age_s"] = round(now - float(plan["created_at"]), 1)
@@ -97,38 +127,36 @@ def approvals(parts: ConsoleParts) -> dict[str, Any]:
                 "SELECT turn_id FROM turn_leases WHERE session_id = ?"
                 " ORDER BY started_at DESC LIMIT 1", (conversation,))
             plan["turn_id"] = None if row is None else row[0]
-    return {"running": True, "terminal": True, "plans": plans, "asks": asks}
+    return {"running": running, "terminal": service is not None or bool(shared),
+            "plans": plans, "asks": asks}
 
 
 def decide_ask(parts: ConsoleParts, ask_id: str, verdict: Literal["approve", "deny"],
                person: str) -> dict[str, Any]:
-    """Approve or deny a waiting ask-first MCP call (the waiting call then goes on, or is
-    refused with ``MCP_CALL_DENIED``).
+    """Approve or deny a waiting ask-first MCP call, waiting here or on another replica
+    (the waiting call then goes on, or is refused with ``MCP_CALL_DENIED``).
 
     Raises:
-        ConsoleError: ``CONSOLE_UNAVAILABLE`` without the gateway's MCP host here.
-        McpError: ``MCP_APPROVAL_NOT_FOUND`` (decided already, expired, or unknown).
+        McpError: ``MCP_APPROVAL_NOT_FOUND`` (decided already, expired, or unknown),
+            ``MCP_APPROVAL_DECIDED`` (another person's decision came first),
+            ``MCP_APPROVAL_EXPIRED`` (its replica is gone).
     """
     host = parts.mcp_host
     if host is None:
-        raise unavailable("approving")
+        return decide_shared(_board(parts), ask_id, verdict, via="console", by=person)
     return host.asks.decide(ask_id, verdict, via="console", by=person)
 
 
 def decide(parts: ConsoleParts, session_id: str, plan_id: str,
            verdict: Literal["approve", "deny"], person: str) -> dict[str, Any]:
-    """Approve or deny a waiting plan.
+    """Approve or deny a waiting plan, waiting here or on another replica.
 
     Raises:
-        ConsoleError: ``CONSOLE_UNAVAILABLE`` without a terminal here.
         TerminalError: the service's own (``TERMINAL_SESSION_NOT_FOUND`` for an expired
-            one, ``TERMINAL_PLAN_STATE`` for one decided already).
+            one or one whose replica is gone, ``TERMINAL_PLAN_STATE`` for one decided
+            already, here or on another replica).
     """
-    service = parts.terminal
-    if service is None:
-        raise unavailable("approving")
-    if verdict == "approve":
-        return service.approve(session_id, plan_id, via="console", by=person)
-    return service.deny(session_id, plan_id, via="console", by=person)
+    return decide_plan(parts.terminal, PendingApprovals(parts.home.db), session_id, plan_id,
+                       verdict, person)
 
 

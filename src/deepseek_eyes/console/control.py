@@ -52,6 +52,7 @@ from deepseek_eyes.settings import (
     load_settings,
 )
 from deepseek_eyes.settings.writer import recording
+from deepseek_eyes.store.replica_status import ReplicaStatus
 from deepseek_eyes.terminal.service import TerminalService
 from deepseek_eyes.vision.routing.router import VisionRouter
 
@@ -133,7 +134,9 @@ def _why(server: McpServerSettings, name: str, risk: str, offered: set[str],
 
 def mcp_view(parts: ConsoleParts) -> dict[str, Any]:
     """Every configured server with its live status (when the gateway runs here), its
-    allow and deny lists, and each discovered tool's risk and whether it is offered."""
+    allow and deny lists, and each discovered tool's risk and whether it is offered;
+    ``replicas``: every gateway replica's status snapshot of its servers (stale when that
+    replica stopped writing)."""
     manager, host = parts.mcp_manager, parts.mcp_host
     status = {str(s.get("id")): s for s in manager.status()} if manager is not None else {}
     offered = {t.public_name for t in host.exposed()} if host is not None else set()
@@ -169,8 +172,10 @@ def mcp_view(parts: ConsoleParts) -> dict[str, Any]:
                        else None),
             "tools": tools,
         })
+    # Every replica's own connections (store/replica_status.py): this one's live status is
+    # above (and streamed); the others' snapshots say what they hold.
     return {"running": manager is not None, "editable": parts.settings_path is not None,
-            "servers": out}
+            "servers": out, "replicas": ReplicaStatus(parts.home.db).listing()}
 
 
 async def edit_list(parts: ConsoleParts, server_id: str, which: str, op: str,

@@ -435,9 +435,13 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
             loop.settle_heap()  # what start-up built stays: out of every collection
             console_task = None if console is None else asyncio.create_task(console.serve())
             stop_control = await _run_control(runtime, home, settings_path, watch)
+            from deepseek_eyes.gateway.replicas import share_with_replicas
+
+            stop_sharing = share_with_replicas(runtime, home)
             try:
                 await _Server(config, announce_all, drain).serve()
             finally:
+                await stop_sharing()
                 await stop_control()
                 if console is not None and console_task is not None:
                     console.should_exit = True

@@ -12,6 +12,14 @@ memory only: a request outlives nothing but its waiting call, so a restart has n
 approve. A bounded ring of decided ones stays listed (as approved, denied, timed out or
 expired) so a person sees what became of a request.
 
+Replicas: when the gateway shares its queue (:meth:`AskQueue.share`, ``serve`` does), each
+waiting request is also a row of :class:`~deepseek_eyes.store.approvals.PendingApprovals`,
+so a console on any replica lists it and decides it (one compare-and-set: the first
+decision wins, a second is ``MCP_APPROVAL_DECIDED``). This queue then polls its own rows
+every :data:`POLL_S` while anything waits (nothing when nothing waits), and a decision
+taken in this process's own console still releases the call at once. The audit row of a
+decision is written here, by the queue the call waits in, whichever replica took it: once.
+
 The arguments are shown as canonical ASCII JSON (invisible and non-ASCII characters
 escaped), cut to :data:`MAX_SHOWN_ARGUMENT_CHARS`; the audit keeps only their hash.
 """
@@ -19,6 +27,7 @@ escaped), cut to :data:`MAX_SHOWN_ARGUMENT_CHARS`; the audit keeps only their ha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from collections import OrderedDict, deque
@@ -28,10 +37,11 @@ from typing import Any, Literal
 
 import anyio
 
-from deepseek_eyes.errors import McpError, McpPolicyError
+from deepseek_eyes.errors import McpError, McpPolicyError, StoreError
 from deepseek_eyes.mcp_host.policy import matches
 from deepseek_eyes.mcp_host.results import canonical_json
 from deepseek_eyes.settings import McpServerSettings
+from deepseek_eyes.store.approvals import HEARTBEAT_S, PendingApprovals, replica_name
 
 __all__ = [
     "MAX_SHOWN_ARGUMENT_CHARS",
@@ -40,12 +50,16 @@ __all__ = [
     "AskState",
     "Asker",
     "asks_first",
+    "decide_shared",
+    "shared_listing",
 ]
 
 #: Characters of a call's arguments a person is shown (the rest is cut, and said so).
 MAX_SHOWN_ARGUMENT_CHARS = 2000
 #: Requests waiting at once; one more is refused rather than queued without bound.
 MAX_WAITING = 256
+#: How often a queue that shares its requests looks for decisions taken on other replicas.
+POLL_S = 0.15
 
 AskState = Literal["waiting", "approved", "denied", "timeout", "expired"]
 
@@ -94,6 +108,66 @@ class AskRequest:
                 "via": self.via, "by": self.by}
 
 
+def _shown(request: AskRequest) -> dict[str, Any]:
+    """What another replica's console lists of a request (its view, less what changes)."""
+    return {"server": request.server, "tool": request.tool, "arguments": request.arguments,
+            "session_id": request.session_id}
+
+
+def shared_listing(board: PendingApprovals, known: set[str]) -> list[dict[str, Any]]:
+    """The requests waiting in other processes (``board``'s rows this queue does not hold),
+    oldest first: ``waiting`` while their process runs, else ``expired`` (never
+    approvable), each with the replica it waits in."""
+    now = time.time()
+    out = []
+    for row in board.listing("mcp"):
+        if row.id in known:
+            continue
+        live = row.live(now)
+        out.append({"kind": "mcp", "ask_id": row.id, "server": row.shown.get("server"),
+                    "tool": row.shown.get("tool"), "arguments": row.shown.get("arguments"),
+                    "session_id": row.shown.get("session_id"),
+                    "state": "waiting" if live else "expired",
+                    "reason": None if live else "its gateway replica is gone",
+                    "created_at": row.created_at, "age_s": round(now - row.created_at, 1),
+                    "via": None, "by": None, "replica": replica_name(row.owner)})
+    return out
+
+
+def decide_shared(board: PendingApprovals, ask_id: str, verdict: Literal["approve", "deny"],
+                  *, via: str, by: str) -> dict[str, Any]:
+    """A person's answer to a request waiting in another process (any replica): the
+    compare-and-set of its row; the process it waits in learns of it at its next look.
+
+    Raises:
+        McpError: ``MCP_APPROVAL_NOT_FOUND``, ``MCP_APPROVAL_DECIDED`` (another decision
+            came first), ``MCP_APPROVAL_EXPIRED`` (its replica is gone).
+        StoreError: the store's codes.
+    """
+    outcome, row = board.decide("mcp", ask_id, verdict, via=via, by=by)
+    details: dict[str, Any] = {"ask_id": ask_id}
+    if outcome == "missing" or row is None:
+        raise McpError(f"no ask-first call waits under {ask_id!r}",
+                       code="MCP_APPROVAL_NOT_FOUND", details=details)
+    details["replica"] = replica_name(row.owner)
+    if outcome == "taken":
+        raise McpError(f"the ask-first call {ask_id!r} was {row.decision}d already by "
+                       f"{row.by or 'someone'}; that decision stands",
+                       code="MCP_APPROVAL_DECIDED",
+                       details={**details, "decision": row.decision, "by": row.by})
+    if outcome == "expired":
+        raise McpError(f"the ask-first call {ask_id!r} waited in a gateway replica that is "
+                       "gone; nothing can release it", code="MCP_APPROVAL_EXPIRED",
+                       details=details)
+    now = time.time()
+    return {"kind": "mcp", "ask_id": ask_id, "server": row.shown.get("server"),
+            "tool": row.shown.get("tool"), "arguments": row.shown.get("arguments"),
+            "session_id": row.shown.get("session_id"),
+            "state": "approved" if verdict == "approve" else "denied",
+            "created_at": row.created_at, "age_s": round(now - row.created_at, 1),
+            "via": via, "by": by, "replica": replica_name(row.owner)}
+
+
 class AskQueue:
     """The ask-first requests of one host: those waiting, then the last decided ones.
 
@@ -106,6 +180,15 @@ class AskQueue:
         self._waiting: OrderedDict[str, AskRequest] = OrderedDict()
         self._recent: deque[AskRequest] = deque(maxlen=keep)
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: Where the waiting requests are shared with other replicas (None: this process
+        #: alone, as before replicas), and the task that looks for their decisions there.
+        self.board: PendingApprovals | None = None
+        self._follower: asyncio.Task[None] | None = None
+
+    def share(self, board: PendingApprovals) -> None:
+        """List and decide this queue's requests from every replica's console (``serve``
+        calls it; see the module docstring)."""
+        self.board = board
 
     def listing(self) -> list[dict[str, Any]]:
         """Waiting requests (oldest first), then the recently decided (newest first)."""
@@ -129,6 +212,10 @@ class AskQueue:
         self._waiting.pop(request.ask_id, None)
         self._recent.append(request)
         self._audit(request, state)
+        if self.board is not None:
+            # A row left behind is listed expired once this process is gone.
+            with contextlib.suppress(StoreError):
+                self.board.remove("mcp", request.ask_id)
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(request._done.set)  # safe from the console's thread too
@@ -144,8 +231,24 @@ class AskQueue:
         """
         request = self._waiting.get(ask_id)
         if request is None:
+            if self.board is not None and not any(r.ask_id == ask_id for r in self._recent):
+                return decide_shared(self.board, ask_id, verdict, via=via, by=by)
             raise McpError(f"no ask-first call waits under {ask_id!r}",
                            code="MCP_APPROVAL_NOT_FOUND", details={"ask_id": ask_id})
+        if self.board is not None:
+            # The same compare-and-set as on any other replica, so two consoles clicking
+            # at once cannot both decide; then the fast path: released here, now. With
+            # the database away, this process decides alone, as before replicas.
+            try:
+                outcome, row = self.board.decide("mcp", ask_id, verdict, via=via, by=by)
+            except StoreError:
+                outcome, row = "missing", None
+            if outcome == "taken" and row is not None:
+                raise McpError(f"the ask-first call {ask_id!r} was {row.decision}d already "
+                               f"by {row.by or 'someone'}; that decision stands",
+                               code="MCP_APPROVAL_DECIDED",
+                               details={"ask_id": ask_id, "decision": row.decision,
+                                        "by": row.by})
         self._finish(request, "approved" if verdict == "approve" else "denied", via, by)
         return request.view()
 
@@ -173,6 +276,8 @@ class AskQueue:
                              canonical_json(dict(arguments))[1], session_id, time.time())
         self._waiting[request.ask_id] = request
         self._audit(request, "asked")
+        if self.board is not None:
+            self._publish(request)
         timed_out = False
         try:
             with anyio.move_on_after(timeout) as scope:
@@ -199,9 +304,52 @@ class AskQueue:
                              code="MCP_CALL_DENIED",
                              details={**details, "state": request.state})
 
+    def _publish(self, request: AskRequest) -> None:
+        """Share a new request with the other replicas, and follow its row."""
+        assert self.board is not None
+        try:
+            self.board.put("mcp", request.ask_id, _shown(request), request.created_at)
+        except StoreError:
+            return  # still decided here, as a single process does
+        if self._follower is None or self._follower.done():
+            self._follower = asyncio.create_task(self._follow(self.board),
+                                                 name="mcp-asks-follow")
+
+    async def _follow(self, board: PendingApprovals) -> None:
+        """While anything waits: every :data:`POLL_S`, the decisions other replicas took
+        on this queue's rows (and, every :data:`HEARTBEAT_S`, that this process lives)."""
+        beat_at = time.monotonic()
+        while self._waiting:
+            await asyncio.sleep(POLL_S)
+            if not self._waiting:
+                return
+            try:
+                decided = await asyncio.to_thread(board.decided_here, "mcp")
+                if time.monotonic() - beat_at >= HEARTBEAT_S:
+                    beat_at = time.monotonic()
+                    await asyncio.to_thread(board.beat)
+            except StoreError:
+                continue  # the database is away for a moment: look again next time
+            for row in decided:
+                request = self._waiting.get(row.id)
+                if request is not None and request.state == "waiting":
+                    self._finish(request, "approved" if row.decision == "approve"
+                                 else "denied", row.via, row.by)
+
     async def _ask_elsewhere(self, request: AskRequest, asker: Asker) -> None:
         answer = await asker(request.view())
         if request.state != "waiting" or answer not in ("approved", "denied"):
             return  # decided in the console meanwhile, or not answered at the terminal
-        self._finish(request, "approved" if answer == "approved" else "denied", "cli", "tty")
+        via, by = "cli", "tty"
+        if self.board is not None:
+            try:
+                outcome, row = self.board.decide(
+                    "mcp", request.ask_id, "approve" if answer == "approved" else "deny",
+                    via=via, by=by)
+            except StoreError:
+                outcome, row = "missing", None
+            if outcome == "taken" and row is not None:  # a console on a replica came first
+                answer = "approved" if row.decision == "approve" else "denied"
+                via, by = row.via or "console", row.by or ""
+        self._finish(request, "approved" if answer == "approved" else "denied", via, by)
 

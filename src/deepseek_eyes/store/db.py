@@ -371,6 +371,35 @@ MIGRATIONS: tuple[str, ...] = (
         ts REAL NOT NULL
     );
     """,
+    # 13: what replicas share for the console (store/approvals.py): each call or plan that
+    # waits for a person, named with the process it waits in, what the console shows of it
+    # and the decision taken on any replica (set once); and each replica's MCP servers'
+    # status (store/replica_status.py). Not chained: the audit records each decision.
+    """
+    CREATE TABLE pending_approvals (
+        kind TEXT NOT NULL,
+        id TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        shown TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        heartbeat REAL NOT NULL,
+        decision TEXT,
+        decided_via TEXT,
+        decided_by TEXT,
+        decided_at REAL,
+        PRIMARY KEY (kind, id)
+    );
+    CREATE INDEX pending_approvals_owner ON pending_approvals(owner);
+    CREATE TABLE replica_mcp_status (
+        replica TEXT NOT NULL,
+        server TEXT NOT NULL,
+        status TEXT,
+        latency_ms REAL,
+        last_error TEXT,
+        ts REAL NOT NULL,
+        PRIMARY KEY (replica, server)
+    );
+    """,
 )
 
 CHAIN_MIGRATION = 4

@@ -23,7 +23,7 @@ import os
 import socket
 from pathlib import Path
 
-__all__ = ["alive", "owner"]
+__all__ = ["alive", "on_this_host", "owner"]
 
 _PROC = Path("/proc")
 
@@ -57,6 +57,13 @@ def owner() -> str:
 
 # A forked child is another process: it names itself anew.
 os.register_at_fork(after_in_child=owner.cache_clear)
+
+
+def on_this_host(name: str) -> bool:
+    """Whether the process ``name`` names runs on this host (:func:`alive` can judge it);
+    one of another host is judged by what it keeps writing (a heartbeat) instead."""
+    parts = name.split("|")
+    return len(parts) == 4 and parts[0] == owner().split("|")[0]
 
 
 def alive(name: str) -> bool:

@@ -415,7 +415,7 @@ async function viewApprovals(main) {
       el("td", {}, ask.session_id
         ? el("a", { class: "mono", href: "#conversation/" + encodeURIComponent(ask.session_id), text: ask.session_id })
         : el("span", { class: "muted", text: "-" })),
-      el("td", { text: `${Math.round(ask.age_s)} s`, title: `asked ${when(ask.created_at)}` }),
+      el("td", { text: `${Math.round(ask.age_s)} s`, title: `asked ${when(ask.created_at)}` + (ask.replica ? ` on ${ask.replica}` : "") }),
       el("td", {}, ask.state !== "waiting"
         ? el("span", { class: ask.state === "approved" ? "badge" : "badge bad", title: ask.reason || null,
           text: ask.state + (ask.by ? ` by ${ask.by}` : "") + (ask.reason ? `: ${ask.reason}` : "") })
@@ -519,6 +519,19 @@ async function viewMcp(main) {
       rows.length ? table(["Tool", "Risk", "Offered", "Allow / deny / ask first", "Description"], rows, `Tools of ${server.id}`)
         : el("p", { class: "muted", text: "No tools discovered (the server is not connected here)." })));
   }
+  // Every gateway replica's own connections, as each last wrote them (this page's
+  // replica is the live status above).
+  const replicaRows = (data.replicas || []).map((r) => el("tr", { "data-replica": r.replica },
+    el("td", { class: "mono", text: r.replica + (r.this ? " (this one)" : "") }),
+    el("td", { class: "mono", text: r.server }),
+    el("td", {}, el("span", { class: r.stale ? "badge bad" : (r.status === "ready" ? "badge" : "badge bad"),
+      text: r.stale ? `stale (${r.status || "-"})` : (r.status || "-") })),
+    el("td", { text: r.latency_ms === null ? "-" : `${Math.round(r.latency_ms)} ms` }),
+    el("td", { class: "mono", text: r.last_error || "-" }),
+    el("td", { text: when(r.ts) })));
+  if (replicaRows.length) out.push(el("h3", { text: "On every replica" }),
+    table(["Replica", "Server", "Status", "Latency", "Last error", "Written"], replicaRows,
+      "MCP servers' status on every gateway replica"));
   if (data.editable) out.push(registerForm(), importForm());
   put(main, ...out);
   if (data.running) watchStatus();
