@@ -18,8 +18,6 @@ import sys
 import click
 
 from deepseek_eyes.cli.common import dump_json, ensure_can_listen, listening, loaded_settings
-from deepseek_eyes.errors import ConfigError
-from deepseek_eyes.settings import Settings
 
 __all__ = ["console_command"]
 
@@ -39,6 +37,7 @@ def console_command(ctx: click.Context, port: int, as_json: bool) -> None:
 
     from deepseek_eyes.console.app import WebConsoleLogins, console_app, gateway_key_login
     from deepseek_eyes.console.control import ConsoleParts
+    from deepseek_eyes.gateway.server import gateway_key
     from deepseek_eyes.home import DataHome
     from deepseek_eyes.serving import loop
     from deepseek_eyes.serving.console_login import login_url
@@ -55,7 +54,7 @@ def console_command(ctx: click.Context, port: int, as_json: bool) -> None:
 
     with DataHome.open(loaded.settings) as home:
         logins = WebConsoleLogins(show_code, key_scope=gateway_key_login(
-            _gateway_key(loaded.settings)))
+            gateway_key(loaded.settings)))
         app = console_app(ConsoleParts(home, loaded.source, actor="cli"), logins)
 
         class _Announcing(uvicorn.Server):
@@ -76,15 +75,3 @@ def console_command(ctx: click.Context, port: int, as_json: bool) -> None:
                                 access_log=False, lifespan="off", server_header=False)
         loop.run(_Announcing(config).serve())
     sys.exit(0)
-
-
-def _gateway_key(settings: Settings) -> str | None:
-    """The gateway's key, when its variable is set: it logs in to this console too, bound
-    to its client's scope (as beside ``serve``)."""
-    ref = settings.gateway.api_key
-    if ref is None:
-        return None
-    try:
-        return ref.resolve()
-    except ConfigError:
-        return None
