@@ -5,8 +5,8 @@ cryptography (the Responses front's sealed reasoning) add more. A gateway with n
 server, no traces and only text turns needs none of them, so they load with the feature that
 uses them. One fresh interpreter does what ``serve`` does before it listens (the app factory
 imported, the runtime started following its settings, so the MCP manager runs with no
-server, the app built) and reports what it imported; a module-level import of any of them
-anywhere on that path fails this test.
+server, the app and its web console built) and reports what it imported; a module-level
+import of any of them anywhere on that path fails this test.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ _PROBE = """
 import asyncio, json, sys
 from pathlib import Path
 
-from deepseek_eyes.gateway.server import create_app
+from deepseek_eyes.gateway.drain import Drain
+from deepseek_eyes.gateway.server import _web_console, create_app
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.settings import Settings
@@ -38,6 +39,8 @@ async def main() -> None:
         runtime = Runtime(settings, home)
         await runtime.start(follow=True)
         create_app(runtime, settings.gateway, key=None)
+        # and the web console serve builds beside it on loopback
+        assert _web_console(runtime, home, None, None, "127.0.0.1", Drain(30.0)) is not None
         loaded = sorted({name.split(".")[0] for name in sys.modules})
         print(json.dumps({"manager": runtime.mcp_manager is not None, "loaded": loaded}))
         await runtime.aclose()

@@ -26,7 +26,6 @@ from typing import Any, Literal
 
 from deepseek_eyes.console.control import ConsoleParts, server_settings
 from deepseek_eyes.errors import ConsoleError, DeepSeekEyesError, McpError
-from deepseek_eyes.mcp_host.signin import sign_in
 from deepseek_eyes.mcp_host.tokens import token_root
 
 __all__ = ["SIGNIN_TIMEOUT_S", "SignIn", "signin_state", "start_signin"]
@@ -77,6 +76,10 @@ async def _run(parts: ConsoleParts, job: SignIn) -> None:
                            details={"server": job.server})
         job.url = url
         job.url_ready.set()
+
+    # Here, not at the top: mcp_host.signin loads the MCP SDK (~55 MiB), which a gateway
+    # with no MCP server never needs (tests/gateway/test_import_weight.py).
+    from deepseek_eyes.mcp_host.signin import sign_in
 
     try:
         job.health = await sign_in(server, token_root(parts.home.root), open_url=show,
