@@ -544,18 +544,7 @@ class Database:
         if url is not None:
             db._opened = None
             db._open_postgres(url, password, read_only=True)
-            try:
-                version = int(db._conn.execute("PRAGMA user_version").fetchone()[0])
-            except sqlite3.Error as exc:
-                db._conn.close()
-                raise store_error(exc, "cannot open the database to read", db.where,
-                                  reading=True) from exc
-            if version > len(MIGRATIONS):
-                db._conn.close()
-                raise StoreError(
-                    f"database schema {version} is newer than this DeepSeekEyes "
-                    f"({len(MIGRATIONS)}); upgrade DeepSeekEyes", code="STORE_READ_FAILED",
-                    details={"database": db.where})
+            db._check_version_to_read()
             return db
         wal = path.with_name(path.name + "-wal")
         immutable = not wal.exists()
@@ -568,19 +557,31 @@ class Database:
         except (OSError, sqlite3.Error) as exc:
             raise store_error(exc, f"cannot open database {path} to read", path,
                               reading=True) from exc
+        db._check_version_to_read()
+        return db
+
+    def _check_version_to_read(self) -> None:
+        """A read-only open's last step, on either engine: its schema version read, and the
+        connection closed and refused when that fails or names a schema newer than this code.
+
+        Raises:
+            StoreError: ``STORE_READ_FAILED`` (or the read's own code).
+        """
+        on_file = self.url is None
         try:
-            version = int(db._conn.execute("PRAGMA user_version").fetchone()[0])
+            version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
         except sqlite3.Error as exc:
-            db._conn.close()
-            raise store_error(exc, f"cannot open database {path} to read", path,
+            self._conn.close()
+            action = (f"cannot open database {self.path} to read" if on_file
+                      else "cannot open the database to read")
+            raise store_error(exc, action, self.path if on_file else self.where,
                               reading=True) from exc
         if version > len(MIGRATIONS):
-            db._conn.close()
+            self._conn.close()
             raise StoreError(
                 f"database schema {version} is newer than this DeepSeekEyes "
                 f"({len(MIGRATIONS)}); upgrade DeepSeekEyes", code="STORE_READ_FAILED",
-                details={"path": str(path)})
-        return db
+                details={"path": str(self.path)} if on_file else {"database": self.where})
 
     def changed_since_open(self) -> bool:
         """Whether a read-only, lock-free (immutable) open may have read a file that a
