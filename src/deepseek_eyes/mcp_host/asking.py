@@ -41,7 +41,7 @@ from deepseek_eyes.errors import McpError, McpPolicyError, StoreError
 from deepseek_eyes.mcp_host.policy import matches
 from deepseek_eyes.mcp_host.results import canonical_json
 from deepseek_eyes.settings import McpServerSettings
-from deepseek_eyes.store.approvals import HEARTBEAT_S, PendingApprovals, replica_name
+from deepseek_eyes.store.approvals import HEARTBEAT_S, Pending, PendingApprovals, replica_name
 
 __all__ = [
     "MAX_SHOWN_ARGUMENT_CHARS",
@@ -124,14 +124,19 @@ def shared_listing(board: PendingApprovals, known: set[str]) -> list[dict[str, A
         if row.id in known:
             continue
         live = row.live(now)
-        out.append({"kind": "mcp", "ask_id": row.id, "server": row.shown.get("server"),
-                    "tool": row.shown.get("tool"), "arguments": row.shown.get("arguments"),
-                    "session_id": row.shown.get("session_id"),
-                    "state": "waiting" if live else "expired",
-                    "reason": None if live else "its gateway replica is gone",
-                    "created_at": row.created_at, "age_s": round(now - row.created_at, 1),
-                    "via": None, "by": None, "replica": replica_name(row.owner)})
+        out.append({**_shared_view(row, now, "waiting" if live else "expired"),
+                    "reason": None if live else "its gateway replica is gone"})
     return out
+
+
+def _shared_view(row: Pending, now: float, state: str, *, via: str | None = None,
+                 by: str | None = None) -> dict[str, Any]:
+    """A request waiting in another process, in the shape of :meth:`AskRequest.view`."""
+    return {"kind": "mcp", "ask_id": row.id, "server": row.shown.get("server"),
+            "tool": row.shown.get("tool"), "arguments": row.shown.get("arguments"),
+            "session_id": row.shown.get("session_id"), "state": state,
+            "created_at": row.created_at, "age_s": round(now - row.created_at, 1),
+            "via": via, "by": by, "replica": replica_name(row.owner)}
 
 
 def decide_shared(board: PendingApprovals, ask_id: str, verdict: Literal["approve", "deny"],
@@ -159,13 +164,8 @@ def decide_shared(board: PendingApprovals, ask_id: str, verdict: Literal["approv
         raise McpError(f"the ask-first call {ask_id!r} waited in a gateway replica that is "
                        "gone; nothing can release it", code="MCP_APPROVAL_EXPIRED",
                        details=details)
-    now = time.time()
-    return {"kind": "mcp", "ask_id": ask_id, "server": row.shown.get("server"),
-            "tool": row.shown.get("tool"), "arguments": row.shown.get("arguments"),
-            "session_id": row.shown.get("session_id"),
-            "state": "approved" if verdict == "approve" else "denied",
-            "created_at": row.created_at, "age_s": round(now - row.created_at, 1),
-            "via": via, "by": by, "replica": replica_name(row.owner)}
+    return _shared_view(row, time.time(), "approved" if verdict == "approve" else "denied",
+                        via=via, by=by)
 
 
 class AskQueue:
