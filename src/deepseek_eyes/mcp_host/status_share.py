@@ -62,11 +62,14 @@ class StatusShare:
             self._changed.set()
 
     async def _write_loop(self) -> None:
+        wrote_none = False  # the last snapshot written held no server: nothing to refresh
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), REFRESH_S)
             self._changed.clear()
             servers = [_status(v) for v in self._manager.status()]
-            with contextlib.suppress(StoreError):
-                await asyncio.to_thread(self._board.write, servers, only=True)
+            if servers or not wrote_none:  # a gateway without MCP servers writes once
+                with contextlib.suppress(StoreError):
+                    await asyncio.to_thread(self._board.write, servers, only=True)
+                    wrote_none = not servers
             await asyncio.sleep(MIN_INTERVAL_S)
