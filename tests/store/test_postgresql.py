@@ -77,6 +77,16 @@ def test_the_url_never_carries_a_password() -> None:
     with pytest.raises(ValidationError, match="postgresql://"):
         StoreSettings(database_url="mysql://db.example/eyes")
     assert "hunter2" not in redact("postgresql://eyes:hunter2@db/eyes")
+    # libpq also reads a password from the query, under any spelling it decodes
+    for query in ("password=hunter2", "sslmode=require&password=hunter2",
+                  "pass%77ord=hunter2", "sslpassword=hunter2", "Password=hunter2"):
+        url = f"postgresql://eyes@db.example:5432/eyes?{query}"
+        with pytest.raises(ValidationError, match="password"):
+            StoreSettings(database_url=url)
+        assert "hunter2" not in redact(url)
+    assert redact("postgresql://eyes@db/eyes?sslmode=require") == (
+        "postgresql://eyes@db/eyes?sslmode=require")
+    assert StoreSettings(database_url="postgresql://eyes@db/eyes?passfile=/run/pgpass")
     ok = StoreSettings.model_validate({"database_url": "postgresql://eyes@db/eyes",
                                        "database_password": {"env": "EYES_DB_PASSWORD"}})
     assert ok.database_password is not None

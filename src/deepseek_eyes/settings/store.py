@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -33,7 +33,8 @@ from pydantic_core import PydanticCustomError
 from deepseek_eyes.settings.base import OptionalSecret, Strict
 
 __all__ = ["ENV_BLOBS_URL", "ENV_DATABASE_URL", "ENV_STATE_PASSWORD", "ENV_STATE_URL",
-           "StateTarget", "StateUnavailable", "StoreSettings", "check_database_url",
+           "SECRET_PARAMETERS", "StateTarget", "StateUnavailable", "StoreSettings",
+           "check_database_url",
            "parse_state_url"]
 
 #: Win over ``[store] database_url``, ``blobs_url`` and ``state_url``.
@@ -45,8 +46,14 @@ ENV_STATE_PASSWORD = "DEEPSEEK_EYES_STATE_PASSWORD"  # noqa: S105 - a variable's
 StateUnavailable = Literal["local", "fail_closed"]
 
 
+#: libpq's connection parameters that hold a secret; a URL may name them in its query
+#: (``?password=…``, percent-encoded or not), which is a password in the URL all the same.
+SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+
+
 def check_database_url(value: str) -> str:
-    """``value`` when it is a PostgreSQL URL without a password.
+    """``value`` when it is a PostgreSQL URL without a password (in its user info or, as
+    libpq also reads one, in its query).
 
     Raises:
         ValueError: for anything else (the message says which).
@@ -54,7 +61,9 @@ def check_database_url(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("postgresql", "postgres"):
         raise ValueError("must be a postgresql:// URL")
-    if parts.password is not None:
+    if parts.password is not None or any(
+            key.strip().lower() in SECRET_PARAMETERS
+            for key, _ in parse_qsl(parts.query, keep_blank_values=True)):
         raise ValueError(
             "may not carry a password: use database_password = { env = \"NAME\" } or "
             "PGPASSWORD")

@@ -77,8 +77,24 @@ _SETUP = (
 
 
 def redact(url: str) -> str:
-    """``url`` without a password (for messages)."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+    """``url`` without a password (for messages): none in its user info, and none in a
+    query parameter libpq reads one from (``?password=…``, however it is spelled or
+    encoded; a URL from the environment is not checked as the settings file's is)."""
+    from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
+
+    from deepseek_eyes.settings.store import SECRET_PARAMETERS
+
+    url = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.split("?", 1)[0] + ("?***" if "?" in url else "")
+    if not parts.query:
+        return url
+    query = "&".join(
+        f"{quote(key)}={'***' if key.strip().lower() in SECRET_PARAMETERS else quote(value)}"
+        for key, value in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit(parts._replace(query=query))
 
 
 # --- translation ----------------------------------------------------------------------
