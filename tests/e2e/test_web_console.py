@@ -497,6 +497,8 @@ def test_an_ask_first_mcp_call_waits_in_approvals_and_a_denial_refuses_it(live: 
     assert "MCP_CALL_DENIED" in result["answer"].text, result["answer"].text[-1000:]
     live.show("approvals")
     decided = page.get_by_role("row", name=re.compile("get_current_time"))
+    # The view may still show its last drawing (the ask waiting) until its next fetch lands.
+    decided.filter(has_text="denied by").first.wait_for(timeout=30_000)
     assert "denied by" in decided.first.inner_text()  # this run's, listed before the past
     live.show("mcp")
     row = page.get_by_role("row", name=re.compile("get_current_time"))
