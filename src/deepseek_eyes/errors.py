@@ -367,6 +367,12 @@ ERROR_CODES: Mapping[str, str] = {
         "The gateway is stopping: the request came after the stop began, or was still "
         "running when gateway.drain_timeout ran out or a second signal came."
     ),
+    "GATEWAY_NO_REPLICA": "The load balancer in front of the gateway has no ready replica "
+    "to send the request to; send it again shortly.",
+    "GATEWAY_REPLICA_TIMEOUT": "A gateway replica did not answer within the load "
+    "balancer's timeout; the turn may have run, so send the same history again.",
+    "GATEWAY_REPLICA_FAILED": "A gateway replica closed the connection or sent a broken "
+    "answer, and the load balancer had no retry left; send the request again.",
     "GATEWAY_UNSAFE_BIND": "Refused to listen beyond loopback without a gateway key.",
     "GATEWAY_CHECK_TIMEOUT": "A readiness check did not finish within "
     "gateway.readiness_timeout (/readyz answers 503 and names the check).",

@@ -30,11 +30,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import pytest
 
 import mcp_peers
+from deepseek_eyes.gateway.balancer import BALANCER_ERRORS
 from drive import SESSION, Answer, acquisitions, ask, client, image, see, turns, until, verify
+from helpers import require_module
 from runtime.upstream import LoopbackUpstream
-from topology import MODEL, Topology
+from topology import BACKEND, MODEL, SERVED_BY, SHORT_TIMEOUT, Topology
+
+openai = require_module("openai")
 
 BACKENDS = "shared"
 #: Images are read by a route that always fails (HTTP 500: an operational failure, which
@@ -223,6 +228,39 @@ def test_one_new_image_from_ten_clients_is_acquired_at_most_once_per_replica(
     with ThreadPoolExecutor(3) as pool:
         list(pool.map(ask, range(3)))
     assert acquisitions(upstream, digest) == acquired, "the stored evidence was reused"
+
+
+def test_the_balancers_own_503_and_504_reach_the_openai_client_in_our_shape(
+        replicas: Topology) -> None:
+    """HAProxy's own answers (docs/deployment.md's errorfiles): with every replica out of
+    the rotation, a 503 ``GATEWAY_NO_REPLICA`` the client reads as an ``APIStatusError``
+    with our code (not an HTML page); a replica slower than ``timeout server``, a 504
+    ``GATEWAY_REPLICA_TIMEOUT``."""
+    with client(replicas) as api:
+        for replica in replicas.replicas:
+            replicas.admin(f"disable server {BACKEND}/{replica.name}")
+        try:
+            with pytest.raises(openai.APIStatusError) as refused:
+                api.chat.completions.create(
+                    model=MODEL, messages=[{"role": "user", "content": "anyone there?"}])
+        finally:
+            for replica in replicas.replicas:
+                replicas.admin(f"enable server {BACKEND}/{replica.name}")
+        response = refused.value.response
+        assert (response.status_code, refused.value.code) == (503, "GATEWAY_NO_REPLICA")
+        assert response.headers["content-type"] == "application/json"
+        assert response.headers["retry-after"] == "1"
+        assert SERVED_BY not in response.headers  # HAProxy answered, no replica
+        for replica in replicas.replicas:
+            replicas.wait_up(replica.name)
+        with pytest.raises(openai.APIStatusError) as slow:
+            api.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "SLOW[1.5] too slow"}],
+                extra_headers={SHORT_TIMEOUT: "1"})
+        assert (slow.value.status_code, slow.value.code) == (504, "GATEWAY_REPLICA_TIMEOUT")
+        assert slow.value.body == {"message": BALANCER_ERRORS[504][2],
+                                   "type": "upstream_error", "param": None,
+                                   "code": "GATEWAY_REPLICA_TIMEOUT"}
 
 
 def _console(replica: Any) -> httpx.Client:

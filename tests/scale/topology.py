@@ -30,6 +30,10 @@ The balancer, as ``docs/deployment.md`` shows it:
   line was sent): the client resends it, as the test's client does.
 * ``http-response set-header X-Served-By %[srv_name]``: which replica answered, for the
   tests (and for an operator's access log); the gateway itself names no replica.
+* ``errorfile 502|503|504``: HAProxy's own answers (no replica ready, a replica too slow or
+  broken) in the gateway's error shape, written from ``deepseek_eyes.gateway.balancer``.
+  Test-only: a request with the ``X-Test-Server-Timeout`` header gets a ``timeout server``
+  of 1 s (``http-request set-timeout``), so the 504 is reached without a two-minute turn.
 
 Waits are on events, never fixed sleeps: a replica is started once it says where it
 listens (``serve --json``) and its ``/readyz`` answers 200; it is in the rotation once
@@ -57,14 +61,18 @@ from pathlib import Path
 
 import httpx
 
+from deepseek_eyes.gateway.balancer import write_haproxy_errorfiles
 from helpers import GATEWAY_KEY, Lines, _unavailable
 from services import free_port
 
-__all__ = ["BACKEND", "MODEL", "SERVED_BY", "Replica", "Topology", "start_topology"]
+__all__ = ["BACKEND", "MODEL", "SERVED_BY", "SHORT_TIMEOUT", "Replica", "Topology",
+           "start_topology"]
 
 BACKEND = "deepseek_eyes"  # HAProxy's backend name
 SERVED_BY = "x-served-by"  # the header HAProxy adds: the replica that answered
 MODEL = "deepseek-v4-pro"
+#: The test-only header that shortens HAProxy's ``timeout server`` to 1 s for its request.
+SHORT_TIMEOUT = "x-test-server-timeout"
 START_S = 60.0  # every wait on a process is bounded
 POLL_S = 0.05  # the interval of a bounded wait on a condition no event announces
 
@@ -286,6 +294,9 @@ class Topology:
             f"    server {r.name} 127.0.0.1:{r.port} check inter {self.check_inter} fall 2"
             " rise 1"
             for r in self.replicas)
+        errorfiles = "\n".join(
+            f"    errorfile {status} {path}"
+            for status, path in write_haproxy_errorfiles(self.root / "errors").items())
         return f"""\
 global
     maxconn 512
@@ -306,6 +317,7 @@ defaults
     option redispatch 1
     option http-server-close
     option http-buffer-request
+{errorfiles}
 
 frontend eyes
     bind 127.0.0.1:{self.port}
@@ -317,6 +329,7 @@ backend {BACKEND}
     http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host 127.0.0.1
     http-check expect status 200
     http-response set-header X-Served-By %[srv_name]
+    http-request set-timeout server 1s if {{ req.hdr({SHORT_TIMEOUT}) -m found }}
 {servers}
 """
 

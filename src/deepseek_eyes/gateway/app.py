@@ -113,7 +113,8 @@ from deepseek_eyes.stages import stage
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.store.idempotency import Claim, KeyRef
 
-__all__ = ["GATEWAY_REFUSALS", "SESSION_HEADER", "check_bind", "create_app", "error_status"]
+__all__ = ["GATEWAY_REFUSALS", "SESSION_HEADER", "check_bind", "create_app", "error_body",
+           "error_status"]
 
 #: The codes of the requests :mod:`deepseek_eyes.serving.security` refuses for the gateway.
 GATEWAY_REFUSALS = RefusalCodes.prefixed("GATEWAY", realm="deepseek-eyes-gateway")
@@ -136,6 +137,10 @@ _STATUS = {
     "STORE_FULL": 507,
     "STORE_DATABASE_UNAVAILABLE": 503,
     "GATEWAY_SHUTTING_DOWN": 503,
+    # The load balancer's own answers (gateway/balancer.py writes them for HAProxy).
+    "GATEWAY_REPLICA_FAILED": 502,
+    "GATEWAY_NO_REPLICA": 503,
+    "GATEWAY_REPLICA_TIMEOUT": 504,
     "STORE_SESSION_INVALID": 400,
     "STORE_SESSION_NOT_FOUND": 404,
     "LLM_TIMEOUT": 504,
@@ -176,7 +181,9 @@ def error_status(exc: DeepSeekEyesError) -> int:
     return 502  # LLM_*, VISION_*: the upstream or a vision route failed
 
 
-def _error_body(exc: DeepSeekEyesError) -> JsonObject:
+def error_body(exc: DeepSeekEyesError) -> JsonObject:
+    """OpenAI's error shape with our code: what a gateway client gets for ``exc`` (the load
+    balancer's own errors too, :mod:`deepseek_eyes.gateway.balancer`)."""
     status = error_status(exc)
     kind = (
         "authentication_error" if status == 401
@@ -194,7 +201,7 @@ def _error_body(exc: DeepSeekEyesError) -> JsonObject:
 
 
 def _error(exc: DeepSeekEyesError, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(_error_body(exc), status_code=error_status(exc), headers=headers)
+    return JSONResponse(error_body(exc), status_code=error_status(exc), headers=headers)
 
 
 async def _http_exception(_request: Request, exc: Exception) -> Response:
@@ -208,7 +215,7 @@ async def _http_exception(_request: Request, exc: Exception) -> Response:
                              code="GATEWAY_METHOD_NOT_ALLOWED")
     else:
         error = GatewayError(str(getattr(exc, "detail", "bad request"))[:200])
-    return JSONResponse(_error_body(error), status_code=status, headers=headers)
+    return JSONResponse(error_body(error), status_code=status, headers=headers)
 
 
 def _internal(exc: BaseException) -> GatewayError:
@@ -296,7 +303,7 @@ async def _events(first: JsonObject, iterator: AsyncIterator[JsonObject], drain:
         except Exception as exc:
             ending = _internal(exc)
         if ending is not None:
-            yield _sse(_error_body(ending))
+            yield _sse(error_body(ending))
         yield _DONE
     finally:
         await close()
@@ -585,7 +592,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
         runtime=runtime, settings=settings, drain=drain, scope=scope,
         signer=ThinkingSigner(thinking_keyring), sealer=ReasoningSealer(thinking_keyring),
         approver=approver, fetch=fetch, read_body=read_body, slots=slots,
-        error_status=error_status, error_body=_error_body, internal=_internal,
+        error_status=error_status, error_body=error_body, internal=_internal,
         session_header=SESSION_HEADER, key=key)
     anthropic = anthropic_routes(front)
 
