@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
@@ -24,6 +25,7 @@ from deepseek_eyes.errors import DeepSeekEyesError, LLMError
 from deepseek_eyes.gateway.app import create_app
 from deepseek_eyes.gateway.drain import Drain
 from deepseek_eyes.runtime.turn import TurnRequest
+from deepseek_eyes.serving.readiness import Readiness
 from deepseek_eyes.settings import GatewaySettings
 from deepseek_eyes.store.state import SharedState
 
@@ -84,7 +86,9 @@ class _Runtime:
 
 
 def _app(runtime: _Runtime, drain: Drain) -> Any:
-    return create_app(runtime, GatewaySettings(), key=None, drain=drain)  # type: ignore[arg-type]
+    """The gateway app on the stand-in; its ``/readyz`` checks nothing (always ready)."""
+    return create_app(runtime, GatewaySettings(), key=None, drain=drain,  # type: ignore[arg-type]
+                      readiness=Readiness())
 
 
 def _client(app: Any) -> httpx.AsyncClient:
@@ -276,3 +280,58 @@ async def test_settle_returns_when_nothing_runs_and_cuts_at_the_deadline() -> No
     assert drain.is_cut
     assert drain.running == 0
     assert _events(answers[0].text)[-2:][0]["error"]["code"] == "GATEWAY_SHUTTING_DOWN"
+
+
+# -- readiness first -------------------------------------------------------------------------
+
+
+async def test_sigterm_fails_readyz_at_once_serves_on_for_the_delay_then_stops() -> None:
+    """A balancer that probes ``/readyz`` takes the gateway out during ``drain_delay``,
+    while every other request is still served; then the stop begins as before."""
+    drain = Drain(30, delay=0.3)
+    began = anyio.Event()
+    drain.on_begin(began.set)
+    async with _client(_app(_Runtime("wait"), drain)) as http:
+        assert (await http.get("/readyz")).status_code == 200  # a balancer watches
+        assert drain.watched()
+        drain.signal(signal.SIGTERM)
+        assert (drain.leaving, drain.draining) == (True, False)
+        probe = await http.get("/readyz")
+        assert probe.status_code == 503
+        assert probe.json()["error"]["code"] == "GATEWAY_SHUTTING_DOWN"
+        assert (await http.get("/healthz")).status_code == 200  # served meanwhile
+        assert (await http.get("/v1/models/none")).json()["error"]["code"] != \
+            "GATEWAY_SHUTTING_DOWN"
+        with anyio.fail_after(10):
+            await began.wait()
+        assert drain.draining
+        refused = await http.get("/healthz")
+    assert refused.status_code == 503
+    assert refused.json()["error"]["code"] == "GATEWAY_SHUTTING_DOWN"
+
+
+async def test_no_delay_without_a_balancer_on_sigint_or_when_it_is_zero() -> None:
+    """Nobody asked ``/readyz``: nothing to wait for. SIGINT is a person at a terminal.
+    ``drain_delay = 0`` stops taking work at once."""
+    unwatched = Drain(30, delay=60)
+    unwatched.signal(signal.SIGTERM)
+    assert unwatched.draining
+    for drain, number in ((Drain(30, delay=60), signal.SIGINT),
+                          (Drain(30, delay=0), signal.SIGTERM)):
+        async with _client(_app(_Runtime("wait"), drain)) as http:
+            await http.get("/readyz")  # the probe is noted before the app answers it
+            assert drain.watched()
+            drain.signal(number)
+            assert drain.draining, number
+
+
+async def test_a_second_signal_during_the_delay_stops_and_cuts_at_once() -> None:
+    drain = Drain(30, delay=60)
+    async with _client(_app(_Runtime("wait"), drain)) as http:
+        await http.get("/readyz")
+        drain.signal(signal.SIGTERM)
+        assert (drain.leaving, drain.draining) == (True, False)
+        drain.signal(signal.SIGTERM)
+    assert (drain.draining, drain.is_cut) == (True, True)
+    with anyio.fail_after(5):
+        await drain.settle()  # the pending begin was dropped: nothing waits on it

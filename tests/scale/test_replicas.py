@@ -335,6 +335,9 @@ def test_an_ask_first_call_waiting_on_one_replica_is_approved_in_another_replica
 # it back from the ``replicas`` fixture).
 def test_sigterm_drains_one_replica_under_load_and_no_request_is_lost(
         replicas: Topology) -> None:
+    """Readiness first: at SIGTERM the victim fails /readyz at once and serves on for
+    ``drain_delay``, HAProxy takes it out, then it stops taking work and finishes what it
+    holds; no request is lost, and none is answered 503 or resent."""
     stop = threading.Event()
     signalled = threading.Event()
     results: list[tuple[str, float, bool]] = []  # (replica, ended at, answer right)
@@ -362,6 +365,7 @@ def test_sigterm_drains_one_replica_under_load_and_no_request_is_lost(
         with lock:
             return sum(1 for r in results if condition(r))
 
+    logged_before = len(replicas.logged())
     with ThreadPoolExecutor(THREADS) as pool:
         running = [pool.submit(load, i) for i in range(THREADS)]
         try:
@@ -370,6 +374,9 @@ def test_sigterm_drains_one_replica_under_load_and_no_request_is_lost(
             process = replicas.terminate(victim).process
             signalled.set()
             assert process is not None
+            # Readiness first: the balancer takes the victim out while it still serves.
+            replicas.wait_state(victim, "DOWN", timeout=30)
+            assert process.poll() is None, "the victim stopped before the balancer noticed"
             assert process.wait(timeout=30) == 0, replicas.replica(victim).stderr.text()
             gone = time.monotonic()
             until(lambda: served(lambda r: r[1] > gone) >= 2 * THREADS, "load after the exit")
@@ -379,6 +386,12 @@ def test_sigterm_drains_one_replica_under_load_and_no_request_is_lost(
                 future.result(timeout=60)
     assert failures == [], failures
     assert all(right for _, _, right in results)
+    # No request met the stop: none was answered 503 or refused by the victim and resent
+    # by HAProxy (a retry is how either would show; the client sees only the last answer).
+    chats = [line for line in replicas.logged()[logged_before:]
+             if line.path == "/v1/chat/completions"]
+    assert len(chats) == len(results), (len(chats), len(results))
+    assert [line for line in chats if line.status != 200 or line.retries] == []
     # Requests the victim held at the signal finished there; after it exited, the others
     # took everything.
     assert served(lambda r: r[0] == victim and r[1] > at) >= 1

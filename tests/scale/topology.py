@@ -48,6 +48,7 @@ import io
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -65,7 +66,7 @@ from deepseek_eyes.gateway.balancer import write_haproxy_errorfiles
 from helpers import GATEWAY_KEY, Lines, _unavailable
 from services import free_port
 
-__all__ = ["BACKEND", "MODEL", "SERVED_BY", "SHORT_TIMEOUT", "Replica", "Topology",
+__all__ = ["BACKEND", "MODEL", "SERVED_BY", "SHORT_TIMEOUT", "Logged", "Replica", "Topology",
            "start_topology"]
 
 BACKEND = "deepseek_eyes"  # HAProxy's backend name
@@ -84,6 +85,25 @@ def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not happen within {timeout:g}s")
         time.sleep(POLL_S)
+
+
+#: One line of HAProxy's ``option httplog``: ``backend/server Tq/Tw/Tc/Tr/Ta status bytes
+#: … actconn/feconn/beconn/srv_conn/retries srv_queue/backend_queue "METHOD PATH …"``
+#: (``retries`` prefixed ``+`` when redispatched).
+_HTTPLOG = re.compile(
+    r" \S+/(?P<server>\S+) -?\d+/-?\d+/-?\d+/-?\d+/\+?-?\d+ (?P<status>\d{3}) \d+ "
+    r".*? \d+/\d+/\d+/\d+/\+?(?P<retries>\d+) \d+/\d+ \"\S+ (?P<path>\S+)")
+
+
+@dataclass(frozen=True)
+class Logged:
+    """A request as HAProxy logged it: the server that gave the final answer, its status,
+    and how many times HAProxy retried it (a refused connection, a 503, an empty answer)."""
+
+    server: str
+    status: int
+    retries: int
+    path: str
 
 
 @dataclass
@@ -135,8 +155,10 @@ class Topology:
         self.haproxy_stderr = Lines()
         self.check_inter = check_inter
         self.upstream_url = upstream_url
+        # drain_delay: a SIGTERM'd replica fails /readyz this long before it stops taking
+        # work; HAProxy takes it out after two failed checks (fall 2, 250 ms apart).
         self.gateway = {"rate_limit_per_minute": 1_000_000, "drain_timeout": 10.0,
-                        **(gateway or {})}
+                        "drain_delay": 2.0, **(gateway or {})}
         self.home.mkdir(parents=True, exist_ok=True)
         self.write_settings(settings)
 
@@ -251,7 +273,8 @@ class Topology:
         return replica
 
     def terminate(self, name: str) -> Replica:
-        """SIGTERM one replica (it drains); does not wait (``replica.process.wait``)."""
+        """SIGTERM one replica (it fails /readyz for ``drain_delay``, then drains); does not
+        wait (``replica.process.wait``)."""
         replica = self.replica(name)
         assert replica.process is not None
         replica.process.send_signal(signal.SIGTERM)
@@ -262,19 +285,20 @@ class Topology:
         replica = self.replica(name)
         if replica.alive:
             assert replica.process is not None
-            replica.process.terminate()
+            replica.process.send_signal(signal.SIGINT)
             replica.process.wait(timeout=START_S)
         self.start_replicas(replica)
         self.wait_up(name)
         return replica
 
     def restart_all(self) -> None:
-        """Stop every replica (SIGTERM, drained) and start them again (after a change of
+        """Stop every replica (SIGINT: drained, without ``drain_delay``, as nothing is
+        sent to them meanwhile) and start them again (after a change of
         settings); return once all are ``UP``."""
         for replica in self.replicas:
             if replica.alive:
                 assert replica.process is not None
-                replica.process.terminate()
+                replica.process.send_signal(signal.SIGINT)
         for replica in self.replicas:
             self._reap(replica)
         self.ensure_all_up()
@@ -376,6 +400,11 @@ backend {BACKEND}
         """The replicas HAProxy has a request in flight on now (``scur``)."""
         return [name for name, count in self._stats("scur").items() if int(count or 0) > 0]
 
+    def logged(self) -> list[Logged]:
+        """Every request HAProxy has logged so far (``option httplog``), oldest first."""
+        return [Logged(m["server"], int(m["status"]), int(m["retries"]), m["path"])
+                for m in _HTTPLOG.finditer(self.haproxy_stderr.text())]
+
     def wait_state(self, name: str, status: str, timeout: float = START_S) -> None:
         """Wait until HAProxy says ``status`` (``UP``, ``DOWN``) of replica ``name``."""
         assert self.haproxy is not None
@@ -389,13 +418,13 @@ backend {BACKEND}
     # -- the end ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the balancer and every replica (SIGTERM, then SIGKILL after a bound)."""
+        """Stop the balancer and every replica (SIGINT, then SIGKILL after a bound)."""
         processes = [r.process for r in self.replicas if r.process is not None]
         if self.haproxy is not None:
             processes.append(self.haproxy)
         for process in processes:
             if process.poll() is None:
-                process.terminate()
+                process.send_signal(signal.SIGINT)  # a replica: no drain_delay
         for process in processes:
             try:
                 process.wait(timeout=20)

@@ -5,9 +5,13 @@ outermost layer) and of every wait a request makes on its turn (:meth:`Drain.wat
 :meth:`Drain.pull`); the server (:mod:`deepseek_eyes.gateway.server`) hands it SIGTERM and
 SIGINT (:meth:`Drain.signals`) and waits on it (:meth:`Drain.settle`).
 
-At the first signal the gateway stops taking work at once: the listening sockets close (a
-new connection is refused by the operating system, not answered) and a request that
-reaches the app afterwards, on a connection that was already open, is answered 503
+The stop is readiness-first. At the first SIGTERM ``/readyz`` answers 503
+``GATEWAY_SHUTTING_DOWN`` at once, while every other request is still served, for
+``gateway.drain_delay`` seconds: long enough for a load balancer's health checks to take
+the process out of its rotation, so no request it sends meets a closed socket or a 503.
+Then the gateway stops taking work: the listening sockets close (a new connection is
+refused by the operating system, not answered) and a request that reaches the app
+afterwards, on a connection that was already open, is answered 503
 ``GATEWAY_SHUTTING_DOWN``. Requests already running go on for ``gateway.drain_timeout``
 seconds, and the process exits as soon as the last one ends. When the deadline passes, or
 at once at a second signal, every request still running is *cut*: a stream sends an SSE
@@ -29,10 +33,15 @@ Decisions a newcomer would otherwise undo:
   await in its frames is cancelled too until they are left, unless shielded. Cut while it
   is suspended at a ``yield``, it gets ``GeneratorExit`` from ``aclose()``. Either is a
   turn closed before its answer; the app then closes the iterator under a shield.
-* **Everything after the first signal is bounded.** ``drain_timeout``, then
-  :data:`CUT_GRACE_S` for the cut requests' endings to go out; the server then cancels
-  and awaits what still runs (a client that reads nothing), so no task is left pending.
-  Signals after the second change nothing: the stop is already as fast as it goes.
+* **The delay only when something watches ``/readyz``.** A gateway whose ``/readyz`` no
+  one asked in the last :data:`WATCHED_S` seconds has no balancer to tell, and SIGINT is a
+  person at a terminal: both stop taking work at once, as a single machine expects. A
+  second signal during the delay stops at once too.
+* **Everything after the first signal is bounded.** ``drain_delay`` (at most), then
+  ``drain_timeout``, then :data:`CUT_GRACE_S` for the cut requests' endings to go out; the
+  server then cancels and awaits what still runs (a client that reads nothing), so no task
+  is left pending. Signals after the second change nothing: the stop is already as fast as
+  it goes.
 """
 
 from __future__ import annotations
@@ -51,13 +60,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deepseek_eyes.errors import GatewayError
 
-__all__ = ["CUT_GRACE_S", "Drain", "shutting_down"]
+__all__ = ["CUT_GRACE_S", "READINESS_PATH", "WATCHED_S", "Drain", "shutting_down"]
 
 T = TypeVar("T")
 
 #: After the cut, how long the cut requests have to send their endings.
 CUT_GRACE_S = 2.0
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: The path a balancer probes: answered 503 from the first signal on.
+READINESS_PATH = "/readyz"
+#: A ``/readyz`` asked within this many seconds means a balancer watches this process.
+WATCHED_S = 60.0
 
 
 def shutting_down() -> GatewayError:
@@ -70,13 +83,20 @@ class Drain:
     """The gateway's stop: begun at the first signal, cut at the deadline or the second.
 
     Args:
-        timeout: seconds running requests may go on after the first signal.
-        notice: told a sentence at the begin and at the cut (default: nothing).
+        timeout: seconds running requests may go on once the stop has begun.
+        delay: seconds between a SIGTERM and the begin, while ``/readyz`` already fails
+            and everything else is served (only when ``/readyz`` was asked lately).
+        notice: told a sentence at the signal, the begin and the cut (default: nothing).
     """
 
-    def __init__(self, timeout: float, *, notice: Callable[[str], None] | None = None) -> None:
+    def __init__(self, timeout: float, *, delay: float = 0.0,
+                 notice: Callable[[str], None] | None = None) -> None:
         self.timeout = timeout
+        self.delay = delay
         self._notice = notice
+        self._leaving = False  # /readyz fails: set at the first signal
+        self._probed_at: float | None = None  # time.monotonic() of the last /readyz
+        self._pending_begin: asyncio.TimerHandle | None = None
         self._begun = False
         self._cut = False
         self._deadline = 0.0  # time.monotonic() at which the running requests are cut
@@ -84,6 +104,11 @@ class Drain:
         self._scopes: set[anyio.CancelScope] = set()
         self._on_begin: list[Callable[[], None]] = []
         self._wake = asyncio.Event()  # set whenever a request ends, and at the begin and cut
+
+    @property
+    def leaving(self) -> bool:
+        """Whether ``/readyz`` fails: from the first signal on (the begin may still wait)."""
+        return self._leaving or self._begun
 
     @property
     def draining(self) -> bool:
@@ -108,18 +133,45 @@ class Drain:
         if self._begun:
             callback()
 
-    def signal(self) -> None:
-        """A stop signal: the first begins the stop, the second cuts, later ones do nothing."""
-        if not self._begun:
-            self.begin()
+    def signal(self, number: int = signal.SIGTERM) -> None:
+        """A stop signal: the first leaves the rotation (:meth:`leave`; SIGINT, a person at a
+        terminal, begins at once), the second cuts, later ones do nothing."""
+        if not self._leaving and not self._begun:
+            if number == signal.SIGINT:
+                self.begin()
+            else:
+                self.leave()
         elif not self._cut:
             self.cut()
+
+    def watched(self) -> bool:
+        """Whether a balancer asked ``/readyz`` within :data:`WATCHED_S` seconds."""
+        return (self._probed_at is not None
+                and time.monotonic() - self._probed_at < WATCHED_S)
+
+    def leave(self) -> None:
+        """Fail ``/readyz`` from now on and begin after ``delay`` seconds; at once when the
+        delay is 0 or nothing watches ``/readyz`` (:meth:`watched`). Needs a running loop
+        for the wait."""
+        if self._leaving or self._begun:
+            return
+        self._leaving = True
+        if self.delay <= 0 or not self.watched():
+            self.begin()
+            return
+        self._say(f"stopping: /readyz answers 503 now; still serving for {self.delay:g}s so "
+                  "the load balancer moves on (a second signal stops at once)")
+        self._pending_begin = asyncio.get_running_loop().call_later(self.delay, self.begin)
 
     def begin(self) -> None:
         """Take no new request; the running ones have ``timeout`` seconds from now."""
         if self._begun:
             return
+        if self._pending_begin is not None:
+            self._pending_begin.cancel()
+            self._pending_begin = None
         self._begun = True
+        self._leaving = True
         self._deadline = time.monotonic() + self.timeout
         self._say(f"stopping; {self._running} running request(s) have {self.timeout:g}s to "
                   "finish (a second signal ends them now)")
@@ -174,10 +226,10 @@ class Drain:
         replaced: dict[int, Any] = {}  # where the loop cannot (Windows): the handlers before
         for number in _SIGNALS:
             try:
-                loop.add_signal_handler(number, self.signal)
+                loop.add_signal_handler(number, self.signal, number)
             except NotImplementedError:
                 replaced[number] = signal.signal(
-                    number, lambda *_: loop.call_soon_threadsafe(self.signal))
+                    number, lambda got, _: loop.call_soon_threadsafe(self.signal, got))
         try:
             yield
         finally:
@@ -233,13 +285,17 @@ class Drain:
 
     def middleware(self, app: ASGIApp, refusal: Callable[[], Response]) -> ASGIApp:
         """``app`` with every HTTP request counted while it runs; once the stop has begun, a
-        new request gets ``refusal()`` (the 503) instead."""
+        new request gets ``refusal()`` (the 503) instead, and so does ``/readyz`` from the
+        first signal on. Each ``/readyz`` is noted (:meth:`watched`)."""
 
         async def drained(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] != "http":
                 await app(scope, receive, send)
                 return
-            if self._begun:
+            probe = scope.get("path") == READINESS_PATH
+            if probe:
+                self._probed_at = time.monotonic()
+            if self._begun or (probe and self._leaving):
                 await refusal()(scope, receive, send)
                 return
             self._running += 1

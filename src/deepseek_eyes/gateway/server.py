@@ -30,12 +30,14 @@ variables, :mod:`deepseek_eyes.telemetry.setup`), each request is a server span 
 children are its turn's chat calls, vision attempts, MCP calls and terminal executions;
 they are exported over OTLP/HTTP off the request path, and flushed at the stop.
 
-SIGTERM and SIGINT stop it through :mod:`deepseek_eyes.gateway.drain`: no new request is
-taken, running ones have ``gateway.drain_timeout`` seconds, a second signal ends them at
-once (each in our shape: an SSE error event and ``[DONE]``, or a 503), then the runtime and
-the data directory close and the process exits 0. The signals are the drain's from the
-start of :func:`serve` to its end; uvicorn's own handlers are never installed (they would
-wait on running requests without a bound and raise the signal again at exit).
+SIGTERM and SIGINT stop it through :mod:`deepseek_eyes.gateway.drain`: ``/readyz`` fails
+at once (for ``gateway.drain_delay`` seconds the rest is still served, when a balancer
+probes it), then no new request is taken, running ones have ``gateway.drain_timeout``
+seconds, a second signal ends them at once (each in our shape: an SSE error event and
+``[DONE]``, or a 503), then the runtime and the data directory close and the process exits
+0. The signals are the drain's from the start of :func:`serve` to its end; uvicorn's own
+handlers are never installed (they would wait on running requests without a bound and
+raise the signal again at exit).
 
 On the gateway's own port, when it binds loopback, the web console is served at
 ``/console/`` (:mod:`deepseek_eyes.console`): its own one-time login link is printed on
@@ -381,7 +383,8 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
               flush=True)
 
     async def main() -> None:
-        drain = Drain(settings.gateway.drain_timeout, notice=_say)
+        drain = Drain(settings.gateway.drain_timeout, delay=settings.gateway.drain_delay,
+                      notice=_say)
         telemetry = settings.telemetry
         traced = tracing.start(tracing.TraceSettings(
             enabled=telemetry.enabled, endpoint=telemetry.endpoint,

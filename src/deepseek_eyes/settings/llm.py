@@ -247,8 +247,16 @@ class GatewaySettings(Strict):
     )
     drain_timeout: float = Field(
         default=30.0, gt=0, le=3600,
-        description="At SIGTERM or SIGINT, seconds running requests may go on before they "
-        "are ended with GATEWAY_SHUTTING_DOWN (a second signal ends them at once).",
+        description="At SIGTERM or SIGINT, seconds running requests may go on (from when "
+        "the gateway stops taking work, after drain_delay) before they are ended with "
+        "GATEWAY_SHUTTING_DOWN (a second signal ends them at once).",
+    )
+    drain_delay: float = Field(
+        default=5.0, ge=0, le=300,
+        description="At SIGTERM, seconds /readyz answers 503 while every other request is "
+        "still served, so a load balancer takes the gateway out first (at least its check "
+        "interval times its fall count); skipped when /readyz was not asked in the last "
+        "60 s (no balancer watches) and on SIGINT. 0: stop taking work at once.",
     )
     server_timing: bool = Field(
         default=False,
