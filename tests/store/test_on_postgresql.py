@@ -42,6 +42,7 @@ SUBSET = (
     "tests/security/test_audit_tamper.py::test_a_writer_of_both_database_and_keyring_is_caught_only_by_a_pin",
     "tests/security/test_audit_tamper.py::test_a_runtime_trim_signs_the_checkpoint_naming_its_cut",
     "tests/e2e/test_scopes.py::test_another_keys_session_is_refused_by_id_and_never_found_by_history",
+    "tests/store/test_approvals.py",
 )
 
 

@@ -7,6 +7,12 @@ listed and decided from any replica) and its terminal's waiting plans
 (:class:`~deepseek_eyes.terminal.shared_plans.SharedPlans`), and writes its MCP servers'
 status snapshot (:class:`~deepseek_eyes.mcp_host.status_share.StatusShare`) to the store
 every replica reads. One process alone behaves as before: it is the only replica its console lists.
+
+Every replica also sweeps what gone replicas left: at start and every :data:`SWEEP_EVERY_S`
+seconds, the pending approvals whose process died more than an hour ago are deleted
+(:meth:`~deepseek_eyes.store.approvals.PendingApprovals.sweep`); one that holds a decision
+its process never applied is audited as ``approval.unapplied`` in the same transaction
+(:func:`audit_unapplied`). Several replicas sweeping at once delete each row once.
 """
 
 from __future__ import annotations
@@ -15,13 +21,44 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
+from deepseek_eyes.audit.log import AuditLog
+from deepseek_eyes.errors import StoreError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.mcp_host.status_share import StatusShare
 from deepseek_eyes.runtime.runtime import Runtime
-from deepseek_eyes.store.approvals import PendingApprovals
+from deepseek_eyes.store.approvals import Pending, PendingApprovals, replica_name
 from deepseek_eyes.store.replica_status import ReplicaStatus
 
-__all__ = ["share_with_replicas"]
+__all__ = ["SWEEP_EVERY_S", "audit_unapplied", "share_with_replicas", "sweep_approvals"]
+
+#: How often a replica sweeps the pending approvals gone replicas left.
+SWEEP_EVERY_S = 600.0
+
+
+def audit_unapplied(audit: AuditLog) -> Callable[[Pending], None]:
+    """What a sweep does with a deleted row that holds a decision: one chained
+    ``approval.unapplied`` row (identities only, as ``mcp.ask`` rows: never arguments or
+    a command), written in the sweep's transaction."""
+
+    def write(row: Pending) -> None:
+        named = {key: row.shown[key] for key in ("server", "tool", "session_id")
+                 if isinstance(row.shown.get(key), str)}
+        audit.write("approval.unapplied", row.kind, id=row.id, decision=row.decision,
+                    via=row.via, by=row.by, decided_at=row.decided_at,
+                    replica=replica_name(row.owner), **named)
+
+    return write
+
+
+async def sweep_approvals(board: PendingApprovals, audit: AuditLog, *,
+                          every: float = SWEEP_EVERY_S) -> None:
+    """Sweep now and every ``every`` seconds, until cancelled; a store that is away is
+    swept at the next turn."""
+    unapplied = audit_unapplied(audit)
+    while True:
+        with contextlib.suppress(StoreError):
+            await asyncio.to_thread(board.sweep, unapplied=unapplied)
+        await asyncio.sleep(every)
 
 
 def share_with_replicas(runtime: Runtime, home: DataHome) -> Callable[[], Awaitable[None]]:
@@ -30,7 +67,8 @@ def share_with_replicas(runtime: Runtime, home: DataHome) -> Callable[[], Awaita
     host, manager = runtime.mcp_host, runtime.mcp_manager
     if host is not None:
         host.asks.share(PendingApprovals(home.db))
-    tasks = []
+    tasks = [asyncio.create_task(sweep_approvals(PendingApprovals(home.db), home.audit),
+                                 name="approvals-sweep")]
     if manager is not None:
         tasks.append(asyncio.create_task(StatusShare(manager, ReplicaStatus(home.db)).run(),
                                          name="mcp-status-share"))

@@ -18,26 +18,39 @@ A row whose owner is gone is never approvable: on this host :func:`~.owner.alive
 the process; another host's process is judged by ``heartbeat``, which its owner refreshes
 while it waits (every :data:`HEARTBEAT_S`; older than :data:`STALE_S` is gone). The owner
 removes its row when the wait ends, whatever ended it (the audit says how).
+
+A row whose owner died stays, listed ``expired``, for :data:`EXPIRED_KEEP_S`, then a
+replica's :meth:`PendingApprovals.sweep` deletes it. Nothing the audit needs goes with it:
+the request itself was audited when it began to wait (``mcp.ask`` asked, a plan's own
+rows), its arguments only as a hash (the row's cut text is for the console); a decision is
+audited by the owner when it applies it. The one thing only a row can hold is a decision
+its owner died before applying (taken in the ~200 ms before its next look): the sweep
+hands such a row to its caller, which audits it in the same transaction as the delete,
+so it is never lost and never audited twice (the delete is a compare-and-set too).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.owner import alive, on_this_host, owner
 
-__all__ = ["HEARTBEAT_S", "STALE_S", "Decision", "Outcome", "Pending", "PendingApprovals",
-           "replica_name"]
+__all__ = ["EXPIRED_KEEP_S", "HEARTBEAT_S", "STALE_S", "Decision", "Outcome", "Pending",
+           "PendingApprovals", "replica_name"]
 
 #: How often an owner refreshes the heartbeat of its waiting rows.
 HEARTBEAT_S = 2.0
 #: A row of another host whose heartbeat is older than this: its process is gone.
 STALE_S = 15.0
+#: How long a gone owner's row stays listed ``expired`` before a sweep deletes it.
+EXPIRED_KEEP_S = 3600.0
+#: Rows one sweep looks at (the oldest first): a backlog goes in a few sweeps.
+_SWEEP_BATCH = 1024
 
 Kind = Literal["mcp", "plan"]
 Decision = Literal["approve", "deny"]
@@ -66,6 +79,7 @@ class Pending:
     decision: str | None
     via: str | None
     by: str | None
+    decided_at: float | None = None
 
     def live(self, now: float | None = None) -> bool:
         """Whether the process it waits in still runs (see the module docstring)."""
@@ -148,6 +162,42 @@ class PendingApprovals:
         return ("taken", after) if after is not None else ("missing", None)
 
 
+    def sweep(self, *, keep: float = EXPIRED_KEEP_S,
+              unapplied: Callable[[Pending], None] | None = None,
+              now: float | None = None) -> list[Pending]:
+        """Delete the rows whose owner is gone and that have not been heard of for ``keep``
+        seconds (at least :data:`STALE_S`); return them. A deleted row that holds a
+        decision (its owner died before applying it) is handed to ``unapplied`` inside the
+        same transaction, so an audit row it writes commits with the delete, or neither.
+
+        Raises:
+            StoreError: the store's read and write codes (nothing deleted).
+        """
+        now = time.time() if now is None else now
+        before = now - max(keep, STALE_S)
+        gone: list[Pending] = []
+        if self._db.query_one("SELECT 1 FROM pending_approvals WHERE heartbeat < ? LIMIT 1",
+                              (before,)) is None:
+            return gone  # the usual case: a read, no write transaction
+        with self._db.transaction() as conn:
+            rows = [_pending(r) for r in self._db.query(  # inside: the same transaction
+                "SELECT * FROM pending_approvals WHERE heartbeat < ? ORDER BY heartbeat"
+                " LIMIT ?", (before, _SWEEP_BATCH))]
+            for row in rows:
+                if row.live(now):  # a process on this host that still runs
+                    continue
+                # Compare-and-set: another replica's sweep, or a late heartbeat, wins.
+                cur = conn.execute(
+                    "DELETE FROM pending_approvals WHERE kind = ? AND id = ? AND owner = ?"
+                    " AND heartbeat = ?", (row.kind, row.id, row.owner, row.heartbeat))
+                if cur.rowcount != 1:
+                    continue
+                if row.decision is not None and unapplied is not None:
+                    unapplied(row)
+                gone.append(row)
+        return gone
+
+
 def _pending(row: Any) -> Pending:
     try:
         shown = json.loads(row["shown"])
@@ -156,4 +206,5 @@ def _pending(row: Any) -> Pending:
     return Pending(str(row["kind"]), str(row["id"]), str(row["owner"]),
                    shown if isinstance(shown, dict) else {}, float(row["created_at"]),
                    float(row["heartbeat"]), row["decision"], row["decided_via"],
-                   row["decided_by"])
+                   row["decided_by"],
+                   None if row["decided_at"] is None else float(row["decided_at"]))
