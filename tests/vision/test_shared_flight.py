@@ -28,10 +28,13 @@ from deepseek_eyes.store.state import RedisConnection, RedisLeases, SharedState,
 from deepseek_eyes.usage import ProviderUsage
 from deepseek_eyes.vision.bridge import VisionBridge
 from deepseek_eyes.vision.routes.layout import build_evidence
+from deepseek_eyes.vision.routing.attempts import Attempt
 from deepseek_eyes.vision.routing.guard import RouteEntry
+from deepseek_eyes.vision.routing.pipeline.job import Acquisition
 from deepseek_eyes.vision.routing.shared_flight import remote_failure
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 from services import RedisServer
+from vision.loopback import probe_cells
 
 pytestmark = pytest.mark.anyio
 
@@ -284,3 +287,76 @@ def test_a_remote_failure_keeps_its_code_and_family(
     error = remote_failure(code)
     assert isinstance(error, kind)
     assert (error.code, error.details) == (expected, {"flight": "remote"})
+
+
+class ProbedRoute(CountingRoute):
+    """A route that must pass the pixel probe: it names the grid's colours (or, ``blind``,
+    always the same ones), holding each probe until ``release`` like an evidence call."""
+
+    probe_exempt = False
+
+    def __init__(self, *, blind: bool = False, expect: int = 1) -> None:
+        super().__init__(held=False, expect=10**6)
+        self.blind = blind
+        self.probes = 0
+        self.expect_probes = expect
+        self.probe_release = anyio.Event()
+        self.probing = anyio.Event()
+
+    async def call(self, request: VisionRequest) -> RouteAnswer:
+        if request.purpose != "probe":
+            return await super().call(request)
+        self.probes += 1
+        if self.probes >= self.expect_probes:
+            self.probing.set()
+        await self.probe_release.wait()
+        cells = [["red"] * 3] * 3 if self.blind else probe_cells(
+            Image.open(io.BytesIO(request.image_bytes)).convert("RGB"))
+        return RouteAnswer(text=json.dumps({"cells": cells}), usage=ProviderUsage(50, 10),
+                           model="fake-1")
+
+
+@pytest.mark.parametrize(("blind", "shared"), [(False, True), (True, True), (False, False)])
+async def test_a_route_is_probed_once_across_replicas_and_its_verdict_used_by_the_others(
+        replicas: Replicas, redis_url: str, blind: bool, shared: bool) -> None:
+    """Two replicas each get a new image for a route nobody has probed: the one that takes
+    the probe lease probes, the other waits for its verdict in the shared store and uses it
+    (pass or fail) instead of probing. Without shared state (the control) each probes."""
+    route = ProbedRoute(blind=blind, expect=1 if shared else 2)
+    bridges = await replicas.open(route, 2, redis_url if shared else None)
+    results: list[Any] = [None, None]
+
+    async def one(index: int) -> None:
+        try:
+            results[index] = await bridges[index].see(png((index * 90, 30, 60)))
+        except VisionError as exc:
+            results[index] = exc
+
+    async def releaser() -> None:
+        await route.probing.wait()
+        if shared:
+            await replicas.all_but_one_wait.wait()  # the other replica waits on the lease
+        route.probe_release.set()
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            group.start_soon(one, 0)
+            group.start_soon(one, 1)
+            group.start_soon(releaser)
+    assert route.probes == (1 if shared else 2)
+    probed = sorted(next(a["outcome"] for a in attempts(result) if a["phase"] == "probe")
+                    for result in results)
+    verdict = "fail" if blind else "pass"
+    assert probed == (sorted([verdict, "shared"]) if shared else [verdict, verdict])
+    if blind:
+        assert [r.code for r in results] == ["VISION_PROBE_FAILED"] * 2, results
+    else:
+        assert not [r for r in results if isinstance(r, Exception)], results
+        assert route.calls == 2  # each image still read once, by its own replica
+
+
+def attempts(result: Acquisition | VisionError) -> list[Attempt]:
+    """The attempts of an acquisition, or of the failure that ended it."""
+    if isinstance(result, VisionError):
+        return list(result.details["attempts"])
+    return list(result.attempts)

@@ -18,6 +18,13 @@ Two rules a newcomer would otherwise bend:
   day.
 * An SSE stream cut before its finish reason is retried once on the same route, for probes
   and evidence alike; both tries stay visible in the attempts.
+* A probe runs once across replicas. Its verdict is a row of the store every replica
+  reads, and the probe itself runs under a single-flight lease
+  (:mod:`~deepseek_eyes.vision.routing.shared_flight`, on the shared state): the replica
+  that gets the lease probes, the others wait for its verdict to appear and use it
+  (``probe shared`` in their attempts) instead of paying for a probe of their own. Without
+  shared state (one process, or Redis down) a process probes on its own, serialized per
+  route.
 """
 
 from __future__ import annotations
@@ -30,8 +37,9 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from deepseek_eyes import telemetry
-from deepseek_eyes.errors import ProbeFailedError, RouteError
+from deepseek_eyes.errors import ERROR_CODES, DeepSeekEyesError, ProbeFailedError, RouteError
 from deepseek_eyes.settings import VisionSettings
+from deepseek_eyes.store.state.leases import LocalLeases, lease_key
 from deepseek_eyes.telemetry.conventions import (
     REQUEST_MODEL,
     USAGE_INPUT_TOKENS,
@@ -40,6 +48,7 @@ from deepseek_eyes.telemetry.conventions import (
 from deepseek_eyes.usage import UsageCategory, UsageTracker
 from deepseek_eyes.vision.routing.attempts import Attempt, AttemptLog, OperationLog
 from deepseek_eyes.vision.routing.probe import GRID, judge_probe, make_challenge, probe_prompts
+from deepseek_eyes.vision.routing.shared_flight import SharedFlight
 from deepseek_eyes.vision.routing.state import RouteState, RouteStateStore
 from deepseek_eyes.vision.types import RouteAnswer, VisionRequest, VisionRoute
 
@@ -128,9 +137,13 @@ class RouteGuard:
         usage: UsageTracker,
         attempts: AttemptLog,
         policy: RouterPolicy,
+        flight: SharedFlight | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``flight`` runs each probe once across the replicas sharing its leases
+        (default: this process alone)."""
         self._routes = routes
+        self._flight = flight or SharedFlight(LocalLeases())
         self._states = states
         self._usage = usage
         self._attempts = attempts
@@ -243,7 +256,51 @@ class RouteGuard:
         if state.probe_ok and state.probe_fresh(self._clock(), self.policy.verdict_ttl(ok=True)):
             op.record("probe", "cached", route=name)
             return
-        await self.probe(name, op=op)
+        await self._probe_once(op, name)
+
+    def _fresh_verdict(self, name: str) -> RouteState | None:
+        """The route's probe verdict while it stands (a pass for ``probe_ttl``, a failure
+        for ``failure_cooldown``), else None."""
+        state = self.state(name)
+        if state.probe_ok is None:
+            return None
+        fresh = state.probe_fresh(self._clock(), self.policy.verdict_ttl(ok=state.probe_ok))
+        return state if fresh else None
+
+    async def _probe_once(self, op: OperationLog, name: str) -> None:
+        """:meth:`probe` here under the route's probe lease, or the verdict another replica
+        stores meanwhile (see the module docstring).
+
+        Raises:
+            ProbeFailedError: this probe, or another replica's, failed the route.
+            RouteError: the probe call failed, here or on the replica that held the lease
+                (its code, ``details["flight"] = "remote"``).
+        """
+        here: list[bool] = []
+
+        async def probe_here(_lease: object) -> RouteState:
+            here.append(True)
+            await self.probe(name, op=op)
+            return self.state(name)
+
+        key = lease_key("probe", name, self._routes[name].route.fingerprint)
+        try:
+            outcome = await self._flight.run(key, probe_here,
+                                             lambda: self._fresh_verdict(name))
+        except DeepSeekEyesError as exc:
+            if exc.details.get("flight") != "remote":
+                raise
+            op.record("probe", "shared", route=name, code=exc.code)
+            raise _remote_probe_failure(name, exc.code) from exc
+        if here:
+            return  # probed here (its own attempts say how)
+        verdict = outcome.value
+        op.record("probe", "shared", route=name, waited_ms=round(outcome.waited_ms, 1),
+                  code=verdict.probe_code)
+        if not verdict.probe_ok:
+            raise ProbeFailedError(f"route {name} failed its pixel probe on another replica "
+                                   "and is not trusted",
+                                   details={"route": name, "flight": "remote"})
 
     async def probe(self, name: str, *, op: OperationLog | None = None) -> int:
         """Run a fresh pixel probe on ``name``; returns the cells named right (9 = pass).
@@ -386,6 +443,18 @@ class RouteGuard:
             outcome["attempts"] = list(op.entries)
             results.append(outcome)
         return results
+
+
+def _remote_probe_failure(name: str, code: str) -> DeepSeekEyesError:
+    """What a waiter raises for the code the probe on the replica that held the lease
+    failed with: the route's own failure, as if it had probed (the walk fails over)."""
+    details = {"route": name, "flight": "remote"}
+    if code == "VISION_PROBE_FAILED":
+        return ProbeFailedError(f"route {name} failed its pixel probe on another replica "
+                                "and is not trusted", details=details)
+    return RouteError(f"route {name}'s probe on another replica failed ({code})",
+                      code=code if code.startswith("VISION_ROUTE_") and code in ERROR_CODES
+                      else "VISION_ROUTE_UNAVAILABLE", details=details)
 
 
 def _health_word(state: RouteState, now: float, ttl: float) -> str:

@@ -104,12 +104,12 @@ class VisionRouter:
         self._attempts = attempts
         self._usage = usage
         self.policy = policy or RouterPolicy.from_settings(settings)
-        self.guard = RouteGuard(
+        self._shared = SharedFlight(leases or LocalLeases())
+        self.guard = RouteGuard(  # its probes run once across replicas too
             self._routes, states=states, usage=usage, attempts=attempts,
-            policy=self.policy, clock=clock,
+            policy=self.policy, flight=self._shared, clock=clock,
         )
         self._flights: SingleFlight[FlightKey, Acquisition] = SingleFlight()
-        self._shared = SharedFlight(leases or LocalLeases())
         self._fingerprints: dict[str, tuple[VisionRoute, str]] = {}
         # The stages, in the order a miss runs them; each sees the same route table
         # (auto-detection adds rows to it) and the router's cache fingerprints.
