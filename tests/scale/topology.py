@@ -420,11 +420,13 @@ backend {BACKEND}
     def close(self) -> None:
         """Stop the balancer and every replica (SIGINT, then SIGKILL after a bound)."""
         processes = [r.process for r in self.replicas if r.process is not None]
-        if self.haproxy is not None:
-            processes.append(self.haproxy)
         for process in processes:
             if process.poll() is None:
-                process.send_signal(signal.SIGINT)  # a replica: no drain_delay
+                process.send_signal(signal.SIGINT)  # no drain_delay: nothing is sent meanwhile
+        if self.haproxy is not None:
+            processes.append(self.haproxy)
+            if self.haproxy.poll() is None:
+                self.haproxy.terminate()
         for process in processes:
             try:
                 process.wait(timeout=20)
