@@ -23,8 +23,8 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple, Protocol
 
 import anyio
 
@@ -119,8 +119,10 @@ class RunQuota:
         self.used += 1
 
 
-@dataclass(frozen=True, slots=True)  # one per call: slots make a frozen one quicker to build
-class CallResult:
+class CallResult(NamedTuple):
+    """One call's outcome. A ``NamedTuple``, immutable like a frozen dataclass and built
+    about ten times quicker (one per call)."""
+
     server: str
     name: str
     is_error: bool
@@ -128,7 +130,7 @@ class CallResult:
     truncated: bool
     result_sha256: str
     artifact: str | None
-    images: tuple[ImageRef, ...] = field(default=())
+    images: tuple[ImageRef, ...] = ()
 
 
 def _allowed_tools(state: ServerState) -> list[ExposedTool]:
@@ -425,9 +427,9 @@ class McpHost:
         self.audit.record(server=state.settings.id, tool=audited, kind=kind, risk=risk,
                           status="tool-error" if is_error else "ok", started=started,
                           arguments_sha256=args_hash, result_sha256=result[1], parent=parent)
-        if self.usage is not None:
-            self.usage.record_estimate(UsageCategory.MCP_RESULT, estimate_tokens(len(result[0])),
-                                       source=state.settings.id, calls=1)
+        if self.usage is not None:  # summed per server until the audit row's flush
+            self.usage.add_estimate(UsageCategory.MCP_RESULT, estimate_tokens(len(result[0])),
+                                    source=state.settings.id)
         return CallResult(state.settings.id, name, is_error, result[0], result[2], result[1],
                           result[3], tuple(result[4]))
 
