@@ -174,8 +174,8 @@ class McpHost:
         #: Ask-first calls waiting for a person (``mcp.servers[].ask``), and the last decided.
         self.asks = AskQueue(audit.ask_row)
         # exposed() is asked on every call; it is recomputed only when what it depends on —
-        # the settings object and each live server's settings and (immutable) catalog — is
-        # no longer the very same objects.
+        # the settings object and each live server's state, settings and (immutable)
+        # catalog — is no longer the very same objects (a restart makes a new state).
         self._exposure: tuple[tuple[object, ...], list[ExposedTool], frozenset[str]] | None = None
         #: Public name -> (server, tool) of the calls resolved against that same exposure:
         #: a call to a tool resolved before skips the policy walk (the walk's outcome is a
