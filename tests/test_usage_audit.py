@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from deepseek_eyes.audit import AuditLog, reduce_for_audit
+from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
+from deepseek_eyes.audit.verify import verify_path
+from deepseek_eyes.home import DataHome
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.usage import ProviderUsage, UsageCategory, UsageTracker
 
@@ -35,6 +39,40 @@ def test_exact_and_estimated_are_kept_apart(tmp_path: Path) -> None:
         tracker.record_estimate(UsageCategory.VISION, 1)
     with pytest.raises(ValueError, match="not an exact"):
         tracker.record_exact(UsageCategory.BRIDGE_INPUT, ProviderUsage())
+
+
+def test_summed_estimates_are_one_row_a_source_written_with_the_log_queue(
+    tmp_path: Path,
+) -> None:
+    home = DataHome(tmp_path)
+    db = home.db
+    tracker, log = UsageTracker(db, clock=lambda: 5.0), home.audit
+    for tokens in (10, 20, 30):
+        tracker.add_estimate(UsageCategory.MCP_RESULT, tokens, source="a")
+        log.append("mcp.call", "a", status="ok")
+    tracker.add_estimate(UsageCategory.MCP_RESULT, 7, source="b")
+    outside = sqlite3.connect(tmp_path / "eyes.db")  # sees only what was committed
+    count = "SELECT COUNT(*) FROM usage"
+    assert outside.execute(count).fetchone()[0] == 0  # summed, with the queued rows
+    db.flush()
+    rows = outside.execute("SELECT ts, category, exact, source, calls, estimated_tokens"
+                           " FROM usage ORDER BY source").fetchall()
+    assert rows == [(5.0, "mcp_result", 0, "a", 3, 60), (5.0, "mcp_result", 0, "b", 1, 7)]
+    db.flush()  # handed over once: a later flush writes nothing again
+    assert outside.execute(count).fetchone()[0] == 2
+    tracker.add_estimate(UsageCategory.MCP_RESULT, 1, source="a")
+    with db.transaction():  # a write transaction takes them first, like the queued rows
+        pass
+    assert outside.execute(count).fetchone()[0] == 3
+    tracker.add_estimate(UsageCategory.MCP_RESULT, 2, source="a")
+    # a reader through the database sees them (it flushes first), same totals as one row each
+    assert tracker.summary()["estimated"]["mcp_result"] == {"events": 6, "estimated_tokens": 70}
+    home.close()
+    report = verify_path(tmp_path / "eyes.db", AuditKeyring.read_only(audit_directory(tmp_path)))
+    assert report.ok
+    assert report.records == 7  # 3 audit rows, 4 usage rows, each chained
+    with pytest.raises(ValueError, match="exact"):
+        tracker.add_estimate(UsageCategory.VISION, 1)
 
 
 def test_local_ocr_is_a_counter_not_provider_usage(tmp_path: Path) -> None:

@@ -6,11 +6,21 @@ elsewhere. Estimates are subsets, never added to the exact totals a second time,
 why :meth:`UsageTracker.summary` reports them apart. Counters count events that cost no
 provider tokens at all (a native visual turn, a run of the embedded local OCR engine), so
 they never appear among exact provider usage.
+
+Why :meth:`UsageTracker.add_estimate` sums in memory: an MCP call's result estimate was a
+row of its own, a queued INSERT and a chain digest on every call for a figure only ever read
+summed. Summed events of one category and source become one row (``calls`` events, their
+tokens) handed to the log queue at its next flush (:meth:`Database.on_flush
+<deepseek_eyes.store.db.Database.on_flush>`), so they are written, seen by every reader and
+lost in a crash exactly as a queued row of their own would have been; the totals
+:meth:`UsageTracker.summary` reports are the same.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, NotRequired, TypedDict, cast
@@ -155,10 +165,23 @@ def estimate_tokens(text_chars: int) -> int:
     return (text_chars + 3) // 4
 
 
+_INSERT = (
+    "INSERT INTO usage (ts, category, exact, source, model, calls, prompt_tokens,"
+    " completion_tokens, reasoning_tokens, cache_hit_tokens, cache_miss_tokens,"
+    " estimated_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
 class UsageTracker:
     def __init__(self, db: Database, *, clock: Any = time.time) -> None:
         self._db = db
         self._clock = clock
+        #: add_estimate's sums until the next flush: (category, source) -> [events,
+        #: tokens, time of the latest]; its own lock, as the flush hook runs under the
+        #: database's and add_estimate must not wait for a flush.
+        self._sums: dict[tuple[UsageCategory, str | None], list[Any]] = {}
+        self._sums_lock = threading.Lock()
+        self._hooked = False
 
     def record_exact(
         self,
@@ -182,6 +205,39 @@ class UsageTracker:
             category, _NO_TOKENS, source=source, model=None, calls=calls, estimated=tokens
         )
 
+    def add_estimate(self, category: UsageCategory, tokens: int, *,
+                     source: str | None = None) -> None:
+        """One event of ``tokens`` estimated tokens, summed with the others of its category
+        and source into one row at the next flush of the log queue (see the module
+        docstring): :meth:`record_estimate` with ``calls=1``, for an event on a hot path
+        that queues a row of its own as well (an MCP call's audit row). The sums do not
+        count toward the queue's batch size or age: they are written by the flush that
+        writes that row, or an earlier one."""
+        if category.exact:
+            raise ValueError(f"{category} is an exact category")
+        now = self._clock()
+        with self._sums_lock:
+            entry = self._sums.get((category, source))
+            if entry is None:
+                self._sums[(category, source)] = [1, tokens, now]
+            else:
+                entry[0] += 1
+                entry[1] += tokens
+                entry[2] = now
+            hooked, self._hooked = self._hooked, True
+        if not hooked:
+            self._db.on_flush(self._summed_rows)
+
+    def _summed_rows(self) -> list[tuple[str, Sequence[Any], str | None]]:
+        """The summed events as rows, handed to the flush (and forgotten here)."""
+        with self._sums_lock:
+            if not self._sums:
+                return []
+            sums, self._sums = self._sums, {}
+        return [(_INSERT, (ts, category.value, 0, source, None, events, 0, 0, 0, 0, 0, tokens),
+                 "usage")
+                for (category, source), (events, tokens, ts) in sums.items()]
+
     def count(self, category: UsageCategory, *, source: str | None = None) -> None:
         self._insert(category, _NO_TOKENS, source=source, model=None, calls=1, estimated=0)
 
@@ -196,9 +252,7 @@ class UsageTracker:
         estimated: int,
     ) -> None:
         self._db.append(
-            "INSERT INTO usage (ts, category, exact, source, model, calls, prompt_tokens,"
-            " completion_tokens, reasoning_tokens, cache_hit_tokens, cache_miss_tokens,"
-            " estimated_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            _INSERT,
             (
                 self._clock(), category.value, int(category.exact), source, model, calls,
                 usage.prompt_tokens, usage.completion_tokens, usage.reasoning_tokens,

@@ -329,12 +329,18 @@ async def test_reconfigure_of_policy_alone_keeps_the_connection_and_its_generati
         generation, listings = generation_of(host), len(peer.sessions)
         offered = host.exposed()  # what a turn already running was given
         assert exposed_names(host) == {"mcp__p__t1"}
+        await host.call_tool("mcp__p__t1", {})  # resolved under this policy (and remembered)
         await host.manager.reconfigure(config(
             {"id": "p", "protocol": "legacy", "allow": {"tools": ["t1", "t2"]},
              "deny": {"tools": ["t1"]}}))
         assert host.manager.servers["p"] is state  # the same connection
         assert (generation_of(host), len(peer.sessions)) == (generation, listings)
         assert exposed_names(host) == {"mcp__p__t2"}
+        with pytest.raises(McpError) as denied:  # judged by the policy in force now
+            await host.call_tool("mcp__p__t1", {})
+        assert denied.value.code == "MCP_TOOL_NOT_EXPOSED"
+        await host.call_tool("mcp__p__t2", {})
+        assert peer.calls == 2
         assert [t.public_name for t in offered] == ["mcp__p__t1"]  # the old offer stands
         await host.manager.reconfigure(config(
             {"id": "p", "protocol": "legacy", "allow": {"tools": ["t1"]},

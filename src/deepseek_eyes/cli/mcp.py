@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +76,7 @@ def _arguments(text: str) -> dict[str, Any]:
 
 def _show_result(result: CallResult, as_json: bool) -> None:
     if as_json:
-        view = asdict(result)
+        view: dict[str, Any] = result._asdict()
         view["images"] = [{"blob": i.blob.uri, "mime_type": i.mime_type} for i in result.images]
         click.echo(dump_json(view))
     else:

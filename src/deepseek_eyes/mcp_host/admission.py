@@ -10,7 +10,7 @@ only after it passes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from deepseek_eyes.errors import McpResultError
 
@@ -37,8 +37,7 @@ _SEQUENCE = (list, tuple)
 _RAW = (bytes, bytearray, memoryview)
 
 
-@dataclass(frozen=True, slots=True)  # one per call: slots make a frozen one quicker to build
-class Admitted:
+class Admitted(NamedTuple):  # one per call: a tuple is built ~10x quicker than a frozen class
     values: int
     blocks: int
     string_chars: int

@@ -17,7 +17,10 @@ them: a turn's request, usage and audit rows commit with its answer, in one tran
 Every reader through this object sees them, and a crash loses at most the last second of
 log rows, never evidence, route state or the rows of a committed answer. A batch of 16 or
 more chained rows gets one chain entry naming each of them
-(:data:`~deepseek_eyes.store.chain.FOLD_AT`), not one entry a row.
+(:data:`~deepseek_eyes.store.chain.FOLD_AT`), not one entry a row. A writer that sums many
+small events into one row (:meth:`Database.on_flush`; the usage estimate of each MCP result)
+hands its rows over at the start of every flush and every write transaction, so they are
+written, seen and lost exactly as the queued rows are.
 
 Why transactions nest (:meth:`Database.transaction` inside another is part of it): one
 turn's answer, its turn record and the checkpoint that signs them are written by three
@@ -438,8 +441,15 @@ def _statements(script: str) -> list[str]:
     return statements
 
 
+#: A flush hook (:meth:`Database.on_flush`): rows as :meth:`Database.append` takes them.
+_FlushHook = Callable[[], list[tuple[str, Sequence[Any], str | None]]]
+
+
 class Database:
     """A migrated SQLite database shared by the runtime's stores."""
+
+    #: Replaced, never changed in place (a read-only copy is made without ``__init__``).
+    _flush_hooks: tuple[_FlushHook, ...] = ()
 
     def __init__(self, path: Path, *, url: str | None = None,
                  password: str | None = None) -> None:
@@ -677,6 +687,24 @@ class Database:
             raise ValueError(f"{_chain.BATCH} is the kind of batch entries, not of a record")
         self._queue((sql, params, chain, table), quiet=quiet)
 
+    def on_flush(self, hook: _FlushHook) -> None:
+        """Call ``hook`` at the start of every flush and write transaction, under the
+        lock; the rows it returns, each ``(INSERT, params, chain kind or None)`` as
+        :meth:`append` takes them, are queued first and written with the others. For a
+        writer that sums events in memory into one row (see the module docstring); the hook
+        must not call back into this object."""
+        with self._lock:
+            self._flush_hooks = (*self._flush_hooks, hook)
+
+    def _collect(self) -> None:
+        """Queue what the flush hooks hand over (the lock is held)."""
+        for hook in self._flush_hooks:
+            for sql, params, chain in hook():
+                if not self._pending:
+                    self._pending_since = time.monotonic()
+                self._pending.append(
+                    (sql, params, chain, _chain.table_of_insert(sql) if chain else None))
+
     def _queue(self, item: _Pending, *, quiet: bool = False) -> None:
         with self._lock:
             if not self._pending:
@@ -701,6 +729,8 @@ class Database:
                 ``STORE_WRITE_FAILED``.
         """
         with self._lock:
+            if self._flush_hooks:
+                self._collect()
             if self._depth:
                 try:
                     self._write_pending()
@@ -803,6 +833,8 @@ class Database:
                     raise store_error(exc, "database write failed", self.path) from exc
                 self._depth = 1
                 try:
+                    if self._flush_hooks:
+                        self._collect()
                     if self._pending:
                         self._write_pending()
                     yield self._conn
