@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import os
+import select
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -176,6 +178,20 @@ async def test_terminal_form_reads_and_writes_its_terminal_streams() -> None:
     assert (await url.url("asker", "Sign in", "https://example.org/x")).action == "accept"
 
 
+def _read_until(master: int, wanted: str, timeout: float = 10.0) -> str:
+    """What the terminal showed, read until ``wanted`` appears: the kernel hands what the
+    slave side wrote to the master side through a work queue, so one read may see only a
+    part of it on a busy machine."""
+    shown = ""
+    deadline = time.monotonic() + timeout
+    while wanted not in shown:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([master], [], [], left)[0]:
+            break
+        shown += os.read(master, 65536).decode(errors="replace")
+    return shown
+
+
 async def test_terminal_form_on_a_pseudo_terminal() -> None:
     """The prompt opens its terminal by path, as it opens /dev/tty in chat."""
     master, slave = os.openpty()
@@ -185,8 +201,7 @@ async def test_terminal_form_on_a_pseudo_terminal() -> None:
         answer = await form.form("asker", "Details", parse_form(Booking.model_json_schema()))
         assert answer.action == "accept"
         assert answer.content == {"name": "Ada", "seats": 3, "window": True}
-        shown = os.read(master, 65536).decode(errors="replace")
-        assert "Send these answers?" in shown
+        assert "Send these answers?" in _read_until(master, "Send these answers?")
     finally:
         os.close(master)
         os.close(slave)
