@@ -103,3 +103,16 @@ def test_leading_equal_counts_to_the_first_difference() -> None:
         assert leading_equal(left, right) == at
     assert leading_equal(left, left[:50]) == 50
     assert leading_equal(left, left, limit=10) == 10
+
+
+def test_the_memos_are_bounded_in_references_too() -> None:
+    walks = HistoryWalks(entries=10, items=100)
+    for key in "abc":
+        walks.where(key, list(range(60)), "w", bool)
+    assert len(walks._kept) == 1  # 180 references would pass the bound
+    assert walks._items == 60
+    memo = FitMemo(items=100)
+    history = [{"role": "user", "content": "x" * 400} for _ in range(60)]
+    for key in "abc":
+        fit(history, 1000, memo=memo, key=key)
+    assert list(memo._kept) == ["c"]

@@ -43,7 +43,7 @@ PER_SCOPE = 4
 #: Entries kept in all.
 MAX_ENTRIES = 64
 #: Characters of body text kept in all (the parsed messages cost some multiple of it).
-MAX_KEPT_CHARS = 16 * 1024 * 1024
+MAX_KEPT_CHARS = 8 * 1024 * 1024
 
 _WS = re.compile(r"[ \t\n\r]*")
 

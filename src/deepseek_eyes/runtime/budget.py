@@ -77,20 +77,29 @@ class FitMemo:
     next one, of a history that starts with the same messages, walks on from there
     instead of from the oldest message: a long conversation is fitted in time that grows
     with what is kept and what is new, not with all that was ever left out. The result
-    is the one the whole walk gives (see :func:`fit`). Bounded: :attr:`entries` keys,
-    least recently used dropped."""
+    is the one the whole walk gives (see :func:`fit`). Bounded: :attr:`entries` keys and
+    :attr:`items` messages referenced in all, least recently used dropped."""
 
-    def __init__(self, *, entries: int = 256) -> None:
+    def __init__(self, *, entries: int = 256, items: int = 500_000) -> None:
         self.entries = entries
+        self.items = items
+        self._held = 0
         self._kept: OrderedDict[str, _Fitted] = OrderedDict()
 
     def get(self, key: str) -> _Fitted | None:
-        return self._kept.pop(key, None)
+        found = self._kept.pop(key, None)
+        if found is not None:
+            self._held -= len(found.messages)
+        return found
 
     def put(self, key: str, fitted: _Fitted) -> None:
+        if len(fitted.messages) > self.items:
+            return
         self._kept[key] = fitted
-        while len(self._kept) > self.entries:
-            self._kept.popitem(last=False)
+        self._held += len(fitted.messages)
+        while len(self._kept) > self.entries or self._held > self.items:
+            _, dropped = self._kept.popitem(last=False)
+            self._held -= len(dropped.messages)
 
 
 def _resume(out: list[Mapping[str, Any]], costs: list[int], total: int, budget: int,

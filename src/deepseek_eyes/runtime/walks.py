@@ -17,7 +17,8 @@ Decisions a newcomer would otherwise undo:
   function of the message alone (:meth:`HistoryWalks.where`'s contract). Whatever differs
   is tested again.
 * **Bounded and keyed.** One entry per (key, walk), least recently used dropped past
-  :data:`WALK_ENTRIES`; an entry holds references to messages a turn holds anyway. The
+  :data:`WALK_ENTRIES` entries or :data:`WALK_ITEMS` references in all; an entry holds
+  references to messages the session memos hold anyway. The
   key says whose list it is (a session, a client's scope): one key's entry is never
   compared with another's list.
 """
@@ -29,10 +30,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["WALK_ENTRIES", "HistoryWalks", "leading_equal"]
+__all__ = ["WALK_ENTRIES", "WALK_ITEMS", "HistoryWalks", "leading_equal"]
 
 #: Entries kept in all (each walk of each key is one).
-WALK_ENTRIES = 1024
+WALK_ENTRIES = 512
+#: Items (references to messages) the entries' lists hold in all.
+WALK_ITEMS = 1_000_000
 
 T = TypeVar("T")
 
@@ -64,8 +67,10 @@ class HistoryWalks:
     """The last list each (key, walk) saw and what the walk found in it (see the module
     docstring)."""
 
-    def __init__(self, *, entries: int = WALK_ENTRIES) -> None:
+    def __init__(self, *, entries: int = WALK_ENTRIES, items: int = WALK_ITEMS) -> None:
         self._max = entries
+        self._max_items = items
+        self._items = 0
         self._kept: OrderedDict[tuple[str, str], tuple[list[Any], list[int]]] = OrderedDict()
 
     def where(self, key: str | None, items: Sequence[T], walk: str,
@@ -75,15 +80,20 @@ class HistoryWalks:
         if key is None:
             return [i for i, item in enumerate(items) if test(item)]
         kept = self._kept.pop((key, walk), None)
+        if kept is not None:
+            self._items -= len(kept[0])
         start = 0
         found: list[int] = []
         if kept is not None and items and kept[0] and kept[0][0] is items[0]:
             start = leading_equal(items, kept[0])
             found = kept[1][:bisect.bisect_left(kept[1], start)]
         found.extend(i for i in range(start, len(items)) if test(items[i]))
-        self._kept[(key, walk)] = (list(items), found)
-        while len(self._kept) > self._max:
-            self._kept.popitem(last=False)
+        if len(items) <= self._max_items:
+            self._kept[(key, walk)] = (list(items), found)
+            self._items += len(items)
+        while len(self._kept) > self._max or self._items > self._max_items:
+            _, (dropped, _found) = self._kept.popitem(last=False)
+            self._items -= len(dropped)
         return list(found)
 
     def select(self, key: str | None, items: Sequence[T], walk: str,
