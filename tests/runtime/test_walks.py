@@ -76,7 +76,7 @@ def test_a_long_history_is_fitted_from_where_the_last_fitting_stood() -> None:
 def test_walks_find_what_a_whole_walk_finds() -> None:
     rng = random.Random(6)
     walks = HistoryWalks(entries=4)
-    history = [_message(rng, i) for i in range(30)]
+    history = [_message(rng, i) for i in range(60)]
 
     def is_tool(message: Mapping[str, Any]) -> bool:
         return message["role"] == "tool"
@@ -90,7 +90,7 @@ def test_walks_find_what_a_whole_walk_finds() -> None:
         if change < 0.6:
             history = [*history, _message(rng, len(history))]
         elif change < 0.8:
-            history = history[:rng.randrange(1, len(history) + 1)]
+            history = history[:rng.randrange(50, len(history) + 1)]
         else:
             at = rng.randrange(len(history))
             history = [*history[:at], {"role": "tool", "content": "?"}, *history[at + 1:]]
@@ -109,6 +109,7 @@ def test_the_memos_are_bounded_in_references_too() -> None:
     walks = HistoryWalks(entries=10, items=100)
     for key in "abc":
         walks.where(key, list(range(60)), "w", bool)
+    walks.where("d", list(range(10)), "w", bool)  # short: walked whole, not kept
     assert len(walks._kept) == 1  # 180 references would pass the bound
     assert walks._items == 60
     memo = FitMemo(items=100)

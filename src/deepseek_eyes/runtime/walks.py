@@ -36,6 +36,8 @@ __all__ = ["WALK_ENTRIES", "WALK_ITEMS", "HistoryWalks", "leading_equal"]
 WALK_ENTRIES = 512
 #: Items (references to messages) the entries' lists hold in all.
 WALK_ITEMS = 1_000_000
+#: Lists this short are walked whole and not kept: testing them costs less than the memo.
+SHORT = 48
 
 T = TypeVar("T")
 
@@ -76,8 +78,9 @@ class HistoryWalks:
     def where(self, key: str | None, items: Sequence[T], walk: str,
               test: Callable[[T], Any]) -> list[int]:
         """The indices of the items ``test`` holds for, in order; ``test`` must depend on
-        the item alone. ``key`` None: walked whole, nothing kept."""
-        if key is None:
+        the item alone. ``key`` None, or a list of at most :data:`SHORT` items: walked
+        whole, nothing kept."""
+        if key is None or len(items) <= SHORT:
             return [i for i, item in enumerate(items) if test(item)]
         kept = self._kept.pop((key, walk), None)
         if kept is not None:
