@@ -344,13 +344,14 @@ async def parse_messages(
             ``RUNTIME_IMAGE_FETCH_FAILED``, admission ImageError or StoreError.
     """
     images = _Images(max_images, fetch is not None, {}, {}, [])
-    remember = memo is not None and scope is not None and isinstance(raw, list)
-    head = memo.head(scope, raw) if remember else []  # type: ignore[union-attr,arg-type]
+    kept = (memo, scope) if memo is not None and scope is not None \
+        and isinstance(raw, list) else None
+    head = kept[0].head(kept[1], raw) if kept is not None else []
     out, plain = _structure(raw, images, max_image_bytes, head)
     if images.parts:
         await _resolve(images, admit, fetch)
-    if remember:
-        memo.note(scope, raw, out, plain)  # type: ignore[union-attr,arg-type]
+    if kept is not None:
+        kept[0].note(kept[1], raw, out, plain)
     return out
 
 
