@@ -164,3 +164,22 @@ def test_the_memo_is_bounded() -> None:
     assert len(memo) == 3
     _read(memo, _body([{"role": "user", "content": "x" * 20_000}]), scope="gateway:d")
     assert memo.candidates("gateway:d", "openai") == []  # larger than the whole bound
+
+
+def test_only_a_field_the_format_reads_is_kept_and_another_history_field_can_be() -> None:
+    memo = ResentBodies()
+    known = frozenset({"model", "input"})
+    items = [{"type": "message", "role": "user", "content": f"q{i}"} for i in range(4)]
+    raw = json.dumps({"messages": items, "input": items, "model": "m"}).encode()
+    first = read_request(raw, LIMITS, known, memo=memo, scope="gateway:a", front="r",
+                         history="input")
+    assert "messages" not in first.fields  # not this format's: skipped and named
+    assert first.ignored == ("messages",)
+    first.remember(memo)
+    longer = [*items, {"type": "message", "role": "user", "content": "more"}]
+    raw = json.dumps({"messages": items, "input": longer, "model": "m"}).encode()
+    again = read_request(raw, LIMITS, known, memo=memo, scope="gateway:a", front="r",
+                         history="input")
+    assert again.reused == 4
+    assert again.fields == {"input": longer, "model": "m"}
+    assert again.ignored == ("messages",)

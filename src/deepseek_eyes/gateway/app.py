@@ -438,8 +438,10 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
             raise GatewayError("the client went away before its body arrived") from None
         # The history a client resends is parsed once: its next body reuses what this one
         # parsed of it, byte for byte (gateway/resent.py; the key's scope only).
-        read = functools.partial(read_request, raw, limits, known, memo=resent, scope=scope,
-                                 front="openai" if known is None else f"known:{hash(known)}")
+        read = functools.partial(
+            read_request, raw, limits, known, memo=resent, scope=scope,
+            front="openai" if known is None else f"known:{hash(known)}",
+            history="input" if known is not None and "messages" not in known else "messages")
         if len(raw) > _THREAD_PARSE_BYTES:  # a large body is parsed off the event loop
             parsed = await anyio.to_thread.run_sync(read)
         else:

@@ -376,7 +376,7 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_flo
 
 def read_request(raw: bytes, limits: BodyLimits, known: frozenset[str] | None = None, *,
                  memo: ResentBodies | None = None, scope: str | None = None,
-                 front: str = "openai") -> RequestBody:
+                 front: str = "openai", history: str = "messages") -> RequestBody:
     """A chat completion body at the door: bounded in text and values before anything is
     built, then the fields the gateway reads parsed and checked as :func:`parse_body` does,
     and every other top-level field skipped (validated, never built) and named. ``known``
@@ -385,7 +385,8 @@ def read_request(raw: bytes, limits: BodyLimits, known: frozenset[str] | None = 
     ``memo`` and ``scope``: the messages of the client's last body of ``front`` that this
     one starts with, byte for byte, are taken from there instead of being parsed and
     walked again (gateway/resent.py: the same text, the same values; any other body is
-    parsed whole).
+    parsed whole); ``history`` names the field that holds them (``input`` for the
+    Responses front), when it is one ``known`` names.
 
     Raises:
         GatewayError: ``GATEWAY_BODY_TEXT_TOO_LARGE``, ``GATEWAY_JSON_TOO_MANY_NODES``, and
@@ -434,7 +435,7 @@ def read_request(raw: bytes, limits: BodyLimits, known: frozenset[str] | None = 
         if colon is None or colon.group(0).strip() != ":":
             raise _not_json()
         pos = _WS.match(text, colon.end()).end()  # type: ignore[union-attr]
-        if key == "messages" and memo is not None and scope is not None:
+        if key == history and key in known and memo is not None and scope is not None:
             fields.pop(key, None)
             continued = None
             for candidate in memo.candidates(scope, front):
@@ -478,14 +479,14 @@ def read_request(raw: bytes, limits: BodyLimits, known: frozenset[str] | None = 
         raise _not_json()
     for key in fields:
         ignored.pop(key, None)  # a known field repeated after an unknown spelling: kept
-    messages = fields.get("messages")
+    messages = fields.get(history)
     if messages_at is None or messages_at[2] is not messages:
         base, reused = None, 0  # a repeated key: the last one's value, parsed whole
     if reused and isinstance(messages, list):
         # The kept messages passed this walk in the body they came from, at this depth.
         if len(messages) > MAX_JSON_ITEMS:
             raise _too_many_items(len(messages))
-        _check_tree({**fields, "messages": messages[reused:]},
+        _check_tree({**fields, history: messages[reused:]},
                     strings=_may_hold_surrogates(text))
     else:
         _check_tree(fields, strings=_may_hold_surrogates(text))
