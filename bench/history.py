@@ -10,7 +10,9 @@ answer makes it ``n``; then ``--turns`` continuations each add a question, and t
 own time from its ``Server-Timing`` header is taken per turn: its ``total`` less its
 ``upstream`` stage (the loopback model's time, which grows with the history too), and
 "the rest": that less the ``http`` and ``parse`` stages (the body received and parsed,
-which a client that resends everything makes O(n) whatever we do).
+which a client that resends everything makes O(n) whatever we do); and the CPU time the
+gateway process spent on the turn (all threads, from ``/proc``: what a loaded machine
+distorts least; it includes sending the fitted history upstream).
 ``--before REV`` runs the same conversations against ``REV``'s sources
 (exported with ``git archive``) in a second ``serve``, both running, each continuation on
 one and then the other (the same load for both), and prints both side by side: ``ours``
@@ -53,10 +55,24 @@ def history(n: int) -> list[dict[str, Any]]:
             for i in range(n)]
 
 
-Sample = tuple[float, float]  # (total less upstream, that less http and parse), ms
+Sample = tuple[float, float, float]  # (total less upstream, that less http and parse,
+#                                    the gateway process's CPU time), ms
 
 
-def continuations(client: openai.OpenAI, n: int, turns: int) -> Iterator[Sample | str]:
+def cpu_ms(pid: int) -> float:
+    """CPU time the process's threads have run so far, in ms (the scheduler's nanosecond
+    count: a turn is far shorter than a clock tick)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended meanwhile
+    return total / 1e6
+
+
+def continuations(client: openai.OpenAI, pid: int, n: int,
+                  turns: int) -> Iterator[Sample | str]:
     """Gateway ms of each of ``turns`` continuations of an ``n``-message history, one per
     ``next`` (the untimed start of the conversation runs with the first); an error code
     instead, once, when the conversation was refused."""
@@ -70,8 +86,10 @@ def continuations(client: openai.OpenAI, n: int, turns: int) -> Iterator[Sample 
             messages.append({"role": "assistant", "content": answer.choices[0].message.content})
         for turn in range(turns):
             messages.append({"role": "user", "content": f"And turn {turn}?"})
+            cpu = cpu_ms(pid)
             raw = client.chat.completions.with_raw_response.create(
                 model="deepseek-v4-pro", messages=messages)
+            cpu = cpu_ms(pid) - cpu
             reply = raw.parse()
             if _session(reply) != _session(answer):  # not found by its history: a bug
                 yield "UNMATCHED"
@@ -80,16 +98,17 @@ def continuations(client: openai.OpenAI, n: int, turns: int) -> Iterator[Sample 
             timing = stages_of(raw.headers.get("server-timing"))
             own = timing.get("total", float("nan")) - timing.get("upstream", 0.0)
             messages.append({"role": "assistant", "content": reply.choices[0].message.content})
-            yield own, own - timing.get("parse", 0.0) - timing.get("http", 0.0)
+            yield own, own - timing.get("parse", 0.0) - timing.get("http", 0.0), cpu
     except openai.APIStatusError as exc:
         body = exc.body if isinstance(exc.body, dict) else {}
         yield str(body.get("code") or body.get("error", {}).get("code") or exc.status_code)
 
 
-def measure(clients: list[openai.OpenAI], n: int, turns: int) -> list[list[Sample] | str]:
-    """:func:`continuations` of each client, turn by turn in turn (one revision's turn, then
-    the other's: a change of load falls on both alike)."""
-    runs = [continuations(client, n, turns) for client in clients]
+def measure(clients: list[tuple[openai.OpenAI, int]], n: int,
+            turns: int) -> list[list[Sample] | str]:
+    """:func:`continuations` of each client (and its server's pid), turn by turn in turn
+    (one revision's turn, then the other's: a change of load falls on both alike)."""
+    runs = [continuations(client, pid, n, turns) for client, pid in clients]
     out: list[list[Sample] | str] = [[] for _ in clients]
     for _ in range(turns):
         for index, run in enumerate(runs):
@@ -118,8 +137,9 @@ def main(sizes: list[int], turns: int, before: str | None) -> None:
                                  gateway="server_timing = true", src=src)
                    for src in ([None, export(before, tmp / "before")] if before else [None])]
         try:
-            clients = [openai.OpenAI(base_url=url, api_key="bench", max_retries=0, timeout=600)
-                       for _, url in servers]
+            clients = [(openai.OpenAI(base_url=url, api_key="bench", max_retries=0,
+                                      timeout=600), process.pid)
+                       for process, url in servers]
             measure(clients, 10, 1)  # warm-up
             # Size by size, turn by turn, each revision in turn: both see the same load.
             results: list[Result] = [{} for _ in clients]
@@ -132,7 +152,8 @@ def main(sizes: list[int], turns: int, before: str | None) -> None:
                 process.wait(timeout=30)
     ours, old = results[0], (results[1] if before else None)
     for column, title in ((0, "gateway ms (total less upstream)"),
-                          (1, "the rest (less http and parse: what must not grow)")):
+                          (1, "the rest (less http and parse: what must not grow)"),
+                          (2, "the gateway process's CPU ms (all its threads)")):
         print(f"history: {title} per continued turn (median of {turns}), by messages")
         print(f"{'messages':>8} {'ours':>9}" + (f" {'before':>9} {'ratio':>7}" if old else ""))
         for n in sizes:

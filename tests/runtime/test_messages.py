@@ -275,3 +275,35 @@ async def test_a_refused_image_names_its_message_and_part() -> None:
     assert info.value.message == "messages[2].content[1]: the image is truncated"
     assert info.value.details == {"index": 1, "at": "messages[2].content[1]",
                                   "param": "messages[2].content[1]"}
+
+
+async def test_a_resent_history_is_structured_once_up_to_its_first_image() -> None:
+    from deepseek_eyes.runtime.messages import ParsedHistories
+
+    memo = ParsedHistories()
+    history: list[dict[str, object]] = [
+        {"role": "developer", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": None, "reasoning_content": "r",
+         "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    first = await parse_messages(history, admit=admit, memo=memo, scope="s")
+    image = {"role": "user", "content": [{"type": "image_url",
+                                          "image_url": {"url": data_url(png())}}]}
+    longer = [*history, image, {"role": "assistant", "content": "seen"}]
+    second = await parse_messages(longer, admit=admit, memo=memo, scope="s")
+    assert second == await parse_messages(longer, admit=admit)  # what a whole parse gives
+    assert all(a is b for a, b in zip(first, second[:4], strict=True))  # not structured again
+    third = await parse_messages([*longer, {"role": "user", "content": "more"}],
+                                 admit=admit, memo=memo, scope="s")
+    assert all(a is b for a, b in zip(second[:4], third[:4], strict=True))
+    assert third[4] is not second[4]  # from the image on: structured (and admitted) again
+    assert third[4] == second[4]
+    other = await parse_messages(longer, admit=admit, memo=memo, scope="another")
+    assert other[0] is not second[0]  # one client's forms never reach another's
+    edited = await parse_messages([{"role": "system", "content": "be long"}, *history[1:]],
+                                  admit=admit, memo=memo, scope="s")
+    assert edited[0]["content"] == "be long"
+    assert edited[1] == second[1]
+    assert edited[1] is not second[1]  # a history that starts otherwise is structured whole

@@ -59,6 +59,7 @@ Decisions a newcomer would otherwise undo:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -88,6 +89,7 @@ from deepseek_eyes.gateway.front import EventStream, Front
 from deepseek_eyes.gateway.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from deepseek_eyes.gateway.metrics import GatewayMetrics, RouteNames, SqliteCounts
 from deepseek_eyes.gateway.readiness import gateway_readiness
+from deepseek_eyes.gateway.resent import ResentBodies
 from deepseek_eyes.gateway.responses import codex_catalog, responses_routes, wants_codex_catalog
 from deepseek_eyes.gateway.timing import ServerTiming
 from deepseek_eyes.gateway.traces import traced
@@ -430,6 +432,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
 
     limits = BodyLimits(max_text_bytes=settings.max_text_bytes,
                         max_nodes=settings.max_body_nodes)
+    resent = ResentBodies()
 
     async def read_body(request: Request,
                         known: frozenset[str] | None = None) -> RequestBody:
@@ -440,12 +443,19 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
             raw = await request.body()
         except ClientDisconnect:  # nobody reads the answer; not a gateway failure to log
             raise GatewayError("the client went away before its body arrived") from None
+        # The history a client resends is parsed once: its next body reuses what this one
+        # parsed of it, byte for byte (gateway/resent.py; the key's scope only).
+        read = functools.partial(
+            read_request, raw, limits, known, memo=resent, scope=scope,
+            front="openai" if known is None else f"known:{hash(known)}",
+            history="input" if known is not None and "messages" not in known else "messages")
         if len(raw) > _THREAD_PARSE_BYTES:  # a large body is parsed off the event loop
-            parsed = await anyio.to_thread.run_sync(read_request, raw, limits, known)
+            parsed = await anyio.to_thread.run_sync(read)
         else:
-            parsed = read_request(raw, limits, known)
+            parsed = read()
         if known is None:
-            check_fields(parsed.fields)
+            check_fields(parsed.fields, parsed)
+        parsed.remember(resent)
         return parsed
 
     # Turns beyond the limit wait for a slot, and so does parsing their bodies (a stream
@@ -561,7 +571,8 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
                 code="STORE_SESSION_INVALID",
             )
         return await runtime.request_from_openai(
-            body, session_id=session_id, source="gateway", approver=approver, fetch=fetch)
+            body, session_id=session_id, source="gateway", approver=approver, fetch=fetch,
+            scope=scope)
 
     async def health(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})

@@ -47,11 +47,12 @@ import math
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import GatewayError
+from deepseek_eyes.gateway.resent import Kept, ResentBodies, continue_messages
 
 __all__ = [
     "KNOWN_FIELDS", "MAX_IGNORED_LISTED", "MAX_JSON_DEPTH", "MAX_JSON_ITEMS", "BodyLimits",
@@ -197,10 +198,21 @@ class BodyLimits:
 @dataclass(frozen=True)
 class RequestBody:
     """A request body at the door: the fields the gateway reads, and the names of the
-    top-level fields it skipped (never built)."""
+    top-level fields it skipped (never built). ``kept``: its messages as a client's
+    resent-history memo keeps them (kept once the body passed every check, see
+    :meth:`remember`); ``base``: the kept body whose messages it starts with, and
+    ``reused``: how many (0: parsed whole)."""
 
     fields: JsonObject
     ignored: tuple[str, ...] = ()
+    kept: Kept | None = field(default=None, repr=False, compare=False)
+    base: Kept | None = field(default=None, repr=False, compare=False)
+    reused: int = 0
+
+    def remember(self, memo: ResentBodies) -> None:
+        """Keep this body's messages for its client's next request (after every check)."""
+        if self.kept is not None:
+            memo.keep(self.kept, self.base)
 
 
 _WS = re.compile(r"[ \t\n\r]*")
@@ -362,12 +374,19 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_flo
                             parse_int=_bounded_int)
 
 
-def read_request(raw: bytes, limits: BodyLimits,
-                 known: frozenset[str] | None = None) -> RequestBody:
+def read_request(raw: bytes, limits: BodyLimits, known: frozenset[str] | None = None, *,
+                 memo: ResentBodies | None = None, scope: str | None = None,
+                 front: str = "openai", history: str = "messages") -> RequestBody:
     """A chat completion body at the door: bounded in text and values before anything is
     built, then the fields the gateway reads parsed and checked as :func:`parse_body` does,
     and every other top-level field skipped (validated, never built) and named. ``known``
     names the fields another wire format reads (default: :data:`KNOWN_FIELDS`).
+
+    ``memo`` and ``scope``: the messages of the client's last body of ``front`` that this
+    one starts with, byte for byte, are taken from there instead of being parsed and
+    walked again (gateway/resent.py: the same text, the same values; any other body is
+    parsed whole); ``history`` names the field that holds them (``input`` for the
+    Responses front), when it is one ``known`` names.
 
     Raises:
         GatewayError: ``GATEWAY_BODY_TEXT_TOO_LARGE``, ``GATEWAY_JSON_TOO_MANY_NODES``, and
@@ -391,6 +410,9 @@ def read_request(raw: bytes, limits: BodyLimits,
             details={"limit": limits.max_nodes})
     fields: JsonObject = {}
     ignored: dict[str, None] = {}
+    base: Kept | None = None
+    reused = 0
+    messages_at: tuple[int, int, Any] | None = None  # where the messages value was read
     pos = _WS.match(text, 0).end()  # type: ignore[union-attr]  # matches the empty string
     if not text.startswith("{", pos):
         if text.startswith("[", pos) or _TOKEN.match(text, pos):
@@ -413,7 +435,27 @@ def read_request(raw: bytes, limits: BodyLimits,
         if colon is None or colon.group(0).strip() != ":":
             raise _not_json()
         pos = _WS.match(text, colon.end()).end()  # type: ignore[union-attr]
-        if key in known:
+        if key == history and key in known and memo is not None and scope is not None:
+            fields.pop(key, None)
+            continued = None
+            for candidate in memo.candidates(scope, front):
+                continued = continue_messages(text, pos, candidate, _DECODER)
+                if continued is not None:
+                    base, reused = candidate, len(candidate.messages)
+                    break
+            else:
+                base, reused = None, 0
+            value_at = pos
+            try:
+                fields[key], pos = continued or _DECODER.raw_decode(text, pos)
+            except RecursionError:
+                raise _too_deep() from None
+            except GatewayError:
+                raise
+            except ValueError:
+                raise _not_json() from None
+            messages_at = (value_at, pos, fields[key])
+        elif key in known:
             try:
                 fields[key], pos = _DECODER.raw_decode(text, pos)
             except RecursionError:
@@ -437,9 +479,37 @@ def read_request(raw: bytes, limits: BodyLimits,
         raise _not_json()
     for key in fields:
         ignored.pop(key, None)  # a known field repeated after an unknown spelling: kept
-    _check_tree(fields, strings=_may_hold_surrogates(text))
+    messages = fields.get(history)
+    if messages_at is None or messages_at[2] is not messages:
+        base, reused = None, 0  # a repeated key: the last one's value, parsed whole
+    if reused and isinstance(messages, list):
+        # The kept messages passed this walk in the body they came from, at this depth.
+        if len(messages) > MAX_JSON_ITEMS:
+            raise _too_many_items(len(messages))
+        _check_tree({**fields, history: messages[reused:]},
+                    strings=_may_hold_surrogates(text))
+    else:
+        _check_tree(fields, strings=_may_hold_surrogates(text))
     listed = tuple(name[:64] for name in list(ignored)[:MAX_IGNORED_LISTED])
-    return RequestBody(fields, listed)
+    kept = None
+    if memo is not None and scope is not None and messages_at is not None \
+            and messages_at[2] is messages:
+        kept = _kept(text, scope, front, messages_at[0], messages_at[1], messages)
+    return RequestBody(fields, listed, kept=kept, base=base, reused=reused)
+
+
+def _kept(text: str, scope: str, front: str, start: int, end: int,
+          messages: Any) -> Kept | None:
+    """The entry a body's messages are kept under: the text up to the ``}`` that ends its
+    last message (``end`` is past the array's ``]``), when that message is an object."""
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return None
+    last = end - 1  # the "]"
+    while last > start and text[last - 1] in " \t\n\r":
+        last -= 1
+    if text[last - 1:last] != "}":
+        return None
+    return Kept(scope, front, start, text[:last], list(messages))
 
 
 # -- field types ------------------------------------------------------------------------
@@ -554,15 +624,23 @@ def _check_tool_choice(body: JsonObject) -> None:
                    reason="tool_not_offered")
 
 
-def _check_tool_replies(messages: Any) -> None:
+#: The tool-reply check's state after some messages: the ids the last assistant message
+#: called (``None``: no assistant message since the last message of another role), or
+#: ``False`` once a message that is not an object ended the check.
+Replies = set[str] | None | bool
+
+
+def _check_tool_replies(messages: Any, start: int = 0, calls: Replies = None) -> Replies:
     """Each ``tool`` message answers a call of the nearest assistant message before it
-    (the OpenAI rule: only tool messages may stand between a call and its answer)."""
-    if not isinstance(messages, list):
-        return  # the runtime's parser names what is wrong with messages itself
-    calls: set[str] | None = None  # ids the last assistant message called; None: no such
-    for index, message in enumerate(messages):
+    (the OpenAI rule: only tool messages may stand between a call and its answer); from
+    ``start`` on, in the state ``calls`` the messages before it left. Returns the state
+    after the last message."""
+    if not isinstance(messages, list) or calls is False:
+        return False  # the runtime's parser names what is wrong with messages itself
+    for index in range(start, len(messages)):
+        message = messages[index]
         if not isinstance(message, dict):
-            return
+            return False
         role = message.get("role")
         if role == "assistant":
             tool_calls = message.get("tool_calls")
@@ -570,7 +648,7 @@ def _check_tool_replies(messages: Any) -> None:
                 if isinstance(tool_calls, list) else set()
         elif role == "tool":
             call_id = message.get("tool_call_id")
-            if calls is None or not isinstance(call_id, str) or call_id not in calls:
+            if not isinstance(calls, set) or not isinstance(call_id, str) or call_id not in calls:
                 raise _bad(
                     f"messages[{index}] is a tool message whose tool_call_id "
                     f"{str(call_id)[:64]!r} answers no tool call of the assistant message "
@@ -578,11 +656,14 @@ def _check_tool_replies(messages: Any) -> None:
                     reason="tool_reply_unmatched")
         else:
             calls = None
+    return calls
 
 
-def check_fields(body: JsonObject) -> None:
+def check_fields(body: JsonObject, parsed: RequestBody | None = None) -> None:
     """The OpenAI types of the fields that matter, and what OpenAI refuses across them;
-    ``messages`` is otherwise parsed elsewhere.
+    ``messages`` is otherwise parsed elsewhere. ``parsed``: the body as read, whose
+    messages the client's last body held are not checked again (their check's state is
+    kept with them).
 
     Raises:
         GatewayError: ``GATEWAY_BAD_REQUEST`` with ``details['param']`` naming the field.
@@ -607,4 +688,11 @@ def check_fields(body: JsonObject) -> None:
                    param="thinking.type")
     _check_max_tokens(body)
     _check_tool_choice(body)
-    _check_tool_replies(body.get("messages"))
+    messages = body.get("messages")
+    start, calls = 0, None
+    if parsed is not None and parsed.reused and parsed.base is not None \
+            and parsed.base.replies is not None and parsed.fields is body:
+        start, calls = parsed.reused, parsed.base.replies[0]
+    after = _check_tool_replies(messages, start, calls)
+    if parsed is not None and parsed.kept is not None and parsed.fields is body:
+        parsed.kept.replies = (after,)

@@ -115,7 +115,8 @@ class Front:
         its client by it: ``gateway:anthropic`` Claude Code, ``gateway:responses`` Codex)."""
         turn = await self.runtime.request_from_openai(
             body, session_id=session_id, continue_session=continuing, source=source,
-            approver=self.approver, fetch=self.fetch)
+            approver=self.approver, fetch=self.fetch,
+            scope=None if continuing else self.scope)
         turn.idempotency = ref
         turn.scope = self.scope
         if self.settings.continue_by_history:

@@ -31,7 +31,8 @@ from deepseek_eyes.llm.known import known_model
 from deepseek_eyes.settings import LLMSettings
 from deepseek_eyes.store.events import message_calls
 
-__all__ = ["ThinkingMode", "model_defaults", "reasoning_gaps", "thinking_mode"]
+__all__ = ["ThinkingMode", "lacks_reasoning", "model_defaults", "reasoning_gaps",
+           "thinking_mode"]
 
 ThinkingMode = Literal["enabled", "disabled"] | None
 
@@ -77,12 +78,15 @@ def model_defaults(model: str, settings: LLMSettings) -> ModelDefaults:
     return out
 
 
-def reasoning_gaps(messages: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Indices of the assistant messages (runtime format) that called tools and hold no
-    reasoning text: the ones DeepSeek refuses in thinking mode."""
-    return [
-        index for index, message in enumerate(messages)
-        if message.get("role") == "assistant"
+def lacks_reasoning(message: Mapping[str, Any]) -> bool:
+    """Whether a message (runtime format) is an assistant message that called tools and
+    holds no reasoning text: one DeepSeek refuses in thinking mode."""
+    return bool(
+        message.get("role") == "assistant"
         and (message.get("tool_calls") or message.get("internal_calls"))  # cheap first
-        and message_calls(message) and not isinstance(message.get("reasoning"), str)
-    ]
+        and message_calls(message) and not isinstance(message.get("reasoning"), str))
+
+
+def reasoning_gaps(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Indices of the messages :func:`lacks_reasoning` holds for."""
+    return [index for index, message in enumerate(messages) if lacks_reasoning(message)]

@@ -38,6 +38,7 @@ import base64
 import binascii
 import hashlib
 import re
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
@@ -52,6 +53,7 @@ __all__ = [
     "Fetch",
     "ImagePart",
     "ImageUrlPart",
+    "ParsedHistories",
     "StoredCall",
     "has_images",
     "image_part",
@@ -260,6 +262,69 @@ def _tool_calls(value: Any, where: str) -> list[StoredCall]:
     return calls
 
 
+@dataclass
+class _Parsed:
+    """One client's last ``messages``: the array as sent, its runtime form, and how many
+    leading messages hold no image (their runtime form is a function of the message and
+    its index alone)."""
+
+    raw: list[Any]
+    out: list[dict[str, Any]]
+    plain: int
+
+
+class ParsedHistories:
+    """The last ``messages`` each client scope sent, with their runtime form, so that the
+    history a client resends is structured once (a text message's runtime form is a pure
+    function of the message as sent and its place, so an equal message at the same place
+    has an equal form; equal is ``==`` on the parsed JSON, in C, and the identity the
+    gateway's own memo gives the resent messages makes it cheap). Messages from the first
+    one with an image on are structured again: their image parts are filled in by
+    admission. Bounded: :attr:`per_scope` arrays per scope, :attr:`scopes` scopes, the
+    least recently used dropped; the runtime forms are the ones the turns hold anyway.
+    The forms given out are shared between requests: nothing mutates a message once it is
+    in a request (``budget.fit`` and the view rely on it too)."""
+
+    def __init__(self, *, per_scope: int = 4, scopes: int = 64) -> None:
+        self.per_scope = per_scope
+        self.scopes = scopes
+        self._by_scope: OrderedDict[str, list[_Parsed]] = OrderedDict()
+
+    def head(self, scope: str, raw: list[Any]) -> list[dict[str, Any]]:
+        """The runtime form of the longest run of leading messages of ``raw`` the scope's
+        last arrays share with it, up to their first image (empty: none)."""
+        best: _Parsed | None = None
+        shared = 0
+        for parsed in self._by_scope.get(scope, ()):
+            n = _leading_equal(raw, parsed.raw, parsed.plain)
+            if n > shared:
+                best, shared = parsed, n
+        return best.out[:shared] if best is not None else []
+
+    def note(self, scope: str, raw: list[Any], out: list[dict[str, Any]], plain: int) -> None:
+        kept = self._by_scope.pop(scope, [])
+        kept = [p for p in kept if p.raw[:1] != raw[:1]][: self.per_scope - 1]
+        self._by_scope[scope] = [_Parsed(list(raw), out, plain), *kept]
+        while len(self._by_scope) > self.scopes:
+            self._by_scope.popitem(last=False)
+
+
+def _leading_equal(left: list[Any], right: list[Any], limit: int) -> int:
+    """How many leading items two lists have equal, at most ``limit``: compared whole
+    first (in C), then by halves to the first difference."""
+    n = min(len(left), len(right), limit)
+    if left[:n] == right[:n]:
+        return n
+    lo, hi = 0, n
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if left[lo:mid] == right[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 async def parse_messages(
     raw: Any,
     *,
@@ -267,8 +332,11 @@ async def parse_messages(
     fetch: Fetch | None = None,
     max_image_bytes: int = 20 * 1024 * 1024,
     max_images: int | None = None,
+    memo: ParsedHistories | None = None,
+    scope: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Parse an OpenAI ``messages`` array (see the module's phases).
+    """Parse an OpenAI ``messages`` array (see the module's phases). ``memo`` and
+    ``scope``: the client's history, structured once (:class:`ParsedHistories`).
 
     Raises:
         TurnError: ``RUNTIME_BAD_MESSAGE`` (with ``details['at']``),
@@ -276,9 +344,14 @@ async def parse_messages(
             ``RUNTIME_IMAGE_FETCH_FAILED``, admission ImageError or StoreError.
     """
     images = _Images(max_images, fetch is not None, {}, {}, [])
-    out = _structure(raw, images, max_image_bytes)
+    kept = (memo, scope) if memo is not None and scope is not None \
+        and isinstance(raw, list) else None
+    head = kept[0].head(kept[1], raw) if kept is not None else []
+    out, plain = _structure(raw, images, max_image_bytes, head)
     if images.parts:
         await _resolve(images, admit, fetch)
+    if kept is not None:
+        kept[0].note(kept[1], raw, out, plain)
     return out
 
 
@@ -331,11 +404,18 @@ def _placed(exc: ImageError, images: _Images) -> ImageError:
                       details={**exc.details, "at": at, "param": at})
 
 
-def _structure(raw: Any, images: _Images, max_image_bytes: int) -> list[dict[str, Any]]:
+def _structure(raw: Any, images: _Images, max_image_bytes: int,
+               head: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The runtime form of each message, the first ``len(head)`` given (the forms of equal
+    messages at the same places), and how many leading messages hold no image."""
     if not isinstance(raw, list) or not raw:
         raise _bad("messages must be a non-empty list", "messages")
-    out: list[dict[str, Any]] = []
-    for index, message in enumerate(raw):
+    out: list[dict[str, Any]] = list(head)
+    plain: int | None = None
+    for index in range(len(head), len(raw)):
+        message = raw[index]
+        if plain is None and images.parts:
+            plain = index - 1  # the message before held the first image
         where = f"messages[{index}]"
         if not isinstance(message, Mapping):
             raise _bad("a message must be an object", where)
@@ -367,7 +447,9 @@ def _structure(raw: Any, images: _Images, max_image_bytes: int) -> list[dict[str
             if isinstance(message.get("name"), str):
                 parsed["name"] = message["name"]
         out.append(parsed)
-    return out
+    if plain is None:
+        plain = len(raw) - 1 if images.parts else len(raw)
+    return out, plain
 
 
 def text_of(content: str | Sequence[Mapping[str, Any]]) -> str:

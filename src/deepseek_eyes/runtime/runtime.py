@@ -31,7 +31,7 @@ from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.client import ChatClient
 from deepseek_eyes.llm.retry import RetryPolicy
 from deepseek_eyes.runtime.look import LookSource
-from deepseek_eyes.runtime.messages import Fetch
+from deepseek_eyes.runtime.messages import Fetch, ParsedHistories
 from deepseek_eyes.runtime.sight import Sight
 from deepseek_eyes.runtime.tools import ToolHub, ToolSource
 from deepseek_eyes.runtime.turn import (
@@ -116,6 +116,7 @@ class Runtime:
             elif name == "desktop":
                 self._add_desktop()
         self.sessions = SessionStore(home.db)
+        self.parsed = ParsedHistories()  # each gateway client's resent history, structured
         # Turns a process that died left half-written are closed before this one's start.
         recover(self.sessions, home.audit)
         self.idempotency = IdempotencyStore(home.db, ttl_s=settings.gateway.idempotency_ttl)
@@ -238,6 +239,7 @@ class Runtime:
         approver: Approver | None = None,
         notify: Notify | None = None,
         fetch: Fetch | None = None,
+        scope: str | None = None,
     ) -> TurnRequest:
         """A turn request from an OpenAI ``chat/completions`` body: the one admission path
         of the gateway, ``ask`` and ``chat`` (:func:`~deepseek_eyes.runtime.turn.wire.
@@ -245,7 +247,8 @@ class Runtime:
 
         ``continue_session``: the body holds only the new messages, and the session's
         stored log goes before them (``ask --session``, ``chat``); a gateway client resends
-        its whole history instead.
+        its whole history instead, structured once per client ``scope``
+        (:class:`~deepseek_eyes.runtime.messages.ParsedHistories`).
         """
         history: list[dict[str, Any]] = []
         if continue_session and session_id is not None and SessionStore.valid_id(session_id) \
@@ -261,7 +264,8 @@ class Runtime:
             max_image_bytes=self.settings.image.max_bytes,
             max_images=self.settings.runtime.max_images_per_turn,
             session_id=session_id, history=history, source=source, approver=approver,
-            notify=notify,
+            notify=notify, memo=self.parsed if scope is not None else None,
+            scope=f"{source} {scope}" if scope is not None else None,
         )
 
     async def run(

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deepseek_eyes.canonical_json import normalized_text
+from deepseek_eyes.runtime.walks import HistoryWalks
 from deepseek_eyes.store.events import Event, body_digest
 
 __all__ = ["MEMO_SESSIONS", "Chain", "HistoryMemo", "prefix_chain", "shared_prefix",
@@ -138,8 +139,9 @@ class Chain:
         return self
 
 
-def _visible(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [m for m in messages if not m.get("internal")]
+def _shown(message: Mapping[str, Any]) -> bool:
+    """Whether a client sees a message (the runtime's internal exchanges it does not)."""
+    return not message.get("internal")
 
 
 class HistoryMemo:
@@ -147,6 +149,7 @@ class HistoryMemo:
 
     def __init__(self, *, sessions: int = MEMO_SESSIONS) -> None:
         self._max = sessions
+        self._walks = HistoryWalks(entries=sessions)  # each history's visible messages
         self._by_session: OrderedDict[str, tuple[str | None, Chain]] = OrderedDict()
         # Per session: the sequence numbers and digests of its visible stored messages.
         self._stored: OrderedDict[str, tuple[list[int], list[str]]] = OrderedDict()
@@ -156,7 +159,9 @@ class HistoryMemo:
         """The :class:`Chain` of ``messages``, reusing the digests of the session's memo
         (``session_id``), else of the memo of ``scope``'s that shares the longest leading
         run of messages with them."""
-        visible = _visible(messages)
+        key = f"session {session_id}" if session_id is not None else \
+            f"client {scope}" if scope is not None else None
+        visible = self._walks.select(key, messages, "visible", _shown)
         known = self._known(visible, session_id, scope)
         if known is None:
             return Chain().extend(visible)

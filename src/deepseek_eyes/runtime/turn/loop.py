@@ -237,7 +237,9 @@ class TurnRunner:
         with stage("prepare"):
             messages, turn.omitted = fit([*turn.history, *turn.tail],
                                          self._settings.history_budget_tokens,
-                                         self._preparer.views.costs)
+                                         self._preparer.views.costs,
+                                         memo=self._preparer.fits,
+                                         key=f"session {turn.session_id}")
         payload: JsonObject = {**turn.base, "messages": messages}
         if turn.calls_so_far + 1 < self._settings.max_model_calls_per_turn:
             tools = list(turn.request.client_tools) + turn.offer.openai()

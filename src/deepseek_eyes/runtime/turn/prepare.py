@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import operator
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -44,7 +45,14 @@ from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import DeepSeekEyesError, LLMError, StoreError, TurnError
 from deepseek_eyes.llm.catalog import ModelCatalog
 from deepseek_eyes.llm.known import renamed, renamed_note
-from deepseek_eyes.llm.thinking import ThinkingMode, model_defaults, reasoning_gaps, thinking_mode
+from deepseek_eyes.llm.thinking import (
+    ThinkingMode,
+    lacks_reasoning,
+    model_defaults,
+    reasoning_gaps,
+    thinking_mode,
+)
+from deepseek_eyes.runtime.budget import FitMemo
 from deepseek_eyes.runtime.delivery import pixels_for
 from deepseek_eyes.runtime.messages import image_refs
 from deepseek_eyes.runtime.reasoning import restore_reasoning
@@ -69,6 +77,7 @@ from deepseek_eyes.runtime.view import (
     image_ids,
     native_pixels,
 )
+from deepseek_eyes.runtime.walks import HistoryWalks
 from deepseek_eyes.settings import LLMSettings, RuntimeSettings, VisionSettings
 from deepseek_eyes.store.events import (
     Event,
@@ -171,12 +180,16 @@ class Preparer:
         self._sessions = sessions
         self._usage = usage
         self.memo = HistoryMemo()
+        self.walks = HistoryWalks()  # what each walk of a history found, per session
+        self.fits = FitMemo()  # where each session's last fitting to the budget stood
         self.views = ViewMemo()  # plain renderings of the session logs' messages
 
     async def prepare(self, request: TurnRequest) -> TurnState:
         started = time.time()
         model = request.model or await self._catalog.default_model()
-        images = image_refs(request.messages)
+        # A client's resent history is walked once: the messages after it, each turn.
+        images = image_refs(self.walks.select(_client_key(request), request.messages,
+                                              "image parts", _has_image_part))
         if len(images) > self._settings.max_images_per_turn:
             raise TurnError(
                 f"the conversation holds {len(images)} images; at most "
@@ -244,7 +257,9 @@ class Preparer:
                 model, param).
         """
         mode = thinking_mode(model, request.params, self._llm)
-        gaps = reasoning_gaps(request.messages)  # one walk of a long history, not three
+        # One walk of a long history, not three, and of a resent one only what is new.
+        gaps = self.walks.where(_client_key(request), request.messages, "reasoning gaps",
+                                lacks_reasoning)
         if gaps:
             messages, restored = restore_reasoning(request.messages, self._sessions,
                                                    scope=request.scope)
@@ -304,7 +319,9 @@ class Preparer:
         evidence: list[EvidenceUse] = []
         slots: dict[str, EvidenceSlot] = {}
         originals: dict[str, bytes] = {}
-        carrying = [m for m in conversation if carries_images(m)]  # one walk: few hold any
+        # One walk (few messages hold any), of a continued session only what is new.
+        carrying = self.walks.select(f"session {session_id}", conversation, "images",
+                                     carries_images)
         ids = image_ids(carrying)
         pictures = _conversation_images(carrying)
         if path == "bridged" or context.delivery == "both":
@@ -329,8 +346,9 @@ class Preparer:
                 image_id = ids.get(image["sha256"]) or str(image.get("id"))
                 context.images.setdefault(image_id, _part(image))
         # Images earlier tool results brought keep their ids (their evidence is in the text).
-        for message in conversation:
-            for image in message.get("images") or () if message.get("role") == "tool" else ():
+        for message in self.walks.select(f"session {session_id}", conversation,
+                                         "tool images", _brought_images):
+            for image in message["images"]:
                 context.images.setdefault(str(image["id"]), {
                     k: v for k, v in image.items() if k != "id"})
         if path == "native":
@@ -547,8 +565,10 @@ class Preparer:
         snap = self._sessions.snapshot(session_id)
         if snap.scope is not None and snap.scope != request.scope:
             raise ForeignSession(session_id)
-        log = [e.message for e in snap.events]
-        visible = [e for e in snap.events if not e.message.get("internal")]
+        log = list(map(_MESSAGE, snap.events))
+        # The store keeps the events it read: a continued session's are the same objects.
+        visible = self.walks.select(f"session {session_id}", snap.events, "visible events",
+                                    _shown_event)
         stored = self.memo.stored_digests(session_id, visible)
         # The runtime's internal exchanges are skipped on both sides (``ask --session``
         # resends the stored history, internal messages included); ``chain`` holds the
@@ -616,6 +636,33 @@ def _conversation_images(conversation: Sequence[Mapping[str, Any]]) -> list[dict
         for attached in attached_pixels(message):
             seen.setdefault(str(attached["sha256"]), dict(attached))
     return list(seen.values())
+
+
+def _client_key(request: TurnRequest) -> str | None:
+    """Whose resent history a request's is, for :class:`HistoryWalks` (None: nobody's)."""
+    if request.session_id is not None:
+        return f"session {request.session_id}"
+    scope = request.client_scope or request.scope
+    return f"client {scope}" if scope is not None else None
+
+
+_MESSAGE = operator.attrgetter("message")
+
+
+def _shown_event(event: Event) -> bool:
+    return not event.message.get("internal")
+
+
+def _has_image_part(message: Mapping[str, Any]) -> bool:
+    """Whether a runtime message's content holds an image part (what ``image_refs``
+    collects)."""
+    content = message.get("content")
+    return isinstance(content, list) and any(p.get("type") == "image" for p in content)
+
+
+def _brought_images(message: Mapping[str, Any]) -> bool:
+    """Whether a message is a tool result that brought images (their ids stay known)."""
+    return message.get("role") == "tool" and bool(message.get("images"))
 
 
 def _part(image: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import StoreError
-from deepseek_eyes.runtime.messages import Admit, Fetch, parse_messages
+from deepseek_eyes.runtime.messages import Admit, Fetch, ParsedHistories, parse_messages
 from deepseek_eyes.runtime.turn.events import Answer, Delta, Progress, Started, TurnEvent
 from deepseek_eyes.runtime.turn.ledger import usage_json
 from deepseek_eyes.runtime.turn.relay import tool_call_json
@@ -48,6 +48,8 @@ async def request_from_openai(
     source: str = "gateway",
     approver: Approver | None = None,
     notify: Notify | None = None,
+    memo: ParsedHistories | None = None,
+    scope: str | None = None,
 ) -> TurnRequest:
     """A turn request from an OpenAI ``chat/completions`` body whose field types are
     checked (the gateway's ``check_fields``; ``ask`` and ``chat`` build theirs).
@@ -65,7 +67,7 @@ async def request_from_openai(
                          "':' or '-'", code="STORE_SESSION_INVALID")
     messages = await parse_messages(
         body.get("messages"), admit=admit, fetch=fetch, max_image_bytes=max_image_bytes,
-        max_images=max_images,
+        max_images=max_images, memo=memo, scope=scope,
     )
     options = body.get("stream_options") or {}
     model = body.get("model")
