@@ -205,16 +205,32 @@ def test_three_processes_migrate_once_and_extend_one_chain(
     postgres_url: str, tmp_path: Path,
 ) -> None:
     """Three replicas start together on an empty database: one migrates, the others wait
-    for it (the advisory lock), then all three append to one chain at once."""
+    for it (the schema lock), then all three append to one chain at once: audit rows,
+    their own sessions (side by side) and one shared session (compare-and-set, a loser
+    reads again)."""
     script = textwrap.dedent(f"""
         import sys
         from pathlib import Path
         sys.path.insert(0, {str(SRC)!r})
         from deepseek_eyes.store.db import Database
+        from deepseek_eyes.store.events import Guard, SessionConflict, SessionStore
         db = Database(Path("unused.db"), url={postgres_url!r})
+        sessions = SessionStore(db)
+        sessions.ensure("shared", "test")
+        mine = "own-" + sys.argv[1]
+        sessions.append(mine, [], create="test")
+        message = {{"role": "user", "content": sys.argv[1]}}
         for i in range(20):
             with db.transaction():
                 db.execute({AUDIT!r}, (float(i), "w", sys.argv[1], "{{}}"), chain="test")
+            sessions.append(mine, [message])
+            while True:
+                head = sessions.snapshot("shared").head
+                try:
+                    sessions.append("shared", [message], guard=Guard(head))
+                    break
+                except SessionConflict:
+                    continue
         db.close()
     """)
     env = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_EYES_DATABASE_URL"}
@@ -229,7 +245,11 @@ def test_three_processes_migrate_once_and_extend_one_chain(
     sign_checkpoint(home.db, home.audit_keys())
     report = verify_database(home.db, home.audit_keys())
     assert report.ok, report.as_json()
-    assert report.entries == 60
+    assert report.entries == 60 + 4 + 3 * 40  # audit rows, sessions, events
+    for name in ("shared", "own-w0", "own-w1", "own-w2"):
+        seqs = [int(r[0]) for r in home.db.query(
+            "SELECT seq FROM events WHERE session_id = ? ORDER BY seq", (name,))]
+        assert seqs == list(range(60 if name == "shared" else 20)), name
     home.db.close()
 
 

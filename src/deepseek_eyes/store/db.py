@@ -627,6 +627,8 @@ class Database:
             # already there) commit with the script, or nothing does.
             self._conn.execute("BEGIN IMMEDIATE")
             try:
+                if self.url is not None:  # replicas starting together: one migrates
+                    self._conn.hold("schema")  # type: ignore[attr-defined]
                 if int(self._conn.execute("PRAGMA user_version").fetchone()[0]) >= version:
                     self._conn.execute("ROLLBACK")
                     continue
@@ -703,7 +705,7 @@ class Database:
         with self._lock:
             if self._depth:
                 try:
-                    self._write_pending()
+                    self._write_pending(alone=False)
                     self._conn.write_chain()
                 except sqlite3.Error as exc:
                     raise self._failure(exc, "database write failed") from exc
@@ -714,7 +716,7 @@ class Database:
                 with stage("store"):
                     self._begin()
                     try:
-                        self._write_pending()
+                        self._write_pending(alone=True)
                         self._commit()
                     except BaseException:
                         self._rollback()
@@ -722,9 +724,14 @@ class Database:
             except sqlite3.Error as exc:
                 raise store_error(exc, "database write failed", self.path) from exc
 
-    def _write_pending(self) -> None:
+    def _write_pending(self, *, alone: bool) -> None:
         """The queued rows and their chain entries, inside the open transaction; put back
-        in the queue when it rolls back (see :meth:`_rollback`)."""
+        in the queue when it rolls back (see :meth:`_rollback`). ``alone``: the
+        transaction writes nothing else.
+
+        On PostgreSQL the rows' chain entries are made when the transaction chains its own
+        first record (or at its commit): the chain lock is taken then, after the keys the
+        transaction holds (:meth:`hold`), not when it begins (store/postgres.py)."""
         pending, self._pending = self._pending, []
         mark = len(self._unwritten)
         self._unwritten.extend(pending)
@@ -732,17 +739,22 @@ class Database:
         conn = self._conn
         chained: list[tuple[str, str, str, Sequence[Any], int]] = []
         try:
-            # On PostgreSQL the rows go in one round trip (store/postgres.py).
+            # On PostgreSQL the rows go in one round trip (store/postgres.py), the chain's
+            # tail with them when nothing else is written.
             pipelined = getattr(conn, "execute_pipelined", None)
             cursors: Sequence[sqlite3.Cursor] = (
                 pipelined([(sql, params) for sql, params, _k, _t in pending])
-                if pipelined is not None and len(pending) > 1 else [])
+                if pipelined is not None else [])
+            if alone and pipelined is not None and any(p[2] is not None for p in pending):
+                conn.prefetch_chain_head()  # type: ignore[attr-defined]
             for n, (sql, params, kind, table) in enumerate(pending):
                 cur = cursors[n] if cursors else conn.execute(sql, params)
                 if kind is not None and table is not None and cur.rowcount > 0 \
                         and cur.lastrowid is not None:
                     chained.append((kind, table, sql, params, cur.lastrowid))
-            if chained:  # one batch entry for many (store/chain.py)
+            if chained and pipelined is not None:
+                conn.defer_chain(chained, now)  # type: ignore[attr-defined]
+            elif chained:  # one batch entry for many (store/chain.py)
                 _chain.ChainWriter.of(conn).add_inserts(chained, now)
         except sqlite3.Error as exc:
             # A batch that fails for what it holds (a constraint, a bad statement) is
@@ -804,7 +816,7 @@ class Database:
                 self._depth = 1
                 try:
                     if self._pending:
-                        self._write_pending()
+                        self._write_pending(alone=False)
                     yield self._conn
                     doomed = self._doomed
                     if doomed is not None:  # caught inside the block; see the docstring
@@ -868,6 +880,28 @@ class Database:
                     return _chain.insert(conn, chain, sql, params, time.time()) or 0
         except sqlite3.Error as exc:
             raise self._failure(exc, "database write failed") from exc
+
+    def hold(self, key: str) -> None:
+        """Inside a write transaction: no other write transaction that holds ``key`` gets
+        past its own ``hold`` until this one ends. Call it before a read the transaction
+        then writes on (a compare-and-set), and before anything it chains. On SQLite every
+        write transaction holds the one write lock already: nothing to do. On PostgreSQL a
+        transaction-level advisory lock on the key (store/postgres.py), so transactions on
+        other keys run meanwhile.
+
+        Raises:
+            StoreError: as :meth:`transaction` (a lost server: ``STORE_DATABASE_UNAVAILABLE``).
+            RuntimeError: outside a write transaction (a programming error).
+        """
+        if self.url is None:
+            return
+        with self._lock:
+            if not self._depth:
+                raise RuntimeError("Database.hold() outside a write transaction")
+            try:
+                self._conn.hold(key)  # type: ignore[attr-defined]
+            except sqlite3.Error as exc:
+                raise self._failure(exc, "database write failed") from exc
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         """Raises:

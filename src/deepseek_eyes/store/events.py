@@ -11,8 +11,9 @@ Decisions a newcomer would otherwise undo:
 * **Appends are compare-and-set.** Several processes may share one database (two ``serve``
   on one data directory). A turn reads the session, decides what to append, and appends
   with a :class:`Guard`: the write happens only if nothing was appended since it read,
-  checked inside the write transaction (which holds SQLite's write lock), with the unique
-  ``(session_id, seq)`` as a second guard. A turn that loses gets
+  checked inside the write transaction, which holds the session's key
+  (:meth:`~deepseek_eyes.store.db.Database.hold`: SQLite's write lock, a per-session lock
+  on PostgreSQL), with the unique ``(session_id, seq)`` as a second guard. A turn that loses gets
   :class:`SessionConflict` and reads again: its history no longer extends the session, so
   it becomes a fork that says so. Without the guard, two continuations sent at once were
   both appended, interleaved.
@@ -348,6 +349,9 @@ class SessionStore:
         now = self._clock()
         seqs: list[int] = []
         with self._db.transaction() as conn:
+            # Before the session is read: appends to it wait for each other (on PostgreSQL;
+            # SQLite's write lock serializes every write), appends to others do not.
+            self._db.hold(f"session:{session_id}")
             created: int | None = None
             if create is not None:
                 if not self.valid_id(session_id):

@@ -63,6 +63,8 @@ class IdempotencyStore:
         """Hold ``ref`` for a request about to run, or say why it must not run."""
         now = self._clock()
         with self._db.transaction() as conn:
+            # Claims of one key wait for each other (read, then written), others do not.
+            self._db.hold(f"idempotency:{ref.scope}:{ref.key_sha256}")
             conn.execute("DELETE FROM idempotency_keys WHERE created_at < ?", (now - self._ttl,))
             row = conn.execute(
                 "SELECT request_sha256, state, owner, response, session_id FROM idempotency_keys"

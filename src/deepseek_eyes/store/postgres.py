@@ -40,6 +40,7 @@ together migrate once.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 import sqlite3
 import threading
@@ -51,10 +52,22 @@ from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store import chain as _chain
 from deepseek_eyes.store import pg_schema
 
-__all__ = ["WRITE_LOCK", "PgConnection", "Row", "connect", "redact", "translate"]
+__all__ = ["CHAIN_LOCK", "SCHEMA_LOCK", "PgConnection", "Row", "connect", "lock_id", "redact",
+           "translate"]
 
-#: The advisory lock key every write transaction holds (see the module docstring).
-WRITE_LOCK = 0x6579_6573  # "eyes"
+
+def lock_id(key: str) -> int:
+    """The advisory lock (a signed 64-bit key) a transaction holds for ``key``: the first
+    8 bytes of the SHA-256 of ``"eyes:" + key`` (the prefix keeps clear of other programs'
+    locks on the same database; two keys sharing one only wait for each other)."""
+    digest = hashlib.sha256(f"eyes:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+#: The lock held from a write transaction's read of the chain's tail to its end (see the
+#: module docstring), and the one setup and migrations hold.
+CHAIN_LOCK = lock_id("chain")
+SCHEMA_LOCK = lock_id("schema")
 
 _SETUP = (
     "CREATE TABLE IF NOT EXISTS eyes_schema (version INTEGER NOT NULL)",
@@ -222,9 +235,10 @@ def _params(params: Sequence[Any] | Mapping[str, Any], numbered: bool) -> Any:
 _TAIL = "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"  # store/chain.py's
 _CHAIN_WRITE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+chain\b",
                           re.IGNORECASE)
-_BEGIN_LOCKED = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"  # a lone write
 _BEGIN = "BEGIN"
-_LOCK = f"SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+_LOCK_CHAIN = f"SELECT pg_advisory_xact_lock({CHAIN_LOCK})"
+_LOCK_KEY = "SELECT pg_advisory_xact_lock(%s)"
+_CHAINED_INSERT: dict[str, bool] = {}
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ"
 
 
@@ -428,10 +442,19 @@ class PgConnection(_chain.Connection):
         self._synced = False
         self._replay: list[tuple[str, Any, PgCursor | None, str | None, bool]] = []
         self._tx_error: Exception | None = None
-        #: The chain's tail queued with this write transaction's lock (see _open_pipeline).
+        #: The chain's tail, queued with the chain lock (see prefetch_chain_head), until the
+        #: chain is written; whether this transaction holds (or queued) the chain lock; the
+        #: keys it holds (see hold).
         self._tail_cursor: PgCursor | None = None
-        #: Read the chain's tail with each write transaction's lock (once the chain
-        #: table exists: :class:`~deepseek_eyes.store.db.Database` sets it after migrating).
+        self._chain_locked = False
+        self._held: set[int] = set()
+        #: Chain entries of log rows written at this transaction's start, made when its
+        #: chain writer is (see defer_chain).
+        self._deferred: list[tuple[Sequence[tuple[str, str, str, Sequence[Any], int]],
+                                   float]] = []
+        #: Queue the chain lock and tail after a write transaction's first INSERT into an
+        #: audited table (once the chain table exists: :class:`~deepseek_eyes.store.db.
+        #: Database` sets it after migrating).
         self.prefetch_tail = False
         self._guard = threading.RLock()
         self._connect()
@@ -484,6 +507,7 @@ class PgConnection(_chain.Connection):
         write lock (several processes may start at once)."""
         self.execute("BEGIN IMMEDIATE")
         try:
+            self.raw(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")
             for statement in _SETUP:
                 self.raw(statement)
         except Exception:
@@ -564,17 +588,18 @@ class PgConnection(_chain.Connection):
         with self._guard:
             return self._execute(sql, parameters)
 
-    def _execute(self, sql: str, parameters: Any) -> PgCursor:
+    def _execute(self, sql: str, parameters: Any, *, speculate: bool = True) -> PgCursor:
         import psycopg
 
         cursor = PgCursor(self)
         head = sql.lstrip()[:20].upper()
         try:
             if head.startswith("BEGIN"):
-                # Nothing is sent yet: BEGIN (with the write lock and the chain's tail for
-                # a write transaction) goes with the transaction's first statement.
+                # Nothing is sent yet: BEGIN goes with the transaction's first statement
+                # (and no lock: see hold and prefetch_chain_head).
                 self._end_pipeline(quiet=True)
                 self._in_tx = True
+                self._chain_locked, self._held, self._tail_cursor = False, set(), None
                 self._begin = "read" if "IMMEDIATE" not in head else "write"
                 return cursor
             if head.startswith(("COMMIT", "END", "ROLLBACK")):
@@ -585,8 +610,8 @@ class PgConnection(_chain.Connection):
             text, numbered, returning = translate(sql)
             args = _params(parameters, numbered)
             if self._in_tx:
-                if sql == _TAIL:
-                    self._tx_conn()
+                if sql == _TAIL and self._begin == "write":
+                    self.prefetch_chain_head()
                     tail = self._tail_cursor
                     if tail is not None:
                         # Queued with the lock: the same rows (nothing wrote the chain).
@@ -595,20 +620,16 @@ class PgConnection(_chain.Connection):
                 self._queue(text, args, cursor, returning)
                 if _CHAIN_WRITE.match(text):
                     self._tail_cursor = None  # the chain written since: read the table
+                elif speculate and self.prefetch_tail and not self._chain_locked \
+                        and self._begin == "write" and _chained_insert(text):
+                    # Its rowid is read next, then the chain's tail (store/chain.py's
+                    # insert): the lock and the tail go with that round trip.
+                    self.prefetch_chain_head()
                 return cursor
-            if not _WRITE.match(text):  # a lone read: nothing to repeat twice
-                self._first(text, args, cursor, returning)
-                return cursor
-            conn = self._first(_BEGIN_LOCKED)  # a lone write serializes like any other
-            try:
-                with conn.pipeline():  # the statement and its commit: one round trip
-                    result = conn.execute(text, args)
-                    conn.execute("COMMIT")
-                self._load(cursor, result, returning)
-            except BaseException:
-                if not (conn.closed or conn.broken):
-                    conn.execute("ROLLBACK")
-                raise
+            # A lone statement (autocommit): no lock. A read is sent again on a new link
+            # when the old one was found dead; a lone write is one statement, so the same
+            # holds (nothing of it ran).
+            self._first(text, args, cursor, returning)
             return cursor
         except psycopg.Error as exc:
             raise _as_sqlite(exc) from exc
@@ -642,19 +663,86 @@ class PgConnection(_chain.Connection):
         self._sent = self._synced_upto = 0
         self._synced = False
         self._tx_error = None
-        self._tail_cursor = None
-        if self._begin == "write":
-            conn.execute(_BEGIN)
-            conn.execute(_LOCK)
-            self._sent += 2
-            if self.prefetch_tail:  # once the chain table exists (not while migrating)
-                tail = PgCursor(self)
-                tail._psy, tail._index, tail._lazy = conn.execute(_TAIL), self._sent, True
-                self._sent += 1
-                self._tail_cursor = tail
-        else:
-            conn.execute(_BEGIN_READ)
-            self._sent += 1
+        conn.execute(_BEGIN if self._begin == "write" else _BEGIN_READ)
+        self._sent += 1
+
+    # --- what a write transaction holds --------------------------------------------------
+    #
+    # No lock at BEGIN: two write transactions run side by side until one needs what the
+    # other holds. The chain lock is queued just before the chain's tail is read (or with
+    # the first INSERT into an audited table, whose rowid is read in the same round trip
+    # as the tail), and held to the commit; a key lock (hold) before a read the
+    # transaction then writes on. Keys are taken before the chain lock in every writer of
+    # the store, so no two transactions wait for each other in a circle (PostgreSQL would
+    # end one of them with a deadlock error, STORE_WRITE_FAILED).
+
+    def hold(self, key: str) -> None:
+        """Inside a write transaction: hold ``key``'s advisory lock until it ends (queued:
+        it is taken, waiting for another holder's commit, in the next round trip, before
+        the statements queued after it run).
+
+        Raises:
+            sqlite3.ProgrammingError: outside a write transaction.
+            sqlite3.Error: as :meth:`execute`.
+        """
+        import psycopg
+
+        with self._guard:
+            if not self._in_tx or self._begin != "write":
+                raise sqlite3.ProgrammingError("hold() outside a write transaction")
+            ident = lock_id(key)
+            if ident in self._held:
+                return
+            try:
+                self._queue(_LOCK_KEY, (ident,))
+            except psycopg.Error as exc:
+                raise _as_sqlite(exc) from exc
+            self._held.add(ident)
+
+    def prefetch_chain_head(self) -> None:
+        """Queue the chain lock and the chain's tail, once a write transaction (no round
+        trip: the tail's rows come with the next one)."""
+        if self._chain_locked or not self._in_tx or self._begin != "write":
+            return
+        self._queue(_LOCK_CHAIN, None)
+        tail = PgCursor(self)
+        self._queue(_TAIL, None, tail)
+        self._tail_cursor = tail
+        self._chain_locked = True
+
+    def defer_chain(self, rows: Sequence[tuple[str, str, str, Sequence[Any], int]],
+                    ts: float) -> None:
+        """Chain ``rows`` (log rows just inserted, as for ``ChainWriter.add_inserts``) when
+        this transaction's chain writer is made, first (its own records after them, as
+        SQLite orders them), or at the commit: the transaction takes the chain lock when
+        it chains its own first record, after the keys it holds, not when it begins."""
+        self._deferred.append((rows, ts))
+
+    @property
+    def writer(self) -> _chain.ChainWriter | None:
+        return self._writer
+
+    @writer.setter
+    def writer(self, value: _chain.ChainWriter | None) -> None:
+        self._writer = value
+        deferred = getattr(self, "_deferred", None)
+        if value is not None and deferred:
+            self._deferred = []
+            for rows, ts in deferred:
+                value.add_inserts(rows, ts)
+
+    def begun(self) -> None:
+        self._deferred = []
+        super().begun()
+
+    def write_chain(self) -> None:
+        if self._deferred and self.tracking and self._in_tx:
+            _chain.ChainWriter.of(self)  # made: the setter chains the deferred rows
+        super().write_chain()
+
+    def ended(self) -> None:
+        self._deferred = []
+        super().ended()
 
     def _queue(self, text: str, args: Any, cursor: PgCursor | None = None,
                returning: str | None = None, *, many: bool = False) -> None:
@@ -690,12 +778,14 @@ class PgConnection(_chain.Connection):
         """The link was found dead before the transaction's first round trip: a new one,
         and everything queued sent again (nothing of it ran)."""
         replay = self._replay
+        tail = self._tail_cursor
         self._drop_pipeline()
         if self._pg is not None:
             with contextlib.suppress(Exception):
                 self._pg.close()
         self._pg = None
         self._open_pipeline()
+        self._tail_cursor = tail  # queued again below, with the locks
         self._replay = replay
         for entry in replay:
             self._send(self._pg, entry)
@@ -874,6 +964,11 @@ class PgConnection(_chain.Connection):
             if _CHAIN_WRITE.match(text):
                 self._tail_cursor = None
             rows = [_params(p, numbered) for p in seq_of_parameters]
+            if rows and self.prefetch_tail and not self._chain_locked \
+                    and self._begin == "write" and _chained_insert(text):
+                self._queue(text, rows, many=True)
+                self.prefetch_chain_head()
+                return PgCursor(self)._load(None, (), len(rows), None)
             try:
                 if rows:
                     self._queue(text, rows, many=True)
@@ -890,8 +985,8 @@ class PgConnection(_chain.Connection):
             sqlite3.Error: as :meth:`execute` (the first failure; the transaction is
                 then doomed, as after any failed statement).
         """
-        with self._guard:
-            return [self._execute(sql, params) for sql, params in statements]
+        with self._guard:  # no chain lock queued: the caller says when (defer_chain)
+            return [self._execute(sql, params, speculate=False) for sql, params in statements]
 
     def executescript(self, sql_script: str, /) -> PgCursor:
         raise NotImplementedError("run statements one by one on PostgreSQL")
@@ -901,6 +996,17 @@ class PgConnection(_chain.Connection):
             if self._pg is not None:
                 self._pg.close()
             super().close()
+
+
+def _chained_insert(text: str) -> bool:
+    """Whether ``text`` (translated) inserts into an audited table."""
+    known = _CHAINED_INSERT.get(text)
+    if known is None:
+        match = _INSERT.match(text)
+        known = bool(match and match.group(1).lower() in _chain.CHAINED_TABLES)
+        if len(_CHAINED_INSERT) < 4096:
+            _CHAINED_INSERT[text] = known
+    return known
 
 
 def _link_gone(conn: Any, exc: Exception) -> bool:
