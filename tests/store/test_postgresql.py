@@ -345,3 +345,46 @@ def test_store_migrate_copies_a_data_directory_and_verifies_the_chain_there(
     assert again.exit_code != 0
     assert isinstance(again.exception, StoreError)
     assert again.exception.code == "STORE_MIGRATE_TARGET_NOT_EMPTY"
+
+
+def _ours(url: str) -> int:
+    """Server connections to ``url``'s database other than this probe's."""
+    return _rows(url, "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
+                      " AND pid <> pg_backend_pid()")
+
+
+def test_a_database_lends_from_a_bounded_pool_and_leaves_nothing_open(
+    postgres_url: str, tmp_path: Path,
+) -> None:
+    """[store] database_pool_size reaches the pool; transactions and lone statements borrow
+    and give back (never more connections than the pool's size, one kept for the next),
+    and closing leaves no server connection behind."""
+    settings = StoreSettings(database_url=postgres_url, database_pool_size=3)
+    home = DataHome(tmp_path / "home", database_url=settings.url(),
+                    database_pool_size=settings.database_pool_size)
+    db = home.db
+    try:
+        for i in range(20):
+            with db.transaction():
+                db.execute(AUDIT, (float(i), "k", "s", "{}"), chain="test")
+            assert db.query_one("SELECT COUNT(*) FROM audit")[0] == i + 1
+        assert _ours(postgres_url) == 1  # one at a time, kept idle between uses
+        # The idle one is cut: found dead when lent (its BEGIN or first round trip), and
+        # replaced before anything ran.
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                          " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        db.execute(AUDIT, (99.0, "after", None, "{}"), chain="test")
+        assert db.query_one("SELECT COUNT(*) FROM audit")[0] == 21
+        assert 1 <= _ours(postgres_url) <= 3
+        assert db._conn._pool.max_size == 3  # type: ignore[attr-defined]
+    finally:
+        home.close()
+    assert _ours(postgres_url) == 0
+
+
+def test_the_pool_size_is_a_bounded_setting() -> None:
+    assert StoreSettings().database_pool_size == 2
+    for bad in (0, 65):
+        with pytest.raises(ValidationError):
+            StoreSettings(database_pool_size=bad)

@@ -442,12 +442,14 @@ class Database:
     """A migrated SQLite database shared by the runtime's stores."""
 
     def __init__(self, path: Path, *, url: str | None = None,
-                 password: str | None = None) -> None:
+                 password: str | None = None, pool_size: int | None = None) -> None:
         """Open (creating and migrating it) the SQLite database at ``path``, or with
         ``url`` (``postgresql://…``) the PostgreSQL database there instead
         (:mod:`~deepseek_eyes.store.postgres`; ``path`` then names nothing on disk).
         ``url`` None is the one in ``DEEPSEEK_EYES_DATABASE_URL`` when set (the process's
         store is there), ``""`` the SQLite file whatever the environment says.
+        ``pool_size``: PostgreSQL's connections at most (``[store] database_pool_size``;
+        None: :data:`~deepseek_eyes.store.postgres.DEFAULT_POOL_SIZE`).
 
         Raises:
             StoreError: as :func:`~deepseek_eyes.store.failures.store_error`;
@@ -470,7 +472,7 @@ class Database:
         self._doomed: sqlite3.Error | None = None
         conn: sqlite3.Connection | None = None
         if url is not None:
-            self._open_postgres(url, password)
+            self._open_postgres(url, password, pool_size=pool_size)
             return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -489,11 +491,13 @@ class Database:
                 raise
             raise store_error(exc, f"cannot open database {path}", path) from exc
 
-    def _open_postgres(self, url: str, password: str | None, *,
-                       read_only: bool = False) -> None:
+    def _open_postgres(self, url: str, password: str | None, *, read_only: bool = False,
+                       pool_size: int | None = None) -> None:
         from deepseek_eyes.store import postgres  # psycopg only when PostgreSQL is used
 
-        conn = self._conn = postgres.connect(url, password=password, read_only=read_only)
+        conn = self._conn = postgres.connect(
+            url, password=password, read_only=read_only,
+            pool_size=pool_size or postgres.DEFAULT_POOL_SIZE)
         try:
             if read_only:
                 return

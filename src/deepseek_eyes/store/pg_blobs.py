@@ -45,13 +45,14 @@ _SETUP = (
 class PgBlobStore(BlobStore):
     """Blobs in the ``eyes_blobs`` table of a PostgreSQL database."""
 
-    def __init__(self, root: Path, url: str, *, password: str | None = None) -> None:
+    def __init__(self, root: Path, url: str, *, password: str | None = None,
+                 pool_size: int | None = None) -> None:
         super().__init__(root)  # kept for what names the data directory's layout
-        from deepseek_eyes.store.postgres import SCHEMA_LOCK, connect
+        from deepseek_eyes.store.postgres import DEFAULT_POOL_SIZE, SCHEMA_LOCK, connect
 
         self.url = url
         self._lock = threading.Lock()
-        self._conn = connect(url, password=password)
+        self._conn = connect(url, password=password, pool_size=pool_size or DEFAULT_POOL_SIZE)
         try:
             with self._lock:
                 self._conn.execute("BEGIN")

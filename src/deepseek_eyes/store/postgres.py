@@ -40,20 +40,22 @@ together migrate once.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import re
 import sqlite3
 import threading
+import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store import chain as _chain
 from deepseek_eyes.store import pg_schema
 
-__all__ = ["CHAIN_LOCK", "SCHEMA_LOCK", "PgConnection", "Row", "connect", "lock_id", "redact",
-           "translate"]
+__all__ = ["CHAIN_LOCK", "DEFAULT_POOL_SIZE", "SCHEMA_LOCK", "PgConnection", "Row", "connect",
+           "lock_id", "redact", "translate"]
 
 
 def lock_id(key: str) -> int:
@@ -68,6 +70,15 @@ def lock_id(key: str) -> int:
 #: module docstring), and the one setup and migrations hold.
 CHAIN_LOCK = lock_id("chain")
 SCHEMA_LOCK = lock_id("schema")
+
+#: A pool's connections when ``[store] database_pool_size`` does not say: a Database runs
+#: one statement at a time (under its lock), so one connection is in use and a second is
+#: at hand while a lost one is replaced.
+DEFAULT_POOL_SIZE = 2
+#: A connection idle this long is asked a round trip before it is lent (see _borrow).
+CHECK_IDLE_S = 5.0
+#: How long a borrow waits for a connection to be made (libpq's connect_timeout too).
+CONNECT_TIMEOUT_S = 5.0
 
 _SETUP = (
     "CREATE TABLE IF NOT EXISTS eyes_schema (version INTEGER NOT NULL)",
@@ -423,11 +434,10 @@ class PgConnection(_chain.Connection):
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, *, password: str | None = None,
-                 read_only: bool = False) -> None:
+    def __init__(self, url: str, *, password: str | None = None, read_only: bool = False,
+                 pool_size: int = DEFAULT_POOL_SIZE) -> None:
         super().__init__(":memory:", check_same_thread=False, isolation_level=None)
         self.url = url
-        self._password = password
         self._read_only = read_only
         self._pg: Any = None
         self._in_tx = False
@@ -457,50 +467,88 @@ class PgConnection(_chain.Connection):
         #: Database` sets it after migrating).
         self.prefetch_tail = False
         self._guard = threading.RLock()
-        self._connect()
+        #: When each idle connection of the pool was given back (see _borrow).
+        self._returned: dict[int, float] = {}
+        self._pool = _open_pool(url, password, pool_size, self._configure)
+        # Closed with this object: a Database dropped without close() leaves no server
+        # connection and no pool thread behind.
+        weakref.finalize(self, _close_pool, self._pool)
+        try:
+            self._alive()  # a server that cannot be reached fails the open
+        except (psycopg_error(), _Lost) as exc:
+            _close_pool(self._pool)
+            raise _as_sqlite(exc) from exc
+        self._release()
 
-    def _connect(self) -> None:
+    def _configure(self, conn: Any) -> None:
+        """A new connection of the pool, made ready for the store (its adapters, the lock
+        wait bound, a read-only open's default)."""
+        int_dumper, number_loader = _adapters()
+        conn.adapters.register_dumper(int, int_dumper)
+        conn.adapters.register_dumper(bool, int_dumper)
+        conn.adapters.register_loader("numeric", number_loader)
+        conn.execute("SET lock_timeout = '10s'")
+        if self._read_only:
+            conn.execute("SET default_transaction_read_only = on")
+
+    # --- the pool ---------------------------------------------------------------------------
+    #
+    # A connection is borrowed for one transaction (or one lone statement) and given back
+    # when it ends. On borrow it is checked: one the client knows is closed or broken is
+    # replaced at once, and one idle CHECK_IDLE_S or longer is asked a round trip first (a
+    # server restarted meanwhile ended it). One found dead later, before its transaction's
+    # first round trip, is replaced and the statements sent again (_again, _first).
+
+    def _borrow(self) -> Any:
+        """A checked connection from the pool.
+
+        Raises:
+            psycopg.Error, _Lost: the server cannot be reached.
+        """
         import psycopg
-        from psycopg.adapt import Dumper, Loader
+        from psycopg_pool import PoolTimeout
 
-        class _IntAsUnknown(Dumper):
-            """Ints go untyped, as str does: PostgreSQL casts them to the column's or the
-            other operand's type (``text_col = 7`` as SQLite would compare it)."""
-            oid = 0
+        for attempt in range(3):
+            try:
+                conn = self._pool.getconn()
+            except PoolTimeout as exc:
+                raise _Lost(f"no connection to PostgreSQL: {exc}") from exc
+            returned = self._returned.pop(id(conn), None)
+            if conn.closed or conn.broken:
+                self._give_back(conn)
+                continue
+            if returned is not None and time.monotonic() - returned >= CHECK_IDLE_S \
+                    and attempt < 2:
+                try:
+                    conn.execute("")
+                except psycopg.Error:
+                    self._give_back(conn)
+                    continue
+            return conn
+        raise _Lost("no live connection to PostgreSQL")
 
-            def dump(self, obj: Any) -> bytes:
-                return str(int(obj)).encode()
+    def _give_back(self, conn: Any) -> None:
+        """Return ``conn`` to the pool (which drops it when closed or broken)."""
+        if conn.closed or conn.broken:
+            self._returned.pop(id(conn), None)
+        else:
+            self._returned[id(conn)] = time.monotonic()
+        with contextlib.suppress(Exception):  # a pool closed meanwhile closes it instead
+            self._pool.putconn(conn)
 
-        class _Number(Loader):
-            """numeric (SUM, AVG of integers) as int when whole, else float: SQLite's."""
+    def _release(self) -> None:
+        """Between transactions: the connection goes back to the pool."""
+        conn, self._pg = self._pg, None
+        if conn is not None:
+            self._give_back(conn)
 
-            def load(self, data: Any) -> Any:
-                text = bytes(data).decode()
-                if "." in text or "e" in text.lower() or text in ("NaN",):
-                    return float(text)
-                return int(text)
-
-        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": 5}
-        if self._password is not None:
-            kwargs["password"] = self._password
-        try:
-            conn = psycopg.connect(self.url, **kwargs)
-        except psycopg.Error as exc:
-            raise _as_sqlite(exc) from exc
-        conn.adapters.register_dumper(int, _IntAsUnknown)
-        conn.adapters.register_dumper(bool, _IntAsUnknown)
-        conn.adapters.register_loader("numeric", _Number)
-        # Closed with this object, not by psycopg's finalizer (which warns): a Database
-        # dropped without close() leaves no open server connection behind.
-        weakref.finalize(self, conn.close)
-        try:
-            conn.execute("SET lock_timeout = '10s'")
-            if self._read_only:
-                conn.execute("SET default_transaction_read_only = on")
-        except psycopg.Error as exc:
-            conn.close()
-            raise _as_sqlite(exc) from exc
-        self._pg = conn
+    def _discard(self) -> None:
+        """The connection is lost: closed, and given back for the pool to drop."""
+        conn, self._pg = self._pg, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+            self._give_back(conn)
 
     def setup(self) -> None:
         """Make the version table and our SQL functions, once per database, under the
@@ -528,6 +576,8 @@ class PgConnection(_chain.Connection):
                     self._alive().execute(sql)
             except psycopg.Error as exc:
                 raise _as_sqlite(exc) from exc
+            finally:
+                self._done()
 
     def execute_idempotent(self, sql: str, parameters: Any = ()) -> PgCursor:
         """Run one statement on its own, outside the store's write order (no advisory
@@ -549,6 +599,10 @@ class PgConnection(_chain.Connection):
                 self._first(text, _params(parameters, numbered), cursor, returning)
             except psycopg.Error as exc:
                 raise _as_sqlite(exc) from exc
+            except _Lost as exc:
+                raise _as_sqlite(exc) from exc
+            finally:
+                self._done()
             return cursor
 
     def copy_rows(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
@@ -566,27 +620,36 @@ class PgConnection(_chain.Connection):
                         cur.executemany(text, rows)
             except psycopg.Error as exc:
                 raise _as_sqlite(exc) from exc
+            finally:
+                self._done()
 
     @property
     def in_transaction(self) -> bool:
         return self._in_tx
 
     def _alive(self, *, fresh_transaction: bool = False) -> Any:
-        """The psycopg connection, opened again when the last one was lost (only between
+        """The psycopg connection, borrowed from the pool when none is (only between
         transactions, or before a transaction sent anything: one lost inside a transaction
         fails it, and its rollback ends it)."""
-        if self._pg is None or self._pg.closed or self._pg.broken:
+        conn = self._pg
+        if conn is None or conn.closed or conn.broken:
             if self._in_tx and not fresh_transaction:
                 raise _as_sqlite(_Lost("the connection to PostgreSQL was lost"))
-            if self._pg is not None:
-                self._pg.close()
-            self._pg = None
-            self._connect()
-        return self._pg
+            self._discard()
+            conn = self._pg = self._borrow()
+        return conn
+
+    def _done(self) -> None:
+        """After a public call: outside a transaction, the connection goes back."""
+        if not self._in_tx and self._pg is not None:
+            self._release()
 
     def execute(self, sql: str, parameters: Any = (), /) -> PgCursor:
         with self._guard:
-            return self._execute(sql, parameters)
+            try:
+                return self._execute(sql, parameters)
+            finally:
+                self._done()
 
     def _execute(self, sql: str, parameters: Any, *, speculate: bool = True) -> PgCursor:
         import psycopg
@@ -652,7 +715,18 @@ class PgConnection(_chain.Connection):
         """The psycopg connection of the open transaction, in pipeline mode, its BEGIN
         queued."""
         if self._pipe is None:
-            self._open_pipeline()
+            import psycopg
+
+            try:
+                self._open_pipeline()
+            except psycopg.OperationalError as exc:
+                # A link the server ended while it was idle in the pool can fail its
+                # BEGIN already: nothing ran, a new one is taken once.
+                if self._pg is None or not _link_gone(self._pg, exc):
+                    raise
+                self._drop_pipeline()
+                self._discard()
+                self._open_pipeline()
         return self._pg
 
     def _open_pipeline(self) -> None:
@@ -780,10 +854,7 @@ class PgConnection(_chain.Connection):
         replay = self._replay
         tail = self._tail_cursor
         self._drop_pipeline()
-        if self._pg is not None:
-            with contextlib.suppress(Exception):
-                self._pg.close()
-        self._pg = None
+        self._discard()
         self._open_pipeline()
         self._tail_cursor = tail  # queued again below, with the locks
         self._replay = replay
@@ -893,8 +964,7 @@ class PgConnection(_chain.Connection):
         except psycopg.OperationalError:
             if not (conn.closed or conn.broken):
                 raise
-        conn.close()
-        self._pg = None
+        self._discard()
         conn = self._alive()
         if cursor is None:
             conn.execute(text)
@@ -957,8 +1027,11 @@ class PgConnection(_chain.Connection):
         with self._guard:
             if not self._in_tx:
                 cursor = PgCursor(self)
-                for params in seq_of_parameters:
-                    cursor = self._execute(sql, params)
+                try:
+                    for params in seq_of_parameters:
+                        cursor = self._execute(sql, params)
+                finally:
+                    self._done()
                 return cursor
             text, numbered, _returning = translate(sql)
             if _CHAIN_WRITE.match(text):
@@ -993,9 +1066,74 @@ class PgConnection(_chain.Connection):
 
     def close(self) -> None:
         with self._guard:
-            if self._pg is not None:
-                self._pg.close()
+            self._release()
+            _close_pool(self._pool)
             super().close()
+
+
+def psycopg_error() -> type[Exception]:
+    import psycopg
+
+    return psycopg.Error
+
+
+@functools.cache
+def _adapters() -> tuple[type[Any], type[Any]]:
+    """The dumper and loader every connection registers (made once: psycopg is imported
+    only when PostgreSQL is used)."""
+    from psycopg.adapt import Dumper, Loader
+
+    class _IntAsUnknown(Dumper):
+        """Ints go untyped, as str does: PostgreSQL casts them to the column's or the
+        other operand's type (``text_col = 7`` as SQLite would compare it)."""
+        oid = 0
+
+        def dump(self, obj: Any) -> bytes:
+            return str(int(obj)).encode()
+
+    class _Number(Loader):
+        """numeric (SUM, AVG of integers) as int when whole, else float: SQLite's."""
+
+        def load(self, data: Any) -> Any:
+            text = bytes(data).decode()
+            if "." in text or "e" in text.lower() or text in ("NaN",):
+                return float(text)
+            return int(text)
+
+    return _IntAsUnknown, _Number
+
+
+def _open_pool(url: str, password: str | None, size: int,
+               configure: Callable[[Any], None]) -> Any:
+    """A psycopg pool of at most ``size`` connections to ``url``, none made yet.
+
+    psycopg's pool makes connections in a worker thread and has a borrower wait for one
+    (up to its timeout) while that worker retries a server that refuses: a store whose
+    server is down would answer every request late. This pool makes a missing connection
+    in the borrower's thread instead (as psycopg's own NullConnectionPool does), so a
+    server that refuses fails the borrow at once (``STORE_DATABASE_UNAVAILABLE``) and one
+    that is back serves the next borrow."""
+    from psycopg_pool import ConnectionPool
+
+    class _Pool(ConnectionPool):
+        def _get_ready_connection(self, timeout: float | None) -> Any:
+            conn = super()._get_ready_connection(timeout)
+            if conn is None and self._nconns < self.max_size:
+                conn = self._connect(timeout=timeout)
+                self._nconns += 1
+            return conn
+
+    kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": int(CONNECT_TIMEOUT_S)}
+    if password is not None:
+        kwargs["password"] = password
+    return _Pool(url, kwargs=kwargs, min_size=0, max_size=max(1, size), open=True,
+                 configure=configure, name="deepseek-eyes-store", timeout=CONNECT_TIMEOUT_S,
+                 reconnect_timeout=CONNECT_TIMEOUT_S, num_workers=1)
+
+
+def _close_pool(pool: Any) -> None:
+    with contextlib.suppress(Exception):
+        pool.close(timeout=CONNECT_TIMEOUT_S)
 
 
 def _chained_insert(text: str) -> bool:
@@ -1026,7 +1164,8 @@ def _unavailable_error(url: str, exc: BaseException) -> StoreError:
         details={"backend": "postgresql"})
 
 
-def connect(url: str, *, password: str | None = None, read_only: bool = False) -> PgConnection:
+def connect(url: str, *, password: str | None = None, read_only: bool = False,
+            pool_size: int = DEFAULT_POOL_SIZE) -> PgConnection:
     """A connection to the PostgreSQL database at ``url``.
 
     Raises:
@@ -1041,6 +1180,7 @@ def connect(url: str, *, password: str | None = None, read_only: bool = False) -
             "(pip install 'deepseek-eyes[scale]')", code="STORE_BACKEND_MISSING",
             details={"package": "psycopg"}) from exc
     try:
-        return PgConnection(url, password=password, read_only=read_only)
+        return PgConnection(url, password=password, read_only=read_only,
+                            pool_size=pool_size)
     except sqlite3.Error as exc:
         raise _unavailable_error(url, exc) from exc
