@@ -68,7 +68,7 @@ def run(writers: int, count: int, path: Path, url: str, src: Path, tmp: Path,
     env.pop("DEEPSEEK_EYES_DATABASE_URL", None)
     go = tmp / f"go-{tag}"
     names = [f"{tag}-w{n}" for n in range(writers)]
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), url, str(count),  # noqa: S603
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), url, str(count),
                                name, str(go)], env=env, stdout=subprocess.PIPE, text=True)
              for name in names]
     deadline = time.monotonic() + 120

@@ -25,16 +25,30 @@ become the ``sqlite3`` exception of the same meaning, carrying ``pg_sqlstate`` (
 ``STORE_DATABASE_UNAVAILABLE``); the connection is opened again by the next statement
 outside a transaction.
 
-**What is serialized, and why.** Every write transaction (``BEGIN IMMEDIATE``, and a write
-statement run outside one) takes one transaction-level advisory lock, :data:`WRITE_LOCK`,
-before its first statement, and holds it until it commits or rolls back: the same one
-writer at a time SQLite's write lock gives, across every process on the database. The
-store's correctness rests on it: the chain's tail read once per transaction
-(:meth:`~deepseek_eyes.store.chain.ChainWriter.of`), compare-and-set appends of session
-events, turn leases and idempotency keys all read, then write, assuming nobody writes in
-between. Reads take no lock: ``BEGIN`` is a REPEATABLE READ snapshot, so readers never wait
-for the writer nor it for them. Migrations take the same lock, so three replicas starting
-together migrate once.
+**What is serialized, and why.** Only what must be (SQLite's one write lock serializes
+every write transaction; here two run side by side until they need the same thing). Each
+lock is transaction-level (``pg_advisory_xact_lock``), held to the commit:
+
+* the chain's tail, :data:`CHAIN_LOCK`, queued just before a write transaction reads the
+  chain's head (:meth:`~deepseek_eyes.store.chain.ChainWriter.of`), or with its first
+  INSERT into an audited table, whose rowid the same round trip brings back: every entry
+  names the one before it, so from the head read to the commit appends take turns;
+* a key the transaction reads, then writes on (:meth:`PgConnection.hold`, called through
+  :meth:`~deepseek_eyes.store.db.Database.hold`: a session's compare-and-set append, an
+  idempotency key's claim, the attempts trim), queued before that read;
+* the schema, :data:`SCHEMA_LOCK`, for setup and each migration (replicas that start
+  together migrate once).
+
+Keys are taken before the chain lock in every writer of the store (log rows queued before
+a transaction are chained when it chains its own first record: :meth:`PgConnection.
+defer_chain`), so no two transactions wait for each other in a circle. Reads take no lock:
+``BEGIN`` is a REPEATABLE READ snapshot, so readers never wait for writers nor they for
+them. A write transaction runs at READ COMMITTED, so the statement after a lock sees what
+the lock's last holder committed.
+
+**Connections** come from a psycopg pool per connection object (``[store]
+database_pool_size``), borrowed for one transaction or one lone statement and checked when
+lent (:meth:`PgConnection._borrow`).
 """
 
 from __future__ import annotations
