@@ -885,6 +885,22 @@ class Database:
         except sqlite3.Error as exc:
             raise self._failure(exc, "database write failed") from exc
 
+    def write(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run one write whose row id nobody reads (an upsert, an UPDATE, a DELETE), as
+        :meth:`execute` without ``chain``; inside a transaction on PostgreSQL it goes with
+        the transaction's next round trip instead of making one of its own (its error, if
+        any, fails the transaction there).
+
+        Raises:
+            StoreError: ``STORE_FULL``, ``STORE_READ_ONLY`` or ``STORE_WRITE_FAILED``.
+        """
+        try:
+            with stage("store"), self._lock:
+                self.flush()
+                self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise self._failure(exc, "database write failed") from exc
+
     def hold(self, key: str) -> None:
         """Inside a write transaction: no other write transaction that holds ``key`` gets
         past its own ``hold`` until this one ends. Call it before a read the transaction

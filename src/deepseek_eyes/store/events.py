@@ -564,14 +564,14 @@ class SessionStore:
                         length: int) -> None:
         """Note that a client-visible history of ``length`` messages, by its chained hash,
         is where ``session_id`` stands now (inside the caller's transaction, the answer's)."""
-        self._db.execute(
+        self._db.write(
             "INSERT OR REPLACE INTO session_prefixes (scope, prefix_sha256, session_id, length,"
             " ts) VALUES (?,?,?,?,?)", (scope, prefix_sha256, session_id, length, self._clock()))
 
     def remember_response(self, response_id: str, session_id: str, *, scope: str) -> None:
         """Note that ``response_id`` (a Responses answer kept with ``store``) was answered
         in ``session_id`` for ``scope``, so ``previous_response_id`` continues there."""
-        self._db.execute(
+        self._db.write(
             "INSERT OR REPLACE INTO stored_responses (id, session_id, scope, ts)"
             " VALUES (?,?,?,?)", (response_id, session_id, scope, self._clock()))
 

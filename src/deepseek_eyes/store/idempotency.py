@@ -93,7 +93,7 @@ class IdempotencyStore:
     def complete(self, ref: KeyRef, *, turn_id: str, session_id: str,
                  response: JsonObject) -> None:
         """Keep the answer for replay; call it inside the transaction storing the turn."""
-        self._db.execute(
+        self._db.write(
             "UPDATE idempotency_keys SET state = 'done', turn_id = ?, session_id = ?,"
             " response = ? WHERE scope = ? AND key_sha256 = ?",
             (turn_id, session_id, canonical_json.LENIENT.dumps(response), ref.scope,
