@@ -388,3 +388,13 @@ def test_the_pool_size_is_a_bounded_setting() -> None:
     for bad in (0, 65):
         with pytest.raises(ValidationError):
             StoreSettings(database_pool_size=bad)
+
+
+def test_the_reads_fetched_with_the_chain_lock_are_the_ones_the_writers_make() -> None:
+    """The chain's tail and the newest checkpoint come with the chain lock's round trip
+    only when asked in exactly these words (otherwise they are read when asked)."""
+    from deepseek_eyes.audit import checkpoints
+    from deepseek_eyes.store import postgres
+
+    assert checkpoints._LAST == postgres._LAST_CHECKPOINT
+    assert postgres._TAIL == "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"

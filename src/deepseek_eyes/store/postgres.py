@@ -258,8 +258,15 @@ def _params(params: Sequence[Any] | Mapping[str, Any], numbered: bool) -> Any:
 
 
 _TAIL = "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"  # store/chain.py's
+#: The newest checkpoint, as audit/checkpoints.py reads it before it signs (written only
+#: under the chain lock, so it is fetched with the tail; another spelling there is simply
+#: read when asked).
+_LAST_CHECKPOINT = ("SELECT seq, hash, ts, key_id, mac, counts, ordinal FROM"
+                    " chain_checkpoints ORDER BY id DESC LIMIT 1")
 _CHAIN_WRITE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+chain\b",
                           re.IGNORECASE)
+_CHECKPOINT_WRITE = re.compile(
+    r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+chain_checkpoints\b", re.IGNORECASE)
 _BEGIN = "BEGIN"
 _LOCK_CHAIN = f"SELECT pg_advisory_xact_lock({CHAIN_LOCK})"
 _LOCK_KEY = "SELECT pg_advisory_xact_lock(%s)"
@@ -470,6 +477,7 @@ class PgConnection(_chain.Connection):
         #: chain is written; whether this transaction holds (or queued) the chain lock; the
         #: keys it holds (see hold).
         self._tail_cursor: PgCursor | None = None
+        self._last_cursor: PgCursor | None = None  # the newest checkpoint, likewise
         self._chain_locked = False
         self._held: set[int] = set()
         #: Chain entries of log rows written at this transaction's start, made when its
@@ -626,6 +634,7 @@ class PgConnection(_chain.Connection):
 
         with self._guard:
             text = sql.replace("?", "%s")
+            self._tail_cursor = self._last_cursor = None  # what it writes is read again
             try:
                 if self._in_tx:
                     self._queue(text, rows, many=True)
@@ -677,6 +686,7 @@ class PgConnection(_chain.Connection):
                 self._end_pipeline(quiet=True)
                 self._in_tx = True
                 self._chain_locked, self._held, self._tail_cursor = False, set(), None
+                self._last_cursor = None
                 self._begin = "read" if "IMMEDIATE" not in head else "write"
                 return cursor
             if head.startswith(("COMMIT", "END", "ROLLBACK")):
@@ -694,9 +704,16 @@ class PgConnection(_chain.Connection):
                         # Queued with the lock: the same rows (nothing wrote the chain).
                         rows = [tuple(r) for r in tail._settled()._rows]
                         return cursor._load(["seq", "hash"], rows, len(rows), None)
+                if sql == _LAST_CHECKPOINT and self._last_cursor is not None:
+                    last = self._last_cursor._settled()
+                    names = [d[0] for d in last._description or ()]
+                    rows = [tuple(r) for r in last._rows]
+                    return cursor._load(names, rows, len(rows), None)
                 self._queue(text, args, cursor, returning)
                 if _CHAIN_WRITE.match(text):
                     self._tail_cursor = None  # the chain written since: read the table
+                elif _CHECKPOINT_WRITE.match(text):
+                    self._last_cursor = None
                 elif speculate and self.prefetch_tail and not self._chain_locked \
                         and self._begin == "write" and _chained_insert(text):
                     # Its rowid is read next, then the chain's tail (store/chain.py's
@@ -796,6 +813,10 @@ class PgConnection(_chain.Connection):
         tail = PgCursor(self)
         self._queue(_TAIL, None, tail)
         self._tail_cursor = tail
+        if self.prefetch_tail:  # migrated: the checkpoints table has its columns
+            last = PgCursor(self)  # a seal reads it next (audit/checkpoints.py)
+            self._queue(translate(_LAST_CHECKPOINT)[0], None, last)
+            self._last_cursor = last
         self._chain_locked = True
 
     def defer_chain(self, rows: Sequence[tuple[str, str, str, Sequence[Any], int]],
@@ -866,11 +887,11 @@ class PgConnection(_chain.Connection):
         """The link was found dead before the transaction's first round trip: a new one,
         and everything queued sent again (nothing of it ran)."""
         replay = self._replay
-        tail = self._tail_cursor
+        tail, last = self._tail_cursor, self._last_cursor
         self._drop_pipeline()
         self._discard()
         self._open_pipeline()
-        self._tail_cursor = tail  # queued again below, with the locks
+        self._tail_cursor, self._last_cursor = tail, last  # queued again below
         self._replay = replay
         for entry in replay:
             self._send(self._pg, entry)
@@ -914,7 +935,7 @@ class PgConnection(_chain.Connection):
     def _drop_pipeline(self) -> None:
         stack, self._stack, self._pipe = self._stack, None, None
         self._replay = []
-        self._tail_cursor = None
+        self._tail_cursor = self._last_cursor = None
         if stack is not None:
             with contextlib.suppress(Exception):  # the error was raised already, or will be
                 stack.close()
@@ -925,7 +946,7 @@ class PgConnection(_chain.Connection):
             return
         stack, self._stack, self._pipe = self._stack, None, None
         self._replay = []
-        self._tail_cursor = None
+        self._tail_cursor = self._last_cursor = None
         assert stack is not None
         stack.close()  # the last round trip: its errors raised
 
@@ -1050,6 +1071,8 @@ class PgConnection(_chain.Connection):
             text, numbered, _returning = translate(sql)
             if _CHAIN_WRITE.match(text):
                 self._tail_cursor = None
+            elif _CHECKPOINT_WRITE.match(text):
+                self._last_cursor = None
             rows = [_params(p, numbered) for p in seq_of_parameters]
             if rows and self.prefetch_tail and not self._chain_locked \
                     and self._begin == "write" and _chained_insert(text):
