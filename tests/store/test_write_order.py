@@ -18,6 +18,7 @@ import pytest
 from deepseek_eyes.audit.checkpoints import sign_checkpoint
 from deepseek_eyes.audit.keys import AuditKeyring
 from deepseek_eyes.audit.verify import verify_database
+from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.events import Guard, SessionConflict, SessionStore
 from deepseek_eyes.store.postgres import lock_id
@@ -145,3 +146,26 @@ def test_two_writers_on_one_session_still_serialize_and_the_second_conflicts(
     assert failed[0].code == "STORE_SESSION_CONFLICT"
     assert [e.seq for e in a.events("session-x")] == [0, 1]
     _verified(db_a, tmp_path)
+
+
+AUDIT = "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)"
+
+
+def test_log_rows_queued_around_a_transactions_own_records_are_all_chained(
+    two_writers: tuple[str, Database, Database, str], tmp_path: Path,
+) -> None:
+    """Queued log rows are written at a transaction's start and by a read inside it; on
+    PostgreSQL their entries wait for the transaction's writer (the chain lock after its
+    keys), or join it at once when it exists: either way every row is chained."""
+    _engine, db, _other, _url = two_writers
+    db.append(AUDIT, (1.0, "before", None, "{}"), chain="log")
+    with db.transaction() as conn:
+        assert db.query_one("SELECT COUNT(*) FROM audit")[0] == 1  # type: ignore[index]
+        chain.insert(conn, "record", AUDIT, (2.0, "record", None, "{}"), 2.0)
+        db.append(AUDIT, (3.0, "after", None, "{}"), chain="log")
+        assert db.query_one("SELECT COUNT(*) FROM audit")[0] == 3  # type: ignore[index]
+    db.append(AUDIT, (4.0, "alone", None, "{}"), chain="log")
+    db.flush()
+    kinds = [r[0] for r in db.query("SELECT kind FROM chain ORDER BY seq")]
+    assert kinds == ["log", "record", "log", "log"]
+    _verified(db, tmp_path)

@@ -710,7 +710,10 @@ class Database:
             if self._depth:
                 try:
                     self._write_pending(alone=False)
-                    self._conn.write_chain()
+                    # Buffered entries written, so a query inside sees them; rows whose
+                    # entries wait for the transaction's writer (PostgreSQL) wait on.
+                    if self._conn.writer is not None:
+                        self._conn.write_chain()
                 except sqlite3.Error as exc:
                     raise self._failure(exc, "database write failed") from exc
                 return
@@ -756,6 +759,10 @@ class Database:
                 if kind is not None and table is not None and cur.rowcount > 0 \
                         and cur.lastrowid is not None:
                     chained.append((kind, table, sql, params, cur.lastrowid))
+            if cursors and not any(kind is not None for _s, _p, kind, _t in pending):
+                # Nothing above read a result: a row that fails fails here, as on SQLite,
+                # so it is told apart (and dropped) rather than failing the commit.
+                _ = cursors[-1].rowcount
             if chained and pipelined is not None:
                 conn.defer_chain(chained, now)  # type: ignore[attr-defined]
             elif chained:  # one batch entry for many (store/chain.py)

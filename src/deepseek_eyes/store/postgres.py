@@ -824,7 +824,11 @@ class PgConnection(_chain.Connection):
         """Chain ``rows`` (log rows just inserted, as for ``ChainWriter.add_inserts``) when
         this transaction's chain writer is made, first (its own records after them, as
         SQLite orders them), or at the commit: the transaction takes the chain lock when
-        it chains its own first record, after the keys it holds, not when it begins."""
+        it chains its own first record, after the keys it holds, not when it begins. Once
+        the transaction has its writer (it chained already), they are chained now."""
+        if self._writer is not None:
+            self._writer.add_inserts(rows, ts)
+            return
         self._deferred.append((rows, ts))
 
     @property
