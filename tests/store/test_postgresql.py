@@ -360,7 +360,7 @@ def test_a_database_lends_from_a_bounded_pool_and_leaves_nothing_open(
     and give back (never more connections than the pool's size, one kept for the next),
     and closing leaves no server connection behind."""
     settings = StoreSettings(database_url=postgres_url, database_pool_size=3)
-    home = DataHome(tmp_path / "home", database_url=settings.url(),
+    home = DataHome(tmp_path / "home", database_url=settings.database_url,
                     database_pool_size=settings.database_pool_size)
     db = home.db
     try:
