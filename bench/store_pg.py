@@ -10,9 +10,10 @@ appends from three writer processes.
    ``store`` stage. Ratio = PostgreSQL / SQLite (goal: at most 1.3 for the wall time).
 2. Chain appends: three processes each append ``--appends`` chained audit records, one
    write transaction each, at once on one database; records per second in total, and the
-   chain verified after (one chain, whatever the interleaving). Write transactions are
-   serialized on both engines (SQLite's write lock; PostgreSQL's advisory lock), so this is
-   the store's write throughput, not a per-writer one.
+   chain verified after (one chain, whatever the interleaving). Each transaction is one
+   chained record, so on PostgreSQL as on SQLite it is all chain tail (SQLite's write lock;
+   PostgreSQL's chain lock, store/postgres.py): the store's chained write throughput, not a
+   per-writer one. bench/chain_writers.py compares 1 and 3 writers of whole appends.
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 class DataHome:
     def __init__(self, root: Path, *, database_url: str | None = None,
-                 database_password: str | None = None, blobs_url: str | None = None) -> None:
+                 database_password: str | None = None, blobs_url: str | None = None,
+                 database_pool_size: int | None = None) -> None:
         """Open (creating it when absent) the data directory at ``root`` for the runtime,
         which writes to it; its tables in the PostgreSQL database at ``database_url``
         (else at ``DEEPSEEK_EYES_DATABASE_URL``) when one is given, else in ``eyes.db``.
@@ -56,13 +57,15 @@ class DataHome:
         #: open the same database.
         self.database_url = url
         self.database_password = database_password
-        self.db = Database(root / "eyes.db", url=url, password=database_password)
+        self.db = Database(root / "eyes.db", url=url, password=database_password,
+                           pool_size=database_pool_size)
         self.db.audit_keys = self.audit_keys  # retention cuts sign in their transaction
         self.blobs = BlobStore(root / "blobs")
         if blobs_url:  # in PostgreSQL (store/pg_blobs.py; psycopg only when asked for)
             from deepseek_eyes.store.pg_blobs import PgBlobStore
 
-            self.blobs = PgBlobStore(root / "blobs", blobs_url, password=database_password)
+            self.blobs = PgBlobStore(root / "blobs", blobs_url, password=database_password,
+                                     pool_size=database_pool_size)
         self.artifacts = root / "artifacts"
         self.usage = UsageTracker(self.db)
         self.audit = AuditLog(self.db)
@@ -107,7 +110,8 @@ class DataHome:
                 database password whose variable is unset."""
         return cls(data_home(settings), database_url=settings.store.url(),
                    database_password=settings.store.password(),
-                   blobs_url=settings.store.blobs())
+                   blobs_url=settings.store.blobs(),
+                   database_pool_size=settings.store.database_pool_size)
 
     def close(self) -> None:
         try:

@@ -205,16 +205,32 @@ def test_three_processes_migrate_once_and_extend_one_chain(
     postgres_url: str, tmp_path: Path,
 ) -> None:
     """Three replicas start together on an empty database: one migrates, the others wait
-    for it (the advisory lock), then all three append to one chain at once."""
+    for it (the schema lock), then all three append to one chain at once: audit rows,
+    their own sessions (side by side) and one shared session (compare-and-set, a loser
+    reads again)."""
     script = textwrap.dedent(f"""
         import sys
         from pathlib import Path
         sys.path.insert(0, {str(SRC)!r})
         from deepseek_eyes.store.db import Database
+        from deepseek_eyes.store.events import Guard, SessionConflict, SessionStore
         db = Database(Path("unused.db"), url={postgres_url!r})
+        sessions = SessionStore(db)
+        sessions.ensure("shared", "test")
+        mine = "own-" + sys.argv[1]
+        sessions.append(mine, [], create="test")
+        message = {{"role": "user", "content": sys.argv[1]}}
         for i in range(20):
             with db.transaction():
                 db.execute({AUDIT!r}, (float(i), "w", sys.argv[1], "{{}}"), chain="test")
+            sessions.append(mine, [message])
+            while True:
+                head = sessions.snapshot("shared").head
+                try:
+                    sessions.append("shared", [message], guard=Guard(head))
+                    break
+                except SessionConflict:
+                    continue
         db.close()
     """)
     env = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_EYES_DATABASE_URL"}
@@ -229,7 +245,11 @@ def test_three_processes_migrate_once_and_extend_one_chain(
     sign_checkpoint(home.db, home.audit_keys())
     report = verify_database(home.db, home.audit_keys())
     assert report.ok, report.as_json()
-    assert report.entries == 60
+    assert report.entries == 60 + 4 + 3 * 40  # audit rows, sessions, events
+    for name in ("shared", "own-w0", "own-w1", "own-w2"):
+        seqs = [int(r[0]) for r in home.db.query(
+            "SELECT seq FROM events WHERE session_id = ? ORDER BY seq", (name,))]
+        assert seqs == list(range(60 if name == "shared" else 20)), name
     home.db.close()
 
 
@@ -325,3 +345,56 @@ def test_store_migrate_copies_a_data_directory_and_verifies_the_chain_there(
     assert again.exit_code != 0
     assert isinstance(again.exception, StoreError)
     assert again.exception.code == "STORE_MIGRATE_TARGET_NOT_EMPTY"
+
+
+def _ours(url: str) -> int:
+    """Server connections to ``url``'s database other than this probe's."""
+    return _rows(url, "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
+                      " AND pid <> pg_backend_pid()")
+
+
+def test_a_database_lends_from_a_bounded_pool_and_leaves_nothing_open(
+    postgres_url: str, tmp_path: Path,
+) -> None:
+    """[store] database_pool_size reaches the pool; transactions and lone statements borrow
+    and give back (never more connections than the pool's size, one kept for the next),
+    and closing leaves no server connection behind."""
+    settings = StoreSettings(database_url=postgres_url, database_pool_size=3)
+    home = DataHome(tmp_path / "home", database_url=settings.database_url,
+                    database_pool_size=settings.database_pool_size)
+    db = home.db
+    try:
+        for i in range(20):
+            with db.transaction():
+                db.execute(AUDIT, (float(i), "k", "s", "{}"), chain="test")
+            assert db.query_one("SELECT COUNT(*) FROM audit")[0] == i + 1
+        assert _ours(postgres_url) == 1  # one at a time, kept idle between uses
+        # The idle one is cut: found dead when lent (its BEGIN or first round trip), and
+        # replaced before anything ran.
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                          " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        db.execute(AUDIT, (99.0, "after", None, "{}"), chain="test")
+        assert db.query_one("SELECT COUNT(*) FROM audit")[0] == 21
+        assert 1 <= _ours(postgres_url) <= 3
+        assert db._conn._pool.max_size == 3  # type: ignore[attr-defined]
+    finally:
+        home.close()
+    assert _ours(postgres_url) == 0
+
+
+def test_the_pool_size_is_a_bounded_setting() -> None:
+    assert StoreSettings().database_pool_size == 2
+    for bad in (0, 65):
+        with pytest.raises(ValidationError):
+            StoreSettings(database_pool_size=bad)
+
+
+def test_the_reads_fetched_with_the_chain_lock_are_the_ones_the_writers_make() -> None:
+    """The chain's tail and the newest checkpoint come with the chain lock's round trip
+    only when asked in exactly these words (otherwise they are read when asked)."""
+    from deepseek_eyes.audit import checkpoints
+    from deepseek_eyes.store import postgres
+
+    assert checkpoints._LAST == postgres._LAST_CHECKPOINT
+    assert postgres._TAIL == "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"

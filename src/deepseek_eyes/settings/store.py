@@ -139,6 +139,13 @@ class StoreSettings(Strict):
         "({ env = \"NAME\" }); without it libpq's PGPASSWORD or ~/.pgpass apply.",
     )
 
+    database_pool_size: int = Field(
+        default=2, ge=1, le=64,
+        description="Connections to the PostgreSQL database each open store keeps at most "
+        "(one is in use at a time: the store runs its statements one by one; the other "
+        "replaces a lost one at once).",
+    )
+
     blobs_url: str | None = Field(
         default=None,
         description="Where blobs (images, screenshots) go instead of the data directory's "

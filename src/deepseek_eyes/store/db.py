@@ -452,12 +452,14 @@ class Database:
     _flush_hooks: tuple[_FlushHook, ...] = ()
 
     def __init__(self, path: Path, *, url: str | None = None,
-                 password: str | None = None) -> None:
+                 password: str | None = None, pool_size: int | None = None) -> None:
         """Open (creating and migrating it) the SQLite database at ``path``, or with
         ``url`` (``postgresql://…``) the PostgreSQL database there instead
         (:mod:`~deepseek_eyes.store.postgres`; ``path`` then names nothing on disk).
         ``url`` None is the one in ``DEEPSEEK_EYES_DATABASE_URL`` when set (the process's
         store is there), ``""`` the SQLite file whatever the environment says.
+        ``pool_size``: PostgreSQL's connections at most (``[store] database_pool_size``;
+        None: :data:`~deepseek_eyes.store.postgres.DEFAULT_POOL_SIZE`).
 
         Raises:
             StoreError: as :func:`~deepseek_eyes.store.failures.store_error`;
@@ -480,7 +482,7 @@ class Database:
         self._doomed: sqlite3.Error | None = None
         conn: sqlite3.Connection | None = None
         if url is not None:
-            self._open_postgres(url, password)
+            self._open_postgres(url, password, pool_size=pool_size)
             return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -499,11 +501,13 @@ class Database:
                 raise
             raise store_error(exc, f"cannot open database {path}", path) from exc
 
-    def _open_postgres(self, url: str, password: str | None, *,
-                       read_only: bool = False) -> None:
+    def _open_postgres(self, url: str, password: str | None, *, read_only: bool = False,
+                       pool_size: int | None = None) -> None:
         from deepseek_eyes.store import postgres  # psycopg only when PostgreSQL is used
 
-        conn = self._conn = postgres.connect(url, password=password, read_only=read_only)
+        conn = self._conn = postgres.connect(
+            url, password=password, read_only=read_only,
+            pool_size=pool_size or postgres.DEFAULT_POOL_SIZE)
         try:
             if read_only:
                 return
@@ -637,6 +641,8 @@ class Database:
             # already there) commit with the script, or nothing does.
             self._conn.execute("BEGIN IMMEDIATE")
             try:
+                if self.url is not None:  # replicas starting together: one migrates
+                    self._conn.hold("schema")  # type: ignore[attr-defined]
                 if int(self._conn.execute("PRAGMA user_version").fetchone()[0]) >= version:
                     self._conn.execute("ROLLBACK")
                     continue
@@ -733,8 +739,11 @@ class Database:
                 self._collect()
             if self._depth:
                 try:
-                    self._write_pending()
-                    self._conn.write_chain()
+                    self._write_pending(alone=False)
+                    # Buffered entries written, so a query inside sees them; rows whose
+                    # entries wait for the transaction's writer (PostgreSQL) wait on.
+                    if self._conn.writer is not None:
+                        self._conn.write_chain()
                 except sqlite3.Error as exc:
                     raise self._failure(exc, "database write failed") from exc
                 return
@@ -744,7 +753,7 @@ class Database:
                 with stage("store"):
                     self._begin()
                     try:
-                        self._write_pending()
+                        self._write_pending(alone=True)
                         self._commit()
                     except BaseException:
                         self._rollback()
@@ -752,9 +761,14 @@ class Database:
             except sqlite3.Error as exc:
                 raise store_error(exc, "database write failed", self.path) from exc
 
-    def _write_pending(self) -> None:
+    def _write_pending(self, *, alone: bool) -> None:
         """The queued rows and their chain entries, inside the open transaction; put back
-        in the queue when it rolls back (see :meth:`_rollback`)."""
+        in the queue when it rolls back (see :meth:`_rollback`). ``alone``: the
+        transaction writes nothing else.
+
+        On PostgreSQL the rows' chain entries are made when the transaction chains its own
+        first record (or at its commit): the chain lock is taken then, after the keys the
+        transaction holds (:meth:`hold`), not when it begins (store/postgres.py)."""
         pending, self._pending = self._pending, []
         mark = len(self._unwritten)
         self._unwritten.extend(pending)
@@ -762,17 +776,26 @@ class Database:
         conn = self._conn
         chained: list[tuple[str, str, str, Sequence[Any], int]] = []
         try:
-            # On PostgreSQL the rows go in one round trip (store/postgres.py).
+            # On PostgreSQL the rows go in one round trip (store/postgres.py), the chain's
+            # tail with them when nothing else is written.
             pipelined = getattr(conn, "execute_pipelined", None)
             cursors: Sequence[sqlite3.Cursor] = (
                 pipelined([(sql, params) for sql, params, _k, _t in pending])
-                if pipelined is not None and len(pending) > 1 else [])
+                if pipelined is not None else [])
+            if alone and pipelined is not None and any(p[2] is not None for p in pending):
+                conn.prefetch_chain_head()  # type: ignore[attr-defined]
             for n, (sql, params, kind, table) in enumerate(pending):
                 cur = cursors[n] if cursors else conn.execute(sql, params)
                 if kind is not None and table is not None and cur.rowcount > 0 \
                         and cur.lastrowid is not None:
                     chained.append((kind, table, sql, params, cur.lastrowid))
-            if chained:  # one batch entry for many (store/chain.py)
+            if cursors and not any(kind is not None for _s, _p, kind, _t in pending):
+                # Nothing above read a result: a row that fails fails here, as on SQLite,
+                # so it is told apart (and dropped) rather than failing the commit.
+                _ = cursors[-1].rowcount
+            if chained and pipelined is not None:
+                conn.defer_chain(chained, now)  # type: ignore[attr-defined]
+            elif chained:  # one batch entry for many (store/chain.py)
                 _chain.ChainWriter.of(conn).add_inserts(chained, now)
         except sqlite3.Error as exc:
             # A batch that fails for what it holds (a constraint, a bad statement) is
@@ -836,7 +859,7 @@ class Database:
                     if self._flush_hooks:
                         self._collect()
                     if self._pending:
-                        self._write_pending()
+                        self._write_pending(alone=False)
                     yield self._conn
                     doomed = self._doomed
                     if doomed is not None:  # caught inside the block; see the docstring
@@ -900,6 +923,44 @@ class Database:
                     return _chain.insert(conn, chain, sql, params, time.time()) or 0
         except sqlite3.Error as exc:
             raise self._failure(exc, "database write failed") from exc
+
+    def write(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run one write whose row id nobody reads (an upsert, an UPDATE, a DELETE), as
+        :meth:`execute` without ``chain``; inside a transaction on PostgreSQL it goes with
+        the transaction's next round trip instead of making one of its own (its error, if
+        any, fails the transaction there).
+
+        Raises:
+            StoreError: ``STORE_FULL``, ``STORE_READ_ONLY`` or ``STORE_WRITE_FAILED``.
+        """
+        try:
+            with stage("store"), self._lock:
+                self.flush()
+                self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise self._failure(exc, "database write failed") from exc
+
+    def hold(self, key: str) -> None:
+        """Inside a write transaction: no other write transaction that holds ``key`` gets
+        past its own ``hold`` until this one ends. Call it before a read the transaction
+        then writes on (a compare-and-set), and before anything it chains. On SQLite every
+        write transaction holds the one write lock already: nothing to do. On PostgreSQL a
+        transaction-level advisory lock on the key (store/postgres.py), so transactions on
+        other keys run meanwhile.
+
+        Raises:
+            StoreError: as :meth:`transaction` (a lost server: ``STORE_DATABASE_UNAVAILABLE``).
+            RuntimeError: outside a write transaction (a programming error).
+        """
+        if self.url is None:
+            return
+        with self._lock:
+            if not self._depth:
+                raise RuntimeError("Database.hold() outside a write transaction")
+            try:
+                self._conn.hold(key)  # type: ignore[attr-defined]
+            except sqlite3.Error as exc:
+                raise self._failure(exc, "database write failed") from exc
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         """Raises:

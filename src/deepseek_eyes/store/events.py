@@ -11,8 +11,9 @@ Decisions a newcomer would otherwise undo:
 * **Appends are compare-and-set.** Several processes may share one database (two ``serve``
   on one data directory). A turn reads the session, decides what to append, and appends
   with a :class:`Guard`: the write happens only if nothing was appended since it read,
-  checked inside the write transaction (which holds SQLite's write lock), with the unique
-  ``(session_id, seq)`` as a second guard. A turn that loses gets
+  checked inside the write transaction, which holds the session's key
+  (:meth:`~deepseek_eyes.store.db.Database.hold`: SQLite's write lock, a per-session lock
+  on PostgreSQL), with the unique ``(session_id, seq)`` as a second guard. A turn that loses gets
   :class:`SessionConflict` and reads again: its history no longer extends the session, so
   it becomes a fork that says so. Without the guard, two continuations sent at once were
   both appended, interleaved.
@@ -348,6 +349,9 @@ class SessionStore:
         now = self._clock()
         seqs: list[int] = []
         with self._db.transaction() as conn:
+            # Before the session is read: appends to it wait for each other (on PostgreSQL;
+            # SQLite's write lock serializes every write), appends to others do not.
+            self._db.hold(f"session:{session_id}")
             created: int | None = None
             if create is not None:
                 if not self.valid_id(session_id):
@@ -560,14 +564,14 @@ class SessionStore:
                         length: int) -> None:
         """Note that a client-visible history of ``length`` messages, by its chained hash,
         is where ``session_id`` stands now (inside the caller's transaction, the answer's)."""
-        self._db.execute(
+        self._db.write(
             "INSERT OR REPLACE INTO session_prefixes (scope, prefix_sha256, session_id, length,"
             " ts) VALUES (?,?,?,?,?)", (scope, prefix_sha256, session_id, length, self._clock()))
 
     def remember_response(self, response_id: str, session_id: str, *, scope: str) -> None:
         """Note that ``response_id`` (a Responses answer kept with ``store``) was answered
         in ``session_id`` for ``scope``, so ``previous_response_id`` continues there."""
-        self._db.execute(
+        self._db.write(
             "INSERT OR REPLACE INTO stored_responses (id, session_id, scope, ts)"
             " VALUES (?,?,?,?)", (response_id, session_id, scope, self._clock()))
 

@@ -63,6 +63,8 @@ class IdempotencyStore:
         """Hold ``ref`` for a request about to run, or say why it must not run."""
         now = self._clock()
         with self._db.transaction() as conn:
+            # Claims of one key wait for each other (read, then written), others do not.
+            self._db.hold(f"idempotency:{ref.scope}:{ref.key_sha256}")
             conn.execute("DELETE FROM idempotency_keys WHERE created_at < ?", (now - self._ttl,))
             row = conn.execute(
                 "SELECT request_sha256, state, owner, response, session_id FROM idempotency_keys"
@@ -91,7 +93,7 @@ class IdempotencyStore:
     def complete(self, ref: KeyRef, *, turn_id: str, session_id: str,
                  response: JsonObject) -> None:
         """Keep the answer for replay; call it inside the transaction storing the turn."""
-        self._db.execute(
+        self._db.write(
             "UPDATE idempotency_keys SET state = 'done', turn_id = ?, session_id = ?,"
             " response = ? WHERE scope = ? AND key_sha256 = ?",
             (turn_id, session_id, canonical_json.LENIENT.dumps(response), ref.scope,

@@ -11,7 +11,8 @@ hash when read back, so a row edited behind the store's back is ``STORE_BLOB_COR
 Why a connection of its own, not the store's: a blob put from inside an open write
 transaction would otherwise commit only with it, and be lost with its rollback while the
 file store kept it; and a blob needs no place in the store's write order (the advisory
-lock), since writing the same bytes twice is harmless. S3-compatible object storage is not
+lock), since writing the same bytes twice is harmless. Its table is made under the
+schema lock, as the store's migrations are. S3-compatible object storage is not
 built (no such server here to test against).
 """
 
@@ -44,17 +45,18 @@ _SETUP = (
 class PgBlobStore(BlobStore):
     """Blobs in the ``eyes_blobs`` table of a PostgreSQL database."""
 
-    def __init__(self, root: Path, url: str, *, password: str | None = None) -> None:
+    def __init__(self, root: Path, url: str, *, password: str | None = None,
+                 pool_size: int | None = None) -> None:
         super().__init__(root)  # kept for what names the data directory's layout
-        from deepseek_eyes.store.postgres import WRITE_LOCK, connect
+        from deepseek_eyes.store.postgres import DEFAULT_POOL_SIZE, SCHEMA_LOCK, connect
 
         self.url = url
         self._lock = threading.Lock()
-        self._conn = connect(url, password=password)
+        self._conn = connect(url, password=password, pool_size=pool_size or DEFAULT_POOL_SIZE)
         try:
             with self._lock:
                 self._conn.execute("BEGIN")
-                self._conn.raw(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
+                self._conn.raw(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")
                 for statement in _SETUP:
                     self._conn.raw(statement)
                 self._conn.execute("COMMIT")

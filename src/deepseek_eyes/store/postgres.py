@@ -25,36 +25,74 @@ become the ``sqlite3`` exception of the same meaning, carrying ``pg_sqlstate`` (
 ``STORE_DATABASE_UNAVAILABLE``); the connection is opened again by the next statement
 outside a transaction.
 
-**What is serialized, and why.** Every write transaction (``BEGIN IMMEDIATE``, and a write
-statement run outside one) takes one transaction-level advisory lock, :data:`WRITE_LOCK`,
-before its first statement, and holds it until it commits or rolls back: the same one
-writer at a time SQLite's write lock gives, across every process on the database. The
-store's correctness rests on it: the chain's tail read once per transaction
-(:meth:`~deepseek_eyes.store.chain.ChainWriter.of`), compare-and-set appends of session
-events, turn leases and idempotency keys all read, then write, assuming nobody writes in
-between. Reads take no lock: ``BEGIN`` is a REPEATABLE READ snapshot, so readers never wait
-for the writer nor it for them. Migrations take the same lock, so three replicas starting
-together migrate once.
+**What is serialized, and why.** Only what must be (SQLite's one write lock serializes
+every write transaction; here two run side by side until they need the same thing). Each
+lock is transaction-level (``pg_advisory_xact_lock``), held to the commit:
+
+* the chain's tail, :data:`CHAIN_LOCK`, queued just before a write transaction reads the
+  chain's head (:meth:`~deepseek_eyes.store.chain.ChainWriter.of`), or with its first
+  INSERT into an audited table, whose rowid the same round trip brings back: every entry
+  names the one before it, so from the head read to the commit appends take turns;
+* a key the transaction reads, then writes on (:meth:`PgConnection.hold`, called through
+  :meth:`~deepseek_eyes.store.db.Database.hold`: a session's compare-and-set append, an
+  idempotency key's claim, the attempts trim), queued before that read;
+* the schema, :data:`SCHEMA_LOCK`, for setup and each migration (replicas that start
+  together migrate once).
+
+Keys are taken before the chain lock in every writer of the store (log rows queued before
+a transaction are chained when it chains its own first record: :meth:`PgConnection.
+defer_chain`), so no two transactions wait for each other in a circle. Reads take no lock:
+``BEGIN`` is a REPEATABLE READ snapshot, so readers never wait for writers nor they for
+them. A write transaction runs at READ COMMITTED, so the statement after a lock sees what
+the lock's last holder committed.
+
+**Connections** come from a psycopg pool per connection object (``[store]
+database_pool_size``), borrowed for one transaction or one lone statement and checked when
+lent (:meth:`PgConnection._borrow`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import re
 import sqlite3
 import threading
+import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store import chain as _chain
 from deepseek_eyes.store import pg_schema
 
-__all__ = ["WRITE_LOCK", "PgConnection", "Row", "connect", "redact", "translate"]
+__all__ = ["CHAIN_LOCK", "DEFAULT_POOL_SIZE", "SCHEMA_LOCK", "PgConnection", "Row", "connect",
+           "lock_id", "redact", "translate"]
 
-#: The advisory lock key every write transaction holds (see the module docstring).
-WRITE_LOCK = 0x6579_6573  # "eyes"
+
+def lock_id(key: str) -> int:
+    """The advisory lock (a signed 64-bit key) a transaction holds for ``key``: the first
+    8 bytes of the SHA-256 of ``"eyes:" + key`` (the prefix keeps clear of other programs'
+    locks on the same database; two keys sharing one only wait for each other)."""
+    digest = hashlib.sha256(f"eyes:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+#: The lock held from a write transaction's read of the chain's tail to its end (see the
+#: module docstring), and the one setup and migrations hold.
+CHAIN_LOCK = lock_id("chain")
+SCHEMA_LOCK = lock_id("schema")
+
+#: A pool's connections when ``[store] database_pool_size`` does not say: a Database runs
+#: one statement at a time (under its lock), so one connection is in use and a second is
+#: at hand while a lost one is replaced.
+DEFAULT_POOL_SIZE = 2
+#: A connection idle this long is asked a round trip before it is lent (see _borrow).
+CHECK_IDLE_S = 5.0
+#: How long a borrow waits for a connection to be made (libpq's connect_timeout too).
+CONNECT_TIMEOUT_S = 5.0
 
 _SETUP = (
     "CREATE TABLE IF NOT EXISTS eyes_schema (version INTEGER NOT NULL)",
@@ -220,11 +258,19 @@ def _params(params: Sequence[Any] | Mapping[str, Any], numbered: bool) -> Any:
 
 
 _TAIL = "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"  # store/chain.py's
+#: The newest checkpoint, as audit/checkpoints.py reads it before it signs (written only
+#: under the chain lock, so it is fetched with the tail; another spelling there is simply
+#: read when asked).
+_LAST_CHECKPOINT = ("SELECT seq, hash, ts, key_id, mac, counts, ordinal FROM"
+                    " chain_checkpoints ORDER BY id DESC LIMIT 1")
 _CHAIN_WRITE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+chain\b",
                           re.IGNORECASE)
-_BEGIN_LOCKED = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"  # a lone write
+_CHECKPOINT_WRITE = re.compile(
+    r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+chain_checkpoints\b", re.IGNORECASE)
 _BEGIN = "BEGIN"
-_LOCK = f"SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+_LOCK_CHAIN = f"SELECT pg_advisory_xact_lock({CHAIN_LOCK})"
+_LOCK_KEY = "SELECT pg_advisory_xact_lock(%s)"
+_CHAINED_INSERT: dict[str, bool] = {}
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ"
 
 
@@ -409,11 +455,10 @@ class PgConnection(_chain.Connection):
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, *, password: str | None = None,
-                 read_only: bool = False) -> None:
+    def __init__(self, url: str, *, password: str | None = None, read_only: bool = False,
+                 pool_size: int = DEFAULT_POOL_SIZE) -> None:
         super().__init__(":memory:", check_same_thread=False, isolation_level=None)
         self.url = url
-        self._password = password
         self._read_only = read_only
         self._pg: Any = None
         self._in_tx = False
@@ -428,62 +473,111 @@ class PgConnection(_chain.Connection):
         self._synced = False
         self._replay: list[tuple[str, Any, PgCursor | None, str | None, bool]] = []
         self._tx_error: Exception | None = None
-        #: The chain's tail queued with this write transaction's lock (see _open_pipeline).
+        #: The chain's tail, queued with the chain lock (see prefetch_chain_head), until the
+        #: chain is written; whether this transaction holds (or queued) the chain lock; the
+        #: keys it holds (see hold).
         self._tail_cursor: PgCursor | None = None
-        #: Read the chain's tail with each write transaction's lock (once the chain
-        #: table exists: :class:`~deepseek_eyes.store.db.Database` sets it after migrating).
+        self._last_cursor: PgCursor | None = None  # the newest checkpoint, likewise
+        self._chain_locked = False
+        self._held: set[int] = set()
+        #: Chain entries of log rows written at this transaction's start, made when its
+        #: chain writer is (see defer_chain).
+        self._deferred: list[tuple[Sequence[tuple[str, str, str, Sequence[Any], int]],
+                                   float]] = []
+        #: Queue the chain lock and tail after a write transaction's first INSERT into an
+        #: audited table (once the chain table exists: :class:`~deepseek_eyes.store.db.
+        #: Database` sets it after migrating).
         self.prefetch_tail = False
         self._guard = threading.RLock()
-        self._connect()
+        #: When each idle connection of the pool was given back (see _borrow).
+        self._returned: dict[int, float] = {}
+        self._pool = _open_pool(url, password, pool_size, self._configure)
+        # Closed with this object: a Database dropped without close() leaves no server
+        # connection and no pool thread behind.
+        weakref.finalize(self, _close_pool, self._pool)
+        try:
+            self._alive()  # a server that cannot be reached fails the open
+        except (psycopg_error(), _Lost) as exc:
+            _close_pool(self._pool)
+            raise _as_sqlite(exc) from exc
+        self._release()
 
-    def _connect(self) -> None:
+    def _configure(self, conn: Any) -> None:
+        """A new connection of the pool, made ready for the store (its adapters, the lock
+        wait bound, a read-only open's default)."""
+        int_dumper, number_loader = _adapters()
+        conn.adapters.register_dumper(int, int_dumper)
+        conn.adapters.register_dumper(bool, int_dumper)
+        conn.adapters.register_loader("numeric", number_loader)
+        conn.execute("SET lock_timeout = '10s'")
+        if self._read_only:
+            conn.execute("SET default_transaction_read_only = on")
+
+    # --- the pool ---------------------------------------------------------------------------
+    #
+    # A connection is borrowed for one transaction (or one lone statement) and given back
+    # when it ends. On borrow it is checked: one the client knows is closed or broken is
+    # replaced at once, and one idle CHECK_IDLE_S or longer is asked a round trip first (a
+    # server restarted meanwhile ended it). One found dead later, before its transaction's
+    # first round trip, is replaced and the statements sent again (_again, _first).
+
+    def _borrow(self) -> Any:
+        """A checked connection from the pool.
+
+        Raises:
+            psycopg.Error, _Lost: the server cannot be reached.
+        """
         import psycopg
-        from psycopg.adapt import Dumper, Loader
+        from psycopg_pool import PoolTimeout
 
-        class _IntAsUnknown(Dumper):
-            """Ints go untyped, as str does: PostgreSQL casts them to the column's or the
-            other operand's type (``text_col = 7`` as SQLite would compare it)."""
-            oid = 0
+        for attempt in range(3):
+            try:
+                conn = self._pool.getconn()
+            except PoolTimeout as exc:
+                raise _Lost(f"no connection to PostgreSQL: {exc}") from exc
+            returned = self._returned.pop(id(conn), None)
+            if conn.closed or conn.broken:
+                self._give_back(conn)
+                continue
+            if returned is not None and time.monotonic() - returned >= CHECK_IDLE_S \
+                    and attempt < 2:
+                try:
+                    conn.execute("")
+                except psycopg.Error:
+                    self._give_back(conn)
+                    continue
+            return conn
+        raise _Lost("no live connection to PostgreSQL")
 
-            def dump(self, obj: Any) -> bytes:
-                return str(int(obj)).encode()
+    def _give_back(self, conn: Any) -> None:
+        """Return ``conn`` to the pool (which drops it when closed or broken)."""
+        if conn.closed or conn.broken:
+            self._returned.pop(id(conn), None)
+        else:
+            self._returned[id(conn)] = time.monotonic()
+        with contextlib.suppress(Exception):  # a pool closed meanwhile closes it instead
+            self._pool.putconn(conn)
 
-        class _Number(Loader):
-            """numeric (SUM, AVG of integers) as int when whole, else float: SQLite's."""
+    def _release(self) -> None:
+        """Between transactions: the connection goes back to the pool."""
+        conn, self._pg = self._pg, None
+        if conn is not None:
+            self._give_back(conn)
 
-            def load(self, data: Any) -> Any:
-                text = bytes(data).decode()
-                if "." in text or "e" in text.lower() or text in ("NaN",):
-                    return float(text)
-                return int(text)
-
-        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": 5}
-        if self._password is not None:
-            kwargs["password"] = self._password
-        try:
-            conn = psycopg.connect(self.url, **kwargs)
-        except psycopg.Error as exc:
-            raise _as_sqlite(exc) from exc
-        conn.adapters.register_dumper(int, _IntAsUnknown)
-        conn.adapters.register_dumper(bool, _IntAsUnknown)
-        conn.adapters.register_loader("numeric", _Number)
-        # Closed with this object, not by psycopg's finalizer (which warns): a Database
-        # dropped without close() leaves no open server connection behind.
-        weakref.finalize(self, conn.close)
-        try:
-            conn.execute("SET lock_timeout = '10s'")
-            if self._read_only:
-                conn.execute("SET default_transaction_read_only = on")
-        except psycopg.Error as exc:
-            conn.close()
-            raise _as_sqlite(exc) from exc
-        self._pg = conn
+    def _discard(self) -> None:
+        """The connection is lost: closed, and given back for the pool to drop."""
+        conn, self._pg = self._pg, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+            self._give_back(conn)
 
     def setup(self) -> None:
         """Make the version table and our SQL functions, once per database, under the
         write lock (several processes may start at once)."""
         self.execute("BEGIN IMMEDIATE")
         try:
+            self.raw(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")
             for statement in _SETUP:
                 self.raw(statement)
         except Exception:
@@ -504,6 +598,8 @@ class PgConnection(_chain.Connection):
                     self._alive().execute(sql)
             except psycopg.Error as exc:
                 raise _as_sqlite(exc) from exc
+            finally:
+                self._done()
 
     def execute_idempotent(self, sql: str, parameters: Any = ()) -> PgCursor:
         """Run one statement on its own, outside the store's write order (no advisory
@@ -525,6 +621,10 @@ class PgConnection(_chain.Connection):
                 self._first(text, _params(parameters, numbered), cursor, returning)
             except psycopg.Error as exc:
                 raise _as_sqlite(exc) from exc
+            except _Lost as exc:
+                raise _as_sqlite(exc) from exc
+            finally:
+                self._done()
             return cursor
 
     def copy_rows(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
@@ -534,6 +634,7 @@ class PgConnection(_chain.Connection):
 
         with self._guard:
             text = sql.replace("?", "%s")
+            self._tail_cursor = self._last_cursor = None  # what it writes is read again
             try:
                 if self._in_tx:
                     self._queue(text, rows, many=True)
@@ -542,39 +643,50 @@ class PgConnection(_chain.Connection):
                         cur.executemany(text, rows)
             except psycopg.Error as exc:
                 raise _as_sqlite(exc) from exc
+            finally:
+                self._done()
 
     @property
     def in_transaction(self) -> bool:
         return self._in_tx
 
     def _alive(self, *, fresh_transaction: bool = False) -> Any:
-        """The psycopg connection, opened again when the last one was lost (only between
+        """The psycopg connection, borrowed from the pool when none is (only between
         transactions, or before a transaction sent anything: one lost inside a transaction
         fails it, and its rollback ends it)."""
-        if self._pg is None or self._pg.closed or self._pg.broken:
+        conn = self._pg
+        if conn is None or conn.closed or conn.broken:
             if self._in_tx and not fresh_transaction:
                 raise _as_sqlite(_Lost("the connection to PostgreSQL was lost"))
-            if self._pg is not None:
-                self._pg.close()
-            self._pg = None
-            self._connect()
-        return self._pg
+            self._discard()
+            conn = self._pg = self._borrow()
+        return conn
+
+    def _done(self) -> None:
+        """After a public call: outside a transaction, the connection goes back."""
+        if not self._in_tx and self._pg is not None:
+            self._release()
 
     def execute(self, sql: str, parameters: Any = (), /) -> PgCursor:
         with self._guard:
-            return self._execute(sql, parameters)
+            try:
+                return self._execute(sql, parameters)
+            finally:
+                self._done()
 
-    def _execute(self, sql: str, parameters: Any) -> PgCursor:
+    def _execute(self, sql: str, parameters: Any, *, speculate: bool = True) -> PgCursor:
         import psycopg
 
         cursor = PgCursor(self)
         head = sql.lstrip()[:20].upper()
         try:
             if head.startswith("BEGIN"):
-                # Nothing is sent yet: BEGIN (with the write lock and the chain's tail for
-                # a write transaction) goes with the transaction's first statement.
+                # Nothing is sent yet: BEGIN goes with the transaction's first statement
+                # (and no lock: see hold and prefetch_chain_head).
                 self._end_pipeline(quiet=True)
                 self._in_tx = True
+                self._chain_locked, self._held, self._tail_cursor = False, set(), None
+                self._last_cursor = None
                 self._begin = "read" if "IMMEDIATE" not in head else "write"
                 return cursor
             if head.startswith(("COMMIT", "END", "ROLLBACK")):
@@ -585,30 +697,33 @@ class PgConnection(_chain.Connection):
             text, numbered, returning = translate(sql)
             args = _params(parameters, numbered)
             if self._in_tx:
-                if sql == _TAIL:
-                    self._tx_conn()
+                if sql == _TAIL and self._begin == "write":
+                    self.prefetch_chain_head()
                     tail = self._tail_cursor
                     if tail is not None:
                         # Queued with the lock: the same rows (nothing wrote the chain).
                         rows = [tuple(r) for r in tail._settled()._rows]
                         return cursor._load(["seq", "hash"], rows, len(rows), None)
+                if sql == _LAST_CHECKPOINT and self._last_cursor is not None:
+                    last = self._last_cursor._settled()
+                    names = [d[0] for d in last._description or ()]
+                    rows = [tuple(r) for r in last._rows]
+                    return cursor._load(names, rows, len(rows), None)
                 self._queue(text, args, cursor, returning)
                 if _CHAIN_WRITE.match(text):
                     self._tail_cursor = None  # the chain written since: read the table
+                elif _CHECKPOINT_WRITE.match(text):
+                    self._last_cursor = None
+                elif speculate and self.prefetch_tail and not self._chain_locked \
+                        and self._begin == "write" and _chained_insert(text):
+                    # Its rowid is read next, then the chain's tail (store/chain.py's
+                    # insert): the lock and the tail go with that round trip.
+                    self.prefetch_chain_head()
                 return cursor
-            if not _WRITE.match(text):  # a lone read: nothing to repeat twice
-                self._first(text, args, cursor, returning)
-                return cursor
-            conn = self._first(_BEGIN_LOCKED)  # a lone write serializes like any other
-            try:
-                with conn.pipeline():  # the statement and its commit: one round trip
-                    result = conn.execute(text, args)
-                    conn.execute("COMMIT")
-                self._load(cursor, result, returning)
-            except BaseException:
-                if not (conn.closed or conn.broken):
-                    conn.execute("ROLLBACK")
-                raise
+            # A lone statement (autocommit): no lock. A read is sent again on a new link
+            # when the old one was found dead; a lone write is one statement, so the same
+            # holds (nothing of it ran).
+            self._first(text, args, cursor, returning)
             return cursor
         except psycopg.Error as exc:
             raise _as_sqlite(exc) from exc
@@ -631,7 +746,18 @@ class PgConnection(_chain.Connection):
         """The psycopg connection of the open transaction, in pipeline mode, its BEGIN
         queued."""
         if self._pipe is None:
-            self._open_pipeline()
+            import psycopg
+
+            try:
+                self._open_pipeline()
+            except psycopg.OperationalError as exc:
+                # A link the server ended while it was idle in the pool can fail its
+                # BEGIN already: nothing ran, a new one is taken once.
+                if self._pg is None or not _link_gone(self._pg, exc):
+                    raise
+                self._drop_pipeline()
+                self._discard()
+                self._open_pipeline()
         return self._pg
 
     def _open_pipeline(self) -> None:
@@ -642,19 +768,94 @@ class PgConnection(_chain.Connection):
         self._sent = self._synced_upto = 0
         self._synced = False
         self._tx_error = None
-        self._tail_cursor = None
-        if self._begin == "write":
-            conn.execute(_BEGIN)
-            conn.execute(_LOCK)
-            self._sent += 2
-            if self.prefetch_tail:  # once the chain table exists (not while migrating)
-                tail = PgCursor(self)
-                tail._psy, tail._index, tail._lazy = conn.execute(_TAIL), self._sent, True
-                self._sent += 1
-                self._tail_cursor = tail
-        else:
-            conn.execute(_BEGIN_READ)
-            self._sent += 1
+        conn.execute(_BEGIN if self._begin == "write" else _BEGIN_READ)
+        self._sent += 1
+
+    # --- what a write transaction holds --------------------------------------------------
+    #
+    # No lock at BEGIN: two write transactions run side by side until one needs what the
+    # other holds. The chain lock is queued just before the chain's tail is read (or with
+    # the first INSERT into an audited table, whose rowid is read in the same round trip
+    # as the tail), and held to the commit; a key lock (hold) before a read the
+    # transaction then writes on. Keys are taken before the chain lock in every writer of
+    # the store, so no two transactions wait for each other in a circle (PostgreSQL would
+    # end one of them with a deadlock error, STORE_WRITE_FAILED).
+
+    def hold(self, key: str) -> None:
+        """Inside a write transaction: hold ``key``'s advisory lock until it ends (queued:
+        it is taken, waiting for another holder's commit, in the next round trip, before
+        the statements queued after it run).
+
+        Raises:
+            sqlite3.ProgrammingError: outside a write transaction.
+            sqlite3.Error: as :meth:`execute`.
+        """
+        import psycopg
+
+        with self._guard:
+            if not self._in_tx or self._begin != "write":
+                raise sqlite3.ProgrammingError("hold() outside a write transaction")
+            ident = lock_id(key)
+            if ident in self._held:
+                return
+            try:
+                self._queue(_LOCK_KEY, (ident,))
+            except psycopg.Error as exc:
+                raise _as_sqlite(exc) from exc
+            self._held.add(ident)
+
+    def prefetch_chain_head(self) -> None:
+        """Queue the chain lock and the chain's tail, once a write transaction (no round
+        trip: the tail's rows come with the next one)."""
+        if self._chain_locked or not self._in_tx or self._begin != "write":
+            return
+        self._queue(_LOCK_CHAIN, None)
+        tail = PgCursor(self)
+        self._queue(_TAIL, None, tail)
+        self._tail_cursor = tail
+        if self.prefetch_tail:  # migrated: the checkpoints table has its columns
+            last = PgCursor(self)  # a seal reads it next (audit/checkpoints.py)
+            self._queue(translate(_LAST_CHECKPOINT)[0], None, last)
+            self._last_cursor = last
+        self._chain_locked = True
+
+    def defer_chain(self, rows: Sequence[tuple[str, str, str, Sequence[Any], int]],
+                    ts: float) -> None:
+        """Chain ``rows`` (log rows just inserted, as for ``ChainWriter.add_inserts``) when
+        this transaction's chain writer is made, first (its own records after them, as
+        SQLite orders them), or at the commit: the transaction takes the chain lock when
+        it chains its own first record, after the keys it holds, not when it begins. Once
+        the transaction has its writer (it chained already), they are chained now."""
+        if self._writer is not None:
+            self._writer.add_inserts(rows, ts)
+            return
+        self._deferred.append((rows, ts))
+
+    @property
+    def writer(self) -> _chain.ChainWriter | None:
+        return self._writer
+
+    @writer.setter
+    def writer(self, value: _chain.ChainWriter | None) -> None:
+        self._writer = value
+        deferred = getattr(self, "_deferred", None)
+        if value is not None and deferred:
+            self._deferred = []
+            for rows, ts in deferred:
+                value.add_inserts(rows, ts)
+
+    def begun(self) -> None:
+        self._deferred = []
+        super().begun()
+
+    def write_chain(self) -> None:
+        if self._deferred and self.tracking and self._in_tx:
+            _chain.ChainWriter.of(self)  # made: the setter chains the deferred rows
+        super().write_chain()
+
+    def ended(self) -> None:
+        self._deferred = []
+        super().ended()
 
     def _queue(self, text: str, args: Any, cursor: PgCursor | None = None,
                returning: str | None = None, *, many: bool = False) -> None:
@@ -690,12 +891,11 @@ class PgConnection(_chain.Connection):
         """The link was found dead before the transaction's first round trip: a new one,
         and everything queued sent again (nothing of it ran)."""
         replay = self._replay
+        tail, last = self._tail_cursor, self._last_cursor
         self._drop_pipeline()
-        if self._pg is not None:
-            with contextlib.suppress(Exception):
-                self._pg.close()
-        self._pg = None
+        self._discard()
         self._open_pipeline()
+        self._tail_cursor, self._last_cursor = tail, last  # queued again below
         self._replay = replay
         for entry in replay:
             self._send(self._pg, entry)
@@ -739,7 +939,7 @@ class PgConnection(_chain.Connection):
     def _drop_pipeline(self) -> None:
         stack, self._stack, self._pipe = self._stack, None, None
         self._replay = []
-        self._tail_cursor = None
+        self._tail_cursor = self._last_cursor = None
         if stack is not None:
             with contextlib.suppress(Exception):  # the error was raised already, or will be
                 stack.close()
@@ -750,7 +950,7 @@ class PgConnection(_chain.Connection):
             return
         stack, self._stack, self._pipe = self._stack, None, None
         self._replay = []
-        self._tail_cursor = None
+        self._tail_cursor = self._last_cursor = None
         assert stack is not None
         stack.close()  # the last round trip: its errors raised
 
@@ -803,8 +1003,7 @@ class PgConnection(_chain.Connection):
         except psycopg.OperationalError:
             if not (conn.closed or conn.broken):
                 raise
-        conn.close()
-        self._pg = None
+        self._discard()
         conn = self._alive()
         if cursor is None:
             conn.execute(text)
@@ -867,13 +1066,23 @@ class PgConnection(_chain.Connection):
         with self._guard:
             if not self._in_tx:
                 cursor = PgCursor(self)
-                for params in seq_of_parameters:
-                    cursor = self._execute(sql, params)
+                try:
+                    for params in seq_of_parameters:
+                        cursor = self._execute(sql, params)
+                finally:
+                    self._done()
                 return cursor
             text, numbered, _returning = translate(sql)
             if _CHAIN_WRITE.match(text):
                 self._tail_cursor = None
+            elif _CHECKPOINT_WRITE.match(text):
+                self._last_cursor = None
             rows = [_params(p, numbered) for p in seq_of_parameters]
+            if rows and self.prefetch_tail and not self._chain_locked \
+                    and self._begin == "write" and _chained_insert(text):
+                self._queue(text, rows, many=True)
+                self.prefetch_chain_head()
+                return PgCursor(self)._load(None, (), len(rows), None)
             try:
                 if rows:
                     self._queue(text, rows, many=True)
@@ -890,17 +1099,93 @@ class PgConnection(_chain.Connection):
             sqlite3.Error: as :meth:`execute` (the first failure; the transaction is
                 then doomed, as after any failed statement).
         """
-        with self._guard:
-            return [self._execute(sql, params) for sql, params in statements]
+        with self._guard:  # no chain lock queued: the caller says when (defer_chain)
+            return [self._execute(sql, params, speculate=False) for sql, params in statements]
 
     def executescript(self, sql_script: str, /) -> PgCursor:
         raise NotImplementedError("run statements one by one on PostgreSQL")
 
     def close(self) -> None:
         with self._guard:
-            if self._pg is not None:
-                self._pg.close()
+            self._release()
+            _close_pool(self._pool)
             super().close()
+
+
+def psycopg_error() -> type[Exception]:
+    import psycopg
+
+    return psycopg.Error
+
+
+@functools.cache
+def _adapters() -> tuple[type[Any], type[Any]]:
+    """The dumper and loader every connection registers (made once: psycopg is imported
+    only when PostgreSQL is used)."""
+    from psycopg.adapt import Dumper, Loader
+
+    class _IntAsUnknown(Dumper):
+        """Ints go untyped, as str does: PostgreSQL casts them to the column's or the
+        other operand's type (``text_col = 7`` as SQLite would compare it)."""
+        oid = 0
+
+        def dump(self, obj: Any) -> bytes:
+            return str(int(obj)).encode()
+
+    class _Number(Loader):
+        """numeric (SUM, AVG of integers) as int when whole, else float: SQLite's."""
+
+        def load(self, data: Any) -> Any:
+            text = bytes(data).decode()
+            if "." in text or "e" in text.lower() or text in ("NaN",):
+                return float(text)
+            return int(text)
+
+    return _IntAsUnknown, _Number
+
+
+def _open_pool(url: str, password: str | None, size: int,
+               configure: Callable[[Any], None]) -> Any:
+    """A psycopg pool of at most ``size`` connections to ``url``, none made yet.
+
+    psycopg's pool makes connections in a worker thread and has a borrower wait for one
+    (up to its timeout) while that worker retries a server that refuses: a store whose
+    server is down would answer every request late. This pool makes a missing connection
+    in the borrower's thread instead (as psycopg's own NullConnectionPool does), so a
+    server that refuses fails the borrow at once (``STORE_DATABASE_UNAVAILABLE``) and one
+    that is back serves the next borrow."""
+    from psycopg_pool import ConnectionPool
+
+    class _Pool(ConnectionPool):
+        def _get_ready_connection(self, timeout: float | None) -> Any:
+            conn = super()._get_ready_connection(timeout)
+            if conn is None and self._nconns < self.max_size:
+                conn = self._connect(timeout=timeout)
+                self._nconns += 1
+            return conn
+
+    kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": int(CONNECT_TIMEOUT_S)}
+    if password is not None:
+        kwargs["password"] = password
+    return _Pool(url, kwargs=kwargs, min_size=0, max_size=max(1, size), open=True,
+                 configure=configure, name="deepseek-eyes-store", timeout=CONNECT_TIMEOUT_S,
+                 reconnect_timeout=CONNECT_TIMEOUT_S, num_workers=1)
+
+
+def _close_pool(pool: Any) -> None:
+    with contextlib.suppress(Exception):
+        pool.close(timeout=CONNECT_TIMEOUT_S)
+
+
+def _chained_insert(text: str) -> bool:
+    """Whether ``text`` (translated) inserts into an audited table."""
+    known = _CHAINED_INSERT.get(text)
+    if known is None:
+        match = _INSERT.match(text)
+        known = bool(match and match.group(1).lower() in _chain.CHAINED_TABLES)
+        if len(_CHAINED_INSERT) < 4096:
+            _CHAINED_INSERT[text] = known
+    return known
 
 
 def _link_gone(conn: Any, exc: Exception) -> bool:
@@ -920,7 +1205,8 @@ def _unavailable_error(url: str, exc: BaseException) -> StoreError:
         details={"backend": "postgresql"})
 
 
-def connect(url: str, *, password: str | None = None, read_only: bool = False) -> PgConnection:
+def connect(url: str, *, password: str | None = None, read_only: bool = False,
+            pool_size: int = DEFAULT_POOL_SIZE) -> PgConnection:
     """A connection to the PostgreSQL database at ``url``.
 
     Raises:
@@ -935,6 +1221,7 @@ def connect(url: str, *, password: str | None = None, read_only: bool = False) -
             "(pip install 'deepseek-eyes[scale]')", code="STORE_BACKEND_MISSING",
             details={"package": "psycopg"}) from exc
     try:
-        return PgConnection(url, password=password, read_only=read_only)
+        return PgConnection(url, password=password, read_only=read_only,
+                            pool_size=pool_size)
     except sqlite3.Error as exc:
         raise _unavailable_error(url, exc) from exc

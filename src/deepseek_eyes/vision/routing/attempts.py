@@ -63,6 +63,7 @@ class AttemptLog:
         """Drop the oldest rows past ``max_rows``; the cut is a ``retention`` chain entry
         with the signed checkpoint that names it. Without the audit key nothing is cut."""
         with self._db.transaction() as conn:
+            self._db.hold("attempts.trim")  # one trim at a time reads, then cuts
             row = conn.execute("SELECT MIN(id), MAX(id) FROM attempts").fetchone()
             if row[0] is None or int(row[1]) - self._max_rows < int(row[0]):
                 return
