@@ -107,6 +107,11 @@ def _batches(conn: sqlite3.Connection) -> list[tuple[int, list[tuple[str, int, s
         "SELECT seq, body FROM chain WHERE kind = ? ORDER BY seq", (chain.BATCH,))]
 
 
+def _log_batches(conn: sqlite3.Connection) -> list[tuple[int, list[tuple[str, int, str, str]]]]:
+    """The batches of the appended log rows (24 each), not the sessions' transactions'."""
+    return [(seq, members) for seq, members in _batches(conn) if len(members) == 24]
+
+
 def _batch_of(conn: sqlite3.Connection, table: str, rowid: int) -> int:
     return next(seq for seq, members in _batches(conn)
                 if any((t, r) == (table, rowid) for t, r, _k, _d in members))
@@ -114,12 +119,15 @@ def _batch_of(conn: sqlite3.Connection, table: str, rowid: int) -> int:
 
 def test_batches_verify_and_count_record_by_record(template: Template, root: Path) -> None:
     conn = _raw(root)
-    batches = _batches(conn)
+    batches = _log_batches(conn)
     assert len(batches) == ROUNDS
-    assert all(len(members) == 24 for _seq, members in batches)
     for _seq, members in batches:  # in the order written: audit, usage, attempt, ...
         assert [m[0] for m in members[:3]] == ["audit", "usage", "attempts"]
         assert [m[2] for m in members[:3]] == ["mcp.call", "usage", "vision.attempt"]
+    # Each session's transaction (the session, its message, its turn) is one entry too.
+    sessions = [members for _seq, members in _batches(conn) if len(members) != 24]
+    assert [[(m[0], m[2]) for m in members] for members in sessions] == [
+        [("sessions", "session"), ("events", "session.event"), ("turns", "turn")]] * ROUNDS
     body = conn.execute("SELECT body FROM chain WHERE kind = ?", (chain.BATCH,)).fetchone()[0]
     assert body.encode() == chain.canonical_bytes(json.loads(body))
     rows = sum(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]  # noqa: S608
@@ -181,7 +189,7 @@ def test_audit_show_finds_a_records_batch_entry(root: Path) -> None:
 
 def test_an_edited_batch_entry_is_found(root: Path) -> None:
     conn = _raw(root)
-    seq, members = _batches(conn)[1]
+    seq, members = _log_batches(conn)[1]
     body = conn.execute("SELECT body FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
     # One record dropped from the body (its row deleted too), the body's digest made to
     # match: the entry's own hash no longer does.
@@ -202,7 +210,7 @@ def test_a_consistent_rewrite_of_a_batch_fails_its_checkpoint(root: Path) -> Non
     """The attacker drops a record from a batch and recomputes every hash after it: the
     chain is whole again, and the signed checkpoints (counts, hash) say it was rewritten."""
     conn = _raw(root)
-    seq, members = _batches(conn)[0]
+    seq, members = _log_batches(conn)[0]
     table, rowid, kind, digest = members[0]
     conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))  # noqa: S608
     prev = conn.execute("SELECT prev FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
@@ -223,7 +231,7 @@ def test_a_consistent_rewrite_of_a_batch_fails_its_checkpoint(root: Path) -> Non
 
 def test_removed_swapped_and_missing_are_found(root: Path) -> None:
     conn = _raw(root)
-    seq = _batches(conn)[1][0]
+    seq = _log_batches(conn)[1][0]
     conn.execute("UPDATE chain SET seq = -1 WHERE seq = ?", (seq,))
     conn.execute("UPDATE chain SET seq = ? WHERE seq = ?", (seq, seq + 1))
     conn.execute("UPDATE chain SET seq = ? WHERE seq = -1", (seq + 1,))

@@ -31,7 +31,14 @@ from typing import Any
 
 from deepseek_eyes.audit.records import CheckpointView
 from deepseek_eyes.errors import AuditError, DeepSeekEyesError
-from deepseek_eyes.store.chain import BATCH, CHAINED_TABLES, ChainWriter, canonical_bytes
+from deepseek_eyes.store.chain import (
+    BATCH,
+    CHAINED_TABLES,
+    COUNTED_BODY,
+    ChainWriter,
+    Connection,
+    canonical_bytes,
+)
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.keyring import Keyring
 
@@ -39,12 +46,18 @@ __all__ = ["BODY", "Checkpoint", "checkpoint_if_new", "head", "read_checkpoints"
            "sign_checkpoint", "sign_in", "stored_checkpoints"]
 
 #: The counts key of entries that carry a body instead of naming a row (retention cuts).
-BODY = "body"
+BODY = COUNTED_BODY
 _COUNT_KEYS = frozenset(CHAINED_TABLES) | {BODY}
 
 
 def _counts_text(counts: Mapping[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(counts.items()) if v) or "-"
+
+
+def _counts_json(counts: Mapping[str, int]) -> str:
+    """A checkpoint's stored counts: compact JSON (``_from_row`` reads any JSON)."""
+    return json.dumps({k: v for k, v in counts.items() if v}, sort_keys=True,
+                      separators=(",", ":"))
 
 
 def _parse_counts(text: str) -> dict[str, int]:
@@ -215,6 +228,20 @@ def _counts_through(conn: sqlite3.Connection, keyring: Keyring, seq: int,
     return base
 
 
+def _counts_of(conn: sqlite3.Connection, writer: ChainWriter) -> dict[str, int] | None:
+    """How many entries through the writer's last one name each table, from the counts
+    the connection's last commit left (:attr:`~deepseek_eyes.store.chain.Connection.counts`)
+    and the writer's own, when they meet: the chain then holds nothing this process did
+    not count, and no statement is needed. None otherwise."""
+    known = conn.counts if isinstance(conn, Connection) else None
+    if known is None or known[0] != writer.first - 1:
+        return None
+    counts = dict(known[1])
+    for key, n in writer.counted.items():
+        counts[key] = counts.get(key, 0) + n
+    return {key: n for key, n in counts.items() if n}
+
+
 def _last_checkpoint(conn: sqlite3.Connection) -> Checkpoint | None:
     row = conn.execute(_LAST).fetchone()
     if row is None:
@@ -245,7 +272,14 @@ def sign_in(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = No
     when = time.time() if ts is None else ts
     if last is None:
         last = _last_checkpoint(conn)
-    counts = _counts_through(conn, keyring, seq, last)
+    counts = _counts_of(conn, writer)
+    if counts is None:
+        counts = _counts_through(conn, keyring, seq, last)
+        if isinstance(conn, Connection):  # what the chain held before this transaction
+            base = dict(counts)
+            for key, n in writer.counted.items():
+                base[key] = base.get(key, 0) - n
+            conn.counts = (writer.first - 1, base)
     # Its place among the stored checkpoints: one after the newest one's, when that one has
     # an ordinal (a count of the table would grow with every turn ever sealed).
     if last is not None and last.ordinal is not None:
@@ -256,7 +290,7 @@ def sign_in(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = No
     conn.execute(
         "INSERT INTO chain_checkpoints (seq, hash, ts, key_id, mac, counts, ordinal)"
         " VALUES (?,?,?,?,?,?,?)",
-        (seq, value, when, kid, mac, json.dumps(counts, sort_keys=True), ordinal),
+        (seq, value, when, kid, mac, _counts_json(counts), ordinal),
     )
     return Checkpoint(seq, value, when, kid, mac, counts, ordinal)
 

@@ -692,9 +692,10 @@ class Database:
                     if not quiet:
                         raise
 
-    def flush(self) -> None:
+    def flush(self, *, entries: bool = True) -> None:
         """Write every queued row now, in one transaction (or in the open one, with its
-        buffered chain entries, so a query inside it sees them).
+        buffered chain entries, so a query inside it sees them; ``entries=False``: a write
+        inside it follows, so its records and theirs still share one entry).
 
         Raises:
             StoreError: ``STORE_FULL`` (the rows stay queued), ``STORE_READ_ONLY`` or
@@ -704,7 +705,8 @@ class Database:
             if self._depth:
                 try:
                     self._write_pending()
-                    self._conn.write_chain()
+                    if entries:
+                        self._conn.write_chain()
                 except sqlite3.Error as exc:
                     raise self._failure(exc, "database write failed") from exc
                 return
@@ -762,7 +764,7 @@ class Database:
     def _commit(self) -> None:
         self._conn.write_chain()
         self._conn.execute("COMMIT")
-        self._conn.ended()
+        self._conn.ended(committed=True)
         self._unwritten = []
 
     def _rollback(self) -> None:
@@ -860,7 +862,7 @@ class Database:
         """
         try:
             with stage("store"), self._lock:
-                self.flush()
+                self.flush(entries=False)
                 if chain is None:
                     cur = self._conn.execute(sql, params)
                     return int(cur.lastrowid or 0)
