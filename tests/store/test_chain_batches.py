@@ -374,3 +374,51 @@ def test_a_batch_names_only_records(tmp_path: Path) -> None:
                  '{"records":[["audit","k",1,""]],"v":2}', '{"records":[],"v":1}'):
         with pytest.raises(ValueError, match="not a batch entry"):
             chain.batch_members(body)
+
+
+def test_a_tail_another_process_moved_is_read_again(tmp_path: Path) -> None:
+    """Each connection starts its next transaction from the tail its last commit left; when
+    another one extended the chain meanwhile, the first entry's seq is taken, so the
+    entries are made again after the real tail: one unbroken chain, and checkpoints whose
+    counts (kept from the last commit, or counted again) match the chain."""
+    root = tmp_path / "home"
+    first, second = DataHome(root), DataHome(root)
+    try:
+        for i in range(3):
+            for home in (first, second, first):
+                home.audit.append("mcp.call", f"p{i}", outcome="ok")
+                home.usage.record_exact(UsageCategory.FINAL, ProviderUsage(10, 2),
+                                        source="t", model="m")
+                home.seal()  # its transaction: the two rows, their entry, a checkpoint
+    finally:
+        first.close()
+        second.close()
+    report = _verify(root)
+    assert report.ok, report.as_json()
+    assert (report.entries, report.records) == (9, 18)
+    assert report.checkpoints == 9
+
+
+def test_a_turn_records_details_are_stored_without_repeats_and_read_back_whole() -> None:
+    from deepseek_eyes.store.events import read_details, stored_details
+
+    whole = {"model_calls": 1, "rereads": 0, "tool_calls": [], "evidence": [],
+             "omitted_messages": 0, "forced_final": False, "requests": ["a" * 64], "base": 4,
+             "usage": {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19,
+                       "prompt_cache_hit_tokens": 5, "prompt_cache_miss_tokens": 7,
+                       "prompt_tokens_details": {"cached_tokens": 5},
+                       "completion_tokens_details": {"reasoning_tokens": 3}}}
+    stored = stored_details(whole)
+    assert stored == {"model_calls": 1, "requests": ["a" * 64], "base": 4, "usage": {
+        "prompt_tokens": 12, "completion_tokens": 7, "prompt_cache_hit_tokens": 5,
+        "prompt_cache_miss_tokens": 7, "completion_tokens_details": {"reasoning_tokens": 3}}}
+    assert read_details(json.loads(json.dumps(stored))) == whole
+    # What is not a default, or not derived, is kept as it is.
+    odd = {**whole, "rereads": 2, "forced_final": True, "evidence": [{"sha256": "x"}],
+           "usage": {**whole["usage"], "total_tokens": 20,  # type: ignore[dict-item]
+                     "prompt_tokens_details": {"cached_tokens": 5, "image_tokens": 9}}}
+    assert stored_details(odd) == {k: v for k, v in odd.items()
+                                   if k not in ("tool_calls", "omitted_messages")}
+    assert read_details(json.loads(json.dumps(stored_details(odd)))) == odd
+    # A record that is not a turn of the loop (a recovered one) is read as stored.
+    assert read_details({"stage": "recovery", "base": 3}) == {"stage": "recovery", "base": 3}
