@@ -304,6 +304,13 @@ def read_details(details: dict[str, Any]) -> dict[str, Any]:
     return details
 
 
+#: A session's scope (as :func:`_scope_in` reads it) and its last event's seq (-1: none).
+_SCOPE_AND_HEAD = (
+    "SELECT s.id, o.scope, (SELECT COALESCE(MAX(e.seq), -1) FROM events e"
+    " WHERE e.session_id = s.id) FROM sessions s LEFT JOIN session_scopes o"
+    " ON o.session_id = s.id WHERE s.id = ?")
+
+
 def _scope_in(conn: sqlite3.Connection, session_id: str) -> str | None:
     row = conn.execute(
         "SELECT s.id, o.scope FROM sessions s LEFT JOIN session_scopes o ON o.session_id = s.id"
@@ -416,12 +423,15 @@ class SessionStore:
                     conn.execute(
                         "INSERT INTO session_scopes (session_id, scope) VALUES (?,?)",
                         (session_id, scope or scopes.LEGACY))
-            if created is None and scope is not None:
-                owner = _scope_in(conn, session_id)
-                if owner is not None and owner != scope:
-                    raise ForeignSession(session_id)
             if created is not None:
                 next_seq = 0  # created just now, in this transaction: no events yet
+            elif scope is not None:  # whose it is, and its last event, in one statement
+                row = conn.execute(_SCOPE_AND_HEAD, (session_id,)).fetchone()
+                owner = None if row is None else (
+                    str(row[1]) if row[1] is not None else scopes.LEGACY)
+                if owner is not None and owner != scope:
+                    raise ForeignSession(session_id)
+                next_seq = (int(row[2]) if row is not None else -1) + 1
             else:
                 row = conn.execute(
                     "SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?",
