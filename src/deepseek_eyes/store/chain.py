@@ -56,7 +56,7 @@ import json
 import json.encoder
 import re
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from deepseek_eyes import canonical_json
@@ -423,11 +423,16 @@ class ChainWriter:
         encoders = self._encoders
         members = self._members if self._buffered else []
         append = members.append
+        last: str | None = None  # the rows of one flush are mostly of one INSERT
+        fast: Callable[[Sequence[Any], int], str | None] | None = None
+        width = -1
         for kind, table, sql, params, rowid in rows:
-            encoder = encoders.get(sql)
-            fast = encoder.fast_hex if encoder is not None else None
-            digest = fast(params, rowid) if fast is not None \
-                and len(params) == encoder.width else None  # type: ignore[union-attr]
+            if sql is not last:
+                last, encoder = sql, encoders.get(sql)
+                fast, width = ((encoder.fast_hex, encoder.width) if encoder is not None
+                               else (None, -1))
+            digest = fast(params, rowid) if fast is not None and len(params) == width \
+                else None
             if digest is None:
                 digest = self._digest_of(table, sql, params, rowid)
             append((kind, table, rowid, digest, ts))
