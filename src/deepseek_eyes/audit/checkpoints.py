@@ -18,6 +18,10 @@ every retention cut (:func:`record_cut`), so the cut is signed before anything i
 Why counts, when the head's hash already commits to every entry before it: a pinned line
 then says what it vouches for (how many requests, attempts, turns) without the database,
 and a rewrite is reported as "the audit table lost 3 records", not only "another hash".
+A checkpoint's counts are the last one's plus what came after (one statement), or, when
+the connection's last commit left the counts through the tail this transaction started
+from (:attr:`~deepseek_eyes.store.chain.Connection.counts`: no other process wrote since),
+those plus the transaction's own, with no statement at all.
 """
 
 from __future__ import annotations

@@ -18,31 +18,39 @@ entry, a removed, inserted or reordered entry, and a record added or removed out
 chain. What it cannot prove alone: that the newest entries were not cut off together with
 the stored checkpoints after them. Signed checkpoints pinned elsewhere close that gap.
 
-Log rows written together (the queued rows of :meth:`Database.append
-<deepseek_eyes.store.db.Database.append>`: attempts, audit rows, usage) get one entry for the
-whole batch once there are :data:`FOLD_AT` or more of them: a *batch entry*, kind
+The records one write transaction chains share one entry: a *batch entry*, kind
 ``chain.batch``, is a body entry (``ref`` null, the entry hashed exactly as any other) whose
-body names each record it covers, in the order written, with that record's digest, in runs
-of consecutive rowids of one table and kind::
+body names each record of the transaction (its queued log rows, its session events, its
+turn record, …), in the order written, with that record's digest, in runs of consecutive
+rowids of one table and kind::
 
     {"records":[["audit","mcp.call",12,"<hex><hex>"],["usage","usage",7,"<hex>"]],"v":2}
 
 (canonical JSON: ``[table, kind, first rowid, digests]``, the run's records' SHA-256 in hex
-one after another, 64 characters each, for rowids ``first``, ``first + 1`` …). The body's
-hash is the entry's ``digest``, so the entry commits to every record's identity, kind, place
-and bytes; verify
+one after another, 64 characters each, for rowids ``first``, ``first + 1`` …). A
+transaction with one record gives it a single entry (``ref`` set, no body), which is
+cheaper; :data:`FOLD_AT` is where a batch starts. The body's hash is the entry's
+``digest``, so the entry commits to every record's identity, kind, place and bytes; verify
 checks each record against its own digest, so a changed record is still named exactly
 (``audit:12``), a record trimmed by retention is excused record by record, and a record
 added behind the chain's back is found because no entry, batch or single, names it. What
-it saves: one entry row, one index entry and one entry hash per record (the write path's
-cost was mostly those: ``bench/audit_verify.py``). Smaller batches, and records written in
-a transaction of their own (a turn's session events and turn record, an evidence record),
-keep one entry each, which ``audit show`` and the tamper tests address record by record.
-Entries of both forms interleave in one chain; a database written before batch entries
-existed holds only single entries, which verify as they always did (no migration).
+it saves: a turn's answer, its turn record and the request and usage rows booked during it
+are one entry, not one each (an entry row, an index entry and an entry hash a record:
+``bench/store_growth.py``, ``bench/audit_verify.py``). The writer keeps a transaction's
+records until its entries are written (before the commit, before a body entry of its own,
+before anything reads the chain: :meth:`ChainWriter.write`), then folds them. A record's
+entry is found by :func:`entry_of` (``audit show``, the console). Entries of both forms
+interleave in one chain; a database written before batch entries (or before they covered
+whole transactions) holds single entries and small batches, which verify as they always
+did (no migration).
 
 Appends serialize on SQLite's write lock (``BEGIN IMMEDIATE``), so several processes
-sharing the database extend one chain. Tables deleted from by design (the attempts log's
+sharing the database extend one chain. A connection remembers the tail its last commit
+left (:class:`Connection`), so on SQLite the next transaction's writer starts from it
+without reading it: entries are appended by ``seq``, the table's primary key, so when
+another process extended the chain meanwhile the first insert fails on a taken ``seq`` and
+the writer reads the real tail and makes its entries again after it (on PostgreSQL the
+tail comes with the transaction's lock: store/postgres.py). Tables deleted from by design (the attempts log's
 trim, evidence quarantine) record the cut as a ``retention`` entry first, with a signed
 checkpoint naming it in the same transaction (``deepseek_eyes.audit.checkpoints.record_cut``):
 an unsigned retention entry excuses nothing, since anyone who can write the file could

@@ -15,9 +15,10 @@ waited a second, before any query on this connection, at close, and inside the n
 transaction (:meth:`Database.transaction`), so they commit with the record that follows
 them: a turn's request, usage and audit rows commit with its answer, in one transaction.
 Every reader through this object sees them, and a crash loses at most the last second of
-log rows, never evidence, route state or the rows of a committed answer. A batch of 16 or
-more chained rows gets one chain entry naming each of them
-(:data:`~deepseek_eyes.store.chain.FOLD_AT`), not one entry a row.
+log rows, never evidence, route state or the rows of a committed answer. The chained
+records of one transaction (queued rows and the block's own) get one chain entry naming
+each of them (:mod:`~deepseek_eyes.store.chain`), not one entry a row; a write inside an
+open transaction (:meth:`Database.execute`) keeps its records with the block's.
 
 Why transactions nest (:meth:`Database.transaction` inside another is part of it): one
 turn's answer, its turn record and the checkpoint that signs them are written by three
@@ -27,8 +28,10 @@ caught in between (a seal that could not be signed) leaves what the inner block 
 commit with the rest.
 
 Why one chain writer per transaction (:meth:`~deepseek_eyes.store.chain.ChainWriter.of`):
-the chain's tail is read once when a write transaction first chains a record, not once
-per record; the transaction holds the write lock, so it cannot go stale meanwhile.
+the chain's tail is read once when a write transaction first chains a record (or taken
+from the connection's last commit and checked by the insert itself), not once per record;
+the transaction holds the write lock, so it cannot go stale meanwhile; and the
+transaction's records are folded into one entry when its entries are written.
 
 Why :meth:`Database.open_read_only` exists: verifying the audit must not write, so it opens
 the file with SQLite's ``mode=ro`` when a WAL is there to read, and ``immutable=1`` when
