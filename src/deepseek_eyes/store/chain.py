@@ -50,11 +50,12 @@ left (:class:`Connection`), so on SQLite the next transaction's writer starts fr
 without reading it: entries are appended by ``seq``, the table's primary key, so when
 another process extended the chain meanwhile the first insert fails on a taken ``seq`` and
 the writer reads the real tail and makes its entries again after it (on PostgreSQL the
-tail comes with the transaction's lock: store/postgres.py). Tables deleted from by design (the attempts log's
-trim, evidence quarantine) record the cut as a ``retention`` entry first, with a signed
-checkpoint naming it in the same transaction (``deepseek_eyes.audit.checkpoints.record_cut``):
-an unsigned retention entry excuses nothing, since anyone who can write the file could
-append one.
+tail comes with the transaction's lock: store/postgres.py).
+
+Tables deleted from by design (the attempts log's trim, evidence quarantine) record the
+cut as a ``retention`` entry first, with a signed checkpoint naming it in the same
+transaction (``deepseek_eyes.audit.checkpoints.record_cut``): an unsigned retention entry
+excuses nothing, since anyone who can write the file could append one.
 """
 
 from __future__ import annotations
