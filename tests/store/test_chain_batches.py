@@ -34,7 +34,7 @@ from deepseek_eyes.store import chain
 from deepseek_eyes.store.events import SessionStore, TurnRecord
 from deepseek_eyes.usage import ProviderUsage, UsageCategory
 from deepseek_eyes.vision.routing.attempts import AttemptLog
-from helpers import clone_store, fresh_database, raw_store
+from helpers import clone_store, fresh_database, named_records, raw_store
 
 TRIGGERS = ("chain_no_update", "chain_no_delete", "evidence_no_update", "events_no_update",
             "events_no_delete")
@@ -422,3 +422,34 @@ def test_a_turn_records_details_are_stored_without_repeats_and_read_back_whole()
     assert read_details(json.loads(json.dumps(stored_details(odd)))) == odd
     # A record that is not a turn of the loop (a recovered one) is read as stored.
     assert read_details({"stage": "recovery", "base": 3}) == {"stage": "recovery", "base": 3}
+
+
+def test_entry_of_finds_each_records_entry_among_many(tmp_path: Path) -> None:
+    """``chain.entry_of`` finds the entry naming each record: a single entry by its ref, a
+    batch entry by a binary search over seq (tables written in every transaction and in
+    some), and says None for a record no entry names."""
+    with DataHome(tmp_path / "home") as home:
+        expected: dict[tuple[str, int], int] = {}
+        for n in range(40):
+            home.audit.append("mcp.call", f"t{n}", outcome="ok")
+            if n % 3 == 0:  # usage in some transactions only
+                home.usage.record_exact(UsageCategory.FINAL, ProviderUsage(1, 1), source="t",
+                                        model="m")
+            home.db.flush()
+        with home.db.reading() as conn:
+            for seq in range(1, 41):
+                for table, rowid in named_records(conn, seq):
+                    expected[(table, rowid)] = seq
+            found = {key: chain.entry_of(conn, *key) for key in expected}
+            assert {key: entry[0] for key, entry in found.items() if entry} == expected
+            single = found[("audit", 2)]  # n = 1: one record, a single entry
+            assert single is not None
+            assert single[1] == "mcp.call"
+            batch = found[("audit", 4)]  # n = 3: with a usage row, a batch entry
+            assert batch is not None
+            assert batch[1] == chain.BATCH
+            record = chain.read_record(conn, "audit", 4)
+            assert record is not None
+            assert batch[2] == chain.record_digest(record)
+            assert chain.entry_of(conn, "audit", 41) is None
+            assert chain.entry_of(conn, "usage", 99) is None

@@ -456,8 +456,7 @@ class ChainWriter:
         Raises:
             ValueError: for a member that is not an audited table's row with a digest.
         """
-        if self._members:
-            self._fold()
+        self._settle()  # the seq returned is the chain's
         for _kind, _table, _rowid, digest in members:
             if not _HEX.match(digest):
                 raise ValueError("a record's digest is not SHA-256 hex")
@@ -492,8 +491,7 @@ class ChainWriter:
         its seq."""
         if kind == BATCH:
             raise ValueError("a batch entry is made by add_batch")
-        if self._members:
-            self._fold()
+        self._settle()  # the seq returned is the chain's
         text = canonical_bytes(dict(body))
         self._count(COUNTED_BODY)
         return self._add(kind, None, None, text.decode("utf-8"), _sha256(text), ts)
