@@ -757,10 +757,12 @@ def batch_members(body: object) -> list[tuple[str, int, str, str]]:
 
 #: The first entry at or after a seq (and at most another) that names a table: a single
 #: entry's ref, or a batch entry whose body has a run of the table (``["table",``; the
-#: body is parsed to be sure).
+#: body is parsed to be sure). COALESCE keeps SQLite on the seq range, off ``chain_ref``
+#: (which would visit every batch entry, whose ref_table is NULL).
 _NEXT_NAMING = (
-    "SELECT seq, ref_id, body FROM chain WHERE seq >= ? AND seq <= ? AND (ref_table = ?"
-    " OR (kind = ? AND ref_table IS NULL AND body LIKE ?)) ORDER BY seq LIMIT 1")
+    "SELECT seq, ref_id, body FROM chain WHERE seq >= ? AND seq <= ? AND"
+    " (COALESCE(ref_table, '') = ? OR (COALESCE(ref_table, '') = '' AND kind = ?"
+    " AND body LIKE ?)) ORDER BY seq LIMIT 1")
 #: Every batch entry naming the record (the CASTs keep the rowid arithmetic numeric on
 #: PostgreSQL too, where json_extract returns text: store/postgres.py).
 _BATCH_NAMING = (
@@ -783,7 +785,7 @@ def entry_of(conn: sqlite3.Connection, table: str, rowid: int) -> tuple[int, str
     hold (a rowid used again after its row was deleted), every batch entry is searched.
     """
     row = conn.execute("SELECT seq, kind, digest, hash FROM chain WHERE ref_table = ?"
-                       " AND ref_id = ?", (table, rowid)).fetchone()
+                       " AND ref_id = ? ORDER BY seq DESC LIMIT 1", (table, rowid)).fetchone()
     if row is not None:
         return int(row[0]), str(row[1]), str(row[2]), str(row[3])
     if table not in CHAINED_TABLES:
