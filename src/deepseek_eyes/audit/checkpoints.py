@@ -202,7 +202,7 @@ def stored_checkpoints(db: Database) -> list[Checkpoint]:
         return read_checkpoints(conn)
 
 
-_LAST = ("SELECT seq, hash, ts, key_id, mac, counts, ordinal FROM chain_checkpoints"
+_LAST = ("SELECT seq, hash, ts, key_id, mac, counts, ordinal, id FROM chain_checkpoints"
          " ORDER BY id DESC LIMIT 1")
 
 
@@ -247,13 +247,18 @@ def _counts_of(conn: sqlite3.Connection, writer: ChainWriter) -> dict[str, int] 
 
 
 def _last_checkpoint(conn: sqlite3.Connection) -> Checkpoint | None:
+    return _last_row(conn)[1]
+
+
+def _last_row(conn: sqlite3.Connection) -> tuple[int | None, Checkpoint | None]:
+    """The newest stored checkpoint and its row id (None, None: there is none)."""
     row = conn.execute(_LAST).fetchone()
     if row is None:
-        return None
+        return None, None
     try:
-        return _from_row(tuple(row))
+        return int(row[7]), _from_row(tuple(row)[:7])
     except (ValueError, TypeError):
-        return None  # a damaged row: verify reports it; the next one counts from the start
+        return None, None  # a damaged row: verify reports it; the next one counts anew
 
 
 def sign_in(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = None,
@@ -267,6 +272,33 @@ def sign_in(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = No
     Raises:
         AuditError: ``AUDIT_CHAIN_BROKEN`` when the chain is empty.
     """
+    checkpoint = _sign(conn, keyring, ts=ts, last=last)
+    assert checkpoint is not None  # only an only_new signing is skipped
+    return checkpoint
+
+
+_INSERT = ("INSERT INTO chain_checkpoints (seq, hash, ts, key_id, mac, counts, ordinal)"
+           " VALUES (?,?,?,?,?,?,?)")
+_INSERT_AT = ("INSERT INTO chain_checkpoints (id, seq, hash, ts, key_id, mac, counts,"
+              " ordinal) VALUES (?,?,?,?,?,?,?,?)")
+
+
+def _remembered(conn: sqlite3.Connection) -> tuple[int, Checkpoint] | None:
+    """The newest checkpoint row as the connection's last commit left it (SQLite only: the
+    row after it is then inserted at the next id, which another process's newer checkpoint
+    has taken, so a stale one fails on the primary key and is read again)."""
+    if not isinstance(conn, Connection) or getattr(conn, "dialect", "sqlite") != "sqlite":
+        return None
+    kept = conn.checkpoint
+    if kept is None or not isinstance(kept[1], Checkpoint):
+        return None
+    return kept[0], kept[1]
+
+
+def _sign(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = None,
+          last: Checkpoint | None = None, only_new: bool = False) -> Checkpoint | None:
+    """:func:`sign_in`; ``only_new``: None instead when the newest stored checkpoint is at
+    the head already."""
     writer = ChainWriter.of(conn)
     writer.write()  # the counts below read the chain table
     if writer.seq == 0:
@@ -274,29 +306,51 @@ def sign_in(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = No
                          code="AUDIT_CHAIN_BROKEN")
     seq, value = writer.seq, writer.head
     when = time.time() if ts is None else ts
-    if last is None:
-        last = _last_checkpoint(conn)
-    counts = _counts_of(conn, writer)
-    if counts is None:
-        counts = _counts_through(conn, keyring, seq, last)
-        if isinstance(conn, Connection):  # what the chain held before this transaction
-            base = dict(counts)
-            for key, n in writer.counted.items():
-                base[key] = base.get(key, 0) - n
-            conn.counts = (writer.first - 1, base)
-    # Its place among the stored checkpoints: one after the newest one's, when that one has
-    # an ordinal (a count of the table would grow with every turn ever sealed).
-    if last is not None and last.ordinal is not None:
-        ordinal = last.ordinal + 1
-    else:
-        ordinal = int(conn.execute("SELECT COUNT(*) FROM chain_checkpoints").fetchone()[0]) + 1
-    kid, mac = keyring.sign(Checkpoint.signed_bytes(seq, value, when, counts, ordinal))
-    conn.execute(
-        "INSERT INTO chain_checkpoints (seq, hash, ts, key_id, mac, counts, ordinal)"
-        " VALUES (?,?,?,?,?,?,?)",
-        (seq, value, when, kid, mac, _counts_json(counts), ordinal),
-    )
-    return Checkpoint(seq, value, when, kid, mac, counts, ordinal)
+    remembered = _remembered(conn) if last is None else None
+    for stale_ok in ((True, False) if remembered is not None else (False,)):
+        last_id: int | None = None
+        if stale_ok:
+            last_id, last = remembered  # type: ignore[misc]
+        elif remembered is not None or last is None:
+            last_id, last = _last_row(conn)
+        if only_new and last is not None and last.seq >= seq:
+            return None
+        counts = _counts_of(conn, writer)
+        if counts is None:
+            counts = _counts_through(conn, keyring, seq, last)
+            if isinstance(conn, Connection):  # what the chain held before this transaction
+                base = dict(counts)
+                for key, n in writer.counted.items():
+                    base[key] = base.get(key, 0) - n
+                conn.counts = (writer.first - 1, base)
+        # Its place among the stored checkpoints: one after the newest one's, when that one
+        # has an ordinal (a count of the table would grow with every turn ever sealed).
+        if last is not None and last.ordinal is not None:
+            ordinal = last.ordinal + 1
+        else:
+            ordinal = int(conn.execute("SELECT COUNT(*) FROM chain_checkpoints"
+                                       ).fetchone()[0]) + 1
+        kid, mac = keyring.sign(Checkpoint.signed_bytes(seq, value, when, counts, ordinal))
+        row = (seq, value, when, kid, mac, _counts_json(counts), ordinal)
+        checkpoint = Checkpoint(seq, value, when, kid, mac, counts, ordinal)
+        if stale_ok and last_id is not None:
+            try:
+                conn.execute(_INSERT_AT, (last_id + 1, *row))
+            except sqlite3.IntegrityError:
+                continue  # another process's checkpoint came after it: read the newest
+            _keep(conn, last_id + 1, checkpoint)
+            return checkpoint
+        cur = conn.execute(_INSERT, row)
+        if last_id is not None and cur.lastrowid == last_id + 1:
+            _keep(conn, last_id + 1, checkpoint)
+        return checkpoint
+    raise AssertionError("unreachable: the last pass reads the newest checkpoint")
+
+
+def _keep(conn: sqlite3.Connection, row_id: int, checkpoint: Checkpoint) -> None:
+    """Remember the checkpoint this transaction wrote, for the connection's next one."""
+    if isinstance(conn, Connection):
+        conn.checkpoint_written = (row_id, checkpoint)
 
 
 def sign_checkpoint(db: Database, keyring: Keyring, *, ts: float | None = None) -> Checkpoint:
@@ -320,10 +374,7 @@ def checkpoint_if_new(
         if writer.seq == 0:
             return None, None
         tip = (writer.seq, writer.head)
-        last = _last_checkpoint(conn)
-        if last is not None and last.seq >= tip[0]:
-            return tip, None
-        return tip, sign_in(conn, keyring, last=last)
+        return tip, _sign(conn, keyring, only_new=True)
 
 
 def record_cut(db: Database, conn: sqlite3.Connection, body: Mapping[str, Any],

@@ -666,6 +666,10 @@ class Connection(sqlite3.Connection):
         #: ``(seq, counts)``: how many entries through ``seq`` name each table (a body
         #: entry's key ``"body"``), as checkpoints count them; None when unknown.
         self.counts: tuple[int, dict[str, int]] | None = None
+        #: The newest checkpoint row as the last commit left it, ``(id, checkpoint)``
+        #: (audit/checkpoints.py's; SQLite), and the one the open transaction wrote.
+        self.checkpoint: tuple[int, object] | None = None
+        self.checkpoint_written: tuple[int, object] | None = None
 
     def forget_encoders(self) -> None:
         self.encoders.clear()
@@ -695,6 +699,9 @@ class Connection(sqlite3.Connection):
             # On PostgreSQL the tail comes with the transaction's lock (store/postgres.py).
             if getattr(self, "dialect", "sqlite") == "sqlite":
                 self.tail = (seq, head)
+        if committed and self.checkpoint_written is not None:
+            self.checkpoint = self.checkpoint_written
+        self.checkpoint_written = None
         self.writer, self.tracking = None, False
 
 
