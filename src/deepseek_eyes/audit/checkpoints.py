@@ -21,7 +21,11 @@ and a rewrite is reported as "the audit table lost 3 records", not only "another
 A checkpoint's counts are the last one's plus what came after (one statement), or, when
 the connection's last commit left the counts through the tail this transaction started
 from (:attr:`~deepseek_eyes.store.chain.Connection.counts`: no other process wrote since),
-those plus the transaction's own, with no statement at all.
+those plus the transaction's own, with no statement at all. Likewise the newest checkpoint
+(its ordinal) is the one the connection's last commit wrote, on SQLite: the next one is
+inserted at the next row id, which a newer checkpoint of another process would have taken
+(the insert then fails, and the newest is read and the checkpoint signed again). A turn's
+seal is then one INSERT.
 """
 
 from __future__ import annotations
