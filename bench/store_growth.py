@@ -15,6 +15,12 @@ and by table, chain entries and checkpoints per turn.
 The image part: one image turn acquires evidence; ``--turns`` // 5 more turns send the same
 image again (its evidence cached): attempt rows they add, per turn (the goal: none).
 
+Statements per turn: the serve process runs with a ``sitecustomize`` this bench writes
+(first on its ``PYTHONPATH``) that traces every SQL statement of every SQLite connection
+(``set_trace_callback``) into a file; the statements the text turns ran (from the first
+measured turn's request to the last one's answer), per turn, with the write transactions
+(``BEGIN IMMEDIATE``, each one commit) and the read ones (``BEGIN``) among them.
+
 ``--src`` serves from another revision's sources (before/after in one run: a checkout of
 the base commit's ``src``). Baseline: the text the client and the model exchanged (bytes of
 the messages' JSON), what any store that keeps the conversation must at least hold.
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import sqlite3
 import sys
 import tempfile
@@ -40,6 +47,39 @@ from runtime.upstream import LoopbackUpstream
 from vision.loopback import LoopbackVisionServer
 
 RECEIPT = ROOT / "examples" / "receipt.png"
+
+
+#: Written into the serve process's path: every SQLite connection traces its statements.
+_TRACER = """
+import os, sqlite3
+_out = open(os.environ["DEEPSEEK_EYES_BENCH_SQL_TRACE"], "a", buffering=1)
+_connect = sqlite3.connect
+def _traced(*args, **kwargs):
+    conn = _connect(*args, **kwargs)
+    conn.set_trace_callback(lambda sql: _out.write(" ".join(sql.split())[:80] + "\\n"))
+    return conn
+sqlite3.connect = _traced
+"""
+
+
+def _traced(home: Path) -> Path:
+    """Make the serve processes started from now on trace their SQL into a file (see the
+    module docstring); returns the file."""
+    tracer = home / "tracer"
+    tracer.mkdir()
+    (tracer / "sitecustomize.py").write_text(_TRACER, encoding="utf-8")
+    trace = home / "statements.log"
+    trace.touch()
+    os.environ["DEEPSEEK_EYES_BENCH_SQL_TRACE"] = str(trace)
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(tracer), os.environ.get("PYTHONPATH", "")])
+    return trace
+
+
+def statements(lines: list[str]) -> dict[str, int]:
+    """Statements, write transactions and read transactions in traced ``lines``."""
+    return {"statements": len(lines),
+            "writes": sum(1 for line in lines if line.startswith("BEGIN IMMEDIATE")),
+            "reads": sum(1 for line in lines if line == "BEGIN")}
 
 
 def _settings(upstream: str, vision: str) -> str:
@@ -100,6 +140,8 @@ def run(src: Path | None, turns: int) -> dict[str, Any]:
             tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         db = home / "data" / "eyes.db"
+        saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "DEEPSEEK_EYES_BENCH_SQL_TRACE")}
+        trace = _traced(home)
 
         def phase(fn: Any) -> tuple[dict[str, int], dict[str, int], Any]:
             process, url = start_gateway(_settings(upstream.base_url, vision.url("healthy")),
@@ -113,9 +155,23 @@ def run(src: Path | None, turns: int) -> dict[str, Any]:
 
         before, count0, _ = phase(lambda c: [_turns(c, "warm", questions),
                                              _turns(c, "warm-image", ["What shop?"], image)])
-        after, count1, exchanged = phase(lambda c: sum(
-            _turns(c, f"text-{i}", questions) for i in range(turns // 5)))
-        _, count2, _ = phase(lambda c: _turns(c, "again", ["What shop?"] * (turns // 5), image))
+        def measured(client: openai.OpenAI) -> tuple[int, list[str]]:
+            start = trace.stat().st_size
+            exchanged = sum(_turns(client, f"text-{i}", questions) for i in range(turns // 5))
+            with trace.open(encoding="utf-8") as lines:
+                lines.seek(start)
+                return exchanged, lines.read().splitlines()
+
+        try:
+            after, count1, (exchanged, traced) = phase(measured)
+            _, count2, _ = phase(lambda c: _turns(c, "again", ["What shop?"] * (turns // 5),
+                                                  image))
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
     done = (turns // 5) * 5
     grown = {name: after.get(name, 0) - before.get(name, 0) for name in after}
     return {
@@ -125,6 +181,7 @@ def run(src: Path | None, turns: int) -> dict[str, Any]:
         "chain_entries_per_turn": (count1["chain"] - count0["chain"]) / done,
         "checkpoints_per_turn": (count1["chain_checkpoints"] - count0["chain_checkpoints"]) / done,
         "exchanged_bytes_per_turn": exchanged / done,
+        **{f"{k}_per_turn": v / done for k, v in statements(traced).items()},
         "cached_image_turns": turns // 5,
         "attempt_rows_per_cached_image_turn": (count2["attempts"] - count1["attempts"])
         / (turns // 5),
@@ -145,6 +202,8 @@ def main() -> None:
           f"ratio={result['bytes_per_turn'] / result['exchanged_bytes_per_turn']:.1f}")
     print(f"  chain entries/turn {result['chain_entries_per_turn']:.2f}, checkpoints/turn "
           f"{result['checkpoints_per_turn']:.2f}")
+    print(f"  statements/turn {result['statements_per_turn']:.1f} (write transactions "
+          f"{result['writes_per_turn']:.2f}, read transactions {result['reads_per_turn']:.2f})")
     print("  by table/index (B/turn): " + ", ".join(
         f"{k} {v:.0f}" for k, v in result["by_table"].items()))
     print(f"cached image: {result['cached_image_turns']} turns re-sending a cached image "

@@ -383,3 +383,38 @@ def clone_store(template: str | None) -> None:
     variable after it."""
     if template is not None:
         os.environ["DEEPSEEK_EYES_DATABASE_URL"] = _create_database(template, template)
+
+
+def named_records(conn: Any, seq: int) -> list[tuple[str, int]]:
+    """The records the chain entry at ``seq`` names, ``(table, rowid)`` in its order: its
+    single record, or each one its batch names (a transaction's records share one entry,
+    store/chain.py); none for a body entry. How a tamper test finds what an entry covers."""
+    from deepseek_eyes.store import chain
+
+    table, rowid, kind, body = conn.execute(
+        "SELECT ref_table, ref_id, kind, body FROM chain WHERE seq = ?", (seq,)).fetchone()
+    if table is not None:
+        return [(str(table), int(rowid))]
+    if kind == chain.BATCH:
+        return [(t, r) for t, r, _k, _d in chain.batch_members(body)]
+    return []
+
+
+def rewritten_body(conn: Any, kind: str, body: str | None) -> str | None:
+    """A body entry's body as an attacker who rewrites the chain makes it: a batch entry's
+    record digests taken again from the records as they are now (one that is gone keeps
+    its digest); any other body as it is."""
+    from deepseek_eyes.store import chain
+
+    if kind != chain.BATCH or body is None:
+        return body
+    runs = json.loads(body)["records"]
+    for run in runs:
+        table, _kind, first, digests = run
+        fresh = []
+        for n in range(len(digests) // 64):
+            record = chain.read_record(conn, table, first + n)
+            fresh.append(chain.record_digest(record) if record is not None
+                         else digests[n * 64:(n + 1) * 64])
+        run[3] = "".join(fresh)
+    return chain.canonical_bytes({"records": runs, "v": 2}).decode()

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from deepseek_eyes.settings import Settings
+from deepseek_eyes.store import chain
 from deepseek_eyes.terminal.config import build_service
 from e2e.test_cli import RECEIPT, run
 from helpers import raw_store
@@ -30,8 +31,9 @@ def test_verify_passes_then_names_the_first_bad_entry(isolated_home: Path) -> No
 
     conn = raw_store(isolated_home / "eyes.db")  # attempts have no trigger to drop
     conn.execute("UPDATE attempts SET latency_ms = 0.001 WHERE id = (SELECT MAX(id) FROM attempts)")
-    seq = conn.execute("SELECT seq FROM chain WHERE ref_table = 'attempts' ORDER BY ref_id DESC"
-                       " LIMIT 1").fetchone()[0]
+    entry = chain.entry_of(conn, "attempts", _attempt_rowid(isolated_home))  # single or batch
+    assert entry is not None
+    seq = entry[0]
     conn.close()
     bad = run("audit", "verify")
     assert bad.returncode == 1

@@ -29,6 +29,7 @@ import httpx
 import openai
 import pytest
 
+from deepseek_eyes.store import chain
 from helpers import ServedGateway, open_gateway_env, run_cli, serve_gateway
 from runtime.upstream import LoopbackUpstream
 
@@ -185,12 +186,16 @@ def test_kill_9_mid_turn_is_closed_on_restart_and_its_retry_is_an_attempt(
                 "SELECT outcome, code, details FROM turns WHERE id = ?", (turn_id,)).fetchone()
             assert (outcome, code) == ("aborted", "RUNTIME_TURN_ABORTED")
             assert json.loads(details)["reason"] == "process ended"
-            (aborted,) = db.execute("SELECT details FROM audit WHERE kind = 'turn.aborted'"
-                                    " AND subject = ?", (turn_id,)).fetchone()
+            rowid, aborted = db.execute("SELECT id, details FROM audit WHERE kind ="
+                                        " 'turn.aborted' AND subject = ?", (turn_id,)).fetchone()
             assert json.loads(aborted)["session_id"] == "k9"
             assert db.execute("SELECT COUNT(*) FROM turn_leases").fetchone() == (0,)
-            assert db.execute(
-                "SELECT 1 FROM chain WHERE kind = 'turn.aborted'").fetchone() is not None
+            # Chained (its own entry, or its transaction's batch entry naming it as such).
+            entry = chain.entry_of(db, "audit", rowid)
+            assert entry is not None
+            body = db.execute("SELECT body FROM chain WHERE seq = ?", (entry[0],)).fetchone()[0]
+            assert entry[1] == "turn.aborted" or ("audit", rowid, "turn.aborted") in [
+                (t, r, k) for t, r, k, _d in chain.batch_members(body)]
         finally:
             db.close()
         # A key answered before the crash is replayed by the new process, not billed again.

@@ -46,7 +46,7 @@ from deepseek_eyes.vision.evidence.cache import (
 )
 from deepseek_eyes.vision.routing.attempts import AttemptLog
 from deepseek_eyes.vision.types import Variant
-from helpers import clone_store, fresh_database, raw_store
+from helpers import clone_store, fresh_database, named_records, raw_store, rewritten_body
 
 TRIGGERS = ("chain_no_update", "chain_no_delete", "evidence_no_update", "events_no_update",
             "events_no_delete")
@@ -177,7 +177,8 @@ def test_deletions_under_a_forged_retention_entry_are_missing_records(
                      " ordinal) SELECT ?, ?, ts, key_id, mac, counts, ordinal + 1 FROM"
                      " chain_checkpoints ORDER BY id DESC LIMIT 1", tip)
     conn.execute("COMMIT")
-    first = min(seq for seq, t, r in _entries(conn) if t == table and r in chosen)
+    first = min(seq for seq, _t, _r in _entries(conn)  # the first entry naming one
+                if any(t == table and r in chosen for t, r in named_records(conn, seq)))
     conn.close()
     report = _verify(root, template.pin if pinned else None)
     if forge_checkpoint:
@@ -275,11 +276,12 @@ def test_a_writer_of_both_database_and_keyring_is_caught_only_by_a_pin(
             "SELECT seq, ts, kind, ref_table, ref_id, body, digest FROM chain ORDER BY seq"
     ).fetchall():
         record = chain.read_record(conn, table, rowid) if table else None
+        body = rewritten_body(conn, kind, body)  # a batch's record digests too
         digest = (chain.record_digest(record) if record is not None else
                   hashlib.sha256(body.encode()).hexdigest() if table is None else digest)
         value = chain.entry_hash(seq, ts, kind, chain.ref_text(table, rowid), digest, prev)
-        conn.execute("UPDATE chain SET digest = ?, prev = ?, hash = ? WHERE seq = ?",
-                     (digest, prev, value, seq))
+        conn.execute("UPDATE chain SET body = ?, digest = ?, prev = ?, hash = ? WHERE seq = ?",
+                     (body, digest, prev, value, seq))
         prev = value
     conn.close()
     forged = AuditKeyring([secrets.token_bytes(32)], audit_directory(root) / "keyring.json")
@@ -302,13 +304,14 @@ def _rewrite_from(conn: sqlite3.Connection, k: int) -> None:
             "SELECT seq, ts, kind, ref_table, ref_id, body, digest FROM chain WHERE seq >= ?"
             " ORDER BY seq", (k,)).fetchall():
         if table is None:
+            body = rewritten_body(conn, kind, body)  # a batch's record digests too
             digest = hashlib.sha256(body.encode()).hexdigest()
         else:
             record = chain.read_record(conn, table, rowid)
             digest = chain.record_digest(record) if record is not None else digest
         value = chain.entry_hash(seq, ts, kind, chain.ref_text(table, rowid), digest, prev)
-        conn.execute("UPDATE chain SET digest = ?, prev = ?, hash = ? WHERE seq = ?",
-                     (digest, prev, value, seq))
+        conn.execute("UPDATE chain SET body = ?, digest = ?, prev = ?, hash = ? WHERE seq = ?",
+                     (body, digest, prev, value, seq))
         prev = value
 
 
@@ -322,12 +325,16 @@ def test_a_consistent_rewrite_of_the_tail_is_refused_against_a_pin(
     entries = _entries(conn)
     head = entries[-1][0]
     k = data.draw(st.integers(min_value=1, max_value=head), label="k")
-    rows = [(seq, t, r) for seq, t, r in entries if seq >= k and t is not None
-            and chain.read_record(conn, t, r) is not None]
-    if drop and rows:  # remove one record with its entry, renumbering what follows
-        seq, table, rowid = data.draw(st.sampled_from(rows), label="dropped")
+    # Entries naming records, with the records they name (a batch entry names its
+    # transaction's records: they go with it).
+    rows = [(seq, named) for seq, _t, _r in entries if seq >= k
+            and (named := named_records(conn, seq))
+            and all(chain.read_record(conn, t, r) is not None for t, r in named)]
+    if drop and rows:  # remove one entry with its records, renumbering what follows
+        seq, named = data.draw(st.sampled_from(rows), label="dropped")
         changed = seq
-        conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))  # noqa: S608
+        for table, rowid in named:
+            conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))  # noqa: S608
         conn.execute("DELETE FROM chain WHERE seq = ?", (seq,))
         conn.execute("UPDATE chain SET seq = -(seq - 1) WHERE seq > ?", (seq,))
         conn.execute("UPDATE chain SET seq = -seq WHERE seq < 0")

@@ -38,7 +38,7 @@ from deepseek_eyes.vision.evidence.cache import (
 )
 from deepseek_eyes.vision.routing.attempts import AttemptLog
 from deepseek_eyes.vision.types import Variant
-from helpers import fresh_database, raw_store
+from helpers import fresh_database, named_records, raw_store, rewritten_body
 
 TRIGGERS = ("chain_no_update", "chain_no_delete", "evidence_no_update", "events_no_update",
             "events_no_delete")
@@ -94,10 +94,11 @@ def _problem(report: Report) -> tuple[str, int | None]:
 
 
 def _seq_of(home: DataHome, table: str, rowid: int) -> int:
-    row = home.db.query_one("SELECT seq FROM chain WHERE ref_table = ? AND ref_id = ?",
-                            (table, rowid))
-    assert row is not None
-    return int(row["seq"])
+    """The entry that names the record: its single entry, or its transaction's batch."""
+    with home.db.reading() as conn:
+        entry = chain.entry_of(conn, table, rowid)
+    assert entry is not None
+    return entry[0]
 
 
 def test_every_audited_record_is_chained_and_the_chain_verifies(home: DataHome) -> None:
@@ -105,7 +106,9 @@ def test_every_audited_record_is_chained_and_the_chain_verifies(home: DataHome) 
     assert report.ok, report.as_json()
     total = sum(int(home.db.query_one(f"SELECT COUNT(*) n FROM {t}")["n"])  # noqa: S608
                 for t in chain.CHAINED_TABLES)
-    assert report.entries == total == report.records
+    assert report.records == total
+    # A transaction's records share one entry (store/chain.py): fewer entries than records.
+    assert report.entries < total
     assert {"vision.attempt", "vision.evidence", "vision.image", "mcp.call", "usage",
             "session", "session.event", "turn"} <= set(report.kinds)
 
@@ -176,6 +179,7 @@ def test_a_record_written_behind_the_chains_back_is_found(home: DataHome) -> Non
 def test_a_cut_tail_passes_alone_and_fails_against_a_pinned_checkpoint(home: DataHome) -> None:
     kept = stored_checkpoints(home.db)[-1]  # the fixture's seal
     home.audit.append("mcp.call", "pinned", outcome="ok")
+    home.db.flush()  # its own entry (a transaction's records share one)
     home.audit.append("mcp.call", "pinned too", outcome="ok")
     pinned = sign_checkpoint(home.db, home.audit_keys())
     home.audit.append("mcp.call", "later", outcome="ok")
@@ -185,9 +189,9 @@ def test_a_cut_tail_passes_alone_and_fails_against_a_pinned_checkpoint(home: Dat
     # The attacker cuts the newest entries, their records and every checkpoint after the
     # cut, which is just after a checkpoint they keep, so the stored ones still agree.
     cut = kept.seq + 1
-    for table in chain.CHAINED_TABLES:
-        conn.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT ref_id FROM chain"  # noqa: S608
-                     " WHERE seq > ? AND ref_table = ?)", (cut, table))
+    after = [int(r[0]) for r in conn.execute("SELECT seq FROM chain WHERE seq > ?", (cut,))]
+    for table, rowid in [named for seq in after for named in named_records(conn, seq)]:
+        conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))  # noqa: S608
     conn.execute("DELETE FROM chain WHERE seq > ?", (cut,))
     conn.execute("DELETE FROM chain_checkpoints WHERE seq > ?", (cut,))
     assert _verify(home).ok  # what the database alone cannot tell
@@ -208,11 +212,12 @@ def test_a_consistently_rewritten_chain_fails_its_signed_checkpoint(home: DataHo
     rows = conn.execute("SELECT seq, ts, kind, ref_table, ref_id, body FROM chain"
                         " ORDER BY seq").fetchall()
     for seq, ts, kind, table, rowid, body in rows:
+        body = rewritten_body(conn, kind, body)  # a batch's record digests too
         digest = (chain.record_digest(chain.read_record(conn, table, rowid) or {})
                   if table else chain._sha256(body.encode()))
         value = chain.entry_hash(seq, ts, kind, chain.ref_text(table, rowid), digest, prev)
-        conn.execute("UPDATE chain SET digest = ?, prev = ?, hash = ? WHERE seq = ?",
-                     (digest, prev, value, seq))
+        conn.execute("UPDATE chain SET body = ?, digest = ?, prev = ?, hash = ? WHERE seq = ?",
+                     (body, digest, prev, value, seq))
         prev = value
     code, _ = _problem(_verify(home))
     assert code == "AUDIT_CHECKPOINT_INVALID"
@@ -258,9 +263,19 @@ def test_the_export_verifies_alone_and_tampering_in_it_is_found(
         assert report.problem is not None, report.as_json()
         assert report.problem.code == code, report.as_json()
 
-    entry = json.loads(lines[3])
-    entry["record"]["ts"] = entry["record"]["ts"] + 1e-6
-    check([*lines[:3], json.dumps(entry) + "\n", *lines[4:]], "AUDIT_RECORD_TAMPERED")
+    # The first entry line with a record that has a time (its own, or one of its batch's:
+    # a transaction's records share one entry).
+    def timed(line: str) -> dict[str, object] | None:
+        item = json.loads(line)
+        records = [item.get("record"), *(item.get("records") or ())]
+        return next((r for r in records if isinstance(r, dict) and "ts" in r), None)
+
+    at = next(n for n, line in enumerate(lines) if n and timed(line) is not None)
+    entry = json.loads(lines[at])
+    record = next(r for r in [entry.get("record"), *(entry.get("records") or ())]
+                  if isinstance(r, dict) and "ts" in r)
+    record["ts"] = record["ts"] + 1e-6
+    check([*lines[:at], json.dumps(entry) + "\n", *lines[at + 1:]], "AUDIT_RECORD_TAMPERED")
     check([*lines[:3], *lines[4:]], "AUDIT_CHAIN_BROKEN")  # removed
     check([*lines[:3], lines[4], lines[3], *lines[5:]], "AUDIT_CHAIN_BROKEN")  # swapped
     entries = [line for line in lines if '"type":"entry"' in line]
@@ -311,11 +326,13 @@ def test_quarantined_evidence_stays_accounted_for(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("count", [1, 3, 4, 5, 63, 64, 65, 87, 150])
 def test_a_transactions_entries_are_written_whole_and_in_order(
-    tmp_path: Path, count: int
+    tmp_path: Path, count: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Entries are written many to a statement (64, 16, 4, then one by one): every count
-    leaves one unbroken chain, each entry naming its own row, and a second transaction
-    goes on from the first's head."""
+    """Entries written one a record (as before batch entries, FOLD_AT out of reach) go
+    many to a statement (64, 16, 4, then one by one): every count leaves one unbroken
+    chain, each entry naming its own row, and a second transaction goes on from the
+    first's head."""
+    monkeypatch.setattr(chain, "FOLD_AT", 10**9)
     db = Database(tmp_path / "eyes.db")
     sql = "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)"
     for _ in range(2):
@@ -332,6 +349,41 @@ def test_a_transactions_entries_are_written_whole_and_in_order(
     report = verify_database(db, keys)
     assert report.ok, report.as_json()
     assert report.entries == 2 * count
+    db.close()
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 150])
+def test_a_transactions_records_share_one_entry(tmp_path: Path, count: int) -> None:
+    """Every record a write transaction chains, whatever their number and tables, is named
+    by one entry (one record: a single entry), in the order written; the next transaction
+    goes on from its hash, and verify checks each record."""
+    db = Database(tmp_path / "eyes.db")
+    sql = "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)"
+    usage = ("INSERT INTO usage (ts, category, exact, calls, prompt_tokens, completion_tokens,"
+             " reasoning_tokens, cache_hit_tokens, cache_miss_tokens, estimated_tokens)"
+             " VALUES (?,?,?,?,?,?,?,?,?,?)")
+    for _ in range(2):
+        with db.transaction() as conn:
+            for i in range(count):
+                chain.insert(conn, "mcp.call", sql, (1.5 + i, "mcp.call", f"s{i}", "{}"), 7.25)
+            chain.insert(conn, "usage", usage, (2.5, "final", 1, 1, 10, 2, 0, 0, 10, 0), 7.5)
+    rows = db.query("SELECT seq, kind, ref_table, body, prev, hash FROM chain ORDER BY seq")
+    assert [r["seq"] for r in rows] == [1, 2]
+    assert [r["prev"] for r in rows] == [chain.GENESIS, rows[0]["hash"]]
+    for n, row in enumerate(rows):
+        assert (row["kind"], row["ref_table"]) == (chain.BATCH, None)
+        named = [(t, r, k) for t, r, k, _d in chain.batch_members(row["body"])]
+        assert named == [*(("audit", n * count + i + 1, "mcp.call") for i in range(count)),
+                         ("usage", n + 1, "usage")]
+    keys = AuditKeyring.load_or_create(tmp_path / "keys")
+    sign_checkpoint(db, keys)
+    report = verify_database(db, keys)
+    assert report.ok, report.as_json()
+    assert (report.entries, report.records) == (2, 2 * count + 2)
+    with db.reading() as conn:  # each record found under its entry
+        assert chain.entry_of(conn, "audit", count + 1)[0] == 2  # type: ignore[index]
+        assert chain.entry_of(conn, "usage", 1)[0] == 1  # type: ignore[index]
+        assert chain.entry_of(conn, "usage", 3) is None
     db.close()
 
 

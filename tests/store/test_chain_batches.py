@@ -34,7 +34,7 @@ from deepseek_eyes.store import chain
 from deepseek_eyes.store.events import SessionStore, TurnRecord
 from deepseek_eyes.usage import ProviderUsage, UsageCategory
 from deepseek_eyes.vision.routing.attempts import AttemptLog
-from helpers import clone_store, fresh_database, raw_store
+from helpers import clone_store, fresh_database, named_records, raw_store
 
 TRIGGERS = ("chain_no_update", "chain_no_delete", "evidence_no_update", "events_no_update",
             "events_no_delete")
@@ -107,6 +107,11 @@ def _batches(conn: sqlite3.Connection) -> list[tuple[int, list[tuple[str, int, s
         "SELECT seq, body FROM chain WHERE kind = ? ORDER BY seq", (chain.BATCH,))]
 
 
+def _log_batches(conn: sqlite3.Connection) -> list[tuple[int, list[tuple[str, int, str, str]]]]:
+    """The batches of the appended log rows (24 each), not the sessions' transactions'."""
+    return [(seq, members) for seq, members in _batches(conn) if len(members) == 24]
+
+
 def _batch_of(conn: sqlite3.Connection, table: str, rowid: int) -> int:
     return next(seq for seq, members in _batches(conn)
                 if any((t, r) == (table, rowid) for t, r, _k, _d in members))
@@ -114,12 +119,15 @@ def _batch_of(conn: sqlite3.Connection, table: str, rowid: int) -> int:
 
 def test_batches_verify_and_count_record_by_record(template: Template, root: Path) -> None:
     conn = _raw(root)
-    batches = _batches(conn)
+    batches = _log_batches(conn)
     assert len(batches) == ROUNDS
-    assert all(len(members) == 24 for _seq, members in batches)
     for _seq, members in batches:  # in the order written: audit, usage, attempt, ...
         assert [m[0] for m in members[:3]] == ["audit", "usage", "attempts"]
         assert [m[2] for m in members[:3]] == ["mcp.call", "usage", "vision.attempt"]
+    # Each session's transaction (the session, its message, its turn) is one entry too.
+    sessions = [members for _seq, members in _batches(conn) if len(members) != 24]
+    assert [[(m[0], m[2]) for m in members] for members in sessions] == [
+        [("sessions", "session"), ("events", "session.event"), ("turns", "turn")]] * ROUNDS
     body = conn.execute("SELECT body FROM chain WHERE kind = ?", (chain.BATCH,)).fetchone()[0]
     assert body.encode() == chain.canonical_bytes(json.loads(body))
     rows = sum(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]  # noqa: S608
@@ -181,7 +189,7 @@ def test_audit_show_finds_a_records_batch_entry(root: Path) -> None:
 
 def test_an_edited_batch_entry_is_found(root: Path) -> None:
     conn = _raw(root)
-    seq, members = _batches(conn)[1]
+    seq, members = _log_batches(conn)[1]
     body = conn.execute("SELECT body FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
     # One record dropped from the body (its row deleted too), the body's digest made to
     # match: the entry's own hash no longer does.
@@ -202,7 +210,7 @@ def test_a_consistent_rewrite_of_a_batch_fails_its_checkpoint(root: Path) -> Non
     """The attacker drops a record from a batch and recomputes every hash after it: the
     chain is whole again, and the signed checkpoints (counts, hash) say it was rewritten."""
     conn = _raw(root)
-    seq, members = _batches(conn)[0]
+    seq, members = _log_batches(conn)[0]
     table, rowid, kind, digest = members[0]
     conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))  # noqa: S608
     prev = conn.execute("SELECT prev FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
@@ -223,7 +231,7 @@ def test_a_consistent_rewrite_of_a_batch_fails_its_checkpoint(root: Path) -> Non
 
 def test_removed_swapped_and_missing_are_found(root: Path) -> None:
     conn = _raw(root)
-    seq = _batches(conn)[1][0]
+    seq = _log_batches(conn)[1][0]
     conn.execute("UPDATE chain SET seq = -1 WHERE seq = ?", (seq,))
     conn.execute("UPDATE chain SET seq = ? WHERE seq = ?", (seq, seq + 1))
     conn.execute("UPDATE chain SET seq = ? WHERE seq = -1", (seq + 1,))
@@ -366,3 +374,82 @@ def test_a_batch_names_only_records(tmp_path: Path) -> None:
                  '{"records":[["audit","k",1,""]],"v":2}', '{"records":[],"v":1}'):
         with pytest.raises(ValueError, match="not a batch entry"):
             chain.batch_members(body)
+
+
+def test_a_tail_another_process_moved_is_read_again(tmp_path: Path) -> None:
+    """Each connection starts its next transaction from the tail its last commit left; when
+    another one extended the chain meanwhile, the first entry's seq is taken, so the
+    entries are made again after the real tail: one unbroken chain, and checkpoints whose
+    counts (kept from the last commit, or counted again) match the chain."""
+    root = tmp_path / "home"
+    first, second = DataHome(root), DataHome(root)
+    try:
+        for i in range(3):
+            for home in (first, second, first):
+                home.audit.append("mcp.call", f"p{i}", outcome="ok")
+                home.usage.record_exact(UsageCategory.FINAL, ProviderUsage(10, 2),
+                                        source="t", model="m")
+                home.seal()  # its transaction: the two rows, their entry, a checkpoint
+    finally:
+        first.close()
+        second.close()
+    report = _verify(root)
+    assert report.ok, report.as_json()
+    assert (report.entries, report.records) == (9, 18)
+    assert report.checkpoints == 9
+
+
+def test_a_turn_records_details_are_stored_without_repeats_and_read_back_whole() -> None:
+    from deepseek_eyes.store.events import read_details, stored_details
+
+    whole = {"model_calls": 1, "rereads": 0, "tool_calls": [], "evidence": [],
+             "omitted_messages": 0, "forced_final": False, "requests": ["a" * 64], "base": 4,
+             "usage": {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19,
+                       "prompt_cache_hit_tokens": 5, "prompt_cache_miss_tokens": 7,
+                       "prompt_tokens_details": {"cached_tokens": 5},
+                       "completion_tokens_details": {"reasoning_tokens": 3}}}
+    stored = stored_details(whole)
+    assert stored == {"model_calls": 1, "requests": ["a" * 64], "base": 4, "usage": {
+        "prompt_tokens": 12, "completion_tokens": 7, "prompt_cache_hit_tokens": 5,
+        "prompt_cache_miss_tokens": 7, "completion_tokens_details": {"reasoning_tokens": 3}}}
+    assert read_details(json.loads(json.dumps(stored))) == whole
+    # What is not a default, or not derived, is kept as it is.
+    odd = {**whole, "rereads": 2, "forced_final": True, "evidence": [{"sha256": "x"}],
+           "usage": {**whole["usage"], "total_tokens": 20,  # type: ignore[dict-item]
+                     "prompt_tokens_details": {"cached_tokens": 5, "image_tokens": 9}}}
+    assert stored_details(odd) == {k: v for k, v in odd.items()
+                                   if k not in ("tool_calls", "omitted_messages")}
+    assert read_details(json.loads(json.dumps(stored_details(odd)))) == odd
+    # A record that is not a turn of the loop (a recovered one) is read as stored.
+    assert read_details({"stage": "recovery", "base": 3}) == {"stage": "recovery", "base": 3}
+
+
+def test_entry_of_finds_each_records_entry_among_many(tmp_path: Path) -> None:
+    """``chain.entry_of`` finds the entry naming each record: a single entry by its ref, a
+    batch entry by a binary search over seq (tables written in every transaction and in
+    some), and says None for a record no entry names."""
+    with DataHome(tmp_path / "home") as home:
+        expected: dict[tuple[str, int], int] = {}
+        for n in range(40):
+            home.audit.append("mcp.call", f"t{n}", outcome="ok")
+            if n % 3 == 0:  # usage in some transactions only
+                home.usage.record_exact(UsageCategory.FINAL, ProviderUsage(1, 1), source="t",
+                                        model="m")
+            home.db.flush()
+        with home.db.reading() as conn:
+            for seq in range(1, 41):
+                for table, rowid in named_records(conn, seq):
+                    expected[(table, rowid)] = seq
+            found = {key: chain.entry_of(conn, *key) for key in expected}
+            assert {key: entry[0] for key, entry in found.items() if entry} == expected
+            single = found[("audit", 2)]  # n = 1: one record, a single entry
+            assert single is not None
+            assert single[1] == "mcp.call"
+            batch = found[("audit", 4)]  # n = 3: with a usage row, a batch entry
+            assert batch is not None
+            assert batch[1] == chain.BATCH
+            record = chain.read_record(conn, "audit", 4)
+            assert record is not None
+            assert batch[2] == chain.record_digest(record)
+            assert chain.entry_of(conn, "audit", 41) is None
+            assert chain.entry_of(conn, "usage", 99) is None

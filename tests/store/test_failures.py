@@ -13,6 +13,7 @@ import pytest
 
 from deepseek_eyes.audit.keys import AuditKeyring
 from deepseek_eyes.errors import StoreError
+from deepseek_eyes.store import chain
 from deepseek_eyes.store.blobs import BlobStore
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.failures import store_error
@@ -74,8 +75,11 @@ def test_queued_rows_outlive_a_full_database_and_are_written_after(tmp_path: Pat
     db.execute("INSERT INTO audit (ts, kind, details) VALUES (10, 'next', '{}')", chain="audit")
     kinds = [r[0] for r in db.query("SELECT kind FROM audit ORDER BY id")]
     assert kinds == ["queued", "queued", "queued", "next"]
-    chained = db.query("SELECT COUNT(*) FROM chain WHERE ref_table = 'audit'")[0][0]
-    assert chained == 4
+    with db.reading() as conn:  # each row named by an entry (the batch of its transaction)
+        chained = [chain.entry_of(conn, "audit", int(r[0]))
+                   for r in conn.execute("SELECT id FROM audit").fetchall()]
+    assert len(chained) == 4
+    assert all(entry is not None for entry in chained)
     db.close()
 
 

@@ -18,6 +18,14 @@ every retention cut (:func:`record_cut`), so the cut is signed before anything i
 Why counts, when the head's hash already commits to every entry before it: a pinned line
 then says what it vouches for (how many requests, attempts, turns) without the database,
 and a rewrite is reported as "the audit table lost 3 records", not only "another hash".
+A checkpoint's counts are the last one's plus what came after (one statement), or, when
+the connection's last commit left the counts through the tail this transaction started
+from (:attr:`~deepseek_eyes.store.chain.Connection.counts`: no other process wrote since),
+those plus the transaction's own, with no statement at all. Likewise the newest checkpoint
+(its ordinal) is the one the connection's last commit wrote, on SQLite: the next one is
+inserted at the next row id, which a newer checkpoint of another process would have taken
+(the insert then fails, and the newest is read and the checkpoint signed again). A turn's
+seal is then one INSERT.
 """
 
 from __future__ import annotations
@@ -31,7 +39,14 @@ from typing import Any
 
 from deepseek_eyes.audit.records import CheckpointView
 from deepseek_eyes.errors import AuditError, DeepSeekEyesError
-from deepseek_eyes.store.chain import BATCH, CHAINED_TABLES, ChainWriter, canonical_bytes
+from deepseek_eyes.store.chain import (
+    BATCH,
+    CHAINED_TABLES,
+    COUNTED_BODY,
+    ChainWriter,
+    Connection,
+    canonical_bytes,
+)
 from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.keyring import Keyring
 
@@ -39,12 +54,18 @@ __all__ = ["BODY", "Checkpoint", "checkpoint_if_new", "head", "read_checkpoints"
            "sign_checkpoint", "sign_in", "stored_checkpoints"]
 
 #: The counts key of entries that carry a body instead of naming a row (retention cuts).
-BODY = "body"
+BODY = COUNTED_BODY
 _COUNT_KEYS = frozenset(CHAINED_TABLES) | {BODY}
 
 
 def _counts_text(counts: Mapping[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(counts.items()) if v) or "-"
+
+
+def _counts_json(counts: Mapping[str, int]) -> str:
+    """A checkpoint's stored counts: compact JSON (``_from_row`` reads any JSON)."""
+    return json.dumps({k: v for k, v in counts.items() if v}, sort_keys=True,
+                      separators=(",", ":"))
 
 
 def _parse_counts(text: str) -> dict[str, int]:
@@ -185,7 +206,7 @@ def stored_checkpoints(db: Database) -> list[Checkpoint]:
         return read_checkpoints(conn)
 
 
-_LAST = ("SELECT seq, hash, ts, key_id, mac, counts, ordinal FROM chain_checkpoints"
+_LAST = ("SELECT seq, hash, ts, key_id, mac, counts, ordinal, id FROM chain_checkpoints"
          " ORDER BY id DESC LIMIT 1")
 
 
@@ -215,14 +236,33 @@ def _counts_through(conn: sqlite3.Connection, keyring: Keyring, seq: int,
     return base
 
 
+def _counts_of(conn: sqlite3.Connection, writer: ChainWriter) -> dict[str, int] | None:
+    """How many entries through the writer's last one name each table, from the counts
+    the connection's last commit left (:attr:`~deepseek_eyes.store.chain.Connection.counts`)
+    and the writer's own, when they meet: the chain then holds nothing this process did
+    not count, and no statement is needed. None otherwise."""
+    known = conn.counts if isinstance(conn, Connection) else None
+    if known is None or known[0] != writer.first - 1:
+        return None
+    counts = dict(known[1])
+    for key, n in writer.counted.items():
+        counts[key] = counts.get(key, 0) + n
+    return {key: n for key, n in counts.items() if n}
+
+
 def _last_checkpoint(conn: sqlite3.Connection) -> Checkpoint | None:
+    return _last_row(conn)[1]
+
+
+def _last_row(conn: sqlite3.Connection) -> tuple[int | None, Checkpoint | None]:
+    """The newest stored checkpoint and its row id (None, None: there is none)."""
     row = conn.execute(_LAST).fetchone()
     if row is None:
-        return None
+        return None, None
     try:
-        return _from_row(tuple(row))
+        return int(row[7]), _from_row(tuple(row)[:7])
     except (ValueError, TypeError):
-        return None  # a damaged row: verify reports it; the next one counts from the start
+        return None, None  # a damaged row: verify reports it; the next one counts anew
 
 
 def sign_in(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = None,
@@ -236,6 +276,33 @@ def sign_in(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = No
     Raises:
         AuditError: ``AUDIT_CHAIN_BROKEN`` when the chain is empty.
     """
+    checkpoint = _sign(conn, keyring, ts=ts, last=last)
+    assert checkpoint is not None  # only an only_new signing is skipped
+    return checkpoint
+
+
+_INSERT = ("INSERT INTO chain_checkpoints (seq, hash, ts, key_id, mac, counts, ordinal)"
+           " VALUES (?,?,?,?,?,?,?)")
+_INSERT_AT = ("INSERT INTO chain_checkpoints (id, seq, hash, ts, key_id, mac, counts,"
+              " ordinal) VALUES (?,?,?,?,?,?,?,?)")
+
+
+def _remembered(conn: sqlite3.Connection) -> tuple[int, Checkpoint] | None:
+    """The newest checkpoint row as the connection's last commit left it (SQLite only: the
+    row after it is then inserted at the next id, which another process's newer checkpoint
+    has taken, so a stale one fails on the primary key and is read again)."""
+    if not isinstance(conn, Connection) or getattr(conn, "dialect", "sqlite") != "sqlite":
+        return None
+    kept = conn.checkpoint
+    if kept is None or not isinstance(kept[1], Checkpoint):
+        return None
+    return kept[0], kept[1]
+
+
+def _sign(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = None,
+          last: Checkpoint | None = None, only_new: bool = False) -> Checkpoint | None:
+    """:func:`sign_in`; ``only_new``: None instead when the newest stored checkpoint is at
+    the head already."""
     writer = ChainWriter.of(conn)
     writer.write()  # the counts below read the chain table
     if writer.seq == 0:
@@ -243,22 +310,51 @@ def sign_in(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = No
                          code="AUDIT_CHAIN_BROKEN")
     seq, value = writer.seq, writer.head
     when = time.time() if ts is None else ts
-    if last is None:
-        last = _last_checkpoint(conn)
-    counts = _counts_through(conn, keyring, seq, last)
-    # Its place among the stored checkpoints: one after the newest one's, when that one has
-    # an ordinal (a count of the table would grow with every turn ever sealed).
-    if last is not None and last.ordinal is not None:
-        ordinal = last.ordinal + 1
-    else:
-        ordinal = int(conn.execute("SELECT COUNT(*) FROM chain_checkpoints").fetchone()[0]) + 1
-    kid, mac = keyring.sign(Checkpoint.signed_bytes(seq, value, when, counts, ordinal))
-    conn.execute(
-        "INSERT INTO chain_checkpoints (seq, hash, ts, key_id, mac, counts, ordinal)"
-        " VALUES (?,?,?,?,?,?,?)",
-        (seq, value, when, kid, mac, json.dumps(counts, sort_keys=True), ordinal),
-    )
-    return Checkpoint(seq, value, when, kid, mac, counts, ordinal)
+    remembered = _remembered(conn) if last is None else None
+    for stale_ok in ((True, False) if remembered is not None else (False,)):
+        last_id: int | None = None
+        if stale_ok:
+            last_id, last = remembered  # type: ignore[misc]
+        elif remembered is not None or last is None:
+            last_id, last = _last_row(conn)
+        if only_new and last is not None and last.seq >= seq:
+            return None
+        counts = _counts_of(conn, writer)
+        if counts is None:
+            counts = _counts_through(conn, keyring, seq, last)
+            if isinstance(conn, Connection):  # what the chain held before this transaction
+                base = dict(counts)
+                for key, n in writer.counted.items():
+                    base[key] = base.get(key, 0) - n
+                conn.counts = (writer.first - 1, base)
+        # Its place among the stored checkpoints: one after the newest one's, when that one
+        # has an ordinal (a count of the table would grow with every turn ever sealed).
+        if last is not None and last.ordinal is not None:
+            ordinal = last.ordinal + 1
+        else:
+            ordinal = int(conn.execute("SELECT COUNT(*) FROM chain_checkpoints"
+                                       ).fetchone()[0]) + 1
+        kid, mac = keyring.sign(Checkpoint.signed_bytes(seq, value, when, counts, ordinal))
+        row = (seq, value, when, kid, mac, _counts_json(counts), ordinal)
+        checkpoint = Checkpoint(seq, value, when, kid, mac, counts, ordinal)
+        if stale_ok and last_id is not None:
+            try:
+                conn.execute(_INSERT_AT, (last_id + 1, *row))
+            except sqlite3.IntegrityError:
+                continue  # another process's checkpoint came after it: read the newest
+            _keep(conn, last_id + 1, checkpoint)
+            return checkpoint
+        cur = conn.execute(_INSERT, row)
+        if last_id is not None and cur.lastrowid == last_id + 1:
+            _keep(conn, last_id + 1, checkpoint)
+        return checkpoint
+    raise AssertionError("unreachable: the last pass reads the newest checkpoint")
+
+
+def _keep(conn: sqlite3.Connection, row_id: int, checkpoint: Checkpoint) -> None:
+    """Remember the checkpoint this transaction wrote, for the connection's next one."""
+    if isinstance(conn, Connection):
+        conn.checkpoint_written = (row_id, checkpoint)
 
 
 def sign_checkpoint(db: Database, keyring: Keyring, *, ts: float | None = None) -> Checkpoint:
@@ -282,10 +378,7 @@ def checkpoint_if_new(
         if writer.seq == 0:
             return None, None
         tip = (writer.seq, writer.head)
-        last = _last_checkpoint(conn)
-        if last is not None and last.seq >= tip[0]:
-            return tip, None
-        return tip, sign_in(conn, keyring, last=last)
+        return tip, _sign(conn, keyring, only_new=True)
 
 
 def record_cut(db: Database, conn: sqlite3.Connection, body: Mapping[str, Any],

@@ -31,21 +31,7 @@ _JSON_COLUMNS = ("details",)
 
 def _item(conn: sqlite3.Connection, table: str, rowid: int) -> ShownItem:
     record = chain.read_record(conn, table, rowid)
-    entry = conn.execute(
-        "SELECT seq, kind, digest, hash FROM chain WHERE ref_table = ? AND ref_id = ?",
-        (table, rowid)).fetchone()
-    if entry is None:  # a record a batch entry names: that entry, with the record's digest
-        entry = conn.execute(
-            # The CASTs keep the rowid arithmetic numeric on PostgreSQL too, where
-            # json_extract returns text (store/postgres.py).
-            "SELECT c.seq, c.kind, substr(json_extract(m.value, '$[3]'),"
-            " (?3 - CAST(json_extract(m.value, '$[2]') AS INTEGER)) * 64 + 1, 64), c.hash"
-            " FROM chain c, json_each(c.body, '$.records') m WHERE c.kind = ?1"
-            " AND c.ref_table IS NULL AND json_extract(m.value, '$[0]') = ?2"
-            " AND ?3 >= CAST(json_extract(m.value, '$[2]') AS INTEGER)"
-            " AND ?3 < CAST(json_extract(m.value, '$[2]') AS INTEGER)"
-            " + length(json_extract(m.value, '$[3]')) / 64",
-            (chain.BATCH, table, rowid)).fetchone()
+    entry = chain.entry_of(conn, table, rowid)
     shown: dict[str, object] = dict(record or {})
     for column in _JSON_COLUMNS:
         text = shown.get(column)

@@ -232,9 +232,8 @@ class _Walk:
                                    f"{table}:{rowid} is gone and no retention entry covers it")
                 self.report.retained += 1
             elif not isinstance(record, dict) or chain.record_digest(record) != digest:
-                return Problem("AUDIT_RECORD_TAMPERED", seq,
-                               f"{table}:{rowid} no longer matches the digest its batch entry"
-                               " holds")
+                return Problem("AUDIT_RECORD_TAMPERED", seq,  # as for a single entry
+                               f"{table}:{rowid} no longer matches the digest its entry holds")
             else:
                 self.report.records += 1
         return None

@@ -18,35 +18,44 @@ entry, a removed, inserted or reordered entry, and a record added or removed out
 chain. What it cannot prove alone: that the newest entries were not cut off together with
 the stored checkpoints after them. Signed checkpoints pinned elsewhere close that gap.
 
-Log rows written together (the queued rows of :meth:`Database.append
-<deepseek_eyes.store.db.Database.append>`: attempts, audit rows, usage) get one entry for the
-whole batch once there are :data:`FOLD_AT` or more of them: a *batch entry*, kind
+The records one write transaction chains share one entry: a *batch entry*, kind
 ``chain.batch``, is a body entry (``ref`` null, the entry hashed exactly as any other) whose
-body names each record it covers, in the order written, with that record's digest, in runs
-of consecutive rowids of one table and kind::
+body names each record of the transaction (its queued log rows, its session events, its
+turn record, …), in the order written, with that record's digest, in runs of consecutive
+rowids of one table and kind::
 
     {"records":[["audit","mcp.call",12,"<hex><hex>"],["usage","usage",7,"<hex>"]],"v":2}
 
 (canonical JSON: ``[table, kind, first rowid, digests]``, the run's records' SHA-256 in hex
-one after another, 64 characters each, for rowids ``first``, ``first + 1`` …). The body's
-hash is the entry's ``digest``, so the entry commits to every record's identity, kind, place
-and bytes; verify
+one after another, 64 characters each, for rowids ``first``, ``first + 1`` …). A
+transaction with one record gives it a single entry (``ref`` set, no body), which is
+cheaper; :data:`FOLD_AT` is where a batch starts. The body's hash is the entry's
+``digest``, so the entry commits to every record's identity, kind, place and bytes; verify
 checks each record against its own digest, so a changed record is still named exactly
 (``audit:12``), a record trimmed by retention is excused record by record, and a record
 added behind the chain's back is found because no entry, batch or single, names it. What
-it saves: one entry row, one index entry and one entry hash per record (the write path's
-cost was mostly those: ``bench/audit_verify.py``). Smaller batches, and records written in
-a transaction of their own (a turn's session events and turn record, an evidence record),
-keep one entry each, which ``audit show`` and the tamper tests address record by record.
-Entries of both forms interleave in one chain; a database written before batch entries
-existed holds only single entries, which verify as they always did (no migration).
+it saves: a turn's answer, its turn record and the request and usage rows booked during it
+are one entry, not one each (an entry row, an index entry and an entry hash a record:
+``bench/store_growth.py``, ``bench/audit_verify.py``). The writer keeps a transaction's
+records until its entries are written (before the commit, before a body entry of its own,
+before anything reads the chain: :meth:`ChainWriter.write`), then folds them. A record's
+entry is found by :func:`entry_of` (``audit show``, the console). Entries of both forms
+interleave in one chain; a database written before batch entries (or before they covered
+whole transactions) holds single entries and small batches, which verify as they always
+did (no migration).
 
 Appends serialize on SQLite's write lock (``BEGIN IMMEDIATE``), so several processes
-sharing the database extend one chain. Tables deleted from by design (the attempts log's
-trim, evidence quarantine) record the cut as a ``retention`` entry first, with a signed
-checkpoint naming it in the same transaction (``deepseek_eyes.audit.checkpoints.record_cut``):
-an unsigned retention entry excuses nothing, since anyone who can write the file could
-append one.
+sharing the database extend one chain. A connection remembers the tail its last commit
+left (:class:`Connection`), so on SQLite the next transaction's writer starts from it
+without reading it: entries are appended by ``seq``, the table's primary key, so when
+another process extended the chain meanwhile the first insert fails on a taken ``seq`` and
+the writer reads the real tail and makes its entries again after it (on PostgreSQL the
+tail comes with the transaction's lock: store/postgres.py).
+
+Tables deleted from by design (the attempts log's trim, evidence quarantine) record the
+cut as a ``retention`` entry first, with a signed checkpoint naming it in the same
+transaction (``deepseek_eyes.audit.checkpoints.record_cut``): an unsigned retention entry
+excuses nothing, since anyone who can write the file could append one.
 """
 
 from __future__ import annotations
@@ -56,7 +65,7 @@ import json
 import json.encoder
 import re
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from deepseek_eyes import canonical_json
@@ -65,6 +74,7 @@ from deepseek_eyes.store import stored as _stored
 __all__ = [
     "BATCH",
     "CHAINED_TABLES",
+    "COUNTED_BODY",
     "FOLD_AT",
     "GENESIS",
     "ChainWriter",
@@ -75,6 +85,7 @@ __all__ = [
     "batch_members",
     "canonical_bytes",
     "entry_hash",
+    "entry_of",
     "insert",
     "iter_entries",
     "project_row",
@@ -89,8 +100,11 @@ GENESIS = "0" * 64
 
 #: The kind of a batch entry (see the module docstring); no record is of this kind.
 BATCH = "chain.batch"
-#: Log rows written together get one batch entry from this many on; fewer get one each.
-FOLD_AT = 16
+#: A write transaction's records get one batch entry from this many on; one record gets a
+#: single entry.
+FOLD_AT = 2
+#: The key under which checkpoints count entries that carry a body (retention cuts).
+COUNTED_BODY = "body"
 
 #: The audited tables, each with the columns whose content enters the chain as a hash.
 CHAINED_TABLES: Mapping[str, frozenset[str]] = {
@@ -112,7 +126,6 @@ SqlValue = int | float | str | bytes | None
 Record = dict[str, SqlValue]
 
 _HEX = re.compile(r"^[0-9a-f]{64}$")
-_HEXES = re.compile(r"[0-9a-f]+")
 #: A str's canonical JSON: what ``canonical_json.CANONICAL`` writes for it (not escaped to ASCII).
 _encode_str = json.encoder.encode_basestring
 
@@ -283,20 +296,40 @@ def ref_text(table: str | None, rowid: int | None) -> str | None:
     return None if table is None or rowid is None else f"{table}:{rowid}"
 
 
+#: A record waiting for its transaction's entry: ``(kind, table, rowid, digest, ts)``.
+_Member = tuple[str, str, int, str, float]
+
+
 class ChainWriter:
     """Appends entries inside an open write transaction on ``conn``.
 
-    The tail is read once, when the writer is made: the transaction holds SQLite's write
-    lock, so no other process can extend the chain until it commits. Get one with
-    :meth:`of`, so a transaction's records share it.
+    The tail is read once, when the writer is made: the transaction holds the write lock,
+    so no other process can extend the chain until it commits. Get one with :meth:`of`, so
+    a transaction's records share it. A buffered writer (the one :meth:`of` gives a
+    :class:`Connection`'s transaction) keeps the records it is given and folds them into
+    one entry when the transaction's entries are written (:meth:`write`), or before an
+    entry of its own (a retention cut) and whenever its :attr:`seq` or :attr:`head` is
+    asked for: one record, one single entry; :data:`FOLD_AT` or more, one batch entry.
     """
 
-    def __init__(self, conn: sqlite3.Connection, *, buffered: bool = False) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, buffered: bool = False,
+                 tail: tuple[int, str] | None = None) -> None:
         self._conn = conn
-        row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
-        self.seq, self.head = (int(row[0]), str(row[1])) if row else (0, GENESIS)
+        #: Whether the tail is the one this transaction read (else one remembered from the
+        #: connection's last commit: see :meth:`write`).
+        self._confirmed = tail is None or not buffered
+        if tail is None or not buffered:
+            row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"
+                               ).fetchone()
+            tail = (int(row[0]), str(row[1])) if row else (0, GENESIS)
+        self._seq, self._head = tail
+        self.first = self._seq + 1  # the seq of this writer's first entry
         self._buffered = buffered
         self._rows: list[tuple[Any, ...]] = []
+        self._members: list[_Member] = []
+        #: Records and body entries this writer chained, counted as checkpoints count them
+        #: (a record under its table, a body entry under ``"body"``).
+        self.counted: dict[str, int] = {}
         self._ts: object = None  # the last entry's time and its JSON (see _add)
         #: The connection's row encoders (``_encoder_of`` fills it), looked up per row.
         self._encoders: Mapping[str, _stored.RowEncoder | None] = (
@@ -306,30 +339,71 @@ class ChainWriter:
     @classmethod
     def of(cls, conn: sqlite3.Connection) -> ChainWriter:
         """The writer of the write transaction open on ``conn``: one per transaction of a
-        :class:`Connection` (its tail read once, its entries written in one statement
-        before the commit), a fresh unbuffered one on any other connection."""
+        :class:`Connection` (its tail read once, or taken from the connection's last
+        commit on SQLite; its entries written in one statement before the commit), a fresh
+        unbuffered one on any other connection."""
         if isinstance(conn, Connection) and conn.tracking and conn.in_transaction:
             if conn.writer is None:
-                conn.writer = cls(conn, buffered=True)
+                conn.writer = cls(conn, buffered=True, tail=conn.tail)
             return conn.writer
         return cls(conn)
 
-    def add_row(self, kind: str, table: str, rowid: int, ts: float) -> int:
+    @property
+    def seq(self) -> int:
+        """The chain's last entry once this writer's records are folded into entries."""
+        self._settle()
+        return self._seq
+
+    @property
+    def head(self) -> str:
+        """The hash of :attr:`seq`'s entry."""
+        self._settle()
+        return self._head
+
+    @property
+    def written(self) -> tuple[int, str] | None:
+        """The chain's ``(seq, hash)`` after this writer's entries, once they are all in
+        the table and the tail they follow was the chain's; None before."""
+        if self._confirmed and not self._rows and not self._members:
+            return self._seq, self._head
+        return None
+
+    def _settle(self) -> None:
+        """Fold the records waiting into their entry, and make sure the tail they follow
+        is the chain's (read it, or write them, which finds out)."""
+        if self._members:
+            self._fold()
+        if not self._confirmed:
+            if self._rows:
+                self.write()
+            else:
+                self._rebase()
+
+    def add_row(self, kind: str, table: str, rowid: int, ts: float) -> None:
         """Chain the row at ``rowid`` as it reads back (rows already stored)."""
         record = read_record(self._conn, table, rowid)
         if record is None:
             raise ValueError(f"{table}:{rowid} vanished inside its own transaction")
-        return self._add(kind, table, rowid, None, record_digest(record), ts)
+        self._member(kind, table, rowid, record_digest(record), ts)
 
     def add_insert(
         self, kind: str, table: str, sql: str, params: Sequence[Any], rowid: int, ts: float
-    ) -> int:
+    ) -> None:
         """Chain the row ``sql`` just inserted with ``params`` at ``rowid``: its canonical
         bytes computed from the values and the declared column types
         (:class:`~deepseek_eyes.store.stored.RowEncoder`), read back only when those do not
         say for certain what was stored."""
-        return self._add(kind, table, rowid, None, self._digest_of(table, sql, params, rowid),
-                         ts)
+        self._member(kind, table, rowid, self._digest_of(table, sql, params, rowid), ts)
+
+    def _member(self, kind: str, table: str, rowid: int, digest: str, ts: float) -> None:
+        if self._buffered:
+            self._members.append((kind, table, rowid, digest, ts))
+        else:  # a raw connection: one entry now, as before batch entries
+            self._count(table)
+            self._add(kind, table, rowid, None, digest, ts)
+
+    def _count(self, key: str, n: int = 1) -> None:
+        self.counted[key] = self.counted.get(key, 0) + n
 
     def _digest_of(self, table: str, sql: str, params: Sequence[Any], rowid: int) -> str:
         """The digest of the row ``sql`` just inserted with ``params`` at ``rowid``."""
@@ -353,80 +427,80 @@ class ChainWriter:
     def add_inserts(self, rows: Sequence[tuple[str, str, str, Sequence[Any], int]],
                     ts: float) -> None:
         """Chain rows just inserted, in the order written, each ``(kind, table, sql,
-        params, rowid)``: one batch entry for :data:`FOLD_AT` or more, else one entry each
-        (see the module docstring)."""
-        if len(rows) < FOLD_AT:
-            for kind, table, sql, params, rowid in rows:
-                self.add_insert(kind, table, sql, params, rowid, ts)
-            return
-        # add_batch's runs, made in the pass that makes the digests (one loop a record).
+        params, rowid)``: with the transaction's other records (buffered), or as one entry
+        for these rows (one batch entry for :data:`FOLD_AT` or more, else one each)."""
         encoders = self._encoders
-        runs: list[tuple[str, str, int, list[str]]] = []
-        digests: list[str] = []
-        last_table = last_kind = ""
-        after = 0
+        members = self._members if self._buffered else []
+        append = members.append
+        last: str | None = None  # the rows of one flush are mostly of one INSERT
+        fast: Callable[[Sequence[Any], int], str | None] | None = None
+        width = -1
         for kind, table, sql, params, rowid in rows:
-            encoder = encoders.get(sql)
-            fast = encoder.fast_hex if encoder is not None else None
-            digest = fast(params, rowid) if fast is not None \
-                and len(params) == encoder.width else None  # type: ignore[union-attr]
+            if sql is not last:
+                last, encoder = sql, encoders.get(sql)
+                fast, width = ((encoder.fast_hex, encoder.width) if encoder is not None
+                               else (None, -1))
+            digest = fast(params, rowid) if fast is not None and len(params) == width \
+                else None
             if digest is None:
                 digest = self._digest_of(table, sql, params, rowid)
-            if rowid != after or table != last_table or kind != last_kind:
-                if kind == BATCH or table not in CHAINED_TABLES:
-                    raise ValueError(f"not a record to chain: {table}:{rowid} ({kind})")
-                digests = []
-                runs.append((table, kind, rowid, digests))
-                last_table, last_kind = table, kind
-            digests.append(digest)
-            after = rowid + 1
-        self._add_runs(runs, ts)
+            append((kind, table, rowid, digest, ts))
+        if not self._buffered:
+            self._fold(members)
 
     def add_batch(self, members: Sequence[tuple[str, str, int, str]], ts: float) -> int:
         """One batch entry covering ``members`` (``(kind, table, rowid, digest)``, in the
-        order written; the rows are stored already): its body in runs (see the module
-        docstring).
+        order written; the rows are stored already), after the records waiting; returns
+        its seq.
 
         Raises:
             ValueError: for a member that is not an audited table's row with a digest.
         """
-        runs: list[tuple[str, str, int, list[str]]] = []
-        run: tuple[str, str, int, list[str]] | None = None
-        after = 0  # the rowid the open run would take next
-        for kind, table, rowid, digest in members:
-            if run is not None and rowid == after and table == run[0] and kind == run[1]:
-                run[3].append(digest)
-            else:
-                if table not in CHAINED_TABLES or type(rowid) is not int or kind == BATCH:
-                    raise ValueError(f"not a record to chain: {table}:{rowid} ({kind})")
-                run = (table, kind, rowid, [digest])
-                runs.append(run)
-            after = rowid + 1
-        return self._add_runs(runs, ts)
+        self._settle()  # the seq returned is the chain's
+        for _kind, _table, _rowid, digest in members:
+            if not _HEX.match(digest):
+                raise ValueError("a record's digest is not SHA-256 hex")
+        return self._add_runs(_runs([(k, t, r, d, ts) for k, t, r, d in members]), ts)
+
+    def _fold(self, members: list[_Member] | None = None) -> None:
+        """The records waiting (or ``members``) as their entry: one single entry for fewer
+        than :data:`FOLD_AT`, else one batch entry naming them all in order."""
+        if members is None:
+            members, self._members = self._members, []
+        if not members:
+            return
+        if len(members) < FOLD_AT:
+            for kind, table, rowid, digest, ts in members:
+                self._count(table)
+                self._add(kind, table, rowid, None, digest, ts)
+            return
+        self._add_runs(_runs(members), members[0][4])
 
     def _add_runs(self, runs: Sequence[tuple[str, str, int, list[str]]], ts: float) -> int:
         pieces = []
         for table, kind, first, digests in runs:
-            hexes = "".join(digests)
-            if len(hexes) != 64 * len(digests) or not _HEXES.fullmatch(hexes):
-                raise ValueError("a record's digest is not SHA-256 hex")
+            self._count(table, len(digests))
             # Canonical JSON (a table name is \w+, a kind is written as JSON, hex is itself).
             pieces.append(f'["{table}",{_KIND_JSON.get(kind) or _kind_json(kind)},{first},'
-                          f'"{hexes}"]')
+                          f'"{"".join(digests)}"]')
         body = '{"records":[' + ",".join(pieces) + '],"v":2}'
         return self._add(BATCH, None, None, body, _sha256(body.encode("utf-8")), ts)
 
     def add_body(self, kind: str, body: Mapping[str, Any], ts: float) -> int:
+        """An entry carrying ``body`` (a retention cut), after the records waiting; returns
+        its seq."""
         if kind == BATCH:
             raise ValueError("a batch entry is made by add_batch")
+        self._settle()  # the seq returned is the chain's
         text = canonical_bytes(dict(body))
+        self._count(COUNTED_BODY)
         return self._add(kind, None, None, text.decode("utf-8"), _sha256(text), ts)
 
     def _add(
         self, kind: str, table: str | None, rowid: int | None, body: str | None, digest: str,
         ts: float,
     ) -> int:
-        seq = self.seq + 1
+        seq = self._seq + 1
         if ts is self._ts:  # a batch's entries share one time: its JSON is made once
             ts_json: str | None = self._ts_json
         else:
@@ -438,29 +512,83 @@ class ChainWriter:
             kind_piece = _KIND_PIECE.get(kind) or _kind_piece(kind)
             ref_piece = _REF_PIECE.get(table) or _ref_piece(table)
             value = hashlib.sha256(
-                f'{{"digest":"{digest}{kind_piece}{self.head}{ref_piece}{rowid}","seq":{seq},'
+                f'{{"digest":"{digest}{kind_piece}{self._head}{ref_piece}{rowid}","seq":{seq},'
                 f'"ts":{ts_json},"v":1}}'.encode()).hexdigest()
         elif ts_json is not None:
             ref = ref_text(table, rowid)
             value = _hash_entry(seq, ts_json, _kind_json(kind),
-                                "null" if ref is None else f'"{ref}"', digest, self.head)
+                                "null" if ref is None else f'"{ref}"', digest, self._head)
         else:
-            value = entry_hash(seq, ts, kind, ref_text(table, rowid), digest, self.head)
-        row = (seq, ts, kind, table, rowid, body, digest, self.head, value)
+            value = entry_hash(seq, ts, kind, ref_text(table, rowid), digest, self._head)
+        row = (seq, ts, kind, table, rowid, body, digest, self._head, value)
         if self._buffered:
             self._rows.append(row)
         else:
             self._conn.execute(_INSERT_ENTRY, row)
-        self.seq, self.head = seq, value
+        self._seq, self._head = seq, value
         return seq
 
     def write(self) -> None:
-        """Write the buffered entries (before the commit, and before anything in the
-        transaction reads the chain table)."""
-        if self._rows:
+        """Fold the records waiting and write the buffered entries (before the commit, and
+        before anything in the transaction reads the chain table).
+
+        A tail remembered from the connection's last commit (SQLite) is checked by the
+        write itself: when another process extended the chain since, the first entry's
+        ``seq`` is taken and the insert fails on the primary key, so the tail is read and
+        the entries are made again after it."""
+        if self._members:
+            self._fold()
+        if not self._rows:
+            return
+        rows, self._rows = self._rows, []
+        if self._confirmed:
+            _insert_entries(self._conn, rows)
+            return
+        try:
+            _insert_entries(self._conn, rows)
+        except sqlite3.IntegrityError:
+            if self._conn.execute("SELECT 1 FROM chain WHERE seq = ?", (rows[0][0],)
+                                  ).fetchone() is None:
+                raise  # not the tail: something else is wrong
+            self._rebase(rows)
             rows, self._rows = self._rows, []
             _insert_entries(self._conn, rows)
+        self._confirmed = True
 
+    def _rebase(self, rows: Sequence[tuple[Any, ...]] = ()) -> None:
+        """Read the chain's tail, and make ``rows`` (entries made after a remembered tail
+        that was not the chain's) again after it."""
+        row = self._conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"
+                                 ).fetchone()
+        self._seq, self._head = (int(row[0]), str(row[1])) if row else (0, GENESIS)
+        self.first = self._seq + 1
+        self._confirmed = True
+        self._ts = None
+        for _seq, ts, kind, table, rowid, body, digest, _prev, _hash in rows:
+            self._add(kind, table, rowid, body, digest, ts)
+
+
+def _runs(members: Sequence[_Member]) -> list[tuple[str, str, int, list[str]]]:
+    """A batch body's runs (see the module docstring): consecutive rowids of one table and
+    kind share one.
+
+    Raises:
+        ValueError: for a member that is not an audited table's row.
+    """
+    runs: list[tuple[str, str, int, list[str]]] = []
+    digests: list[str] = []
+    last_table = last_kind = ""
+    after = 0  # the rowid the open run would take next
+    for kind, table, rowid, digest, _ts in members:
+        if rowid != after or table != last_table or kind != last_kind:
+            if table not in CHAINED_TABLES or type(rowid) is not int or kind == BATCH:
+                raise ValueError(f"not a record to chain: {table}:{rowid} ({kind})")
+            digests = []
+            runs.append((table, kind, rowid, digests))
+            last_table, last_kind = table, kind
+        digests.append(digest)
+        after = rowid + 1
+    return runs
 
 _KIND_JSON: dict[str, str] = {}
 #: The entry's canonical text between ``digest`` and ``prev``, per kind, and between
@@ -521,7 +649,10 @@ def _insert_entries(conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -
 class Connection(sqlite3.Connection):
     """A connection that keeps the row encoders of its audited tables' INSERTs
     (``sqlite3.connect(..., factory=Connection)``), so a chained write does not ask SQLite
-    for a table's shape each time, and the chain writer of its open write transaction.
+    for a table's shape each time, the chain writer of its open write transaction, and
+    what its last commit left: the chain's tail (SQLite: the next transaction's writer
+    starts from it instead of reading it, :meth:`ChainWriter.write`) and how many entries
+    name each table through a seq (:attr:`counts`, which a checkpoint signs).
     :meth:`forget_encoders` after any schema change (a migration)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -530,6 +661,15 @@ class Connection(sqlite3.Connection):
         #: The open write transaction's writer (:meth:`ChainWriter.of`), while ``tracking``.
         self.writer: ChainWriter | None = None
         self.tracking = False
+        #: The chain's ``(seq, hash)`` as this connection's last commit left it, or None.
+        self.tail: tuple[int, str] | None = None
+        #: ``(seq, counts)``: how many entries through ``seq`` name each table (a body
+        #: entry's key ``"body"``), as checkpoints count them; None when unknown.
+        self.counts: tuple[int, dict[str, int]] | None = None
+        #: The newest checkpoint row as the last commit left it, ``(id, checkpoint)``
+        #: (audit/checkpoints.py's; SQLite), and the one the open transaction wrote.
+        self.checkpoint: tuple[int, object] | None = None
+        self.checkpoint_written: tuple[int, object] | None = None
 
     def forget_encoders(self) -> None:
         self.encoders.clear()
@@ -544,7 +684,24 @@ class Connection(sqlite3.Connection):
         if self.writer is not None:
             self.writer.write()
 
-    def ended(self) -> None:
+    def ended(self, *, committed: bool = False) -> None:
+        """The write transaction ended; ``committed``: its entries are the chain's now."""
+        writer = self.writer
+        if committed and writer is not None and writer.written:
+            seq, head = writer.written
+            counts = self.counts
+            self.counts = None
+            if counts is not None and counts[0] == writer.first - 1:
+                total = dict(counts[1])
+                for key, n in writer.counted.items():
+                    total[key] = total.get(key, 0) + n
+                self.counts = (seq, total)
+            # On PostgreSQL the tail comes with the transaction's lock (store/postgres.py).
+            if getattr(self, "dialect", "sqlite") == "sqlite":
+                self.tail = (seq, head)
+        if committed and self.checkpoint_written is not None:
+            self.checkpoint = self.checkpoint_written
+        self.checkpoint_written = None
         self.writer, self.tracking = None, False
 
 
@@ -603,6 +760,81 @@ def batch_members(body: object) -> list[tuple[str, int, str, str]]:
         out.extend((table, first + n, kind, digests[n * 64:(n + 1) * 64])
                    for n in range(len(digests) // 64))
     return out
+
+
+#: The first entry at or after a seq (and at most another) that names a table: a single
+#: entry's ref, or a batch entry whose body has a run of the table (``["table",``; the
+#: body is parsed to be sure). COALESCE keeps SQLite on the seq range, off ``chain_ref``
+#: (which would visit every batch entry, whose ref_table is NULL).
+_NEXT_NAMING = (
+    "SELECT seq, ref_id, body FROM chain WHERE seq >= ? AND seq <= ? AND"
+    " (COALESCE(ref_table, '') = ? OR (COALESCE(ref_table, '') = '' AND kind = ?"
+    " AND body LIKE ?)) ORDER BY seq LIMIT 1")
+#: Every batch entry naming the record (the CASTs keep the rowid arithmetic numeric on
+#: PostgreSQL too, where json_extract returns text: store/postgres.py).
+_BATCH_NAMING = (
+    "SELECT c.seq FROM chain c, json_each(c.body, '$.records') m WHERE c.kind = ?1"
+    " AND c.ref_table IS NULL AND json_extract(m.value, '$[0]') = ?2"
+    " AND ?3 >= CAST(json_extract(m.value, '$[2]') AS INTEGER)"
+    " AND ?3 < CAST(json_extract(m.value, '$[2]') AS INTEGER)"
+    " + length(json_extract(m.value, '$[3]')) / 64")
+
+
+def entry_of(conn: sqlite3.Connection, table: str, rowid: int) -> tuple[int, str, str, str] | None:
+    """The entry that names the record ``table:rowid``: ``(seq, kind, digest, hash)``, with
+    the record's own digest when it is a batch entry (``kind`` :data:`BATCH`); None when no
+    entry names it.
+
+    A single entry is found by the ``chain_ref`` index. A batch entry by a binary search
+    over ``seq``: a table's rowids grow with the chain (one writer at a time, each record
+    chained in the transaction that wrote it), so each probe, the first entry from a point
+    on that names the table, says which half holds the record. Where that order does not
+    hold (a rowid used again after its row was deleted), every batch entry is searched.
+    """
+    row = conn.execute("SELECT seq, kind, digest, hash FROM chain WHERE ref_table = ?"
+                       " AND ref_id = ? ORDER BY seq DESC LIMIT 1", (table, rowid)).fetchone()
+    if row is not None:
+        return int(row[0]), str(row[1]), str(row[2]), str(row[3])
+    if table not in CHAINED_TABLES:
+        return None
+    top = conn.execute("SELECT MAX(seq) FROM chain").fetchone()[0]
+    low, high = 1, int(top or 0)
+    pattern = f'%["{table}",%'
+    found: int | None = None
+    while low <= high and found is None:
+        middle = (low + high) // 2
+        probe = conn.execute(_NEXT_NAMING, (middle, high, table, BATCH, pattern)).fetchone()
+        if probe is None:
+            high = middle - 1
+            continue
+        seq = int(probe[0])
+        if probe[2] is None:  # a single entry of the table: its rowid says which way
+            rowids = [int(probe[1])]
+        else:
+            try:
+                rowids = [r for t, r, _k, _d in batch_members(probe[2]) if t == table]
+            except ValueError:
+                break  # an edited entry: verify says so; search them all
+        if rowid in rowids:
+            found = seq
+        elif not rowids or min(rowids) < rowid < max(rowids):
+            break  # not in the order the search relies on
+        elif rowid < min(rowids):
+            high = seq - 1
+        else:
+            low = seq + 1
+    if found is None:
+        hit = conn.execute(_BATCH_NAMING, (BATCH, table, rowid)).fetchone()
+        if hit is None:
+            return None
+        found = int(hit[0])
+    entry = conn.execute("SELECT kind, body, hash FROM chain WHERE seq = ?", (found,)
+                         ).fetchone()
+    try:
+        digest = next(d for t, r, _k, d in batch_members(entry[1]) if (t, r) == (table, rowid))
+    except (ValueError, StopIteration):
+        return None
+    return found, str(entry[0]), digest, str(entry[2])
 
 
 def adopt_existing(conn: sqlite3.Connection, ts: float) -> int:

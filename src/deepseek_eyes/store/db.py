@@ -15,12 +15,13 @@ waited a second, before any query on this connection, at close, and inside the n
 transaction (:meth:`Database.transaction`), so they commit with the record that follows
 them: a turn's request, usage and audit rows commit with its answer, in one transaction.
 Every reader through this object sees them, and a crash loses at most the last second of
-log rows, never evidence, route state or the rows of a committed answer. A batch of 16 or
-more chained rows gets one chain entry naming each of them
-(:data:`~deepseek_eyes.store.chain.FOLD_AT`), not one entry a row. A writer that sums many
-small events into one row (:meth:`Database.on_flush`; the usage estimate of each MCP result)
-hands its rows over at the start of every flush and every write transaction, so they are
-written, seen and lost exactly as the queued rows are.
+log rows, never evidence, route state or the rows of a committed answer. The chained
+records of one transaction (queued rows and the block's own) get one chain entry naming
+each of them (:mod:`~deepseek_eyes.store.chain`), not one entry a row; a write inside an
+open transaction (:meth:`Database.execute`) keeps its records with the block's. A writer
+that sums many small events into one row (:meth:`Database.on_flush`; the usage estimate of
+each MCP result) hands its rows over at the start of every flush and every write
+transaction, so they are written, seen and lost exactly as the queued rows are.
 
 Why transactions nest (:meth:`Database.transaction` inside another is part of it): one
 turn's answer, its turn record and the checkpoint that signs them are written by three
@@ -30,8 +31,10 @@ caught in between (a seal that could not be signed) leaves what the inner block 
 commit with the rest.
 
 Why one chain writer per transaction (:meth:`~deepseek_eyes.store.chain.ChainWriter.of`):
-the chain's tail is read once when a write transaction first chains a record, not once
-per record; the transaction holds the write lock, so it cannot go stale meanwhile.
+the chain's tail is read once when a write transaction first chains a record (or taken
+from the connection's last commit and checked by the insert itself), not once per record;
+the transaction holds the write lock, so it cannot go stale meanwhile; and the
+transaction's records are folded into one entry when its entries are written.
 
 Why :meth:`Database.open_read_only` exists: verifying the audit must not write, so it opens
 the file with SQLite's ``mode=ro`` when a WAL is there to read, and ``immutable=1`` when
@@ -726,9 +729,10 @@ class Database:
                     if not quiet:
                         raise
 
-    def flush(self) -> None:
+    def flush(self, *, entries: bool = True) -> None:
         """Write every queued row now, in one transaction (or in the open one, with its
-        buffered chain entries, so a query inside it sees them).
+        buffered chain entries, so a query inside it sees them; ``entries=False``: a write
+        inside it follows, so its records and theirs still share one entry).
 
         Raises:
             StoreError: ``STORE_FULL`` (the rows stay queued), ``STORE_READ_ONLY`` or
@@ -740,9 +744,10 @@ class Database:
             if self._depth:
                 try:
                     self._write_pending(alone=False)
-                    # Buffered entries written, so a query inside sees them; rows whose
-                    # entries wait for the transaction's writer (PostgreSQL) wait on.
-                    if self._conn.writer is not None:
+                    # Buffered entries written, so a query inside sees them (unless a
+                    # write inside follows: ``entries=False``); rows whose entries wait for
+                    # the transaction's writer (PostgreSQL) wait on.
+                    if entries and self._conn.writer is not None:
                         self._conn.write_chain()
                 except sqlite3.Error as exc:
                     raise self._failure(exc, "database write failed") from exc
@@ -815,7 +820,7 @@ class Database:
     def _commit(self) -> None:
         self._conn.write_chain()
         self._conn.execute("COMMIT")
-        self._conn.ended()
+        self._conn.ended(committed=True)
         self._unwritten = []
 
     def _rollback(self) -> None:
@@ -915,7 +920,7 @@ class Database:
         """
         try:
             with stage("store"), self._lock:
-                self.flush()
+                self.flush(entries=False)
                 if chain is None:
                     cur = self._conn.execute(sql, params)
                     return int(cur.lastrowid or 0)

@@ -57,7 +57,8 @@ from deepseek_eyes.store.leases import TurnLeases
 
 __all__ = [
     "SESSION_ID", "Event", "ForeignSession", "Fork", "Guard", "SessionConflict", "SessionStore",
-    "Snapshot", "TurnMark", "TurnRecord", "body_digest", "message_calls", "unkept_body",
+    "Snapshot", "TurnMark", "TurnRecord", "body_digest", "message_calls", "read_details",
+    "stored_details", "unkept_body",
 ]
 
 #: The migration that gave sessions their scope (store/db.py); a read-only open of an
@@ -248,11 +249,67 @@ _INSERT_TURN = (
 )
 
 
+#: A turn record's details that are left out while they hold these (a turn of the loop,
+#: one with ``model_calls``, reads them back): most turns ran no tool and dropped nothing.
+_TURN_DEFAULTS: dict[str, Any] = {"evidence": [], "tool_calls": [], "rereads": 0,
+                                  "omitted_messages": 0, "forced_final": False}
+
+
 def _turn_row(turn: TurnRecord) -> tuple[Any, ...]:
     return (
         turn.id, turn.session_id, turn.started_at, turn.ended_at, turn.model, turn.path,
-        turn.outcome, turn.code, _canonical(turn.details),
+        turn.outcome, turn.code, _canonical(stored_details(turn.details)),
     )
+
+
+def stored_details(details: Mapping[str, Any]) -> dict[str, Any]:
+    """A turn record's details as stored: without what it would only repeat (the defaults
+    of :data:`_TURN_DEFAULTS`, a usage's ``total_tokens`` when it is prompt + completion and
+    its ``prompt_tokens_details`` when that is ``{"cached_tokens": <cache hits>}``);
+    :func:`read_details` puts them back."""
+    out = {k: v for k, v in details.items()
+           if not (k in _TURN_DEFAULTS and type(v) is type(_TURN_DEFAULTS[k])
+                   and v == _TURN_DEFAULTS[k])}
+    usage = out.get("usage")
+    if isinstance(usage, dict):
+        usage = dict(usage)
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if type(prompt) is int and type(completion) is int \
+                and usage.get("total_tokens") == prompt + completion \
+                and type(usage.get("total_tokens")) is int:
+            del usage["total_tokens"]
+        hits = usage.get("prompt_cache_hit_tokens")
+        if type(hits) is int and usage.get("prompt_tokens_details") == {"cached_tokens": hits} \
+                and type(usage["prompt_tokens_details"]["cached_tokens"]) is int:
+            del usage["prompt_tokens_details"]
+        out["usage"] = usage
+    return out
+
+
+def read_details(details: dict[str, Any]) -> dict[str, Any]:
+    """A stored turn record's details whole again (see :func:`stored_details`); a record
+    stored whole, or one that is not a turn of the loop (no ``model_calls``), as it is."""
+    if "model_calls" not in details:
+        return details
+    for key, default in _TURN_DEFAULTS.items():
+        if key not in details:
+            details[key] = list(default) if isinstance(default, list) else default
+    usage = details.get("usage")
+    if isinstance(usage, dict):
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if "total_tokens" not in usage and type(prompt) is int and type(completion) is int:
+            usage["total_tokens"] = prompt + completion
+        hits = usage.get("prompt_cache_hit_tokens")
+        if "prompt_tokens_details" not in usage and type(hits) is int:
+            usage["prompt_tokens_details"] = {"cached_tokens": hits}
+    return details
+
+
+#: A session's scope (as :func:`_scope_in` reads it) and its last event's seq (-1: none).
+_SCOPE_AND_HEAD = (
+    "SELECT s.id, o.scope, (SELECT COALESCE(MAX(e.seq), -1) FROM events e"
+    " WHERE e.session_id = s.id) FROM sessions s LEFT JOIN session_scopes o"
+    " ON o.session_id = s.id WHERE s.id = ?")
 
 
 def _scope_in(conn: sqlite3.Connection, session_id: str) -> str | None:
@@ -370,12 +427,15 @@ class SessionStore:
                     conn.execute(
                         "INSERT INTO session_scopes (session_id, scope) VALUES (?,?)",
                         (session_id, scope or scopes.LEGACY))
-            if created is None and scope is not None:
-                owner = _scope_in(conn, session_id)
-                if owner is not None and owner != scope:
-                    raise ForeignSession(session_id)
             if created is not None:
                 next_seq = 0  # created just now, in this transaction: no events yet
+            elif scope is not None:  # whose it is, and its last event, in one statement
+                row = conn.execute(_SCOPE_AND_HEAD, (session_id,)).fetchone()
+                owner = None if row is None else (
+                    str(row[1]) if row[1] is not None else scopes.LEGACY)
+                if owner is not None and owner != scope:
+                    raise ForeignSession(session_id)
+                next_seq = (int(row[2]) if row is not None else -1) + 1
             else:
                 row = conn.execute(
                     "SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?",
@@ -616,7 +676,7 @@ class SessionStore:
         return [
             TurnRecord(
                 r["id"], r["session_id"], r["started_at"], r["ended_at"], r["model"], r["path"],
-                r["outcome"], r["code"], json.loads(r["details"]),
+                r["outcome"], r["code"], read_details(json.loads(r["details"])),
             )
             for r in rows
         ]

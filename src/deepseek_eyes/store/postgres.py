@@ -853,9 +853,9 @@ class PgConnection(_chain.Connection):
             _chain.ChainWriter.of(self)  # made: the setter chains the deferred rows
         super().write_chain()
 
-    def ended(self) -> None:
+    def ended(self, *, committed: bool = False) -> None:
         self._deferred = []
-        super().ended()
+        super().ended(committed=committed)
 
     def _queue(self, text: str, args: Any, cursor: PgCursor | None = None,
                returning: str | None = None, *, many: bool = False) -> None:

@@ -44,12 +44,11 @@ def audit_head(db: Database) -> dict[str, Any]:
 def chain_entry(conn: Any, table: str, rowid: int) -> tuple[int | None, bool]:
     """A row's chain entry and whether the row is still the record its digest was taken of
     (``chain.read_record`` and ``chain.record_digest``, as ``audit verify`` checks it)."""
-    entry = conn.execute("SELECT seq, digest FROM chain WHERE ref_table = ? AND ref_id = ?",
-                         (table, rowid)).fetchone()
+    entry = chain.entry_of(conn, table, rowid)  # a single entry, or the batch naming it
     if entry is None:
         return None, False
     record = chain.read_record(conn, table, rowid)
-    return int(entry[0]), record is not None and chain.record_digest(record) == entry[1]
+    return entry[0], record is not None and chain.record_digest(record) == entry[2]
 
 
 def audit_search(db: Database, kind: str, *, server: str | None = None,
