@@ -166,6 +166,13 @@ def test_log_rows_queued_around_a_transactions_own_records_are_all_chained(
         assert db.query_one("SELECT COUNT(*) FROM audit")[0] == 3  # type: ignore[index]
     db.append(AUDIT, (4.0, "alone", None, "{}"), chain="log")
     db.flush()
-    kinds = [r[0] for r in db.query("SELECT kind FROM chain ORDER BY seq")]
-    assert kinds == ["log", "record", "log", "log"]
+    named: list[tuple[str, int]] = []  # what the entries name, in chain order
+    for table, rowid, kind, body in db.query(
+            "SELECT ref_table, ref_id, kind, body FROM chain ORDER BY seq"):
+        if table is not None:
+            named.append((str(table), int(rowid)))
+        elif kind == chain.BATCH:  # a transaction's records share one entry
+            named.extend((t, r) for t, r, _k, _d in chain.batch_members(body))
+    rows = [int(r[0]) for r in db.query("SELECT rowid FROM audit ORDER BY rowid")]
+    assert named == [("audit", rowid) for rowid in rows] and len(rows) == 4
     _verified(db, tmp_path)

@@ -261,7 +261,7 @@ _TAIL = "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"  # store/chain.p
 #: The newest checkpoint, as audit/checkpoints.py reads it before it signs (written only
 #: under the chain lock, so it is fetched with the tail; another spelling there is simply
 #: read when asked).
-_LAST_CHECKPOINT = ("SELECT seq, hash, ts, key_id, mac, counts, ordinal FROM"
+_LAST_CHECKPOINT = ("SELECT seq, hash, ts, key_id, mac, counts, ordinal, id FROM"
                     " chain_checkpoints ORDER BY id DESC LIMIT 1")
 _CHAIN_WRITE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+chain\b",
                           re.IGNORECASE)
