@@ -21,10 +21,12 @@ from __future__ import annotations
 import contextvars
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
 from anyio.abc import ObjectSendStream
+
+if TYPE_CHECKING:  # serve without an MCP server never imports the SDK's HTTP client
+    import httpx2
 
 __all__ = ["SESSION_HEADER", "WireIds", "noting_requests"]
 
