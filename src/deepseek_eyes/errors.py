@@ -239,6 +239,11 @@ ERROR_CODES: Mapping[str, str] = {
         "Another replica held the acquisition of this image (its single-flight lease) past "
         "the wait's bound and is still renewing it; nothing was called here: try again."
     ),
+    "VISION_FLIGHT_LEASE_LOST": (
+        "This replica's single-flight lease passed to another replica while it worked (a "
+        "renewal found another holder or none answered before expiry, or the database "
+        "refused its stale fencing token): its work was stopped, its result not published."
+    ),
     # vision serve (the eyes as an MCP server)
     "VISION_PATH_NO_ROOTS": (
         "A path was given but no root is served (no --root, and the client offers no roots)."

@@ -3,6 +3,7 @@ the key, read from the store), on one in-process gateway over a loopback upstrea
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -19,12 +21,21 @@ from starlette.routing import Route
 
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.gateway.app import GATEWAY_REFUSALS
-from deepseek_eyes.gateway.metrics import MAX_LABEL_VALUES, SqliteCounts, StoreCollector
+from deepseek_eyes.gateway.metrics import (
+    MAX_LABEL_VALUES,
+    CallLatencies,
+    SqliteCounts,
+    StoreCollector,
+)
 from deepseek_eyes.gateway.readiness import DatabaseCheck, UpstreamCheck
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.llm.client import ChatClient
 from deepseek_eyes.mcp_host.audit import McpAudit
 from deepseek_eyes.serving.security import RateLimiter, SecurityMiddleware
+from deepseek_eyes.telemetry import latency
+from deepseek_eyes.terminal.policy.paths import Workspace
+from deepseek_eyes.terminal.receipts.keyring import Keyring
+from deepseek_eyes.terminal.service import ServiceConfig, TerminalService
 from deepseek_eyes.usage import ProviderUsage, UsageCategory
 from deepseek_eyes.vision.routing.attempts import AttemptLog
 from helpers import GATEWAY_KEY
@@ -32,6 +43,8 @@ from inprocess_gateway import InProcessGateway, serve_in_process
 from runtime.upstream import LoopbackUpstream
 
 MODEL = "deepseek-v4-pro"
+#: The store's engine (tests/store/test_on_postgresql.py runs this file on PostgreSQL).
+ENGINE = os.environ.get("DEEPSEEK_EYES_TEST_DATABASE", "sqlite")
 AUTH = {"Authorization": f"Bearer {GATEWAY_KEY}"}
 
 
@@ -59,7 +72,7 @@ def test_readyz_is_public_and_names_each_check(gateway: InProcessGateway) -> Non
     body = answer.json()
     assert body["status"] == "ready"
     assert [(c["name"], c["status"], c.get("backend")) for c in body["checks"]] == [
-        ("database", "ok", "sqlite"), ("upstream", "ok", None), ("shared_state", "ok", "local")]
+        ("database", "ok", ENGINE), ("upstream", "ok", None), ("shared_state", "ok", "local")]
     assert answer.headers["cache-control"] == "no-store"
     for leak in ("127.0.0.1", str(gateway.runtime.home.root), "http"):
         assert leak not in answer.text
@@ -233,3 +246,58 @@ def test_store_totals_are_read_incrementally_and_labels_are_capped(tmp_path: Pat
             (("outcome", "ok"), ("phase", "call"), ("route", "other"))] == 21
     finally:
         home.close()
+
+
+def test_a_real_waiting_plan_is_counted_and_calls_are_timed(
+        gateway: InProcessGateway, tmp_path: Path) -> None:
+    """A terminal plan that waits for a person (a real service, confirm mode) shows in
+    ``deepseek_eyes_approvals_waiting`` at the next scrape, and leaves it once approved;
+    the upstream chat call of a turn lands in the upstream latency histogram, and the
+    vision and MCP histograms are declared (their calls are timed where they end:
+    tests/vision, tests/mcp_host)."""
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    service = TerminalService(ServiceConfig(workspace=Workspace.of([workspace]), mode="confirm"),
+                              Keyring([b"k" * 32]), tmp_path / "receipts")
+    runtime = gateway.runtime
+    runtime.terminal = service
+    try:
+        plan = service.plan(argv=["touch", "made-by-the-plan.txt"])
+        answer = gateway.http.post("/v1/chat/completions", headers=AUTH, json={
+            "model": MODEL, "messages": [{"role": "user", "content": "time me"}]})
+        assert answer.status_code == 200, answer.text
+        text = gateway.http.get("/metrics", headers=AUTH).text
+        assert _samples(text, "deepseek_eyes_approvals_waiting") == {'{kind="terminal"}': 1}
+        upstream = _samples(text, "deepseek_eyes_upstream_call_duration_seconds_count")
+        assert upstream[f'{{model="{MODEL}",outcome="ok"}}'] >= 1
+        for name in ("vision_attempt", "mcp_call"):
+            assert f"# TYPE deepseek_eyes_{name}_duration_seconds histogram" in text
+        service.approve(plan["session_id"], plan["plan_id"], via="console", by="tester")
+        text = gateway.http.get("/metrics", headers=AUTH).text
+        assert _samples(text, "deepseek_eyes_approvals_waiting") == {'{kind="terminal"}': 0}
+    finally:
+        runtime.terminal = None
+        anyio.run(service.aclose)
+
+
+def test_call_latencies_are_bucketed_by_bounded_labels() -> None:
+    """What the model client, the vision guard and the MCP audit observe reaches every
+    live gateway registry: names capped like every data-driven label, no content."""
+    registry = CollectorRegistry()
+    calls = CallLatencies(registry)  # held: a registry nobody holds stops listening
+    latency.observe("vision", "llm/one", "ok", 0.2)
+    latency.observe("vision", "llm/one", "fail", 3.0)
+    latency.observe("mcp", "files", "tool-error", 0.004)
+    for index in range(MAX_LABEL_VALUES + 5):
+        latency.observe("upstream", f"model-{index}", "ok", 0.01)
+    text = generate_latest(registry).decode()
+    vision = _samples(text, "deepseek_eyes_vision_attempt_duration_seconds_bucket")
+    assert vision['{le="0.25",outcome="ok",route="llm/one"}'] == 1
+    assert vision['{le="2.5",outcome="fail",route="llm/one"}'] == 0
+    assert vision['{le="5.0",outcome="fail",route="llm/one"}'] == 1
+    mcp = _samples(text, "deepseek_eyes_mcp_call_duration_seconds_count")
+    assert mcp == {'{outcome="tool-error",server="files"}': 1}
+    upstream = _samples(text, "deepseek_eyes_upstream_call_duration_seconds_count")
+    assert len(upstream) == MAX_LABEL_VALUES + 1
+    assert upstream['{model="other",outcome="ok"}'] == 5
+    del calls

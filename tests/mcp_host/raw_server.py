@@ -14,7 +14,8 @@ handshake revisions only (configure it with ``protocol = "legacy"``).
 * ``handshake`` — answers ``initialize`` with a line that is not JSON.
 * ``noisy`` — like ``call``, but writes a line that is not JSON after its tool listing,
   while nothing waits for an answer.
-* ``meta`` — like ``call``, but every tool answers the ``params._meta`` its call carried,
+* ``meta`` — like ``call``, but every tool answers the ``params._meta`` its call carried
+  (and its JSON-RPC id as ``request_id``),
   as JSON text (the trace context the MCP conventions put there).
 * ``inject`` — like ``call``, but its ``initialize`` answer carries hostile
   ``instructions`` (:data:`INJECTED`, then `` [TAG]`` for ``python raw_server.py inject
@@ -81,7 +82,7 @@ def main(mode: str, tag: str = "") -> None:
                 f"upstream refused key {token}; sent Authorization: Bearer abcdefgh12345678 "
                 "to https://robot:hunter2pass@api.example.com/v1")}})
         elif method == "tools/call" and mode == "meta":  # what the call's _meta carried
-            meta = request["params"].get("_meta") or {}
+            meta = {**(request["params"].get("_meta") or {}), "request_id": ident}
             send({"jsonrpc": "2.0", "id": ident, "result": {
                 "content": [{"type": "text", "text": json.dumps(meta, sort_keys=True)}]}})
         elif method == "tools/call":

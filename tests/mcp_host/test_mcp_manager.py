@@ -11,6 +11,7 @@ from deepseek_eyes.mcp_host.host import McpHost, RunQuota
 from deepseek_eyes.mcp_host.manager import McpManager
 from deepseek_eyes.settings import McpServerSettings, McpSettings
 from deepseek_eyes.store.blobs import BlobStore
+from helpers import recorded_spans
 from mcp_peers import everything_http, everything_stdio, settings_of, time_stdio
 
 pytestmark = pytest.mark.anyio
@@ -210,9 +211,18 @@ async def test_everything_streamable_http(tmp_path: Path) -> None:
         host = make_host(settings_of(server), tmp_path)
         await host.manager.start()
         try:
-            assert host.manager.servers["web"].status == "ready"
-            result = await host.call_tool("mcp__web__echo", {"message": "over http"})
+            state = host.manager.servers["web"]
+            assert state.status == "ready"
+            with recorded_spans() as spans:
+                result = await host.call_tool("mcp__web__echo", {"message": "over http"})
             assert "over http" in result.preview
+            # The call's span names the Streamable HTTP session the server gave us.
+            (call,) = [s for s in spans.get_finished_spans() if s.name == "tools/call echo"]
+            attrs = dict(call.attributes or {})
+            assert state.wire.session_id
+            assert attrs["mcp.session.id"] == state.wire.session_id
+            assert attrs["mcp.protocol.version"] == state.protocol
+            assert str(attrs["jsonrpc.request.id"]).isdigit()
         finally:
             await host.manager.stop()
 

@@ -9,8 +9,9 @@ Which backends the replicas share is the module's ``BACKENDS`` attribute:
 * ``"sqlite"`` (the default): one SQLite data directory, what works on one machine today.
 * ``"shared"``: a fresh database of the session's PostgreSQL cluster and a flushed Redis
   database (``postgres_cluster``, ``redis_server`` in tests/conftest.py), handed to every
-  replica as ``DEEPSEEK_EYES_DATABASE_URL`` and ``DEEPSEEK_EYES_STATE_URL``. The engines
-  are started only for a module that asks for them.
+  replica as ``DEEPSEEK_EYES_DATABASE_URL`` and ``DEEPSEEK_EYES_STATE_URL``, with blobs in
+  that database (``DEEPSEEK_EYES_BLOBS_URL=database``). The engines are started only for a
+  module that asks for them.
 
 A module may also set ``SETTINGS``: TOML appended to the replicas' settings file, in which
 ``{upstream}`` stands for the loopback upstream's base URL; ``GATEWAY``, keys of its
@@ -43,7 +44,9 @@ def backend_env(request: pytest.FixtureRequest) -> dict[str, str]:
     cluster = request.getfixturevalue("postgres_cluster")
     redis = request.getfixturevalue("redis_server")
     return {"DEEPSEEK_EYES_DATABASE_URL": cluster.new_database("scale"),
-            "DEEPSEEK_EYES_STATE_URL": redis.url()}
+            "DEEPSEEK_EYES_STATE_URL": redis.url(),
+            # Blobs in PostgreSQL too (eyes_blobs): the replicas write and read them there.
+            "DEEPSEEK_EYES_BLOBS_URL": "database"}
 
 
 @pytest.fixture(scope="module")

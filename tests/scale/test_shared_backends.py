@@ -11,8 +11,9 @@ Redis database as ``DEEPSEEK_EYES_STATE_URL``):
 * exact rate limits: N allowed in total, not N per replica;
 * PostgreSQL restarted under load: requests fail with a code while it is down, succeed after
   it is back, and nothing that was answered is lost;
-* Redis down: rate limits fail closed, or fall back to each replica's own, per
-  ``[store] state_unavailable``.
+* Redis down: rate limits fail closed (``STORE_STATE_UNAVAILABLE``), or fall back to each
+  replica's own, per ``[store] state_unavailable``;
+* blobs in PostgreSQL (``blobs_url = "database"``): an image's blob is a row there.
 """
 
 from __future__ import annotations
@@ -47,13 +48,21 @@ GATEWAY = {"rate_limit_per_minute": PER_MINUTE}
 
 
 def test_one_new_image_from_ten_clients_is_acquired_once_across_replicas(
-        replicas: Topology, upstream: LoopbackUpstream) -> None:
+        replicas: Topology, upstream: LoopbackUpstream,
+        postgres_cluster: PostgresCluster) -> None:
     url, digest = image(70)
     with ThreadPoolExecutor(10) as pool:
         answers = list(pool.map(lambda i: see(replicas, url, f"seen {i}"), range(10)))
     assert [a.text for a in answers] == [f"seen {i}" for i in range(10)]
     assert {a.replica for a in answers} == {"eyes1", "eyes2", "eyes3"}
     assert acquisitions(upstream, digest) == 1
+    # The image's blob is a row of the shared database (blobs_url = "database"), written by
+    # the replica that acquired it and read there by the others; not a file of one replica.
+    database = httpx.URL(replicas.backend_env["DEEPSEEK_EYES_DATABASE_URL"]).path.strip("/")
+    assert postgres_cluster.psql(
+        f"SELECT count(*) FROM eyes_blobs WHERE sha256 = '{digest}'",  # noqa: S608 - our hex
+        database) == "1"
+    assert not list((replicas.home / "blobs").rglob(f"{digest}*"))
 
 
 def test_the_rate_limit_is_exact_in_total_not_per_replica(replicas: Topology) -> None:
@@ -154,8 +163,9 @@ def test_redis_down_fails_closed_or_limits_per_replica_per_the_setting(
     finally:
         redis_server.start()
     if mode == "fail_closed":
-        assert all(r.status_code == 503 for r in responses), [r.status_code for r in responses]
-        assert all(_code(r) for r in responses)
+        # The replicas' own refusal, with its code (not HAProxy's, nor any other 503).
+        assert [(r.status_code, _code(r)) for r in responses] == [
+            (503, "STORE_STATE_UNAVAILABLE")] * len(responses)
     else:
         assert all(r.status_code == 200 for r in responses), [r.status_code for r in responses]
     replicas.write_settings()

@@ -43,6 +43,8 @@ SUBSET = (
     "tests/security/test_audit_tamper.py::test_a_runtime_trim_signs_the_checkpoint_naming_its_cut",
     "tests/e2e/test_scopes.py::test_another_keys_session_is_refused_by_id_and_never_found_by_history",
     "tests/store/test_approvals.py",
+    "tests/store/test_fences.py",
+    "tests/gateway/test_operations.py",
 )
 
 

@@ -162,6 +162,7 @@ async def test_an_mcp_call_is_a_client_span_whose_context_travels_in_meta(
     try:
         with telemetry.span("turn"):
             result = await host.call_tool("mcp__raw__tok", {"secret": SECRET})
+        protocol = host.manager.servers["raw"].protocol
     finally:
         await host.manager.stop()
     meta = json.loads(result.preview)
@@ -172,6 +173,12 @@ async def test_an_mcp_call_is_a_client_span_whose_context_travels_in_meta(
     assert attrs["gen_ai.tool.name"] == "tok"
     assert attrs["gen_ai.operation.name"] == "execute_tool"
     assert attrs["network.transport"] == "pipe"
+    # The wire, per the MCP conventions: the id the server saw, the negotiated revision;
+    # no session id over stdio (only Streamable HTTP has one).
+    assert attrs["jsonrpc.request.id"] == str(meta["request_id"])
+    assert protocol is not None
+    assert attrs["mcp.protocol.version"] == protocol
+    assert "mcp.session.id" not in attrs
     trace_id = format(call.context.trace_id, "032x")
     span_id = format(call.context.span_id, "016x")
     assert meta["traceparent"].startswith(f"00-{trace_id}-{span_id}-")  # then its flags

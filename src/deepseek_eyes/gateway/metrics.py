@@ -5,6 +5,9 @@ Two kinds of series, kept apart on purpose:
 * **This process's traffic** (:class:`HttpMetrics`, an ASGI layer): requests by route
   template, method and status, their duration (a stream's until its last byte), and the
   requests in flight. Counted as they happen.
+* **This process's calls** (:class:`CallLatencies`): how long upstream model calls,
+  vision route calls and MCP calls took, as histograms observed when each call ends
+  (:mod:`deepseek_eyes.telemetry.latency`), by model, route or server and an outcome word.
 * **The store's totals** (:class:`StoreCollector`): upstream tokens by the usage ledger's
   categories, vision attempts by route, phase and outcome, MCP calls by server and status,
   the audit chain's length, and what waits for a person by kind (the terminal's plans, the
@@ -38,11 +41,13 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deepseek_eyes.store.db import Database
+from deepseek_eyes.telemetry import latency
 from deepseek_eyes.usage import UsageCategory
 
 __all__ = [
     "CONTENT_TYPE",
     "MAX_LABEL_VALUES",
+    "CallLatencies",
     "GatewayMetrics",
     "HttpMetrics",
     "Increments",
@@ -310,13 +315,49 @@ def _counter(name: str, documentation: str, labels: Sequence[str],
     yield family
 
 
+class CallLatencies:
+    """This process's calls, timed as they end (:mod:`deepseek_eyes.telemetry.latency`):
+    upstream model calls by model and outcome, vision route calls by route and outcome,
+    MCP calls by server and status. Names are capped like every data-driven label; the
+    outcomes are a few fixed words."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._histograms: dict[str, tuple[Histogram, _Capped]] = {
+            "upstream": (Histogram(
+                "deepseek_eyes_upstream_call_duration_seconds", "Upstream model calls "
+                "(chat, whole streams; retries inside one call), by model and outcome "
+                "(ok, error).", ("model", "outcome"), buckets=_DURATION_BUCKETS,
+                registry=registry), _Capped()),
+            "vision": (Histogram(
+                "deepseek_eyes_vision_attempt_duration_seconds", "Vision route calls "
+                "(evidence and pixel probes), by route and outcome (ok, fail, probe_ok, "
+                "probe_error).", ("route", "outcome"), buckets=_DURATION_BUCKETS,
+                registry=registry), _Capped()),
+            "mcp": (Histogram(
+                "deepseek_eyes_mcp_call_duration_seconds", "MCP tool, resource and prompt "
+                "calls, by server and status (ok, tool-error, failed).",
+                ("server", "outcome"), buckets=_DURATION_BUCKETS, registry=registry),
+                _Capped()),
+        }
+        self._lock = threading.Lock()  # the capped sets; observed from worker threads too
+        latency.listen(self)
+
+    def observe(self, kind: latency.Kind, name: str, outcome: str, seconds: float) -> None:
+        histogram, names = self._histograms[kind]
+        with self._lock:
+            label = names(name)
+        histogram.labels(label, outcome if len(outcome) <= 32 else "other").observe(
+            max(0.0, seconds))
+
+
 class GatewayMetrics:
-    """One gateway's registry: its traffic and its store's totals."""
+    """One gateway's registry: its traffic, its calls' latencies and its store's totals."""
 
     def __init__(self, counts: StoreCounts | Callable[[], StoreCounts]) -> None:
         """``counts``: the store's, or what makes it at the first scrape."""
         self.registry = CollectorRegistry(auto_describe=False)
         self.http = HttpMetrics(self.registry)
+        self.calls = CallLatencies(self.registry)
         self.store = StoreCollector(counts)
         self.registry.register(self.store)
 

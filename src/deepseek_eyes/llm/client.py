@@ -76,6 +76,7 @@ from deepseek_eyes.telemetry.conventions import (
     chat_attributes,
     chat_span_name,
 )
+from deepseek_eyes.telemetry.latency import observe as observe_latency
 from deepseek_eyes.untrusted.redact import redact_url
 
 __all__ = [
@@ -195,18 +196,24 @@ class ChatClient:
         body["stream"] = False
         body.pop("stream_options", None)
         failed: list[Attempt] = []
+        started, outcome = time.perf_counter(), "error"
         # every attempt and the waits between them
-        with self._chat_span(body, stream=False) as span, stage("upstream"):
-            while True:
-                sent: list[str] = []
-                try:
-                    result = await self._deadline(functools.partial(
-                        self._complete, body, sent, before_send, len(failed) + 1))
-                except LLMError as exc:
-                    await self._pause_or_raise(exc, failed, sent[0] if sent else None)
-                    continue
-                answered(span, result, retries=len(failed))
-                return dataclasses.replace(result, retries=tuple(failed))
+        try:
+            with self._chat_span(body, stream=False) as span, stage("upstream"):
+                while True:
+                    sent: list[str] = []
+                    try:
+                        result = await self._deadline(functools.partial(
+                            self._complete, body, sent, before_send, len(failed) + 1))
+                    except LLMError as exc:
+                        await self._pause_or_raise(exc, failed, sent[0] if sent else None)
+                        continue
+                    answered(span, result, retries=len(failed))
+                    outcome = "ok"
+                    return dataclasses.replace(result, retries=tuple(failed))
+        finally:
+            observe_latency("upstream", _model_of(body), outcome,
+                            time.perf_counter() - started)
 
     def _chat_span(self, body: JsonObject, *, stream: bool,
                    ) -> contextlib.AbstractContextManager[Any]:
@@ -374,6 +381,7 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
 
     async def __aenter__(self) -> ChatStream:
         client = self._client
+        self._started = time.perf_counter()
         if client.provider is not None and telemetry.active():
             model = self._body.get("model")
             model = model if isinstance(model, str) else None
@@ -381,11 +389,13 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
             self._span = telemetry.detached_span(
                 chat_span_name(model),
                 chat_attributes(client.provider, model, client.base_url, stream=True))
-            self._started = time.perf_counter()
         with stage("upstream"):  # until the first chunk (the chunks after are the caller's)
             try:
                 stream = await self._open()
             except BaseException as exc:
+                observe_latency("upstream", _model_of(self._body), "error",
+                                time.perf_counter() - self._started)
+                self._started = 0.0
                 if self._span is not None:
                     telemetry.fail(self._span, exc)
                     self._span.end()
@@ -424,8 +434,14 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
         tb: TracebackType | None,
     ) -> None:
         span, self._span = self._span, None
+        ended = self._stream.ended_with if self._stream is not None else None
+        if self._started:  # opened (or tried to): the whole stream, its last chunk read
+            observe_latency("upstream", _model_of(self._body),
+                            "ok" if ended is not None else "error",
+                            time.perf_counter() - self._started)
+            self._started = 0.0
         if span is not None:
-            result = self._stream.ended_with if self._stream is not None else None
+            result = ended
             if result is not None:
                 answered(span, result, retries=len(result.retries))
             else:  # cut, failed, or left before its end
@@ -433,6 +449,11 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
             span.end()
         if self._stream is not None:
             await self._stream.aclose()
+
+
+def _model_of(body: JsonObject) -> str | None:
+    model = body.get("model")
+    return model if isinstance(model, str) else None
 
 
 def answered(span: Any, result: ChatResult, *, retries: int) -> None:

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from deepseek_eyes.audit import AuditLog, message_digest
 from deepseek_eyes.store.db import Database
+from deepseek_eyes.telemetry.latency import observe as observe_latency
 
 __all__ = ["McpAudit", "McpAuditRecord", "stored_records"]
 
@@ -54,6 +55,7 @@ class McpAudit:
             message_sha256=message_digest(message) if message is not None else None,
         )
         self.ring.append(rec)
+        observe_latency("mcp", server, status, rec.duration_ms / 1000)
         if self._log is not None:
             # The row is the record less its time, server (the row's own) and kind, named
             # here from the arguments rather than read back out of the record field by

@@ -31,6 +31,7 @@ from deepseek_eyes.mcp_host.elicitation import elicitation_callback
 from deepseek_eyes.mcp_host.liveness import StreamWatch
 from deepseek_eyes.mcp_host.oauth import OAuthHandle
 from deepseek_eyes.mcp_host.stderr_log import StderrLog
+from deepseek_eyes.mcp_host.wire import WireIds
 from deepseek_eyes.settings import McpServerSettings
 
 __all__ = [
@@ -80,6 +81,7 @@ def build_client(
     server: McpServerSettings, *, mode: str, oauth: OAuthHandle | None,
     message_handler: Any, connector: Connector | None = None,
     watch: StreamWatch | None = None, stderr: StderrLog | None = None,
+    wire: WireIds | None = None,
 ) -> Client:
     """An unentered client; with ``watch``, a stdio child's stdout ending (and each line it
     could not parse) is reported to it; with ``stderr``, the child's stderr goes there."""
@@ -102,11 +104,17 @@ def build_client(
             headers=headers, auth=oauth.provider if oauth else None,
             timeout=httpx2.Timeout(server.call_timeout, connect=server.connect_timeout),
             follow_redirects=False,
+            event_hooks={"response": [wire.on_response]} if wire is not None else None,
         )
         target = _http_transport(server.url, http)
-    if isinstance(target, StdioServerParameters) and (watch is not None or stderr is not None):
+        if wire is not None:
+            target = wire.around(target)
+    if isinstance(target, StdioServerParameters) and (
+            watch is not None or stderr is not None or wire is not None):
         transport = _stdio_transport(target, stderr)
         target = watch.around(transport) if watch is not None else transport
+        if wire is not None:  # the spans' request ids (mcp_host/wire.py)
+            target = wire.around(target)
     return Client(
         target, mode=mode, cache=None, message_handler=message_handler,
         read_timeout_seconds=server.call_timeout,

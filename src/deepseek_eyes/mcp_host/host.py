@@ -61,8 +61,13 @@ from deepseek_eyes.mcp_host.results import (
     write_artifact,
 )
 from deepseek_eyes.mcp_host.review import review_text
+from deepseek_eyes.mcp_host.wire import noting_requests
 from deepseek_eyes.store.blobs import BlobStore
-from deepseek_eyes.telemetry.conventions import mcp_attributes, mcp_span_name
+from deepseek_eyes.telemetry.conventions import (
+    mcp_attributes,
+    mcp_span_name,
+    mcp_wire_attributes,
+)
 from deepseek_eyes.toolkit import exposure
 from deepseek_eyes.usage import UsageCategory, UsageTracker, estimate_tokens
 
@@ -401,18 +406,24 @@ class McpHost:
                                    transport=_TRANSPORTS[state.settings.transport]),
                 ) if telemetry.active() else _UNTRACED
                 with state.activity.request(), state.faults.guard(timeout + 1), \
-                        traced as span:
+                        traced as span, noting_requests() as written:
                     # The trace context travels in params._meta (None when traces are off).
                     meta: Any = telemetry.trace_meta()
-                    if kind == "tool":
-                        raw: Any = await client.call_tool(name, arguments,
-                                                          read_timeout_seconds=timeout,
-                                                          progress_callback=progress,
-                                                          meta=meta)
-                    elif kind == "resource":
-                        raw = await client.read_resource(name, meta=meta)
-                    else:
-                        raw = await client.get_prompt(name, arguments or None, meta=meta)
+                    try:
+                        if kind == "tool":
+                            raw: Any = await client.call_tool(name, arguments,
+                                                              read_timeout_seconds=timeout,
+                                                              progress_callback=progress,
+                                                              meta=meta)
+                        elif kind == "resource":
+                            raw = await client.read_resource(name, meta=meta)
+                        else:
+                            raw = await client.get_prompt(name, arguments or None, meta=meta)
+                    finally:
+                        if span is not None:
+                            span.set_attributes(mcp_wire_attributes(
+                                session_id=state.wire.session_id, protocol=state.protocol,
+                                request_id=written[0] if written else None))
                     if getattr(raw, "is_error", False):  # the MCP conventions' tool_error
                         telemetry.fail(span, "tool_error")
             except Exception as exc:

@@ -389,7 +389,7 @@ class McpManager:
 
         client = build_client(s, mode=state.mode, oauth=self._oauth(state),
                               message_handler=on_message, connector=self._connector,
-                              watch=watch, stderr=state.stderr)
+                              watch=watch, stderr=state.stderr, wire=state.wire)
         started = time.perf_counter()
         # The connect deadline covers entering the client only; it is lifted once connected
         # (the SDK's scopes must be left in the task and order they were entered). Garbage

@@ -23,6 +23,7 @@ from deepseek_eyes.mcp_host.faults import ProtocolFaults
 from deepseek_eyes.mcp_host.liveness import Activity
 from deepseek_eyes.mcp_host.redact import Redactor
 from deepseek_eyes.mcp_host.stderr_log import StderrLog
+from deepseek_eyes.mcp_host.wire import WireIds
 from deepseek_eyes.settings import McpServerSettings
 
 if TYPE_CHECKING:  # the SDK loads with the first connection (issue 41: not in a bare gateway)
@@ -73,6 +74,8 @@ class ServerState:
     redactor: Redactor = field(default_factory=Redactor, repr=False)
     faults: ProtocolFaults = field(default_factory=ProtocolFaults, repr=False)
     stderr: StderrLog | None = field(default=None, repr=False)
+    #: The connection's session and request ids, for the call spans (mcp_host/wire.py).
+    wire: WireIds = field(default_factory=WireIds, repr=False)
     #: Called with the server id when a field an event reports changes.
     on_change: Callable[[str], None] | None = field(default=None, repr=False)
 

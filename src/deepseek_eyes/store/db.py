@@ -406,6 +406,17 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (replica, server)
     );
     """,
+    # 14: the fencing token of the replica that holds each single-flight lease now
+    # (store/fences.py): claimed when the lease is granted, checked and removed by the
+    # write that publishes the work's result, in that write's transaction, so a holder
+    # whose lease passed to another cannot publish after the new holder claimed it.
+    """
+    CREATE TABLE flight_fences (
+        key TEXT PRIMARY KEY,
+        fence INTEGER NOT NULL,
+        claimed_at REAL NOT NULL
+    );
+    """,
 )
 
 CHAIN_MIGRATION = 4

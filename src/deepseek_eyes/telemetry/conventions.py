@@ -22,6 +22,7 @@ __all__ = [
     "chat_span_name",
     "mcp_attributes",
     "mcp_span_name",
+    "mcp_wire_attributes",
     "server_address",
 ]
 
@@ -39,6 +40,9 @@ USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 TOOL_NAME = "gen_ai.tool.name"
 MCP_METHOD_NAME = "mcp.method.name"
 MCP_RESOURCE_URI = "mcp.resource.uri"
+MCP_SESSION_ID = "mcp.session.id"
+MCP_PROTOCOL_VERSION = "mcp.protocol.version"
+JSONRPC_REQUEST_ID = "jsonrpc.request.id"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 NETWORK_TRANSPORT = "network.transport"
@@ -80,3 +84,13 @@ def mcp_attributes(method: str, server: str, *, tool: str | None = None,
     return {MCP_METHOD_NAME: method, "deepseek_eyes.mcp.server": server,
             OPERATION_NAME: EXECUTE_TOOL if method == "tools/call" else None,
             TOOL_NAME: tool, NETWORK_TRANSPORT: transport}
+
+
+def mcp_wire_attributes(*, session_id: str | None, protocol: str | None,
+                        request_id: object) -> Attributes:
+    """What an MCP client call's span learns of the wire once its request was written:
+    the transport's session (absent without one), the negotiated protocol revision and the
+    request's JSON-RPC id (as a string, whatever its type on the wire)."""
+    values = {MCP_SESSION_ID: session_id, MCP_PROTOCOL_VERSION: protocol,
+              JSONRPC_REQUEST_ID: None if request_id is None else str(request_id)}
+    return {k: v for k, v in values.items() if v is not None}

@@ -8,7 +8,10 @@ holder renews it every third of that while it works, and a holder that dies stop
 renewing, so its lease lapses and another replica takes the work over. Each grant takes
 the next number of a per-key counter, the fencing token: a later holder always has a
 larger one, so a write that carries it can be told apart from a stale holder's (the
-attempts log records it beside the acquisition).
+attempts log records it beside the acquisition). A token is at least Redis's clock in
+milliseconds, so it keeps growing when the counter is lost (a Redis restarted without
+persistence, a counter that outlived its day): the database that checks tokens
+(:mod:`deepseek_eyes.store.fences`) never sees a new holder with a smaller one.
 
 Renewal and release compare the stored value with the holder's own (one script each): a
 holder whose lease lapsed and passed to another can neither extend nor delete the new
@@ -46,8 +49,11 @@ _FENCE_TTL_MS = 24 * 3600 * 1000
 # KEYS: lease, fence counter, failure. ARGV: holder, ttl ms, fence ttl ms.
 _ACQUIRE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local fence = redis.call('INCR', KEYS[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
+local now = redis.call('TIME')
+local floor = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local fence = tonumber(redis.call('GET', KEYS[2]) or '0') + 1
+if fence < floor then fence = floor end
+redis.call('SET', KEYS[2], fence, 'PX', ARGV[3])
 redis.call('SET', KEYS[1], fence .. ' ' .. ARGV[1], 'PX', ARGV[2])
 redis.call('DEL', KEYS[3])
 return fence

@@ -40,6 +40,7 @@ from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import AuditError, EvidenceIntegrityError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
+from deepseek_eyes.store.fences import FlightFences
 from deepseek_eyes.vision.intake.decode import DecodedImage
 from deepseek_eyes.vision.types import Variant
 
@@ -201,6 +202,8 @@ class EvidenceCache:
         memory_items: int = 4096,
     ) -> None:
         self._db = db
+        #: The single-flight fencing tokens a fenced :meth:`put` checks.
+        self.fences = FlightFences(db)
         self._clock = clock
         self._memory_items = memory_items
         self._records: OrderedDict[str, EvidenceRecord] = OrderedDict()
@@ -274,19 +277,33 @@ class EvidenceCache:
             )
         return self._remember(self._records, text, record)
 
-    def put(self, record: EvidenceRecord) -> EvidenceRecord:
-        """Store a new record; an existing record for the key wins (records are immutable)."""
+    def put(self, record: EvidenceRecord, *,
+            fence: tuple[str, int] | None = None) -> EvidenceRecord:
+        """Store a new record; an existing record for the key wins (records are immutable).
+
+        ``fence`` (a single-flight lease's key and token): the record commits only while
+        that token still holds the work in ``flight_fences``
+        (:meth:`~deepseek_eyes.store.fences.FlightFences.publish`, same transaction).
+
+        Raises:
+            VisionError: ``VISION_FLIGHT_LEASE_LOST``: the lease passed on; nothing written.
+            StoreError: the store's write codes.
+        """
         text = record.key.text
-        self._db.execute(
+        insert = (
             "INSERT OR IGNORE INTO evidence (key, pixel_sha256, route, variant,"
-            " question_sha256, record_sha256, record, created_at) VALUES (?,?,?,?,?,?,?,?)",
-            (
-                text, record.key.pixel_sha256, record.key.route, record.key.variant.value,
-                record.key.question_sha256, record.record_sha256,
-                canonical_json(record.body()), record.created_at,
-            ),
-            chain="vision.evidence",
+            " question_sha256, record_sha256, record, created_at) VALUES (?,?,?,?,?,?,?,?)")
+        params = (
+            text, record.key.pixel_sha256, record.key.route, record.key.variant.value,
+            record.key.question_sha256, record.record_sha256,
+            canonical_json(record.body()), record.created_at,
         )
+        if fence is None:
+            self._db.execute(insert, params, chain="vision.evidence")
+        else:
+            with self._db.transaction() as conn:
+                self.fences.publish(conn, *fence)
+                self._db.execute(insert, params, chain="vision.evidence")
         return self._remember(self._records, text, record)
 
     def forget_memory(self) -> None:

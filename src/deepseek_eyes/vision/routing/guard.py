@@ -45,6 +45,7 @@ from deepseek_eyes.telemetry.conventions import (
     USAGE_INPUT_TOKENS,
     USAGE_OUTPUT_TOKENS,
 )
+from deepseek_eyes.telemetry.latency import observe as observe_latency
 from deepseek_eyes.usage import UsageCategory, UsageTracker
 from deepseek_eyes.vision.routing.attempts import Attempt, AttemptLog, OperationLog
 from deepseek_eyes.vision.routing.probe import GRID, judge_probe, make_challenge, probe_prompts
@@ -369,9 +370,12 @@ class RouteGuard:
                             USAGE_OUTPUT_TOKENS: answer.usage.completion_tokens})
             except RouteError as exc:
                 exc.details.setdefault("route", name)
+                took = time.perf_counter() - started
+                observe_latency("vision", name, "probe_error" if phase == "probe" else "fail",
+                                took)
                 op.record(
                     phase, "error" if phase == "probe" else "fail", route=name, code=exc.code,
-                    try_number=attempt, latency_ms=(time.perf_counter() - started) * 1000,
+                    try_number=attempt, latency_ms=took * 1000,
                 )
                 if exc.code == "VISION_ROUTE_STREAM_INCOMPLETE" and attempt == 1:
                     op.record("retry", "same_route", route=name, code=exc.code)
@@ -384,6 +388,8 @@ class RouteGuard:
                 self._usage.record_exact(
                     category, answer.usage, source=name, model=answer.model or route.model
                 )
+            observe_latency("vision", name, "probe_ok" if phase == "probe" else "ok",
+                            time.perf_counter() - started)
             if phase == "call":
                 text = answer.text or ""
                 op.record(

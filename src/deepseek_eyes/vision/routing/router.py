@@ -40,6 +40,7 @@ import anyio
 from deepseek_eyes.errors import DeepSeekEyesError
 from deepseek_eyes.settings import VisionSettings
 from deepseek_eyes.store.blobs import BlobStore, sha256_hex
+from deepseek_eyes.store.fences import lease_lost
 from deepseek_eyes.store.state.leases import FlightLeases, Lease, LocalLeases, lease_key
 from deepseek_eyes.usage import UsageTracker
 from deepseek_eyes.vision.evidence.cache import EvidenceCache
@@ -113,6 +114,7 @@ class VisionRouter:
         self._fingerprints: dict[str, tuple[VisionRoute, str]] = {}
         # The stages, in the order a miss runs them; each sees the same route table
         # (auto-detection adds rows to it) and the router's cache fingerprints.
+        self._cache = cache
         self._lookup = EvidenceLookup(cache, usage, self.cache_fingerprint)
         self._intake = ImageIntake(cache, blobs, limits)
         self._walk = RouteWalk(self.guard)
@@ -278,13 +280,27 @@ class VisionRouter:
             return await self._acquire_missing(job)
 
         async def work(lease: Lease | None) -> Acquisition:
+            job.fence = None
             if lease is not None:
                 job.op.record("flight", "leased", fence=lease.fence)
+                # The database checks this token when the evidence is stored
+                # (store/fences.py); a newer holder's claim makes that write refuse.
+                if not self._cache.fences.claim(lease.key, lease.fence):
+                    raise lease_lost(lease.fence, "a newer holder claimed the work")
+                job.fence = (lease.key, lease.fence)
+                hit = self._found(job)  # published by the previous holder just now
+                if hit is not None:
+                    return hit
             return await self._acquire_missing(job)
+
+        def lost(exc: DeepSeekEyesError) -> None:
+            job.fence = None
+            job.op.record("flight", "lease_lost", code=exc.code,
+                          fence=exc.details.get("fence"), reason=exc.details.get("reason"))
 
         key = lease_key(job.sha256, job.variant.value, job.question_sha256, job.candidates)
         try:
-            outcome = await self._shared.run(key, work, lambda: self._found(job))
+            outcome = await self._shared.run(key, work, lambda: self._found(job), lost=lost)
         except DeepSeekEyesError as exc:
             if exc.details.get("flight") == "remote":
                 job.op.record("flight", "remote_failed", code=exc.code)

@@ -5,7 +5,15 @@ one process asks for the lease once, whatever the number of its callers. Then th
 (:mod:`deepseek_eyes.store.state.leases`) decides which process does the work:
 
 * **The holder** runs it, renewing the lease every third of its lifetime while it works,
-  and releases it when done; a failure leaves its code behind for the waiters.
+  and releases it when done; a failure leaves its code behind for the waiters. A holder
+  that learns its lease passed on (a renewal finds another holder's value, or none
+  answers before the lease would have expired) cancels its work at once
+  (``VISION_FLIGHT_LEASE_LOST``, told to the caller's attempts log) and waits for the new
+  holder's result instead. Learning it may come too late (a process paused past its
+  lease resumes straight into its write), so the write that publishes the result checks
+  the fencing token in the database, in its own transaction
+  (:mod:`deepseek_eyes.store.fences`): a stale holder's result is never published after
+  the new holder claimed the work.
 * **The others wait** for the evidence to appear in the evidence cache (the database the
   replicas share) and answer from it, as a cache hit; when the lease is gone without
   evidence they read the holder's failure code and fail with it, or, when there is none
@@ -37,6 +45,7 @@ from deepseek_eyes.errors import (
     StoreError,
     VisionError,
 )
+from deepseek_eyes.store.fences import lease_lost
 from deepseek_eyes.store.state.leases import FlightLeases, Lease
 
 __all__ = ["FLIGHT_WAIT_LEASES", "RemoteOutcome", "SharedFlight", "remote_failure"]
@@ -94,12 +103,18 @@ class SharedFlight:
         return self._leases.shared
 
     async def run(self, key: str, work: Callable[[Lease | None], Awaitable[T]],
-                  found: Callable[[], T | None]) -> RemoteOutcome[T]:
+                  found: Callable[[], T | None], *,
+                  lost: Callable[[DeepSeekEyesError], None] | None = None,
+                  ) -> RemoteOutcome[T]:
         """``work`` here under the lease on ``key``, or the value ``found`` gives once
         another process's work is done.
 
         ``found`` is asked while waiting and once right after a lease is granted (a holder
-        that finished just before this process asked leaves nothing to do).
+        that finished just before this process asked leaves nothing to do). A holder that
+        learns its lease passed on (``VISION_FLIGHT_LEASE_LOST``: renewal found another
+        holder or could not renew before expiry, or the fenced write refused) has its work
+        cancelled, tells ``lost`` (the attempts log), and waits for the new holder's result
+        like any other waiter.
 
         Raises:
             DeepSeekEyesError: what ``work`` raised; for a waiter, the holder's failure
@@ -110,6 +125,7 @@ class SharedFlight:
         started = self._clock()
         deadline = started + FLIGHT_WAIT_LEASES * self._leases.ttl
         while True:
+            asked = self._clock()
             try:
                 lease = await self._leases.acquire(key)
             except StoreError as exc:
@@ -121,7 +137,16 @@ class SharedFlight:
                 if value is not None:
                     await self._release(lease, None)
                     return RemoteOutcome(value, None, (self._clock() - started) * 1000)
-                return RemoteOutcome(await self._hold(lease, work), lease)
+                try:
+                    return RemoteOutcome(await self._hold(lease, work, asked), lease)
+                except DeepSeekEyesError as exc:
+                    if exc.details.get("flight") != "lost":
+                        raise
+                    if lost is not None:
+                        lost(exc)
+                    if self._clock() >= deadline:
+                        raise
+                    continue  # the new holder's result, once it is there
             try:
                 value = await self._wait(key, found, deadline)
             except StoreError as exc:
@@ -139,33 +164,56 @@ class SharedFlight:
             self._warned = True
         return await work(None)
 
-    async def _hold(self, lease: Lease, work: Callable[[Lease | None], Awaitable[T]]) -> T:
-        renewal = asyncio.get_running_loop().create_task(self._renew(lease))
+    async def _hold(self, lease: Lease, work: Callable[[Lease | None], Awaitable[T]],
+                    asked: float) -> T:
+        """``work`` under ``lease`` (granted after ``asked``), cancelled with
+        ``VISION_FLIGHT_LEASE_LOST`` as soon as the renewal learns the lease passed on."""
+        loop = asyncio.get_running_loop()
+        doing: asyncio.Future[T] = asyncio.ensure_future(work(lease))
+        renewal = loop.create_task(self._renew(lease, asked))
         failure: str | None = None
         try:
-            return await work(lease)
+            await asyncio.wait((doing, renewal), return_when=asyncio.FIRST_COMPLETED)
+            if not doing.done():  # the renewal ended first: the lease is gone
+                doing.cancel()
+                with contextlib.suppress(asyncio.CancelledError, DeepSeekEyesError):
+                    await doing
+                raise lease_lost(lease.fence, renewal.result())
+            return doing.result()
         except DeepSeekEyesError as exc:
-            failure = exc.code
+            # A lost lease leaves no code behind: the waiters take the work over.
+            failure = None if exc.details.get("flight") == "lost" else exc.code
             raise
         finally:
-            renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewal
+            for task in (doing, renewal):
+                task.cancel()
+            await asyncio.wait((doing, renewal))
+            for task in (doing, renewal):
+                if not task.cancelled():
+                    task.exception()  # raised above already, or moot once cancelled
             # Released under a shield: a cancelled caller still frees the lease at once
-            # rather than making the others wait out its lifetime.
+            # rather than making the others wait out its lifetime. A lost lease is not
+            # ours any more: the release compares and leaves the new holder's alone.
             await asyncio.shield(self._release(lease, failure))
 
-    async def _renew(self, lease: Lease) -> None:
+    async def _renew(self, lease: Lease, asked: float) -> str:
+        """Renew ``lease`` every third of its lifetime; return why it was lost: another
+        holder's value found, or no renewal answered before it expired (counted from
+        before the grant was asked for, so never later than Redis's own expiry)."""
+        ttl = self._leases.ttl
+        expires = asked + ttl
         while True:
-            await asyncio.sleep(self._leases.ttl / 3)
+            await asyncio.sleep(max(0.0, min(ttl / 3, expires - self._clock())))
+            tried = self._clock()
             try:
                 kept = await self._leases.renew(lease)
             except StoreError:
-                continue  # the state is down: nobody else can take the lease either
+                if self._clock() >= expires:
+                    return "no renewal before it expired"
+                continue  # the state is down: retried until the lease would expire
             if not kept:
-                _log.warning("a single-flight lease (fence %d) lapsed while its work ran; "
-                             "another replica may be doing the same work", lease.fence)
-                return
+                return "another holder has it"
+            expires = tried + ttl
 
     async def _release(self, lease: Lease, failure: str | None) -> None:
         with contextlib.suppress(StoreError):  # unreleased, it lapses by itself

@@ -77,6 +77,9 @@ class Job:
     #: The caller's own chained record names the acquisition (a turn's evidence list): a
     #: cache hit then writes no attempts row of its own (:mod:`.lookup`).
     recorded: bool = False
+    #: The single-flight lease this process holds for the job (its key and fencing
+    #: token), checked by the write that stores the evidence; None without shared state.
+    fence: tuple[str, int] | None = None
 
     @property
     def flight_key(self) -> FlightKey:

@@ -40,6 +40,8 @@ class EvidenceStore:
 
         Raises:
             StoreError: the record could not be written.
+            VisionError: ``VISION_FLIGHT_LEASE_LOST``: ``job`` ran under a lease that
+                passed to another replica (:attr:`Job.fence`); nothing was written.
         """
         record = EvidenceRecord.build(
             job.evidence_key(gated.route, self._fingerprint(gated.route)),
@@ -50,4 +52,4 @@ class EvidenceStore:
             usage=gated.usage,
             created_at=self._clock(),
         )
-        return job.outcome(self._cache.put(record), cached=False)
+        return job.outcome(self._cache.put(record, fence=job.fence), cached=False)
