@@ -188,7 +188,7 @@ def _no_pydantic_plugins() -> None:
     """This process loads no pydantic plugin unless its environment asks for them.
 
     pydantic looks for plugins when it builds its first validator, by reading the entry
-    points of every installed distribution: a few hundred small files, 3% of a cached
+    points of every installed distribution: a few hundred small files, 2-3% of a cached
     ``see`` in an environment of 150 packages, paid by every command. Nothing here uses a
     plugin, and a plugin is code from any installed package hooked into the validation of
     the settings. Who wants them sets ``PYDANTIC_DISABLE_PLUGINS`` (empty: load all), which

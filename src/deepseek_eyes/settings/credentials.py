@@ -62,7 +62,7 @@ class _Lazy:
     """A regular expression compiled on its first use. Every command imports the settings,
     and with them this module; its seventeen patterns serve checks that run only when a
     settings file names MCP servers, or the MCP host's redactor: compiling them all at
-    import was a twentieth of a cached ``see``'s start-up."""
+    import was about one percent of a cached ``see``'s start-up."""
 
     __slots__ = ("_compiled", "_flags", "_source")
 
