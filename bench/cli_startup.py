@@ -5,8 +5,9 @@
 A command line is started once per use, so its fixed cost is paid every time. Ours, each
 as a fresh process: ``deepseek-eyes --help`` and ``deepseek-eyes see IMAGE --json`` on an
 image whose evidence is already cached (no route call, no OCR). Baseline: ``python -c
-pass`` with the same interpreter. Runs are interleaved and the median is reported. Ratio =
-ours / baseline (targets: at most 15 for --help, at most 30 for a cached see).
+pass`` with the same interpreter. Runs are interleaved and the median is reported, of the
+wall time and of the child's CPU time (user + system; wall time lies on a loaded machine).
+Ratio = ours / baseline (targets: at most 15 for --help, at most 30 for a cached see).
 
 Every child runs with bytecode writing allowed and one untimed warm-up run first, as an
 installed package has its ``.pyc`` files; a ``PYTHONDONTWRITEBYTECODE`` environment would
@@ -17,6 +18,7 @@ temporary one, filled by the warm-up run.
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -29,11 +31,17 @@ IMAGE = ROOT / "examples" / "receipt.png"
 RUNS = 15
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall time and the child's CPU time (user + system) of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    check=True)
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime
+           + after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
 def main() -> None:
@@ -52,14 +60,21 @@ def main() -> None:
         for argv in commands.values():  # warm-up: .pyc files, and the evidence cache
             timed(argv, env)
         samples: dict[str, list[float]] = {name: [] for name in commands}
+        cpu: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(RUNS):
             for name, argv in commands.items():
-                samples[name].append(timed(argv, env))
+                wall, used = timed(argv, env)
+                samples[name].append(wall)
+                cpu[name].append(used)
     baseline = statistics.median(samples["baseline"])
+    baseline_cpu = statistics.median(cpu["baseline"])
     for name in ("cli_help", "cli_see_cached_json"):
         ours = statistics.median(samples[name])
+        ours_cpu = statistics.median(cpu[name])
         print(f"{name}: ours={ours * 1e3:.0f}ms baseline=python -c pass {baseline * 1e3:.0f}ms "
-              f"ratio={ours / baseline:.1f}")
+              f"ratio={ours / baseline:.1f} (CPU ours={ours_cpu * 1e3:.0f}ms "
+              f"baseline={baseline_cpu * 1e3:.0f}ms ratio={ours_cpu / max(baseline_cpu, 1e-3):.1f})"
+              f" load={os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

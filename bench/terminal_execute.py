@@ -12,9 +12,10 @@ here, ours runs inside it twice more: against the same bare ``subprocess.run``, 
 ``subprocess.run`` of the very ``bwrap`` command line ours spawns (the sandbox's start-up
 on its own: namespaces, mounts, ``/proc``; target: at most 3).
 Then the real stdio MCP server (``deepseek-eyes terminal serve --stdio``, read-only, no
-sandbox) with the official SDK client, against the same baseline (target: at most 3): one
+sandbox) with the official SDK client, against the same baseline (target: at most 2.5): one
 ``terminal_run`` call per round, then ``terminal_plan`` + ``terminal_execute`` (two round
-trips of the SDK, about 1.7 ms each here).
+trips of the SDK, about 1.7 ms each here). Beside the wall times, the CPU time per round of
+the server process (``/proc``) and of this client process.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 
+from _proc import child_pids, cpu_seconds
 from deepseek_eyes.terminal.execution.sandbox import (
     SandboxPlan,
     bwrap_available,
@@ -78,7 +80,9 @@ async def measure(sandbox: str | None, rounds: int, *,
     return statistics.median(ours), statistics.median(base)
 
 
-async def measure_stdio(rounds: int, *, one_call: bool) -> tuple[float, float]:
+async def measure_stdio(rounds: int, *, one_call: bool) -> tuple[float, float, float, float]:
+    """Median wall times (ours, baseline), then CPU time per round of the server process
+    and of this client process (which runs the baseline's parent side too)."""
     exe = str(Path(sys.executable).with_name("deepseek-eyes"))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ws"
@@ -93,9 +97,12 @@ async def measure_stdio(rounds: int, *, one_call: bool) -> tuple[float, float]:
         )
         ours: list[float] = []
         base: list[float] = []
+        before = child_pids()
         async with Client(params, mode="legacy") as client:
+            (server,) = child_pids() - before
             opened = await client.call_tool("terminal_session_open", {})
             session = (opened.structured_content or {})["session_id"]
+            server_cpu, client_cpu = cpu_seconds(server), time.process_time()
             for _ in range(rounds):
                 t0 = time.perf_counter()
                 if one_call:
@@ -115,7 +122,10 @@ async def measure_stdio(rounds: int, *, one_call: bool) -> tuple[float, float]:
                 t0 = time.perf_counter()
                 subprocess.run(["true"], capture_output=True, check=True)
                 base.append(time.perf_counter() - t0)
-    return statistics.median(ours[5:]), statistics.median(base[5:])
+            server_cpu = cpu_seconds(server) - server_cpu
+            client_cpu = time.process_time() - client_cpu
+    return (statistics.median(ours[5:]), statistics.median(base[5:]), server_cpu / rounds,
+            client_cpu / rounds)
 
 
 def main() -> None:
@@ -131,12 +141,15 @@ def main() -> None:
         ours, base = asyncio.run(measure(bwrap, ROUNDS // 2, sandboxed_baseline=True))
         print(f"terminal plan+execute+receipt in bwrap vs the same bwrap of true: "
               f"ours={ours * 1000:.2f}ms baseline={base * 1000:.2f}ms ratio={ours / base:.2f}")
-    ours, base = asyncio.run(measure_stdio(ROUNDS // 2, one_call=True))
+    ours, base, server, client = asyncio.run(measure_stdio(ROUNDS // 2, one_call=True))
     print(f"terminal_run (plan+execute+receipt) over stdio MCP (true): ours={ours * 1000:.2f}ms "
-          f"baseline={base * 1000:.2f}ms ratio={ours / base:.2f}")
-    ours, base = asyncio.run(measure_stdio(ROUNDS // 2, one_call=False))
+          f"baseline={base * 1000:.2f}ms ratio={ours / base:.2f} (CPU per call: server "
+          f"{server * 1000:.2f}ms, client+baseline parent {client * 1000:.2f}ms; "
+          f"load {os.getloadavg()[0]:.2f})")
+    ours, base, server, client = asyncio.run(measure_stdio(ROUNDS // 2, one_call=False))
     print(f"terminal_plan + terminal_execute over stdio MCP (true): ours={ours * 1000:.2f}ms "
-          f"baseline={base * 1000:.2f}ms ratio={ours / base:.2f}")
+          f"baseline={base * 1000:.2f}ms ratio={ours / base:.2f} (CPU per call: server "
+          f"{server * 1000:.2f}ms, client+baseline parent {client * 1000:.2f}ms)")
 
 
 if __name__ == "__main__":

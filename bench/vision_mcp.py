@@ -20,7 +20,7 @@ The SDK client validates every ``structuredContent`` against the tool's ``output
 (the evidence schema); on a receipt's evidence that validation is most of the MCP call's
 time. So the calls are timed twice: as the SDK client makes them (``validated``), and with
 the client's validation switched off (``unvalidated``: what the server and the transport
-cost).
+cost). Beside the wall times, the CPU time per call of each server process (``/proc``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 
+from _proc import child_pids, command_line, cpu_seconds
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import Settings
 from deepseek_eyes.vision.bridge import VisionBridge
@@ -66,6 +67,7 @@ async def main() -> None:
 
                 trivial_params = StdioServerParameters(
                     command=sys.executable, args=[str(TRIVIAL)], env=dict(os.environ))
+                before = child_pids()
                 async with (
                     Client(stdio_client(params, errlog=quiet), mode="legacy") as stdio,
                     Client(build_vision_server(service, close_on_exit=False),
@@ -74,6 +76,9 @@ async def main() -> None:
                            mode="legacy") as trivial,
                 ):
                     times: dict[str, list[float]] = {}
+                    servers = {("trivial" if str(TRIVIAL) in command_line(pid) else "stdio"): pid
+                               for pid in child_pids() - before}
+                    cpu: dict[str, float] = {}
                     for client in (stdio, memory):  # each connection's first call
                         await client.call_tool("see", {"image": IMAGE})
 
@@ -106,19 +111,28 @@ async def main() -> None:
                         if phase == "unvalidated":
                             for client in (stdio, memory, trivial):
                                 client.session.validate_tool_result = _skip  # type: ignore[method-assign]
+                        start = {name: cpu_seconds(pid) for name, pid in servers.items()}
+                        client_start = time.process_time()
                         for index in range(WARMUP + ROUNDS):
                             taken = {"stdio": await over(stdio), "memory": await over(memory),
                                      "trivial": await bare(), "inproc": await inproc()}
                             if index >= WARMUP:
                                 for name, took in taken.items():
                                     times.setdefault(f"{phase} {name}", []).append(took)
+                        calls = WARMUP + ROUNDS
+                        for name, pid in servers.items():
+                            cpu[f"{phase} {name}"] = (cpu_seconds(pid) - start[name]) / calls
+                        cpu[f"{phase} client"] = (time.process_time() - client_start) / calls
             await bridge.aclose()
     for phase in ("validated", "unvalidated"):
         ours = statistics.median(times[f"{phase} stdio"])
         baseline = statistics.median(times[f"{phase} trivial"])
         print(f"vision_mcp_see[stdio, client {phase}, {IMAGE} cached]: "
               f"ours={ours * 1e3:.3f}ms baseline=trivial tool of a bare SDK server over stdio "
-              f"{baseline * 1e3:.3f}ms ratio={ours / baseline:.2f}")
+              f"{baseline * 1e3:.3f}ms ratio={ours / baseline:.2f} (server CPU per call: ours "
+              f"{cpu[f'{phase} stdio'] * 1e3:.2f}ms, trivial {cpu[f'{phase} trivial'] * 1e3:.2f}ms;"
+              f" this client's CPU per round of all four: {cpu[f'{phase} client'] * 1e3:.2f}ms;"
+              f" load {os.getloadavg()[0]:.2f})")
         baseline = statistics.median(times[f"{phase} inproc"])
         for name in ("stdio", "memory"):
             ours = statistics.median(times[f"{phase} {name}"])

@@ -174,5 +174,6 @@ def test_log_rows_queued_around_a_transactions_own_records_are_all_chained(
         elif kind == chain.BATCH:  # a transaction's records share one entry
             named.extend((t, r) for t, r, _k, _d in chain.batch_members(body))
     rows = [int(r[0]) for r in db.query("SELECT rowid FROM audit ORDER BY rowid")]
-    assert named == [("audit", rowid) for rowid in rows] and len(rows) == 4
+    assert len(rows) == 4
+    assert named == [("audit", rowid) for rowid in rows]
     _verified(db, tmp_path)

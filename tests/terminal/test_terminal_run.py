@@ -3,10 +3,12 @@ around approval for one that does."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from mcp import Client
+from mcp_types import TextContent
 
 from deepseek_eyes.terminal.transport.server import build_mcp_server
 from terminal.support import ServiceFactory
@@ -25,6 +27,10 @@ async def test_terminal_run_executes_only_what_needs_no_approval(
         assert body["executed"] is True
         assert body["receipt"]["stdout"]["text"] == "alpha\n"
         assert body["plan"]["plan_id"] == body["receipt"]["plan_id"]
+        # The text is the same answer as JSON, for clients that read only text.
+        (text,) = ran.content
+        assert isinstance(text, TextContent)
+        assert json.loads(text.text) == body
 
         write = (await client.call_tool("terminal_run", {"argv": ["touch", "new.txt"]}))
         body = write.structured_content

@@ -124,6 +124,10 @@ async def test_see_a_path_then_a_cache_hit_by_every_name(
             assert not again.is_error, text_of(again)
             assert again.meta["deepseekeyes"]["cached"] is True  # type: ignore[index]
             assert again.structured_content == first.structured_content
+            # The same rendering (kept, not drawn again), told as from the cache.
+            head, tail = text_of(again).rsplit("\n", 1)
+            assert head == text.rsplit("\n", 1)[0]
+            assert tail.endswith("from the cache)")
         assert rig.calls == calls  # no route was asked again
         attempts = rig.home.db.query("SELECT count(*) AS n FROM attempts")
         assert attempts[0]["n"] >= 1  # the route call was logged, as the CLI's is

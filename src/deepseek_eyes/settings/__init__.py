@@ -21,7 +21,6 @@ re-exports every model so callers import from ``deepseek_eyes.settings`` alone.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -215,6 +214,8 @@ def validate_settings_text(text: str, path: Path) -> Settings:
         ConfigError: ``CONFIG_UNREADABLE`` for bad TOML, ``CONFIG_INVALID`` with every
             error's path.
     """
+    import tomllib  # here: with no settings file (a cached `see`), no parser is loaded
+
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

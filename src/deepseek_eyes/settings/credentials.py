@@ -38,9 +38,11 @@ never carries the value, so no message built from it can repeat a secret.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 __all__ = [
@@ -55,25 +57,70 @@ __all__ = [
     "url_credential",
 ]
 
+
+class _Lazy:
+    """A regular expression compiled on its first use. Every command imports the settings,
+    and with them this module; its seventeen patterns serve checks that run only when a
+    settings file names MCP servers, or the MCP host's redactor: compiling them all at
+    import was about one percent of a cached ``see``'s start-up."""
+
+    __slots__ = ("_compiled", "_flags", "_source")
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self._source = source
+        self._flags = flags
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self._source, self._flags)
+        return self._compiled
+
+
 #: A name (of an option, a variable, a header, a query key) that says it holds a secret,
 #: anywhere in it: the redactor's broad net (scrubbing too much is harmless there).
-SECRET_NAME = re.compile(
+_SENSITIVE_NAME_SOURCE = (
     r"(?i)(api[_-]?key|apikey|secret|token|passw(?:or)?d|passwd|credential|private[_-]?key|"
     r"access[_-]?key|auth[_-]?key|session[_-]?id|cookie)"
 )
 
 #: Token shapes that are secrets wherever they appear (name, pattern).
-TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("private key block", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")),
-    ("OpenAI-style key", re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,}")),
-    ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
-    ("Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
-    ("AWS access key", re.compile(r"\bAKIA[0-9A-Z]{16}\b")),
-    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
+_TOKEN_SOURCES: tuple[tuple[str, str], ...] = (
+    ("private key block", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"),
+    ("OpenAI-style key", r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,}"),
+    ("GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+    ("Slack token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
+    ("AWS access key", r"\bAKIA[0-9A-Z]{16}\b"),
+    ("Google API key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),
     ("JSON web token",
-     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
-    ("bearer token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{8,}=*")),
+     r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+    ("bearer token", r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{8,}=*"),
 )
+
+
+if TYPE_CHECKING:  # built on first use by __getattr__ below
+    SECRET_NAME: re.Pattern[str]
+    TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...]
+
+
+@functools.cache
+def _compiled_tokens() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((name, re.compile(source)) for name, source in _TOKEN_SOURCES)
+
+
+@functools.cache
+def _compiled_secret_name() -> re.Pattern[str]:
+    return re.compile(_SENSITIVE_NAME_SOURCE)
+
+
+def __getattr__(name: str) -> Any:
+    """:data:`SECRET_NAME` and :data:`TOKEN_PATTERNS`, compiled when first read."""
+    if name == "SECRET_NAME":
+        return _compiled_secret_name()
+    if name == "TOKEN_PATTERNS":
+        return _compiled_tokens()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: URL query, matrix and fragment keys that carry a credential, normalized (lower case,
 #: ``-`` and ``.`` as ``_``). The one table every URL check reads; :func:`names_a_secret`
@@ -98,20 +145,20 @@ _SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "pwd", "apik
                            "cookies"})
 _KEY_QUALIFIERS = frozenset({"api", "access", "private", "auth", "client", "secret",
                              "signing", "encryption", "session", "subscription", "master"})
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_.\-]*)=(.+)$", re.S)
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
-_AUTH_HEADER = re.compile(r"(?i)^\s*(?:proxy-)?authorization\s*:\s*\S")
+_CAMEL = _Lazy(r"(?<=[a-z0-9])(?=[A-Z])")
+_ASSIGNMENT = _Lazy(r"^([A-Za-z_][A-Za-z0-9_.\-]*)=(.+)$", re.S)
+_URL = _Lazy(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
+_AUTH_HEADER = _Lazy(r"(?i)^\s*(?:proxy-)?authorization\s*:\s*\S")
 #: ``Name: value``: a header written as one argument (curl's ``-H``, mcp-remote's --header).
-_HEADER = re.compile(r"^\s*([A-Za-z0-9_-]{1,64})\s*:\s*(\S.*)$", re.S)
+_HEADER = _Lazy(r"^\s*([A-Za-z0-9_-]{1,64})\s*:\s*(\S.*)$", re.S)
 #: Words of a header name that say it carries a credential (``X-Api-Key``, ``X-Auth-Token``).
 _HEADER_WORDS = frozenset({"key", "apikey", "token", "secret", "auth", "authorization",
                            "cookie", "password", "passwd", "pwd", "credential", "credentials",
                            "session", "signature", "jwt", "bearer"})
 #: A value that only names a variable (``${API_KEY}``, ``$API_KEY``, ``Bearer ${T}``).
-_PLACEHOLDER = re.compile(r"(?i)^(?:bearer\s+|basic\s+)?\$\{?[A-Za-z_][A-Za-z0-9_:]*\}?\s*$")
+_PLACEHOLDER = _Lazy(r"(?i)^(?:bearer\s+|basic\s+)?\$\{?[A-Za-z_][A-Za-z0-9_:]*\}?\s*$")
 #: A connection string's password among other pairs (libpq, ODBC): ``host=h password=V``.
-_DSN_PASSWORD = re.compile(r"(?i)(?:^|[\s;])(?:password|passwd|pwd)\s*=\s*[^\s;'\"]")
+_DSN_PASSWORD = _Lazy(r"(?i)(?:^|[\s;])(?:password|passwd|pwd)\s*=\s*[^\s;'\"]")
 #: Programs whose ``-p`` names a package, a Python or a profile, never a password.
 _P_IS_NOT_A_PASSWORD = frozenset({"npx", "npm", "pnpm", "pnpx", "bunx", "bun", "yarn", "uvx",
                                   "uv", "pipx", "docker", "podman", "ssh", "scp", "deno"})
@@ -119,7 +166,7 @@ _P_IS_NOT_A_PASSWORD = frozenset({"npx", "npm", "pnpm", "pnpx", "bunx", "bun", "
 _MYSQL_FAMILY = frozenset({"mysql", "mysqldump", "mysqladmin", "mariadb", "mariadb-dump",
                            "mysqlsh"})
 #: ``-p`` values that are not passwords: ports and port maps, versions, paths, packages.
-_P_VALUE_BENIGN = re.compile(r"^(?:[0-9.:\-/]+|[.~/].*|.*[/@].*|[0-9].*)$")
+_P_VALUE_BENIGN = _Lazy(r"^(?:[0-9.:\-/]+|[.~/].*|.*[/@].*|[0-9].*)$")
 #: Percent-decoding rounds: a doubly encoded key (``api%255Fkey``) is still a key.
 _DECODE_ROUNDS = 3
 
@@ -149,7 +196,7 @@ def _words(name: str) -> Iterator[list[str]]:
     """The name's words, split at ``-_. `` and, separately, also at camelCase humps."""
     plain = name.lstrip("-")
     yield [w for w in re.split(r"[-_. ]+", plain.lower()) if w]
-    yield [w for w in re.split(r"[-_. ]+", _CAMEL.sub("_", plain).lower()) if w]
+    yield [w for w in re.split(r"[-_. ]+", _CAMEL.compiled.sub("_", plain).lower()) if w]
 
 
 def names_a_secret(name: str) -> bool:
@@ -213,7 +260,7 @@ def url_credential(url: str, *, allow_user: bool = False) -> str | None:
 
 
 def _token_shape(text: str) -> str | None:
-    for name, pattern in TOKEN_PATTERNS:
+    for name, pattern in _compiled_tokens():
         if pattern.search(text):
             return name
     return None
@@ -251,7 +298,7 @@ def _short_password(before: Sequence[str], arg: str,
     if program in _P_IS_NOT_A_PASSWORD:
         return None
     if arg == "-p":
-        if following and not following.startswith("-") and not _P_VALUE_BENIGN.match(
+        if following and not following.startswith("-") and not _P_VALUE_BENIGN.compiled.match(
                 following) and "=" not in following:
             return " (-p)", "is followed by a password"
         return None
@@ -266,16 +313,16 @@ def names_a_credential_header(name: str) -> bool:
     lowered = name.lower()
     if lowered in ("authorization", "proxy-authorization", "cookie", "set-cookie"):
         return True
-    words = {w for w in re.split(r"[-_]+", _CAMEL.sub("_", name).lower()) if w}
+    words = {w for w in re.split(r"[-_]+", _CAMEL.compiled.sub("_", name).lower()) if w}
     return bool(words & _HEADER_WORDS)
 
 
 def _header_credential(text: str) -> tuple[str, str] | None:
-    header = _HEADER.match(text)
+    header = _HEADER.compiled.match(text)
     if header is None or header.group(1).lower() in ("http", "https"):
         return None
     name, value = header.group(1), header.group(2).strip()
-    if not names_a_credential_header(name) or _PLACEHOLDER.match(value):
+    if not names_a_credential_header(name) or _PLACEHOLDER.compiled.match(value):
         return None
     if name.lower() in ("authorization", "proxy-authorization"):
         return "", "is an Authorization header with its value"
@@ -291,22 +338,23 @@ def _one_argument(arg: str, following: str | None) -> tuple[str, str] | None:
         if not eq and following and not following.startswith("-"):
             return f" ({option})", "is followed by a credential"
     # KEY=value, alone (env-style) or as an option's value (--env=KEY=value).
-    assignment = _ASSIGNMENT.match(value if option.startswith("-") and eq else arg)
+    assignment = _ASSIGNMENT.compiled.match(value if option.startswith("-") and eq else arg)
     if assignment and names_a_secret(assignment.group(1)):
         return f" ({assignment.group(1)}=…)", "assigns a credential"
-    if _AUTH_HEADER.match(arg) or (option.startswith("-") and eq and _AUTH_HEADER.match(value)):
+    auth_header = _AUTH_HEADER.compiled
+    if auth_header.match(arg) or (option.startswith("-") and eq and auth_header.match(value)):
         return "", "is an Authorization header with its value"
     header = _header_credential(arg) or (
         _header_credential(value) if option.startswith("-") and eq else None)
     if header is not None:
         return header
-    if _DSN_PASSWORD.search(arg) and not _URL.match(arg):
+    if _DSN_PASSWORD.compiled.search(arg) and not _URL.compiled.match(arg):
         return "", "carries a password (password=… in a connection string)"
-    for url in _URL.findall(arg):
+    for url in _URL.compiled.findall(arg):
         found = url_credential(url, allow_user=True)
         if found is not None:
             return "", found
-    for name, pattern in TOKEN_PATTERNS:
+    for name, pattern in _compiled_tokens():
         if pattern.search(arg):
             return "", f"looks like a {name}"
     return None

@@ -367,6 +367,45 @@ class TerminalService:
         """
         session = self.session(session_id)
         plan = self.get_plan(session_id, plan_id)
+        return await self._execute(session, plan, wait=wait, judged_now=False)
+
+    async def run(
+        self,
+        *,
+        session_id: str | None = None,
+        argv: list[str] | None = None,
+        command: str | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        owner: str | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`plan`, then, only when the policy allows the plan without approval,
+        :meth:`execute` it: ``{"plan", "executed", "receipt"?}``. A plan that needs approval
+        (or was refused) is recorded and not run.
+
+        The plan is executed in the same step of the event loop as it was judged, with
+        nothing awaited in between: the evaluation :meth:`execute` repeats for a plan
+        judged earlier (the executable and the paths may have changed since) would judge
+        the same files a few microseconds later, so it is not made twice.
+
+        Raises:
+            As :meth:`plan` and :meth:`execute`.
+        """
+        view = self.plan(session_id=session_id, argv=argv, command=command, cwd=cwd,
+                         timeout=timeout, owner=owner)
+        decision = view["decision"]
+        if not decision["allowed"] or decision["requires_approval"]:
+            return {"plan": view, "executed": False}
+        session = self.session(view["session_id"])
+        plan = self.get_plan(view["session_id"], view["plan_id"])
+        receipt = await self._execute(session, plan, wait=True, judged_now=True)
+        return {"plan": view, "executed": True, "receipt": receipt}
+
+    async def _execute(self, session: ExecutionSession, plan: Plan, *, wait: bool,
+                       judged_now: bool) -> dict[str, Any]:
+        """:meth:`execute` of ``plan``; ``judged_now``: the policy judged it in this same
+        step of the loop (:meth:`run`), so it is not judged again."""
+        session_id = session.session_id
         decision = plan.result.decision
         if plan.state == "refused" or not decision.allowed:
             raise PolicyBlockedError("the policy refused this plan", details=decision.to_dict())
@@ -381,7 +420,8 @@ class TerminalService:
             raise TerminalError("the session already has an active process",
                                 code="TERMINAL_SESSION_BUSY",
                                 details={"active_plan": session.active_plan})
-        self._recheck(plan)
+        if not judged_now:
+            self._recheck(plan)
         res = plan.result.resolution
         if res is None:  # an allowed plan always has one; refuse rather than guess
             raise PolicyBlockedError("the plan has no resolution", details=decision.to_dict())

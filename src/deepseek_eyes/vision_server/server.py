@@ -70,6 +70,8 @@ logger = logging.getLogger(__name__)
 EVIDENCE_URI_PREFIX = "evidence://sha256/"
 ROOTS_TIMEOUT = 10.0
 MAX_CONNECTIONS_REMEMBERED = 256
+#: Rendered evidence texts kept per server (:class:`Renderings`).
+MAX_RENDERINGS = 64
 
 INSTRUCTIONS = (
     "Eyes for a text-only model. see(image) returns validated visual evidence of one image: "
@@ -213,15 +215,40 @@ def _meta(acquisition: Acquisition) -> ResultMeta:
     }}
 
 
-def _result(acquisition: Acquisition, variant: Variant) -> CallToolResult:
+class Renderings:
+    """The text of the evidence a connection saw last, by what makes it: the variant, the
+    image and the record (whose hash covers the evidence and the route). Seeing a cached
+    image again is the common call of a vision server; rendering its forty-odd lines and
+    boxes again was a third of the server's own time in it. Bounded by
+    :data:`MAX_RENDERINGS` texts, oldest dropped first."""
+
+    def __init__(self) -> None:
+        self._texts: OrderedDict[tuple[str, str, str, str], str] = OrderedDict()
+
+    def text(self, acquisition: Acquisition, variant: Variant, evidence: dict[str, Any]) -> str:
+        image = acquisition.image
+        record = acquisition.record
+        key = (variant.value, image.sha256, record.record_sha256, record.route)
+        text = self._texts.get(key)
+        if text is not None:
+            self._texts.move_to_end(key)
+            return text
+        shown = {"sha256": image.sha256, "width": image.width, "height": image.height,
+                 "media_type": image.media_type}
+        render = render_evidence if variant is Variant.EVIDENCE else render_target
+        text = render(image.sha256, shown, evidence, route=record.route,
+                      record_sha256=record.record_sha256)
+        self._texts[key] = text
+        while len(self._texts) > MAX_RENDERINGS:
+            self._texts.popitem(last=False)
+        return text
+
+
+def _result(acquisition: Acquisition, variant: Variant, renderings: Renderings
+            ) -> CallToolResult:
     image = acquisition.image
-    shown = {"sha256": image.sha256, "width": image.width, "height": image.height,
-             "media_type": image.media_type}
-    record = acquisition.record
-    evidence = record.evidence  # parsed once: each read of the property parses the JSON
-    render = render_evidence if variant is Variant.EVIDENCE else render_target
-    text = render(image.sha256, shown, evidence, route=record.route,
-                  record_sha256=record.record_sha256)
+    evidence = acquisition.record.evidence  # parsed once: each read parses the JSON
+    text = renderings.text(acquisition, variant, evidence)
     text += (f'\n(call look(image="{image.sha256}", question=...) to reread the pixels; '
              f"{'from the cache' if acquisition.cached else 'fresh'})")
     return to_call_result(ToolResult(text, evidence, meta=_meta(acquisition)))
@@ -286,7 +313,8 @@ def _audit(service: VisionService, ctx: Context, tool: str, image: str, started:
     service.bridge.home.audit.append("vision.call", tool, **fields)
 
 
-def _see_function(service: VisionService, roots: ClientRoots | None) -> Callable[..., Any]:
+def _see_function(service: VisionService, roots: ClientRoots | None,
+                  renderings: Renderings) -> Callable[..., Any]:
     async def see(ctx: Context, image: str, route: str | None = None) -> CallToolResult:
         started = time.monotonic()
         try:
@@ -296,12 +324,13 @@ def _see_function(service: VisionService, roots: ClientRoots | None) -> Callable
             _audit(service, ctx, "see", image, started, None, exc)
             return _refusal(exc)
         _audit(service, ctx, "see", image, started, acquisition, None)
-        return _result(acquisition, Variant.EVIDENCE)
+        return _result(acquisition, Variant.EVIDENCE, renderings)
 
     return see
 
 
-def _look_function(service: VisionService, roots: ClientRoots | None) -> Callable[..., Any]:
+def _look_function(service: VisionService, roots: ClientRoots | None,
+                   renderings: Renderings) -> Callable[..., Any]:
     async def look(ctx: Context, image: str, question: str,
                    region: list[float] | None = None) -> CallToolResult:
         started = time.monotonic()
@@ -313,7 +342,7 @@ def _look_function(service: VisionService, roots: ClientRoots | None) -> Callabl
             _audit(service, ctx, "look", image, started, None, exc)
             return _refusal(exc)
         _audit(service, ctx, "look", image, started, acquisition, None)
-        return _result(acquisition, Variant.TARGET)
+        return _result(acquisition, Variant.TARGET, renderings)
 
     return look
 
@@ -330,7 +359,9 @@ def build_vision_server(service: VisionService, *, open_world: bool = False,
     lifespan = closing_lifespan(service.bridge.aclose, close_on_exit=close_on_exit)
     mcp = capability_server("vision", "vision", INSTRUCTIONS, lifespan)
     roots = ClientRoots() if client_roots else None
-    functions = {"see": _see_function(service, roots), "look": _look_function(service, roots)}
+    renderings = Renderings()
+    functions = {"see": _see_function(service, roots, renderings),
+                 "look": _look_function(service, roots, renderings)}
     for tool in vision_tools(open_world=open_world):
         # Typed functions, unlike the screens' tools: the SDK's validation of two strings
         # is the check these tools have always had.

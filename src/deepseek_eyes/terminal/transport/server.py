@@ -36,6 +36,7 @@ from typing import Annotated, Any, Protocol
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent
 from pydantic import WithJsonSchema
 
 from deepseek_eyes.errors import DeepSeekEyesError, TerminalError
@@ -100,24 +101,38 @@ class Advisor(Protocol):
     async def advise(self, question: str) -> str: ...
 
 
+#: What every tool answers: the value as ``structuredContent`` and as its JSON text. The
+#: SDK publishes the ``outputSchema`` of the ``dict`` (an object) and checks each answer
+#: against it, as it did when the tools returned the dict itself; the text is compact
+#: JSON, built here once, where the SDK's own conversion indented it (a third more bytes
+#: for the client to read, on every ``terminal_run``).
+Answer = Annotated[CallToolResult, dict[str, Any]]
+
+
+def _answer(value: dict[str, Any]) -> CallToolResult:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=value)
+
+
 def _error_text(exc: DeepSeekEyesError) -> str:
     return json.dumps(exc.to_dict(), ensure_ascii=False)
 
 
-async def _guard(call: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+async def _guard(call: Awaitable[dict[str, Any]]) -> CallToolResult:
     try:
-        return await call
+        return _answer(await call)
     except DeepSeekEyesError as exc:
         raise ToolError(_error_text(exc)) from None
 
 
-async def _value(value: dict[str, Any]) -> dict[str, Any]:
+async def _value(value: CallToolResult) -> CallToolResult:
     return value
 
 
-def _sync(fn: Callable[[], dict[str, Any]]) -> Coroutine[Any, Any, dict[str, Any]]:
+def _sync(fn: Callable[[], dict[str, Any]]) -> Coroutine[Any, Any, CallToolResult]:
     try:
-        return _value(fn())
+        return _value(_answer(fn()))
     except DeepSeekEyesError as exc:
         raise ToolError(_error_text(exc)) from None
 
@@ -165,7 +180,7 @@ def build_mcp_server(
         cwd: str | None = None,
         session_id: str | None = None,
         timeout_s: TimeoutArg = None,
-    ) -> dict[str, Any]:
+    ) -> Answer:
         """Judge one command (argv list, or a string parsed WITHOUT shell features) and
         record a plan. Returns the decision (allowed, requires_approval, risk, effects,
         reasons). Runs nothing. Without session_id the plan goes to this connection's
@@ -179,7 +194,7 @@ def build_mcp_server(
 
     async def owned(
         ctx: Context, session_id: str, act: Callable[[], dict[str, Any]]
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """``act`` on a session of the caller's own connection (else not found)."""
         def call() -> dict[str, Any]:
             own(ctx, session_id)
@@ -188,7 +203,7 @@ def build_mcp_server(
 
     async def owned_async(
         ctx: Context, session_id: str, act: Callable[[], Awaitable[dict[str, Any]]]
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         async def call() -> dict[str, Any]:
             own(ctx, session_id)
             return await act()
@@ -200,7 +215,7 @@ def build_mcp_server(
         return "mcp-stdio" if connection_owner(ctx) == STDIO_OWNER else "mcp-token"
 
     @tool
-    async def terminal_approve(ctx: Context, session_id: str, plan_id: str) -> dict[str, Any]:
+    async def terminal_approve(ctx: Context, session_id: str, plan_id: str) -> Answer:
         """Approve a plan whose decision requires approval, only after the user agreed, and
         only where the server lets clients approve their own plans (terminal.approvals =
         "mcp-client"); otherwise a person approves in the console and this is refused with
@@ -209,7 +224,7 @@ def build_mcp_server(
             session_id, plan_id, via="client", by=credential(ctx)))
 
     @tool
-    async def terminal_deny(ctx: Context, session_id: str, plan_id: str) -> dict[str, Any]:
+    async def terminal_deny(ctx: Context, session_id: str, plan_id: str) -> Answer:
         """Deny a plan; it can never run."""
         return await owned(ctx, session_id, lambda: service.deny(
             session_id, plan_id, via="client", by=credential(ctx)))
@@ -217,7 +232,7 @@ def build_mcp_server(
     @tool
     async def terminal_execute(
         ctx: Context, session_id: str, plan_id: str, wait: bool = True
-    ) -> dict[str, Any]:
+    ) -> Answer:
         """Run an allowed (and, when required, approved) plan without a shell, inside the
         limits. Returns the signed receipt, or {"state": "running"} when wait is false."""
         return await owned_async(ctx, session_id,
@@ -231,49 +246,43 @@ def build_mcp_server(
         cwd: str | None = None,
         session_id: str | None = None,
         timeout_s: TimeoutArg = None,
-    ) -> dict[str, Any]:
+    ) -> Answer:
         """Plan one command and, only when the policy allows it WITHOUT approval, execute it
         in the same call. Returns {"plan", "executed", "receipt"?}: a plan that needs
         approval (or was refused) is recorded and not run; approve it and call
         terminal_execute as usual."""
-        async def run() -> dict[str, Any]:
-            plan = service.plan(session_id=session_id, argv=argv, command=command, cwd=cwd,
-                                timeout=timeout_s, owner=connection_owner(ctx))
-            decision = plan["decision"]
-            if not decision["allowed"] or decision["requires_approval"]:
-                return {"plan": plan, "executed": False}
-            receipt = await service.execute(plan["session_id"], plan["plan_id"])
-            return {"plan": plan, "executed": True, "receipt": receipt}
-        return await _guard(run())
+        return await _guard(service.run(
+            session_id=session_id, argv=argv, command=command, cwd=cwd, timeout=timeout_s,
+            owner=connection_owner(ctx)))
 
     @tool
-    async def terminal_cancel(ctx: Context, session_id: str) -> dict[str, Any]:
+    async def terminal_cancel(ctx: Context, session_id: str) -> Answer:
         """Kill the session's running process group; returns its receipt."""
         return await owned_async(ctx, session_id, lambda: service.cancel(session_id))
 
     @tool
-    async def terminal_pause(ctx: Context, session_id: str) -> dict[str, Any]:
+    async def terminal_pause(ctx: Context, session_id: str) -> Answer:
         """Stop (SIGSTOP) the session's running process group."""
         return await owned(ctx, session_id, lambda: service.pause(session_id))
 
     @tool
-    async def terminal_resume(ctx: Context, session_id: str) -> dict[str, Any]:
+    async def terminal_resume(ctx: Context, session_id: str) -> Answer:
         """Continue (SIGCONT) the session's paused process group."""
         return await owned(ctx, session_id, lambda: service.resume(session_id))
 
     @tool
-    async def terminal_session_open(ctx: Context) -> dict[str, Any]:
+    async def terminal_session_open(ctx: Context) -> Answer:
         """Open an execution session (plans, receipts, one process at a time) owned by this
         connection."""
         return await _sync(lambda: service.open_session(owner=connection_owner(ctx)))
 
     @tool
-    async def terminal_session_close(ctx: Context, session_id: str) -> dict[str, Any]:
+    async def terminal_session_close(ctx: Context, session_id: str) -> Answer:
         """Close a session; its running process group is killed."""
         return await owned(ctx, session_id, lambda: service.close_session(session_id))
 
     @tool
-    async def terminal_session_status(ctx: Context, session_id: str) -> dict[str, Any]:
+    async def terminal_session_status(ctx: Context, session_id: str) -> Answer:
         """The session's plans, active process and receipt ids."""
         return await _sync(
             lambda: service.session(session_id, owner=connection_owner(ctx)).to_dict())
@@ -285,7 +294,7 @@ def build_mcp_server(
         session_id: str | None = None,
         plan_id: str | None = None,
         wait_s: WaitArg = 0.0,
-    ) -> dict[str, Any]:
+    ) -> Answer:
         """A signed receipt, by receipt_id or by session_id + plan_id (optionally waiting up
         to wait_s seconds for a running plan to finish)."""
         async def get() -> dict[str, Any]:
@@ -304,12 +313,12 @@ def build_mcp_server(
         return await _guard(get())
 
     @tool
-    async def terminal_receipt_share(receipt_id: str) -> dict[str, Any]:
+    async def terminal_receipt_share(receipt_id: str) -> Answer:
         """A share-safe export of a receipt: command, cwd, argv and output redacted, signed."""
         return await _sync(lambda: service.share(receipt_id))
 
     @tool
-    async def terminal_advise(question: str) -> dict[str, Any]:
+    async def terminal_advise(question: str) -> Answer:
         """Ask the optional advisory model to explain a plan or suggest a command. The answer
         is text only: nothing it says runs unless you plan, get approval and execute it."""
         if advisor is None:
@@ -321,8 +330,8 @@ def build_mcp_server(
             raise ToolError(_error_text(TerminalError(
                 f"the advisory model failed: {type(exc).__name__}",
                 code="TERMINAL_ADVISOR_UNAVAILABLE"))) from None
-        return {"advice": text, "executed": False,
-                "note": "Advisory text only. Nothing was planned or run."}
+        return _answer({"advice": text, "executed": False,
+                        "note": "Advisory text only. Nothing was planned or run."})
 
     @mcp.prompt(name="terminal_workflow", title="How to use the terminal")
     def terminal_workflow() -> str:

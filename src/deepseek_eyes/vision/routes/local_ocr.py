@@ -50,11 +50,12 @@ import anyio
 from deepseek_eyes.errors import RouteError
 from deepseek_eyes.settings import LocalRouteSettings
 from deepseek_eyes.vision.routes.regions import LAYOUT_ID, LayoutModel, layout_version
-from deepseek_eyes.vision.routes.segments import Segment
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from deepseek_eyes.vision.routes.segments import Segment
 
 __all__ = ["LocalOcrEngine", "LocalRoute"]
 
@@ -184,6 +185,8 @@ class LocalOcrEngine:
 
 
 def _segments(result: Any) -> list[Segment]:
+    from deepseek_eyes.vision.routes.segments import Segment  # with the first read
+
     boxes = getattr(result, "boxes", None)
     texts = getattr(result, "txts", None)
     scores = getattr(result, "scores", None)

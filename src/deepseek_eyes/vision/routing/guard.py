@@ -48,7 +48,6 @@ from deepseek_eyes.telemetry.conventions import (
 from deepseek_eyes.telemetry.latency import observe as observe_latency
 from deepseek_eyes.usage import UsageCategory, UsageTracker
 from deepseek_eyes.vision.routing.attempts import Attempt, AttemptLog, OperationLog
-from deepseek_eyes.vision.routing.probe import GRID, judge_probe, make_challenge, probe_prompts
 from deepseek_eyes.vision.routing.shared_flight import SharedFlight
 from deepseek_eyes.vision.routing.state import RouteState, RouteStateStore
 from deepseek_eyes.vision.types import RouteAnswer, VisionRequest, VisionRoute
@@ -312,6 +311,14 @@ class RouteGuard:
                 probe passes.
             RouteError: the probe call itself failed (an operational failure).
         """
+        # Imported here: only a probe draws and judges the challenge.
+        from deepseek_eyes.vision.routing.probe import (
+            GRID,
+            judge_probe,
+            make_challenge,
+            probe_prompts,
+        )
+
         op = op or self._attempts.operation("probe")
         challenge = make_challenge()
         system, user = probe_prompts()

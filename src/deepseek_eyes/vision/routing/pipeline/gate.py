@@ -20,8 +20,6 @@ from typing import Any
 
 from deepseek_eyes.canonical_json import JsonObject
 from deepseek_eyes.errors import EvidenceError
-from deepseek_eyes.vision.evidence.canonical import canonicalize
-from deepseek_eyes.vision.evidence.gate import require_valid
 from deepseek_eyes.vision.routing.guard import RouteEntry
 from deepseek_eyes.vision.routing.pipeline.job import Job
 from deepseek_eyes.vision.types import RouteAnswer
@@ -57,6 +55,11 @@ class EvidenceGate:
         raw: str | dict[str, Any] | None = (
             answer.value if answer.value is not None else answer.text
         )
+        # Imported here: a cache hit never reaches the gate, and a command line answering
+        # from the cache should not pay for the repairs' and the schema's modules.
+        from deepseek_eyes.vision.evidence.canonical import canonicalize
+        from deepseek_eyes.vision.evidence.gate import require_valid
+
         started = time.perf_counter()
         try:
             if raw is None:
