@@ -629,7 +629,7 @@ class BrowserSession:
         if budget <= 0 or self.dialog is not None:
             return
         deadline = time.monotonic() + budget
-        for _ in range(3):  # a navigation during the wait restarts it, a few times at most
+        for _ in range(3):  # a navigation or a late request restarts it, a few times at most
             left = deadline - time.monotonic()
             if left <= 0 or self.dialog is not None:
                 return
@@ -648,7 +648,11 @@ class BrowserSession:
                     with contextlib.suppress(Exception):
                         await page.wait_for_load_state(
                             "load", timeout=max(1.0, deadline - time.monotonic()) * 1000)
-                return
+                if self._idle.is_set():
+                    return
+                # A request the action started reached us only while the DOM was quiet
+                # (Playwright reports it a moment after the click returns): wait for it,
+                # and for the DOM it changes, again.
             except BrowserError:
                 return
             except Exception:  # the document was replaced while we waited: wait for it
