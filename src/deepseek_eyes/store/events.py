@@ -243,6 +243,8 @@ def _event(r: sqlite3.Row | tuple[Any, ...]) -> Event:
     return Event(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]))
 
 
+_INSERT_EVENT = ("INSERT INTO events (session_id, seq, ts, role, turn_id, body_sha256, body)"
+                 " VALUES (?,?,?,?,?,?,?)")
 _INSERT_TURN = (
     "INSERT INTO turns (id, session_id, started_at, ended_at, model, path, outcome, code,"
     " details) VALUES (?,?,?,?,?,?,?,?,?)"
@@ -450,25 +452,22 @@ class SessionStore:
                 digest = hashlib.sha256(body.encode()).hexdigest()
                 if unkept:
                     body = _canonical(unkept_body(message))
-                event_id = chain.insert(
-                    conn, "session.event",
-                    "INSERT INTO events (session_id, seq, ts, role, turn_id, body_sha256, body)"
-                    " VALUES (?,?,?,?,?,?,?)",
-                    (
-                        session_id, next_seq, now, str(message.get("role", "")), turn_id,
-                        digest, body,
-                    ), now,
-                )
+                row = (session_id, next_seq, now, str(message.get("role", "")), turn_id,
+                       digest, body)
                 call_ids = [] if unkept else _call_ids(message)
-                if call_ids and event_id is not None:
-                    conn.executemany(
-                        "INSERT INTO event_calls (call_id, event_id) VALUES (?,?)",
-                        [(call_id, event_id) for call_id in call_ids],
-                    )
+                if not call_ids:  # its rowid unread: on PostgreSQL no round trip of its own
+                    chain.insert_later(conn, "session.event", _INSERT_EVENT, row, now)
+                else:
+                    event_id = chain.insert(conn, "session.event", _INSERT_EVENT, row, now)
+                    if event_id is not None:
+                        conn.executemany(
+                            "INSERT INTO event_calls (call_id, event_id) VALUES (?,?)",
+                            [(call_id, event_id) for call_id in call_ids],
+                        )
                 seqs.append(next_seq)
                 next_seq += 1
             if turn is not None:
-                chain.insert(conn, "turn", _INSERT_TURN, _turn_row(turn), now)
+                chain.insert_later(conn, "turn", _INSERT_TURN, _turn_row(turn), now)
                 self.leases.close(conn, turn.id)
         return seqs
 
