@@ -83,3 +83,24 @@ def test_unkept_messages_keep_their_hash_and_role_only(tmp_path: Path) -> None:
     # A kept message beside them is kept as ever.
     store.append("s1", [said])
     assert store.events("s1")[-1].message == said
+
+
+def test_a_minted_session_is_created_with_its_messages_and_a_taken_id_fails_whole(
+        tmp_path: Path) -> None:
+    """``minted``: the id was just made, so its row is not asked whether it was inserted
+    (on PostgreSQL, no round trip); an id someone holds fails the transaction, writing
+    nothing, instead of appending to that session."""
+    db = Database(tmp_path / "eyes.db")
+    store = SessionStore(db)
+    message = {"role": "user", "content": "hi"}
+    minted = store.new_id()
+    assert store.append(minted, [message], create="gateway", scope="key:a", minted=True) == [0]
+    assert store.scope_of(minted) == "key:a"
+    assert [e.message for e in store.events(minted)] == [message]
+    with pytest.raises(StoreError) as info:
+        store.append(minted, [message, message], create="gateway", scope="key:b",
+                     minted=True)
+    assert info.value.code == "STORE_WRITE_FAILED"
+    assert [e.seq for e in store.events(minted)] == [0]
+    assert store.scope_of(minted) == "key:a"
+    assert db.query_one("SELECT COUNT(*) FROM sessions")[0] == 1  # type: ignore[index]

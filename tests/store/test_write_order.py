@@ -177,3 +177,56 @@ def test_log_rows_queued_around_a_transactions_own_records_are_all_chained(
     assert len(rows) == 4
     assert named == [("audit", rowid) for rowid in rows]
     _verified(db, tmp_path)
+
+
+SESSION = ("INSERT OR IGNORE INTO sessions (id, created_at, source, forked_from, fork_at)"
+           " VALUES (?,?,?,?,?)")
+
+
+def test_records_whose_rowid_nobody_reads_are_chained_in_order_with_no_round_trip_each(
+    two_writers: tuple[str, Database, Database, str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """chain.insert_later: on PostgreSQL the INSERTs go on the transaction's pipeline and
+    their rowids come back together, before its entry is made (one round trip for all,
+    then the commit's); on SQLite it is chain.insert. Either way every row is named by the
+    chain in the order written, between rows chained at once and queued log rows, and an
+    INSERT OR IGNORE that inserted nothing is not chained."""
+    engine, db, _other, _url = two_writers
+    trips: list[int] = []
+    if engine == "postgresql":
+        sync = db._conn._sync  # type: ignore[attr-defined]
+
+        def counted() -> None:
+            trips.append(1)
+            sync()
+        monkeypatch.setattr(db._conn, "_sync", counted)
+    db.append(AUDIT, (1.0, "queued", None, "{}"), chain="log")
+    with db.transaction() as conn:
+        db.hold("key")
+        assert db.query_one("SELECT COUNT(*) FROM audit")[0] == 1  # type: ignore[index]
+        read = len(trips)
+        for n in (2, 3, 4):
+            chain.insert_later(conn, "later", AUDIT, (float(n), "later", None, "{}"), 5.0)
+        chain.insert_later(conn, "session", SESSION, ("s-1", 5.0, "test", None, None), 5.0)
+        chain.insert_later(conn, "session", SESSION, ("s-1", 5.0, "test", None, None), 5.0)
+        assert len(trips) == read  # the INSERTs made no round trip
+    if engine == "postgresql":
+        assert len(trips) == read + 1  # their rowids with the chain's tail (then the commit)
+    with db.transaction() as conn:
+        assert chain.insert(conn, "now", AUDIT, (6.0, "now", None, "{}"), 6.0)
+        chain.insert_later(conn, "later", AUDIT, (7.0, "later", None, "{}"), 7.0)
+        assert chain.insert(conn, "now", AUDIT, (8.0, "now", None, "{}"), 8.0)
+    named: list[tuple[str, int]] = []
+    for table, rowid, kind, body in db.query(
+            "SELECT ref_table, ref_id, kind, body FROM chain ORDER BY seq"):
+        if table is not None:
+            named.append((str(table), int(rowid)))
+        elif kind == chain.BATCH:
+            named.extend((t, r) for t, r, _k, _d in chain.batch_members(body))
+    audit = [("audit", int(r[0])) for r in db.query("SELECT rowid FROM audit ORDER BY rowid")]
+    sessions = [("sessions", int(r[0])) for r in db.query("SELECT rowid FROM sessions")]
+    assert len(audit) == 7
+    assert len(sessions) == 1
+    assert named == [*audit[:4], *sessions, *audit[4:]]
+    _verified(db, tmp_path)

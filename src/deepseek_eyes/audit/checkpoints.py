@@ -345,7 +345,10 @@ def _sign(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = None
             _keep(conn, last_id + 1, checkpoint)
             return checkpoint
         cur = conn.execute(_INSERT, row)
-        if last_id is not None and cur.lastrowid == last_id + 1:
+        # Remembered on SQLite only (_remembered): PostgreSQL's id is not read, so the
+        # INSERT goes with the commit's round trip.
+        if last_id is not None and getattr(conn, "dialect", "sqlite") == "sqlite" \
+                and cur.lastrowid == last_id + 1:
             _keep(conn, last_id + 1, checkpoint)
         return checkpoint
     raise AssertionError("unreachable: the last pass reads the newest checkpoint")

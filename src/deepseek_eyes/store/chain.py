@@ -52,6 +52,12 @@ another process extended the chain meanwhile the first insert fails on a taken `
 the writer reads the real tail and makes its entries again after it (on PostgreSQL the
 tail comes with the transaction's lock: store/postgres.py).
 
+A record's rowid is needed only when its entry is made, so where the caller does not read
+it (:func:`insert_later`: a session event, a turn record) a PostgreSQL transaction's
+INSERTs are pipelined and their rowids read together, with the chain's tail, when the
+records fold (:meth:`ChainWriter.add_later`); on SQLite, where a rowid costs no round
+trip, :func:`insert_later` is :func:`insert`.
+
 Tables deleted from by design (the attempts log's trim, evidence quarantine) record the
 cut as a ``retention`` entry first, with a signed checkpoint naming it in the same
 transaction (``deepseek_eyes.audit.checkpoints.record_cut``): an unsigned retention entry
@@ -87,6 +93,7 @@ __all__ = [
     "entry_hash",
     "entry_of",
     "insert",
+    "insert_later",
     "iter_entries",
     "project_row",
     "read_record",
@@ -298,6 +305,9 @@ def ref_text(table: str | None, rowid: int | None) -> str | None:
 
 #: A record waiting for its transaction's entry: ``(kind, table, rowid, digest, ts)``.
 _Member = tuple[str, str, int, str, float]
+#: A record whose rowid its INSERT's cursor gives when read (:meth:`ChainWriter.add_later`):
+#: its place among the members, kind, table, the INSERT, its parameters, the cursor, time.
+_Later = tuple[int, str, str, str, Sequence[Any], sqlite3.Cursor, float]
 
 
 class ChainWriter:
@@ -327,6 +337,7 @@ class ChainWriter:
         self._buffered = buffered
         self._rows: list[tuple[Any, ...]] = []
         self._members: list[_Member] = []
+        self._later: list[_Later] = []
         #: Records and body entries this writer chained, counted as checkpoints count them
         #: (a record under its table, a body entry under ``"body"``).
         self.counted: dict[str, int] = {}
@@ -364,14 +375,14 @@ class ChainWriter:
     def written(self) -> tuple[int, str] | None:
         """The chain's ``(seq, hash)`` after this writer's entries, once they are all in
         the table and the tail they follow was the chain's; None before."""
-        if self._confirmed and not self._rows and not self._members:
+        if self._confirmed and not self._rows and not self._members and not self._later:
             return self._seq, self._head
         return None
 
     def _settle(self) -> None:
         """Fold the records waiting into their entry, and make sure the tail they follow
         is the chain's (read it, or write them, which finds out)."""
-        if self._members:
+        if self._members or self._later:
             self._fold()
         if not self._confirmed:
             if self._rows:
@@ -394,6 +405,36 @@ class ChainWriter:
         (:class:`~deepseek_eyes.store.stored.RowEncoder`), read back only when those do not
         say for certain what was stored."""
         self._member(kind, table, rowid, self._digest_of(table, sql, params, rowid), ts)
+
+    def add_later(self, kind: str, table: str, sql: str, params: Sequence[Any],
+                  cursor: sqlite3.Cursor, ts: float) -> None:
+        """Chain the row ``sql`` inserts with ``params``, whose rowid ``cursor`` gives when
+        read (an INSERT queued on PostgreSQL's pipeline), in its place among the records:
+        the rowid is read when the records fold, so a transaction's INSERTs and the
+        chain's tail come back in one round trip. None inserted (``INSERT OR IGNORE``):
+        nothing chained, as :func:`insert`. An unbuffered writer reads it now."""
+        if not self._buffered:
+            rowid = _rowid_of(cursor)
+            if rowid is not None:
+                self.add_insert(kind, table, sql, params, rowid, ts)
+            return
+        self._later.append((len(self._members), kind, table, sql, params, cursor, ts))
+
+    def _resolve(self) -> None:
+        """The records of :meth:`add_later` as members, in their places (their rowids read:
+        on PostgreSQL one round trip for all that have not come back yet)."""
+        later, self._later = self._later, []
+        members, merged = self._members, []
+        at = 0
+        for place, kind, table, sql, params, cursor, ts in later:
+            merged.extend(members[at:place])
+            at = place
+            rowid = _rowid_of(cursor)
+            if rowid is not None:
+                merged.append((kind, table, rowid, self._digest_of(table, sql, params, rowid),
+                               ts))
+        merged.extend(members[at:])
+        self._members = merged
 
     def _member(self, kind: str, table: str, rowid: int, digest: str, ts: float) -> None:
         if self._buffered:
@@ -466,6 +507,8 @@ class ChainWriter:
         """The records waiting (or ``members``) as their entry: one single entry for fewer
         than :data:`FOLD_AT`, else one batch entry naming them all in order."""
         if members is None:
+            if self._later:
+                self._resolve()
             members, self._members = self._members, []
         if not members:
             return
@@ -536,7 +579,7 @@ class ChainWriter:
         write itself: when another process extended the chain since, the first entry's
         ``seq`` is taken and the insert fails on the primary key, so the tail is read and
         the entries are made again after it."""
-        if self._members:
+        if self._members or self._later:
             self._fold()
         if not self._rows:
             return
@@ -734,6 +777,34 @@ def insert(
         return None
     ChainWriter.of(conn).add_insert(kind, table, sql, params, int(cur.lastrowid), ts)
     return int(cur.lastrowid)
+
+
+def insert_later(
+    conn: sqlite3.Connection, kind: str, sql: str, params: Sequence[Any], ts: float
+) -> None:
+    """:func:`insert` for a caller that does not read the rowid. On a connection that
+    pipelines a transaction's statements (PostgreSQL's ``defer_chain``) the INSERT makes no
+    round trip of its own: its rowid comes back with the transaction's next one, before its
+    entry is made (:meth:`ChainWriter.add_later`; held on the connection until the
+    transaction's writer is made, as its log rows are). Elsewhere (SQLite) :func:`insert`."""
+    defer = getattr(conn, "defer_chain", None)
+    if defer is None or not isinstance(conn, Connection) or not conn.tracking \
+            or not conn.in_transaction:
+        insert(conn, kind, sql, params, ts)
+        return
+    table = table_of_insert(sql)
+    cursor = conn.execute(sql, params)
+    if conn.writer is not None:
+        conn.writer.add_later(kind, table, sql, params, cursor, ts)
+    else:
+        defer([(kind, table, sql, params, cursor)], ts)
+
+
+def _rowid_of(cursor: sqlite3.Cursor) -> int | None:
+    """The rowid an INSERT's ``cursor`` reports, or None when it inserted nothing."""
+    if cursor.rowcount <= 0 or cursor.lastrowid is None:
+        return None
+    return int(cursor.lastrowid)
 
 
 def batch_members(body: object) -> list[tuple[str, int, str, str]]:

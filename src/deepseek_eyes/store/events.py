@@ -243,6 +243,11 @@ def _event(r: sqlite3.Row | tuple[Any, ...]) -> Event:
     return Event(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]))
 
 
+_INSERT_SESSION = ("INSERT OR IGNORE INTO sessions (id, created_at, source, forked_from,"
+                   " fork_at) VALUES (?,?,?,?,?)")
+_INSERT_MINTED = _INSERT_SESSION.replace("INSERT OR IGNORE", "INSERT", 1)  # see append
+_INSERT_EVENT = ("INSERT INTO events (session_id, seq, ts, role, turn_id, body_sha256, body)"
+                 " VALUES (?,?,?,?,?,?,?)")
 _INSERT_TURN = (
     "INSERT INTO turns (id, session_id, started_at, ended_at, model, path, outcome, code,"
     " details) VALUES (?,?,?,?,?,?,?,?,?)"
@@ -382,6 +387,7 @@ class SessionStore:
         guard: Guard | None = None,
         scope: str | None = None,
         unkept: bool = False,
+        minted: bool = False,
     ) -> list[int]:
         """Append messages in order, in one transaction; returns their sequence numbers.
 
@@ -393,7 +399,11 @@ class SessionStore:
         belongs to it, and an existing one must (checked in the write transaction);
         None: unchecked (a turn appending its own output), and a session created is
         :data:`~deepseek_eyes.store.scopes.LEGACY`'s. ``unkept``: each row keeps the
-        message's hash and role, never its content (the module docstring).
+        message's hash and role, never its content (the module docstring). ``minted``
+        (with ``create``): ``session_id`` was just made by :meth:`new_id`, so no one else
+        holds it and its row is inserted without asking whether it was (on PostgreSQL no
+        round trip of its own); a taken id then fails the transaction
+        (``STORE_WRITE_FAILED``) rather than finding that session.
 
         Raises:
             SessionConflict: ``STORE_SESSION_CONFLICT`` when ``guard`` fails; nothing is
@@ -409,25 +419,26 @@ class SessionStore:
             # Before the session is read: appends to it wait for each other (on PostgreSQL;
             # SQLite's write lock serializes every write), appends to others do not.
             self._db.hold(f"session:{session_id}")
-            created: int | None = None
+            created = False
             if create is not None:
                 if not self.valid_id(session_id):
                     raise StoreError(
                         "a session id is 1-128 letters, digits, '.', '_', ':' or '-'",
                         code="STORE_SESSION_INVALID",
                     )
-                created = chain.insert(
-                    conn, "session",
-                    "INSERT OR IGNORE INTO sessions (id, created_at, source, forked_from,"
-                    " fork_at) VALUES (?,?,?,?,?)",
-                    (session_id, now, create, fork.parent if fork else None,
-                     fork.at if fork else None), now,
-                )
-                if created is not None:
+                session = (session_id, now, create, fork.parent if fork else None,
+                           fork.at if fork else None)
+                if minted:
+                    chain.insert_later(conn, "session", _INSERT_MINTED, session, now)
+                    created = True
+                else:
+                    created = chain.insert(conn, "session", _INSERT_SESSION, session,
+                                           now) is not None
+                if created:
                     conn.execute(
                         "INSERT INTO session_scopes (session_id, scope) VALUES (?,?)",
                         (session_id, scope or scopes.LEGACY))
-            if created is not None:
+            if created:
                 next_seq = 0  # created just now, in this transaction: no events yet
             elif scope is not None:  # whose it is, and its last event, in one statement
                 row = conn.execute(_SCOPE_AND_HEAD, (session_id,)).fetchone()
@@ -450,25 +461,22 @@ class SessionStore:
                 digest = hashlib.sha256(body.encode()).hexdigest()
                 if unkept:
                     body = _canonical(unkept_body(message))
-                event_id = chain.insert(
-                    conn, "session.event",
-                    "INSERT INTO events (session_id, seq, ts, role, turn_id, body_sha256, body)"
-                    " VALUES (?,?,?,?,?,?,?)",
-                    (
-                        session_id, next_seq, now, str(message.get("role", "")), turn_id,
-                        digest, body,
-                    ), now,
-                )
+                row = (session_id, next_seq, now, str(message.get("role", "")), turn_id,
+                       digest, body)
                 call_ids = [] if unkept else _call_ids(message)
-                if call_ids and event_id is not None:
-                    conn.executemany(
-                        "INSERT INTO event_calls (call_id, event_id) VALUES (?,?)",
-                        [(call_id, event_id) for call_id in call_ids],
-                    )
+                if not call_ids:  # its rowid unread: on PostgreSQL no round trip of its own
+                    chain.insert_later(conn, "session.event", _INSERT_EVENT, row, now)
+                else:
+                    event_id = chain.insert(conn, "session.event", _INSERT_EVENT, row, now)
+                    if event_id is not None:
+                        conn.executemany(
+                            "INSERT INTO event_calls (call_id, event_id) VALUES (?,?)",
+                            [(call_id, event_id) for call_id in call_ids],
+                        )
                 seqs.append(next_seq)
                 next_seq += 1
             if turn is not None:
-                chain.insert(conn, "turn", _INSERT_TURN, _turn_row(turn), now)
+                chain.insert_later(conn, "turn", _INSERT_TURN, _turn_row(turn), now)
                 self.leases.close(conn, turn.id)
         return seqs
 

@@ -272,6 +272,9 @@ _LOCK_CHAIN = f"SELECT pg_advisory_xact_lock({CHAIN_LOCK})"
 _LOCK_KEY = "SELECT pg_advisory_xact_lock(%s)"
 _CHAINED_INSERT: dict[str, bool] = {}
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ"
+#: A row for defer_chain: kind, table, the INSERT, its parameters, and its rowid, or the
+#: INSERT's cursor to read it from when the records fold.
+_Deferred = tuple[str, str, str, Sequence[Any], int | sqlite3.Cursor]
 
 
 # --- rows and cursors -------------------------------------------------------------------
@@ -482,8 +485,7 @@ class PgConnection(_chain.Connection):
         self._held: set[int] = set()
         #: Chain entries of log rows written at this transaction's start, made when its
         #: chain writer is (see defer_chain).
-        self._deferred: list[tuple[Sequence[tuple[str, str, str, Sequence[Any], int]],
-                                   float]] = []
+        self._deferred: list[tuple[Sequence[_Deferred], float]] = []
         #: Queue the chain lock and tail after a write transaction's first INSERT into an
         #: audited table (once the chain table exists: :class:`~deepseek_eyes.store.db.
         #: Database` sets it after migrating).
@@ -819,15 +821,16 @@ class PgConnection(_chain.Connection):
             self._last_cursor = last
         self._chain_locked = True
 
-    def defer_chain(self, rows: Sequence[tuple[str, str, str, Sequence[Any], int]],
-                    ts: float) -> None:
+    def defer_chain(self, rows: Sequence[_Deferred], ts: float) -> None:
         """Chain ``rows`` (log rows just inserted, as for ``ChainWriter.add_inserts``) when
         this transaction's chain writer is made, first (its own records after them, as
         SQLite orders them), or at the commit: the transaction takes the chain lock when
         it chains its own first record, after the keys it holds, not when it begins. Once
-        the transaction has its writer (it chained already), they are chained now."""
+        the transaction has its writer (it chained already), they are chained now. A row
+        whose rowid is its INSERT's cursor (:func:`~deepseek_eyes.store.chain.insert_later`)
+        has it read when the records fold, not here."""
         if self._writer is not None:
-            self._writer.add_inserts(rows, ts)
+            _chain_rows(self._writer, rows, ts)
             return
         self._deferred.append((rows, ts))
 
@@ -842,7 +845,7 @@ class PgConnection(_chain.Connection):
         if value is not None and deferred:
             self._deferred = []
             for rows, ts in deferred:
-                value.add_inserts(rows, ts)
+                _chain_rows(value, rows, ts)
 
     def begun(self) -> None:
         self._deferred = []
@@ -1110,6 +1113,21 @@ class PgConnection(_chain.Connection):
             self._release()
             _close_pool(self._pool)
             super().close()
+
+
+def _chain_rows(writer: _chain.ChainWriter, rows: Sequence[_Deferred], ts: float) -> None:
+    """Give ``writer`` the rows of :meth:`PgConnection.defer_chain`, in order."""
+    known: list[tuple[str, str, str, Sequence[Any], int]] = []
+    for kind, table, sql, params, rowid in rows:
+        if isinstance(rowid, int):
+            known.append((kind, table, sql, params, rowid))
+            continue
+        if known:
+            writer.add_inserts(known, ts)
+            known = []
+        writer.add_later(kind, table, sql, params, rowid, ts)
+    if known:
+        writer.add_inserts(known, ts)
 
 
 def psycopg_error() -> type[Exception]:

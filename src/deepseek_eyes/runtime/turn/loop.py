@@ -418,7 +418,8 @@ class TurnRunner:
         with self._sessions.batch() as conn:
             unkept = not turn.request.keep
             seqs = self._sessions.append(forked, turn.prefix, create=turn.request.source,
-                                         fork=fork, scope=turn.request.scope, unkept=unkept)
+                                         fork=fork, scope=turn.request.scope, unkept=unkept,
+                                         minted=True)
             base = seqs[-1] if seqs else -1
             mine = self._sessions.append(forked, turn.outputs, turn_id=turn.turn_id,
                                          unkept=unkept)

@@ -508,7 +508,7 @@ class Preparer:
             return self._append(request, request.messages, session_id=session_id,
                                 conversation=list(request.messages), turn_id=turn_id,
                                 started=started, model=model, path=path, create=True,
-                                chain=chain)
+                                minted=True, chain=chain)
         for _ in range(CAS_TRIES):
             try:
                 return self._log_into(request, request.session_id, chain, turn_id=turn_id,
@@ -598,8 +598,8 @@ class Preparer:
             fork = Fork(session_id, matched)
             return self._append(request, request.messages, session_id=self._sessions.new_id(),
                                 conversation=list(request.messages), create=True, fork=fork,
-                                turn_id=turn_id, started=started, model=model, path=path,
-                                chain=chain)
+                                minted=True, turn_id=turn_id, started=started, model=model,
+                                path=path, chain=chain)
         return self._append(request, new, session_id=session_id, conversation=[*log, *new],
                             guard=Guard(snap.head), create=not log, head=snap.head,
                             turn_id=turn_id, started=started, model=model, path=path,
@@ -610,12 +610,12 @@ class Preparer:
         conversation: list[dict[str, Any]], turn_id: str, started: float, model: str,
         path: str, create: bool = False, fork: Fork | None = None, guard: Guard | None = None,
         head: int = -1, base: int | None = None, retry_of: str | None = None,
-        chain: Chain | None = None,
+        chain: Chain | None = None, minted: bool = False,
     ) -> Logged:
         with self._sessions.batch() as conn:
             seqs = self._sessions.append(
                 session_id, messages, create=request.source if create else None, fork=fork,
-                guard=guard, scope=request.scope)
+                guard=guard, scope=request.scope, minted=minted)
             if base is None:
                 base = seqs[-1] if seqs else head
             self._sessions.leases.open(conn, turn_id=turn_id, session_id=session_id,
