@@ -6,9 +6,10 @@ readiness` holds the registry, the bounds and the cache):
 
 * ``database``: the data directory takes writes (not a read-only mount, room left on its
   file system), the database answers a read, and the store's write lock can be taken and
-  released (``BEGIN IMMEDIATE``; queued log rows are written with it; on PostgreSQL the
-  advisory lock of store/postgres.py), ``backend`` saying which. Run in a worker thread:
-  the database is blocking.
+  released (``BEGIN IMMEDIATE``; queued log rows are written with it; on PostgreSQL, where
+  a write transaction takes no lock until it needs one (store/postgres.py), the read is
+  the check and queued rows are written), ``backend`` saying which. Run in a worker
+  thread: the database is blocking.
 * ``upstream``: the ``[llm]`` endpoint answers an HTTP request (``GET /models``, no retry,
   ``gateway.readiness_timeout``), its verdict kept ``gateway.readiness_upstream_ttl``
   seconds, so a balancer that probes every second makes one request in that time, and
@@ -83,9 +84,9 @@ class DatabaseCheck:
     @property
     def backend(self) -> str:
         """``sqlite``, or ``postgresql`` when the store's tables are there: the same
-        check (blobs stay in the data directory; the read, and the write lock, which on
-        PostgreSQL is the store's advisory lock taken and released), a server that cannot
-        be reached failing it with ``STORE_DATABASE_UNAVAILABLE``."""
+        check (blobs stay in the data directory; the read, and an empty write
+        transaction, which on PostgreSQL takes no lock), a server that cannot be reached
+        failing it with ``STORE_DATABASE_UNAVAILABLE``."""
         return self._home.db.dialect
 
 
