@@ -8,6 +8,7 @@ from deepseek_eyes.errors import ConfigError
 from deepseek_eyes.settings import (
     SecretRef,
     Settings,
+    StorageSettings,
     data_home,
     load_settings,
     validate_settings_file,
@@ -25,6 +26,35 @@ def test_no_file_gives_defaults_with_local_route(tmp_path: Path) -> None:
     assert loaded.settings.vision.routes == ()
     assert loaded.settings.image.max_bytes == 20 * 1024 * 1024
     assert loaded.settings.image.max_pixels == 40_000_000
+
+
+def test_defaults_build_a_section_on_first_read_and_equal_settings() -> None:
+    """No file: only the sections read are built, and whatever reads the whole (dump,
+    compare, copy, pickle, repr) sees exactly ``Settings()``."""
+    import copy
+    import pickle
+
+    loaded = load_settings()
+    lazy = loaded.settings
+    assert lazy.__dict__ == {}
+    assert lazy.image.max_bytes == 20 * 1024 * 1024
+    assert set(lazy.__dict__) == {"image"}
+    assert lazy.model_fields_set == set()
+    with pytest.raises(AttributeError):
+        lazy.no_such_section  # noqa: B018
+    full = Settings()
+    assert Settings.defaults() == full
+    assert full == Settings.defaults()
+    assert Settings.defaults().model_dump() == full.model_dump()
+    assert Settings.defaults().model_dump_json() == full.model_dump_json()
+    assert repr(Settings.defaults()) == repr(full)
+    assert dict(Settings.defaults()) == dict(full)
+    assert pickle.loads(pickle.dumps(Settings.defaults())) == full  # noqa: S301 (our bytes)
+    assert copy.deepcopy(Settings.defaults()) == full
+    assert copy.copy(Settings.defaults()) == full
+    moved = Settings.defaults().model_copy(update={"storage": StorageSettings(home=Path("/x"))})
+    assert moved.storage.home == Path("/x")
+    assert moved.mcp == full.mcp
 
 
 def test_working_directory_file_is_found(tmp_path: Path) -> None:

@@ -54,9 +54,17 @@ ROUTE_NAME = r"^[a-z0-9][a-z0-9._/-]{0,63}$"
 
 
 class Strict(BaseModel):
-    """Forbids unknown keys (a typo is an error with its path) and is immutable."""
+    """Forbids unknown keys (a typo is an error with its path) and is immutable.
 
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+    A model's validator is built when it first validates (``defer_build``), not when its
+    class is made: every command imports all the settings models, most read a few of them,
+    and a section's default is a factory (never an instance made at import) for the same
+    reason. The validation itself is the same either way.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, str_strip_whitespace=True, defer_build=True
+    )
 
 
 class SecretRef(Strict):

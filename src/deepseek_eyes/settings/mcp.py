@@ -276,8 +276,8 @@ class McpServerSettings(Strict):
     tools_enabled: bool = True
     resources_enabled: bool = False
     prompts_enabled: bool = False
-    allow: McpSelectors = McpSelectors()
-    deny: McpSelectors = McpSelectors()
+    allow: McpSelectors = Field(default_factory=McpSelectors)
+    deny: McpSelectors = Field(default_factory=McpSelectors)
     ask: tuple[AskSelector, ...] = Field(
         default=(), max_length=1024,
         description="Tools that wait for a person's approval before each call (a name, a "

@@ -197,7 +197,7 @@ class VisionSettings(Strict):
         "pixels and a blind one validated evidence; evidence always sends evidence text; "
         "both sends a seeing model the pixels and the evidence together.",
     )
-    deepseek: DeepSeekRouteSettings = DeepSeekRouteSettings()
+    deepseek: DeepSeekRouteSettings = Field(default_factory=DeepSeekRouteSettings)
     route_priority: tuple[str, ...] = ()
     auto_detect: bool = Field(
         default=False,
@@ -212,8 +212,8 @@ class VisionSettings(Strict):
     probe_ttl: float = Field(default=86400.0, ge=0, le=30 * 86400)
     attempts_max_rows: int = Field(default=50_000, ge=100, le=10_000_000)
     routes: tuple[RouteSettings, ...] = ()
-    local: LocalRouteSettings = LocalRouteSettings()
-    serve: VisionServeSettings = VisionServeSettings()
+    local: LocalRouteSettings = Field(default_factory=LocalRouteSettings)
+    serve: VisionServeSettings = Field(default_factory=VisionServeSettings)
 
     @model_validator(mode="after")
     def _names(self) -> VisionSettings:
