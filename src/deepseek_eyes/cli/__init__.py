@@ -26,6 +26,7 @@ import importlib
 import json
 import os
 import sys
+import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -192,8 +193,27 @@ def _no_pydantic_plugins() -> None:
     ``see`` in an environment of 150 packages, paid by every command. Nothing here uses a
     plugin, and a plugin is code from any installed package hooked into the validation of
     the settings. Who wants them sets ``PYDANTIC_DISABLE_PLUGINS`` (empty: load all), which
-    is then left as it is."""
-    os.environ.setdefault(PYDANTIC_PLUGINS_SWITCH, "__all__")
+    is then left as it is.
+
+    Switched off here, pydantic's plugin loader could only answer "none"; importing it
+    still imports ``importlib.metadata`` (email, zipfile, csv: about 3% of a cached
+    ``see``). So the loader's one function is given as that answer, unless pydantic loaded
+    its own already; a test checks it is the only name pydantic takes from the module."""
+    if PYDANTIC_PLUGINS_SWITCH in os.environ:
+        return
+    os.environ[PYDANTIC_PLUGINS_SWITCH] = "__all__"
+    if PYDANTIC_PLUGIN_LOADER not in sys.modules:
+        loader = types.ModuleType(PYDANTIC_PLUGIN_LOADER, "pydantic's plugins, switched off.")
+        loader.get_plugins = _no_plugins  # type: ignore[attr-defined]
+        sys.modules[PYDANTIC_PLUGIN_LOADER] = loader
+
+
+#: The module pydantic asks for its plugins when it builds a validator.
+PYDANTIC_PLUGIN_LOADER = "pydantic.plugin._loader"
+
+
+def _no_plugins() -> tuple[()]:
+    return ()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

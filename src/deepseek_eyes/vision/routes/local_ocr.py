@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import logging
 import sys
 import threading
@@ -49,6 +48,7 @@ import anyio
 
 from deepseek_eyes.errors import RouteError
 from deepseek_eyes.settings import LocalRouteSettings
+from deepseek_eyes.vision.routes.installed import NotInstalled, installed_version
 from deepseek_eyes.vision.routes.regions import LAYOUT_ID, LayoutModel, layout_version
 from deepseek_eyes.vision.types import RouteAnswer, Variant, VisionRequest
 
@@ -73,8 +73,8 @@ def _engine_version() -> str:
     Read once: the package metadata lookup scans ``site-packages`` (a third of a cache
     hit's time when it ran on every lookup), and a process keeps the version it imported."""
     try:
-        return importlib.metadata.version("rapidocr")
-    except importlib.metadata.PackageNotFoundError:
+        return installed_version("rapidocr")
+    except NotInstalled:
         return "unknown"
 
 

