@@ -52,6 +52,9 @@ def test_defaults_build_a_section_on_first_read_and_equal_settings() -> None:
     assert pickle.loads(pickle.dumps(Settings.defaults())) == full  # noqa: S301 (our bytes)
     assert copy.deepcopy(Settings.defaults()) == full
     assert copy.copy(Settings.defaults()) == full
+    for settings in (full, Settings.defaults()):
+        with pytest.raises(TypeError):
+            hash(settings)  # as before: sections hold dicts
     moved = Settings.defaults().model_copy(update={"storage": StorageSettings(home=Path("/x"))})
     assert moved.storage.home == Path("/x")
     assert moved.mcp == full.mcp

@@ -190,7 +190,7 @@ class Settings(Strict):
             other._built()
         return super(Settings, self._built()).__eq__(other)
 
-    __hash__ = None  # type: ignore[assignment]  # as pydantic's own, __eq__ being defined
+    __hash__ = None  # type: ignore[assignment]  # unhashable as before: sections hold dicts
 
     def __iter__(self) -> Any:
         return super(Settings, self._built()).__iter__()
