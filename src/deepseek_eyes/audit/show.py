@@ -206,12 +206,8 @@ def show(db: Database, ident: str) -> dict[str, Any]:
     ident = ident.strip()
     with db.reading() as conn:
         if ident.isdigit() and len(ident) <= 18:
-            row = conn.execute(
-                "SELECT seq, ts, kind, ref_table, ref_id, body, digest, prev, hash FROM chain"
-                " WHERE seq = ?", (int(ident),)).fetchone()
-            if row is not None:
-                entry = dict(zip(("seq", "ts", "kind", "ref_table", "ref_id", "body",
-                                  "digest", "prev", "hash"), row, strict=True))
+            entry = chain.entry_at(conn, int(ident))
+            if entry is not None:
                 out: dict[str, Any] = {"kind": "chain_entry", "entry": entry}
                 if entry["ref_table"] in chain.CHAINED_TABLES:
                     out["record"] = _item(conn, entry["ref_table"], int(entry["ref_id"]))
