@@ -6,7 +6,9 @@ usage row, a session, a session event, a turn — gets one chain entry *in the s
 transaction*. The entry names the record (``ref_table``/``ref_id``, the SQLite rowid), holds
 the SHA-256 of the record's canonical bytes (``digest``) and the hash of the entry before it
 (``prev``); its own ``hash`` covers all of that. Records with no row of their own (a
-retention cut, a quarantine) keep their canonical JSON in the entry's ``body``.
+retention cut, a quarantine) keep their canonical JSON in the entry's ``body``; such a
+*body entry*'s row stores its ``digest`` empty, since it is the body's SHA-256
+(:func:`whole_entry` reads it back; what is hashed and verified is the same).
 
 Canonical bytes of a row are its columns as compact, key-sorted JSON, with large content
 columns (an evidence record's text, a session message's body) replaced by their SHA-256.
