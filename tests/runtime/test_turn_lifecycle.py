@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from deepseek_eyes.audit.show import show
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.runtime import Runtime
@@ -88,6 +89,32 @@ async def test_a_cut_turns_record_names_the_call_it_sent(rt: Runtime) -> None:
     assert whole.details["model_calls"] == 1
     assert "unanswered" not in whole.details
     assert len(whole.details["requests"]) == 1
+
+
+async def test_an_answered_calls_row_stores_only_what_its_pending_row_does_not_say(
+    rt: Runtime,
+) -> None:
+    """The answered call's ``llm.request`` row leaves out the request hash and model its
+    pending row holds and its usage's derived fields; ``audit show`` (and the console's
+    provenance, which reads it) shows it whole, and finds it by the request's hash."""
+    result = await rt.run(TurnRequest(messages=[_user("short")], session_id="slim"))
+    (turn,) = rt.sessions.turns(result.session_id)
+    pending, answered = _audit(rt, "llm.request", turn.id)
+    assert pending["outcome"] == "pending"
+    assert "request_sha256" not in answered
+    assert "model" not in answered
+    assert {"total_tokens", "prompt_tokens_details"}.isdisjoint(answered["usage"])
+    [request] = result.requests
+    view = show(rt.home.db, turn.id)
+    shown = [item["record"]["details"] for item in view["requests"]]
+    assert shown[0] == pending
+    assert shown[1]["request_sha256"] == pending["request_sha256"] == request["request_sha256"]
+    assert shown[1]["model"] == pending["model"]
+    assert shown[1]["usage"] == request["usage"]  # whole again, as the answer reported it
+    assert all(item["chain"]["intact"] for item in view["requests"])
+    assert view["outcome_unknown"] == []
+    by_hash = show(rt.home.db, request["request_sha256"])
+    assert [item["record"]["details"] for item in by_hash["requests"]] == shown
 
 
 @pytest.mark.sqlite_only

@@ -505,10 +505,18 @@ def test_a_writers_entries_hash_as_entry_hash_says(
         writer._add(kind, table, rowid, None, digest, ts)
     writer._add("retention", None, None, "{}", "0" * 64, ts)  # a body entry, the other path
     prev = chain.GENESIS
-    for seq, ts_, kind, table, rowid, _body, digest, prev_, value in writer._rows:
-        assert prev_ == prev
-        assert value == chain.entry_hash(seq, ts_, kind, chain.ref_text(table, rowid), digest,
-                                         prev)
+    for row in writer._rows:
+        # A body entry is stored without its digest: read whole, its body's digest is
+        # what it was made with.
+        entry = chain.whole_entry(row)
+        seq, ts_, kind, table, rowid, value = (entry["seq"], entry["ts"], entry["kind"],
+                                               entry["ref_table"], entry["ref_id"],
+                                               entry["hash"])
+        assert entry["prev"] == prev
+        if table is None:  # its digest is not its body's hash: kept as it was made
+            assert row[6] == entry["digest"] == "0" * 64
+        assert value == chain.entry_hash(seq, ts_, kind, chain.ref_text(table, rowid),
+                                         entry["digest"], prev)
         prev = value
     assert [row[0] for row in writer._rows] == list(range(1, len(entries) + 2))
     conn.close()

@@ -187,6 +187,30 @@ def test_audit_show_finds_a_records_batch_entry(root: Path) -> None:
     conn.close()
 
 
+def test_a_body_entry_is_stored_without_its_digest_and_read_whole(root: Path) -> None:
+    """A body entry's digest is its body's SHA-256: stored empty, read back whole (verify,
+    ``audit show SEQ``, the export); one stored whole, as older databases hold it, reads
+    the same, and a wrong one is still found."""
+    conn = _raw(root)
+    rows = conn.execute("SELECT seq, body, digest FROM chain WHERE body IS NOT NULL"
+                        " ORDER BY seq").fetchall()
+    assert rows
+    assert all(digest == "" for _seq, _body, digest in rows)
+    seq, body, _ = rows[0]
+    whole = hashlib.sha256(body.encode()).hexdigest()
+    with DataHome(root) as home:
+        assert show(home.db, str(seq))["entry"]["digest"] == whole
+    assert [e["digest"] for e in chain.iter_entries(conn) if e["seq"] == seq] == [whole]
+    assert _verify(root).ok
+    for s, b, _ in rows:  # stored whole, as before
+        conn.execute("UPDATE chain SET digest = ? WHERE seq = ?",
+                     (hashlib.sha256(b.encode()).hexdigest(), s))
+    assert _verify(root).ok
+    conn.execute("UPDATE chain SET digest = ? WHERE seq = ?", ("0" * 64, seq))
+    assert _problem(_verify(root))[:2] == ("AUDIT_ENTRY_TAMPERED", seq)
+    conn.close()
+
+
 def test_an_edited_batch_entry_is_found(root: Path) -> None:
     conn = _raw(root)
     seq, members = _log_batches(conn)[1]

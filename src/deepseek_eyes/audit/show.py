@@ -22,8 +22,9 @@ from deepseek_eyes.audit.records import ShownItem
 from deepseek_eyes.errors import AuditError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
+from deepseek_eyes.store.events import read_usage
 
-__all__ = ["image_provenance", "show"]
+__all__ = ["image_provenance", "show", "whole_requests"]
 
 _HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
 _JSON_COLUMNS = ("details",)
@@ -100,8 +101,7 @@ def image_provenance(db: Database, turn_id: str, sha256: str) -> dict[str, Any] 
                     return {"turn": turn, "image": _image(
                         conn, sha256, entry.get("operation_id"), entry.get("record_sha256")),
                         "cached": bool(entry.get("cached")),
-                        "requests": _items(conn, "audit", "kind = 'llm.request' AND subject = ?",
-                                           (turn_id,))}
+                        "requests": _requests_of(conn, turn_id)}
     return None
 
 
@@ -120,7 +120,7 @@ def _acquisition_of(conn: sqlite3.Connection, record_sha256: str) -> str | None:
 
 def _turn(conn: sqlite3.Connection, turn_id: str) -> dict[str, Any] | None:
     turns = _items(conn, "turns", "id = ?", (turn_id,))
-    requests = _items(conn, "audit", "kind = 'llm.request' AND subject = ?", (turn_id,))
+    requests = _requests_of(conn, turn_id)
     if not turns and not requests:
         return None
     evidence: list[dict[str, Any]] = []
@@ -134,6 +134,53 @@ def _turn(conn: sqlite3.Connection, turn_id: str) -> dict[str, Any] | None:
     ]
     return {"kind": "turn", "id": turn_id, "turn": turns, "images": images,
             "requests": requests, "outcome_unknown": _unresolved(requests)}
+
+
+def _details(item: ShownItem) -> dict[str, Any]:
+    details = item["record"].get("details")
+    return details if isinstance(details, dict) else {}
+
+
+def whole_requests(requests: Sequence[ShownItem]) -> list[ShownItem]:
+    """A turn's ``llm.request`` items (every one of the turn, in order) with each answered
+    call's details whole: the request hash and model its pending row says (an answered
+    row leaves them out when they are the same: runtime/turn/ledger.py
+    ``stored_completion``) and its usage's derived fields
+    (:func:`~deepseek_eyes.store.events.read_usage`). Each item's ``intact`` is of the
+    record as stored; rows stored whole are shown as they are."""
+    ahead: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for item in requests:
+        details = _details(item)
+        if details.get("outcome") == "pending":
+            ahead[(details.get("call"), details.get("attempt") or 1)] = details
+            continue
+        pending = ahead.get((details.get("call"), details.get("attempt") or 1))
+        if pending is not None and "request_sha256" not in details \
+                and details.get("outcome", "ok") == "ok":
+            for key in ("request_sha256", "model"):
+                if key not in details and key in pending:
+                    details[key] = pending[key]
+        usage = details.get("usage")
+        if isinstance(usage, dict):
+            read_usage(usage)
+    return list(requests)
+
+
+def _requests_of(conn: sqlite3.Connection, turn_id: str) -> list[ShownItem]:
+    return whole_requests(
+        _items(conn, "audit", "kind = 'llm.request' AND subject = ?", (turn_id,)))
+
+
+def _requests_by_digest(conn: sqlite3.Connection, digest: str) -> list[ShownItem]:
+    """The ``llm.request`` items of upstream request ``digest``: the rows that name it and
+    the answered rows that name it through their pending row."""
+    named = _items(conn, "audit", "kind = 'llm.request' AND details LIKE ?",
+                   (f'%"request_sha256":"{digest}"%',))
+    subjects = list(dict.fromkeys(i["record"].get("subject") for i in named))
+    return [item for subject in subjects
+            for item in (_requests_of(conn, subject) if isinstance(subject, str)
+                         else [i for i in named if i["record"].get("subject") is None])
+            if _details(item).get("request_sha256") == digest]
 
 
 def _unresolved(requests: Sequence[ShownItem]) -> list[dict[str, Any]]:
@@ -159,12 +206,8 @@ def show(db: Database, ident: str) -> dict[str, Any]:
     ident = ident.strip()
     with db.reading() as conn:
         if ident.isdigit() and len(ident) <= 18:
-            row = conn.execute(
-                "SELECT seq, ts, kind, ref_table, ref_id, body, digest, prev, hash FROM chain"
-                " WHERE seq = ?", (int(ident),)).fetchone()
-            if row is not None:
-                entry = dict(zip(("seq", "ts", "kind", "ref_table", "ref_id", "body",
-                                  "digest", "prev", "hash"), row, strict=True))
+            entry = chain.entry_at(conn, int(ident))
+            if entry is not None:
                 out: dict[str, Any] = {"kind": "chain_entry", "entry": entry}
                 if entry["ref_table"] in chain.CHAINED_TABLES:
                     out["record"] = _item(conn, entry["ref_table"], int(entry["ref_id"]))
@@ -189,8 +232,7 @@ def show(db: Database, ident: str) -> dict[str, Any]:
             evidence = _items(conn, "evidence", "record_sha256 = ?", (digest,))
             if evidence:
                 return {"kind": "evidence", "id": digest, "evidence": evidence}
-            requests = _items(conn, "audit", "kind = 'llm.request' AND details LIKE ?",
-                              (f'%"request_sha256":"{digest}"%',))
+            requests = _requests_by_digest(conn, digest)
             if requests:
                 return {"kind": "request", "id": digest, "requests": requests}
     raise AuditError(

@@ -328,7 +328,7 @@ def _signed_through(checkpoints: list[Checkpoint], pinned: Checkpoint | None) ->
     return max([c.seq for c in checkpoints] + ([pinned.seq] if pinned else []), default=0)
 
 
-def _entry_from_row(row: sqlite3.Row) -> ChainEntry:
+def _entry_from_row(row: Mapping[str, Any]) -> ChainEntry:
     return {
         "seq": int(row["seq"]), "ts": row["ts"], "kind": row["kind"],
         "ref": chain.ref_text(row["ref_table"], row["ref_id"]), "body": row["body"],
@@ -343,8 +343,8 @@ def _finish(report: Report, walk: _Walk, started: float) -> Report:
     return report
 
 
-def _batches(rows: Iterator[sqlite3.Row], size: int) -> Iterator[list[sqlite3.Row]]:
-    batch: list[sqlite3.Row] = []
+def _batches(rows: Iterator[Mapping[str, Any]], size: int) -> Iterator[list[Mapping[str, Any]]]:
+    batch: list[Mapping[str, Any]] = []
     for row in rows:
         batch.append(row)
         if len(batch) >= size:
@@ -354,7 +354,7 @@ def _batches(rows: Iterator[sqlite3.Row], size: int) -> Iterator[list[sqlite3.Ro
         yield batch
 
 
-def _members_of(row: sqlite3.Row) -> list[tuple[str, int, str, str]] | None:
+def _members_of(row: Mapping[str, Any]) -> list[tuple[str, int, str, str]] | None:
     """The records a batch entry's row names (None for any other entry, or a body that
     names none: the walk reports it)."""
     if row["kind"] != chain.BATCH or row["ref_table"] is not None:
@@ -366,7 +366,7 @@ def _members_of(row: sqlite3.Row) -> list[tuple[str, int, str, str]] | None:
 
 
 def _records_of(
-    conn: sqlite3.Connection, batch: list[sqlite3.Row],
+    conn: sqlite3.Connection, batch: list[Mapping[str, Any]],
     members: dict[int, list[tuple[str, int, str, str]]],
 ) -> dict[tuple[str, int], Record]:
     """The records a batch of entries names, read one query per table; ``members`` gets

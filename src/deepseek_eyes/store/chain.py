@@ -6,7 +6,9 @@ usage row, a session, a session event, a turn — gets one chain entry *in the s
 transaction*. The entry names the record (``ref_table``/``ref_id``, the SQLite rowid), holds
 the SHA-256 of the record's canonical bytes (``digest``) and the hash of the entry before it
 (``prev``); its own ``hash`` covers all of that. Records with no row of their own (a
-retention cut, a quarantine) keep their canonical JSON in the entry's ``body``.
+retention cut, a quarantine) keep their canonical JSON in the entry's ``body``; such a
+*body entry*'s row stores its ``digest`` empty, since it is the body's SHA-256
+(:func:`whole_entry` reads it back; what is hashed and verified is the same).
 
 Canonical bytes of a row are its columns as compact, key-sorted JSON, with large content
 columns (an evidence record's text, a session message's body) replaced by their SHA-256.
@@ -81,6 +83,7 @@ __all__ = [
     "BATCH",
     "CHAINED_TABLES",
     "COUNTED_BODY",
+    "ENTRY_COLUMNS",
     "FOLD_AT",
     "GENESIS",
     "ChainWriter",
@@ -90,6 +93,7 @@ __all__ = [
     "adopt_existing",
     "batch_members",
     "canonical_bytes",
+    "entry_at",
     "entry_hash",
     "entry_of",
     "insert",
@@ -101,9 +105,14 @@ __all__ = [
     "record_digest",
     "ref_text",
     "table_of_insert",
+    "whole_entry",
 ]
 
 GENESIS = "0" * 64
+#: What a body entry's row holds in ``digest``: its body's SHA-256 (:func:`whole_entry`).
+_ELIDED = ""
+#: An entry row's columns, in the order :func:`iter_entries` and :func:`entry_at` read them.
+ENTRY_COLUMNS = ("seq", "ts", "kind", "ref_table", "ref_id", "body", "digest", "prev", "hash")
 
 #: The kind of a batch entry (see the module docstring); no record is of this kind.
 BATCH = "chain.batch"
@@ -563,7 +572,11 @@ class ChainWriter:
                                 "null" if ref is None else f'"{ref}"', digest, self._head)
         else:
             value = entry_hash(seq, ts, kind, ref_text(table, rowid), digest, self._head)
-        row = (seq, ts, kind, table, rowid, body, digest, self._head, value)
+        # A body entry is stored without its digest, its body's SHA-256 (:func:`whole_entry`;
+        # every body entry's digest is, or verify refuses it: checked, so none is lost).
+        stored = _ELIDED if body is not None and digest == _sha256(body.encode("utf-8")) \
+            else digest
+        row = (seq, ts, kind, table, rowid, body, stored, self._head, value)
         if self._buffered:
             self._rows.append(row)
         else:
@@ -608,6 +621,8 @@ class ChainWriter:
         self._confirmed = True
         self._ts = None
         for _seq, ts, kind, table, rowid, body, digest, _prev, _hash in rows:
+            if body is not None and digest == _ELIDED:  # stored so: the body's own hash
+                digest = _sha256(body.encode("utf-8"))
             self._add(kind, table, rowid, body, digest, ts)
 
 
@@ -923,16 +938,38 @@ def adopt_existing(conn: sqlite3.Connection, ts: float) -> int:
     return count
 
 
-def iter_entries(conn: sqlite3.Connection, *, batch: int = 5000) -> Iterator[sqlite3.Row]:
-    """Every entry in ``seq`` order, read in batches."""
+def whole_entry(row: Sequence[Any]) -> dict[str, Any]:
+    """An entry row (:data:`ENTRY_COLUMNS`) by column, with what it was stored without put
+    back: a body entry's empty ``digest`` is its body's SHA-256 (a batch's body names 64
+    hex characters a record already, its digest 64 more each transaction). Rows written
+    before entries were stored so hold it, and are read as they are. Nothing is hashed
+    differently: the entry's hash covers its digest, so an edited body is found by its
+    entry's hash (``AUDIT_ENTRY_TAMPERED``, as before)."""
+    entry = dict(zip(ENTRY_COLUMNS, row, strict=True))
+    body = entry["body"]
+    if entry["digest"] == _ELIDED and isinstance(body, str):
+        entry["digest"] = _sha256(body.encode("utf-8"))
+    return entry
+
+
+def entry_at(conn: sqlite3.Connection, seq: int) -> dict[str, Any] | None:
+    """The entry ``seq``, whole (:func:`whole_entry`), or None."""
+    row = conn.execute(
+        "SELECT seq, ts, kind, ref_table, ref_id, body, digest, prev, hash FROM chain"
+        " WHERE seq = ?", (seq,)).fetchone()
+    return None if row is None else whole_entry(row)
+
+
+def iter_entries(conn: sqlite3.Connection, *,
+                 batch: int = 5000) -> Iterator[dict[str, Any]]:
+    """Every entry in ``seq`` order, whole (:func:`whole_entry`), read in batches."""
     last = -1
     while True:
-        cur = conn.execute(
+        rows = conn.execute(
             "SELECT seq, ts, kind, ref_table, ref_id, body, digest, prev, hash FROM chain"
-            " WHERE seq > ? ORDER BY seq LIMIT ?", (last, batch))
-        cur.row_factory = sqlite3.Row
-        rows = cur.fetchall()
+            " WHERE seq > ? ORDER BY seq LIMIT ?", (last, batch)).fetchall()
         if not rows:
             return
-        yield from rows
-        last = int(rows[-1]["seq"])
+        for row in rows:
+            yield whole_entry(row)
+        last = int(rows[-1][0])

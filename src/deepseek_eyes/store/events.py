@@ -58,7 +58,7 @@ from deepseek_eyes.store.leases import TurnLeases
 __all__ = [
     "SESSION_ID", "Event", "ForeignSession", "Fork", "Guard", "SessionConflict", "SessionStore",
     "Snapshot", "TurnMark", "TurnRecord", "body_digest", "message_calls", "read_details",
-    "stored_details", "unkept_body",
+    "read_usage", "stored_details", "stored_usage", "unkept_body",
 ]
 
 #: The migration that gave sessions their scope (store/db.py); a read-only open of an
@@ -277,18 +277,38 @@ def stored_details(details: Mapping[str, Any]) -> dict[str, Any]:
                    and v == _TURN_DEFAULTS[k])}
     usage = out.get("usage")
     if isinstance(usage, dict):
-        usage = dict(usage)
-        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        if type(prompt) is int and type(completion) is int \
-                and usage.get("total_tokens") == prompt + completion \
-                and type(usage.get("total_tokens")) is int:
-            del usage["total_tokens"]
-        hits = usage.get("prompt_cache_hit_tokens")
-        if type(hits) is int and usage.get("prompt_tokens_details") == {"cached_tokens": hits} \
-                and type(usage["prompt_tokens_details"]["cached_tokens"]) is int:
-            del usage["prompt_tokens_details"]
-        out["usage"] = usage
+        out["usage"] = stored_usage(usage)
     return out
+
+
+def stored_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
+    """A usage (the OpenAI shape, :func:`~deepseek_eyes.runtime.turn.ledger.usage_json`)
+    without what it only repeats: ``total_tokens`` when it is prompt + completion, and
+    ``prompt_tokens_details`` when that is ``{"cached_tokens": <cache hits>}``;
+    :func:`read_usage` puts them back. Anything else is kept as it is."""
+    out = dict(usage)
+    prompt, completion = out.get("prompt_tokens"), out.get("completion_tokens")
+    if type(prompt) is int and type(completion) is int \
+            and out.get("total_tokens") == prompt + completion \
+            and type(out.get("total_tokens")) is int:
+        del out["total_tokens"]
+    hits = out.get("prompt_cache_hit_tokens")
+    if type(hits) is int and out.get("prompt_tokens_details") == {"cached_tokens": hits} \
+            and type(out["prompt_tokens_details"]["cached_tokens"]) is int:
+        del out["prompt_tokens_details"]
+    return out
+
+
+def read_usage(usage: dict[str, Any]) -> dict[str, Any]:
+    """A stored usage whole again, in place (see :func:`stored_usage`); one stored whole
+    (a row written before usages were stored so) is left as it is."""
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if "total_tokens" not in usage and type(prompt) is int and type(completion) is int:
+        usage["total_tokens"] = prompt + completion
+    hits = usage.get("prompt_cache_hit_tokens")
+    if "prompt_tokens_details" not in usage and type(hits) is int:
+        usage["prompt_tokens_details"] = {"cached_tokens": hits}
+    return usage
 
 
 def read_details(details: dict[str, Any]) -> dict[str, Any]:
@@ -301,12 +321,7 @@ def read_details(details: dict[str, Any]) -> dict[str, Any]:
             details[key] = list(default) if isinstance(default, list) else default
     usage = details.get("usage")
     if isinstance(usage, dict):
-        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        if "total_tokens" not in usage and type(prompt) is int and type(completion) is int:
-            usage["total_tokens"] = prompt + completion
-        hits = usage.get("prompt_cache_hit_tokens")
-        if "prompt_tokens_details" not in usage and type(hits) is int:
-            usage["prompt_tokens_details"] = {"cached_tokens": hits}
+        read_usage(usage)
     return details
 
 

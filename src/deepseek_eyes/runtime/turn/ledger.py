@@ -10,7 +10,8 @@ Audit and sealing are handed in (an :class:`~deepseek_eyes.audit.log.AuditLog` a
   ``look`` reread, a screenshot's, an MCP image's) as ``bridge_input``, once, when it
   first reaches the model.
 * **Retries.** The client retries a busy upstream; each attempt it reports becomes an
-  ``llm.request`` audit row, and only the answered one carries usage.
+  ``llm.request`` audit row, and only the answered one carries usage. The answered one
+  leaves out what its pending row already says (:func:`stored_completion`).
 * **Billed calls are written ahead.** Before each attempt is sent, a pending
   ``llm.request`` row (``outcome: "pending"``: turn, session, call, attempt, model, request
   hash) is committed (:meth:`Ledger.pending`); if that write fails (a full disk), the
@@ -41,10 +42,10 @@ from deepseek_eyes.llm.retry import attempts_json
 from deepseek_eyes.runtime.tools import ToolOutcome
 from deepseek_eyes.runtime.turn.request import RequestRecord, UsageJson, add_usage
 from deepseek_eyes.runtime.turn.state import TurnState
-from deepseek_eyes.store.events import SessionStore, TurnRecord, body_digest
+from deepseek_eyes.store.events import SessionStore, TurnRecord, body_digest, stored_usage
 from deepseek_eyes.usage import ProviderUsage, UsageCategory, UsageTracker
 
-__all__ = ["ABORTED", "CATEGORY_OF_SOURCE", "Ledger", "Seal", "usage_json"]
+__all__ = ["ABORTED", "CATEGORY_OF_SOURCE", "Ledger", "Seal", "stored_completion", "usage_json"]
 
 #: The code of a turn closed before its answer or an error (details say why).
 ABORTED = "RUNTIME_TURN_ABORTED"
@@ -75,6 +76,19 @@ def usage_json(usage: ProviderUsage) -> UsageJson:
         "prompt_tokens_details": {"cached_tokens": usage.cache_hit_tokens},
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
     }
+
+
+def stored_completion(request: RequestRecord, pending_sha256: str | None,
+                      pending_model: str) -> dict[str, Any]:
+    """An answered call's ``llm.request`` row as stored: without the request hash and model
+    when its pending row (written ahead, same turn and call) already says them, and with its
+    usage stored short (:func:`~deepseek_eyes.store.events.stored_usage`). Readers put them
+    back from the pending row (:func:`deepseek_eyes.audit.show.whole_requests`)."""
+    out: dict[str, Any] = {**request, "usage": stored_usage(request["usage"])}
+    if pending_sha256 is not None and pending_sha256 == request["request_sha256"] \
+            and pending_model == request["model"]:
+        del out["request_sha256"], out["model"]
+    return out
 
 
 def category_after(sources: Sequence[str]) -> UsageCategory:
@@ -125,7 +139,9 @@ class Ledger:
         if result.retries:
             request["attempt"] = len(result.retries) + 1
         turn.requests.append(request)
-        self._audit.append("llm.request", turn.turn_id, **request)
+        self._audit.append("llm.request", turn.turn_id,
+                           **stored_completion(request, turn.sent_requests.get(turn.model_calls),
+                                               turn.model))
         return request["request_sha256"]
 
     def image_input(self, turn: TurnState, result: ChatResult) -> None:
