@@ -59,6 +59,7 @@ __all__ = [
     "image_part",
     "image_refs",
     "image_url_part",
+    "leading_equal",
     "parse_messages",
     "text_of",
 ]
@@ -296,7 +297,7 @@ class ParsedHistories:
         best: _Parsed | None = None
         shared = 0
         for parsed in self._by_scope.get(scope, ()):
-            n = _leading_equal(raw, parsed.raw, parsed.plain)
+            n = leading_equal(raw, parsed.raw, parsed.plain)
             if n > shared:
                 best, shared = parsed, n
         return best.out[:shared] if best is not None else []
@@ -309,10 +310,12 @@ class ParsedHistories:
             self._by_scope.popitem(last=False)
 
 
-def _leading_equal(left: list[Any], right: list[Any], limit: int) -> int:
-    """How many leading items two lists have equal, at most ``limit``: compared whole
+def leading_equal(left: list[Any], right: list[Any], limit: int | None = None) -> int:
+    """How many leading items two lists have equal (at most ``limit``): compared whole
     first (in C), then by halves to the first difference."""
-    n = min(len(left), len(right), limit)
+    n = min(len(left), len(right))
+    if limit is not None:
+        n = min(n, limit)
     if left[:n] == right[:n]:
         return n
     lo, hi = 0, n

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deepseek_eyes.canonical_json import normalized_text
+from deepseek_eyes.runtime.messages import leading_equal
 from deepseek_eyes.runtime.walks import HistoryWalks
 from deepseek_eyes.store.events import Event, body_digest
 
@@ -165,7 +166,7 @@ class HistoryMemo:
         known = self._known(visible, session_id, scope)
         if known is None:
             return Chain().extend(visible)
-        shared = _shared(visible, known.messages)
+        shared = leading_equal(visible, known.messages)
         # Slices are new lists: extended in place, not copied again.
         out = Chain(visible[:shared], known.digests[:shared], known.hashes[:shared]).extend(
             visible[shared:])
@@ -214,7 +215,7 @@ class HistoryMemo:
         for owner, chain in reversed(self._by_session.values()):
             if owner != scope or not chain.messages or chain.messages[0] != first:
                 continue
-            shared = _shared(visible, chain.messages)
+            shared = leading_equal(visible, chain.messages)
             if shared > best_shared:
                 best, best_shared = chain, shared
                 if shared in (len(chain.messages), len(visible)):
@@ -228,21 +229,5 @@ class HistoryMemo:
 def shared_prefix(left: Sequence[object], right: Sequence[object]) -> int:
     """How many leading items two lists have equal (messages, digests): compared whole
     first (in C), then by halves to the first difference."""
-    return _shared(list(left) if not isinstance(left, list) else left,
-                   list(right) if not isinstance(right, list) else right)
-
-
-def _shared(left: list[Any], right: list[Any]) -> int:
-    """How many leading messages two lists have equal: compared whole first (in C), then
-    by halves to the first difference."""
-    n = min(len(left), len(right))
-    if left[:n] == right[:n]:
-        return n
-    lo, hi = 0, n  # left[:lo] == right[:lo]; they differ somewhere before hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if left[lo:mid] == right[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return leading_equal(list(left) if not isinstance(left, list) else left,
+                         list(right) if not isinstance(right, list) else right)
