@@ -33,10 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 from _serve import export
-from deepseek_eyes.audit.checkpoints import sign_checkpoint
-from deepseek_eyes.audit.verify import verify_database
 from deepseek_eyes.home import DataHome
 from services import start_postgres
+from store_pg import verified
 
 WRITER = textwrap.dedent("""
     import sys, time
@@ -86,15 +85,6 @@ def run(writers: int, count: int, path: Path, url: str, src: Path, tmp: Path,
     wall = max(s[1] for s in spans) - min(s[0] for s in spans)
     cpu = sum(s[2] for s in spans)
     return writers * count / wall, cpu * 1000 / (writers * count)
-
-
-def verified(url: str, root: Path) -> bool:
-    home = DataHome(root, database_url=url)
-    try:
-        sign_checkpoint(home.db, home.audit_keys())
-        return verify_database(home.db, home.audit_keys()).ok
-    finally:
-        home.db.close()
 
 
 def main(count: int, rounds: int, before: str | None) -> None:

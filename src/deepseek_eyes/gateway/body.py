@@ -301,6 +301,19 @@ def _checked_key(token: str) -> str:
     return str(key)
 
 
+def _decode_value(text: str, pos: int) -> tuple[Any, int]:
+    """The JSON value at ``pos`` of ``text`` and where it ends, a failure as the gateway's
+    error (too deep, or not JSON)."""
+    try:
+        return _DECODER.raw_decode(text, pos)
+    except RecursionError:
+        raise _too_deep() from None
+    except GatewayError:
+        raise
+    except ValueError:
+        raise _not_json() from None
+
+
 def _skip_value(text: str, pos: int) -> int:
     """The end of the JSON value at ``pos``, checked against the grammar (and the depth
     bound, finite numbers, keys without lone surrogates) without building it."""
@@ -446,24 +459,10 @@ def read_request(raw: bytes, limits: BodyLimits, known: frozenset[str] | None = 
             else:
                 base, reused = None, 0
             value_at = pos
-            try:
-                fields[key], pos = continued or _DECODER.raw_decode(text, pos)
-            except RecursionError:
-                raise _too_deep() from None
-            except GatewayError:
-                raise
-            except ValueError:
-                raise _not_json() from None
+            fields[key], pos = continued or _decode_value(text, pos)
             messages_at = (value_at, pos, fields[key])
         elif key in known:
-            try:
-                fields[key], pos = _DECODER.raw_decode(text, pos)
-            except RecursionError:
-                raise _too_deep() from None
-            except GatewayError:
-                raise
-            except ValueError:
-                raise _not_json() from None
+            fields[key], pos = _decode_value(text, pos)
         else:
             pos = _skip_value(text, pos)
             fields.pop(key, None)  # as json.loads: the last of a repeated key wins
