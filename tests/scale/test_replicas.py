@@ -388,10 +388,16 @@ def test_sigterm_drains_one_replica_under_load_and_no_request_is_lost(
     assert all(right for _, _, right in results)
     # No request met the stop: none was answered 503 or refused by the victim and resent
     # by HAProxy (a retry is how either would show; the client sees only the last answer).
-    chats = [line for line in replicas.logged()[logged_before:]
-             if line.path == "/v1/chat/completions"]
-    assert len(chats) == len(results), (len(chats), len(results))
-    assert [line for line in chats if line.status != 200 or line.retries] == []
+    # HAProxy writes a request's log line when its stream closes, which can be just after
+    # the client has read the answer: wait for the lines, then compare.
+    def chats() -> list[Any]:
+        return [line for line in replicas.logged()[logged_before:]
+                if line.path == "/v1/chat/completions"]
+
+    until(lambda: len(chats()) >= len(results), "HAProxy's log of every request", timeout=10)
+    logged = chats()
+    assert len(logged) == len(results), (len(logged), len(results))
+    assert [line for line in logged if line.status != 200 or line.retries] == []
     # Requests the victim held at the signal finished there; after it exited, the others
     # took everything.
     assert served(lambda r: r[0] == victim and r[1] > at) >= 1
