@@ -66,7 +66,7 @@ from typing import Any
 
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store import chain as _chain
-from deepseek_eyes.store import pg_schema
+from deepseek_eyes.store import pg_schema, pg_wire
 
 __all__ = ["CHAIN_LOCK", "DEFAULT_POOL_SIZE", "SCHEMA_LOCK", "PgConnection", "Row", "connect",
            "lock_id", "redact", "translate"]
@@ -470,8 +470,7 @@ class PgConnection(_chain.Connection):
         #: The open transaction's pipeline (see _queue), and its bookkeeping: statements
         #: sent, how many have their results back, whether a round trip was made, the
         #: statements to send again on a new link until then, the first error.
-        self._pipe: Any = None
-        self._stack: contextlib.ExitStack | None = None
+        self._pipe: pg_wire.Pipeline | None = None
         self._sent = self._synced_upto = 0
         self._synced = False
         self._replay: list[tuple[str, Any, PgCursor | None, str | None, bool]] = []
@@ -764,13 +763,11 @@ class PgConnection(_chain.Connection):
 
     def _open_pipeline(self) -> None:
         conn = self._alive(fresh_transaction=True)
-        stack = contextlib.ExitStack()
-        self._pipe = stack.enter_context(conn.pipeline())
-        self._stack = stack
+        self._pipe = pg_wire.Pipeline(conn)
         self._sent = self._synced_upto = 0
         self._synced = False
         self._tx_error = None
-        conn.execute(_BEGIN if self._begin == "write" else _BEGIN_READ)
+        self._pipe.send(_BEGIN if self._begin == "write" else _BEGIN_READ, None)
         self._sent += 1
 
     # --- what a write transaction holds --------------------------------------------------
@@ -866,27 +863,31 @@ class PgConnection(_chain.Connection):
         transaction's pipeline; ``cursor`` gets its result when read."""
         import psycopg
 
-        conn = self._tx_conn()
-        entry = (text, args, cursor, returning, many)
-        if not self._synced:
-            self._replay.append(entry)
         try:
-            self._send(conn, entry)
-        except psycopg.OperationalError as exc:
-            if self._synced or not _link_gone(conn, exc):
-                raise
-            self._again()
+            conn = self._tx_conn()
+            entry = (text, args, cursor, returning, many)
+            if not self._synced:
+                self._replay.append(entry)
+            try:
+                self._send(entry)
+            except psycopg.OperationalError as exc:
+                if self._synced or not _link_gone(conn, exc):
+                    raise
+                self._again()
+        except (psycopg.Error, _Lost) as exc:  # every caller raises sqlite3's errors
+            raise _as_sqlite(exc) from exc
 
-    def _send(self, conn: Any, entry: tuple[str, Any, PgCursor | None, str | None, bool]
-              ) -> None:
+    def _send(self, entry: tuple[str, Any, PgCursor | None, str | None, bool]) -> None:
         text, args, cursor, returning, many = entry
+        pipe = self._pipe
+        assert pipe is not None
         if many:
-            with conn.cursor() as cur:
-                cur.executemany(text, args)
+            for row in args:
+                pipe.send(text, row)
         else:
-            result = conn.execute(text, args)
+            slot = pipe.send(text, args)
             if cursor is not None:
-                cursor._psy, cursor._returning, cursor._index = result, returning, self._sent
+                cursor._psy, cursor._returning, cursor._index = slot, returning, self._sent
                 cursor._lazy = True
         self._sent += 1
 
@@ -901,7 +902,7 @@ class PgConnection(_chain.Connection):
         self._tail_cursor, self._last_cursor = tail, last  # queued again below
         self._replay = replay
         for entry in replay:
-            self._send(self._pg, entry)
+            self._send(entry)
 
     def _sync(self) -> None:
         """One round trip: everything queued, and its results."""
@@ -909,11 +910,13 @@ class PgConnection(_chain.Connection):
 
         try:
             try:
+                assert self._pipe is not None
                 self._pipe.sync()
             except psycopg.OperationalError as exc:
                 if self._synced or not _link_gone(self._pg, exc):
                     raise
                 self._again()
+                assert self._pipe is not None
                 self._pipe.sync()
         except psycopg.Error as exc:
             self._tx_error = exc
@@ -930,7 +933,7 @@ class PgConnection(_chain.Connection):
             try:
                 if self._pipe is not None and cursor._index >= self._synced_upto:
                     self._sync()
-                if cursor._psy.pgresult is None:
+                if cursor._psy.result is None:
                     error = self._tx_error or _Lost("the statement's result never came")
                     raise error
                 self._load(cursor, cursor._psy, cursor._returning)
@@ -940,22 +943,20 @@ class PgConnection(_chain.Connection):
                 raise _as_sqlite(exc) from exc
 
     def _drop_pipeline(self) -> None:
-        stack, self._stack, self._pipe = self._stack, None, None
+        pipe, self._pipe = self._pipe, None
         self._replay = []
         self._tail_cursor = self._last_cursor = None
-        if stack is not None:
-            with contextlib.suppress(Exception):  # the error was raised already, or will be
-                stack.close()
+        if pipe is not None:
+            pipe.abandon()  # the error was raised already, or will be
 
     def _end_pipeline(self, *, quiet: bool = False) -> None:
         if quiet or self._pipe is None:
             self._drop_pipeline()
             return
-        stack, self._stack, self._pipe = self._stack, None, None
+        pipe, self._pipe = self._pipe, None
         self._replay = []
         self._tail_cursor = self._last_cursor = None
-        assert stack is not None
-        stack.close()  # the last round trip: its errors raised
+        pipe.close()  # the last round trip: its errors raised
 
     def _end_transaction(self, *, rollback: bool) -> None:
         was, self._in_tx = self._in_tx, False
@@ -979,7 +980,8 @@ class PgConnection(_chain.Connection):
             if not self._synced:  # the first round trip may be sent again, never a commit
                 self._sync()
                 conn = self._pg  # a new link, when the first trip found the old one dead
-            conn.execute("COMMIT")
+            assert self._pipe is not None
+            self._pipe.send("COMMIT", None)
             self._end_pipeline()  # the commit (and what was queued before it): one trip
         except BaseException:
             self._drop_pipeline()
@@ -1017,17 +1019,15 @@ class PgConnection(_chain.Connection):
     @staticmethod
     def _run(conn: Any, cursor: PgCursor, text: str, args: Any,
              returning: str | None) -> PgCursor:
-        return PgConnection._load(cursor, conn.execute(text, args), returning)
+        return PgConnection._load(cursor, pg_wire.run(conn, text, args), returning)
 
     @staticmethod
-    def _load(cursor: PgCursor, cur: Any, returning: str | None) -> PgCursor:
-        names = [d.name for d in cur.description] if cur.description else None
+    def _load(cursor: PgCursor, slot: pg_wire.Slot, returning: str | None) -> PgCursor:
+        names, rows, rowcount = slot.rows()
         if returning is not None:
-            rows = cur.fetchall() if names else []
-            last = int(rows[-1][0]) if rows else None
-            return cursor._load(None, (), cur.rowcount, last)
-        rows = cur.fetchall() if names is not None else []
-        return cursor._load(names, rows, cur.rowcount, None)
+            last = int(rows[-1][0]) if names and rows else None
+            return cursor._load(None, (), rowcount, last)
+        return cursor._load(names, rows, rowcount, None)
 
     def _pragma(self, sql: str, cursor: PgCursor) -> PgCursor:
         match = _PRAGMA.match(sql)
