@@ -80,6 +80,26 @@ def test_a_write_the_database_refuses_inside_a_transaction_is_store_write_failed
     assert len(db.query("SELECT * FROM audit")) == 1
 
 
+def test_a_queued_row_the_database_refuses_is_dropped_with_the_write_it_preceded(
+        tmp_path: Path) -> None:
+    """Rows queued before a write transaction are written at its start (on PostgreSQL
+    without waiting for their results). One the database refuses for what it holds fails
+    that write and is dropped, not queued again to fail every later one; a row queued with
+    it in the same batch goes with it, as any failed batch does."""
+    db = Database(tmp_path / "eyes.db")
+    sql = "INSERT INTO audit (ts, kind, details) VALUES (?, ?, '{}')"
+    db.append(sql, (1.0, "fine"), chain="test.fine")
+    db.append(sql, (None, "refused"), chain="test.refused")  # ts is NOT NULL
+    with pytest.raises(StoreError) as info, db.transaction() as conn:
+        conn.execute(sql, (2.0, "mine"))
+    assert info.value.code == "STORE_WRITE_FAILED"
+    assert isinstance(info.value.__cause__, sqlite3.IntegrityError)
+    with db.transaction() as conn:
+        conn.execute(sql, (3.0, "after"))
+    assert [r[0] for r in db.query("SELECT kind FROM audit ORDER BY ts")] == ["after"]
+    db.close()
+
+
 def test_appended_rows_are_batched_but_always_visible(tmp_path: Path) -> None:
     db = Database(tmp_path / "eyes.db")
     db.append("INSERT INTO audit (ts, kind, details) VALUES (1, 'a', '{}')")

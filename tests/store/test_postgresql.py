@@ -398,3 +398,34 @@ def test_the_reads_fetched_with_the_chain_lock_are_the_ones_the_writers_make() -
 
     assert checkpoints._LAST == postgres._LAST_CHECKPOINT
     assert postgres._TAIL == "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"
+
+
+def test_rows_queued_before_a_write_go_with_its_first_round_trip(
+        postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Log rows flushed at the start of a write transaction are not waited for: they go
+    with its first round trip (here a read), their rowids come back with the chain's tail
+    when the records fold, and the commit is the third trip; the chain verifies."""
+    from deepseek_eyes.store import chain, pg_wire
+
+    db = Database(tmp_path / "eyes.db", url=postgres_url)
+    trips: list[int] = []
+    real = pg_wire.Pipeline.sync
+
+    def counted(self: pg_wire.Pipeline) -> None:
+        trips.append(len(self._expected))
+        real(self)
+
+    monkeypatch.setattr(pg_wire.Pipeline, "sync", counted)
+    db.append(AUDIT, (1.0, "test.queued", "s", "{}"), chain="test.queued")
+    with db.transaction() as conn:
+        db.hold("session:x")
+        assert conn.execute("SELECT count(*) FROM audit").fetchone()[0] == 1
+        chain.insert_later(conn, "test.mine", AUDIT, (2.0, "test.mine", "s", "{}"), 2.0)
+    assert len(trips) == 3, trips
+    monkeypatch.undo()
+    kinds = [r[0] for r in db.query("SELECT kind FROM audit ORDER BY id")]
+    assert kinds == ["test.queued", "test.mine"]
+    keys = DataHome(tmp_path / "home").audit_keys()
+    sign_checkpoint(db, keys)
+    assert verify_database(db, keys).ok
+    db.close()

@@ -493,6 +493,8 @@ class Database:
         self._pending_since = 0.0
         self._depth = 0
         self._unwritten: list[_Pending] = []
+        #: Batches of _unwritten whose results come back later: (start, rows, cursors).
+        self._lazy_rows: list[tuple[int, int, Sequence[sqlite3.Cursor]]] = []
         self._doomed: sqlite3.Error | None = None
         conn: sqlite3.Connection | None = None
         if url is not None:
@@ -567,6 +569,7 @@ class Database:
         db._pending_since = 0.0
         db._depth = 0
         db._unwritten = []
+        db._lazy_rows = []
         db._doomed = None
         db.url = url = _configured(url)
         if url is not None:
@@ -791,6 +794,7 @@ class Database:
         now = time.time()
         conn = self._conn
         chained: list[tuple[str, str, str, Sequence[Any], int]] = []
+        later: list[tuple[str, str, str, Sequence[Any], int | sqlite3.Cursor]] = []
         try:
             # On PostgreSQL the rows go in one round trip (store/postgres.py), the chain's
             # tail with them when nothing else is written.
@@ -800,16 +804,28 @@ class Database:
                 if pipelined is not None else [])
             if alone and pipelined is not None and any(p[2] is not None for p in pending):
                 conn.prefetch_chain_head()  # type: ignore[attr-defined]
+            # Rows written at the start of another write (PostgreSQL): their results are
+            # not waited for here but come back with that write's first round trip (their
+            # rowids are read when the transaction's records fold); one that fails is told
+            # apart when the transaction rolls back (_rollback).
+            lazy = pipelined is not None and not alone
             for n, (sql, params, kind, table) in enumerate(pending):
                 cur = cursors[n] if cursors else conn.execute(sql, params)
-                if kind is not None and table is not None and cur.rowcount > 0 \
-                        and cur.lastrowid is not None:
+                if kind is None or table is None:
+                    continue
+                if lazy:
+                    later.append((kind, table, sql, params, cur))
+                elif cur.rowcount > 0 and cur.lastrowid is not None:
                     chained.append((kind, table, sql, params, cur.lastrowid))
-            if cursors and not any(kind is not None for _s, _p, kind, _t in pending):
+            if lazy:
+                self._lazy_rows.append((mark, len(pending), cursors))
+            elif cursors and not any(kind is not None for _s, _p, kind, _t in pending):
                 # Nothing above read a result: a row that fails fails here, as on SQLite,
                 # so it is told apart (and dropped) rather than failing the commit.
                 _ = cursors[-1].rowcount
-            if chained and pipelined is not None:
+            if later:
+                conn.defer_chain(later, now)  # type: ignore[attr-defined]
+            elif chained and pipelined is not None:
                 conn.defer_chain(chained, now)  # type: ignore[attr-defined]
             elif chained:  # one batch entry for many (store/chain.py)
                 _chain.ChainWriter.of(conn).add_inserts(chained, now)
@@ -826,6 +842,7 @@ class Database:
         self._conn.execute("BEGIN IMMEDIATE")
         self._conn.begun()
         self._unwritten = []
+        self._lazy_rows = []
         self._doomed = None
 
     def _commit(self) -> None:
@@ -833,6 +850,7 @@ class Database:
         self._conn.execute("COMMIT")
         self._conn.ended(committed=True)
         self._unwritten = []
+        self._lazy_rows = []
 
     def _rollback(self) -> None:
         # SQLite may have rolled back already (a full disk at COMMIT): then this fails.
@@ -840,6 +858,13 @@ class Database:
             self._conn.execute("ROLLBACK")
         self._conn.ended()
         self._doomed = None
+        # A batch of rows whose results were not waited for (_write_pending) that failed
+        # for what it holds is dropped, as one that fails at once is.
+        for mark, count, cursors in reversed(self._lazy_rows):
+            failures = [c.failure() for c in cursors]  # type: ignore[attr-defined]
+            if any(f is not None and not keeps_rows(f) for f in failures):
+                del self._unwritten[mark:mark + count]
+        self._lazy_rows = []
         # Rows queued before this transaction are not lost with it: they go first again.
         self._pending[:0] = self._unwritten
         self._unwritten = []

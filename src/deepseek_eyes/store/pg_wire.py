@@ -103,10 +103,12 @@ class Slot:
     """One statement's outcome: its result (``None`` until its round trip, and after it
     when the statement did not run) and how to read it."""
 
-    __slots__ = ("result", "transformer")
+    __slots__ = ("error", "result", "transformer")
 
     def __init__(self, transformer: Any) -> None:
         self.result: Any = None
+        #: The statement's own failure (psycopg's error), once its round trip is made.
+        self.error: Exception | None = None
         self.transformer = transformer
 
     def rows(self) -> tuple[list[str] | None, list[tuple[Any, ...]], int]:
@@ -227,10 +229,13 @@ class Pipeline:
                 continue
             status = result.status
             if status == pq.ExecStatus.FATAL_ERROR:
+                error = _error(result, self.conn)
                 if first_error is None:
-                    first_error = _error(result, self.conn)
+                    first_error = error
                 if isinstance(owner, tuple):  # a prepare that failed: not prepared
                     self.state.prepared.pop(owner[1], None)
+                elif isinstance(owner, Slot):
+                    owner.error = error
                 continue
             if status == pq.ExecStatus.PIPELINE_ABORTED:
                 if isinstance(owner, tuple):

@@ -368,6 +368,13 @@ class PgCursor(sqlite3.Cursor):
         self._psy, self._lazy = None, False
         return self
 
+    def failure(self) -> sqlite3.Error | None:
+        """The statement's own failure on the server, as sqlite3's error (None: it ran, it
+        did not run, or its round trip was not made); never a round trip."""
+        slot = self._psy
+        error = getattr(slot, "error", None)
+        return _as_sqlite(error) if error is not None else None
+
     @property
     def rowcount(self) -> int:
         return self._settled()._rowcount
