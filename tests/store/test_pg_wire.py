@@ -151,3 +151,23 @@ def test_the_store_connection_reads_rows_through_the_wire(postgres_url: str,
             "s-1", "s-2"]
     finally:
         db.close()
+
+
+def test_a_round_trip_cut_off_mid_way_leaves_no_connection_to_lend(
+        conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Interrupted while waiting for its results (a signal, a lost link), a pipeline's
+    connection holds replies nobody will read: it is closed, never given to the next
+    transaction in that state."""
+    pipe = pg_wire.Pipeline(conn)
+    pipe.send("BEGIN", None)
+    pipe.send("SELECT pg_sleep(0.05)", ())
+
+    def interrupted(self: pg_wire.Pipeline, events: int) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pg_wire.Pipeline, "_wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        pipe.sync()
+    monkeypatch.undo()
+    pipe.abandon()
+    assert conn.closed

@@ -140,6 +140,8 @@ class Pipeline:
         self._poller: Any = None
         self._polled = 0
         self._polled_fd: int | None = None
+        #: A round trip was cut off mid-way: the connection is closed when left (_leave).
+        self._broken = False
         self.pgconn.enter_pipeline_mode()
 
     # -- sending -------------------------------------------------------------------------
@@ -211,9 +213,20 @@ class Pipeline:
             psycopg.Error: the first statement that failed (the ones after it did not
                 run), or the link's failure.
         """
+        expected, self._expected = self._expected, []
+        try:
+            first_error = self._read(expected)
+        except BaseException:
+            # Cut off mid-way (the link lost, an interrupt): what is still on the wire is
+            # unknown, so the connection is not lent again (see abandon).
+            self._broken = True
+            raise
+        if first_error is not None:
+            raise first_error
+
+    def _read(self, expected: list[Any]) -> Exception | None:
         from psycopg import pq
 
-        expected, self._expected = self._expected, []
         pgconn = self.pgconn
         pgconn.pipeline_sync()
         self._flush()
@@ -248,8 +261,7 @@ class Pipeline:
             import psycopg
 
             raise psycopg.OperationalError("the pipeline's results are out of step")
-        if first_error is not None:
-            raise first_error
+        return first_error
 
     def close(self) -> None:
         """Read what is still queued (raising its first error), then leave pipeline mode."""
@@ -257,18 +269,27 @@ class Pipeline:
             if self._expected:
                 self.sync()
         finally:
-            if self.pgconn.status == 0:  # CONNECTION_OK
-                self.pgconn.exit_pipeline_mode()
+            self._leave()
 
     def abandon(self) -> None:
         """Leave pipeline mode after a failure, keeping the connection usable when it is
         (what was queued is read and dropped); never raises."""
         with contextlib.suppress(Exception):  # raised already, or by the caller's rollback
-            if self._expected:
+            if self._expected and not self._broken:
                 self.sync()
-        with contextlib.suppress(Exception):  # a lost link: its connection is dropped
-            if self.pgconn.status == 0:
+        with contextlib.suppress(Exception):
+            self._leave()
+
+    def _leave(self) -> None:
+        """Out of pipeline mode; a connection that cannot be (a round trip cut off
+        mid-way, results left unread) is closed, so its pool drops it."""
+        if self.pgconn.status == 0 and not self._broken:  # CONNECTION_OK
+            try:
                 self.pgconn.exit_pipeline_mode()
+                return
+            except Exception:
+                self._broken = True
+        self.conn.close()
 
     # -- waiting without holding the interpreter -------------------------------------------
 
