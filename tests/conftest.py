@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from deepseek_eyes.home import DataHome
 from helpers import SmallDisk, mount_tmpfs, require_module
 from services import PostgresCluster, RedisServer, start_postgres, start_redis
 from vision.loopback import LoopbackVisionServer
@@ -76,6 +77,15 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         if name.endswith(SECRET_ENV_SUFFIXES) or name.startswith("OTEL_"):
             monkeypatch.delenv(name, raising=False)
     return home
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[DataHome]:
+    """A data directory of the test's own (``tmp_path/data``), closed after it; a test file
+    that needs one filled defines its own ``home``."""
+    data = DataHome(tmp_path / "data")
+    yield data
+    data.close()
 
 
 @pytest.fixture

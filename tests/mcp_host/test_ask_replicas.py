@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +33,6 @@ from deepseek_eyes.store.owner import owner
 SRC = Path(__file__).resolve().parents[2] / "src"
 #: The other replica: another host, so it is judged by its heartbeat.
 OTHER = "replica-b|-|4242|-"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[DataHome]:
-    data = DataHome(tmp_path / "data")
-    yield data
-    data.close()
 
 
 class Audited:

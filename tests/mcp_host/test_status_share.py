@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -21,13 +20,6 @@ from deepseek_eyes.settings import McpServerSettings, McpSettings
 from deepseek_eyes.store.replica_status import FORGOTTEN_S, FRESH_S, ReplicaStatus, ServerStatus
 
 OTHER = "replica-b|-|4242|-"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[DataHome]:
-    data = DataHome(tmp_path / "data")
-    yield data
-    data.close()
 
 
 def _servers(parts: ConsoleParts) -> dict[tuple[str, str], dict[str, object]]:

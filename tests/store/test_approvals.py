@@ -6,8 +6,6 @@ as its delete: once, even when two sweeps race, and the chain still verifies."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -21,13 +19,6 @@ from deepseek_eyes.store.owner import owner
 #: Replicas on other hosts: judged by their heartbeat.
 GONE = "replica-b|-|4242|-"
 LATE = "replica-c|-|4343|-"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[DataHome]:
-    data = DataHome(tmp_path / "data")
-    yield data
-    data.close()
 
 
 def _unapplied(home: DataHome) -> list[str]:
