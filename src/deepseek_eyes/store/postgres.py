@@ -740,8 +740,8 @@ class PgConnection(_chain.Connection):
 
     # --- a transaction in pipeline mode ---------------------------------------------------
     #
-    # Inside a transaction every statement is queued on a psycopg pipeline and its cursor
-    # is read lazily: a round trip is made only when the code reads a result (a row, a
+    # Inside a transaction every statement is queued on the connection's pipeline
+    # (pg_wire.Pipeline: libpq's pipeline mode) and its cursor is read lazily: a round trip is made only when the code reads a result (a row, a
     # rowcount, a rowid) or commits, and carries every statement queued before it. BEGIN,
     # the write lock and the chain's tail go with the first statement; writes nobody reads
     # (a session's scope row, a lease, the chain's entries) go with the next read or the
