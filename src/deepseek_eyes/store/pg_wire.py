@@ -14,7 +14,8 @@ per statement:
 * a statement used a second time on a connection is prepared there (a name per text and
   parameter types, as psycopg's prepared statements), in the same round trip as its run;
 * results are read without blocking the interpreter: libpq is asked for a result only
-  when it has one, and waits happen in ``select``.
+  when it has one, and waits happen in ``poll`` (a cut-off round trip closes its
+  connection rather than lend it with replies unread).
 
 A :class:`Pipeline` is one connection in pipeline mode: :meth:`~Pipeline.send` queues a
 statement and returns its :class:`Slot`, :meth:`~Pipeline.sync` makes the round trip and

@@ -741,14 +741,15 @@ class PgConnection(_chain.Connection):
     # --- a transaction in pipeline mode ---------------------------------------------------
     #
     # Inside a transaction every statement is queued on the connection's pipeline
-    # (pg_wire.Pipeline: libpq's pipeline mode) and its cursor is read lazily: a round trip is made only when the code reads a result (a row, a
-    # rowcount, a rowid) or commits, and carries every statement queued before it. BEGIN,
-    # the write lock and the chain's tail go with the first statement; writes nobody reads
-    # (a session's scope row, a lease, the chain's entries) go with the next read or the
-    # commit. A statement that failed fails the transaction on the server; its error is
-    # raised by the next result read or by the commit, and the transaction rolls back
-    # whole, as before. Until the first round trip succeeded nothing of the transaction
-    # has run: a link found dead then is replaced and the queued statements sent again.
+    # (pg_wire.Pipeline: libpq's pipeline mode) and its cursor is read lazily: a round trip
+    # is made only when the code reads a result (a row, a rowcount, a rowid) or commits,
+    # and carries every statement queued before it. BEGIN, the write lock and the chain's
+    # tail go with the first statement; writes nobody reads (a session's scope row, a
+    # lease, the chain's entries) go with the next read or the commit. A statement that
+    # failed fails the transaction on the server; its error is raised by the next result
+    # read or by the commit, and the transaction rolls back whole, as before. Until the
+    # first round trip succeeded nothing of the transaction has run: a link found dead
+    # then is replaced and the queued statements sent again.
 
     def _tx_conn(self) -> Any:
         """The psycopg connection of the open transaction, in pipeline mode, its BEGIN
