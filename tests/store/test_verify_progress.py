@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from deepseek_eyes.audit.keys import AuditKeyring, audit_directory
 from deepseek_eyes.audit.verify import verify_database, verify_path
 from deepseek_eyes.home import DataHome
@@ -41,6 +43,7 @@ def test_progress_counts_each_batch_up_to_the_whole_chain(tmp_path: Path) -> Non
     assert again == [(total, total)]
 
 
+@pytest.mark.sqlite_only  # tampers with SQLite's file directly
 def test_a_broken_chain_stops_the_count_where_the_problem_is(tmp_path: Path) -> None:
     import sqlite3
 
