@@ -116,7 +116,7 @@ def test_a_wait_on_the_server_leaves_other_threads_running(postgres_url: str,
             ticks += 1
             time.sleep(0.001)
         assert not done.is_set()
-        assert ticks > 50
+        assert ticks >= 10  # a held interpreter allows none (the lock is never released)
         holder.execute("SELECT pg_advisory_unlock(4242)")
         waiter.join(timeout=10)
         assert done.is_set()
