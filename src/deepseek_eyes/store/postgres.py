@@ -797,7 +797,6 @@ class PgConnection(_chain.Connection):
             sqlite3.ProgrammingError: outside a write transaction.
             sqlite3.Error: as :meth:`execute`.
         """
-        import psycopg
 
         with self._guard:
             if not self._in_tx or self._begin != "write":
@@ -805,10 +804,7 @@ class PgConnection(_chain.Connection):
             ident = lock_id(key)
             if ident in self._held:
                 return
-            try:
-                self._queue(_LOCK_KEY, (ident,))
-            except psycopg.Error as exc:
-                raise _as_sqlite(exc) from exc
+            self._queue(_LOCK_KEY, (ident,))
             self._held.add(ident)
 
     def prefetch_chain_head(self) -> None:
@@ -1072,7 +1068,6 @@ class PgConnection(_chain.Connection):
     def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> PgCursor:
         """Inside a transaction, queued (sent with the next round trip); outside, one lone
         write each."""
-        import psycopg
 
         with self._guard:
             if not self._in_tx:
@@ -1094,11 +1089,8 @@ class PgConnection(_chain.Connection):
                 self._queue(text, rows, many=True)
                 self.prefetch_chain_head()
                 return PgCursor(self)._load(None, (), len(rows), None)
-            try:
-                if rows:
-                    self._queue(text, rows, many=True)
-            except psycopg.Error as exc:
-                raise _as_sqlite(exc) from exc
+            if rows:
+                self._queue(text, rows, many=True)
             return PgCursor(self)._load(None, (), len(rows), None)
 
     def execute_pipelined(self, statements: Sequence[tuple[str, Sequence[Any]]]
