@@ -5,9 +5,13 @@ appends from three writer processes.
 
 1. A text turn: two ``deepseek-eyes serve`` processes against one loopback upstream, one on
    its SQLite data directory, one with ``[store] database_url`` on a throwaway PostgreSQL
-   cluster (tests/services.py, on this machine); requests alternate between them. p50 of
-   the whole turn (wall) and of the gateway's own ``Server-Timing`` total, and its
-   ``store`` stage. Ratio = PostgreSQL / SQLite (goal: at most 1.3 for the wall time).
+   cluster (tests/services.py, on this machine); requests alternate between them, in
+   conversations of :data:`CONVERSATION` turns as a stock client holds them (the whole
+   history resent, no session id: the gateway finds the session by the history's hashes),
+   so most turns continue a session. p50 of the whole turn (wall), of a conversation's
+   first turn and of the turns that continue one, and of the gateway's own
+   ``Server-Timing`` total and its ``store`` stage. Ratio = PostgreSQL / SQLite (goal: at
+   most 1.3 for the wall time).
 2. Chain appends: three processes each append ``--appends`` chained audit records, one
    write transaction each, at once on one database; records per second in total, and the
    chain verified after (one chain, whatever the interleaving). Each transaction is one
@@ -42,7 +46,9 @@ from runtime.upstream import LoopbackUpstream
 from services import start_postgres
 
 MODEL = "deepseek-v4-pro"
-BODY = {"model": MODEL, "messages": [{"role": "user", "content": "ping"}]}
+#: Turns of one conversation: a stock client resends the history it holds, with no session
+#: id, and the gateway finds the session it continues by the history's hashes.
+CONVERSATION = 5
 WRITER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
@@ -80,17 +86,30 @@ def turns(requests: int, url: str, tmp: Path, before: str | None = None,
         wall: dict[str, list[float]] = {n: [] for n in servers}
         own: dict[str, list[float]] = {n: [] for n in servers}
         store: dict[str, list[float]] = {n: [] for n in servers}
+        first: dict[str, list[float]] = {n: [] for n in servers}  # wall, a conversation's first
+        later: dict[str, list[float]] = {n: [] for n in servers}  # wall, the turns after
+        histories: dict[str, list[dict[str, str]]] = {n: [] for n in servers}
         try:
             with httpx.Client(timeout=30) as client:
                 for index in range(requests + 30):
+                    turn = index % CONVERSATION
                     for name, (_process, base) in servers.items():
+                        history = histories[name]
+                        if turn == 0:
+                            history.clear()
+                        question = f"question {turn} of conversation {index // CONVERSATION}"
+                        history.append({"role": "user", "content": question})
                         started = time.perf_counter()
-                        answer = client.post(f"{base}/chat/completions", json=BODY)
+                        answer = client.post(f"{base}/chat/completions",
+                                             json={"model": MODEL, "messages": history})
                         elapsed = time.perf_counter() - started
                         answer.raise_for_status()
+                        history.append({"role": "assistant", "content":
+                                        answer.json()["choices"][0]["message"]["content"]})
                         if index >= 30:  # warm-up excluded
                             stages = stages_of(answer.headers.get("server-timing"))
                             wall[name].append(elapsed)
+                            (first if turn == 0 else later)[name].append(elapsed)
                             own[name].append(stages.get("total", float("nan")) / 1000)
                             store[name].append(stages.get("store", 0.0) / 1000)
         finally:
@@ -98,7 +117,8 @@ def turns(requests: int, url: str, tmp: Path, before: str | None = None,
                 process.terminate()
                 process.wait(timeout=30)
     for what, series in (("wall_p50_ms", wall), ("own_p50_ms", own),
-                         ("store_stage_p50_ms", store)):
+                         ("store_stage_p50_ms", store), ("first_turn_wall_p50_ms", first),
+                         ("continued_turn_wall_p50_ms", later)):
         a, b = p50(series["postgresql"]), p50(series["sqlite"])
         print(f"text_turn.{what}: ours={a:.2f} baseline={b:.2f} ratio={a / b:.3f}")
         if before:

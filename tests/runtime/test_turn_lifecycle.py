@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from deepseek_eyes.audit.show import show
+from deepseek_eyes.audit.verify import verify_database
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.runtime.runtime import Runtime
 from deepseek_eyes.runtime.tools import ProgressEvent
 from deepseek_eyes.runtime.turn import TurnRequest
+from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import MIGRATIONS
 from runtime.test_turn import image_message, settings_for
 from runtime.upstream import LoopbackUpstream
@@ -205,3 +207,89 @@ async def test_turns_an_earlier_version_left_half_written_are_closed_after_the_u
     finally:
         await rt.aclose()
         home.close()
+
+
+def _entry(rt: Runtime, table: str, rowid: int) -> int:
+    """The seq of the chain entry that names ``table:rowid``."""
+    with rt.home.db.reading() as conn:
+        entry = chain.entry_of(conn, table, rowid)
+    assert entry is not None, f"{table}:{rowid} is on no chain entry"
+    return entry[0]
+
+
+async def test_a_text_turns_request_is_written_with_its_first_call(rt: Runtime) -> None:
+    """The request and its first call's write-ahead row are one transaction: one chain
+    entry names both; the answer is written by another."""
+    result = await rt.run(TurnRequest(messages=[_user("together")], session_id="together"))
+    asked, answered = (int(r["id"]) for r in rt.home.db.query(
+        "SELECT id FROM events WHERE session_id = ? ORDER BY seq", ("together",)))
+    pending, booked = (int(r["id"]) for r in rt.home.db.query(
+        "SELECT id FROM audit WHERE kind = 'llm.request' AND subject = ? ORDER BY id",
+        (result.turn_id,)))
+    assert _entry(rt, "events", asked) == _entry(rt, "audit", pending)
+    assert _entry(rt, "events", answered) == _entry(rt, "audit", booked) \
+        > _entry(rt, "audit", pending)
+    (turn,) = rt.sessions.turns("together")
+    assert (turn.outcome, turn.details["base"]) == ("ok", 0)
+    assert rt.sessions.leases.held("together") == []
+
+
+async def test_a_session_moved_before_the_first_call_prepares_the_turn_again(
+    upstream: LoopbackUpstream, rt: Runtime, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between the turn's read of its session and its first call, another turn appends
+    to the session: the turn's write fails its compare-and-set, nothing of it is written
+    or sent, and it is judged again (now a fork) and sent once."""
+    first = await rt.run(TurnRequest(messages=[_user("start")], session_id="moved"))
+    history = [_user("start"), {"role": "assistant", "content": first.content}, _user("next")]
+    foreign = _user("another client's continuation")
+    encode = rt.runner._client.encode
+    moves = [foreign]
+
+    def racing(payload: Any, *, stream: bool) -> Any:
+        if moves:  # the first encoding only: the other turn gets in just before the write
+            rt.sessions.append("moved", [moves.pop()])
+        return encode(payload, stream=stream)
+
+    monkeypatch.setattr(rt.runner._client, "encode", racing)
+    calls = upstream.chat_calls
+    result = await rt.run(TurnRequest(messages=history, session_id="moved"))
+    assert upstream.chat_calls == calls + 1
+    assert result.fork is not None and (result.fork.parent, result.fork.at) == ("moved", 2)
+    assert [e.role for e in rt.sessions.events("moved")] == ["user", "assistant", "user"]
+    assert rt.sessions.messages("moved")[-1]["content"] == foreign["content"]
+    assert [e.role for e in rt.sessions.events(result.session_id)] == \
+        ["user", "assistant", "user", "assistant"]
+    rows = _audit(rt, "llm.request", result.turn_id)
+    assert [r.get("outcome") for r in rows] == ["pending", None]
+    (turn,) = rt.sessions.turns(result.session_id)
+    assert turn.id == result.turn_id and turn.outcome == "ok"
+    assert rt.sessions.leases.held("moved") == []
+    report = verify_database(rt.home.db, rt.home.audit_keys())
+    assert report.ok, report.problem
+
+
+async def test_a_turn_that_fails_before_its_first_call_keeps_its_request(
+    upstream: LoopbackUpstream, rt: Runtime, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing is written before the first call, so a turn that fails on the way (here the
+    request cannot be encoded) writes its request then, and its record after it."""
+    def broken(payload: Any, *, stream: bool) -> Any:
+        raise ValueError("Out of range float values are not JSON compliant")
+
+    monkeypatch.setattr(rt.runner._client, "encode", broken)
+    calls = upstream.chat_calls
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        await rt.run(TurnRequest(messages=[_user("unsendable")], session_id="unsent"))
+    assert upstream.chat_calls == calls
+    assert [m["content"] for m in rt.sessions.messages("unsent")] == \
+        [_user("unsendable")["content"]]
+    (turn,) = rt.sessions.turns("unsent")
+    assert (turn.outcome, turn.code) == ("aborted", "RUNTIME_TURN_ABORTED")
+    assert turn.details["reason"] == "error: ValueError" and turn.details["base"] == 0
+    assert turn.details["requests"] == [] and turn.details["model_calls"] == 0
+    assert _audit(rt, "llm.request", turn.id) == []
+    assert rt.sessions.leases.held("unsent") == []
+    monkeypatch.undo()
+    again = await rt.run(TurnRequest(messages=[_user("unsendable")], session_id="unsent"))
+    assert again.retry_of == turn.id

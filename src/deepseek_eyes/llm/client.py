@@ -88,6 +88,7 @@ __all__ = [
     "ChatClient",
     "ChatResult",
     "ChatStream",
+    "Encoded",
     "ToolCall",
 ]
 
@@ -102,6 +103,16 @@ T = TypeVar("T")
 #: Told each attempt's request hash and number (1, 2, …) just before it is sent; what it
 #: raises stops the call, unsent (the turn writes its billed calls ahead with it).
 BeforeSend = Callable[[str, int], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoded:
+    """A chat request encoded ahead of its call (:meth:`ChatClient.encode`): its hash can be
+    written down before the call, and the call sends exactly these bytes, every attempt."""
+
+    request: httpx.Request
+    sha256: str
+    stream: bool
 
 
 class ChatClient:
@@ -172,12 +183,14 @@ class ChatClient:
         return self._timeout
 
     async def complete(self, payload: Mapping[str, Any], *, stream: bool = False,
-                       before_send: BeforeSend | None = None) -> ChatResult:
+                       before_send: BeforeSend | None = None,
+                       encoded: Encoded | None = None) -> ChatResult:
         """POST ``{base_url}/chat/completions`` and return the assembled answer.
 
         ``stream=True`` drains :meth:`stream`; a server that answers a streaming request with
         plain JSON is accepted (``streamed=False``). ``before_send`` is told each attempt
-        before it is sent; what it raises stops the call unsent.
+        before it is sent; what it raises stops the call unsent. ``encoded``: the request
+        :meth:`encode` made of ``payload`` (same ``stream``), sent as it is.
 
         Raises:
             LLMError: ``LLM_TIMEOUT``, ``LLM_UNAVAILABLE``, ``LLM_HTTP_ERROR`` (details:
@@ -188,13 +201,12 @@ class ChatClient:
                 waited_s), the last one included.
         """
         if stream:
-            async with self.stream(payload, before_send=before_send) as chunks:
+            async with self.stream(payload, before_send=before_send, encoded=encoded) as chunks:
                 async for _ in chunks:
                     pass
                 return chunks.result
-        body = dict(payload)
-        body["stream"] = False
-        body.pop("stream_options", None)
+        body = _body(payload, stream=False)
+        request = self._request(body, stream=False, encoded=encoded)
         failed: list[Attempt] = []
         started, outcome = time.perf_counter(), "error"
         # every attempt and the waits between them
@@ -204,7 +216,7 @@ class ChatClient:
                     sent: list[str] = []
                     try:
                         result = await self._deadline(functools.partial(
-                            self._complete, body, sent, before_send, len(failed) + 1))
+                            self._complete, request, sent, before_send, len(failed) + 1))
                     except LLMError as exc:
                         await self._pause_or_raise(exc, failed, sent[0] if sent else None)
                         continue
@@ -241,7 +253,7 @@ class ChatClient:
         await anyio.sleep(wait)
 
     def stream(self, payload: Mapping[str, Any], *, before_send: BeforeSend | None = None,
-               ) -> AbstractAsyncContextManager[ChatStream]:
+               encoded: Encoded | None = None) -> AbstractAsyncContextManager[ChatStream]:
         """``async with client.stream(payload) as chunks: async for chunk in chunks: ...``
 
         Sends ``stream: true`` and ``stream_options.include_usage`` (other stream options of
@@ -249,7 +261,7 @@ class ChatClient:
         errors, and a stream cut before that chunk, are raised there (after the retries the
         policy allows). Iterating yields each chunk as the upstream sent it (keep-alives and
         ``[DONE]`` aside); ``chunks.result`` is the assembled answer once the iteration
-        ended normally.
+        ended normally. ``before_send`` and ``encoded``: as for :meth:`complete`.
 
         Raises:
             LLMError: on entering, as :meth:`complete`; while
@@ -258,14 +270,28 @@ class ChatClient:
                 ``LLM_STREAM_INCOMPLETE`` (no chunk carried a finish reason, or the stream
                 was cut).
         """
-        body = dict(payload)
-        options = body.get("stream_options")
-        body["stream"] = True
-        body["stream_options"] = {
-            **(options if isinstance(options, dict) else {}),
-            "include_usage": True,
-        }
-        return _StreamOpener(self, body, before_send)
+        body = _body(payload, stream=True)
+        return _StreamOpener(self, body, self._request(body, stream=True, encoded=encoded),
+                             before_send)
+
+    def encode(self, payload: Mapping[str, Any], *, stream: bool) -> Encoded:
+        """The request :meth:`complete` (or :meth:`stream`, with ``stream``) would send for
+        ``payload``, encoded now: the caller learns its hash before the call and hands it
+        to the call, which sends these bytes (the turn writes its first call ahead together
+        with the request that caused it)."""
+        request = self._request(_body(payload, stream=stream), stream=stream)
+        return Encoded(request, hashlib.sha256(request.content).hexdigest(), stream)
+
+    def _request(self, body: JsonObject, *, stream: bool,
+                 encoded: Encoded | None = None) -> httpx.Request:
+        """The HTTP request of one chat call (each attempt sends it again): ``encoded``'s
+        when given (for the same kind of call), else ``body`` encoded."""
+        if encoded is not None:
+            if encoded.stream != stream:
+                raise ValueError("a request encoded for another kind of call")
+            return encoded.request
+        headers = {"Accept": "text/event-stream"} if stream else None
+        return self._http.build_request("POST", self._chat_url, json=body, headers=headers)
 
     async def list_models(self) -> list[JsonObject]:
         """GET ``{base_url}/models`` and return its ``data`` list (entries that are objects).
@@ -330,9 +356,8 @@ class ChatClient:
             raise LLMError("the model list has no 'data' array", code="LLM_BAD_RESPONSE")
         return [entry for entry in data if isinstance(entry, dict)]
 
-    async def _complete(self, body: JsonObject, sent_hash: list[str],
+    async def _complete(self, request: httpx.Request, sent_hash: list[str],
                         before_send: BeforeSend | None, attempt: int) -> ChatResult:
-        request = self._http.build_request("POST", self._chat_url, json=body)
         sent = hashlib.sha256(request.content).hexdigest()
         sent_hash.append(sent)
         if before_send is not None:
@@ -345,13 +370,10 @@ class ChatClient:
         return dataclasses.replace(result_from_document(document), request_sha256=sent)
 
     async def _open_stream(
-        self, body: JsonObject, sent_hash: list[str], retries: tuple[Attempt, ...],
+        self, request: httpx.Request, sent_hash: list[str], retries: tuple[Attempt, ...],
         before_send: BeforeSend | None = None,
     ) -> ChatStream:
         deadline = anyio.current_time() + self._timeout
-        request = self._http.build_request(
-            "POST", self._chat_url, json=body, headers={"Accept": "text/event-stream"}
-        )
         sent_hash.append(hashlib.sha256(request.content).hexdigest())
         if before_send is not None:
             before_send(sent_hash[-1], len(retries) + 1)
@@ -370,10 +392,11 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
     """What :meth:`ChatClient.stream` returns: opens on enter (retrying until the first
     chunk arrived, see the module docstring), always closes on exit."""
 
-    def __init__(self, client: ChatClient, body: JsonObject,
+    def __init__(self, client: ChatClient, body: JsonObject, request: httpx.Request,
                  before_send: BeforeSend | None = None) -> None:
         self._client = client
         self._body = body
+        self._request = request
         self._before_send = before_send
         self._stream: ChatStream | None = None
         self._span: Any = None  # the chat span when traces are on
@@ -412,7 +435,7 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
             sent: list[str] = []
             stream: ChatStream | None = None
             try:
-                stream = await self._client._open_stream(self._body, sent, tuple(failed),
+                stream = await self._client._open_stream(self._request, sent, tuple(failed),
                                                          self._before_send)
                 await stream.prime()
             except LLMError as exc:
@@ -536,3 +559,18 @@ def _unavailable(message: str, exc: Exception, where: _Where) -> LLMError:
     if where.source:
         details["source"] = where.source
     return LLMError(where.said(message), code="LLM_UNAVAILABLE", details=details)
+
+
+def _body(payload: Mapping[str, Any], *, stream: bool) -> JsonObject:
+    """The JSON body of a chat call: ``payload`` with ``stream`` set; a streamed call asks
+    for usage in its last chunk (other stream options of the caller are kept), a whole
+    one sends no stream options."""
+    body = dict(payload)
+    body["stream"] = stream
+    if not stream:
+        body.pop("stream_options", None)
+        return body
+    options = body.get("stream_options")
+    body["stream_options"] = {**(options if isinstance(options, dict) else {}),
+                              "include_usage": True}
+    return body

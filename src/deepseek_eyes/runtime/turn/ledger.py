@@ -14,8 +14,9 @@ Audit and sealing are handed in (an :class:`~deepseek_eyes.audit.log.AuditLog` a
   leaves out what its pending row already says (:func:`stored_completion`).
 * **Billed calls are written ahead.** Before each attempt is sent, a pending
   ``llm.request`` row (``outcome: "pending"``: turn, session, call, attempt, model, request
-  hash) is committed (:meth:`Ledger.pending`); if that write fails (a full disk), the
-  attempt is not sent and nothing is billed. The row that completes it (usage, or the
+  hash) is committed (:meth:`Ledger.pending`; a text turn's first call with the request
+  itself, runtime/turn/prepare.py); if that write fails (a full disk), the attempt is not
+  sent and nothing is billed. The row that completes it (usage, or the
   failure) is written with the turn's other rows. A pending row with no completion is a
   call whose outcome is unknown (the process died, or the disk filled after the call):
   ``usage`` and ``audit show`` say so.
@@ -174,14 +175,29 @@ class Ledger:
 
     def pending(self, turn: TurnState, request_sha256: str, attempt: int) -> None:
         """Write one attempt ahead, committed, before it is sent (see the module docstring).
+        A turn whose request is not written yet (``turn.unlogged``) writes it in the same
+        transaction; an attempt already written ahead (the loop wrote the first call's with
+        the request, the client then tells it again) is not written twice.
 
         Raises:
             StoreError: the write failed (``STORE_FULL``); the attempt must not be sent.
+            SessionConflict: the request's session moved since the turn read it; nothing
+                was written.
         """
         call = turn.model_calls + 1
-        self._audit.write("llm.request", turn.turn_id, call=call, attempt=attempt,
-                          model=turn.model, session_id=turn.session_id,
-                          request_sha256=request_sha256, outcome="pending")
+        if turn.sent.get(call) == attempt and turn.sent_requests.get(call) == request_sha256:
+            return
+        unlogged = turn.unlogged
+        with self._sessions.batch():
+            if unlogged is not None:
+                turn.base_seq = turn.head = unlogged.write()
+            self._audit.write("llm.request", turn.turn_id, call=call, attempt=attempt,
+                              model=turn.model, session_id=turn.session_id,
+                              request_sha256=request_sha256, outcome="pending")
+        if unlogged is not None:
+            turn.unlogged = None
+            for count in unlogged.booked:
+                count()
         turn.sent[call] = attempt
         turn.sent_requests[call] = request_sha256
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -83,6 +84,7 @@ from deepseek_eyes.vision.bridge import VisionBridge
 
 __all__ = ["TurnRunner"]
 
+_log = logging.getLogger("deepseek_eyes.runtime")
 T = TypeVar("T")
 Done = list[tuple[ToolCall, ToolOutcome]]
 
@@ -141,13 +143,31 @@ class TurnRunner:
             if given is not None:
                 given(event)
 
+        asked = dataclasses.replace(request, notify=notify)
         with stage("prepare"):
-            turn = await self._preparer.prepare(dataclasses.replace(request, notify=notify))
-        answered = False
+            turn = await self._preparer.prepare(asked, defer=True)
+        answered = announced = False
         try:
-            yield Started(turn.session_id, turn.model, int(turn.started))
             while True:
                 payload = self._payload(turn)
+                encoded = None
+                if turn.unlogged is not None:
+                    # The request is written with its first call, that call encoded first
+                    # so its hash is known (runtime/turn/prepare.py).
+                    encoded = self._client.encode(payload, stream=stream)
+                    try:
+                        with stage("prepare"):
+                            self._ledger.pending(turn, encoded.sha256, 1)
+                    except SessionConflict:
+                        # The session moved since it was read: nothing was written or
+                        # sent; the turn is prepared again (written at once this time).
+                        turn.unlogged, turn.recorded = None, True
+                        with stage("prepare"):
+                            turn = await self._preparer.prepare(asked, turn_id=turn.turn_id)
+                        continue
+                if not announced:
+                    announced = True
+                    yield Started(turn.session_id, turn.model, int(turn.started))
                 while not queue.empty():
                     yield Progress(queue.get_nowait())
                 relay = ToolRelay(turn.internal, forward=stream and not turn.forced_final)
@@ -157,7 +177,8 @@ class TurnRunner:
                 ahead = functools.partial(self._ledger.pending, turn)
                 try:
                     if stream:
-                        async with self._client.stream(payload, before_send=ahead) as chunks:
+                        async with self._client.stream(payload, before_send=ahead,
+                                                       encoded=encoded) as chunks:
                             async for chunk in chunks:
                                 delta = _visible(chunk, relay)
                                 if delta:
@@ -165,7 +186,8 @@ class TurnRunner:
                             result = chunks.result
                     else:
                         result = await self._client.complete(payload, stream=False,
-                                                             before_send=ahead)
+                                                             before_send=ahead,
+                                                             encoded=encoded)
                 except LLMError as exc:
                     carried = turn.view.pixels or turn.tail_pixels
                     if turn.rebridged or not carried or not refuses_images(exc):
@@ -199,15 +221,26 @@ class TurnRunner:
                 yield Answer(done[0], relay.unsent(external) if stream else [], relay.forwarded)
                 return
         except DeepSeekEyesError as exc:
-            if not answered:
+            if not answered and self._settled(turn):
                 self._ledger.failed(turn, exc)
             raise
         except BaseException as exc:
             # Closed before its answer (the client went away, the gateway shut down) or a
             # bug: the turn is closed as aborted, so no turn is left half-written.
-            if not answered:
+            if not answered and self._settled(turn):
                 self._ledger.aborted(turn, _abort_reason(exc))
             raise
+
+    def _settled(self, turn: TurnState) -> bool:
+        """A turn ending before its first call has its request written first, so its
+        record follows it; False when that failed (nothing of the turn is stored)."""
+        try:
+            self._preparer.settle(turn)
+        except DeepSeekEyesError as unstored:
+            _log.warning("turn %s: its request could not be stored (%s): %s",
+                         turn.turn_id, unstored.code, unstored.message)
+            return False
+        return True
 
     async def run(
         self, request: TurnRequest, *, started: Callable[[str], None] | None = None

@@ -28,6 +28,16 @@ Decisions a newcomer would otherwise undo:
   ``reasoning_content`` it came with. Reasoning a client dropped is restored from the
   store before the request is logged; what cannot be restored is refused there, before
   any upstream call (:meth:`Preparer._thinking`).
+* **A text turn's request is written with its first call.** Judged and rendered from one
+  read, its append and lease wait (:class:`~deepseek_eyes.runtime.turn.state.Unlogged`)
+  and are written in the transaction that writes the first call ahead (the loop encodes
+  that call first, so its hash is known): one write transaction and one chain entry a
+  turn fewer, and still nothing is sent before the request is committed. The session
+  moved meanwhile (the append's compare-and-set failed): nothing was written or sent, and
+  the turn is prepared again, written at once. A turn that fails before its first call
+  writes its request then, with its record (:meth:`Preparer.settle`). The other paths
+  write the request at once: they do work (the eyes, pixels) before their first call that
+  a crash must not find unlogged.
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ import logging
 import operator
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from deepseek_eyes.canonical_json import JsonObject
@@ -67,7 +77,7 @@ from deepseek_eyes.runtime.turn.history import (
 )
 from deepseek_eyes.runtime.turn.ledger import ABORTED
 from deepseek_eyes.runtime.turn.request import EvidenceUse, ThinkingNote, TurnRequest
-from deepseek_eyes.runtime.turn.state import TurnState
+from deepseek_eyes.runtime.turn.state import TurnState, Unlogged
 from deepseek_eyes.runtime.view import (
     EvidenceSlot,
     ViewMemo,
@@ -114,6 +124,9 @@ class Logged:
     base: int
     retry_of: str | None
     chain: Chain | None = None  # the request's history by hash (kept requests)
+    # Not written yet (a deferred text turn): writes the append and the lease inside the
+    # caller's transaction and returns ``base`` as written (``base`` above is the guess).
+    write: Callable[[], int] | None = None
 
 #: OpenAI request fields passed to the final model unchanged.
 PASSTHROUGH = frozenset({
@@ -184,7 +197,16 @@ class Preparer:
         self.fits = FitMemo()  # where each session's last fitting to the budget stood
         self.views = ViewMemo()  # plain renderings of the session logs' messages
 
-    async def prepare(self, request: TurnRequest) -> TurnState:
+    async def prepare(self, request: TurnRequest, *, defer: bool = False,
+                      turn_id: str | None = None) -> TurnState:
+        """The turn, ready for its first model call; its request is logged, or with
+        ``defer`` (and a text turn that keeps its history) ready to be logged with that
+        call (``turn.unlogged``; the module docstring).
+
+        Raises:
+            DeepSeekEyesError: the request is refused (nothing written), or the turn failed
+                before its first call (its request and its failure are written).
+        """
         started = time.time()
         model = request.model or await self._catalog.default_model()
         # A client's resent history is walked once: the messages after it, each turn.
@@ -205,13 +227,24 @@ class Preparer:
             seeing = sight.sees and self._vision.delivery != "evidence"
             path = "native" if seeing else "bridged"
         request, thinking, note = self._thinking(request, model)
-        turn_id = f"turn-{uuid.uuid4().hex[:20]}"
+        turn_id = turn_id or f"turn-{uuid.uuid4().hex[:20]}"
+        defer = defer and path == "text" and request.keep
         logged = self._log_request(request, turn_id=turn_id, started=started, model=model,
-                                   path=path)
+                                   path=path, defer=defer)
+        booked: list[Callable[[], None]] | None = [] if logged.write is not None else None
         try:
             turn = await self._build(request, logged.conversation, model, path,
-                                     logged.session_id, started, thinking, turn_id=turn_id)
+                                     logged.session_id, started, thinking, turn_id=turn_id,
+                                     booked=booked)
         except BaseException as exc:
+            if logged.write is not None:
+                # Not written yet: the request goes in now, then its failure. If even that
+                # fails, nothing of the turn is stored and its own error is what counts.
+                try:
+                    logged = self._write_log(request, logged, turn_id=turn_id,
+                                             started=started, model=model, path=path)
+                except DeepSeekEyesError:
+                    raise exc from None
             # The request is logged; its failure to reach the model is recorded with it
             # (which ends its lease), and the caller learns which session holds it.
             details: dict[str, Any] = {"stage": "prepare", "base": logged.base}
@@ -242,7 +275,50 @@ class Preparer:
         turn.retry_of = logged.retry_of
         turn.prefix = logged.conversation
         turn.chain = logged.chain
+        if logged.write is not None:
+            turn.unlogged = Unlogged(logged.write, booked or [])
         return turn
+
+    def settle(self, turn: TurnState) -> None:
+        """Write a deferred turn's request now, alone: the turn ends before its first call
+        (an error, the client gone) and its record must follow its request. Judged again
+        when the session moved meanwhile (the turn may then be in another session: a
+        fork). Nothing to do for a turn whose request is written.
+
+        Raises:
+            DeepSeekEyesError: the request could not be written; then nothing of the turn
+                is (``turn.recorded`` is set: no record would have a request to follow).
+        """
+        unlogged, turn.unlogged = turn.unlogged, None
+        if unlogged is None:
+            return
+        logged = Logged(turn.session_id, turn.fork, turn.prefix, turn.base_seq, turn.retry_of,
+                        turn.chain, unlogged.write)
+        try:
+            logged = self._write_log(turn.request, logged, turn_id=turn.turn_id,
+                                     started=turn.started, model=turn.model, path=turn.path)
+        except DeepSeekEyesError:
+            turn.recorded = True
+            raise
+        turn.session_id, turn.fork, turn.retry_of = (logged.session_id, logged.fork,
+                                                     logged.retry_of)
+        turn.prefix, turn.chain = logged.conversation, logged.chain
+        turn.base_seq = turn.head = logged.base
+        for book in unlogged.booked:
+            book()
+
+    def _write_log(self, request: TurnRequest, logged: Logged, *, turn_id: str,
+                   started: float, model: str, path: str) -> Logged:
+        """A deferred log written in a transaction of its own, as judged; judged and
+        written again (:meth:`_log_request`) when the session moved since."""
+        assert logged.write is not None
+        try:
+            with self._sessions.batch():
+                base = logged.write()
+        except SessionConflict:
+            return self._log_request(request, turn_id=turn_id, started=started, model=model,
+                                     path=path)
+        return dataclasses.replace(logged, base=base, write=None)
 
     def _thinking(
         self, request: TurnRequest, model: str
@@ -303,7 +379,17 @@ class Preparer:
         thinking: ThinkingMode = None,
         *,
         turn_id: str,
+        booked: list[Callable[[], None]] | None = None,
     ) -> TurnState:
+        """The turn's view, tools and upstream request base. ``booked``: usage the view
+        adds is put there instead of counted (a deferred turn counts it once its request
+        is written)."""
+        def book(count: Callable[[], None]) -> None:
+            if booked is None:
+                count()
+            else:
+                booked.append(count)
+
         context = TurnContext(
             session_id=session_id,
             images={},
@@ -371,16 +457,15 @@ class Preparer:
         if originals:  # the bytes of the images this view sends as pixels
             self._usage.count(UsageCategory.NATIVE_VISUAL_TURNS, source=model)
         if path == "bridged" or view.evidence_tokens:
-            self._usage.record_estimate(
-                UsageCategory.BRIDGE_INPUT, view.evidence_tokens, source=model, calls=1
-            )
+            book(functools.partial(
+                self._usage.record_estimate, UsageCategory.BRIDGE_INPUT, view.evidence_tokens,
+                source=model, calls=1))
             if view.avoided_tokens:
                 # Pointers instead of earlier images' full evidence, by the same estimate
                 # as the evidence sent; nothing in history_evidence = "full".
-                self._usage.record_estimate(
-                    UsageCategory.AVOIDED_REPLAY, view.avoided_tokens, source="pointers",
-                    calls=1,
-                )
+                book(functools.partial(
+                    self._usage.record_estimate, UsageCategory.AVOIDED_REPLAY,
+                    view.avoided_tokens, source="pointers", calls=1))
         client_names = frozenset(
             str(t.get("function", {}).get("name")) for t in request.client_tools
             if isinstance(t, Mapping)
@@ -460,9 +545,10 @@ class Preparer:
         turn.offer = fresh.offer
 
     def _log_request(self, request: TurnRequest, *, turn_id: str, started: float, model: str,
-                     path: str) -> Logged:
+                     path: str, defer: bool = False) -> Logged:
         """Append the messages the session has not seen yet, and lease the turn, in one
-        transaction.
+        transaction; with ``defer``, judge only, and return that transaction unwritten
+        (``Logged.write``; the module docstring).
 
         Clients resend the whole history each turn. One that extends the stored history
         continues the session. One that repeats exactly the history the session's latest
@@ -508,11 +594,11 @@ class Preparer:
             return self._append(request, request.messages, session_id=session_id,
                                 conversation=list(request.messages), turn_id=turn_id,
                                 started=started, model=model, path=path, create=True,
-                                minted=True, chain=chain)
+                                minted=True, chain=chain, defer=defer)
         for _ in range(CAS_TRIES):
             try:
                 return self._log_into(request, request.session_id, chain, turn_id=turn_id,
-                                      started=started, model=model, path=path)
+                                      started=started, model=model, path=path, defer=defer)
             except SessionConflict:
                 continue
         raise SessionConflict(request.session_id, -1)
@@ -561,7 +647,8 @@ class Preparer:
         raise SessionConflict(session_id, -1)
 
     def _log_into(self, request: TurnRequest, session_id: str, chain: Chain, *,
-                  turn_id: str, started: float, model: str, path: str) -> Logged:
+                  turn_id: str, started: float, model: str, path: str,
+                  defer: bool = False) -> Logged:
         snap = self._sessions.snapshot(session_id)
         if snap.scope is not None and snap.scope != request.scope:
             raise ForeignSession(session_id)
@@ -593,35 +680,41 @@ class Preparer:
                 request, [], session_id=session_id,
                 conversation=[e.message for e in snap.events if e.seq <= base],
                 guard=Guard(snap.head, base), base=base, retry_of=retried.id,
-                turn_id=turn_id, started=started, model=model, path=path, chain=chain)
+                turn_id=turn_id, started=started, model=model, path=path, chain=chain,
+                defer=defer)
         if matched < len(stored):
             fork = Fork(session_id, matched)
             return self._append(request, request.messages, session_id=self._sessions.new_id(),
                                 conversation=list(request.messages), create=True, fork=fork,
                                 minted=True, turn_id=turn_id, started=started, model=model,
-                                path=path, chain=chain)
+                                path=path, chain=chain, defer=defer)
         return self._append(request, new, session_id=session_id, conversation=[*log, *new],
                             guard=Guard(snap.head), create=not log, head=snap.head,
                             turn_id=turn_id, started=started, model=model, path=path,
-                            chain=chain)
+                            chain=chain, defer=defer)
 
     def _append(
         self, request: TurnRequest, messages: Sequence[JsonObject], *, session_id: str,
         conversation: list[dict[str, Any]], turn_id: str, started: float, model: str,
         path: str, create: bool = False, fork: Fork | None = None, guard: Guard | None = None,
         head: int = -1, base: int | None = None, retry_of: str | None = None,
-        chain: Chain | None = None, minted: bool = False,
+        chain: Chain | None = None, minted: bool = False, defer: bool = False,
     ) -> Logged:
-        with self._sessions.batch() as conn:
-            seqs = self._sessions.append(
-                session_id, messages, create=request.source if create else None, fork=fork,
-                guard=guard, scope=request.scope, minted=minted)
-            if base is None:
-                base = seqs[-1] if seqs else head
-            self._sessions.leases.open(conn, turn_id=turn_id, session_id=session_id,
-                                       base=base, started_at=started, model=model,
-                                       path=path, retry_of=retry_of)
-        return Logged(session_id, fork, conversation, base, retry_of, chain)
+        def write() -> int:
+            with self._sessions.batch() as conn:
+                seqs = self._sessions.append(
+                    session_id, messages, create=request.source if create else None,
+                    fork=fork, guard=guard, scope=request.scope, minted=minted)
+                written = base if base is not None else seqs[-1] if seqs else head
+                self._sessions.leases.open(conn, turn_id=turn_id, session_id=session_id,
+                                           base=written, started_at=started, model=model,
+                                           path=path, retry_of=retry_of)
+            return written
+
+        if defer:  # the base the guard makes it, if the write succeeds
+            guess = base if base is not None else head + len(messages) if messages else head
+            return Logged(session_id, fork, conversation, guess, retry_of, chain, write)
+        return Logged(session_id, fork, conversation, write(), retry_of, chain)
 
 
 def _conversation_images(conversation: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from deepseek_eyes.canonical_json import JsonObject
@@ -19,7 +20,16 @@ from deepseek_eyes.runtime.view import SentImage, View
 from deepseek_eyes.store.events import Fork
 from deepseek_eyes.usage import ProviderUsage, UsageCategory
 
-__all__ = ["TurnState"]
+__all__ = ["TurnState", "Unlogged"]
+
+
+@dataclass(frozen=True)
+class Unlogged:
+    """A text turn's request, judged but not written yet (runtime/turn/prepare.py): it is
+    written in the transaction that writes its first call ahead."""
+
+    write: Callable[[], int]  # the append and lease, in the caller's transaction: the base
+    booked: list[Callable[[], None]]  # usage its view adds, counted once it is written
 
 
 @dataclass
@@ -76,6 +86,7 @@ class TurnState:
     pixels_counted: bool = False  # a native_visual_turns event was counted for it
     rebridged: bool = False  # the upstream refused its pixels; it went on with evidence
     tail_pixels: list[SentImage] = field(default_factory=list)  # pixels its tool rounds sent
+    unlogged: Unlogged | None = None  # its request, until its first call writes it
 
     @property
     def internal(self) -> frozenset[str]:
