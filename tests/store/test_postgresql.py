@@ -429,3 +429,39 @@ def test_rows_queued_before_a_write_go_with_its_first_round_trip(
     sign_checkpoint(db, keys)
     assert verify_database(db, keys).ok
     db.close()
+
+
+def test_a_sessions_snapshot_is_one_round_trip(
+        postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A continued turn reads its session once: a snapshot's five reads, with their
+    transaction's BEGIN and COMMIT, are one round trip. A read that fails there fails
+    with its code, and the next read is served."""
+    from deepseek_eyes.store import pg_wire
+    from deepseek_eyes.store.events import SessionStore
+
+    db = Database(tmp_path / "eyes.db", url=postgres_url)
+    try:
+        sessions = SessionStore(db)
+        sessions.append("once", [{"role": "user", "content": "hi"}], create="test",
+                        scope="gateway:k")
+        trips: list[int] = []
+        real = pg_wire.Pipeline.sync
+
+        def counted(self: pg_wire.Pipeline) -> None:
+            trips.append(len(self._expected))
+            real(self)
+
+        monkeypatch.setattr(pg_wire.Pipeline, "sync", counted)
+        snap = sessions.snapshot("once")
+        assert trips == [7], trips  # BEGIN, the five reads, COMMIT: one trip
+        monkeypatch.undo()
+        assert ([e.message["content"] for e in snap.events], snap.head, snap.scope) == \
+            (["hi"], 0, "gateway:k")
+        with pytest.raises(StoreError) as failed:
+            db.read_each([("SELECT 1", ()), ("SELECT nothing FROM no_such_table", ())])
+        assert failed.value.code == "STORE_READ_FAILED"
+        assert [[tuple(r) for r in rows] for rows in db.read_each([("SELECT 1", ())])] == \
+            [[(1,)]]
+        assert sessions.snapshot("once").head == 0
+    finally:
+        db.close()

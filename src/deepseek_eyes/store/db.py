@@ -1016,6 +1016,30 @@ class Database:
             except sqlite3.Error as exc:
                 raise self._failure(exc, "database read failed", reading=True) from exc
 
+    def read_each(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
+        """Several reads from one consistent snapshot (:meth:`reading`): each statement's
+        rows, in order. On PostgreSQL they go in one round trip with their transaction's
+        BEGIN and COMMIT (store/postgres.py); inside a write transaction, in that one.
+
+        Raises:
+            StoreError: as :meth:`reading`.
+        """
+        with stage("store"), self._lock:
+            if self.url is None or self._depth:
+                with self.reading() as conn:
+                    return [conn.execute(sql, params).fetchall() for sql, params in statements]
+            self.flush()
+            try:
+                self._conn.execute("BEGIN")
+                cursors = [self._conn.execute(sql, params) for sql, params in statements]
+                self._conn.execute("COMMIT")  # queued with the reads: their one round trip
+                return [cursor.fetchall() for cursor in cursors]
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):  # a read has nothing to keep
+                    self._conn.execute("ROLLBACK")
+                raise store_error(exc, "database read failed", self.path,
+                                  reading=True) from exc
+
     def query_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
         rows = self.query(sql, params)
         return rows[0] if rows else None

@@ -326,19 +326,36 @@ def read_details(details: dict[str, Any]) -> dict[str, Any]:
 
 
 #: A session's scope (as :func:`_scope_in` reads it) and its last event's seq (-1: none).
+#: A snapshot's reads (:meth:`SessionStore.snapshot`): the events after those kept, the
+#: turns a later attempt superseded, the latest finished turn and the latest running one.
+_EVENTS_AFTER = (f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq > ?"  # noqa: S608 - constant fragments
+                 " ORDER BY seq")
+_RETRIED = ("SELECT json_extract(details, '$.retry_of') FROM turns WHERE session_id = ?"
+            " AND outcome = 'ok' AND json_extract(details, '$.retry_of') IS NOT NULL")
+_LAST_TURN = ("SELECT id, CAST(json_extract(details, '$.base') AS INTEGER), started_at"
+              " FROM turns WHERE session_id = ? ORDER BY started_at DESC LIMIT 1")
+_LAST_LEASE = ("SELECT turn_id, base, started_at FROM turn_leases WHERE session_id = ?"
+               " ORDER BY started_at DESC LIMIT 1")
+
 _SCOPE_AND_HEAD = (
     "SELECT s.id, o.scope, (SELECT COALESCE(MAX(e.seq), -1) FROM events e"
     " WHERE e.session_id = s.id) FROM sessions s LEFT JOIN session_scopes o"
     " ON o.session_id = s.id WHERE s.id = ?")
 
 
-def _scope_in(conn: sqlite3.Connection, session_id: str) -> str | None:
-    row = conn.execute(
-        "SELECT s.id, o.scope FROM sessions s LEFT JOIN session_scopes o ON o.session_id = s.id"
-        " WHERE s.id = ?", (session_id,)).fetchone()
+_SCOPE = ("SELECT s.id, o.scope FROM sessions s LEFT JOIN session_scopes o"
+          " ON o.session_id = s.id WHERE s.id = ?")
+
+
+def _owner(row: Sequence[Any] | None) -> str | None:
+    """The scope of the session ``_SCOPE`` read (None: no such session)."""
     if row is None:
         return None
     return str(row[1]) if row[1] is not None else scopes.LEGACY
+
+
+def _scope_in(conn: sqlite3.Connection, session_id: str) -> str | None:
+    return _owner(conn.execute(_SCOPE, (session_id,)).fetchone())
 
 
 class SessionStore:
@@ -514,26 +531,22 @@ class SessionStore:
         before are kept (:data:`SNAPSHOT_SESSIONS` sessions, least recently used dropped)
         and a snapshot reads only the events after them: a continued turn decodes its new
         messages, not its whole history again. Which attempts are superseded is read
-        each time (a later attempt can supersede an event already kept)."""
-        with self._db.reading() as conn:
-            with self._lock:
-                kept = self._read.get(session_id, [])
-            after = kept[-1].seq if kept else -1
-            rows = conn.execute(
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq > ?"  # noqa: S608 - constant fragments
-                " ORDER BY seq", (session_id, after)).fetchall()
-            superseded = {str(r[0]) for r in conn.execute(
-                "SELECT json_extract(details, '$.retry_of') FROM turns WHERE session_id = ?"
-                " AND outcome = 'ok' AND json_extract(details, '$.retry_of') IS NOT NULL",
-                (session_id,))}
-            done = conn.execute(
-                "SELECT id, CAST(json_extract(details, '$.base') AS INTEGER), started_at"
-                " FROM turns"
-                " WHERE session_id = ? ORDER BY started_at DESC LIMIT 1", (session_id,)).fetchone()
-            running = conn.execute(
-                "SELECT turn_id, base, started_at FROM turn_leases WHERE session_id = ?"
-                " ORDER BY started_at DESC LIMIT 1", (session_id,)).fetchone()
-            owner = _scope_in(conn, session_id)
+        each time (a later attempt can supersede an event already kept). The five reads go
+        together (on PostgreSQL one round trip: :meth:`Database.read_each`)."""
+        with self._lock:
+            kept = self._read.get(session_id, [])
+        after = kept[-1].seq if kept else -1
+        rows, retried, last_done, last_running, scope = self._db.read_each([
+            (_EVENTS_AFTER, (session_id, after)),
+            (_RETRIED, (session_id,)),
+            (_LAST_TURN, (session_id,)),
+            (_LAST_LEASE, (session_id,)),
+            (_SCOPE, (session_id,)),
+        ])
+        superseded = {str(r[0]) for r in retried}
+        done = last_done[0] if last_done else None
+        running = last_running[0] if last_running else None
+        owner = _owner(scope[0] if scope else None)
         every = [*kept, *(_event(r) for r in rows)] if rows else kept
         if rows:
             with self._lock:

@@ -749,7 +749,9 @@ class PgConnection(_chain.Connection):
     # failed fails the transaction on the server; its error is raised by the next result
     # read or by the commit, and the transaction rolls back whole, as before. Until the
     # first round trip succeeded nothing of the transaction has run: a link found dead
-    # then is replaced and the queued statements sent again.
+    # then is replaced and the queued statements sent again. A read transaction none of
+    # whose results were read before its COMMIT (Database.read_each) is one round trip,
+    # the COMMIT with the reads.
 
     def _tx_conn(self) -> Any:
         """The psycopg connection of the open transaction, in pipeline mode, its BEGIN
@@ -964,7 +966,7 @@ class PgConnection(_chain.Connection):
 
     def _end_transaction(self, *, rollback: bool) -> None:
         was, self._in_tx = self._in_tx, False
-        self._begin = None
+        reading, self._begin = self._begin == "read", None
         if not was:
             return
         if self._pipe is None:
@@ -981,6 +983,14 @@ class PgConnection(_chain.Connection):
                 conn.execute("ROLLBACK")
             return
         try:
+            if not self._synced and reading:
+                # A read not read yet (Database.read_each): its commit goes with it, in one
+                # round trip. Sent again on a new link with it, a read's commit changes
+                # nothing.
+                self._queue("COMMIT", None)
+                self._sync()
+                self._end_pipeline()
+                return
             if not self._synced:  # the first round trip may be sent again, never a commit
                 self._sync()
                 conn = self._pg  # a new link, when the first trip found the old one dead
