@@ -255,7 +255,8 @@ async def test_a_session_moved_before_the_first_call_prepares_the_turn_again(
     calls = upstream.chat_calls
     result = await rt.run(TurnRequest(messages=history, session_id="moved"))
     assert upstream.chat_calls == calls + 1
-    assert result.fork is not None and (result.fork.parent, result.fork.at) == ("moved", 2)
+    assert result.fork is not None
+    assert (result.fork.parent, result.fork.at) == ("moved", 2)
     assert [e.role for e in rt.sessions.events("moved")] == ["user", "assistant", "user"]
     assert rt.sessions.messages("moved")[-1]["content"] == foreign["content"]
     assert [e.role for e in rt.sessions.events(result.session_id)] == \
@@ -263,7 +264,7 @@ async def test_a_session_moved_before_the_first_call_prepares_the_turn_again(
     rows = _audit(rt, "llm.request", result.turn_id)
     assert [r.get("outcome") for r in rows] == ["pending", None]
     (turn,) = rt.sessions.turns(result.session_id)
-    assert turn.id == result.turn_id and turn.outcome == "ok"
+    assert (turn.id, turn.outcome) == (result.turn_id, "ok")
     assert rt.sessions.leases.held("moved") == []
     report = verify_database(rt.home.db, rt.home.audit_keys())
     assert report.ok, report.problem
@@ -286,8 +287,8 @@ async def test_a_turn_that_fails_before_its_first_call_keeps_its_request(
         [_user("unsendable")["content"]]
     (turn,) = rt.sessions.turns("unsent")
     assert (turn.outcome, turn.code) == ("aborted", "RUNTIME_TURN_ABORTED")
-    assert turn.details["reason"] == "error: ValueError" and turn.details["base"] == 0
-    assert turn.details["requests"] == [] and turn.details["model_calls"] == 0
+    assert (turn.details["reason"], turn.details["base"]) == ("error: ValueError", 0)
+    assert (turn.details["requests"], turn.details["model_calls"]) == ([], 0)
     assert _audit(rt, "llm.request", turn.id) == []
     assert rt.sessions.leases.held("unsent") == []
     monkeypatch.undo()

@@ -434,8 +434,9 @@ def test_rows_queued_before_a_write_go_with_its_first_round_trip(
 def test_a_sessions_snapshot_is_one_round_trip(
         postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A continued turn reads its session once: a snapshot's five reads, with their
-    transaction's BEGIN and COMMIT, are one round trip. A read that fails there fails
-    with its code, and the next read is served."""
+    transaction's BEGIN and COMMIT, are one round trip, and a stock client's lookup of
+    its session goes in it too. A read that fails there fails with its code, and the
+    next read is served."""
     from deepseek_eyes.store import pg_wire
     from deepseek_eyes.store.events import SessionStore
 
@@ -457,6 +458,16 @@ def test_a_sessions_snapshot_is_one_round_trip(
         monkeypatch.undo()
         assert ([e.message["content"] for e in snap.events], snap.head, snap.scope) == \
             (["hi"], 0, "gateway:k")
+        # A stock client's history looked up with the session it is expected to find.
+        sessions.remember_prefix("gateway:k", "h1", "once", 1)
+        trips.clear()
+        monkeypatch.setattr(pg_wire.Pipeline, "sync", counted)
+        found, again = sessions.find_with_snapshot("gateway:k", ["h1"], "once")
+        assert len(trips) == 1, trips  # BEGIN, the lookup, the five reads, COMMIT
+        monkeypatch.undo()
+        assert found == "once"
+        assert again is not None
+        assert again.head == 0
         with pytest.raises(StoreError) as failed:
             db.read_each([("SELECT 1", ()), ("SELECT nothing FROM no_such_table", ())])
         assert failed.value.code == "STORE_READ_FAILED"

@@ -140,3 +140,22 @@ def test_a_repeated_showing_asks_the_database_nothing(tmp_path: Path) -> None:
     finally:
         db._conn.set_trace_callback(None)
         db.close()
+
+
+def test_the_session_a_lookup_is_expected_to_find_is_read_with_it(
+    store: SessionStore,
+) -> None:
+    """A stock client's continued history is looked up with the snapshot of the session
+    this process noted it for: that snapshot when the lookup finds that session, nothing
+    of a session it did not find (another's guess, another scope)."""
+    store.append("a", [{"role": "user", "content": "one"}], create="gateway", scope=ALICE)
+    store.append("b", [{"role": "user", "content": "two"}], create="gateway", scope=BOB)
+    store.remember_prefix(ALICE, "h1", "a", 1)
+    found, snap = store.find_with_snapshot(ALICE, ["h1", "h2"], "a")
+    assert found == "a"
+    assert snap is not None
+    assert ([e.message["content"] for e in snap.events], snap.head, snap.scope) == \
+        (["one"], 0, ALICE)
+    assert store.find_with_snapshot(ALICE, ["h1"], "b") == ("a", None)
+    assert store.find_with_snapshot(BOB, ["h1"], "b") == (None, None)
+    assert store.find_with_snapshot(ALICE, [], "a") == (None, None)

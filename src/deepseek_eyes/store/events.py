@@ -337,6 +337,16 @@ _LAST_TURN = ("SELECT id, CAST(json_extract(details, '$.base') AS INTEGER), star
 _LAST_LEASE = ("SELECT turn_id, base, started_at FROM turn_leases WHERE session_id = ?"
                " ORDER BY started_at DESC LIMIT 1")
 
+def _prefix_query(count: int) -> str:
+    """The longest noted history among ``count`` prefix hashes of a scope's sessions (only
+    sessions of the same scope: a noted history never leads elsewhere)."""
+    marks = ",".join("?" * count)
+    return ("SELECT p.length, p.session_id FROM session_prefixes p"  # noqa: S608 - only "?" marks are formatted in
+            " JOIN session_scopes o ON o.session_id = p.session_id AND o.scope = p.scope"
+            f" WHERE p.scope = ? AND p.prefix_sha256 IN ({marks})"
+            " ORDER BY p.length DESC LIMIT 1")
+
+
 _SCOPE_AND_HEAD = (
     "SELECT s.id, o.scope, (SELECT COALESCE(MAX(e.seq), -1) FROM events e"
     " WHERE e.session_id = s.id) FROM sessions s LEFT JOIN session_scopes o"
@@ -533,16 +543,41 @@ class SessionStore:
         messages, not its whole history again. Which attempts are superseded is read
         each time (a later attempt can supersede an event already kept). The five reads go
         together (on PostgreSQL one round trip: :meth:`Database.read_each`)."""
+        kept, reads = self._snapshot_reads(session_id)
+        return self._snapshot(session_id, kept, self._db.read_each(reads))
+
+    def find_with_snapshot(self, scope: str, prefix_sha256s: Sequence[str],
+                           guess: str) -> tuple[str | None, Snapshot | None]:
+        """:meth:`find_prefix`, and in the same read the :meth:`snapshot` of ``guess``, the
+        session the caller expects it to find (one round trip on PostgreSQL where there
+        were two): the snapshot when the guess was right, else None (the caller takes the
+        snapshot of what was found)."""
+        if not 0 < len(prefix_sha256s) <= _IN_BATCH:
+            return self.find_prefix(scope, prefix_sha256s), None
+        wanted = sorted(set(prefix_sha256s))
+        kept, reads = self._snapshot_reads(guess)
+        found, *rows = self._db.read_each([(_prefix_query(len(wanted)), (scope, *wanted)),
+                                           *reads])
+        session = str(found[0][1]) if found else None
+        if session != guess:
+            return session, None
+        return session, self._snapshot(guess, kept, rows)
+
+    def _snapshot_reads(self, session_id: str
+                        ) -> tuple[list[Event], list[tuple[str, tuple[Any, ...]]]]:
+        """The events of the session this store has kept, and the reads a snapshot of it
+        makes (:meth:`snapshot`)."""
         with self._lock:
             kept = self._read.get(session_id, [])
         after = kept[-1].seq if kept else -1
-        rows, retried, last_done, last_running, scope = self._db.read_each([
-            (_EVENTS_AFTER, (session_id, after)),
-            (_RETRIED, (session_id,)),
-            (_LAST_TURN, (session_id,)),
-            (_LAST_LEASE, (session_id,)),
-            (_SCOPE, (session_id,)),
-        ])
+        return kept, [(_EVENTS_AFTER, (session_id, after)), (_RETRIED, (session_id,)),
+                      (_LAST_TURN, (session_id,)), (_LAST_LEASE, (session_id,)),
+                      (_SCOPE, (session_id,))]
+
+    def _snapshot(self, session_id: str, kept: list[Event],
+                  read: Sequence[list[Any]]) -> Snapshot:
+        """The snapshot of a session from what :meth:`_snapshot_reads` read."""
+        rows, retried, last_done, last_running, scope = read
         superseded = {str(r[0]) for r in retried}
         done = last_done[0] if last_done else None
         running = last_running[0] if last_running else None
@@ -687,14 +722,7 @@ class SessionStore:
         best: tuple[int, str] | None = None
         for start in range(0, len(wanted), _IN_BATCH):
             batch = wanted[start:start + _IN_BATCH]
-            marks = ",".join("?" * len(batch))
-            # Only sessions of the same scope: a noted history never leads elsewhere.
-            row = self._db.query_one(
-                "SELECT p.length, p.session_id FROM session_prefixes p"  # noqa: S608 - only "?" marks are formatted in
-                " JOIN session_scopes o ON o.session_id = p.session_id AND o.scope = p.scope"
-                f" WHERE p.scope = ? AND p.prefix_sha256 IN ({marks})"
-                " ORDER BY p.length DESC LIMIT 1",
-                (scope, *batch))
+            row = self._db.query_one(_prefix_query(len(batch)), (scope, *batch))
             if row is not None and (best is None or row[0] > best[0]):
                 best = (int(row[0]), str(row[1]))
         return best[1] if best else None

@@ -112,18 +112,20 @@ def prefix_chain(messages: Sequence[Mapping[str, Any]], *, legacy: bool = False)
 class Chain:
     """A history's visible messages, the digest of each and the chain after each;
     ``noted``: how many of them a noted history (``session_prefixes``) is known to hold
-    (0: none known)."""
+    (0: none known), and ``session``, the session this process noted it for (a guess: the
+    store says which session holds it)."""
 
     messages: list[Mapping[str, Any]] = field(default_factory=list)
     digests: list[str] = field(default_factory=list)
     hashes: list[str] = field(default_factory=list)
     noted: int = 0
+    session: str | None = None
 
     def extended(self, messages: Sequence[Mapping[str, Any]]) -> Chain:
         """This chain with ``messages`` after it (internal ones skipped), hashing only
         those."""
         return Chain(list(self.messages), list(self.digests), list(self.hashes),
-                     self.noted).extend(messages)
+                     self.noted, self.session).extend(messages)
 
     def extend(self, messages: Sequence[Mapping[str, Any]]) -> Chain:
         """:meth:`extended`, in place (for a chain nothing else holds: its three lists
@@ -163,7 +165,7 @@ class HistoryMemo:
         key = f"session {session_id}" if session_id is not None else \
             f"client {scope}" if scope is not None else None
         visible = self._walks.select(key, messages, "visible", _shown)
-        known = self._known(visible, session_id, scope)
+        session, known = self._known(visible, session_id, scope)
         if known is None:
             return Chain().extend(visible)
         shared = leading_equal(visible, known.messages)
@@ -176,6 +178,7 @@ class HistoryMemo:
         at = known.noted - 1
         out.noted = known.noted if 0 <= at < len(out.hashes) and \
             out.hashes[at] == known.hashes[at] else 0
+        out.session = session if out.noted else None
         return out
 
     def stored_digests(self, session_id: str, visible: Sequence[Event]) -> list[str]:
@@ -203,21 +206,23 @@ class HistoryMemo:
             self._by_session.popitem(last=False)
 
     def _known(self, visible: list[Mapping[str, Any]], session_id: str | None,
-               scope: str | None) -> Chain | None:
+               scope: str | None) -> tuple[str | None, Chain | None]:
+        """The noted history sharing the most leading messages with ``visible`` (of the
+        named session, else of ``scope``'s), and its session."""
         if session_id is not None:
             entry = self._by_session.get(session_id)
-            return entry[1] if entry is not None else None
+            return session_id, entry[1] if entry is not None else None
         if scope is None or not visible:
-            return None
-        best: Chain | None = None
+            return None, None
+        best: tuple[str | None, Chain | None] = (None, None)
         best_shared = 0
         first = visible[0]
-        for owner, chain in reversed(self._by_session.values()):
+        for noted, (owner, chain) in reversed(self._by_session.items()):
             if owner != scope or not chain.messages or chain.messages[0] != first:
                 continue
             shared = leading_equal(visible, chain.messages)
             if shared > best_shared:
-                best, best_shared = chain, shared
+                best, best_shared = (noted, chain), shared
                 if shared in (len(chain.messages), len(visible)):
                     # The whole noted history, or the whole request: none can share more
                     # (without the second, a one-message request walked every session

@@ -578,10 +578,11 @@ class Preparer:
         # Each message hashed once: the memo's digests for what the client sent before.
         chain = self.memo.chain(request.messages, session_id=request.session_id,
                                 scope=request.client_scope)
+        snap: Snapshot | None = None
         if request.session_id is None and request.client_scope is not None:
             # A stock client sends no session id: its history, by hash, finds the session
             # it continues (the longest one noted after an answer in this client's scope).
-            found = self._find(request.client_scope, chain)
+            found, snap = self._find(request.client_scope, chain)
             if found is None:
                 # Noted before histories were canonical (format 1): found by that chain.
                 older = prefix_chain(request.messages, legacy=True)
@@ -598,21 +599,29 @@ class Preparer:
         for _ in range(CAS_TRIES):
             try:
                 return self._log_into(request, request.session_id, chain, turn_id=turn_id,
-                                      started=started, model=model, path=path, defer=defer)
+                                      started=started, model=model, path=path, defer=defer,
+                                      snap=snap)
             except SessionConflict:
+                snap = None  # read again
                 continue
         raise SessionConflict(request.session_id, -1)
 
-    def _find(self, scope: str, chain: Chain) -> str | None:
+    def _find(self, scope: str, chain: Chain) -> tuple[str | None, Snapshot | None]:
         """The session whose noted history is the longest prefix of ``chain``. Where the
         memo knows a noted prefix of it (``chain.noted``), none shorter can be the
         longest, so only the hashes from there on are looked up (a continuation looks up
-        its new messages, not its history); nothing found there, all of them are."""
+        its new messages, not its history), and the session the memo noted it for is read
+        with them (its snapshot, when it is the one found); nothing found there, all of
+        them are."""
         if chain.noted:
-            found = self._sessions.find_prefix(scope, chain.hashes[chain.noted - 1:])
+            hashes = chain.hashes[chain.noted - 1:]
+            if chain.session is not None:
+                found, snap = self._sessions.find_with_snapshot(scope, hashes, chain.session)
+            else:
+                found, snap = self._sessions.find_prefix(scope, hashes), None
             if found is not None:
-                return found
-        return self._sessions.find_prefix(scope, chain.hashes)
+                return found, snap
+        return self._sessions.find_prefix(scope, chain.hashes), None
 
     def _log_unkept(self, request: TurnRequest, *, turn_id: str, started: float,
                     model: str, path: str) -> Logged:
@@ -648,8 +657,11 @@ class Preparer:
 
     def _log_into(self, request: TurnRequest, session_id: str, chain: Chain, *,
                   turn_id: str, started: float, model: str, path: str,
-                  defer: bool = False) -> Logged:
-        snap = self._sessions.snapshot(session_id)
+                  defer: bool = False, snap: Snapshot | None = None) -> Logged:
+        """Judge the request against its session (``snap``: read with the prefix lookup,
+        else read now) and append it (see :meth:`_log_request`)."""
+        if snap is None:
+            snap = self._sessions.snapshot(session_id)
         if snap.scope is not None and snap.scope != request.scope:
             raise ForeignSession(session_id)
         log = list(map(_MESSAGE, snap.events))
