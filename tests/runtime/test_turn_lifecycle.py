@@ -294,3 +294,31 @@ async def test_a_turn_that_fails_before_its_first_call_keeps_its_request(
     monkeypatch.undo()
     again = await rt.run(TurnRequest(messages=[_user("unsendable")], session_id="unsent"))
     assert again.retry_of == turn.id
+
+
+async def test_a_turn_failing_before_its_first_call_after_its_session_moved_forks(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The request was judged a continuation; before it was written the session moved and
+    the turn failed: its request is judged again when written (a fork now), and its
+    record follows it there."""
+    first = await rt.run(TurnRequest(messages=[_user("start")], session_id="shifted"))
+    history = [_user("start"), {"role": "assistant", "content": first.content}, _user("next")]
+
+    def moved_then_broken(payload: Any, *, stream: bool) -> Any:
+        rt.sessions.append("shifted", [_user("another client's continuation")])
+        raise ValueError("Out of range float values are not JSON compliant")
+
+    monkeypatch.setattr(rt.runner._client, "encode", moved_then_broken)
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        await rt.run(TurnRequest(messages=history, session_id="shifted"))
+    assert [e.role for e in rt.sessions.events("shifted")] == ["user", "assistant", "user"]
+    forks = [r["id"] for r in rt.home.db.query(
+        "SELECT id FROM sessions WHERE forked_from = ?", ("shifted",))]
+    assert len(forks) == 1
+    assert [m["content"] for m in rt.sessions.messages(forks[0])][-1] == \
+        _user("next")["content"]
+    (turn,) = rt.sessions.turns(forks[0])
+    assert (turn.outcome, turn.details["base"]) == ("aborted", 2)
+    assert rt.sessions.leases.held("shifted") == []
+    assert rt.sessions.leases.held(forks[0]) == []

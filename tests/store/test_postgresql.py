@@ -400,14 +400,11 @@ def test_the_reads_fetched_with_the_chain_lock_are_the_ones_the_writers_make() -
     assert postgres._TAIL == "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"
 
 
-def test_rows_queued_before_a_write_go_with_its_first_round_trip(
-        postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Log rows flushed at the start of a write transaction are not waited for: they go
-    with its first round trip (here a read), their rowids come back with the chain's tail
-    when the records fold, and the commit is the third trip; the chain verifies."""
-    from deepseek_eyes.store import chain, pg_wire
+def _round_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the round trips from now on (until ``monkeypatch.undo()``): each one's number
+    of results expected (statements, prepares, BEGIN and COMMIT), in order."""
+    from deepseek_eyes.store import pg_wire
 
-    db = Database(tmp_path / "eyes.db", url=postgres_url)
     trips: list[int] = []
     real = pg_wire.Pipeline.sync
 
@@ -416,6 +413,18 @@ def test_rows_queued_before_a_write_go_with_its_first_round_trip(
         real(self)
 
     monkeypatch.setattr(pg_wire.Pipeline, "sync", counted)
+    return trips
+
+
+def test_rows_queued_before_a_write_go_with_its_first_round_trip(
+        postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Log rows flushed at the start of a write transaction are not waited for: they go
+    with its first round trip (here a read), their rowids come back with the chain's tail
+    when the records fold, and the commit is the third trip; the chain verifies."""
+    from deepseek_eyes.store import chain
+
+    db = Database(tmp_path / "eyes.db", url=postgres_url)
+    trips = _round_trips(monkeypatch)
     db.append(AUDIT, (1.0, "test.queued", "s", "{}"), chain="test.queued")
     with db.transaction() as conn:
         db.hold("session:x")
@@ -437,7 +446,6 @@ def test_a_sessions_snapshot_is_one_round_trip(
     transaction's BEGIN and COMMIT, are one round trip, and a stock client's lookup of
     its session goes in it too. A read that fails there fails with its code, and the
     next read is served."""
-    from deepseek_eyes.store import pg_wire
     from deepseek_eyes.store.events import SessionStore
 
     db = Database(tmp_path / "eyes.db", url=postgres_url)
@@ -445,14 +453,7 @@ def test_a_sessions_snapshot_is_one_round_trip(
         sessions = SessionStore(db)
         sessions.append("once", [{"role": "user", "content": "hi"}], create="test",
                         scope="gateway:k")
-        trips: list[int] = []
-        real = pg_wire.Pipeline.sync
-
-        def counted(self: pg_wire.Pipeline) -> None:
-            trips.append(len(self._expected))
-            real(self)
-
-        monkeypatch.setattr(pg_wire.Pipeline, "sync", counted)
+        trips = _round_trips(monkeypatch)
         snap = sessions.snapshot("once")
         assert trips == [7], trips  # BEGIN, the five reads, COMMIT: one trip
         monkeypatch.undo()
@@ -460,8 +461,7 @@ def test_a_sessions_snapshot_is_one_round_trip(
             (["hi"], 0, "gateway:k")
         # A stock client's history looked up with the session it is expected to find.
         sessions.remember_prefix("gateway:k", "h1", "once", 1)
-        trips.clear()
-        monkeypatch.setattr(pg_wire.Pipeline, "sync", counted)
+        trips = _round_trips(monkeypatch)
         found, again = sessions.find_with_snapshot("gateway:k", ["h1"], "once")
         assert len(trips) == 1, trips  # BEGIN, the lookup, the five reads, COMMIT
         monkeypatch.undo()
