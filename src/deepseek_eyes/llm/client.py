@@ -206,12 +206,12 @@ class ChatClient:
                     pass
                 return chunks.result
         body = _body(payload, stream=False)
-        request = self._request(body, stream=False, encoded=encoded)
         failed: list[Attempt] = []
         started, outcome = time.perf_counter(), "error"
         # every attempt and the waits between them
         try:
             with self._chat_span(body, stream=False) as span, stage("upstream"):
+                request = self._request(body, stream=False, encoded=encoded)
                 while True:
                     sent: list[str] = []
                     try:
@@ -270,9 +270,7 @@ class ChatClient:
                 ``LLM_STREAM_INCOMPLETE`` (no chunk carried a finish reason, or the stream
                 was cut).
         """
-        body = _body(payload, stream=True)
-        return _StreamOpener(self, body, self._request(body, stream=True, encoded=encoded),
-                             before_send)
+        return _StreamOpener(self, _body(payload, stream=True), encoded, before_send)
 
     def encode(self, payload: Mapping[str, Any], *, stream: bool) -> Encoded:
         """The request :meth:`complete` (or :meth:`stream`, with ``stream``) would send for
@@ -392,11 +390,11 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
     """What :meth:`ChatClient.stream` returns: opens on enter (retrying until the first
     chunk arrived, see the module docstring), always closes on exit."""
 
-    def __init__(self, client: ChatClient, body: JsonObject, request: httpx.Request,
+    def __init__(self, client: ChatClient, body: JsonObject, encoded: Encoded | None,
                  before_send: BeforeSend | None = None) -> None:
         self._client = client
         self._body = body
-        self._request = request
+        self._encoded = encoded
         self._before_send = before_send
         self._stream: ChatStream | None = None
         self._span: Any = None  # the chat span when traces are on
@@ -430,12 +428,13 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
         return stream
 
     async def _open(self) -> ChatStream:
+        request = self._client._request(self._body, stream=True, encoded=self._encoded)
         failed: list[Attempt] = []
         while True:
             sent: list[str] = []
             stream: ChatStream | None = None
             try:
-                stream = await self._client._open_stream(self._request, sent, tuple(failed),
+                stream = await self._client._open_stream(request, sent, tuple(failed),
                                                          self._before_send)
                 await stream.prime()
             except LLMError as exc:

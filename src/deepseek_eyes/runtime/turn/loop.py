@@ -154,9 +154,9 @@ class TurnRunner:
                 if turn.unlogged is not None:
                     # The request is written with its first call, that call encoded first
                     # so its hash is known (runtime/turn/prepare.py).
-                    encoded = self._client.encode(payload, stream=stream)
                     try:
                         with stage("prepare"):
+                            encoded = self._client.encode(payload, stream=stream)
                             self._ledger.pending(turn, encoded.sha256, 1)
                     except SessionConflict:
                         # The session moved since it was read: nothing was written or
