@@ -325,7 +325,6 @@ def read_details(details: dict[str, Any]) -> dict[str, Any]:
     return details
 
 
-#: A session's scope (as :func:`_scope_in` reads it) and its last event's seq (-1: none).
 #: A snapshot's reads (:meth:`SessionStore.snapshot`): the events after those kept, the
 #: turns a later attempt superseded, the latest finished turn and the latest running one.
 _EVENTS_AFTER = (f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq > ?"  # noqa: S608 - constant fragments
@@ -337,6 +336,7 @@ _LAST_TURN = ("SELECT id, CAST(json_extract(details, '$.base') AS INTEGER), star
 _LAST_LEASE = ("SELECT turn_id, base, started_at FROM turn_leases WHERE session_id = ?"
                " ORDER BY started_at DESC LIMIT 1")
 
+
 def _prefix_query(count: int) -> str:
     """The longest noted history among ``count`` prefix hashes of a scope's sessions (only
     sessions of the same scope: a noted history never leads elsewhere)."""
@@ -347,12 +347,14 @@ def _prefix_query(count: int) -> str:
             " ORDER BY p.length DESC LIMIT 1")
 
 
+#: A session's scope (as :func:`_scope_in` reads it) and its last event's seq (-1: none).
 _SCOPE_AND_HEAD = (
     "SELECT s.id, o.scope, (SELECT COALESCE(MAX(e.seq), -1) FROM events e"
     " WHERE e.session_id = s.id) FROM sessions s LEFT JOIN session_scopes o"
     " ON o.session_id = s.id WHERE s.id = ?")
 
 
+#: A session's scope, read by :func:`_owner`.
 _SCOPE = ("SELECT s.id, o.scope FROM sessions s LEFT JOIN session_scopes o"
           " ON o.session_id = s.id WHERE s.id = ?")
 
