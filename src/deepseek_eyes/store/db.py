@@ -76,6 +76,7 @@ from deepseek_eyes.store.keyring import Keyring
 
 __all__ = ["MIGRATIONS", "Database", "configured_url"]
 
+
 class _Later(NamedTuple):
     """A queued row's parameters made when the row is written (:meth:`Database.append_later`)."""
 
@@ -729,9 +730,10 @@ class Database:
         written, not now: queued, written, seen and lost exactly as an appended row (same
         queue, same place in it, same batch size and age), only its encoding moves to the
         flush, where the queued rows' encodings run one after another (for a hot path that
-        queues one row a call: an MCP call's audit row). ``build`` must not raise nor call
-        back into this object, and ``args`` must not change meanwhile (pass immutable
-        values).
+        queues one row a call: an MCP call's audit row). ``build`` must not raise (a flush
+        it fails leaves every queued row queued, to fail again) nor call back into this
+        object, and ``args`` must not change meanwhile (immutable values, or ones given
+        away).
 
         Raises:
             StoreError: as :meth:`append`.
