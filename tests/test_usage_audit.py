@@ -146,3 +146,24 @@ def test_reduction_is_bounded() -> None:
         cursor["d"] = {}
         cursor = cursor["d"]  # type: ignore[assignment]
     assert "…" in str(reduce_for_audit(deep))
+
+
+def test_a_row_appended_later_is_the_row_append_writes(tmp_path: Path) -> None:
+    """AuditLog.append_later (an MCP call's row) stores, reduced and chained, the very row
+    append stores for the same fields: no free text, no secret, the same details."""
+    home = DataHome(tmp_path)
+    clock = iter([1.0, 2.0])
+    log = AuditLog(home.db, clock=lambda: next(clock))
+    fields = {"tool": "echo", "message": "said: " + "x" * 500, "api_key": "sk-1",
+              "duration_ms": 1.5, "code": None, "parent": "run-1"}
+    log.append("mcp.call", "srv", **fields)
+    log.append_later("mcp.call", "srv", dict(fields))
+    first, second = home.db.query("SELECT ts, kind, subject, details FROM audit ORDER BY id")
+    assert (first["ts"], second["ts"]) == (1.0, 2.0)  # the time of the call, not the flush
+    assert tuple(first)[1:] == tuple(second)[1:]
+    assert "x" * 100 not in second["details"]
+    assert "sk-1" not in second["details"]
+    home.close()
+    report = verify_path(tmp_path / "eyes.db", AuditKeyring.read_only(audit_directory(tmp_path)))
+    assert report.ok
+    assert report.records == 2

@@ -262,3 +262,31 @@ async def test_audit_hashes_concrete_uris_and_prompts_keep_roles(tmp_path: Path)
     # The embedded resource's text reaches the preview, after its role and marker.
     assert "[user] [resource demo://resource/dynamic/text/7]" in embedded.preview
     assert "\nResource 7: This is a plaintext resource" in embedded.preview
+
+
+async def test_request_ids_are_noted_only_for_a_traced_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Noting the JSON-RPC id is for the call's span alone: untraced, the call does not pay
+    # for it (a context variable set and reset around every call); traced, the span has it.
+    import deepseek_eyes.mcp_host.host as host_module
+
+    noted: list[int] = []
+    real = host_module.noting_requests
+
+    def counting():  # type: ignore[no-untyped-def]
+        noted.append(1)
+        return real()
+
+    monkeypatch.setattr(host_module, "noting_requests", counting)
+    host = make_host(settings_of(everything_stdio(allow={"tools": ["echo"]})), tmp_path)
+    await host.manager.start()
+    try:
+        await host.call_tool("mcp__everything__echo", {"message": "untraced"})
+        assert noted == []
+        with recorded_spans() as spans:
+            await host.call_tool("mcp__everything__echo", {"message": "traced"})
+        assert noted == [1]
+        (call,) = [s for s in spans.get_finished_spans() if s.name == "tools/call echo"]
+        assert str(dict(call.attributes or {})["jsonrpc.request.id"]).isdigit()
+    finally:
+        await host.manager.stop()

@@ -115,3 +115,80 @@ def test_appended_rows_are_batched_but_always_visible(tmp_path: Path) -> None:
     db.close()  # close flushes
     assert other.execute("SELECT COUNT(*) FROM audit").fetchone()[0] == 66
     other.close()
+
+
+def test_a_row_appended_later_is_made_when_written_in_its_place_in_the_queue(
+        tmp_path: Path) -> None:
+    """append_later queues the row as append does; only its parameters are made later,
+    once, by the flush that writes it (rows queued around it keep their order)."""
+    db = Database(tmp_path / "eyes.db")
+    sql = "INSERT INTO audit (ts, kind, details) VALUES (?, ?, ?)"
+    made: list[str] = []
+
+    def build(ts: float, kind: str) -> tuple[float, str, str]:
+        made.append(kind)
+        return ts, kind, '{"made":true}'
+
+    db.append(sql, (1.0, "before", "{}"), chain="test.row")
+    db.append_later(sql, build, 2.0, "later", chain="test.row")
+    db.append(sql, (3.0, "after", "{}"), chain="test.row")
+    assert made == []  # queued, not made
+    other = raw_store(tmp_path / "eyes.db")
+    assert other.execute("SELECT COUNT(*) FROM audit").fetchone()[0] == 0
+    rows = db.query("SELECT kind, details FROM audit ORDER BY id")  # flushes first
+    assert [tuple(r) for r in rows] == [
+        ("before", "{}"), ("later", '{"made":true}'), ("after", "{}")]
+    assert made == ["later"]
+    db.close()
+    assert made == ["later"]  # made once
+    other.close()
+
+
+def test_rows_appended_later_count_toward_the_batch_and_its_age(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row appended later is as durable as an appended one: the 64th queued row flushes
+    the batch, and one queued after the oldest has waited a second flushes it too."""
+    from deepseek_eyes.store import db as db_module
+
+    db = Database(tmp_path / "eyes.db")
+    sql = "INSERT INTO audit (ts, kind, details) VALUES (?, 'later', '{}')"
+    other = raw_store(tmp_path / "eyes.db")
+    count = "SELECT COUNT(*) FROM audit"
+    for i in range(db_module.APPEND_BATCH - 1):
+        db.append_later(sql, lambda ts: (ts,), float(i), chain="test.row")
+    assert other.execute(count).fetchone()[0] == 0
+    db.append_later(sql, lambda ts: (ts,), 64.0, chain="test.row")
+    assert other.execute(count).fetchone()[0] == db_module.APPEND_BATCH
+    now = [1000.0]
+    monkeypatch.setattr(db_module.time, "monotonic", lambda: now[0])
+    db.append_later(sql, lambda ts: (ts,), 65.0, chain="test.row")
+    assert other.execute(count).fetchone()[0] == db_module.APPEND_BATCH
+    now[0] += db_module.APPEND_MAX_AGE_S
+    db.append_later(sql, lambda ts: (ts,), 66.0, chain="test.row")
+    assert other.execute(count).fetchone()[0] == db_module.APPEND_BATCH + 2
+    db.close()
+    other.close()
+
+
+def test_a_row_appended_later_outlives_a_rolled_back_write(tmp_path: Path) -> None:
+    """Queued before a write transaction that rolls back, the row is queued again (made, as
+    the rolled-back write left it) and written by the next one."""
+    db = Database(tmp_path / "eyes.db")
+    sql = "INSERT INTO audit (ts, kind, details) VALUES (?, ?, '{}')"
+    made: list[str] = []
+
+    def build(ts: float, kind: str) -> tuple[float, str]:
+        made.append(kind)
+        return ts, kind
+
+    def write_then_fail() -> None:
+        with db.transaction() as conn:
+            conn.execute(sql, (2.0, "mine"))
+            raise RuntimeError("the block failed")
+
+    db.append_later(sql, build, 1.0, "later", chain="test.row")
+    with pytest.raises(RuntimeError):
+        write_then_fail()
+    assert [r[0] for r in db.query("SELECT kind FROM audit ORDER BY id")] == ["later"]
+    assert made == ["later"]
+    db.close()

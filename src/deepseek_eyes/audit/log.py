@@ -76,6 +76,15 @@ def reduce_for_audit(value: Any, depth: int = 0) -> Any:
     return message_digest(repr(value))
 
 
+_INSERT = "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)"
+
+
+def _row(ts: float, kind: str, subject: str | None,
+         fields: Mapping[str, Any]) -> tuple[float, str, str | None, str]:
+    """An audit row's parameters: its fields reduced and encoded (see the module docstring)."""
+    return ts, kind, subject, canonical_json.ASCII_LENIENT.dumps(reduce_for_audit(fields))
+
+
 class AuditLog:
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self._db = db
@@ -88,6 +97,13 @@ class AuditLog:
             (self._clock(), kind, subject, details),
             chain=kind,
         )
+
+    def append_later(self, kind: str, subject: str | None, fields: Mapping[str, Any]) -> None:
+        """:meth:`append`, the row reduced and encoded when its queue is flushed
+        (:meth:`Database.append_later <deepseek_eyes.store.db.Database.append_later>`):
+        the same row, queued, written and lost as :meth:`append`'s. ``fields`` is the
+        caller's to give away (nobody may change it afterwards)."""
+        self._db.append_later(_INSERT, _row, self._clock(), kind, subject, fields, chain=kind)
 
     def write(self, kind: str, subject: str | None = None, **fields: Any) -> None:
         """:meth:`append`, committed before it returns (with the rows queued before it): a

@@ -1,8 +1,14 @@
-"""The MCP call audit: a bounded in-memory ring plus one SQLite audit row per call.
+"""The MCP call audit: a bounded in-memory ring plus one audit row per call.
 
 A record holds identities, the risk class, status, duration, argument and result hashes,
 and on failure the stable code and the SHA-256 of the message. Arguments, results,
 credentials and raw messages never enter it.
+
+The row is queued with the store's log rows, as it always was (written once 64 are queued
+or the oldest has waited a second, before any read, with the next write transaction, at
+close: :mod:`deepseek_eyes.store.db`), but reduced and
+encoded by the flush that writes it (:meth:`AuditLog.append_later`): the same row, the
+same durability, and a batch's encodings run back to back instead of one per call.
 
 A record is a ``NamedTuple``: immutable like the frozen dataclass it was, and built in a
 tenth of the time (a frozen dataclass sets each of its eleven fields through
@@ -59,13 +65,15 @@ class McpAudit:
         if self._log is not None:
             # The row is the record less its time, server (the row's own) and kind, named
             # here from the arguments rather than read back out of the record field by
-            # field. `kind` names the audit row's own kind in AuditLog.append; ours is the
+            # field. `kind` names the audit row's own kind in AuditLog.append*; ours is the
             # plane.
-            self._log.append("mcp.call", server, plane=kind, tool=tool, risk=risk, status=status,
-                             duration_ms=rec.duration_ms, arguments_sha256=arguments_sha256,
-                             result_sha256=result_sha256, code=code,
-                             message_sha256=rec.message_sha256,
-                             **({"parent": parent} if parent is not None else {}))
+            fields = {"plane": kind, "tool": tool, "risk": risk, "status": status,
+                      "duration_ms": rec.duration_ms, "arguments_sha256": arguments_sha256,
+                      "result_sha256": result_sha256, "code": code,
+                      "message_sha256": rec.message_sha256}
+            if parent is not None:
+                fields["parent"] = parent
+            self._log.append_later("mcp.call", server, fields)
         return rec
 
     def ask_row(self, *, server: str, tool: str, status: str, ask_id: str,

@@ -21,7 +21,11 @@ each of them (:mod:`~deepseek_eyes.store.chain`), not one entry a row; a write i
 open transaction (:meth:`Database.execute`) keeps its records with the block's. A writer
 that sums many small events into one row (:meth:`Database.on_flush`; the usage estimate of
 each MCP result) hands its rows over at the start of every flush and every write
-transaction, so they are written, seen and lost exactly as the queued rows are.
+transaction, so they are written, seen and lost exactly as the queued rows are. A row
+queued with :meth:`Database.append_later` (an MCP call's audit row) is one of the queued
+rows in every way but one: its parameters (the reduced, encoded details) are made by the
+flush that writes it, where a batch's encodings run one after another, warm, instead of
+one on every call's path.
 
 Why transactions nest (:meth:`Database.transaction` inside another is part of it): one
 turn's answer, its turn record and the checkpoint that signs them are written by three
@@ -62,7 +66,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.stages import stage
@@ -72,9 +76,19 @@ from deepseek_eyes.store.keyring import Keyring
 
 __all__ = ["MIGRATIONS", "Database", "configured_url"]
 
+
+class _Later(NamedTuple):
+    """A queued row's parameters made when the row is written (:meth:`Database.append_later`)."""
+
+    build: Callable[..., Sequence[Any]]
+    args: tuple[Any, ...]
+
+
 #: A queued write: (INSERT, params, the chain kind of its row and its audited table, or
 #: None and None when the row is not chained).
-_Pending = tuple[str, Sequence[Any], str | None, str | None]
+_Pending = tuple[str, Sequence[Any] | _Later, str | None, str | None]
+#: A queued write whose parameters are made (what :meth:`Database._write_pending` writes).
+_Built = tuple[str, Sequence[Any], str | None, str | None]
 
 APPEND_BATCH = 64
 APPEND_MAX_AGE_S = 1.0
@@ -710,6 +724,25 @@ class Database:
             raise ValueError(f"{_chain.BATCH} is the kind of batch entries, not of a record")
         self._queue((sql, params, chain, table), quiet=quiet)
 
+    def append_later(self, sql: str, build: Callable[..., Sequence[Any]], *args: Any,
+                     chain: str | None = None) -> None:
+        """:meth:`append`, the row's parameters made by ``build(*args)`` when the row is
+        written, not now: queued, written, seen and lost exactly as an appended row (same
+        queue, same place in it, same batch size and age), only its encoding moves to the
+        flush, where the queued rows' encodings run one after another (for a hot path that
+        queues one row a call: an MCP call's audit row). ``build`` must not raise (a flush
+        it fails leaves every queued row queued, to fail again) nor call back into this
+        object, and ``args`` must not change meanwhile (immutable values, or ones given
+        away).
+
+        Raises:
+            StoreError: as :meth:`append`.
+        """
+        table = _chain.table_of_insert(sql) if chain is not None else None
+        if chain == _chain.BATCH:
+            raise ValueError(f"{_chain.BATCH} is the kind of batch entries, not of a record")
+        self._queue((sql, _Later(build, args), chain, table))
+
     def on_flush(self, hook: _FlushHook) -> None:
         """Call ``hook`` at the start of every flush and write transaction, under the
         lock; the rows it returns, each ``(INSERT, params, chain kind or None)`` as
@@ -788,7 +821,10 @@ class Database:
         On PostgreSQL the rows' chain entries are made when the transaction chains its own
         first record (or at its commit): the chain lock is taken then, after the keys the
         transaction holds (:meth:`hold`), not when it begins (store/postgres.py)."""
-        pending, self._pending = self._pending, []
+        pending: list[_Built] = [
+            (sql, params.build(*params.args) if type(params) is _Later else params, kind, table)
+            for sql, params, kind, table in self._pending]
+        self._pending = []
         mark = len(self._unwritten)
         self._unwritten.extend(pending)
         now = time.time()

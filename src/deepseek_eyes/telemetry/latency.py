@@ -40,5 +40,7 @@ def listen(sink: LatencySink) -> None:
 
 def observe(kind: Kind, name: str | None, outcome: str, seconds: float) -> None:
     """One finished call (see the module docstring)."""
+    if not _sinks:  # a length: iterating a WeakSet, even an empty one, enters a guard
+        return
     for sink in list(_sinks):
         sink.observe(kind, name or "none", outcome, seconds)
