@@ -20,6 +20,14 @@ def test_put_is_content_addressed_and_idempotent(tmp_path: Path) -> None:
     assert leftovers == []
 
 
+def test_a_blob_lives_under_two_fan_out_directories(tmp_path: Path) -> None:
+    digest = hashlib.sha256(b"x").hexdigest()
+    for root in (tmp_path / "blobs", Path("blobs"), Path(".")):
+        path = BlobStore(root).path_for(digest)
+        assert path == root / digest[:2] / digest[2:4] / digest
+        assert type(path) is type(root)
+
+
 def test_corruption_is_detected(tmp_path: Path) -> None:
     store = BlobStore(tmp_path / "blobs")
     ref = store.put(b"original")

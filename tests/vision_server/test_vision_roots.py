@@ -10,7 +10,7 @@ import pytest
 
 from deepseek_eyes.errors import DeepSeekEyesError, ImageError, VisionError, VisionPathError
 from deepseek_eyes.vision_server.images import names_a_path, parse_image_ref
-from deepseek_eyes.vision_server.roots import NO_ROOTS, ServedRoots, roots_from_uris
+from deepseek_eyes.vision_server.roots import NO_ROOTS, ServedRoots, _inside, roots_from_uris
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"rest of a png"
 
@@ -179,3 +179,14 @@ def test_protected_directories_stay_refused_when_roots_are_added(tree: Path) -> 
         assert code_of(merged, str(data / "b.png")) == "VISION_PATH_OUTSIDE_ROOTS"
         assert merged.read("a.png" if merged.roots[0] == tree else str(tree / "a.png"),
                            1000) == PNG
+
+
+@pytest.mark.parametrize("path", ["/srv/img", "/srv/img/a.png", "/srv/img2", "/srv/im",
+                                  "/srv", "/", "/other/srv/img", "srv/img", "img/a", ".",
+                                  "img"])
+@pytest.mark.parametrize("root", ["/srv/img", "/srv", "/", "img", "."])
+def test_inside_is_path_equality_or_is_relative_to(path: str, root: str) -> None:
+    """``_inside`` compares parts, never text: ``/srv/img`` does not hold ``/srv/img2``."""
+    expected = Path(path) == Path(root) or Path(path).is_relative_to(Path(root))
+    assert _inside(Path(path), (Path(root),)) is expected
+    assert _inside(Path(path), (Path("/elsewhere"), Path(root))) is expected

@@ -8,6 +8,7 @@ again is a no-op, and reads can verify the hash so silent disk corruption is cau
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,9 @@ class BlobStore:
             raise StoreError(
                 "not a SHA-256 hex digest", code="STORE_BLOB_MISSING", details={"sha256": sha256}
             )
-        return self.root / sha256[:2] / sha256[2:4] / sha256
+        # One path parsed from a joined string: three joins parsed three paths (a check of
+        # every file a served root hands out looks its blob up).
+        return Path(os.path.join(self.root, sha256[:2], sha256[2:4], sha256))
 
     def contains(self, sha256: str) -> bool:
         return self.path_for(sha256).is_file()

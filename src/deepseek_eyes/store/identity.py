@@ -58,6 +58,10 @@ class DataFiles:
             *(os.path.join(self.root, folder, KEYRING_FILENAME) for folder in _KEYRING_DIRS),
         )
 
+    @functools.cached_property
+    def _blobs(self) -> BlobStore:
+        return BlobStore(self.root / "blobs")
+
     def _walk(self) -> Iterator[os.stat_result]:
         seen = 0
         stack = [self.root]
@@ -100,7 +104,7 @@ class DataFiles:
         if any(same(path) for path in self._named):
             return True
         if content is not None and same(
-                BlobStore(self.root / "blobs").path_for(hashlib.sha256(content).hexdigest())):
+                self._blobs.path_for(hashlib.sha256(content).hexdigest())):
             return True
         if info.st_nlink > 1:
             return any((o.st_dev, o.st_ino) == identity for o in self._walk())

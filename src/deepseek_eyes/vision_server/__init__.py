@@ -7,11 +7,8 @@ token and Host/Origin rules.
 """
 
 from deepseek_eyes.vision_server.roots import ServedRoots, roots_from_uris
-from deepseek_eyes.vision_server.server import (
-    EVIDENCE_URI_PREFIX,
-    build_vision_server,
-    output_schema,
-)
+from deepseek_eyes.vision_server.schemas import output_schema
+from deepseek_eyes.vision_server.server import EVIDENCE_URI_PREFIX, build_vision_server
 from deepseek_eyes.vision_server.service import VisionService
 
 __all__ = [

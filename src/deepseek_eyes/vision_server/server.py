@@ -2,9 +2,10 @@
 
 ``see`` returns the canonical ``deepseekeyes.evidence.v1`` object as ``structuredContent``
 (its schema, cut from ``vision/schemas/visual-evidence.schema.json``, is the tool's
-``outputSchema``, so a client's validator checks what it gets) and the same evidence as the
-text the runtime hands DeepSeek (:func:`~deepseek_eyes.runtime.render.render_evidence`), for
-hosts that show a model only text. ``look`` does the same for ``deepseekeyes.target.v1``.
+``outputSchema``, spelled out by :mod:`.schemas`, so a client's validator checks what it
+gets) and the same evidence as the text the runtime hands DeepSeek
+(:func:`~deepseek_eyes.runtime.render.render_evidence`), for hosts that show a model only
+text. ``look`` does the same for ``deepseekeyes.target.v1``.
 Where the image, the route and the record came from travels in the result's ``_meta``
 (the evidence objects are closed: nothing may be added to them). A refusal is a tool
 result with ``isError: true`` whose text is ``{"error": {"code", "message", "details"}}``.
@@ -48,11 +49,11 @@ from deepseek_eyes.toolkit.registration import (
 )
 from deepseek_eyes.toolkit.results import ToolResult
 from deepseek_eyes.toolkit.spec import Annotations, ToolDef
-from deepseek_eyes.vision.evidence.gate import schema_document
 from deepseek_eyes.vision.routing.router import Acquisition
 from deepseek_eyes.vision.types import Variant
 from deepseek_eyes.vision_server.images import names_a_path
 from deepseek_eyes.vision_server.roots import NO_ROOTS, ServedRoots, roots_from_uris
+from deepseek_eyes.vision_server.schemas import output_schema
 from deepseek_eyes.vision_server.service import MAX_QUESTION, VisionService, record_json
 
 __all__ = [
@@ -61,7 +62,6 @@ __all__ = [
     "LOOK_INPUT",
     "SEE_INPUT",
     "build_vision_server",
-    "output_schema",
     "vision_tools",
 ]
 
@@ -137,40 +137,6 @@ def vision_tools(*, open_world: bool = False) -> tuple[ToolDef, ...]:
                 "evidence does not answer: a targeted reread of the original pixels "
                 "(deepseekeyes.target.v1).", LOOK_INPUT, hints),
     )
-
-
-def output_schema(variant: Variant) -> dict[str, Any]:
-    """The schema file's definition of ``variant`` as the tool's ``outputSchema``: an
-    object schema, as MCP requires, with every ``$ref`` replaced by the definition it
-    names. The same constraints, spelled out: a validating client (the SDK's validates
-    every result) resolved a reference at each of the forty-odd boxes, lines and numbers of
-    a receipt's evidence, a third of its validation. No ``$id``: both tools' schemas come
-    from one file, and a client that caches schemas by ``$id`` would confuse them."""
-    document = schema_document()
-    definitions = document["$defs"]
-    root = _inlined(definitions[variant.short], definitions, 0)
-    return {"$schema": document["$schema"], **root,
-            "title": f"{document['title']}: {variant.value}", "type": "object"}
-
-
-#: The schema file's references nest a few levels (evidence → quantity → optionalBbox →
-#: bbox); a deeper one can only be a cycle, which inlining cannot spell out.
-_MAX_INLINED_DEPTH = 16
-
-
-def _inlined(node: Any, definitions: dict[str, Any], depth: int) -> Any:
-    if depth > _MAX_INLINED_DEPTH:
-        raise ValueError("the evidence schema's references nest too deep (a cycle?)")
-    if isinstance(node, list):
-        return [_inlined(item, definitions, depth) for item in node]
-    if not isinstance(node, dict):
-        return node
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        if len(node) != 1:  # the file's references stand alone; a sibling would need allOf
-            raise ValueError(f"a $ref with siblings in the evidence schema: {ref}")
-        return _inlined(definitions[ref[len("#/$defs/"):]], definitions, depth + 1)
-    return {key: _inlined(value, definitions, depth) for key, value in node.items()}
 
 
 def _refusal(exc: DeepSeekEyesError) -> CallToolResult:
