@@ -43,6 +43,7 @@ from deepseek_eyes.store.chain import (
     BATCH,
     CHAINED_TABLES,
     COUNTED_BODY,
+    RUN_LENGTH_SQL,
     ChainWriter,
     Connection,
     canonical_bytes,
@@ -206,6 +207,15 @@ def stored_checkpoints(db: Database) -> list[Checkpoint]:
         return read_checkpoints(conn)
 
 
+#: How many entries in a seq range name each table (see :func:`_counts_through`).
+_COUNTS_SINCE = (  # constants only, no input:
+    "SELECT COALESCE(ref_table, ?), COUNT(*) FROM chain WHERE seq > ? AND seq <= ?"  # noqa: S608
+    " AND kind != ? GROUP BY 1"
+    " UNION ALL SELECT json_extract(m.value, '$[0]'),"
+    " SUM(" + RUN_LENGTH_SQL + ") FROM chain c,"
+    " json_each(c.body, '$.records') m WHERE c.seq > ? AND c.seq <= ? AND c.kind = ?"
+    " AND c.ref_table IS NULL GROUP BY 1")
+
 _LAST = ("SELECT seq, hash, ts, key_id, mac, counts, ordinal, id FROM chain_checkpoints"
          " ORDER BY id DESC LIMIT 1")
 
@@ -224,14 +234,7 @@ def _counts_through(conn: sqlite3.Connection, keyring: Keyring, seq: int,
             pass  # count from the start instead
     # Single entries by table, then the records batch entries name, under their tables (as
     # verify counts them): one statement, one round trip on PostgreSQL.
-    for key, n in conn.execute(
-            "SELECT COALESCE(ref_table, ?), COUNT(*) FROM chain WHERE seq > ? AND seq <= ?"
-            " AND kind != ? GROUP BY 1"
-            " UNION ALL SELECT json_extract(m.value, '$[0]'),"
-            " SUM(length(json_extract(m.value, '$[3]')) / 64) FROM chain c,"
-            " json_each(c.body, '$.records') m WHERE c.seq > ? AND c.seq <= ? AND c.kind = ?"
-            " AND c.ref_table IS NULL GROUP BY 1",
-            (BODY, since, seq, BATCH, since, seq, BATCH)):
+    for key, n in conn.execute(_COUNTS_SINCE, (BODY, since, seq, BATCH, since, seq, BATCH)):
         base[str(key)] = base.get(str(key), 0) + int(n)
     return base
 
