@@ -270,11 +270,11 @@ def test_a_checkpoint_row_stores_hash_and_mac_as_base64_and_reads_them_as_hex(
     assert stored_checkpoints(home.db)[-1] == signed
     assert _verify(home).ok
     other = base64.b64encode(bytes(32)).decode()
-    for column, value in (("mac", other), ("hash", other), ("mac", "!" + stored_mac[1:]),
-                          ("hash", stored_hash[:-2] + "B=")):
-        conn.execute(f"UPDATE chain_checkpoints SET hash = ?, mac = ?, {column} = ?"  # noqa: S608
-                     " WHERE id = ?", (stored_hash, stored_mac, value, row_id))
-        assert _problem(_verify(home)) == ("AUDIT_CHECKPOINT_INVALID", signed.seq), column
+    for edited in ((stored_hash, other), (other, stored_mac),
+                   (stored_hash, "!" + stored_mac[1:]), (stored_hash[:-2] + "B=", stored_mac)):
+        conn.execute("UPDATE chain_checkpoints SET hash = ?, mac = ? WHERE id = ?",
+                     (*edited, row_id))
+        assert _problem(_verify(home)) == ("AUDIT_CHECKPOINT_INVALID", signed.seq), edited
     conn.close()
 
 
