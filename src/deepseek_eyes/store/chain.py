@@ -1005,8 +1005,8 @@ def adopt_existing(conn: sqlite3.Connection, ts: float) -> int:
 
 def whole_entry(row: Sequence[Any]) -> dict[str, Any]:
     """An entry row (:data:`ENTRY_COLUMNS`) by column, with what it was stored without put
-    back: a body entry's empty ``digest`` is its body's SHA-256 (a batch's body names 64
-    hex characters a record already, its digest 64 more each transaction). Rows written
+    back: a body entry's empty ``digest`` is its body's SHA-256 (a batch's body holds 32
+    bytes a record already, its digest 64 hex characters more each transaction). Rows written
     before entries were stored so hold it, and are read as they are. Nothing is hashed
     differently: the entry's hash covers its digest, so an edited body is found by its
     entry's hash (``AUDIT_ENTRY_TAMPERED``, as before)."""
