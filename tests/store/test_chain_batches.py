@@ -559,6 +559,26 @@ def test_version_2_and_3_batches_share_one_chain_and_are_counted_alike(
     conn.close()
 
 
+def test_verify_reads_each_batch_body_once(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The records a batch body names are read for the query of its records and checked
+    from that one reading (a body read costs about as much as its records' digests)."""
+    conn = _raw(root)
+    batches = len(_batches(conn))
+    conn.close()
+    read = chain.batch_members
+    calls: list[object] = []
+
+    def counted(body: object) -> list[tuple[str, int, str, str]]:
+        calls.append(body)
+        return read(body)
+
+    monkeypatch.setattr(chain, "batch_members", counted)
+    assert _verify(root).ok
+    assert len(calls) == batches
+
+
 def stored_checkpoints_counts(root: Path) -> list[dict[str, int] | None]:
     with DataHome(root) as home:
         return [c.counts for c in stored_checkpoints(home.db)]
