@@ -6,6 +6,7 @@ separate sqlite3 connection, dropping the append-only triggers first.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sqlite3
@@ -240,6 +241,41 @@ def test_rotated_keys_keep_old_checkpoints_valid_and_unknown_keys_fail(home: Dat
     assert _problem(report) == ("AUDIT_KEY_UNKNOWN", first.seq)
     forged = Checkpoint(second.seq, second.hash, second.ts, new_id, "0" * 64)
     assert _problem(_verify(home, forged)) == ("AUDIT_CHECKPOINT_INVALID", second.seq)
+
+
+def test_a_checkpoint_row_stores_hash_and_mac_as_base64_and_reads_them_as_hex(
+    home: DataHome,
+) -> None:
+    """Stored: 44 base64 characters each, not 64 hex; read (verify, the export, the console)
+    as the hex that was signed. A row in hex, as older databases hold it, reads the same; a
+    changed byte of either, base64 or not, fails the checkpoint."""
+    from deepseek_eyes.console.views.audit import audit_head
+
+    signed = sign_checkpoint(home.db, home.audit_keys())
+    conn = _raw(home)
+    row_id, stored_hash, stored_mac = conn.execute(
+        "SELECT id, hash, mac FROM chain_checkpoints ORDER BY id DESC LIMIT 1").fetchone()
+    assert (len(stored_hash), len(stored_mac)) == (44, 44)
+    assert base64.b64decode(stored_hash).hex() == signed.hash
+    assert base64.b64decode(stored_mac).hex() == signed.mac
+    assert stored_checkpoints(home.db)[-1] == signed
+    assert audit_head(home.db)["checkpoints"][0]["hash"] == signed.hash
+    assert _verify(home).ok
+    exported = home.root / "chain.jsonl"
+    export_chain(home.db, exported, home.audit_keys())
+    assert signed.mac in exported.read_text(encoding="utf-8")
+    assert verify_file(exported, home.audit_keys()).ok
+    conn.execute("UPDATE chain_checkpoints SET hash = ?, mac = ? WHERE id = ?",
+                 (signed.hash, signed.mac, row_id))  # hex, as before
+    assert stored_checkpoints(home.db)[-1] == signed
+    assert _verify(home).ok
+    other = base64.b64encode(bytes(32)).decode()
+    for edited in ((stored_hash, other), (other, stored_mac),
+                   (stored_hash, "!" + stored_mac[1:]), (stored_hash[:-2] + "B=", stored_mac)):
+        conn.execute("UPDATE chain_checkpoints SET hash = ?, mac = ? WHERE id = ?",
+                     (*edited, row_id))
+        assert _problem(_verify(home)) == ("AUDIT_CHECKPOINT_INVALID", signed.seq), edited
+    conn.close()
 
 
 def test_the_export_verifies_alone_and_tampering_in_it_is_found(

@@ -9,6 +9,7 @@ triggers first, as in tests/security/test_audit_tamper.py.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -86,6 +87,24 @@ def root(template: Template, tmp_path: Path) -> Path:
     copy = tmp_path / "home"
     shutil.copytree(template.root, copy)
     clone_store(template.database)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def template_v2(tmp_path_factory: pytest.TempPathFactory) -> Template:
+    """The same home written with version 2 batch bodies (hex digests, every kind spelled),
+    as databases from before version 3 hold them."""
+    with pytest.MonkeyPatch.context() as patch, fresh_database() as database:
+        patch.setattr(chain, "BATCH_VERSION", 2)
+        built = _build(tmp_path_factory.mktemp("batches-v2") / "home")
+    return dataclasses.replace(built, database=database)
+
+
+@pytest.fixture
+def v2_root(template_v2: Template, tmp_path: Path) -> Path:
+    copy = tmp_path / "home"
+    shutil.copytree(template_v2.root, copy)
+    clone_store(template_v2.database)
     return copy
 
 
@@ -211,7 +230,8 @@ def test_a_body_entry_is_stored_without_its_digest_and_read_whole(root: Path) ->
     conn.close()
 
 
-def test_an_edited_batch_entry_is_found(root: Path) -> None:
+def test_an_edited_batch_entry_is_found(v2_root: Path) -> None:
+    root = v2_root  # the body edited as text: version 2's spelling (version 3's below)
     conn = _raw(root)
     seq, members = _log_batches(conn)[1]
     body = conn.execute("SELECT body FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
@@ -230,9 +250,10 @@ def test_an_edited_batch_entry_is_found(root: Path) -> None:
     conn.close()
 
 
-def test_a_consistent_rewrite_of_a_batch_fails_its_checkpoint(root: Path) -> None:
+def test_a_consistent_rewrite_of_a_batch_fails_its_checkpoint(v2_root: Path) -> None:
     """The attacker drops a record from a batch and recomputes every hash after it: the
     chain is whole again, and the signed checkpoints (counts, hash) say it was rewritten."""
+    root = v2_root  # the body edited as text: version 2's spelling (version 3's below)
     conn = _raw(root)
     seq, members = _log_batches(conn)[0]
     table, rowid, kind, digest = members[0]
@@ -366,8 +387,11 @@ def test_processes_extend_one_chain_with_batches(tmp_path: Path) -> None:
     assert report.entries == 6
 
 
-def test_a_batch_body_is_runs_that_expand_to_its_records(tmp_path: Path) -> None:
+def test_a_batch_body_is_runs_that_expand_to_its_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Consecutive rowids of one table and kind share a run; anything else starts one."""
+    monkeypatch.setattr(chain, "BATCH_VERSION", 2)  # version 3's form: the test below
     digests = [hashlib.sha256(str(n).encode()).hexdigest() for n in range(6)]
     members = [("mcp.call", "audit", 4, digests[0]), ("mcp.call", "audit", 5, digests[1]),
                ("usage", "usage", 6, digests[2]), ("mcp.call", "audit", 7, digests[3]),
@@ -383,6 +407,181 @@ def test_a_batch_body_is_runs_that_expand_to_its_records(tmp_path: Path) -> None
         ("audit", "other", 8, 1), ("audit", "other", 10, 1)]
     assert body.encode() == chain.canonical_bytes(json.loads(body))
     assert chain.batch_members(body) == [(t, r, k, d) for k, t, r, d in members]
+
+
+def test_a_version_3_body_is_compact_runs_that_expand_to_its_records(tmp_path: Path) -> None:
+    """Version 3 (what is written now): a run's digests are the base64 of their bytes, one
+    after another, and a table's usual kind is written "" (another kind, an adopted row's,
+    as itself); it names the same records, digests and kinds as version 2 would."""
+    digests = [hashlib.sha256(str(n).encode()).hexdigest() for n in range(7)]
+    members = [("mcp.call", "audit", 4, digests[0]), ("mcp.call", "audit", 5, digests[1]),
+               ("usage", "usage", 6, digests[2]), ("usage", "usage", 7, digests[3]),
+               ("usage", "usage", 8, digests[4]), ("adopted.usage", "usage", 9, digests[5]),
+               ("turn", "turns", 3, digests[6])]
+    with DataHome(tmp_path / "home") as home, home.db.transaction() as conn:
+        writer = chain.ChainWriter.of(conn)
+        seq = writer.add_batch(members, 1.0)
+        writer.write()
+        body = conn.execute("SELECT body FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
+    parsed = json.loads(body)
+    assert parsed["v"] == 3
+    assert parsed["records"] == [
+        ["audit", "mcp.call", 4, base64.b64encode(bytes.fromhex(digests[0] + digests[1])
+                                                  ).decode()],
+        ["usage", "", 6, base64.b64encode(bytes.fromhex("".join(digests[2:5]))).decode()],
+        ["usage", "adopted.usage", 9, base64.b64encode(bytes.fromhex(digests[5])).decode()],
+        ["turns", "", 3, base64.b64encode(bytes.fromhex(digests[6])).decode()]]
+    assert body.encode() == chain.canonical_bytes(parsed)
+    assert chain.batch_members(body) == [(t, r, k, d) for k, t, r, d in members]
+    assert len(body) < len(chain.canonical_bytes({"records": [
+        [t, k, r, d] for k, t, r, d in members], "v": 2}))
+
+
+def test_a_record_of_an_empty_kind_keeps_its_batch_at_version_2(tmp_path: Path) -> None:
+    """An empty kind would read back as the table's usual one from a version 3 body: such
+    an entry is written as version 2, every kind spelled."""
+    digest = "ab" * 32
+    with DataHome(tmp_path / "home") as home, home.db.transaction() as conn:
+        writer = chain.ChainWriter.of(conn)
+        seq = writer.add_batch([("", "usage", 1, digest), ("usage", "usage", 2, digest)], 1.0)
+        writer.write()
+        body = conn.execute("SELECT body FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
+    assert json.loads(body)["v"] == 2
+    assert chain.batch_members(body) == [("usage", 1, "", digest), ("usage", 2, "usage", digest)]
+
+
+def test_a_version_3_body_is_read_only_as_written() -> None:
+    """Each field of a version 3 run is checked: what the writer never makes is no body."""
+    one = base64.b64encode(bytes(32)).decode()
+    good = '{"records":[["usage","",1,"' + one + '"]],"v":3}'
+    assert chain.batch_members(good) == [("usage", 1, "usage", "00" * 32)]
+    for run in (f'["audit","",1,"{one}"]',  # the audit table has no usual kind
+                '["usage","",1,"' + base64.b64encode(bytes(31)).decode() + '"]',  # 31 bytes
+                '["usage","",1,"' + one.rstrip("=") + '"]',  # padding dropped
+                '["usage","",1,"' + one[:-2] + 'B="]',  # stray bits: another spelling
+                '["usage","",1,"' + one.replace("A", "-", 1) + '"]',  # not base64
+                '["usage","",1,"' + "00" * 32 + '"]',  # hex
+                '["usage","",1,""]', '["usage",null,1,"' + one + '"]',
+                '["usage","","1","' + one + '"]'):
+        with pytest.raises(ValueError, match="not a batch entry"):
+            chain.batch_members('{"records":[' + run + '],"v":3}')
+    with pytest.raises(ValueError, match="not a batch entry"):
+        chain.batch_members('{"records":[["usage","",1,"' + one + '"]],"v":4}')
+
+
+def test_an_edited_version_3_batch_entry_is_found(root: Path) -> None:
+    """A version 3 body's new fields edited (a run dropped, a usual kind spelled out or
+    another kind made usual, a digest's base64 changed): its entry's hash fails."""
+    conn = _raw(root)
+    seq, _members = _log_batches(conn)[1]
+    body = conn.execute("SELECT body FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
+    runs = json.loads(body)["records"]
+    assert json.loads(body)["v"] == 3
+    assert {k for t, k, _f, _d in runs if t == "usage"} == {""}
+    table, kind, _first, digests = runs[0]
+    flipped = ("B" if digests[0] == "A" else "A") + digests[1:]
+    edits = [body.replace(json.dumps(runs[0], separators=(",", ":")) + ",", ""),
+             body.replace('["usage","",', '["usage","usage",'),
+             body.replace(f'["{table}","{kind}",', f'["{table}","",'),
+             body.replace(digests, flipped)]
+    for edited in edits:
+        assert edited != body
+        conn.execute("UPDATE chain SET body = ?, digest = ? WHERE seq = ?",
+                     (edited, hashlib.sha256(edited.encode()).hexdigest(), seq))
+        assert _problem(_verify(root))[:2] == ("AUDIT_ENTRY_TAMPERED", seq)
+        conn.execute("UPDATE chain SET body = ?, digest = '' WHERE seq = ?", (edited, seq))
+        assert _problem(_verify(root))[:2] == ("AUDIT_ENTRY_TAMPERED", seq)
+    conn.close()
+
+
+def test_a_consistent_rewrite_of_a_version_3_batch_fails_its_checkpoint(root: Path) -> None:
+    """As for version 2: a record dropped from a version 3 batch and every hash after it
+    made again; the signed checkpoints say it was rewritten."""
+    conn = _raw(root)
+    seq, members = _log_batches(conn)[0]
+    table, rowid, _kind, _digest = members[0]
+    conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))  # noqa: S608
+    prev = conn.execute("SELECT prev FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
+    for s, ts, k, ref_table, ref_id, body in conn.execute(
+            "SELECT seq, ts, kind, ref_table, ref_id, body FROM chain WHERE seq >= ?"
+            " ORDER BY seq", (seq,)).fetchall():
+        if s == seq:
+            parsed = json.loads(body)
+            assert parsed["v"] == 3
+            run = parsed["records"][0]
+            assert (run[0], run[2]) == (table, rowid)
+            rest = base64.b64decode(run[3])[32:]  # the first record dropped from its run
+            if rest:
+                run[2], run[3] = rowid + 1, base64.b64encode(rest).decode()
+            else:
+                del parsed["records"][0]
+            body = chain.canonical_bytes(parsed).decode()
+        new_digest = (hashlib.sha256(body.encode()).hexdigest() if ref_table is None else
+                      chain.record_digest(chain.read_record(conn, ref_table, ref_id) or {}))
+        value = chain.entry_hash(s, ts, k, chain.ref_text(ref_table, ref_id), new_digest, prev)
+        conn.execute("UPDATE chain SET body = ?, digest = ?, prev = ?, hash = ? WHERE seq = ?",
+                     (body, new_digest, prev, value, s))
+        prev = value
+    conn.close()
+    assert _problem(_verify(root))[0] == "AUDIT_CHECKPOINT_INVALID"
+
+
+def test_version_2_and_3_batches_share_one_chain_and_are_counted_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches written before version 3 and after, on one chain: verify, the checkpoints'
+    counts taken in SQL (a fresh connection counts the chain again) and the search for a
+    record's batch entry in SQL all read both."""
+    root = tmp_path / "home"
+    for version in (2, 3, 2, 3):
+        monkeypatch.setattr(chain, "BATCH_VERSION", version)
+        with DataHome(root) as home:  # each time a connection with no counts kept
+            for i in range(5):
+                home.audit.append("mcp.call", f"v{version}.{i}", outcome="ok")
+                home.usage.record_exact(UsageCategory.FINAL, ProviderUsage(1, 1), source="t",
+                                        model="m")
+            home.db.flush()
+            home.seal()
+    report = _verify(root)
+    assert report.ok, report.as_json()
+    assert (report.entries, report.records) == (4, 40)
+    assert stored_checkpoints_counts(root)[-1] == {"audit": 20, "usage": 20}
+    conn = _raw(root)
+    versions = [json.loads(b)["v"] for (b,) in conn.execute(
+        "SELECT body FROM chain ORDER BY seq")]
+    assert versions == [2, 3, 2, 3]
+    for table in ("audit", "usage"):
+        for rowid in range(1, 21):
+            hit = conn.execute(chain._BATCH_NAMING, (chain.BATCH, table, rowid)).fetchone()
+            assert hit is not None
+            assert int(hit[0]) == (rowid - 1) // 5 + 1
+    assert conn.execute(chain._BATCH_NAMING, (chain.BATCH, "usage", 21)).fetchone() is None
+    conn.close()
+
+
+def test_verify_reads_each_batch_body_once(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The records a batch body names are read for the query of its records and checked
+    from that one reading (a body read costs about as much as its records' digests)."""
+    conn = _raw(root)
+    batches = len(_batches(conn))
+    conn.close()
+    read = chain.batch_members
+    calls: list[object] = []
+
+    def counted(body: object) -> list[tuple[str, int, str, str]]:
+        calls.append(body)
+        return read(body)
+
+    monkeypatch.setattr(chain, "batch_members", counted)
+    assert _verify(root).ok
+    assert len(calls) == batches
+
+
+def stored_checkpoints_counts(root: Path) -> list[dict[str, int] | None]:
+    with DataHome(root) as home:
+        return [c.counts for c in stored_checkpoints(home.db)]
 
 
 def test_a_batch_names_only_records(tmp_path: Path) -> None:

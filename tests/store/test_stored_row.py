@@ -94,6 +94,12 @@ def _check(table: str, columns: list[str], params: list[Any]) -> bool:
         # What a chained write uses: the same bytes' SHA-256, or None with them.
         digest = encoder.digest(params, rowid)
         assert digest == (None if data is None else hashlib.sha256(data).hexdigest())
+        # Its bytes, as a batch entry stores them (the fast path's and the general one's).
+        raw = encoder.digest_raw(params, rowid)
+        assert raw == (None if data is None else hashlib.sha256(data).digest())
+        fast = encoder.fast_raw(params, rowid) if encoder.fast_raw is not None \
+            and len(params) == encoder.width else None
+        assert fast is None or fast == raw
         return data is not None
     finally:
         CONN.execute("ROLLBACK TO t")

@@ -26,11 +26,18 @@ those plus the transaction's own, with no statement at all. Likewise the newest 
 inserted at the next row id, which a newer checkpoint of another process would have taken
 (the insert then fails, and the newest is read and the checkpoint signed again). A turn's
 seal is then one INSERT.
+
+A stored checkpoint's ``hash`` and ``mac`` are the base64 of their 32 bytes (44 characters,
+not 64 hex: one checkpoint a turn, ``bench/store_growth.py``); they are read back as hex
+(:func:`stored_hex`), and rows written before, in hex, are read as they are. Nothing signed
+or compared changes: the MAC is over the hex, as before, and a pinned line is hex.
 """
 
 from __future__ import annotations
 
+import binascii
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Mapping
@@ -43,6 +50,7 @@ from deepseek_eyes.store.chain import (
     BATCH,
     CHAINED_TABLES,
     COUNTED_BODY,
+    RUN_LENGTH_SQL,
     ChainWriter,
     Connection,
     canonical_bytes,
@@ -51,11 +59,38 @@ from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.keyring import Keyring
 
 __all__ = ["BODY", "Checkpoint", "checkpoint_if_new", "head", "read_checkpoints", "record_cut",
-           "sign_checkpoint", "sign_in", "stored_checkpoints"]
+           "sign_checkpoint", "sign_in", "stored_checkpoints", "stored_hex"]
 
 #: The counts key of entries that carry a body instead of naming a row (retention cuts).
 BODY = COUNTED_BODY
 _COUNT_KEYS = frozenset(CHAINED_TABLES) | {BODY}
+
+
+_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def _packed(value: str) -> str:
+    """A 64-hex ``hash`` or ``mac`` as a checkpoint row stores it: the base64 of its bytes
+    (anything else, which signing never makes, as it is)."""
+    if _HEX.fullmatch(value) is None:
+        return value
+    return binascii.b2a_base64(bytes.fromhex(value), newline=False).decode("ascii")
+
+
+def stored_hex(value: object) -> str:
+    """A checkpoint row's ``hash`` or ``mac`` in hex: base64 of 32 bytes, spelled as
+    :func:`_packed` spells it, read back; any other value (hex, as older rows hold it, or
+    an edited one, which then fails its signature) as it is."""
+    text = str(value)
+    if len(text) != 44:
+        return text
+    try:
+        raw = binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return text
+    if len(raw) != 32 or binascii.b2a_base64(raw, newline=False).decode("ascii") != text:
+        return text
+    return raw.hex()
 
 
 def _counts_text(counts: Mapping[str, int]) -> str:
@@ -188,8 +223,8 @@ def _has_counts(conn: sqlite3.Connection) -> bool:
 def _from_row(row: tuple[Any, ...]) -> Checkpoint:
     counts = json.loads(row[5]) if len(row) > 5 and row[5] is not None else None
     ordinal = int(row[6]) if len(row) > 6 and row[6] is not None else None
-    return Checkpoint(int(row[0]), str(row[1]), float(row[2]), str(row[3]), str(row[4]),
-                      counts, ordinal)
+    return Checkpoint(int(row[0]), stored_hex(row[1]), float(row[2]), str(row[3]),
+                      stored_hex(row[4]), counts, ordinal)
 
 
 def read_checkpoints(conn: sqlite3.Connection) -> list[Checkpoint]:
@@ -205,6 +240,15 @@ def stored_checkpoints(db: Database) -> list[Checkpoint]:
     with db.reading() as conn:
         return read_checkpoints(conn)
 
+
+#: How many entries in a seq range name each table (see :func:`_counts_through`).
+_COUNTS_SINCE = (  # constants only, no input:
+    "SELECT COALESCE(ref_table, ?), COUNT(*) FROM chain WHERE seq > ? AND seq <= ?"  # noqa: S608
+    " AND kind != ? GROUP BY 1"
+    " UNION ALL SELECT json_extract(m.value, '$[0]'),"
+    " SUM(" + RUN_LENGTH_SQL + ") FROM chain c,"
+    " json_each(c.body, '$.records') m WHERE c.seq > ? AND c.seq <= ? AND c.kind = ?"
+    " AND c.ref_table IS NULL GROUP BY 1")
 
 _LAST = ("SELECT seq, hash, ts, key_id, mac, counts, ordinal, id FROM chain_checkpoints"
          " ORDER BY id DESC LIMIT 1")
@@ -224,14 +268,7 @@ def _counts_through(conn: sqlite3.Connection, keyring: Keyring, seq: int,
             pass  # count from the start instead
     # Single entries by table, then the records batch entries name, under their tables (as
     # verify counts them): one statement, one round trip on PostgreSQL.
-    for key, n in conn.execute(
-            "SELECT COALESCE(ref_table, ?), COUNT(*) FROM chain WHERE seq > ? AND seq <= ?"
-            " AND kind != ? GROUP BY 1"
-            " UNION ALL SELECT json_extract(m.value, '$[0]'),"
-            " SUM(length(json_extract(m.value, '$[3]')) / 64) FROM chain c,"
-            " json_each(c.body, '$.records') m WHERE c.seq > ? AND c.seq <= ? AND c.kind = ?"
-            " AND c.ref_table IS NULL GROUP BY 1",
-            (BODY, since, seq, BATCH, since, seq, BATCH)):
+    for key, n in conn.execute(_COUNTS_SINCE, (BODY, since, seq, BATCH, since, seq, BATCH)):
         base[str(key)] = base.get(str(key), 0) + int(n)
     return base
 
@@ -335,7 +372,7 @@ def _sign(conn: sqlite3.Connection, keyring: Keyring, *, ts: float | None = None
             ordinal = int(conn.execute("SELECT COUNT(*) FROM chain_checkpoints"
                                        ).fetchone()[0]) + 1
         kid, mac = keyring.sign(Checkpoint.signed_bytes(seq, value, when, counts, ordinal))
-        row = (seq, value, when, kid, mac, _counts_json(counts), ordinal)
+        row = (seq, _packed(value), when, kid, _packed(mac), _counts_json(counts), ordinal)
         checkpoint = Checkpoint(seq, value, when, kid, mac, counts, ordinal)
         if stale_ok and last_id is not None:
             try:

@@ -152,15 +152,20 @@ class _Walk:
         self.expected = 1
         self.members: dict[str, set[int]] = {}  # rowids batch entries named, by table
 
-    def step(self, entry: Mapping[str, Any], record: Any) -> Problem | None:
+    def step(self, entry: Mapping[str, Any], record: Any,
+             members: list[tuple[str, int, str, str]] | None = None) -> Problem | None:
+        """Check one entry (and what it names: ``record``, a batch's records in order).
+        ``members``: a batch entry's records, when the caller has read them from this
+        entry's body already (``chain.batch_members``); else the body is read here."""
         try:
-            return self._step(entry, record)
+            return self._step(entry, record, members)
         except (TypeError, ValueError):  # fields of the wrong type in an edited export
             return Problem("AUDIT_ENTRY_TAMPERED", None,
                            f"an entry after {self.expected - 1} has fields that are not an"
                            " entry's")
 
-    def _step(self, entry: Mapping[str, Any], record: Any) -> Problem | None:
+    def _step(self, entry: Mapping[str, Any], record: Any,
+              members: list[tuple[str, int, str, str]] | None) -> Problem | None:
         seq = entry["seq"]
         if seq != self.expected:
             return Problem("AUDIT_CHAIN_BROKEN", seq,
@@ -181,7 +186,7 @@ class _Walk:
                 return Problem("AUDIT_ENTRY_TAMPERED", seq,
                                "the entry's body no longer hashes to its digest")
             if entry["kind"] == chain.BATCH:
-                problem = self._batch(seq, body, record)
+                problem = self._batch(seq, body, record, members)
                 if problem is not None:
                     return problem
             else:
@@ -210,11 +215,13 @@ class _Walk:
         self.expected = seq + 1
         return None
 
-    def _batch(self, seq: int, body: str, records: Any) -> Problem | None:
+    def _batch(self, seq: int, body: str, records: Any,
+               members: list[tuple[str, int, str, str]] | None) -> Problem | None:
         """The records a batch entry names, each against its own digest; ``records`` are
         theirs in the body's order (None for one that is gone)."""
         try:
-            members = chain.batch_members(body)
+            if members is None:
+                members = chain.batch_members(body)
         except ValueError:
             return Problem("AUDIT_ENTRY_TAMPERED", seq,
                            "the batch entry's body does not name records")
@@ -437,7 +444,8 @@ def verify_database(
                             f"names a table that is not audited: {entry['ref']}")
                         return _finish(report, walk, started)
                     record = records.get((row["ref_table"], row["ref_id"]))
-                report.problem = walk.step(entry, record)
+                # The body's records were read for the query above: not parsed again.
+                report.problem = walk.step(entry, record, named)
                 if report.problem is not None:
                     return _finish(report, walk, started)
             checked += len(rows)

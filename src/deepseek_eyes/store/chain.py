@@ -26,10 +26,14 @@ body names each record of the transaction (its queued log rows, its session even
 turn record, …), in the order written, with that record's digest, in runs of consecutive
 rowids of one table and kind::
 
-    {"records":[["audit","mcp.call",12,"<hex><hex>"],["usage","usage",7,"<hex>"]],"v":2}
+    {"records":[["audit","mcp.call",12,"<base64>"],["usage","",7,"<base64>"]],"v":3}
 
-(canonical JSON: ``[table, kind, first rowid, digests]``, the run's records' SHA-256 in hex
-one after another, 64 characters each, for rowids ``first``, ``first + 1`` …). A
+(canonical JSON: ``[table, kind, first rowid, digests]``, the base64 of the run's records'
+SHA-256 bytes one after another, for rowids ``first``, ``first + 1`` …; a kind written
+``""`` is the table's usual one, :data:`_USUAL_KIND`. Version 2, which older databases
+hold, spells every kind and the digests in hex, 64 characters each: both are read, and
+:data:`RUN_LENGTH_SQL` counts either in SQL. Version 3 makes a short text turn's two
+entries 161 bytes smaller, ``bench/store_growth.py``). A
 transaction with one record gives it a single entry (``ref`` set, no body), which is
 cheaper; :data:`FOLD_AT` is where a batch starts. The body's hash is the entry's
 ``digest``, so the entry commits to every record's identity, kind, place and bytes; verify
@@ -68,6 +72,7 @@ excuses nothing, since anyone who can write the file could append one.
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import json
 import json.encoder
@@ -81,11 +86,13 @@ from deepseek_eyes.store import stored as _stored
 
 __all__ = [
     "BATCH",
+    "BATCH_VERSION",
     "CHAINED_TABLES",
     "COUNTED_BODY",
     "ENTRY_COLUMNS",
     "FOLD_AT",
     "GENESIS",
+    "RUN_LENGTH_SQL",
     "ChainWriter",
     "Connection",
     "Record",
@@ -119,6 +126,9 @@ BATCH = "chain.batch"
 #: A write transaction's records get one batch entry from this many on; one record gets a
 #: single entry.
 FOLD_AT = 2
+#: The body version batch entries are written in (2: hex digests, every kind spelled; 3:
+#: base64 digests, a table's usual kind as ""). Both are read.
+BATCH_VERSION = 3
 #: The key under which checkpoints count entries that carry a body (retention cuts).
 COUNTED_BODY = "body"
 
@@ -140,6 +150,19 @@ SqlValue = int | float | str | bytes | None
 #: A chained record as the chain sees it: an audited row's columns by name, its content
 #: columns replaced by their ``sha256:`` (:func:`project_row`). Keys are the table's columns.
 Record = dict[str, SqlValue]
+
+#: The kind a table's records have but for exceptions (``adopted.*``): what a version 3
+#: batch body writes as "" (the audit table has many kinds, so none).
+_USUAL_KIND: Mapping[str, str] = {
+    "images": "vision.image",
+    "evidence": "vision.evidence",
+    "evidence_quarantine": "vision.quarantine",
+    "attempts": "vision.attempt",
+    "usage": "usage",
+    "sessions": "session",
+    "events": "session.event",
+    "turns": "turn",
+}
 
 _HEX = re.compile(r"^[0-9a-f]{64}$")
 #: A str's canonical JSON: what ``canonical_json.CANONICAL`` writes for it (not escaped to ASCII).
@@ -312,8 +335,9 @@ def ref_text(table: str | None, rowid: int | None) -> str | None:
     return None if table is None or rowid is None else f"{table}:{rowid}"
 
 
-#: A record waiting for its transaction's entry: ``(kind, table, rowid, digest, ts)``.
-_Member = tuple[str, str, int, str, float]
+#: A record waiting for its transaction's entry: ``(kind, table, rowid, digest, ts)``, the
+#: digest's 32 bytes (a batch entry stores them so; a single entry in hex).
+_Member = tuple[str, str, int, bytes, float]
 #: A record whose rowid its INSERT's cursor gives when read (:meth:`ChainWriter.add_later`):
 #: its place among the members, kind, table, the INSERT, its parameters, the cursor, time.
 _Later = tuple[int, str, str, str, Sequence[Any], sqlite3.Cursor, float]
@@ -404,7 +428,7 @@ class ChainWriter:
         record = read_record(self._conn, table, rowid)
         if record is None:
             raise ValueError(f"{table}:{rowid} vanished inside its own transaction")
-        self._member(kind, table, rowid, record_digest(record), ts)
+        self._member(kind, table, rowid, bytes.fromhex(record_digest(record)), ts)
 
     def add_insert(
         self, kind: str, table: str, sql: str, params: Sequence[Any], rowid: int, ts: float
@@ -445,33 +469,34 @@ class ChainWriter:
         merged.extend(members[at:])
         self._members = merged
 
-    def _member(self, kind: str, table: str, rowid: int, digest: str, ts: float) -> None:
+    def _member(self, kind: str, table: str, rowid: int, digest: bytes, ts: float) -> None:
         if self._buffered:
             self._members.append((kind, table, rowid, digest, ts))
         else:  # a raw connection: one entry now, as before batch entries
             self._count(table)
-            self._add(kind, table, rowid, None, digest, ts)
+            self._add(kind, table, rowid, None, digest.hex(), ts)
 
     def _count(self, key: str, n: int = 1) -> None:
         self.counted[key] = self.counted.get(key, 0) + n
 
-    def _digest_of(self, table: str, sql: str, params: Sequence[Any], rowid: int) -> str:
-        """The digest of the row ``sql`` just inserted with ``params`` at ``rowid``."""
+    def _digest_of(self, table: str, sql: str, params: Sequence[Any], rowid: int) -> bytes:
+        """The digest (its 32 bytes) of the row ``sql`` just inserted with ``params`` at
+        ``rowid``."""
         encoder = self._encoders.get(sql)
         if encoder is None:
             encoder = _encoder_of(self._conn, table, sql)
         digest = None
         if encoder is not None:
-            fast = encoder.fast_hex  # the common values, without digest()'s call
+            fast = encoder.fast_raw  # the common values, without digest_raw()'s call
             if fast is not None and len(params) == encoder.width:
                 digest = fast(params, rowid)
             if digest is None:
-                digest = encoder.digest(params, rowid)
+                digest = encoder.digest_raw(params, rowid)
         if digest is None:
             record = read_record(self._conn, table, rowid)
             if record is None:
                 raise ValueError(f"{table}:{rowid} vanished inside its own transaction")
-            digest = record_digest(record)
+            digest = bytes.fromhex(record_digest(record))
         return digest
 
     def add_inserts(self, rows: Sequence[tuple[str, str, str, Sequence[Any], int]],
@@ -483,12 +508,12 @@ class ChainWriter:
         members = self._members if self._buffered else []
         append = members.append
         last: str | None = None  # the rows of one flush are mostly of one INSERT
-        fast: Callable[[Sequence[Any], int], str | None] | None = None
+        fast: Callable[[Sequence[Any], int], bytes | None] | None = None
         width = -1
         for kind, table, sql, params, rowid in rows:
             if sql is not last:
                 last, encoder = sql, encoders.get(sql)
-                fast, width = ((encoder.fast_hex, encoder.width) if encoder is not None
+                fast, width = ((encoder.fast_raw, encoder.width) if encoder is not None
                                else (None, -1))
             digest = fast(params, rowid) if fast is not None and len(params) == width \
                 else None
@@ -510,7 +535,8 @@ class ChainWriter:
         for _kind, _table, _rowid, digest in members:
             if not _HEX.match(digest):
                 raise ValueError("a record's digest is not SHA-256 hex")
-        return self._add_runs(_runs([(k, t, r, d, ts) for k, t, r, d in members]), ts)
+        return self._add_runs(_runs([(k, t, r, bytes.fromhex(d), ts) for k, t, r, d in members]),
+                              ts)
 
     def _fold(self, members: list[_Member] | None = None) -> None:
         """The records waiting (or ``members``) as their entry: one single entry for fewer
@@ -524,18 +550,28 @@ class ChainWriter:
         if len(members) < FOLD_AT:
             for kind, table, rowid, digest, ts in members:
                 self._count(table)
-                self._add(kind, table, rowid, None, digest, ts)
+                self._add(kind, table, rowid, None, digest.hex(), ts)
             return
         self._add_runs(_runs(members), members[0][4])
 
-    def _add_runs(self, runs: Sequence[tuple[str, str, int, list[str]]], ts: float) -> int:
+    def _add_runs(self, runs: Sequence[tuple[str, str, int, list[bytes]]], ts: float) -> int:
         pieces = []
+        # A kind written "" would read back as the table's usual one: such a record (none
+        # is) keeps the entry at version 2.
+        compact = BATCH_VERSION == 3 and all(kind for _table, kind, _first, _d in runs)
         for table, kind, first, digests in runs:
             self._count(table, len(digests))
-            # Canonical JSON (a table name is \w+, a kind is written as JSON, hex is itself).
-            pieces.append(f'["{table}",{_KIND_JSON.get(kind) or _kind_json(kind)},{first},'
-                          f'"{"".join(digests)}"]')
-        body = '{"records":[' + ",".join(pieces) + '],"v":2}'
+            # Canonical JSON (a table name is \w+, a kind is written as JSON, hex and base64
+            # are themselves); version 3 writes a table's usual kind as "".
+            if compact:
+                kind_json = '""' if _USUAL_KIND.get(table) == kind else (
+                    _KIND_JSON.get(kind) or _kind_json(kind))
+                text = binascii.b2a_base64(b"".join(digests), newline=False).decode("ascii")
+            else:
+                kind_json = _KIND_JSON.get(kind) or _kind_json(kind)
+                text = b"".join(digests).hex()
+            pieces.append(f'["{table}",{kind_json},{first},"{text}"]')
+        body = '{"records":[' + ",".join(pieces) + ('],"v":3}' if compact else '],"v":2}')
         return self._add(BATCH, None, None, body, _sha256(body.encode("utf-8")), ts)
 
     def add_body(self, kind: str, body: Mapping[str, Any], ts: float) -> int:
@@ -626,15 +662,15 @@ class ChainWriter:
             self._add(kind, table, rowid, body, digest, ts)
 
 
-def _runs(members: Sequence[_Member]) -> list[tuple[str, str, int, list[str]]]:
+def _runs(members: Sequence[_Member]) -> list[tuple[str, str, int, list[bytes]]]:
     """A batch body's runs (see the module docstring): consecutive rowids of one table and
     kind share one.
 
     Raises:
         ValueError: for a member that is not an audited table's row.
     """
-    runs: list[tuple[str, str, int, list[str]]] = []
-    digests: list[str] = []
+    runs: list[tuple[str, str, int, list[bytes]]] = []
+    digests: list[bytes] = []
     last_table = last_kind = ""
     after = 0  # the rowid the open run would take next
     for kind, table, rowid, digest, _ts in members:
@@ -824,7 +860,7 @@ def _rowid_of(cursor: sqlite3.Cursor) -> int | None:
 
 def batch_members(body: object) -> list[tuple[str, int, str, str]]:
     """A batch entry's records, ``(table, rowid, kind, digest)`` in the order written
-    (its runs expanded).
+    (its runs expanded; each digest in hex, whichever version the body is).
 
     Raises:
         ValueError: when ``body`` is not a batch entry's body (an edited entry).
@@ -834,18 +870,40 @@ def batch_members(body: object) -> list[tuple[str, int, str, str]]:
     except ValueError:
         parsed = None
     runs = parsed.get("records") if isinstance(parsed, dict) else None
-    if not isinstance(runs, list) or parsed.get("v") != 2:  # type: ignore[union-attr]
+    version = parsed.get("v") if isinstance(parsed, dict) else None
+    if not isinstance(runs, list) or type(version) is not int or version not in (2, 3):
         raise ValueError("not a batch entry's body")
     out: list[tuple[str, int, str, str]] = []
     for item in runs:
         if not (isinstance(item, list) and len(item) == 4 and item[0] in CHAINED_TABLES
                 and isinstance(item[1], str) and type(item[2]) is int
-                and isinstance(item[3], str) and item[3] and len(item[3]) % 64 == 0):
+                and isinstance(item[3], str) and item[3]):
             raise ValueError("not a batch entry's run of records")
         table, kind, first, digests = item
+        if version == 3:
+            kind = kind or _USUAL_KIND.get(table, "")
+            digests = _run_hex(digests) if kind else ""
+        if not digests or len(digests) % 64:
+            raise ValueError("not a batch entry's run of records")
         out.extend((table, first + n, kind, digests[n * 64:(n + 1) * 64])
                    for n in range(len(digests) // 64))
     return out
+
+
+def _run_hex(text: str) -> str:
+    """A version 3 run's digests (base64 of their bytes, one after another) in hex; only
+    the one spelling the writer makes is read.
+
+    Raises:
+        ValueError: for anything else.
+    """
+    try:
+        raw = binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError("not a batch entry's run of records") from exc
+    if not raw or len(raw) % 32 or binascii.b2a_base64(raw, newline=False) != text.encode():
+        raise ValueError("not a batch entry's run of records")
+    return raw.hex()
 
 
 #: The first entry at or after a seq (and at most another) that names a table: a single
@@ -856,14 +914,21 @@ _NEXT_NAMING = (
     "SELECT seq, ref_id, body FROM chain WHERE seq >= ? AND seq <= ? AND"
     " (COALESCE(ref_table, '') = ? OR (COALESCE(ref_table, '') = '' AND kind = ?"
     " AND body LIKE ?)) ORDER BY seq LIMIT 1")
+#: How many records a run of a batch body (``m``, of the entry ``c``) names, in SQL: its
+#: digests' text is 64 hex characters a record (version 2), or the base64 of 32 bytes a
+#: record (version 3: ``4 * ceil(32 n / 3)`` characters, so ``length * 3 / 128`` is n).
+RUN_LENGTH_SQL = (
+    "CASE WHEN CAST(json_extract(c.body, '$.v') AS INTEGER) = 3"
+    " THEN length(json_extract(m.value, '$[3]')) * 3 / 128"
+    " ELSE length(json_extract(m.value, '$[3]')) / 64 END")
 #: Every batch entry naming the record (the CASTs keep the rowid arithmetic numeric on
 #: PostgreSQL too, where json_extract returns text: store/postgres.py).
-_BATCH_NAMING = (
-    "SELECT c.seq FROM chain c, json_each(c.body, '$.records') m WHERE c.kind = ?1"
+_BATCH_NAMING = (  # constants only, no input:
+    "SELECT c.seq FROM chain c, json_each(c.body, '$.records') m WHERE c.kind = ?1"  # noqa: S608
     " AND c.ref_table IS NULL AND json_extract(m.value, '$[0]') = ?2"
     " AND ?3 >= CAST(json_extract(m.value, '$[2]') AS INTEGER)"
     " AND ?3 < CAST(json_extract(m.value, '$[2]') AS INTEGER)"
-    " + length(json_extract(m.value, '$[3]')) / 64")
+    " + " + RUN_LENGTH_SQL)
 
 
 def entry_of(conn: sqlite3.Connection, table: str, rowid: int) -> tuple[int, str, str, str] | None:
@@ -940,8 +1005,8 @@ def adopt_existing(conn: sqlite3.Connection, ts: float) -> int:
 
 def whole_entry(row: Sequence[Any]) -> dict[str, Any]:
     """An entry row (:data:`ENTRY_COLUMNS`) by column, with what it was stored without put
-    back: a body entry's empty ``digest`` is its body's SHA-256 (a batch's body names 64
-    hex characters a record already, its digest 64 more each transaction). Rows written
+    back: a body entry's empty ``digest`` is its body's SHA-256 (a batch's body holds 32
+    bytes a record already, its digest 64 hex characters more each transaction). Rows written
     before entries were stored so hold it, and are read as they are. Nothing is hashed
     differently: the entry's hash covers its digest, so an edited body is found by its
     entry's hash (``AUDIT_ENTRY_TAMPERED``, as before)."""

@@ -218,10 +218,12 @@ class RowEncoder:
         self._shape, self._insert = shape, insert
         self._hashed = tuple(c.name for c in shape.columns if c.name in hashed)
         self._fast: _Fast | None = None
-        #: The common values' digest in one call (see :func:`_compile`); None when unusable.
+        #: The common values' digest in one call (see :func:`_compile`), in hex and raw
+        #: (what a batch entry stores); None when unusable.
         self.fast_hex: _Fast | None = None
+        self.fast_raw: _FastRaw | None = None
         if self.usable:
-            self._fast, self.fast_hex = _compile(self._steps)
+            self._fast, self.fast_hex, self.fast_raw = _compile(self._steps)
 
     def encode(self, params: Sequence[Any], rowid: int) -> bytes | None:
         if not self.usable or len(params) != self.width:
@@ -243,6 +245,15 @@ class RowEncoder:
         data = self.encode(params, rowid)
         return None if data is None else hashlib.sha256(data).hexdigest()
 
+    def digest_raw(self, params: Sequence[Any], rowid: int) -> bytes | None:
+        """:meth:`digest` as its 32 bytes."""
+        if self.fast_raw is not None and len(params) == self.width:
+            digest = self.fast_raw(params, rowid)
+            if digest is not None:
+                return digest
+        data = self.encode(params, rowid)
+        return None if data is None else hashlib.sha256(data).digest()
+
     def _general(self, params: Sequence[Any], rowid: int) -> bytes | None:
         """Any other values: the stored row by the rules (:func:`stored_row`), projected and
         encoded as the chain encodes a record read back."""
@@ -261,12 +272,13 @@ class RowEncoder:
 
 
 _Fast = Callable[[Sequence[Any], int], "str | None"]
+_FastRaw = Callable[[Sequence[Any], int], "bytes | None"]
 
 
-def _compile(steps: Sequence[tuple[str, int, str, bool]]) -> tuple[_Fast, _Fast]:
-    """:meth:`RowEncoder.encode`'s text, and its SHA-256 in hex, for the values that are
+def _compile(steps: Sequence[tuple[str, int, str, bool]]) -> tuple[_Fast, _Fast, _FastRaw]:
+    """:meth:`RowEncoder.encode`'s text, and its SHA-256 in hex and raw, for the values that are
     stored as bound (a str in a TEXT column, an int in an INTEGER one, a finite float in a
-    REAL one, or None), as two straight-line functions; they answer None for anything
+    REAL one, or None), as straight-line functions; they answer None for anything
     else, which the general path then takes. Generated, like ``dataclasses`` generates
     ``__init__``: the source text holds only positions and counters; column names and key
     prefixes are constants passed in the namespace, so nothing from the schema is ever
@@ -308,6 +320,7 @@ def _compile(steps: Sequence[tuple[str, int, str, bool]]) -> tuple[_Fast, _Fast]
     text = "f'" + "".join("{" + part + "}" for part in parts) + "}}'"
     body = "\n".join(lines) or "    pass"
     exec(f"def fast(p, rowid):\n{body}\n    return {text}\n"  # noqa: S102 - see above
-         f"def fast_hex(p, rowid):\n{body}\n    return H({text}.encode()).hexdigest()\n",
+         f"def fast_hex(p, rowid):\n{body}\n    return H({text}.encode()).hexdigest()\n"
+         f"def fast_raw(p, rowid):\n{body}\n    return H({text}.encode()).digest()\n",
          names)
-    return names["fast"], names["fast_hex"]
+    return names["fast"], names["fast_hex"], names["fast_raw"]

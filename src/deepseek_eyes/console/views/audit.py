@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from deepseek_eyes.audit.checkpoints import stored_hex
 from deepseek_eyes.audit.show import show
 from deepseek_eyes.errors import ConsoleError
 from deepseek_eyes.store import chain
@@ -35,7 +36,7 @@ def audit_head(db: Database) -> dict[str, Any]:
         "head": None if head is None else {"seq": head[0], "hash": head[1], "ts": head[2],
                                            "kind": head[3]},
         "entries": count,
-        "checkpoints": [{"seq": c[0], "hash": c[1], "ts": c[2], "key_id": c[3]}
+        "checkpoints": [{"seq": c[0], "hash": stored_hex(c[1]), "ts": c[2], "key_id": c[3]}
                         for c in checkpoints],
         "kinds": [{"kind": k[0], "entries": k[1]} for k in kinds],
     }
