@@ -84,6 +84,8 @@ def lock_id(key: str) -> int:
 #: module docstring), and the one setup and migrations hold.
 CHAIN_LOCK = lock_id("chain")
 SCHEMA_LOCK = lock_id("schema")
+#: The SQLSTATE eyes_expect raises (a class of our own: no PostgreSQL condition is "EY").
+EXPECTATION_FAILED = "EY001"
 
 #: A pool's connections when ``[store] database_pool_size`` does not say: a Database runs
 #: one statement at a time (under its lock), so one connection is in use and a second is
@@ -120,6 +122,12 @@ _SETUP = (
     "ORDER BY h.seq DESC LIMIT 1) AS t ON true LEFT JOIN (SELECT k.seq, k.hash, k.ts, "
     "k.key_id, k.mac, k.counts, k.ordinal, k.id FROM chain_checkpoints k "
     "ORDER BY k.id DESC LIMIT 1) AS c ON true; END $fn$",
+    # A write's expectation (PgConnection.expect): fails the transaction when the
+    # database is not as the writer guessed, so the guess needs no round trip of its own.
+    "CREATE OR REPLACE FUNCTION eyes_expect(actual text, expected text) RETURNS integer "
+    "LANGUAGE plpgsql VOLATILE AS $fn$ BEGIN IF actual IS DISTINCT FROM expected THEN "
+    f"RAISE EXCEPTION 'not as expected' USING ERRCODE = '{EXPECTATION_FAILED}'; END IF; "
+    "RETURN 1; END $fn$",
     # verify asks SQLite's catalogue whether the chain table exists
     "CREATE OR REPLACE VIEW sqlite_master AS SELECT 'table'::text AS type, "
     "tablename::text AS name, tablename::text AS tbl_name FROM pg_tables "
@@ -449,6 +457,8 @@ class PgCursor(sqlite3.Cursor):
         self._psy: Any = None
         self._returning: str | None = None
         self._index = 0
+        #: An expectation's failure (see PgConnection.expect).
+        self._expect: Callable[[], StoreError] | None = None
 
     def _settled(self) -> PgCursor:
         if self._lazy:
@@ -549,6 +559,8 @@ def _as_sqlite(exc: Exception) -> sqlite3.Error:
     error.sqlite_errorname = name
     error.pg_sqlstate = state  # type: ignore[attr-defined]
     error.pg_unavailable = unavailable  # type: ignore[attr-defined]
+    # A failed expectation is its writer's error (store/failures.py raises it as it is).
+    error.store_failure = getattr(exc, "store_failure", None)  # type: ignore[attr-defined]
     return error
 
 
@@ -591,6 +603,8 @@ class PgConnection(_chain.Connection):
         self._last_cursor: PgCursor | None = None  # the newest checkpoint, likewise
         self._chain_locked = False
         self._held: set[int] = set()
+        #: The open transaction's expectations sent (see expect).
+        self._expects: list[PgCursor] = []
         #: Chain entries of log rows written at this transaction's start, made when its
         #: chain writer is (see defer_chain).
         self._deferred: list[tuple[Sequence[_Deferred], float]] = []
@@ -877,6 +891,7 @@ class PgConnection(_chain.Connection):
         self._sent = self._synced_upto = 0
         self._synced = False
         self._tx_error = None
+        self._expects = []
         self._pipe.send(_BEGIN if self._begin == "write" else _BEGIN_READ, None)
         self._sent += 1
 
@@ -908,6 +923,26 @@ class PgConnection(_chain.Connection):
                 return
             self._queue(_LOCK_KEY, (ident,))
             self._held.add(ident)
+
+    def expect(self, sql: str, parameters: Any, failure: Callable[[], StoreError]) -> None:
+        """Inside a write transaction: queue ``sql`` (SQLite's SQL calling ``eyes_expect``),
+        read by nobody: when the database is not as expected, the transaction fails at its
+        next round trip with ``failure()`` (store/failures.py raises it as it is), and
+        nothing of it is kept. A guess checked this way costs no round trip of its own.
+
+        Raises:
+            sqlite3.ProgrammingError: outside a write transaction.
+            sqlite3.Error: as :meth:`execute`.
+        """
+        with self._guard:
+            if not self._in_tx or self._begin != "write":
+                raise sqlite3.ProgrammingError("expect() outside a write transaction")
+            plan = _PLANS.get(sql) or _plan(sql)
+            args = ({f"p{n}": value for n, value in enumerate(parameters, start=1)}
+                    if plan.numbered else parameters)
+            cursor = PgCursor(self)
+            cursor._expect = failure
+            self._queue(plan.text, args, cursor)
 
     def prefetch_chain_head(self) -> None:
         """Queue the chain lock and the chain's tail, once a write transaction (no round
@@ -994,6 +1029,8 @@ class PgConnection(_chain.Connection):
             if cursor is not None:
                 cursor._psy, cursor._returning, cursor._index = slot, returning, self._sent
                 cursor._lazy = True
+                if cursor._expect is not None:
+                    self._expects.append(cursor)
         self._sent += 1
 
     def _again(self) -> None:
@@ -1024,6 +1061,9 @@ class PgConnection(_chain.Connection):
         except _Psycopg.error as exc:
             self._tx_error = exc
             self._synced_upto = self._sent
+            for cursor in self._expects:
+                if cursor._expect is not None and getattr(cursor._psy, "error", None) is exc:
+                    exc.store_failure = cursor._expect()
             raise
         self._synced, self._replay, self._synced_upto = True, [], self._sent
 
