@@ -292,7 +292,7 @@ _BEGIN = "BEGIN"
 _LOCK_CHAIN = f"SELECT pg_advisory_xact_lock({CHAIN_LOCK})"
 #: The chain lock, tail and newest checkpoint at once (eyes_chain_head in _SETUP): one row,
 #: the tail's two columns then the checkpoint's, NULL where there is none.
-_CHAIN_HEAD = f"SELECT * FROM eyes_chain_head({CHAIN_LOCK})"  # noqa: S608 - a constant
+_CHAIN_HEAD = "SELECT * FROM eyes_chain_head(%s)"  # with CHAIN_LOCK: prepared once
 _CHECKPOINT_COLUMNS = ("seq", "hash", "ts", "key_id", "mac", "counts", "ordinal", "id")
 _LOCK_KEY = "SELECT pg_advisory_xact_lock(%s)"
 _CHAINED_INSERT: dict[str, bool] = {}
@@ -952,7 +952,7 @@ class PgConnection(_chain.Connection):
         head = PgCursor(self)
         if self.prefetch_tail:  # migrated: the checkpoints table has its columns
             # The newest checkpoint too: a seal reads it next (audit/checkpoints.py).
-            self._queue(_CHAIN_HEAD, None, head)
+            self._queue(_CHAIN_HEAD, (CHAIN_LOCK,), head)
             self._tail_cursor = self._last_cursor = head
         else:
             self._queue(_LOCK_CHAIN, None)
