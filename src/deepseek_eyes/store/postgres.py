@@ -804,8 +804,7 @@ class PgConnection(_chain.Connection):
         try:
             if plan.kind is not _STATEMENT:
                 return self._control(plan, sql, cursor)
-            args = ({f"p{n}": value for n, value in enumerate(parameters, start=1)}
-                    if plan.numbered else parameters)
+            args = _params(parameters, plan.numbered)
             if self._in_tx:
                 if plan.tail and self._begin == "write":
                     self.prefetch_chain_head()
@@ -938,15 +937,14 @@ class PgConnection(_chain.Connection):
             if not self._in_tx or self._begin != "write":
                 raise sqlite3.ProgrammingError("expect() outside a write transaction")
             plan = _PLANS.get(sql) or _plan(sql)
-            args = ({f"p{n}": value for n, value in enumerate(parameters, start=1)}
-                    if plan.numbered else parameters)
             cursor = PgCursor(self)
             cursor._expect = failure
-            self._queue(plan.text, args, cursor)
+            self._queue(plan.text, _params(parameters, plan.numbered), cursor)
 
     def prefetch_chain_head(self) -> None:
-        """Queue the chain lock and the chain's tail, once a write transaction (no round
-        trip: the tail's rows come with the next one)."""
+        """Queue the chain lock, the chain's tail and its newest checkpoint (one statement,
+        eyes_chain_head), once a write transaction (no round trip: the rows come with the
+        next one)."""
         if self._chain_locked or not self._in_tx or self._begin != "write":
             return
         head = PgCursor(self)
