@@ -230,3 +230,34 @@ def test_records_whose_rowid_nobody_reads_are_chained_in_order_with_no_round_tri
     assert len(sessions) == 1
     assert named == [*audit[:4], *sessions, *audit[4:]]
     _verified(db, tmp_path)
+
+
+def test_a_writer_waiting_for_the_chains_lock_chains_after_what_its_holder_committed(
+    two_writers: tuple[str, Database, Database, str], tmp_path: Path,
+) -> None:
+    """On PostgreSQL the chain's lock, its tail and its newest checkpoint are one statement
+    (store/postgres.py: eyes_chain_head); the reads after the lock must still see what the
+    lock's last holder committed, or B's entry would name A's predecessor (a fork of the
+    chain, or a taken seq)."""
+    engine, db_a, db_b, url = two_writers
+    db_a.append(AUDIT, (1.0, "first", None, "{}"), chain="log")
+    db_a.flush()
+    with db_a.transaction() as conn:
+        assert chain.insert(conn, "a", AUDIT, (2.0, "a", None, "{}"), 2.0)
+        # A's rowid came back with the chain's lock and tail: A holds the lock.
+        thread, b_done, failed = _in_thread(
+            lambda: db_b.execute(AUDIT, (3.0, "b", None, "{}"), chain="b"))
+        if engine == "postgresql":
+            for _ in range(int(DEADLINE_S / 0.05)):
+                if _waiting_on(url, "chain") or b_done.wait(0.05):
+                    break
+            assert _waiting_on(url, "chain"), "B did not wait for the chain's lock"
+        else:
+            assert not b_done.wait(NOT_MEANWHILE_S)
+        assert not b_done.is_set()
+    thread.join(DEADLINE_S)
+    assert b_done.is_set()
+    assert not failed, failed
+    kinds = [str(r[0]) for r in db_a.query("SELECT kind FROM chain ORDER BY seq")]
+    assert kinds[-2:] == ["a", "b"]
+    _verified(db_a, tmp_path)

@@ -1039,6 +1039,31 @@ class Database:
             except sqlite3.Error as exc:
                 raise self._failure(exc, "database write failed") from exc
 
+    def expect(self, sql: str, params: Sequence[Any],
+               failure: Callable[[], StoreError]) -> bool:
+        """Inside a write transaction, after :meth:`hold` of what it checks: on PostgreSQL
+        queue ``sql`` (a statement calling ``eyes_expect(actual, expected)``) with the
+        transaction's writes instead of reading and checking before them, and return True;
+        when the database is not as expected, the transaction fails at its next round trip
+        (a read of a result, or the commit), everything rolled back and queued rows queued
+        again, with ``failure()``. On SQLite return False: the caller reads and checks
+        (a read there costs no round trip).
+
+        Raises:
+            StoreError: as :meth:`transaction`.
+            RuntimeError: outside a write transaction (a programming error).
+        """
+        if self.url is None:
+            return False
+        with self._lock:
+            if not self._depth:
+                raise RuntimeError("Database.expect() outside a write transaction")
+            try:
+                self._conn.expect(sql, params, failure)  # type: ignore[attr-defined]
+            except sqlite3.Error as exc:
+                raise self._failure(exc, "database write failed") from exc
+        return True
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         """Raises:
             StoreError: ``STORE_READ_FAILED`` (or ``STORE_FULL``); a flush first, as

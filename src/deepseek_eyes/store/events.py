@@ -347,6 +347,26 @@ def _prefix_query(count: int) -> str:
             " ORDER BY p.length DESC LIMIT 1")
 
 
+#: That a session's scope (or LEGACY's, ?2, for none) and last event's seq are ?3 ("scope
+#: seq") or, without a scope, that its last event's seq is ?2 (Database.expect).
+_EXPECT_SCOPE_AND_HEAD = (
+    "SELECT eyes_expect((SELECT COALESCE(o.scope, ?2) || ' ' || CAST((SELECT"
+    " COALESCE(MAX(e.seq), -1) FROM events e WHERE e.session_id = s.id) AS TEXT)"
+    " FROM sessions s LEFT JOIN session_scopes o ON o.session_id = s.id WHERE s.id = ?1),"
+    " ?3)")
+_EXPECT_HEAD = (
+    "SELECT eyes_expect(CAST((SELECT COALESCE(MAX(seq), -1) FROM events"
+    " WHERE session_id = ?1) AS TEXT), ?2)")
+
+
+def _expected_head(session_id: str, scope: str | None, head: int
+                   ) -> tuple[str, tuple[Any, ...]]:
+    """The statement and parameters of :meth:`SessionStore.append`'s expectation."""
+    if scope is None:
+        return _EXPECT_HEAD, (session_id, str(head))
+    return _EXPECT_SCOPE_AND_HEAD, (session_id, scopes.LEGACY, f"{scope} {head}")
+
+
 #: A session's scope (as :func:`_scope_in` reads it) and its last event's seq (-1: none).
 _SCOPE_AND_HEAD = (
     "SELECT s.id, o.scope, (SELECT COALESCE(MAX(e.seq), -1) FROM events e"
@@ -432,6 +452,7 @@ class SessionStore:
         scope: str | None = None,
         unkept: bool = False,
         minted: bool = False,
+        expect: bool = False,
     ) -> list[int]:
         """Append messages in order, in one transaction; returns their sequence numbers.
 
@@ -447,7 +468,13 @@ class SessionStore:
         (with ``create``): ``session_id`` was just made by :meth:`new_id`, so no one else
         holds it and its row is inserted without asking whether it was (on PostgreSQL no
         round trip of its own); a taken id then fails the transaction
-        (``STORE_WRITE_FAILED``) rather than finding that session.
+        (``STORE_WRITE_FAILED``) rather than finding that session. ``expect`` (with a
+        ``guard`` whose ``base`` is None): on PostgreSQL the session is not read before the
+        messages are appended; that it still is as the guard and ``scope`` say is checked
+        with the writes (:meth:`~deepseek_eyes.store.db.Database.expect`), and when it is
+        not, the whole transaction fails with ``SessionConflict`` (its ``head`` -1: not
+        read), also when the read would have found the session another scope's: a caller
+        passes it only when it judges the request again on a conflict.
 
         Raises:
             SessionConflict: ``STORE_SESSION_CONFLICT`` when ``guard`` fails; nothing is
@@ -484,6 +511,10 @@ class SessionStore:
                         (session_id, scope or scopes.LEGACY))
             if created:
                 next_seq = 0  # created just now, in this transaction: no events yet
+            elif expect and guard is not None and guard.base is None and self._db.expect(
+                    *_expected_head(session_id, scope, guard.head),
+                    lambda: SessionConflict(session_id, -1)):
+                next_seq = guard.head + 1  # checked with the writes (PostgreSQL only)
             elif scope is not None:  # whose it is, and its last event, in one statement
                 row = conn.execute(_SCOPE_AND_HEAD, (session_id,)).fetchone()
                 owner = None if row is None else (

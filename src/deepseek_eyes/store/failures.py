@@ -140,6 +140,9 @@ def store_error(exc: OSError | sqlite3.Error, action: str, path: Path | str, *,
     """
     if isinstance(exc, StoreError):
         return exc
+    failure = getattr(exc, "store_failure", None)
+    if isinstance(failure, StoreError):  # a failed expectation: its writer's own error
+        return failure
     if getattr(exc, "pg_sqlstate", None) is not None:
         return _postgres_error(exc, action, reading=reading)
     target = Path(path)

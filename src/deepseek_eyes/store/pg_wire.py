@@ -41,13 +41,27 @@ PREPARE_AT = 2
 PREPARED_MAX = 512
 
 _PLACEHOLDER = re.compile(rb"%%|%s|%\((\w+)\)s")
-#: A text's wire form: the query with $n placeholders, and the names in their order (None
-#: for positional %s).
-_COMPILED: dict[str, tuple[bytes, tuple[str, ...] | None, int]] = {}
 _PREPARABLE = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b", re.IGNORECASE)
 
 
-def _compile(text: str) -> tuple[bytes, tuple[str, ...] | None, int]:
+class _Wire:
+    """A text's wire form, worked out once per text (see _compile): the query with $n
+    placeholders, the parameter names in their order (None for positional %s), how many
+    parameters it takes, their formats for psycopg's dumper (all AUTO), and whether it
+    may be prepared."""
+
+    __slots__ = ("count", "formats", "names", "preparable", "query")
+
+    def __init__(self, query: bytes, names: tuple[str, ...] | None, count: int,
+                 preparable: bool) -> None:
+        self.query, self.names, self.count, self.preparable = query, names, count, preparable
+        self.formats: list[Any] = [_psycopg().auto] * count
+
+
+_COMPILED: dict[str, _Wire] = {}
+
+
+def _compile(text: str) -> _Wire:
     known = _COMPILED.get(text)
     if known is not None:
         return known
@@ -70,10 +84,32 @@ def _compile(text: str) -> tuple[bytes, tuple[str, ...] | None, int]:
     query = _PLACEHOLDER.sub(place, text.encode())
     if names and count:
         raise ValueError(f"mixed placeholders in {text[:80]!r}")
-    result = (query, tuple(names) if names else None, len(names) or count)
+    result = _Wire(query, tuple(names) if names else None, len(names) or count,
+                   bool(_PREPARABLE.match(text)))
     if len(_COMPILED) < 4096:
         _COMPILED[text] = result
     return result
+
+
+class _Psycopg:
+    """The psycopg constants a statement uses, loaded once (psycopg is imported only when
+    PostgreSQL is used), so sending one does not import them again."""
+
+    def __init__(self) -> None:
+        from psycopg import pq
+        from psycopg.adapt import PyFormat
+
+        self.auto = PyFormat.AUTO
+        self.text = pq.Format.TEXT
+
+
+_LOADED: list[_Psycopg] = []
+
+
+def _psycopg() -> _Psycopg:
+    if not _LOADED:
+        _LOADED.append(_Psycopg())
+    return _LOADED[0]
 
 
 class _State:
@@ -112,6 +148,15 @@ class Slot:
         self.error: Exception | None = None
         self.transformer = transformer
 
+    def last_key(self) -> tuple[int, int | None]:
+        """An INSERT's row count and the integer key its ``RETURNING`` gave last (None:
+        no row inserted)."""
+        res = self.result
+        count = res.command_tuples
+        rows = res.ntuples if res.nfields else 0
+        value = res.get_value(rows - 1, 0) if rows else None
+        return (-1 if count is None else count), (None if value is None else int(value))
+
     def rows(self) -> tuple[list[str] | None, list[tuple[Any, ...]], int]:
         """Column names (None for a statement that returns no rows), rows, row count."""
         res = self.result
@@ -143,6 +188,7 @@ class Pipeline:
         self._polled_fd: int | None = None
         #: A round trip was cut off mid-way: the connection is closed when left (_leave).
         self._broken = False
+        self._text = _psycopg().text
         self.pgconn.enter_pipeline_mode()
 
     # -- sending -------------------------------------------------------------------------
@@ -150,9 +196,6 @@ class Pipeline:
     def send(self, text: str, params: Sequence[Any] | Mapping[str, Any] | None) -> Slot:
         """Queue ``text`` (psycopg's placeholders) with ``params`` (None: the text as it
         is, no placeholders read); its slot is filled by the next :meth:`sync`."""
-        from psycopg import pq
-        from psycopg.adapt import PyFormat
-
         slot = Slot(self.transformer)
         pgconn = self.pgconn
         if params is None:
@@ -160,10 +203,11 @@ class Pipeline:
             self._expected.append(slot)
             pgconn.flush()
             return slot
-        query, names, count = _compile(text)
-        if names is not None:
+        wire = _COMPILED.get(text) or _compile(text)
+        count = wire.count
+        if wire.names is not None:
             assert isinstance(params, Mapping)
-            values: Sequence[Any] = [params[n] for n in names]
+            values: Sequence[Any] = [params[n] for n in wire.names]
         else:
             assert not isinstance(params, Mapping)
             values = params
@@ -173,15 +217,17 @@ class Pipeline:
             raise psycopg.ProgrammingError(
                 f"the query has {count} placeholders but {len(values)} parameters were"
                 " passed")
-        tx = self.transformer
-        dumped = tx.dump_sequence(values, [PyFormat.AUTO] * count) if count else []
-        types = tuple(tx.types or ()) if count else ()
-        formats = list(tx.formats or ()) if count else None
-        key = (query, types)
+        if count:
+            tx = self.transformer
+            dumped = tx.dump_sequence(values, wire.formats)
+            types = tuple(tx.types or ())
+            formats = list(tx.formats or ())
+        else:
+            dumped, types, formats = [], (), None
+        key = (wire.query, types)
         state = self.state
         name = state.prepared.get(key)
-        if name is None and _PREPARABLE.match(text) \
-                and len(state.prepared) < PREPARED_MAX:
+        if name is None and wire.preparable and len(state.prepared) < PREPARED_MAX:
             uses = state.uses.get(key, 0) + 1
             if uses >= PREPARE_AT:
                 state.uses.pop(key, None)
@@ -189,16 +235,16 @@ class Pipeline:
                 while name in state.prepared.values():
                     name += b"_"
                 state.prepared[key] = name
-                pgconn.send_prepare(name, query, param_types=types or None)
+                pgconn.send_prepare(name, wire.query, param_types=types or None)
                 self._expected.append((name, key))
             elif len(state.uses) < PREPARED_MAX * 8:
                 state.uses[key] = uses
         if name is not None:
             pgconn.send_query_prepared(name, dumped or None, param_formats=formats,
-                                       result_format=pq.Format.TEXT)
+                                       result_format=self._text)
         else:
-            pgconn.send_query_params(query, dumped or None, param_types=types or None,
-                                     param_formats=formats, result_format=pq.Format.TEXT)
+            pgconn.send_query_params(wire.query, dumped or None, param_types=types or None,
+                                     param_formats=formats, result_format=self._text)
         self._expected.append(slot)
         # Sent now, not at the sync: the server runs it while the next one is made (libpq
         # keeps what the socket does not take at once, and sync sends it).

@@ -84,6 +84,8 @@ def lock_id(key: str) -> int:
 #: module docstring), and the one setup and migrations hold.
 CHAIN_LOCK = lock_id("chain")
 SCHEMA_LOCK = lock_id("schema")
+#: The SQLSTATE eyes_expect raises (a class of our own: no PostgreSQL condition is "EY").
+EXPECTATION_FAILED = "EY001"
 
 #: A pool's connections when ``[store] database_pool_size`` does not say: a Database runs
 #: one statement at a time (under its lock), so one connection is in use and a second is
@@ -107,6 +109,25 @@ _SETUP = (
     "CREATE OR REPLACE FUNCTION json_each(doc text, path text) RETURNS TABLE (value text) "
     "LANGUAGE sql IMMUTABLE AS $fn$ SELECT e::text FROM jsonb_array_elements("
     "(doc::jsonb) #> eyes_json_path(path)) e $fn$",
+    # The chain's lock, then its tail and newest checkpoint in one statement: a VOLATILE
+    # function's queries each take a new snapshot (at READ COMMITTED), so the two reads
+    # after the lock see what its last holder committed, as separate statements would.
+    "CREATE OR REPLACE FUNCTION eyes_chain_head(lock bigint) RETURNS TABLE (t_seq bigint, "
+    "t_hash text, c_seq bigint, c_hash text, c_ts double precision, c_key_id text, "
+    "c_mac text, c_counts text, c_ordinal bigint, c_id bigint) LANGUAGE plpgsql VOLATILE "
+    "AS $fn$ BEGIN PERFORM pg_advisory_xact_lock(lock); RETURN QUERY SELECT "
+    "t.seq::bigint, t.hash::text, c.seq::bigint, c.hash::text, c.ts::double precision, "
+    "c.key_id::text, c.mac::text, c.counts::text, c.ordinal::bigint, c.id::bigint "
+    "FROM (SELECT 1) AS one LEFT JOIN (SELECT h.seq, h.hash FROM chain h "
+    "ORDER BY h.seq DESC LIMIT 1) AS t ON true LEFT JOIN (SELECT k.seq, k.hash, k.ts, "
+    "k.key_id, k.mac, k.counts, k.ordinal, k.id FROM chain_checkpoints k "
+    "ORDER BY k.id DESC LIMIT 1) AS c ON true; END $fn$",
+    # A write's expectation (PgConnection.expect): fails the transaction when the
+    # database is not as the writer guessed, so the guess needs no round trip of its own.
+    "CREATE OR REPLACE FUNCTION eyes_expect(actual text, expected text) RETURNS integer "
+    "LANGUAGE plpgsql VOLATILE AS $fn$ BEGIN IF actual IS DISTINCT FROM expected THEN "
+    f"RAISE EXCEPTION 'not as expected' USING ERRCODE = '{EXPECTATION_FAILED}'; END IF; "
+    "RETURN 1; END $fn$",
     # verify asks SQLite's catalogue whether the chain table exists
     "CREATE OR REPLACE VIEW sqlite_master AS SELECT 'table'::text AS type, "
     "tablename::text AS name, tablename::text AS tbl_name FROM pg_tables "
@@ -269,12 +290,85 @@ _CHECKPOINT_WRITE = re.compile(
     r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+chain_checkpoints\b", re.IGNORECASE)
 _BEGIN = "BEGIN"
 _LOCK_CHAIN = f"SELECT pg_advisory_xact_lock({CHAIN_LOCK})"
+#: The chain lock, tail and newest checkpoint at once (eyes_chain_head in _SETUP): one row,
+#: the tail's two columns then the checkpoint's, NULL where there is none.
+_CHAIN_HEAD = "SELECT * FROM eyes_chain_head(%s)"  # with CHAIN_LOCK: prepared once
+_CHECKPOINT_COLUMNS = ("seq", "hash", "ts", "key_id", "mac", "counts", "ordinal", "id")
 _LOCK_KEY = "SELECT pg_advisory_xact_lock(%s)"
 _CHAINED_INSERT: dict[str, bool] = {}
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ"
 #: A row for defer_chain: kind, table, the INSERT, its parameters, and its rowid, or the
 #: INSERT's cursor to read it from when the records fold.
 _Deferred = tuple[str, str, str, Sequence[Any], int | sqlite3.Cursor]
+
+
+#: What a statement is to :meth:`PgConnection._execute`.
+_STATEMENT, _BEGIN_TX, _END_TX, _PRAGMA_STMT = "statement", "begin", "end", "pragma"
+
+
+class _Plan:
+    """One SQL text as :meth:`PgConnection._execute` runs it, worked out once per text
+    (the store's statements are fixed strings, run thousands of times): its kind, its
+    translation, and what running it means for the chain's prefetched tail."""
+
+    __slots__ = ("begin", "chain_write", "chained_insert", "checkpoint_write", "kind",
+                 "last_checkpoint", "numbered", "returning", "rollback", "tail", "text")
+
+    def __init__(self, sql: str) -> None:
+        head = sql.lstrip()[:20].upper()
+        self.text, self.numbered, self.returning = sql, False, None
+        self.begin: str | None = None
+        self.rollback = self.tail = self.last_checkpoint = False
+        self.chain_write = self.checkpoint_write = self.chained_insert = False
+        if head.startswith("BEGIN"):
+            self.kind = _BEGIN_TX
+            self.begin = "read" if "IMMEDIATE" not in head else "write"
+        elif head.startswith(("COMMIT", "END", "ROLLBACK")):
+            self.kind = _END_TX
+            self.rollback = head.startswith("ROLLBACK")
+        elif head.startswith("PRAGMA"):
+            self.kind = _PRAGMA_STMT
+        else:
+            self.kind = _STATEMENT
+            self.text, self.numbered, self.returning = translate(sql)
+            self.tail, self.last_checkpoint = sql == _TAIL, sql == _LAST_CHECKPOINT
+            self.chain_write = bool(_CHAIN_WRITE.match(self.text))
+            self.checkpoint_write = bool(_CHECKPOINT_WRITE.match(self.text))
+            self.chained_insert = _chained_insert(self.text)
+
+
+_PLANS: dict[str, _Plan] = {}
+
+
+def _plan(sql: str) -> _Plan:
+    """``sql``'s plan, kept for the next time (up to 4,096 texts).
+
+    Raises:
+        ValueError: as :func:`translate`.
+    """
+    plan = _Plan(sql)
+    if len(_PLANS) < 4096:
+        _PLANS[sql] = plan
+    return plan
+
+
+class _NeverRaised(Exception):
+    """Stands for psycopg's errors until psycopg is loaded (see _Psycopg)."""
+
+
+class _Psycopg:
+    """psycopg's error classes, bound when the first connection is made (psycopg is
+    imported only when PostgreSQL is used), so a statement's ``except`` does not import
+    it each time."""
+
+    error: type[Exception] = _NeverRaised
+    operational: type[Exception] = _NeverRaised
+
+    @classmethod
+    def bind(cls) -> None:
+        import psycopg
+
+        cls.error, cls.operational = psycopg.Error, psycopg.OperationalError
 
 
 # --- rows and cursors -------------------------------------------------------------------
@@ -326,6 +420,22 @@ class Row(sqlite3.Row):
         return f"Row({dict(zip(self._names, self._values, strict=False))!r})"
 
 
+_Description = tuple[tuple[str, None, None, None, None, None, None], ...]
+#: Each result shape's name index and ``description`` (the store's statements have a few
+#: dozen shapes).
+_SHAPES: dict[tuple[str, ...], tuple[dict[str, int], _Description]] = {}
+
+
+def _shape(names: tuple[str, ...]) -> tuple[dict[str, int], _Description]:
+    index: dict[str, int] = {}
+    for n, name in enumerate(names):
+        index.setdefault(name.lower(), n)
+    shape = (index, tuple((name, None, None, None, None, None, None) for name in names))
+    if len(_SHAPES) < 4096:
+        _SHAPES[names] = shape
+    return shape
+
+
 class PgCursor(sqlite3.Cursor):
     """The rows of one statement, fetched at once (the store's results are small or read
     in batches), with ``rowcount``, ``lastrowid`` and ``description`` as sqlite3's. A
@@ -347,6 +457,8 @@ class PgCursor(sqlite3.Cursor):
         self._psy: Any = None
         self._returning: str | None = None
         self._index = 0
+        #: An expectation's failure (see PgConnection.expect).
+        self._expect: Callable[[], StoreError] | None = None
 
     def _settled(self) -> PgCursor:
         if self._lazy:
@@ -357,13 +469,12 @@ class PgCursor(sqlite3.Cursor):
     def _load(self, names: Sequence[str] | None, rows: Iterable[tuple[Any, ...]],
               rowcount: int, lastrowid: int | None) -> PgCursor:
         if names is not None:
-            index: dict[str, int] = {}
-            for n, name in enumerate(names):
-                index.setdefault(name.lower(), n)
             fixed = tuple(names)
-            self._rows = [Row(fixed, index, tuple(r)) for r in rows]
-            self._description = tuple((name, None, None, None, None, None, None)
-                                      for name in names)
+            shape = _SHAPES.get(fixed) or _shape(fixed)
+            index = shape[0]
+            self._rows = [Row(fixed, index, r if type(r) is tuple else tuple(r))
+                          for r in rows]
+            self._description = shape[1]
         self._rowcount, self._lastrowid = rowcount, lastrowid
         self._psy, self._lazy = None, False
         return self
@@ -448,6 +559,8 @@ def _as_sqlite(exc: Exception) -> sqlite3.Error:
     error.sqlite_errorname = name
     error.pg_sqlstate = state  # type: ignore[attr-defined]
     error.pg_unavailable = unavailable  # type: ignore[attr-defined]
+    # A failed expectation is its writer's error (store/failures.py raises it as it is).
+    error.store_failure = getattr(exc, "store_failure", None)  # type: ignore[attr-defined]
     return error
 
 
@@ -468,6 +581,7 @@ class PgConnection(_chain.Connection):
     def __init__(self, url: str, *, password: str | None = None, read_only: bool = False,
                  pool_size: int = DEFAULT_POOL_SIZE) -> None:
         super().__init__(":memory:", check_same_thread=False, isolation_level=None)
+        _Psycopg.bind()
         self.url = url
         self._read_only = read_only
         self._pg: Any = None
@@ -489,6 +603,8 @@ class PgConnection(_chain.Connection):
         self._last_cursor: PgCursor | None = None  # the newest checkpoint, likewise
         self._chain_locked = False
         self._held: set[int] = set()
+        #: The open transaction's expectations sent (see expect).
+        self._expects: list[PgCursor] = []
         #: Chain entries of log rows written at this transaction's start, made when its
         #: chain writer is (see defer_chain).
         self._deferred: list[tuple[Sequence[_Deferred], float]] = []
@@ -683,47 +799,30 @@ class PgConnection(_chain.Connection):
                 self._done()
 
     def _execute(self, sql: str, parameters: Any, *, speculate: bool = True) -> PgCursor:
-        import psycopg
-
+        plan = _PLANS.get(sql) or _plan(sql)
         cursor = PgCursor(self)
-        head = sql.lstrip()[:20].upper()
         try:
-            if head.startswith("BEGIN"):
-                # Nothing is sent yet: BEGIN goes with the transaction's first statement
-                # (and no lock: see hold and prefetch_chain_head).
-                self._end_pipeline(quiet=True)
-                self._in_tx = True
-                self._chain_locked, self._held, self._tail_cursor = False, set(), None
-                self._last_cursor = None
-                self._begin = "read" if "IMMEDIATE" not in head else "write"
-                return cursor
-            if head.startswith(("COMMIT", "END", "ROLLBACK")):
-                self._end_transaction(rollback=head.startswith("ROLLBACK"))
-                return cursor
-            if head.startswith("PRAGMA"):
-                return self._pragma(sql, cursor)
-            text, numbered, returning = translate(sql)
-            args = _params(parameters, numbered)
+            if plan.kind is not _STATEMENT:
+                return self._control(plan, sql, cursor)
+            args = _params(parameters, plan.numbered)
             if self._in_tx:
-                if sql == _TAIL and self._begin == "write":
+                if plan.tail and self._begin == "write":
                     self.prefetch_chain_head()
                     tail = self._tail_cursor
                     if tail is not None:
                         # Queued with the lock: the same rows (nothing wrote the chain).
-                        rows = [tuple(r) for r in tail._settled()._rows]
-                        return cursor._load(["seq", "hash"], rows, len(rows), None)
-                if sql == _LAST_CHECKPOINT and self._last_cursor is not None:
-                    last = self._last_cursor._settled()
-                    names = [d[0] for d in last._description or ()]
-                    rows = [tuple(r) for r in last._rows]
+                        names, rows = _head_part(tail, tail=True)
+                        return cursor._load(names, rows, len(rows), None)
+                if plan.last_checkpoint and self._last_cursor is not None:
+                    names, rows = _head_part(self._last_cursor, tail=False)
                     return cursor._load(names, rows, len(rows), None)
-                self._queue(text, args, cursor, returning)
-                if _CHAIN_WRITE.match(text):
+                self._queue(plan.text, args, cursor, plan.returning)
+                if plan.chain_write:
                     self._tail_cursor = None  # the chain written since: read the table
-                elif _CHECKPOINT_WRITE.match(text):
+                elif plan.checkpoint_write:
                     self._last_cursor = None
-                elif speculate and self.prefetch_tail and not self._chain_locked \
-                        and self._begin == "write" and _chained_insert(text):
+                elif speculate and plan.chained_insert and self.prefetch_tail \
+                        and not self._chain_locked and self._begin == "write":
                     # Its rowid is read next, then the chain's tail (store/chain.py's
                     # insert): the lock and the tail go with that round trip.
                     self.prefetch_chain_head()
@@ -731,12 +830,28 @@ class PgConnection(_chain.Connection):
             # A lone statement (autocommit): no lock. A read is sent again on a new link
             # when the old one was found dead; a lone write is one statement, so the same
             # holds (nothing of it ran).
-            self._first(text, args, cursor, returning)
+            self._first(plan.text, args, cursor, plan.returning)
             return cursor
-        except psycopg.Error as exc:
+        except _Psycopg.error as exc:
             raise _as_sqlite(exc) from exc
         except _Lost as exc:
             raise _as_sqlite(exc) from exc
+
+    def _control(self, plan: _Plan, sql: str, cursor: PgCursor) -> PgCursor:
+        """BEGIN, COMMIT, ROLLBACK and PRAGMA statements."""
+        if plan.kind is _BEGIN_TX:
+            # Nothing is sent yet: BEGIN goes with the transaction's first statement
+            # (and no lock: see hold and prefetch_chain_head).
+            self._end_pipeline(quiet=True)
+            self._in_tx = True
+            self._chain_locked, self._held, self._tail_cursor = False, set(), None
+            self._last_cursor = None
+            self._begin = plan.begin
+            return cursor
+        if plan.kind is _END_TX:
+            self._end_transaction(rollback=plan.rollback)
+            return cursor
+        return self._pragma(sql, cursor)
 
     # --- a transaction in pipeline mode ---------------------------------------------------
     #
@@ -757,11 +872,9 @@ class PgConnection(_chain.Connection):
         """The psycopg connection of the open transaction, in pipeline mode, its BEGIN
         queued."""
         if self._pipe is None:
-            import psycopg
-
             try:
                 self._open_pipeline()
-            except psycopg.OperationalError as exc:
+            except _Psycopg.operational as exc:
                 # A link the server ended while it was idle in the pool can fail its
                 # BEGIN already: nothing ran, a new one is taken once.
                 if self._pg is None or not _link_gone(self._pg, exc):
@@ -777,6 +890,7 @@ class PgConnection(_chain.Connection):
         self._sent = self._synced_upto = 0
         self._synced = False
         self._tx_error = None
+        self._expects = []
         self._pipe.send(_BEGIN if self._begin == "write" else _BEGIN_READ, None)
         self._sent += 1
 
@@ -809,19 +923,39 @@ class PgConnection(_chain.Connection):
             self._queue(_LOCK_KEY, (ident,))
             self._held.add(ident)
 
+    def expect(self, sql: str, parameters: Any, failure: Callable[[], StoreError]) -> None:
+        """Inside a write transaction: queue ``sql`` (SQLite's SQL calling ``eyes_expect``),
+        read by nobody: when the database is not as expected, the transaction fails at its
+        next round trip with ``failure()`` (store/failures.py raises it as it is), and
+        nothing of it is kept. A guess checked this way costs no round trip of its own.
+
+        Raises:
+            sqlite3.ProgrammingError: outside a write transaction.
+            sqlite3.Error: as :meth:`execute`.
+        """
+        with self._guard:
+            if not self._in_tx or self._begin != "write":
+                raise sqlite3.ProgrammingError("expect() outside a write transaction")
+            plan = _PLANS.get(sql) or _plan(sql)
+            cursor = PgCursor(self)
+            cursor._expect = failure
+            self._queue(plan.text, _params(parameters, plan.numbered), cursor)
+
     def prefetch_chain_head(self) -> None:
-        """Queue the chain lock and the chain's tail, once a write transaction (no round
-        trip: the tail's rows come with the next one)."""
+        """Queue the chain lock, the chain's tail and its newest checkpoint (one statement,
+        eyes_chain_head), once a write transaction (no round trip: the rows come with the
+        next one)."""
         if self._chain_locked or not self._in_tx or self._begin != "write":
             return
-        self._queue(_LOCK_CHAIN, None)
-        tail = PgCursor(self)
-        self._queue(_TAIL, None, tail)
-        self._tail_cursor = tail
+        head = PgCursor(self)
         if self.prefetch_tail:  # migrated: the checkpoints table has its columns
-            last = PgCursor(self)  # a seal reads it next (audit/checkpoints.py)
-            self._queue(translate(_LAST_CHECKPOINT)[0], None, last)
-            self._last_cursor = last
+            # The newest checkpoint too: a seal reads it next (audit/checkpoints.py).
+            self._queue(_CHAIN_HEAD, (CHAIN_LOCK,), head)
+            self._tail_cursor = self._last_cursor = head
+        else:
+            self._queue(_LOCK_CHAIN, None)
+            self._queue(_TAIL, None, head)
+            self._tail_cursor = head
         self._chain_locked = True
 
     def defer_chain(self, rows: Sequence[_Deferred], ts: float) -> None:
@@ -867,8 +1001,6 @@ class PgConnection(_chain.Connection):
                returning: str | None = None, *, many: bool = False) -> None:
         """Queue one statement (or one per row of ``args`` with ``many``) on the open
         transaction's pipeline; ``cursor`` gets its result when read."""
-        import psycopg
-
         try:
             conn = self._tx_conn()
             entry = (text, args, cursor, returning, many)
@@ -876,11 +1008,11 @@ class PgConnection(_chain.Connection):
                 self._replay.append(entry)
             try:
                 self._send(entry)
-            except psycopg.OperationalError as exc:
+            except _Psycopg.operational as exc:
                 if self._synced or not _link_gone(conn, exc):
                     raise
                 self._again()
-        except (psycopg.Error, _Lost) as exc:  # every caller raises sqlite3's errors
+        except (_Psycopg.error, _Lost) as exc:  # every caller raises sqlite3's errors
             raise _as_sqlite(exc) from exc
 
     def _send(self, entry: tuple[str, Any, PgCursor | None, str | None, bool]) -> None:
@@ -895,6 +1027,8 @@ class PgConnection(_chain.Connection):
             if cursor is not None:
                 cursor._psy, cursor._returning, cursor._index = slot, returning, self._sent
                 cursor._lazy = True
+                if cursor._expect is not None:
+                    self._expects.append(cursor)
         self._sent += 1
 
     def _again(self) -> None:
@@ -912,29 +1046,28 @@ class PgConnection(_chain.Connection):
 
     def _sync(self) -> None:
         """One round trip: everything queued, and its results."""
-        import psycopg
-
         try:
             try:
                 assert self._pipe is not None
                 self._pipe.sync()
-            except psycopg.OperationalError as exc:
+            except _Psycopg.operational as exc:
                 if self._synced or not _link_gone(self._pg, exc):
                     raise
                 self._again()
                 assert self._pipe is not None
                 self._pipe.sync()
-        except psycopg.Error as exc:
+        except _Psycopg.error as exc:
             self._tx_error = exc
             self._synced_upto = self._sent
+            for cursor in self._expects:
+                if cursor._expect is not None and getattr(cursor._psy, "error", None) is exc:
+                    exc.store_failure = cursor._expect()
             raise
         self._synced, self._replay, self._synced_upto = True, [], self._sent
 
     def _settle(self, cursor: PgCursor) -> None:
         """Load ``cursor`` with its statement's result, making the round trip if it has not
         come back yet."""
-        import psycopg
-
         with self._guard:
             try:
                 if self._pipe is not None and cursor._index >= self._synced_upto:
@@ -943,7 +1076,7 @@ class PgConnection(_chain.Connection):
                     error = self._tx_error or _Lost("the statement's result never came")
                     raise error
                 self._load(cursor, cursor._psy, cursor._returning)
-            except psycopg.Error as exc:
+            except _Psycopg.error as exc:
                 raise _as_sqlite(exc) from exc
             except _Lost as exc:
                 raise _as_sqlite(exc) from exc
@@ -1037,10 +1170,10 @@ class PgConnection(_chain.Connection):
 
     @staticmethod
     def _load(cursor: PgCursor, slot: pg_wire.Slot, returning: str | None) -> PgCursor:
-        names, rows, rowcount = slot.rows()
         if returning is not None:
-            last = int(rows[-1][0]) if names and rows else None
+            rowcount, last = slot.last_key()
             return cursor._load(None, (), rowcount, last)
+        names, rows, rowcount = slot.rows()
         return cursor._load(names, rows, rowcount, None)
 
     def _pragma(self, sql: str, cursor: PgCursor) -> PgCursor:
@@ -1203,6 +1336,20 @@ def _open_pool(url: str, password: str | None, size: int,
 def _close_pool(pool: Any) -> None:
     with contextlib.suppress(Exception):
         pool.close(timeout=CONNECT_TIMEOUT_S)
+
+
+def _head_part(cursor: PgCursor, *, tail: bool) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The chain's tail (``tail``) or its newest checkpoint as their own reads would give
+    them, from the cursor prefetch_chain_head queued (the eyes_chain_head row, or the
+    tail's own read before migrating)."""
+    settled = cursor._settled()
+    names = [d[0] for d in settled._description or ()]
+    rows = [tuple(r) for r in settled._rows]
+    if names[:1] != ["t_seq"]:
+        return names, rows
+    if tail:
+        return ["seq", "hash"], [r[:2] for r in rows if r[0] is not None]
+    return list(_CHECKPOINT_COLUMNS), [r[2:] for r in rows if r[9] is not None]
 
 
 def _chained_insert(text: str) -> bool:

@@ -714,9 +714,12 @@ class Preparer:
     ) -> Logged:
         def write() -> int:
             with self._sessions.batch() as conn:
+                # A deferred write is judged again on a conflict (Ledger.pending,
+                # _write_log): its guard is checked with its writes (no read first).
                 seqs = self._sessions.append(
                     session_id, messages, create=request.source if create else None,
-                    fork=fork, guard=guard, scope=request.scope, minted=minted)
+                    fork=fork, guard=guard, scope=request.scope, minted=minted,
+                    expect=defer)
                 written = base if base is not None else seqs[-1] if seqs else head
                 self._sessions.leases.open(conn, turn_id=turn_id, session_id=session_id,
                                            base=written, started_at=started, model=model,
