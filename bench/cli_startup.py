@@ -10,8 +10,8 @@ wall time and of the child's CPU time (user + system; wall time lies on a loaded
 Ratio = ours / baseline (targets: at most 15 for --help, at most 20 for a cached see).
 
 Every child runs with bytecode writing allowed and one untimed warm-up run first, as an
-installed package has its ``.pyc`` files (and, beside them, the command's table of compiled
-dataclass methods: :mod:`deepseek_eyes.cli.dataclass_code`); a ``PYTHONDONTWRITEBYTECODE``
+installed package has its ``.pyc`` files (and, beside them, the command's table of
+compiled source texts: :mod:`deepseek_eyes.cli.compiled_code`); a ``PYTHONDONTWRITEBYTECODE``
 environment would otherwise measure compiling the sources on every start. The data directory is a
 temporary one, filled by the warm-up run.
 """

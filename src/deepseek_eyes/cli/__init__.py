@@ -227,15 +227,15 @@ def _command_of(args: Sequence[str]) -> str | None:
     return None
 
 
-def _keep_dataclass_code(args: Sequence[str]) -> None:
-    """The command's dataclasses take their methods' compiled code from the table kept for
-    that command (:mod:`deepseek_eyes.cli.dataclass_code`); nothing for ``--help`` or
-    ``--version``, which make none."""
+def _keep_compiled_code(args: Sequence[str]) -> None:
+    """The source texts the command's imports compile (dataclasses' methods, typing's
+    forward references) take their code from the table kept for that command
+    (:mod:`deepseek_eyes.cli.compiled_code`); nothing for ``--help`` or ``--version``."""
     command = _command_of(args)
     if command is not None:
-        from deepseek_eyes.cli import dataclass_code
+        from deepseek_eyes.cli import compiled_code
 
-        dataclass_code.install(command)
+        compiled_code.install(command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -251,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         _collector_paused = True
         gc.disable()
     if argv is None:
-        _keep_dataclass_code(sys.argv[1:])  # its table's code objects are such objects too
+        _keep_compiled_code(sys.argv[1:])  # its table's code objects are such objects too
     try:
         _main(argv)
     finally:

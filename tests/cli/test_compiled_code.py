@@ -1,6 +1,7 @@
-"""The table of compiled dataclass methods the command line keeps between runs
-(cli/dataclass_code.py): a hit is the code ``exec`` would have compiled, a class made
-through it is the same class, and the table is written like a ``.pyc`` or not at all."""
+"""The table of compiled source texts the command line keeps between runs
+(cli/compiled_code.py): a hit is the code the library would have compiled, a class or a
+forward reference made through it is the same, and the table is written like a ``.pyc``
+or not at all."""
 
 from __future__ import annotations
 
@@ -10,20 +11,21 @@ import json
 import os
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
 
 import deepseek_eyes
-from deepseek_eyes.cli import dataclass_code
-from deepseek_eyes.cli.dataclass_code import DataclassCode
+from deepseek_eyes.cli import compiled_code
+from deepseek_eyes.cli.compiled_code import CompiledCode
 
 SRC = Path(deepseek_eyes.__file__).resolve().parents[1]
 
 _SOURCE = "def __create_fn__(_type_x):\n def f(self, x: _type_x) -> None:\n  self.x = x\n return f"
 
 
-def _made(table: DataclassCode | None, monkeypatch: pytest.MonkeyPatch) -> type:
+def _made(table: CompiledCode | None, monkeypatch: pytest.MonkeyPatch) -> type:
     """A frozen dataclass with a default, made through ``table`` (None: as Python does)."""
     if table is not None:
         monkeypatch.setattr(dataclasses, "exec", table.exec, raising=False)
@@ -38,20 +40,20 @@ def _made(table: DataclassCode | None, monkeypatch: pytest.MonkeyPatch) -> type:
 
 
 def test_a_seen_text_runs_the_code_compile_would_make(tmp_path: Path) -> None:
-    table = DataclassCode(tmp_path / "t.bin")
+    table = CompiledCode(tmp_path / "t.bin")
     first: dict[str, object] = {}
     table.exec(_SOURCE, {}, first)
     again: dict[str, object] = {}
     table.exec(_SOURCE, {}, again)
     assert len(table) == 1  # compiled once, then taken from the table
     expected = compile(_SOURCE, "<string>", "exec", dont_inherit=True)
-    assert table._code[_SOURCE] == expected
+    assert table._code["exec", _SOURCE] == expected
     assert first["__create_fn__"].__code__ == again["__create_fn__"].__code__  # type: ignore[attr-defined]
 
 
 def test_a_class_made_through_the_table_is_the_class_python_makes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    table = DataclassCode(tmp_path / "t.bin")
+    table = CompiledCode(tmp_path / "t.bin")
     plain = _made(None, monkeypatch)
     cached = [_made(table, monkeypatch) for _ in range(2)][-1]  # the second from the table
     assert len(table) > 0
@@ -73,12 +75,12 @@ def test_a_saved_table_is_read_back_and_only_a_grown_one_is_written(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     path = tmp_path / "cache" / "t.bin"
-    table = DataclassCode(path)
+    table = CompiledCode(path)
     table.save()
     assert not path.exists()  # nothing compiled, nothing written
     table.exec(_SOURCE, {}, {})
     table.save()
-    again = DataclassCode(path)
+    again = CompiledCode(path)
     assert again._code == table._code
     assert again._added == 0
     written = path.stat().st_mtime_ns
@@ -90,7 +92,7 @@ def test_a_saved_table_is_read_back_and_only_a_grown_one_is_written(
 def test_no_table_is_written_when_bytecode_writing_is_off(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    table = DataclassCode(tmp_path / "t.bin")
+    table = CompiledCode(tmp_path / "t.bin")
     table.exec(_SOURCE, {}, {})
     table.save()
     assert not (tmp_path / "t.bin").exists()
@@ -100,7 +102,7 @@ def test_an_unwritable_place_is_no_error(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     blocker = tmp_path / "file"
     blocker.write_bytes(b"")
-    table = DataclassCode(blocker / "t.bin")  # its directory is a file
+    table = CompiledCode(blocker / "t.bin")  # its directory is a file
     table.exec(_SOURCE, {}, {})
     table.save()
     assert blocker.read_bytes() == b""
@@ -114,21 +116,21 @@ def test_an_unwritable_place_is_no_error(tmp_path: Path, monkeypatch: pytest.Mon
 def test_a_foreign_or_damaged_table_is_an_empty_one(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "t.bin"
     path.write_bytes(content)
-    assert len(DataclassCode(path)) == 0
+    assert len(CompiledCode(path)) == 0
 
 
 def test_a_truncated_table_is_an_empty_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     path = tmp_path / "t.bin"
-    table = DataclassCode(path)
+    table = CompiledCode(path)
     table.exec(_SOURCE, {}, {})
     table.save()
     path.write_bytes(path.read_bytes()[:-7])
-    assert len(DataclassCode(path)) == 0
+    assert len(CompiledCode(path)) == 0
 
 
 _PROBE = """
-import dataclasses, json, sys
+import dataclasses, json, sys, typing
 sys.argv = ["deepseek-eyes", *sys.argv[1:]]
 from deepseek_eyes.cli import main
 try:
@@ -136,6 +138,7 @@ try:
 except SystemExit:
     pass
 table = getattr(vars(dataclasses).get("exec"), "__self__", None)
+assert table is getattr(vars(typing).get("compile"), "__self__", None)
 print(json.dumps(None if table is None else {"entries": len(table), "added": table._added,
                                              "path": str(table.path)}))
 """
@@ -158,7 +161,7 @@ def test_the_command_line_keeps_a_table_per_command_beside_its_bytecode(tmp_path
     assert first["added"] == first["entries"]
     path = Path(first["path"])
     assert path.is_relative_to(tmp_path / "pycache")  # where this interpreter's .pyc go
-    assert path.name == f"dataclass-code.see.{sys.implementation.cache_tag}.bin"
+    assert path.name == f"compiled-code.see.{sys.implementation.cache_tag}.bin"
     assert path.exists()
     second = _run(tmp_path, "see", "--help")
     assert second == {**first, "added": 0}  # every method's code came from the table
@@ -172,16 +175,43 @@ def test_a_caller_in_process_keeps_dataclasses_as_they_are(
     main(["see", "--help"])
     assert "Usage:" in capsys.readouterr().out
     assert "exec" not in vars(dataclasses)
+    assert "compile" not in vars(typing)
 
 
 def test_one_table_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A second install (a command line started again in the same process) keeps the
     first table rather than wrapping it."""
-    monkeypatch.setattr(dataclass_code, "table_path", lambda command: tmp_path / command)
-    monkeypatch.setattr(dataclass_code.atexit, "register", lambda function: function)
+    monkeypatch.setattr(compiled_code, "table_path", lambda command: tmp_path / command)
+    monkeypatch.setattr(compiled_code.atexit, "register", lambda function: function)
     monkeypatch.delattr(dataclasses, "exec", raising=False)
-    first = dataclass_code.install("see")
+    monkeypatch.delattr(typing, "compile", raising=False)
+    first = compiled_code.install("see")
     assert first is not None
     assert dataclasses.exec == first.exec  # type: ignore[attr-defined]
-    assert dataclass_code.install("ask") is None
+    assert typing.compile == first.compile  # type: ignore[attr-defined]
+    assert compiled_code.install("ask") is None
     monkeypatch.delattr(dataclasses, "exec")
+    monkeypatch.delattr(typing, "compile")
+
+
+def test_a_forward_reference_made_through_the_table_is_the_one_python_makes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = CompiledCode(tmp_path / "t.bin")
+    monkeypatch.setattr(typing, "compile", table.compile, raising=False)
+    cached = [typing.ForwardRef("dict[str, int] | None") for _ in range(2)][-1]
+    star = typing.ForwardRef("*tuple[int, str]")
+    with pytest.raises(SyntaxError, match="Forward reference must be an expression"):
+        typing.ForwardRef("not an expression")
+    monkeypatch.delattr(typing, "compile")
+    assert len(table) == 2  # the refused text was not kept
+    plain = typing.ForwardRef("dict[str, int] | None")
+    assert cached.__forward_code__ == plain.__forward_code__
+    assert star.__forward_code__ == typing.ForwardRef("*tuple[int, str]").__forward_code__
+    assert typing._eval_type(cached, {}, {}) == dict[str, int] | None  # type: ignore[attr-defined]
+
+
+def test_a_call_typing_does_not_make_is_passed_on(tmp_path: Path) -> None:
+    table = CompiledCode(tmp_path / "t.bin")
+    code = table.compile("x = 1", "file.py", "exec")
+    assert code.co_filename == "file.py"
+    assert len(table) == 0
