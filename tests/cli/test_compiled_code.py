@@ -111,11 +111,26 @@ def test_an_unwritable_place_is_no_error(tmp_path: Path, monkeypatch: pytest.Mon
 @pytest.mark.parametrize("content", [
     b"",
     b"not a table",
-    b"deepseek-eyes dataclass code 1\n\x00\x00\x0d\x0a" + b"\xe3",  # another interpreter's
+    b"deepseek-eyes compiled code 1\n\x00\x00\x0d\x0a\x00" + b"\xe3",  # another interpreter's
 ])
 def test_a_foreign_or_damaged_table_is_an_empty_one(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "t.bin"
     path.write_bytes(content)
+    assert len(CompiledCode(path)) == 0
+
+
+def test_a_table_compiled_under_another_optimization_level_is_ignored(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    path = tmp_path / "t.bin"
+    table = CompiledCode(path)
+    table.exec(_SOURCE, {}, {})
+    table.save()
+    assert len(CompiledCode(path)) == 1
+    data = bytearray(path.read_bytes())
+    level = len(compiled_code._HEADER) - 1
+    data[level] = 2  # what `python -OO` would have written
+    path.write_bytes(bytes(data))
     assert len(CompiledCode(path)) == 0
 
 
