@@ -330,6 +330,30 @@ def test_a_cached_see_loads_no_image_decoder_and_start_up_leaves_the_collector_o
     assert json.loads(done.stdout.splitlines()[-1]) == [[], True, True]
 
 
+def test_a_cached_see_reads_its_schema_without_zipfile_and_loads_no_difflib() -> None:
+    """A cached ``see`` reads the evidence schema (its prompt fingerprint is part of the cache
+    key) through the package's loader, not ``importlib.resources``, whose readers import
+    ``zipfile`` for every package; and did-you-mean (``difflib``) loads only for a settings
+    file with an unknown key."""
+    probe = (
+        "import json, sys\n"
+        "sys.argv = ['deepseek-eyes', '--version']\n"
+        "from deepseek_eyes.cli import main\n"
+        "main()\n"
+        "import deepseek_eyes.cli.see, deepseek_eyes.home, deepseek_eyes.vision.bridge\n"
+        "from deepseek_eyes.settings import load_settings\n"
+        "from deepseek_eyes.vision.routes.prompts import prompt_fingerprint\n"
+        "load_settings()\n"
+        "prompt_fingerprint()\n"
+        "print(json.dumps(sorted(m for m in ('zipfile', 'importlib.resources', 'difflib')"
+        " if m in sys.modules)))\n"
+    )
+    done = subprocess.run(  # noqa: S603 - our own interpreter, argv list
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
 def test_help_summaries_are_the_commands_own() -> None:
     from deepseek_eyes.cli import COMMANDS, cli
 

@@ -216,6 +216,28 @@ def _no_plugins() -> tuple[()]:
     return ()
 
 
+def _command_of(args: Sequence[str]) -> str | None:
+    """The command the arguments name (``see`` in ``--config FILE see IMAGE``), if any."""
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--config":
+            next(rest, None)
+        elif not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def _keep_compiled_code(args: Sequence[str]) -> None:
+    """The source texts the command's imports compile (dataclasses' methods, typing's
+    forward references) take their code from the table kept for that command
+    (:mod:`deepseek_eyes.cli.compiled_code`); nothing for ``--help`` or ``--version``."""
+    command = _command_of(args)
+    if command is not None:
+        from deepseek_eyes.cli import compiled_code
+
+        compiled_code.install(command)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """The process's command line (``argv`` None) or the given arguments (in process)."""
     global _collector_paused
@@ -228,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         # in process (argv given) keeps its collector as it is.
         _collector_paused = True
         gc.disable()
+    if argv is None:
+        _keep_compiled_code(sys.argv[1:])  # its table's code objects are such objects too
     try:
         _main(argv)
     finally:

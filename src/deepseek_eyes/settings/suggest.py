@@ -7,7 +7,6 @@ every key at every level, so the loader can say ``did you mean `route_priority`?
 
 from __future__ import annotations
 
-import difflib
 import typing
 from collections.abc import Sequence
 
@@ -50,6 +49,8 @@ def known_keys(model: type[BaseModel], parent: Sequence[int | str]) -> list[str]
 def closest_key(model: type[BaseModel], loc: Sequence[int | str]) -> str | None:
     """The known key nearest to the unknown key at ``loc`` (its last part), or None when
     none is close."""
+    import difflib  # only for a settings file with an unknown key, not every start-up
+
     if not loc or not isinstance(loc[-1], str):
         return None
     matches = difflib.get_close_matches(loc[-1], known_keys(model, loc[:-1]), n=1, cutoff=0.6)

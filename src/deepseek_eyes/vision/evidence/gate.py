@@ -24,9 +24,9 @@ import copy
 import functools
 import json
 import math
+import pkgutil
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING, Any, cast
 
 from deepseek_eyes.canonical_json import JsonObject
@@ -95,13 +95,13 @@ class SchemaIssue:
 
 @functools.cache
 def _document() -> Mapping[str, Any]:
-    text = (
-        resources.files("deepseek_eyes.vision")
-        .joinpath("schemas")
-        .joinpath(_SCHEMA_RESOURCE)
-        .read_text(encoding="utf-8")
-    )
-    return cast("JsonObject", json.loads(text))
+    # The package's loader reads the file (from a directory or a zip alike), as
+    # importlib.resources would; its readers import zipfile for every package, a cost a
+    # cached `see` (which reads this file for the prompt fingerprint) paid on each start.
+    data = pkgutil.get_data("deepseek_eyes.vision", f"schemas/{_SCHEMA_RESOURCE}")
+    if data is None:  # a loader that cannot read files: the package is broken
+        raise FileNotFoundError(f"deepseek_eyes.vision/schemas/{_SCHEMA_RESOURCE}")
+    return cast("JsonObject", json.loads(data.decode("utf-8")))
 
 
 def schema_document() -> JsonObject:
