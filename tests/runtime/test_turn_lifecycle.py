@@ -322,3 +322,54 @@ async def test_a_turn_failing_before_its_first_call_after_its_session_moved_fork
     assert (turn.outcome, turn.details["base"]) == ("aborted", 2)
     assert rt.sessions.leases.held("shifted") == []
     assert rt.sessions.leases.held(forks[0]) == []
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "weather", "description": "the weather", "parameters": {"type": "object"}}}
+
+
+@pytest.mark.parametrize("answer", ["text", "client tool call"])
+async def test_an_answer_whose_session_moved_during_its_call_goes_on_in_a_fork(
+    upstream: LoopbackUpstream, rt: Runtime, monkeypatch: pytest.MonkeyPatch, answer: str,
+) -> None:
+    """While the model answers, another turn continues the same session. The answer's
+    commit does not read the session first (on PostgreSQL its guess is checked with the
+    writes, fails, and the commit is made again reading it; an answer with tool calls
+    learns it inside the append, where its calls' event id is read): the answer goes on in
+    a fork holding the history, the request and the answer once, its record there, sent
+    once; the original keeps what was appended to it; the chain verifies."""
+    first = await rt.run(TurnRequest(messages=[_user("start")], session_id="during"))
+    asked = _user('CALL[weather]: {"city": "Oslo"}' if answer != "text" else "next")
+    history = [_user("start"), {"role": "assistant", "content": first.content}, asked]
+    foreign = _user("another client's continuation")
+    complete = rt.runner._client.complete
+    moves = [foreign]
+
+    async def racing(payload: Any, **kwargs: Any) -> Any:
+        answered = await complete(payload, **kwargs)
+        if moves:  # after the request and its call were written, before the answer's commit
+            rt.sessions.append("during", [moves.pop()])
+        return answered
+
+    monkeypatch.setattr(rt.runner._client, "complete", racing)
+    calls = upstream.chat_calls
+    result = await rt.run(TurnRequest(messages=history, session_id="during",
+                                      client_tools=[WEATHER] if answer != "text" else []))
+    assert upstream.chat_calls == calls + 1
+    assert (result.finish_reason == "tool_calls") == (answer != "text")
+    assert result.fork is not None
+    assert result.fork.parent == "during"
+    assert [e.role for e in rt.sessions.events("during")] == \
+        ["user", "assistant", "user", "user"]
+    assert rt.sessions.messages("during")[-1]["content"] == foreign["content"]
+    moved = rt.sessions.events(result.session_id)
+    assert [e.role for e in moved] == ["user", "assistant", "user", "assistant"]
+    assert [m["content"] for m in rt.sessions.messages(result.session_id)][:3] == \
+        [m["content"] for m in history]
+    assert moved[-1].turn_id == result.turn_id
+    (turn,) = [t for t in rt.sessions.turns(result.session_id) if t.id == result.turn_id]
+    assert turn.outcome == "ok"
+    assert rt.sessions.leases.held("during") == []
+    assert rt.sessions.leases.held(result.session_id) == []
+    report = verify_database(rt.home.db, rt.home.audit_keys())
+    assert report.ok, report.problem

@@ -56,9 +56,10 @@ from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.leases import TurnLeases
 
 __all__ = [
-    "SESSION_ID", "Event", "ForeignSession", "Fork", "Guard", "SessionConflict", "SessionStore",
-    "Snapshot", "TurnMark", "TurnRecord", "body_digest", "message_calls", "read_details",
-    "read_usage", "stored_details", "stored_usage", "unkept_body",
+    "SESSION_ID", "Event", "ForeignSession", "Fork", "Guard", "SessionConflict",
+    "SessionMoved", "SessionStore", "Snapshot", "TurnMark", "TurnRecord", "body_digest",
+    "message_calls", "read_details", "read_usage", "stored_details", "stored_usage",
+    "unkept_body",
 ]
 
 #: The migration that gave sessions their scope (store/db.py); a read-only open of an
@@ -200,6 +201,17 @@ class SessionConflict(StoreError):
         super().__init__(
             f"session {session_id} was appended to by another turn meanwhile",
             code="STORE_SESSION_CONFLICT", details={"session_id": session_id, "head": head})
+
+
+class SessionMoved(SessionConflict):
+    """A :class:`SessionConflict` found by an append's expectation (``expect=True``) when
+    its transaction's results came back: that transaction can no longer go on (on
+    PostgreSQL it failed), so whoever holds it must not append elsewhere inside it; it is
+    done again whole (without ``expect``) or the request judged again. Its ``head`` is -1
+    (not read)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id, -1)
 
 
 @dataclass(frozen=True)
@@ -469,12 +481,13 @@ class SessionStore:
         holds it and its row is inserted without asking whether it was (on PostgreSQL no
         round trip of its own); a taken id then fails the transaction
         (``STORE_WRITE_FAILED``) rather than finding that session. ``expect`` (with a
-        ``guard`` whose ``base`` is None): on PostgreSQL the session is not read before the
-        messages are appended; that it still is as the guard and ``scope`` say is checked
-        with the writes (:meth:`~deepseek_eyes.store.db.Database.expect`), and when it is
-        not, the whole transaction fails with ``SessionConflict`` (its ``head`` -1: not
-        read), also when the read would have found the session another scope's: a caller
-        passes it only when it judges the request again on a conflict.
+        ``guard``): on PostgreSQL the session is not read before the messages are
+        appended; that its last event is still the guard's ``head`` (and its scope
+        ``scope``) is checked with the writes (:meth:`~deepseek_eyes.store.db.Database.
+        expect`), and when it is not, the whole transaction fails with
+        :class:`SessionMoved`, also where the read would have found no conflict (events
+        of the guard's ``base``) or another scope's session: a caller passes it only when
+        it then does the transaction again without it, or judges the request again.
 
         Raises:
             SessionConflict: ``STORE_SESSION_CONFLICT`` when ``guard`` fails; nothing is
@@ -511,9 +524,9 @@ class SessionStore:
                         (session_id, scope or scopes.LEGACY))
             if created:
                 next_seq = 0  # created just now, in this transaction: no events yet
-            elif expect and guard is not None and guard.base is None and self._db.expect(
+            elif expect and guard is not None and self._db.expect(
                     *_expected_head(session_id, scope, guard.head),
-                    lambda: SessionConflict(session_id, -1)):
+                    lambda: SessionMoved(session_id)):
                 next_seq = guard.head + 1  # checked with the writes (PostgreSQL only)
             elif scope is not None:  # whose it is, and its last event, in one statement
                 row = conn.execute(_SCOPE_AND_HEAD, (session_id,)).fetchone()

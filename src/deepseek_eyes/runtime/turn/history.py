@@ -127,6 +127,16 @@ class Chain:
         return Chain(list(self.messages), list(self.digests), list(self.hashes),
                      self.noted, self.session).extend(messages)
 
+    def mark(self) -> tuple[int, int, int, int]:
+        """Where the chain ends now (for :meth:`cut`): its lists' lengths and ``noted``."""
+        return len(self.messages), len(self.digests), len(self.hashes), self.noted
+
+    def cut(self, mark: tuple[int, int, int, int]) -> None:
+        """Back to ``mark`` (a :meth:`mark` of this chain): what was extended since is
+        dropped (a commit that failed)."""
+        messages, digests, hashes, self.noted = mark
+        del self.messages[messages:], self.digests[digests:], self.hashes[hashes:]
+
     def extend(self, messages: Sequence[Mapping[str, Any]]) -> Chain:
         """:meth:`extended`, in place (for a chain nothing else holds: its three lists
         are not copied again, a cost that grew with the history); returns it."""

@@ -77,7 +77,7 @@ from deepseek_eyes.runtime.turn.wire.openai_chat import TurnStream, completion_j
 from deepseek_eyes.runtime.view import SentImage, image_url, render_assistant, sends_reasoning
 from deepseek_eyes.settings import LLMSettings, RuntimeSettings, VisionSettings
 from deepseek_eyes.stages import stage
-from deepseek_eyes.store.events import Fork, Guard, SessionConflict, SessionStore
+from deepseek_eyes.store.events import Fork, Guard, SessionConflict, SessionMoved, SessionStore
 from deepseek_eyes.store.idempotency import IdempotencyStore
 from deepseek_eyes.usage import UsageCategory, UsageTracker
 from deepseek_eyes.vision.bridge import VisionBridge
@@ -387,55 +387,92 @@ class TurnRunner:
         if finish == "tool_calls" and not external:
             finish = "stop"
         # The answer, its turn record, the rows booked since the last commit (requests,
-        # usage) and the checkpoint that signs them: one commit.
-        with self._sessions.batch():
-            self._append(turn, [message, *self._tool_messages(done)[1]], final=True)
-            outcome = TurnResult(
-                turn_id=turn.turn_id, session_id=turn.session_id, model=turn.model,
-                path=turn.path, content=result.content, reasoning=result.reasoning,
-                finish_reason=finish, tool_calls=external, usage=turn.usage,
-                evidence=turn.evidence, rereads=turn.context.rereads,
-                model_calls=turn.model_calls, created=int(turn.started), fork=turn.fork,
-                tools=list(turn.context.calls), requests=list(turn.requests),
-                thinking=turn.thinking_note, retry_of=turn.retry_of,
-                sight=_sight_json(turn), model_renamed=turn.renamed,
-            )
-            outcome.audit = self._ledger.seal()
-            scope = turn.request.client_scope
-            if scope is not None and turn.request.keep:  # nothing kept: nothing to find
-                # Where this conversation stands now, for a client that sends no session id.
-                # The request's history is hashed already: only the turn's output is.
-                # The request's chain is this turn's own (the memo made it new): grown
-                # in place, not copied.
-                chain = (turn.chain.extend(turn.outputs) if turn.chain is not None
-                         else Chain().extend([*turn.prefix, *turn.outputs]))
-                if chain.hashes:
-                    self._sessions.remember_prefix(scope, chain.hashes[-1], turn.session_id,
-                                                   len(chain.hashes))
-                    chain.noted = len(chain.hashes)
-                    self._preparer.memo.note(turn.session_id, scope, chain)
-            key = turn.request.idempotency
-            if key is not None and self._idempotency is not None:
-                # Kept with the answer, in its commit: a stored answer can be replayed.
-                self._idempotency.complete(key, turn_id=turn.turn_id, session_id=turn.session_id,
-                                           response=completion_json(outcome))
+        # usage) and the checkpoint that signs them: one commit. Its session is not read
+        # first: the guess that it still ends where the turn left it is checked with the
+        # writes, and when another turn appended meanwhile the commit fails and is made
+        # again, reading the session this time (so the turn can go on in a fork).
+        logged = [message, *self._tool_messages(done)[1]]
+        try:
+            outcome, chain = self._commit_answer(turn, logged, result, finish, external,
+                                                 expect=True)
+        except SessionMoved:
+            outcome, chain = self._commit_answer(turn, logged, result, finish, external,
+                                                 expect=False)
+        if chain is not None:
+            self._preparer.memo.note(turn.session_id, turn.request.client_scope, chain)
         turn.recorded = True  # committed: a close from now on is not an abort
         return outcome
 
+    def _commit_answer(self, turn: TurnState, logged: list[JsonObject], result: ChatResult,
+                       finish: str, external: list[ToolCall], *, expect: bool,
+                       ) -> tuple[TurnResult, Chain | None]:
+        """The answer's one commit (see :meth:`_finish`); the history a stock client will
+        send next, for the memo, when one was noted. When the commit fails, the turn is as
+        it was before (its head, outputs and chain), so it can be made again."""
+        head, outputs, chain = turn.head, len(turn.outputs), turn.chain
+        kept = chain.mark() if chain is not None else None
+        try:
+            with self._sessions.batch():
+                self._append(turn, logged, final=True, expect=expect)
+                outcome = TurnResult(
+                    turn_id=turn.turn_id, session_id=turn.session_id, model=turn.model,
+                    path=turn.path, content=result.content, reasoning=result.reasoning,
+                    finish_reason=finish, tool_calls=external, usage=turn.usage,
+                    evidence=turn.evidence, rereads=turn.context.rereads,
+                    model_calls=turn.model_calls, created=int(turn.started), fork=turn.fork,
+                    tools=list(turn.context.calls), requests=list(turn.requests),
+                    thinking=turn.thinking_note, retry_of=turn.retry_of,
+                    sight=_sight_json(turn), model_renamed=turn.renamed,
+                )
+                outcome.audit = self._ledger.seal()
+                noted: Chain | None = None
+                scope = turn.request.client_scope
+                if scope is not None and turn.request.keep:  # nothing kept: nothing to find
+                    # Where this conversation stands now, for a client that sends no
+                    # session id. The request's history is hashed already: only the turn's
+                    # output is. The request's chain is this turn's own (the memo made it
+                    # new): grown in place, not copied (and cut back if the commit fails).
+                    grown = (chain.extend(turn.outputs) if chain is not None
+                             else Chain().extend([*turn.prefix, *turn.outputs]))
+                    if grown.hashes:
+                        self._sessions.remember_prefix(scope, grown.hashes[-1],
+                                                       turn.session_id, len(grown.hashes))
+                        grown.noted = len(grown.hashes)
+                        noted = grown
+                key = turn.request.idempotency
+                if key is not None and self._idempotency is not None:
+                    # Kept with the answer, in its commit: a stored answer can be replayed.
+                    self._idempotency.complete(key, turn_id=turn.turn_id,
+                                               session_id=turn.session_id,
+                                               response=completion_json(outcome))
+        except BaseException:
+            turn.head = head
+            del turn.outputs[outputs:]
+            if chain is not None and kept is not None:
+                chain.cut(kept)
+            raise
+        return outcome, noted
+
     # the session log -----------------------------------------------------------
     def _append(self, turn: TurnState, messages: list[JsonObject], *,
-                final: bool = False) -> None:
+                final: bool = False, expect: bool = False) -> None:
         """Append the turn's own messages (with its record when ``final``), compare-and-set
         against what the turn last saw. When another turn appended to the session meanwhile
         (a different continuation, in this process or another), the turn goes on in a
-        fork of it holding its history and its messages so far, and says so."""
+        fork of it holding its history and its messages so far, and says so. ``expect``:
+        the guard is checked with the writes (see :meth:`SessionStore.append`); its
+        failure, :class:`SessionMoved`, fails the caller's whole transaction, which the
+        caller does again without it."""
         for _ in range(2):
             try:
                 seqs = self._sessions.append(
                     turn.session_id, messages, turn_id=turn.turn_id,
                     turn=self._ledger.record(turn, "ok") if final else None,
-                    guard=Guard(turn.head, turn.base_seq), unkept=not turn.request.keep)
+                    guard=Guard(turn.head, turn.base_seq), unkept=not turn.request.keep,
+                    expect=expect)
                 break
+            except SessionMoved:
+                raise  # the transaction failed: no fork inside it (the caller's to redo)
             except SessionConflict:
                 self._relocate(turn)
         else:  # pragma: no cover - a fork is this turn's alone: its guard cannot fail
