@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deepseek_eyes.desktop.native import NativeHelper
+from deepseek_eyes.desktop.native import LinuxBackend, NativeHelper
 from deepseek_eyes.errors import DesktopError, DesktopTimeoutError
 from desktop.support import PYTHON, require_desktop
 
@@ -67,3 +67,19 @@ async def test_the_real_helper_without_a_display_is_unavailable() -> None:
     with pytest.raises(DesktopError) as caught:
         await helper.request("windows")
     assert caught.value.code == "DESKTOP_UNAVAILABLE"
+
+
+def test_a_windows_ref_stays_when_its_x_window_becomes_known() -> None:
+    """A starting app's window is listed from AT-SPI before its X window is mapped (no X
+    id matched yet), then with it: one window, one ref (a ref made from the X id changed,
+    and the window listed a moment before was "gone" when observed)."""
+    backend = LinuxBackend(Path(sys.executable), {}, timeout=5)
+    item = {"bus": ":1.42", "path": "/org/a11y/atspi/accessible/7", "name": "Eyes Zenity",
+            "app": "zenity", "pid": 4242, "role": "dialog", "states": ["showing"],
+            "bounds": [10, 10, 300, 200]}
+    before = backend._window({**item, "xid": None})
+    after = backend._window({**item, "xid": 0x1200007})
+    assert before.ref == after.ref
+    assert after.handle["xid"] == 0x1200007
+    other = backend._window({**item, "path": "/org/a11y/atspi/accessible/8", "xid": None})
+    assert other.ref != before.ref

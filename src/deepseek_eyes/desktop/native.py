@@ -192,7 +192,11 @@ class LinuxBackend:
     # -- reading ----------------------------------------------------------------------------
     def _window(self, item: Mapping[str, Any]) -> Window:
         xid = item.get("xid")
-        native = f"x11:{int(xid):#x}" if isinstance(xid, int) else _element_native(item)
+        # The ref names the AT-SPI object every window is listed from, never its X id: the
+        # X id is matched to it by pid, title and bounds, and is unknown until the window
+        # is mapped, so a ref made from it changed between two listings of a starting app
+        # (its window "gone" just after it was listed).
+        native = _element_native(item)
         return Window(ref=ref_for("w", native), native=native, title=str(item.get("name", "")),
                       app=str(item.get("app", "")),
                       pid=item.get("pid") if isinstance(item.get("pid"), int) else None,
