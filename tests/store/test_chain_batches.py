@@ -82,12 +82,16 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
     return dataclasses.replace(built, database=database)
 
 
-@pytest.fixture
-def root(template: Template, tmp_path: Path) -> Path:
+def _copied(template: Template, tmp_path: Path) -> Path:
     copy = tmp_path / "home"
     shutil.copytree(template.root, copy)
     clone_store(template.database)
     return copy
+
+
+@pytest.fixture
+def root(template: Template, tmp_path: Path) -> Path:
+    return _copied(template, tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -102,10 +106,7 @@ def template_v2(tmp_path_factory: pytest.TempPathFactory) -> Template:
 
 @pytest.fixture
 def v2_root(template_v2: Template, tmp_path: Path) -> Path:
-    copy = tmp_path / "home"
-    shutil.copytree(template_v2.root, copy)
-    clone_store(template_v2.database)
-    return copy
+    return _copied(template_v2, tmp_path)
 
 
 def _raw(root: Path) -> sqlite3.Connection:
