@@ -408,8 +408,10 @@ class TurnRunner:
                        ) -> tuple[TurnResult, Chain | None]:
         """The answer's one commit (see :meth:`_finish`); the history a stock client will
         send next, for the memo, when one was noted. When the commit fails, the turn is as
-        it was before (its head, outputs and chain), so it can be made again."""
-        head, outputs, chain = turn.head, len(turn.outputs), turn.chain
+        it was before (where it stands in which session, its outputs and chain), so it can
+        be made again."""
+        where = (turn.session_id, turn.fork, turn.retry_of, turn.base_seq, turn.head)
+        outputs, chain = len(turn.outputs), turn.chain
         kept = chain.mark() if chain is not None else None
         try:
             with self._sessions.batch():
@@ -446,7 +448,7 @@ class TurnRunner:
                                                session_id=turn.session_id,
                                                response=completion_json(outcome))
         except BaseException:
-            turn.head = head
+            turn.session_id, turn.fork, turn.retry_of, turn.base_seq, turn.head = where
             del turn.outputs[outputs:]
             if chain is not None and kept is not None:
                 chain.cut(kept)
