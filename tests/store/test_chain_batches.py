@@ -20,8 +20,10 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -251,6 +253,23 @@ def test_an_edited_batch_entry_is_found(v2_root: Path) -> None:
     conn.close()
 
 
+def _rehash_from(conn: Any, seq: int, edit: Callable[[str], str]) -> None:
+    """The attacker's rewrite: entry ``seq``'s body edited by ``edit``, then its digest and
+    every entry's hash from it on made again, so the chain is whole."""
+    prev = conn.execute("SELECT prev FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
+    for s, ts, k, ref_table, ref_id, body in conn.execute(
+            "SELECT seq, ts, kind, ref_table, ref_id, body FROM chain WHERE seq >= ?"
+            " ORDER BY seq", (seq,)).fetchall():
+        if s == seq:
+            body = edit(body)
+        new_digest = (hashlib.sha256(body.encode()).hexdigest() if ref_table is None else
+                      chain.record_digest(chain.read_record(conn, ref_table, ref_id) or {}))
+        value = chain.entry_hash(s, ts, k, chain.ref_text(ref_table, ref_id), new_digest, prev)
+        conn.execute("UPDATE chain SET body = ?, digest = ?, prev = ?, hash = ? WHERE seq = ?",
+                     (body, new_digest, prev, value, s))
+        prev = value
+
+
 def test_a_consistent_rewrite_of_a_batch_fails_its_checkpoint(v2_root: Path) -> None:
     """The attacker drops a record from a batch and recomputes every hash after it: the
     chain is whole again, and the signed checkpoints (counts, hash) say it was rewritten."""
@@ -259,18 +278,8 @@ def test_a_consistent_rewrite_of_a_batch_fails_its_checkpoint(v2_root: Path) -> 
     seq, members = _log_batches(conn)[0]
     table, rowid, kind, digest = members[0]
     conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))  # noqa: S608
-    prev = conn.execute("SELECT prev FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
-    for s, ts, k, ref_table, ref_id, body in conn.execute(
-            "SELECT seq, ts, kind, ref_table, ref_id, body FROM chain WHERE seq >= ?"
-            " ORDER BY seq", (seq,)).fetchall():
-        if s == seq:
-            body = body.replace(f'["{table}","{kind}",{rowid},"{digest}"],', "")
-        new_digest = (hashlib.sha256(body.encode()).hexdigest() if ref_table is None else
-                      chain.record_digest(chain.read_record(conn, ref_table, ref_id) or {}))
-        value = chain.entry_hash(s, ts, k, chain.ref_text(ref_table, ref_id), new_digest, prev)
-        conn.execute("UPDATE chain SET body = ?, digest = ?, prev = ?, hash = ? WHERE seq = ?",
-                     (body, new_digest, prev, value, s))
-        prev = value
+    _rehash_from(conn, seq, lambda body: body.replace(
+        f'["{table}","{kind}",{rowid},"{digest}"],', ""))
     conn.close()
     assert _problem(_verify(root))[0] == "AUDIT_CHECKPOINT_INVALID"
 
@@ -502,27 +511,20 @@ def test_a_consistent_rewrite_of_a_version_3_batch_fails_its_checkpoint(root: Pa
     seq, members = _log_batches(conn)[0]
     table, rowid, _kind, _digest = members[0]
     conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))  # noqa: S608
-    prev = conn.execute("SELECT prev FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
-    for s, ts, k, ref_table, ref_id, body in conn.execute(
-            "SELECT seq, ts, kind, ref_table, ref_id, body FROM chain WHERE seq >= ?"
-            " ORDER BY seq", (seq,)).fetchall():
-        if s == seq:
-            parsed = json.loads(body)
-            assert parsed["v"] == 3
-            run = parsed["records"][0]
-            assert (run[0], run[2]) == (table, rowid)
-            rest = base64.b64decode(run[3])[32:]  # the first record dropped from its run
-            if rest:
-                run[2], run[3] = rowid + 1, base64.b64encode(rest).decode()
-            else:
-                del parsed["records"][0]
-            body = chain.canonical_bytes(parsed).decode()
-        new_digest = (hashlib.sha256(body.encode()).hexdigest() if ref_table is None else
-                      chain.record_digest(chain.read_record(conn, ref_table, ref_id) or {}))
-        value = chain.entry_hash(s, ts, k, chain.ref_text(ref_table, ref_id), new_digest, prev)
-        conn.execute("UPDATE chain SET body = ?, digest = ?, prev = ?, hash = ? WHERE seq = ?",
-                     (body, new_digest, prev, value, s))
-        prev = value
+
+    def dropped(body: str) -> str:
+        parsed = json.loads(body)
+        assert parsed["v"] == 3
+        run = parsed["records"][0]
+        assert (run[0], run[2]) == (table, rowid)
+        rest = base64.b64decode(run[3])[32:]  # the first record dropped from its run
+        if rest:
+            run[2], run[3] = rowid + 1, base64.b64encode(rest).decode()
+        else:
+            del parsed["records"][0]
+        return chain.canonical_bytes(parsed).decode()
+
+    _rehash_from(conn, seq, dropped)
     conn.close()
     assert _problem(_verify(root))[0] == "AUDIT_CHECKPOINT_INVALID"
 
