@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -530,3 +531,57 @@ def test_an_expected_session_is_checked_with_the_writes_not_read_before_them(
         assert verify_database(db, keys).ok
     finally:
         db.close()
+
+
+def test_a_history_lookup_reads_the_rows_it_names_however_many_sessions_share_a_scope(
+        postgres_url: str, tmp_path: Path) -> None:
+    """With one gateway key every session has one scope. The lookup of a stock client's
+    history must still read only the noted rows its hashes name and their sessions' scope
+    rows (by key), not every session of the scope: the planner, asked for a join, hashed
+    the whole ``session_scopes`` table every turn at a few hundred sessions (600 here).
+    Custom and generic plans both."""
+    from deepseek_eyes.store.events import SessionStore, _prefix_query
+
+    db = Database(tmp_path / "eyes.db", url=postgres_url)
+    try:
+        sessions = SessionStore(db)
+        sessions.append("mine", [{"role": "user", "content": "hi"}], create="test",
+                        scope="gateway:k")
+        sessions.remember_prefix("gateway:k", "h-mine", "mine", 1)
+        sessions.append("theirs", [{"role": "user", "content": "hi"}], create="test",
+                        scope="gateway:other")
+        sessions.remember_prefix("gateway:other", "h-theirs", "theirs", 1)
+    finally:
+        db.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO sessions (id, created_at, source) SELECT 's' || n, 0, 'test'"
+            " FROM generate_series(1, 600) n")
+        conn.execute("INSERT INTO session_scopes (session_id, scope) SELECT 's' || n,"
+                     " 'gateway:k' FROM generate_series(1, 600) n")
+        conn.execute("INSERT INTO session_prefixes (scope, prefix_sha256, session_id, length,"
+                     " ts) SELECT 'gateway:k', 'h' || n, 's' || n, 2, 0"
+                     " FROM generate_series(1, 600) n")
+        conn.execute("ANALYZE")
+        numbered = iter(range(1, 4))
+        query = re.sub("%s", lambda _: f"${next(numbered)}", translate(_prefix_query(2))[0])
+        params = ("gateway:k", "h-mine", "h7")
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            conn.execute(f"SET plan_cache_mode = {mode}")
+            conn.execute("DEALLOCATE ALL")
+            conn.execute("PREPARE lookup (text, text, text) AS " + query)
+            plan = "\n".join(r[0] for r in conn.execute(_execute("EXPLAIN", params)))
+            assert "Seq Scan" not in plan, plan
+            assert "Hash" not in plan, plan
+            assert conn.execute(_execute("", params)).fetchall() == [(2, "s7")]
+            # another scope's noted history is never found
+            assert conn.execute(_execute("", ("gateway:k", "h-theirs", "h-none"))
+                                ).fetchall() == []
+
+
+def _execute(prefix: str, params: tuple[str, ...]) -> psycopg.sql.Composed:
+    """``EXECUTE lookup`` with literal arguments (a prepared statement's are typed)."""
+    from psycopg import sql
+
+    return sql.SQL(prefix + " EXECUTE lookup ({})").format(
+        sql.SQL(", ").join(map(sql.Literal, params)))
