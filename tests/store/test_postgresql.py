@@ -456,8 +456,8 @@ def test_rows_queued_before_a_write_go_with_its_first_round_trip(
 
 def test_a_sessions_snapshot_is_one_round_trip(
         postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A continued turn reads its session once: a snapshot's five reads, with their
-    transaction's BEGIN and COMMIT, are one round trip, and a stock client's lookup of
+    """A continued turn reads its session once: a snapshot's five reads are one statement
+    (one round trip, no transaction to begin and commit), and a stock client's lookup of
     its session goes in it too. A read that fails there fails with its code, and the
     next read is served."""
     from deepseek_eyes.store.events import SessionStore
@@ -469,7 +469,7 @@ def test_a_sessions_snapshot_is_one_round_trip(
                         scope="gateway:k")
         trips = _round_trips(monkeypatch)
         snap = sessions.snapshot("once")
-        assert trips == [7], trips  # BEGIN, the five reads, COMMIT: one trip
+        assert trips == [1], trips  # the five reads as one statement, no BEGIN or COMMIT
         monkeypatch.undo()
         assert ([e.message["content"] for e in snap.events], snap.head, snap.scope) == \
             (["hi"], 0, "gateway:k")
@@ -477,7 +477,7 @@ def test_a_sessions_snapshot_is_one_round_trip(
         sessions.remember_prefix("gateway:k", "h1", "once", 1)
         trips = _round_trips(monkeypatch)
         found, again = sessions.find_with_snapshot("gateway:k", ["h1"], "once")
-        assert len(trips) == 1, trips  # BEGIN, the lookup, the five reads, COMMIT
+        assert trips == [1], trips  # the lookup and the five reads, one statement
         monkeypatch.undo()
         assert found == "once"
         assert again is not None
@@ -490,6 +490,50 @@ def test_a_sessions_snapshot_is_one_round_trip(
         assert sessions.snapshot("once").head == 0
     finally:
         db.close()
+
+
+def test_reads_made_one_statement_return_what_each_read_returns(
+        postgres_url: str, tmp_path: Path) -> None:
+    """The snapshot's reads as one statement (``read_each(shapes=…)``) give each read's
+    rows exactly as the reads one by one in a transaction do: values, types and order
+    (several events, a retried turn superseded, a running lease, a scope, a history's
+    lookup), and nothing for a session that is not there."""
+    from deepseek_eyes.store import events
+    from deepseek_eyes.store.events import SessionStore, TurnRecord
+    from deepseek_eyes.store.postgres import together
+
+    db = Database(tmp_path / "eyes.db", url=postgres_url)
+    try:
+        sessions = SessionStore(db)
+        sessions.append("s", [{"role": "user", "content": f"m{n}", "n": n / 3}
+                              for n in range(4)], create="test", scope="gateway:k")
+        sessions.record_turn(TurnRecord("t1", "s", 1.5, 2.0, "m", "text", "ok", None,
+                                        {"base": 1}))
+        sessions.record_turn(TurnRecord("t2", "s", 2.25, 3.0, "m", "text", "ok", None,
+                                        {"base": 1, "retry_of": "t1"}))
+        with db.transaction() as conn:
+            sessions.leases.open(conn, turn_id="t3", session_id="s", base=3,
+                                 started_at=4.125, model="m", path="text")
+        sessions.remember_prefix("gateway:k", "h1", "s", 2)
+        for name in ("s", "nobody"):
+            _kept, reads = sessions._snapshot_reads(name)
+            reads = [(events._prefix_query(2), ("gateway:k", "h1", "h2")), *reads]
+            shapes = ("it", *events._SNAPSHOT_SHAPES)
+            one_by_one = [[tuple(row) for row in rows] for rows in db.read_each(reads)]
+            together_rows = db.read_each(reads, shapes=shapes)
+            assert together_rows == one_by_one
+            assert [[type(v) for v in row] for rows in together_rows for row in rows] == \
+                [[type(v) for v in row] for rows in one_by_one for row in rows]
+            if name == "s":
+                assert [row[1] for row in one_by_one[1]] == [0, 1, 2, 3]  # in order
+                assert one_by_one[2] == [("t1",)]
+                assert one_by_one[4][0][0] == "t3"
+    finally:
+        db.close()
+    with pytest.raises(ValueError, match="cannot read together"):
+        together(("SELECT ?1, ?2",), ("tt",))
+    with pytest.raises(ValueError, match="cannot read together"):
+        together(("SELECT ?",), ("x",))
 
 
 def test_an_expected_session_is_checked_with_the_writes_not_read_before_them(

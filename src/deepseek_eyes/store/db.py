@@ -1077,10 +1077,15 @@ class Database:
             except sqlite3.Error as exc:
                 raise self._failure(exc, "database read failed", reading=True) from exc
 
-    def read_each(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
+    def read_each(self, statements: Sequence[tuple[str, Sequence[Any]]], *,
+                  shapes: Sequence[str] | None = None) -> list[list[Any]]:
         """Several reads from one consistent snapshot (:meth:`reading`): each statement's
         rows, in order. On PostgreSQL they go in one round trip with their transaction's
         BEGIN and COMMIT (store/postgres.py); inside a write transaction, in that one.
+        With ``shapes`` (each read's columns, a letter each: ``t`` text, ``i`` integer,
+        ``f`` real; reads with ``?`` placeholders only) they are one statement there, with
+        no transaction around it (:func:`~deepseek_eyes.store.postgres.together`), and
+        their rows come back as tuples.
 
         Raises:
             StoreError: as :meth:`reading`.
@@ -1090,6 +1095,13 @@ class Database:
                 with self.reading() as conn:
                     return [conn.execute(sql, params).fetchall() for sql, params in statements]
             self.flush()
+            if shapes is not None:
+                try:
+                    return self._conn.read_together(  # type: ignore[attr-defined,no-any-return]
+                        statements, shapes)
+                except sqlite3.Error as exc:
+                    raise store_error(exc, "database read failed", self.path,
+                                      reading=True) from exc
             try:
                 self._conn.execute("BEGIN")
                 cursors = [self._conn.execute(sql, params) for sql, params in statements]

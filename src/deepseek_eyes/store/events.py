@@ -349,6 +349,11 @@ _LAST_LEASE = ("SELECT turn_id, base, started_at FROM turn_leases WHERE session_
                " ORDER BY started_at DESC LIMIT 1")
 
 
+#: The columns of a snapshot's five reads (:meth:`SessionStore._snapshot_reads`), for
+#: :meth:`Database.read_each`: ``t`` text, ``i`` integer, ``f`` real.
+_SNAPSHOT_SHAPES = ("tiftttt", "t", "tif", "tif", "tt")
+
+
 def _prefix_query(count: int) -> str:
     """The longest noted history among ``count`` prefix hashes of a scope's sessions (only
     sessions of the same scope: a noted history never leads elsewhere).
@@ -598,9 +603,10 @@ class SessionStore:
         and a snapshot reads only the events after them: a continued turn decodes its new
         messages, not its whole history again. Which attempts are superseded is read
         each time (a later attempt can supersede an event already kept). The five reads go
-        together (on PostgreSQL one round trip: :meth:`Database.read_each`)."""
+        together (on PostgreSQL one statement: :meth:`Database.read_each`)."""
         kept, reads = self._snapshot_reads(session_id)
-        return self._snapshot(session_id, kept, self._db.read_each(reads))
+        return self._snapshot(session_id, kept,
+                              self._db.read_each(reads, shapes=_SNAPSHOT_SHAPES))
 
     def find_with_snapshot(self, scope: str, prefix_sha256s: Sequence[str],
                            guess: str) -> tuple[str | None, Snapshot | None]:
@@ -613,7 +619,7 @@ class SessionStore:
         wanted = sorted(set(prefix_sha256s))
         kept, reads = self._snapshot_reads(guess)
         found, *rows = self._db.read_each([(_prefix_query(len(wanted)), (scope, *wanted)),
-                                           *reads])
+                                           *reads], shapes=("it", *_SNAPSHOT_SHAPES))
         session = str(found[0][1]) if found else None
         if session != guess:
             return session, None

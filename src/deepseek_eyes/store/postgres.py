@@ -725,6 +725,26 @@ class PgConnection(_chain.Connection):
             finally:
                 self._done()
 
+    def read_together(self, statements: Sequence[tuple[str, Sequence[Any]]],
+                      shapes: Sequence[str]) -> list[list[tuple[Any, ...]]]:
+        """Several reads as one lone statement (:func:`together`): one snapshot, as a
+        statement's subqueries share one, with no transaction around it (no ``BEGIN``
+        and ``COMMIT`` to send and run, and one statement to make instead of several).
+        Each read's rows as tuples, in its order. Sent again on a new link when the old
+        one was found dead, as any lone read.
+
+        Raises:
+            sqlite3.Error: as :meth:`execute`; ``sqlite3.ProgrammingError`` inside a
+                transaction (read there with its statements instead).
+        """
+        with self._guard:
+            if self._in_tx:
+                raise sqlite3.ProgrammingError("read_together inside a transaction")
+        sql = together(tuple(s for s, _ in statements), tuple(shapes))
+        args = [value for _, params in statements for value in params]
+        rows = self.execute(sql, args).fetchall()
+        return apart(rows, shapes)
+
     def execute_idempotent(self, sql: str, parameters: Any = ()) -> PgCursor:
         """Run one statement on its own, outside the store's write order (no advisory
         lock): for writes that may happen twice with one effect (a content-addressed blob's
@@ -1336,6 +1356,62 @@ def _open_pool(url: str, password: str | None, size: int,
 def _close_pool(pool: Any) -> None:
     with contextlib.suppress(Exception):
         pool.close(timeout=CONNECT_TIMEOUT_S)
+
+
+#: What a column of :func:`together` is cast to, by the kind a shape names it.
+_KINDS = {"t": "TEXT", "i": "BIGINT", "f": "DOUBLE PRECISION"}
+
+
+@functools.lru_cache(maxsize=64)
+def together(sqls: tuple[str, ...], shapes: tuple[str, ...]) -> str:
+    """SQLite reads ``sqls`` (``?`` placeholders, in order) as one statement: a ``UNION
+    ALL`` of one branch each, tagged with its place, its columns cast into typed slots by
+    ``shapes`` (a letter a column: ``t`` text, ``i`` integer, ``f`` real) and padded with
+    typed NULLs, so every branch has the same columns. Each read keeps its own ``ORDER
+    BY`` and ``LIMIT`` inside its branch, and an append of branches returns them in turn.
+
+    Raises:
+        ValueError: a numbered placeholder (``?2``: its parameters would not line up) or
+            a shape of a letter not in :data:`_KINDS` (a programming error).
+    """
+    if len(sqls) != len(shapes):
+        raise ValueError("one shape a read")
+    slots = {kind: max(shape.count(kind) for shape in shapes) for kind in _KINDS}
+    branches = []
+    for place, (sql, shape) in enumerate(zip(sqls, shapes, strict=True)):
+        if re.search(r"\?\d", sql) or set(shape) - set(_KINDS):
+            raise ValueError(f"cannot read together: {sql[:80]!r} as {shape!r}")
+        names = [f"c{n}" for n in range(len(shape))]
+        columns = [str(place)]
+        for kind, cast in _KINDS.items():
+            mine = [name for name, letter in zip(names, shape, strict=True) if letter == kind]
+            columns += [f"CAST({mine[n] if n < len(mine) else 'NULL'} AS {cast})"
+                        for n in range(slots[kind])]
+        branches.append(f"SELECT {', '.join(columns)} FROM ({sql}) AS q{place}"
+                        f"({', '.join(names)})")
+    return " UNION ALL ".join(branches)
+
+
+def apart(rows: Sequence[Sequence[Any]], shapes: Sequence[str]) -> list[list[tuple[Any, ...]]]:
+    """The rows of :func:`together`'s statement back as each read's own, in order."""
+    slots = {kind: max(shape.count(kind) for shape in shapes) for kind in _KINDS}
+    start, at = {}, 1
+    for kind in _KINDS:
+        start[kind] = at
+        at += slots[kind]
+    picks = []
+    for shape in shapes:
+        seen = dict.fromkeys(_KINDS, 0)
+        pick = []
+        for letter in shape:
+            pick.append(start[letter] + seen[letter])
+            seen[letter] += 1
+        picks.append(pick)
+    out: list[list[tuple[Any, ...]]] = [[] for _ in shapes]
+    for row in rows:
+        place = row[0]
+        out[place].append(tuple(row[n] for n in picks[place]))
+    return out
 
 
 def _head_part(cursor: PgCursor, *, tail: bool) -> tuple[list[str], list[tuple[Any, ...]]]:
