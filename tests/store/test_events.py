@@ -104,3 +104,30 @@ def test_a_minted_session_is_created_with_its_messages_and_a_taken_id_fails_whol
     assert [e.seq for e in store.events(minted)] == [0]
     assert store.scope_of(minted) == "key:a"
     assert db.query_one("SELECT COUNT(*) FROM sessions")[0] == 1  # type: ignore[index]
+
+
+def test_the_turns_that_superseded_an_attempt_are_read_by_their_index(tmp_path: Path) -> None:
+    """A session's snapshot asks for its retried turns on every turn; with hundreds of
+    turns only the one that names a ``retry_of`` is read (the partial index of migration
+    15, whose condition is the read's own), and it still hides the superseded attempt."""
+    from deepseek_eyes.store.events import _RETRIED
+
+    db = Database(tmp_path / "eyes.db", url="")
+    store = SessionStore(db)
+    store.append("s", [{"role": "user", "content": "q"}], create="test", scope="gateway:k")
+    with store.batch():
+        for n in range(400):
+            store.record_turn(TurnRecord(f"t{n}", "s", float(n), float(n), "m", "text", "ok",
+                                         None, {"base": 0}))
+    store.append("s", [{"role": "assistant", "content": "first try"}], turn_id="t400")
+    store.record_turn(TurnRecord("t400", "s", 400.0, 400.5, "m", "text", "error", "X",
+                                 {"base": 0}))
+    store.append("s", [{"role": "assistant", "content": "second try"}], turn_id="t401")
+    store.record_turn(TurnRecord("t401", "s", 401.0, 401.5, "m", "text", "ok", None,
+                                 {"base": 0, "retry_of": "t400"}))
+    plan = " ".join(str(tuple(row)) for row in db.query("EXPLAIN QUERY PLAN " + _RETRIED,
+                                                        ("s",)))
+    assert "turns_retried" in plan, plan
+    snap = store.snapshot("s")
+    assert [e.message["content"] for e in snap.events] == ["q", "second try"]
+    db.close()

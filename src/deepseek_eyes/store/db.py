@@ -431,6 +431,14 @@ MIGRATIONS: tuple[str, ...] = (
         claimed_at REAL NOT NULL
     );
     """,
+    # 15: the turns that superseded an earlier attempt, found without reading every turn
+    # of the session: a session's snapshot asks for them on every turn (store/events.py
+    # _RETRIED, in these words), and a long agent session has thousands of turns, each of
+    # whose details was parsed as JSON to find the few that name a retry_of.
+    """
+    CREATE INDEX turns_retried ON turns(session_id)
+        WHERE outcome = 'ok' AND json_extract(details, '$.retry_of') IS NOT NULL;
+    """,
 )
 
 CHAIN_MIGRATION = 4

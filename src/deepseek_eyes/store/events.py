@@ -341,6 +341,9 @@ def read_details(details: dict[str, Any]) -> dict[str, Any]:
 #: turns a later attempt superseded, the latest finished turn and the latest running one.
 _EVENTS_AFTER = (f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq > ?"  # noqa: S608 - constant fragments
                  " ORDER BY seq")
+#: The turns of a session that superseded an earlier attempt: the condition is the one of
+#: the partial index turns_retried (migration 15), word for word, so both engines read
+#: only those rows (a session of thousands of turns has a handful).
 _RETRIED = ("SELECT json_extract(details, '$.retry_of') FROM turns WHERE session_id = ?"
             " AND outcome = 'ok' AND json_extract(details, '$.retry_of') IS NOT NULL")
 _LAST_TURN = ("SELECT id, CAST(json_extract(details, '$.base') AS INTEGER), started_at"
