@@ -434,10 +434,13 @@ MIGRATIONS: tuple[str, ...] = (
     # 15: the turns that superseded an earlier attempt, found without reading every turn
     # of the session: a session's snapshot asks for them on every turn (store/events.py
     # _RETRIED, in these words), and a long agent session has thousands of turns, each of
-    # whose details was parsed as JSON to find the few that name a retry_of.
+    # whose details was parsed as JSON to find the few that name a retry_of. The condition
+    # looks for the key's text, not into the JSON: an index condition is evaluated on every
+    # write of the row, and a row whose details are not JSON (a tampered one, which verify
+    # must find) would then fail the write instead of being stored as it is.
     """
     CREATE INDEX turns_retried ON turns(session_id)
-        WHERE outcome = 'ok' AND json_extract(details, '$.retry_of') IS NOT NULL;
+        WHERE outcome = 'ok' AND instr(details, '"retry_of"') > 0;
     """,
 )
 

@@ -239,7 +239,7 @@ _EVENT_COLUMNS = "session_id, seq, ts, role, turn_id, body_sha256, body"
 # Events of attempts a later successful attempt of the same turn superseded are left out.
 _EFFECTIVE = (
     " AND (turn_id IS NULL OR turn_id NOT IN (SELECT json_extract(details, '$.retry_of')"
-    " FROM turns WHERE session_id = ?1 AND outcome = 'ok'"
+    " FROM turns WHERE session_id = ?1 AND outcome = 'ok' AND instr(details, '\"retry_of\"') > 0"
     " AND json_extract(details, '$.retry_of') IS NOT NULL))"
 )
 # An event since the guard's head that is not an attempt of the same turn (same base).
@@ -341,11 +341,14 @@ def read_details(details: dict[str, Any]) -> dict[str, Any]:
 #: turns a later attempt superseded, the latest finished turn and the latest running one.
 _EVENTS_AFTER = (f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq > ?"  # noqa: S608 - constant fragments
                  " ORDER BY seq")
-#: The turns of a session that superseded an earlier attempt: the condition is the one of
-#: the partial index turns_retried (migration 15), word for word, so both engines read
-#: only those rows (a session of thousands of turns has a handful).
+#: The turns of a session that superseded an earlier attempt: the first two conditions are
+#: the partial index turns_retried's (migration 15), word for word, so both engines read
+#: only the rows that name the key (a session of thousands of turns has a handful), and
+#: only those are parsed as JSON. Our details are canonical JSON, whose keys are written
+#: as they are: a retry_of key always shows as its text.
 _RETRIED = ("SELECT json_extract(details, '$.retry_of') FROM turns WHERE session_id = ?"
-            " AND outcome = 'ok' AND json_extract(details, '$.retry_of') IS NOT NULL")
+            " AND outcome = 'ok' AND instr(details, '\"retry_of\"') > 0"
+            " AND json_extract(details, '$.retry_of') IS NOT NULL")
 _LAST_TURN = ("SELECT id, CAST(json_extract(details, '$.base') AS INTEGER), started_at"
               " FROM turns WHERE session_id = ? ORDER BY started_at DESC LIMIT 1")
 _LAST_LEASE = ("SELECT turn_id, base, started_at FROM turn_leases WHERE session_id = ?"

@@ -106,6 +106,11 @@ _SETUP = (
     "'\\[(\\d+)\\]', '.\\1', 'g')), '.') END $fn$",
     "CREATE OR REPLACE FUNCTION json_extract(doc text, path text) RETURNS text "
     "LANGUAGE sql IMMUTABLE AS $fn$ SELECT (doc::jsonb) #>> eyes_json_path(path) $fn$",
+    # SQLite's instr (where a text first holds another, from 1; 0: nowhere), for the
+    # conditions both engines share (migration 15's index): inlined, so a query's
+    # condition matches an index's.
+    "CREATE OR REPLACE FUNCTION instr(haystack text, needle text) RETURNS integer "
+    "LANGUAGE sql IMMUTABLE AS $fn$ SELECT strpos(haystack, needle) $fn$",
     "CREATE OR REPLACE FUNCTION json_each(doc text, path text) RETURNS TABLE (value text) "
     "LANGUAGE sql IMMUTABLE AS $fn$ SELECT e::text FROM jsonb_array_elements("
     "(doc::jsonb) #> eyes_json_path(path)) e $fn$",
