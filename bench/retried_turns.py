@@ -67,27 +67,26 @@ def measure(db: Database, turns: int) -> tuple[float, float]:
     return ours, timed(lambda: read(BEFORE))
 
 
+def report(engine: str, db: Database, turns: int) -> None:
+    """Measure on ``db`` (closed after) and print the line for ``engine``."""
+    try:
+        ours, base = measure(db, turns)
+    finally:
+        db.close()
+    print(f"retried_turns.{engine} ({turns} turns): ours={ours:.0f}us baseline={base:.0f}us "
+          f"ratio={ours / base:.3f}")
+
+
 def main(turns: int, postgresql: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        db = Database(Path(tmp) / "eyes.db", url="")
-        try:
-            ours, base = measure(db, turns)
-        finally:
-            db.close()
-        print(f"retried_turns.sqlite ({turns} turns): ours={ours:.0f}us baseline={base:.0f}us "
-              f"ratio={ours / base:.3f}")
+        report("sqlite", Database(Path(tmp) / "eyes.db", url=""), turns)
         if not postgresql:
             return
         from services import start_postgres
 
         with start_postgres() as cluster:
-            db = Database(Path(tmp) / "unused.db", url=cluster.new_database("bench"))
-            try:
-                ours, base = measure(db, turns)
-            finally:
-                db.close()
-        print(f"retried_turns.postgresql ({turns} turns): ours={ours:.0f}us "
-              f"baseline={base:.0f}us ratio={ours / base:.3f}")
+            report("postgresql", Database(Path(tmp) / "unused.db",
+                                          url=cluster.new_database("bench")), turns)
 
 
 if __name__ == "__main__":
