@@ -131,3 +131,16 @@ def test_the_turns_that_superseded_an_attempt_are_read_by_their_index(tmp_path: 
     snap = store.snapshot("s")
     assert [e.message["content"] for e in snap.events] == ["q", "second try"]
     db.close()
+
+
+def test_a_snapshot_orders_the_events_it_read_by_seq(tmp_path: Path) -> None:
+    """On PostgreSQL a snapshot's reads are branches of one UNION, which promises no order
+    of rows: the events read are put in seq order (and the head is the last one's) however
+    they came."""
+    store = SessionStore(Database(tmp_path / "eyes.db", url=""))
+    rows = [("s", seq, 1.0, "user", None, "h", f'{{"role":"user","content":"m{seq}"}}')
+            for seq in (2, 0, 1)]
+    snap = store._snapshot("s", [], [rows, [], [], [], [("s", "gateway:k")]])
+    assert [e.seq for e in snap.events] == [0, 1, 2]
+    assert [e.message["content"] for e in snap.events] == ["m0", "m1", "m2"]
+    assert snap.head == 2

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import operator
 import re
 import sqlite3
 import threading
@@ -249,6 +250,9 @@ _FOREIGN = (
     " AND turn_id NOT IN (SELECT id FROM turns WHERE session_id = ?1"
     " AND CAST(json_extract(details, '$.base') AS INTEGER) = ?3))) LIMIT 1"
 )  # CAST: json_extract is text on PostgreSQL (store/postgres.py), an integer on SQLite
+
+
+_SEQ = operator.attrgetter("seq")
 
 
 def _event(r: sqlite3.Row | tuple[Any, ...]) -> Event:
@@ -650,7 +654,9 @@ class SessionStore:
         done = last_done[0] if last_done else None
         running = last_running[0] if last_running else None
         owner = _owner(scope[0] if scope else None)
-        every = [*kept, *(_event(r) for r in rows)] if rows else kept
+        # In seq order whatever the read's plan (a UNION's branches promise no order on
+        # PostgreSQL: Database.read_each's shapes); already sorted, this costs one pass.
+        every = [*kept, *sorted(map(_event, rows), key=_SEQ)] if rows else kept
         if rows:
             with self._lock:
                 self._read[session_id] = every

@@ -1368,12 +1368,34 @@ _KINDS = {"t": "TEXT", "i": "BIGINT", "f": "DOUBLE PRECISION"}
 
 
 @functools.lru_cache(maxsize=64)
+def _slots(shapes: tuple[str, ...]) -> tuple[dict[str, int], tuple[tuple[int, ...], ...]]:
+    """How many columns of each kind :func:`together`'s statement has (the most any read
+    needs), and where each read's columns are in its rows (column 0 is the read's place)."""
+    slots = {kind: max(shape.count(kind) for shape in shapes) for kind in _KINDS}
+    start, at = {}, 1
+    for kind in _KINDS:
+        start[kind] = at
+        at += slots[kind]
+    picks = []
+    for shape in shapes:
+        seen = dict.fromkeys(_KINDS, 0)
+        pick = []
+        for letter in shape:
+            pick.append(start[letter] + seen[letter])
+            seen[letter] += 1
+        picks.append(tuple(pick))
+    return slots, tuple(picks)
+
+
+@functools.lru_cache(maxsize=64)
 def together(sqls: tuple[str, ...], shapes: tuple[str, ...]) -> str:
     """SQLite reads ``sqls`` (``?`` placeholders, in order) as one statement: a ``UNION
     ALL`` of one branch each, tagged with its place, its columns cast into typed slots by
     ``shapes`` (a letter a column: ``t`` text, ``i`` integer, ``f`` real) and padded with
     typed NULLs, so every branch has the same columns. Each read keeps its own ``ORDER
-    BY`` and ``LIMIT`` inside its branch, and an append of branches returns them in turn.
+    BY`` and ``LIMIT`` inside its branch; :func:`apart` sorts the rows out by their tag,
+    so how the branches' rows interleave does not matter, but the order of one read's
+    rows is the plan's (a caller to whom it matters sorts them).
 
     Raises:
         ValueError: a numbered placeholder (``?2``: its parameters would not line up) or
@@ -1381,7 +1403,7 @@ def together(sqls: tuple[str, ...], shapes: tuple[str, ...]) -> str:
     """
     if len(sqls) != len(shapes):
         raise ValueError("one shape a read")
-    slots = {kind: max(shape.count(kind) for shape in shapes) for kind in _KINDS}
+    slots, _picks = _slots(shapes)
     branches = []
     for place, (sql, shape) in enumerate(zip(sqls, shapes, strict=True)):
         if re.search(r"\?\d", sql) or set(shape) - set(_KINDS):
@@ -1398,20 +1420,9 @@ def together(sqls: tuple[str, ...], shapes: tuple[str, ...]) -> str:
 
 
 def apart(rows: Sequence[Sequence[Any]], shapes: Sequence[str]) -> list[list[tuple[Any, ...]]]:
-    """The rows of :func:`together`'s statement back as each read's own, in order."""
-    slots = {kind: max(shape.count(kind) for shape in shapes) for kind in _KINDS}
-    start, at = {}, 1
-    for kind in _KINDS:
-        start[kind] = at
-        at += slots[kind]
-    picks = []
-    for shape in shapes:
-        seen = dict.fromkeys(_KINDS, 0)
-        pick = []
-        for letter in shape:
-            pick.append(start[letter] + seen[letter])
-            seen[letter] += 1
-        picks.append(pick)
+    """The rows of :func:`together`'s statement back as each read's own, each read's in
+    the order they came."""
+    _, picks = _slots(tuple(shapes))
     out: list[list[tuple[Any, ...]]] = [[] for _ in shapes]
     for row in rows:
         place = row[0]
