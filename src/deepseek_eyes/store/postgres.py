@@ -1403,11 +1403,12 @@ def together(sqls: tuple[str, ...], shapes: tuple[str, ...]) -> str:
     """
     if len(sqls) != len(shapes):
         raise ValueError("one shape a read")
+    for sql, shape in zip(sqls, shapes, strict=True):
+        if re.search(r"\?\d", sql) or set(shape) - set(_KINDS):
+            raise ValueError(f"cannot read together: {sql[:80]!r} as {shape!r}")
     slots, _picks = _slots(shapes)
     branches = []
     for place, (sql, shape) in enumerate(zip(sqls, shapes, strict=True)):
-        if re.search(r"\?\d", sql) or set(shape) - set(_KINDS):
-            raise ValueError(f"cannot read together: {sql[:80]!r} as {shape!r}")
         names = [f"c{n}" for n in range(len(shape))]
         columns = [str(place)]
         for kind, cast in _KINDS.items():
