@@ -19,6 +19,8 @@ from deepseek_eyes.runtime.tools import ProgressEvent
 from deepseek_eyes.runtime.turn import TurnRequest
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import MIGRATIONS
+from deepseek_eyes.store.events import SessionStore
+from helpers import on_postgresql
 from runtime.test_turn import image_message, settings_for
 from runtime.upstream import LoopbackUpstream
 
@@ -371,5 +373,56 @@ async def test_an_answer_whose_session_moved_during_its_call_goes_on_in_a_fork(
     assert turn.outcome == "ok"
     assert rt.sessions.leases.held("during") == []
     assert rt.sessions.leases.held(result.session_id) == []
+    report = verify_database(rt.home.db, rt.home.audit_keys())
+    assert report.ok, report.problem
+
+
+async def test_a_stock_clients_turns_are_judged_alike_whether_their_session_is_read_or_held(
+    upstream: LoopbackUpstream, rt: Runtime, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stock client (no session id: its history finds its session) starts, continues,
+    regenerates and continues again, and between the last two another process appends to
+    its session. On PostgreSQL a turn after this process's own answer is judged from what
+    the store holds, unread, and its write checks that nothing changed; the outcomes are
+    the reads': the first request looks nothing up (no answer in it: it can continue
+    nothing), the continuation stays in the session, the regeneration is a new attempt of
+    the turn before, and after the other process's message the turn forks at the history
+    it shares, each sent once."""
+    scope = "gateway:held"
+    store = rt.sessions
+    looked: list[str] = []
+    for name in ("find_prefix", "find_with_snapshot", "snapshot"):
+        real = getattr(store, name)
+
+        def spy(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            looked.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(store, name, spy)
+
+    def ask(messages: list[dict[str, Any]]) -> Any:
+        return rt.run(TurnRequest(messages=messages, client_scope=scope, scope=scope))
+
+    first = await ask([_user("one")])
+    assert looked == []
+    history = [_user("one"), {"role": "assistant", "content": first.content}, _user("two")]
+    second = await ask(history)
+    assert (second.session_id, second.fork) == (first.session_id, None)
+    if on_postgresql():
+        assert looked == []  # judged from this process's own answer, checked by the write
+    again = await ask(history)
+    assert (again.session_id, again.retry_of) == (first.session_id, second.turn_id)
+    SessionStore(rt.home.db).append(first.session_id, [_user("another process's")])
+    calls = upstream.chat_calls
+    last = await ask([*history, {"role": "assistant", "content": again.content},
+                      _user("three")])
+    assert upstream.chat_calls == calls + 1
+    assert last.fork is not None
+    assert (last.fork.parent, last.fork.at) == (first.session_id, 4)
+    assert [m["content"] for m in rt.sessions.messages(first.session_id)][-1] == \
+        _user("another process's")["content"]
+    assert [e.role for e in rt.sessions.events(last.session_id)] == \
+        ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert rt.sessions.leases.held(first.session_id) == []
     report = verify_database(rt.home.db, rt.home.audit_keys())
     assert report.ok, report.problem

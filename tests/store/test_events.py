@@ -1,13 +1,21 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from deepseek_eyes.errors import StoreError
 from deepseek_eyes.store.db import Database
-from deepseek_eyes.store.events import SessionStore, TurnRecord, body_digest
+from deepseek_eyes.store.events import (
+    Guard,
+    Held,
+    SessionConflict,
+    SessionStore,
+    TurnRecord,
+    body_digest,
+)
 from helpers import raw_store
 
 
@@ -144,3 +152,83 @@ def test_a_snapshot_orders_the_events_it_read_by_seq(tmp_path: Path) -> None:
     assert [e.seq for e in snap.events] == [0, 1, 2]
     assert [e.message["content"] for e in snap.events] == ["m0", "m1", "m2"]
     assert snap.head == 2
+
+
+def _answered(store: SessionStore, session: str = "s") -> None:
+    """A turn of ``store`` on ``session`` as the runtime writes it: its request (a user
+    message creating the session in scope ``gateway:k``, and its lease), then its answer
+    with its record; and the history noted after it (``h1``, two messages)."""
+    store.append(session, [{"role": "user", "content": "q"}], create="test", scope="gateway:k")
+    _lease(store, "t1", session)
+    store.append(session, [{"role": "assistant", "content": "a"}], turn_id="t1",
+                 turn=TurnRecord("t1", session, 1.0, 2.0, "m", "text", "ok", None,
+                                 {"base": 0}), guard=Guard(0, 0))
+    store.remember_prefix("gateway:k", "h1", session, 2)
+
+
+def _lease(store: SessionStore, turn_id: str, session: str = "s") -> None:
+    with store.batch() as conn:
+        store.leases.open(conn, turn_id=turn_id, session_id=session, base=0,
+                          started_at=1.0, model="m", path="text")
+
+
+def _appended(store: SessionStore, content: str) -> None:
+    store.append("s", [{"role": "user", "content": content}])
+
+
+def _noted_elsewhere(store: SessionStore, prefix: str, length: int) -> None:
+    store.append("elsewhere", [{"role": "user", "content": "e"}], create="test",
+                 scope="gateway:k")
+    store.remember_prefix("gateway:k", prefix, "elsewhere", length)
+
+
+#: What another process's store may write after :func:`_answered` that a read of the
+#: session, or the lookup of history ``h1``/``h2``, would see: each must fail an append
+#: judged from what the store held before it (the lookup's scope is ``gateway:k``).
+CHANGES: dict[str, Callable[[SessionStore], None]] = {
+    "an event": lambda other: _appended(other, "x"),
+    "a failed turn": lambda other: other.record_turn(TurnRecord(
+        "t2", "s", 3.0, 3.5, "m", "text", "failed", "X", {"base": 1})),
+    "a turn in flight": lambda other: _lease(other, "t2"),
+    "a retry started earlier": lambda other: other.record_turn(TurnRecord(
+        "t2", "s", 0.5, 4.0, "m", "text", "ok", None, {"base": 0, "retry_of": "t1"})),
+    "a longer history noted elsewhere": lambda other: _noted_elsewhere(other, "h2", 3),
+    "its history noted for another session": lambda other: _noted_elsewhere(other, "h1", 2),
+}
+
+
+@pytest.mark.parametrize("change", [None, *CHANGES])
+def test_an_append_judged_from_a_held_session_checks_everything_it_was_judged_from(
+        tmp_path: Path, change: str | None) -> None:
+    """A turn judged from what the store held of its session (``Guard.held``: no read)
+    appends only if a read would have judged it the same: its last event, its latest
+    turn, no turn in flight, the same turns superseding an attempt and, for a stock
+    client, the same session found for its history. Here the check is read under the
+    session's lock before the rows (SQLite; PostgreSQL without ``expect``); anything
+    changed is a conflict and nothing is written."""
+    db = Database(tmp_path / "eyes.db")
+    store, other = SessionStore(db), SessionStore(db)
+    _answered(store)
+    held = Held("t1", 0, ("gateway:k", ("h1", "h2")))
+    if change is not None:
+        CHANGES[change](other)
+    before = [(e.seq, e.message["content"]) for e in store.events("s")]
+    guard = Guard(1, held=held)
+    if change is None:
+        assert store.append("s", [{"role": "user", "content": "next"}], guard=guard,
+                            scope="gateway:k") == [2]
+        return
+    with pytest.raises(SessionConflict):
+        store.append("s", [{"role": "user", "content": "next"}], guard=guard,
+                     scope="gateway:k")
+    assert [(e.seq, e.message["content"]) for e in store.events("s")] == before
+    db.close()
+
+
+def test_nothing_is_held_on_sqlite(tmp_path: Path) -> None:
+    """On SQLite a turn reads its session (a read there is no round trip): the store holds
+    nothing to judge from, even after its own answer."""
+    store = SessionStore(Database(tmp_path / "eyes.db", url=""))
+    _answered(store)
+    assert store.held("s") is None
+    assert store.held("s", lookup=("gateway:k", ["h1", "h2"])) is None

@@ -33,6 +33,7 @@ from deepseek_eyes.store import pg_schema
 from deepseek_eyes.store.db import MIGRATIONS, Database
 from deepseek_eyes.store.postgres import redact, translate
 from services import PostgresCluster
+from store.test_events import CHANGES, _answered
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 AUDIT = "INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)"
@@ -515,8 +516,9 @@ def test_reads_made_one_statement_return_what_each_read_returns(
             sessions.leases.open(conn, turn_id="t3", session_id="s", base=3,
                                  started_at=4.125, model="m", path="text")
         sessions.remember_prefix("gateway:k", "h1", "s", 2)
+        reader = SessionStore(db)  # knows none of the events the writer appended
         for name in ("s", "nobody"):
-            _kept, reads = sessions._snapshot_reads(name)
+            _kept, reads = reader._snapshot_reads(name)
             reads = [(events._prefix_query(2), ("gateway:k", "h1", "h2")), *reads]
             shapes = ("it", *events._SNAPSHOT_SHAPES)
             one_by_one = [[tuple(row) for row in rows] for rows in db.read_each(reads)]
@@ -658,3 +660,50 @@ def test_the_retried_turns_of_a_long_session_are_read_by_their_index(
             assert "turns_retried" in plan, plan
             assert "Seq Scan" not in plan, plan
             assert conn.execute("EXECUTE retried ('s')").fetchall() == [("t7",)]
+
+
+@pytest.mark.parametrize("change", [None, *CHANGES])
+def test_a_session_this_store_answered_last_is_judged_unread_and_checked_by_its_write(
+        postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        change: str | None) -> None:
+    """After its own answer a store holds a session as a read would give it (events,
+    head, latest turn, scope) and gives it once without a round trip (``held``); the
+    append judged from it checks with its writes that nothing it was judged from changed
+    (two round trips, as any guessed append), else fails whole with SessionMoved: nothing
+    written, the session as the other store left it."""
+    from deepseek_eyes.store.events import Guard, Held, SessionMoved, SessionStore
+
+    db = Database(tmp_path / "eyes.db", url=postgres_url)
+    try:
+        store, other = SessionStore(db), SessionStore(db)
+        _answered(store)
+        trips = _round_trips(monkeypatch)
+        held = store.held("s", lookup=("gateway:k", ["h1", "h2"]))
+        assert trips == []
+        monkeypatch.undo()
+        assert held is not None
+        assert held.held == Held("t1", 0, ("gateway:k", ("h1", "h2")))
+        read = SessionStore(db).snapshot("s")
+        assert ([(e.seq, e.turn_id, e.message) for e in held.events], held.head,
+                held.latest, held.scope) == \
+            ([(e.seq, e.turn_id, e.message) for e in read.events], read.head,
+             read.latest, read.scope)
+        assert store.held("s") is None  # once: the next turn reads, or its own answer
+        if change is not None:
+            CHANGES[change](other)
+        before = [(e.seq, e.message["content"]) for e in store.events("s")]
+        trips = _round_trips(monkeypatch)
+        guard = Guard(held.head, held=held.held)
+        if change is None:
+            assert store.append("s", [{"role": "user", "content": "next"}], guard=guard,
+                                scope="gateway:k", expect=True) == [2]
+            assert len(trips) == 2, trips
+            return
+        with pytest.raises(SessionMoved):
+            store.append("s", [{"role": "user", "content": "next"}], guard=guard,
+                         scope="gateway:k", expect=True)
+        monkeypatch.undo()
+        assert [(e.seq, e.message["content"]) for e in store.events("s")] == before
+        assert "next" not in {str(e.message.get("content")) for e in store.events("s")}
+    finally:
+        db.close()

@@ -521,6 +521,8 @@ class Database:
         #: Batches of _unwritten whose results come back later: (start, rows, cursors).
         self._lazy_rows: list[tuple[int, int, Sequence[sqlite3.Cursor]]] = []
         self._doomed: sqlite3.Error | None = None
+        #: What the open transaction's block asked to run once it commits (after_commit).
+        self._on_commit: list[Callable[[], None]] = []
         conn: sqlite3.Connection | None = None
         if url is not None:
             self._open_postgres(url, password, pool_size=pool_size)
@@ -596,6 +598,7 @@ class Database:
         db._unwritten = []
         db._lazy_rows = []
         db._doomed = None
+        db._on_commit = []
         db.url = url = _configured(url)
         if url is not None:
             db._opened = None
@@ -891,6 +894,7 @@ class Database:
         self._unwritten = []
         self._lazy_rows = []
         self._doomed = None
+        self._on_commit = []
 
     def _commit(self) -> None:
         self._conn.write_chain()
@@ -898,6 +902,9 @@ class Database:
         self._conn.ended(committed=True)
         self._unwritten = []
         self._lazy_rows = []
+        hooks, self._on_commit = self._on_commit, []
+        for hook in hooks:
+            hook()
 
     def _rollback(self) -> None:
         # SQLite may have rolled back already (a full disk at COMMIT): then this fails.
@@ -905,6 +912,7 @@ class Database:
             self._conn.execute("ROLLBACK")
         self._conn.ended()
         self._doomed = None
+        self._on_commit = []
         # A batch of rows whose results were not waited for (_write_pending) that failed
         # for what it holds is dropped, as one that fails at once is.
         for mark, count, cursors in reversed(self._lazy_rows):
@@ -1027,6 +1035,20 @@ class Database:
                 self._conn.execute(sql, params)
         except sqlite3.Error as exc:
             raise self._failure(exc, "database write failed") from exc
+
+    def after_commit(self, hook: Callable[[], None]) -> None:
+        """Inside a write transaction: call ``hook`` once the outermost transaction has
+        committed (in the order asked, under the database's lock; not at all when it rolls
+        back). For what a caller may know only of committed rows (a session's events as
+        they are stored, store/events.py); a hook must not write or raise.
+
+        Raises:
+            RuntimeError: outside a write transaction (a programming error).
+        """
+        with self._lock:
+            if not self._depth:
+                raise RuntimeError("Database.after_commit() outside a write transaction")
+            self._on_commit.append(hook)
 
     def hold(self, key: str) -> None:
         """Inside a write transaction: no other write transaction that holds ``key`` gets

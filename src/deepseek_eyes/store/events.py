@@ -36,6 +36,8 @@ Decisions a newcomer would otherwise undo:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import hashlib
 import json
 import operator
@@ -57,7 +59,7 @@ from deepseek_eyes.store.db import Database
 from deepseek_eyes.store.leases import TurnLeases
 
 __all__ = [
-    "SESSION_ID", "Event", "ForeignSession", "Fork", "Guard", "SessionConflict",
+    "SESSION_ID", "Event", "ForeignSession", "Fork", "Guard", "Held", "SessionConflict",
     "SessionMoved", "SessionStore", "Snapshot", "TurnMark", "TurnRecord", "body_digest",
     "message_calls", "read_details", "read_usage", "stored_details", "stored_usage",
     "unkept_body",
@@ -172,14 +174,32 @@ class TurnRecord:
 
 
 @dataclass(frozen=True)
+class Held:
+    """A snapshot this store judged from what it holds instead of reading it
+    (:meth:`SessionStore.held`): what the write that follows checks too, with its guard's
+    head and the session's scope, before any of its rows count. ``turn``: the session's
+    latest turn; no turn of it is in flight; ``retried``: how many of its turns superseded
+    an earlier attempt (turn rows are only ever inserted, so the same number is the same
+    set); ``lookup`` (a stock client's history: its scope and the prefix hashes it would
+    have looked up) that the longest noted prefix among them is still this session's."""
+
+    turn: str
+    retried: int
+    lookup: tuple[str, tuple[str, ...]] | None = None
+
+
+@dataclass(frozen=True)
 class Guard:
     """What an append is checked against: ``head``, the session's last sequence number
     when the appending turn read it (-1: no events), and the turn's ``base`` (None: any
     event since ``head`` is a conflict; a number: events of other attempts of the turn
-    that started at that base are not)."""
+    that started at that base are not). ``held``: the session was not read but judged
+    from what the store held (:class:`Held`), and the append checks all of it: any change
+    since is a conflict."""
 
     head: int
     base: int | None = None
+    held: Held | None = None
 
 
 class ForeignSession(StoreError):
@@ -234,6 +254,23 @@ class Snapshot:
     head: int
     latest: TurnMark | None
     scope: str | None = None  # whose the session is; None: there is no such session
+    held: Held | None = None  # not read: judged from what the store held (SessionStore.held)
+
+
+class _Known:
+    """What a :class:`SessionStore` knows of a session: its events (append-only rows) as
+    read or as this process appended and committed them, and as of its last read or this
+    process's own last write: which turns superseded an attempt and how many rows said
+    so, its latest turn, its scope; ``settled``: the last thing known is this process's
+    own answer (its turn record written, its lease ended), which a next turn may be
+    judged from (:meth:`SessionStore.held`)."""
+
+    __slots__ = ("events", "latest", "retried", "scope", "settled", "superseded")
+
+    def __init__(self, events: list[Event], superseded: frozenset[str], retried: int,
+                 latest: TurnMark | None, scope: str | None, settled: bool) -> None:
+        self.events, self.superseded, self.retried = events, superseded, retried
+        self.latest, self.scope, self.settled = latest, scope, settled
 
 
 _EVENT_COLUMNS = "session_id, seq, ts, role, turn_id, body_sha256, body"
@@ -396,12 +433,56 @@ _EXPECT_HEAD = (
     " WHERE session_id = ?1) AS TEXT), ?2)")
 
 
-def _expected_head(session_id: str, scope: str | None, head: int
+def _expected_head(session_id: str, scope: str | None, guard: Guard
                    ) -> tuple[str, tuple[Any, ...]]:
     """The statement and parameters of :meth:`SessionStore.append`'s expectation."""
+    if guard.held is not None:
+        text, params = _held_check(session_id, scope, guard)
+        return f"SELECT eyes_expect({text}, ?3)", params
     if scope is None:
-        return _EXPECT_HEAD, (session_id, str(head))
-    return _EXPECT_SCOPE_AND_HEAD, (session_id, scopes.LEGACY, f"{scope} {head}")
+        return _EXPECT_HEAD, (session_id, str(guard.head))
+    return _EXPECT_SCOPE_AND_HEAD, (session_id, scopes.LEGACY, f"{scope} {guard.head}")
+
+
+@functools.lru_cache(maxsize=64)
+def _held_state(lookup: int) -> str:
+    """What a held snapshot's append checks (:class:`Held`), as one text: the session's
+    scope (LEGACY's, ?2, for none), its last event's seq, its latest turn, how many of its
+    turns are in flight, how many superseded an attempt (:data:`_RETRIED`'s conditions,
+    so its partial index answers) and, with ``lookup`` prefix hashes (?5 on; the scope
+    ?4), the session the longest noted one is noted for ('' for none)."""
+    found = ""
+    if lookup:
+        marks = ",".join(f"?{n}" for n in range(5, 5 + lookup))
+        found = (" || ' ' || COALESCE((SELECT p.session_id FROM session_prefixes p"  # noqa: S608 - only "?N" marks are formatted in
+                 f" WHERE p.scope = ?4 AND p.prefix_sha256 IN ({marks})"
+                 f" AND {_SCOPE_OF.format(session='p.session_id')} = p.scope"
+                 " ORDER BY p.length DESC LIMIT 1), '')")
+    return ("(SELECT COALESCE(o.scope, ?2) || ' ' || CAST((SELECT COALESCE(MAX(e.seq), -1)"  # noqa: S608 - constant fragments
+            " FROM events e WHERE e.session_id = ?1) AS TEXT) || ' ' || COALESCE((SELECT"
+            " t.id FROM turns t WHERE t.session_id = ?1 ORDER BY t.started_at DESC LIMIT 1),"
+            " '') || ' ' || CAST((SELECT COUNT(*) FROM turn_leases l WHERE l.session_id = ?1)"
+            " AS TEXT) || ' ' || CAST((SELECT COUNT(*) FROM turns WHERE session_id = ?1"
+            " AND outcome = 'ok' AND instr(details, '\"retry_of\"') > 0"
+            " AND json_extract(details, '$.retry_of') IS NOT NULL) AS TEXT)"
+            f"{found} FROM sessions s LEFT JOIN session_scopes o ON o.session_id = s.id"
+            " WHERE s.id = ?1)")
+
+
+def _held_check(session_id: str, scope: str | None, guard: Guard
+                ) -> tuple[str, tuple[Any, ...]]:
+    """The text of :func:`_held_state` for ``guard.held`` and its parameters, the value
+    it must have (``?3``) among them."""
+    held = guard.held
+    if held is None or scope is None:
+        raise RuntimeError("a held snapshot's append names its guard's Held and its scope")
+    expected = f"{scope} {guard.head} {held.turn} 0 {held.retried}"
+    params: tuple[Any, ...] = (session_id, scopes.LEGACY, expected)
+    if held.lookup is None:
+        return _held_state(0), params
+    expected += f" {session_id}"
+    client, hashes = held.lookup
+    return _held_state(len(hashes)), (session_id, scopes.LEGACY, expected, client, *hashes)
 
 
 #: A session's scope (as :func:`_scope_in` reads it) and its last event's seq (-1: none).
@@ -427,13 +508,23 @@ def _scope_in(conn: sqlite3.Connection, session_id: str) -> str | None:
     return _owner(conn.execute(_SCOPE, (session_id,)).fetchone())
 
 
+def _shown(every: list[Event], superseded: frozenset[str], latest: TurnMark | None,
+           scope: str | None) -> Snapshot:
+    """The snapshot of a session whose events are ``every``: without the output of the
+    attempts ``superseded`` names."""
+    head = every[-1].seq if every else -1
+    events = [e for e in every if e.turn_id is None or e.turn_id not in superseded] \
+        if superseded else list(every)
+    return Snapshot(events, head, latest, scope)
+
+
 class SessionStore:
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self._db = db
         self._clock = clock
         self.leases = TurnLeases(db)
         # Events read before, per session (append-only rows: see snapshot).
-        self._read: OrderedDict[str, list[Event]] = OrderedDict()
+        self._read: OrderedDict[str, _Known] = OrderedDict()
         self._lock = threading.Lock()
 
     @staticmethod
@@ -528,7 +619,7 @@ class SessionStore:
             # Before the session is read: appends to it wait for each other (on PostgreSQL;
             # SQLite's write lock serializes every write), appends to others do not.
             self._db.hold(f"session:{session_id}")
-            created = False
+            created = checked = False
             if create is not None:
                 if not self.valid_id(session_id):
                     raise StoreError(
@@ -550,9 +641,10 @@ class SessionStore:
             if created:
                 next_seq = 0  # created just now, in this transaction: no events yet
             elif expect and guard is not None and self._db.expect(
-                    *_expected_head(session_id, scope, guard.head),
+                    *_expected_head(session_id, scope, guard),
                     lambda: SessionMoved(session_id)):
                 next_seq = guard.head + 1  # checked with the writes (PostgreSQL only)
+                checked = True
             elif scope is not None:  # whose it is, and its last event, in one statement
                 row = conn.execute(_SCOPE_AND_HEAD, (session_id,)).fetchone()
                 owner = None if row is None else (
@@ -569,6 +661,12 @@ class SessionStore:
                     guard.base is None or next_seq - 1 < guard.head
                     or conn.execute(_FOREIGN, (session_id, guard.head, guard.base)).fetchone()):
                 raise SessionConflict(session_id, next_seq - 1)
+            if guard is not None and guard.held is not None and not checked:
+                text, params = _held_check(session_id, scope, guard)
+                state = conn.execute(f"SELECT {text}, ?3", params).fetchone()
+                if state is None or state[0] != state[1]:
+                    raise SessionConflict(session_id, next_seq - 1)
+            rows: list[tuple[Any, ...]] = []
             for message in messages:
                 body = _canonical(message)
                 digest = hashlib.sha256(body.encode()).hexdigest()
@@ -576,6 +674,7 @@ class SessionStore:
                     body = _canonical(unkept_body(message))
                 row = (session_id, next_seq, now, str(message.get("role", "")), turn_id,
                        digest, body)
+                rows.append(row)
                 call_ids = [] if unkept else _call_ids(message)
                 if not call_ids:  # its rowid unread: on PostgreSQL no round trip of its own
                     chain.insert_later(conn, "session.event", _INSERT_EVENT, row, now)
@@ -591,6 +690,9 @@ class SessionStore:
             if turn is not None:
                 chain.insert_later(conn, "turn", _INSERT_TURN, _turn_row(turn), now)
                 self.leases.close(conn, turn.id)
+            self._db.after_commit(functools.partial(
+                self._committed, session_id, rows, turn,
+                (scope or scopes.LEGACY) if created else None))
         return seqs
 
     def events(self, session_id: str, *, limit: int = MAX_EVENTS_READ,
@@ -640,7 +742,8 @@ class SessionStore:
         """The events of the session this store has kept, and the reads a snapshot of it
         makes (:meth:`snapshot`)."""
         with self._lock:
-            kept = self._read.get(session_id, [])
+            known = self._read.get(session_id)
+        kept = known.events if known is not None else []
         after = kept[-1].seq if kept else -1
         return kept, [(_EVENTS_AFTER, (session_id, after)), (_RETRIED, (session_id,)),
                       (_LAST_TURN, (session_id,)), (_LAST_LEASE, (session_id,)),
@@ -650,26 +753,80 @@ class SessionStore:
                   read: Sequence[list[Any]]) -> Snapshot:
         """The snapshot of a session from what :meth:`_snapshot_reads` read."""
         rows, retried, last_done, last_running, scope = read
-        superseded = {str(r[0]) for r in retried}
+        superseded = frozenset(str(r[0]) for r in retried)
         done = last_done[0] if last_done else None
         running = last_running[0] if last_running else None
         owner = _owner(scope[0] if scope else None)
         # In seq order whatever the read's plan (a UNION's branches promise no order on
         # PostgreSQL: Database.read_each's shapes); already sorted, this costs one pass.
         every = [*kept, *sorted(map(_event, rows), key=_SEQ)] if rows else kept
-        if rows:
-            with self._lock:
-                self._read[session_id] = every
-                self._read.move_to_end(session_id)
-                while len(self._read) > SNAPSHOT_SESSIONS:
-                    self._read.popitem(last=False)
-        head = every[-1].seq if every else -1
         marks = [TurnMark(r[0], r[1] if isinstance(r[1], int) else None, r[2], live)
                  for r, live in ((done, False), (running, True)) if r is not None]
         latest = max(marks, key=lambda m: m.started_at) if marks else None
-        events = [e for e in every if e.turn_id is None or e.turn_id not in superseded] \
-            if superseded else list(every)
-        return Snapshot(events, head, latest, owner)
+        if every or owner is not None:
+            self._know(session_id, _Known(every, superseded, len(retried), latest, owner,
+                                          settled=False))
+        return _shown(every, superseded, latest, owner)
+
+    def _know(self, session_id: str, known: _Known) -> None:
+        with self._lock:
+            self._read[session_id] = known
+            self._read.move_to_end(session_id)
+            while len(self._read) > SNAPSHOT_SESSIONS:
+                self._read.popitem(last=False)
+
+    def _committed(self, session_id: str, rows: list[tuple[Any, ...]],
+                   turn: TurnRecord | None, created: str | None) -> None:
+        """After an :meth:`append` committed (Database.after_commit): what the store knows
+        of the session grows by what it wrote (its rows as stored, its turn record; a
+        session it created, ``created`` its scope, is known from nothing). Settled when a
+        turn record ended the append (the turn's answer: its lease ended with it)."""
+        with self._lock:
+            known = self._read.get(session_id)
+        if known is None:
+            if created is None:
+                return
+            known = _Known([], frozenset(), 0, None, created, settled=False)
+        head = known.events[-1].seq if known.events else -1
+        if rows and rows[0][1] != head + 1:  # others appended between: read next time
+            known.settled = False
+            return
+        superseded, retried, latest = known.superseded, known.retried, known.latest
+        if turn is not None:
+            base = turn.details.get("base")
+            latest = TurnMark(turn.id, base if type(base) is int else None, turn.started_at,
+                              False)
+            retry_of = turn.details.get("retry_of")
+            if turn.outcome == "ok" and retry_of is not None:
+                superseded, retried = superseded | {str(retry_of)}, retried + 1
+        events = [*known.events, *map(_event, rows)] if rows else known.events
+        self._know(session_id, _Known(events, superseded, retried, latest, known.scope,
+                                      settled=turn is not None))
+
+    def held(self, session_id: str, *,
+             lookup: tuple[str, Sequence[str]] | None = None) -> Snapshot | None:
+        """The session judged from what this store holds, when the last thing it knows of
+        it is its own answer (:class:`_Known`), without reading it: the snapshot a read
+        would give if nothing changed since, marked :class:`Held` so the append that
+        follows checks that nothing did (``Guard.held``). Once: the next turn of the
+        session reads, or is judged from its own answer. ``lookup``: a stock client's
+        scope and the prefix hashes it would have looked up with the session (checked too).
+        None where nothing is held, and on SQLite (a read there is no round trip).
+
+        Only for a judgement whose write checks it: an append with a guard holding
+        ``snapshot.held``, with ``expect`` or not (without, it reads and checks first)."""
+        if self._db.url is None or (lookup is not None and not 0 < len(lookup[1]) <= _IN_BATCH):
+            return None
+        with self._lock:
+            known = self._read.get(session_id)
+            if known is None or not known.settled or known.latest is None \
+                    or known.latest.running or known.scope is None:
+                return None
+            known.settled = False
+        snap = _shown(known.events, known.superseded, known.latest, known.scope)
+        pinned = Held(known.latest.id, known.retried,
+                      None if lookup is None else (lookup[0], tuple(lookup[1])))
+        return dataclasses.replace(snap, held=pinned)
 
     def body_hashes(self, session_id: str) -> tuple[list[str], int, str | None]:
         """The SHA-256 of each of the session's messages in order (kept or not), its head

@@ -545,7 +545,7 @@ class Preparer:
         turn.offer = fresh.offer
 
     def _log_request(self, request: TurnRequest, *, turn_id: str, started: float, model: str,
-                     path: str, defer: bool = False) -> Logged:
+                     path: str, defer: bool = False, hold: bool = True) -> Logged:
         """Append the messages the session has not seen yet, and lease the turn, in one
         transaction; with ``defer``, judge only, and return that transaction unwritten
         (``Logged.write``; the module docstring).
@@ -575,14 +575,18 @@ class Preparer:
         if not request.keep:
             return self._log_unkept(request, turn_id=turn_id, started=started, model=model,
                                     path=path)
+        original, hold = request, defer and hold
         # Each message hashed once: the memo's digests for what the client sent before.
         chain = self.memo.chain(request.messages, session_id=request.session_id,
                                 scope=request.client_scope)
         snap: Snapshot | None = None
-        if request.session_id is None and request.client_scope is not None:
+        if request.session_id is None and request.client_scope is not None \
+                and any(_answered(m) for m in request.messages):
             # A stock client sends no session id: its history, by hash, finds the session
             # it continues (the longest one noted after an answer in this client's scope).
-            found, snap = self._find(request.client_scope, chain)
+            # Every noted history ends with the answer noted after: a history without one
+            # (a conversation's first request) continues nothing, and is looked up never.
+            found, snap = self._find(request.client_scope, chain, hold=hold)
             if found is None:
                 # Noted before histories were canonical (format 1): found by that chain.
                 older = prefix_chain(request.messages, legacy=True)
@@ -600,21 +604,32 @@ class Preparer:
             try:
                 return self._log_into(request, request.session_id, chain, turn_id=turn_id,
                                       started=started, model=model, path=path, defer=defer,
-                                      snap=snap)
+                                      snap=snap, hold=hold)
+            except _Unsure:  # a held snapshot made it a fork: judged from a read instead
+                return self._log_request(original, turn_id=turn_id, started=started,
+                                         model=model, path=path, defer=defer, hold=False)
             except SessionConflict:
                 snap = None  # read again
                 continue
         raise SessionConflict(request.session_id, -1)
 
-    def _find(self, scope: str, chain: Chain) -> tuple[str | None, Snapshot | None]:
+    def _find(self, scope: str, chain: Chain, *,
+              hold: bool = False) -> tuple[str | None, Snapshot | None]:
         """The session whose noted history is the longest prefix of ``chain``. Where the
         memo knows a noted prefix of it (``chain.noted``), none shorter can be the
         longest, so only the hashes from there on are looked up (a continuation looks up
         its new messages, not its history), and the session the memo noted it for is read
         with them (its snapshot, when it is the one found); nothing found there, all of
-        them are."""
+        them are. ``hold`` (a deferred write, which checks what it was judged from): that
+        session, when this process's answer is the last thing it knows of it, is not read
+        or looked up at all: it is judged from what the store holds, and the lookup
+        checked with the write (:meth:`~deepseek_eyes.store.events.SessionStore.held`)."""
         if chain.noted:
             hashes = chain.hashes[chain.noted - 1:]
+            if chain.session is not None and hold:
+                snap = self._sessions.held(chain.session, lookup=(scope, hashes))
+                if snap is not None:
+                    return chain.session, snap
             if chain.session is not None:
                 found, snap = self._sessions.find_with_snapshot(scope, hashes, chain.session)
             else:
@@ -657,9 +672,19 @@ class Preparer:
 
     def _log_into(self, request: TurnRequest, session_id: str, chain: Chain, *,
                   turn_id: str, started: float, model: str, path: str,
-                  defer: bool = False, snap: Snapshot | None = None) -> Logged:
+                  defer: bool = False, snap: Snapshot | None = None,
+                  hold: bool = False) -> Logged:
         """Judge the request against its session (``snap``: read with the prefix lookup,
-        else read now) and append it (see :meth:`_log_request`)."""
+        else held with ``hold`` when the store can, else read now) and append it (see
+        :meth:`_log_request`).
+
+        Raises:
+            _Unsure: a held snapshot made the request a fork (judged again from a read:
+                which session it forks from is the lookup's, which the fork's write does
+                not check).
+        """
+        if snap is None and hold:
+            snap = self._sessions.held(session_id)
         if snap is None:
             snap = self._sessions.snapshot(session_id)
         if snap.scope is not None and snap.scope != request.scope:
@@ -691,17 +716,20 @@ class Preparer:
             return self._append(
                 request, [], session_id=session_id,
                 conversation=[e.message for e in snap.events if e.seq <= base],
-                guard=Guard(snap.head, base), base=base, retry_of=retried.id,
+                guard=Guard(snap.head, base, snap.held), base=base, retry_of=retried.id,
                 turn_id=turn_id, started=started, model=model, path=path, chain=chain,
                 defer=defer)
         if matched < len(stored):
+            if snap.held is not None:
+                raise _Unsure
             fork = Fork(session_id, matched)
             return self._append(request, request.messages, session_id=self._sessions.new_id(),
                                 conversation=list(request.messages), create=True, fork=fork,
                                 minted=True, turn_id=turn_id, started=started, model=model,
                                 path=path, chain=chain, defer=defer)
         return self._append(request, new, session_id=session_id, conversation=[*log, *new],
-                            guard=Guard(snap.head), create=not log, head=snap.head,
+                            guard=Guard(snap.head, held=snap.held), create=not log,
+                            head=snap.head,
                             turn_id=turn_id, started=started, model=model, path=path,
                             chain=chain, defer=defer)
 
@@ -730,6 +758,16 @@ class Preparer:
             guess = base if base is not None else head + len(messages) if messages else head
             return Logged(session_id, fork, conversation, guess, retry_of, chain, write)
         return Logged(session_id, fork, conversation, write(), retry_of, chain)
+
+
+class _Unsure(Exception):
+    """A request judged from a held snapshot that its write would not check (a fork)."""
+
+
+def _answered(message: Mapping[str, Any]) -> bool:
+    """Whether a message could end a noted history: an answer (every history noted is
+    noted after its turn's answer, the last message a client sees of it)."""
+    return message.get("role") == "assistant" and not message.get("internal")
 
 
 def _conversation_images(conversation: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
