@@ -667,7 +667,8 @@ def test_a_session_this_store_answered_last_is_judged_unread_and_checked_by_its_
         postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         change: str | None) -> None:
     """After its own answer a store holds a session as a read would give it (events,
-    head, latest turn, scope) and gives it once without a round trip (``held``); the
+    head, latest turn, scope) and gives it once without a round trip (``held``; not for a
+    history looked up in another scope than the session's); the
     append judged from it checks with its writes that nothing it was judged from changed
     (two round trips, as any guessed append), else fails whole with SessionMoved: nothing
     written, the session as the other store left it."""
@@ -678,6 +679,7 @@ def test_a_session_this_store_answered_last_is_judged_unread_and_checked_by_its_
         store, other = SessionStore(db), SessionStore(db)
         _answered(store)
         trips = _round_trips(monkeypatch)
+        assert store.held("s", lookup=("gateway:other", ["h1", "h2"])) is None
         held = store.held("s", lookup=("gateway:k", ["h1", "h2"]))
         assert trips == []
         monkeypatch.undo()

@@ -437,8 +437,8 @@ def _expected_head(session_id: str, scope: str | None, guard: Guard
                    ) -> tuple[str, tuple[Any, ...]]:
     """The statement and parameters of :meth:`SessionStore.append`'s expectation."""
     if guard.held is not None:
-        text, params = _held_check(session_id, scope, guard)
-        return f"SELECT eyes_expect({text}, ?3)", params
+        text, params = _held_check(session_id, guard)
+        return f"SELECT eyes_expect({text}, ?2)", params
     if scope is None:
         return _EXPECT_HEAD, (session_id, str(guard.head))
     return _EXPECT_SCOPE_AND_HEAD, (session_id, scopes.LEGACY, f"{scope} {guard.head}")
@@ -447,42 +447,37 @@ def _expected_head(session_id: str, scope: str | None, guard: Guard
 @functools.lru_cache(maxsize=64)
 def _held_state(lookup: int) -> str:
     """What a held snapshot's append checks (:class:`Held`), as one text: the session's
-    scope (LEGACY's, ?2, for none), its last event's seq, its latest turn, how many of its
-    turns are in flight, how many superseded an attempt (:data:`_RETRIED`'s conditions,
-    so its partial index answers) and, with ``lookup`` prefix hashes (?5 on; the scope
-    ?4), the session the longest noted one is noted for ('' for none)."""
+    last event's seq, its latest turn, how many of its turns are in flight, how many
+    superseded an attempt (:data:`_RETRIED`'s conditions, so its partial index answers)
+    and, with ``lookup`` prefix hashes (?4 on; their scope ?3), the session the longest
+    noted one is noted for ('' for none). Not its scope: a session's is written with it
+    and never changed, so the one held is the one a read gives."""
     found = ""
     if lookup:
-        marks = ",".join(f"?{n}" for n in range(5, 5 + lookup))
+        marks = ",".join(f"?{n}" for n in range(4, 4 + lookup))
         found = (" || ' ' || COALESCE((SELECT p.session_id FROM session_prefixes p"  # noqa: S608 - only "?N" marks are formatted in
-                 f" WHERE p.scope = ?4 AND p.prefix_sha256 IN ({marks})"
-                 f" AND {_SCOPE_OF.format(session='p.session_id')} = p.scope"
+                 f" WHERE p.scope = ?3 AND p.prefix_sha256 IN ({marks})"
                  " ORDER BY p.length DESC LIMIT 1), '')")
-    return ("(SELECT COALESCE(o.scope, ?2) || ' ' || CAST((SELECT COALESCE(MAX(e.seq), -1)"  # noqa: S608 - constant fragments
-            " FROM events e WHERE e.session_id = ?1) AS TEXT) || ' ' || COALESCE((SELECT"
-            " t.id FROM turns t WHERE t.session_id = ?1 ORDER BY t.started_at DESC LIMIT 1),"
-            " '') || ' ' || CAST((SELECT COUNT(*) FROM turn_leases l WHERE l.session_id = ?1)"
-            " AS TEXT) || ' ' || CAST((SELECT COUNT(*) FROM turns WHERE session_id = ?1"
-            " AND outcome = 'ok' AND instr(details, '\"retry_of\"') > 0"
-            " AND json_extract(details, '$.retry_of') IS NOT NULL) AS TEXT)"
-            f"{found} FROM sessions s LEFT JOIN session_scopes o ON o.session_id = s.id"
-            " WHERE s.id = ?1)")
+    return ("CAST((SELECT COALESCE(MAX(e.seq), -1) FROM events e WHERE e.session_id = ?1)"  # noqa: S608 - constant fragments
+            " AS TEXT) || ' ' || COALESCE((SELECT t.id FROM turns t WHERE t.session_id = ?1"
+            " ORDER BY t.started_at DESC LIMIT 1), '') || ' ' || CAST((SELECT COUNT(*)"
+            " FROM turn_leases l WHERE l.session_id = ?1) AS TEXT) || ' ' || CAST((SELECT"
+            " COUNT(*) FROM turns WHERE session_id = ?1 AND outcome = 'ok'"
+            " AND instr(details, '\"retry_of\"') > 0"
+            " AND json_extract(details, '$.retry_of') IS NOT NULL) AS TEXT)" + found)
 
 
-def _held_check(session_id: str, scope: str | None, guard: Guard
-                ) -> tuple[str, tuple[Any, ...]]:
+def _held_check(session_id: str, guard: Guard) -> tuple[str, tuple[Any, ...]]:
     """The text of :func:`_held_state` for ``guard.held`` and its parameters, the value
-    it must have (``?3``) among them."""
+    it must have (``?2``) among them."""
     held = guard.held
-    if held is None or scope is None:
-        raise RuntimeError("a held snapshot's append names its guard's Held and its scope")
-    expected = f"{scope} {guard.head} {held.turn} 0 {held.retried}"
-    params: tuple[Any, ...] = (session_id, scopes.LEGACY, expected)
+    if held is None:
+        raise RuntimeError("a held snapshot's append names its guard's Held")
+    expected = f"{guard.head} {held.turn} 0 {held.retried}"
     if held.lookup is None:
-        return _held_state(0), params
-    expected += f" {session_id}"
+        return _held_state(0), (session_id, expected)
     client, hashes = held.lookup
-    return _held_state(len(hashes)), (session_id, scopes.LEGACY, expected, client, *hashes)
+    return _held_state(len(hashes)), (session_id, f"{expected} {session_id}", client, *hashes)
 
 
 #: A session's scope (as :func:`_scope_in` reads it) and its last event's seq (-1: none).
@@ -662,8 +657,8 @@ class SessionStore:
                     or conn.execute(_FOREIGN, (session_id, guard.head, guard.base)).fetchone()):
                 raise SessionConflict(session_id, next_seq - 1)
             if guard is not None and guard.held is not None and not checked:
-                text, params = _held_check(session_id, scope, guard)
-                state = conn.execute(f"SELECT {text}, ?3", params).fetchone()
+                text, params = _held_check(session_id, guard)
+                state = conn.execute(f"SELECT {text}, ?2", params).fetchone()
                 if state is None or state[0] != state[1]:
                     raise SessionConflict(session_id, next_seq - 1)
             rows: list[tuple[Any, ...]] = []
@@ -810,7 +805,10 @@ class SessionStore:
         would give if nothing changed since, marked :class:`Held` so the append that
         follows checks that nothing did (``Guard.held``). Once: the next turn of the
         session reads, or is judged from its own answer. ``lookup``: a stock client's
-        scope and the prefix hashes it would have looked up with the session (checked too).
+        scope and the prefix hashes it would have looked up with the session (checked too;
+        only in the session's own scope, where each noted row that names the session
+        passes the lookup's scope check of its session as it is: the check can then leave
+        that out, and a longer row naming another scope's session fails it, to be read).
         None where nothing is held, and on SQLite (a read there is no round trip).
 
         Only for a judgement whose write checks it: an append with a guard holding
@@ -820,8 +818,9 @@ class SessionStore:
         with self._lock:
             known = self._read.get(session_id)
             if known is None or not known.settled or known.latest is None \
-                    or known.latest.running or known.scope is None:
-                return None
+                    or known.latest.running or known.scope is None \
+                    or (lookup is not None and lookup[0] != known.scope):
+                return None  # a lookup in another scope than the session's: read
             known.settled = False
         snap = _shown(known.events, known.superseded, known.latest, known.scope)
         pinned = Held(known.latest.id, known.retried,
