@@ -709,3 +709,46 @@ def test_a_session_this_store_answered_last_is_judged_unread_and_checked_by_its_
         assert "next" not in {str(e.message.get("content")) for e in store.events("s")}
     finally:
         db.close()
+
+
+def test_a_store_holds_sessions_only_while_it_finds_them_as_it_left_them(
+        postgres_url: str, tmp_path: Path) -> None:
+    """Replicas dealt one conversation's turns in turn each find the session moved on
+    since their last answer: a store whose held sessions keep proving changed (each a
+    failed round trip and a read) stops holding them after a few, and reads; once its
+    reads find them as it left them again (one process alone), it holds again."""
+    from deepseek_eyes.store.events import Guard, SessionMoved, SessionStore, TurnRecord
+
+    db = Database(tmp_path / "eyes.db", url=postgres_url)
+    try:
+        store, other = SessionStore(db), SessionStore(db)
+        _answered(store)
+
+        def answer(number: int) -> None:  # this store's next answer, read first
+            head = store.snapshot("s").head
+            store.append("s", [{"role": "assistant", "content": f"a{number}"}],
+                         turn_id=f"t{number}", guard=Guard(head),
+                         turn=TurnRecord(f"t{number}", "s", float(number), float(number),
+                                         "m", "text", "ok", None, {"base": head}))
+
+        misses = 0
+        for number in range(2, 30):
+            held = store.held("s")
+            if held is None:
+                break
+            other.append("s", [{"role": "user", "content": f"elsewhere {number}"}])
+            with pytest.raises(SessionMoved):
+                store.append("s", [{"role": "user", "content": "here"}], scope="gateway:k",
+                             guard=Guard(held.head, held=held.held), expect=True)
+            misses += 1
+            answer(number)
+        assert 3 <= misses <= 10, misses
+        for number in range(30, 40):  # alone again: its reads find what it left
+            if store.held("s") is not None:
+                break
+            answer(number)
+        else:
+            pytest.fail("the store never held the session again")
+        assert number - 30 <= 3
+    finally:
+        db.close()

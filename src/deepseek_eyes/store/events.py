@@ -73,6 +73,13 @@ SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_EVENTS_READ = 10_000
 #: Sessions whose events :meth:`SessionStore.snapshot` keeps between reads.
 SNAPSHOT_SESSIONS = 64
+#: How sure a store must be that a session it answered last is still as it left it to
+#: judge the next turn from that (:meth:`SessionStore.held`): the share of such sessions
+#: found unchanged, over about the last ten (each held write's outcome, and each read of
+#: one while it does not hold). One process alone finds them unchanged; replicas a load
+#: balancer deals a conversation's turns round (each turn's session moved on another)
+#: find them changed, and a wrong guess costs a failed round trip and a read.
+HOLD_AT = 0.5
 
 
 _IN_BATCH = 500  # ids per IN (...) query; SQLite allows 32,766 variables, this stays small
@@ -521,6 +528,7 @@ class SessionStore:
         # Events read before, per session (append-only rows: see snapshot).
         self._read: OrderedDict[str, _Known] = OrderedDict()
         self._lock = threading.Lock()
+        self._sure = 1.0  # see HOLD_AT
 
     @staticmethod
     def new_id() -> str:
@@ -637,7 +645,7 @@ class SessionStore:
                 next_seq = 0  # created just now, in this transaction: no events yet
             elif expect and guard is not None and self._db.expect(
                     *_expected_head(session_id, scope, guard),
-                    lambda: SessionMoved(session_id)):
+                    functools.partial(self._moved, session_id, guard)):
                 next_seq = guard.head + 1  # checked with the writes (PostgreSQL only)
                 checked = True
             elif scope is not None:  # whose it is, and its last event, in one statement
@@ -660,6 +668,7 @@ class SessionStore:
                 text, params = _held_check(session_id, guard)
                 state = conn.execute(f"SELECT {text}, ?2", params).fetchone()
                 if state is None or state[0] != state[1]:
+                    self._learn(False)
                     raise SessionConflict(session_id, next_seq - 1)
             rows: list[tuple[Any, ...]] = []
             for message in messages:
@@ -687,7 +696,8 @@ class SessionStore:
                 self.leases.close(conn, turn.id)
             self._db.after_commit(functools.partial(
                 self._committed, session_id, rows, turn,
-                (scope or scopes.LEGACY) if created else None))
+                (scope or scopes.LEGACY) if created else None,
+                held=guard is not None and guard.held is not None))
         return seqs
 
     def events(self, session_id: str, *, limit: int = MAX_EVENTS_READ,
@@ -758,10 +768,28 @@ class SessionStore:
         marks = [TurnMark(r[0], r[1] if isinstance(r[1], int) else None, r[2], live)
                  for r, live in ((done, False), (running, True)) if r is not None]
         latest = max(marks, key=lambda m: m.started_at) if marks else None
+        with self._lock:
+            before = self._read.get(session_id)
+        if before is not None and before.settled and before.latest is not None:
+            # What holding it would have judged from: still so? (the share HOLD_AT needs)
+            self._learn((every[-1].seq if every else -1) == (
+                before.events[-1].seq if before.events else -1)
+                and latest == before.latest and len(retried) == before.retried)
         if every or owner is not None:
             self._know(session_id, _Known(every, superseded, len(retried), latest, owner,
                                           settled=False))
         return _shown(every, superseded, latest, owner)
+
+    def _learn(self, unchanged: bool) -> None:
+        """One more session this store answered last found unchanged, or changed."""
+        with self._lock:
+            self._sure = self._sure * 0.9 + (0.1 if unchanged else 0.0)
+
+    def _moved(self, session_id: str, guard: Guard) -> SessionMoved:
+        """An expected append's failure (:meth:`append`); a held snapshot's is learned."""
+        if guard.held is not None:
+            self._learn(False)
+        return SessionMoved(session_id)
 
     def _know(self, session_id: str, known: _Known) -> None:
         with self._lock:
@@ -771,11 +799,14 @@ class SessionStore:
                 self._read.popitem(last=False)
 
     def _committed(self, session_id: str, rows: list[tuple[Any, ...]],
-                   turn: TurnRecord | None, created: str | None) -> None:
+                   turn: TurnRecord | None, created: str | None, *, held: bool) -> None:
         """After an :meth:`append` committed (Database.after_commit): what the store knows
         of the session grows by what it wrote (its rows as stored, its turn record; a
         session it created, ``created`` its scope, is known from nothing). Settled when a
-        turn record ended the append (the turn's answer: its lease ended with it)."""
+        turn record ended the append (the turn's answer: its lease ended with it).
+        ``held``: the append was judged from a held snapshot, which proved right."""
+        if held:
+            self._learn(True)
         with self._lock:
             known = self._read.get(session_id)
         if known is None:
@@ -809,7 +840,9 @@ class SessionStore:
         only in the session's own scope, where each noted row that names the session
         passes the lookup's scope check of its session as it is: the check can then leave
         that out, and a longer row naming another scope's session fails it, to be read).
-        None where nothing is held, and on SQLite (a read there is no round trip).
+        None where nothing is held, on SQLite (a read there is no round trip), and while
+        this store does not find such sessions unchanged often enough (:data:`HOLD_AT`:
+        replicas dealt one conversation's turns in turn).
 
         Only for a judgement whose write checks it: an append with a guard holding
         ``snapshot.held``, with ``expect`` or not (without, it reads and checks first)."""
@@ -821,6 +854,8 @@ class SessionStore:
                     or known.latest.running or known.scope is None \
                     or (lookup is not None and lookup[0] != known.scope):
                 return None  # a lookup in another scope than the session's: read
+            if self._sure < HOLD_AT:
+                return None  # read (and the read tells whether holding would have done)
             known.settled = False
         snap = _shown(known.events, known.superseded, known.latest, known.scope)
         pinned = Held(known.latest.id, known.retried,
