@@ -7,7 +7,8 @@ to at most the clock's total, and what no stage claims is the caller's own work 
 framing, routing, JSON of the answer). The stages:
 
 ``http``
-    the HTTP layer every server shares: the security checks and the body received whole
+    the HTTP layer every server shares: the security checks and the body received whole,
+    and a stream's response started
 ``parse``
     the request body parsed and checked, a front's format translated (the gateway)
 ``admission``
@@ -15,15 +16,18 @@ framing, routing, JSON of the answer). The stages:
 ``vision``
     evidence acquired for images: cache lookups, route calls, the schema gate
 ``store``
-    the database: queries, and write transactions with what runs inside them
+    the database: queries, and write transactions with what runs inside them; a model
+    call booked (its usage and audit rows queued for the next write)
 ``prepare``
     the turn's own work before a model call: the history matched against its session,
     reasoning restored, the model-facing view built and fitted to the history budget
 ``upstream``
-    the text model's HTTP call (sending, waiting, reading the answer)
+    the text model's HTTP call (sending, waiting, reading the answer, a stream's chunks
+    one by one) and its latency metric
 ``answer``
     the answer after the model call: the turn's result assembled, its history noted for
-    the next request, the client's JSON (or a front's translation) encoded
+    the next request, the client's JSON (or a front's translation) encoded; a front's
+    stream of the turn's events made
 ``seal``
     the signed checkpoint of the audit chain
 

@@ -163,11 +163,13 @@ def anthropic_routes(front: Front) -> AnthropicRoutes:
                 answer = wire.answer_json(result, out, signer=front.signer, scope=front.scope)
                 return JSONResponse(answer,
                                     headers={"X-DeepSeekEyes-Session": result.session_id})
-        stream = wire.MessageStream(runtime.events(turn), out, signer=front.signer,
-                                    scope=front.scope)
+        with stage("answer"):  # the turn's events as this format's stream
+            stream = wire.MessageStream(runtime.events(turn), out, signer=front.signer,
+                                        scope=front.scope)
         opened = await open_stream(stream, request, release)
-        return EventStream(_events(opened.first, opened.rest, opened.close), opened.close,
-                           opened.headers)
+        with stage("answer"):
+            return EventStream(_events(opened.first, opened.rest, opened.close),
+                               opened.close, opened.headers)
 
     def _replay(claim: Claim, out: wire.Translated, stream: bool) -> Response:
         """A stored answer, again (see gateway/idempotency.py), in this format."""

@@ -31,6 +31,7 @@ from deepseek_eyes.runtime.turn import TurnRequest, TurnResult
 from deepseek_eyes.runtime.turn.wire.anthropic_messages import ThinkingSigner
 from deepseek_eyes.runtime.turn.wire.openai_responses import ReasoningSealer
 from deepseek_eyes.settings import GatewaySettings
+from deepseek_eyes.stages import stage
 from deepseek_eyes.store.idempotency import Claim, KeyRef
 
 __all__ = ["EventStream", "Front", "OpenedStream", "open_stream"]
@@ -147,7 +148,8 @@ class EventStream(StreamingResponse):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await super().__call__(scope, receive, send)
+            with stage("http"):  # the response started (the clock stops there)
+                await super().__call__(scope, receive, send)
         finally:
             with anyio.CancelScope(shield=True):
                 closing = getattr(self._events, "aclose", None)

@@ -209,11 +209,13 @@ def responses_routes(front: Front) -> list[Route]:
                                                        scope=front.scope)
                 return JSONResponse(answer,
                                     headers={"X-DeepSeekEyes-Session": result.session_id})
-        stream = wire.ResponseStream(runtime.events(turn), out, sealer=front.sealer,
-                                     scope=front.scope)
+        with stage("answer"):  # the turn's events as this format's stream
+            stream = wire.ResponseStream(runtime.events(turn), out, sealer=front.sealer,
+                                         scope=front.scope)
         opened = await open_stream(stream, request, release)
-        return EventStream(_events(opened.first, opened.rest, stream, out, opened.close),
-                           opened.close, opened.headers)
+        with stage("answer"):
+            return EventStream(_events(opened.first, opened.rest, stream, out, opened.close),
+                               opened.close, opened.headers)
 
     def _replay(claim: Claim, out: wire.Translated, stream: bool) -> Response:
         """A stored answer, again (see gateway/idempotency.py), in this format."""

@@ -224,8 +224,9 @@ class ChatClient:
                     outcome = "ok"
                     return dataclasses.replace(result, retries=tuple(failed))
         finally:
-            observe_latency("upstream", _model_of(body), outcome,
-                            time.perf_counter() - started)
+            with stage("upstream"):  # the call's own latency metric
+                observe_latency("upstream", _model_of(body), outcome,
+                                time.perf_counter() - started)
 
     def _chat_span(self, body: JsonObject, *, stream: bool,
                    ) -> contextlib.AbstractContextManager[Any]:
@@ -410,7 +411,7 @@ class _StreamOpener(AbstractAsyncContextManager["ChatStream"]):
             self._span = telemetry.detached_span(
                 chat_span_name(model),
                 chat_attributes(client.provider, model, client.base_url, stream=True))
-        with stage("upstream"):  # until the first chunk (the chunks after are the caller's)
+        with stage("upstream"):  # until the first chunk (each one after: ChatStream's)
             try:
                 stream = await self._open()
             except BaseException as exc:

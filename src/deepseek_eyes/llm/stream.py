@@ -52,6 +52,7 @@ from deepseek_eyes.llm.response import (
 )
 from deepseek_eyes.llm.retry import Attempt
 from deepseek_eyes.llm.sse import SSEDecoder
+from deepseek_eyes.stages import stage
 from deepseek_eyes.usage import ProviderUsage
 
 __all__ = ["ChatStream"]
@@ -149,7 +150,8 @@ class ChatStream:
         if self._ended:
             raise StopAsyncIteration
         try:
-            chunk = await (self._next_sse() if self._sse else self._next_json())
+            with stage("upstream"):  # the model's answer read, chunk by chunk
+                chunk = await (self._next_sse() if self._sse else self._next_json())
             if chunk is None and self._result is None:
                 self._result = self._assemble()
         except BaseException:

@@ -296,11 +296,11 @@ class SecurityMiddleware:
 
         with stage("http"):
             refusal = await self._refusal(scope)
+            length = _header(scope, b"content-length")
         if refusal is not None:
             status, code, text, extra = refusal
             await _reply(send_with_headers, status, code, text, extra)
             return
-        length = _header(scope, b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
             await _reply(send_with_headers, 413, self.codes.body_too_large,
                          "the request body is too large", [])
@@ -311,8 +311,8 @@ class SecurityMiddleware:
         try:
             # asyncio's own deadline: a tenth of anyio's cost, and every server here runs on
             # asyncio (uvicorn).
-            async with asyncio.timeout(self.body_timeout):
-                with stage("http"):
+            with stage("http"):
+                async with asyncio.timeout(self.body_timeout):
                     request = await self._read_body(receive)
         except TimeoutError:
             await _reply(send_with_headers, 408, self.codes.body_timeout,

@@ -200,7 +200,8 @@ class TurnRunner:
                     turn.tail_pixels = []
                     continue
                 category = str(turn.category)
-                sent = self._ledger.call(turn, result, payload)
+                with stage("store"):  # the call booked: its usage and audit rows queued
+                    sent = self._ledger.call(turn, result, payload)
                 yield ModelCalled(turn.model_calls, sent, category, turn.forced_final)
                 internal, external = self._split(turn, result.tool_calls)
                 if internal and not external:
