@@ -230,5 +230,5 @@ def test_nothing_is_held_on_sqlite(tmp_path: Path) -> None:
     nothing to judge from, even after its own answer."""
     store = SessionStore(Database(tmp_path / "eyes.db", url=""))
     _answered(store)
-    assert store.held("s") is None
-    assert store.held("s", lookup=("gateway:k", ["h1", "h2"])) is None
+    assert store.held("s", scope="gateway:k") is None
+    assert store.held("s", scope="gateway:k", lookup=("gateway:k", ["h1", "h2"])) is None

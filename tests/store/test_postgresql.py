@@ -667,8 +667,9 @@ def test_a_session_this_store_answered_last_is_judged_unread_and_checked_by_its_
         postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         change: str | None) -> None:
     """After its own answer a store holds a session as a read would give it (events,
-    head, latest turn, scope) and gives it once without a round trip (``held``; not for a
-    history looked up in another scope than the session's); the
+    head, latest turn, scope) and gives it once without a round trip (``held``; not to
+    another scope's request, nor for a history looked up in another scope, and neither
+    spends it); the
     append judged from it checks with its writes that nothing it was judged from changed
     (two round trips, as any guessed append), else fails whole with SessionMoved: nothing
     written, the session as the other store left it."""
@@ -679,8 +680,11 @@ def test_a_session_this_store_answered_last_is_judged_unread_and_checked_by_its_
         store, other = SessionStore(db), SessionStore(db)
         _answered(store)
         trips = _round_trips(monkeypatch)
-        assert store.held("s", lookup=("gateway:other", ["h1", "h2"])) is None
-        held = store.held("s", lookup=("gateway:k", ["h1", "h2"]))
+        assert store.held("s", scope="gateway:k", lookup=("gateway:other", ["h1", "h2"])) is None
+        # Another scope's request naming the session gets nothing held (its read refuses
+        # it), and leaves what is held for this scope's next turn.
+        assert store.held("s", scope="gateway:other") is None
+        held = store.held("s", scope="gateway:k", lookup=("gateway:k", ["h1", "h2"]))
         assert trips == []
         monkeypatch.undo()
         assert held is not None
@@ -690,7 +694,7 @@ def test_a_session_this_store_answered_last_is_judged_unread_and_checked_by_its_
                 held.latest, held.scope) == \
             ([(e.seq, e.turn_id, e.message) for e in read.events], read.head,
              read.latest, read.scope)
-        assert store.held("s") is None  # once: the next turn reads, or its own answer
+        assert store.held("s", scope="gateway:k") is None  # once: then read, or its own answer
         if change is not None:
             CHANGES[change](other)
         before = [(e.seq, e.message["content"]) for e in store.events("s")]
@@ -733,7 +737,7 @@ def test_a_store_holds_sessions_only_while_it_finds_them_as_it_left_them(
 
         misses = 0
         for number in range(2, 30):
-            held = store.held("s")
+            held = store.held("s", scope="gateway:k")
             if held is None:
                 break
             other.append("s", [{"role": "user", "content": f"elsewhere {number}"}])
@@ -744,7 +748,7 @@ def test_a_store_holds_sessions_only_while_it_finds_them_as_it_left_them(
             answer(number)
         assert 3 <= misses <= 10, misses
         for number in range(30, 40):  # alone again: its reads find what it left
-            if store.held("s") is not None:
+            if store.held("s", scope="gateway:k") is not None:
                 break
             answer(number)
         else:

@@ -829,7 +829,7 @@ class SessionStore:
         self._know(session_id, _Known(events, superseded, retried, latest, known.scope,
                                       settled=turn is not None))
 
-    def held(self, session_id: str, *,
+    def held(self, session_id: str, *, scope: str,
              lookup: tuple[str, Sequence[str]] | None = None) -> Snapshot | None:
         """The session judged from what this store holds, when the last thing it knows of
         it is its own answer (:class:`_Known`), without reading it: the snapshot a read
@@ -840,7 +840,10 @@ class SessionStore:
         only in the session's own scope, where each noted row that names the session
         passes the lookup's scope check of its session as it is: the check can then leave
         that out, and a longer row naming another scope's session fails it, to be read).
-        None where nothing is held, on SQLite (a read there is no round trip), and while
+        ``scope``: whose request it is; another scope's session is never held for it (it
+        is read, and refused as the read finds it, without spending what this store held
+        for its own client's next turn). None where nothing is held, on SQLite (a read
+        there is no round trip), and while
         this store does not find such sessions unchanged often enough (:data:`HOLD_AT`:
         replicas dealt one conversation's turns in turn).
 
@@ -851,9 +854,9 @@ class SessionStore:
         with self._lock:
             known = self._read.get(session_id)
             if known is None or not known.settled or known.latest is None \
-                    or known.latest.running or known.scope is None \
-                    or (lookup is not None and lookup[0] != known.scope):
-                return None  # a lookup in another scope than the session's: read
+                    or known.latest.running or known.scope != scope \
+                    or (lookup is not None and lookup[0] != scope):
+                return None  # another scope's session, or a lookup in another: read
             if self._sure < HOLD_AT:
                 return None  # read (and the read tells whether holding would have done)
             known.settled = False

@@ -586,7 +586,8 @@ class Preparer:
             # it continues (the longest one noted after an answer in this client's scope).
             # Every noted history ends with the answer noted after: a history without one
             # (a conversation's first request) continues nothing, and is looked up never.
-            found, snap = self._find(request.client_scope, chain, hold=hold)
+            found, snap = self._find(request.client_scope, chain, hold=hold,
+                                     owner=request.scope)
             if found is None:
                 # Noted before histories were canonical (format 1): found by that chain.
                 older = prefix_chain(request.messages, legacy=True)
@@ -613,8 +614,8 @@ class Preparer:
                 continue
         raise SessionConflict(request.session_id, -1)
 
-    def _find(self, scope: str, chain: Chain, *,
-              hold: bool = False) -> tuple[str | None, Snapshot | None]:
+    def _find(self, scope: str, chain: Chain, *, hold: bool = False,
+              owner: str | None = None) -> tuple[str | None, Snapshot | None]:
         """The session whose noted history is the longest prefix of ``chain``. Where the
         memo knows a noted prefix of it (``chain.noted``), none shorter can be the
         longest, so only the hashes from there on are looked up (a continuation looks up
@@ -623,11 +624,12 @@ class Preparer:
         them are. ``hold`` (a deferred write, which checks what it was judged from): that
         session, when this process's answer is the last thing it knows of it, is not read
         or looked up at all: it is judged from what the store holds, and the lookup
-        checked with the write (:meth:`~deepseek_eyes.store.events.SessionStore.held`)."""
+        checked with the write (:meth:`~deepseek_eyes.store.events.SessionStore.held`;
+        ``owner``, whose request it is, must be whose the session is)."""
         if chain.noted:
             hashes = chain.hashes[chain.noted - 1:]
-            if chain.session is not None and hold:
-                snap = self._sessions.held(chain.session, lookup=(scope, hashes))
+            if chain.session is not None and hold and owner is not None:
+                snap = self._sessions.held(chain.session, scope=owner, lookup=(scope, hashes))
                 if snap is not None:
                     return chain.session, snap
             if chain.session is not None:
@@ -684,7 +686,7 @@ class Preparer:
                 not check).
         """
         if snap is None and hold:
-            snap = self._sessions.held(session_id)
+            snap = self._sessions.held(session_id, scope=request.scope)
         if snap is None:
             snap = self._sessions.snapshot(session_id)
         if snap.scope is not None and snap.scope != request.scope:
