@@ -106,12 +106,12 @@ def test_leading_equal_counts_to_the_first_difference() -> None:
 
 
 def test_the_memos_are_bounded_in_references_too() -> None:
-    walks = HistoryWalks(entries=10, items=150)
+    walks = HistoryWalks(entries=10, items=100)
     for key in "abc":
         walks.where(key, list(range(60)), "w", bool)
     walks.where("d", list(range(10)), "w", bool)  # short: walked whole, not kept
-    assert len(walks._kept) == 1  # each keeps its 60 items and the 59 found: 238 > 150
-    assert walks._items == 119
+    assert len(walks._kept) == 1  # 180 references would pass the bound
+    assert walks._items == 60
     memo = FitMemo(items=100)
     history = [{"role": "user", "content": "x" * 400} for _ in range(60)]
     for key in "abc":

@@ -66,15 +66,14 @@ def _part(items: Sequence[Any], start: int, end: int) -> list[Any]:
 
 
 class HistoryWalks:
-    """The last list each (key, walk) saw, what the walk found in it and those items (see
-    the module docstring)."""
+    """The last list each (key, walk) saw and what the walk found in it (see the module
+    docstring)."""
 
     def __init__(self, *, entries: int = WALK_ENTRIES, items: int = WALK_ITEMS) -> None:
         self._max = entries
         self._max_items = items
         self._items = 0
-        self._kept: OrderedDict[tuple[str, str],
-                                tuple[list[Any], list[int], list[Any]]] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, str], tuple[list[Any], list[int]]] = OrderedDict()
 
     def where(self, key: str | None, items: Sequence[T], walk: str,
               test: Callable[[T], Any]) -> list[int]:
@@ -83,40 +82,24 @@ class HistoryWalks:
         whole, nothing kept."""
         if key is None or len(items) <= SHORT:
             return [i for i, item in enumerate(items) if test(item)]
-        return list(self._walk(key, items, walk, test)[0])
+        kept = self._kept.pop((key, walk), None)
+        if kept is not None:
+            self._items -= len(kept[0])
+        start = 0
+        found: list[int] = []
+        if kept is not None and items and kept[0] and kept[0][0] is items[0]:
+            start = leading_equal(items, kept[0])
+            found = kept[1][:bisect.bisect_left(kept[1], start)]
+        found.extend(i for i in range(start, len(items)) if test(items[i]))
+        if len(items) <= self._max_items:
+            self._kept[(key, walk)] = (list(items), found)
+            self._items += len(items)
+        while len(self._kept) > self._max or self._items > self._max_items:
+            _, (dropped, _found) = self._kept.popitem(last=False)
+            self._items -= len(dropped)
+        return list(found)
 
     def select(self, key: str | None, items: Sequence[T], walk: str,
                test: Callable[[T], Any]) -> list[T]:
-        """The items :meth:`where` finds (kept with it: a continued walk copies the ones
-        it found before, in C, rather than picking them out again one by one)."""
-        if key is None or len(items) <= SHORT:
-            return [item for item in items if test(item)]
-        return list(self._walk(key, items, walk, test)[1])
-
-    def _walk(self, key: str, items: Sequence[T], walk: str,
-              test: Callable[[T], Any]) -> tuple[list[int], list[T]]:
-        """The indices found and their items, from the entry kept for (key, walk) as far
-        as ``items`` begins with its list, the rest tested; kept again (the callers copy)."""
-        kept = self._kept.pop((key, walk), None)
-        if kept is not None:
-            self._items -= len(kept[0]) + len(kept[2])
-        start = 0
-        found: list[int] = []
-        chosen: list[Any] = []
-        if kept is not None and items and kept[0] and kept[0][0] is items[0]:
-            start = leading_equal(items, kept[0])
-            cut = bisect.bisect_left(kept[1], start)
-            found, chosen = kept[1][:cut], kept[2][:cut]
-        for i in range(start, len(items)):
-            item = items[i]
-            if test(item):
-                found.append(i)
-                chosen.append(item)
-        size = len(items) + len(chosen)
-        if size <= self._max_items:
-            self._kept[(key, walk)] = (list(items), found, chosen)
-            self._items += size
-        while len(self._kept) > self._max or self._items > self._max_items:
-            _, (dropped, _found, picked) = self._kept.popitem(last=False)
-            self._items -= len(dropped) + len(picked)
-        return found, chosen
+        """The items :meth:`where` finds."""
+        return [items[i] for i in self.where(key, items, walk, test)]
