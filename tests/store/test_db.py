@@ -192,3 +192,44 @@ def test_a_row_appended_later_outlives_a_rolled_back_write(tmp_path: Path) -> No
     assert [r[0] for r in db.query("SELECT kind FROM audit ORDER BY id")] == ["later"]
     assert made == ["later"]
     db.close()
+
+
+def test_hooks_after_a_commit_run_once_it_committed_and_never_after_a_rollback(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """What a caller may know only of committed rows (store/events.py) is told after the
+    outermost commit, in order; a rolled-back transaction's hooks never run; a hook that
+    raises is logged and the write stays committed; outside a transaction it is refused."""
+    db = Database(tmp_path / "eyes.db")
+    ran: list[str] = []
+    with db.transaction():
+        db.after_commit(lambda: ran.append("first"))
+        with db.transaction():  # part of the outer one: its hook waits for that commit
+            db.after_commit(lambda: ran.append("inner"))
+        assert ran == []
+    assert ran == ["first", "inner"]
+
+    def failing() -> None:
+        with db.transaction():
+            db.after_commit(lambda: ran.append("rolled back"))
+            raise RuntimeError("the block fails")
+
+    with pytest.raises(RuntimeError):
+        failing()
+    with db.transaction():
+        pass
+    assert ran == ["first", "inner"]
+
+    def broken() -> None:
+        raise ValueError("a broken hook")
+
+    with db.transaction() as conn:
+        conn.execute("INSERT INTO audit (ts, kind, subject, details) VALUES (?,?,?,?)",
+                     (1.0, "test.kept", "s", "{}"))
+        db.after_commit(broken)
+        db.after_commit(lambda: ran.append("after the broken one"))
+    assert ran[-1] == "after the broken one"
+    assert "a hook after a commit failed" in caplog.text
+    assert db.query_one("SELECT COUNT(*) FROM audit WHERE kind = 'test.kept'")[0] == 1  # type: ignore[index]
+    with pytest.raises(RuntimeError):
+        db.after_commit(lambda: None)
+    db.close()

@@ -60,6 +60,7 @@ have rolled it back.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import threading
@@ -482,6 +483,7 @@ def _statements(script: str) -> list[str]:
 
 #: A flush hook (:meth:`Database.on_flush`): rows as :meth:`Database.append` takes them.
 _FlushHook = Callable[[], list[tuple[str, Sequence[Any], str | None]]]
+_log = logging.getLogger(__name__)
 
 
 class Database:
@@ -904,7 +906,10 @@ class Database:
         self._lazy_rows = []
         hooks, self._on_commit = self._on_commit, []
         for hook in hooks:
-            hook()
+            try:
+                hook()
+            except Exception:  # committed all the same: a hook's failure is not the write's
+                _log.exception("a hook after a commit failed")
 
     def _rollback(self) -> None:
         # SQLite may have rolled back already (a full disk at COMMIT): then this fails.
@@ -1040,7 +1045,8 @@ class Database:
         """Inside a write transaction: call ``hook`` once the outermost transaction has
         committed (in the order asked, under the database's lock; not at all when it rolls
         back). For what a caller may know only of committed rows (a session's events as
-        they are stored, store/events.py); a hook must not write or raise.
+        they are stored, store/events.py); a hook must not write, and one that raises is
+        logged (the transaction committed all the same).
 
         Raises:
             RuntimeError: outside a write transaction (a programming error).

@@ -815,7 +815,8 @@ class SessionStore:
             known = _Known([], frozenset(), 0, None, created, settled=False)
         head = known.events[-1].seq if known.events else -1
         if rows and rows[0][1] != head + 1:  # others appended between: read next time
-            known.settled = False
+            with self._lock:
+                known.settled = False
             return
         superseded, retried, latest = known.superseded, known.retried, known.latest
         if turn is not None:
@@ -843,9 +844,9 @@ class SessionStore:
         ``scope``: whose request it is; another scope's session is never held for it (it
         is read, and refused as the read finds it, without spending what this store held
         for its own client's next turn). None where nothing is held, on SQLite (a read
-        there is no round trip), and while
-        this store does not find such sessions unchanged often enough (:data:`HOLD_AT`:
-        replicas dealt one conversation's turns in turn).
+        there is no round trip), and while this store does not find such sessions
+        unchanged often enough (:data:`HOLD_AT`: replicas dealt one conversation's turns
+        in turn).
 
         Only for a judgement whose write checks it: an append with a guard holding
         ``snapshot.held``, with ``expect`` or not (without, it reads and checks first)."""
