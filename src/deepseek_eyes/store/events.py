@@ -36,7 +36,6 @@ Decisions a newcomer would otherwise undo:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import hashlib
 import json
@@ -281,11 +280,17 @@ class _Known:
 
 
 _EVENT_COLUMNS = "session_id, seq, ts, role, turn_id, body_sha256, body"
+#: A session's turns that superseded an earlier attempt, after its ``session_id = ?``: the
+#: first two conditions are the partial index turns_retried's (migration 15), word for
+#: word, so both engines read only the rows that name the key (a session of thousands of
+#: turns has a handful), and only those are parsed as JSON. Our details are canonical
+#: JSON, whose keys are written as they are: a retry_of key always shows as its text.
+_SUPERSEDING = (" AND outcome = 'ok' AND instr(details, '\"retry_of\"') > 0"
+                " AND json_extract(details, '$.retry_of') IS NOT NULL")
 # Events of attempts a later successful attempt of the same turn superseded are left out.
 _EFFECTIVE = (
-    " AND (turn_id IS NULL OR turn_id NOT IN (SELECT json_extract(details, '$.retry_of')"
-    " FROM turns WHERE session_id = ?1 AND outcome = 'ok' AND instr(details, '\"retry_of\"') > 0"
-    " AND json_extract(details, '$.retry_of') IS NOT NULL))"
+    " AND (turn_id IS NULL OR turn_id NOT IN (SELECT json_extract(details, '$.retry_of')"  # noqa: S608 - constant fragments
+    f" FROM turns WHERE session_id = ?1{_SUPERSEDING}))"
 )
 # An event since the guard's head that is not an attempt of the same turn (same base).
 _FOREIGN = (
@@ -389,14 +394,9 @@ def read_details(details: dict[str, Any]) -> dict[str, Any]:
 #: turns a later attempt superseded, the latest finished turn and the latest running one.
 _EVENTS_AFTER = (f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq > ?"  # noqa: S608 - constant fragments
                  " ORDER BY seq")
-#: The turns of a session that superseded an earlier attempt: the first two conditions are
-#: the partial index turns_retried's (migration 15), word for word, so both engines read
-#: only the rows that name the key (a session of thousands of turns has a handful), and
-#: only those are parsed as JSON. Our details are canonical JSON, whose keys are written
-#: as they are: a retry_of key always shows as its text.
-_RETRIED = ("SELECT json_extract(details, '$.retry_of') FROM turns WHERE session_id = ?"
-            " AND outcome = 'ok' AND instr(details, '\"retry_of\"') > 0"
-            " AND json_extract(details, '$.retry_of') IS NOT NULL")
+#: The turns of a session that superseded an earlier attempt (:data:`_SUPERSEDING`).
+_RETRIED = ("SELECT json_extract(details, '$.retry_of') FROM turns"  # noqa: S608 - constant fragments
+            f" WHERE session_id = ?{_SUPERSEDING}")
 _LAST_TURN = ("SELECT id, CAST(json_extract(details, '$.base') AS INTEGER), started_at"
               " FROM turns WHERE session_id = ? ORDER BY started_at DESC LIMIT 1")
 _LAST_LEASE = ("SELECT turn_id, base, started_at FROM turn_leases WHERE session_id = ?"
@@ -455,7 +455,7 @@ def _expected_head(session_id: str, scope: str | None, guard: Guard
 def _held_state(lookup: int) -> str:
     """What a held snapshot's append checks (:class:`Held`), as one text: the session's
     last event's seq, its latest turn, how many of its turns are in flight, how many
-    superseded an attempt (:data:`_RETRIED`'s conditions, so its partial index answers)
+    superseded an attempt (:data:`_SUPERSEDING`, so its partial index answers)
     and, with ``lookup`` prefix hashes (?4 on; their scope ?3), the session the longest
     noted one is noted for ('' for none). Not its scope: a session's is written with it
     and never changed, so the one held is the one a read gives."""
@@ -469,9 +469,7 @@ def _held_state(lookup: int) -> str:
             " AS TEXT) || ' ' || COALESCE((SELECT t.id FROM turns t WHERE t.session_id = ?1"
             " ORDER BY t.started_at DESC LIMIT 1), '') || ' ' || CAST((SELECT COUNT(*)"
             " FROM turn_leases l WHERE l.session_id = ?1) AS TEXT) || ' ' || CAST((SELECT"
-            " COUNT(*) FROM turns WHERE session_id = ?1 AND outcome = 'ok'"
-            " AND instr(details, '\"retry_of\"') > 0"
-            " AND json_extract(details, '$.retry_of') IS NOT NULL) AS TEXT)" + found)
+            f" COUNT(*) FROM turns WHERE session_id = ?1{_SUPERSEDING}) AS TEXT)" + found)
 
 
 def _held_check(session_id: str, guard: Guard) -> tuple[str, tuple[Any, ...]]:
@@ -511,13 +509,13 @@ def _scope_in(conn: sqlite3.Connection, session_id: str) -> str | None:
 
 
 def _shown(every: list[Event], superseded: frozenset[str], latest: TurnMark | None,
-           scope: str | None) -> Snapshot:
+           scope: str | None, held: Held | None = None) -> Snapshot:
     """The snapshot of a session whose events are ``every``: without the output of the
     attempts ``superseded`` names."""
     head = every[-1].seq if every else -1
     events = [e for e in every if e.turn_id is None or e.turn_id not in superseded] \
         if superseded else list(every)
-    return Snapshot(events, head, latest, scope)
+    return Snapshot(events, head, latest, scope, held)
 
 
 class SessionStore:
@@ -861,10 +859,9 @@ class SessionStore:
             if self._sure < HOLD_AT:
                 return None  # read (and the read tells whether holding would have done)
             known.settled = False
-        snap = _shown(known.events, known.superseded, known.latest, known.scope)
-        pinned = Held(known.latest.id, known.retried,
-                      None if lookup is None else (lookup[0], tuple(lookup[1])))
-        return dataclasses.replace(snap, held=pinned)
+        return _shown(known.events, known.superseded, known.latest, known.scope,
+                      Held(known.latest.id, known.retried,
+                           None if lookup is None else (lookup[0], tuple(lookup[1]))))
 
     def body_hashes(self, session_id: str) -> tuple[list[str], int, str | None]:
         """The SHA-256 of each of the session's messages in order (kept or not), its head
