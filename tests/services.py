@@ -34,10 +34,39 @@ __all__ = ["PostgresCluster", "RedisServer", "free_port", "postgres_bindir", "st
            "start_redis"]
 
 
+def _port_slice() -> range:
+    """The ports :func:`free_port` draws from: below the kernel's ephemeral range (where a
+    port asked of the kernel could be taken by any outgoing connection before the server
+    binds it) and, under pytest-xdist, this worker's own share of them (two workers never
+    hand out the same port)."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    first = 10000 if low > 12000 else 1024
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    share = (low - first) // workers
+    return range(first + worker * share, first + (worker + 1) * share)
+
+
+_PORTS = _port_slice()
+_next_port = _PORTS.start + (os.getpid() * 7919) % len(_PORTS)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nothing listens on now, none handed out before in this process (a
+    port taken but not yet bound by the server it was for is not handed out again)."""
+    global _next_port
+    for _ in range(len(_PORTS)):
+        port = _next_port
+        _next_port = _PORTS.start + (_next_port + 1 - _PORTS.start) % len(_PORTS)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {_PORTS}")
 
 
 def postgres_bindir() -> Path:

@@ -22,6 +22,7 @@ from deepseek_eyes.doctor import local
 from deepseek_eyes.errors import FIX_CHROMIUM
 from deepseek_eyes.settings import Settings
 from runtime.upstream import LoopbackUpstream
+from services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 STRONG_KEY = secrets.token_urlsafe(32)  # what `deepseek-eyes token` makes
@@ -31,12 +32,6 @@ STRONG_KEY = secrets.token_urlsafe(32)  # what `deepseek-eyes token` makes
 def upstream() -> Iterator[LoopbackUpstream]:
     with LoopbackUpstream(api_key="right-key-for-the-loopback") as server:
         yield server
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write(tmp_path: Path, text: str) -> Path:

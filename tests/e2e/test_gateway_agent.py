@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -23,18 +22,13 @@ import pytest
 import mcp_peers
 from helpers import GATEWAY_KEY, require_module, serve_gateway
 from runtime.upstream import LoopbackUpstream
+from services import free_port
 
 openai = require_module("openai")
 
 
 TOKEN = "lsLYSic2r8Zx9-1vw-oGelFuPfzJEZRd3NwnpoyuMxM"
 START_DEADLINE_S = 60
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Served:

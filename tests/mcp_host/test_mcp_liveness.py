@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from deepseek_eyes.mcp_host.manager import HEARTBEAT_S, McpManager, ServerState
 from deepseek_eyes.settings import McpServerSettings, McpSettings
 from deepseek_eyes.store.blobs import BlobStore
 from mcp_peers import settings_of, time_stdio
+from services import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -80,12 +80,6 @@ def children_named(name: str) -> list[int]:
         if fields[0] != "Z" and int(fields[1]) == os.getpid() and name.encode() in cmdline:
             found.append(int(entry.name))
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

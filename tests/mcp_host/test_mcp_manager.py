@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from deepseek_eyes.settings import McpServerSettings, McpSettings
 from deepseek_eyes.store.blobs import BlobStore
 from helpers import recorded_spans
 from mcp_peers import everything_http, everything_stdio, settings_of, time_stdio
+from services import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -20,12 +20,6 @@ pytestmark = pytest.mark.anyio
 def make_host(settings: McpSettings, tmp_path: Path) -> McpHost:
     return McpHost(McpManager(settings), blobs=BlobStore(tmp_path / "blobs"),
                    artifacts=tmp_path / "artifacts", audit=McpAudit(None))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def test_everything_stdio_allowlist_and_image_to_blobs(tmp_path: Path) -> None:
