@@ -8,7 +8,8 @@ framing, routing, JSON of the answer). The stages:
 
 ``http``
     the HTTP layer every server shares: the security checks and the body received whole,
-    and a stream's response started
+    a turn's concurrency slot taken, the drain's watch over each wait set up and taken
+    down, and a stream's response started
 ``parse``
     the request body parsed and checked, a front's format translated (the gateway)
 ``admission``
@@ -27,7 +28,8 @@ framing, routing, JSON of the answer). The stages:
 ``answer``
     the answer after the model call: the turn's result assembled, its history noted for
     the next request, the client's JSON (or a front's translation) encoded; a front's
-    stream of the turn's events made
+    stream of the turn's events made (up to its first event, what the turn's own stages
+    do not claim)
 ``seal``
     the signed checkpoint of the audit chain
 

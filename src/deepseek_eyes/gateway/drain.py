@@ -59,6 +59,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deepseek_eyes.errors import GatewayError
+from deepseek_eyes.stages import stage
 
 __all__ = ["CUT_GRACE_S", "READINESS_PATH", "WATCHED_S", "Drain", "shutting_down"]
 
@@ -250,9 +251,12 @@ class Drain:
                 before it: the wait is then cancelled at its first await). Whatever else
                 the cancelled wait raised is its cause.
         """
-        scope = anyio.CancelScope()
+        # The scope's own bookkeeping (anyio's, at entry and exit) is the HTTP layer's.
+        with stage("http"):
+            scope = anyio.CancelScope()
+            scope.__enter__()
         failure: Exception | None = None
-        with scope:
+        try:
             if self._cut:
                 scope.cancel()
             self._scopes.add(scope)
@@ -264,6 +268,13 @@ class Drain:
                 failure = exc  # what the cancelled wait turned into: the cut is the cause
             finally:
                 self._scopes.discard(scope)
+        except BaseException as exc:
+            with stage("http"):
+                if not scope.__exit__(type(exc), exc, exc.__traceback__):
+                    raise
+        else:
+            with stage("http"):
+                scope.__exit__(None, None, None)
         if scope.cancelled_caught or failure is not None:
             raise shutting_down() from failure
 

@@ -77,7 +77,8 @@ class Front:
                 self.slots.release()
 
         try:
-            await self.slots.acquire()
+            with stage("http"):  # a concurrent-turn slot: the HTTP layer's admission
+                await self.slots.acquire()
             held[0] = True
             with self.drain.watch():
                 return await handle(request, release)
@@ -201,7 +202,10 @@ async def open_stream(stream: _SessionEvents[E], request: Request,
             release()
 
     try:
-        first = await anext(iterator)  # errors before this point get a real status
+        # errors before this point get a real status; what the turn's own stages do not
+        # claim on the way is this format's stream made (its head and envelopes)
+        with stage("answer"):
+            first = await anext(iterator)
     except BaseException:
         request.state.session_id = stream.session_id
         await close()

@@ -268,12 +268,15 @@ class TurnRunner:
         """The next model call's request: the history and the turn's tool rounds fitted
         to the budget, with the current offer's tools; the N-th call of an instruction
         goes without tools."""
-        with stage("prepare"):
-            messages, turn.omitted = fit([*turn.history, *turn.tail],
-                                         self._settings.history_budget_tokens,
-                                         self._preparer.views.costs,
-                                         memo=self._preparer.fits,
-                                         key=f"session {turn.session_id}")
+        with stage("prepare"):  # the tools offered and their schemas' tokens too
+            return self._build_payload(turn)
+
+    def _build_payload(self, turn: TurnState) -> JsonObject:
+        messages, turn.omitted = fit([*turn.history, *turn.tail],
+                                     self._settings.history_budget_tokens,
+                                     self._preparer.views.costs,
+                                     memo=self._preparer.fits,
+                                     key=f"session {turn.session_id}")
         payload: JsonObject = {**turn.base, "messages": messages}
         if turn.calls_so_far + 1 < self._settings.max_model_calls_per_turn:
             tools = list(turn.request.client_tools) + turn.offer.openai()
