@@ -609,7 +609,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
 
     return Starlette(
         exception_handlers={HTTPException: _http_exception, Exception: _unexpected},
-        routes=[
+        routes=_turns_first([
             Route("/healthz", health, methods=["GET"]),
             Route("/readyz", ready, methods=["GET"]),
             *([Route("/metrics", guarded(scrape), methods=["GET"])] if metrics else []),
@@ -618,8 +618,19 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
             Route("/v1/chat/completions", guarded(chat), methods=["POST"]),
             *anthropic.routes,
             *responses_routes(front),
-        ],
+        ]),
     )
+
+
+#: The paths of a turn, which nearly every request asks for.
+_TURN_PATHS = frozenset({"/v1/chat/completions", "/v1/messages", "/v1/responses"})
+
+
+def _turns_first(routes: list[Route]) -> list[Route]:
+    """``routes`` with the turns' first, the others in their order: Starlette tries routes
+    one by one, each a regex match (about 1.6 µs here), and no other route matches a
+    turn's path, so the order changes nothing but the time."""
+    return sorted(routes, key=lambda route: route.path not in _TURN_PATHS)
 
 
 def _model_entry(model_id: str, owned_by: str | None) -> JsonObject:
