@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from deepseek_eyes.stages import STAGES, StageClock, stage
+from deepseek_eyes.stages import STAGES, StageClock, hand_to, stage
 from inprocess_gateway import serve_in_process
 from runtime.upstream import LoopbackUpstream
 
@@ -62,6 +62,38 @@ def test_a_stopped_clock_counts_no_more() -> None:
         with stage("vision"):
             _spin(0.01)
     assert clock.totals["vision"] == 0.0
+    # A stage running at the stop (a stream's response started inside it) gets its time up
+    # to the stop, and nothing after it.
+    with StageClock() as clock, stage("http"):
+        _spin(0.02)
+        clock.stop()
+        header = clock.server_timing()
+        _spin(0.02)
+    assert 0.018 <= clock.totals["http"] < 0.035
+    assert "http;dur=" in header
+    assert sum(clock.totals.values()) <= clock.total
+
+
+def test_time_handed_to_a_stage_counts_until_the_next_stage_starts() -> None:
+    with StageClock() as clock:
+        hand_to("http")  # a framework's routing, say
+        _spin(0.02)
+        with stage("parse"):  # our handler's first stage ends the handoff
+            _spin(0.01)
+        _spin(0.02)  # between stages and not handed: nobody's
+        with stage("store"):
+            hand_to("http")  # inside a stage: refused, the stage keeps its time
+            _spin(0.01)
+        hand_to("http")
+        _spin(0.01)
+    # the clock stopped with a handoff open: counted up to the stop
+    assert 0.028 <= clock.totals["http"] < 0.045
+    assert 0.008 <= clock.totals["parse"] < 0.02
+    assert 0.008 <= clock.totals["store"] < 0.02
+    assert clock.total - sum(clock.totals.values()) >= 0.018  # the unhanded gap
+    without = StageClock()
+    hand_to("http")  # no clock open: nothing happens
+    assert not any(without.totals.values())
 
 
 def test_the_gateway_reports_stages_as_server_timing_when_asked() -> None:

@@ -3,13 +3,14 @@
 A request that wants its time split opens a :class:`StageClock` (``with StageClock() as
 clock``); code at every layer names the stage it runs with ``with stage("store"):``. Time is
 *exclusive*: a stage entered inside another one pauses the outer one, so the stages add up
-to at most the clock's total, and what no stage claims is the caller's own work (HTTP
-framing, routing, JSON of the answer). The stages:
+to at most the clock's total, and what no stage claims is the code between stages (and
+the event loop's own bookkeeping). The stages:
 
 ``http``
-    the HTTP layer every server shares: the security checks and the body received whole,
-    a turn's concurrency slot taken, the drain's watch over each wait set up and taken
-    down, and a stream's response started
+    the HTTP layer every server shares: the outer ASGI layers, the security checks and
+    the body received whole, the framework's routing to a handler and its sending of the
+    answer (handed over: :func:`hand_to`), a turn's concurrency slot taken, the drain's
+    watch over each wait set up and taken down, and a stream's response started
 ``parse``
     the request body parsed and checked, a front's format translated (the gateway)
 ``admission``
@@ -33,6 +34,11 @@ framing, routing, JSON of the answer). The stages:
 ``seal``
     the signed checkpoint of the audit chain
 
+A layer that hands the request on to code it does not own, whose work is of one stage (the
+gateway's outer ASGI layers, then a web framework's routing up to our handler: ``http``),
+calls :func:`hand_to`: the time until the next stage starts counts as that stage, not as
+nobody's.
+
 Without an open clock, marking a stage costs one context-variable lookup. Work handed to
 another thread (``anyio.to_thread``) is not split: the waiting stage keeps that time. Work
 that runs concurrently on the event loop (parallel tool calls) is split only roughly, by
@@ -47,7 +53,7 @@ import time
 from contextvars import ContextVar, Token
 from types import TracebackType
 
-__all__ = ["STAGES", "StageClock", "stage"]
+__all__ = ["STAGES", "StageClock", "hand_to", "stage"]
 
 STAGES = ("http", "parse", "admission", "vision", "store", "prepare", "upstream", "answer", "seal")
 
@@ -64,6 +70,8 @@ class StageClock:
         self._thread = threading.get_ident()
         self._stack: list[str] = []
         self._mark = self.started
+        #: The stage the time until the next one starts counts as (see hand): None, nobody's.
+        self._handed: str | None = None
         self._token: Token[StageClock | None] | None = None
 
     def __enter__(self) -> StageClock:
@@ -78,9 +86,25 @@ class StageClock:
             self._token = None
 
     def stop(self) -> None:
-        """End the clock (idempotent): its total stops growing."""
+        """End the clock (idempotent): its total stops growing, and so does every stage's.
+        The stage running (or handed the time) at the stop gets its time up to it: a stream
+        stops the clock at its response's start, inside the stage that starts it."""
         if self.ended is None:
-            self.ended = time.perf_counter()
+            self.ended = now = time.perf_counter()
+            if self._stack:
+                self.totals[self._stack[-1]] += now - self._mark
+            elif self._handed is not None:
+                self.totals[self._handed] += now - self._mark
+                self._handed = None
+            self._mark = now
+
+    def hand(self, name: str) -> None:
+        """Count the time from now until the next stage starts (or the clock stops) as
+        ``name``; only between stages, on the clock's own thread."""
+        if self.ended is None and not self._stack \
+                and threading.get_ident() == self._thread:
+            self._mark = time.perf_counter()
+            self._handed = name
 
     @property
     def total(self) -> float:
@@ -94,12 +118,15 @@ class StageClock:
         now = time.perf_counter()
         if self._stack:
             self.totals[self._stack[-1]] += now - self._mark
+        elif self._handed is not None:
+            self.totals[self._handed] += now - self._mark
+            self._handed = None
         self._stack.append(name)
         self._mark = now
         return True
 
     def leave(self) -> None:
-        now = time.perf_counter()
+        now = self.ended if self.ended is not None else time.perf_counter()
         name = self._stack.pop()
         self.totals[name] += now - self._mark
         self._mark = now
@@ -111,6 +138,14 @@ class StageClock:
                  if seconds > 0]
         parts.append(f"total;dur={self.total * 1000:.3f}")
         return ", ".join(parts)
+
+
+def hand_to(name: str) -> None:
+    """On the open clock, if any: the time until the next stage starts counts as ``name``
+    (see :meth:`StageClock.hand`)."""
+    clock = _current.get()
+    if clock is not None:
+        clock.hand(name)
 
 
 class stage:  # lower case: used like a function, ``with stage("store"):``

@@ -111,7 +111,7 @@ from deepseek_eyes.serving.security import (
     allowed_hosts_for,
 )
 from deepseek_eyes.settings import GatewaySettings, is_loopback_host
-from deepseek_eyes.stages import stage
+from deepseek_eyes.stages import hand_to, stage
 from deepseek_eyes.store.events import SessionStore
 from deepseek_eyes.store.idempotency import Claim, KeyRef
 
@@ -391,6 +391,7 @@ def _routes(runtime: Runtime, settings: GatewaySettings, approver: Approver | No
             try:
                 with drain.watch():
                     response = await handler(request)
+                hand_to("http")  # the framework sends it from here
             except DeepSeekEyesError as exc:
                 # A turn that failed after its request was logged names its session too.
                 return _error(exc, _session_headers(request, exc))

@@ -31,7 +31,7 @@ from deepseek_eyes.runtime.turn import TurnRequest, TurnResult
 from deepseek_eyes.runtime.turn.wire.anthropic_messages import ThinkingSigner
 from deepseek_eyes.runtime.turn.wire.openai_responses import ReasoningSealer
 from deepseek_eyes.settings import GatewaySettings
-from deepseek_eyes.stages import stage
+from deepseek_eyes.stages import hand_to, stage
 from deepseek_eyes.store.idempotency import Claim, KeyRef
 
 __all__ = ["EventStream", "Front", "OpenedStream", "open_stream"]
@@ -81,7 +81,9 @@ class Front:
                 await self.slots.acquire()
             held[0] = True
             with self.drain.watch():
-                return await handle(request, release)
+                response = await handle(request, release)
+            hand_to("http")  # the framework sends it from here
+            return response
         except DeepSeekEyesError as exc:
             release()
             return error(exc, getattr(request.state, "session_id", None))

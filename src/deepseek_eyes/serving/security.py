@@ -65,7 +65,7 @@ from deepseek_eyes.serving.tokens import (
     is_strong_token,
     resolve_bearer_token,
 )
-from deepseek_eyes.stages import stage
+from deepseek_eyes.stages import hand_to, stage
 from deepseek_eyes.store.state import Limiter, TokenBuckets
 
 __all__ = [
@@ -326,6 +326,7 @@ class SecurityMiddleware:
         if request["type"] != "http.request":  # the client went away: the app sees it
             await self.app(scope, _replay([], request, receive), send_with_headers)
             return
+        hand_to("http")  # the framework's routing up to the handler's first stage
         await self.app(scope, _replay([request], None, receive), send_with_headers)
 
     async def _read_body(self, receive: Receive) -> Message | None:
