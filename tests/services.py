@@ -45,18 +45,23 @@ def _port_slice() -> range:
     first = 10000 if low > 12000 else 1024
     workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
     worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-    share = (low - first) // workers
+    share = max(low - first, 0) // workers
     return range(first + worker * share, first + (worker + 1) * share)
 
 
 _PORTS = _port_slice()
-_next_port = _PORTS.start + (os.getpid() * 7919) % len(_PORTS)
+_next_port = _PORTS.start + (os.getpid() * 7919) % max(len(_PORTS), 1)
 
 
 def free_port() -> int:
     """A loopback port nothing listens on now, none handed out before in this process (a
-    port taken but not yet bound by the server it was for is not handed out again)."""
+    port taken but not yet bound by the server it was for is not handed out again). A
+    machine whose ephemeral range leaves too few ports below it gets one from the kernel."""
     global _next_port
+    if len(_PORTS) < 256:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
     for _ in range(len(_PORTS)):
         port = _next_port
         _next_port = _PORTS.start + (_next_port + 1 - _PORTS.start) % len(_PORTS)
