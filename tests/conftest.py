@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from deepseek_eyes.home import DataHome
-from helpers import SmallDisk, mount_tmpfs, require_module
+from helpers import SCORE, SmallDisk, mount_tmpfs, require_module
 from services import PostgresCluster, RedisServer, start_postgres, start_redis
 from vision.loopback import LoopbackVisionServer
 
@@ -49,6 +49,18 @@ def session_home(tmp_path_factory: pytest.TempPathFactory,
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The score reports tests recorded (helpers.SCORE), after the run: a test's own output
+    is not shown when the tests run on several workers."""
+    scores = [value for reports in terminalreporter.stats.values() for report in reports
+              if getattr(report, "when", None) == "call"
+              for name, value in getattr(report, "user_properties", ()) if name == SCORE]
+    if scores:
+        terminalreporter.section("scores")
+        for text in scores:
+            terminalreporter.write_line(str(text))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -27,8 +27,14 @@ import pytest
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-__all__ = ["BLIND", "BLIND_TOML", "GATEWAY_KEY", "LOCAL_VISION", "ServedGateway", "SmallDisk",
+__all__ = ["BLIND", "BLIND_TOML", "GATEWAY_KEY", "LOCAL_VISION", "SCORE", "ServedGateway",
+           "SmallDisk",
            "mount_read_only", "mount_tmpfs", "require_module", "serve_blind", "serve_gateway"]
+
+#: The user property a test records a score report under (``record_property(SCORE,
+#: text)``): conftest.py prints them all after the run, under "scores", also when the
+#: tests ran on several workers (pytest-xdist shows no worker's output).
+SCORE = "score"
 
 #: The key :func:`serve_gateway` gives a gateway unless the test sets its own. Tokens in
 #: tests are random literals: every server refuses patterned ones (serving/tokens.py).

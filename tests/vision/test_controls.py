@@ -5,6 +5,7 @@ the evidence they write: objects with boxes, OCR lines split per element, the st
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from deepseek_eyes.vision.routes.controls import Control, add_controls, find_con
 from deepseek_eyes.vision.routes.layout import Segment, build_evidence
 from deepseek_eyes.vision.routes.tables import find_tables
 from deepseek_eyes.vision.types import Variant
+from helpers import SCORE
 from vision.structure_pages import CONTROL_PAGES, TABLE_PAGES, ControlTruth
 
 MIN_IOU = 0.5
@@ -41,7 +43,7 @@ def match(truth: ControlTruth, found: list[Control]) -> Control | None:
 
 @pytest.mark.slow
 def test_controls_score_on_the_chromium_corpus(
-    structure_corpus: dict[str, Any], capsys: pytest.CaptureFixture[str]
+    structure_corpus: dict[str, Any], record_property: Callable[[str, object], None]
 ) -> None:
     found_n = kind_n = text_n = total = worded = separated = extra = 0
     lines = []
@@ -68,11 +70,10 @@ def test_controls_score_on_the_chromium_corpus(
             total + len(truths))
         lines.append(f"  {name}: found {hit}/{len(truths)}, kind {kinds}/{len(truths)}, "
                      f"text {texts}/{len(truths)}")
-    with capsys.disabled():
-        print("\ninterface elements (IoU >= 0.5 against the DOM's boxes):")
-        print("\n".join(lines))
-        print(f"  total: found {found_n}/{total}, kind {kind_n}/{total}, text {text_n}/"
-              f"{total}, buttons and tabs separated {separated}/{worded}, extra {extra}")
+    record_property(SCORE, "\n".join([
+        "interface elements (IoU >= 0.5 against the DOM's boxes):", *lines,
+        f"  total: found {found_n}/{total}, kind {kind_n}/{total}, text {text_n}/{total}, "
+        f"buttons and tabs separated {separated}/{worded}, extra {extra}"]))
     assert found_n / total >= 0.9
     assert kind_n / total >= 0.9
     assert text_n / total >= 0.85

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from deepseek_eyes.vision.routes.tables import (
     table_facts,
 )
 from deepseek_eyes.vision.types import Variant
+from helpers import SCORE
 from vision.structure_pages import TABLE_PAGES, TablePage
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
@@ -52,7 +54,7 @@ def fact_score(page: TablePage, table: Table) -> tuple[int, int, int]:
 
 @pytest.mark.slow
 def test_tables_score_on_the_chromium_corpus(
-    structure_corpus: dict[str, Any], capsys: pytest.CaptureFixture[str]
+    structure_corpus: dict[str, Any], record_property: Callable[[str, object], None]
 ) -> None:
     cells_hit = cells_all = facts_hit = facts_all = facts_said = 0
     lines = []
@@ -67,11 +69,10 @@ def test_tables_score_on_the_chromium_corpus(
         cells_hit, cells_all = cells_hit + hit, cells_all + total
         facts_hit, facts_all, facts_said = facts_hit + fhit, facts_all + fall, facts_said + fsaid
         lines.append(f"  {page.name}: cells {hit}/{total}, facts {fhit}/{fall} of {fsaid} stated")
-    with capsys.disabled():
-        print("\ntables (row/col/text cell assignment; header-named facts):")
-        print("\n".join(lines))
-        print(f"  total: cells {cells_hit}/{cells_all}, fact recall {facts_hit}/{facts_all}, "
-              f"precision {facts_hit}/{facts_said}")
+    record_property(SCORE, "\n".join([
+        "tables (row/col/text cell assignment; header-named facts):", *lines,
+        f"  total: cells {cells_hit}/{cells_all}, fact recall {facts_hit}/{facts_all}, "
+        f"precision {facts_hit}/{facts_said}"]))
     assert cells_hit / cells_all >= 0.95
     assert facts_hit / facts_all >= 0.95
     assert facts_hit / facts_said >= 0.95
