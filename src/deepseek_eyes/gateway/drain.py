@@ -52,6 +52,7 @@ import signal
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
@@ -72,6 +73,25 @@ _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 READINESS_PATH = "/readyz"
 #: A ``/readyz`` asked within this many seconds means a balancer watches this process.
 WATCHED_S = 60.0
+
+
+class _HttpStaged:
+    """A cancel scope whose own entry and exit (anyio's bookkeeping, some microseconds a
+    wait) count as the ``http`` stage; otherwise the scope itself."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, scope: anyio.CancelScope) -> None:
+        self._scope = scope
+
+    def __enter__(self) -> anyio.CancelScope:
+        with stage("http"):
+            return self._scope.__enter__()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        with stage("http"):
+            return bool(self._scope.__exit__(kind, exc, tb))
 
 
 def shutting_down() -> GatewayError:
@@ -251,12 +271,9 @@ class Drain:
                 before it: the wait is then cancelled at its first await). Whatever else
                 the cancelled wait raised is its cause.
         """
-        # The scope's own bookkeeping (anyio's, at entry and exit) is the HTTP layer's.
-        with stage("http"):
-            scope = anyio.CancelScope()
-            scope.__enter__()
+        scope = anyio.CancelScope()
         failure: Exception | None = None
-        try:
+        with _HttpStaged(scope):
             if self._cut:
                 scope.cancel()
             self._scopes.add(scope)
@@ -268,13 +285,6 @@ class Drain:
                 failure = exc  # what the cancelled wait turned into: the cut is the cause
             finally:
                 self._scopes.discard(scope)
-        except BaseException as exc:
-            with stage("http"):
-                if not scope.__exit__(type(exc), exc, exc.__traceback__):
-                    raise
-        else:
-            with stage("http"):
-                scope.__exit__(None, None, None)
         if scope.cancelled_caught or failure is not None:
             raise shutting_down() from failure
 
