@@ -30,7 +30,8 @@ Decisions a newcomer would otherwise undo:
   its body, only :func:`unkept_body` (the role and ``"unkept": true``), never the content;
   no call ids are indexed for it. Nothing is ever rendered from such rows: a request that
   keeps nothing carries its whole history, and :meth:`SessionStore.body_hashes` is how it
-  finds what the session already holds.
+  finds what the session already holds. A kept message's row stores its ``body_sha256``
+  empty (:data:`SAME_AS_BODY`): the hash of the body beside it, computed when read.
 """
 
 from __future__ import annotations
@@ -305,7 +306,19 @@ _SEQ = operator.attrgetter("seq")
 
 
 def _event(r: sqlite3.Row | tuple[Any, ...]) -> Event:
-    return Event(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]))
+    return Event(r[0], r[1], r[2], r[3], r[4], r[5] or _body_hash(r[6]), json.loads(r[6]))
+
+
+def _body_hash(body: str) -> str:
+    """The ``body_sha256`` of a kept message, stored as '' (see :data:`SAME_AS_BODY`)."""
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+#: What an event's ``body_sha256`` column holds when it is the SHA-256 of its ``body``
+#: as stored (every kept message): the hash only repeats the body, which the chain's
+#: digest of the row covers whole; readers (:func:`_event`, :meth:`SessionStore.body_hashes`)
+#: compute it. An unkept message's row holds its real hash: its body is not the message.
+SAME_AS_BODY = ""
 
 
 _INSERT_SESSION = ("INSERT OR IGNORE INTO sessions (id, created_at, source, forked_from,"
@@ -675,7 +688,7 @@ class SessionStore:
                 if unkept:
                     body = _canonical(unkept_body(message))
                 row = (session_id, next_seq, now, str(message.get("role", "")), turn_id,
-                       digest, body)
+                       digest if unkept else SAME_AS_BODY, body)
                 rows.append(row)
                 call_ids = [] if unkept else _call_ids(message)
                 if not call_ids:  # its rowid unread: on PostgreSQL no round trip of its own
@@ -868,12 +881,12 @@ class SessionStore:
         sequence number and its scope (None: no such session), in one read."""
         with self._db.reading() as conn:
             rows = conn.execute(
-                "SELECT body_sha256 FROM events WHERE session_id = ? ORDER BY seq",
-                (session_id,)).fetchall()
+                "SELECT body_sha256, CASE WHEN body_sha256 = '' THEN body END FROM events"
+                " WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall()
             head = conn.execute("SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?",
                                 (session_id,)).fetchone()[0]
             owner = _scope_in(conn, session_id)
-        return [str(r[0]) for r in rows], int(head), owner
+        return [str(r[0]) or _body_hash(r[1]) for r in rows], int(head), owner
 
     def scope_of(self, session_id: str) -> str | None:
         """Whose the session is (:mod:`~deepseek_eyes.store.scopes`); None when there is
