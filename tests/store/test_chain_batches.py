@@ -635,10 +635,21 @@ def test_a_turn_records_details_are_stored_without_repeats_and_read_back_whole()
                        "prompt_tokens_details": {"cached_tokens": 5},
                        "completion_tokens_details": {"reasoning_tokens": 3}}}
     stored = stored_details(whole)
-    assert stored == {"model_calls": 1, "requests": ["a" * 64], "base": 4, "usage": {
-        "prompt_tokens": 12, "completion_tokens": 7, "prompt_cache_hit_tokens": 5,
-        "prompt_cache_miss_tokens": 7, "completion_tokens_details": {"reasoning_tokens": 3}}}
+    # The five counts every call reports, as their list (store/events.py USAGE_LIST).
+    assert stored == {"model_calls": 1, "requests": ["a" * 64], "base": 4,
+                      "usage": [12, 7, 3, 5, 7]}
     assert read_details(json.loads(json.dumps(stored))) == whole
+    # Keys in the order the usage is answered in (runtime/turn/ledger.py usage_json).
+    assert list(read_details(json.loads(json.dumps(stored)))["usage"]) == list(whole["usage"])
+    # A usage with more than those (a provider's image tokens) keeps its keys.
+    imaged = {**whole, "usage": {**whole["usage"], "completion_tokens_details": {  # type: ignore[dict-item]
+        "reasoning_tokens": 3, "image_tokens": 2}}}
+    assert isinstance(stored_details(imaged)["usage"], dict)
+    assert read_details(json.loads(json.dumps(stored_details(imaged)))) == imaged
+    # A list that is not five integers (an edited row) is read as stored.
+    assert read_details({"model_calls": 1, "usage": [1, 2]})["usage"] == [1, 2]
+    assert read_details({"model_calls": 1, "usage": [1, 2, 3, 4, "5"]})["usage"] == \
+        [1, 2, 3, 4, "5"]
     # What is not a default, or not derived, is kept as it is.
     odd = {**whole, "rereads": 2, "forced_final": True, "evidence": [{"sha256": "x"}],
            "usage": {**whole["usage"], "total_tokens": 20,  # type: ignore[dict-item]

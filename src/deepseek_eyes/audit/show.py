@@ -22,7 +22,7 @@ from deepseek_eyes.audit.records import ShownItem
 from deepseek_eyes.errors import AuditError
 from deepseek_eyes.store import chain
 from deepseek_eyes.store.db import Database
-from deepseek_eyes.store.events import read_usage
+from deepseek_eyes.store.events import read_details, read_usage
 
 __all__ = ["image_provenance", "show", "whole_requests"]
 
@@ -127,6 +127,7 @@ def _turn(conn: sqlite3.Connection, turn_id: str) -> dict[str, Any] | None:
     for turn in turns:
         details = turn["record"].get("details")
         if isinstance(details, dict):
+            read_details(details)  # whole, as the turns API shows it; `intact` is of the row
             evidence.extend(e for e in details.get("evidence") or () if isinstance(e, dict))
     images = [
         _image(conn, str(e.get("sha256")), e.get("operation_id"), e.get("record_sha256"))
@@ -161,8 +162,8 @@ def whole_requests(requests: Sequence[ShownItem]) -> list[ShownItem]:
                 if key not in details and key in pending:
                     details[key] = pending[key]
         usage = details.get("usage")
-        if isinstance(usage, dict):
-            read_usage(usage)
+        if isinstance(usage, dict | list):
+            details["usage"] = read_usage(usage)
     return list(requests)
 
 

@@ -359,11 +359,23 @@ def stored_details(details: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def stored_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
+#: A usage stored as a list (:func:`stored_usage`): its numbers in this order.
+USAGE_LIST = ("prompt_tokens", "completion_tokens", "reasoning_tokens",
+              "prompt_cache_hit_tokens", "prompt_cache_miss_tokens")
+#: The keys a usage stored as a list had once its derived fields were left out.
+_LISTED = frozenset({"prompt_tokens", "completion_tokens", "completion_tokens_details",
+                     "prompt_cache_hit_tokens", "prompt_cache_miss_tokens"})
+
+
+def stored_usage(usage: Mapping[str, Any]) -> dict[str, Any] | list[int]:
     """A usage (the OpenAI shape, :func:`~deepseek_eyes.runtime.turn.ledger.usage_json`)
     without what it only repeats: ``total_tokens`` when it is prompt + completion, and
-    ``prompt_tokens_details`` when that is ``{"cached_tokens": <cache hits>}``;
-    :func:`read_usage` puts them back. Anything else is kept as it is."""
+    ``prompt_tokens_details`` when that is ``{"cached_tokens": <cache hits>}``. What is
+    left, when it is exactly the five counts every call reports (reasoning as
+    ``completion_tokens_details``' only key), all integers, is stored as their list in
+    :data:`USAGE_LIST`'s order (``[38,12,3,23,15]``: 137 bytes less a turn record and an
+    answered call's audit row). :func:`read_usage` puts it back whole. Anything else is
+    kept as a dict."""
     out = dict(usage)
     prompt, completion = out.get("prompt_tokens"), out.get("completion_tokens")
     if type(prompt) is int and type(completion) is int \
@@ -374,12 +386,29 @@ def stored_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
     if type(hits) is int and out.get("prompt_tokens_details") == {"cached_tokens": hits} \
             and type(out["prompt_tokens_details"]["cached_tokens"]) is int:
         del out["prompt_tokens_details"]
+    details = out.get("completion_tokens_details")
+    if out.keys() == _LISTED and isinstance(details, dict) \
+            and details.keys() == {"reasoning_tokens"}:
+        listed = [out["prompt_tokens"], out["completion_tokens"], details["reasoning_tokens"],
+                  out["prompt_cache_hit_tokens"], out["prompt_cache_miss_tokens"]]
+        if all(type(n) is int for n in listed):
+            return listed
     return out
 
 
-def read_usage(usage: dict[str, Any]) -> dict[str, Any]:
-    """A stored usage whole again, in place (see :func:`stored_usage`); one stored whole
-    (a row written before usages were stored so) is left as it is."""
+def read_usage(usage: dict[str, Any] | list[Any]) -> dict[str, Any] | list[Any]:
+    """A stored usage whole again (see :func:`stored_usage`): a list as the dict it was,
+    a dict in place; one stored whole (a row written before usages were stored so), or a
+    list that is not five integers, is left as it is."""
+    if isinstance(usage, list):
+        if len(usage) != len(USAGE_LIST) or not all(type(n) is int for n in usage):
+            return usage
+        prompt, completion, reasoning, hits, misses = usage
+        return {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": prompt + completion, "prompt_cache_hit_tokens": hits,
+                "prompt_cache_miss_tokens": misses,
+                "prompt_tokens_details": {"cached_tokens": hits},
+                "completion_tokens_details": {"reasoning_tokens": reasoning}}
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if "total_tokens" not in usage and type(prompt) is int and type(completion) is int:
         usage["total_tokens"] = prompt + completion
@@ -398,8 +427,8 @@ def read_details(details: dict[str, Any]) -> dict[str, Any]:
         if key not in details:
             details[key] = list(default) if isinstance(default, list) else default
     usage = details.get("usage")
-    if isinstance(usage, dict):
-        read_usage(usage)
+    if isinstance(usage, dict | list):
+        details["usage"] = read_usage(usage)
     return details
 
 
