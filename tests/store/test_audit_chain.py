@@ -379,7 +379,14 @@ def test_a_transactions_entries_are_written_whole_and_in_order(
     assert [r["seq"] for r in rows] == list(range(1, 2 * count + 1))
     assert [r["ref_id"] for r in rows] == list(range(1, 2 * count + 1))
     assert all(r["ref_table"] == "audit" for r in rows)
-    assert [r["prev"] for r in rows] == [chain.GENESIS] + [r["hash"] for r in rows[:-1]]
+    # Stored as its first digits (the row before holds it whole), read back whole.
+    assert [r["prev"] for r in rows] == \
+        [h[:chain.PREV_KEPT] for h in [chain.GENESIS] + [r["hash"] for r in rows[:-1]]]
+    with db.reading() as conn:
+        entries = list(chain.iter_entries(conn))
+        assert [e["prev"] for e in entries] == [chain.GENESIS] + [r["hash"] for r in rows[:-1]]
+        assert [chain.entry_at(conn, r["seq"])["prev"] for r in rows] == \
+            [e["prev"] for e in entries]  # type: ignore[index]
     keys = AuditKeyring.load_or_create(tmp_path / "keys")
     sign_checkpoint(db, keys)
     report = verify_database(db, keys)
@@ -405,7 +412,8 @@ def test_a_transactions_records_share_one_entry(tmp_path: Path, count: int) -> N
             chain.insert(conn, "usage", usage, (2.5, "final", 1, 1, 10, 2, 0, 0, 10, 0), 7.5)
     rows = db.query("SELECT seq, kind, ref_table, body, prev, hash FROM chain ORDER BY seq")
     assert [r["seq"] for r in rows] == [1, 2]
-    assert [r["prev"] for r in rows] == [chain.GENESIS, rows[0]["hash"]]
+    with db.reading() as conn:
+        assert [e["prev"] for e in chain.iter_entries(conn)] == [chain.GENESIS, rows[0]["hash"]]
     for n, row in enumerate(rows):
         assert (row["kind"], row["ref_table"]) == (chain.BATCH, None)
         named = [(t, r, k) for t, r, k, _d in chain.batch_members(row["body"])]
@@ -542,9 +550,11 @@ def test_a_writers_entries_hash_as_entry_hash_says(
     writer._add("retention", None, None, "{}", "0" * 64, ts)  # a body entry, the other path
     prev = chain.GENESIS
     for row in writer._rows:
-        # A body entry is stored without its digest: read whole, its body's digest is
-        # what it was made with.
-        entry = chain.whole_entry(row)
+        # A body entry is stored without its digest, and every entry with its prev's
+        # first digits: read whole, its body's digest is what it was made with, and its
+        # prev the hash of the entry before it, which its own hash covers.
+        assert row[7] == prev[:chain.PREV_KEPT]
+        entry = chain.whole_entry(row, prev)
         seq, ts_, kind, table, rowid, value = (entry["seq"], entry["ts"], entry["kind"],
                                                entry["ref_table"], entry["ref_id"],
                                                entry["hash"])

@@ -256,7 +256,8 @@ def test_an_edited_batch_entry_is_found(v2_root: Path) -> None:
 def _rehash_from(conn: Any, seq: int, edit: Callable[[str], str]) -> None:
     """The attacker's rewrite: entry ``seq``'s body edited by ``edit``, then its digest and
     every entry's hash from it on made again, so the chain is whole."""
-    prev = conn.execute("SELECT prev FROM chain WHERE seq = ?", (seq,)).fetchone()[0]
+    before = conn.execute("SELECT hash FROM chain WHERE seq = ?", (seq - 1,)).fetchone()
+    prev = before[0] if before is not None else chain.GENESIS  # entries store its digits
     for s, ts, k, ref_table, ref_id, body in conn.execute(
             "SELECT seq, ts, kind, ref_table, ref_id, body FROM chain WHERE seq >= ?"
             " ORDER BY seq", (seq,)).fetchall():

@@ -7,8 +7,11 @@ transaction*. The entry names the record (``ref_table``/``ref_id``, the SQLite r
 the SHA-256 of the record's canonical bytes (``digest``) and the hash of the entry before it
 (``prev``); its own ``hash`` covers all of that. Records with no row of their own (a
 retention cut, a quarantine) keep their canonical JSON in the entry's ``body``; such a
-*body entry*'s row stores its ``digest`` empty, since it is the body's SHA-256
-(:func:`whole_entry` reads it back; what is hashed and verified is the same).
+*body entry*'s row stores its ``digest`` empty, since it is the body's SHA-256, and every
+entry's row stores only the first :data:`PREV_KEPT` hex digits of its ``prev``, since the
+row before it holds that hash whole (:func:`iter_entries` and :func:`entry_at` read both
+back whole; what is hashed and verified is the same, and the digits kept still say when
+an entry is not where it was written: reordered or inserted).
 
 Canonical bytes of a row are its columns as compact, key-sorted JSON, with large content
 columns (an evidence record's text, a session message's body) replaced by their SHA-256.
@@ -92,6 +95,7 @@ __all__ = [
     "ENTRY_COLUMNS",
     "FOLD_AT",
     "GENESIS",
+    "PREV_KEPT",
     "RUN_LENGTH_SQL",
     "ChainWriter",
     "Connection",
@@ -118,6 +122,12 @@ __all__ = [
 GENESIS = "0" * 64
 #: What a body entry's row holds in ``digest``: its body's SHA-256 (:func:`whole_entry`).
 _ELIDED = ""
+#: How many leading hex digits of ``prev`` (the hash of the entry before it, GENESIS for
+#: the first, which that entry's own row holds whole) an entry's row keeps: read whole by
+#: :func:`iter_entries` and :func:`entry_at` when they are that hash's; otherwise left as
+#: stored, so verify says the link is broken (``AUDIT_CHAIN_BROKEN``), as it did for a
+#: whole prev that did not match. Rows written before hold it whole (56 bytes more each).
+PREV_KEPT = 8
 #: An entry row's columns, in the order :func:`iter_entries` and :func:`entry_at` read them.
 ENTRY_COLUMNS = ("seq", "ts", "kind", "ref_table", "ref_id", "body", "digest", "prev", "hash")
 
@@ -612,7 +622,7 @@ class ChainWriter:
         # every body entry's digest is, or verify refuses it: checked, so none is lost).
         stored = _ELIDED if body is not None and digest == _sha256(body.encode("utf-8")) \
             else digest
-        row = (seq, ts, kind, table, rowid, body, stored, self._head, value)
+        row = (seq, ts, kind, table, rowid, body, stored, self._head[:PREV_KEPT], value)
         if self._buffered:
             self._rows.append(row)
         else:
@@ -1003,17 +1013,23 @@ def adopt_existing(conn: sqlite3.Connection, ts: float) -> int:
     return count
 
 
-def whole_entry(row: Sequence[Any]) -> dict[str, Any]:
+def whole_entry(row: Sequence[Any], before: str) -> dict[str, Any]:
     """An entry row (:data:`ENTRY_COLUMNS`) by column, with what it was stored without put
     back: a body entry's empty ``digest`` is its body's SHA-256 (a batch's body holds 32
-    bytes a record already, its digest 64 hex characters more each transaction). Rows written
-    before entries were stored so hold it, and are read as they are. Nothing is hashed
-    differently: the entry's hash covers its digest, so an edited body is found by its
-    entry's hash (``AUDIT_ENTRY_TAMPERED``, as before)."""
+    bytes a record already, its digest 64 hex characters more each transaction), and a
+    ``prev`` kept as its first :data:`PREV_KEPT` digits is ``before``, the hash the row
+    before it holds (GENESIS for the first), when it begins so (else it is left as stored,
+    and does not match). Rows written before entries were stored so hold them whole, and
+    are read as they are. Nothing is hashed differently: the entry's hash covers its
+    digest and whole prev, so an edited body is found by its entry's hash
+    (``AUDIT_ENTRY_TAMPERED``, as before)."""
     entry = dict(zip(ENTRY_COLUMNS, row, strict=True))
     body = entry["body"]
     if entry["digest"] == _ELIDED and isinstance(body, str):
         entry["digest"] = _sha256(body.encode("utf-8"))
+    prev = entry["prev"]
+    if type(prev) is str and len(prev) == PREV_KEPT and before[:PREV_KEPT] == prev:
+        entry["prev"] = before
     return entry
 
 
@@ -1022,13 +1038,21 @@ def entry_at(conn: sqlite3.Connection, seq: int) -> dict[str, Any] | None:
     row = conn.execute(
         "SELECT seq, ts, kind, ref_table, ref_id, body, digest, prev, hash FROM chain"
         " WHERE seq = ?", (seq,)).fetchone()
-    return None if row is None else whole_entry(row)
+    if row is None:
+        return None
+    if not isinstance(row[7], str) or len(row[7]) != PREV_KEPT or seq <= 1:
+        return whole_entry(row, GENESIS)
+    before = conn.execute("SELECT hash FROM chain WHERE seq = ?", (seq - 1,)).fetchone()
+    # No entry before it (removed: verify says so): its prev stays as stored.
+    return whole_entry(row, "" if before is None else str(before[0]))
 
 
 def iter_entries(conn: sqlite3.Connection, *,
                  batch: int = 5000) -> Iterator[dict[str, Any]]:
-    """Every entry in ``seq`` order, whole (:func:`whole_entry`), read in batches."""
+    """Every entry in ``seq`` order, whole (:func:`whole_entry`: an entry's short ``prev``
+    is read against the hash of the row read before it), read in batches."""
     last = -1
+    before = GENESIS
     while True:
         rows = conn.execute(
             "SELECT seq, ts, kind, ref_table, ref_id, body, digest, prev, hash FROM chain"
@@ -1036,5 +1060,6 @@ def iter_entries(conn: sqlite3.Connection, *,
         if not rows:
             return
         for row in rows:
-            yield whole_entry(row)
+            yield whole_entry(row, before)
+            before = row[8]
         last = int(rows[-1][0])
