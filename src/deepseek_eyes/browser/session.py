@@ -129,6 +129,9 @@ _QUIET = """([quietMs, maxMs]) => new Promise(resolve => {
   setTimeout(tick, 25);
 })"""
 _QUIET_MS = 120
+#: How long an action's settle waits, at most, for the tabs past ``max_tabs`` it opened to
+#: be closed.
+CLOSE_WAIT_S = 5.0
 _TRACKED_REQUESTS = frozenset({"document", "xhr", "fetch"})
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
 #: Events kept between two observations; more are counted, not kept.
@@ -221,6 +224,9 @@ class BrowserSession:
         self._idle = asyncio.Event()
         self._idle.set()
         self._tasks: set[asyncio.Future[Any]] = set()
+        #: Tabs being closed for ``max_tabs`` (see _on_page): an action's settle waits for
+        #: them, so no observation after it counts more tabs than the limit.
+        self._capped: set[asyncio.Future[Any]] = set()
         self._closing = False
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -354,7 +360,10 @@ class BrowserSession:
         if self._context is not None and len(self._context.pages) > self.settings.max_tabs:
             self._note(f"a new tab was closed: at most {self.settings.max_tabs} tabs "
                                "(browser.max_tabs)")
-            self._spawn(page.close())
+            closing = asyncio.ensure_future(page.close())
+            self._capped.add(closing)
+            closing.add_done_callback(self._capped.discard)
+            self._spawn(closing)
             return
         if self._page is not None:
             self._note("a new tab opened and is now the active tab")
@@ -623,8 +632,15 @@ class BrowserSession:
 
     async def settle(self) -> None:
         """Wait until the requests an action started are done and the DOM is quiet, at most
-        ``settle_timeout`` seconds in all. Never raises: a page that does not settle is
-        observed as it is."""
+        ``settle_timeout`` seconds in all, and until the tabs it opened past ``max_tabs``
+        are closed (their closes run as page events arrive; at most :data:`CLOSE_WAIT_S`
+        more). Never raises: a page that does not settle is observed as it is."""
+        await self._settle_page()
+        closing = [t for t in self._capped if not t.done()]
+        if closing:
+            await asyncio.wait(closing, timeout=CLOSE_WAIT_S)
+
+    async def _settle_page(self) -> None:
         budget = self.settings.settle_timeout
         if budget <= 0 or self.dialog is not None:
             return
