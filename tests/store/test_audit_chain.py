@@ -170,6 +170,26 @@ def test_swapped_records_and_swapped_entries_are_found(home: DataHome) -> None:
     assert _problem(_verify(home)) == ("AUDIT_CHAIN_BROKEN", 7)
 
 
+def test_an_entrys_stored_prev_digits_must_be_the_hash_before_it(home: DataHome) -> None:
+    """A row stores its prev's first PREV_KEPT digits (the row before holds it whole): read
+    back whole when they are that hash's; other digits, none, or a whole wrong hash are a
+    broken link, and a whole right one (a row written before) verifies as it always did."""
+    conn = _raw(home)
+    stored, before = conn.execute(
+        "SELECT prev, (SELECT hash FROM chain WHERE seq = 4) FROM chain WHERE seq = 5"
+    ).fetchone()
+    assert stored == before[:chain.PREV_KEPT]
+    for edited in ("f" * chain.PREV_KEPT if not before.startswith("f") else "0" * 8, "",
+                   "a" * 64, before[:chain.PREV_KEPT - 1]):
+        conn.execute("UPDATE chain SET prev = ? WHERE seq = 5", (edited,))
+        assert _problem(_verify(home)) == ("AUDIT_CHAIN_BROKEN", 5), edited
+    conn.execute("UPDATE chain SET prev = ? WHERE seq = 5", (before,))  # whole: as before
+    assert _verify(home).ok
+    conn.execute("UPDATE chain SET prev = ? WHERE seq = 5", (stored,))
+    assert _verify(home).ok
+    conn.close()
+
+
 def test_a_record_written_behind_the_chains_back_is_found(home: DataHome) -> None:
     conn = _raw(home)
     conn.execute("INSERT INTO audit (ts, kind, subject, details) VALUES (1, 'x', 'y', '{}')")

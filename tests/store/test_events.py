@@ -88,9 +88,15 @@ def test_unkept_messages_keep_their_hash_and_role_only(tmp_path: Path) -> None:
     raw = (tmp_path / "eyes.db").read_bytes() + b"".join(
         p.read_bytes() for p in tmp_path.glob("eyes.db-*"))
     assert b"secret" not in raw
-    # A kept message beside them is kept as ever.
+    # A kept message beside them is kept as ever; its row stores body_sha256 empty (the
+    # hash of the body it holds), the unkept ones their real hash; all read the same.
     store.append("s1", [said])
     assert store.events("s1")[-1].message == said
+    assert [r[0] for r in db.query("SELECT body_sha256 FROM events ORDER BY seq")] == \
+        [body_digest(said), body_digest(called), ""]
+    assert store.events("s1")[-1].body_sha256 == body_digest(said)
+    assert store.body_hashes("s1")[0] == [body_digest(said), body_digest(called),
+                                          body_digest(said)]
 
 
 def test_a_minted_session_is_created_with_its_messages_and_a_taken_id_fails_whole(

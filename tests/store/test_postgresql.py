@@ -17,6 +17,7 @@ import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -29,7 +30,7 @@ from deepseek_eyes.errors import StoreError
 from deepseek_eyes.gateway.readiness import DatabaseCheck
 from deepseek_eyes.home import DataHome
 from deepseek_eyes.settings import StoreSettings
-from deepseek_eyes.store import pg_schema
+from deepseek_eyes.store import pg_schema, pg_wire
 from deepseek_eyes.store.db import MIGRATIONS, Database
 from deepseek_eyes.store.postgres import redact, translate
 from services import PostgresCluster
@@ -396,6 +397,49 @@ def test_a_database_lends_from_a_bounded_pool_and_leaves_nothing_open(
     finally:
         home.close()
     assert _settled_count(postgres_url, lambda n: n == 0) == 0
+
+
+def test_the_kept_connection_is_asked_first_after_an_idle_while(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The connection kept between transactions is the same one (no pool round trip per
+    transaction); kept idle CHECK_IDLE_S or longer, it is asked a round trip before the
+    next transaction, so one the server ended meanwhile is replaced before anything of
+    the transaction is sent, and the write lands once."""
+    from deepseek_eyes.store import postgres
+
+    home = DataHome(tmp_path / "home", database_url=postgres_url)
+    db = home.db
+    try:
+        pids = set()
+        for i in range(5):
+            with db.transaction() as conn:
+                db.execute(AUDIT, (float(i), "k", "s", "{}"), chain="test")
+                pids.add(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+        assert len(pids) == 1
+        monkeypatch.setattr(postgres, "CHECK_IDLE_S", 0.0)  # (at 5 s: 2 pipelines)
+        pipelines: list[Any] = []
+        real = pg_wire.Pipeline.__init__
+
+        def opened(self: Any, conn: Any) -> None:
+            pipelines.append(conn)
+            real(self, conn)
+
+        monkeypatch.setattr(pg_wire.Pipeline, "__init__", opened)
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                          " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        _settled_count(postgres_url, lambda n: n == 0)
+        with db.transaction():
+            db.execute(AUDIT, (9.0, "after", None, "{}"), chain="test")
+        # Found dead by the question: the transaction's one pipeline is on the new link
+        # (not one on the old link that failed, then one on a new link).
+        assert len(pipelines) == 1
+        assert db.query_one("SELECT COUNT(*) FROM audit WHERE kind = 'after'")[0] == 1
+        with db.transaction() as conn:
+            assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] not in pids
+    finally:
+        home.close()
 
 
 def test_the_pool_size_is_a_bounded_setting() -> None:
