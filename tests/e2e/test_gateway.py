@@ -255,6 +255,8 @@ def test_an_answer_carries_provenance_that_audit_show_resolves(
     assert view["outcome_unknown"] == []
     assert logged["record"]["details"]["request_sha256"] == request["request_sha256"]
     assert logged["record"]["details"]["usage"] == request["usage"]
+    # The turn record whole too (its usage is stored as the five counts' list).
+    assert view["turn"][0]["record"]["details"]["usage"] == request["usage"]
     items = [*view["turn"], *resolved["image"], *resolved["attempts"], *resolved["evidence"],
              ahead, logged]
     assert all(item["chain"]["intact"] for item in items)
