@@ -438,6 +438,12 @@ def test_the_kept_connection_is_asked_first_after_an_idle_while(
         assert db.query_one("SELECT COUNT(*) FROM audit WHERE kind = 'after'")[0] == 1
         with db.transaction() as conn:
             assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] not in pids
+        assert db._conn._pg is not None  # type: ignore[attr-defined]  # kept
+        # Kept KEEP_S: given back between two transactions (the pool's lifetime applies).
+        monkeypatch.setattr(postgres, "KEEP_S", 0.0)
+        db.execute(AUDIT, (10.0, "later", None, "{}"), chain="test")
+        assert db._conn._pg is None  # type: ignore[attr-defined]
+        assert db.query_one("SELECT COUNT(*) FROM audit WHERE kind = 'later'")[0] == 1
     finally:
         home.close()
 

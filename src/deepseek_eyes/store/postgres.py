@@ -51,7 +51,9 @@ database_pool_size``), checked when lent (:meth:`PgConnection._borrow`). The one
 kept between transactions (one is in use at a time): borrowing and giving one back for
 each transaction cost the pool's locks and bookkeeping, about 0.1 ms a gateway turn, and
 alternated its two connections. Kept idle :data:`CHECK_IDLE_S` or longer, it is asked a
-round trip before its next transaction, as a lent one is.
+round trip before its next transaction, as a lent one is, and after :data:`KEEP_S` it goes
+back to the pool between two transactions, so the pool's own rules (a connection's
+lifetime) still apply to it.
 """
 
 from __future__ import annotations
@@ -96,6 +98,9 @@ EXPECTATION_FAILED = "EY001"
 DEFAULT_POOL_SIZE = 2
 #: A connection idle this long is asked a round trip before it is lent (see _borrow).
 CHECK_IDLE_S = 5.0
+#: How long the connection in use is kept between transactions before it goes back to the
+#: pool once (see PgConnection._done).
+KEEP_S = 60.0
 #: How long a borrow waits for a connection to be made (libpq's connect_timeout too).
 CONNECT_TIMEOUT_S = 5.0
 
@@ -629,6 +634,8 @@ class PgConnection(_chain.Connection):
         self._returned: dict[int, float] = {}
         #: Since when the connection kept between transactions has been idle (see _alive).
         self._idle_since: float | None = None
+        #: When the connection in use was borrowed (see _done).
+        self._kept_since = 0.0
         self._pool = _open_pool(url, password, pool_size, self._configure)
         # Closed with this object: a Database dropped without close() leaves no server
         # connection and no pool thread behind.
@@ -830,6 +837,7 @@ class PgConnection(_chain.Connection):
                 raise _as_sqlite(_Lost("the connection to PostgreSQL was lost"))
             self._discard()
             conn = self._pg = self._borrow()
+            self._kept_since = time.monotonic()
         return conn
 
     def _done(self) -> None:
@@ -838,12 +846,15 @@ class PgConnection(_chain.Connection):
         conn = self._pg
         if self._in_tx or conn is None:
             return
-        if conn.closed or conn.broken or conn.pgconn.transaction_status != _IDLE:
+        now = time.monotonic()
+        if conn.closed or conn.broken or conn.pgconn.transaction_status != _IDLE \
+                or now - self._kept_since >= KEEP_S:
             # Left mid-transaction (an end that failed half-way): the pool rolls it back
-            # or drops it when given back, as it did for every connection before.
+            # or drops it when given back, as it did for every connection before. Kept
+            # KEEP_S: given back, for the pool to close it past its lifetime.
             self._release()
             return
-        self._idle_since = time.monotonic()
+        self._idle_since = now
 
     def execute(self, sql: str, parameters: Any = (), /) -> PgCursor:
         with self._guard:
