@@ -49,11 +49,10 @@ the lock's last holder committed.
 **Connections** come from a psycopg pool per connection object (``[store]
 database_pool_size``), checked when lent (:meth:`PgConnection._borrow`). The one in use is
 kept between transactions (one is in use at a time): borrowing and giving one back for
-each transaction cost the pool's locks and bookkeeping, about 0.1 ms a gateway turn, and
-alternated its two connections. Kept idle :data:`CHECK_IDLE_S` or longer, it is asked a
-round trip before its next transaction, as a lent one is, and after :data:`KEEP_S` it goes
-back to the pool between two transactions, so the pool's own rules (a connection's
-lifetime) still apply to it.
+each transaction cost the pool's locks and bookkeeping, about 0.1 ms a gateway turn. Kept
+idle :data:`CHECK_IDLE_S` or longer, it is asked a round trip before its next transaction,
+as a lent one is, and after :data:`KEEP_S` it goes back to the pool between two
+transactions, so the pool's own rules (a connection's lifetime) still apply to it.
 """
 
 from __future__ import annotations
