@@ -91,11 +91,7 @@ class StageClock:
         stops the clock at its response's start, inside the stage that starts it."""
         if self.ended is None:
             self.ended = now = time.perf_counter()
-            if self._stack:
-                self.totals[self._stack[-1]] += now - self._mark
-            elif self._handed is not None:
-                self.totals[self._handed] += now - self._mark
-                self._handed = None
+            self._count_to(now)
             self._mark = now
 
     def hand(self, name: str) -> None:
@@ -116,14 +112,19 @@ class StageClock:
         if self.ended is not None or threading.get_ident() != self._thread:
             return False
         now = time.perf_counter()
+        self._count_to(now)
+        self._stack.append(name)
+        self._mark = now
+        return True
+
+    def _count_to(self, now: float) -> None:
+        """The time since the last mark to the stage running, or else to the one it was
+        handed to (whose hand ends here)."""
         if self._stack:
             self.totals[self._stack[-1]] += now - self._mark
         elif self._handed is not None:
             self.totals[self._handed] += now - self._mark
             self._handed = None
-        self._stack.append(name)
-        self._mark = now
-        return True
 
     def leave(self) -> None:
         now = self.ended if self.ended is not None else time.perf_counter()
