@@ -310,7 +310,8 @@ def _event(r: sqlite3.Row | tuple[Any, ...]) -> Event:
 
 
 def _body_hash(body: str) -> str:
-    """The ``body_sha256`` of a kept message, stored as '' (see :data:`SAME_AS_BODY`)."""
+    """A message's ``body_sha256``: the SHA-256 of its canonical body (a kept one's row
+    stores it as :data:`SAME_AS_BODY`)."""
     return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -713,12 +714,13 @@ class SessionStore:
             rows: list[tuple[Any, ...]] = []
             for message in messages:
                 body = _canonical(message)
-                digest = hashlib.sha256(body.encode()).hexdigest()
+                digest = _body_hash(body)
                 if unkept:
                     body = _canonical(unkept_body(message))
-                row = (session_id, next_seq, now, str(message.get("role", "")), turn_id,
-                       digest if unkept else SAME_AS_BODY, body)
-                rows.append(row)
+                known = (session_id, next_seq, now, str(message.get("role", "")), turn_id,
+                         digest, body)
+                rows.append(known)  # what the store knows after the commit: the hash too
+                row = known if unkept else (*known[:5], SAME_AS_BODY, body)
                 call_ids = [] if unkept else _call_ids(message)
                 if not call_ids:  # its rowid unread: on PostgreSQL no round trip of its own
                     chain.insert_later(conn, "session.event", _INSERT_EVENT, row, now)
