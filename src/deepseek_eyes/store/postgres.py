@@ -671,7 +671,6 @@ class PgConnection(_chain.Connection):
         Raises:
             psycopg.Error, _Lost: the server cannot be reached.
         """
-        import psycopg
         from psycopg_pool import PoolTimeout
 
         for attempt in range(3):
@@ -683,13 +682,9 @@ class PgConnection(_chain.Connection):
             if conn.closed or conn.broken:
                 self._give_back(conn)
                 continue
-            if returned is not None and time.monotonic() - returned >= CHECK_IDLE_S \
-                    and attempt < 2:
-                try:
-                    conn.execute("")
-                except psycopg.Error:
-                    self._give_back(conn)
-                    continue
+            if attempt < 2 and not _answers(conn, returned):
+                self._give_back(conn)
+                continue
             return conn
         raise _Lost("no live connection to PostgreSQL")
 
@@ -822,15 +817,9 @@ class PgConnection(_chain.Connection):
         fails it, and its rollback ends it)."""
         conn = self._pg
         idle, self._idle_since = self._idle_since, None
-        if conn is not None and idle is not None and not (conn.closed or conn.broken) \
-                and time.monotonic() - idle >= CHECK_IDLE_S:
-            # Kept idle long enough for the server to have ended it (restarted): asked
-            # first, as _borrow asks a lent one.
-            try:
-                conn.execute("")
-            except _Psycopg.error:
-                self._discard()
-                conn = None
+        if conn is not None and not (conn.closed or conn.broken) and not _answers(conn, idle):
+            self._discard()  # the server ended it while it was kept (restarted)
+            conn = None
         if conn is None or conn.closed or conn.broken:
             if self._in_tx and not fresh_transaction:
                 raise _as_sqlite(_Lost("the connection to PostgreSQL was lost"))
@@ -1320,6 +1309,19 @@ class PgConnection(_chain.Connection):
             self._release()
             _close_pool(self._pool)
             super().close()
+
+
+def _answers(conn: Any, idle_since: float | None) -> bool:
+    """Whether ``conn``, idle since ``idle_since`` (None: not idle), may be used: one idle
+    :data:`CHECK_IDLE_S` or longer (long enough for the server to have ended it, restarted)
+    is asked a round trip first, whether lent by the pool or kept between transactions."""
+    if idle_since is None or time.monotonic() - idle_since < CHECK_IDLE_S:
+        return True
+    try:
+        conn.execute("")
+    except _Psycopg.error:
+        return False
+    return True
 
 
 def _chain_rows(writer: _chain.ChainWriter, rows: Sequence[_Deferred], ts: float) -> None:
