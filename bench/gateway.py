@@ -7,7 +7,10 @@
    a keep-alive ``httpx`` client and the official ``openai`` client (what users run; it
    parses and validates every response, so its own cost is in both columns). p50 latency of
    a text turn, and p50 time to the first content of a streamed turn. Ratio = through
-   gateway / direct (target: at most 1.5 with the ``openai`` client).
+   gateway / direct (target: at most 1.5 with the ``openai`` client). Beside them, in the
+   same blocks, the floor: bench/_bare_proxy.py, a proxy on the gateway's own stack
+   (uvicorn on uvloop, httptools, the chat client's transport) that forwards the bytes and
+   does nothing else, so what the hop alone adds on this machine is printed with ours.
 2. Memory: the gateway process's resident set idle, and after 1,000 text turns; and the
    gateway process's own CPU time per turn over those turns (user and system, from
    ``/proc``: what a busy machine distorts least).
@@ -28,6 +31,7 @@ import base64
 import json
 import math
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -53,6 +57,21 @@ def start(upstream: LoopbackUpstream, home: Path,
           src: Path | None = None) -> tuple[subprocess.Popen[str], str]:
     return start_gateway(f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\n'
                          'model = "deepseek-v4-pro"', home, src=src)
+
+
+def start_floor(upstream: LoopbackUpstream) -> tuple[subprocess.Popen[str], str]:
+    """bench/_bare_proxy.py in front of ``upstream``: the hop alone, on our serving stack."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "_bare_proxy.py"), upstream.base_url, str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    for line in process.stderr:
+        if line.startswith("listening"):
+            return process, f"http://127.0.0.1:{port}/v1"
+    raise SystemExit("the bare proxy did not start")
 
 
 def cpu_s(pid: int) -> float:
@@ -160,6 +179,7 @@ async def tokens(upstream: LoopbackUpstream, home: Path, history: str) -> tuple[
 async def main(n: int, before: str | None) -> None:
     with LoopbackUpstream() as upstream, tempfile.TemporaryDirectory() as tmp:
         process, gateway = start(upstream, Path(tmp))
+        floor, floor_url = start_floor(upstream)
         old: tuple[subprocess.Popen[str], str] | None = None
         if before:
             old = start(upstream, Path(tempfile.mkdtemp(dir=tmp)),
@@ -167,7 +187,7 @@ async def main(n: int, before: str | None) -> None:
         try:
             print(f"gateway_idle_rss: ours={rss_mib(process.pid):.0f}MiB target<150MiB"
                   + (f" before={rss_mib(old[0].pid):.0f}MiB" if old else ""))
-            targets = {"direct": upstream.base_url, "ours": gateway}
+            targets = {"direct": upstream.base_url, "ours": gateway, "floor": floor_url}
             if old is not None:
                 targets["before"] = old[1]
             for client, measure in (("httpx", latencies), ("openai", openai_latencies)):
@@ -187,6 +207,9 @@ async def main(n: int, before: str | None) -> None:
                     if "before" in samples:
                         b = statistics.median(samples["before"])
                         line += f"; before={b * 1e3:.2f}ms ratio={b / d:.2f}"
+                    f = statistics.median(samples["floor"])
+                    line += (f"; floor (a bare pass-through proxy on our stack)={f * 1e3:.2f}ms "
+                             f"ratio={f / d:.2f} added={(f - d) * 1e3:.2f}ms")
                     print(f"{line} (p50 of {len(samples['ours'])})")
             turned, cpu = await rss_after(gateway, process.pid, 1000)
             was = await rss_after(old[1], old[0].pid, 1000) if old else None
@@ -197,7 +220,7 @@ async def main(n: int, before: str | None) -> None:
             print(f"gateway_cpu_per_turn: ours={cpu * 1e3:.2f}ms"
                   + (f" before={was[1] * 1e3:.2f}ms ratio={cpu / was[1]:.2f}" if was else ""))
         finally:
-            for served in (process, old[0] if old else None):
+            for served in (process, floor, old[0] if old else None):
                 if served is not None:
                     served.terminate()
                     served.wait(timeout=10)
