@@ -287,11 +287,11 @@ def record_digest(record: Mapping[str, Any]) -> str:
         if kind is str:
             text = _encode_str(value)
         elif kind is int:
-            text = int.__repr__(value)
+            text = repr(value)  # the exact type: int's own repr (see _number_json)
         elif value is None:
             text = "null"
         elif kind is float and value - value == 0.0:
-            text = float.__repr__(value)
+            text = repr(value)
         else:  # bytes, bool, NaN or an infinity: as the encoder writes or refuses it
             return _sha256(canonical_bytes(record))
         parts.append(prefix)
@@ -325,11 +325,12 @@ def entry_hash(
 def _number_json(value: object) -> str | None:
     """A finite float's or an int's canonical JSON (their ``repr``, as ``json`` writes
     them); None for anything else (NaN and the infinities, which the strict format
-    refuses)."""
+    refuses). The type is tested exactly, so the builtin ``repr`` is the type's own (what
+    ``json`` calls as ``float.__repr__``), at less cost than calling that slot wrapper."""
     if type(value) is float:
-        return float.__repr__(value) if value - value == 0.0 else None
+        return repr(value) if value - value == 0.0 else None
     if type(value) is int:
-        return int.__repr__(value)
+        return repr(value)
     return None
 
 
