@@ -46,6 +46,7 @@ from typing import Any, Protocol, TypedDict
 import anyio
 
 from deepseek_eyes.errors import ImageError, TurnError
+from deepseek_eyes.runtime.walks import leading_equal
 from deepseek_eyes.vision.evidence.cache import ImageMeta
 
 __all__ = [
@@ -59,7 +60,6 @@ __all__ = [
     "image_part",
     "image_refs",
     "image_url_part",
-    "leading_equal",
     "parse_messages",
     "text_of",
 ]
@@ -310,22 +310,6 @@ class ParsedHistories:
             self._by_scope.popitem(last=False)
 
 
-def leading_equal(left: list[Any], right: list[Any], limit: int | None = None) -> int:
-    """How many leading items two lists have equal (at most ``limit``): compared whole
-    first (in C), then by halves to the first difference."""
-    n = min(len(left), len(right))
-    if limit is not None:
-        n = min(n, limit)
-    if left[:n] == right[:n]:
-        return n
-    lo, hi = 0, n
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if left[lo:mid] == right[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 async def parse_messages(

@@ -33,8 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deepseek_eyes.canonical_json import normalized_text
-from deepseek_eyes.runtime.messages import leading_equal
-from deepseek_eyes.runtime.walks import HistoryWalks
+from deepseek_eyes.runtime.walks import HistoryWalks, leading_equal
 from deepseek_eyes.store.events import Event, body_digest
 
 __all__ = ["MEMO_SESSIONS", "Chain", "HistoryMemo", "prefix_chain", "shared_prefix",
@@ -244,5 +243,4 @@ class HistoryMemo:
 def shared_prefix(left: Sequence[object], right: Sequence[object]) -> int:
     """How many leading items two lists have equal (messages, digests): compared whole
     first (in C), then by halves to the first difference."""
-    return leading_equal(list(left) if not isinstance(left, list) else left,
-                         list(right) if not isinstance(right, list) else right)
+    return leading_equal(left, right)
