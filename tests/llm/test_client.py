@@ -273,6 +273,64 @@ def mock_client(handler: Any) -> ChatClient:
     return ChatClient("http://model.test/v1", transport=httpx.MockTransport(handler))
 
 
+_ANSWER = {"id": "c1", "object": "chat.completion", "model": "m",
+           "choices": [{"index": 0, "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "ok"}}],
+           "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_chat_request_is_what_httpx_builds_from_the_same_settings(stream: bool) -> None:
+    """The request is made from parts merged once at start, not by httpx's build_request
+    on every call; what it holds is what that builds: the URL, every header (the
+    client's, the body's type and length, a stream's Accept), the JSON bytes as httpx
+    encodes them (compact, UTF-8 as it is), the timeouts."""
+    client = ChatClient("http://model.test/v1", api_key=API_KEY, headers={"X-Org": "acme"},
+                        timeout=12, connect_timeout=3)
+    payload = {"model": "m", "messages": [{"role": "user", "content": "héllo ✓"}]}
+    request = client.encode(payload, stream=stream).request
+    reference = httpx.Client(
+        headers={"User-Agent": "deepseek-eyes/0.1", "Accept": "application/json",
+                 "X-Org": "acme", "Authorization": f"Bearer {API_KEY}"},
+        timeout=httpx.Timeout(12, connect=3),
+    ).build_request("POST", "http://model.test/v1/chat/completions",
+                    json=request_body(request),
+                    headers={"Accept": "text/event-stream"} if stream else None)
+    assert (request.method, request.url) == (reference.method, reference.url)
+    assert sorted(request.headers.multi_items()) == sorted(reference.headers.multi_items())
+    assert request.content == reference.content
+    assert "héllo ✓".encode() in request.content
+    assert request.extensions["timeout"] == reference.extensions["timeout"]
+    again = client.encode(payload, stream=stream).request
+    assert again.headers is not request.headers  # each request its own headers
+
+
+def request_body(request: httpx.Request) -> Any:
+    return json.loads(request.content)
+
+
+@pytest.mark.anyio
+async def test_a_cookie_the_upstream_set_goes_back_with_the_next_call() -> None:
+    """As httpx's client does (a balancer's sticky-session cookie, say)."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=_ANSWER, headers={"Set-Cookie": "lb=node-2; Path=/"})
+
+    client = mock_client(handler)
+    try:
+        with anyio.fail_after(BOUND_S):
+            for _ in range(2):
+                await client.complete({"model": "m", "messages": [{"role": "user",
+                                                                    "content": "hi"}]})
+    finally:
+        await client.aclose()
+    assert "cookie" not in seen[0].headers
+    assert seen[1].headers["cookie"] == "lb=node-2"
+    assert seen[1].headers["content-type"] == "application/json"
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("body", "content_type"),

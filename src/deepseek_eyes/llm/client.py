@@ -40,6 +40,7 @@ import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
+from json import dumps as _json_dumps
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -173,6 +174,15 @@ class ChatClient:
             transport=transport or _default_transport(),
             follow_redirects=False,
         )
+        # A chat call's request but its body, merged once (see _request): the URL, the
+        # client's headers with the body's type (a stream's with its Accept), the timeouts.
+        self._chat_target = httpx.URL(self._chat_url)
+        self._chat_timeouts = self._http.timeout.as_dict()
+        whole = httpx.Headers(self._http.headers)
+        whole["Content-Type"] = "application/json"
+        streamed = httpx.Headers(whole)
+        streamed["Accept"] = "text/event-stream"
+        self._chat_headers = {False: whole, True: streamed}
 
     @property
     def base_url(self) -> str:
@@ -289,8 +299,17 @@ class ChatClient:
             if encoded.stream != stream:
                 raise ValueError("a request encoded for another kind of call")
             return encoded.request
-        headers = {"Accept": "text/event-stream"} if stream else None
-        return self._http.build_request("POST", self._chat_url, json=body, headers=headers)
+        if self._http.cookies:  # an upstream set one: httpx's own merge sends it back
+            return self._http.build_request(
+                "POST", self._chat_url, json=body,
+                headers={"Accept": "text/event-stream"} if stream else None)
+        # What build_request makes (the same URL, headers, JSON bytes and timeouts) from
+        # the parts merged at start: it merged and parsed them again on every call, about
+        # 70 us of a turn's path to the model (tests/llm/test_client.py holds them equal).
+        content = _json_dumps(body, ensure_ascii=False, separators=(",", ":"),
+                              allow_nan=False).encode("utf-8")
+        return httpx.Request("POST", self._chat_target, headers=self._chat_headers[stream],
+                             content=content, extensions={"timeout": self._chat_timeouts})
 
     async def list_models(self) -> list[JsonObject]:
         """GET ``{base_url}/models`` and return its ``data`` list (entries that are objects).
