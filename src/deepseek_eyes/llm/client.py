@@ -183,6 +183,7 @@ class ChatClient:
         streamed = httpx.Headers(whole)
         streamed["Accept"] = "text/event-stream"
         self._chat_headers = {False: whole, True: streamed}
+        _extract_only_set_cookies(self._http.cookies)
 
     @property
     def base_url(self) -> str:
@@ -571,6 +572,22 @@ def _default_transport() -> httpx.AsyncBaseTransport | None:
 def _status(error: LLMError) -> int | None:
     status = error.details.get("status")
     return status if isinstance(status, int) and not isinstance(status, bool) else None
+
+
+def _extract_only_set_cookies(cookies: httpx.Cookies) -> None:
+    """Have ``cookies`` (a client's jar, which httpx hands every response) read only the
+    responses that set a cookie. For each one it built a urllib request and an email
+    message of the response's headers first (about 55 us a call here), and the standard
+    jar takes cookies from ``Set-Cookie`` and ``Set-Cookie2`` alone: a response without
+    either changes nothing, so it is passed by."""
+    extract = cookies.extract_cookies
+
+    def extract_if_set(response: httpx.Response) -> None:
+        headers = response.headers
+        if "set-cookie" in headers or "set-cookie2" in headers:
+            extract(response)
+
+    cookies.extract_cookies = extract_if_set  # type: ignore[method-assign]
 
 
 def _unavailable(message: str, exc: Exception, where: _Where) -> LLMError:
