@@ -386,7 +386,7 @@ class ChatClient:
             document = parse_json(await read_bounded(response, MAX_RESPONSE_BYTES))
         finally:
             await response.aclose()
-        return dataclasses.replace(result_from_document(document), request_sha256=sent)
+        return result_from_document(document, request_sha256=sent)
 
     async def _open_stream(
         self, request: httpx.Request, sent_hash: list[str], retries: tuple[Attempt, ...],

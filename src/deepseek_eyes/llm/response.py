@@ -294,7 +294,11 @@ def _tool_calls(value: Any) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def result_from_document(document: JsonObject) -> ChatResult:
+def result_from_document(document: JsonObject, *, request_sha256: str | None = None,
+                         retries: tuple[Attempt, ...] = ()) -> ChatResult:
+    """A whole (not streamed) completion as the call's result; ``request_sha256`` and
+    ``retries`` say what was sent (set here: a ``dataclasses.replace`` after, on every
+    call, cost ~6 us more)."""
     choices = document.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise LLMError("the completion has no choices", code="LLM_BAD_RESPONSE")
@@ -313,4 +317,6 @@ def result_from_document(document: JsonObject) -> ChatResult:
         usage=ProviderUsage.from_openai(usage if isinstance(usage, dict) else None),
         streamed=False,
         tool_calls=_tool_calls(message.get("tool_calls")),
+        request_sha256=request_sha256,
+        retries=retries,
     )

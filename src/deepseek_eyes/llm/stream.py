@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import dataclasses
 import json
 import time
 from collections import deque
@@ -237,9 +236,8 @@ class ChatStream:
         except TimeoutError:
             raise self._timeout_error() from None
         document = parse_json(raw)
-        self._result = dataclasses.replace(
-            result_from_document(document), request_sha256=self.request_sha256,
-            retries=self.retries)
+        self._result = result_from_document(document, request_sha256=self.request_sha256,
+                                            retries=self.retries)
         self.first_chunk_at = time.perf_counter()
         return _chunk_from_document(document, self._result)
 
