@@ -7,9 +7,11 @@ body and content type to ``UPSTREAM_BASE_URL`` unchanged, answering with the ups
 status, content type and body, chunk by chunk as they arrive (a stream stays a stream).
 It runs on what ``deepseek-eyes serve`` runs on (uvicorn on uvloop, parsing HTTP with
 httptools; the upstream reached through the chat client's own transport,
-``deepseek_eyes.llm.transport.KeepAliveTransport``) and does nothing else: no parse, no
-check, no store, no audit. So its added latency is what the hop alone costs on this stack,
-the least any gateway built on it can add (bench/gateway.py prints it beside ours).
+``deepseek_eyes.llm.transport.KeepAliveTransport``, called directly: no httpx client
+around it, so no request building, cookie jar or redirect handling either) and does
+nothing else: no parse, no check, no store, no audit. So its added latency is what the hop
+alone costs on this stack, the least any gateway built on it can add (bench/gateway.py
+prints it beside ours).
 Prints ``listening`` to stderr once it accepts connections.
 """
 
@@ -28,8 +30,10 @@ _KEPT_HEADERS = ("content-type",)
 
 
 def build(upstream: str) -> Any:
-    client = httpx.AsyncClient(transport=KeepAliveTransport(), timeout=30)
+    transport = KeepAliveTransport()
     base = upstream.rstrip("/")
+    urls: dict[str, httpx.URL] = {}  # parsed once a target
+    timeouts = httpx.Timeout(30).as_dict()
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -42,16 +46,18 @@ def build(upstream: str) -> Any:
             more = message.get("more_body", False)
         path = scope["path"].removeprefix("/v1")
         query = scope["query_string"].decode()
-        url = f"{base}{path}" + (f"?{query}" if query else "")
+        target = f"{base}{path}" + (f"?{query}" if query else "")
+        url = urls.get(target) or urls.setdefault(target, httpx.URL(target))
         headers = [(k.decode(), v.decode()) for k, v in scope["headers"]
                    if k.decode().lower() in _KEPT_HEADERS]
-        request = client.build_request(scope["method"], url, content=body, headers=headers)
-        response = await client.send(request, stream=True)
+        request = httpx.Request(scope["method"], url, content=body, headers=headers,
+                                extensions={"timeout": timeouts})
+        response = await transport.handle_async_request(request)
         try:
             await send({"type": "http.response.start", "status": response.status_code,
                         "headers": [(k.encode(), v.encode()) for k, v in response.headers.items()
                                     if k.lower() in _KEPT_HEADERS]})
-            async for chunk in response.aiter_raw():
+            async for chunk in response.stream:  # type: ignore[union-attr]
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:

@@ -310,8 +310,6 @@ class ParsedHistories:
             self._by_scope.popitem(last=False)
 
 
-
-
 async def parse_messages(
     raw: Any,
     *,
