@@ -178,13 +178,17 @@ async def tokens(upstream: LoopbackUpstream, home: Path, history: str) -> tuple[
 
 async def main(n: int, before: str | None) -> None:
     with LoopbackUpstream() as upstream, tempfile.TemporaryDirectory() as tmp:
-        process, gateway = start(upstream, Path(tmp))
-        floor, floor_url = start_floor(upstream)
+        served: list[subprocess.Popen[str]] = []  # stopped at the end, whatever started
         old: tuple[subprocess.Popen[str], str] | None = None
-        if before:
-            old = start(upstream, Path(tempfile.mkdtemp(dir=tmp)),
-                        export(before, Path(tmp) / "before"))
         try:
+            process, gateway = start(upstream, Path(tmp))
+            served.append(process)
+            floor, floor_url = start_floor(upstream)
+            served.append(floor)
+            if before:
+                old = start(upstream, Path(tempfile.mkdtemp(dir=tmp)),
+                            export(before, Path(tmp) / "before"))
+                served.append(old[0])
             print(f"gateway_idle_rss: ours={rss_mib(process.pid):.0f}MiB target<150MiB"
                   + (f" before={rss_mib(old[0].pid):.0f}MiB" if old else ""))
             targets = {"direct": upstream.base_url, "ours": gateway, "floor": floor_url}
@@ -220,10 +224,9 @@ async def main(n: int, before: str | None) -> None:
             print(f"gateway_cpu_per_turn: ours={cpu * 1e3:.2f}ms"
                   + (f" before={was[1] * 1e3:.2f}ms ratio={cpu / was[1]:.2f}" if was else ""))
         finally:
-            for served in (process, floor, old[0] if old else None):
-                if served is not None:
-                    served.terminate()
-                    served.wait(timeout=10)
+            for child in served:
+                child.terminate()
+                child.wait(timeout=10)
         for history in ("pointer", "full"):
             ours, naive = await tokens(upstream, Path(tmp), history)
             print(
