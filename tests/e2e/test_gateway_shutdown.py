@@ -24,6 +24,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -433,3 +434,44 @@ def test_an_upstream_refusal_after_the_request_was_logged_names_its_session(
     session = refused.headers.get(SESSION)
     assert session
     assert _session_exists(home, session)
+
+
+def test_a_gateway_whose_standard_error_nobody_reads_still_stops_on_sigterm(
+        tmp_path: Path, upstream: LoopbackUpstream) -> None:
+    """Its notices ("stopping; …") go to standard error. When nobody reads that any more
+    (the log collector died, ``serve 2>&1 | tee log`` lost its ``tee``), writing there
+    fails (EPIPE): the stop must not. SIGTERM drains and the process exits 0 as ever; a
+    notice that failed used to end the begin of the stop before it told the server, so
+    the gateway served on and every later signal changed nothing."""
+    home = tmp_path / "data"
+    home.mkdir()
+    config = home / "eyes.toml"
+    config.write_text(
+        f'[llm]\nbase_url = "{upstream.base_url}"\napi_key = false\nmodel = "{MODEL}"\n'
+        "[gateway]\ndrain_timeout = 2\n", encoding="utf-8")
+    env = {**os.environ, "DEEPSEEK_EYES_HOME": str(home)}
+    env.pop("DEEPSEEK_EYES_GATEWAY_KEY", None)  # an open loopback gateway
+    process = subprocess.Popen(  # noqa: S603 - our own CLI, argv list
+        [sys.executable, "-m", "deepseek_eyes", "--config", str(config), "serve",
+         "--port", "0", "--json"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    assert process.stderr is not None
+    try:
+        listening: list[str] = []
+        reader = threading.Thread(target=lambda: listening.append(process.stdout.readline()),
+                                  daemon=True)
+        reader.start()
+        reader.join(START_S)
+        assert listening, "the gateway did not start"
+        url = json.loads(listening[0])["listening"]["url"].rstrip("/").removesuffix("/v1")
+        assert httpx.get(f"{url}/healthz", timeout=START_S).status_code == 200
+        process.stderr.close()  # nobody reads its standard error from now on
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=2 + EXIT_MARGIN_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=20)
+        process.stdout.close()
+    assert code == 0

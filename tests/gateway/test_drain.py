@@ -335,3 +335,21 @@ async def test_a_second_signal_during_the_delay_stops_and_cuts_at_once() -> None
     assert (drain.draining, drain.is_cut) == (True, True)
     with anyio.fail_after(5):
         await drain.settle()  # the pending begin was dropped: nothing waits on it
+
+
+@pytest.mark.parametrize("failure", [BrokenPipeError(32, "Broken pipe"),
+                                     ValueError("I/O operation on closed file")])
+async def test_a_notice_that_cannot_be_written_does_not_stop_the_stop(
+        failure: Exception) -> None:
+    """Standard error gone (EPIPE, or closed): the begin still tells the server, and the
+    cut still cuts (tests/e2e/test_gateway_shutdown.py runs it on a real process)."""
+    def notice(_sentence: str) -> None:
+        raise failure
+
+    drain = Drain(30, notice=notice)
+    began: list[bool] = []
+    drain.on_begin(lambda: began.append(True))
+    drain.signal(signal.SIGTERM)
+    assert (drain.draining, began) == (True, [True])
+    drain.signal(signal.SIGTERM)
+    assert drain.is_cut

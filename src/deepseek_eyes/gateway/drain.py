@@ -233,8 +233,12 @@ class Drain:
                 await self._wake.wait()
 
     def _say(self, sentence: str) -> None:
+        """Tell the notice ``sentence``. One that cannot be written (standard error closed,
+        or nobody reading it any more: EPIPE) changes nothing of the stop: it raised out of
+        :meth:`begin` before the server was told, and the gateway served on."""
         if self._notice is not None:
-            self._notice(sentence)
+            with contextlib.suppress(OSError, ValueError):  # ValueError: a closed file
+                self._notice(sentence)
 
     @contextlib.contextmanager
     def signals(self) -> Iterator[None]:
