@@ -279,8 +279,10 @@ _ANSWER = {"id": "c1", "object": "chat.completion", "model": "m",
            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_chat_request_is_what_httpx_builds_from_the_same_settings(stream: bool) -> None:
+async def test_a_chat_request_is_what_httpx_builds_from_the_same_settings(
+        stream: bool) -> None:
     """The request is made from parts merged once at start, not by httpx's build_request
     on every call; what it holds is what that builds: the URL, every header (the
     client's, the body's type and length, a stream's Accept), the JSON bytes as httpx
@@ -288,20 +290,24 @@ def test_a_chat_request_is_what_httpx_builds_from_the_same_settings(stream: bool
     client = ChatClient("http://model.test/v1", api_key=API_KEY, headers={"X-Org": "acme"},
                         timeout=12, connect_timeout=3)
     payload = {"model": "m", "messages": [{"role": "user", "content": "héllo ✓"}]}
-    request = client.encode(payload, stream=stream).request
-    reference = httpx.Client(
+    try:
+        request = client.encode(payload, stream=stream).request
+        again = client.encode(payload, stream=stream).request
+    finally:
+        await client.aclose()
+    with httpx.Client(
         headers={"User-Agent": "deepseek-eyes/0.1", "Accept": "application/json",
                  "X-Org": "acme", "Authorization": f"Bearer {API_KEY}"},
         timeout=httpx.Timeout(12, connect=3),
-    ).build_request("POST", "http://model.test/v1/chat/completions",
-                    json=request_body(request),
-                    headers={"Accept": "text/event-stream"} if stream else None)
+    ) as same_settings:
+        reference = same_settings.build_request(
+            "POST", "http://model.test/v1/chat/completions", json=request_body(request),
+            headers={"Accept": "text/event-stream"} if stream else None)
     assert (request.method, request.url) == (reference.method, reference.url)
     assert sorted(request.headers.multi_items()) == sorted(reference.headers.multi_items())
     assert request.content == reference.content
     assert "héllo ✓".encode() in request.content
     assert request.extensions["timeout"] == reference.extensions["timeout"]
-    again = client.encode(payload, stream=stream).request
     assert again.headers is not request.headers  # each request its own headers
 
 
